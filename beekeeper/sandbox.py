@@ -1,0 +1,262 @@
+"""
+The sandbox host: a local container with systemd as PID 1, sshd and room for its own
+Docker engine, published on 127.0.0.1 only. The kit reaches it over SSH, exactly as it
+reaches a remote GPU box.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from .cache import CACHE, ROOT
+from .errors import SandboxError
+
+STATE_DIR = Path(os.environ.get("BEEKEEPER_SANDBOX_DIR", ROOT / ".sandbox"))
+CONTAINER = "beekeeper-sandbox"
+VOLUME = "beekeeper-sandbox-docker"
+BASE = "beekeeper/debian:bookworm"
+BUILD_BASE = "beekeeper/debian-build:bookworm"
+HOST_IMAGE = "beekeeper/sandbox-host:bookworm"
+
+_BUILD_BASE_DOCKERFILE = f"""\
+FROM {BASE}
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+    cmake g++ make git ca-certificates \\
+ && rm -rf /var/lib/apt/lists/*
+"""
+
+_HOST_DOCKERFILE = f"""\
+FROM {BASE}
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+    systemd systemd-sysv dbus openssh-server python3 sudo curl ca-certificates \\
+    iproute2 procps kmod \\
+ && rm -rf /var/lib/apt/lists/* \\
+ && systemctl enable ssh \\
+ && mkdir -p /root/.ssh && chmod 700 /root/.ssh \\
+ && rm -f /etc/ssh/ssh_host_*
+# new host keys on first boot, like a fresh machine
+RUN printf '[Unit]\\nBefore=ssh.service\\n[Service]\\nType=oneshot\\n'\\
+'ExecStart=/usr/bin/ssh-keygen -A\\n[Install]\\nWantedBy=multi-user.target\\n' \\
+    > /etc/systemd/system/ssh-keygen.service && systemctl enable ssh-keygen.service
+STOPSIGNAL SIGRTMIN+3
+CMD ["/sbin/init"]
+"""
+
+
+@dataclass
+class SandboxState:
+    """How to reach the sandbox host; written by `beekeeper sandbox up`."""
+
+    container: str
+    ssh_port: int
+    ssh_key: str
+    known_hosts: str
+    preload_images: dict[str, str]
+    base_images: dict[str, str]
+
+
+def _log(msg: str) -> None:
+    print(f"[sandbox] {msg}", file=sys.stderr, flush=True)
+
+
+def _client() -> docker.DockerClient:
+    try:
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as e:
+        raise SandboxError(f"no Docker engine answers ({e}): start dockerd, or run "
+                           "scripts/setup.sh, which installs and starts it") from None
+
+
+def debian_mirror() -> str:
+    """The Debian mirror this controller's apt uses (BEEKEEPER_DEBIAN_MIRROR overrides)."""
+    if os.environ.get("BEEKEEPER_DEBIAN_MIRROR"):
+        return os.environ["BEEKEEPER_DEBIAN_MIRROR"]
+    texts = []
+    for p in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
+        if p.is_file():
+            texts.append(p.read_text(errors="replace"))
+    for text in texts:
+        for m in re.finditer(r"(?m)^\s*(?:URIs:|deb)\s+(?:\[[^\]]*\]\s+)?(\S+)", text):
+            url = m.group(1)
+            if "security" not in url and url.startswith("http"):
+                return url
+    raise SandboxError("no Debian mirror found in /etc/apt: set BEEKEEPER_DEBIAN_MIRROR")
+
+
+def _has_image(client: docker.DockerClient, name: str) -> bool:
+    try:
+        client.images.get(name)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def ensure_base_image(client: docker.DockerClient) -> None:
+    """debian:bookworm where it can be pulled, otherwise debootstrap + import."""
+    if _has_image(client, BASE):
+        return
+    try:
+        img = client.images.pull("debian", tag="bookworm")
+        img.tag(BASE)
+        _log("pulled debian:bookworm")
+        return
+    except docker.errors.APIError:
+        _log("debian:bookworm cannot be pulled here: building it with debootstrap")
+    if not shutil.which("debootstrap"):
+        raise SandboxError("debootstrap is missing: apt-get install debootstrap")
+    with tempfile.TemporaryDirectory(prefix="beekeeper-rootfs-") as rootfs:
+        log = CACHE / "debootstrap.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            rc = subprocess.call(["debootstrap", "--variant=minbase", "bookworm", rootfs,
+                                  debian_mirror()], stdout=out, stderr=subprocess.STDOUT)
+        if rc != 0:
+            raise SandboxError(f"debootstrap failed (exit {rc}); see {log}")
+        tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
+        assert tar.stdout is not None
+        client.api.import_image_from_stream(tar.stdout, repository=BASE.split(":")[0],
+                                            tag="bookworm")
+        tar.wait()
+    _log(f"imported {BASE}")
+
+
+def _build(client: docker.DockerClient, tag: str, dockerfile: str) -> None:
+    if _has_image(client, tag):
+        return
+    _log(f"building {tag}")
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True,
+                        pull=False)
+
+
+def _save(client: docker.DockerClient, name: str) -> str:
+    """`docker save` an image to the cache, once per image id."""
+    img = client.images.get(name)
+    out = CACHE / "images" / f"{img.id.split(':')[1][:16]}.tar"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        with tmp.open("wb") as f:
+            for chunk in img.save(named=True):
+                f.write(chunk)
+        tmp.rename(out)
+    return str(out)
+
+
+def _wait_ssh(state: SandboxState, deadline_s: float = 60) -> None:
+    start = time.monotonic()
+    while time.monotonic() - start < deadline_s:
+        rc = subprocess.call(
+            ["ssh", *ssh_options(state), "-o", "ConnectTimeout=3", "true"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        if rc == 0:
+            return
+        time.sleep(1)
+    raise SandboxError(f"sshd in {state.container} did not answer on 127.0.0.1:"
+                       f"{state.ssh_port} within {deadline_s:.0f} s")
+
+
+def ssh_options(state: SandboxState) -> list[str]:
+    return ["-i", state.ssh_key, "-p", str(state.ssh_port),
+            "-o", f"UserKnownHostsFile={state.known_hosts}",
+            "-o", "StrictHostKeyChecking=accept-new", "-o", "BatchMode=yes",
+            "root@127.0.0.1"]
+
+
+def up(ssh_port: int = 2222) -> SandboxState:
+    client = _client()
+    ensure_base_image(client)
+    _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
+    _build(client, HOST_IMAGE, _HOST_DOCKERFILE)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    key = STATE_DIR / "id_ed25519"
+    if not key.exists():
+        subprocess.check_call(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+                               "beekeeper-sandbox", "-f", str(key)])
+    known = STATE_DIR / "known_hosts"
+    state = SandboxState(
+        container=CONTAINER, ssh_port=ssh_port, ssh_key=str(key), known_hosts=str(known),
+        preload_images={BASE: _save(client, BASE), BUILD_BASE: _save(client, BUILD_BASE)},
+        base_images={"build": BUILD_BASE, "runtime": BASE},
+    )
+    try:
+        c = client.containers.get(CONTAINER)
+        if c.status != "running":
+            c.start()
+    except docker.errors.NotFound:
+        known.unlink(missing_ok=True)  # new host keys
+        _log(f"starting {CONTAINER} (ssh on 127.0.0.1:{ssh_port})")
+        c = client.containers.run(
+            HOST_IMAGE, name=CONTAINER, hostname="sandbox", detach=True,
+            cap_add=["SYS_ADMIN", "NET_ADMIN"],
+            security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+            cgroupns="host",
+            tmpfs={"/run": "", "/run/lock": "", "/tmp": ""},
+            volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
+                     VOLUME: {"bind": "/var/lib/docker", "mode": "rw"}},
+            ports={"22/tcp": ("127.0.0.1", ssh_port)},
+            labels={"io.beekeeper.sandbox": "1"},
+        )
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = Path(str(key) + ".pub").read_bytes()
+        info = tarfile.TarInfo("authorized_keys")
+        info.size, info.mode = len(data), 0o600
+        tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    c.put_archive("/root/.ssh", buf.getvalue())
+    (STATE_DIR / "state.json").write_text(json.dumps(asdict(state), indent=2))
+    _wait_ssh(state)
+    _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
+    return state
+
+
+def load_state() -> SandboxState:
+    path = STATE_DIR / "state.json"
+    if not path.exists():
+        raise SandboxError("no sandbox yet: run `beekeeper sandbox up` first")
+    return SandboxState(**json.loads(path.read_text()))
+
+
+def down(purge: bool = True) -> None:
+    client = _client()
+    try:
+        client.containers.get(CONTAINER).remove(force=True)
+        _log(f"removed {CONTAINER}")
+    except docker.errors.NotFound:
+        pass
+    if purge:
+        try:
+            client.volumes.get(VOLUME).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+    (STATE_DIR / "state.json").unlink(missing_ok=True)
+    (STATE_DIR / "known_hosts").unlink(missing_ok=True)
+
+
+def status() -> dict[str, object]:
+    client = _client()
+    try:
+        c = client.containers.get(CONTAINER)
+    except docker.errors.NotFound:
+        return {"container": CONTAINER, "status": "absent"}
+    return {"container": CONTAINER, "status": c.status,
+            "ports": c.attrs["NetworkSettings"]["Ports"]}

@@ -1,0 +1,1 @@
+"""Custom pyinfra facts for GPU LLM hosts. Parsers are plain functions for unit tests."""

@@ -1,0 +1,81 @@
+"""
+Facts about the Docker engine and images.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pyinfra.api import FactBase
+
+
+def parse_docker_engine(lines: list[str]) -> dict[str, Any]:
+    """Output of the DockerEngine command -> {"present", "flavour", "active", ...}."""
+    v = dict(line.split("=", 1) for line in lines if "=" in line)
+    path = v.get("path", "")
+    if v.get("desktop") == "1":
+        flavour = "docker-desktop"
+    elif path.startswith("/snap/") or v.get("snap") == "1":
+        flavour = "snap"
+    elif v.get("pkg_ce") == "1":
+        flavour = "docker-ce"
+    elif v.get("pkg_io") == "1":
+        flavour = "distro"
+    elif path:
+        flavour = "unknown"
+    else:
+        flavour = None
+    runtimes = [r for r in v.get("runtimes", "").split(",") if r]
+    return {
+        "present": bool(path),
+        "path": path or None,
+        "flavour": flavour,
+        "active": v.get("active") == "active",
+        "server_version": v.get("server") or None,
+        "runtimes": runtimes,
+        "nvidia_runtime": "nvidia" in runtimes,
+    }
+
+
+class DockerEngine(FactBase[dict[str, Any]]):
+    """
+    Returns the Docker engine on the host:
+
+    .. code:: python
+
+        {"present": True, "path": "/usr/bin/docker", "flavour": "distro", "active": True,
+         "server_version": "20.10.24+dfsg1", "runtimes": ["runc"], "nvidia_runtime": False}
+    """
+
+    def command(self) -> str:
+        return (
+            'echo "path=$(command -v docker || true)"; '
+            "if [ -d /mnt/wsl/docker-desktop ]; then echo desktop=1; fi; "
+            "if [ -e /snap/bin/docker ]; then echo snap=1; fi; "
+            "dpkg-query -W -f='${Status}' docker-ce 2>/dev/null | grep -q 'ok installed' "
+            "&& echo pkg_ce=1; "
+            "dpkg-query -W -f='${Status}' docker.io 2>/dev/null | grep -q 'ok installed' "
+            "&& echo pkg_io=1; "
+            'echo "active=$(systemctl is-active docker 2>/dev/null || true)"; '
+            "if command -v docker >/dev/null; then "
+            "echo \"server=$(docker version --format '{{.Server.Version}}' 2>/dev/null)\"; "
+            "echo \"runtimes=$(docker info --format '{{range $k, $v := .Runtimes}}{{$k}},{{end}}'"
+            " 2>/dev/null)\"; fi; true"
+        )
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return parse_docker_engine(output)
+
+
+class DockerImageId(FactBase[str | None]):
+    """Returns the id of a local image tag, or ``None``: ``"sha256:7a3c..."``."""
+
+    def command(self, tag: str) -> str:
+        return (
+            f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(tag)} 2>/dev/null || true"
+        )
+
+    def process(self, output: list[str]) -> str | None:
+        line = output[0].strip() if output else ""
+        return line if line.startswith("sha256:") else None

@@ -1,0 +1,119 @@
+"""
+Facts about the host: OS, init system, WSL2, free disk.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pyinfra.api import FactBase
+
+
+def parse_os_release(lines: list[str]) -> dict[str, str]:
+    """`/etc/os-release` lines -> {"id": "ubuntu", "version_id": "24.04", ...}."""
+    out: dict[str, str] = {}
+    for line in lines:
+        if "=" not in line or line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        out[key.strip().lower()] = value.strip().strip('"')
+    return out
+
+
+class OsRelease(FactBase[dict[str, str]]):
+    """
+    Returns the parsed ``/etc/os-release``:
+
+    .. code:: python
+
+        {"id": "ubuntu", "version_id": "24.04", "pretty_name": "Ubuntu 24.04.1 LTS"}
+    """
+
+    def command(self) -> str:
+        return "cat /etc/os-release"
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        return parse_os_release(output)
+
+
+def parse_pid1(lines: list[str]) -> dict[str, Any]:
+    """`ps -p 1 -o comm=` and `systemctl is-system-running` -> {"systemd": bool, ...}."""
+    comm = lines[0].strip() if lines else ""
+    state = lines[1].strip() if len(lines) > 1 else "unknown"
+    return {"pid1": comm, "systemd": comm == "systemd", "state": state}
+
+
+class InitSystem(FactBase[dict[str, Any]]):
+    """
+    Returns what runs as PID 1 and the systemd state:
+
+    .. code:: python
+
+        {"pid1": "systemd", "systemd": True, "state": "running"}
+    """
+
+    def command(self) -> str:
+        return "ps -p 1 -o comm=; systemctl is-system-running 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return parse_pid1(output)
+
+
+def parse_wsl(lines: list[str]) -> dict[str, Any]:
+    """Kernel release, `/dev/dxg` and wsl.conf lines -> WSL2 facts."""
+    values = dict(line.split("=", 1) for line in lines if "=" in line)
+    kernel = values.get("kernel", "")
+    dxg = values.get("dxg") == "1"
+    is_wsl2 = "microsoft" in kernel.lower() and ("wsl2" in kernel.lower() or dxg)
+    return {
+        "kernel": kernel,
+        "is_wsl2": is_wsl2 or (dxg and "microsoft" in kernel.lower()),
+        "dxg": dxg,
+        "wsl_conf_systemd": values.get("wslconf_systemd", "").lower() == "true",
+    }
+
+
+class Wsl(FactBase[dict[str, Any]]):
+    """
+    Returns whether the host is WSL2 (kernel string and ``/dev/dxg``):
+
+    .. code:: python
+
+        {"kernel": "6.6.87.2-microsoft-standard-WSL2", "is_wsl2": True, "dxg": True,
+         "wsl_conf_systemd": True}
+    """
+
+    def command(self) -> str:
+        return (
+            'echo "kernel=$(uname -r)"; '
+            'if [ -e /dev/dxg ]; then echo dxg=1; else echo dxg=0; fi; '
+            "echo \"wslconf_systemd=$(sed -n 's/^[[:space:]]*systemd[[:space:]]*=[[:space:]]*"
+            "\\([a-z]*\\).*/\\1/p' /etc/wsl.conf 2>/dev/null | tail -n1)\""
+        )
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        return parse_wsl(output)
+
+
+def parse_df(lines: list[str]) -> int | None:
+    """`df -PB1 PATH` -> free bytes."""
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) >= 4 and parts[3].isdigit():
+            return int(parts[3])
+    return None
+
+
+class FreeDiskBytes(FactBase[int | None]):
+    """
+    Returns the free bytes on the file system that holds ``path`` (or its nearest
+    existing parent): ``84221202432``.
+    """
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return f'p={q}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -PB1 "$p"'
+
+    def process(self, output: list[str]) -> int | None:
+        return parse_df(output)

@@ -1,0 +1,33 @@
+"""
+Facts about the running LLM server, read on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from pyinfra.api import FactBase
+
+
+class ServerSmoke(FactBase[dict[str, Any] | None]):
+    """
+    Runs the host-side smoke check (read-only) and returns its JSON, or ``None`` when the
+    script is not on the host yet:
+
+    .. code:: python
+
+        {"ok": True, "model": "/models/x.gguf", "completion_tokens": 8, "health_wait_s": 0.0}
+    """
+
+    def command(self, script: str, port: int, api_key_file: str | None = None) -> str:
+        key = f" --api-key-file {shlex.quote(api_key_file)}" if api_key_file else ""
+        return (f"test -f {shlex.quote(script)} && python3 {shlex.quote(script)} "
+                f"--port {int(port)} --timeout 5{key} || true")
+
+    def process(self, output: list[str]) -> dict[str, Any] | None:
+        for line in reversed(output):
+            if line.startswith("{"):
+                return json.loads(line)
+        return None

@@ -1,0 +1,34 @@
+"""
+Defaults for every host; host data in inventories/ overrides them.
+"""
+
+# Which profile to serve (`beekeeper profiles` lists them); the seed's production config.
+profile = "q8-turbo4-64k"
+
+# container: Docker image built on the host; native: built and run under systemd directly.
+mode = "container"
+
+# The server listens here on the host. Any non-loopback address needs api_key_file.
+bind_address = "127.0.0.1"
+port = 8083
+
+# Models live here (ext4; under WSL2 never /mnt/c). Deploys never delete models.
+model_dir = "/srv/beekeeper/models"
+
+# beellama (llama.cpp fork with TurboQuant KV types), pinned to a commit.
+source = {
+    "git": "https://github.com/Anbeeld/beellama.cpp",
+    "ref": "ba1fdce59",
+}
+
+# CUDA release of the image; the host driver must be >= 580 for CUDA 13.
+cuda_version = "13.2.1"
+
+# Peak VRAM the profile may use, GB (the seed's goal: room for other models).
+vram_budget_gb = 10.0
+
+# Seconds to wait for /health after a (re)start.
+health_timeout_s = 300
+
+# Install the distro Docker engine where none is present.
+install_docker = True

@@ -1,0 +1,1 @@
+"""Deploy steps, one concern per module; deploy.py calls them in order."""

@@ -1,0 +1,37 @@
+"""
+Docker engine: install the distro package where missing and keep it running.
+Never writes /etc/docker/daemon.json.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api.operation import OperationMeta
+from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import apt, systemd
+
+from beekeeper.config import HostConfig
+
+from .preflight import HostFacts
+
+HOST_PACKAGES = ["python3", "ca-certificates"]
+
+
+def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
+    ops: list[OperationMeta] = []
+    installed = host.get_fact(DebPackages) or {}
+    wanted = list(HOST_PACKAGES)
+    if cfg.mode == "container" and not facts.docker["present"]:
+        wanted.append("docker.io")
+    missing = [p for p in wanted if p not in installed]
+    if missing:
+        ops.append(apt.packages(
+            name=f"Install host packages: {', '.join(missing)}",
+            packages=missing, update=True, no_recommends=True,
+        ))
+    if cfg.mode == "container" and facts.docker["flavour"] != "docker-desktop":
+        ops.append(systemd.service(
+            name="Enable and start the Docker engine",
+            service="docker.service", running=True, enabled=True,
+        ))
+    return ops

@@ -1,0 +1,146 @@
+"""
+beekeeper's own pyinfra operations: each reads a fact, then yields commands or a noop.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+from pyinfra.facts.files import Sha256File
+from pyinfra.operations import files
+
+from facts.docker import DockerImageId
+
+q = shlex.quote
+
+
+def _with_heartbeat(cmd: str, log: str, what: str, every_s: int = 30) -> str:
+    """Run cmd in the background with its output in `log`, printing a line every `every_s`."""
+    return (
+        f"mkdir -p {q(log.rsplit('/', 1)[0])} && : > {q(log)} && "
+        f"( {cmd} >> {q(log)} 2>&1; echo $? > {q(log + '.rc')} ) & pid=$!; "
+        f"start=$(date +%s); while kill -0 $pid 2>/dev/null; do sleep {every_s}; "
+        f"kill -0 $pid 2>/dev/null || break; "
+        f"echo \"[beekeeper] {what}: $(( $(date +%s) - start )) s, "
+        f"last: $(tail -n1 {q(log)} | cut -c1-100) (log: {log})\"; done; "
+        f"wait $pid; rc=$(cat {q(log + '.rc')}); "
+        f"if [ \"$rc\" != 0 ]; then tail -n 30 {q(log)}; "
+        f"echo \"{what} failed (exit $rc); full log: {log}\" >&2; exit \"$rc\"; fi"
+    )
+
+
+@operation()
+def image_built(tag: str, context_dir: str, log_path: str):
+    """
+    Build a Docker image from a context folder on the host, unless the tag exists.
+
+    + tag: image tag; it encodes every build input, so an existing tag is up to date
+    + context_dir: folder on the host holding the Dockerfile (and src/ for local sources)
+    + log_path: where the build output goes; a line every 30 s says it is alive
+    """
+    if host.get_fact(DockerImageId, tag=tag):
+        host.noop(f"image {tag} is already built")
+        return
+    cmd = f"docker build --pull=false -t {q(tag)} {q(context_dir)}"
+    yield StringCommand(_with_heartbeat(cmd, log_path, f"building {tag}"))
+
+
+@operation()
+def image_preloaded(image: str, local_tar: str, remote_dir: str):
+    """
+    Load a base image saved on the controller into the host's engine, unless present.
+    For hosts that cannot pull from a registry (air-gapped hosts, the sandbox).
+
+    + image: the image name the Dockerfile refers to
+    + local_tar: `docker save` archive on the controller
+    + remote_dir: folder on the host for the upload (the archive is removed after load)
+    """
+    if host.get_fact(DockerImageId, tag=image):
+        host.noop(f"base image {image} is present")
+        return
+    remote = f"{remote_dir}/{image.replace('/', '_').replace(':', '_')}.tar"
+    yield from files.put._inner(src=local_tar, dest=remote)
+    yield StringCommand(f"docker load -i {q(remote)} && rm -f {q(remote)}")
+
+
+@operation()
+def model_placed(dest: str, sha256: str, local_src: str):
+    """
+    Place a model file from the controller, checked by sha256; skip when the file on
+    the host already has the right hash. A mismatch removes the partial file and fails.
+
+    + dest: path of the model on the host
+    + sha256: expected sha256 of the file
+    + local_src: the file on the controller
+    """
+    if host.get_fact(Sha256File, path=dest) == sha256:
+        host.noop(f"{dest} has sha256 {sha256[:12]}…")
+        return
+    partial = dest + ".partial"
+    yield from files.put._inner(src=local_src, dest=partial, mode="0644")
+    yield StringCommand(
+        f"if [ \"$(sha256sum {q(partial)} | cut -d' ' -f1)\" = {q(sha256)} ]; "
+        f"then mv -f {q(partial)} {q(dest)}; "
+        f"else rm -f {q(partial)}; echo 'model sha256 mismatch for {dest}: removed' >&2; "
+        "exit 1; fi"
+    )
+
+
+@operation()
+def model_downloaded(dest: str, sha256: str | None, repo: str, revision: str, filename: str,
+                     fetcher: str, python: str, token_file: str | None = None):
+    """
+    Download a model from the Hugging Face Hub on the host (resumable), verify its sha256,
+    and move it into place; skip when the file on the host already has the right hash.
+
+    + dest: path of the model on the host
+    + sha256: expected sha256; None takes the Hub's LFS sha256 at the pinned revision
+    + repo, revision, filename: what to download
+    + fetcher: path of the host-side download script
+    + python: interpreter with huggingface-hub on the host
+    + token_file: root-only file with a Hub token, if the repo needs one
+    """
+    if sha256 and host.get_fact(Sha256File, path=dest) == sha256:
+        host.noop(f"{dest} has sha256 {sha256[:12]}…")
+        return
+    args = [python, fetcher, "--repo", repo, "--revision", revision, "--file", filename,
+            "--dest", dest]
+    if sha256:
+        args += ["--sha256", sha256]
+    if token_file:
+        args += ["--token-file", token_file]
+    log = dest + ".download.log"
+    yield StringCommand(_with_heartbeat(" ".join(q(a) for a in args), log,
+                                        f"downloading {filename}"))
+
+
+@operation()
+def smoke_checked(port: int, unit: str, script: str, timeout_s: int, after_change: bool,
+                  api_key_file: str | None = None):
+    """
+    Wait for /health and smoke-check the API on the host. When nothing changed in this
+    run, the check runs as a read-only fact and reports no change.
+
+    + port: the server's port on the host
+    + unit: systemd unit whose log is shown when a check fails
+    + script: path of hostcheck.py on the host
+    + timeout_s: deadline for /health to answer 200
+    + after_change: whether an earlier operation of this run changes the service
+    """
+    from facts.server import ServerSmoke
+
+    if not after_change:
+        result = host.get_fact(ServerSmoke, script=script, port=port,
+                               api_key_file=api_key_file)
+        if result and result.get("ok"):
+            host.noop(f"server on port {port} healthy, smoke passed "
+                      f"({result.get('completion_tokens')} tokens)")
+            return
+    key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
+    yield StringCommand(
+        f"python3 {q(script)} --port {port} --timeout {timeout_s}{key} || "
+        f"{{ echo '--- last server log lines ({unit}) ---'; "
+        f"journalctl -u {q(unit)} -n 40 --no-pager; exit 1; }}"
+    )

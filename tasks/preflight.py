@@ -1,0 +1,114 @@
+"""
+Preflight: read the host's facts and stop with one clear message before any change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyinfra import host
+from pyinfra.facts.files import Sha256File
+
+from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap, min_driver_for_cuda
+from beekeeper.config import HostConfig
+from beekeeper.errors import PreflightError
+from facts.docker import DockerEngine
+from facts.gpu import WSL_NVIDIA_SMI, GpuInfo
+from facts.host import FreeDiskBytes, InitSystem, OsRelease, Wsl
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What preflight learned about the host."""
+
+    os: dict[str, str]
+    init: dict[str, Any]
+    wsl: dict[str, Any]
+    docker: dict[str, Any]
+    gpu: dict[str, Any] | None
+    free_model_dir_bytes: int | None
+
+    @property
+    def compute_cap(self) -> str | None:
+        return self.gpu["gpus"][0]["compute_cap"] if self.gpu and self.gpu["gpus"] else None
+
+
+def check_gpu(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any] | None) -> None:
+    """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
+    if gpu is None or not gpu["gpus"]:
+        if wsl["is_wsl2"]:
+            raise PreflightError(
+                "no NVIDIA GPU visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi): install or "
+                "update the NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl --shutdown`")
+        raise PreflightError("no NVIDIA GPU found (nvidia-smi missing): install the driver, "
+                             "or choose a CPU profile such as cpu-tiny")
+    if wsl["is_wsl2"] and gpu["path"] != WSL_NVIDIA_SMI:
+        raise PreflightError(
+            f"nvidia-smi resolves to {gpu['path']}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
+            "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
+            "the Windows driver")
+    need = min_driver_for_cuda(cfg.cuda_version)
+    if gpu["driver_branch"] is not None and gpu["driver_branch"] < need:
+        where = "on Windows" if wsl["is_wsl2"] else "on the host"
+        raise PreflightError(
+            f"driver {gpu['driver_version']} is older than {need}, which CUDA "
+            f"{cfg.cuda_version} needs: update the NVIDIA driver {where}, or set cuda_version "
+            "to a release this driver supports")
+    cap = gpu["gpus"][0]["compute_cap"]
+    if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
+        raise PreflightError(
+            f"cuda_arch {cfg.cuda_arch} has no kernels for this GPU (compute capability {cap}, "
+            f"sm_{cuda_arch_from_compute_cap(cap)}): add {cuda_arch_from_compute_cap(cap)} "
+            "to cuda_arch or remove the override")
+
+
+def check(cfg: HostConfig) -> HostFacts:
+    init = host.get_fact(InitSystem)
+    wsl = host.get_fact(Wsl)
+    os_release = host.get_fact(OsRelease)
+    docker = host.get_fact(DockerEngine)
+    gpu = host.get_fact(GpuInfo)
+    free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
+
+    if not init["systemd"]:
+        if wsl["is_wsl2"]:
+            raise PreflightError(
+                "systemd is not PID 1 in this WSL2 distro: add '[boot]\\nsystemd=true' to "
+                "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again")
+        raise PreflightError(f"PID 1 is {init['pid1']!r}, not systemd: beekeeper runs the "
+                             "server as a systemd unit")
+    if cfg.mode == "container":
+        if docker["flavour"] == "snap":
+            raise PreflightError("Docker from snap cannot use the NVIDIA runtime or read "
+                                 "/etc/docker: remove it (snap remove docker) and deploy again")
+        if docker["flavour"] == "docker-desktop" and not host.data.get("use_docker_desktop"):
+            raise PreflightError(
+                "Docker Desktop's WSL integration is active: beekeeper will not install a "
+                "second engine beside it; set use_docker_desktop = True to use it, or turn "
+                "the integration off for this distro")
+        if not docker["present"]:
+            if not cfg.install_docker:
+                raise PreflightError("Docker is missing and install_docker is False: install "
+                                     "Docker or set install_docker = True")
+            if os_release.get("id") not in ("debian", "ubuntu"):
+                raise PreflightError(f"cannot install Docker on {os_release.get('id')!r}: "
+                                     "install it by hand (Debian and Ubuntu are automated)")
+    if cfg.service.profile.backend == "cuda":
+        check_gpu(cfg, wsl, gpu)
+    if wsl["is_wsl2"] and cfg.model_dir.startswith("/mnt/"):
+        raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
+                             "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
+    need = 0
+    for svc in cfg.services:
+        dest = f"{cfg.model_dir}/{svc.profile.model.filename}"
+        if svc.model_sha256 is None or host.get_fact(Sha256File, path=dest) != svc.model_sha256:
+            need += svc.profile.model.size_bytes
+    if need and free is not None and free < need + GIB:
+        raise PreflightError(
+            f"model_dir {cfg.model_dir} has {free / GIB:.1f} GiB free; the model needs "
+            f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
+    return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
+                     free_model_dir_bytes=free)

@@ -1,0 +1,60 @@
+"""
+Service: render the systemd unit that runs the server container, start it, restart it
+only when something that matters changed.
+"""
+
+from __future__ import annotations
+
+import io
+
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import files, systemd
+
+from beekeeper.config import HostConfig, ServiceConfig
+from beekeeper.render import render
+
+
+def unit_name(svc: ServiceConfig) -> str:
+    return f"beekeeper-{svc.name}.service"
+
+
+def container_name(svc: ServiceConfig) -> str:
+    return f"beekeeper-{svc.name}"
+
+
+def render_unit(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
+    model = f"/models/{svc.profile.model.filename}"
+    draft = svc.profile.server.draft_model
+    args = svc.profile.server.args(model, f"/models/{draft.filename}" if draft else None)
+    args += ["--alias", svc.profile.name]
+    conf_dir = f"/etc/beekeeper/{svc.name}"
+    return render(
+        "beekeeper-server.service.j2",
+        svc=svc, unit=unit_name(svc), container=container_name(svc), image=image,
+        model_dir=cfg.model_dir, args=args, gpu=svc.profile.backend == "cuda",
+        env_file=f"{conf_dir}/secrets.env" if svc.api_key_file else None, conf_dir=conf_dir,
+    )
+
+
+def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
+           upstream: list[OperationMeta]) -> tuple[bool, list[OperationMeta]]:
+    """Returns whether this run changes the service, and the operations queued."""
+    unit = unit_name(svc)
+    ops = [
+        files.directory(name=f"Create /etc/beekeeper/{svc.name}",
+                        path=f"/etc/beekeeper/{svc.name}", mode="0755"),
+        files.directory(name=f"Create the drop-in folder {unit}.d (yours; never written)",
+                        path=f"/etc/systemd/system/{unit}.d", mode="0755"),
+    ]
+    unit_op = files.put(name=f"Render systemd unit {unit}",
+                        src=io.StringIO(render_unit(cfg, svc, image)),
+                        dest=f"/etc/systemd/system/{unit}", mode="0644")
+    ops.append(unit_op)
+    # A new image tag or new flags change the unit; a replaced model file changes upstream.
+    changed = unit_op.will_change or any(op.will_change for op in upstream)
+    ops.append(systemd.service(
+        name=f"Start and enable {unit}" + (" (restart: inputs changed)" if changed else ""),
+        service=unit, running=True, enabled=True, restarted=changed,
+        daemon_reload=unit_op.will_change,
+    ))
+    return changed, ops

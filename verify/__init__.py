@@ -1,0 +1,1 @@
+"""Verification: smoke checks, measuring suites, reports and host checks."""

@@ -1,0 +1,180 @@
+"""
+Streaming client for llama-server's OpenAI API: one typed record per request, with a
+monotonic timestamp on every SSE event. A failed request is data, not an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+from httpx_sse import SSEError, connect_sse
+
+
+@dataclass
+class StreamEvent:
+    """One SSE `data:` event: seconds since the request was sent, and its kind."""
+
+    t_s: float
+    kind: str  # content | reasoning | role | usage | final | other
+    n_chars: int = 0
+
+
+@dataclass
+class RequestRecord:
+    """Everything measured for one streamed chat completion."""
+
+    ok: bool
+    status_code: int | None
+    error: str | None
+    t_send_s: float  # perf_counter at send, for timelines
+    events: list[StreamEvent] = field(default_factory=list)
+    text: str = ""
+    usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    finish_reason: str | None = None
+
+    @property
+    def token_event_times_s(self) -> list[float]:
+        return [e.t_s for e in self.events if e.kind in ("content", "reasoning")]
+
+    @property
+    def ttft_s(self) -> float | None:
+        times = self.token_event_times_s
+        return times[0] if times else None
+
+    @property
+    def completion_tokens(self) -> int | None:
+        if self.usage and self.usage.get("completion_tokens") is not None:
+            return int(self.usage["completion_tokens"])
+        if self.timings and self.timings.get("predicted_n") is not None:
+            return int(self.timings["predicted_n"])
+        return None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        if self.usage and self.usage.get("prompt_tokens") is not None:
+            return int(self.usage["prompt_tokens"])
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ttft_s"] = self.ttft_s
+        return d
+
+
+class ServerClient:
+    """Thin wrapper over httpx for one llama-server."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, timeout_s: float = 600.0,
+                 transport: httpx.BaseTransport | None = None):
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
+                                 timeout=httpx.Timeout(timeout_s, connect=10.0),
+                                 transport=transport)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> ServerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def health(self) -> int:
+        return self.http.get("/health").status_code
+
+    def models(self) -> list[dict[str, Any]]:
+        r = self.http.get("/v1/models")
+        r.raise_for_status()
+        return list(r.json().get("data", []))
+
+    def props(self) -> dict[str, Any]:
+        r = self.http.get("/props")
+        r.raise_for_status()
+        return dict(r.json())
+
+    def tokenize(self, text: str) -> list[int]:
+        r = self.http.post("/tokenize", json={"content": text, "add_special": False})
+        r.raise_for_status()
+        return list(r.json()["tokens"])
+
+    def apply_template(self, messages: list[dict[str, str]]) -> str:
+        r = self.http.post("/apply-template", json={"messages": messages})
+        r.raise_for_status()
+        return str(r.json()["prompt"])
+
+    def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Tokens the server will prefill for these messages (its own template + tokenizer)."""
+        r = self.http.post("/tokenize", json={"content": self.apply_template(messages),
+                                              "add_special": True, "parse_special": True})
+        r.raise_for_status()
+        return len(r.json()["tokens"])
+
+    def stream_chat(self, messages: list[dict[str, str]], max_tokens: int, *,
+                    temperature: float = 0.0, seed: int = 42, ignore_eos: bool = False,
+                    cache_prompt: bool = False, extra: dict[str, Any] | None = None
+                    ) -> RequestRecord:
+        body: dict[str, Any] = {
+            "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
+            "seed": seed, "stream": True, "stream_options": {"include_usage": True},
+            "cache_prompt": cache_prompt,
+        }
+        if ignore_eos:
+            body["ignore_eos"] = True
+        body.update(extra or {})
+        t0 = time.perf_counter()
+        rec = RequestRecord(ok=False, status_code=None, error=None, t_send_s=t0)
+        try:
+            with connect_sse(self.http, "POST", "/v1/chat/completions", json=body) as es:
+                rec.status_code = es.response.status_code
+                if es.response.status_code != 200:
+                    es.response.read()
+                    rec.error = f"HTTP {es.response.status_code}: {es.response.text[:300]}"
+                    return rec
+                for sse in es.iter_sse():  # comment lines (pings) never reach here
+                    t = time.perf_counter() - t0
+                    if sse.data.strip() == "[DONE]":
+                        break
+                    self._absorb(rec, t, json.loads(sse.data))
+            if rec.error is None:
+                rec.ok = bool(rec.token_event_times_s) or (rec.completion_tokens or 0) > 0
+                if not rec.ok:
+                    rec.error = "stream ended without a token"
+        except (httpx.HTTPError, SSEError, json.JSONDecodeError, ValueError) as e:
+            rec.error = f"{type(e).__name__}: {e}"
+            rec.ok = False
+        return rec
+
+    @staticmethod
+    def _absorb(rec: RequestRecord, t: float, chunk: dict[str, Any]) -> None:
+        if "error" in chunk:
+            rec.error = str(chunk["error"])
+            return
+        if chunk.get("timings"):
+            rec.timings = chunk["timings"]
+        if chunk.get("usage"):
+            rec.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not choices:
+            rec.events.append(StreamEvent(t, "usage" if chunk.get("usage") else "other"))
+            return
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        if choice.get("finish_reason"):
+            rec.finish_reason = choice["finish_reason"]
+        if delta.get("content"):
+            rec.text += delta["content"]
+            rec.events.append(StreamEvent(t, "content", len(delta["content"])))
+        elif delta.get("reasoning_content"):
+            rec.events.append(StreamEvent(t, "reasoning", len(delta["reasoning_content"])))
+        elif choice.get("finish_reason"):
+            rec.events.append(StreamEvent(t, "final"))
+        elif "role" in delta:
+            rec.events.append(StreamEvent(t, "role"))
+        else:
+            rec.events.append(StreamEvent(t, "other"))

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""
+Deploy gate run on the host itself (standard library only, so any host with python3
+can run it): wait for /health, then smoke-check the OpenAI API.
+
+    python3 hostcheck.py --port 8083 --timeout 300 [--api-key-file F]
+
+Prints one JSON line; exit 0 when every check passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def _request(url: str, key: str | None, body: dict | None = None, timeout: float = 30.0):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    return urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 (loopback URL)
+
+
+def wait_healthy(base: str, deadline_s: float) -> tuple[bool, str, float]:
+    """Poll /health until 200; 503 means the model is still loading."""
+    start = time.monotonic()
+    last = "no answer yet"
+    while time.monotonic() - start < deadline_s:
+        try:
+            with _request(f"{base}/health", None, timeout=5) as resp:
+                if resp.status == 200:
+                    return True, "ok", time.monotonic() - start
+        except urllib.error.HTTPError as e:
+            last = f"HTTP {e.code} ({'loading' if e.code == 503 else 'error'})"
+        except (urllib.error.URLError, OSError) as e:
+            last = f"connection: {getattr(e, 'reason', e)}"
+        time.sleep(1.0)
+    return False, last, time.monotonic() - start
+
+
+def smoke(base: str, key: str | None) -> dict:
+    with _request(f"{base}/v1/models", key) as resp:
+        models = json.load(resp)
+    ids = [m.get("id") for m in models.get("data", [])]
+    if len(ids) != 1:
+        raise RuntimeError(f"/v1/models lists {len(ids)} models, expected 1")
+    body = {
+        "model": ids[0],
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    tokens, content, usage = 0, "", None
+    t0 = time.monotonic()
+    first = None
+    with _request(f"{base}/v1/chat/completions", key, body, timeout=120) as resp:
+        for raw in resp:
+            line = raw.decode().strip()
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                break
+            chunk = json.loads(payload)
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    tokens += 1
+                    content += piece
+                    first = first if first is not None else time.monotonic() - t0
+    n = usage.get("completion_tokens", tokens) if usage else tokens
+    if n < 1:
+        raise RuntimeError("the streamed chat completion returned no token")
+    return {"model": ids[0], "completion_tokens": n, "first_token_s": first, "text": content}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--api-key-file")
+    ap.add_argument("--health-only", action="store_true")
+    args = ap.parse_args(argv)
+    key = None
+    if args.api_key_file:
+        with open(args.api_key_file) as f:
+            key = f.read().strip()
+    base = f"http://{args.host}:{args.port}"
+    ok, why, waited = wait_healthy(base, args.timeout)
+    result: dict = {"ok": ok, "url": base, "health_wait_s": round(waited, 2)}
+    if not ok:
+        result["error"] = f"/health not 200 after {args.timeout:.0f} s: {why}"
+    elif not args.health_only:
+        try:
+            result.update(smoke(base, key))
+        except Exception as e:  # a failed check is reported, not raised
+            result.update(ok=False, error=f"smoke: {e}")
+    print(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
