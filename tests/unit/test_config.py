@@ -1,0 +1,53 @@
+import pytest
+
+from beekeeper.config import load_host_config
+from beekeeper.errors import ConfigError
+
+GOOD = {"profile": "cpu-tiny", "source": {"path": "/tmp/src.tar.gz", "ref": "lcp0.3.36"}}
+
+
+def with_(**kw):
+    return {**GOOD, **kw}
+
+
+def test_good_data_loads_with_secure_defaults():
+    cfg = load_host_config(GOOD)
+    assert cfg.mode == "container"
+    assert cfg.service.bind_address == "127.0.0.1"
+    assert cfg.service.port == 8083
+    assert cfg.service.model_sha256 == cfg.service.profile.model.sha256
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "fix"),
+    [
+        (with_(profile="nope"), "`profile`", "use one of"),
+        ({"source": GOOD["source"]}, "`profile`", "set profile"),
+        (with_(port=70000), "`port`", "1 to 65535"),
+        (with_(port="8083"), "`port`", "1 to 65535"),
+        (with_(mode="vm"), "`mode`", "'container' or 'native'"),
+        (with_(source=None), "`source`", "'git'"),
+        (with_(source={"git": "https://x/y", "ref": "main"}), "`source.ref`", "commit"),
+        (with_(source={"path": "/x"}), "`source.ref`", "pin"),
+        (with_(model_sha256="abc"), "`model_sha256`", "64 lowercase hex"),
+        (with_(bind_address="0.0.0.0"), "`bind_address`", "api_key_file"),
+        (with_(bind_address="localhost"), "`bind_address`", "127.0.0.1"),
+        (with_(ctx_size=10**6), "`ctx_size`", "lower ctx_size"),
+        (with_(model_dir="models"), "`model_dir`", "absolute"),
+        (with_(cuda_arch="sm_89"), "`cuda_arch`", "'89'"),
+        (with_(services=[{"profile": "cpu-tiny", "port": 1}, {"profile": "cpu-tiny",
+                                                               "port": 1, "service_name": "b"}]),
+         "`services`", "own port"),
+    ],
+)
+def test_bad_data_names_the_key_and_the_fix(data, key, fix):
+    with pytest.raises(ConfigError) as e:
+        load_host_config(data)
+    msg = str(e.value)
+    assert key in msg and fix in msg
+    assert "\n" not in msg
+
+
+def test_non_loopback_bind_with_key_file_is_allowed():
+    cfg = load_host_config(with_(bind_address="0.0.0.0", api_key_file="/root/key"))
+    assert cfg.service.api_key_file == "/root/key"

@@ -1,0 +1,68 @@
+from facts.docker import DockerImageId, parse_docker_engine
+from facts.gpu import parse_nvidia_smi
+from facts.host import parse_df, parse_os_release, parse_pid1, parse_wsl
+from facts.server import ServerSmoke
+
+
+def test_os_release():
+    out = parse_os_release(['PRETTY_NAME="Ubuntu 24.04.1 LTS"', "ID=ubuntu",
+                            'VERSION_ID="24.04"', "# comment"])
+    assert out["id"] == "ubuntu" and out["version_id"] == "24.04"
+
+
+def test_pid1():
+    assert parse_pid1(["systemd", "running"]) == {"pid1": "systemd", "systemd": True,
+                                                  "state": "running"}
+    assert parse_pid1(["init", "offline"])["systemd"] is False
+
+
+def test_wsl2_reference_box():
+    f = parse_wsl(["kernel=6.6.87.2-microsoft-standard-WSL2", "dxg=1", "wslconf_systemd=true"])
+    assert f["is_wsl2"] and f["dxg"] and f["wsl_conf_systemd"]
+
+
+def test_native_linux_is_not_wsl():
+    f = parse_wsl(["kernel=6.8.0-45-generic", "dxg=0", "wslconf_systemd="])
+    assert not f["is_wsl2"] and not f["wsl_conf_systemd"]
+
+
+def test_df():
+    lines = ["Filesystem 1B-blocks Used Available Use% Mounted on",
+             "/dev/sdd 1081101176832 30215536640 995892109312 3% /"]
+    assert parse_df(lines) == 995892109312
+    assert parse_df([]) is None
+
+
+def test_nvidia_smi_wsl2_rtx4090():
+    lines = ["path=/usr/lib/wsl/lib/nvidia-smi",
+             "gpu=NVIDIA GeForce RTX 4090, 596.21, 8.9, 24564",
+             "CUDA Version: 13.2"]
+    f = parse_nvidia_smi(lines)
+    assert f["path"].startswith("/usr/lib/wsl")
+    assert f["driver_branch"] == 596 and f["cuda_version"] == "13.2"
+    assert f["gpus"][0] == {"name": "NVIDIA GeForce RTX 4090", "driver_version": "596.21",
+                            "compute_cap": "8.9", "memory_total_mib": 24564}
+
+
+def test_no_nvidia_smi_is_none():
+    assert parse_nvidia_smi([]) is None
+
+
+def test_docker_flavours():
+    assert parse_docker_engine(["path="])["present"] is False
+    distro = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1", "active=active",
+                                  "server=20.10.24", "runtimes=io.containerd.runc.v2,runc,"])
+    assert distro["flavour"] == "distro" and distro["active"] and not distro["nvidia_runtime"]
+    assert parse_docker_engine(["path=/snap/bin/docker"])["flavour"] == "snap"
+    assert parse_docker_engine(["path=/usr/bin/docker", "desktop=1"])["flavour"] == \
+        "docker-desktop"
+    ce = parse_docker_engine(["path=/usr/bin/docker", "pkg_ce=1", "runtimes=nvidia,runc"])
+    assert ce["flavour"] == "docker-ce" and ce["nvidia_runtime"]
+
+
+def test_image_id_and_smoke_facts():
+    assert DockerImageId().process(["sha256:abc"]) == "sha256:abc"
+    assert DockerImageId().process([""]) is None
+    assert ServerSmoke().process(['{"ok": true, "completion_tokens": 8}']) == {
+        "ok": True, "completion_tokens": 8}
+    assert ServerSmoke().process([]) is None

@@ -1,0 +1,92 @@
+import configparser
+import shutil
+import subprocess
+
+import jinja2
+import pytest
+
+from beekeeper.build import (arch_runs_on, build_spec, cuda_arch_from_compute_cap,
+                             min_driver_for_cuda)
+from beekeeper.config import load_host_config
+from beekeeper.render import environment, render
+from tasks.service import render_unit
+
+CPU = {"profile": "cpu-tiny", "source": {"path": "/tmp/s.tar.gz", "ref": "lcp0.3.36"}}
+GPU = {"profile": "q8-turbo4-64k",
+       "source": {"git": "https://github.com/Anbeeld/beellama.cpp", "ref": "ba1fdce59"}}
+
+
+def test_strict_undefined_catches_a_missing_key():
+    with pytest.raises(jinja2.UndefinedError):
+        render("beekeeper-server.service.j2", svc=None)
+
+
+def test_unit_parses_and_carries_the_secure_defaults():
+    cfg = load_host_config(CPU)
+    text = render_unit(cfg, cfg.service, "beekeeper/llama-server:x")
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string(text)
+    start = parser["Service"]["ExecStart"]
+    assert "--publish 127.0.0.1:8083:8083" in start
+    assert "--volume /srv/beekeeper/models:/models:ro" in start
+    for flag in ("--read-only", "--cap-drop ALL", "--security-opt no-new-privileges"):
+        assert flag in start
+    assert "--gpus" not in start
+    assert "-m /models/gemma-3-270m-q4_k_m.gguf" in start
+    assert parser["Service"]["Restart"] == "always"
+    assert parser["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_gpu_unit_asks_for_the_gpu():
+    cfg = load_host_config(GPU)
+    text = render_unit(cfg, cfg.service, "img")
+    assert "--gpus all" in text and "-ctk turbo4 -ctv turbo4" in text
+
+
+@pytest.mark.parametrize(("cap", "arch"), [("8.9", "89"), ("9.0", "90"), ("12.0", "120"),
+                                           ("8.6", "86")])
+def test_arch_from_compute_capability(cap, arch):
+    assert cuda_arch_from_compute_cap(cap) == arch
+
+
+def test_arch_compatibility():
+    assert arch_runs_on("89", "8.9")
+    assert arch_runs_on("86", "8.9")  # same major, lower minor SASS runs
+    assert not arch_runs_on("89", "12.0")
+    assert not arch_runs_on("90a", "9.1") and arch_runs_on("90a", "9.0")
+    assert arch_runs_on("89;120", "12.0")
+    assert min_driver_for_cuda("13.2.1") == 580
+
+
+@pytest.mark.parametrize(("cap", "arch"), [("8.9", "89"), ("9.0", "90"), ("12.0", "120")])
+def test_dockerfile_per_arch(cap, arch):
+    spec = build_spec(load_host_config(GPU), cap)
+    text = spec.dockerfile()
+    assert f"-DCMAKE_CUDA_ARCHITECTURES={arch}" in text
+    assert "-DGGML_CUDA_FA_ALL_QUANTS=ON" in text  # turbo KV needs it
+    assert "nvidia/cuda:13.2.1-devel-ubuntu24.04" in text
+    assert "git fetch" in text and "USER 10001:10001" in text and "HEALTHCHECK" in text
+    assert f"cuda13.2-sm{arch}-" in spec.tag()
+    if shutil.which("hadolint"):
+        r = subprocess.run(["hadolint", "--ignore", "DL3008", "-"], input=text, text=True,
+                           capture_output=True)
+        assert r.returncode == 0, r.stdout
+
+
+def test_tag_changes_with_any_input_and_only_then():
+    a = build_spec(load_host_config(GPU), "8.9")
+    b = build_spec(load_host_config(GPU), "8.9")
+    c = build_spec(load_host_config({**GPU, "cuda_arch": "120"}), "12.0")
+    d = build_spec(load_host_config({**GPU, "cuda_version": "13.1.0"}), "8.9")
+    assert a.tag() == b.tag()
+    assert len({a.tag(), c.tag(), d.tag()}) == 3
+
+
+def test_cpu_dockerfile_copies_local_tree():
+    text = build_spec(load_host_config(CPU), None).dockerfile()
+    assert "COPY src/ /src/" in text and "GGML_CUDA" not in text
+
+
+def test_shell_filters_quote():
+    env = environment()
+    assert env.from_string("{{ x | shquote }}").render(x="a b") == "'a b'"
