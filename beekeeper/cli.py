@@ -70,6 +70,8 @@ def _verify(args: argparse.Namespace) -> int:
             from .sandbox import load_state, ssh_options
             from .tunnel import ssh_tunnel
             url = stack.enter_context(ssh_tunnel(ssh_options(load_state()), args.port))
+            if args.host_label == os.uname().nodename:
+                args.host_label = "sandbox"
         if not url:
             print("give --url URL, or --sandbox", file=sys.stderr)
             return 2

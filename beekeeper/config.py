@@ -138,13 +138,17 @@ def _source(data: Mapping[str, Any], profile: Profile) -> SourceSpec:
     raise _fail("source", "neither `git` nor `path` given", "add one of them")
 
 
-def load_host_config(data: Mapping[str, Any]) -> HostConfig:
-    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig."""
+def load_host_config(data: Any) -> HostConfig:
+    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig.
+
+    `data` needs only `.get(key, default)`.
+    """
     mode = data.get("mode", "container")
     if mode not in MODES:
         raise _fail("mode", f"{mode!r} is not a mode", "use 'container' or 'native'")
 
     raw_services = data.get("services")
+    services: tuple[ServiceConfig, ...]
     if raw_services is None:
         services = (_service("", {}, data),)
     else:

@@ -5,7 +5,9 @@ Errors raised by beekeeper. Each names the key or input at fault and the fix.
 try:  # pyinfra prints its DeployError as one clean line; the verify suite runs without it
     from pyinfra.api.exceptions import DeployError
 except ImportError:  # pragma: no cover - hosts that only run verify/
-    DeployError = Exception  # type: ignore[misc,assignment]
+
+    class DeployError(Exception):  # type: ignore[no-redef]
+        """Stand-in when pyinfra is not installed."""
 
 
 class BeekeeperError(Exception):

@@ -24,9 +24,14 @@ KV_BLOCK: dict[str, tuple[int, int]] = {
     "turbo3_tcq": (128, 52), "turbo2_tcq": (128, 36),
 }
 
-# Calibrated on an H200 with llama.cpp (see benchmarks/h200); override per host if needed.
-CUDA_CONTEXT_MIB = 350
+# Per-process memory beyond llama.cpp's own buffers (CUDA context, cuBLAS and FA
+# workspaces): 1109 MiB on an H200 with CUDA 13.0, the same for f16 and q8_0 KV
+# (benchmarks/h200/2026-11-29). Other cards differ; override with cuda_context_mib.
+CUDA_CONTEXT_MIB = 1109
 UBATCH = 512
+# Graph scratch of Qwen3.5-9B at ubatch 512 with flash attention and f16 KV: 152 MiB
+# measured (same run); scaled by vocab x ubatch for other models.
+_COMPUTE_F16_MIB_PER_VOCAB_UBATCH = 152.0 / (248320 * 512)
 
 
 def kv_type_bytes(cache_type: str, n_values: int) -> int:
@@ -61,12 +66,20 @@ def recurrent_state_bytes(n_seq: int, layout: HybridLayout) -> tuple[int, int]:
     return r * n_seq, s * n_seq
 
 
-def compute_buffer_bytes(layout: HybridLayout, cells: int, ubatch: int = UBATCH) -> int:
-    """Scratch for the worst-case graph: logits for a ubatch plus activations and FA mask."""
-    logits = layout.n_vocab * ubatch * 4
-    activations = layout.n_embd * ubatch * 4 * 8
-    mask = cells * ubatch * 2
-    return logits + activations + mask
+def compute_buffer_bytes(layout: HybridLayout, cells: int, type_k: str = "f16",
+                         type_v: str = "f16", ubatch: int = UBATCH) -> int:
+    """Scratch for the worst-case graph.
+
+    f16 KV: scales with vocab x ubatch (152 MiB for Qwen3.5-9B, measured). A quantized
+    KV type adds f16 copies of K and V for the attention kernel (measured +224 MiB for
+    q8_0 at 65,536 cells; the full f16 K+V, 256 MiB, is used as a conservative bound).
+    """
+    base = _COMPUTE_F16_MIB_PER_VOCAB_UBATCH * layout.n_vocab * ubatch * MIB
+    dequant = 0
+    for t, hd in ((type_k, layout.head_dim_k), (type_v, layout.head_dim_v)):
+        if t not in ("f16", "bf16", "f32"):
+            dequant += cells * layout.n_head_kv * hd * 2
+    return int(base + dequant)
 
 
 @dataclass(frozen=True)
@@ -139,7 +152,10 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
         flat = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in vals]
         return flat if len(flat) > 1 else flat[0]
 
-    arch = bytes(reader.get_field("general.architecture").parts[-1]).decode()
+    arch_field = reader.get_field("general.architecture")
+    if arch_field is None:
+        raise ValueError(f"{path}: no general.architecture; is it a GGUF model?")
+    arch = bytes(arch_field.parts[-1]).decode()
     n_layer = int(field(f"{arch}.block_count"))
     head_kv = field(f"{arch}.attention.head_count_kv", 0)
     n_head = field(f"{arch}.attention.head_count", 0)
@@ -199,6 +215,7 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
         profile=profile.name, weights_mib=weights / MIB, kv_k_mib=k / MIB, kv_v_mib=v / MIB,
         kv_cells=cells, kv_layers=layout.attention_layers, recurrent_r_mib=r / MIB,
         recurrent_s_mib=st / MIB, n_seq=seqs, draft_mib=draft,
-        compute_mib=compute_buffer_bytes(layout, cells) / MIB,
+        compute_mib=compute_buffer_bytes(layout, cells, s.cache_type_k, s.cache_type_v) / MIB
+        if profile.backend == "cuda" else 0.0,
         cuda_context_mib=cuda_context_mib if profile.backend == "cuda" else 0.0,
     )

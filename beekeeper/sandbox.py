@@ -209,7 +209,7 @@ def up(ssh_port: int = 2222) -> SandboxState:
             cap_add=["SYS_ADMIN", "NET_ADMIN"],
             security_opt=["seccomp=unconfined", "apparmor=unconfined"],
             cgroupns="host",
-            tmpfs={"/run": "", "/run/lock": "", "/tmp": ""},
+            tmpfs={"/run": "", "/run/lock": "", "/tmp": ""},  # noqa: S108 (the sandbox host's own /tmp)
             volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
                      VOLUME: {"bind": "/var/lib/docker", "mode": "rw"}},
             ports={"22/tcp": ("127.0.0.1", ssh_port)},
@@ -224,6 +224,11 @@ def up(ssh_port: int = 2222) -> SandboxState:
     buf.seek(0)
     c.put_archive("/root/.ssh", buf.getvalue())
     (STATE_DIR / "state.json").write_text(json.dumps(asdict(state), indent=2))
+    # for `ssh -F .sandbox/ssh_config sandbox` and pytest-testinfra's --ssh-config
+    (STATE_DIR / "ssh_config").write_text(
+        f"Host sandbox\n  HostName 127.0.0.1\n  Port {ssh_port}\n  User root\n"
+        f"  IdentityFile {key}\n  UserKnownHostsFile {known}\n"
+        "  StrictHostKeyChecking accept-new\n  BatchMode yes\n")
     _wait_ssh(state)
     _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
     return state

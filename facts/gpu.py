@@ -37,12 +37,12 @@ def parse_nvidia_smi(lines: list[str]) -> dict[str, Any] | None:
                 values["cuda_version"] = m.group(1)
     if not values.get("path"):
         return None
-    driver = gpus[0]["driver_version"] if gpus else None
+    drv: str | None = gpus[0]["driver_version"] if gpus else None
     return {
         "path": values["path"],
         "cuda_version": values.get("cuda_version"),
-        "driver_version": driver,
-        "driver_branch": int(driver.split(".")[0]) if driver else None,
+        "driver_version": drv,
+        "driver_branch": int(drv.split(".")[0]) if drv else None,
         "gpus": gpus,
     }
 

@@ -6,6 +6,7 @@ only when something that matters changed.
 from __future__ import annotations
 
 import io
+import json
 
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, systemd
@@ -36,6 +37,17 @@ def render_unit(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
     )
 
 
+def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
+    """What this service runs, for the host checks (verify/test_host.py) and rollbacks."""
+    return json.dumps({
+        "service": svc.name, "unit": unit_name(svc), "container": container_name(svc),
+        "profile": svc.profile.name, "mode": cfg.mode, "image": image,
+        "bind_address": svc.bind_address, "port": svc.port,
+        "model_path": f"{cfg.model_dir}/{svc.profile.model.filename}",
+        "model_sha256": svc.model_sha256,
+    }, indent=2, sort_keys=True) + "\n"
+
+
 def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
            upstream: list[OperationMeta]) -> tuple[bool, list[OperationMeta]]:
     """Returns whether this run changes the service, and the operations queued."""
@@ -50,6 +62,9 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
                         src=io.StringIO(render_unit(cfg, svc, image)),
                         dest=f"/etc/systemd/system/{unit}", mode="0644")
     ops.append(unit_op)
+    ops.append(files.put(name=f"Record what {unit} runs (deployed.json)",
+                         src=io.StringIO(manifest(cfg, svc, image)),
+                         dest=f"/etc/beekeeper/{svc.name}/deployed.json", mode="0644"))
     # A new image tag or new flags change the unit; a replaced model file changes upstream.
     changed = unit_op.will_change or any(op.will_change for op in upstream)
     ops.append(systemd.service(

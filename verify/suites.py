@@ -42,7 +42,7 @@ class Sizes:
     def for_profile(cls, profile: Profile, quick: bool) -> Sizes:
         e = profile.expected
         if quick:
-            return cls(decode_ctx_tokens=[e.decode_ctx_tokens], decode_out_tokens=64,
+            return cls(decode_ctx_tokens=[e.decode_ctx_tokens], decode_out_tokens=160,
                        ttft_tokens=512, ttft_requests=5, niah_tokens=e.niah_tokens)
         return cls(decode_ctx_tokens=sorted({4096, e.decode_ctx_tokens}),
                    decode_out_tokens=512, ttft_tokens=e.decode_ctx_tokens, ttft_requests=20,
@@ -222,7 +222,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
             recs, ns = run_ttft(client, sizes.ttft_tokens, sizes.ttft_requests)
             ttfts = [r.ttft_s for r in recs if r.ttft_s is not None]
             cache_zero = all((r.timings or {}).get("cache_n") == 0 for r in recs)
-            summary = {
+            summary: dict[str, Any] = {
                 "n_tokens": ns, "ttft_s": ttfts,
                 "median_s": metrics.median(ttfts) if ttfts else None,
                 "p95_s": metrics.percentile(ttfts, 95) if ttfts else None,
@@ -232,9 +232,10 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                 "records": [r.to_json() for r in recs],
             }
             report.suites["ttft"] = summary
-            report.checks.append(Check("ttft.no_prompt_reuse", cache_zero and len(ttfts) == len(recs),
+            report.checks.append(Check("ttft.no_prompt_reuse",
+                                       cache_zero and len(ttfts) == len(recs),
                                        f"timings.cache_n == 0 on all {len(recs)} requests"))
-            med = summary["median_s"]
+            med: float | None = summary["median_s"]
             report.checks.append(Check(
                 "ttft.median_s", med is not None and (e.ttft_s_median is None
                                                       or med <= e.ttft_s_median * 1.25),
@@ -285,7 +286,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
         from .report import write_reports
 
         folder = Path(out_dir) / host_label / now.strftime("%Y%m%dT%H%M%SZ")
-        write_reports(report, folder)
+        write_reports(report, folder, budget_mib=e.vram_budget_gb * 1e9 / 2**20)
         report.out_dir = str(folder)
         print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)
     print(f"verify {'PASSED' if report.passed else 'FAILED'} "

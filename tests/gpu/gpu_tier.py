@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 from beekeeper.build import BuildSpec  # noqa: E402
 from beekeeper.config import SourceSpec  # noqa: E402
 from beekeeper.native import run_build  # noqa: E402
-from beekeeper.planner import kv_cache_bytes, kv_cells, predict  # noqa: E402
+from beekeeper.planner import kv_cache_bytes, predict  # noqa: E402
 from beekeeper.profiles import PROFILES, Profile, ServerSettings  # noqa: E402
 
 MODEL_NAME = "qwen35-9b-shaped-q8_0.gguf"
@@ -209,7 +209,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         measured = vr.peak_process_mib or vr.peak_delta_mib
         cfg["vram"] = {k: v for k, v in asdict(vr).items() if k != "samples"}
         cfg["vram"]["samples_n"] = len(vr.samples)
-        cfg["vram_series_mib"] = [round(s.used_mib) for s in vr.samples[:: max(1, len(vr.samples) // 400)]]
+        step = max(1, len(vr.samples) // 400)
+        cfg["vram_series_mib"] = [round(s.used_mib) for s in vr.samples[::step]]
         cfg["planner"] = pred.to_json()
         cfg["planner_error_pct"] = ((pred.total_mib - measured) / measured * 100
                                     if measured else None)

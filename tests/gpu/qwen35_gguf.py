@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from gguf import GGMLQuantizationType as Q
-from gguf import GGUFWriter, TokenType
+from gguf import GGMLQuantizationType as Q, GGUFWriter, TokenType
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ import pytest
 from beekeeper.config import load_host_config
 from beekeeper.errors import ConfigError
 
-GOOD = {"profile": "cpu-tiny", "source": {"path": "/tmp/src.tar.gz", "ref": "lcp0.3.36"}}
+GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 
 
 def with_(**kw):

@@ -5,13 +5,17 @@ import subprocess
 import jinja2
 import pytest
 
-from beekeeper.build import (arch_runs_on, build_spec, cuda_arch_from_compute_cap,
-                             min_driver_for_cuda)
+from beekeeper.build import (
+    arch_runs_on,
+    build_spec,
+    cuda_arch_from_compute_cap,
+    min_driver_for_cuda,
+)
 from beekeeper.config import load_host_config
 from beekeeper.render import environment, render
 from tasks.service import render_unit
 
-CPU = {"profile": "cpu-tiny", "source": {"path": "/tmp/s.tar.gz", "ref": "lcp0.3.36"}}
+CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
 GPU = {"profile": "q8-turbo4-64k",
        "source": {"git": "https://github.com/Anbeeld/beellama.cpp", "ref": "ba1fdce59"}}
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: set up, lint, type-check, then every test (unit and
+# the sandbox integration tests, which build the CPU server image: ~15 min on 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/ruff check .
+.venv/bin/mypy beekeeper facts tasks verify deploy.py
+.venv/bin/python -m pytest -v -s -p no:cacheprovider "$@"

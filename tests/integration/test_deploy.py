@@ -1,0 +1,111 @@
+"""
+The whole deploy path on a real sandbox host (systemd, sshd, its own Docker engine),
+reached over SSH on 127.0.0.1. Tests run in order and build on each other.
+"""
+
+import json
+import subprocess
+
+import pytest
+
+from beekeeper.profiles import PROFILES
+from beekeeper.sandbox import load_state, ssh_options
+from beekeeper.tunnel import ssh_tunnel
+from verify.client import ServerClient
+from verify.suites import run_suites
+
+from .helpers import BIN, ROOT, deploy, detected_changes, grand_total, results, sandbox_exec
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def first(fresh_sandbox):
+    run = deploy()
+    print(f"\n[figure] first deploy (from nothing): {run.wall_s:.0f} s")
+    assert run.rc == 0, run.out[-4000:]
+    return run
+
+
+def test_first_deploy_provisions_builds_places_and_starts(first):
+    rows = results(first.out)
+    assert rows["Install host packages: docker.io"][0] == "1"
+    assert any(k.startswith("Build server image") and v[0] == "1" for k, v in rows.items())
+    assert any(k.startswith("Place model gemma") and v[0] == "1" for k, v in rows.items())
+    assert rows["Wait for /health on port 8083 and smoke-check the API"][0] == "1"
+    tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
+    size = sandbox_exec(f"docker image inspect --format '{{{{.Size}}}}' {tag}").stdout.strip()
+    print(f"[figure] server image {tag}: {int(size) / 2**20:.1f} MiB")
+
+
+def test_smoke_through_a_loopback_port(first):
+    with ssh_tunnel(ssh_options(load_state()), 8083) as url:
+        assert url.startswith("http://127.0.0.1:")
+        with ServerClient(url) as client:
+            report = run_suites(client, PROFILES["cpu-tiny"], ["smoke"])
+    assert report.passed, [c for c in report.checks if not c.passed]
+
+
+def test_product_host_checks_pass(first):
+    p = subprocess.run([str(BIN / "python"), "-m", "pytest", "verify/test_host.py", "-q",
+                        "--hosts=ssh://sandbox", "--ssh-config=.sandbox/ssh_config", "-p",
+                        "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "6 passed" in p.stdout
+
+
+def test_second_deploy_changes_nothing(first):
+    run = deploy()
+    print(f"\n[figure] second deploy (no change): {run.wall_s:.1f} s")
+    assert run.rc == 0, run.out[-3000:]
+    hosts, success, error, no_change = grand_total(run.out)
+    assert (success, error) == ("-", "-"), run.out[-3000:]
+    assert no_change == hosts
+
+
+def test_bad_host_data_fails_before_any_change(first):
+    before = sandbox_exec("stat -c %Y /etc/systemd/system/beekeeper-llm.service").stdout
+    run = deploy("--data", "port=70000")
+    assert run.rc != 0
+    assert "host data `port`" in run.out and "1 to 65535" in run.out
+    assert "--> Starting operation" not in run.out
+    assert sandbox_exec("stat -c %Y /etc/systemd/system/beekeeper-llm.service").stdout == before
+
+
+def test_dry_run_tells_the_truth_about_a_profile_change(first):
+    dry = deploy("--data", "profile=cpu-smollm", dry=True)
+    assert dry.rc == 0, dry.out[-3000:]
+    planned = detected_changes(dry.out)
+    assert any(n.startswith("Place model SmolLM2") for n in planned), planned
+    real = deploy("--data", "profile=cpu-smollm")
+    assert real.rc == 0, real.out[-3000:]
+    made = {name for name, (ok, _, _) in results(real.out).items() if ok != "-"}
+    assert made == planned
+
+
+def test_weak_model_fails_niah_and_the_report_says_so(first, tmp_path):
+    with ssh_tunnel(ssh_options(load_state()), 8083) as url, ServerClient(url) as client:
+        report = run_suites(client, PROFILES["cpu-smollm"], ["niah"], quick=True,
+                            out_dir=str(tmp_path))
+    niah = next(c for c in report.checks if c.name == "niah.pass")
+    assert not niah.passed and not report.passed
+    md = next(tmp_path.rglob("report.md")).read_text()
+    assert "| niah.pass | yes | FAIL |" in md
+
+
+def test_switch_back_and_run_every_suite(first, tmp_path):
+    run = deploy()
+    assert run.rc == 0, run.out[-3000:]
+    with ssh_tunnel(ssh_options(load_state()), 8083) as url, ServerClient(url) as client:
+        report = run_suites(client, PROFILES["cpu-tiny"], ["all"], quick=True,
+                            out_dir=str(tmp_path), host_label="sandbox")
+    assert report.passed, [c for c in report.checks if not c.passed]
+    folder = next(tmp_path.rglob("report.json")).parent
+    data = json.loads((folder / "report.json").read_text())
+    for rec in [r["record"] for r in data["suites"]["decode"]] + data["suites"]["ttft"]["records"]:
+        assert rec["usage"]["completion_tokens"] == rec["timings"]["predicted_n"]
+        assert rec["timings"]["cache_n"] == 0
+    assert all(c["prompt_tokens"] == 500 for c in data["suites"]["niah"]["cases"])
+    assert data["suites"]["vram"]["skipped"].startswith("skipped: no NVIDIA GPU")
+    html = (folder / "report.html").read_text()
+    assert html.count("<svg") >= 4 and "http" not in html.split("<body>")[1].split("server")[0]
