@@ -25,7 +25,7 @@ def _print_profiles(args: argparse.Namespace) -> int:
         return 0
     card = args.card
     print(f"{'profile':26} {'backend':7} {'ctx':>7} {'KV':>12} {'decode tok/s':>13} "
-          f"{'TTFT s':>7} {'VRAM GB':>8}  summary")
+          f"{'TTFT s':>7} {'VRAM MiB':>8}  summary")
     for p in PROFILES.values():
         e = p.expected
         dec = e.decode_tok_s_on(card)
@@ -33,7 +33,7 @@ def _print_profiles(args: argparse.Namespace) -> int:
         print(f"{p.name:26} {p.backend:7} {p.server.ctx_size:>7} {kv:>12} "
               f"{(f'{dec:.0f}' if dec else '-'):>13} "
               f"{(f'{e.ttft_s_median:.2f}' if e.ttft_s_median else '-'):>7} "
-              f"{(f'{e.peak_vram_gb:.1f}' if e.peak_vram_gb else '-'):>8}  {p.summary}")
+              f"{(f'{e.peak_vram_mib:.0f}' if e.peak_vram_mib else '-'):>8}  {p.summary}")
     print(f"\nexpected figures: {'scaled by memory bandwidth to ' + card if card else 'RTX 4090'}"
           " (seed study)")
     return 0
@@ -80,6 +80,29 @@ def _verify(args: argparse.Namespace) -> int:
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
                             quick=args.quick, host_label=args.host_label)
     return 0 if report.passed else 1
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .planner import predict
+
+    profile = PROFILES.get(args.profile)
+    if profile is None:
+        print(f"unknown profile {args.profile!r}; `beekeeper profiles` lists them",
+              file=sys.stderr)
+        return 2
+    gguf = Path(args.gguf) if args.gguf else None
+    kwargs = {} if args.cuda_context_mib is None else {"cuda_context_mib": args.cuda_context_mib}
+    pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel, **kwargs)
+    budget_mib = args.budget_gib * 1024
+    if args.json:
+        print(json.dumps({**pred.to_json(), "budget_mib": budget_mib,
+                          "fits": pred.total_mib <= budget_mib}, indent=2))
+    else:
+        print(f"{profile.name}: {profile.summary}")
+        print(pred.table())
+        verdict = "fits" if pred.total_mib <= budget_mib else "does NOT fit"
+        print(f"budget {args.budget_gib:g} GiB ({budget_mib:.0f} MiB): {verdict}")
+    return 0 if pred.total_mib <= budget_mib else 1
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -131,6 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-key-file")
     p.add_argument("--host-label", default=os.uname().nodename)
     p.set_defaults(func=_verify)
+
+    p = sub.add_parser("plan", help="predict peak VRAM of a profile, by part")
+    p.add_argument("--profile", required=True)
+    p.add_argument("--gguf", help="read the architecture from this GGUF file")
+    p.add_argument("--ctx", type=int, help="context size (default: the profile's)")
+    p.add_argument("--parallel", type=int, help="slots (default: the profile's)")
+    p.add_argument("--budget-gib", type=float, default=10.0)
+    p.add_argument("--cuda-context-mib", type=float)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_plan)
 
     p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
     p.add_argument("--suite", default="smoke")

@@ -52,7 +52,7 @@ class HostConfig:
     source: SourceSpec
     cuda_version: str
     cuda_arch: str | None
-    vram_budget_gb: float
+    vram_budget_gib: float
     health_timeout_s: int
     build_jobs: int | None
     base_images: Mapping[str, str]
@@ -167,9 +167,9 @@ def load_host_config(data: Any) -> HostConfig:
     if not isinstance(model_dir, str) or not model_dir.startswith("/"):
         raise _fail("model_dir", f"{model_dir!r} is not an absolute path",
                     "use an absolute path such as /srv/beekeeper/models")
-    budget = data.get("vram_budget_gb", 10.0)
+    budget = data.get("vram_budget_gib", 10.0)
     if not isinstance(budget, int | float) or budget <= 0:
-        raise _fail("vram_budget_gb", f"{budget!r} is not a positive number", "e.g. 10")
+        raise _fail("vram_budget_gib", f"{budget!r} is not a positive number", "e.g. 10")
     arch = data.get("cuda_arch")
     if arch is not None and not re.match(r"^\d{2,3}[a-z]?(;\d{2,3}[a-z]?)*$", str(arch)):
         raise _fail("cuda_arch", f"{arch!r} is not a CUDA arch list", "e.g. '89' or '89;120'")
@@ -188,7 +188,7 @@ def load_host_config(data: Any) -> HostConfig:
         source=_source(data, services[0].profile),
         cuda_version=str(data.get("cuda_version", "13.2.1")),
         cuda_arch=str(arch) if arch is not None else None,
-        vram_budget_gb=float(budget),
+        vram_budget_gib=float(budget),
         health_timeout_s=timeout,
         build_jobs=jobs,
         base_images=dict(data.get("base_images") or {}),

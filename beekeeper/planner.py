@@ -134,7 +134,7 @@ class Prediction:
         ]
         out = [f"{'part':48} {'MiB':>10}"]
         out += [f"{name:48} {mib:>10.1f}" for name, mib in rows]
-        out.append(f"{'total':48} {self.total_mib:>10.1f}  ({self.total_gb:.2f} GB)")
+        out.append(f"{'total':48} {self.total_mib:>10.1f}  ({self.total_mib / 1024:.2f} GiB)")
         return "\n".join(out)
 
 

@@ -121,12 +121,13 @@ class Expected:
 
     decode_tok_s: float | None
     ttft_s_median: float | None
-    peak_vram_gb: float | None
+    # the seed reports nvidia-smi MiB, written as "GB" (9,862 MiB -> "9.9 GB")
+    peak_vram_mib: float | None
     niah_min_pass: int
     niah_tokens: int
     decode_ctx_tokens: int
     reference_card: str = REFERENCE_CARD
-    vram_budget_gb: float = 10.0
+    vram_budget_gib: float = 10.0  # 10,240 MiB: the seed's "~10 GB" goal
     # fraction of the (scaled) decode expectation a run must reach to pass
     decode_tolerance: float = 0.8
 
@@ -202,14 +203,14 @@ SMOLLM2_135M = ModelFile(
 
 
 def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *,
-          decode: float | None, ttft: float | None, vram: float | None,
+          decode: float | None, ttft: float | None, vram: int | None,
           draft: ModelFile | None = None, kd: str | None = None, vd: str | None = None,
           tags: tuple[str, ...] = ()) -> Profile:
     return Profile(
         name=name, summary=summary, backend="cuda", model=model,
         server=ServerSettings(ctx_size=ctx, cache_type_k=k, cache_type_v=v, draft_model=draft,
                               cache_type_k_draft=kd, cache_type_v_draft=vd),
-        expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_gb=vram,
+        expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_mib=vram,
                           niah_min_pass=10, niah_tokens=min(60_000, ctx - 2048),
                           decode_ctx_tokens=min(60_000, ctx - 4096)),
         layout=QWEN35_9B_LAYOUT, tags=tags,
@@ -220,30 +221,30 @@ PROFILES: dict[str, Profile] = {
     p.name: p
     for p in [
         _qwen("q4km-f16-32k", "Qwen3.5-9B Q4_K_M + f16 KV @ 32K (fastest, Q4 quality)",
-              QWEN35_9B_Q4KM, 32_768, "f16", "f16", decode=126, ttft=0.2, vram=7.0),
+              QWEN35_9B_Q4KM, 32_768, "f16", "f16", decode=126, ttft=0.2, vram=7000),
         _qwen("q8-f16-4k", "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
-              QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None, vram=9.3),
+              QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None, vram=9300),
         _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
-              QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9.7,
+              QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700,
               tags=("default",)),
         _qwen("q8-turbo3-64k", "Qwen3.5-9B Q8_0 + turbo3 KV @ 64K",
-              QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9.9),
+              QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9862),
         _qwen("q8-turbo3tcq-64k", "Qwen3.5-9B Q8_0 + turbo3_tcq KV @ 64K",
               QWEN35_9B_Q8, 65_536, "turbo3_tcq", "turbo3_tcq", decode=39, ttft=8.96,
-              vram=9.9),
+              vram=9878),
         _qwen("q8-dflash-32k", "Qwen3.5-9B Q8_0 + DFlash draft @ 32K",
-              QWEN35_9B_Q8, 32_768, "f16", "f16", decode=67, ttft=0.4, vram=12.3,
+              QWEN35_9B_Q8, 32_768, "f16", "f16", decode=67, ttft=0.4, vram=12300,
               draft=QWEN35_9B_DFLASH),
         _qwen("q8-turbo3tcq-dflash-128k", "Qwen3.5-9B Q8_0 + turbo3_tcq + DFlash @ 128K",
               QWEN35_9B_Q8, 131_072, "turbo3_tcq", "turbo3_tcq", decode=33, ttft=29.0,
-              vram=12.8, draft=QWEN35_9B_DFLASH, kd="turbo3_tcq", vd="turbo3_tcq"),
+              vram=12800, draft=QWEN35_9B_DFLASH, kd="turbo3_tcq", vd="turbo3_tcq"),
         Profile(
             name="cpu-tiny",
             summary="gemma-3-270m Q4_K_M on a llama.cpp CPU build (sandbox and CI)",
             backend="cpu", model=GEMMA3_270M,
             server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
                                   chat_template="gemma", reasoning_off=False),
-            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_gb=None,
+            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
                               niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
             niah_prefill="The special magic number is",
         ),
@@ -253,7 +254,7 @@ PROFILES: dict[str, Profile] = {
             backend="cpu", model=GEMMA3_270M,
             server=ServerSettings(ctx_size=8192, parallel=4, n_gpu_layers=0, jinja=False,
                                   chat_template="gemma", reasoning_off=False),
-            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_gb=None,
+            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
                               niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
             niah_prefill="The special magic number is",
         ),
@@ -263,7 +264,7 @@ PROFILES: dict[str, Profile] = {
             backend="cpu", model=SMOLLM2_135M,
             server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
                                   chat_template="chatml", reasoning_off=False),
-            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_gb=None,
+            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
                               niah_min_pass=5, niah_tokens=1500, decode_ctx_tokens=1024),
             niah_prefill="The special magic number is",
         ),

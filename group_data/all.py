@@ -24,8 +24,8 @@ source = {
 # CUDA release of the image; the host driver must be >= 580 for CUDA 13.
 cuda_version = "13.2.1"
 
-# Peak VRAM the profile may use, GB (the seed's goal: room for other models).
-vram_budget_gb = 10.0
+# Peak VRAM the profile may use, GiB (the seed's goal: room for other models).
+vram_budget_gib = 10.0
 
 # Seconds to wait for /health after a (re)start.
 health_timeout_s = 300

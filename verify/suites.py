@@ -273,7 +273,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
         if vr.skipped:
             report.checks.append(Check("vram.peak", True, vr.skipped, required=False))
         else:
-            budget_mib = e.vram_budget_gb * 1e9 / 2**20
+            budget_mib = e.vram_budget_gib * 1024
             peak = vr.peak_process_mib or vr.peak_delta_mib or 0
             report.checks.append(Check(
                 "vram.peak", peak <= budget_mib,
@@ -286,7 +286,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
         from .report import write_reports
 
         folder = Path(out_dir) / host_label / now.strftime("%Y%m%dT%H%M%SZ")
-        write_reports(report, folder, budget_mib=e.vram_budget_gb * 1e9 / 2**20)
+        write_reports(report, folder, budget_mib=e.vram_budget_gib * 1024)
         report.out_dir = str(folder)
         print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)
     print(f"verify {'PASSED' if report.passed else 'FAILED'} "
