@@ -1,0 +1,108 @@
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGUFWriter
+
+from beekeeper.planner import (MIB, kv_cache_bytes, kv_cells, kv_type_bytes, layout_from_gguf,
+                               predict, recurrent_state_bytes)
+from beekeeper.profiles import PROFILES, QWEN35_9B_LAYOUT
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+import qwen35_gguf  # noqa: E402
+
+
+def test_seed_kv_log_line_is_reproduced_exactly():
+    # llama_kv_cache: size = 4224.00 MiB (135168 cells, 8 layers, 4/1 seqs),
+    #                 K (f16): 2112.00 MiB, V (f16): 2112.00 MiB
+    k, v = kv_cache_bytes(135168, QWEN35_9B_LAYOUT, "f16", "f16")
+    assert (k / MIB, v / MIB) == (2112.0, 2112.0)
+
+
+def test_seed_recurrent_log_line_is_reproduced_exactly():
+    # llama_memory_recurrent: size = 201.00 MiB (4 cells, 32 layers, 4 seqs),
+    #                         R (f32): 9.00 MiB, S (f32): 192.00 MiB
+    r, s = recurrent_state_bytes(4, QWEN35_9B_LAYOUT)
+    assert (r / MIB, s / MIB) == (9.0, 192.0)
+
+
+@pytest.mark.parametrize(("kind", "mib_64k"), [("f16", 2048), ("q8_0", 1088), ("q4_0", 576),
+                                               ("turbo4", 528), ("turbo3_tcq", 416),
+                                               ("turbo3", 400), ("turbo2_tcq", 288),
+                                               ("turbo2", 272)])
+def test_kv_bytes_per_type_match_the_reference_table(kind, mib_64k):
+    k, v = kv_cache_bytes(65536, QWEN35_9B_LAYOUT, kind, kind)
+    assert (k + v) / MIB == mib_64k
+
+
+def test_mixed_kv_types_add_their_halves():
+    k, v = kv_cache_bytes(65536, QWEN35_9B_LAYOUT, "q8_0", "turbo4")
+    assert (k + v) / MIB == 1088 / 2 + 528 / 2
+
+
+def test_unknown_type_and_bad_block_fill_are_errors():
+    with pytest.raises(ValueError, match="unknown KV cache type"):
+        kv_type_bytes("turbo9", 1024)
+    with pytest.raises(ValueError, match="do not fill"):
+        kv_type_bytes("turbo4", 100)
+
+
+def test_cells_are_padded_to_256():
+    assert kv_cells(65536) == 65536 and kv_cells(60000) == 60160
+
+
+def test_production_profile_breakdown_and_total():
+    pred = predict(PROFILES["q8-turbo4-64k"])
+    assert pred.kv_mib == 528 and pred.recurrent_mib == 50.25 and pred.kv_layers == 8
+    seed = PROFILES["q8-turbo4-64k"].expected.peak_vram_mib
+    assert abs(pred.total_mib - seed) / seed < 0.05
+
+
+def test_hybrid_layout_read_from_a_real_gguf(tmp_path):
+    path = tmp_path / "tiny-qwen35.gguf"
+    qwen35_gguf.write(path, qwen35_gguf.TINY)
+    layout, gpu_bytes = layout_from_gguf(path)
+    t = qwen35_gguf.TINY
+    assert layout.n_layer == t.n_layer and layout.attention_layers == t.n_layer // 4
+    assert (layout.n_head_kv, layout.head_dim_k) == (t.n_head_kv, t.head_dim)
+    assert layout.ssm_d_inner == t.ssm_d_state * t.ssm_dt_rank
+    assert layout.embd_bytes == t.n_vocab * t.n_embd // 32 * 34
+    assert gpu_bytes + layout.embd_bytes < path.stat().st_size
+    prof = replace(PROFILES["q8-f16-4k"], layout=None)
+    pred = predict(prof, path, ctx_size=4096, n_seq=2)
+    k, v = kv_cache_bytes(4096, layout, "f16", "f16")
+    assert pred.kv_mib == (k + v) / MIB and pred.n_seq == 2
+    assert pred.recurrent_mib > 0
+
+
+def test_pure_transformer_layout_keeps_kv_in_every_layer(tmp_path):
+    path = tmp_path / "llama-like.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(6)
+    w.add_embedding_length(128)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_vocab_size(1000)
+    w.add_tensor("token_embd.weight", np.zeros((1000, 128), dtype=np.float32))
+    w.add_tensor("output.weight", np.zeros((1000, 128), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    layout, gpu_bytes = layout_from_gguf(path)
+    assert layout.attention_layers == 6 and layout.head_dim_k == 32
+    assert gpu_bytes == 1000 * 128 * 4
+    assert recurrent_state_bytes(1, layout) == (0, 0)
+
+
+def test_tiny_pypi_model_layout():
+    from beekeeper.cache import CACHE
+
+    path = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if not path.exists():
+        pytest.skip("gemma-3-270m not assembled yet (beekeeper sandbox up does it)")
+    layout, _ = layout_from_gguf(path)
+    assert layout.n_layer == 18 and layout.attention_layers == 18
+    assert layout.n_vocab == 262144
