@@ -1,8 +1,15 @@
 import pytest
 
 from verify.client import RequestRecord, StreamEvent
-from verify.metrics import (bootstrap_ci, chunk_gaps_s, clopper_pearson, decode_tok_s, median,
-                            percentile, windowed_tok_s)
+from verify.metrics import (
+    bootstrap_ci,
+    chunk_gaps_s,
+    clopper_pearson,
+    decode_tok_s,
+    median,
+    percentile,
+    windowed_tok_s,
+)
 
 
 def record(times, n=None, kind="content"):

@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 from gguf import GGUFWriter
 
-from beekeeper.planner import (MIB, kv_cache_bytes, kv_cells, kv_type_bytes, layout_from_gguf,
-                               predict, recurrent_state_bytes)
+from beekeeper.planner import (
+    MIB,
+    kv_cache_bytes,
+    kv_cells,
+    kv_type_bytes,
+    layout_from_gguf,
+    predict,
+    recurrent_state_bytes,
+)
 from beekeeper.profiles import PROFILES, QWEN35_9B_LAYOUT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
