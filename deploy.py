@@ -1,5 +1,5 @@
 """
-beekeeper: provision a host, build the server image, place the model, start the service
+beekeeper: provision a GPU host, build the server, place the model, start the service
 and smoke-check it.
 
     pyinfra inventories/home.py deploy.py
@@ -8,18 +8,29 @@ and smoke-check it.
 from pyinfra import host
 
 from beekeeper.config import load_host_config
-from tasks import docker_engine, model, preflight, server_image, service, smoke
+from tasks import (container_toolkit, cuda_toolkit, docker_engine, model, native,
+                   nvidia_driver, preflight, server_image, service, smoke)
 
 # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
 cfg = load_host_config(host.data)
 # Host facts that rule the deploy out stop here too, before any change.
 facts = preflight.check(cfg)
 
-engine_ops = docker_engine.ensure(cfg, facts)
-image, image_ops = server_image.ensure(cfg, facts)
-model_ops = model.ensure(cfg)
-check_ops = smoke.install()
+docker_engine.ensure(cfg, facts)
+reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
 
-for svc in cfg.services:
-    changed, _ = service.ensure(cfg, svc, image, upstream=model_ops)
-    smoke.check(cfg, svc, changed)
+if not reboot_pending:  # a new driver needs a reboot before anything can use the GPU
+    gpu_ops = cuda_toolkit.ensure(cfg, facts) + container_toolkit.ensure(cfg, facts)
+    if cfg.mode == "native":
+        artifact, build_ops = native.ensure(cfg, facts)  # the server binary
+    else:
+        artifact, build_ops = server_image.ensure(cfg, facts)  # the image tag
+        if container_toolkit.wanted(cfg, facts):
+            container_toolkit.gpu_checked_in_container(
+                name="Check that the GPU is visible inside a container", image=artifact,
+                after_change=any(op.will_change for op in gpu_ops + build_ops))
+    model_ops = model.ensure(cfg)
+    smoke.install()
+    for svc in cfg.services:
+        changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
+        smoke.check(cfg, svc, changed)

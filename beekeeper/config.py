@@ -15,6 +15,9 @@ from .errors import ConfigError
 from .profiles import PROFILES, SHA256_RE, Profile
 
 MODES = ("container", "native")
+# host data read by single tasks, passed through as they are
+EXTRA_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
+              "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
 SERVICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 GIT_REF_RE = re.compile(r"^[0-9a-f]{7,40}$")
 
@@ -39,6 +42,7 @@ class ServiceConfig:
     bind_address: str
     model_sha256: str | None
     api_key_file: str | None
+    extra_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,12 @@ def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> Se
     if ctx is not None and (not isinstance(ctx, int) or ctx > profile.model.n_ctx_train):
         raise _fail(f"{prefix}ctx_size", f"{ctx!r} exceeds the model's trained context "
                     f"{profile.model.n_ctx_train}", "lower ctx_size or remove it")
+    extra = get("server_extra_args", [])
+    if not isinstance(extra, list | tuple) or not all(isinstance(a, str) for a in extra):
+        raise _fail(f"{prefix}server_extra_args", f"{extra!r} is not a list of strings",
+                    "e.g. ['--threads', '8']")
     return ServiceConfig(name=name, profile=profile, port=port, bind_address=bind,
-                         model_sha256=sha, api_key_file=api_key_file)
+                         model_sha256=sha, api_key_file=api_key_file, extra_args=tuple(extra))
 
 
 def _source(data: Mapping[str, Any], profile: Profile) -> SourceSpec:
@@ -194,4 +202,5 @@ def load_host_config(data: Any) -> HostConfig:
         base_images=dict(data.get("base_images") or {}),
         preload_images=dict(data.get("preload_images") or {}),
         install_docker=bool(data.get("install_docker", True)),
+        extra={k: data.get(k) for k in EXTRA_KEYS if data.get(k) is not None},
     )

@@ -6,6 +6,7 @@ reaches a remote GPU box.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -29,8 +30,6 @@ STATE_DIR = Path(os.environ.get("BEEKEEPER_SANDBOX_DIR", ROOT / ".sandbox"))
 CONTAINER = "beekeeper-sandbox"
 VOLUME = "beekeeper-sandbox-docker"
 BASE = "beekeeper/debian:bookworm"
-BUILD_BASE = "beekeeper/debian-build:bookworm"
-HOST_IMAGE = "beekeeper/sandbox-host:bookworm"
 
 _BUILD_BASE_DOCKERFILE = f"""\
 FROM {BASE}
@@ -57,6 +56,15 @@ RUN printf '[Unit]\\nBefore=ssh.service\\n[Service]\\nType=oneshot\\n'\\
 STOPSIGNAL SIGRTMIN+3
 CMD ["/sbin/init"]
 """
+
+
+def _content_tag(repo: str, dockerfile: str) -> str:
+    """Images derived from BASE are tagged by their Dockerfile's hash: cache by content."""
+    return f"{repo}:bookworm-{hashlib.sha256(dockerfile.encode()).hexdigest()[:10]}"
+
+
+BUILD_BASE = _content_tag("beekeeper/debian-build", _BUILD_BASE_DOCKERFILE)
+HOST_IMAGE = _content_tag("beekeeper/sandbox-host", _HOST_DOCKERFILE)
 
 
 @dataclass

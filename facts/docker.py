@@ -79,3 +79,20 @@ class DockerImageId(FactBase[str | None]):
     def process(self, output: list[str]) -> str | None:
         line = output[0].strip() if output else ""
         return line if line.startswith("sha256:") else None
+
+
+class GpuInContainer(FactBase[str | None]):
+    """
+    Runs ``nvidia-smi`` in a throwaway container of ``image`` and returns the GPU line, or
+    ``None`` when the image is missing or no GPU is visible: ``"NVIDIA GeForce RTX 4090, 8.9"``.
+    """
+
+    def command(self, image: str) -> str:
+        q = shlex.quote(image)
+        return (f"docker image inspect {q} >/dev/null 2>&1 && docker run --rm --gpus all "
+                f"--entrypoint nvidia-smi {q} --query-gpu=name,compute_cap "
+                "--format=csv,noheader 2>/dev/null | head -n1; true")
+
+    def process(self, output: list[str]) -> str | None:
+        line = output[0].strip() if output else ""
+        return line or None

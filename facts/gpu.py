@@ -69,3 +69,59 @@ class GpuInfo(FactBase[dict[str, Any] | None]):
 
     def process(self, output: list[str]) -> dict[str, Any] | None:
         return parse_nvidia_smi(output)
+
+
+def parse_pci_nvidia(lines: list[str]) -> int:
+    """`grep -l 0x10de /sys/bus/pci/devices/*/vendor` + class lines -> NVIDIA GPUs on PCI."""
+    return sum(1 for line in lines if line.strip().startswith("0x03"))
+
+
+class PciNvidiaGpus(FactBase[int]):
+    """
+    Returns how many NVIDIA display/3D devices the PCI bus shows (0 under WSL2, where
+    the GPU is reached through /dev/dxg): ``1``.
+    """
+
+    def command(self) -> str:
+        return ("for d in /sys/bus/pci/devices/*; do "
+                '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && cat $d/class; done; true')
+
+    def process(self, output: list[str]) -> int:
+        return parse_pci_nvidia(output)
+
+
+# Linux driver userspace that must never be inside WSL2 (it shadows /usr/lib/wsl/lib).
+LINUX_DRIVER_PATTERNS = ("nvidia-driver-", "libnvidia-compute-", "nvidia-utils-",
+                         "cuda-drivers", "nvidia-dkms-", "nvidia-kernel-")
+
+
+def parse_driver_packages(lines: list[str]) -> list[str]:
+    """`dpkg-query -W -f '${Package} ${Status}\\n'` lines -> installed driver packages."""
+    out = []
+    for line in lines:
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[1].strip().endswith("installed") and \
+                "not-installed" not in parts[1] and parts[0].startswith(LINUX_DRIVER_PATTERNS):
+            out.append(parts[0])
+    return sorted(out)
+
+
+class LinuxDriverPackages(FactBase[list[str]]):
+    """Returns the NVIDIA Linux driver packages installed: ``["nvidia-driver-580-open"]``."""
+
+    def command(self) -> str:
+        return ("dpkg-query -W -f '${Package} ${Status}\\n' 2>/dev/null "
+                "| grep -E '^(nvidia|libnvidia|cuda-drivers)' || true")
+
+    def process(self, output: list[str]) -> list[str]:
+        return parse_driver_packages(output)
+
+
+class CdiSpec(FactBase[bool]):
+    """Returns whether a CDI spec for NVIDIA GPUs exists: ``True``."""
+
+    def command(self) -> str:
+        return ("ls /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml 2>/dev/null | head -n1; true")
+
+    def process(self, output: list[str]) -> bool:
+        return any(line.strip() for line in output)

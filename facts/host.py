@@ -117,3 +117,37 @@ class FreeDiskBytes(FactBase[int | None]):
 
     def process(self, output: list[str]) -> int | None:
         return parse_df(output)
+
+
+def parse_port_owner(lines: list[str]) -> list[str]:
+    """`ss -ltnpH sport = :PORT` lines -> names of the processes listening."""
+    import re
+
+    names: list[str] = []
+    for line in lines:
+        names += re.findall(r'\(\("([^"]+)"', line)
+        if "users:" not in line and line.strip():
+            names.append("?")
+    return names
+
+
+class PortListeners(FactBase[list[str]]):
+    """
+    Returns the names of the processes listening on a TCP port: ``["docker-proxy"]``.
+    """
+
+    def command(self, port: int) -> str:
+        return f"ss -ltnpH 'sport = :{int(port)}' 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> list[str]:
+        return parse_port_owner(output)
+
+
+class AptHolds(FactBase[list[str]]):
+    """Returns the packages apt holds: ``["cuda-drivers-580"]``."""
+
+    def command(self) -> str:
+        return "apt-mark showhold 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted(line.strip() for line in output if line.strip())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import files, pip, server
+from pyinfra.operations import apt, files, pip
 
 from beekeeper import cache
 from beekeeper.config import HostConfig, ServiceConfig
@@ -55,7 +55,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
 def _hf_downloader() -> list[OperationMeta]:
     script = Path(__file__).resolve().parent.parent / "beekeeper" / "hostside" / "fetch_model.py"
     return [
-        server.packages(name="Install python3-venv for the model downloader",
+        apt.packages(name="Install python3-venv for the model downloader",
                         packages=["python3-venv"]),
         pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV),
         pip.packages(name="Install huggingface-hub into the host venv",

@@ -139,8 +139,36 @@ def smoke_checked(port: int, unit: str, script: str, timeout_s: int, after_chang
                       f"({result.get('completion_tokens')} tokens)")
             return
     key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
+    check = f"python3 {q(script)} --port {port} --timeout {timeout_s}{key}"
+    path = f"/etc/systemd/system/{unit}"
+    manifest = f"/etc/beekeeper/{unit.removeprefix('beekeeper-').removesuffix('.service')}" \
+        "/deployed.json"
+    # On failure: show the log, put the previous unit back, prove the old server healthy.
     yield StringCommand(
-        f"python3 {q(script)} --port {port} --timeout {timeout_s}{key} || "
-        f"{{ echo '--- last server log lines ({unit}) ---'; "
-        f"journalctl -u {q(unit)} -n 40 --no-pager; exit 1; }}"
+        f"{check} || {{ echo '--- last server log lines ({unit}) ---'; "
+        f"journalctl -u {q(unit)} -n 30 --no-pager; "
+        f"if [ -f {q(path + '.prev')} ]; then "
+        f"echo 'beekeeper: the new server failed its checks; rolling back to the previous "
+        f"unit'; mv -f {q(path + '.prev')} {q(path)}; "
+        f"[ -f {q(manifest + '.prev')} ] && mv -f {q(manifest + '.prev')} {q(manifest)}; "
+        f"systemctl daemon-reload && systemctl restart {q(unit)} && {check} && "
+        f"echo 'beekeeper: rolled back; the previous server is healthy' >&2; fi; "
+        f"echo 'beekeeper: deploy failed: the new server did not pass /health and smoke "
+        f"checks (log above)' >&2; exit 1; }}"
     )
+
+
+@operation()
+def held(packages: list[str]):
+    """
+    Hold packages at their installed version (apt-mark hold), unless already held.
+
+    + packages: package names
+    """
+    from facts.host import AptHolds
+
+    missing = [p for p in packages if p not in host.get_fact(AptHolds)]
+    if not missing:
+        host.noop(f"{', '.join(packages)} already held")
+        return
+    yield "apt-mark hold " + " ".join(q(p) for p in missing)

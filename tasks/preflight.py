@@ -14,8 +14,8 @@ from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap, min_driver
 from beekeeper.config import HostConfig
 from beekeeper.errors import PreflightError
 from facts.docker import DockerEngine
-from facts.gpu import WSL_NVIDIA_SMI, GpuInfo
-from facts.host import FreeDiskBytes, InitSystem, OsRelease, Wsl
+from facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
+from facts.host import FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
 
 GIB = 1 << 30
 
@@ -30,14 +30,23 @@ class HostFacts:
     docker: dict[str, Any]
     gpu: dict[str, Any] | None
     free_model_dir_bytes: int | None
+    pci_nvidia_gpus: int = 0
 
     @property
     def compute_cap(self) -> str | None:
         return self.gpu["gpus"][0]["compute_cap"] if self.gpu and self.gpu["gpus"] else None
 
 
-def check_gpu(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any] | None) -> None:
+def check_gpu(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any] | None,
+              pci_gpus: int = 0, wsl_driver_packages: list[str] | None = None) -> None:
     """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
+    if wsl["is_wsl2"] and wsl_driver_packages:
+        raise PreflightError(
+            f"Linux NVIDIA driver packages are installed inside WSL2 "
+            f"({', '.join(wsl_driver_packages)}); they shadow the Windows driver and break "
+            f"NVML: remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again")
+    if (gpu is None or not gpu["gpus"]) and not wsl["is_wsl2"] and pci_gpus > 0:
+        return  # native Linux without a driver: tasks/nvidia_driver.py installs it
     if gpu is None or not gpu["gpus"]:
         if wsl["is_wsl2"]:
             raise PreflightError(
@@ -96,11 +105,20 @@ def check(cfg: HostConfig) -> HostFacts:
             if os_release.get("id") not in ("debian", "ubuntu"):
                 raise PreflightError(f"cannot install Docker on {os_release.get('id')!r}: "
                                      "install it by hand (Debian and Ubuntu are automated)")
+    pci = host.get_fact(PciNvidiaGpus) if cfg.service.profile.backend == "cuda" else 0
     if cfg.service.profile.backend == "cuda":
-        check_gpu(cfg, wsl, gpu)
+        wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl["is_wsl2"] else []
+        check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
     if wsl["is_wsl2"] and cfg.model_dir.startswith("/mnt/"):
         raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
                              "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
+    for svc in cfg.services:
+        # our own server (container proxy or native binary) may hold it; nothing else
+        others = [p for p in host.get_fact(PortListeners, port=svc.port)
+                  if p not in ("docker-proxy", "llama-server")]
+        if others:
+            raise PreflightError(f"port {svc.port} on the host is in use by {others[0]!r}: "
+                                 "stop it, or set `port` to a free port")
     need = 0
     for svc in cfg.services:
         dest = f"{cfg.model_dir}/{svc.profile.model.filename}"
@@ -111,4 +129,4 @@ def check(cfg: HostConfig) -> HostFacts:
             f"model_dir {cfg.model_dir} has {free / GIB:.1f} GiB free; the model needs "
             f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
-                     free_model_dir_bytes=free)
+                     free_model_dir_bytes=free, pci_nvidia_gpus=pci)

@@ -5,14 +5,21 @@ only when something that matters changed.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 
+from pyinfra import host
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import files, systemd
+from pyinfra.facts.files import Sha1File
+from pyinfra.operations import files, server, systemd
 
 from beekeeper.config import HostConfig, ServiceConfig
 from beekeeper.render import render
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
 def unit_name(svc: ServiceConfig) -> str:
@@ -23,16 +30,19 @@ def container_name(svc: ServiceConfig) -> str:
     return f"beekeeper-{svc.name}"
 
 
-def render_unit(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
-    model = f"/models/{svc.profile.model.filename}"
+def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> str:
+    """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
+    native = cfg.mode == "native"
+    models = cfg.model_dir if native else "/models"
     draft = svc.profile.server.draft_model
-    args = svc.profile.server.args(model, f"/models/{draft.filename}" if draft else None)
-    args += ["--alias", svc.profile.name]
+    args = svc.profile.server.args(f"{models}/{svc.profile.model.filename}",
+                                   f"{models}/{draft.filename}" if draft else None)
+    args += ["--alias", svc.profile.name, *svc.extra_args]
     conf_dir = f"/etc/beekeeper/{svc.name}"
     return render(
-        "beekeeper-server.service.j2",
-        svc=svc, unit=unit_name(svc), container=container_name(svc), image=image,
-        model_dir=cfg.model_dir, args=args, gpu=svc.profile.backend == "cuda",
+        "beekeeper-native.service.j2" if native else "beekeeper-server.service.j2",
+        svc=svc, unit=unit_name(svc), container=container_name(svc), image=artifact,
+        binary=artifact, model_dir=cfg.model_dir, args=args, gpu=svc.profile.backend == "cuda",
         env_file=f"{conf_dir}/secrets.env" if svc.api_key_file else None, conf_dir=conf_dir,
     )
 
@@ -58,8 +68,18 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
         files.directory(name=f"Create the drop-in folder {unit}.d (yours; never written)",
                         path=f"/etc/systemd/system/{unit}.d", mode="0755"),
     ]
+    unit_path = f"/etc/systemd/system/{unit}"
+    manifest_path = f"/etc/beekeeper/{svc.name}/deployed.json"
+    new_unit = render_unit(cfg, svc, image)
+    running_sha = host.get_fact(Sha1File, path=unit_path)
+    if running_sha is not None and running_sha != _sha1(new_unit):
+        # the running service's unit and manifest, for an automatic or manual rollback
+        ops.append(server.shell(
+            name=f"Keep the running {unit} for rollback ({unit}.prev)",
+            commands=[f"cp -p {unit_path} {unit_path}.prev && "
+                      f"cp -p {manifest_path} {manifest_path}.prev 2>/dev/null || true"]))
     unit_op = files.put(name=f"Render systemd unit {unit}",
-                        src=io.StringIO(render_unit(cfg, svc, image)),
+                        src=io.StringIO(new_unit),
                         dest=f"/etc/systemd/system/{unit}", mode="0644")
     ops.append(unit_op)
     ops.append(files.put(name=f"Record what {unit} runs (deployed.json)",

@@ -94,3 +94,38 @@ def test_cpu_dockerfile_copies_local_tree():
 def test_shell_filters_quote():
     env = environment()
     assert env.from_string("{{ x | shquote }}").render(x="a b") == "'a b'"
+
+
+def test_native_unit_is_hardened_and_runs_the_versioned_binary():
+    cfg = load_host_config({**CPU, "mode": "native"})
+    binary = "/opt/beekeeper/llama-server/lcp0.3.36-cpu-x86_64-0123abcd/llama-server"
+    text = render_unit(cfg, cfg.service, binary)
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string(text)
+    svc = parser["Service"]
+    assert svc["ExecStart"].startswith(f"{binary} --host 127.0.0.1 --port 8083 -m "
+                                       "/srv/beekeeper/models/gemma-3-270m-q4_k_m.gguf")
+    assert svc["User"] == "beekeeper" and svc["NoNewPrivileges"] == "yes"
+    assert svc["ProtectSystem"] == "strict" and svc["ReadOnlyPaths"] == "/srv/beekeeper/models"
+    assert svc["CapabilityBoundingSet"] == "" and svc["Restart"] == "always"
+    gpu = render_unit(load_host_config({**GPU, "mode": "native"}),
+                      load_host_config({**GPU, "mode": "native"}).service, binary)
+    assert "DeviceAllow=/dev/nvidiactl rw" in gpu and "MemoryDenyWriteExecute" not in gpu
+
+
+def test_native_build_flags_and_memory_bounded_jobs():
+    from beekeeper.native import build_commands, build_jobs, install_dir, shell_script
+
+    spec = build_spec(load_host_config({**GPU, "mode": "native"}), "9.0")
+    configure, build = build_commands(spec, "/src", "/b", 16)
+    assert "-DCMAKE_CUDA_ARCHITECTURES=90" in configure and "-DGGML_CUDA=ON" in configure
+    assert "-DGGML_CUDA_FA_ALL_QUANTS=ON" in configure  # turbo4 profile
+    assert build[-3:] == ["16", "--target", "llama-server"]
+    assert build_jobs(16 * 2**30, 32, cuda=True) == 6  # 2.5 GiB a CUDA job
+    assert build_jobs(256 * 2**30, 16, cuda=True) == 16
+    assert build_jobs(1 * 2**30, 16, cuda=True) == 1
+    dest = install_dir("/opt/beekeeper/llama-server", spec.tag())
+    script = shell_script(spec, "/src", "/b", 4, dest, "/opt/beekeeper/llama-server")
+    assert script.startswith("export PATH=/usr/local/cuda/bin:$PATH")
+    assert "mv -T /opt/beekeeper/llama-server/current.new /opt/beekeeper/llama-server/current" \
+        in script

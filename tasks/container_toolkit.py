@@ -1,0 +1,86 @@
+"""
+NVIDIA Container Toolkit: pinned packages from NVIDIA's signed repository, the nvidia
+runtime registered with Docker only when missing (Docker restarted only then; daemon.json
+never rewritten by the kit), CDI refresh units, and a GPU check inside a container.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import apt, systemd
+
+from beekeeper.config import HostConfig
+from facts.docker import DockerEngine, GpuInContainer
+
+from . import nvidia_repos
+from .ops import held
+from .preflight import HostFacts
+
+TOOLKIT_VERSION = "1.18.0-1"
+PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+            "libnvidia-container-tools", "libnvidia-container1")
+
+
+@operation()
+def nvidia_runtime_registered():
+    """
+    Register the nvidia runtime with Docker (`nvidia-ctk runtime configure`), only when
+    `docker info` does not list it. nvidia-ctk merges its keys into daemon.json.
+    """
+    if host.get_fact(DockerEngine)["nvidia_runtime"]:
+        host.noop("Docker already knows the nvidia runtime")
+        return
+    yield "nvidia-ctk runtime configure --runtime=docker"
+
+
+def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
+    return (cfg.mode == "container" and cfg.service.profile.backend == "cuda"
+            and facts.docker["flavour"] != "docker-desktop")
+
+
+def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
+    if not wanted(cfg, facts):
+        return []
+    version = str(cfg.extra.get("container_toolkit_version", TOOLKIT_VERSION))
+    ops = nvidia_repos.toolkit_repo(nvidia_repos.repos(cfg, facts))
+    install = apt.packages(
+        name=f"Install the NVIDIA Container Toolkit {version} (pinned)",
+        packages=[f"{p}={version}" for p in PACKAGES], update=True, no_recommends=True)
+    ops.append(install)
+    ops.append(held(name="Hold the Container Toolkit packages at the pinned version",
+                    packages=list(PACKAGES)))
+    runtime = nvidia_runtime_registered(name="Register the nvidia runtime with Docker")
+    ops.append(runtime)
+    ops.append(systemd.service(
+        name="Restart Docker to load the nvidia runtime" if runtime.will_change
+        else "Keep Docker running (runtime unchanged)",
+        service="docker.service", running=True, restarted=runtime.will_change))
+    ops.append(systemd.service(name="Enable the CDI spec refresh (nvidia-cdi-refresh.path)",
+                               service="nvidia-cdi-refresh.path", enabled=True, running=True))
+    return ops
+
+
+def gpu_visible_in_container(image: str) -> str:
+    """The command that proves the GPU is visible inside a container of `image`."""
+    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
+            "--query-gpu=name,compute_cap --format=csv,noheader")
+
+
+@operation()
+def gpu_checked_in_container(image: str, after_change: bool):
+    """
+    Prove the GPU is visible inside a container before the server starts.
+
+    + image: the server image (its runtime base carries the CUDA runtime)
+    + after_change: whether this run changed the image or the toolkit
+    """
+    if not after_change and host.get_fact(GpuInContainer, image=image):
+        host.noop("the GPU is visible inside a container of the server image")
+        return
+    yield StringCommand(gpu_visible_in_container(image) + " || { echo 'beekeeper: no GPU "
+                        "inside a container: check the NVIDIA Container Toolkit and "
+                        "`docker info | grep -i runtime`' >&2; exit 1; }")

@@ -1,0 +1,42 @@
+"""
+CUDA toolkit 13.2 from NVIDIA's repository: `cuda-toolkit-13-2` only (never `cuda` or
+`cuda-drivers`, which would pull a Linux driver into WSL2), with PATH and library path.
+"""
+
+from __future__ import annotations
+
+import io
+
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import apt, files
+
+from beekeeper.config import HostConfig
+
+from . import nvidia_repos
+from .preflight import HostFacts
+
+
+def wanted(cfg: HostConfig) -> bool:
+    """Native builds need it; container mode only when host data asks."""
+    if cfg.service.profile.backend != "cuda":
+        return False
+    return cfg.mode == "native" or bool(cfg.extra.get("install_cuda_toolkit"))
+
+
+def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
+    if not wanted(cfg):
+        return []
+    major, minor = cfg.cuda_version.split(".")[:2]
+    package = f"cuda-toolkit-{major}-{minor}"
+    ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
+    ops += [
+        apt.packages(name=f"Install the CUDA toolkit ({package} only)", packages=[package],
+                     update=True, no_recommends=True),
+        files.put(name="Put the CUDA toolkit on PATH (/etc/profile.d/cuda.sh)",
+                  src=io.StringIO(f"export PATH=/usr/local/cuda-{major}.{minor}/bin:$PATH\n"),
+                  dest="/etc/profile.d/cuda.sh", mode="0644"),
+        files.put(name="Add the CUDA libraries to the loader path",
+                  src=io.StringIO(f"/usr/local/cuda-{major}.{minor}/lib64\n"),
+                  dest="/etc/ld.so.conf.d/cuda.conf", mode="0644"),
+    ]
+    return ops

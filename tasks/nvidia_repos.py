@@ -1,0 +1,89 @@
+"""
+NVIDIA's apt repositories: each with its own keyring (signed-by), deb822 sources files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import apt, files
+
+from beekeeper.config import HostConfig
+from beekeeper.errors import PreflightError
+
+from .preflight import HostFacts
+
+CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
+CUDA_KEY = CUDA_REPO + "3bf863cc.pub"
+TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
+TOOLKIT_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
+
+# Older guides leave these; with the keyring source they make apt fail with
+# "Conflicting values set for option Signed-By".
+LEGACY_LISTS = ("libnvidia-container.list", "nvidia-docker.list",
+                "nvidia-container-runtime.list", "nvidia-container-toolkit.list")
+
+
+@dataclass(frozen=True)
+class Repos:
+    cuda: str
+    cuda_key: str
+    toolkit: str
+    toolkit_key: str
+
+
+def cuda_distro(facts: HostFacts) -> str:
+    """NVIDIA's name for the host's distro: ubuntu2404, ubuntu2204, debian12, wsl-ubuntu."""
+    os_id, version = facts.os.get("id"), facts.os.get("version_id", "")
+    if facts.wsl["is_wsl2"] and os_id == "ubuntu":
+        return "wsl-ubuntu"
+    if os_id == "ubuntu" and version in ("22.04", "24.04"):
+        return "ubuntu" + version.replace(".", "")
+    if os_id == "debian" and version == "12":
+        return "debian12"
+    raise PreflightError(f"no NVIDIA CUDA repository for {os_id} {version}: use Ubuntu "
+                         "22.04/24.04 or Debian 12 (WSL2: Ubuntu)")
+
+
+def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
+    """NVIDIA's URLs, or mirrors from host data `nvidia_repos` (air-gapped hosts, tests)."""
+    given = dict(cfg.extra.get("nvidia_repos") or {})
+    distro = cuda_distro(facts)
+    return Repos(
+        cuda=given.get("cuda", CUDA_REPO).format(distro=distro),
+        cuda_key=given.get("cuda_key", CUDA_KEY).format(distro=distro),
+        toolkit=given.get("toolkit", TOOLKIT_REPO),
+        toolkit_key=given.get("toolkit_key", TOOLKIT_KEY),
+    )
+
+
+def _prereqs() -> OperationMeta:
+    return apt.packages(name="Install what adding a signed repository needs (gnupg, wget)",
+                        packages=["gnupg", "wget", "ca-certificates"], no_recommends=True)
+
+
+def cuda_repo(r: Repos) -> list[OperationMeta]:
+    return [
+        _prereqs(),
+        apt.key(name="Add NVIDIA's CUDA repository key (own keyring)", src=r.cuda_key,
+                dest="nvidia-cuda.gpg"),
+        apt.sources_file(name="Add NVIDIA's CUDA repository (signed-by its keyring)",
+                         filename="nvidia-cuda", uris=r.cuda, suites="/",
+                         signed_by="/etc/apt/keyrings/nvidia-cuda.gpg"),
+    ]
+
+
+def toolkit_repo(r: Repos) -> list[OperationMeta]:
+    ops = [_prereqs()]
+    ops += [files.file(name=f"Remove legacy list file {name}",
+                       path=f"/etc/apt/sources.list.d/{name}", present=False)
+            for name in LEGACY_LISTS]
+    ops += [
+        apt.key(name="Add the NVIDIA Container Toolkit key (own keyring)", src=r.toolkit_key,
+                dest="nvidia-container-toolkit.gpg"),
+        apt.sources_file(name="Add the NVIDIA Container Toolkit repository (signed-by)",
+                         filename="nvidia-container-toolkit", uris=r.toolkit, suites="/",
+                         signed_by="/etc/apt/keyrings/nvidia-container-toolkit.gpg"),
+    ]
+    return ops

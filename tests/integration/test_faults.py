@@ -1,0 +1,121 @@
+"""
+Faults and bad input on the sandbox host (CPU profile): the service recovers by itself,
+a failed deploy leaves the old server serving, bad input changes nothing.
+"""
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .helpers import BIN, ROOT, deploy, grand_total, sandbox_exec
+
+pytestmark = pytest.mark.integration
+
+
+def healthy() -> bool:
+    return sandbox_exec("curl -fsS -m 2 http://127.0.0.1:8083/health").returncode == 0
+
+
+def wait_until(pred, deadline_s: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < deadline_s:
+        if pred():
+            return time.monotonic() - t0
+        time.sleep(0.5)
+    raise AssertionError(f"not within {deadline_s} s")
+
+
+@pytest.fixture(scope="module")
+def deployed(fresh_sandbox):
+    run = deploy()
+    assert run.rc == 0, run.out[-3000:]
+    assert healthy()
+
+
+def test_killed_server_process_is_restarted_by_the_unit(deployed):
+    assert sandbox_exec("pkill -9 -f /usr/local/bin/llama-server").returncode == 0
+    t0 = time.monotonic()
+    wait_until(lambda: not healthy(), 10)
+    back = wait_until(healthy, 90)
+    print(f"\n[figure] server killed -> healthy again in {time.monotonic() - t0:.1f} s "
+          f"({back:.1f} s after it went down)")
+
+
+def test_docker_daemon_restart_brings_the_server_back(deployed):
+    t0 = time.monotonic()
+    assert sandbox_exec("systemctl restart docker").returncode == 0
+    wait_until(healthy, 120)
+    print(f"\n[figure] docker restart -> healthy again in {time.monotonic() - t0:.1f} s")
+
+
+def test_host_reboot_brings_the_service_back(deployed):
+    t0 = time.monotonic()
+    subprocess.run(["docker", "restart", "beekeeper-sandbox"], check=True, capture_output=True)
+    wait_until(healthy, 180)
+    print(f"\n[figure] host restart -> healthy again in {time.monotonic() - t0:.1f} s")
+
+
+def test_model_with_wrong_sha256_is_removed_and_old_server_keeps_serving(deployed):
+    run = deploy("--data", "model_sha256=" + "0" * 64)
+    assert run.rc != 0
+    assert "model sha256 mismatch" in run.out
+    assert healthy()
+    assert sandbox_exec("ls /srv/beekeeper/models/*.partial").returncode != 0
+
+
+def test_new_server_that_cannot_start_is_rolled_back(deployed):
+    run = deploy("--data", 'server_extra_args=["--no-such-flag"]')
+    assert run.rc != 0
+    assert "rolled back; the previous server is healthy" in run.out, run.out[-3000:]
+    assert healthy()
+    unit = sandbox_exec("cat /etc/systemd/system/beekeeper-llm.service").stdout
+    assert "--no-such-flag" not in unit
+    # the next good run converges: nothing left to change
+    again = deploy()
+    assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+
+
+def test_full_disk_is_refused_before_any_download(deployed):
+    assert sandbox_exec("mkdir -p /srv/tiny && mountpoint -q /srv/tiny || "
+                        "mount -t tmpfs -o size=64m tmpfs /srv/tiny").returncode == 0
+    run = deploy("--data", "model_dir=/srv/tiny/models")
+    assert run.rc != 0
+    assert "model_dir /srv/tiny/models has 0.1 GiB free" in run.out, run.out[-2000:]
+    assert "--> Starting operation" not in run.out
+    assert sandbox_exec("ls -A /srv/tiny").stdout.strip() == ""
+    assert healthy()
+
+
+def test_port_in_use_is_refused_before_any_change(deployed):
+    sandbox_exec("nohup python3 -m http.server 8090 --bind 127.0.0.1 >/dev/null 2>&1 &")
+    time.sleep(1)
+    try:
+        run = deploy("--data", "port=8090")
+        assert run.rc != 0
+        assert "port 8090 on the host is in use by 'python3'" in run.out, run.out[-2000:]
+        assert "--> Starting operation" not in run.out
+    finally:
+        sandbox_exec("pkill -f 'http.server 8090'")
+    assert healthy()
+
+
+def test_non_loopback_bind_without_a_key_is_refused(deployed):
+    run = deploy("--data", "bind_address=0.0.0.0")
+    assert run.rc != 0
+    assert "host data `bind_address`: 0.0.0.0 is not loopback and no API key is set" in run.out
+
+
+def test_interrupted_deploy_converges_on_the_next_run(deployed):
+    p = subprocess.Popen([str(BIN / "pyinfra"), "-y", "inventories/sandbox.py", "deploy.py",
+                          "--data", "profile=cpu-smollm"], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(6)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    run = deploy("--data", "profile=cpu-smollm")
+    assert run.rc == 0, run.out[-3000:]
+    again = deploy("--data", "profile=cpu-smollm")
+    assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+    assert deploy().rc == 0 and healthy()

@@ -1,0 +1,37 @@
+"""
+Native mode on the sandbox host: llama-server built on the host (CPU), a versioned install
+folder with a `current` link, a hardened unit; a second run changes nothing.
+"""
+
+import subprocess
+
+import pytest
+
+from .helpers import BIN, ROOT, deploy, grand_total, results, sandbox_exec
+
+pytestmark = pytest.mark.integration
+
+
+def test_native_mode_builds_serves_and_is_idempotent(fresh_sandbox):
+    run = deploy("--data", "mode=native")
+    print(f"\n[figure] native deploy (build on the host): {run.wall_s:.0f} s")
+    assert run.rc == 0, run.out[-4000:]
+    rows = results(run.out)
+    assert any(k.startswith("Build llama-server") and v[0] == "1" for k, v in rows.items())
+    link = sandbox_exec("readlink /opt/beekeeper/llama-server/current").stdout.strip()
+    assert link.startswith("/opt/beekeeper/llama-server/lcp0.3.36-cpu-")
+    unit = sandbox_exec("systemctl show -p ExecStart --value beekeeper-llm.service").stdout
+    assert link + "/llama-server" in unit
+    user = sandbox_exec("ps -o user= -C llama-server").stdout.split()
+    assert user == ["beekeeper"], user
+    again = deploy("--data", "mode=native")
+    assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+    score = sandbox_exec("systemd-analyze security beekeeper-llm.service --no-pager "
+                         "| tail -n 1").stdout.strip()
+    print(f"[figure] systemd-analyze security, native unit: {score}")
+    p = subprocess.run([str(BIN / "python"), "-m", "pytest", "verify/test_host.py", "-q",
+                        "--hosts=ssh://sandbox", "--ssh-config=.sandbox/ssh_config", "-p",
+                        "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout[-3000:]
+    back = deploy()
+    assert back.rc == 0, back.out[-3000:]

@@ -1,0 +1,62 @@
+"""
+Run deploy.py against canned facts: the operations it queues, in order, with the
+commands each would run. No host is touched; facts come from the case.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from pyinfra.api import Config, Inventory, State
+from pyinfra.context import ctx_host, ctx_state
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Facts of pyinfra's own operations, for a host where none of the kit's files exist yet.
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "DebPackages": {"python3": ["3.12"], "ca-certificates": ["1"]},
+    "File": None, "Directory": None, "Link": None, "Sha1File": None, "Sha256File": None,
+    "GpgKeyrings": {}, "Users": {}, "Groups": [], "FindInFile": None,
+    "SystemdStatus": {}, "SystemdEnabled": {}, "AptSources": [], "DebArch": "amd64",
+    "Os": "Linux", "Which": lambda command: f"/usr/sbin/{command}", "Command": "", "Home": "/root", "Date": None,
+    "TmpDir": "/tmp", "PipPackages": {}, "PythonVersion": None, "LinuxName": "Ubuntu",
+    "Hostname": "canned", "Uptime": 100,
+}
+
+
+def _show(cmd: Any) -> str:
+    """A command as text; an upload of in-memory content shows that content."""
+    src = getattr(cmd, "src", None)
+    if hasattr(src, "getvalue"):
+        return f"upload {cmd.dest}:\n{src.getvalue()}"
+    return str(cmd)
+
+
+def run_deploy(data: dict[str, Any], facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """Queue deploy.py for one host with `data`; return [(op name, commands)] in order."""
+    inventory = Inventory(([("canned", data)], {}))
+    state = State(inventory, Config())
+    host = inventory.get_host("canned")
+    host.connected = True
+    values = {**BUILTIN_DEFAULTS, **facts}
+
+    def get_fact(cls, *args, **kwargs):
+        name = cls.__name__
+        if name not in values:
+            raise KeyError(f"canned facts lack {name} ({kwargs})")
+        v = values[name]
+        return v(**kwargs) if callable(v) else v
+
+    code = compile((ROOT / "deploy.py").read_text(), str(ROOT / "deploy.py"), "exec")
+    with ctx_state.use(state), ctx_host.use(host), \
+            mock.patch.object(host, "get_fact", side_effect=get_fact):
+        exec(code, {"__name__": "deploy"})
+        out = []
+        for op_hash in state.get_op_order():
+            names = state.get_op_meta(op_hash).names
+            cmds = [_show(c) for c in state.get_op_data_for_host(host, op_hash)
+                    .command_generator()]
+            out.append((next(iter(names)), cmds))
+    return out

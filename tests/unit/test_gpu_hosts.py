@@ -1,0 +1,186 @@
+"""
+deploy.py on canned facts, one case per host kind the kit must handle. The reference box
+(WSL2 Ubuntu 24.04, Windows driver 596.21 / CUDA 13.2, RTX 4090) is the dry run of record.
+"""
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+from beekeeper.errors import PreflightError
+
+from .harness import run_deploy
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULTS = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
+            if not k.startswith("_")}
+
+RTX4090 = {"path": "/usr/lib/wsl/lib/nvidia-smi", "cuda_version": "13.2",
+           "driver_version": "596.21", "driver_branch": 596,
+           "gpus": [{"name": "NVIDIA GeForce RTX 4090", "driver_version": "596.21",
+                     "compute_cap": "8.9", "memory_total_mib": 24564}]}
+UBUNTU2404 = {"id": "ubuntu", "version_id": "24.04"}
+WSL = {"kernel": "6.6.87.2-microsoft-standard-WSL2", "is_wsl2": True, "dxg": True,
+       "wsl_conf_systemd": True}
+NATIVE = {"kernel": "6.8.0-45-generic", "is_wsl2": False, "dxg": False,
+          "wsl_conf_systemd": False}
+DOCKER_CE = {"present": True, "path": "/usr/bin/docker", "flavour": "docker-ce",
+             "active": True, "server_version": "28.0", "runtimes": ["runc"],
+             "nvidia_runtime": False}
+NO_DOCKER = {"present": False, "path": None, "flavour": None, "active": False,
+             "server_version": None, "runtimes": [], "nvidia_runtime": False}
+SYSTEMD = {"pid1": "systemd", "systemd": True, "state": "running"}
+
+
+def facts(**over):
+    base = {"InitSystem": SYSTEMD, "Wsl": WSL, "OsRelease": UBUNTU2404, "DockerEngine": DOCKER_CE,
+            "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30, "PciNvidiaGpus": 0,
+            "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
+            "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None}
+    return {**base, **over}
+
+
+def names(ops):
+    return [n for n, _ in ops]
+
+
+def commands(ops, prefix):
+    return next(c for n, c in ops if n.startswith(prefix))
+
+
+def test_reference_box_dry_run_shows_every_step_in_order():
+    ops = run_deploy(DEFAULTS, facts())
+    steps = names(ops)
+    print("\n".join(steps))
+    assert not any("driver" in s.lower() and "install" in s.lower() for s in steps)
+    assert not any(s.startswith("Install the CUDA toolkit") for s in steps)  # container mode
+    order = ["Add the NVIDIA Container Toolkit key (own keyring)",
+             "Add the NVIDIA Container Toolkit repository (signed-by)",
+             "Install the NVIDIA Container Toolkit 1.18.0-1 (pinned)",
+             "Hold the Container Toolkit packages at the pinned version",
+             "Register the nvidia runtime with Docker",
+             "Restart Docker to load the nvidia runtime",
+             "Enable the CDI spec refresh (nvidia-cdi-refresh.path)",
+             "Render the Dockerfile",
+             "Check that the GPU is visible inside a container",
+             "Download model unsloth/Qwen3.5-9B-GGUF/Qwen3.5-9B-Q8_0.gguf@main",
+             "Render systemd unit beekeeper-llm.service",
+             "Start and enable beekeeper-llm.service (restart: inputs changed)",
+             "Wait for /health on port 8083 and smoke-check the API"]
+    idx = [steps.index(s) for s in order]
+    assert idx == sorted(idx)
+    build = next(n for n in steps if n.startswith("Build server image"))
+    assert "cuda13.2-sm89-" in build
+    dockerfile = commands(ops, "Render the Dockerfile")
+    assert any("Remove legacy list file nvidia-docker.list" == s for s in steps)
+    assert commands(ops, "Register the nvidia runtime") == [
+        "nvidia-ctk runtime configure --runtime=docker"]
+    pinned = " ".join(commands(ops, "Install the NVIDIA Container Toolkit"))
+    assert "nvidia-container-toolkit=1.18.0-1" in pinned and "libnvidia-container1=1.18.0-1" \
+        in pinned
+    srcs = " ".join(commands(ops, "Add the NVIDIA Container Toolkit repository"))
+    assert "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.gpg" in srcs
+    assert dockerfile  # uploaded
+
+
+def test_runtime_already_known_means_no_configure_and_no_docker_restart():
+    ops = run_deploy(DEFAULTS, facts(DockerEngine={**DOCKER_CE, "runtimes": ["nvidia", "runc"],
+                                                   "nvidia_runtime": True}))
+    assert commands(ops, "Register the nvidia runtime") == []
+    assert "Restart Docker to load the nvidia runtime" not in names(ops)
+
+
+def test_wsl2_with_a_linux_driver_inside_is_refused():
+    with pytest.raises(PreflightError, match=r"inside WSL2 \(nvidia-driver-580-open\).*apt purge"):
+        run_deploy(DEFAULTS, facts(LinuxDriverPackages=["nvidia-driver-580-open"]))
+
+
+def test_wsl2_nvidia_smi_shadowed_by_a_linux_one_is_refused():
+    with pytest.raises(PreflightError, match="not /usr/lib/wsl/lib/nvidia-smi"):
+        run_deploy(DEFAULTS, facts(GpuInfo={**RTX4090, "path": "/usr/bin/nvidia-smi"}))
+
+
+def test_wsl2_without_systemd_is_told_how_to_enable_it():
+    with pytest.raises(PreflightError, match=r"/etc/wsl.conf.*wsl.exe --shutdown"):
+        run_deploy(DEFAULTS, facts(InitSystem={"pid1": "init", "systemd": False,
+                                               "state": "offline"}))
+
+
+def test_wsl2_without_a_windows_driver_gets_a_windows_side_instruction():
+    with pytest.raises(PreflightError, match="driver on Windows"):
+        run_deploy(DEFAULTS, facts(GpuInfo=None))
+
+
+def test_native_ubuntu_2204_without_driver_installs_it_and_stops_for_a_reboot():
+    ops = run_deploy({**DEFAULTS, "profile": "q4km-f16-32k"},
+                     facts(Wsl=NATIVE, OsRelease={"id": "ubuntu", "version_id": "22.04"},
+                           GpuInfo=None, PciNvidiaGpus=1, DockerEngine=NO_DOCKER))
+    steps = names(ops)
+    assert steps[-1] == "Stop: the new NVIDIA driver needs a reboot"
+    assert "Install the NVIDIA driver, branch 580 (cuda-drivers-580)" in steps
+    assert "Blacklist nouveau (it would hold the GPU)" in steps
+    srcs = " ".join(commands(ops, "Add NVIDIA's CUDA repository (signed-by"))
+    assert "/repos/ubuntu2204/x86_64/" in srcs
+    assert not any(s.startswith("Build server image") for s in steps)  # after the reboot
+    assert commands(ops, "Hold cuda-drivers-580") == ["apt-mark hold cuda-drivers-580"]
+
+
+def test_native_linux_reboots_when_host_data_allows_it():
+    ops = run_deploy({**DEFAULTS, "allow_reboot": True},
+                     facts(Wsl=NATIVE, GpuInfo=None, PciNvidiaGpus=1))
+    assert "Reboot to load the NVIDIA driver (allow_reboot)" in names(ops)
+
+
+def test_debian12_native_mode_installs_cuda_toolkit_only():
+    driver = {**RTX4090, "path": "/usr/bin/nvidia-smi", "driver_version": "580.95",
+              "driver_branch": 580}
+    ops = run_deploy({**DEFAULTS, "mode": "native"},
+                     facts(Wsl=NATIVE, OsRelease={"id": "debian", "version_id": "12"},
+                           GpuInfo=driver))
+    steps = names(ops)
+    assert "Install the CUDA toolkit (cuda-toolkit-13-2 only)" in steps
+    pkgs = " ".join(commands(ops, "Install the CUDA toolkit"))
+    assert "cuda-toolkit-13-2" in pkgs and " cuda " not in pkgs and "cuda-drivers" not in pkgs
+    assert "/repos/debian12/x86_64/" in " ".join(
+        commands(ops, "Add NVIDIA's CUDA repository (signed-by"))
+    assert not any("Container Toolkit" in s for s in steps)
+    assert any(s.startswith("Build llama-server") for s in steps)
+
+
+def test_wsl2_native_mode_uses_the_wsl_ubuntu_repository():
+    ops = run_deploy({**DEFAULTS, "mode": "native"}, facts())
+    assert "/repos/wsl-ubuntu/x86_64/" in " ".join(
+        commands(ops, "Add NVIDIA's CUDA repository (signed-by"))
+    assert not any("driver" in n.lower() and "install" in n.lower() for n in names(ops))
+
+
+def test_docker_desktop_is_not_joined_by_a_second_engine():
+    with pytest.raises(PreflightError, match="Docker Desktop"):
+        run_deploy(DEFAULTS, facts(DockerEngine={**DOCKER_CE, "flavour": "docker-desktop"}))
+
+
+def test_snap_docker_is_refused_with_the_reason():
+    with pytest.raises(PreflightError, match="snap"):
+        run_deploy(DEFAULTS, facts(DockerEngine={**DOCKER_CE, "flavour": "snap"}))
+
+
+def test_driver_570_with_a_cuda_13_2_image_is_stopped():
+    old = {**RTX4090, "driver_version": "570.86", "driver_branch": 570}
+    with pytest.raises(PreflightError, match="older than 580"):
+        run_deploy(DEFAULTS, facts(GpuInfo=old))
+
+
+def test_arch_override_the_gpu_cannot_run_is_stopped():
+    with pytest.raises(PreflightError, match="cuda_arch 120 has no kernels"):
+        run_deploy({**DEFAULTS, "cuda_arch": "120"}, facts())
+
+
+def test_arch_override_builds_for_another_card():
+    ops = run_deploy({**DEFAULTS, "cuda_arch": "89;120"}, facts())
+    assert any("cuda13.2-sm89-120-" in n for n in names(ops))
+
+
+def test_model_dir_on_a_windows_drive_is_refused():
+    with pytest.raises(PreflightError, match="Windows drive"):
+        run_deploy({**DEFAULTS, "model_dir": "/mnt/c/models"}, facts())
