@@ -8,8 +8,18 @@ and smoke-check it.
 from pyinfra import host
 
 from beekeeper.config import load_host_config
-from tasks import (container_toolkit, cuda_toolkit, docker_engine, model, native,
-                   nvidia_driver, preflight, server_image, service, smoke)
+from tasks import (
+    container_toolkit,
+    cuda_toolkit,
+    docker_engine,
+    model,
+    native,
+    nvidia_driver,
+    preflight,
+    server_image,
+    service,
+    smoke,
+)
 
 # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
 cfg = load_host_config(host.data)
@@ -18,9 +28,11 @@ facts = preflight.check(cfg)
 
 docker_engine.ensure(cfg, facts)
 reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
+# a new driver needs a reboot before anything can use the GPU
+gpu_ops = [] if reboot_pending else (cuda_toolkit.ensure(cfg, facts)
+                                     + container_toolkit.ensure(cfg, facts))
 
-if not reboot_pending:  # a new driver needs a reboot before anything can use the GPU
-    gpu_ops = cuda_toolkit.ensure(cfg, facts) + container_toolkit.ensure(cfg, facts)
+if not reboot_pending and "build" in cfg.stages:
     if cfg.mode == "native":
         artifact, build_ops = native.ensure(cfg, facts)  # the server binary
     else:
@@ -29,7 +41,11 @@ if not reboot_pending:  # a new driver needs a reboot before anything can use th
             container_toolkit.gpu_checked_in_container(
                 name="Check that the GPU is visible inside a container", image=artifact,
                 after_change=any(op.will_change for op in gpu_ops + build_ops))
+
+if not reboot_pending and "model" in cfg.stages:
     model_ops = model.ensure(cfg)
+
+if not reboot_pending and "service" in cfg.stages:
     smoke.install()
     for svc in cfg.services:
         changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)

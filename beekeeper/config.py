@@ -15,6 +15,9 @@ from .errors import ConfigError
 from .profiles import PROFILES, SHA256_RE, Profile
 
 MODES = ("container", "native")
+# provision: engine, driver, toolkits; build: image or native build; model; service: unit,
+# start, smoke. Host data `stages` picks a prefix of this chain.
+STAGES = ("provision", "build", "model", "service")
 # host data read by single tasks, passed through as they are
 EXTRA_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
               "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
@@ -63,6 +66,7 @@ class HostConfig:
     preload_images: Mapping[str, str]
     install_docker: bool
     image_repo: str = "beekeeper/llama-server"
+    stages: tuple[str, ...] = STAGES
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -188,7 +192,13 @@ def load_host_config(data: Any) -> HostConfig:
     if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
         raise _fail("build_jobs", f"{jobs!r} is not a positive integer", "e.g. 4, or remove it")
 
+    stages = data.get("stages", list(STAGES))
+    if not isinstance(stages, list | tuple) or not stages or \
+            tuple(stages) != STAGES[:len(stages)]:
+        raise _fail("stages", f"{stages!r} is not a prefix of {list(STAGES)}",
+                    "e.g. ['provision'] or ['provision', 'build']")
     return HostConfig(
+        stages=tuple(stages),
         mode=mode,
         services=services,
         model_dir=model_dir.rstrip("/"),

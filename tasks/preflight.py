@@ -112,7 +112,7 @@ def check(cfg: HostConfig) -> HostFacts:
     if wsl["is_wsl2"] and cfg.model_dir.startswith("/mnt/"):
         raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
                              "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
-    for svc in cfg.services:
+    for svc in cfg.services if "service" in cfg.stages else ():
         # our own server (container proxy or native binary) may hold it; nothing else
         others = [p for p in host.get_fact(PortListeners, port=svc.port)
                   if p not in ("docker-proxy", "llama-server")]
@@ -120,7 +120,7 @@ def check(cfg: HostConfig) -> HostFacts:
             raise PreflightError(f"port {svc.port} on the host is in use by {others[0]!r}: "
                                  "stop it, or set `port` to a free port")
     need = 0
-    for svc in cfg.services:
+    for svc in cfg.services if "model" in cfg.stages else ():
         dest = f"{cfg.model_dir}/{svc.profile.model.filename}"
         if svc.model_sha256 is None or host.get_fact(Sha256File, path=dest) != svc.model_sha256:
             need += svc.profile.model.size_bytes

@@ -20,8 +20,8 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "File": None, "Directory": None, "Link": None, "Sha1File": None, "Sha256File": None,
     "GpgKeyrings": {}, "Users": {}, "Groups": [], "FindInFile": None,
     "SystemdStatus": {}, "SystemdEnabled": {}, "AptSources": [], "DebArch": "amd64",
-    "Os": "Linux", "Which": lambda command: f"/usr/sbin/{command}", "Command": "", "Home": "/root", "Date": None,
-    "TmpDir": "/tmp", "PipPackages": {}, "PythonVersion": None, "LinuxName": "Ubuntu",
+    "Os": "Linux", "Which": lambda command: f"/usr/sbin/{command}", "Command": "",
+    "Home": "/root", "Date": None, "TmpDir": "/var/tmp", "PipPackages": {}, "PythonVersion": None, "LinuxName": "Ubuntu",
     "Hostname": "canned", "Uptime": 100,
 }
 
