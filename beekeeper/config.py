@@ -113,6 +113,16 @@ def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> Se
     port = _port(f"{prefix}port", get("port", 8083))
     bind = _bind(f"{prefix}bind_address", get("bind_address", "127.0.0.1"))
     api_key_file = get("api_key_file")
+    if api_key_file is not None:
+        from pathlib import Path
+
+        key_path = Path(str(api_key_file))
+        if not key_path.is_file() or not key_path.read_text().strip():
+            raise _fail(f"{prefix}api_key_file", f"{api_key_file} is missing or empty",
+                        "point it at a file on the controller that holds the key")
+        if key_path.stat().st_mode & 0o077:
+            raise _fail(f"{prefix}api_key_file", f"{api_key_file} is readable by others",
+                        f"chmod 600 {api_key_file}")
     if not ipaddress.ip_address(bind).is_loopback and not api_key_file:
         raise _fail(f"{prefix}bind_address", f"{bind} is not loopback and no API key is set",
                     "set api_key_file to a file holding the key, or bind 127.0.0.1")

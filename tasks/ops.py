@@ -172,3 +172,25 @@ def held(packages: list[str]):
         host.noop(f"{', '.join(packages)} already held")
         return
     yield "apt-mark hold " + " ".join(q(p) for p in missing)
+
+
+@operation()
+def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str):
+    """
+    Write `VAR=<key>` to a root-only env file on the host, built there from the root-only
+    key file, so the key is on no command line and in no pyinfra output.
+
+    + key_path: root-only file on the host holding the key
+    + env_path: env file to write (mode 0600)
+    + expected_sha1: sha1 of the env file's wanted content (computed on the controller)
+    + var: variable name, e.g. LLAMA_API_KEY
+    """
+    from pyinfra.facts.files import Sha1File
+
+    if host.get_fact(Sha1File, path=env_path) == expected_sha1:
+        host.noop(f"{env_path} is up to date")
+        return
+    yield StringCommand(
+        f"umask 077 && printf '{var}=%s\\n' \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
+        f"mv -f {q(env_path)}.tmp {q(env_path)}"
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
@@ -16,6 +17,8 @@ from pyinfra.operations import files, server, systemd
 
 from beekeeper.config import HostConfig, ServiceConfig
 from beekeeper.render import render
+
+from . import ops as ops_mod
 
 
 def _sha1(text: str) -> str:
@@ -71,6 +74,20 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     unit_path = f"/etc/systemd/system/{unit}"
     manifest_path = f"/etc/beekeeper/{svc.name}/deployed.json"
     new_unit = render_unit(cfg, svc, image)
+    secret_ops: list[OperationMeta] = []
+    if svc.api_key_file:
+        conf = f"/etc/beekeeper/{svc.name}"
+        key = Path(svc.api_key_file).read_text().strip()
+        secret_ops = [
+            files.put(name="Store the API key on the host (root-only file)",
+                      src=svc.api_key_file, dest=f"{conf}/api_key", mode="0600",
+                      user="root", group="root"),
+            ops_mod.secret_env_file(name="Write the server's secrets env file (root-only)",
+                                    key_path=f"{conf}/api_key", env_path=f"{conf}/secrets.env",
+                                    expected_sha1=_sha1(f"LLAMA_API_KEY={key}\n"),
+                                    var="LLAMA_API_KEY"),
+        ]
+        ops += secret_ops
     running_sha = host.get_fact(Sha1File, path=unit_path)
     if running_sha is not None and running_sha != _sha1(new_unit):
         # the running service's unit and manifest, for an automatic or manual rollback
@@ -86,7 +103,7 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
                          src=io.StringIO(manifest(cfg, svc, image)),
                          dest=f"/etc/beekeeper/{svc.name}/deployed.json", mode="0644"))
     # A new image tag or new flags change the unit; a replaced model file changes upstream.
-    changed = unit_op.will_change or any(op.will_change for op in upstream)
+    changed = unit_op.will_change or any(op.will_change for op in upstream + secret_ops)
     ops.append(systemd.service(
         name=f"Start and enable {unit}" + (" (restart: inputs changed)" if changed else ""),
         service=unit, running=True, enabled=True, restarted=changed,

@@ -119,3 +119,62 @@ def test_interrupted_deploy_converges_on_the_next_run(deployed):
     again = deploy("--data", "profile=cpu-smollm")
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
     assert deploy().rc == 0 and healthy()
+
+
+def test_api_key_never_reaches_a_command_line_log_or_report(deployed, tmp_path):
+    secret = "bk-" + "7f3a9c1e5d" * 3
+    key = tmp_path / "api_key"
+    key.write_text(secret + "\n")
+    key.chmod(0o600)
+    run = deploy("--data", "bind_address=0.0.0.0", "--data", f"api_key_file={key}")
+    try:
+        assert run.rc == 0, run.out[-3000:]
+        assert secret not in run.out
+        assert secret not in sandbox_exec("ps auxww").stdout
+        unit = sandbox_exec("cat /etc/systemd/system/beekeeper-llm.service").stdout
+        assert secret not in unit and "--env-file /etc/beekeeper/llm/secrets.env" in unit
+        for f in ("api_key", "secrets.env"):
+            st = sandbox_exec(f"stat -c '%a %U' /etc/beekeeper/llm/{f}").stdout.split()
+            assert st == ["600", "root"], (f, st)
+        assert secret not in sandbox_exec("journalctl -u beekeeper-llm --no-pager").stdout
+        url = "http://127.0.0.1:8083/v1/models"
+        assert sandbox_exec(f"curl -s -o /dev/null -w '%{{http_code}}' {url}").stdout == "401"
+        ok = sandbox_exec(f"curl -s -o /dev/null -w '%{{http_code}}' -H @- {url} <<EOF\n"
+                          f"Authorization: Bearer {secret}\nEOF")
+        assert ok.stdout == "200"
+        again = deploy("--data", "bind_address=0.0.0.0", "--data", f"api_key_file={key}")
+        assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+        assert secret not in again.out
+    finally:
+        back = deploy()
+        assert back.rc == 0, back.out[-3000:]
+    assert healthy()
+
+
+def test_four_slot_server_under_concurrent_load(deployed):
+    from beekeeper.profiles import PROFILES
+    from beekeeper.sandbox import load_state, ssh_options
+    from beekeeper.tunnel import ssh_tunnel
+    from verify.client import ServerClient
+    from verify.suites import run_load
+
+    assert deploy("--data", "profile=cpu-tiny-4slot").rc == 0
+    try:
+        restarts = sandbox_exec("systemctl show -p NRestarts --value beekeeper-llm").stdout
+        rss = []
+        with ssh_tunnel(ssh_options(load_state()), 8083) as url, ServerClient(url) as client:
+            run_load(client, 4, 3, 8)  # warm-up
+            rss.append(int(sandbox_exec("ps -o rss= -C llama-server").stdout.split()[0]))
+            for _ in range(3):
+                load = run_load(client, 4, 10, 16)
+                rss.append(int(sandbox_exec("ps -o rss= -C llama-server").stdout.split()[0]))
+                assert load["failed"] == 0 and load["requests"] > 0, load["errors"]
+        print(f"\n[figure] load, {PROFILES['cpu-tiny-4slot'].server.parallel} slots, 4 clients:"
+              f" {load['requests']} requests in {load['seconds']} s, "
+              f"{load['aggregate_tok_s']:.1f} tok/s aggregate, p95 TTFT "
+              f"{load['ttft_s_p95']:.2f} s; server RSS {min(rss)}..{max(rss)} KiB")
+        assert sandbox_exec("systemctl show -p NRestarts --value beekeeper-llm").stdout == \
+            restarts
+        assert max(rss[1:]) <= rss[0] * 1.10  # steady after warm-up
+    finally:
+        assert deploy().rc == 0

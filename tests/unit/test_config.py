@@ -48,6 +48,14 @@ def test_bad_data_names_the_key_and_the_fix(data, key, fix):
     assert "\n" not in msg
 
 
-def test_non_loopback_bind_with_key_file_is_allowed():
-    cfg = load_host_config(with_(bind_address="0.0.0.0", api_key_file="/root/key"))
-    assert cfg.service.api_key_file == "/root/key"
+def test_non_loopback_bind_with_key_file_is_allowed(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    key.chmod(0o600)
+    cfg = load_host_config(with_(bind_address="0.0.0.0", api_key_file=str(key)))
+    assert cfg.service.api_key_file == str(key)
+    key.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"`api_key_file`.*readable by others.*chmod 600"):
+        load_host_config(with_(bind_address="0.0.0.0", api_key_file=str(key)))
+    with pytest.raises(ConfigError, match="missing or empty"):
+        load_host_config(with_(api_key_file=str(tmp_path / "nope")))
