@@ -105,6 +105,33 @@ def _plan(args: argparse.Namespace) -> int:
     return 0 if pred.total_mib <= budget_mib else 1
 
 
+def _matrix(args: argparse.Namespace) -> int:
+    import shlex
+
+    from .matrix import pyinfra_deployer, run_matrix
+    from .tunnel import ssh_tunnel
+
+    if args.sandbox:
+        from .sandbox import load_state, ssh_options
+
+        ssh = ssh_options(load_state())
+        inventory, host = "inventories/sandbox.py", "sandbox"
+    else:
+        if not (args.inventory and args.host and args.ssh):
+            print("give --sandbox, or --inventory, --host and --ssh", file=sys.stderr)
+            return 2
+        ssh, inventory, host = shlex.split(args.ssh), args.inventory, args.host
+    p = subprocess.run(["ssh", *ssh, f"cat /etc/beekeeper/{args.service}/deployed.json"],
+                       capture_output=True, text=True)
+    current = json.loads(p.stdout)["profile"] if p.returncode == 0 else None
+    _, best, folder = run_matrix(
+        args.profiles.split(","), pyinfra_deployer(inventory, host),
+        lambda: ssh_tunnel(ssh, args.port), current, Path(args.out), host,
+        budget_gib=args.budget_gib, quick=args.quick, apply_recommended=args.apply_recommended)
+    print(f"matrix: {folder}/matrix.md (also matrix.html, matrix.json)")
+    return 0 if best else 1
+
+
 def _demo(args: argparse.Namespace) -> int:
     """Sandbox up, deploy the CPU profile over SSH, then verify it through a tunnel."""
     from . import sandbox
@@ -164,6 +191,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cuda-context-mib", type=float)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plan)
+
+    p = sub.add_parser("matrix", help="deploy and measure profiles in turn; rank them")
+    p.add_argument("--profiles", required=True, help="comma list")
+    p.add_argument("--sandbox", action="store_true")
+    p.add_argument("--inventory")
+    p.add_argument("--host", help="inventory host name")
+    p.add_argument("--ssh", help="ssh arguments that reach the host, e.g. 'gpu-box'")
+    p.add_argument("--service", default="llm")
+    p.add_argument("--port", type=int, default=8083)
+    p.add_argument("--budget-gib", type=float, default=10.0)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--apply-recommended", action="store_true",
+                   help="leave the host on the recommended profile")
+    p.add_argument("--out", default=str(ROOT / "reports"))
+    p.set_defaults(func=_matrix)
 
     p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
     p.add_argument("--suite", default="smoke")
