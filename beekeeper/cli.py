@@ -132,6 +132,41 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0 if best else 1
 
 
+ROLLBACK = """set -e
+u=/etc/systemd/system/beekeeper-{svc}.service; m=/etc/beekeeper/{svc}/deployed.json
+[ -f "$u.prev" ] || {{ echo "no previous unit to roll back to ($u.prev)" >&2; exit 3; }}
+mv -f "$u" "$u.swap" && mv -f "$u.prev" "$u" && mv -f "$u.swap" "$u.prev"
+if [ -f "$m.prev" ]; then
+  mv -f "$m" "$m.swap" && mv -f "$m.prev" "$m" && mv -f "$m.swap" "$m.prev"
+fi
+systemctl daemon-reload && systemctl restart beekeeper-{svc}.service
+python3 /usr/local/lib/beekeeper/hostcheck.py --port "$(python3 -c 'import json,sys; \
+print(json.load(open(sys.argv[1]))["port"])' "$m")" --timeout 300
+"""
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    """Swap the running unit with the one before it (its image or build is still there)."""
+    import shlex
+
+    if args.sandbox:
+        from .sandbox import load_state, ssh_options
+
+        ssh = ssh_options(load_state())
+    elif args.ssh:
+        ssh = shlex.split(args.ssh)
+    else:
+        print("give --sandbox or --ssh", file=sys.stderr)
+        return 2
+    p = subprocess.run(["ssh", *ssh, "bash -s"], input=ROLLBACK.format(svc=args.service),
+                       text=True, capture_output=True)
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    print("rollback " + ("done: the previous server is healthy" if p.returncode == 0
+                         else f"failed (exit {p.returncode})"))
+    return p.returncode
+
+
 def _demo(args: argparse.Namespace) -> int:
     """Sandbox up, deploy the CPU profile over SSH, then verify it through a tunnel."""
     from . import sandbox
@@ -206,6 +241,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave the host on the recommended profile")
     p.add_argument("--out", default=str(ROOT / "reports"))
     p.set_defaults(func=_matrix)
+
+    p = sub.add_parser("rollback", help="return a host to the unit it ran before")
+    p.add_argument("--sandbox", action="store_true")
+    p.add_argument("--ssh", help="ssh arguments that reach the host")
+    p.add_argument("--service", default="llm")
+    p.set_defaults(func=_rollback)
 
     p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
     p.add_argument("--suite", default="smoke")

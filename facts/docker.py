@@ -96,3 +96,14 @@ class GpuInContainer(FactBase[str | None]):
     def process(self, output: list[str]) -> str | None:
         line = output[0].strip() if output else ""
         return line or None
+
+
+class ImageTags(FactBase[list[str]]):
+    """Returns the tags of one image repository, newest first: ``["repo:b", "repo:a"]``."""
+
+    def command(self, repo: str) -> str:
+        return (f"docker images {shlex.quote(repo)} --format "
+                "'{{.CreatedAt}}\t{{.Repository}}:{{.Tag}}' 2>/dev/null | sort -r | cut -f2; true")
+
+    def process(self, output: list[str]) -> list[str]:
+        return [line.strip() for line in output if line.strip() and "<none>" not in line]

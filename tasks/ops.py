@@ -194,3 +194,23 @@ def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str):
         f"umask 077 && printf '{var}=%s\\n' \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
         f"mv -f {q(env_path)}.tmp {q(env_path)}"
     )
+
+
+@operation()
+def images_pruned(repo: str, keep: list[str], newest: int = 2):
+    """
+    Remove server images beyond the newest `newest` ones, never one in `keep` (the image the
+    unit runs and the one its rollback copy runs).
+
+    + repo: image repository, e.g. beekeeper/llama-server
+    + keep: tags that must stay
+    + newest: how many of the newest tags stay
+    """
+    from facts.docker import ImageTags
+
+    tags = host.get_fact(ImageTags, repo=repo)
+    stale = [t for t in tags[newest:] if t not in keep]
+    if not stale:
+        host.noop(f"no {repo} image beyond the newest {newest} to remove")
+        return
+    yield "docker rmi " + " ".join(q(t) for t in stale)

@@ -5,11 +5,13 @@ Server image: render the Dockerfile, send the build context, build once per inpu
 from __future__ import annotations
 
 import io
+import json
 import shlex
 from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
+from pyinfra.facts.files import FileContents
 from pyinfra.operations import files, server
 
 from beekeeper.build import BuildSpec, build_spec
@@ -41,6 +43,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     if host.get_fact(DockerImageId, tag=tag):
         result.append(ops.image_built(name=f"Build server image {tag}", tag=tag,
                                       context_dir="", log_path=""))
+        result.append(prune(cfg, tag))
         return tag, result
 
     slug = tag.split(":", 1)[1]
@@ -70,4 +73,17 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     log = f"/var/log/beekeeper/build-{slug}.log"
     result.append(ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
                                   context_dir=context, log_path=log))
+    result.append(prune(cfg, tag))
     return tag, result
+
+
+def prune(cfg: HostConfig, tag: str) -> OperationMeta:
+    """Keep the newest two server images, and always the running and rollback ones."""
+    keep = [tag]
+    for path in (f"/etc/beekeeper/{s.name}/deployed.json{suffix}" for s in cfg.services
+                 for suffix in ("", ".prev")):
+        text = host.get_fact(FileContents, path=path)
+        if text:
+            keep.append(json.loads("\n".join(text)).get("image", ""))
+    return ops.images_pruned(name="Remove server images beyond the newest two",
+                             repo=cfg.image_repo, keep=keep)

@@ -178,3 +178,15 @@ def test_four_slot_server_under_concurrent_load(deployed):
         assert max(rss[1:]) <= rss[0] * 1.10  # steady after warm-up
     finally:
         assert deploy().rc == 0
+
+
+def test_rollback_command_returns_to_the_previous_unit_without_a_rebuild(deployed):
+    assert deploy("--data", "profile=cpu-smollm").rc == 0
+    p = subprocess.run([str(BIN / "beekeeper"), "rollback", "--sandbox"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    manifest = sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout
+    assert '"profile": "cpu-tiny"' in manifest
+    assert healthy()
+    again = deploy()
+    assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
