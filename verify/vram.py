@@ -34,6 +34,8 @@ class VramResult:
     note: str | None = None
     interval_s: float = 0.05
     achieved_hz: float | None = None
+    sampler_cpu_s: float | None = None  # CPU time the sampler thread used
+    wall_s: float | None = None
     samples: list[VramSample] = field(default_factory=list)
 
 
@@ -85,6 +87,7 @@ class VramSampler:
 
     def _run(self) -> None:
         t0 = time.monotonic()
+        cpu0 = time.thread_time()
         nxt = t0
         while not self._stop.is_set():
             used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used / 2**20
@@ -92,6 +95,8 @@ class VramSampler:
                                                   self._process_mib()))
             nxt += self.interval_s
             self._stop.wait(max(0.0, nxt - time.monotonic()))
+        self.result.sampler_cpu_s = time.thread_time() - cpu0
+        self.result.wall_s = time.monotonic() - t0
 
     def __exit__(self, *exc: object) -> None:
         if self._thread is None:

@@ -105,12 +105,12 @@ def measure_bandwidth_gb_s() -> dict:
             "device": torch.cuda.get_device_name(0)}
 
 
-def _tier_profile(kv: str, ctx: int) -> Profile:
+def _tier_profile(kv: str, ctx: int, parallel: int = 1) -> Profile:
     base = PROFILES["q8-f16-4k"]
-    return replace(base, name=f"qwen35-9b-shaped-q8-{kv}-{ctx // 1024}k",
+    return replace(base, name=f"qwen35-9b-shaped-q8-{kv}-{ctx // 1024}k-np{parallel}",
                    server=ServerSettings(ctx_size=ctx, cache_type_k=kv, cache_type_v=kv,
-                                         parallel=1, jinja=False, chat_template="chatml",
-                                         reasoning_off=False))
+                                         parallel=parallel, jinja=False,
+                                         chat_template="chatml", reasoning_off=False))
 
 
 def _start(binary: Path, model: Path, settings: ServerSettings, port: int, log: Path):
@@ -150,13 +150,19 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     layout, gpu_weight_bytes = layout_from_gguf(model)
     result["gpu_weight_bytes"] = gpu_weight_bytes
-    for kv in args.kv.split(","):
-        prof = _tier_profile(kv, args.ctx)
-        log = out / f"server-{kv}.log"
+    for spec in args.kv.split(","):
+        # "kv" or "kv@ctx" or "kv@ctx@parallel": several shapes in one run
+        parts = spec.split("@")
+        kv = parts[0]
+        ctx_s = parts[1] if len(parts) > 1 else str(args.ctx)
+        par_s = parts[2] if len(parts) > 2 else "1"
+        prof = _tier_profile(kv, int(ctx_s), int(par_s))
+        log = out / f"server-{kv}-{ctx_s}-{par_s}.log"
         port = 18100
         with VramSampler(interval_s=0.05) as sampler:
             proc, argv = _start(binary, model, prof.server, port, log)
-            cfg: dict = {"kv": kv, "ctx_size": args.ctx, "server_args": argv[1:]}
+            cfg: dict = {"kv": kv, "ctx_size": int(ctx_s), "parallel": int(par_s),
+                         "server_args": argv[1:]}
             try:
                 with ServerClient(f"http://127.0.0.1:{port}") as client:
                     ok, why = wait_healthy(client, 300)
@@ -205,7 +211,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 except subprocess.TimeoutExpired:
                     proc.kill()
         vr = sampler.result
-        pred = predict(prof, model, n_seq=1)
+        pred = predict(prof, model)
         measured = vr.peak_process_mib or vr.peak_delta_mib
         cfg["vram"] = {k: v for k, v in asdict(vr).items() if k != "samples"}
         cfg["vram"]["samples_n"] = len(vr.samples)
@@ -242,15 +248,18 @@ def markdown(r: dict) -> str:
             lines.append(f"| {c['kv']} | {d['ctx_tokens']} | {d['decode_tok_s'] or 0:.1f} | "
                          f"{d['server_predicted_per_second'] or 0:.1f} | "
                          f"{d['roofline_tok_s'] or 0:.0f} | {d['roofline_fraction'] or 0:.2f} |")
-    lines += ["", "| KV | TTFT median s | TTFT p95 s (nearest-rank) | n | peak VRAM MiB "
-              "| predicted MiB | planner error |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| KV | server ctx x slots | TTFT median s | TTFT p95 s (nearest-rank) | n "
+              "| peak VRAM MiB | predicted MiB | planner error | sampler Hz / CPU s |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for c in r["configs"]:
         t = c.get("ttft") or {}
         v = c["vram"]
         peak = v.get("peak_process_mib") or v.get("peak_delta_mib") or 0
-        lines.append(f"| {c['kv']} | {t.get('median_s') or 0:.2f} | {t.get('p95_s') or 0:.2f} |"
+        lines.append(f"| {c['kv']} | {c['ctx_size']} x {c.get('parallel', 1)} | "
+                     f"{t.get('median_s') or 0:.2f} | {t.get('p95_s') or 0:.2f} |"
                      f" {len(t.get('ttft_s', []))} | {peak:.0f} | "
-                     f"{c['planner']['total_mib']:.0f} | {c['planner_error_pct'] or 0:+.1f}% |")
+                     f"{c['planner']['total_mib']:.0f} | {c['planner_error_pct'] or 0:+.1f}% | "
+                     f"{v.get('achieved_hz') or 0:.0f} / {v.get('sampler_cpu_s') or 0:.2f} |")
     for c in r["configs"]:
         if c.get("error"):
             lines.append(f"\nerror ({c['kv']}): {c['error']}")
