@@ -64,6 +64,23 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"unknown profile {args.profile!r}; `beekeeper profiles` lists them",
               file=sys.stderr)
         return 2
+    if args.on_host:
+        import shlex
+
+        from .hostverify import run_on_host
+
+        if args.sandbox:
+            from .sandbox import load_state, ssh_options
+
+            ssh, label = ssh_options(load_state()), "sandbox"
+        elif args.ssh:
+            ssh, label = shlex.split(args.ssh), args.host_label
+        else:
+            print("--on-host needs --sandbox or --ssh", file=sys.stderr)
+            return 2
+        rc, _ = run_on_host(ssh, label, args.profile, args.suite, args.port, Path(args.out),
+                            quick=args.quick)
+        return rc
     with ExitStack() as stack:
         url = args.url
         if args.sandbox:
@@ -215,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--api-key-file")
     p.add_argument("--host-label", default=os.uname().nodename)
+    p.add_argument("--on-host", action="store_true",
+                   help="install and run the suites on the host (NVML there); copy the "
+                        "report back to --out/<host>/<UTC time>/")
+    p.add_argument("--ssh", help="with --on-host: ssh arguments that reach the host")
     p.set_defaults(func=_verify)
 
     p = sub.add_parser("plan", help="predict peak VRAM of a profile, by part")

@@ -101,6 +101,10 @@ class GpuInContainer(FactBase[str | None]):
 class ImageTags(FactBase[list[str]]):
     """Returns the tags of one image repository, newest first: ``["repo:b", "repo:a"]``."""
 
+    @staticmethod
+    def default() -> list[str]:  # no output: nothing listening/held/found
+        return []
+
     def command(self, repo: str) -> str:
         return (f"docker images {shlex.quote(repo)} --format "
                 "'{{.CreatedAt}}\t{{.Repository}}:{{.Tag}}' 2>/dev/null | sort -r | cut -f2; true")

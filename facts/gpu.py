@@ -82,6 +82,10 @@ class PciNvidiaGpus(FactBase[int]):
     the GPU is reached through /dev/dxg): ``1``.
     """
 
+    @staticmethod
+    def default() -> int:  # no output: nothing listening/held/found
+        return 0
+
     def command(self) -> str:
         return ("for d in /sys/bus/pci/devices/*; do "
                 '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && cat $d/class; done; true')
@@ -109,6 +113,10 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
 class LinuxDriverPackages(FactBase[list[str]]):
     """Returns the NVIDIA Linux driver packages installed: ``["nvidia-driver-580-open"]``."""
 
+    @staticmethod
+    def default() -> list[str]:  # no output: nothing listening/held/found
+        return []
+
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${Status}\\n' 2>/dev/null "
                 "| grep -E '^(nvidia|libnvidia|cuda-drivers)' || true")
@@ -119,6 +127,10 @@ class LinuxDriverPackages(FactBase[list[str]]):
 
 class CdiSpec(FactBase[bool]):
     """Returns whether a CDI spec for NVIDIA GPUs exists: ``True``."""
+
+    @staticmethod
+    def default() -> bool:  # no output: nothing listening/held/found
+        return False
 
     def command(self) -> str:
         return ("ls /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml 2>/dev/null | head -n1; true")

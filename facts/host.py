@@ -136,6 +136,10 @@ class PortListeners(FactBase[list[str]]):
     Returns the names of the processes listening on a TCP port: ``["docker-proxy"]``.
     """
 
+    @staticmethod
+    def default() -> list[str]:  # no output: nothing listening/held/found
+        return []
+
     def command(self, port: int) -> str:
         return f"ss -ltnpH 'sport = :{int(port)}' 2>/dev/null || true"
 
@@ -145,6 +149,10 @@ class PortListeners(FactBase[list[str]]):
 
 class AptHolds(FactBase[list[str]]):
     """Returns the packages apt holds: ``["cuda-drivers-580"]``."""
+
+    @staticmethod
+    def default() -> list[str]:  # no output: nothing listening/held/found
+        return []
 
     def command(self) -> str:
         return "apt-mark showhold 2>/dev/null || true"

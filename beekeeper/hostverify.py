@@ -1,0 +1,68 @@
+"""
+Run the verify suites on the host itself (where NVML sees the GPU and the server listens on
+loopback), then bring the report back to the controller under reports/<host>/<UTC time>/.
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import subprocess
+import sys
+import tarfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .cache import ROOT
+from .errors import VerifyError
+
+KIT = "/opt/beekeeper/kit"
+VENV = "/opt/beekeeper/verify-venv"
+REQUIREMENTS = ["httpx>=0.28", "httpx-sse>=0.4", "nvidia-ml-py>=12.535"]
+
+
+def _kit_tarball() -> bytes:
+    """The parts of the kit the suites import: beekeeper/ and verify/ (no tests, no cache)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for pkg in ("beekeeper", "verify"):
+            tar.add(str(ROOT / pkg), arcname=pkg,
+                    filter=lambda i: None if "__pycache__" in i.name else i)
+    return buf.getvalue()
+
+
+def _ssh(ssh: list[str], script: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["ssh", *ssh, script], input=stdin, capture_output=True)
+
+
+def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port: int,
+                out_root: Path, quick: bool = False) -> tuple[int, Path]:
+    """Install the suites on the host, run them there, copy the report back."""
+    print(f"[verify] installing the suites on {host_label} ({KIT}, {VENV})", flush=True)
+    p = _ssh(ssh, f"rm -rf {KIT} && mkdir -p {KIT} && tar -C {KIT} -xzf -", _kit_tarball())
+    if p.returncode != 0:
+        raise VerifyError(f"could not copy the suites to {host_label}: {p.stderr.decode()}")
+    reqs = " ".join(shlex.quote(r) for r in REQUIREMENTS)
+    p = _ssh(ssh, f"[ -x {VENV}/bin/python ] || python3 -m venv {VENV} && "
+                  f"{VENV}/bin/pip install -q {reqs}")
+    if p.returncode != 0:
+        raise VerifyError(f"could not set up {VENV} on {host_label} (python3-venv and network "
+                          f"needed): {p.stderr.decode()[-800:]}")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    remote_out = f"/var/lib/beekeeper/reports/{stamp}"
+    cmd = (f"cd {KIT} && {VENV}/bin/python -m beekeeper.verify_main --url "
+           f"http://127.0.0.1:{port} --profile {shlex.quote(profile)} --suite "
+           f"{shlex.quote(suites)} --out {remote_out} --host-label {shlex.quote(host_label)}"
+           + (" --quick" if quick else ""))
+    print(f"[verify] running on {host_label}: {cmd}", flush=True)
+    run = subprocess.run(["ssh", *ssh, cmd])
+    local = out_root / host_label / stamp
+    local.mkdir(parents=True, exist_ok=True)
+    tar = _ssh(ssh, f"tar -C {remote_out}/{shlex.quote(host_label)} -cf - .")
+    if tar.returncode != 0:
+        raise VerifyError(f"no report came back from {host_label}: {tar.stderr.decode()}")
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+        t.extractall(local, filter="data")
+    reports = sorted(local.rglob("report.md"))
+    print(f"[verify] report: {reports[-1] if reports else local}", file=sys.stdout, flush=True)
+    return run.returncode, local

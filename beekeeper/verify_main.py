@@ -1,0 +1,40 @@
+"""
+`python -m beekeeper.verify_main`: the verify entry point the host runs; it needs only the
+kit's beekeeper/ and verify/ packages and httpx, httpx-sse, nvidia-ml-py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from verify.client import ServerClient
+from verify.suites import run_suites
+
+from .profiles import PROFILES
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--profile", required=True)
+    ap.add_argument("--suite", default="smoke")
+    ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--api-key-file")
+    ap.add_argument("--host-label", default=os.uname().nodename)
+    args = ap.parse_args(argv)
+    profile = PROFILES.get(args.profile)
+    if profile is None:
+        print(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}", file=sys.stderr)
+        return 2
+    key = open(args.api_key_file).read().strip() if args.api_key_file else None
+    with ServerClient(args.url, api_key=key) as client:
+        report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
+                            quick=args.quick, host_label=args.host_label)
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
