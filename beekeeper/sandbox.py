@@ -155,14 +155,16 @@ def _build(client: docker.DockerClient, tag: str, dockerfile: str) -> None:
 
 
 def _save(client: docker.DockerClient, name: str) -> str:
-    """`docker save` an image to the cache, once per image id."""
+    """`docker save NAME` to the cache, once per (image id, name): the archive carries
+    exactly that name, whatever other tags the image has."""
     img = client.images.get(name)
-    out = CACHE / "images" / f"{img.id.split(':')[1][:16]}.tar"
+    tag = hashlib.sha256(name.encode()).hexdigest()[:8]
+    out = CACHE / "images" / f"{img.id.split(':')[1][:16]}-{tag}.tar"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
         with tmp.open("wb") as f:
-            for chunk in img.save(named=True):
+            for chunk in client.api.get_image(name):
                 f.write(chunk)
         tmp.rename(out)
     return str(out)
