@@ -17,7 +17,7 @@ from beekeeper.config import HostConfig
 from facts.docker import DockerEngine, GpuInContainer
 
 from . import nvidia_repos
-from .ops import held
+from .ops import held, missing_packages
 from .preflight import HostFacts
 
 TOOLKIT_VERSION = "1.18.0-1"
@@ -47,9 +47,10 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
         return []
     version = str(cfg.extra.get("container_toolkit_version", TOOLKIT_VERSION))
     ops = nvidia_repos.toolkit_repo(nvidia_repos.repos(cfg, facts))
+    specs = [f"{p}={version}" for p in PACKAGES]
     install = apt.packages(
         name=f"Install the NVIDIA Container Toolkit {version} (pinned)",
-        packages=[f"{p}={version}" for p in PACKAGES], update=True, no_recommends=True)
+        packages=specs, update=bool(missing_packages(specs)), no_recommends=True)
     ops.append(install)
     ops.append(held(name="Hold the Container Toolkit packages at the pinned version",
                     packages=list(PACKAGES)))

@@ -13,6 +13,7 @@ from pyinfra.operations import apt, files
 from beekeeper.config import HostConfig
 
 from . import nvidia_repos
+from .ops import missing_packages
 from .preflight import HostFacts
 
 
@@ -31,7 +32,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
     ops += [
         apt.packages(name=f"Install the CUDA toolkit ({package} only)", packages=[package],
-                     update=True, no_recommends=True),
+                     update=bool(missing_packages([package])), no_recommends=True),
         files.put(name="Put the CUDA toolkit on PATH (/etc/profile.d/cuda.sh)",
                   src=io.StringIO(f"export PATH=/usr/local/cuda-{major}.{minor}/bin:$PATH\n"),
                   dest="/etc/profile.d/cuda.sh", mode="0644"),

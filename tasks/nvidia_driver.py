@@ -13,7 +13,7 @@ from beekeeper.build import min_driver_for_cuda
 from beekeeper.config import HostConfig
 
 from . import nvidia_repos
-from .ops import held
+from .ops import held, missing_packages
 from .preflight import HostFacts
 
 
@@ -39,7 +39,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                   src=_text("blacklist nouveau\noptions nouveau modeset=0\n"),
                   dest="/etc/modprobe.d/blacklist-nouveau.conf", mode="0644"),
         apt.packages(name=f"Install the NVIDIA driver, branch {branch} ({package})",
-                     packages=[package], update=True, no_recommends=True),
+                     packages=[package], update=bool(missing_packages([package])),
+                     no_recommends=True),
         held(name=f"Hold {package} so unattended upgrades cannot break NVML",
              packages=[package]),
     ]

@@ -214,3 +214,16 @@ def images_pruned(repo: str, keep: list[str], newest: int = 2):
         host.noop(f"no {repo} image beyond the newest {newest} to remove")
         return
     yield "docker rmi " + " ".join(q(t) for t in stale)
+
+
+def missing_packages(specs: list[str]) -> list[str]:
+    """Of `name` or `name=version` specs, those not installed (at that version)."""
+    from pyinfra.facts.deb import DebPackages
+
+    installed = host.get_fact(DebPackages) or {}
+    out = []
+    for spec in specs:
+        name, _, version = spec.partition("=")
+        if name not in installed or (version and version not in installed[name]):
+            out.append(spec)
+    return out

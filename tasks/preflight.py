@@ -4,11 +4,12 @@ Preflight: read the host's facts and stop with one clear message before any chan
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from pyinfra import host
-from pyinfra.facts.files import Sha256File
+from pyinfra.facts.files import FileContents, Sha256File
 
 from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap, min_driver_for_cuda
 from beekeeper.config import HostConfig
@@ -113,9 +114,13 @@ def check(cfg: HostConfig) -> HostFacts:
         raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
                              "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
     for svc in cfg.services if "service" in cfg.stages else ():
-        # our own server (container proxy or native binary) may hold it; nothing else
-        others = [p for p in host.get_fact(PortListeners, port=svc.port)
-                  if p not in ("docker-proxy", "llama-server")]
+        # our own server (container proxy or native binary) may hold it; nothing else.
+        # A hardened native unit hides its process name from ss ("?").
+        ours = {"docker-proxy", "llama-server"}
+        manifest = host.get_fact(FileContents, path=f"/etc/beekeeper/{svc.name}/deployed.json")
+        if manifest and json.loads("\n".join(manifest)).get("port") == svc.port:
+            ours.add("?")
+        others = [p for p in host.get_fact(PortListeners, port=svc.port) if p not in ours]
         if others:
             raise PreflightError(f"port {svc.port} on the host is in use by {others[0]!r}: "
                                  "stop it, or set `port` to a free port")
