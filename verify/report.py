@@ -11,7 +11,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-W, H, PAD = 640, 240, 40
+W, H, PAD = 640, 240, 64
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -51,10 +55,10 @@ def line_chart(title: str, xs: list[float], ys: list[float], xlabel: str, ylabel
     for v in (0, y_hi / 2, y_hi):
         y = _scale(v, 0, y_hi, H - PAD, 30)
         out.append(f'<text x="{PAD - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">'
-                   f'{v:.3g}</text>')
-    out.append(f'<text x="{PAD}" y="{H - PAD + 14}" font-size="10">{x0:.3g}</text>')
+                   f'{_num(v)}</text>')
+    out.append(f'<text x="{PAD}" y="{H - PAD + 14}" font-size="10">{_num(x0)}</text>')
     out.append(f'<text x="{W - 10}" y="{H - PAD + 14}" font-size="10" text-anchor="end">'
-               f'{x1:.3g}</text>')
+               f'{_num(x1)}</text>')
     if hline is not None:
         y = _scale(hline, 0, y_hi, H - PAD, 30)
         out.append(f'<line x1="{PAD}" y1="{y:.1f}" x2="{W - 10}" y2="{y:.1f}" stroke="#d62728" '
