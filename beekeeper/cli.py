@@ -60,26 +60,15 @@ def _verify(args: argparse.Namespace) -> int:
     from verify.client import ServerClient
     from verify.suites import run_suites
 
-    profile = PROFILES.get(args.profile)
-    if profile is None:
-        print(f"unknown profile {args.profile!r}; `beekeeper profiles` lists them",
-              file=sys.stderr)
-        return 2
+    profile = PROFILES[args.profile]
     if args.on_host:
-        import shlex
-
         from .hostverify import run_on_host
 
-        if args.sandbox:
-            from .sandbox import load_state, ssh_options
-
-            ssh, label = ssh_options(load_state()), "sandbox"
-        elif args.ssh:
-            ssh, label = shlex.split(args.ssh), args.host_label
-        else:
-            print("--on-host needs --sandbox or --ssh", file=sys.stderr)
+        target = _ssh_target(args)
+        if target is None:
             return 2
-        rc, _ = run_on_host(ssh, label, args.profile, args.suite, args.port, Path(args.out),
+        rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
+                            args.profile, args.suite, args.port, Path(args.out),
                             quick=args.quick)
         return rc
     with ExitStack() as stack:
@@ -103,11 +92,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .planner import predict
 
-    profile = PROFILES.get(args.profile)
-    if profile is None:
-        print(f"unknown profile {args.profile!r}; `beekeeper profiles` lists them",
-              file=sys.stderr)
-        return 2
+    profile = PROFILES[args.profile]
     gguf = Path(args.gguf) if args.gguf else None
     kwargs = {} if args.cuda_context_mib is None else {"cuda_context_mib": args.cuda_context_mib}
     pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel, **kwargs)
@@ -123,22 +108,35 @@ def _plan(args: argparse.Namespace) -> int:
     return 0 if pred.total_mib <= budget_mib else 1
 
 
-def _matrix(args: argparse.Namespace) -> int:
+def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str] | None:
+    """ssh arguments and a label for the host: the sandbox, or --ssh ARGS."""
     import shlex
-
-    from .matrix import pyinfra_deployer, run_matrix
-    from .tunnel import ssh_tunnel
 
     if args.sandbox:
         from .sandbox import load_state, ssh_options
 
-        ssh = ssh_options(load_state())
+        return ssh_options(load_state()), "sandbox"
+    if args.ssh:
+        return shlex.split(args.ssh), args.ssh.split()[-1]
+    print("give --sandbox, or --ssh 'ARGS' that reach the host", file=sys.stderr)
+    return None
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from .matrix import pyinfra_deployer, run_matrix
+    from .tunnel import ssh_tunnel
+
+    target = _ssh_target(args)
+    if target is None:
+        return 2
+    ssh = target[0]
+    if args.sandbox:
         inventory, host = "inventories/sandbox.py", "sandbox"
+    elif args.inventory and args.host:
+        inventory, host = args.inventory, args.host
     else:
-        if not (args.inventory and args.host and args.ssh):
-            print("give --sandbox, or --inventory, --host and --ssh", file=sys.stderr)
-            return 2
-        ssh, inventory, host = shlex.split(args.ssh), args.inventory, args.host
+        print("without --sandbox, give --inventory and --host too", file=sys.stderr)
+        return 2
     p = subprocess.run(["ssh", *ssh, f"cat /etc/beekeeper/{args.service}/deployed.json"],
                        capture_output=True, text=True)
     current = json.loads(p.stdout)["profile"] if p.returncode == 0 else None
@@ -165,18 +163,10 @@ print(json.load(open(sys.argv[1]))["port"])' "$m")" --timeout 300
 
 def _rollback(args: argparse.Namespace) -> int:
     """Swap the running unit with the one before it (its image or build is still there)."""
-    import shlex
-
-    if args.sandbox:
-        from .sandbox import load_state, ssh_options
-
-        ssh = ssh_options(load_state())
-    elif args.ssh:
-        ssh = shlex.split(args.ssh)
-    else:
-        print("give --sandbox or --ssh", file=sys.stderr)
+    target = _ssh_target(args)
+    if target is None:
         return 2
-    p = subprocess.run(["ssh", *ssh, "bash -s"], input=ROLLBACK.format(svc=args.service),
+    p = subprocess.run(["ssh", *target[0], "bash -s"], input=ROLLBACK.format(svc=args.service),
                        text=True, capture_output=True)
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
@@ -254,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
     p.add_argument("--port", type=int, default=8083, help="server port on the host")
-    p.add_argument("--profile", required=True)
+    p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")
     p.add_argument("--suite", default="smoke",
                    help="comma list of smoke,decode,ttft,niah,vram,load or all")
     p.add_argument("--out", default=str(ROOT / "reports"), help="report folder root")
@@ -268,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_verify)
 
     p = sub.add_parser("plan", help="predict peak VRAM of a profile, by part")
-    p.add_argument("--profile", required=True)
+    p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")
     p.add_argument("--gguf", help="read the architecture from this GGUF file")
     p.add_argument("--ctx", type=int, help="context size (default: the profile's)")
     p.add_argument("--parallel", type=int, help="slots (default: the profile's)")
