@@ -222,7 +222,7 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"deploy done in {time.monotonic() - t0:.0f} s", flush=True)
     ns = argparse.Namespace(profile="cpu-tiny", url=None, sandbox=True, port=8083,
                             suite=args.suite, out=args.out, quick=True, api_key_file=None,
-                            host_label="sandbox")
+                            host_label="sandbox", on_host=False, ssh=None)
     return _verify(ns)
 
 
