@@ -43,7 +43,9 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
     if p.returncode != 0:
         raise VerifyError(f"could not copy the suites to {host_label}: {p.stderr.decode()}")
     reqs = " ".join(shlex.quote(r) for r in REQUIREMENTS)
-    p = _ssh(ssh, f"[ -x {VENV}/bin/python ] || python3 -m venv {VENV} && "
+    p = _ssh(ssh, "python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -qq && "
+                  "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } && "
+                  f"{{ [ -x {VENV}/bin/python ] || python3 -m venv {VENV}; }} && "
                   f"{VENV}/bin/pip install -q {reqs}")
     if p.returncode != 0:
         raise VerifyError(f"could not set up {VENV} on {host_label} (python3-venv and network "
@@ -58,7 +60,8 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
     run = subprocess.run(["ssh", *ssh, cmd])
     local = out_root / host_label / stamp
     local.mkdir(parents=True, exist_ok=True)
-    tar = _ssh(ssh, f"tar -C {remote_out}/{shlex.quote(host_label)} -cf - .")
+    tar = _ssh(ssh, f"d=$(ls -d {remote_out}/{shlex.quote(host_label)}/*/ | head -n1) && "
+                    'tar -C "$d" -cf - .')
     if tar.returncode != 0:
         raise VerifyError(f"no report came back from {host_label}: {tar.stderr.decode()}")
     with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:

@@ -109,3 +109,16 @@ def test_switch_back_and_run_every_suite(first, tmp_path):
     assert data["suites"]["vram"]["skipped"].startswith("skipped: no NVIDIA GPU")
     html = (folder / "report.html").read_text()
     assert html.count("<svg") >= 4 and "http" not in html.split("<body>")[1].split("server")[0]
+
+
+def test_verify_runs_on_the_host_and_the_report_comes_back(first, tmp_path):
+    p = subprocess.run([str(BIN / "beekeeper"), "verify", "--on-host", "--sandbox",
+                        "--profile", "cpu-tiny", "--suite", "smoke,decode,vram", "--quick",
+                        "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    reports = list(tmp_path.glob("sandbox/*/report.json"))
+    assert len(reports) == 1, list(tmp_path.rglob("*"))
+    data = json.loads(reports[0].read_text())
+    assert data["passed"] and data["suites"]["vram"]["skipped"].startswith("skipped: no NVIDIA")
+    assert (reports[0].parent / "report.html").exists()
