@@ -30,6 +30,7 @@ def install() -> list[OperationMeta]:
 def check(cfg: HostConfig, svc: ServiceConfig, changed: bool) -> OperationMeta:
     return ops.smoke_checked(
         name=f"Wait for /health on port {svc.port} and smoke-check the API",
+        # result: /var/lib/beekeeper/reports/beekeeper-<name>-smoke.json on the host
         port=svc.port, unit=unit_name(svc), script=HOSTCHECK,
         timeout_s=cfg.health_timeout_s, after_change=changed,
         api_key_file=svc.api_key_file and f"/etc/beekeeper/{svc.name}/api_key",

@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--api-key-file")
     ap.add_argument("--health-only", action="store_true")
+    ap.add_argument("--out", help="also write the result to this JSON file")
     args = ap.parse_args(argv)
     key = None
     if args.api_key_file:
@@ -106,7 +107,15 @@ def main(argv: list[str] | None = None) -> int:
             result.update(smoke(base, key))
         except Exception as e:  # a failed check is reported, not raised
             result.update(ok=False, error=f"smoke: {e}")
+    result["checked_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(json.dumps(result))
+    if args.out:
+        import os
+
+        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"smoke result: {args.out}")
     return 0 if result["ok"] else 1
 
 
