@@ -75,6 +75,37 @@ def check_gpu(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any] | None,
             "to cuda_arch or remove the override")
 
 
+def check_vram(cfg: HostConfig, gpu: dict[str, Any] | None) -> None:
+    """Each service within the VRAM budget; all of them within the card, 1 GiB to spare."""
+    from beekeeper.planner import predict
+    from beekeeper.profiles import PROFILES
+
+    budget_mib = cfg.vram_budget_gib * 1024
+    total = 0.0
+    for svc in cfg.services:
+        pred = predict(svc.profile)
+        total += pred.total_mib
+        if pred.total_mib > budget_mib:
+            fits = [n for n, p in PROFILES.items() if p.backend == "cuda" and p.layout
+                    and predict(p).total_mib <= budget_mib]
+            raise PreflightError(
+                f"profile {svc.profile.name} needs {pred.total_mib:.0f} MiB of VRAM, over "
+                f"vram_budget_gib {cfg.vram_budget_gib:g} ({budget_mib:.0f} MiB): "
+                f"{_brief(pred)}; profiles that fit: {', '.join(fits) or 'none'}; or raise "
+                "vram_budget_gib")
+    card = gpu["gpus"][0]["memory_total_mib"] if gpu and gpu["gpus"] else None
+    if card and len(cfg.services) > 1 and total + 1024 > card:
+        raise PreflightError(
+            f"the {len(cfg.services)} services need {total:.0f} MiB together, more than the "
+            f"card's {card} MiB less 1024 MiB margin: drop a service or pick smaller profiles")
+
+
+def _brief(pred: Any) -> str:
+    return (f"weights {pred.weights_mib:.0f} + KV {pred.kv_mib:.0f} + recurrent "
+            f"{pred.recurrent_mib:.0f} + draft {pred.draft_mib:.0f} + compute "
+            f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
+
+
 def check(cfg: HostConfig) -> HostFacts:
     init = host.get_fact(InitSystem)
     wsl = host.get_fact(Wsl)
@@ -110,6 +141,8 @@ def check(cfg: HostConfig) -> HostFacts:
     if cfg.service.profile.backend == "cuda":
         wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl["is_wsl2"] else []
         check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
+    if cfg.service.profile.backend == "cuda":
+        check_vram(cfg, gpu)
     if wsl["is_wsl2"] and cfg.model_dir.startswith("/mnt/"):
         raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
                              "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")

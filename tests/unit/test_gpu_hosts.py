@@ -184,3 +184,26 @@ def test_arch_override_builds_for_another_card():
 def test_model_dir_on_a_windows_drive_is_refused():
     with pytest.raises(PreflightError, match="Windows drive"):
         run_deploy({**DEFAULTS, "model_dir": "/mnt/c/models"}, facts())
+
+
+def test_profile_over_the_vram_budget_is_refused_with_its_breakdown():
+    with pytest.raises(PreflightError, match=r"q8-dflash-32k needs \d+ MiB.*weights .*"
+                                             r"profiles that fit: .*q8-turbo4-64k"):
+        run_deploy({**DEFAULTS, "profile": "q8-dflash-32k"}, facts())
+
+
+def test_two_services_over_the_card_are_refused():
+    services = [{"profile": "q8-turbo4-64k", "port": 8083, "service_name": "chat"},
+                {"profile": "q8-turbo3-64k", "port": 8084, "service_name": "second"},
+                {"profile": "q8-f16-4k", "port": 8085, "service_name": "third"}]
+    with pytest.raises(PreflightError, match="3 services need .* more than the card's 24564"):
+        run_deploy({**DEFAULTS, "services": services}, facts())
+
+
+def test_two_services_that_fit_get_their_own_units():
+    services = [{"profile": "q4km-f16-32k", "port": 8083, "service_name": "chat"},
+                {"profile": "q8-f16-4k", "port": 8084, "service_name": "second"}]
+    steps = names(run_deploy({**DEFAULTS, "services": services, "vram_budget_gib": 12},
+                             facts()))
+    assert "Render systemd unit beekeeper-chat.service" in steps
+    assert "Render systemd unit beekeeper-second.service" in steps
