@@ -140,13 +140,13 @@ def smoke_checked(port: int, unit: str, script: str, timeout_s: int, after_chang
             return
     key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
     check = f"python3 {q(script)} --port {port} --timeout {timeout_s}{key}"
-    result = f"/var/lib/beekeeper/reports/{unit.removesuffix('.service')}-smoke.json"
+    result_path = f"/var/lib/beekeeper/reports/{unit.removesuffix(".service")}-smoke.json"
     path = f"/etc/systemd/system/{unit}"
     manifest = f"/etc/beekeeper/{unit.removeprefix('beekeeper-').removesuffix('.service')}" \
         "/deployed.json"
     # On failure: show the log, put the previous unit back, prove the old server healthy.
     yield StringCommand(
-        f"{check} --out {q(result)} || {{ echo '--- last server log lines ({unit}) ---'; "
+        f"{check} --out {q(result_path)} || {{ echo '--- last server log lines ({unit}) ---'; "
         f"journalctl -u {q(unit)} -n 30 --no-pager; "
         f"if [ -f {q(path + '.prev')} ]; then "
         f"echo 'beekeeper: the new server failed its checks; rolling back to the previous "
