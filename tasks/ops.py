@@ -140,7 +140,7 @@ def smoke_checked(port: int, unit: str, script: str, timeout_s: int, after_chang
             return
     key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
     check = f"python3 {q(script)} --port {port} --timeout {timeout_s}{key}"
-    result_path = f"/var/lib/beekeeper/reports/{unit.removesuffix(".service")}-smoke.json"
+    result_path = f"/var/lib/beekeeper/reports/{unit.removesuffix('.service')}-smoke.json"
     path = f"/etc/systemd/system/{unit}"
     manifest = f"/etc/beekeeper/{unit.removeprefix('beekeeper-').removesuffix('.service')}" \
         "/deployed.json"
