@@ -89,6 +89,13 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _report(args: argparse.Namespace) -> int:
+    from verify.compare import compare
+
+    print(compare(Path(args.a), Path(args.b)), end="")
+    return 0
+
+
 def _plan(args: argparse.Namespace) -> int:
     from .planner import predict
 
@@ -256,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
                         "report back to --out/<host>/<UTC time>/")
     p.add_argument("--ssh", help="with --on-host: ssh arguments that reach the host")
     p.set_defaults(func=_verify)
+
+    p = sub.add_parser("report", help="compare two verify runs side by side")
+    p.add_argument("a", help="report.json of the earlier run")
+    p.add_argument("b", help="report.json of the later run")
+    p.set_defaults(func=_report)
 
     p = sub.add_parser("plan", help="predict peak VRAM of a profile, by part")
     p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")

@@ -268,6 +268,10 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                 f"{(load['aggregate_tok_s'] or 0):.1f} tok/s aggregate, "
                 f"p95 TTFT {(load['ttft_s_p95'] or 0):.2f} s"))
     vr = sampler.result
+    if profile.backend == "cuda" and profile.layout is not None:
+        from beekeeper.planner import predict
+
+        report.planner = predict(profile).to_json()  # predicted beside measured
     if "vram" in names or vr.skipped is None:
         report.suites["vram"] = asdict(vr)
         if vr.skipped:
@@ -278,7 +282,9 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
             report.checks.append(Check(
                 "vram.peak", peak <= budget_mib,
                 f"peak {peak:.0f} MiB ({'process' if vr.peak_process_mib else 'device delta'})"
-                f", budget {budget_mib:.0f} MiB; {vr.achieved_hz or 0:.0f} Hz sampling"))
+                f", budget {budget_mib:.0f} MiB; {vr.achieved_hz or 0:.0f} Hz sampling"
+                + (f"; planner predicted {report.planner['total_mib']:.0f} MiB"
+                   if report.planner else "")))
     for c in report.checks:
         print(f"  [{'PASS' if c.passed else 'FAIL'}{'' if c.required else '*'}] {c.name}: "
               f"{c.detail}", flush=True)
