@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .helpers import BIN, ROOT, deploy, grand_total, sandbox_exec
+from .helpers import BIN, ROOT, deploy, grand_total, pyinfra, sandbox_exec
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,7 @@ def test_host_reboot_brings_the_service_back(deployed):
 
 
 def test_model_with_wrong_sha256_is_removed_and_old_server_keeps_serving(deployed):
-    run = deploy("--data", "model_sha256=" + "0" * 64)
+    run = deploy("--data", "model_sha256=" + "f" * 64)  # digits only would parse as an int
     assert run.rc != 0
     assert "model sha256 mismatch" in run.out
     assert healthy()
@@ -190,3 +190,11 @@ def test_rollback_command_returns_to_the_previous_unit_without_a_rebuild(deploye
     assert healthy()
     again = deploy()
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+
+
+def test_unreachable_host_is_named_and_the_others_still_deployed(deployed):
+    run = pyinfra("-y", "tests/integration/inventory_unreachable.py", "deploy.py")
+    print(run.out[-1500:])
+    assert "[unreachable]" in run.out and "Could not connect" in run.out, run.out[-2000:]
+    assert "[sandbox] No changes" in run.out or "[sandbox] Success" in run.out
+    assert healthy()
