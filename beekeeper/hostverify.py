@@ -13,7 +13,7 @@ import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .cache import ROOT
+from .cache import CACHE, ROOT
 from .errors import VerifyError
 
 KIT = "/opt/beekeeper/kit"
@@ -21,13 +21,29 @@ VENV = "/opt/beekeeper/verify-venv"
 REQUIREMENTS = ["httpx>=0.28", "httpx-sse>=0.4", "nvidia-ml-py>=12.535"]
 
 
+def _wheels() -> Path:
+    """Pure-Python wheels of the suites' dependencies, fetched once on the controller, so
+    the host needs no package index (air-gapped boxes, TLS-intercepting proxies)."""
+    out = CACHE / "wheels" / "verify"
+    if not (out / ".complete").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        # resolved for the oldest Python the kit supports on hosts (Ubuntu 22.04: 3.10)
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out),
+               "--only-binary=:all:", "--python-version", "3.10", *REQUIREMENTS]
+        if subprocess.call(cmd) != 0:
+            raise VerifyError(f"could not fetch {REQUIREMENTS} on the controller")
+        (out / ".complete").write_text("")
+    return out
+
+
 def _kit_tarball() -> bytes:
-    """The parts of the kit the suites import: beekeeper/ and verify/ (no tests, no cache)."""
+    """The parts of the kit the suites import (beekeeper/, verify/) and their wheels."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for pkg in ("beekeeper", "verify"):
             tar.add(str(ROOT / pkg), arcname=pkg,
                     filter=lambda i: None if "__pycache__" in i.name else i)
+        tar.add(str(_wheels()), arcname="wheels")
     return buf.getvalue()
 
 
@@ -46,7 +62,7 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
     p = _ssh(ssh, "python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -qq && "
                   "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } && "
                   f"{{ [ -x {VENV}/bin/python ] || python3 -m venv {VENV}; }} && "
-                  f"{VENV}/bin/pip install -q {reqs}")
+                  f"{VENV}/bin/pip install -q --no-index --find-links {KIT}/wheels {reqs}")
     if p.returncode != 0:
         raise VerifyError(f"could not set up {VENV} on {host_label} (python3-venv and network "
                           f"needed): {p.stderr.decode()[-800:]}")

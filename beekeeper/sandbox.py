@@ -170,6 +170,20 @@ def _save(client: docker.DockerClient, name: str) -> str:
     return str(out)
 
 
+def _pin_host_key(c, known: Path, ssh_port: int, deadline_s: float = 30) -> None:
+    """Read the host's SSH key through the engine (not over the network) and pin it."""
+    start = time.monotonic()
+    while True:
+        res = c.exec_run("cat /etc/ssh/ssh_host_ed25519_key.pub")
+        if res.exit_code == 0 and res.output.strip():
+            key = " ".join(res.output.decode().split()[:2])
+            known.write_text(f"[127.0.0.1]:{ssh_port} {key}\n")
+            return
+        if time.monotonic() - start > deadline_s:
+            raise SandboxError("the sandbox host made no SSH host key")
+        time.sleep(0.5)
+
+
 def _wait_ssh(state: SandboxState, deadline_s: float = 60) -> None:
     start = time.monotonic()
     while time.monotonic() - start < deadline_s:
@@ -187,7 +201,7 @@ def _wait_ssh(state: SandboxState, deadline_s: float = 60) -> None:
 def ssh_options(state: SandboxState) -> list[str]:
     return ["-i", state.ssh_key, "-p", str(state.ssh_port),
             "-o", f"UserKnownHostsFile={state.known_hosts}",
-            "-o", "StrictHostKeyChecking=accept-new", "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
             "root@127.0.0.1"]
 
 
@@ -212,7 +226,6 @@ def up(ssh_port: int = 2222) -> SandboxState:
         if c.status != "running":
             c.start()
     except docker.errors.NotFound:
-        known.unlink(missing_ok=True)  # new host keys
         _log(f"starting {CONTAINER} (ssh on 127.0.0.1:{ssh_port})")
         c = client.containers.run(
             HOST_IMAGE, name=CONTAINER, hostname="sandbox", detach=True,
@@ -233,12 +246,13 @@ def up(ssh_port: int = 2222) -> SandboxState:
         tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
     c.put_archive("/root/.ssh", buf.getvalue())
+    _pin_host_key(c, known, ssh_port)
     (STATE_DIR / "state.json").write_text(json.dumps(asdict(state), indent=2))
     # for `ssh -F .sandbox/ssh_config sandbox` and pytest-testinfra's --ssh-config
     (STATE_DIR / "ssh_config").write_text(
         f"Host sandbox\n  HostName 127.0.0.1\n  Port {ssh_port}\n  User root\n"
         f"  IdentityFile {key}\n  UserKnownHostsFile {known}\n"
-        "  StrictHostKeyChecking accept-new\n  BatchMode yes\n")
+        "  StrictHostKeyChecking yes\n  BatchMode yes\n")
     _wait_ssh(state)
     _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
     return state

@@ -17,7 +17,7 @@ sandbox = [
             "ssh_user": "root",
             "ssh_key": _state.ssh_key,
             "ssh_known_hosts_file": _state.known_hosts,
-            "ssh_strict_host_key_checking": "accept-new",
+            "ssh_strict_host_key_checking": "yes",  # pinned by `beekeeper sandbox up`
             "profile": "cpu-tiny",
             # the llama.cpp tree vendored in the pinned llama-cpp-python sdist
             "source": {"path": str(cpu_source_tarball()), "ref": CPU_SOURCE_REF},
