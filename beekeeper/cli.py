@@ -58,7 +58,7 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from verify.client import ServerClient
-    from verify.suites import run_suites
+    from verify.suites import Sizes, run_suites
 
     profile = PROFILES[args.profile]
     if args.on_host:
@@ -84,8 +84,14 @@ def _verify(args: argparse.Namespace) -> int:
             return 2
         key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
         client = stack.enter_context(ServerClient(url, api_key=key))
+        sizes = Sizes.for_profile(profile, args.quick)
+        if args.decode_ctx:  # e.g. the seed's runs: 4096,60000
+            sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
+        if args.decode_out:  # e.g. the seed's sustained run: 16384
+            sizes.decode_out_tokens = args.decode_out
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
-                            quick=args.quick, host_label=args.host_label)
+                            quick=args.quick, host_label=args.host_label, card=args.card,
+                            sizes=sizes)
     return 0 if report.passed else 1
 
 
@@ -229,7 +235,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"deploy done in {time.monotonic() - t0:.0f} s", flush=True)
     ns = argparse.Namespace(profile="cpu-tiny", url=None, sandbox=True, port=8083,
                             suite=args.suite, out=args.out, quick=True, api_key_file=None,
-                            host_label="sandbox", on_host=False, ssh=None)
+                            host_label="sandbox", on_host=False, ssh=None,
+                            decode_ctx=None, decode_out=None, card=None)
     return _verify(ns)
 
 
@@ -262,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="install and run the suites on the host (NVML there); copy the "
                         "report back to --out/<host>/<UTC time>/")
     p.add_argument("--ssh", help="with --on-host: ssh arguments that reach the host")
+    p.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
+    p.add_argument("--decode-out", type=int, help="output tokens per decode run, e.g. 16384")
+    p.add_argument("--card", help="scale the decode expectation to this card, e.g. 'RTX 3090'"
+                                  " (default: the GPU's name where known)")
     p.set_defaults(func=_verify)
 
     p = sub.add_parser("report", help="compare two verify runs side by side")

@@ -169,12 +169,13 @@ def run_load(client: ServerClient, clients: int, seconds: float, out_tokens: int
 
 def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                out_dir: str | None = None, quick: bool = False, host_label: str = "local",
-               card: str | None = None, host_facts: dict[str, Any] | None = None) -> Report:
+               card: str | None = None, host_facts: dict[str, Any] | None = None,
+               sizes: Sizes | None = None) -> Report:
     names = list(ALL_SUITES) if names == ["all"] else names
     unknown = set(names) - set(ALL_SUITES)
     if unknown:
         raise ValueError(f"unknown suite(s) {sorted(unknown)}; known: {ALL_SUITES}")
-    sizes = Sizes.for_profile(profile, quick)
+    sizes = sizes or Sizes.for_profile(profile, quick)
     now = datetime.now(UTC)
     report = Report(profile=profile.name, url=str(client.http.base_url),
                     started_utc=now.isoformat(timespec="seconds"), host=host_facts or {})
@@ -184,6 +185,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
         print(f"  {msg}", flush=True)
 
     with VramSampler() as sampler:
+        card = card or sampler.result.gpu_name  # scale expectations to this GPU
         smoke = run_smoke(client)
         report.checks += [Check(f"smoke.{c.name}", c.passed, c.detail) for c in smoke.checks]
         report.suites["smoke"] = {"record": smoke.record.to_json() if smoke.record else None}
