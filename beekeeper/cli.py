@@ -200,7 +200,8 @@ def _log_watcher(ssh: list[str], every_s: float = 30.0) -> Iterator[None]:
         last = ""
         while not stop.wait(every_s):
             p = subprocess.run(["ssh", *ssh, "f=$(ls -t /var/log/beekeeper/*.log 2>/dev/null "
-                                "| head -n1); [ -n \"$f\" ] && echo \"$f: $(tail -n1 $f | "
+                                "| head -n1); [ -n \"$f\" ] && echo \"$f: $(sed "
+                                "'s/\\x1b\\[[0-9;]*m//g' $f | grep -v '^\\s*$' | tail -n1 | "
                                 "cut -c1-100)\""], capture_output=True, text=True)
             line = p.stdout.strip()
             if line and line != last:
