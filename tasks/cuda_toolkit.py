@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import apt, files
+from pyinfra.operations import apt, files, server
 
 from beekeeper.config import HostConfig
 
@@ -30,14 +30,17 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     major, minor = cfg.cuda_version.split(".")[:2]
     package = f"cuda-toolkit-{major}-{minor}"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
+    loader = files.put(name="Add the CUDA libraries to the loader path",
+                       src=io.StringIO(f"/usr/local/cuda-{major}.{minor}/lib64\n"),
+                       dest="/etc/ld.so.conf.d/cuda.conf", mode="0644")
     ops += [
         apt.packages(name=f"Install the CUDA toolkit ({package} only)", packages=[package],
                      update=bool(missing_packages([package])), no_recommends=True),
         files.put(name="Put the CUDA toolkit on PATH (/etc/profile.d/cuda.sh)",
                   src=io.StringIO(f"export PATH=/usr/local/cuda-{major}.{minor}/bin:$PATH\n"),
                   dest="/etc/profile.d/cuda.sh", mode="0644"),
-        files.put(name="Add the CUDA libraries to the loader path",
-                  src=io.StringIO(f"/usr/local/cuda-{major}.{minor}/lib64\n"),
-                  dest="/etc/ld.so.conf.d/cuda.conf", mode="0644"),
+        loader,
     ]
+    if loader.will_change:
+        ops.append(server.shell(name="Refresh the loader cache (ldconfig)", commands=["ldconfig"]))
     return ops

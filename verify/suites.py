@@ -63,7 +63,8 @@ class DecodeRun:
 class NiahCase:
     seed: int
     depth: float
-    prompt_tokens: int
+    prompt_tokens: int | None  # as the server counted them (usage.prompt_tokens)
+    fitted_tokens: int  # as the prompt builder counted them (/apply-template + /tokenize)
     expected: str
     answer: str
     found: list[str]
@@ -123,7 +124,8 @@ def run_niah(client: ServerClient, n_tokens: int, cases: int, prefill: str | Non
         msgs, n = prompts.needle_prompt(client, n_tokens, depth, value, prefill)
         rec = client.stream_chat(msgs, max_tokens=24, cache_prompt=False)
         found = re.findall(NEEDLE_RE, rec.text)
-        out.append(NiahCase(seed=seed_base + i, depth=round(depth, 3), prompt_tokens=n,
+        out.append(NiahCase(seed=seed_base + i, depth=round(depth, 3),
+                            prompt_tokens=rec.prompt_tokens, fitted_tokens=n,
                             expected=value, answer=rec.text.strip(), found=found,
                             passed=bool(found) and found[0] == value))
     return out
@@ -254,7 +256,8 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                                      "n": len(cases), "clopper_pearson_95": [lo, hi]}
             exact = all(c.prompt_tokens == sizes.niah_tokens for c in cases)
             report.checks.append(Check("niah.prompt_tokens_exact", exact,
-                                       f"every prompt exactly {sizes.niah_tokens} tokens"))
+                                       f"every prompt exactly {sizes.niah_tokens} tokens "
+                                       "(server usage.prompt_tokens)"))
             report.checks.append(Check(
                 "niah.pass", k >= e.niah_min_pass,
                 f"{k}/{len(cases)} (95% Clopper-Pearson recall {lo:.0%}-{hi:.0%}); "
