@@ -234,11 +234,9 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"deploy failed (exit {rc})", file=sys.stderr)
         return rc
     print(f"deploy done in {time.monotonic() - t0:.0f} s", flush=True)
-    ns = argparse.Namespace(profile="cpu-tiny", url=None, sandbox=True, port=8083,
-                            suite=args.suite, out=args.out, quick=True, api_key_file=None,
-                            host_label="sandbox", on_host=False, ssh=None,
-                            decode_ctx=None, decode_out=None, card=None)
-    return _verify(ns)
+    # through the verify parser, so its defaults are the ones `beekeeper verify` has
+    return main(["verify", "--sandbox", "--profile", "cpu-tiny", "--quick",
+                 "--suite", args.suite, "--out", args.out])
 
 
 def main(argv: list[str] | None = None) -> int:
