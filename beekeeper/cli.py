@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("sandbox", help="the local sandbox host")
     p.add_argument("action", choices=["up", "down", "status"])
-    p.add_argument("--ssh-port", type=int, default=2222)
+    p.add_argument("--ssh-port", type=int,
+                   default=int(os.environ.get("BEEKEEPER_SANDBOX_PORT", "2222")))
     p.set_defaults(func=_sandbox)
 
     p = sub.add_parser("verify", help="check a running server against a profile")

@@ -27,8 +27,10 @@ from .cache import CACHE, ROOT
 from .errors import SandboxError
 
 STATE_DIR = Path(os.environ.get("BEEKEEPER_SANDBOX_DIR", ROOT / ".sandbox"))
-CONTAINER = "beekeeper-sandbox"
-VOLUME = "beekeeper-sandbox-docker"
+# BEEKEEPER_SANDBOX_NAME / _PORT let two sandboxes (two work trees) run side by side.
+CONTAINER = os.environ.get("BEEKEEPER_SANDBOX_NAME", "beekeeper-sandbox")
+VOLUME = f"{CONTAINER}-docker"
+DEFAULT_SSH_PORT = int(os.environ.get("BEEKEEPER_SANDBOX_PORT", "2222"))
 BASE = "beekeeper/debian:bookworm"
 
 _BUILD_BASE_DOCKERFILE = f"""\
@@ -205,7 +207,7 @@ def ssh_options(state: SandboxState) -> list[str]:
             "root@127.0.0.1"]
 
 
-def up(ssh_port: int = 2222) -> SandboxState:
+def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
     client = _client()
     ensure_base_image(client)
     _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)

@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from beekeeper.sandbox import CONTAINER
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -62,5 +64,5 @@ def detected_changes(out: str) -> set[str]:
 
 
 def sandbox_exec(cmd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "exec", "beekeeper-sandbox", "bash", "-c", cmd],
+    return subprocess.run(["docker", "exec", CONTAINER, "bash", "-c", cmd],
                           capture_output=True, text=True)

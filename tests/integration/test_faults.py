@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from beekeeper.sandbox import CONTAINER
+
 from .helpers import BIN, ROOT, deploy, grand_total, pyinfra, sandbox_exec
 
 pytestmark = pytest.mark.integration
@@ -53,7 +55,7 @@ def test_docker_daemon_restart_brings_the_server_back(deployed):
 
 def test_host_reboot_brings_the_service_back(deployed):
     t0 = time.monotonic()
-    subprocess.run(["docker", "restart", "beekeeper-sandbox"], check=True, capture_output=True)
+    subprocess.run(["docker", "restart", CONTAINER], check=True, capture_output=True)
     wait_until(healthy, 180)
     print(f"\n[figure] host restart -> healthy again in {time.monotonic() - t0:.1f} s")
 

@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from beekeeper.sandbox import CONTAINER
+
 from . import aptrepo
 from .helpers import deploy, grand_total, results, sandbox_exec
 
@@ -31,7 +33,7 @@ ARGS = ("--data", "profile=q8-turbo4-64k", "--data", 'stages=["provision"]',
 def gpu_host(fresh_sandbox, tmp_path_factory):
     repo = aptrepo.build(tmp_path_factory.mktemp("apt") / "repo",
                          tmp_path_factory.mktemp("gnupg"))
-    subprocess.run(["docker", "cp", str(repo), "beekeeper-sandbox:/srv/aptrepo"], check=True)
+    subprocess.run(["docker", "cp", str(repo), f"{CONTAINER}:/srv/aptrepo"], check=True)
     sandbox_exec("nohup python3 -m http.server 8799 --bind 127.0.0.1 --directory /srv/aptrepo "
                  ">/dev/null 2>&1 &")
     sandbox_exec(f"cat > /usr/local/bin/nvidia-smi <<'EOF'\n{FAKE_SMI}EOF\n"
