@@ -8,6 +8,7 @@ and smoke-check it.
 from pyinfra import host
 
 from beekeeper.config import load_host_config
+from beekeeper.pins import pin_all
 from tasks import (
     container_toolkit,
     cuda_toolkit,
@@ -23,6 +24,9 @@ from tasks import (
 
 # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
 cfg = load_host_config(host.data)
+# Hub models named by a branch or without a sha256 are pinned once, on the controller.
+if "model" in cfg.stages:
+    cfg = pin_all(cfg)
 # Host facts that rule the deploy out stop here too, before any change.
 facts = preflight.check(cfg)
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ConfigError
-from .profiles import PROFILES, SHA256_RE, Profile
+from .profiles import PROFILES, SHA256_RE, HfSource, ModelFile, Profile
 
 MODES = ("container", "native")
 # provision: engine, driver, toolkits; build: image or native build; model; service: unit,
@@ -22,7 +22,12 @@ STAGES = ("provision", "build", "model", "service")
 EXTRA_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
               "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
 SERVICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
-GIT_REF_RE = re.compile(r"^[0-9a-f]{7,40}$")
+# Git fetches an object by its full name only (GitHub allows any reachable commit); an
+# abbreviated hash is taken for a ref name and fails with "couldn't find remote ref".
+GIT_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+HF_FILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf$")
+DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,19 @@ class ServiceConfig:
     profile: Profile
     port: int
     bind_address: str
-    model_sha256: str | None
     api_key_file: str | None
+    # the profile's model (and draft), with host data's repo/file/revision/sha256 applied;
+    # beekeeper.pins fills in a commit and a sha256 where they are left out
+    model: ModelFile
+    draft: ModelFile | None = None
     extra_args: tuple[str, ...] = ()
+
+    @property
+    def model_sha256(self) -> str | None:
+        return self.model.sha256
+
+    def models(self) -> list[ModelFile]:
+        return [self.model] + ([self.draft] if self.draft else [])
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,8 @@ class HostConfig:
     install_docker: bool
     image_repo: str = "beekeeper/llama-server"
     stages: tuple[str, ...] = STAGES
+    # the Hugging Face Hub, or a mirror of it (HF_ENDPOINT for huggingface_hub)
+    hf_endpoint: str = DEFAULT_HF_ENDPOINT
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -126,10 +143,10 @@ def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> Se
     if not ipaddress.ip_address(bind).is_loopback and not api_key_file:
         raise _fail(f"{prefix}bind_address", f"{bind} is not loopback and no API key is set",
                     "set api_key_file to a file holding the key, or bind 127.0.0.1")
-    sha = get("model_sha256", profile.model.sha256)
-    if sha is not None and (not isinstance(sha, str) or not SHA256_RE.match(sha)):
-        raise _fail(f"{prefix}model_sha256", f"{sha!r} is not a sha256",
-                    "give 64 lowercase hex digits")
+    model = _model_file(prefix, "model", profile.model, get)
+    draft = profile.server.draft_model
+    if draft is not None:
+        draft = _model_file(prefix, "draft", draft, get)
     ctx = get("ctx_size")
     if ctx is not None and (not isinstance(ctx, int) or ctx > profile.model.n_ctx_train):
         raise _fail(f"{prefix}ctx_size", f"{ctx!r} exceeds the model's trained context "
@@ -139,7 +156,46 @@ def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> Se
         raise _fail(f"{prefix}server_extra_args", f"{extra!r} is not a list of strings",
                     "e.g. ['--threads', '8']")
     return ServiceConfig(name=name, profile=profile, port=port, bind_address=bind,
-                         model_sha256=sha, api_key_file=api_key_file, extra_args=tuple(extra))
+                         api_key_file=api_key_file, model=model, draft=draft,
+                         extra_args=tuple(extra))
+
+
+def _model_file(prefix: str, role: str, base: ModelFile, get: Any) -> ModelFile:
+    """The profile's model file with host data `<role>_repo/_file/_revision/_sha256` applied.
+
+    Your own model: set `model_repo` and `model_file` (a GGUF in a Hub repo); pin it with
+    `model_revision` (a commit) and `model_sha256`, or let the kit resolve and print them.
+    """
+    repo, file = get(f"{role}_repo"), get(f"{role}_file")
+    revision, sha = get(f"{role}_revision"), get(f"{role}_sha256")
+    if repo is not None and (not isinstance(repo, str) or not HF_REPO_RE.match(repo)):
+        raise _fail(f"{prefix}{role}_repo", f"{repo!r} is not a Hub repository id",
+                    "use 'owner/name', e.g. 'unsloth/Qwen3.5-9B-GGUF'")
+    if file is not None and (not isinstance(file, str) or not HF_FILE_RE.match(file)):
+        raise _fail(f"{prefix}{role}_file", f"{file!r} is not a .gguf file name",
+                    "give the file's name in the repository, e.g. 'Qwen3.5-9B-Q8_0.gguf'")
+    if revision is not None and (not isinstance(revision, str) or not revision
+                                 or any(c.isspace() or ord(c) < 32 for c in revision)):
+        raise _fail(f"{prefix}{role}_revision", f"{revision!r} is not a revision",
+                    "give a commit (40 hex digits), or a branch or tag the kit pins once")
+    if sha is not None and (not isinstance(sha, str) or not SHA256_RE.match(sha)):
+        raise _fail(f"{prefix}{role}_sha256", f"{sha!r} is not a sha256",
+                    "give 64 lowercase hex digits")
+    if repo is None and file is None and revision is None:
+        return base if sha is None or sha == base.sha256 else replace(base, sha256=sha)
+    if not isinstance(base.source, HfSource) and (repo is None or file is None):
+        raise _fail(f"{prefix}{role}_repo", f"the profile's {role} is not on the Hub",
+                    f"set {role}_repo and {role}_file together")
+    old = base.source if isinstance(base.source, HfSource) else None
+    same_file = file in (None, base.filename) and repo in (None, old and old.repo)
+    source = HfSource(repo=repo or (old.repo if old else ""),
+                      revision=revision or (old.revision if old and same_file else "main"))
+    # another file or revision: the profile's hash and size no longer apply
+    unchanged = same_file and revision is None
+    return ModelFile(filename=file or base.filename, source=source,
+                     sha256=sha or (base.sha256 if unchanged else None),
+                     size_bytes=base.size_bytes if unchanged else 0,
+                     n_ctx_train=base.n_ctx_train)
 
 
 def _source(data: Mapping[str, Any], profile: Profile) -> SourceSpec:
@@ -151,9 +207,10 @@ def _source(data: Mapping[str, Any], profile: Profile) -> SourceSpec:
     if not isinstance(ref, str) or not ref:
         raise _fail("source.ref", "missing", "pin the source to a commit or a named snapshot")
     if "git" in raw:
-        if not GIT_REF_RE.match(ref):
-            raise _fail("source.ref", f"{ref!r} is not a commit hash",
-                        "pin git sources to a commit (7-40 hex digits), never a branch")
+        if not GIT_SHA_RE.match(ref):
+            raise _fail("source.ref", f"{ref!r} is not a full commit hash (40 hex digits)",
+                        f"`git rev-parse {ref}` in a clone of {raw['git']} prints the full hash "
+                        "to pin (a branch, tag or short hash cannot be fetched by commit)")
         return SourceSpec(kind="git", ref=ref, url=str(raw["git"]))
     if "path" in raw:
         return SourceSpec(kind="local", ref=ref, path=str(raw["path"]))
@@ -207,8 +264,13 @@ def load_host_config(data: Any) -> HostConfig:
             tuple(stages) != STAGES[:len(stages)]:
         raise _fail("stages", f"{stages!r} is not a prefix of {list(STAGES)}",
                     "e.g. ['provision'] or ['provision', 'build']")
+    endpoint = data.get("hf_endpoint", DEFAULT_HF_ENDPOINT)
+    if not isinstance(endpoint, str) or not re.match(r"^https?://[^\s'\"]+$", endpoint):
+        raise _fail("hf_endpoint", f"{endpoint!r} is not an http(s) URL",
+                    f"remove it (the Hub, {DEFAULT_HF_ENDPOINT}) or give a mirror's URL")
     return HostConfig(
         stages=tuple(stages),
+        hf_endpoint=endpoint.rstrip("/"),
         mode=mode,
         services=services,
         model_dir=model_dir.rstrip("/"),

@@ -209,8 +209,13 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     r, st = recurrent_state_bytes(seqs, layout)
     draft = 0.0
     if s.draft_model is not None:
-        # DFlash drafter: weights plus a small (256-cell) cache; beellama sets -cd 256
-        draft = s.draft_model.size_bytes / MIB + 64
+        # The drafter's weights plus its own KV cache at the context it really gets: -cd
+        # when the profile sets it (DFlash: 256), else the server gives it the main -c.
+        # Its attention shape is not recorded: the target's stands in (an upper bound for
+        # a drafter that is a fraction of the target's size).
+        dk, dv = kv_cache_bytes(kv_cells(s.draft_ctx_size or s.ctx_size), layout,
+                                s.cache_type_k_draft or "f16", s.cache_type_v_draft or "f16")
+        draft = (s.draft_model.size_bytes + dk + dv) / MIB
     return Prediction(
         profile=profile.name, weights_mib=weights / MIB, kv_k_mib=k / MIB, kv_v_mib=v / MIB,
         kv_cells=cells, kv_layers=layout.attention_layers, recurrent_r_mib=r / MIB,

@@ -87,6 +87,12 @@ class ServerSettings:
     draft_model: ModelFile | None = None
     cache_type_k_draft: str | None = None
     cache_type_v_draft: str | None = None
+    # speculative decoding with the draft: `--spec-type` (beellama: dflash), the draft's own
+    # context (`-cd`; beellama's DFlash drafter needs 256, not the main -c) and its GPU
+    # layers (`-ngld`); None leaves the server's default
+    spec_type: str | None = None
+    draft_ctx_size: int | None = None
+    draft_gpu_layers: int | None = None
     extra_args: tuple[str, ...] = ()
 
     def args(self, model_path: str, draft_path: str | None = None) -> list[str]:
@@ -101,6 +107,12 @@ class ServerSettings:
             out += ["--reasoning", "off"]
         if self.draft_model is not None and draft_path:
             out += ["-md", draft_path]
+            if self.spec_type:
+                out += ["--spec-type", self.spec_type]
+            if self.draft_ctx_size is not None:
+                out += ["-cd", str(self.draft_ctx_size)]
+            if self.draft_gpu_layers is not None:
+                out += ["-ngld", str(self.draft_gpu_layers)]
             if self.cache_type_k_draft:
                 out += ["-ctkd", self.cache_type_k_draft]
             if self.cache_type_v_draft:
@@ -209,7 +221,12 @@ def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *
     return Profile(
         name=name, summary=summary, backend="cuda", model=model,
         server=ServerSettings(ctx_size=ctx, cache_type_k=k, cache_type_v=v, draft_model=draft,
-                              cache_type_k_draft=kd, cache_type_v_draft=vd),
+                              cache_type_k_draft=kd, cache_type_v_draft=vd,
+                              # beellama's README for DFlash (flags in common/arg.cpp at the
+                              # pinned commit): --spec-type dflash, -cd 256, -ngld 99
+                              spec_type="dflash" if draft else None,
+                              draft_ctx_size=256 if draft else None,
+                              draft_gpu_layers=99 if draft else None),
         expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_mib=vram,
                           niah_min_pass=10, niah_tokens=min(60_000, ctx - 2048),
                           decode_ctx_tokens=min(60_000, ctx - 4096)),
@@ -244,6 +261,18 @@ PROFILES: dict[str, Profile] = {
             backend="cpu", model=GEMMA3_270M,
             server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
                                   chat_template="gemma", reasoning_off=False),
+            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
+                              niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
+            niah_prefill="The special magic number is",
+        ),
+        Profile(
+            name="cpu-tiny-draft",
+            summary="gemma-3-270m drafting for itself (speculative decoding on a CPU build)",
+            backend="cpu", model=GEMMA3_270M,
+            server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
+                                  chat_template="gemma", reasoning_off=False,
+                                  draft_model=GEMMA3_270M, spec_type="draft-simple",
+                                  draft_gpu_layers=0),
             expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
                               niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
             niah_prefill="The special magic number is",

@@ -18,7 +18,7 @@ model_dir = "/srv/beekeeper/models"
 # beellama (llama.cpp fork with TurboQuant KV types), pinned to a commit.
 source = {
     "git": "https://github.com/Anbeeld/beellama.cpp",
-    "ref": "ba1fdce59",
+    "ref": "ba1fdce591f5a845cdbf6642767ecc1f8238519d",
 }
 
 # CUDA release of the image; the host driver must be >= 580 for CUDA 13.

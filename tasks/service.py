@@ -37,9 +37,8 @@ def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> str:
     """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
     native = cfg.mode == "native"
     models = cfg.model_dir if native else "/models"
-    draft = svc.profile.server.draft_model
-    args = svc.profile.server.args(f"{models}/{svc.profile.model.filename}",
-                                   f"{models}/{draft.filename}" if draft else None)
+    args = svc.profile.server.args(f"{models}/{svc.model.filename}",
+                                   f"{models}/{svc.draft.filename}" if svc.draft else None)
     args += ["--alias", svc.profile.name, *svc.extra_args]
     conf_dir = f"/etc/beekeeper/{svc.name}"
     return render(
@@ -56,7 +55,7 @@ def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
         "service": svc.name, "unit": unit_name(svc), "container": container_name(svc),
         "profile": svc.profile.name, "mode": cfg.mode, "image": image,
         "bind_address": svc.bind_address, "port": svc.port,
-        "model_path": f"{cfg.model_dir}/{svc.profile.model.filename}",
+        "model_path": f"{cfg.model_dir}/{svc.model.filename}",
         "model_sha256": svc.model_sha256,
     }, indent=2, sort_keys=True) + "\n"
 

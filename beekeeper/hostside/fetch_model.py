@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """
-Host-side model download with huggingface-hub: resumable, pinned to a revision, verified
-by sha256 (given, or the Hub's LFS sha256 for that revision). A mismatch removes the file.
+Host-side model download with huggingface_hub, pinned to a commit and a sha256.
+
+The file is written straight to `<dest>.partial` beside its final place (one copy on disk)
+and resumed from there after an interruption, within this run (the client retries) or in
+the next deploy. Its sha256 is checked before the rename; a mismatch deletes the partial
+file and fails with both hashes. A progress line (bytes, rate, ETA) every 10 s.
 """
 
 from __future__ import annotations
@@ -9,8 +13,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import sys
+import threading
+import time
 
 
 def sha256_file(path: str) -> str:
@@ -21,41 +26,84 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def main(argv: list[str] | None = None) -> int:
-    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+def _say(msg: str) -> None:
+    print(f"[beekeeper] {msg}", flush=True)
 
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _progress(path: str, total: int, start_bytes: int, stop: threading.Event,
+              every_s: float) -> None:
+    t0 = time.monotonic()
+    while not stop.wait(every_s):
+        have = os.path.getsize(path) if os.path.exists(path) else 0
+        rate = (have - start_bytes) / max(time.monotonic() - t0, 1e-6)
+        eta = f"{(total - have) / rate:,.0f} s" if rate > 0 else "unknown"
+        _say(f"downloaded {_mib(have)} of {_mib(total)} ({100 * have / max(total, 1):.1f} %), "
+             f"{rate / 2**20:,.1f} MiB/s, ETA {eta}")
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--endpoint", required=True)
     ap.add_argument("--repo", required=True)
-    ap.add_argument("--revision", required=True)
+    ap.add_argument("--revision", required=True, help="a commit")
     ap.add_argument("--file", required=True)
     ap.add_argument("--dest", required=True)
-    ap.add_argument("--sha256")
+    ap.add_argument("--sha256", required=True)
+    ap.add_argument("--size", type=int, required=True)
     ap.add_argument("--token-file")
+    ap.add_argument("--progress-every-s", type=float, default=10.0)
     args = ap.parse_args(argv)
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # our own lines instead
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
     token = None
     if args.token_file:
         with open(args.token_file) as f:  # root-only file; never on a command line
-            token = f.read().strip()
-    expected = args.sha256
-    if not expected:
-        meta = get_hf_file_metadata(hf_hub_url(args.repo, args.file, revision=args.revision),
-                                    token=token)
-        expected = (meta.etag or "").strip('"')
-        print(f"[beekeeper] sha256 from the Hub's LFS metadata: {expected}", flush=True)
-    cache_dir = os.path.join(os.path.dirname(args.dest), ".hf-cache")
-    path = hf_hub_download(args.repo, args.file, revision=args.revision, cache_dir=cache_dir,
-                           token=token)
-    got = sha256_file(path)
-    if got != expected:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        print(f"sha256 mismatch for {args.file}: got {got}, expected {expected}; removed",
-              file=sys.stderr)
+            token = f.read().strip() or None
+    url = hf_hub_url(args.repo, args.file, revision=args.revision, endpoint=args.endpoint)
+    meta = get_hf_file_metadata(url, token=token, endpoint=args.endpoint, retry_on_errors=True)
+    hub_sha = (meta.etag or "").strip('"')
+    if hub_sha != args.sha256:
+        print(f"{args.file} at {args.revision}: the Hub's sha256 is {hub_sha or 'unknown'}, "
+              f"expected {args.sha256}; nothing downloaded", file=sys.stderr)
         return 1
-    tmp = args.dest + ".partial"
-    shutil.copyfile(path, tmp)
-    os.replace(tmp, args.dest)
-    shutil.rmtree(cache_dir, ignore_errors=True)
-    print(f"[beekeeper] {args.dest} sha256 {got}")
+
+    partial = args.dest + ".partial"
+    have = os.path.getsize(partial) if os.path.exists(partial) else 0
+    if have > args.size:
+        os.remove(partial)
+        have = 0
+    _say(f"{'resuming' if have else 'starting'} {args.repo}/{args.file}@{args.revision[:12]}"
+         f" at {_mib(have)} of {_mib(args.size)} -> {partial}")
+    stop = threading.Event()
+    ticker = threading.Thread(target=_progress, daemon=True,
+                              args=(partial, args.size, have, stop, args.progress_every_s))
+    ticker.start()
+    t0 = time.monotonic()
+    try:
+        with open(partial, "ab") as f:
+            http_get(meta.location, f, resume_size=have, headers=build_hf_headers(token=token),
+                     expected_size=args.size, displayed_filename=args.file)
+    finally:
+        stop.set()
+    wall = time.monotonic() - t0
+    _say(f"downloaded {_mib(args.size - have)} in {wall:.1f} s; checking sha256")
+    got = sha256_file(partial)
+    if got != args.sha256:
+        os.remove(partial)
+        print(f"sha256 mismatch for {args.file}: got {got}, expected {args.sha256}; "
+              f"removed {partial}", file=sys.stderr)
+        return 1
+    os.chmod(partial, 0o644)
+    os.replace(partial, args.dest)
+    _say(f"{args.dest} sha256 {got}")
     return 0
 
 

@@ -24,7 +24,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "FileContents": None, "ImageTags": [],
     "Home": "/root", "Date": None, "TmpDir": "/var/lib/canned", "PipPackages": {},
     "PythonVersion": None, "LinuxName": "Ubuntu",
-    "Hostname": "canned", "Uptime": 100,
+    "Hostname": "canned", "Uptime": 100, "SourceTreeId": None,
 }
 
 

@@ -62,9 +62,11 @@ def test_reference_box_dry_run_shows_every_step_in_order():
              "Register the nvidia runtime with Docker",
              "Restart Docker to load the nvidia runtime",
              "Enable the CDI spec refresh (nvidia-cdi-refresh.path)",
+             "Fetch the server source https://github.com/Anbeeld/beellama.cpp at ba1fdce591f5",
              "Render the Dockerfile",
              "Check that the GPU is visible inside a container",
-             "Download model unsloth/Qwen3.5-9B-GGUF/Qwen3.5-9B-Q8_0.gguf@main",
+             "Download model unsloth/Qwen3.5-9B-GGUF/Qwen3.5-9B-Q8_0.gguf@0123456789ab "
+             "(sha256 abababababab…)",
              "Render systemd unit beekeeper-llm.service",
              "Start and enable beekeeper-llm.service (restart: inputs changed)",
              "Wait for /health on port 8083 and smoke-check the API"]

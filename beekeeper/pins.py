@@ -1,0 +1,120 @@
+"""
+Model pins: every Hub model resolved, on the controller, to a commit, a sha256 and a size.
+
+A profile or host data may name a branch (`main`) and leave the sha256 out. The kit then
+asks the Hub once (a HEAD request for the file's metadata), prints what it pinned and how
+to write that pin into the inventory, and keeps it in a lock file on the controller: later
+deploys ask nothing, and a file on the host with that hash is never downloaded again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .cache import CACHE
+from .config import HostConfig, ServiceConfig
+from .errors import ConfigError
+from .profiles import SHA256_RE, HfSource, ModelFile
+
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+LOCK = Path(os.environ.get("BEEKEEPER_MODEL_PINS", CACHE / "model-pins.json"))
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What the Hub said for one (endpoint, repo, file, revision)."""
+
+    commit: str
+    sha256: str
+    size_bytes: int
+
+
+def is_pinned(model: ModelFile) -> bool:
+    """A Hub model needs no look-up when its commit, sha256 and size are all known."""
+    if not isinstance(model.source, HfSource):
+        return True
+    return bool(COMMIT_RE.match(model.source.revision) and model.sha256 and model.size_bytes)
+
+
+def _key(endpoint: str, source: HfSource, filename: str) -> str:
+    return f"{endpoint} {source.repo} {filename} @{source.revision}"
+
+
+def _load(lock: Path) -> dict[str, dict[str, object]]:
+    try:
+        return dict(json.loads(lock.read_text()))
+    except FileNotFoundError:
+        return {}
+
+
+def _ask_hub(endpoint: str, source: HfSource, filename: str, key: str) -> Pin:
+    """HEAD the file on the Hub: X-Repo-Commit, X-Linked-Etag (the LFS sha256), size."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    url = hf_hub_url(source.repo, filename, revision=source.revision, endpoint=endpoint)
+    try:
+        meta = get_hf_file_metadata(url, endpoint=endpoint, retry_on_errors=True)
+    except Exception as e:  # the client's errors are many (HTTP, connection, 404 kinds)
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(
+            f"host data `{key}_revision`: cannot pin {source.repo}/{filename}@"
+            f"{source.revision} on {endpoint} ({type(e).__name__}: {reason}); fix: check the "
+            f"repository, file and revision, or pin {key}_revision (a commit) and "
+            f"{key}_sha256 in host data so no look-up is needed") from None
+    commit, sha = meta.commit_hash or "", (meta.etag or "").strip('"')
+    if not COMMIT_RE.match(commit):
+        raise ConfigError(f"host data `{key}_revision`: the Hub gave no commit for "
+                          f"{source.repo}@{source.revision}; fix: pin {key}_revision to a commit")
+    if not SHA256_RE.match(sha) or not meta.size:
+        raise ConfigError(f"host data `{key}_sha256`: the Hub gives no sha256 for {filename} "
+                          f"(not an LFS file?); fix: set {key}_sha256 (sha256sum of the file)")
+    return Pin(commit=commit, sha256=sha, size_bytes=int(meta.size))
+
+
+def pin_model(model: ModelFile, endpoint: str, role: str = "model",
+              lock: Path | None = None) -> ModelFile:
+    """The model with its revision as a commit, its sha256 and its size filled in."""
+    if is_pinned(model):
+        return model
+    assert isinstance(model.source, HfSource)
+    lock = lock or LOCK
+    pins = _load(lock)
+    key = _key(endpoint, model.source, model.filename)
+    if key in pins:
+        pin = Pin(**pins[key])  # type: ignore[arg-type]
+    else:
+        pin = _ask_hub(endpoint, model.source, model.filename, role)
+        if model.sha256 and model.sha256 != pin.sha256:
+            raise ConfigError(
+                f"host data `{role}_sha256`: {model.sha256} does not match the Hub's "
+                f"{pin.sha256} for {model.filename} at commit {pin.commit}; fix: correct "
+                f"{role}_sha256, or pin {role}_revision to the commit that file came from")
+        pins[key] = pin.__dict__
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        tmp = lock.with_suffix(".tmp")
+        tmp.write_text(json.dumps(pins, indent=2, sort_keys=True) + "\n")
+        tmp.replace(lock)
+        print(f"[beekeeper] pinned {model.source.repo}/{model.filename}: revision "
+              f"{model.source.revision} -> commit {pin.commit}, sha256 {pin.sha256}, "
+              f"{pin.size_bytes} bytes (kept in {lock}; to pin it in the inventory: "
+              f"{role}_revision = {pin.commit!r}, {role}_sha256 = {pin.sha256!r})",
+              file=sys.stderr, flush=True)
+    return replace(model, source=HfSource(repo=model.source.repo, revision=pin.commit),
+                   sha256=pin.sha256, size_bytes=pin.size_bytes)
+
+
+def pin_service(svc: ServiceConfig, endpoint: str, lock: Path | None = None) -> ServiceConfig:
+    model = pin_model(svc.model, endpoint, "model", lock)
+    draft = pin_model(svc.draft, endpoint, "draft", lock) if svc.draft else None
+    return replace(svc, model=model, draft=draft)
+
+
+def pin_all(cfg: HostConfig, lock: Path | None = None) -> HostConfig:
+    """Pin every service's models (before any change on the host)."""
+    return replace(cfg, services=tuple(pin_service(s, cfg.hf_endpoint, lock)
+                                       for s in cfg.services))
