@@ -260,6 +260,22 @@ def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
     return state
 
 
+def write_host_data(data: dict[str, object] | None) -> None:
+    """Extra host data for the sandbox inventory (the tests point its source at a git
+    server and its models at a Hub endpoint); None removes it."""
+    path = STATE_DIR / "host_data.json"
+    if data is None:
+        path.unlink(missing_ok=True)
+    else:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2))
+
+
+def load_host_data() -> dict[str, object]:
+    path = STATE_DIR / "host_data.json"
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
 def load_state() -> SandboxState:
     path = STATE_DIR / "state.json"
     if not path.exists():
@@ -281,6 +297,7 @@ def down(purge: bool = True) -> None:
             pass
     (STATE_DIR / "state.json").unlink(missing_ok=True)
     (STATE_DIR / "known_hosts").unlink(missing_ok=True)
+    write_host_data(None)
 
 
 def status() -> dict[str, object]:

@@ -4,7 +4,7 @@ like a remote box. Deploys the CPU profile: no GPU needed.
 """
 
 from beekeeper.cache import CPU_SOURCE_REF, cpu_source_tarball
-from beekeeper.sandbox import load_state
+from beekeeper.sandbox import load_host_data, load_state
 
 _state = load_state()
 
@@ -25,6 +25,9 @@ sandbox = [
             "base_images": _state.base_images,
             "preload_images": _state.preload_images,
             "health_timeout_s": 120,
+            # what `beekeeper sandbox` was told to add (the tests: a git source at a full
+            # commit and a Hub endpoint)
+            **load_host_data(),
         },
     ),
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import File
 from pyinfra.operations import apt, files, server
@@ -18,7 +18,7 @@ from beekeeper.config import HostConfig
 from beekeeper.native import install_dir, shell_script
 
 from . import source
-from .ops import _with_heartbeat
+from .ops import StreamedCommand, _with_heartbeat
 from .preflight import HostFacts
 
 PREFIX = "/opt/beekeeper/llama-server"
@@ -36,7 +36,7 @@ def native_built(dest: str, script: str, log_path: str):
     if host.get_fact(File, path=f"{dest}/llama-server"):
         host.noop(f"{dest}/llama-server is already built")
         return
-    yield StringCommand(_with_heartbeat(f"bash -c {shlex.quote(script)}", log_path,
+    yield StreamedCommand(_with_heartbeat(f"bash -c {shlex.quote(script)}", log_path,
                                         f"building {dest}"))
 
 

@@ -16,6 +16,16 @@ from facts.docker import DockerImageId
 q = shlex.quote
 
 
+class StreamedCommand(StringCommand):
+    """A shell command whose output reaches the user's terminal as it comes, without
+    pyinfra's -v: long steps print a heartbeat line (see _with_heartbeat) and nothing else."""
+
+    def execute(self, state, host, connector_arguments):  # type: ignore[no-untyped-def]
+        connector_arguments.update(self.connector_arguments)
+        return host.run_shell_command(self, print_output=True,
+                                      print_input=state.print_input, **connector_arguments)
+
+
 def _with_heartbeat(cmd: str, log: str, what: str, every_s: int = 30) -> str:
     """Run cmd in the background with its output in `log`, printing a line every `every_s`."""
     return (
@@ -45,7 +55,7 @@ def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str):
         host.noop(f"image {tag} is already built")
         return
     cmd = f"docker build --pull=false -f {q(dockerfile)} -t {q(tag)} {q(context_dir)}"
-    yield StringCommand(_with_heartbeat(cmd, log_path, f"building {tag}"))
+    yield StreamedCommand(_with_heartbeat(cmd, log_path, f"building {tag}"))
 
 
 @operation()
@@ -114,7 +124,7 @@ def model_downloaded(dest: str, sha256: str, size_bytes: int, endpoint: str, rep
     if token_file:
         args += ["--token-file", token_file]
     log = dest + ".download.log"
-    yield StringCommand(_with_heartbeat(" ".join(q(a) for a in args), log,
+    yield StreamedCommand(_with_heartbeat(" ".join(q(a) for a in args), log,
                                         f"downloading {filename}"))
 
 

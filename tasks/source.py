@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files
 
@@ -18,7 +18,7 @@ from beekeeper.config import HostConfig
 from beekeeper.errors import ConfigError
 from facts.source import SourceTreeId
 
-from .ops import _with_heartbeat
+from .ops import StreamedCommand, _with_heartbeat
 
 q = shlex.quote
 # The image build sends the tree to the engine; git's own folder is not needed there.
@@ -52,7 +52,7 @@ def git_fetched(url: str, commit: str, dest: str):
         f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}"
     )
     log = f"/var/log/beekeeper/fetch-{commit[:12]}.log"
-    yield StringCommand(_with_heartbeat(f"bash -c {q(script)}", log,
+    yield StreamedCommand(_with_heartbeat(f"bash -c {q(script)}", log,
                                         f"fetching {url} at {commit[:12]}"))
 
 

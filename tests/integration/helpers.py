@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from beekeeper.sandbox import CONTAINER
 
@@ -30,7 +31,13 @@ def pyinfra(*args: str, timeout: int = 1800) -> Run:
     return Run(p.returncode, out, time.monotonic() - t0)
 
 
+# the stand-ins of tests/integration/conftest.py, while a session's sandbox is up
+STANDINS: Any = None
+
+
 def deploy(*extra: str, dry: bool = False) -> Run:
+    if STANDINS is not None:
+        STANDINS.ensure_tunnel()  # the host may have restarted since the last deploy
     args = ["--dry"] if dry else ["-y"]
     return pyinfra(*args, "inventories/sandbox.py", "deploy.py", *extra)
 

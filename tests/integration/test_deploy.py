@@ -27,10 +27,17 @@ def first(fresh_sandbox):
     return run
 
 
-def test_first_deploy_provisions_builds_places_and_starts(first):
+def test_first_deploy_provisions_builds_places_and_starts(first, standins):
     rows = results(first.out)
     assert rows["Install host packages: docker.io"][0] == "1"
+    # the source: fetched on the host from the git server by its full commit, checked
+    fetch = f"Fetch the server source {standins.git_url} at {standins.commit[:12]}"
+    assert rows[fetch][0] == "1", rows
+    head = sandbox_exec(f"git -C /var/lib/beekeeper/src/{standins.commit} rev-parse HEAD")
+    assert head.stdout.strip() == standins.commit
     assert any(k.startswith("Build server image") and v[0] == "1" for k, v in rows.items())
+    # a long step reaches the user's terminal (no -v) with a line every 30 s
+    assert "[beekeeper] building beekeeper/llama-server:" in first.out
     assert any(k.startswith("Place model gemma") and v[0] == "1" for k, v in rows.items())
     assert rows["Wait for /health on port 8083 and smoke-check the API"][0] == "1"
     tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]

@@ -29,6 +29,12 @@ def test_good_data_loads_with_secure_defaults():
         (with_(source=None), "`source`", "'git'"),
         (with_(source={"git": "https://x/y", "ref": "main"}), "`source.ref`", "commit"),
         (with_(source={"path": "/x"}), "`source.ref`", "pin"),
+        (with_(source={"git": "https://x/y", "ref": "ba1fdce59"}), "`source.ref`",
+         "git rev-parse ba1fdce59"),
+        (with_(model_repo="not a repo", model_file="x.gguf"), "`model_repo`", "owner/name"),
+        (with_(model_repo="a/b", model_file="x.bin"), "`model_file`", ".gguf"),
+        (with_(model_revision="main"), "`model_repo`", "model_repo and model_file together"),
+        (with_(hf_endpoint="ftp://mirror"), "`hf_endpoint`", "http(s)"),
         (with_(model_sha256="abc"), "`model_sha256`", "64 lowercase hex"),
         (with_(bind_address="0.0.0.0"), "`bind_address`", "api_key_file"),
         (with_(bind_address="localhost"), "`bind_address`", "127.0.0.1"),
@@ -46,6 +52,25 @@ def test_bad_data_names_the_key_and_the_fix(data, key, fix):
     msg = str(e.value)
     assert key in msg and fix in msg
     assert "\n" not in msg
+
+
+def test_own_hub_model_overrides_the_profiles_and_drops_its_hash():
+    cfg = load_host_config({"profile": "q8-turbo4-64k", "model_repo": "me/m-GGUF",
+                            "model_file": "m-Q8_0.gguf",
+                            "source": {"git": "https://x/y", "ref": "a" * 40}})
+    m = cfg.service.model
+    assert (m.filename, m.source.repo, m.source.revision) == ("m-Q8_0.gguf", "me/m-GGUF", "main")
+    assert m.sha256 is None and m.size_bytes == 0  # pinned from the Hub before the deploy
+
+
+def test_dflash_profile_starts_with_beellamas_draft_flags():
+    cfg = load_host_config({"profile": "q8-dflash-32k",
+                            "source": {"git": "https://x/y", "ref": "a" * 40}})
+    svc = cfg.service
+    args = svc.profile.server.args("/m/a.gguf", f"/m/{svc.draft.filename}")
+    i = args.index("-md")
+    assert args[i:i + 8] == ["-md", "/m/Qwen3.5-9B-DFlash-q8_0.gguf", "--spec-type", "dflash",
+                             "-cd", "256", "-ngld", "99"]
 
 
 def test_non_loopback_bind_with_key_file_is_allowed(tmp_path):

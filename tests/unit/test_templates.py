@@ -19,7 +19,8 @@ from tasks.service import render_unit
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
 GPU = {"profile": "q8-turbo4-64k",
-       "source": {"git": "https://github.com/Anbeeld/beellama.cpp", "ref": "ba1fdce591f5a845cdbf6642767ecc1f8238519d"}}
+       "source": {"git": "https://github.com/Anbeeld/beellama.cpp",
+                  "ref": "ba1fdce591f5a845cdbf6642767ecc1f8238519d"}}
 
 
 def test_strict_undefined_catches_a_missing_key():

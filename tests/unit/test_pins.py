@@ -1,0 +1,62 @@
+"""
+Pinning Hub models on the controller with the real huggingface_hub client, against the
+Hub stand-in on loopback (tests/integration/standins.py; the Hub cannot be reached here).
+"""
+
+import json
+
+import pytest
+
+from beekeeper.errors import ConfigError
+from beekeeper.pins import is_pinned, pin_model
+from beekeeper.profiles import HfSource, ModelFile
+from tests.integration.standins import HubStandIn
+
+DATA = b"GGUF" + bytes(range(256)) * 64
+
+
+@pytest.fixture
+def hub():
+    h = HubStandIn()
+    h.add("acme/tiny-GGUF", "tiny.gguf", DATA)
+    yield h
+    h.close()
+
+
+def model(revision="main", sha256=None, size=0):
+    return ModelFile(filename="tiny.gguf", source=HfSource("acme/tiny-GGUF", revision),
+                     sha256=sha256, size_bytes=size, n_ctx_train=4096)
+
+
+def test_branch_is_resolved_to_a_commit_once_then_read_from_the_lock(hub, tmp_path, capsys):
+    lock = tmp_path / "pins.json"
+    pinned = pin_model(model(), hub.url, lock=lock)
+    f = hub.files[("acme/tiny-GGUF", "tiny.gguf")]
+    assert pinned.source == HfSource("acme/tiny-GGUF", f.commit)
+    assert (pinned.sha256, pinned.size_bytes) == (f.sha256, len(DATA))
+    assert is_pinned(pinned)
+    err = capsys.readouterr().err
+    assert f"revision main -> commit {f.commit}" in err and f"model_sha256 = '{f.sha256}'" in err
+    n = len(hub.log.requests)
+    assert pin_model(model(), hub.url, lock=lock) == pinned
+    assert len(hub.log.requests) == n  # from the lock: the Hub is not asked again
+    assert json.loads(lock.read_text())  # kept on the controller
+
+
+def test_a_given_sha256_that_the_hub_contradicts_is_refused(hub, tmp_path):
+    with pytest.raises(ConfigError, match=r"`model_sha256`: f{64} does not match the Hub's"):
+        pin_model(model(sha256="f" * 64), hub.url, lock=tmp_path / "p.json")
+
+
+def test_unknown_file_or_revision_is_one_line_with_the_fix(hub, tmp_path):
+    for m in (model(revision="nope"), ModelFile("other.gguf", HfSource("acme/tiny-GGUF", "main"),
+                                                None, 0, 4096)):
+        with pytest.raises(ConfigError) as e:
+            pin_model(m, hub.url, lock=tmp_path / "p.json")
+        assert "host data `model_revision`: cannot pin" in str(e.value)
+        assert "\n" not in str(e.value)
+
+
+def test_fully_pinned_model_asks_nothing(hub, tmp_path):
+    m = model(revision="a" * 40, sha256="b" * 64, size=10)
+    assert pin_model(m, "http://127.0.0.1:9", lock=tmp_path / "p.json") == m
