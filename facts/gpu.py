@@ -94,9 +94,19 @@ class PciNvidiaGpus(FactBase[int]):
         return parse_pci_nvidia(output)
 
 
-# Linux driver userspace that must never be inside WSL2 (it shadows /usr/lib/wsl/lib).
-LINUX_DRIVER_PATTERNS = ("nvidia-driver-", "libnvidia-compute-", "nvidia-utils-",
-                         "cuda-drivers", "nvidia-dkms-", "nvidia-kernel-")
+# Packages that carry the Linux driver, by name prefix, as NVIDIA's repositories name them:
+# Ubuntu 580 (cuda-drivers-580 -> nvidia-driver-580(-open), nvidia-dkms-580(-open),
+# nvidia-kernel-common-580, libnvidia-compute-580, nvidia-utils-580), Ubuntu 590+ (the same
+# without the branch suffix, plus nvidia-driver-pinning-<branch>), Debian (nvidia-driver,
+# nvidia-kernel-dkms / nvidia-open-kernel-dkms, nvidia-driver-cuda, libcuda1,
+# firmware-nvidia-gsp). They must never be inside WSL2 (they shadow /usr/lib/wsl/lib), and on
+# native Linux the kit holds all of them. libnvidia-container* (the Container Toolkit) is not
+# the driver.
+DRIVER_PACKAGE_PREFIXES = ("cuda-drivers", "nvidia-driver", "nvidia-open", "nvidia-dkms",
+                           "nvidia-kernel", "nvidia-utils", "nvidia-modprobe",
+                           "nvidia-persistenced", "libnvidia-compute", "libnvidia-ml",
+                           "libcuda1", "firmware-nvidia-gsp")
+LINUX_DRIVER_PATTERNS = DRIVER_PACKAGE_PREFIXES
 
 
 def parse_driver_packages(lines: list[str]) -> list[str]:
@@ -119,7 +129,7 @@ class LinuxDriverPackages(FactBase[list[str]]):
 
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${Status}\\n' 2>/dev/null "
-                "| grep -E '^(nvidia|libnvidia|cuda-drivers)' || true")
+                "| grep -E '^(nvidia|libnvidia|libcuda1|cuda-drivers|firmware-nvidia)' || true")
 
     def process(self, output: list[str]) -> list[str]:
         return parse_driver_packages(output)

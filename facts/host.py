@@ -159,3 +159,42 @@ class AptHolds(FactBase[list[str]]):
 
     def process(self, output: list[str]) -> list[str]:
         return sorted(line.strip() for line in output if line.strip())
+
+
+def parse_apt_source_files(lines: list[str]) -> list[dict[str, str | None]]:
+    """`file<TAB>signed-by` lines -> [{"path", "signed_by"}] (signed_by None when unset)."""
+    out: list[dict[str, str | None]] = []
+    for line in lines:
+        path, _, signed = line.partition("\t")
+        if path.strip():
+            out.append({"path": path.strip(), "signed_by": signed.strip() or None})
+    return out
+
+
+class AptSourcesFor(FactBase[list[dict[str, str | None]]]):
+    """
+    Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
+    repository URL, with the keyring each names (``signed-by`` / ``Signed-By``):
+
+    .. code:: python
+
+        [{"path": "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list",
+          "signed_by": "/usr/share/keyrings/cuda-archive-keyring.gpg"}]
+    """
+
+    @staticmethod
+    def default() -> list[dict[str, str | None]]:  # no output: no such source
+        return []
+
+    def command(self, url: str) -> str:
+        q = shlex.quote(url.rstrip("/"))
+        return (
+            f"for f in $(grep -lsF -- {q} /etc/apt/sources.list /etc/apt/sources.list.d/*.list "
+            "/etc/apt/sources.list.d/*.sources); do "
+            "s=$(grep -ohiE '(signed-by[=:] *)[^] ,]+' \"$f\" | head -n1 "
+            "| sed -E 's/^[Ss]igned-[Bb]y[=:] *//'); "
+            'printf \'%s\\t%s\\n\' "$f" "$s"; done; true'
+        )
+
+    def process(self, output: list[str]) -> list[dict[str, str | None]]:
+        return parse_apt_source_files(output)

@@ -1,20 +1,30 @@
 """
-NVIDIA driver: installed on native Linux only, pinned to a branch and held; never inside
+NVIDIA driver: installed on native Linux only, locked to a branch and held; never inside
 WSL2, where the Windows driver is used. A reboot happens only when host data allows it.
+
+NVIDIA's driver installation guide (Ubuntu/Debian, network repository): the kernel
+headers of the running kernel (`linux-headers-$(uname -r)`, DKMS builds the module against
+them), then `nvidia-driver-pinning-<branch>` (an apt preferences file that locks the
+`cuda-drivers` tree to that branch; from branch 590 the Ubuntu packages lost their
+`-<branch>` suffix and `cuda-drivers-<branch>` goes away), then `cuda-drivers`.
 """
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra import host
+from pyinfra.api import StringCommand, operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
-from beekeeper.build import min_driver_for_cuda
 from beekeeper.config import HostConfig
+from facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
+from facts.host import AptHolds
 
 from . import nvidia_repos
-from .ops import held, missing_packages
-from .preflight import HostFacts
+from .ops import missing_packages
+from .preflight import HostFacts, driver_branch_to_install
 
 
 def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
@@ -26,28 +36,73 @@ def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
     return facts.pci_nvidia_gpus > 0
 
 
+def hold_command() -> str:
+    """apt-mark hold every installed package that carries the driver, whatever the distro
+    calls it (Ubuntu 580: libnvidia-compute-580, nvidia-dkms-580-open, ...; Ubuntu 590+:
+    libnvidia-compute, nvidia-dkms-open, ...; Debian: nvidia-kernel-dkms, libcuda1, ...).
+    The list is read on the host after the install, when the names are known."""
+    pattern = "^(" + "|".join(p.replace(".", "\\.") for p in DRIVER_PACKAGE_PREFIXES) + ")"
+    return ("dpkg-query -W -f '${Package} ${Status}\\n' | awk '$NF == \"installed\" "
+            f"{{print $1}}' | grep -E {shlex.quote(pattern)} | xargs -r apt-mark hold")
+
+
+@operation()
+def driver_held():
+    """
+    Hold the packages that carry the driver (kernel module, libcuda, NVML, nvidia-smi), not
+    only the meta-package: an unattended upgrade of any of them leaves the loaded kernel
+    module and the user-space libraries apart ("Driver/library version mismatch").
+    """
+    installed = host.get_fact(LinuxDriverPackages)
+    held = host.get_fact(AptHolds)
+    if installed and all(p in held for p in installed):
+        host.noop(f"the {len(installed)} NVIDIA driver packages are held")
+        return
+    yield StringCommand(hold_command())
+
+
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
-    """Returns (reboot pending, operations)."""
+    """Returns (stopped for a reboot or a second run, operations)."""
     if not needs_driver(cfg, facts):
         return False, []
-    branch = int(cfg.extra.get("driver_branch", min_driver_for_cuda(cfg.cuda_version)))
-    package = f"cuda-drivers-{branch}"
+    branch = driver_branch_to_install(cfg)
+    pinning = f"nvidia-driver-pinning-{branch}"
+    headers = f"linux-headers-{facts.wsl['kernel']}"  # Wsl fact: `uname -r`
+    wanted = [headers, pinning, "cuda-drivers"]
     r = nvidia_repos.repos(cfg, facts)
     ops = nvidia_repos.cuda_repo(r)
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
                   src=_text("blacklist nouveau\noptions nouveau modeset=0\n"),
                   dest="/etc/modprobe.d/blacklist-nouveau.conf", mode="0644"),
-        apt.packages(name=f"Install the NVIDIA driver, branch {branch} ({package})",
-                     packages=[package], update=bool(missing_packages([package])),
+        apt.packages(name=f"Install the headers of the running kernel ({headers})",
+                     packages=[headers], update=bool(missing_packages(wanted)),
                      no_recommends=True),
-        held(name=f"Hold {package} so unattended upgrades cannot break NVML",
-             packages=[package]),
+        apt.packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
+                     packages=[pinning], no_recommends=True),
+        apt.packages(name=f"Install the NVIDIA driver, branch {branch} (cuda-drivers)",
+                     packages=["cuda-drivers"], no_recommends=True),
+        driver_held(name="Hold the NVIDIA driver packages (module, libcuda, NVML, "
+                         "nvidia-smi) so unattended upgrades cannot break NVML"),
     ]
     if host.data.get("allow_reboot"):
         ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
                                  delay=10, reboot_timeout=600))
-        return False, ops
+        if cfg.cuda_arch:
+            return False, ops
+        # The GPU's compute capability comes from nvidia-smi, which did not exist when this
+        # run read its facts; the image tag and cmake flags are fixed from those facts when
+        # the deploy is planned, so a build now would fall back to sm_89 and give an RTX 3090
+        # (sm_86) an image it cannot run. Re-reading facts after the reboot would need a
+        # second planning pass inside one pyinfra run (and --dry could not show it), and
+        # refusing up front would block the driver install on every fresh box. So: install,
+        # reboot, then stop and ask for a second run, which reads the arch; or set cuda_arch.
+        ops.append(server.shell(
+            name="Stop: the GPU arch is known only now; deploy again",
+            commands=["echo 'beekeeper: NVIDIA driver installed and the host rebooted; its "
+                      "GPU arch was unknown when this run was planned: deploy again (or set "
+                      "cuda_arch in host data)' >&2; exit 1"]))
+        return True, ops
     ops.append(server.shell(
         name="Stop: the new NVIDIA driver needs a reboot",
         commands=["echo 'beekeeper: NVIDIA driver installed; reboot the host, then deploy "

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyinfra import host
+from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files
 
 from beekeeper.config import HostConfig
 from beekeeper.errors import PreflightError
+from facts.host import AptSourcesFor
 
 from .preflight import HostFacts
 
@@ -63,7 +66,40 @@ def _prereqs() -> OperationMeta:
                         packages=["gnupg", "wget", "ca-certificates"], no_recommends=True)
 
 
+OWN_CUDA_SOURCES = "/etc/apt/sources.list.d/nvidia-cuda.sources"
+
+
+@operation()
+def source_reused(path: str, signed_by: str | None):
+    """
+    Use an apt source for the repository that the host already has.
+
+    + path: the source file found
+    + signed_by: the keyring it names
+    """
+    host.noop(f"{path} already provides this repository (signed by {signed_by or 'apt'})")
+    return
+    yield  # an operation is a generator
+
+
 def cuda_repo(r: Repos) -> list[OperationMeta]:
+    """NVIDIA's CUDA repository, once. A host set up NVIDIA's documented way (the
+    cuda-keyring package) already has `cuda-<distro>-x86_64.list` signed by
+    /usr/share/keyrings/cuda-archive-keyring.gpg; a second source for the same URL with
+    another Signed-By makes apt refuse every source list ("Conflicting values set for option
+    Signed-By"), so that source is used as it is, and the kit's own is removed if an earlier
+    run left one."""
+    others = [s for s in host.get_fact(AptSourcesFor, url=r.cuda)
+              if s["path"] != OWN_CUDA_SOURCES]
+    if others:
+        found = others[0]
+        name = str(found["path"]).rsplit("/", 1)[-1]
+        return [
+            source_reused(name=f"Use the CUDA repository already configured ({name})",
+                          path=str(found["path"]), signed_by=found["signed_by"]),
+            files.file(name="Remove the kit's own CUDA source (the host has one)",
+                       path=OWN_CUDA_SOURCES, present=False),
+        ]
     return [
         _prereqs(),
         apt.key(name="Add NVIDIA's CUDA repository key (own keyring)", src=r.cuda_key,

@@ -11,7 +11,8 @@ from typing import Any
 from pyinfra import host
 from pyinfra.facts.files import File, FileContents, Sha256File
 
-from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap, min_driver_for_cuda
+from beekeeper import cudacompat
+from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap
 from beekeeper.config import HostConfig
 from beekeeper.errors import PreflightError
 from facts.docker import DockerEngine
@@ -47,6 +48,7 @@ def check_gpu(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any] | None,
             f"({', '.join(wsl_driver_packages)}); they shadow the Windows driver and break "
             f"NVML: remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again")
     if (gpu is None or not gpu["gpus"]) and not wsl["is_wsl2"] and pci_gpus > 0:
+        driver_branch_to_install(cfg)  # refuses a branch that cannot run the chosen CUDA
         return  # native Linux without a driver: tasks/nvidia_driver.py installs it
     if gpu is None or not gpu["gpus"]:
         if wsl["is_wsl2"]:
@@ -60,19 +62,77 @@ def check_gpu(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any] | None,
             f"nvidia-smi resolves to {gpu['path']}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
             "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
             "the Windows driver")
-    need = min_driver_for_cuda(cfg.cuda_version)
-    if gpu["driver_branch"] is not None and gpu["driver_branch"] < need:
-        where = "on Windows" if wsl["is_wsl2"] else "on the host"
-        raise PreflightError(
-            f"driver {gpu['driver_version']} is older than {need}, which CUDA "
-            f"{cfg.cuda_version} needs: update the NVIDIA driver {where}, or set cuda_version "
-            "to a release this driver supports")
+    check_driver_cuda(cfg, wsl, gpu)
     cap = gpu["gpus"][0]["compute_cap"]
     if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
         raise PreflightError(
             f"cuda_arch {cfg.cuda_arch} has no kernels for this GPU (compute capability {cap}, "
             f"sm_{cuda_arch_from_compute_cap(cap)}): add {cuda_arch_from_compute_cap(cap)} "
             "to cuda_arch or remove the override")
+
+
+def driver_branch_to_install(cfg: HostConfig) -> int:
+    """The driver branch the kit installs on native Linux: host data `driver_branch`, else
+    the branch NVIDIA ships with the chosen CUDA (release notes, Table 3), so the driver
+    reports at least the image's CUDA and its NVIDIA_REQUIRE_CUDA holds."""
+    mm = cudacompat.major_minor(cfg.cuda_version)
+    shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
+    given = cfg.extra.get("driver_branch")
+    if given is None:
+        if shipped is None:
+            raise PreflightError(
+                f"host data `cuda_version`: no known driver branch for CUDA {cfg.cuda_version}: "
+                "set driver_branch to the branch NVIDIA's release notes give for it")
+        return shipped
+    branch = int(given)
+    runs = cudacompat.cuda_of_branch(branch)
+    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+    # container: the runtime checks NVIDIA_REQUIRE_CUDA against the driver's CUDA version;
+    # native: minor version compatibility runs any 13.x build on the major's floor branch
+    if (cfg.mode == "container" and (runs is None or runs < mm)) or branch < floor:
+        raise PreflightError(
+            f"host data `driver_branch`: {branch} runs CUDA "
+            f"{cudacompat.spell(runs) if runs else 'older than ' + cudacompat.spell(mm)}, "
+            f"but cuda_version is {cfg.cuda_version} (the image asks cuda>="
+            f"{cudacompat.spell(mm)}): set driver_branch = {shipped or floor} or remove it")
+    return branch
+
+
+def check_driver_cuda(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any]) -> None:
+    """The installed driver against the chosen CUDA, before any change.
+
+    Container mode: the NVIDIA container runtime compares the image's NVIDIA_REQUIRE_CUDA
+    (`cuda>=13.2` for nvidia/cuda:13.2.x) with the CUDA version the driver reports
+    (nvidia-smi "CUDA Version"); a 580 driver reports 13.0, so a 13.2 image would fail
+    at `docker run` after the whole build. The kit does not set NVIDIA_DISABLE_REQUIRE:
+    the image's constraint is NVIDIA's statement of what it was tested against.
+    Native mode: NVIDIA's minor version compatibility runs a 13.x build on any driver
+    >= 580; the kit builds SASS for the GPU's own arch, so no PTX JIT is needed.
+    """
+    where = "on Windows" if wsl["is_wsl2"] else "on the host"
+    mm = cudacompat.major_minor(cfg.cuda_version)
+    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+    if gpu["driver_branch"] is not None and gpu["driver_branch"] < floor:
+        raise PreflightError(
+            f"driver {gpu['driver_version']} is older than {floor}, which CUDA "
+            f"{cfg.cuda_version} needs: update the NVIDIA driver {where}, or set cuda_version "
+            "to a release this driver supports")
+    if cfg.mode != "container":
+        return
+    reported = gpu.get("cuda_version")
+    if reported:
+        runs: tuple[int, int] | None = cudacompat.major_minor(reported)
+    else:  # no "CUDA Version" line: judge by the branch (Linux table)
+        runs = cudacompat.cuda_of_branch(gpu["driver_branch"] or 0)
+    if runs is None or runs < mm:
+        shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
+        update = f" to branch {shipped} or newer" if shipped and not wsl["is_wsl2"] else ""
+        raise PreflightError(
+            f"driver {gpu['driver_version']} reports CUDA "
+            f"{reported or (cudacompat.spell(runs) if runs else '?')}, older than the "
+            f"image's CUDA {cfg.cuda_version} (NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)}"
+            f"): update the NVIDIA driver {where}{update}, or set cuda_version to a "
+            f"{cudacompat.spell(runs) if runs else 'older'} release")
 
 
 def check_vram(cfg: HostConfig, gpu: dict[str, Any] | None) -> None:

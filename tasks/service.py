@@ -17,6 +17,7 @@ from pyinfra.operations import files, server, systemd
 
 from beekeeper.config import HostConfig, ServiceConfig
 from beekeeper.render import render
+from facts.docker import DockerEngine
 
 from . import ops as ops_mod
 
@@ -33,7 +34,8 @@ def container_name(svc: ServiceConfig) -> str:
     return f"beekeeper-{svc.name}"
 
 
-def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> str:
+def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str,
+                docker_flavour: str | None = None) -> str:
     """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
     native = cfg.mode == "native"
     models = cfg.model_dir if native else "/models"
@@ -46,6 +48,7 @@ def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> str:
         svc=svc, unit=unit_name(svc), container=container_name(svc), image=artifact,
         binary=artifact, model_dir=cfg.model_dir, args=args, gpu=svc.profile.backend == "cuda",
         env_file=f"{conf_dir}/secrets.env" if svc.api_key_file else None, conf_dir=conf_dir,
+        docker_flavour=docker_flavour,
     )
 
 
@@ -72,7 +75,7 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     ]
     unit_path = f"/etc/systemd/system/{unit}"
     manifest_path = f"/etc/beekeeper/{svc.name}/deployed.json"
-    new_unit = render_unit(cfg, svc, image)
+    new_unit = render_unit(cfg, svc, image, host.get_fact(DockerEngine)["flavour"])
     secret_ops: list[OperationMeta] = []
     if svc.api_key_file:
         conf = f"/etc/beekeeper/{svc.name}"

@@ -74,29 +74,43 @@ def _packages_index(out: Path) -> str:
     return "\n".join(entries)
 
 
-def build(repo: Path, gnupg_home: Path) -> Path:
-    """Make the repo under `repo`/toolkit, signed with a new key; returns `repo`."""
-    out = repo / "toolkit"
+# NVIDIA's CUDA repository, as far as the kit's CUDA toolkit step needs it.
+CUDA_PACKAGES = {
+    "cuda-toolkit-13-2": {"usr/local/cuda-13.2/bin/nvcc": "#!/bin/sh\necho stand-in nvcc\n"},
+}
+CUDA_VERSION = "13.2.1-1"
+
+
+def _flat_repo(out: Path, work: Path, packages: dict[str, dict[str, str]], version: str,
+               gpg: list[str], env: dict[str, str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    work = repo / "work"
-    for name, files in PACKAGES.items():
-        _deb(work, name, VERSION, files, out)
-    packages = _packages_index(out)
-    (out / "Packages").write_text(packages)
-    sha = hashlib.sha256(packages.encode()).hexdigest()
+    for name, files in packages.items():
+        _deb(work, name, version, files, out)
+    index = _packages_index(out)
+    (out / "Packages").write_text(index)
+    sha = hashlib.sha256(index.encode()).hexdigest()
     (out / "Release").write_text(
         "Origin: beekeeper-tests\nLabel: nvidia-stand-in\nSuite: /\nCodename: /\n"
-        f"SHA256:\n {sha} {len(packages.encode())} Packages\n")
+        f"SHA256:\n {sha} {len(index.encode())} Packages\n")
+    subprocess.run([*gpg, "--clearsign", "-o", str(out / "InRelease"), str(out / "Release")],
+                   env=env, check=True, capture_output=True)
+    subprocess.run([*gpg, "-abs", "-o", str(out / "Release.gpg"), str(out / "Release")],
+                   env=env, check=True, capture_output=True)
+
+
+def build(repo: Path, gnupg_home: Path) -> Path:
+    """Make the repos under `repo`/toolkit and `repo`/cuda, signed with one new key
+    (`repo`/gpgkey armored, `repo`/gpgkey.gpg binary); returns `repo`."""
     env = {**os.environ, "GNUPGHOME": str(gnupg_home)}
     gnupg_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     gpg = ["gpg", "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
     subprocess.run([*gpg, "--quick-gen-key", "beekeeper test repo <tests@beekeeper.invalid>",
                     "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
-    subprocess.run([*gpg, "--clearsign", "-o", str(out / "InRelease"), str(out / "Release")],
-                   env=env, check=True, capture_output=True)
-    subprocess.run([*gpg, "-abs", "-o", str(out / "Release.gpg"), str(out / "Release")],
-                   env=env, check=True, capture_output=True)
+    _flat_repo(repo / "toolkit", repo / "work", PACKAGES, VERSION, gpg, env)
+    _flat_repo(repo / "cuda", repo / "work", CUDA_PACKAGES, CUDA_VERSION, gpg, env)
     key = subprocess.run([*gpg, "--armor", "--export"], env=env, check=True,
                          capture_output=True).stdout
     (repo / "gpgkey").write_bytes(key)
+    binary = subprocess.run([*gpg, "--export"], env=env, check=True, capture_output=True).stdout
+    (repo / "gpgkey.gpg").write_bytes(binary)
     return repo

@@ -83,3 +83,53 @@ def test_driver_older_than_the_image_cuda_is_refused_before_any_change(gpu_host)
         assert "--> Starting operation" not in run.out
     finally:
         sandbox_exec("sed -i 's/570.86/596.21/g' /usr/local/bin/nvidia-smi")
+
+
+CUDA_URL = "http://127.0.0.1:8799/cuda/"
+CUDA_REPOS = json.dumps({"toolkit": "http://127.0.0.1:8799/toolkit",
+                         "toolkit_key": "http://127.0.0.1:8799/gpgkey",
+                         "cuda": CUDA_URL, "cuda_key": "http://127.0.0.1:8799/gpgkey"})
+CUDA_ARGS = ("--data", "profile=q8-turbo4-64k", "--data", 'stages=["provision"]',
+             "--data", "install_cuda_toolkit=true", "--data", f"nvidia_repos={CUDA_REPOS}")
+KEYRING_LIST = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+
+
+def test_an_existing_cuda_keyring_source_is_used_not_duplicated(gpu_host):
+    # what NVIDIA's cuda-keyring package leaves: its own list file and keyring path for the
+    # same repository URL and key the kit would add
+    sandbox_exec("cp /srv/aptrepo/gpgkey.gpg /usr/share/keyrings/cuda-archive-keyring.gpg && "
+                 "echo 'deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+                 f"{CUDA_URL} /' > {KEYRING_LIST}")
+    run = deploy(*CUDA_ARGS)
+    assert run.rc == 0, run.out[-4000:]
+    rows = results(run.out)
+    assert "Use the CUDA repository already configured (cuda-debian12-x86_64.list)" in rows, rows
+    assert rows["Install the CUDA toolkit (cuda-toolkit-13-2 only)"][0] == "1", rows
+    assert sandbox_exec("test -e /etc/apt/sources.list.d/nvidia-cuda.sources").returncode == 1
+    assert sandbox_exec(f"test -e {KEYRING_LIST}").returncode == 0  # the user's source stays
+    update = sandbox_exec("apt-get update")
+    assert update.returncode == 0 and "Conflicting values" not in update.stderr, update.stderr
+    assert "install ok installed" in sandbox_exec(
+        "dpkg-query -W -f '${Status}' cuda-toolkit-13-2").stdout
+    again = deploy(*CUDA_ARGS)
+    assert again.rc == 0, again.out[-3000:]
+    assert grand_total(again.out)[1] == "-", again.out[-3000:]
+
+
+def test_docker_desktop_unit_is_valid_for_the_hosts_systemd(gpu_host, tmp_path):
+    """The unit rendered for Docker Desktop's WSL integration (no docker.service there) is
+    one systemd accepts: `systemd-analyze verify` on the sandbox host."""
+    from beekeeper.config import load_host_config
+    from tasks.service import render_unit
+
+    cfg = load_host_config({"profile": "q8-turbo4-64k", "use_docker_desktop": True,
+                            "source": {"git": "https://github.com/Anbeeld/beellama.cpp",
+                                       "ref": "ba1fdce59"}})
+    unit = render_unit(cfg, cfg.service, "beekeeper/llama-server:x", "docker-desktop")
+    assert "Requires=docker.service" not in unit
+    path = tmp_path / "beekeeper-desktop-check.service"
+    path.write_text(unit)
+    subprocess.run(["docker", "cp", str(path), f"{CONTAINER}:/var/tmp/{path.name}"], check=True)
+    check = sandbox_exec(f"systemd-analyze verify /var/tmp/{path.name}; echo rc=$?")
+    assert "rc=0" in check.stdout, check.stdout + check.stderr
+    sandbox_exec(f"rm -f /var/tmp/{path.name}")

@@ -3,6 +3,7 @@ deploy.py on canned facts, one case per host kind the kit must handle. The refer
 (WSL2 Ubuntu 24.04, Windows driver 596.21 / CUDA 13.2, RTX 4090) is the dry run of record.
 """
 
+import configparser
 import runpy
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def facts(**over):
     base = {"InitSystem": SYSTEMD, "Wsl": WSL, "OsRelease": UBUNTU2404, "DockerEngine": DOCKER_CE,
             "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30, "PciNvidiaGpus": 0,
             "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
-            "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None}
+            "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None, "AptSourcesFor": []}
     return {**base, **over}
 
 
@@ -120,12 +121,12 @@ def test_native_ubuntu_2204_without_driver_installs_it_and_stops_for_a_reboot():
                            GpuInfo=None, PciNvidiaGpus=1, DockerEngine=NO_DOCKER))
     steps = names(ops)
     assert steps[-1] == "Stop: the new NVIDIA driver needs a reboot"
-    assert "Install the NVIDIA driver, branch 580 (cuda-drivers-580)" in steps
+    assert "Install the NVIDIA driver, branch 595 (cuda-drivers)" in steps
     assert "Blacklist nouveau (it would hold the GPU)" in steps
     srcs = " ".join(commands(ops, "Add NVIDIA's CUDA repository (signed-by"))
     assert "/repos/ubuntu2204/x86_64/" in srcs
     assert not any(s.startswith("Build server image") for s in steps)  # after the reboot
-    assert commands(ops, "Hold cuda-drivers-580") == ["apt-mark hold cuda-drivers-580"]
+    assert commands(ops, "Install the NVIDIA driver")[-1].endswith("cuda-drivers")
 
 
 def test_native_linux_reboots_when_host_data_allows_it():
@@ -135,8 +136,10 @@ def test_native_linux_reboots_when_host_data_allows_it():
 
 
 def test_debian12_native_mode_installs_cuda_toolkit_only():
+    # a 580 driver reports CUDA 13.0; native mode runs a 13.2 build on it by NVIDIA's minor
+    # version compatibility (SASS for the GPU's own arch, no PTX JIT)
     driver = {**RTX4090, "path": "/usr/bin/nvidia-smi", "driver_version": "580.95",
-              "driver_branch": 580}
+              "driver_branch": 580, "cuda_version": "13.0"}
     ops = run_deploy({**DEFAULTS, "mode": "native"},
                      facts(Wsl=NATIVE, OsRelease={"id": "debian", "version_id": "12"},
                            GpuInfo=driver))
@@ -209,3 +212,126 @@ def test_two_services_that_fit_get_their_own_units():
                              facts()))
     assert "Render systemd unit beekeeper-chat.service" in steps
     assert "Render systemd unit beekeeper-second.service" in steps
+
+
+# --- issue 11 -------------------------------------------------------------------------
+
+def uploaded(ops, prefix):
+    """The content an operation uploads (the harness shows it after 'upload DEST:')."""
+    return next(c for c in commands(ops, prefix) if c.startswith("upload ")).split("\n", 1)[1]
+
+
+NATIVE_580 = {**RTX4090, "path": "/usr/bin/nvidia-smi", "driver_version": "580.95.05",
+              "driver_branch": 580, "cuda_version": "13.0",
+              "gpus": [{**RTX4090["gpus"][0], "driver_version": "580.95.05"}]}
+NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciNvidiaGpus": 1}
+KEYRING_LIST = "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list"
+
+
+def test_580_driver_with_the_cuda_13_2_image_is_refused_before_the_build():
+    # nvidia/cuda:13.2.1 carries NVIDIA_REQUIRE_CUDA cuda>=13.2; a 580 driver reports 13.0
+    with pytest.raises(PreflightError, match=r"driver 580\.95\.05 reports CUDA 13\.0, older than "
+                       r"the image's CUDA 13\.2\.1 .*cuda>=13\.2.*branch 595 or newer.*"
+                       r"cuda_version to a 13\.0 release"):
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=NATIVE_580))
+
+
+def test_wsl2_windows_driver_reporting_cuda_13_0_is_told_to_update_on_windows():
+    win = {**RTX4090, "driver_version": "581.57", "driver_branch": 581, "cuda_version": "13.0"}
+    with pytest.raises(PreflightError, match=r"reports CUDA 13\.0.*driver on Windows, or set"):
+        run_deploy(DEFAULTS, facts(GpuInfo=win))
+
+
+def test_580_driver_with_a_cuda_13_0_image_builds_it():
+    ops = run_deploy({**DEFAULTS, "cuda_version": "13.0.2"},
+                     facts(Wsl=NATIVE, GpuInfo=NATIVE_580))
+    assert any(n.startswith("Build server image") and "cuda13.0-sm89-" in n for n in names(ops))
+
+
+def test_driver_install_picks_the_branch_that_reports_the_image_cuda():
+    steps = names(run_deploy(DEFAULTS, facts(**NO_DRIVER)))
+    assert "Lock the NVIDIA driver to branch 595 (nvidia-driver-pinning-595)" in steps
+    assert "Install the NVIDIA driver, branch 595 (cuda-drivers)" in steps
+    steps = names(run_deploy({**DEFAULTS, "cuda_version": "13.0.2"}, facts(**NO_DRIVER)))
+    assert "Lock the NVIDIA driver to branch 580 (nvidia-driver-pinning-580)" in steps
+
+
+def test_driver_branch_that_cannot_run_the_image_is_refused():
+    with pytest.raises(PreflightError, match=r"host data `driver_branch`: 580 runs CUDA 13\.0, "
+                       r"but cuda_version is 13\.2\.1.*set driver_branch = 595"):
+        run_deploy({**DEFAULTS, "driver_branch": 580}, facts(**NO_DRIVER))
+
+
+def test_native_mode_accepts_driver_branch_580_for_cuda_13_2():
+    steps = names(run_deploy({**DEFAULTS, "mode": "native", "driver_branch": 580},
+                             facts(**NO_DRIVER)))
+    assert "Lock the NVIDIA driver to branch 580 (nvidia-driver-pinning-580)" in steps
+
+
+def test_docker_desktop_unit_does_not_require_docker_service():
+    desktop = {**DOCKER_CE, "flavour": "docker-desktop", "active": False}
+    ops = run_deploy({**DEFAULTS, "use_docker_desktop": True}, facts(DockerEngine=desktop))
+    unit = uploaded(ops, "Render systemd unit beekeeper-llm.service")
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string(unit)
+    assert "docker.service" not in parser["Unit"].get("Requires", "")
+    assert "docker.service" not in parser["Unit"]["After"]
+    waits = [ln for ln in unit.splitlines() if ln.startswith("ExecStartPre=")]
+    assert any("/usr/bin/docker info" in ln for ln in waits)  # waits for Desktop's engine
+    assert not any("Container Toolkit" in n for n in names(ops))
+
+
+def test_docker_engine_unit_still_requires_docker_service():
+    ops = run_deploy(DEFAULTS, facts())
+    unit = uploaded(ops, "Render systemd unit beekeeper-llm.service")
+    assert "Requires=docker.service" in unit and "docker info" not in unit
+
+
+def test_allow_reboot_without_cuda_arch_stops_for_a_second_run_instead_of_sm89():
+    ops = run_deploy({**DEFAULTS, "allow_reboot": True}, facts(**NO_DRIVER))
+    steps = names(ops)
+    assert steps.index("Reboot to load the NVIDIA driver (allow_reboot)") < len(steps) - 1
+    assert steps[-1] == "Stop: the GPU arch is known only now; deploy again"
+    assert "deploy again (or set cuda_arch" in commands(ops, "Stop: the GPU arch")[0]
+    assert not any(s.startswith("Build server image") for s in steps)
+
+
+def test_allow_reboot_with_cuda_arch_builds_that_arch_after_the_reboot():
+    ops = run_deploy({**DEFAULTS, "allow_reboot": True, "cuda_arch": "86"}, facts(**NO_DRIVER))
+    steps = names(ops)
+    build = next(s for s in steps if s.startswith("Build server image"))
+    assert "-sm86-" in build
+    assert steps.index("Reboot to load the NVIDIA driver (allow_reboot)") < steps.index(build)
+
+
+def test_driver_install_brings_kernel_headers_and_holds_every_driver_package():
+    ops = run_deploy(DEFAULTS, facts(**NO_DRIVER))
+    steps = names(ops)
+    headers = "Install the headers of the running kernel (linux-headers-6.8.0-45-generic)"
+    install = "Install the NVIDIA driver, branch 595 (cuda-drivers)"
+    assert steps.index(headers) < steps.index(install)
+    assert "linux-headers-6.8.0-45-generic" in " ".join(commands(ops, headers))
+    hold = " ".join(commands(ops, "Hold the NVIDIA driver packages"))
+    assert "apt-mark hold" in hold
+    for carrier in ("cuda-drivers", "nvidia-driver", "nvidia-dkms", "nvidia-kernel",
+                    "libnvidia-compute", "libcuda1", "nvidia-open"):
+        assert carrier in hold, carrier
+    assert "libnvidia-container" not in hold
+
+
+def test_driver_packages_all_held_means_no_hold_command():
+    pkgs = ["cuda-drivers", "libnvidia-compute", "nvidia-dkms-open", "nvidia-driver-pinning-595"]
+    ops = run_deploy(DEFAULTS, facts(**NO_DRIVER, LinuxDriverPackages=pkgs, AptHolds=pkgs))
+    assert commands(ops, "Hold the NVIDIA driver packages") == []
+    ops = run_deploy(DEFAULTS, facts(**NO_DRIVER, LinuxDriverPackages=pkgs, AptHolds=pkgs[:1]))
+    assert commands(ops, "Hold the NVIDIA driver packages") != []
+
+
+def test_existing_cuda_keyring_source_is_used_not_duplicated():
+    found = [{"path": KEYRING_LIST, "signed_by": "/usr/share/keyrings/cuda-archive-keyring.gpg"}]
+    ops = run_deploy({**DEFAULTS, "mode": "native"},
+                     facts(Wsl=NATIVE, GpuInfo=NATIVE_580, AptSourcesFor=found))
+    steps = names(ops)
+    assert "Use the CUDA repository already configured (cuda-ubuntu2404-x86_64.list)" in steps
+    assert not any(s.startswith("Add NVIDIA's CUDA repository") for s in steps)
+    assert commands(ops, "Remove the kit's own CUDA source") == []  # none to remove
