@@ -48,6 +48,18 @@ def min_driver_for_cuda(cuda_version: str) -> int:
     return {11: 450, 12: 525, 13: 580}.get(major, 580)
 
 
+# Peak resident memory of one compile job, with a margin (see benchmarks/h200/*-build/).
+GIB_PER_CUDA_JOB = 2.5
+GIB_PER_CPU_JOB = 1.0
+
+
+def build_jobs(mem_total_bytes: int, nproc: int, cuda: bool) -> int:
+    """Parallel compile jobs: one per core, bounded by memory so no job is OOM-killed."""
+    per_job = GIB_PER_CUDA_JOB if cuda else GIB_PER_CPU_JOB
+    by_mem = int(mem_total_bytes / (per_job * 2**30)) if mem_total_bytes else nproc
+    return max(1, min(nproc, by_mem))
+
+
 @dataclass(frozen=True)
 class BuildSpec:
     """Everything that decides what binary the server image contains."""
@@ -103,7 +115,10 @@ class BuildSpec:
         return f"{self.image_repo}:{self.source.ref[:12]}-{self.variant}-{digest}"
 
 
-def build_spec(cfg: HostConfig, compute_cap: str | None) -> BuildSpec:
+def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
+               mem_total_bytes: int = 0) -> BuildSpec:
+    """The build for this host: `cpus` and `mem_total_bytes` size the parallel jobs
+    (host data `build_jobs` overrides)."""
     profile = cfg.service.profile
     backend = profile.backend
     arch = None
@@ -121,9 +136,10 @@ def build_spec(cfg: HostConfig, compute_cap: str | None) -> BuildSpec:
         backend=backend,
         cuda_version=cfg.cuda_version,
         cuda_arch=arch,
-        fa_all_quants=any(s.profile.server.uses_turbo_or_mixed_kv for s in cfg.services),
+        # only where some K/V pair differs: then an f16 and a turbo4 profile share one image
+        fa_all_quants=any(s.profile.server.mixed_kv for s in cfg.services),
         build_base=cfg.base_images.get("build", default_build),
         runtime_base=cfg.base_images.get("runtime", default_runtime),
-        jobs=cfg.build_jobs or 2,
+        jobs=cfg.build_jobs or build_jobs(mem_total_bytes, cpus, backend == "cuda"),
         image_repo=cfg.image_repo,
     )

@@ -12,18 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from .build import BuildSpec
+from .build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, BuildSpec, build_jobs
 
-# nvcc on ggml-cuda's template instances peaks near 2.5 GiB per job; cc1plus near 1 GiB.
-GIB_PER_CUDA_JOB = 2.5
-GIB_PER_CPU_JOB = 1.0
-
-
-def build_jobs(mem_total_bytes: int, nproc: int, cuda: bool) -> int:
-    """Parallel compile jobs bounded by memory, so the compiler is never OOM-killed."""
-    per_job = GIB_PER_CUDA_JOB if cuda else GIB_PER_CPU_JOB
-    by_mem = int(mem_total_bytes / (per_job * 2**30))
-    return max(1, min(nproc, by_mem))
+__all__ = ["GIB_PER_CPU_JOB", "GIB_PER_CUDA_JOB", "build_commands", "build_jobs", "run_build"]
 
 
 def build_commands(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int) -> list[list[str]]:

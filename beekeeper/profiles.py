@@ -121,10 +121,13 @@ class ServerSettings:
         return out
 
     @property
-    def uses_turbo_or_mixed_kv(self) -> bool:
-        return "turbo" in self.cache_type_k + self.cache_type_v or (
-            self.cache_type_k != self.cache_type_v
-        )
+    def mixed_kv(self) -> bool:
+        """K and V caches of different types (main or draft): flash attention then needs
+        GGML_CUDA_FA_ALL_QUANTS. Same-type pairs, turbo ones included, are compiled without
+        it (beellama's ggml-cuda CMakeLists.txt and fattn.cu at the pinned commit)."""
+        return self.cache_type_k != self.cache_type_v or (
+            (self.cache_type_k_draft or self.cache_type_k)
+            != (self.cache_type_v_draft or self.cache_type_v))
 
 
 @dataclass(frozen=True)

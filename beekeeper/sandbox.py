@@ -172,6 +172,31 @@ def _save(client: docker.DockerClient, name: str) -> str:
     return str(out)
 
 
+CONTROLLER_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def _share_trust(c) -> None:
+    """The sandbox host trusts what the controller trusts, as a host on the same network
+    would: the controller's CA bundle joins the host's, and pip there uses the system
+    store (a TLS-inspecting proxy in front of the package registries then works there
+    too). Nothing else about the host changes."""
+    if not CONTROLLER_CA.is_file():
+        return
+    data = CONTROLLER_CA.read_bytes()
+    pip_conf = b"[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, body in (("usr/local/share/ca-certificates/beekeeper-controller.crt", data),
+                           ("etc/pip.conf", pip_conf)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(body), 0o644
+            tar.addfile(info, io.BytesIO(body))
+    c.put_archive("/", buf.getvalue())
+    res = c.exec_run("update-ca-certificates")
+    if res.exit_code != 0:
+        raise SandboxError(f"update-ca-certificates failed in the sandbox: {res.output[-300:]!r}")
+
+
 def _pin_host_key(c, known: Path, ssh_port: int, deadline_s: float = 30) -> None:
     """Read the host's SSH key through the engine (not over the network) and pin it."""
     start = time.monotonic()
@@ -248,6 +273,7 @@ def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
         tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
     c.put_archive("/root/.ssh", buf.getvalue())
+    _share_trust(c)
     _pin_host_key(c, known, ssh_port)
     (STATE_DIR / "state.json").write_text(json.dumps(asdict(state), indent=2))
     # for `ssh -F .sandbox/ssh_config sandbox` and pytest-testinfra's --ssh-config

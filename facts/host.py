@@ -198,3 +198,18 @@ class AptSourcesFor(FactBase[list[dict[str, str | None]]]):
 
     def process(self, output: list[str]) -> list[dict[str, str | None]]:
         return parse_apt_source_files(output)
+
+
+class BuildResources(FactBase[dict[str, int]]):
+    """
+    Cores and memory for sizing parallel compile jobs:
+    ``{"cpus": 16, "mem_total_bytes": 67108864000}``.
+    """
+
+    def command(self) -> str:
+        return "nproc; awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo"
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        nums = [int(x) for x in (line.strip() for line in output) if x.isdigit()]
+        return {"cpus": nums[0] if nums else 1,
+                "mem_total_bytes": nums[1] if len(nums) > 1 else 0}

@@ -42,7 +42,7 @@ def native_built(dest: str, script: str, log_path: str):
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
     """Returns the path of the server binary the unit should run, and the operations."""
-    spec = build_spec(cfg, facts.compute_cap)
+    spec = build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes)
     tag = spec.tag()
     dest = install_dir(PREFIX, tag)
     slug = tag.split(":", 1)[1]
@@ -62,7 +62,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
         return f"{dest}/llama-server", ops
     src, src_ops = source.ensure(cfg)
     ops += src_ops
-    jobs = cfg.build_jobs or 2
+    jobs = spec.jobs
     script = shell_script(spec, src, f"{cfg.state_dir}/native/{slug}/build", jobs, dest,
                           PREFIX)
     log = f"/var/log/beekeeper/native-{slug}.log"

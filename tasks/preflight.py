@@ -17,7 +17,7 @@ from beekeeper.config import HostConfig
 from beekeeper.errors import PreflightError
 from facts.docker import DockerEngine
 from facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
-from facts.host import FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
+from facts.host import BuildResources, FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
 
 GIB = 1 << 30
 
@@ -33,6 +33,8 @@ class HostFacts:
     gpu: dict[str, Any] | None
     free_model_dir_bytes: int | None
     pci_nvidia_gpus: int = 0
+    cpus: int = 1
+    mem_total_bytes: int = 0
 
     @property
     def compute_cap(self) -> str | None:
@@ -233,5 +235,7 @@ def check(cfg: HostConfig) -> HostFacts:
         raise PreflightError(
             f"model_dir {cfg.model_dir} has {free / GIB:.1f} GiB free; the download needs "
             f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
+    res = host.get_fact(BuildResources)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
-                     free_model_dir_bytes=free, pci_nvidia_gpus=pci)
+                     free_model_dir_bytes=free, pci_nvidia_gpus=pci,
+                     cpus=res["cpus"], mem_total_bytes=res["mem_total_bytes"])

@@ -23,7 +23,7 @@ from .preflight import HostFacts
 
 
 def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
-    return build_spec(cfg, facts.compute_cap)
+    return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes)
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:

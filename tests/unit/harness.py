@@ -25,6 +25,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "Home": "/root", "Date": None, "TmpDir": "/var/lib/canned", "PipPackages": {},
     "PythonVersion": None, "LinuxName": "Ubuntu",
     "Hostname": "canned", "Uptime": 100, "SourceTreeId": None,
+    "BuildResources": {"cpus": 16, "mem_total_bytes": 64 * 2**30},
 }
 
 

@@ -70,7 +70,8 @@ def test_dockerfile_per_arch(cap, arch):
     spec = build_spec(load_host_config(GPU), cap)
     text = spec.dockerfile()
     assert f"-DCMAKE_CUDA_ARCHITECTURES={arch}" in text
-    assert "-DGGML_CUDA_FA_ALL_QUANTS=ON" in text  # turbo KV needs it
+    # turbo4 K and V are one type: its kernels build without FA_ALL_QUANTS
+    assert "FA_ALL_QUANTS" not in text
     assert "nvidia/cuda:13.2.1-devel-ubuntu24.04" in text
     # the source tree is the build context (fetched on the host): no network in the build
     assert "COPY . /src/" in text and "git" not in text.split("FROM")[1]
@@ -119,13 +120,39 @@ def test_native_unit_is_hardened_and_runs_the_versioned_binary():
     assert "DeviceAllow=/dev/nvidiactl rw" in gpu and "MemoryDenyWriteExecute" not in gpu
 
 
+def test_fa_all_quants_only_for_mixed_kv_so_f16_and_turbo_share_an_image():
+    def tag(profile, **kw):
+        return build_spec(load_host_config({**GPU, "profile": profile, **kw}), "8.9").tag()
+
+    assert tag("q8-f16-4k") == tag("q8-turbo4-64k") == tag("q8-turbo3tcq-64k")
+    mixed = build_spec(load_host_config({**GPU, "services": [
+        {"profile": "q8-turbo4-64k", "port": 8083},
+        {"profile": "q8-f16-4k", "port": 8084, "service_name": "b",
+         "server_extra_args": []}]}), "8.9")
+    assert not mixed.fa_all_quants  # two services, each same-type
+    from beekeeper.profiles import ServerSettings
+    assert ServerSettings(ctx_size=1, cache_type_k="q8_0", cache_type_v="turbo4").mixed_kv
+    assert ServerSettings(ctx_size=1, cache_type_k_draft="q8_0").mixed_kv
+    assert not ServerSettings(ctx_size=1, cache_type_k="turbo3", cache_type_v="turbo3").mixed_kv
+
+
+def test_build_jobs_default_from_the_hosts_cores_and_memory():
+    def jobs(cpus, gib, **kw):
+        return build_spec(load_host_config({**GPU, **kw}), "8.9", cpus, gib * 2**30).jobs
+
+    assert jobs(16, 64) == 16  # a 16-core box builds with 16 jobs, not 2
+    assert jobs(16, 16) == 6  # bounded by memory: 2.5 GiB a CUDA job
+    assert jobs(16, 64, build_jobs=3) == 3  # host data overrides
+    assert build_spec(load_host_config(CPU), None, 2, 24 * 2**30).jobs == 2
+
+
 def test_native_build_flags_and_memory_bounded_jobs():
     from beekeeper.native import build_commands, build_jobs, install_dir, shell_script
 
     spec = build_spec(load_host_config({**GPU, "mode": "native"}), "9.0")
     configure, build = build_commands(spec, "/src", "/b", 16)
     assert "-DCMAKE_CUDA_ARCHITECTURES=90" in configure and "-DGGML_CUDA=ON" in configure
-    assert "-DGGML_CUDA_FA_ALL_QUANTS=ON" in configure  # turbo4 profile
+    assert not any("FA_ALL_QUANTS" in a for a in configure)  # turbo4/turbo4: same type
     assert build[-3:] == ["16", "--target", "llama-server"]
     assert build_jobs(16 * 2**30, 32, cuda=True) == 6  # 2.5 GiB a CUDA job
     assert build_jobs(256 * 2**30, 16, cuda=True) == 16
