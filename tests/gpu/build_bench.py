@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -350,7 +351,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         t0 = time.monotonic()
         stop_progress = threading.Event()
 
-        def progress_loop(entry=entry, t0=t0) -> None:
+        def progress_loop(entry=entry, t0=t0, stop_progress=stop_progress, log=log) -> None:
             while not stop_progress.wait(20):
                 entry["elapsed_s"] = round(time.monotonic() - t0, 1)
                 entry["memory_so_far"] = sampler.summary()
@@ -427,17 +428,17 @@ def main() -> None:
     p.add_argument("--git-dir", required=True)
     p.add_argument("--ref", default=PINNED_REF)
     p.add_argument("--out", required=True)
-    p.add_argument("--tmp", default="/tmp/build-bench-export")
+    p.add_argument("--tmp", default=str(Path(tempfile.gettempdir()) / "build-bench-export"))
     r = sub.add_parser("run")
     r.add_argument("--src", required=True)
-    r.add_argument("--work", default="/tmp/bb")
+    r.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "bb"))
     r.add_argument("--jobs", type=int, default=16)
     r.add_argument("--arch", default="90")
     r.add_argument("--order", choices=["off-first", "on-first"], default="off-first")
     r.add_argument("--no-bench", dest="bench", action="store_false",
                    help="skip the incremental llama-bench build after llama-server")
     c = sub.add_parser("collect")
-    c.add_argument("--work", default="/tmp/bb")
+    c.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "bb"))
     c.add_argument("--out", required=True)
     a = ap.parse_args()
     {"pack": cmd_pack, "run": cmd_run, "collect": cmd_collect}[a.cmd](a)
