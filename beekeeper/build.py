@@ -48,8 +48,11 @@ def min_driver_for_cuda(cuda_version: str) -> int:
     return {11: 450, 12: 525, 13: 580}.get(major, 580)
 
 
-# Peak resident memory of one compile job, with a margin (see benchmarks/h200/*-build/).
-GIB_PER_CUDA_JOB = 2.5
+# Memory per compile job. Measured on an H200 box (benchmarks/h200/2026-11-30-build/):
+# one nvcc job's process tree peaked at 0.90 GiB (cicc on the turbo fattn-vec instances),
+# one cc1plus job at 0.75 GiB; 1.5 GiB is ~1.7x the CUDA peak, for other nvcc releases and
+# arch lists and peaks the 0.5 s sampler missed.
+GIB_PER_CUDA_JOB = 1.5
 GIB_PER_CPU_JOB = 1.0
 
 
@@ -73,6 +76,7 @@ class BuildSpec:
     runtime_base: str
     jobs: int
     image_repo: str
+    webui: bool = False
 
     @property
     def cmake_flags(self) -> list[str]:
@@ -85,6 +89,8 @@ class BuildSpec:
             "-DLLAMA_BUILD_SERVER=ON",
             "-DLLAMA_OPENSSL=OFF",
             "-DLLAMA_USE_PREBUILT_UI=OFF",
+            # the kit serves the API; beellama's embedded web UI only when asked for
+            f"-DLLAMA_BUILD_WEBUI={'ON' if self.webui else 'OFF'}",
         ]
         if self.backend == "cuda":
             flags += [
@@ -137,9 +143,10 @@ def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
         cuda_version=cfg.cuda_version,
         cuda_arch=arch,
         # only where some K/V pair differs: then an f16 and a turbo4 profile share one image
-        fa_all_quants=any(s.profile.server.mixed_kv for s in cfg.services),
+        fa_all_quants=any(s.profile.server.needs_fa_all_quants for s in cfg.services),
         build_base=cfg.base_images.get("build", default_build),
         runtime_base=cfg.base_images.get("runtime", default_runtime),
         jobs=cfg.build_jobs or build_jobs(mem_total_bytes, cpus, backend == "cuda"),
         image_repo=cfg.image_repo,
+        webui=cfg.webui,
     )

@@ -84,6 +84,8 @@ class HostConfig:
     stages: tuple[str, ...] = STAGES
     # the Hugging Face Hub, or a mirror of it (HF_ENDPOINT for huggingface_hub)
     hf_endpoint: str = DEFAULT_HF_ENDPOINT
+    # build beellama's embedded web UI into the server (off: the kit serves the API)
+    webui: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -268,8 +270,12 @@ def load_host_config(data: Any) -> HostConfig:
     if not isinstance(endpoint, str) or not re.match(r"^https?://[^\s'\"]+$", endpoint):
         raise _fail("hf_endpoint", f"{endpoint!r} is not an http(s) URL",
                     f"remove it (the Hub, {DEFAULT_HF_ENDPOINT}) or give a mirror's URL")
+    webui = data.get("server_webui", False)
+    if not isinstance(webui, bool):
+        raise _fail("server_webui", f"{webui!r} is not True or False", "set True or False")
     return HostConfig(
         stages=tuple(stages),
+        webui=webui,
         hf_endpoint=endpoint.rstrip("/"),
         mode=mode,
         services=services,

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# KV types whose flash-attention kernels beellama builds only with GGML_CUDA_FA_ALL_QUANTS
+FA_ALL_QUANTS_ONLY = ("q4_1", "q5_0", "q5_1")
 
 # Memory bandwidth of the cards a profile may be verified on, GB/s (vendor spec sheets).
 # Decode of a dense model is bandwidth bound, so the reference figure scales by this ratio.
@@ -121,13 +123,15 @@ class ServerSettings:
         return out
 
     @property
-    def mixed_kv(self) -> bool:
-        """K and V caches of different types (main or draft): flash attention then needs
-        GGML_CUDA_FA_ALL_QUANTS. Same-type pairs, turbo ones included, are compiled without
-        it (beellama's ggml-cuda CMakeLists.txt and fattn.cu at the pinned commit)."""
-        return self.cache_type_k != self.cache_type_v or (
-            (self.cache_type_k_draft or self.cache_type_k)
-            != (self.cache_type_v_draft or self.cache_type_v))
+    def needs_fa_all_quants(self) -> bool:
+        """Whether CUDA flash attention for these KV types needs GGML_CUDA_FA_ALL_QUANTS:
+        K and V of different types (main or draft), or q4_1/q5_0/q5_1. beellama's fattn.cu
+        at the pinned commit refuses those without it; same-type pairs, turbo ones included,
+        are compiled and dispatched without it (benchmarks/h200/2026-11-30-build/)."""
+        pairs = [(self.cache_type_k, self.cache_type_v),
+                 (self.cache_type_k_draft or self.cache_type_k,
+                  self.cache_type_v_draft or self.cache_type_v)]
+        return any(k != v or k in FA_ALL_QUANTS_ONLY for k, v in pairs)
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ def _share_trust(c) -> None:
             info.size, info.mode = len(body), 0o644
             tar.addfile(info, io.BytesIO(body))
     c.put_archive("/", buf.getvalue())
-    res = c.exec_run("update-ca-certificates")
+    res = c.exec_run(["sh", "-c", "TMPDIR=/var/tmp update-ca-certificates"])
     if res.exit_code != 0:
         raise SandboxError(f"update-ca-certificates failed in the sandbox: {res.output[-300:]!r}")
 
@@ -273,7 +273,6 @@ def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
         tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
     c.put_archive("/root/.ssh", buf.getvalue())
-    _share_trust(c)
     _pin_host_key(c, known, ssh_port)
     (STATE_DIR / "state.json").write_text(json.dumps(asdict(state), indent=2))
     # for `ssh -F .sandbox/ssh_config sandbox` and pytest-testinfra's --ssh-config
@@ -281,7 +280,8 @@ def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
         f"Host sandbox\n  HostName 127.0.0.1\n  Port {ssh_port}\n  User root\n"
         f"  IdentityFile {key}\n  UserKnownHostsFile {known}\n"
         "  StrictHostKeyChecking yes\n  BatchMode yes\n")
-    _wait_ssh(state)
+    _wait_ssh(state)  # booted: systemd has set up /tmp and friends
+    _share_trust(c)
     _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
     return state
 

@@ -131,9 +131,13 @@ def test_fa_all_quants_only_for_mixed_kv_so_f16_and_turbo_share_an_image():
          "server_extra_args": []}]}), "8.9")
     assert not mixed.fa_all_quants  # two services, each same-type
     from beekeeper.profiles import ServerSettings
-    assert ServerSettings(ctx_size=1, cache_type_k="q8_0", cache_type_v="turbo4").mixed_kv
-    assert ServerSettings(ctx_size=1, cache_type_k_draft="q8_0").mixed_kv
-    assert not ServerSettings(ctx_size=1, cache_type_k="turbo3", cache_type_v="turbo3").mixed_kv
+    assert ServerSettings(ctx_size=1, cache_type_k="q8_0", cache_type_v="turbo4"
+                          ).needs_fa_all_quants
+    assert ServerSettings(ctx_size=1, cache_type_k_draft="q8_0").needs_fa_all_quants
+    assert ServerSettings(ctx_size=1, cache_type_k="q5_0", cache_type_v="q5_0"
+                          ).needs_fa_all_quants
+    assert not ServerSettings(ctx_size=1, cache_type_k="turbo3", cache_type_v="turbo3"
+                              ).needs_fa_all_quants
 
 
 def test_build_jobs_default_from_the_hosts_cores_and_memory():
@@ -141,7 +145,7 @@ def test_build_jobs_default_from_the_hosts_cores_and_memory():
         return build_spec(load_host_config({**GPU, **kw}), "8.9", cpus, gib * 2**30).jobs
 
     assert jobs(16, 64) == 16  # a 16-core box builds with 16 jobs, not 2
-    assert jobs(16, 16) == 6  # bounded by memory: 2.5 GiB a CUDA job
+    assert jobs(16, 12) == 8  # bounded by memory: 1.5 GiB a CUDA job
     assert jobs(16, 64, build_jobs=3) == 3  # host data overrides
     assert build_spec(load_host_config(CPU), None, 2, 24 * 2**30).jobs == 2
 
@@ -152,9 +156,10 @@ def test_native_build_flags_and_memory_bounded_jobs():
     spec = build_spec(load_host_config({**GPU, "mode": "native"}), "9.0")
     configure, build = build_commands(spec, "/src", "/b", 16)
     assert "-DCMAKE_CUDA_ARCHITECTURES=90" in configure and "-DGGML_CUDA=ON" in configure
+    assert "-DLLAMA_BUILD_WEBUI=OFF" in configure  # the API only, unless server_webui
     assert not any("FA_ALL_QUANTS" in a for a in configure)  # turbo4/turbo4: same type
     assert build[-3:] == ["16", "--target", "llama-server"]
-    assert build_jobs(16 * 2**30, 32, cuda=True) == 6  # 2.5 GiB a CUDA job
+    assert build_jobs(16 * 2**30, 32, cuda=True) == 10  # 1.5 GiB a CUDA job (measured)
     assert build_jobs(256 * 2**30, 16, cuda=True) == 16
     assert build_jobs(1 * 2**30, 16, cuda=True) == 1
     dest = install_dir("/opt/beekeeper/llama-server", spec.tag())
