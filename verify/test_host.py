@@ -71,3 +71,5 @@ def test_model_hash_right(host, services):
     for s in services:
         if s["model_sha256"]:
             assert host.file(s["model_path"]).sha256sum == s["model_sha256"]
+        if s.get("draft_sha256"):
+            assert host.file(s["draft_path"]).sha256sum == s["draft_sha256"]

