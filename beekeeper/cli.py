@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 from .cache import ROOT
 from .errors import BeekeeperError
@@ -87,8 +88,9 @@ def _verify(args: argparse.Namespace) -> int:
             return 2
         rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
                             args.profile, args.suite, args.port, Path(args.out),
-                            quick=args.quick)
+                            quick=args.quick, engine_gpu=args.engine_gpu)
         return rc
+    shell = _engine_shell(args)
     with ExitStack() as stack:
         url = args.url
         if args.sandbox:
@@ -109,8 +111,26 @@ def _verify(args: argparse.Namespace) -> int:
             sizes.decode_out_tokens = args.decode_out
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
                             quick=args.quick, host_label=args.host_label, card=args.card,
-                            sizes=sizes)
+                            sizes=sizes, shell=shell, engine_gpu=args.engine_gpu)
     return 0 if report.passed else 1
+
+
+def _engine_shell(args: argparse.Namespace) -> Any:
+    """Where llama-bench and systemctl run: the sandbox or --ssh host, else this machine when
+    the kit deployed a server here, else nowhere (the engine checks then say why)."""
+    import shlex
+
+    from verify.engine import LocalShell, SshShell
+
+    if args.sandbox:
+        from .sandbox import load_state, ssh_options
+
+        return SshShell(ssh_options(load_state()), label="the sandbox host")
+    if args.ssh:
+        return SshShell(shlex.split(args.ssh), label=args.ssh.split()[-1])
+    if Path("/etc/beekeeper/llm/deployed.json").exists():
+        return LocalShell()
+    return None
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -287,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8083, help="server port on the host")
     p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")
     p.add_argument("--suite", default="smoke",
-                   help="comma list of smoke,decode,ttft,niah,vram,load or all")
+                   help="comma list of engine,smoke,decode,ttft,niah,vram,load or all "
+                        "(engine: llama-bench on the host, the baseline decode and TTFT are "
+                        "judged against)")
     p.add_argument("--out", default=str(ROOT / "reports"), help="report folder root")
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--api-key-file")
@@ -295,7 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--on-host", action="store_true",
                    help="install and run the suites on the host (NVML there); copy the "
                         "report back to --out/<host>/<UTC time>/")
-    p.add_argument("--ssh", help="with --on-host: ssh arguments that reach the host")
+    p.add_argument("--ssh", help="ssh arguments that reach the host: with --on-host, where "
+                                 "the suites run; without, where llama-bench runs")
+    p.add_argument("--engine-gpu", help="run llama-bench on this GPU (index), which the "
+                                        "service does not use, and keep the service running "
+                                        "(default: stop the service while it runs)")
     p.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
     p.add_argument("--decode-out", type=int, help="output tokens per decode run, e.g. 16384")
     p.add_argument("--card", help="scale the decode expectation to this card, e.g. 'RTX 3090'"

@@ -1,6 +1,7 @@
 """
-Native mode: build llama-server (and llama-bench beside it) on the host with its CUDA toolkit (or CPU), install it in
-a versioned folder with a `current` link, and run it under a hardened systemd unit.
+Native mode: build llama-server (and llama-bench beside it) on the host with its CUDA
+toolkit (or CPU), install both in a versioned folder with a `current` link, and run the
+server under a hardened systemd unit.
 """
 
 from __future__ import annotations

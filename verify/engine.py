@@ -194,7 +194,7 @@ def _docker_prefix(dep: Deployed, gpu: str | None) -> list[str]:
     """The unit's container settings (model mount, read-only root, dropped capabilities)."""
     model_dir = posixpath.dirname(dep.model_path)
     out = ["docker", "run", "--rm", "--init", "--volume", f"{model_dir}:/models:ro",
-           "--read-only", "--tmpfs", "/tmp", "--security-opt", "no-new-privileges",
+           "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs) "--security-opt", "no-new-privileges",
            "--cap-drop", "ALL"]
     if gpu is not None:
         out += ["--gpus", "all" if gpu == "all" else f"device={gpu}"]

@@ -3,19 +3,20 @@ Judging rules: served figures against the engine on the same host, the reference
 figures as information (a check only on that card), VRAM against the budget. Pure functions
 on typed inputs, so they are tested on recorded runs (benchmarks/).
 
-Why these factors:
-- DECODE_FLOOR 0.95: the server adds sampling, detokenisation and one SSE event per token
-  to llama-bench's tg loop. On the H200 runs the client's decode rate and the server's own
-  predicted_per_second agree within 0.1% (benchmarks/h200: 1.0003 to 1.0011), so the stream
-  costs nothing measurable there; what is left between the server and llama-bench is the
-  sampler, a few percent at most when the server is healthy. A server with the wrong
-  threads, layers off the GPU, or a KV type other than the profile's falls far below.
-- TTFT_CEILING 1.10: the served TTFT is the engine's prefill of the same prompt plus one
-  decode step, plus template, tokenisation and HTTP (milliseconds). On the H200 runs the
-  client TTFT exceeds the server's own prompt_ms by 18% at 60K (8.52 s against 7.19 s), of
-  which llama-bench's pp test (also prefill-only) accounts; the rest is the slot's prompt
-  processing the server does and llama-bench does not (none with cache_prompt off), so 10%
-  over prefill + first token is room for noise, not for a slow server.
+Why these factors (the report repeats them):
+- DECODE_FLOOR 0.95: the server runs llama-bench's tg loop plus sampling, detokenisation and
+  one SSE event per token. On the H200 runs the client's decode rate and the server's own
+  predicted_per_second agree within 0.1% (benchmarks/h200: 1.0003 to 1.0011), so streaming
+  costs nothing measurable there. On the CPU sandbox (2 cores, gemma-3-270m) the served rate
+  was measured against llama-bench's (README, "How verify judges"); a server with fewer
+  threads, layers off the GPU or other KV types falls well below 0.95.
+- TTFT_CEILING 1.25: a served first token is the engine's prefill of the prompt plus one
+  decode step, plus what the server does before its prefill (tokenising the prompt,
+  applying the template, the HTTP request). The H200 runs hold no llama-bench figure; the
+  server's own timings.prompt_ms (the same prefill code at the same -b 2048 / -ub 512)
+  stands in for it: at 60,000 tokens the median client TTFT is 1.19x prompt_ms with f16 KV
+  and 1.10x with q8_0 KV, on a healthy server. 1.10 would fail the f16 run; 1.25 passes
+  both, and still fails a server that prefills with fewer threads or off the GPU.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from beekeeper.profiles import REFERENCE_CARD, Expected
 Status = Literal["PASS", "FAIL", "SKIP", "INFO"]
 
 DECODE_FLOOR = 0.95
-TTFT_CEILING = 1.10
+TTFT_CEILING = 1.25
 
 
 @dataclass(frozen=True)
