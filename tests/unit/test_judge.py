@@ -107,7 +107,7 @@ def test_unseen_card_assumes_the_h200_context_and_says_so():
 def test_cpu_profiles_plan_without_a_traceback():
     from beekeeper.cli import main
 
-    for name, prof in PROFILES.items():
+    for prof in PROFILES.values():
         p = predict(prof)
         if prof.backend == "cpu":
             assert p.total_mib == 0 and "CPU" in p.context_basis
@@ -199,3 +199,19 @@ def test_llama_bench_json_from_the_sandbox_is_parsed_and_judged():
     eng_ttft = base.ttft_s(base.prefill.n_prompt)
     assert eng_ttft == pytest.approx(base.prefill.avg_s + 1 / d.avg_tok_s)
     assert judge_decode(d.avg_tok_s * 0.5, d.avg_tok_s, 1024).status == "FAIL"
+
+
+def test_recorded_sandbox_run_is_judged_the_same_again():
+    """`beekeeper verify --sandbox --profile cpu-tiny --suite engine,decode`, recorded on the
+    2-core sandbox (container mode, service stopped for the baseline)."""
+    data = json.loads((ROOT / "tests/unit/data/verify-cpu-tiny-engine-decode.json").read_text())
+    dec = data["suites"]["decode"][0]
+    eng = data["engine"]["decode"][0]
+    assert eng["n_depth"] == dec["ctx_tokens"] == 1024 and eng["n_threads"] == 2
+    v = judge_decode(dec["decode_tok_s"], eng["avg_tok_s"], 1024)
+    assert v.status == "PASS" and v.ratio == pytest.approx(dec["served_over_engine"])
+    assert "stopped while llama-bench ran" in data["engine"]["placement"]
+    # the same served figure against an engine twice as fast: the slow-server verdict
+    assert judge_decode(dec["decode_tok_s"], 2 * eng["avg_tok_s"], 1024).status == "FAIL"
+    statuses = {c["name"]: c["status"] for c in data["checks"]}
+    assert statuses["decode.reference_card"] == "SKIP" and data["passed"]
