@@ -13,6 +13,9 @@ from .config import HostConfig, SourceSpec
 from .render import render
 
 DEFAULT_CUDA_ARCH = "89"  # RTX 40xx (Ada), the reference card
+# Built from one cmake build and installed side by side (image and native mode): the server,
+# and llama-bench, the engine baseline that `beekeeper verify --suite engine` runs.
+TARGETS = ("llama-server", "llama-bench")
 
 
 def cuda_arch_from_compute_cap(compute_cap: str) -> str:
@@ -113,7 +116,7 @@ class BuildSpec:
         return f"cpu-{platform.machine() or 'x86_64'}"
 
     def dockerfile(self) -> str:
-        return render("Dockerfile.j2", spec=self, source=self.source)
+        return render("Dockerfile.j2", spec=self, source=self.source, targets=TARGETS)
 
     def tag(self) -> str:
         """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag."""

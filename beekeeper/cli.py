@@ -13,30 +13,49 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 from .cache import ROOT
 from .errors import BeekeeperError
 from .profiles import PROFILES
 
 
+def configured_budget_gib() -> float:
+    """The VRAM budget of the kit's group data (group_data/all.py: vram_budget_gib)."""
+    import runpy
+
+    try:
+        return float(runpy.run_path(str(ROOT / "group_data" / "all.py"))["vram_budget_gib"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return 10.0
+
+
 def _print_profiles(args: argparse.Namespace) -> int:
+    from .planner import predict
+
     if args.json:
         from dataclasses import asdict
         print(json.dumps({n: asdict(p) for n, p in PROFILES.items()}, indent=2, default=str))
         return 0
-    card = args.card
-    print(f"{'profile':26} {'backend':7} {'ctx':>7} {'KV':>12} {'decode tok/s':>13} "
-          f"{'TTFT s':>7} {'VRAM MiB':>8}  summary")
+    budget_gib = args.budget_gib if args.budget_gib is not None else configured_budget_gib()
+    budget_mib = budget_gib * 1024
+    print(f"{'profile':26} {'backend':7} {'ctx':>7} {'KV':>21} {'ref tok/s':>9} "
+          f"{'TTFT s':>7} {'plan MiB':>8} {'fits':>4}  summary")
     for p in PROFILES.values():
         e = p.expected
-        dec = e.decode_tok_s_on(card)
+        pred = predict(p, card=args.card)
+        fits = "yes" if pred.total_rise_mib <= budget_mib else "NO"
         kv = f"{p.server.cache_type_k}/{p.server.cache_type_v}"
-        print(f"{p.name:26} {p.backend:7} {p.server.ctx_size:>7} {kv:>12} "
-              f"{(f'{dec:.0f}' if dec else '-'):>13} "
+        print(f"{p.name:26} {p.backend:7} {p.server.ctx_size:>7} {kv:>21} "
+              f"{(f'{e.decode_tok_s:.0f}' if e.decode_tok_s else '-'):>9} "
               f"{(f'{e.ttft_s_median:.2f}' if e.ttft_s_median else '-'):>7} "
-              f"{(f'{e.peak_vram_mib:.0f}' if e.peak_vram_mib else '-'):>8}  {p.summary}")
-    print(f"\nexpected figures: {'scaled by memory bandwidth to ' + card if card else 'RTX 4090'}"
-          " (seed study)")
+              f"{pred.total_rise_mib:>8.0f} {fits:>4}  {p.summary}")
+    print(f"\nfits: the planner's predicted rise of the card's memory.used (CUDA context of "
+          f"{args.card or 'the H200, assumed for an unnamed card'}) within the configured "
+          f"budget, {budget_gib:g} GiB ({budget_mib:.0f} MiB; group_data/all.py "
+          "vram_budget_gib, --budget-gib overrides)")
+    print("ref tok/s, TTFT s: the seed study's figures on an RTX 4090 (information; verify "
+          "judges a server against llama-bench on its own host)")
     return 0
 
 
@@ -69,8 +88,9 @@ def _verify(args: argparse.Namespace) -> int:
             return 2
         rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
                             args.profile, args.suite, args.port, Path(args.out),
-                            quick=args.quick)
+                            quick=args.quick, engine_gpu=args.engine_gpu)
         return rc
+    shell = _engine_shell(args)
     with ExitStack() as stack:
         url = args.url
         if args.sandbox:
@@ -91,8 +111,26 @@ def _verify(args: argparse.Namespace) -> int:
             sizes.decode_out_tokens = args.decode_out
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
                             quick=args.quick, host_label=args.host_label, card=args.card,
-                            sizes=sizes)
+                            sizes=sizes, shell=shell, engine_gpu=args.engine_gpu)
     return 0 if report.passed else 1
+
+
+def _engine_shell(args: argparse.Namespace) -> Any:
+    """Where llama-bench and systemctl run: the sandbox or --ssh host, else this machine when
+    the kit deployed a server here, else nowhere (the engine checks then say why)."""
+    import shlex
+
+    from verify.engine import LocalShell, SshShell
+
+    if args.sandbox:
+        from .sandbox import load_state, ssh_options
+
+        return SshShell(ssh_options(load_state()), label="the sandbox host")
+    if args.ssh:
+        return SshShell(shlex.split(args.ssh), label=args.ssh.split()[-1])
+    if Path("/etc/beekeeper/llm/deployed.json").exists():
+        return LocalShell()
+    return None
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -103,22 +141,29 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .planner import predict
+    from .planner import PlanError, predict
 
     profile = PROFILES[args.profile]
     gguf = Path(args.gguf) if args.gguf else None
-    kwargs = {} if args.cuda_context_mib is None else {"cuda_context_mib": args.cuda_context_mib}
-    pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel, **kwargs)
-    budget_mib = args.budget_gib * 1024
+    budget_gib = args.budget_gib if args.budget_gib is not None else configured_budget_gib()
+    try:
+        pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel,
+                       cuda_context_mib=args.cuda_context_mib, card=args.card)
+    except PlanError as e:
+        print(f"beekeeper: {e}", file=sys.stderr)
+        return 2
+    budget_mib = budget_gib * 1024
+    fits = pred.total_rise_mib <= budget_mib
     if args.json:
-        print(json.dumps({**pred.to_json(), "budget_mib": budget_mib,
-                          "fits": pred.total_mib <= budget_mib}, indent=2))
+        print(json.dumps({**pred.to_json(), "budget_mib": budget_mib, "fits": fits},
+                         indent=2))
     else:
         print(f"{profile.name}: {profile.summary}")
         print(pred.table())
-        verdict = "fits" if pred.total_mib <= budget_mib else "does NOT fit"
-        print(f"budget {args.budget_gib:g} GiB ({budget_mib:.0f} MiB): {verdict}")
-    return 0 if pred.total_mib <= budget_mib else 1
+        verdict = "fits" if fits else "does NOT fit"
+        print(f"budget {budget_gib:g} GiB ({budget_mib:.0f} MiB), against the rise over idle: "
+              f"{verdict}")
+    return 0 if fits else 1
 
 
 def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str] | None:
@@ -243,9 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="beekeeper", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    p = sub.add_parser("profiles", help="list profiles with their expected figures")
+    p = sub.add_parser("profiles", help="list profiles, their figures and whether they fit")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--card", help="scale expected decode to this card, e.g. 'RTX 3090'")
+    p.add_argument("--card", help="plan with this card's CUDA context, e.g. 'NVIDIA H200'")
+    p.add_argument("--budget-gib", type=float,
+                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.set_defaults(func=_print_profiles)
 
     p = sub.add_parser("sandbox", help="the local sandbox host")
@@ -260,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8083, help="server port on the host")
     p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")
     p.add_argument("--suite", default="smoke",
-                   help="comma list of smoke,decode,ttft,niah,vram,load or all")
+                   help="comma list of engine,smoke,decode,ttft,niah,vram,load or all "
+                        "(engine: llama-bench on the host, the baseline decode and TTFT are "
+                        "judged against)")
     p.add_argument("--out", default=str(ROOT / "reports"), help="report folder root")
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--api-key-file")
@@ -268,7 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--on-host", action="store_true",
                    help="install and run the suites on the host (NVML there); copy the "
                         "report back to --out/<host>/<UTC time>/")
-    p.add_argument("--ssh", help="with --on-host: ssh arguments that reach the host")
+    p.add_argument("--ssh", help="ssh arguments that reach the host: with --on-host, where "
+                                 "the suites run; without, where llama-bench runs")
+    p.add_argument("--engine-gpu", help="run llama-bench on this GPU (index), which the "
+                                        "service does not use, and keep the service running "
+                                        "(default: stop the service while it runs)")
     p.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
     p.add_argument("--decode-out", type=int, help="output tokens per decode run, e.g. 16384")
     p.add_argument("--card", help="scale the decode expectation to this card, e.g. 'RTX 3090'"
@@ -285,8 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gguf", help="read the architecture from this GGUF file")
     p.add_argument("--ctx", type=int, help="context size (default: the profile's)")
     p.add_argument("--parallel", type=int, help="slots (default: the profile's)")
-    p.add_argument("--budget-gib", type=float, default=10.0)
+    p.add_argument("--budget-gib", type=float,
+                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.add_argument("--cuda-context-mib", type=float)
+    p.add_argument("--card", help="the card's CUDA context figures, e.g. 'NVIDIA H200' "
+                                  "(an unlisted card: the H200's are assumed, and said)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plan)
 

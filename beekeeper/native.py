@@ -1,6 +1,7 @@
 """
-Native mode: build llama-server on the host with its CUDA toolkit (or CPU), install it in
-a versioned folder with a `current` link, and run it under a hardened systemd unit.
+Native mode: build llama-server (and llama-bench beside it) on the host with its CUDA
+toolkit (or CPU), install both in a versioned folder with a `current` link, and run the
+server under a hardened systemd unit.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import sys
 import time
 from pathlib import Path
 
-from .build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, BuildSpec, build_jobs
+from .build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, TARGETS, BuildSpec, build_jobs
 
-__all__ = ["GIB_PER_CPU_JOB", "GIB_PER_CUDA_JOB", "build_commands", "build_jobs", "run_build"]
+__all__ = ["GIB_PER_CPU_JOB", "GIB_PER_CUDA_JOB", "TARGETS", "build_commands", "build_jobs",
+           "run_build"]
 
 
 def build_commands(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int) -> list[list[str]]:
     return [
         ["cmake", "-S", src_dir, "-B", build_dir, *spec.cmake_flags],
-        ["cmake", "--build", build_dir, "-j", str(jobs), "--target", "llama-server"],
+        # one build, both targets (they share every object but their own main)
+        ["cmake", "--build", build_dir, "-j", str(jobs), "--target", *TARGETS],
     ]
 
 
@@ -38,7 +41,7 @@ def shell_script(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int, dest:
         cmds.insert(0, "export PATH=/usr/local/cuda/bin:$PATH")
     cmds += [
         f"install -d -m 0755 {q(dest)}",
-        f"install -m 0755 {q(build_dir)}/bin/llama-server {q(dest)}/llama-server",
+        *(f"install -m 0755 {q(build_dir)}/bin/{t} {q(dest)}/{t}" for t in TARGETS),
         f"ln -sfn {q(dest)} {q(prefix)}/current.new && mv -T {q(prefix)}/current.new "
         f"{q(prefix)}/current",
     ]

@@ -24,10 +24,52 @@ KV_BLOCK: dict[str, tuple[int, int]] = {
     "turbo3_tcq": (128, 52), "turbo2_tcq": (128, 36),
 }
 
-# Per-process memory beyond llama.cpp's own buffers (CUDA context, cuBLAS and FA
-# workspaces): 1109 MiB on an H200 with CUDA 13.0, the same for f16 and q8_0 KV
-# (benchmarks/h200/2026-11-29). Other cards differ; override with cuda_context_mib.
-CUDA_CONTEXT_MIB = 1109
+
+
+@dataclass(frozen=True)
+class CudaContext:
+    """Memory beyond llama.cpp's own buffers (CUDA context, cuBLAS and FA workspaces), MiB,
+    for one card (name pattern) with the driver and compute capability it was measured on.
+
+    Two figures, one per measure of a run's VRAM: what NVML charges to the server process,
+    and how much the card's memory.used rises over idle. They differ by memory the driver
+    charges to the process but had already set aside at idle (494 MiB on the H200, the same
+    in all five recorded configurations)."""
+
+    card: str
+    process_mib: float
+    rise_mib: float
+    driver: str
+    compute_cap: str
+    source: str
+
+
+# Calibrated from what the GPU tier measured (tests/gpu/gpu_tier.py; `calibrate()` below):
+# process peak minus the planner's other terms, and the rise minus the same.
+CUDA_CONTEXTS: tuple[CudaContext, ...] = (
+    CudaContext(card="H200", process_mib=1109, rise_mib=615, driver="580.159.04",
+                compute_cap="9.0", source="benchmarks/h200/2026-11-29 (f16 and q8_0 at 64K; "
+                "held out: 131K x 4 slots, 32K)"),
+)
+# A card not in the table: the H200's figures are assumed (CUDA 13.0 context on a recent
+# driver). A card's context differs mostly by its SM count and the driver's reservations, a
+# few hundred MiB either way; measure it with the GPU tier and add a row, or pass
+# cuda_context_mib.
+ASSUMED_CONTEXT = CUDA_CONTEXTS[0]
+CUDA_CONTEXT_MIB = ASSUMED_CONTEXT.process_mib
+
+
+def cuda_context_for(card: str | None) -> tuple[CudaContext, bool]:
+    """(context figures, True when measured on this card; False: assumed)."""
+    for c in CUDA_CONTEXTS:
+        if card and c.card.lower() in card.lower():
+            return c, True
+    return ASSUMED_CONTEXT, False
+
+
+def calibrate(measured_mib: float, prediction: Prediction) -> float:
+    """The context term that makes the prediction match a measurement (the GPU tier)."""
+    return measured_mib - (prediction.total_mib - prediction.cuda_context_mib)
 UBATCH = 512
 # Graph scratch of Qwen3.5-9B at ubatch 512 with flash attention and f16 KV: 152 MiB
 # measured (same run); scaled by vocab x ubatch for other models.
@@ -98,6 +140,13 @@ class Prediction:
     draft_mib: float
     compute_mib: float
     cuda_context_mib: float
+    # the same prediction for the other measure: the rise of the card's memory.used
+    cuda_context_rise_mib: float = 0.0
+    context_basis: str = ""  # which card's context figures, measured or assumed
+
+    @property
+    def total_rise_mib(self) -> float:
+        return self.total_mib - self.cuda_context_mib + self.cuda_context_rise_mib
 
     @property
     def kv_mib(self) -> float:
@@ -119,7 +168,8 @@ class Prediction:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(kv_mib=self.kv_mib, recurrent_mib=self.recurrent_mib,
-                 total_mib=self.total_mib, total_gb=self.total_gb)
+                 total_mib=self.total_mib, total_rise_mib=self.total_rise_mib,
+                 total_gb=self.total_gb)
         return d
 
     def table(self) -> str:
@@ -134,7 +184,13 @@ class Prediction:
         ]
         out = [f"{'part':48} {'MiB':>10}"]
         out += [f"{name:48} {mib:>10.1f}" for name, mib in rows]
-        out.append(f"{'total':48} {self.total_mib:>10.1f}  ({self.total_mib / 1024:.2f} GiB)")
+        out.append(f"{'total (server process, NVML)':48} {self.total_mib:>10.1f}  "
+                   f"({self.total_mib / 1024:.2f} GiB)")
+        if self.cuda_context_mib:
+            out.append(f"{'total (rise of memory.used over idle)':48} "
+                       f"{self.total_rise_mib:>10.1f}  ({self.total_rise_mib / 1024:.2f} GiB)")
+        if self.context_basis:
+            out.append(f"CUDA context: {self.context_basis}")
         return "\n".join(out)
 
 
@@ -192,16 +248,41 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
     return layout, gpu_bytes
 
 
+class PlanError(ValueError):
+    """The planner lacks an input (a layout for this profile) and says which to give."""
+
+
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,
-            n_seq: int | None = None, cuda_context_mib: float = CUDA_CONTEXT_MIB) -> Prediction:
-    """Peak VRAM for a profile, from the GGUF on disk when given, else recorded metadata."""
+            n_seq: int | None = None, cuda_context_mib: float | None = None,
+            card: str | None = None) -> Prediction:
+    """Peak VRAM for a profile, from the GGUF on disk when given, else recorded metadata.
+
+    A CPU profile keeps everything in host memory: its VRAM prediction is zero by part (the
+    table says so), computed from its GGUF when one is given."""
     if gguf_path is not None:
         layout, weights = layout_from_gguf(gguf_path)
-    else:
-        if profile.layout is None:
-            raise ValueError(f"profile {profile.name} records no layout: give its GGUF file")
+    elif profile.layout is not None:
         layout = profile.layout
         weights = profile.model.size_bytes - layout.embd_bytes
+    elif profile.backend == "cpu":
+        s = profile.server
+        return Prediction(profile=profile.name, weights_mib=0.0, kv_k_mib=0.0, kv_v_mib=0.0,
+                          kv_cells=kv_cells(ctx_size or s.ctx_size), kv_layers=0,
+                          recurrent_r_mib=0.0, recurrent_s_mib=0.0,
+                          n_seq=n_seq or s.parallel, draft_mib=0.0, compute_mib=0.0,
+                          cuda_context_mib=0.0,
+                          context_basis="none: a CPU profile uses no GPU memory")
+    else:
+        raise PlanError(f"profile {profile.name} records no layout: give its GGUF file "
+                        "(--gguf)")
+    gpu = profile.backend == "cuda" and profile.server.n_gpu_layers > 0
+    ctx, measured = cuda_context_for(card)
+    basis = (f"{ctx.card} (driver {ctx.driver}, compute capability {ctx.compute_cap}), "
+             f"measured: {ctx.source}" if measured else
+             f"{card or 'card not given'}: not measured; assumed the {ctx.card}'s "
+             f"({ctx.process_mib:.0f} MiB per process, {ctx.rise_mib:.0f} MiB of rise)")
+    if cuda_context_mib is not None:
+        basis = f"given: {cuda_context_mib:.0f} MiB"
     s = profile.server
     cells = kv_cells(ctx_size or s.ctx_size)
     seqs = n_seq or s.parallel
@@ -217,10 +298,17 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
                                 s.cache_type_k_draft or "f16", s.cache_type_v_draft or "f16")
         draft = (s.draft_model.size_bytes + dk + dv) / MIB
     return Prediction(
-        profile=profile.name, weights_mib=weights / MIB, kv_k_mib=k / MIB, kv_v_mib=v / MIB,
-        kv_cells=cells, kv_layers=layout.attention_layers, recurrent_r_mib=r / MIB,
-        recurrent_s_mib=st / MIB, n_seq=seqs, draft_mib=draft,
+        # parts kept in host memory by a CPU build count zero here (this is a VRAM plan)
+        profile=profile.name, weights_mib=weights / MIB * gpu, kv_k_mib=k / MIB * gpu,
+        kv_v_mib=v / MIB * gpu, kv_cells=cells, kv_layers=layout.attention_layers,
+        recurrent_r_mib=r / MIB * gpu, recurrent_s_mib=st / MIB * gpu, n_seq=seqs,
+        draft_mib=draft * gpu,
         compute_mib=compute_buffer_bytes(layout, cells, s.cache_type_k, s.cache_type_v) / MIB
-        if profile.backend == "cuda" else 0.0,
-        cuda_context_mib=cuda_context_mib if profile.backend == "cuda" else 0.0,
+        if gpu else 0.0,
+        cuda_context_mib=(ctx.process_mib if cuda_context_mib is None else cuda_context_mib)
+        if gpu else 0.0,
+        cuda_context_rise_mib=(ctx.rise_mib if cuda_context_mib is None else
+                               cuda_context_mib - (ctx.process_mib - ctx.rise_mib))
+        if gpu else 0.0,
+        context_basis=basis if gpu else "none: a CPU build uses no GPU memory",
     )

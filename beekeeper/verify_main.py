@@ -10,6 +10,7 @@ import os
 import sys
 
 from verify.client import ServerClient
+from verify.engine import LocalShell
 from verify.suites import run_suites
 
 from .profiles import PROFILES
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--api-key-file")
     ap.add_argument("--host-label", default=os.uname().nodename)
+    ap.add_argument("--engine-gpu")
     args = ap.parse_args(argv)
     profile = PROFILES.get(args.profile)
     if profile is None:
@@ -32,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     key = open(args.api_key_file).read().strip() if args.api_key_file else None
     with ServerClient(args.url, api_key=key) as client:
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
-                            quick=args.quick, host_label=args.host_label)
+                            quick=args.quick, host_label=args.host_label,
+                            shell=LocalShell(label=args.host_label),
+                            engine_gpu=args.engine_gpu)
     return 0 if report.passed else 1
 
 

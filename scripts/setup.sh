@@ -11,6 +11,8 @@ command -v dockerd >/dev/null || pkgs+=(docker.io)
 command -v debootstrap >/dev/null || pkgs+=(debootstrap)
 command -v ssh >/dev/null || pkgs+=(openssh-client)
 python3 -c 'import venv, ensurepip' 2>/dev/null || pkgs+=(python3-venv)
+# headless Chromium: the report test renders report.html offline (tests/unit/test_report.py)
+command -v chromium >/dev/null || pkgs+=(chromium)
 if ((${#pkgs[@]})); then
   say "installing ${pkgs[*]}"
   $SUDO apt-get update -qq

@@ -13,7 +13,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import File
 from pyinfra.operations import apt, files, server
 
-from beekeeper.build import build_spec
+from beekeeper.build import TARGETS, build_spec
 from beekeeper.config import HostConfig
 from beekeeper.native import install_dir, shell_script
 
@@ -24,17 +24,23 @@ from .preflight import HostFacts
 PREFIX = "/opt/beekeeper/llama-server"
 
 
+def _installed(dest: str) -> bool:
+    """Every target of the build is in the versioned folder (an older install that lacks
+    llama-bench is built again)."""
+    return all(host.get_fact(File, path=f"{dest}/{t}") for t in TARGETS)
+
+
 @operation()
 def native_built(dest: str, script: str, log_path: str):
     """
-    Build llama-server on the host unless `dest` already holds it.
+    Build llama-server and llama-bench on the host unless `dest` already holds both.
 
     + dest: versioned install folder (its name carries every build input)
     + script: the build commands (kit's native build: cmake configure, build, install)
     + log_path: where the compiler output goes; a line every 30 s says it is alive
     """
-    if host.get_fact(File, path=f"{dest}/llama-server"):
-        host.noop(f"{dest}/llama-server is already built")
+    if _installed(dest):
+        host.noop(f"{dest}: {', '.join(TARGETS)} already built")
         return
     yield StreamedCommand(_with_heartbeat(f"bash -c {shlex.quote(script)}", log_path,
                                         f"building {dest}"))
@@ -56,7 +62,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                     shell="/usr/sbin/nologin"),
         files.directory(name=f"Create {PREFIX}", path=PREFIX, mode="0755"),
     ]
-    if host.get_fact(File, path=f"{dest}/llama-server"):
+    if _installed(dest):
         ops.append(native_built(name=f"Build llama-server {slug}", dest=dest, script="",
                                 log_path=""))
         return f"{dest}/llama-server", ops

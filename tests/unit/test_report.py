@@ -1,0 +1,88 @@
+"""report.html: matplotlib charts inlined as SVG, one offline file; rendered in headless
+Chromium with every host name unresolvable, so anything it tried to fetch would be missing."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from verify.report import render_from_json
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "benchmarks/h200/2026-11-29/gpu_tier.json"
+
+
+def recorded_report(folder: Path) -> Path:
+    """A report.json built from the recorded H200 f16 run (its VRAM series, TTFTs, decode)."""
+    c = json.loads(H200.read_text())["configs"][0]
+    samples = [{"t_s": i * 0.05, "used_mib": m, "process_mib": None}
+               for i, m in enumerate(c["vram_series_mib"])]
+    n = 256
+    events = [{"t_s": 0.1 + i / c["decode"][1]["decode_tok_s"], "kind": "content",
+               "n_chars": 4} for i in range(n)]
+    data = {
+        "profile": "qwen35-9b-shaped-f16-64k", "url": "http://127.0.0.1:18100",
+        "started_utc": "2026-11-29T23:14:07+00:00", "passed": False, "budget_mib": 10240.0,
+        "engine": {"placement": "recorded run (server timings stand in)"},
+        "checks": [
+            {"name": "decode.vs_engine@60000", "status": "PASS", "detail": "ratio 1.001"},
+            {"name": "decode.reference_card", "status": "INFO", "detail": "information"},
+            {"name": "vram.rise_vs_budget", "status": "FAIL", "detail": "10910 > 10240"},
+            {"name": "niah.pass", "status": "SKIP", "detail": "random weights"},
+        ],
+        "suites": {
+            "ttft": {"ttft_s": c["ttft"]["ttft_s"], "engine_ttft_s": 7.17},
+            "decode": [{"ctx_tokens": 60000, "engine_tok_s": 134.6,
+                        "record": {"events": events, "error": None}}],
+            "vram": {"samples": samples, "baseline_mib": c["vram"]["baseline_mib"],
+                     "idle_used_mib": c["vram"]["baseline_mib"]},
+            "niah": {"cases": [{"depth": 0.05 + 0.1 * i, "passed": i != 3,
+                                "expected": "1234567", "answer": "x"} for i in range(10)]},
+        },
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(json.dumps(data))
+    render_from_json(folder)
+    return folder / "report.html"
+
+
+def test_report_has_real_charts_and_no_external_reference(tmp_path):
+    html = recorded_report(tmp_path).read_text()
+    assert html.count("<svg") == 4  # TTFT, per-token latency, VRAM, NIAH
+    # matplotlib axes: tick groups with labels, not hand-placed text
+    assert html.count('id="xtick_') >= 8 and html.count('id="ytick_') >= 4
+    for bad in ("<script", "<link", "<img", "@import", "url(http", 'href="http', "src="):
+        assert bad not in html, bad
+    # the only URLs are XML namespace names (identifiers, never fetched)
+    urls = set(re.findall(r"https?://[^\"' )<,]+", html.split("<body>", 1)[1]))
+    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink",
+                    "http://creativecommons.org/ns#", "http://purl.org/dc/elements/1.1/",
+                    "http://www.w3.org/1999/02/22-rdf-syntax-ns#", "http://127.0.0.1:18100",
+                    "http://purl.org/dc/dcmitype/StillImage", "https://matplotlib.org/"}, urls
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (scripts/setup.sh "
+                    "installs it)")
+def test_report_renders_offline_in_headless_chromium(tmp_path):
+    page = recorded_report(tmp_path / "r")
+    base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-server=127.0.0.1:9"]
+    dom = subprocess.run([*base, f"--user-data-dir={tmp_path / 'p1'}", "--dump-dom",
+                          page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<svg") == 4 and "vram.rise_vs_budget" in dom.stdout
+    shot = tmp_path / "shot.png"
+    p = subprocess.run([*base, f"--user-data-dir={tmp_path / 'p2'}", f"--screenshot={shot}",
+                        "--window-size=900,2400", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
+    assert shot.stat().st_size > 50_000  # charts drawn, not a blank page
