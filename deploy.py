@@ -8,6 +8,7 @@ and smoke-check it.
 import click
 from pyinfra import host, state
 from pyinfra.api.operation import OperationMeta
+from pyinfra.context import ctx_host
 
 from beekeeper.config import load_host_config
 from beekeeper.errors import BeekeeperError
@@ -71,11 +72,12 @@ def fail_this_host(error: BeekeeperError) -> None:
     status is 1), and the other hosts go on. pyinfra 3.10 has no per-host failure while it
     prepares operations (an exception there stops every host), so deploy.py marks it with
     state.fail_hosts, the call pyinfra itself uses for a host that cannot connect."""
-    message = f"host {host.name}: {error}"
-    if not state.active_hosts - {host}:  # the last host left: fail the run with the line
+    this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
+    message = f"host {this.name}: {error}"
+    if not state.active_hosts - {this}:  # the last host left: fail the run with the line
         raise type(error)(message) from None
     click.echo(click.style(message, fg="red"), err=True)
-    state.fail_hosts({host})
+    state.fail_hosts({this})
 
 
 try:

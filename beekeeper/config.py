@@ -202,7 +202,7 @@ def abs_path(key: str, value: Any, example: str) -> str:
         raise _fail(key, f"the path is {len(value)} characters long",
                     f"use a path of at most {MAX_PATH_LEN} characters")
     norm = os.path.normpath(value)
-    if norm == "/":
+    if norm in ("/", "//"):
         raise _fail(key, f"{value!r} is the root folder", f"use a folder such as {example!r}")
     if norm != value.rstrip("/") or value.startswith("//"):
         raise _fail(key, f"{value!r} is not a normalized path (`.`, `..` or `//` in it)",
@@ -244,6 +244,9 @@ def _profile(key: str, value: Any) -> Profile:
 
 
 def _bind(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _fail(key, f"{value!r} is {_type_name(value)}, not an IP address",
+                    "write it as a string, e.g. '127.0.0.1'")
     try:
         ipaddress.ip_address(value)
     except (ValueError, TypeError):

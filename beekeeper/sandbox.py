@@ -192,7 +192,9 @@ def _share_trust(c) -> None:
             info.size, info.mode = len(body), 0o644
             tar.addfile(info, io.BytesIO(body))
     c.put_archive("/", buf.getvalue())
-    res = c.exec_run("update-ca-certificates")
+    # /tmp is cleaned by systemd-tmpfiles while the host boots: its temp file goes elsewhere
+    res = c.exec_run("update-ca-certificates",
+                     environment={"TMPDIR": "/var/tmp"})  # noqa: S108 (the sandbox host's)
     if res.exit_code != 0:
         raise SandboxError(f"update-ca-certificates failed in the sandbox: {res.output[-300:]!r}")
 
