@@ -61,6 +61,10 @@ def _verify(args: argparse.Namespace) -> int:
     from verify.suites import Sizes, run_suites
 
     profile = PROFILES[args.profile]
+    if args.ctx_size:
+        from .profiles import with_ctx_size
+
+        profile = with_ctx_size(profile, args.ctx_size)
     if args.on_host:
         from .hostverify import run_on_host
 
@@ -69,7 +73,7 @@ def _verify(args: argparse.Namespace) -> int:
             return 2
         rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
                             args.profile, args.suite, args.port, Path(args.out),
-                            quick=args.quick)
+                            quick=args.quick, ctx_size=args.ctx_size)
         return rc
     with ExitStack() as stack:
         url = args.url
@@ -270,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
                         "report back to --out/<host>/<UTC time>/")
     p.add_argument("--ssh", help="with --on-host: ssh arguments that reach the host")
     p.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
+    p.add_argument("--ctx-size", type=int,
+                   help="the server's context when host data set ctx_size (deployed.json's "
+                        "ctx_size): verify's sizes follow it")
     p.add_argument("--decode-out", type=int, help="output tokens per decode run, e.g. 16384")
     p.add_argument("--card", help="scale the decode expectation to this card, e.g. 'RTX 3090'"
                                   " (default: the GPU's name where known)")

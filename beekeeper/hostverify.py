@@ -52,7 +52,8 @@ def _ssh(ssh: list[str], script: str, stdin: bytes | None = None) -> subprocess.
 
 
 def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port: int,
-                out_root: Path, quick: bool = False) -> tuple[int, Path]:
+                out_root: Path, quick: bool = False,
+                ctx_size: int | None = None) -> tuple[int, Path]:
     """Install the suites on the host, run them there, copy the report back."""
     print(f"[verify] installing the suites on {host_label} ({KIT}, {VENV})", flush=True)
     p = _ssh(ssh, f"rm -rf {KIT} && mkdir -p {KIT} && tar -C {KIT} -xzf -", _kit_tarball())
@@ -71,7 +72,8 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
     cmd = (f"cd {KIT} && {VENV}/bin/python -m beekeeper.verify_main --url "
            f"http://127.0.0.1:{port} --profile {shlex.quote(profile)} --suite "
            f"{shlex.quote(suites)} --out {remote_out} --host-label {shlex.quote(host_label)}"
-           + (" --quick" if quick else ""))
+           + (" --quick" if quick else "")
+           + (f" --ctx-size {int(ctx_size)}" if ctx_size else ""))
     print(f"[verify] running on {host_label}: {cmd}", flush=True)
     run = subprocess.run(["ssh", *ssh, cmd])
     local = out_root / host_label / stamp

@@ -563,3 +563,14 @@ def test_when_every_host_is_bad_the_last_one_fails_the_run_with_its_line():
     state, errors = _deploy_hosts([("a", {**CPU_GIT, "prot": 1}), ("b", {**CPU_GIT, "prot": 1})],
                                   facts(**CPU_HOST))
     assert list(errors) == ["b"] and str(errors["b"]).startswith("host b: host data `prot`")
+
+
+def test_verify_sizes_follow_the_deployed_ctx_size():
+    from beekeeper.profiles import PROFILES, with_ctx_size
+    from verify.suites import Sizes
+
+    base = Sizes.for_profile(PROFILES["q8-turbo4-64k"], quick=False)
+    small = Sizes.for_profile(with_ctx_size(PROFILES["q8-turbo4-64k"], 16_384), quick=False)
+    assert base.niah_tokens == 60_000 and max(base.decode_ctx_tokens) == 60_000
+    assert small.niah_tokens == 14_336 and max(small.decode_ctx_tokens) == 12_288
+    assert max(small.decode_ctx_tokens) < 16_384 and small.ttft_tokens < 16_384
