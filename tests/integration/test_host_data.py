@@ -6,6 +6,7 @@ naming it, the rollback says which server serves, one bad host of three fails al
 
 import json
 import re
+import shlex
 import time
 
 import pytest
@@ -39,8 +40,8 @@ def deployed(fresh_sandbox):
     print(f"\n[figure] first deploy into the fresh sandbox: {time.monotonic() - t0:.0f} s")
     assert run.rc == 0, run.out[-3000:]
     assert healthy()
-    # the end of the deploy says which server serves
-    assert "beekeeper: serving cpu-tiny on 127.0.0.1:8083" in run.out, run.out[-3000:]
+    if grand_total(run.out)[1] != "-":  # it changed the service: the end says what serves
+        assert "beekeeper: serving cpu-tiny on 127.0.0.1:8083" in run.out, run.out[-3000:]
 
 
 def test_hostile_model_dir_deploys_and_the_container_mounts_it(deployed):
@@ -48,8 +49,9 @@ def test_hostile_model_dir_deploys_and_the_container_mounts_it(deployed):
     try:
         assert run.rc == 0, run.out[-3000:]
         assert healthy()
+        assert "beekeeper: serving cpu-tiny on 127.0.0.1:8083" in run.out, run.out[-3000:]
         model = f"{HOSTILE_DIR}/gemma-3-270m-q4_k_m.gguf"
-        assert sandbox_exec(f"test -f {json.dumps(model)}").returncode == 0
+        assert sandbox_exec(f"test -f {shlex.quote(model)}").returncode == 0
         mounts = json.loads(sandbox_exec(
             "docker inspect --format '{{json .Mounts}}' beekeeper-llm").stdout)
         assert [m["Source"] for m in mounts] == [HOSTILE_DIR], mounts
