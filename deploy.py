@@ -5,9 +5,13 @@ and smoke-check it.
     pyinfra inventories/home.py deploy.py
 """
 
-from pyinfra import host
+import click
+from pyinfra import host, state
+from pyinfra.api.operation import OperationMeta
+from pyinfra.context import ctx_host
 
 from beekeeper.config import load_host_config
+from beekeeper.errors import BeekeeperError
 from beekeeper.pins import pin_all
 from tasks import (
     container_toolkit,
@@ -22,35 +26,61 @@ from tasks import (
     smoke,
 )
 
-# Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
-cfg = load_host_config(host.data)
-# Hub models named by a branch or without a sha256 are pinned once, on the controller.
-if "model" in cfg.stages:
-    cfg = pin_all(cfg)
-# Host facts that rule the deploy out stop here too, before any change.
-facts = preflight.check(cfg)
 
-docker_engine.ensure(cfg, facts)
-reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
-# a new driver needs a reboot before anything can use the GPU
-gpu_ops = [] if reboot_pending else (cuda_toolkit.ensure(cfg, facts)
-                                     + container_toolkit.ensure(cfg, facts))
+def deploy_host() -> None:
+    """Everything for this host. A BeekeeperError from here means no operation of this host
+    has run yet: operations are only queued now, and run once every host is prepared."""
+    artifact = ""
+    model_ops: list[OperationMeta] = []
+    # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
+    cfg = load_host_config(host.data)
+    # Hub models named by a branch or without a sha256 are pinned once, on the controller.
+    if "model" in cfg.stages:
+        cfg = pin_all(cfg)
+    # Host facts that rule the deploy out stop here too, before any change.
+    facts = preflight.check(cfg)
 
-if not reboot_pending and "build" in cfg.stages:
-    if cfg.mode == "native":
-        artifact, build_ops = native.ensure(cfg, facts)  # the server binary
-    else:
-        artifact, build_ops = server_image.ensure(cfg, facts)  # the image tag
-        if container_toolkit.wanted(cfg, facts):
-            container_toolkit.gpu_checked_in_container(
-                name="Check that the GPU is visible inside a container", image=artifact,
-                after_change=any(op.will_change for op in gpu_ops + build_ops))
+    docker_engine.ensure(cfg, facts)
+    reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
+    # a new driver needs a reboot before anything can use the GPU
+    gpu_ops = [] if reboot_pending else (cuda_toolkit.ensure(cfg, facts)
+                                         + container_toolkit.ensure(cfg, facts))
 
-if not reboot_pending and "model" in cfg.stages:
-    model_ops = model.ensure(cfg)
+    if not reboot_pending and "build" in cfg.stages:
+        if cfg.mode == "native":
+            artifact, build_ops = native.ensure(cfg, facts)  # the server binary
+        else:
+            artifact, build_ops = server_image.ensure(cfg, facts)  # the image tag
+            if container_toolkit.wanted(cfg, facts):
+                container_toolkit.gpu_checked_in_container(
+                    name="Check that the GPU is visible inside a container", image=artifact,
+                    after_change=any(op.will_change for op in gpu_ops + build_ops))
 
-if not reboot_pending and "service" in cfg.stages:
-    smoke.install()
-    for svc in cfg.services:
-        changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
-        smoke.check(cfg, svc, changed)
+    if not reboot_pending and "model" in cfg.stages:
+        model_ops = model.ensure(cfg)
+
+    if not reboot_pending and "service" in cfg.stages:
+        smoke.install()
+        for svc in cfg.services:
+            changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
+            smoke.check(cfg, svc, changed)
+
+
+def fail_this_host(error: BeekeeperError) -> None:
+    """One host's bad data or preflight refusal fails that host only, as an unreachable
+    host does: the line names it, pyinfra marks it failed (no operation of it runs, the exit
+    status is 1), and the other hosts go on. pyinfra 3.10 has no per-host failure while it
+    prepares operations (an exception there stops every host), so deploy.py marks it with
+    state.fail_hosts, the call pyinfra itself uses for a host that cannot connect."""
+    this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
+    message = f"host {this.name}: {error}"
+    if not state.active_hosts - {this}:  # the last host left: fail the run with the line
+        raise type(error)(message) from None
+    click.echo(click.style(message, fg="red"), err=True)
+    state.fail_hosts({this})
+
+
+try:
+    deploy_host()
+except BeekeeperError as e:
+    fail_this_host(e)

@@ -80,6 +80,10 @@ def _verify(args: argparse.Namespace) -> int:
     from verify.suites import Sizes, run_suites
 
     profile = PROFILES[args.profile]
+    if args.ctx_size:
+        from .profiles import with_ctx_size
+
+        profile = with_ctx_size(profile, args.ctx_size)
     if args.on_host:
         from .hostverify import run_on_host
 
@@ -88,7 +92,8 @@ def _verify(args: argparse.Namespace) -> int:
             return 2
         rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
                             args.profile, args.suite, args.port, Path(args.out),
-                            quick=args.quick, engine_gpu=args.engine_gpu)
+                            quick=args.quick, engine_gpu=args.engine_gpu,
+                            ctx_size=args.ctx_size)
         return rc
     shell = _engine_shell(args)
     with ExitStack() as stack:
@@ -323,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                                         "service does not use, and keep the service running "
                                         "(default: stop the service while it runs)")
     p.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
+    p.add_argument("--ctx-size", type=int,
+                   help="the server's context when host data set ctx_size (deployed.json's "
+                        "ctx_size): verify's sizes follow it")
     p.add_argument("--decode-out", type=int, help="output tokens per decode run, e.g. 16384")
     p.add_argument("--card", help="scale the decode expectation to this card, e.g. 'RTX 3090'"
                                   " (default: the GPU's name where known)")

@@ -5,14 +5,17 @@ with one line that names the key and the fix, before any operation runs.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
+import math
+import os.path
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ConfigError
-from .profiles import PROFILES, SHA256_RE, HfSource, ModelFile, Profile
+from .profiles import PROFILES, SHA256_RE, HfSource, ModelFile, Profile, with_ctx_size
 
 MODES = ("container", "native")
 # provision: engine, driver, toolkits; build: image or native build; model; service: unit,
@@ -21,6 +24,38 @@ STAGES = ("provision", "build", "model", "service")
 # host data read by single tasks, passed through as they are
 EXTRA_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
               "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
+# the keys one service reads: at the top level of host data, or inside a `services` entry
+SERVICE_KEYS = ("service_name", "profile", "port", "bind_address", "api_key_file", "ctx_size",
+                "server_extra_args",
+                *(f"{role}_{part}" for role in ("model", "draft")
+                  for part in ("repo", "file", "revision", "sha256")))
+HOST_KEYS = ("mode", "services", "model_dir", "state_dir", "source", "cuda_version",
+             "cuda_arch", "vram_budget_gib", "health_timeout_s", "build_jobs", "base_images",
+             "preload_images", "install_docker", "stages", "hf_endpoint", "server_webui",
+             *EXTRA_KEYS)
+KIT_KEYS = frozenset(SERVICE_KEYS + HOST_KEYS)
+# pyinfra's own host data when pyinfra cannot be imported (the list in pyinfra 3.10's
+# api/arguments.py and the connectors' data_meta); with pyinfra the live lists are used
+_PYINFRA_FALLBACK = (
+    "_chdir", "_continue_on_error", "_doas", "_doas_user", "_dzdo", "_dzdo_user", "_env",
+    "_get_pty", "_if", "_ignore_errors", "_parallel", "_preserve_su_env", "_preserve_sudo_env",
+    "_retries", "_retry_delay", "_retry_until", "_run_once", "_serial", "_shell_executable",
+    "_stdin", "_su_password", "_su_shell", "_su_user", "_success_exit_codes", "_sudo",
+    "_sudo_password", "_sudo_user", "_temp_dir", "_timeout", "_use_su_login",
+    "_use_sudo_login", "docker_architecture", "docker_identifier", "docker_platform",
+    "ssh_allow_agent", "ssh_config_file", "ssh_connect_retries", "ssh_connect_retry_max_delay",
+    "ssh_connect_retry_min_delay", "ssh_file_transfer_protocol", "ssh_forward_agent",
+    "ssh_hostname", "ssh_key", "ssh_key_password", "ssh_known_hosts_file",
+    "ssh_look_for_keys", "ssh_paramiko_connect_kwargs", "ssh_password", "ssh_port",
+    "ssh_strict_host_key_checking", "ssh_user",
+)
+# read straight from host data by pyinfra's chroot and dockerssh connectors
+_PYINFRA_CONNECTOR_EXTRA = ("chroot_directory", "docker_image", "docker_container_id")
+MIN_CTX_SIZE = 256
+MAX_PATH_LEN = 1024
+IMAGE_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+LOCAL_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CUDA_VERSION_RE = re.compile(r"^\d{2}\.\d{1,2}(\.\d{1,2})?$")
 SERVICE_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 # Git fetches an object by its full name only (GitHub allows any reachable commit); an
 # abbreviated hash is taken for a ref name and fails with "couldn't find remote ref".
@@ -97,6 +132,107 @@ def _fail(key: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(f"host data `{key}`: {problem}; fix: {fix}")
 
 
+def pyinfra_keys() -> frozenset[str]:
+    """Host data keys pyinfra itself reads: global arguments (`_sudo`, `_env`, ...) and
+    every installed connector's data (`ssh_*`, `docker_*`, ...)."""
+    try:
+        from pyinfra.api.arguments import all_argument_meta
+        from pyinfra.api.connectors import get_all_connectors
+    except ImportError:  # pragma: no cover - hosts that only run verify/
+        return frozenset(_PYINFRA_FALLBACK + _PYINFRA_CONNECTOR_EXTRA)
+    keys = {k for k in all_argument_meta if k.startswith("_")}
+    for connector in get_all_connectors().values():
+        keys |= set(getattr(connector, "data_meta", None) or {})
+    return frozenset(keys | set(_PYINFRA_CONNECTOR_EXTRA))
+
+
+def host_data_keys(data: Any) -> list[str]:
+    """Every key set in host data: a plain mapping, or pyinfra's HostData (its layers:
+    --data overrides, the inventory's host data, group data such as group_data/all.py)."""
+    if isinstance(data, Mapping):
+        return [str(k) for k in data]
+    keys: dict[str, None] = {}
+    for layer in getattr(data, "datas", ()):
+        layer = layer() if callable(layer) else layer
+        keys.update((str(k), None) for k in layer)
+    return list(keys)
+
+
+def _type_name(value: Any) -> str:
+    return "a string" if isinstance(value, str) else f"a {type(value).__name__}"
+
+
+def check_keys(keys: Iterable[str], known: Iterable[str], prefix: str = "",
+               extra_known: Iterable[str] = ()) -> None:
+    """Refuse a key the kit (or pyinfra) does not read, with the closest known one."""
+    known = sorted(set(known))
+    allowed = set(known) | set(extra_known)
+    for key in keys:
+        if key in allowed or key.startswith("__"):
+            continue
+        close = difflib.get_close_matches(key, known + sorted(set(extra_known) - set(known)),
+                                          n=1, cutoff=0.75)
+        hint = f"did you mean `{prefix}{close[0]}`? (or remove it)" if close else \
+            "remove it (the keys the kit reads are listed in the README, Host data keys)"
+        raise _fail(f"{prefix}{key}", "unknown key: beekeeper and pyinfra do not read it",
+                    hint)
+
+
+def safe_text(key: str, value: str, what: str) -> None:
+    """Refuse control and other non-printable characters (newline, tab, NUL, U+2028 ...):
+    no shell line or unit file can carry them safely."""
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is not None:
+        raise _fail(key, f"{value!r} holds the control character {bad!r}",
+                    f"give {what} without control or non-printable characters")
+
+
+def abs_path(key: str, value: Any, example: str) -> str:
+    """An absolute, normalized path that a shell line and a unit can carry quoted."""
+    if not isinstance(value, str):
+        raise _fail(key, f"{value!r} is {_type_name(value)}, not a path",
+                    f"give an absolute path as a string, e.g. {example!r}")
+    if not value:
+        raise _fail(key, "empty", f"give an absolute path, e.g. {example!r}")
+    if value.startswith("~"):
+        raise _fail(key, f"{value!r} is relative to a home folder (nothing expands ~ here)",
+                    f"spell the folder out, e.g. {example!r}")
+    if not value.startswith("/"):
+        raise _fail(key, f"{value!r} is not an absolute path",
+                    f"use an absolute path such as {example!r}")
+    safe_text(key, value, "the path")
+    if len(value) > MAX_PATH_LEN:
+        raise _fail(key, f"the path is {len(value)} characters long",
+                    f"use a path of at most {MAX_PATH_LEN} characters")
+    norm = os.path.normpath(value)
+    if norm in ("/", "//"):
+        raise _fail(key, f"{value!r} is the root folder", f"use a folder such as {example!r}")
+    if norm != value.rstrip("/") or value.startswith("//"):
+        raise _fail(key, f"{value!r} is not a normalized path (`.`, `..` or `//` in it)",
+                    f"write it as {norm!r}")
+    return norm
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(key, f"{value!r} is {_type_name(value)}, not True or False",
+                    f"write {key} = True or {key} = False (no quotes)")
+    return value
+
+
+def _str_map(key: str, value: Any, example: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise _fail(key, f"{value!r} is not a mapping of strings to strings",
+                    f"e.g. {key} = {example}")
+    for k, v in value.items():
+        safe_text(f"{key}[{k!r}]", k, "the name")
+        safe_text(f"{key}[{k!r}]", v, "the value")
+    return dict(value)
+
+
 def _port(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise _fail(key, f"{value!r} is not a TCP port", "use an integer from 1 to 65535")
@@ -104,13 +240,16 @@ def _port(key: str, value: Any) -> int:
 
 
 def _profile(key: str, value: Any) -> Profile:
-    if value not in PROFILES:
+    if not isinstance(value, str) or value not in PROFILES:
         names = ", ".join(sorted(PROFILES))
         raise _fail(key, f"unknown profile {value!r}", f"use one of: {names}")
     return PROFILES[value]
 
 
 def _bind(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _fail(key, f"{value!r} is {_type_name(value)}, not an IP address",
+                    "write it as a string, e.g. '127.0.0.1'")
     try:
         ipaddress.ip_address(value)
     except (ValueError, TypeError):
@@ -118,7 +257,36 @@ def _bind(key: str, value: Any) -> str:
     return str(value)
 
 
-def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> ServiceConfig:
+def _ctx_size(key: str, value: Any, profile: Profile) -> int:
+    """ctx_size: an integer from MIN_CTX_SIZE to the model's trained context."""
+    if isinstance(value, str):
+        raise _fail(key, f"{value!r} is a string, not a number",
+                    f"write ctx_size = {value.strip() if value.strip().isdigit() else 8192}"
+                    " without quotes")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(key, f"{value!r} is {_type_name(value)}, not a whole number",
+                    "give a number of tokens, e.g. ctx_size = 8192")
+    train = profile.model.n_ctx_train
+    if value > train:
+        raise _fail(key, f"{value!r} exceeds the model's trained context {train}",
+                    f"lower ctx_size to {train} or less, or remove it")
+    floor = MIN_CTX_SIZE * profile.server.parallel
+    if value < floor:
+        raise _fail(key, f"{value!r} is below {floor} tokens ({MIN_CTX_SIZE} per slot, "
+                    f"{profile.server.parallel} slot(s))",
+                    f"raise ctx_size to {floor} or more, or remove it "
+                    f"(the profile's is {profile.server.ctx_size})")
+    return value
+
+
+def _service(prefix: str, raw: Any, data: Any) -> ServiceConfig:
+    if not isinstance(raw, Mapping):
+        raise _fail(prefix.rstrip("."), f"{raw!r} is {_type_name(raw)}, not a mapping",
+                    "give each service as a dict, e.g. {'service_name': 'llm', "
+                    "'profile': 'cpu-tiny', 'port': 8083}")
+    if prefix:  # a `services` entry: only per-service keys
+        check_keys([str(k) for k in raw], SERVICE_KEYS, prefix)
+
     def get(key: str, default: Any = None) -> Any:
         return raw.get(key, data.get(key, default))
 
@@ -135,6 +303,10 @@ def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> Se
     if api_key_file is not None:
         from pathlib import Path
 
+        if not isinstance(api_key_file, str) or not api_key_file:
+            raise _fail(f"{prefix}api_key_file", f"{api_key_file!r} is not a file name",
+                        "point it at a file on the controller that holds the key")
+        safe_text(f"{prefix}api_key_file", api_key_file, "the path")
         key_path = Path(str(api_key_file))
         if not key_path.is_file() or not key_path.read_text().strip():
             raise _fail(f"{prefix}api_key_file", f"{api_key_file} is missing or empty",
@@ -150,13 +322,15 @@ def _service(prefix: str, raw: Mapping[str, Any], data: Mapping[str, Any]) -> Se
     if draft is not None:
         draft = _model_file(prefix, "draft", draft, get)
     ctx = get("ctx_size")
-    if ctx is not None and (not isinstance(ctx, int) or ctx > profile.model.n_ctx_train):
-        raise _fail(f"{prefix}ctx_size", f"{ctx!r} exceeds the model's trained context "
-                    f"{profile.model.n_ctx_train}", "lower ctx_size or remove it")
+    if ctx is not None:
+        # the server's -c, the planner and the VRAM budget check, and verify's sizes
+        profile = with_ctx_size(profile, _ctx_size(f"{prefix}ctx_size", ctx, profile))
     extra = get("server_extra_args", [])
     if not isinstance(extra, list | tuple) or not all(isinstance(a, str) for a in extra):
         raise _fail(f"{prefix}server_extra_args", f"{extra!r} is not a list of strings",
                     "e.g. ['--threads', '8']")
+    for arg in extra:
+        safe_text(f"{prefix}server_extra_args", arg, "each argument")
     return ServiceConfig(name=name, profile=profile, port=port, bind_address=bind,
                          api_key_file=api_key_file, model=model, draft=draft,
                          extra_args=tuple(extra))
@@ -200,32 +374,76 @@ def _model_file(prefix: str, role: str, base: ModelFile, get: Any) -> ModelFile:
                      n_ctx_train=base.n_ctx_train)
 
 
-def _source(data: Mapping[str, Any], profile: Profile) -> SourceSpec:
+def _source(data: Any, profile: Profile) -> SourceSpec:
     raw = data.get("source")
     if not isinstance(raw, Mapping):
         raise _fail("source", f"{raw!r} is not a mapping",
-                    "set source = {'git': URL, 'ref': COMMIT} or {'path': DIR, 'ref': NAME}")
+                    "set source = {'git': URL, 'ref': COMMIT} or {'path': FILE, 'ref': NAME}")
+    check_keys([str(k) for k in raw], ("git", "path", "ref"), "source.")
     ref = raw.get("ref")
-    if not isinstance(ref, str) or not ref:
+    if ref is None or ref == "":
         raise _fail("source.ref", "missing", "pin the source to a commit or a named snapshot")
+    if not isinstance(ref, str):
+        raise _fail("source.ref", f"{ref!r} is {_type_name(ref)}, not a string",
+                    "give the commit (40 hex digits) or snapshot name in quotes")
+    if "git" in raw and "path" in raw:
+        raise _fail("source", "both `git` and `path` given", "keep one of them")
     if "git" in raw:
+        url = raw["git"]
+        if not isinstance(url, str) or not re.match(r"^(https?|ssh|git|file)://\S+$", url) \
+                or any(not c.isprintable() for c in url):
+            raise _fail("source.git", f"{url!r} is not a git URL",
+                        "give the repository's URL, e.g. 'https://github.com/o/r'")
         if not GIT_SHA_RE.match(ref):
             raise _fail("source.ref", f"{ref!r} is not a full commit hash (40 hex digits)",
                         f"`git rev-parse {ref}` in a clone of {raw['git']} prints the full hash "
                         "to pin (a branch, tag or short hash cannot be fetched by commit)")
-        return SourceSpec(kind="git", ref=ref, url=str(raw["git"]))
+        return SourceSpec(kind="git", ref=ref, url=url)
     if "path" in raw:
-        return SourceSpec(kind="local", ref=ref, path=str(raw["path"]))
+        path = abs_path("source.path", raw["path"], "/srv/src/llama.cpp.tar.gz")
+        if not LOCAL_REF_RE.match(ref):
+            raise _fail("source.ref", f"{ref!r} is not a snapshot name",
+                        "use letters, digits, '.', '_' and '-' (at most 64), e.g. 'lcp0.3.36'")
+        return SourceSpec(kind="local", ref=ref, path=path)
     raise _fail("source", "neither `git` nor `path` given", "add one of them")
+
+
+def _extra(data: Any) -> dict[str, Any]:
+    """The keys single tasks read, checked for type here so a task never sees a wrong one."""
+    out = {k: data.get(k) for k in EXTRA_KEYS if data.get(k) is not None}
+    for key in ("allow_reboot", "use_docker_desktop", "install_cuda_toolkit"):
+        if key in out:
+            _bool(key, out[key])
+    branch = out.get("driver_branch")
+    if branch is not None and (isinstance(branch, bool) or not isinstance(branch, int)
+                               or not 100 <= branch <= 9999):
+        raise _fail("driver_branch", f"{branch!r} is not a driver branch",
+                    "give the branch as a number, e.g. driver_branch = 595")
+    version = out.get("container_toolkit_version")
+    if version is not None and (not isinstance(version, str)
+                                or not re.match(r"^[0-9][0-9A-Za-z.~+-]*$", version)):
+        raise _fail("container_toolkit_version", f"{version!r} is not a package version",
+                    "e.g. '1.17.8-1', or remove it")
+    if "nvidia_repos" in out:
+        out["nvidia_repos"] = _str_map("nvidia_repos", out["nvidia_repos"],
+                                       "{'cuda': 'https://mirror/cuda/repos/ubuntu2404/x86_64'}")
+        check_keys(out["nvidia_repos"], ("cuda", "cuda_key", "toolkit", "toolkit_key"),
+                   "nvidia_repos.")
+    if "hf_token_file" in out:
+        out["hf_token_file"] = abs_path("hf_token_file", out["hf_token_file"],
+                                        "/etc/beekeeper/hf_token")
+    return out
 
 
 def load_host_config(data: Any) -> HostConfig:
     """Validate host data (pyinfra host.data or a plain dict) into a HostConfig.
 
-    `data` needs only `.get(key, default)`.
+    `data` needs only `.get(key, default)`; its keys are checked when it is a mapping or
+    pyinfra's HostData.
     """
+    check_keys(host_data_keys(data), KIT_KEYS, extra_known=pyinfra_keys())
     mode = data.get("mode", "container")
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise _fail("mode", f"{mode!r} is not a mode", "use 'container' or 'native'")
 
     raw_services = data.get("services")
@@ -233,8 +451,8 @@ def load_host_config(data: Any) -> HostConfig:
     if raw_services is None:
         services = (_service("", {}, data),)
     else:
-        if not isinstance(raw_services, list) or not raw_services:
-            raise _fail("services", "must be a non-empty list of dicts",
+        if not isinstance(raw_services, list | tuple) or not raw_services:
+            raise _fail("services", f"{raw_services!r} is not a non-empty list of dicts",
                         "give one dict per service, or drop `services`")
         services = tuple(_service(f"services[{i}].", s, {}) for i, s in enumerate(raw_services))
     ports = [s.port for s in services]
@@ -244,21 +462,34 @@ def load_host_config(data: Any) -> HostConfig:
     if len(set(names)) != len(names):
         raise _fail("services", f"two services share a name ({names})", "name them apart")
 
-    model_dir = data.get("model_dir", "/srv/beekeeper/models")
-    if not isinstance(model_dir, str) or not model_dir.startswith("/"):
-        raise _fail("model_dir", f"{model_dir!r} is not an absolute path",
-                    "use an absolute path such as /srv/beekeeper/models")
+    model_dir = abs_path("model_dir", data.get("model_dir", "/srv/beekeeper/models"),
+                         "/srv/beekeeper/models")
+    if ":" in model_dir:
+        raise _fail("model_dir", f"{model_dir!r} holds ':', Docker's --volume separator",
+                    "use a folder without ':'")
+    state_dir = abs_path("state_dir", data.get("state_dir", "/var/lib/beekeeper"),
+                         "/var/lib/beekeeper")
     budget = data.get("vram_budget_gib", 10.0)
-    if not isinstance(budget, int | float) or budget <= 0:
-        raise _fail("vram_budget_gib", f"{budget!r} is not a positive number", "e.g. 10")
+    if isinstance(budget, bool) or not isinstance(budget, int | float) \
+            or not math.isfinite(budget) or not 0 < budget <= 4096:
+        raise _fail("vram_budget_gib", f"{budget!r} is not a number of GiB above 0",
+                    "e.g. vram_budget_gib = 10 (no quotes)")
     arch = data.get("cuda_arch")
-    if arch is not None and not re.match(r"^\d{2,3}[a-z]?(;\d{2,3}[a-z]?)*$", str(arch)):
+    if arch is not None and (isinstance(arch, bool) or not isinstance(arch, int | str)
+                             or not re.match(r"^\d{2,3}[a-z]?(;\d{2,3}[a-z]?)*$", str(arch))):
         raise _fail("cuda_arch", f"{arch!r} is not a CUDA arch list", "e.g. '89' or '89;120'")
+    cuda_version = data.get("cuda_version", "13.2.1")
+    if isinstance(cuda_version, bool) or not isinstance(cuda_version, str | int | float) \
+            or not CUDA_VERSION_RE.match(str(cuda_version)):
+        raise _fail("cuda_version", f"{cuda_version!r} is not a CUDA release",
+                    "e.g. cuda_version = '13.2.1'")
     timeout = data.get("health_timeout_s", 300)
-    if not isinstance(timeout, int) or timeout < 10:
-        raise _fail("health_timeout_s", f"{timeout!r} is too small", "use 10 or more seconds")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 10 <= timeout <= 86400:
+        raise _fail("health_timeout_s", f"{timeout!r} is not a whole number of seconds "
+                    "from 10 to 86400", "e.g. health_timeout_s = 300 (no quotes)")
     jobs = data.get("build_jobs")
-    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)
+                             or not 1 <= jobs <= 1024):
         raise _fail("build_jobs", f"{jobs!r} is not a positive integer", "e.g. 4, or remove it")
 
     stages = data.get("stages", list(STAGES))
@@ -267,28 +498,43 @@ def load_host_config(data: Any) -> HostConfig:
         raise _fail("stages", f"{stages!r} is not a prefix of {list(STAGES)}",
                     "e.g. ['provision'] or ['provision', 'build']")
     endpoint = data.get("hf_endpoint", DEFAULT_HF_ENDPOINT)
-    if not isinstance(endpoint, str) or not re.match(r"^https?://[^\s'\"]+$", endpoint):
+    if not isinstance(endpoint, str) or not re.match(r"^https?://[^\s'\"]+$", endpoint) \
+            or any(not c.isprintable() for c in endpoint):
         raise _fail("hf_endpoint", f"{endpoint!r} is not an http(s) URL",
                     f"remove it (the Hub, {DEFAULT_HF_ENDPOINT}) or give a mirror's URL")
     webui = data.get("server_webui", False)
     if not isinstance(webui, bool):
         raise _fail("server_webui", f"{webui!r} is not True or False", "set True or False")
+    base_images = _str_map("base_images", data.get("base_images"),
+                           "{'build': 'debian:bookworm', 'runtime': 'debian:bookworm-slim'}")
+    check_keys(base_images, ("build", "runtime"), "base_images.")
+    for role, image in base_images.items():
+        if not IMAGE_REF_RE.match(image):
+            raise _fail(f"base_images.{role}", f"{image!r} is not an image reference",
+                        "e.g. 'debian:bookworm' or 'nvidia/cuda:13.2.1-devel-ubuntu24.04'")
+    preload = _str_map("preload_images", data.get("preload_images"),
+                       "{'debian:bookworm': '/srv/images/debian.tar'}")
+    for image, tar in preload.items():
+        if not IMAGE_REF_RE.match(image):
+            raise _fail("preload_images", f"{image!r} is not an image reference",
+                        "name each image as the Dockerfile does, e.g. 'debian:bookworm'")
+        abs_path(f"preload_images[{image!r}]", tar, "/srv/images/debian-bookworm.tar")
     return HostConfig(
         stages=tuple(stages),
         webui=webui,
         hf_endpoint=endpoint.rstrip("/"),
         mode=mode,
         services=services,
-        model_dir=model_dir.rstrip("/"),
-        state_dir=str(data.get("state_dir", "/var/lib/beekeeper")),
+        model_dir=model_dir,
+        state_dir=state_dir,
         source=_source(data, services[0].profile),
-        cuda_version=str(data.get("cuda_version", "13.2.1")),
+        cuda_version=str(cuda_version),
         cuda_arch=str(arch) if arch is not None else None,
         vram_budget_gib=float(budget),
         health_timeout_s=timeout,
         build_jobs=jobs,
-        base_images=dict(data.get("base_images") or {}),
-        preload_images=dict(data.get("preload_images") or {}),
-        install_docker=bool(data.get("install_docker", True)),
-        extra={k: data.get(k) for k in EXTRA_KEYS if data.get(k) is not None},
+        base_images=base_images,
+        preload_images=preload,
+        install_docker=_bool("install_docker", data.get("install_docker", True)),
+        extra=_extra(data),
     )

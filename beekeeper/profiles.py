@@ -307,6 +307,26 @@ PROFILES: dict[str, Profile] = {
     ]
 }
 
+def with_ctx_size(profile: Profile, ctx_size: int) -> Profile:
+    """The profile served with host data `ctx_size`: the server's -c, the planner's KV cache
+    and verify's sizes all follow it. Verify's NIAH and decode depths shrink to fit the new
+    context per slot and never grow past the profile's (its reference figures were measured
+    there); the reference peak VRAM no longer applies and is dropped (the budget check and
+    the planner use the new context)."""
+    if ctx_size == profile.server.ctx_size:
+        return profile
+    from dataclasses import replace
+
+    per_slot = ctx_size // profile.server.parallel
+    e = profile.expected
+    expected = replace(
+        e, peak_vram_mib=None,
+        niah_tokens=min(e.niah_tokens, per_slot - min(2048, per_slot // 4)),
+        decode_ctx_tokens=min(e.decode_ctx_tokens, per_slot - min(4096, per_slot // 2)))
+    return replace(profile, server=replace(profile.server, ctx_size=ctx_size),
+                   expected=expected, summary=f"{profile.summary}, ctx_size {ctx_size}")
+
+
 DEFAULT_PROFILE = "q8-turbo4-64k"
 
 

@@ -4,6 +4,7 @@ Template rendering with StrictUndefined: a missing key is an error, never an emp
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,32 @@ from typing import Any
 import jinja2
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+# a word systemd reads as it is: no quotes, backslashes, specifiers (%), variables ($) or
+# spaces; anything else is double-quoted and escaped (systemd.syntax(7), "Quoting")
+_SD_PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+
+
+def sd_quote(value: object, exec_line: bool = True) -> str:
+    """One word for a unit file (not the executable, whose prefixes `@-:+!` differ):
+    `%` -> `%%` (specifiers), `$` -> `$$` in command lines (environment variables), and
+    double quotes with backslash escapes where needed.
+    Control characters cannot be carried; host data validation refuses them first."""
+    text = str(value)
+    if any(not c.isprintable() for c in text):
+        raise ValueError(f"{text!r} holds a control character; a unit file cannot carry it")
+    if _SD_PLAIN.match(text):
+        return text
+    if text == ";":  # a lone ';' separates command lines
+        return "\\;"
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    if exec_line:
+        text = text.replace("$", "$$")
+    return f'"{text}"'
+
+
+def sd_join(values: object) -> str:
+    """Arguments of an ExecStart= line, each quoted for systemd (never for a shell)."""
+    return " ".join(sd_quote(v) for v in values)  # type: ignore[attr-defined]
 
 
 def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
@@ -24,6 +51,10 @@ def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
     )
     env.filters["shquote"] = lambda v: shlex.quote(str(v))
     env.filters["shjoin"] = lambda v: " ".join(shlex.quote(str(x)) for x in v)
+    # unit files: systemd's own quoting, not a shell's
+    env.filters["sdquote"] = sd_quote
+    env.filters["sdjoin"] = sd_join
+    env.filters["sdpath"] = lambda v: sd_quote(v, exec_line=False)
     return env
 
 

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", default="smoke")
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--ctx-size", type=int, help="the server's context (host data ctx_size)")
     ap.add_argument("--api-key-file")
     ap.add_argument("--host-label", default=os.uname().nodename)
     ap.add_argument("--engine-gpu")
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     if profile is None:
         print(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}", file=sys.stderr)
         return 2
+    if args.ctx_size:
+        from .profiles import with_ctx_size
+
+        profile = with_ctx_size(profile, args.ctx_size)
     key = open(args.api_key_file).read().strip() if args.api_key_file else None
     with ServerClient(args.url, api_key=key) as client:
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,

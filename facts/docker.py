@@ -111,3 +111,41 @@ class ImageTags(FactBase[list[str]]):
 
     def process(self, output: list[str]) -> list[str]:
         return [line.strip() for line in output if line.strip() and "<none>" not in line]
+
+
+SERVICE_LABEL = "io.beekeeper.service"
+
+
+def parse_port_containers(lines: list[str]) -> list[dict[str, str]]:
+    """`docker ps` lines `<name>\\t<io.beekeeper.service label>\\t<image>` -> containers."""
+    out = []
+    for line in lines:
+        parts = line.rstrip("\n").split("\t")
+        if parts and parts[0].strip():
+            parts += [""] * (3 - len(parts))
+            out.append({"name": parts[0].strip(), "service": parts[1].strip(),
+                        "image": parts[2].strip()})
+    return out
+
+
+class PortContainers(FactBase[list[dict[str, str]]]):
+    """
+    Returns the running containers that publish a host port, with the kit's service label
+    (empty on a container the kit did not start):
+
+    .. code:: python
+
+        [{"name": "beekeeper-llm", "service": "llm", "image": "beekeeper/llama-server:..."}]
+    """
+
+    @staticmethod
+    def default() -> list[dict[str, str]]:  # no output: no such container, or no Docker
+        return []
+
+    def command(self, port: int) -> str:
+        fmt = "{{.Names}}\t{{.Label \"" + SERVICE_LABEL + "\"}}\t{{.Image}}"
+        return (f"command -v docker >/dev/null 2>&1 && docker ps --filter "
+                f"publish={int(port)} --format {shlex.quote(fmt)} 2>/dev/null; true")
+
+    def process(self, output: list[str]) -> list[dict[str, str]]:
+        return parse_port_containers(output)

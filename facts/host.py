@@ -207,9 +207,9 @@ class BuildResources(FactBase[dict[str, int]]):
     """
 
     def command(self) -> str:
-        return "nproc; awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo"
+        return "nproc; awk '/^MemTotal:/ {print $2}' /proc/meminfo"  # kB
 
     def process(self, output: list[str]) -> dict[str, int]:
         nums = [int(x) for x in (line.strip() for line in output) if x.isdigit()]
         return {"cpus": nums[0] if nums else 1,
-                "mem_total_bytes": nums[1] if len(nums) > 1 else 0}
+                "mem_total_bytes": nums[1] * 1024 if len(nums) > 1 else 0}

@@ -1,5 +1,9 @@
 """
 Defaults for every host; host data in inventories/ overrides them.
+
+Every module-level name here becomes host data, and host data is checked whole: a name the
+kit (or pyinfra) does not read is refused with the closest known key. Keep helpers out, or
+list the exported names in __all__.
 """
 
 # Which profile to serve (`beekeeper profiles` lists them); the seed's production config.

@@ -27,17 +27,19 @@ class StreamedCommand(StringCommand):
 
 
 def _with_heartbeat(cmd: str, log: str, what: str, every_s: int = 30) -> str:
-    """Run cmd in the background with its output in `log`, printing a line every `every_s`."""
+    """Run cmd in the background with its output in `log`, printing a line every `every_s`.
+    `what` and `log` reach the shell only single-quoted (they may carry host data)."""
+    ql, qw = q(log), q(what)
     return (
-        f"mkdir -p {q(log.rsplit('/', 1)[0])} && : > {q(log)} && "
-        f"( {cmd} >> {q(log)} 2>&1; echo $? > {q(log + '.rc')} ) & pid=$!; "
+        f"mkdir -p {q(log.rsplit('/', 1)[0])} && : > {ql} && "
+        f"( {cmd} >> {ql} 2>&1; echo $? > {q(log + '.rc')} ) & pid=$!; "
         f"start=$(date +%s); while kill -0 $pid 2>/dev/null; do sleep {every_s}; "
         f"kill -0 $pid 2>/dev/null || break; "
-        f"echo \"[beekeeper] {what}: $(( $(date +%s) - start )) s, "
-        f"last: $(tail -n1 {q(log)} | cut -c1-100) (log: {log})\"; done; "
+        f"echo \"[beekeeper] \"{qw}\": $(( $(date +%s) - start )) s, "
+        f"last: $(tail -n1 {ql} | cut -c1-100) (log: \"{ql}\")\"; done; "
         f"wait $pid; rc=$(cat {q(log + '.rc')}); "
-        f"if [ \"$rc\" != 0 ]; then tail -n 30 {q(log)}; "
-        f"echo \"{what} failed (exit $rc); full log: {log}\" >&2; exit \"$rc\"; fi"
+        f"if [ \"$rc\" != 0 ]; then tail -n 30 {ql}; "
+        f"echo {qw}\" failed (exit $rc); full log: \"{ql} >&2; exit \"$rc\"; fi"
     )
 
 
@@ -94,7 +96,7 @@ def model_placed(dest: str, sha256: str, local_src: str):
     yield StringCommand(
         f"if [ \"$(sha256sum {q(partial)} | cut -d' ' -f1)\" = {q(sha256)} ]; "
         f"then mv -f {q(partial)} {q(dest)}; "
-        f"else rm -f {q(partial)}; echo 'model sha256 mismatch for {dest}: removed' >&2; "
+        f"else rm -f {q(partial)}; echo {q(f'model sha256 mismatch for {dest}: removed')} >&2; "
         "exit 1; fi"
     )
 
@@ -128,46 +130,73 @@ def model_downloaded(dest: str, sha256: str, size_bytes: int, endpoint: str, rep
                                         f"downloading {filename}"))
 
 
+# what the manifest (deployed.json) at $1 says is serving: "<profile> on <addr>:<port>"
+_SERVING = ("python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); "
+            "a=m[\"bind_address\"]; a=\"[\"+a+\"]\" if \":\" in a else a; "
+            "print(m[\"profile\"], \"on\", a+\":\"+str(m[\"port\"]))'")
+_PORT = ("python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))[\"port\"]))'")
+
+
+def serving(profile: str, bind_address: str, port: int) -> str:
+    addr = f"[{bind_address}]" if ":" in bind_address else bind_address
+    return f"{profile} on {addr}:{port}"
+
+
 @operation()
 def smoke_checked(port: int, unit: str, script: str, timeout_s: int, after_change: bool,
-                  api_key_file: str | None = None):
+                  api_key_file: str | None = None, profile: str = "",
+                  bind_address: str = "127.0.0.1"):
     """
     Wait for /health and smoke-check the API on the host. When nothing changed in this
-    run, the check runs as a read-only fact and reports no change.
+    run, the check runs as a read-only fact and reports no change. The last line says
+    which server is serving.
 
     + port: the server's port on the host
     + unit: systemd unit whose log is shown when a check fails
     + script: path of hostcheck.py on the host
     + timeout_s: deadline for /health to answer 200
     + after_change: whether an earlier operation of this run changes the service
+    + profile, bind_address: what this deploy serves, for the last line
     """
     from facts.server import ServerSmoke
 
+    now = serving(profile, bind_address, port)
     if not after_change:
         result = host.get_fact(ServerSmoke, script=script, port=port,
                                api_key_file=api_key_file)
         if result and result.get("ok"):
-            host.noop(f"server on port {port} healthy, smoke passed "
+            host.noop(f"beekeeper: serving {now}: healthy, smoke passed "
                       f"({result.get('completion_tokens')} tokens)")
             return
     key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
-    check = f"python3 {q(script)} --port {port} --timeout {timeout_s}{key}"
+    check = f"python3 {q(script)} --timeout {timeout_s}{key}"
     result_path = f"/var/lib/beekeeper/reports/{unit.removesuffix('.service')}-smoke.json"
     path = f"/etc/systemd/system/{unit}"
     manifest = f"/etc/beekeeper/{unit.removeprefix('beekeeper-').removesuffix('.service')}" \
         "/deployed.json"
-    # On failure: show the log, put the previous unit back, prove the old server healthy.
-    yield StringCommand(
-        f"{check} --out {q(result_path)} || {{ echo '--- last server log lines ({unit}) ---'; "
+    qm = q(manifest)
+    # On failure: show the log, put the previous unit back, and prove the old server healthy
+    # on the port the restored unit uses (its restored manifest says which).
+    yield StreamedCommand(
+        f"if {check} --port {port} --out {q(result_path)}; then "
+        f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "
+        f"echo '--- last server log lines ({unit}) ---'; "
         f"journalctl -u {q(unit)} -n 30 --no-pager; "
-        f"if [ -f {q(path + '.prev')} ]; then "
-        f"echo 'beekeeper: the new server failed its checks; rolling back to the previous "
-        f"unit'; mv -f {q(path + '.prev')} {q(path)}; "
-        f"[ -f {q(manifest + '.prev')} ] && mv -f {q(manifest + '.prev')} {q(manifest)}; "
-        f"systemctl daemon-reload && systemctl restart {q(unit)} && {check} && "
-        f"echo 'beekeeper: rolled back; the previous server is healthy' >&2; fi; "
         f"echo 'beekeeper: deploy failed: the new server did not pass /health and smoke "
-        f"checks (log above)' >&2; exit 1; }}"
+        f"checks (log above)' >&2; "
+        f"if [ ! -f {q(path + '.prev')} ]; then "
+        f"echo 'beekeeper: no server is serving (no previous unit to restore)' >&2; exit 1; fi; "
+        f"echo 'beekeeper: rolling back to the previous unit' >&2; "
+        f"mv -f {q(path + '.prev')} {q(path)}; "
+        f"if [ -f {q(manifest + '.prev')} ]; then mv -f {q(manifest + '.prev')} {qm}; "
+        f"else rm -f {qm}; fi; "
+        f"systemctl daemon-reload && systemctl restart {q(unit)} || true; "
+        f"if [ -f {qm} ] && prev_port=$({_PORT} {qm}) && "
+        f"{check} --port \"$prev_port\" >/dev/null; then "
+        f"echo 'beekeeper: rolled back; the previous server is healthy' >&2; "
+        f"echo \"beekeeper: serving $({_SERVING} {qm}) (previous unit restored)\" >&2; "
+        f"else echo 'beekeeper: no server is serving: the previous unit was restored but "
+        f"did not pass /health' >&2; fi; exit 1"
     )
 
 

@@ -15,7 +15,7 @@ from beekeeper import cudacompat
 from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap
 from beekeeper.config import HostConfig
 from beekeeper.errors import PreflightError
-from facts.docker import DockerEngine
+from facts.docker import DockerEngine, PortContainers
 from facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
 from facts.host import BuildResources, FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
 
@@ -168,6 +168,33 @@ def _brief(pred: Any) -> str:
             f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
 
 
+def check_port(name: str, port: int, docker_present: bool) -> None:
+    """The port is free, or held by this service's own server: its container (label
+    io.beekeeper.service=<name>) or its native binary. A container of anything else that
+    Docker publishes there is refused by name, whether or not a docker-proxy listens."""
+    containers = host.get_fact(PortContainers, port=port) if docker_present else []
+    foreign = [c for c in containers if c["service"] != name]
+    if foreign:
+        c = foreign[0]
+        owner = (f"beekeeper service {c['service']!r}" if c["service"]
+                 else f"image {c['image']}")
+        raise PreflightError(
+            f"port {port} on the host is published by the Docker container {c['name']!r} "
+            f"({owner}), not by this service's container: stop it (docker stop {c['name']}), "
+            "or set `port` to a free port")
+    # A hardened native unit hides its process name from ss ("?").
+    ours = {"llama-server"}
+    if containers:  # the proxy that publishes our own container
+        ours.add("docker-proxy")
+    manifest = host.get_fact(FileContents, path=f"/etc/beekeeper/{name}/deployed.json")
+    if manifest and json.loads("\n".join(manifest)).get("port") == port:
+        ours |= {"?", "docker-proxy"}  # our own server, native or between restarts
+    others = [p for p in host.get_fact(PortListeners, port=port) if p not in ours]
+    if others:
+        raise PreflightError(f"port {port} on the host is in use by {others[0]!r}: "
+                             "stop it, or set `port` to a free port")
+
+
 def check(cfg: HostConfig) -> HostFacts:
     init = host.get_fact(InitSystem)
     wsl = host.get_fact(Wsl)
@@ -209,16 +236,7 @@ def check(cfg: HostConfig) -> HostFacts:
         raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
                              "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
     for svc in cfg.services if "service" in cfg.stages else ():
-        # our own server (container proxy or native binary) may hold it; nothing else.
-        # A hardened native unit hides its process name from ss ("?").
-        ours = {"docker-proxy", "llama-server"}
-        manifest = host.get_fact(FileContents, path=f"/etc/beekeeper/{svc.name}/deployed.json")
-        if manifest and json.loads("\n".join(manifest)).get("port") == svc.port:
-            ours.add("?")
-        others = [p for p in host.get_fact(PortListeners, port=svc.port) if p not in ours]
-        if others:
-            raise PreflightError(f"port {svc.port} on the host is in use by {others[0]!r}: "
-                                 "stop it, or set `port` to a free port")
+        check_port(svc.name, svc.port, docker["present"])
     need = 0
     seen: set[str] = set()
     for model in (m for svc in cfg.services if "model" in cfg.stages for m in svc.models()):

@@ -58,6 +58,7 @@ def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
         "service": svc.name, "unit": unit_name(svc), "container": container_name(svc),
         "profile": svc.profile.name, "mode": cfg.mode, "image": image,
         "bind_address": svc.bind_address, "port": svc.port,
+        "ctx_size": svc.profile.server.ctx_size,
         "model_path": f"{cfg.model_dir}/{svc.model.filename}",
         "model_sha256": svc.model_sha256,
         "draft_path": f"{cfg.model_dir}/{svc.draft.filename}" if svc.draft else None,
@@ -93,12 +94,23 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
         ]
         ops += secret_ops
     running_sha = host.get_fact(Sha1File, path=unit_path)
-    if running_sha is not None and running_sha != _sha1(new_unit):
-        # the running service's unit and manifest, for an automatic or manual rollback
+    unit_changes = running_sha != _sha1(new_unit)
+    # A new image tag or new flags change the unit; a replaced model file changes upstream.
+    changed = unit_changes or any(op.will_change for op in upstream + secret_ops)
+    if changed and running_sha is not None:
+        # `.prev` is exactly the unit (and manifest) running before this deploy: what the
+        # smoke check's rollback and `beekeeper rollback` put back. A stale manifest copy
+        # never stays beside a newer unit copy.
         ops.append(server.shell(
             name=f"Keep the running {unit} for rollback ({unit}.prev)",
-            commands=[f"cp -p {unit_path} {unit_path}.prev && "
-                      f"cp -p {manifest_path} {manifest_path}.prev 2>/dev/null || true"]))
+            commands=[f"cp -p {unit_path} {unit_path}.prev && rm -f {manifest_path}.prev && "
+                      f"{{ [ ! -f {manifest_path} ] || cp -p {manifest_path} "
+                      f"{manifest_path}.prev; }}"]))
+    elif changed:
+        # no unit runs yet: an older deploy's copy must not be "restored" by a rollback
+        ops.append(server.shell(
+            name=f"Remove a stale rollback copy of {unit} (none runs yet)",
+            commands=[f"rm -f {unit_path}.prev {manifest_path}.prev"]))
     unit_op = files.put(name=f"Render systemd unit {unit}",
                         src=io.StringIO(new_unit),
                         dest=f"/etc/systemd/system/{unit}", mode="0644")
@@ -106,8 +118,6 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     ops.append(files.put(name=f"Record what {unit} runs (deployed.json)",
                          src=io.StringIO(manifest(cfg, svc, image)),
                          dest=f"/etc/beekeeper/{svc.name}/deployed.json", mode="0644"))
-    # A new image tag or new flags change the unit; a replaced model file changes upstream.
-    changed = unit_op.will_change or any(op.will_change for op in upstream + secret_ops)
     ops.append(systemd.service(
         name=f"Start and enable {unit}" + (" (restart: inputs changed)" if changed else ""),
         service=unit, running=True, enabled=True, restarted=changed,

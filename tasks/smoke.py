@@ -34,4 +34,5 @@ def check(cfg: HostConfig, svc: ServiceConfig, changed: bool) -> OperationMeta:
         port=svc.port, unit=unit_name(svc), script=HOSTCHECK,
         timeout_s=cfg.health_timeout_s, after_change=changed,
         api_key_file=svc.api_key_file and f"/etc/beekeeper/{svc.name}/api_key",
+        profile=svc.profile.name, bind_address=svc.bind_address,
     )

@@ -77,3 +77,15 @@ def test_port_listeners():
     assert parse_port_owner([]) == []
     assert parse_port_owner(['LISTEN 0 511 0.0.0.0:8083 0.0.0.0:* users:(("nginx",pid=1,fd=6))'
                              ]) == ["nginx"]
+
+
+def test_build_resources_reads_cores_and_memory_from_real_command_output():
+    import subprocess
+
+    from facts.host import BuildResources
+
+    fact = BuildResources()
+    out = subprocess.run(["sh", "-c", fact.command()], capture_output=True, text=True).stdout
+    got = fact.process(out.splitlines())
+    # a 24 GiB machine printed MemTotal with awk's %g (2.5e+10) before: never 0 here
+    assert got["cpus"] >= 1 and got["mem_total_bytes"] > 2**30
