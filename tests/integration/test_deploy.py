@@ -117,7 +117,7 @@ def test_switch_back_and_run_every_suite(first, tmp_path):
     assert data["suites"]["vram"]["skipped"].startswith("skipped: no NVIDIA GPU")
     html = (folder / "report.html").read_text()
     # charts inline, nothing fetched from anywhere (the SVG namespace URI is not a fetch)
-    assert html.count("<svg") >= 4
+    assert html.count("<svg") >= 3  # TTFT, per-token latency, NIAH by depth (no GPU: no VRAM)
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html)
 
 

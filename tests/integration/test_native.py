@@ -12,14 +12,15 @@ from .helpers import BIN, ROOT, deploy, grand_total, results, sandbox_exec
 pytestmark = pytest.mark.integration
 
 
-def test_native_mode_builds_serves_and_is_idempotent(fresh_sandbox):
+def test_native_mode_builds_serves_and_is_idempotent(fresh_sandbox, standins):
     run = deploy("--data", "mode=native")
     print(f"\n[figure] native deploy (build on the host): {run.wall_s:.0f} s")
     assert run.rc == 0, run.out[-4000:]
     rows = results(run.out)
     assert any(k.startswith("Build llama-server") and v[0] == "1" for k, v in rows.items())
     link = sandbox_exec("readlink /opt/beekeeper/llama-server/current").stdout.strip()
-    assert link.startswith("/opt/beekeeper/llama-server/lcp0.3.36-cpu-")
+    # named by the source commit (fetched from the git server), backend, arch, inputs hash
+    assert link.startswith(f"/opt/beekeeper/llama-server/{standins.commit[:12]}-cpu-"), link
     unit = sandbox_exec("systemctl show -p ExecStart --value beekeeper-llm.service").stdout
     assert link + "/llama-server" in unit
     # llama-bench, the engine baseline, is installed beside the server from the same build
