@@ -10,6 +10,10 @@ Why these factors (the report repeats them):
   costs nothing measurable there. On the CPU sandbox (2 cores, gemma-3-270m) the served rate
   was measured against llama-bench's (README, "How verify judges"); a server with fewer
   threads, layers off the GPU or other KV types falls well below 0.95.
+- DECODE_FLOOR_CPU 0.80: on a CPU build the server's HTTP, sampling and streaming threads
+  share the cores with the compute threads that llama-bench has to itself. Measured on the
+  2-core sandbox with the machine otherwise idle: served 46.5 tok/s vs llama-bench 53.3 at
+  1024 ctx (0.873); a server held to one thread reached 0.52 in the same session.
 - TTFT_CEILING 1.25: a served first token is the engine's prefill of the prompt plus one
   decode step, plus what the server does before its prefill (tokenising the prompt,
   applying the template, the HTTP request). The H200 runs hold no llama-bench figure; the
@@ -29,6 +33,7 @@ from beekeeper.profiles import REFERENCE_CARD, Expected
 Status = Literal["PASS", "FAIL", "SKIP", "INFO"]
 
 DECODE_FLOOR = 0.95
+DECODE_FLOOR_CPU = 0.80
 TTFT_CEILING = 1.25
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .judge import DECODE_FLOOR, TTFT_CEILING
+from .judge import DECODE_FLOOR, DECODE_FLOOR_CPU, TTFT_CEILING
 
 STATUS_COLOR = {"PASS": "#2ca02c", "FAIL": "#d62728", "SKIP": "#7f7f7f", "INFO": "#1f77b4"}
 
@@ -165,7 +165,8 @@ def markdown(data: dict[str, Any]) -> str:
               "NIAH bound = two-sided 95% Clopper-Pearson. Statuses: PASS/FAIL judge a figure "
               "against an expectation; SKIP (no expectation, and why) and INFO (shown, not "
               "judged) never pass or fail a run.", "",
-              f"Rules: served decode >= {DECODE_FLOOR} x the engine's (llama-bench, same build, "
+              f"Rules: served decode >= {DECODE_FLOOR} x the engine's ({DECODE_FLOOR_CPU} on a "
+              "CPU build, whose server threads share the cores) (llama-bench, same build, "
               "model, KV types, flash attention, GPU layers, depth, on this host); median TTFT "
               f"<= {TTFT_CEILING} x (engine prefill + one decode step); the seed study's "
               "RTX 4090 figures are checks only on an RTX 4090, information elsewhere; VRAM "

@@ -19,6 +19,8 @@ from . import metrics, prompts
 from .client import RequestRecord, ServerClient
 from .engine import EngineBaseline, EngineError, Shell, measure as measure_engine
 from .judge import (
+    DECODE_FLOOR,
+    DECODE_FLOOR_CPU,
     VramFigures,
     judge_decode,
     judge_reference_decode,
@@ -298,7 +300,9 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                 v = judge_decode(r.decode_tok_s,
                                  engine.decode_tok_s_at(r.ctx_tokens) if engine else None,
                                  r.ctx_tokens, served_error=r.record.error,
-                                 engine_why_not=engine_why_not)
+                                 engine_why_not=engine_why_not,
+                                 floor=DECODE_FLOOR_CPU if profile.backend == "cpu"
+                                 else DECODE_FLOOR)
                 report.checks.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status,
                                            v.detail))
             ref = judge_reference_decode(runs[-1].decode_tok_s, e, card)

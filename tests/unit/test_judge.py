@@ -215,3 +215,13 @@ def test_recorded_sandbox_run_is_judged_the_same_again():
     assert judge_decode(dec["decode_tok_s"], 2 * eng["avg_tok_s"], 1024).status == "FAIL"
     statuses = {c["name"]: c["status"] for c in data["checks"]}
     assert statuses["decode.reference_card"] == "SKIP" and data["passed"]
+
+
+def test_cpu_floor_passes_the_measured_healthy_cpu_server_and_fails_the_one_thread_one():
+    from verify.judge import DECODE_FLOOR_CPU
+
+    # measured on the 2-core sandbox, machine otherwise idle (judge.py's docstring)
+    assert judge_decode(46.5, 53.3, 1024, floor=DECODE_FLOOR_CPU).status == "PASS"
+    assert judge_decode(46.5, 53.3, 1024).status == "FAIL"  # the GPU floor would fail it
+    slow = judge_decode(26.8, 51.6, 1024, floor=DECODE_FLOOR_CPU)
+    assert slow.status == "FAIL" and "26.8" in slow.detail and "51.6" in slow.detail
