@@ -10,8 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -238,34 +237,6 @@ def _rollback(args: argparse.Namespace) -> int:
     return p.returncode
 
 
-@contextmanager
-def _log_watcher(ssh: list[str], every_s: float = 30.0) -> Iterator[None]:
-    """While a deploy runs, print the newest beekeeper log line on the host every 30 s, so
-    a long image build or download shows that it is alive and where its log is."""
-    import threading
-
-    stop = threading.Event()
-
-    def watch() -> None:
-        last = ""
-        while not stop.wait(every_s):
-            p = subprocess.run(["ssh", *ssh, "f=$(ls -t /var/log/beekeeper/*.log 2>/dev/null "
-                                "| head -n1); [ -n \"$f\" ] && echo \"$f: $(sed "
-                                "'s/\\x1b\\[[0-9;]*m//g' $f | grep -v '^\\s*$' | tail -n1 | "
-                                "cut -c1-100)\""], capture_output=True, text=True)
-            line = p.stdout.strip()
-            if line and line != last:
-                print(f"  [alive] {line}", flush=True)
-                last = line
-
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    try:
-        yield
-    finally:
-        stop.set()
-
-
 def _demo(args: argparse.Namespace) -> int:
     """Sandbox up, deploy the CPU profile over SSH, then verify it through a tunnel."""
     from . import sandbox
@@ -278,8 +249,8 @@ def _demo(args: argparse.Namespace) -> int:
     cmd = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sandbox.py",
            "deploy.py"]
     print(f"$ {' '.join(cmd)}", flush=True)
-    with _log_watcher(sandbox.ssh_options(sandbox.load_state())):
-        rc = subprocess.call(cmd, cwd=ROOT)
+    # long steps (image build, download) print their own line every 30 s
+    rc = subprocess.call(cmd, cwd=ROOT)
     if rc != 0:
         print(f"deploy failed (exit {rc})", file=sys.stderr)
         return rc

@@ -67,20 +67,15 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     return result
 
 
-def _hf_downloader() -> list[OperationMeta]:
+def _hf_downloader() -> None:
     """huggingface_hub in a venv on the host, and the download script."""
     script = Path(__file__).resolve().parent.parent / "beekeeper" / "hostside" / "fetch_model.py"
-    return [
-        # stock Ubuntu and Debian have python3 (Debian minimal images may not) but neither
-        # `python` nor `virtualenv`; `python3 -m venv` needs python3-venv
-        apt.packages(name="Install python3 and python3-venv for the model downloader",
-                     packages=["python3", "python3-venv"], no_recommends=True,
-                     cache_time=24 * 3600),
-        pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV,
-                 python="python3"),
-        pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv",
-                     packages=[HF_HUB_SPEC], virtualenv=HOST_VENV),
-        files.directory(name="Create /usr/local/lib/beekeeper", path="/usr/local/lib/beekeeper"),
-        files.put(name="Upload the model downloader", src=str(script), dest=FETCHER,
-                  mode="0755"),
-    ]
+    # stock Ubuntu and Debian have python3 (Debian minimal images may not) but neither
+    # `python` nor `virtualenv`; `python3 -m venv` needs python3-venv
+    apt.packages(name="Install python3 and python3-venv for the model downloader",
+                 packages=["python3", "python3-venv"], no_recommends=True, cache_time=24 * 3600)
+    pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")
+    pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv", packages=[HF_HUB_SPEC],
+                 virtualenv=HOST_VENV)
+    files.directory(name="Create /usr/local/lib/beekeeper", path="/usr/local/lib/beekeeper")
+    files.put(name="Upload the model downloader", src=str(script), dest=FETCHER, mode="0755")
