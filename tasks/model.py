@@ -19,7 +19,10 @@ from . import ops
 HOST_VENV = "/opt/beekeeper/venv"
 FETCHER = "/usr/local/lib/beekeeper/fetch_model.py"
 # the client the downloader was tested with (resumable http_get, file metadata)
-HF_HUB_SPEC = "huggingface_hub==2.4.0"  # as `pip freeze` spells it: no reinstall
+# huggingface_hub 2.x needs httpx2, which needs Python 3.11: Ubuntu 22.04's 3.10 cannot
+# install it. 1.33.0 (httpx; Python >= 3.10) has the same calls, spelled as `pip freeze`
+# prints it so a second run reinstalls nothing.
+HF_HUB_SPEC = "huggingface_hub==1.33.0"
 
 
 def model_path(cfg: HostConfig, svc: ServiceConfig) -> str:

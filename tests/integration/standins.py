@@ -189,8 +189,10 @@ class HubStandIn:
                     return self._error(404, "RevisionNotFound")
                 # as the Hub does for LFS files: metadata headers and a redirect to storage
                 self.send_response(302)
+                # another host name, as the Hub's CDN has (huggingface_hub 1.x compares
+                # host names only, 2.x whole origins): the client stops at this redirect
                 self.send_header("Location",
-                                 f"http://127.0.0.1:{hub.storage_port}/cdn/{f.blob_id}")
+                                 f"http://localhost:{hub.storage_port}/cdn/{f.blob_id}")
                 self.send_header("X-Repo-Commit", f.commit)
                 self.send_header("X-Linked-Etag", f'"{f.sha256}"')
                 self.send_header("X-Linked-Size", str(len(f.data)))
