@@ -26,13 +26,13 @@ EXTRA_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
               "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
 # the keys one service reads: at the top level of host data, or inside a `services` entry
 SERVICE_KEYS = ("service_name", "profile", "port", "bind_address", "api_key_file", "ctx_size",
-                "server_extra_args",
+                "server_extra_args", "state", "gateway_port",
                 *(f"{role}_{part}" for role in ("model", "draft")
                   for part in ("repo", "file", "revision", "sha256")))
 HOST_KEYS = ("mode", "services", "model_dir", "state_dir", "source", "cuda_version",
              "cuda_arch", "vram_budget_gib", "health_timeout_s", "build_jobs", "base_images",
              "preload_images", "install_docker", "stages", "hf_endpoint", "server_webui",
-             *EXTRA_KEYS)
+             "gateway", "gateway_address", *EXTRA_KEYS)
 KIT_KEYS = frozenset(SERVICE_KEYS + HOST_KEYS)
 # pyinfra's own host data when pyinfra cannot be imported (the list in pyinfra 3.10's
 # api/arguments.py and the connectors' data_meta); with pyinfra the live lists are used
@@ -89,6 +89,8 @@ class ServiceConfig:
     model: ModelFile
     draft: ModelFile | None = None
     extra_args: tuple[str, ...] = ()
+    # the port the gateway reaches this service on, when not `port` (an SSH forward)
+    gateway_port: int | None = None
 
     @property
     def model_sha256(self) -> str | None:
@@ -96,6 +98,26 @@ class ServiceConfig:
 
     def models(self) -> list[ModelFile]:
         return [self.model] + ([self.draft] if self.draft else [])
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """The gateway role (host data `gateway = {...}`): one OpenAI endpoint in front of every
+    service of every inventory host, on the distro's HAProxy (tasks/gateway.py)."""
+
+    port: int = 4000
+    bind_address: str = "127.0.0.1"
+    api_key_file: str | None = None
+    # active health checks on each backend's /health: every `check_interval_s`, out after
+    # 2 failures, back after 2 successes
+    check_interval_s: int = 2
+    # request bodies are read whole (up to this size) to find their `model`
+    max_body_kib: int = 1024
+    # the longest a request (a long generation) may take
+    timeout_s: int = 600
+
+
+GATEWAY_KEYS = tuple(GatewayConfig.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -122,6 +144,13 @@ class HostConfig:
     # build beellama's embedded web UI into the server (off: the kit serves the API)
     webui: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # services this host had and must not have any more (`state = "absent"`): see
+    # tasks/prune.py, which also removes those the inventory no longer names
+    absent: tuple[str, ...] = ()
+    # this host's gateway role (host data `gateway`), and the address a gateway on another
+    # host reaches this host's services at (host data `gateway_address`)
+    gateway: GatewayConfig | None = None
+    gateway_address: str | None = None
 
     @property
     def service(self) -> ServiceConfig:
@@ -290,10 +319,7 @@ def _service(prefix: str, raw: Any, data: Any) -> ServiceConfig:
     def get(key: str, default: Any = None) -> Any:
         return raw.get(key, data.get(key, default))
 
-    name = get("service_name", "llm")
-    if not isinstance(name, str) or not SERVICE_NAME_RE.match(name):
-        raise _fail(f"{prefix}service_name", f"{name!r} is not a valid name",
-                    "use lowercase letters, digits and dashes, starting with a letter")
+    name = _service_name(prefix, get("service_name", "llm"))
     if get("profile") is None:
         raise _fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
     profile = _profile(f"{prefix}profile", get("profile"))
@@ -331,9 +357,12 @@ def _service(prefix: str, raw: Any, data: Any) -> ServiceConfig:
                     "e.g. ['--threads', '8']")
     for arg in extra:
         safe_text(f"{prefix}server_extra_args", arg, "each argument")
+    gw_port = get("gateway_port")
     return ServiceConfig(name=name, profile=profile, port=port, bind_address=bind,
                          api_key_file=api_key_file, model=model, draft=draft,
-                         extra_args=tuple(extra))
+                         extra_args=tuple(extra),
+                         gateway_port=None if gw_port is None
+                         else _port(f"{prefix}gateway_port", gw_port))
 
 
 def _model_file(prefix: str, role: str, base: ModelFile, get: Any) -> ModelFile:
@@ -374,7 +403,7 @@ def _model_file(prefix: str, role: str, base: ModelFile, get: Any) -> ModelFile:
                      n_ctx_train=base.n_ctx_train)
 
 
-def _source(data: Any, profile: Profile) -> SourceSpec:
+def _source(data: Any) -> SourceSpec:
     raw = data.get("source")
     if not isinstance(raw, Mapping):
         raise _fail("source", f"{raw!r} is not a mapping",
@@ -448,17 +477,19 @@ def load_host_config(data: Any) -> HostConfig:
 
     raw_services = data.get("services")
     services: tuple[ServiceConfig, ...]
+    absent: tuple[str, ...]
     if raw_services is None:
-        services = (_service("", {}, data),)
+        services, absent = _services_of([({}, "", data)])
     else:
-        if not isinstance(raw_services, list | tuple) or not raw_services:
-            raise _fail("services", f"{raw_services!r} is not a non-empty list of dicts",
-                        "give one dict per service, or drop `services`")
-        services = tuple(_service(f"services[{i}].", s, {}) for i, s in enumerate(raw_services))
+        if not isinstance(raw_services, list | tuple):
+            raise _fail("services", f"{raw_services!r} is not a list of dicts",
+                        "give one dict per service, [] for none, or drop `services`")
+        services, absent = _services_of(
+            [(s, f"services[{i}].", {}) for i, s in enumerate(raw_services)])
     ports = [s.port for s in services]
     if len(set(ports)) != len(ports):
         raise _fail("services", f"two services share a port ({ports})", "give each its own port")
-    names = [s.name for s in services]
+    names = [s.name for s in services] + list(absent)
     if len(set(names)) != len(names):
         raise _fail("services", f"two services share a name ({names})", "name them apart")
 
@@ -527,7 +558,7 @@ def load_host_config(data: Any) -> HostConfig:
         services=services,
         model_dir=model_dir,
         state_dir=state_dir,
-        source=_source(data, services[0].profile),
+        source=_source(data),
         cuda_version=str(cuda_version),
         cuda_arch=str(arch) if arch is not None else None,
         vram_budget_gib=float(budget),
@@ -537,4 +568,117 @@ def load_host_config(data: Any) -> HostConfig:
         preload_images=preload,
         install_docker=_bool("install_docker", data.get("install_docker", True)),
         extra=_extra(data),
+        absent=absent,
+        gateway=_gateway(data.get("gateway")),
+        gateway_address=_gateway_address(data.get("gateway_address")),
     )
+
+
+SERVICE_STATES = ("present", "absent")
+HOSTNAME_RE = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:\.[A-Za-z0-9][A-Za-z0-9-]{0,62})*$")
+
+
+def _service_name(prefix: str, name: Any) -> str:
+    if not isinstance(name, str) or not SERVICE_NAME_RE.match(name):
+        raise _fail(f"{prefix}service_name", f"{name!r} is not a valid name",
+                    "use lowercase letters, digits and dashes, starting with a letter")
+    if name == "gateway":
+        raise _fail(f"{prefix}service_name", "'gateway' is the gateway's own unit "
+                    "(beekeeper-gateway.service)", "name the service otherwise, e.g. 'llm'")
+    return name
+
+
+def _services_of(entries: list[tuple[Any, str, Any]]
+                 ) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
+    """(raw entry, key prefix, host data it falls back to) -> the services to run, and the
+    names of those marked `state = "absent"` (only their name is read)."""
+    services: list[ServiceConfig] = []
+    absent: list[str] = []
+    for raw, prefix, fallback in entries:
+        if isinstance(raw, Mapping):
+            state = raw.get("state", fallback.get("state", "present") if fallback else "present")
+            if state not in SERVICE_STATES:
+                raise _fail(f"{prefix}state", f"{state!r} is not a service state",
+                            "use 'present', or 'absent' to stop and remove the service on "
+                            "the next deploy (its model is kept)")
+            if state == "absent":
+                if prefix:
+                    check_keys([str(k) for k in raw], SERVICE_KEYS, prefix)
+                absent.append(_service_name(prefix, raw.get(
+                    "service_name", fallback.get("service_name", "llm") if fallback else "llm")))
+                continue
+        services.append(_service(prefix, raw, fallback))
+    return tuple(services), tuple(absent)
+
+
+def _api_key_file(key: str, value: Any) -> str:
+    """A key file on the controller: present, not empty, not readable by others, one word
+    (it becomes an HTTP header value and a pattern line for the gateway)."""
+    from pathlib import Path
+
+    if not isinstance(value, str) or not value:
+        raise _fail(key, f"{value!r} is not a file name",
+                    "point it at a file on the controller that holds the key")
+    safe_text(key, value, "the path")
+    path = Path(value)
+    if not path.is_file() or not path.read_text().strip():
+        raise _fail(key, f"{value} is missing or empty",
+                    "point it at a file on the controller that holds the key")
+    if path.stat().st_mode & 0o077:
+        raise _fail(key, f"{value} is readable by others", f"chmod 600 {value}")
+    text = path.read_text().strip()
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise _fail(key, f"the key in {value} holds a space or a control character",
+                    "use a key of printable characters without spaces, e.g. "
+                    "`openssl rand -hex 32`")
+    return value
+
+
+def _int_in(key: str, value: Any, lo: int, hi: int, example: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _fail(key, f"{value!r} is not a whole number from {lo} to {hi}",
+                    f"e.g. {key.rsplit('.', 1)[-1]} = {example} (no quotes)")
+    return value
+
+
+def _gateway(raw: Any) -> GatewayConfig | None:
+    """Host data `gateway`: None (not a gateway) or a dict of GATEWAY_KEYS."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _fail("gateway", f"{raw!r} is {_type_name(raw)}, not a mapping",
+                    "write gateway = {} for the defaults, or e.g. gateway = {'port': 4000}")
+    check_keys([str(k) for k in raw], GATEWAY_KEYS, "gateway.")
+    d = GatewayConfig()
+    bind = _bind("gateway.bind_address", raw.get("bind_address", d.bind_address))
+    key = raw.get("api_key_file")
+    if key is not None:
+        key = _api_key_file("gateway.api_key_file", key)
+    if not ipaddress.ip_address(bind).is_loopback and key is None:
+        raise _fail("gateway.bind_address", f"{bind} is not loopback and no API key is set",
+                    "set gateway['api_key_file'] to a file holding the key, or bind 127.0.0.1")
+    return GatewayConfig(
+        port=_port("gateway.port", raw.get("port", d.port)), bind_address=bind,
+        api_key_file=key,
+        check_interval_s=_int_in("gateway.check_interval_s",
+                                 raw.get("check_interval_s", d.check_interval_s), 1, 60, 2),
+        max_body_kib=_int_in("gateway.max_body_kib", raw.get("max_body_kib", d.max_body_kib),
+                             64, 65536, 1024),
+        timeout_s=_int_in("gateway.timeout_s", raw.get("timeout_s", d.timeout_s),
+                          10, 86400, 600))
+
+
+def _gateway_address(value: Any) -> str | None:
+    """Where a gateway on another host reaches this host's services: an IP or a DNS name."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return str(ipaddress.ip_address(value))
+        except ValueError:
+            if HOSTNAME_RE.match(value) and len(value) <= 253:
+                return value
+    raise _fail("gateway_address", f"{value!r} is not an IP address or a host name",
+                "give the address the gateway reaches this host at, e.g. '10.0.0.5' or "
+                "'gpu-box.lan'")

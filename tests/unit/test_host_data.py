@@ -329,7 +329,7 @@ def test_hostile_model_dir_reaches_shell_lines_quoted():
 
 MALFORMED = [
     (with_(services="llm"), "services"), (with_(services={}), "services"),
-    (with_(services=[]), "services"), (with_(services=5), "services"),
+    (with_(services=5), "services"),
     (with_(services=[1]), "services[0]"), (with_(services=["llm"]), "services[0]"),
     (with_(services=[None]), "services[0]"), (with_(services=[["profile", "x"]]), "services[0]"),
     (with_(services=[{"profile": "cpu-tiny"}, 7]), "services[1]"),
