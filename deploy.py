@@ -10,17 +10,19 @@ from pyinfra import host, state
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
-from beekeeper.config import load_host_config
+from beekeeper.config import HostConfig, load_host_config
 from beekeeper.errors import BeekeeperError
 from beekeeper.pins import pin_all
 from tasks import (
     container_toolkit,
     cuda_toolkit,
     docker_engine,
+    gateway,
     model,
     native,
     nvidia_driver,
     preflight,
+    prune,
     server_image,
     service,
     smoke,
@@ -34,6 +36,11 @@ def deploy_host() -> None:
     model_ops: list[OperationMeta] = []
     # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
     cfg = load_host_config(host.data)
+    if not cfg.services:  # services = []: a gateway-only host, or one to empty
+        if "service" in cfg.stages:
+            prune.ensure(cfg)
+        gateway_role(cfg)
+        return
     # Hub models named by a branch or without a sha256 are pinned once, on the controller.
     if "model" in cfg.stages:
         cfg = pin_all(cfg)
@@ -60,10 +67,19 @@ def deploy_host() -> None:
         model_ops = model.ensure(cfg)
 
     if not reboot_pending and "service" in cfg.stages:
+        prune.ensure(cfg)  # the inventory is the truth: services it dropped go first
         smoke.install()
         for svc in cfg.services:
             changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
             smoke.check(cfg, svc, changed)
+    gateway_role(cfg)
+
+
+def gateway_role(cfg: HostConfig) -> None:
+    """The gateway (host data `gateway`): every service of every inventory host, by model."""
+    if cfg.gateway is not None and "service" in cfg.stages:
+        gateway.ensure(cfg, ctx_host.get().name,
+                       [(h.name, h.data) for h in state.inventory])
 
 
 def fail_this_host(error: BeekeeperError) -> None:

@@ -109,6 +109,11 @@ def _verify(args: argparse.Namespace) -> int:
             return 2
         key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
         client = stack.enter_context(ServerClient(url, api_key=key))
+        direct = None
+        if args.direct_url:  # --suite gateway: the server behind the gateway at --url
+            dkey = Path(args.direct_api_key_file).read_text().strip() \
+                if args.direct_api_key_file else None
+            direct = stack.enter_context(ServerClient(args.direct_url, api_key=dkey))
         sizes = Sizes.for_profile(profile, args.quick)
         if args.decode_ctx:  # e.g. the seed's runs: 4096,60000
             sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
@@ -116,7 +121,8 @@ def _verify(args: argparse.Namespace) -> int:
             sizes.decode_out_tokens = args.decode_out
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
                             quick=args.quick, host_label=args.host_label, card=args.card,
-                            sizes=sizes, shell=shell, engine_gpu=args.engine_gpu)
+                            sizes=sizes, shell=shell, engine_gpu=args.engine_gpu,
+                            direct=direct)
     return 0 if report.passed else 1
 
 
@@ -291,10 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", default="smoke",
                    help="comma list of engine,smoke,decode,ttft,niah,vram,load or all "
                         "(engine: llama-bench on the host, the baseline decode and TTFT are "
-                        "judged against)")
+                        "judged against; gateway, not in all: its overhead against "
+                        "--direct-url)")
     p.add_argument("--out", default=str(ROOT / "reports"), help="report folder root")
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--api-key-file")
+    p.add_argument("--direct-url", help="--suite gateway: the server behind the gateway at "
+                   "--url, measured in the same run")
+    p.add_argument("--direct-api-key-file", help="the key of --direct-url's server")
     p.add_argument("--host-label", default=os.uname().nodename)
     p.add_argument("--on-host", action="store_true",
                    help="install and run the suites on the host (NVML there); copy the "

@@ -189,6 +189,20 @@ def run_load(client: ServerClient, clients: int, seconds: float, out_tokens: int
     }
 
 
+def _gateway_suite(report: Report, client: ServerClient, direct: ServerClient | None,
+                   model: str, log: Any) -> None:
+    if direct is None:
+        report.checks.append(Check("gateway.overhead", "SKIP", "no server to compare with: "
+                                   "give --direct-url, the server behind the gateway"))
+        return
+    from .gateway import run_gateway
+
+    log(f"gateway: {model}, pairs of requests direct and through the gateway")
+    checks, figures = run_gateway(client, direct, model)
+    report.checks += checks
+    report.suites["gateway"] = figures
+
+
 def _errors(records: list[RequestRecord]) -> str:
     """The causes of failed requests, for the console line of the check that used them."""
     errs = [r.error for r in records if not r.ok and r.error]
@@ -214,13 +228,14 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                out_dir: str | None = None, quick: bool = False, host_label: str = "local",
                card: str | None = None, host_facts: dict[str, Any] | None = None,
                sizes: Sizes | None = None, shell: Shell | None = None,
-               engine_gpu: str | None = None, service: str = "llm") -> Report:
+               engine_gpu: str | None = None, service: str = "llm",
+               direct: ServerClient | None = None) -> Report:
     """Run the named suites. `shell` runs commands on the serving host (the engine
     baseline, the idle VRAM baseline); without it those say why they were not measured."""
     names = [n for n in ALL_SUITES] if names == ["all"] else names
-    unknown = set(names) - set(ALL_SUITES)
+    unknown = set(names) - set(ALL_SUITES) - {"gateway"}  # gateway: not in "all"
     if unknown:
-        raise ValueError(f"unknown suite(s) {sorted(unknown)}; known: {ALL_SUITES}")
+        raise ValueError(f"unknown suite(s) {sorted(unknown)}; known: {ALL_SUITES + ['gateway']}")
     sizes = sizes or Sizes.for_profile(profile, quick)
     now = datetime.now(UTC)
     report = Report(profile=profile.name, url=str(client.http.base_url),
@@ -368,6 +383,8 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                 f"{(load['aggregate_tok_s'] or 0):.1f} tok/s aggregate, "
                 f"p95 TTFT {(load['ttft_s_p95'] or 0):.2f} s"
                 + (f"; first error: {load['errors'][0][:160]}" if load["errors"] else "")))
+        if "gateway" in names:  # --url is the gateway, `direct` the server behind it
+            _gateway_suite(report, client, direct, profile.name, log)
     vr = sampler.result
     if profile.backend == "cuda":
         from beekeeper.planner import PlanError, predict

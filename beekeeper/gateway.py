@@ -1,0 +1,179 @@
+"""
+The gateway's plan: every model service of every inventory host, grouped by model name,
+with the address the gateway reaches each one at. Pure (no pyinfra, no host): the gateway
+task renders it into HAProxy's config, and the unit tests check it on plain dicts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import GatewayConfig, HostConfig, ServiceConfig, load_host_config
+from .errors import ConfigError
+from .render import render
+
+CONF_DIR = "/etc/beekeeper/gateway"
+CONFIG = f"{CONF_DIR}/haproxy.cfg"
+MODELS_JSON = f"{CONF_DIR}/models.json"
+CLIENT_KEY = f"{CONF_DIR}/client.key"  # the gateway's own key (root-only)
+UPSTREAM_KEYS = f"{CONF_DIR}/upstream-keys.map"  # backend -> its servers' key (root-only)
+UNIT = "beekeeper-gateway.service"
+# what HAProxy takes as a proxy or server name, and as a plain ACL word
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One model service as the gateway reaches it."""
+
+    host: str
+    service: str
+    model: str
+    address: str
+    port: int
+    api_key_file: str | None
+
+    @property
+    def server_name(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]", "_", f"{self.host}.{self.service}").lstrip("._-")
+
+    @property
+    def haproxy_address(self) -> str:
+        addr = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{addr}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """One model name: its HAProxy backend and the servers that serve it."""
+
+    model: str
+    upstreams: tuple[Upstream, ...]
+    key_file: str | None  # the key its servers want (one per model), or None
+
+    @property
+    def backend(self) -> str:
+        return f"model_{self.model}"
+
+    @property
+    def keyed(self) -> bool:
+        return self.key_file is not None
+
+
+@dataclass
+class Plan:
+    routes: list[Route]
+    left_out: list[str]  # hosts whose data is bad (they fail alone), and why
+
+
+def _is_local_name(name: str) -> bool:
+    return name.startswith("@local") or name in ("localhost",)
+
+
+def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
+                     svc: ServiceConfig) -> str:
+    """Where the gateway on `gw_host` reaches `svc` of `host`; ConfigError when it cannot."""
+    bind = ipaddress.ip_address(svc.bind_address)
+    if host == gw_host:  # the same box: its own address, or loopback for a wildcard bind
+        if bind.is_unspecified:
+            return "::1" if bind.version == 6 else "127.0.0.1"
+        return str(bind)
+    if cfg.gateway_address:  # a private address, or an SSH forward on the gateway's side
+        return cfg.gateway_address
+    where = (f"on {host}: set gateway_address to the address the gateway reaches it at "
+             "(a private address, or '127.0.0.1' with an SSH forward and gateway_port)")
+    if bind.is_loopback:
+        raise ConfigError(
+            f"host data `bind_address`: service {svc.name} on host {host} listens on "
+            f"{svc.bind_address} only, which the gateway on {gw_host} cannot reach; fix: "
+            f"bind a private address (with api_key_file), or forward the port to the "
+            f"gateway (ssh -L) and, {where}")
+    if not bind.is_unspecified:
+        return str(bind)
+    ssh_host = str(data.get("ssh_hostname") or host)
+    try:
+        loop = ipaddress.ip_address(ssh_host).is_loopback
+    except ValueError:
+        loop = _is_local_name(ssh_host)
+    if loop:
+        raise ConfigError(
+            f"host data `gateway_address`: host {host} is reached at {ssh_host}, which is "
+            f"the gateway's own loopback from {gw_host}; fix: {where}")
+    return ssh_host
+
+
+def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
+    """Routes for the gateway on `gw_host` from every inventory host's (name, host data).
+    A host whose data is bad is left out (it fails alone, with its own line); a service the
+    gateway cannot reach, or a model whose servers want different keys, is an error here."""
+    by_model: dict[str, list[Upstream]] = {}
+    left_out: list[str] = []
+    for name, data in hosts:
+        try:
+            cfg = load_host_config(data)
+        except ConfigError as e:
+            left_out.append(f"{name}: {e}")
+            continue
+        for svc in cfg.services:
+            model = svc.profile.name  # the server's --alias
+            if not _NAME_RE.match(model):
+                raise ConfigError(f"profile {model!r} of service {svc.name} on {name} is not "
+                                  "a name the gateway can route")
+            by_model.setdefault(model, []).append(Upstream(
+                host=name, service=svc.name, model=model,
+                address=upstream_address(gw_host, name, data, cfg, svc),
+                port=svc.gateway_port or svc.port, api_key_file=svc.api_key_file))
+    routes = []
+    for model, ups in sorted(by_model.items()):
+        keys = {Path(u.api_key_file).read_text().strip(): u for u in ups if u.api_key_file}
+        if len(keys) > 1:
+            who = ", ".join(f"{u.host}/{u.service}" for u in ups if u.api_key_file)
+            raise ConfigError(
+                f"host data `api_key_file`: the servers of model {model} ({who}) want "
+                "different API keys, and the gateway sends one key per model; fix: give "
+                "them one key file")
+        key_file = next(iter(keys.values())).api_key_file if keys else None
+        for key in keys:
+            if any(c.isspace() or not c.isprintable() for c in key):
+                raise ConfigError(f"host data `api_key_file`: the key of model {model} holds "
+                                  "a space or a control character; fix: use a key without "
+                                  "them, e.g. `openssl rand -hex 32`")
+        names = [u.server_name for u in ups]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"model {model}: two servers share the name {names}")
+        routes.append(Route(model=model, upstreams=tuple(ups), key_file=key_file))
+    return Plan(routes=routes, left_out=left_out)
+
+
+def render_config(gw: GatewayConfig, routes: list[Route]) -> str:
+    bind = f"[{gw.bind_address}]" if ":" in gw.bind_address else gw.bind_address
+    # HAProxy's buffer: the body limit plus room for the headers
+    bufsize = gw.max_body_kib * 1024
+    return render("haproxy.cfg.j2", bind=bind, port=gw.port, routes=routes,
+                  client_key=CLIENT_KEY if gw.api_key_file else None,
+                  upstream_keys=UPSTREAM_KEYS, models_json=MODELS_JSON, bufsize=bufsize,
+                  max_body_kib=gw.max_body_kib, timeout_s=gw.timeout_s,
+                  check_interval_s=gw.check_interval_s)
+
+
+def models_json(routes: list[Route]) -> str:
+    """GET /v1/models on the gateway: every model behind it (OpenAI's list format)."""
+    return json.dumps({"object": "list", "data": [
+        {"id": r.model, "object": "model", "created": 0, "owned_by": "beekeeper",
+         "servers": len(r.upstreams)} for r in routes]}, indent=2) + "\n"
+
+
+def upstream_keys_map(routes: list[Route]) -> list[tuple[str, str]]:
+    """(backend name, key file on the controller) for each model whose servers want a key:
+    the map HAProxy reads is built on the host from the root-only copies."""
+    return [(r.backend, r.key_file) for r in routes if r.key_file]
+
+
+def render_unit() -> str:
+    return render("beekeeper-gateway.service.j2", unit=UNIT, config=CONFIG)

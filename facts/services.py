@@ -1,0 +1,35 @@
+"""
+Facts about what the kit has deployed on a host: its model services and folder listings.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from pyinfra.api import FactBase
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+class DeployedServices(FactBase[list[str]]):
+    """Names of the model services a deploy of the kit left on the host: each has its
+    manifest /etc/beekeeper/<name>/deployed.json (written with its unit)."""
+
+    def command(self) -> str:
+        return ('for f in /etc/beekeeper/*/deployed.json; do '
+                '[ -f "$f" ] && basename "$(dirname "$f")"; done; true')
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted({line.strip() for line in output if _NAME_RE.match(line.strip())})
+
+
+class FolderFiles(FactBase[list[str]]):
+    """Plain file names in a folder (none when it is missing)."""
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return f'[ -d {q} ] && find {q} -mindepth 1 -maxdepth 1 -type f -printf "%f\\n"; true'
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted(line.strip() for line in output if line.strip())

@@ -1,0 +1,69 @@
+"""
+Prune: the inventory is the truth. A model service the kit deployed on this host that the
+inventory no longer names (or marks `state = "absent"`) is stopped, and its unit, its env
+file and key, its container and its rollback copy are removed. Its model stays in
+model_dir (deploys never delete models), and your drop-in folder stays if it has files.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+from pyinfra.api.operation import OperationMeta
+
+from beekeeper.config import HostConfig
+from facts.services import DeployedServices
+
+q = shlex.quote
+
+
+def removal_script(name: str) -> str:
+    """Shell lines that remove service `name` (and only it); each step tolerates what an
+    earlier, partial removal left."""
+    unit = f"beekeeper-{name}.service"
+    path = f"/etc/systemd/system/{unit}"
+    return " ; ".join([
+        f"systemctl disable --now {q(unit)} 2>/dev/null || systemctl stop {q(unit)} "
+        "2>/dev/null || true",
+        f"if command -v docker >/dev/null 2>&1; then docker rm -f {q('beekeeper-' + name)} "
+        ">/dev/null 2>&1 || true; fi",
+        f"rm -f {q(path)} {q(path + '.prev')}",
+        f"rmdir {q(path + '.d')} 2>/dev/null || true",  # kept when it holds your files
+        f"rm -rf {q('/etc/beekeeper/' + name)}",
+        f"rm -f {q(f'/var/lib/beekeeper/reports/beekeeper-{name}-smoke.json')}",
+        "systemctl daemon-reload",
+        f"systemctl reset-failed {q(unit)} 2>/dev/null || true",
+        f"echo {q(f'beekeeper: removed service {name} (its model stays in model_dir)')}",
+    ])
+
+
+@operation()
+def service_removed(service: str):
+    """
+    Stop and remove a model service the kit deployed (unit, env file, key, container,
+    rollback copy, manifest); its model file is kept. No change when it is not there.
+
+    + service: the service's name (beekeeper-<service>.service)
+    """
+    if service not in host.get_fact(DeployedServices):
+        host.noop(f"service {service} is not deployed here")
+        return
+    yield StringCommand(removal_script(service))
+
+
+def stale(cfg: HostConfig, deployed: list[str]) -> list[str]:
+    """Deployed services the inventory does not keep: gone from it, or marked absent."""
+    keep = {s.name for s in cfg.services}
+    return sorted(n for n in deployed if n not in keep)
+
+
+def ensure(cfg: HostConfig) -> list[OperationMeta]:
+    ops = []
+    for name in stale(cfg, host.get_fact(DeployedServices)):
+        why = "marked absent" if name in cfg.absent else "gone from the inventory"
+        ops.append(service_removed(
+            name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
+                 "container; keep its model", service=name))
+    return ops
