@@ -16,6 +16,10 @@ class DeployedServices(FactBase[list[str]]):
     """Names of the model services a deploy of the kit left on the host: each has its
     manifest /etc/beekeeper/<name>/deployed.json (written with its unit)."""
 
+    @staticmethod
+    def default() -> list[str]:  # no output: nothing deployed
+        return []
+
     def command(self) -> str:
         return ('for f in /etc/beekeeper/*/deployed.json; do '
                 '[ -f "$f" ] && basename "$(dirname "$f")"; done; true')
@@ -26,6 +30,10 @@ class DeployedServices(FactBase[list[str]]):
 
 class FolderFiles(FactBase[list[str]]):
     """Plain file names in a folder (none when it is missing)."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
 
     def command(self, path: str) -> str:
         q = shlex.quote(path)

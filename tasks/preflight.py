@@ -18,6 +18,7 @@ from beekeeper.errors import PreflightError
 from facts.docker import DockerEngine, PortContainers
 from facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
 from facts.host import BuildResources, FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
+from facts.services import DeployedServices
 
 GIB = 1 << 30
 
@@ -168,12 +169,13 @@ def _brief(pred: Any) -> str:
             f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
 
 
-def check_port(name: str, port: int, docker_present: bool) -> None:
+def check_port(name: str, port: int, docker_present: bool,
+               leaving: frozenset[str] = frozenset()) -> None:
     """The port is free, or held by this service's own server: its container (label
     io.beekeeper.service=<name>) or its native binary. A container of anything else that
     Docker publishes there is refused by name, whether or not a docker-proxy listens."""
     containers = host.get_fact(PortContainers, port=port) if docker_present else []
-    foreign = [c for c in containers if c["service"] != name]
+    foreign = [c for c in containers if c["service"] != name and c["service"] not in leaving]
     if foreign:
         c = foreign[0]
         owner = (f"beekeeper service {c['service']!r}" if c["service"]
@@ -235,8 +237,11 @@ def check(cfg: HostConfig) -> HostFacts:
     if wsl["is_wsl2"] and cfg.model_dir.startswith("/mnt/"):
         raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
                              "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
+    # services this deploy removes first (tasks/prune.py) may hold a port a kept one wants
+    deployed: list[str] = host.get_fact(DeployedServices)
+    leaving = frozenset(deployed) - {s.name for s in cfg.services}
     for svc in cfg.services if "service" in cfg.stages else ():
-        check_port(svc.name, svc.port, docker["present"])
+        check_port(svc.name, svc.port, docker["present"], leaving)
     need = 0
     seen: set[str] = set()
     for model in (m for svc in cfg.services if "model" in cfg.stages for m in svc.models()):

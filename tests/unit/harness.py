@@ -26,6 +26,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "PythonVersion": None, "LinuxName": "Ubuntu",
     "Hostname": "canned", "Uptime": 100, "SourceTreeId": None,
     "BuildResources": {"cpus": 16, "mem_total_bytes": 64 * 2**30},
+    "DeployedServices": [], "FolderFiles": [],
 }
 
 

@@ -1,0 +1,294 @@
+"""The gateway's host data, its plan from the inventory, its HAProxy config, and the prune
+of services the inventory dropped."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from beekeeper import gateway as gw
+from beekeeper.config import GatewayConfig, load_host_config
+from beekeeper.errors import ConfigError
+from tasks import prune
+
+GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
+
+
+def with_(**kw):
+    return {**GOOD, **kw}
+
+
+@pytest.fixture
+def keys(tmp_path):
+    out = {}
+    for name, text in (("gw", "gw-secret"), ("be", "be-secret"), ("be2", "other-secret"),
+                       ("spaced", "two words")):
+        p = tmp_path / f"{name}.key"
+        p.write_text(text + "\n")
+        p.chmod(0o600)
+        out[name] = str(p)
+    return out
+
+
+# ------------------------------------------------------------------ host data
+
+
+def test_gateway_defaults_are_loopback_without_a_key():
+    cfg = load_host_config(with_(gateway={}))
+    assert cfg.gateway == GatewayConfig()
+    assert (cfg.gateway.bind_address, cfg.gateway.port) == ("127.0.0.1", 4000)
+    assert load_host_config(GOOD).gateway is None
+
+
+@pytest.mark.parametrize(("gateway", "key", "fix"), [
+    ("yes", "`gateway`", "gateway = {}"),
+    ({"prot": 4000}, "`gateway.prot`", "did you mean `gateway.port`?"),
+    ({"port": 0}, "`gateway.port`", "1 to 65535"),
+    ({"bind_address": "0.0.0.0"}, "`gateway.bind_address`", "api_key_file"),
+    ({"bind_address": "gw.lan"}, "`gateway.bind_address`", "127.0.0.1"),
+    ({"check_interval_s": 0}, "`gateway.check_interval_s`", "check_interval_s = 2"),
+    ({"check_interval_s": "2"}, "`gateway.check_interval_s`", "no quotes"),
+    ({"max_body_kib": 10}, "`gateway.max_body_kib`", "from 64 to 65536"),
+    ({"api_key_file": "/nonexistent/key"}, "`gateway.api_key_file`", "holds the key"),
+])
+def test_bad_gateway_data_is_one_line_naming_the_key(gateway, key, fix):
+    with pytest.raises(ConfigError) as e:
+        load_host_config(with_(gateway=gateway))
+    msg = str(e.value)
+    assert f"host data {key}" in msg and fix in msg and "\n" not in msg, msg
+
+
+def test_gateway_key_file_must_be_private_and_one_word(keys, tmp_path):
+    cfg = load_host_config(with_(gateway={"bind_address": "0.0.0.0", "api_key_file": keys["gw"]}))
+    assert cfg.gateway is not None and cfg.gateway.api_key_file == keys["gw"]
+    with pytest.raises(ConfigError, match="space or a control character"):
+        load_host_config(with_(gateway={"api_key_file": keys["spaced"]}))
+    loose = tmp_path / "loose.key"
+    loose.write_text("k\n")
+    loose.chmod(0o644)
+    with pytest.raises(ConfigError, match=f"chmod 600 {loose}"):
+        load_host_config(with_(gateway={"api_key_file": str(loose)}))
+
+
+def test_gateway_address_is_an_ip_or_a_host_name():
+    assert load_host_config(with_(gateway_address="10.0.0.5")).gateway_address == "10.0.0.5"
+    assert load_host_config(with_(gateway_address="gpu-box.lan")).gateway_address == \
+        "gpu-box.lan"
+    for bad in ("gpu box", "http://x", "", 5, "a;b"):
+        with pytest.raises(ConfigError, match="`gateway_address`"):
+            load_host_config(with_(gateway_address=bad))
+
+
+def test_a_service_marked_absent_is_only_a_name():
+    cfg = load_host_config(with_(services=[
+        {"service_name": "tiny", "profile": "cpu-tiny"},
+        {"service_name": "old", "state": "absent"},  # no profile needed: it goes
+    ]))
+    assert [s.name for s in cfg.services] == ["tiny"] and cfg.absent == ("old",)
+    one = load_host_config(with_(state="absent"))  # the one-service form
+    assert one.services == () and one.absent == ("llm",)
+    assert load_host_config(with_(services=[])).services == ()
+
+
+@pytest.mark.parametrize(("data", "key", "fix"), [
+    (with_(services=[{"service_name": "x", "state": "gone"}]), "`services[0].state`",
+     "'absent'"),
+    (with_(services=[{"service_name": "x", "state": "absent", "prot": 1}]),
+     "`services[0].prot`", "did you mean"),
+    (with_(services=[{"profile": "cpu-tiny"}, {"state": "absent"}]), "`services`",
+     "name them apart"),
+    (with_(service_name="gateway"), "`service_name`", "name the service otherwise"),
+    (with_(gateway_port=0), "`gateway_port`", "1 to 65535"),
+])
+def test_bad_service_state_is_refused(data, key, fix):
+    with pytest.raises(ConfigError) as e:
+        load_host_config(data)
+    assert f"host data {key}" in str(e.value) and fix in str(e.value), str(e.value)
+
+
+# ------------------------------------------------------------------ the plan
+
+
+def _host(services, **kw):
+    return with_(services=services, **kw)
+
+
+def test_plan_groups_services_by_model_and_reaches_each(keys):
+    hosts = [
+        ("gpu-a", _host([
+            {"service_name": "tiny", "profile": "cpu-tiny", "bind_address": "0.0.0.0",
+             "api_key_file": keys["be"]},
+            {"service_name": "smol", "profile": "cpu-smollm", "port": 8084,
+             "bind_address": "10.0.0.5", "api_key_file": keys["be"]}],
+            ssh_hostname="gpu-a.lan")),
+        ("gpu-b", _host([{"service_name": "tiny", "profile": "cpu-tiny", "port": 9000,
+                          "gateway_port": 19000}], gateway_address="127.0.0.1")),
+        ("gw", _host([{"service_name": "tiny", "profile": "cpu-tiny",
+                       "bind_address": "0.0.0.0", "api_key_file": keys["be"]}],
+                     gateway={})),
+    ]
+    plan = gw.plan("gw", hosts)
+    assert plan.left_out == []
+    assert [r.model for r in plan.routes] == ["cpu-smollm", "cpu-tiny"]
+    tiny = plan.routes[1]
+    assert [(u.server_name, u.haproxy_address) for u in tiny.upstreams] == [
+        ("gpu-a.tiny", "gpu-a.lan:8083"),  # wildcard bind: the host's SSH name
+        ("gpu-b.tiny", "127.0.0.1:19000"),  # an SSH forward on the gateway's side
+        ("gw.tiny", "127.0.0.1:8083"),  # the gateway's own host: loopback
+    ]
+    assert plan.routes[0].upstreams[0].haproxy_address == "10.0.0.5:8084"
+    assert tiny.key_file == keys["be"] and tiny.keyed
+
+
+def test_plan_refuses_what_the_gateway_cannot_reach(keys):
+    loop = [("a", _host([{"service_name": "x", "profile": "cpu-tiny"}], ssh_hostname="a.lan"))]
+    with pytest.raises(ConfigError, match="listens on 127.0.0.1 only.*ssh -L"):
+        gw.plan("gw", loop)
+    local = [("sandbox", _host([{"service_name": "x", "profile": "cpu-tiny",
+                                 "bind_address": "0.0.0.0", "api_key_file": keys["be"]}],
+                               ssh_hostname="127.0.0.1"))]
+    with pytest.raises(ConfigError, match="`gateway_address`.*own loopback"):
+        gw.plan("gw", local)
+    ipv6 = [("a", _host([{"service_name": "x", "profile": "cpu-tiny",
+                          "bind_address": "::", "api_key_file": keys["be"]}]))]
+    assert gw.plan("a", ipv6).routes[0].upstreams[0].haproxy_address == "[::1]:8083"
+
+
+def test_one_model_one_key(keys):
+    hosts = [(n, _host([{"service_name": "t", "profile": "cpu-tiny", "bind_address": "0.0.0.0",
+                         "api_key_file": keys[k]}], gateway_address=f"{n}.lan"))
+             for n, k in (("a", "be"), ("b", "be2"))]
+    with pytest.raises(ConfigError, match=r"\(a/t, b/t\) want different API keys"):
+        gw.plan("gw", hosts)
+
+
+def test_a_host_with_bad_data_is_left_out_not_the_gateway():
+    plan = gw.plan("gw", [("bad", with_(prot=1)),
+                          ("gw", _host([{"service_name": "t", "profile": "cpu-tiny"}]))])
+    assert [r.model for r in plan.routes] == ["cpu-tiny"]
+    assert len(plan.left_out) == 1 and plan.left_out[0].startswith("bad: host data `prot`")
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _render(keys, gateway=None):
+    hosts = [("a", _host([
+        {"service_name": "tiny", "profile": "cpu-tiny", "bind_address": "0.0.0.0",
+         "api_key_file": keys["be"]},
+        {"service_name": "smol", "profile": "cpu-smollm", "port": 8084}],
+        gateway_address="a.lan")),
+        ("gw", _host([{"service_name": "tiny", "profile": "cpu-tiny"}]))]
+    plan = gw.plan("gw", hosts)
+    return gw.render_config(gateway or GatewayConfig(api_key_file=keys["gw"]), plan.routes), plan
+
+
+def test_config_routes_balances_and_checks_each_model(keys):
+    cfg, plan = _render(keys)
+    backends = cfg.split("\nbackend ")[1:]
+    tiny = next(b for b in backends if b.startswith("model_cpu-tiny"))
+    assert "balance leastconn" in tiny and "http-check send meth GET uri /health" in tiny
+    assert "check inter 2s fall 2 rise 2" in tiny
+    assert "server a.tiny a.lan:8083" in tiny and "server gw.tiny 127.0.0.1:8083" in tiny
+    assert "Authorization \"Bearer %[be_name,map(" in tiny  # its key, from the root-only map
+    smol = next(b for b in backends if b.startswith("model_cpu-smollm"))
+    assert "Authorization" not in smol  # no key: nothing set
+    assert "use_backend model_cpu-tiny if { var(txn.model) -m str cpu-tiny }" in cfg
+    assert "use_backend model_cpu-smollm if { path_beg /model/cpu-smollm/ }" in cfg
+    assert "json_query('$.model')" in cfg and "option http-buffer-request" in cfg
+    assert f"-f {gw.CLIENT_KEY}" in cfg and "http-request del-header authorization" in cfg
+    # with two models, a request that names none is not guessed
+    assert "! { var(txn.model) -m found }" not in cfg
+    # no secret in the config: keys are files beside it
+    for k in ("gw-secret", "be-secret"):
+        assert k not in cfg
+    # the set-var rule comes before every use_backend (HAProxy runs it first anyway)
+    assert cfg.index("set-var(txn.model)") < cfg.index("use_backend")
+
+
+def test_config_without_a_key_has_no_key_check(keys):
+    cfg, _ = _render(keys, GatewayConfig(max_body_kib=2048, timeout_s=30,
+                                         check_interval_s=1))
+    assert "authorized" not in cfg
+    assert "tune.bufsize 2097152" in cfg and "timeout server 30s" in cfg
+    assert "inter 1s" in cfg
+
+
+def test_one_model_takes_requests_that_name_none():
+    plan = gw.plan("gw", [("gw", _host([{"service_name": "t", "profile": "cpu-tiny"}]))])
+    cfg = gw.render_config(GatewayConfig(), plan.routes)
+    assert "use_backend model_cpu-tiny if ! { var(txn.model) -m found }" in cfg
+
+
+def test_models_json_lists_every_model(keys):
+    _, plan = _render(keys)
+    data = json.loads(gw.models_json(plan.routes))
+    assert data["object"] == "list"
+    assert [(m["id"], m["servers"]) for m in data["data"]] == [("cpu-smollm", 1),
+                                                              ("cpu-tiny", 2)]
+    assert gw.upstream_keys_map(plan.routes) == [("model_cpu-tiny", keys["be"])]
+
+
+def test_unit_is_hardened_and_reloads_after_a_config_check():
+    unit = gw.render_unit()
+    assert "ExecReload=/usr/sbin/haproxy -c -q -f /etc/beekeeper/gateway/haproxy.cfg" in unit
+    assert "ExecReload=/bin/kill -USR2 $MAINPID" in unit
+    for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "Type=notify"):
+        assert line in unit
+
+
+# ------------------------------------------------------------------ prune
+
+
+def test_stale_services_are_those_the_inventory_does_not_keep():
+    cfg = load_host_config(with_(services=[{"service_name": "tiny", "profile": "cpu-tiny"},
+                                           {"service_name": "old", "state": "absent"}]))
+    assert prune.stale(cfg, ["llm", "old", "tiny"]) == ["llm", "old"]
+    assert prune.stale(cfg, ["tiny"]) == []
+
+
+def test_removal_touches_only_that_service_and_keeps_models():
+    script = prune.removal_script("old-1")
+    words = shlex.split(script.replace(";", " ; "))
+    assert "beekeeper-old-1.service" in words and "/etc/beekeeper/old-1" in words
+    assert "/srv" not in script and "models" not in script.replace("model_dir", "")
+    assert "rm -rf /etc/beekeeper/old-1" in script and "rm -rf /etc/beekeeper " not in script
+
+
+# ------------------------------------------------------------------ the deploy, queued
+
+
+def test_a_gateway_only_host_installs_haproxy_and_nothing_of_a_gpu_host(keys):
+    from .harness import run_deploy
+
+    ops = run_deploy(with_(services=[], gateway={"api_key_file": keys["gw"]}),
+                     {"DeployedServices": ["llm"], "DebPackages": {"python3": ["3"]}})
+    names = [n for n, _ in ops]
+    assert "Install HAProxy from the distro" in names
+    assert "Remove service llm (gone from the inventory): stop it, remove its unit, env " \
+           "file and container; keep its model" in names
+    assert not any("Docker" in n or "image" in n.lower() or "model " in n.lower()
+                   for n in names if not n.startswith("Remove service")), names
+    cmds = "\n".join(c for _, cs in ops for c in cs)
+    assert "gw-secret" not in cmds  # the key file is uploaded as a file, never shown
+    check = next(cs for n, cs in ops if n.startswith("Check the config with haproxy -c"))
+    assert "haproxy -c -q -f /etc/beekeeper/gateway/haproxy.cfg.new" in check[0]
+
+
+def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
+    from .harness import run_deploy
+    from .test_gpu_hosts import DEFAULTS, NATIVE, facts
+
+    canned = facts(Wsl=NATIVE, GpuInfo={"path": None, "gpus": []}, DeployedServices=["llm"],
+                   PortContainers=[{"name": "beekeeper-llm", "service": "llm",
+                                    "image": "beekeeper/llama-server:x"}],
+                   PortListeners=["docker-proxy"])
+    ops = run_deploy({**DEFAULTS, "profile": "cpu-tiny",
+                      "services": [{"service_name": "tiny", "profile": "cpu-tiny"}]}, canned)
+    names = [n for n, _ in ops]
+    removal = next(i for i, n in enumerate(names) if n.startswith("Remove service llm"))
+    start = next(i for i, n in enumerate(names) if n.startswith("Start and enable "
+                                                               "beekeeper-tiny"))
+    assert removal < start
