@@ -153,11 +153,12 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
 
 def render_config(gw: GatewayConfig, routes: list[Route]) -> str:
     bind = f"[{gw.bind_address}]" if ":" in gw.bind_address else gw.bind_address
-    # HAProxy's buffer: the body limit plus room for the headers
-    bufsize = gw.max_body_kib * 1024
+    # HAProxy's buffer: the body limit plus room for the headers and their rewrites
+    max_body = gw.max_body_kib * 1024
     return render("haproxy.cfg.j2", bind=bind, port=gw.port, routes=routes,
                   client_key=CLIENT_KEY if gw.api_key_file else None,
-                  upstream_keys=UPSTREAM_KEYS, models_json=MODELS_JSON, bufsize=bufsize,
+                  upstream_keys=UPSTREAM_KEYS, models_json=MODELS_JSON,
+                  bufsize=max_body + 16384, max_body=max_body,
                   max_body_kib=gw.max_body_kib, timeout_s=gw.timeout_s,
                   check_interval_s=gw.check_interval_s)
 

@@ -28,6 +28,8 @@ from beekeeper import gateway as gw
 from beekeeper.config import HostConfig
 from facts.services import FolderFiles
 
+from .ops import StreamedCommand
+
 q = shlex.quote
 KEYS_DIR = f"{gw.CONF_DIR}/keys"
 
@@ -99,13 +101,15 @@ def gateway_checked(address: str, port: int, after_change: bool, summary: str):
     if not after_change:
         host.noop(f"beekeeper: {summary} (unchanged)")
         return
-    yield StringCommand(
+    script = (
         f"for i in $(seq 40); do "
-        f"if exec 3<>/dev/tcp/{q(address)}/{int(port)} 2>/dev/null && "
-        "printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '; "
+        f"if ( exec 3<>/dev/tcp/{q(address)}/{int(port)} && "
+        "printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 ' ) "
+        "2>/dev/null; "
         f"then echo {q('beekeeper: ' + summary)}; exit 0; fi; sleep 0.5; done; "
         f"journalctl -u {q(gw.UNIT)} -n 30 --no-pager; "
         f"echo {q(f'beekeeper: the gateway does not answer on {address}:{port}')} >&2; exit 1")
+    yield StreamedCommand(f"bash -c {q(script)}")  # /dev/tcp is bash's
 
 
 def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:

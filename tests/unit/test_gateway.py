@@ -212,7 +212,8 @@ def test_config_without_a_key_has_no_key_check(keys):
     cfg, _ = _render(keys, GatewayConfig(max_body_kib=2048, timeout_s=30,
                                          check_interval_s=1))
     assert "authorized" not in cfg
-    assert "tune.bufsize 2097152" in cfg and "timeout server 30s" in cfg
+    assert "tune.bufsize 2113536" in cfg and "timeout server 30s" in cfg
+    assert "if { req.hdr_val(content-length) gt 2097152 }" in cfg
     assert "inter 1s" in cfg
 
 
