@@ -33,3 +33,10 @@ gpu_boxes = [
         },
     ),
 ]
+
+# One OpenAI endpoint for both boxes (README, "the gateway"): give one host the gateway role,
+#     "gateway": {"port": 4000, "api_key_file": "keys/gateway.key"},
+# and let it reach the others' services: each binds a private address with a key
+# ("bind_address": "10.0.0.12", "api_key_file": "keys/backend.key"), or stays on loopback
+# behind an SSH forward ("gateway_address": "127.0.0.1" and per service "gateway_port").
+# A host with "services": [] is a gateway only (no Docker, no build, no model).
