@@ -218,6 +218,32 @@ def _share_trust(c) -> None:
         raise SandboxError(f"update-ca-certificates failed in the sandbox: {res.output[-300:]!r}")
 
 
+_IPV6_DROPIN = "etc/systemd/system/docker.service.d/sandbox-ipv6.conf"
+
+
+def _nested_docker_ipv6(c) -> None:
+    """Docker 26 (Debian 13's) turns IPv6 off on each new container's interface by writing
+    /proc/sys in its network namespace, which a sandbox host (itself a container) may not:
+    every `docker run` there fails with "failed to disable IPv6 on container's interface
+    eth0". Docker's own switch for this goes in a drop-in of the sandbox host's
+    docker.service, written before the kit installs Docker there (a real host needs none)."""
+    if c.exec_run(["test", "-f", f"/{_IPV6_DROPIN}"]).exit_code == 0:
+        return
+    body = b"[Service]\nEnvironment=DOCKER_ALLOW_IPV6_ON_IPV4_INTERFACE=1\n"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for folder in ("etc/systemd/system/docker.service.d",):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        info = tarfile.TarInfo(_IPV6_DROPIN)
+        info.size, info.mode = len(body), 0o644
+        tar.addfile(info, io.BytesIO(body))
+    c.put_archive("/", buf.getvalue())
+    c.exec_run(["sh", "-c", "systemctl daemon-reload; "
+                "if systemctl is-active -q docker; then systemctl restart docker; fi"])
+
+
 def _pin_host_key(c, known: Path, ssh_port: int, deadline_s: float = 30) -> None:
     """Read the host's SSH key through the engine (not over the network) and pin it."""
     start = time.monotonic()
@@ -349,6 +375,8 @@ def up(ssh_port: int | None = None, name: str | None = None,
         "  StrictHostKeyChecking yes\n  BatchMode yes\n")
     _wait_ssh(state)  # booted: systemd has set up /tmp and friends
     _share_trust(c)
+    if release != "bookworm":
+        _nested_docker_ipv6(c)
     _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
     return state
 
