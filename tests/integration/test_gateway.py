@@ -321,6 +321,10 @@ def test_a_service_dropped_from_the_inventory_is_gone_from_host_and_gateway(gw_u
     assert [m["id"] for m in r.json()["data"]] == ["cpu-tiny"]
     r = chat(gw_url, setup.gw, "cpu-smollm")
     assert r.status_code == 404, r.text
+    # the reload left one worker: the old one stopped (it would serve the old config)
+    time.sleep(3)
+    procs = sandbox_exec("pgrep -c -f 'haproxy .*/etc/beekeeper/gateway/haproxy.cfg'", SECOND)
+    assert procs.stdout.strip() == "2", procs.stdout  # the master and one worker
     # and the next deploy changes nothing
     again = gw_deploy()
     hosts, success, error, no_change = grand_total(again.out)

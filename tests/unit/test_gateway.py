@@ -198,6 +198,7 @@ def test_config_routes_balances_and_checks_each_model(keys):
     assert "use_backend model_cpu-tiny if { var(txn.model) -m str cpu-tiny }" in cfg
     assert "use_backend model_cpu-smollm if { path_beg /model/cpu-smollm/ }" in cfg
     assert "json_query('$.model')" in cfg and "option http-buffer-request" in cfg
+    assert "option http-no-delay" in cfg  # SSE events go out one by one
     assert f"-f {gw.CLIENT_KEY}" in cfg and "http-request del-header authorization" in cfg
     # with two models, a request that names none is not guessed
     assert "! { var(txn.model) -m found }" not in cfg
@@ -236,6 +237,9 @@ def test_unit_is_hardened_and_reloads_after_a_config_check():
     unit = gw.render_unit()
     assert "ExecReload=/usr/sbin/haproxy -c -q -f /etc/beekeeper/gateway/haproxy.cfg" in unit
     assert "ExecReload=/bin/kill -USR2 $MAINPID" in unit
+    # without CAP_KILL the root master cannot stop the old workers (user haproxy) after a
+    # reload: they went on serving the old config (the old key) beside the new one
+    assert "CAP_KILL" in unit.split("CapabilityBoundingSet=")[1].splitlines()[0]
     for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "Type=notify"):
         assert line in unit
 
