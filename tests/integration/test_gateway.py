@@ -323,7 +323,8 @@ def test_a_service_dropped_from_the_inventory_is_gone_from_host_and_gateway(gw_u
     assert r.status_code == 404, r.text
     # the reload left one worker: the old one stopped (it would serve the old config)
     time.sleep(3)
-    procs = sandbox_exec("pgrep -c -f 'haproxy .*/etc/beekeeper/gateway/haproxy.cfg'", SECOND)
+    procs = sandbox_exec("pgrep -c -f '^/usr/sbin/haproxy .*/etc/beekeeper/gateway/'",
+                         SECOND)
     assert procs.stdout.strip() == "2", procs.stdout  # the master and one worker
     # and the next deploy changes nothing
     again = gw_deploy()
