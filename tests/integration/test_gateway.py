@@ -60,8 +60,8 @@ def _write_layout(layout: dict) -> None:
     Path(os.environ["BEEKEEPER_GATEWAY_LAYOUT"]).write_text(json.dumps(layout))
 
 
-def gw_deploy(*extra: str):
-    return deploy(*extra, inventory=INVENTORY)
+def gw_deploy(*extra: str, dry: bool = False):
+    return deploy(*extra, dry=dry, inventory=INVENTORY)
 
 
 class Setup:
