@@ -10,11 +10,13 @@ from __future__ import annotations
 import shlex
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 
 from beekeeper.config import HostConfig
 from facts.services import DeployedServices
+
+from .ops import StreamedCommand
 
 q = shlex.quote
 
@@ -50,7 +52,7 @@ def service_removed(service: str):
     if service not in host.get_fact(DeployedServices):
         host.noop(f"service {service} is not deployed here")
         return
-    yield StringCommand(removal_script(service))
+    yield StreamedCommand(removal_script(service))  # its last line says what went
 
 
 def stale(cfg: HostConfig, deployed: list[str]) -> list[str]:
