@@ -23,6 +23,9 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     wanted = list(HOST_PACKAGES)
     if cfg.mode == "container" and not facts.docker["present"]:
         wanted.append("docker.io")
+        # Debian 13's docker.io only recommends its client, now a package of its own
+        if facts.docker.get("cli_package"):
+            wanted.append("docker-cli")
     missing = [p for p in wanted if p not in installed]
     if missing:
         ops.append(apt.packages(
