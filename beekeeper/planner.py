@@ -303,7 +303,8 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
         kv_v_mib=v / MIB * gpu, kv_cells=cells, kv_layers=layout.attention_layers,
         recurrent_r_mib=r / MIB * gpu, recurrent_s_mib=st / MIB * gpu, n_seq=seqs,
         draft_mib=draft * gpu,
-        compute_mib=compute_buffer_bytes(layout, cells, s.cache_type_k, s.cache_type_v) / MIB
+        compute_mib=compute_buffer_bytes(layout, cells, s.cache_type_k, s.cache_type_v,
+                                         s.ubatch_size or UBATCH) / MIB
         if gpu else 0.0,
         cuda_context_mib=(ctx.process_mib if cuda_context_mib is None else cuda_context_mib)
         if gpu else 0.0,

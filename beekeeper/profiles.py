@@ -95,6 +95,10 @@ class ServerSettings:
     spec_type: str | None = None
     draft_ctx_size: int | None = None
     draft_gpu_layers: int | None = None
+    # physical and logical batch (`-ub`, `-b`); None leaves the server's default (512, 2048).
+    # A larger ubatch speeds prefill (time to first token) and costs compute-buffer VRAM.
+    ubatch_size: int | None = None
+    batch_size: int | None = None
     extra_args: tuple[str, ...] = ()
 
     def args(self, model_path: str, draft_path: str | None = None) -> list[str]:
@@ -102,6 +106,10 @@ class ServerSettings:
         out = ["-m", model_path, "-c", str(self.ctx_size), "-np", str(self.parallel)]
         out += ["-ctk", self.cache_type_k, "-ctv", self.cache_type_v, "-fa", self.flash_attn]
         out += ["-ngl", str(self.n_gpu_layers)]
+        if self.batch_size is not None:
+            out += ["-b", str(self.batch_size)]
+        if self.ubatch_size is not None:
+            out += ["-ub", str(self.ubatch_size)]
         out += ["--jinja"] if self.jinja else ["--no-jinja"]
         if self.chat_template:
             out += ["--chat-template", self.chat_template]
