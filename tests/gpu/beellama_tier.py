@@ -216,10 +216,15 @@ def measure_item(item: str, idx: int, a: argparse.Namespace, work: Path, out: Pa
         sampler.pid = proc.pid
         try:
             with ServerClient(f"http://127.0.0.1:{port}") as client:
-                ok, why = wait_healthy(client, 240)
+                ok, why = False, "not started"
+                while not ok and proc.poll() is None and time.monotonic() - t0 < 240:
+                    ok, why = wait_healthy(client, 2)
                 if not ok:
-                    raise RuntimeError(f"server not healthy: {why}")
+                    raise RuntimeError(f"server not healthy (exit {proc.poll()}): {why}")
                 rec["ready_s"] = round(time.monotonic() - t0, 1)
+                # one short request first: the first one after start pays one-time costs
+                client.stream_chat([{"role": "user", "content": "Warm up."}], max_tokens=16,
+                                   ignore_eos=True)
                 if kind in ("full", "decode", "ctx"):
                     rec["decode"] = []
                     for depth in sizes.decode_ctx_tokens:
@@ -311,6 +316,15 @@ def ratios(rec: dict[str, Any], engine_rec: dict[str, Any] | None) -> None:
     rec["served_vs_engine"] = out
 
 
+def _smi() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,"
+                               "clocks.max.sm,clocks.max.mem", "--format=csv,noheader"],
+                              capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:
+        return "no nvidia-smi"
+
+
 def cmd_measure(a: argparse.Namespace) -> int:
     t_start = time.monotonic()
     work, out = Path(a.work), Path(a.out)
@@ -339,9 +353,7 @@ def cmd_measure(a: argparse.Namespace) -> int:
         "command": " ".join(sys.argv), "build": info, "waited_for_build_s": waited,
         "models": json.loads((work / "models_info.json").read_text())
         if (work / "models_info.json").exists() else None,
-        "gpu": subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,"
-                               "clocks.max.sm,clocks.max.mem", "--format=csv,noheader"],
-                              capture_output=True, text=True).stdout.strip(),
+        "gpu": _smi(),
         "niah": "not run: random weights give noise answers",
         "bandwidth": measure_bandwidth_gb_s() if a.bandwidth else None,
         "items": [], "skipped": []}
@@ -368,6 +380,63 @@ def cmd_measure(a: argparse.Namespace) -> int:
         dest.write_text(json.dumps(result, indent=2))
     result["total_s"] = round(time.monotonic() - t_start, 1)
     dest.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def _f(x: Any, fmt: str = ".1f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _dec(rec: dict[str, Any], i: int) -> tuple[str, str]:
+    """('median (min-max)', 'served/engine') for the i-th decode depth of an item."""
+    ds = rec.get("decode") or []
+    if i >= len(ds) or not ds[i]["client_tok_s"].get("n"):
+        return "-", "-"
+    d = ds[i]["client_tok_s"]
+    r = (rec.get("served_vs_engine") or {}).get(f"decode_{ds[i]['ctx_tokens']}")
+    if not r:
+        return f"{d['median']:.1f} ({d['min']:.1f}-{d['max']:.1f}) @{ds[i]['ctx_tokens']}", "-"
+    lo, hi = r["served_client_over_engine_min_max"]
+    ratio = f"{r['served_client_over_engine']:.3f} ({lo:.3f}-{hi:.3f}) of {r['engine_tok_s']:.1f}"
+    return f"{d['median']:.1f} ({d['min']:.1f}-{d['max']:.1f}) @{ds[i]['ctx_tokens']}", ratio
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    """Markdown tables from one or more measure JSONs (the recorded run's README body)."""
+    items = [it for path in a.json for it in json.loads(Path(path).read_text())["items"]]
+    lines = ["| profile | variant | decode tok/s, depth 1 (median, min-max) | served/engine "
+             "| decode tok/s, depth 2 | served/engine | TTFT s (median, min-max) @ tokens "
+             "| served/engine TTFT | peak MiB process / rise | planner MiB process / rise "
+             "| planner error process / rise |", "|" + "---|" * 11]
+    for r in items:
+        d1, r1 = _dec(r, 0)
+        d2, r2 = _dec(r, 1)
+        t = (r.get("ttft") or {}).get("ttft_s") or {}
+        ttft = (f"{t['median']:.2f} ({t['min']:.2f}-{t['max']:.2f}) @{r['ttft']['n_tokens'][0]}"
+                if t.get("n") else "-")
+        te = (r.get("served_vs_engine") or {}).get("ttft")
+        te_s = f"{te['served_over_engine']:.3f} of {te['engine_ttft_s']:.2f} s" if te else "-"
+        v, p = r.get("vram") or {}, r.get("planner") or {}
+        lines.append(
+            f"| {r['profile']} | {r['variant']} | {d1} | {r1} | {d2} | {r2} | {ttft} | {te_s} | "
+            f"{_f(v.get('peak_process_mib'), '.0f')} / {_f(v.get('peak_delta_mib'), '.0f')} | "
+            f"{_f(p.get('total_mib'), '.0f')} / {_f(p.get('total_rise_mib'), '.0f')} | "
+            f"{_f(r.get('planner_process_error_pct'), '+.1f')}% / "
+            f"{_f(r.get('planner_rise_error_pct'), '+.1f')}% |"
+            + (f" error: {r['error']}" if r.get("error") else ""))
+    lines += ["", "| profile | variant | engine prefill (llama-bench pp) tok/s | s | "
+              "peak MiB of llama-bench | server compute buffer (log) |", "|" + "---|" * 6]
+    for r in items:
+        pre = [t for b in r.get("engine", []) for t in b.get("tests", []) if t["n_gen"] == 0]
+        peaks = [b.get("peak_process_mib") for b in r.get("engine", []) if any(
+            t["n_gen"] == 0 for t in b.get("tests", []))]
+        cb = [ln.split("compute buffer size =")[-1].strip() for ln in r.get("server_log_lines", [])
+              if "CUDA0 compute buffer size" in ln]
+        for t in pre:
+            lines.append(f"| {r['profile']} | {r['variant']} | {t['avg_tok_s']:.0f} "
+                         f"(sd {t['stddev_tok_s']:.0f}) @{t['n_prompt']} | {t['avg_s']:.2f} | "
+                         f"{_f(peaks[0] if peaks else None, '.0f')} | {', '.join(cb) or '-'} |")
+    print("\n".join(lines))
     return 0
 
 
@@ -399,8 +468,11 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--bench-reps", type=int, default=3)
     m.add_argument("--bandwidth", action="store_true")
     m.add_argument("--max-tokens", type=int, help="cap prompt sizes (dry runs on a CPU build)")
+    r = sub.add_parser("report")
+    r.add_argument("json", nargs="+")
     a = ap.parse_args(argv)
-    return {"build": cmd_build, "models": cmd_models, "measure": cmd_measure}[a.cmd](a)
+    return {"build": cmd_build, "models": cmd_models, "measure": cmd_measure,
+            "report": cmd_report}[a.cmd](a)
 
 
 if __name__ == "__main__":
