@@ -135,8 +135,8 @@ def test_planner_within_2pct_of_the_beellama_h200_run():
             if variant.startswith("ub"):
                 ub = int(variant[2:])
                 s = replace(s, ubatch_size=ub, batch_size=max(2048, ub))
-            elif variant == "bs":
-                s = replace(s, backend_sampling=True)
+            # as served then (q8-f16-4k's exact run was before its backend-sampling default)
+            s = replace(s, backend_sampling="--backend-sampling" in it["server_argv"])
             pred = predict(replace(PROFILES[name], server=s), card="NVIDIA H200")
             weights_fix = it["planner"]["weights_mib"] - pred.weights_mib
             v = it["vram"]
