@@ -329,3 +329,54 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
         if gpu else 0.0,
         context_basis=basis if gpu else "none: a CPU build uses no GPU memory",
     )
+
+
+@dataclass(frozen=True)
+class UbatchMeasure:
+    """Served time to first token by physical batch (-ub), one card and KV type, at the
+    profile's TTFT length: the input of the ubatch policy."""
+
+    card: str
+    cache_type: str
+    prompt_tokens: int
+    ttft_s_by_ubatch: dict[int, float]  # median of 3 requests per ubatch
+    source: str
+
+
+UBATCH_MEASURED: tuple[UbatchMeasure, ...] = (
+    UbatchMeasure(card="H200", cache_type="turbo4", prompt_tokens=60_000,
+                  ttft_s_by_ubatch={512: 12.00, 2048: 11.64, 4096: 12.10},
+                  source="benchmarks/h200/2026-11-30-beellama"),
+)
+UBATCH_DEFAULT = UBATCH
+UBATCH_MIN_GAIN = 0.05
+UBATCH_POLICY = (
+    "the physical batch (-ub, with -b at least 2048 and at least -ub) whose measured TTFT "
+    "on this card and KV type is shortest among those whose planned peak (the rise over "
+    f"idle) fits the VRAM budget, if it is at least {UBATCH_MIN_GAIN:.0%} shorter than at "
+    f"the default {UBATCH_DEFAULT}; otherwise the default. A card or KV type with no "
+    "measurement keeps the default.")
+
+
+def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
+                  gguf_path: Path | None = None) -> tuple[int, str]:
+    """(ubatch, why) by UBATCH_POLICY."""
+    from dataclasses import replace
+
+    kv = profile.server.cache_type_k
+    m = next((x for x in UBATCH_MEASURED if card and x.card.lower() in card.lower()
+              and x.cache_type == kv), None)
+    if m is None:
+        return UBATCH_DEFAULT, f"no TTFT measured by ubatch for {card or 'this card'} / {kv}"
+    base = m.ttft_s_by_ubatch.get(UBATCH_DEFAULT)
+    best, why = UBATCH_DEFAULT, []
+    for ub, ttft in sorted(m.ttft_s_by_ubatch.items()):
+        s = replace(profile.server, ubatch_size=ub, batch_size=max(2048, ub))
+        rise = predict(replace(profile, server=s), gguf_path, card=card).total_rise_mib
+        fits = rise <= budget_mib
+        why.append(f"-ub {ub}: TTFT {ttft:.2f} s, planned {rise:.0f} MiB"
+                   f"{'' if fits else ' (over budget)'}")
+        if (fits and base and ttft <= base * (1 - UBATCH_MIN_GAIN)
+                and ttft < m.ttft_s_by_ubatch.get(best, base)):
+            best = ub
+    return best, f"{'; '.join(why)} ({m.source})"
