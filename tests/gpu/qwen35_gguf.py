@@ -9,7 +9,7 @@ Q4_K_M follows llama.cpp's llama_tensor_get_type for that file type: Q4_K by def
 Q6_K for output.weight and for attn_v / ffn_down in the "more bits" layers (the first and
 last eighth and every third between), Q5_K for the fused attn_qkv of the recurrent layers;
 the small ssm_alpha/ssm_beta projections are kept in Q8_0. For Qwen3.5-9B that comes to
-5.614 GB of tensors; the published Qwen3.5-9B-Q4_K_M.gguf is 5.629 GB.
+5.618 GB of tensors (a 5.625 GB file); the published Qwen3.5-9B-Q4_K_M.gguf is 5.629 GB.
 """
 
 from __future__ import annotations
