@@ -17,20 +17,14 @@ from .preflight import HostFacts
 HOST_PACKAGES = ["python3", "ca-certificates"]
 
 
-def _cli_split(os_release: dict[str, str]) -> bool:
-    """Debian 13 moved the `docker` client out of docker.io into docker-cli, which docker.io
-    only recommends (and recommends are not installed): it is asked for by name there."""
-    version = (os_release or {}).get("version_id", "").split(".")[0]
-    return (os_release or {}).get("id") == "debian" and version.isdigit() and int(version) >= 13
-
-
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     installed = host.get_fact(DebPackages) or {}
     wanted = list(HOST_PACKAGES)
     if cfg.mode == "container" and not facts.docker["present"]:
         wanted.append("docker.io")
-        if _cli_split(facts.os):
+        # Debian 13's docker.io only recommends its client, now a package of its own
+        if facts.docker.get("cli_package"):
             wanted.append("docker-cli")
     missing = [p for p in wanted if p not in installed]
     if missing:
