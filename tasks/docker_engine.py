@@ -11,6 +11,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, systemd
 
 from beekeeper.config import HostConfig
+from beekeeper.distro import compose_package, engine_packages
 
 from .preflight import HostFacts
 
@@ -21,8 +22,11 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     installed = host.get_fact(DebPackages) or {}
     wanted = list(HOST_PACKAGES)
-    if cfg.mode == "container" and not facts.docker["present"]:
-        wanted.append("docker.io")
+    if cfg.mode == "container" and facts.docker["flavour"] in (None, "distro"):
+        # the engine, and on Debian 13 its CLI (a package of its own there)
+        wanted += engine_packages(facts.os)
+    if cfg.runtime == "compose" and facts.compose_version is None:
+        wanted.append(str(compose_package(facts.os, facts.docker["flavour"])))
     missing = [p for p in wanted if p not in installed]
     if missing:
         ops.append(apt.packages(
