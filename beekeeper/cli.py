@@ -64,13 +64,14 @@ def _sandbox(args: argparse.Namespace) -> int:
     from .profiles import PROFILES as P
 
     if args.action == "up":
-        sandbox.up(ssh_port=args.ssh_port)
+        sandbox.up(ssh_port=args.ssh_port, name=args.name, release=args.release)
         cpu_source_tarball()
         pypi_model(P["cpu-tiny"].model)
     elif args.action == "down":
-        sandbox.down(purge=True)
+        sandbox.down(purge=True, name=args.name)
     else:
-        print(json.dumps(sandbox.status(), indent=2))
+        hosts = [args.name] if args.name else (sandbox.names() or [sandbox.CONTAINER])
+        print(json.dumps([sandbox.status(n) for n in hosts], indent=2))
     return 0
 
 
@@ -279,10 +280,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.set_defaults(func=_print_profiles)
 
-    p = sub.add_parser("sandbox", help="the local sandbox host")
+    p = sub.add_parser("sandbox", help="the local sandbox hosts")
     p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--name", help="a second (third...) sandbox host beside the first, e.g. "
+                   "beekeeper-sandbox-b; it needs its own --ssh-port")
+    p.add_argument("--release", choices=["bookworm", "trixie"], default="bookworm",
+                   help="Debian 12 (bookworm, default) or 13 (trixie)")
     p.add_argument("--ssh-port", type=int,
-                   default=int(os.environ.get("BEEKEEPER_SANDBOX_PORT", "2222")))
+                   help="SSH on 127.0.0.1:PORT (default for the first host: "
+                   "BEEKEEPER_SANDBOX_PORT or 2222)")
     p.set_defaults(func=_sandbox)
 
     p = sub.add_parser("verify", help="check a running server against a profile")

@@ -1,7 +1,9 @@
 """
-The sandbox host: a local container with systemd as PID 1, sshd and room for its own
-Docker engine, published on 127.0.0.1 only. The kit reaches it over SSH, exactly as it
-reaches a remote GPU box.
+The sandbox hosts: local containers with systemd as PID 1, sshd and room for their own
+Docker engine, SSH published on 127.0.0.1 only. The kit reaches them over SSH, exactly as it
+reaches a remote GPU box. The first (`CONTAINER`) is Debian 12; more can run beside it, by
+name, from Debian 12 or 13, on one Docker network of their own where each reaches the
+others by name (the gateway's backends in the tests).
 """
 
 from __future__ import annotations
@@ -27,10 +29,15 @@ from .cache import CACHE, ROOT
 from .errors import SandboxError
 
 STATE_DIR = Path(os.environ.get("BEEKEEPER_SANDBOX_DIR", ROOT / ".sandbox"))
-# BEEKEEPER_SANDBOX_NAME / _PORT let two sandboxes (two work trees) run side by side.
+# BEEKEEPER_SANDBOX_NAME / _PORT let two sets of sandboxes (two work trees) run side by side.
 CONTAINER = os.environ.get("BEEKEEPER_SANDBOX_NAME", "beekeeper-sandbox")
-VOLUME = f"{CONTAINER}-docker"
 DEFAULT_SSH_PORT = int(os.environ.get("BEEKEEPER_SANDBOX_PORT", "2222"))
+# the network the sandboxes share (made by `up`, removed with the last of them)
+NETWORK = f"{CONTAINER}-net"
+# Debian releases a sandbox host can be built from
+RELEASES = ("bookworm", "trixie")
+# the server image's base images stay Debian 12 on every sandbox host, so a build on one
+# host has the same inputs, and the same tag, as on another (`copy_image` shares it)
 BASE = "beekeeper/debian:bookworm"
 
 _BUILD_BASE_DOCKERFILE = f"""\
@@ -41,8 +48,8 @@ RUN apt-get update \\
  && rm -rf /var/lib/apt/lists/*
 """
 
-_HOST_DOCKERFILE = f"""\
-FROM {BASE}
+_HOST_DOCKERFILE = """\
+FROM {base}
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
     systemd systemd-sysv dbus openssh-server python3 sudo curl ca-certificates \\
@@ -60,13 +67,25 @@ CMD ["/sbin/init"]
 """
 
 
-def _content_tag(repo: str, dockerfile: str) -> str:
-    """Images derived from BASE are tagged by their Dockerfile's hash: cache by content."""
-    return f"{repo}:bookworm-{hashlib.sha256(dockerfile.encode()).hexdigest()[:10]}"
+def _content_tag(repo: str, dockerfile: str, release: str = "bookworm") -> str:
+    """Images derived from a base are tagged by their Dockerfile's hash: cache by content."""
+    return f"{repo}:{release}-{hashlib.sha256(dockerfile.encode()).hexdigest()[:10]}"
+
+
+def base_image(release: str) -> str:
+    return f"beekeeper/debian:{release}"
+
+
+def host_dockerfile(release: str) -> str:
+    return _HOST_DOCKERFILE.format(base=base_image(release))
+
+
+def host_image(release: str) -> str:
+    return _content_tag("beekeeper/sandbox-host", host_dockerfile(release), release)
 
 
 BUILD_BASE = _content_tag("beekeeper/debian-build", _BUILD_BASE_DOCKERFILE)
-HOST_IMAGE = _content_tag("beekeeper/sandbox-host", _HOST_DOCKERFILE)
+HOST_IMAGE = host_image("bookworm")
 
 
 @dataclass
@@ -79,6 +98,7 @@ class SandboxState:
     known_hosts: str
     preload_images: dict[str, str]
     base_images: dict[str, str]
+    release: str = "bookworm"
 
 
 def _log(msg: str) -> None:
@@ -119,33 +139,34 @@ def _has_image(client: docker.DockerClient, name: str) -> bool:
         return False
 
 
-def ensure_base_image(client: docker.DockerClient) -> None:
-    """debian:bookworm where it can be pulled, otherwise debootstrap + import."""
-    if _has_image(client, BASE):
+def ensure_base_image(client: docker.DockerClient, release: str = "bookworm") -> None:
+    """debian:<release> where it can be pulled, otherwise debootstrap + import."""
+    base = base_image(release)
+    if _has_image(client, base):
         return
     try:
-        img = client.images.pull("debian", tag="bookworm")
-        img.tag(BASE)
-        _log("pulled debian:bookworm")
+        img = client.images.pull("debian", tag=release)
+        img.tag(base)
+        _log(f"pulled debian:{release}")
         return
     except docker.errors.APIError:
-        _log("debian:bookworm cannot be pulled here: building it with debootstrap")
+        _log(f"debian:{release} cannot be pulled here: building it with debootstrap")
     if not shutil.which("debootstrap"):
         raise SandboxError("debootstrap is missing: apt-get install debootstrap")
     with tempfile.TemporaryDirectory(prefix="beekeeper-rootfs-") as rootfs:
-        log = CACHE / "debootstrap.log"
+        log = CACHE / f"debootstrap-{release}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as out:
-            rc = subprocess.call(["debootstrap", "--variant=minbase", "bookworm", rootfs,
+            rc = subprocess.call(["debootstrap", "--variant=minbase", release, rootfs,
                                   debian_mirror()], stdout=out, stderr=subprocess.STDOUT)
         if rc != 0:
-            raise SandboxError(f"debootstrap failed (exit {rc}); see {log}")
+            raise SandboxError(f"debootstrap {release} failed (exit {rc}); see {log}")
         tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
         assert tar.stdout is not None
-        client.api.import_image_from_stream(tar.stdout, repository=BASE.split(":")[0],
-                                            tag="bookworm")
+        client.api.import_image_from_stream(tar.stdout, repository=base.split(":")[0],
+                                            tag=release)
         tar.wait()
-    _log(f"imported {BASE}")
+    _log(f"imported {base}")
 
 
 def _build(client: docker.DockerClient, tag: str, dockerfile: str) -> None:
@@ -232,39 +253,84 @@ def ssh_options(state: SandboxState) -> list[str]:
             "root@127.0.0.1"]
 
 
-def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
-    client = _client()
-    ensure_base_image(client)
-    _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
-    _build(client, HOST_IMAGE, _HOST_DOCKERFILE)
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    key = STATE_DIR / "id_ed25519"
-    if not key.exists():
-        subprocess.check_call(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
-                               "beekeeper-sandbox", "-f", str(key)])
-    known = STATE_DIR / "known_hosts"
-    state = SandboxState(
-        container=CONTAINER, ssh_port=ssh_port, ssh_key=str(key), known_hosts=str(known),
-        preload_images={BASE: _save(client, BASE), BUILD_BASE: _save(client, BUILD_BASE)},
-        base_images={"build": BUILD_BASE, "runtime": BASE},
-    )
+def state_dir(name: str | None = None) -> Path:
+    """Where a sandbox's state lives: STATE_DIR for the first, STATE_DIR/<name> for others."""
+    name = name or CONTAINER
+    return STATE_DIR if name == CONTAINER else STATE_DIR / name
+
+
+def _ensure_network(client: docker.DockerClient):
     try:
-        c = client.containers.get(CONTAINER)
+        return client.networks.get(NETWORK)
+    except docker.errors.NotFound:
+        _log(f"creating network {NETWORK}")
+        return client.networks.create(NETWORK, driver="bridge",
+                                      labels={"io.beekeeper.sandbox": "1"})
+
+
+def _start_container(client: docker.DockerClient, name: str, release: str, ssh_port: int):
+    _ensure_network(client)
+    try:
+        c = client.containers.get(name)
+        if NETWORK not in c.attrs["NetworkSettings"]["Networks"]:
+            # made before the sandboxes shared a network; connecting a second network to a
+            # running host breaks its published SSH port, so it is made anew (its Docker
+            # volume, and so its engine's images, are kept)
+            _log(f"re-creating {name} on network {NETWORK} (its Docker volume is kept)")
+            c.remove(force=True)
+            raise docker.errors.NotFound(name)
         if c.status != "running":
             c.start()
     except docker.errors.NotFound:
-        _log(f"starting {CONTAINER} (ssh on 127.0.0.1:{ssh_port})")
-        c = client.containers.run(
-            HOST_IMAGE, name=CONTAINER, hostname="sandbox", detach=True,
+        _log(f"starting {name} (Debian {release}, ssh on 127.0.0.1:{ssh_port})")
+        c = client.containers.create(
+            host_image(release), name=name, detach=True,
+            hostname="sandbox" if name == CONTAINER else name,
             cap_add=["SYS_ADMIN", "NET_ADMIN"],
             security_opt=["seccomp=unconfined", "apparmor=unconfined"],
             cgroupns="host",
             tmpfs={"/run": "", "/run/lock": "", "/tmp": ""},  # noqa: S108 (the sandbox host's own /tmp)
             volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
-                     VOLUME: {"bind": "/var/lib/docker", "mode": "rw"}},
+                     f"{name}-docker": {"bind": "/var/lib/docker", "mode": "rw"}},
             ports={"22/tcp": ("127.0.0.1", ssh_port)},
-            labels={"io.beekeeper.sandbox": "1"},
+            labels={"io.beekeeper.sandbox": "1", "io.beekeeper.sandbox.release": release},
+            network=NETWORK,
         )
+        c.start()
+    return c
+
+
+def up(ssh_port: int | None = None, name: str | None = None,
+       release: str = "bookworm") -> SandboxState:
+    """Start (or find) a sandbox host. The first one (no name) is Debian 12 on
+    DEFAULT_SSH_PORT; others need a name and a port of their own."""
+    name = name or CONTAINER
+    if release not in RELEASES:
+        raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
+    if ssh_port is None:
+        if name != CONTAINER:
+            raise SandboxError(f"sandbox {name}: give it an SSH port of its own (--ssh-port)")
+        ssh_port = DEFAULT_SSH_PORT
+    client = _client()
+    ensure_base_image(client)
+    if release != "bookworm":
+        ensure_base_image(client, release)
+    _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
+    _build(client, host_image(release), host_dockerfile(release))
+    sdir = state_dir(name)
+    sdir.mkdir(parents=True, exist_ok=True)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    key = STATE_DIR / "id_ed25519"  # one controller key for every sandbox host
+    if not key.exists():
+        subprocess.check_call(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+                               "beekeeper-sandbox", "-f", str(key)])
+    known = sdir / "known_hosts"
+    state = SandboxState(
+        container=name, ssh_port=ssh_port, ssh_key=str(key), known_hosts=str(known),
+        preload_images={BASE: _save(client, BASE), BUILD_BASE: _save(client, BUILD_BASE)},
+        base_images={"build": BUILD_BASE, "runtime": BASE}, release=release,
+    )
+    c = _start_container(client, name, release, ssh_port)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         data = Path(str(key) + ".pub").read_bytes()
@@ -274,10 +340,11 @@ def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
     buf.seek(0)
     c.put_archive("/root/.ssh", buf.getvalue())
     _pin_host_key(c, known, ssh_port)
-    (STATE_DIR / "state.json").write_text(json.dumps(asdict(state), indent=2))
+    (sdir / "state.json").write_text(json.dumps(asdict(state), indent=2))
     # for `ssh -F .sandbox/ssh_config sandbox` and pytest-testinfra's --ssh-config
-    (STATE_DIR / "ssh_config").write_text(
-        f"Host sandbox\n  HostName 127.0.0.1\n  Port {ssh_port}\n  User root\n"
+    alias = "sandbox" if name == CONTAINER else name
+    (sdir / "ssh_config").write_text(
+        f"Host {alias}\n  HostName 127.0.0.1\n  Port {ssh_port}\n  User root\n"
         f"  IdentityFile {key}\n  UserKnownHostsFile {known}\n"
         "  StrictHostKeyChecking yes\n  BatchMode yes\n")
     _wait_ssh(state)  # booted: systemd has set up /tmp and friends
@@ -286,51 +353,123 @@ def up(ssh_port: int = DEFAULT_SSH_PORT) -> SandboxState:
     return state
 
 
-def write_host_data(data: dict[str, object] | None) -> None:
-    """Extra host data for the sandbox inventory (the tests point its source at a git
+def write_host_data(data: dict[str, object] | None, name: str | None = None) -> None:
+    """Extra host data for a sandbox's inventory entry (the tests point its source at a git
     server and its models at a Hub endpoint); None removes it."""
-    path = STATE_DIR / "host_data.json"
+    path = state_dir(name) / "host_data.json"
     if data is None:
         path.unlink(missing_ok=True)
     else:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2))
 
 
-def load_host_data() -> dict[str, object]:
-    path = STATE_DIR / "host_data.json"
+def load_host_data(name: str | None = None) -> dict[str, object]:
+    path = state_dir(name) / "host_data.json"
     return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
-def load_state() -> SandboxState:
-    path = STATE_DIR / "state.json"
+def load_state(name: str | None = None) -> SandboxState:
+    path = state_dir(name) / "state.json"
     if not path.exists():
-        raise SandboxError("no sandbox yet: run `beekeeper sandbox up` first")
+        hint = "" if (name or CONTAINER) == CONTAINER else f" --name {name} --ssh-port PORT"
+        raise SandboxError(f"no sandbox {name or CONTAINER} yet: run "
+                           f"`beekeeper sandbox up{hint}` first")
     return SandboxState(**json.loads(path.read_text()))
 
 
-def down(purge: bool = True) -> None:
+def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[str, object]]:
+    """A sandbox host's pyinfra inventory entry: reached over SSH on 127.0.0.1 like a remote
+    box, the CPU profile, the base images from the controller, then what `write_host_data`
+    added, then `data`."""
+    from .cache import CPU_SOURCE_REF, cpu_source_tarball
+
+    st = load_state(name)
+    return ("sandbox" if st.container == CONTAINER else st.container, {
+        "ssh_hostname": "127.0.0.1",
+        "ssh_port": st.ssh_port,
+        "ssh_user": "root",
+        "ssh_key": st.ssh_key,
+        "ssh_known_hosts_file": st.known_hosts,
+        "ssh_strict_host_key_checking": "yes",  # pinned by `beekeeper sandbox up`
+        "profile": "cpu-tiny",
+        # the llama.cpp tree vendored in the pinned llama-cpp-python sdist
+        "source": {"path": str(cpu_source_tarball()), "ref": CPU_SOURCE_REF},
+        # no registry here: base images come from the controller
+        "base_images": st.base_images,
+        "preload_images": st.preload_images,
+        "health_timeout_s": 120,
+        **load_host_data(name),
+        **data,
+    })
+
+
+def copy_image(tag: str, src: str, dst: str) -> bool:
+    """Copy an image from one sandbox host's Docker into another's (`docker save | docker
+    load`), so a second host shares a build instead of repeating it. False when `src` lacks
+    it; True when `dst` has it afterwards."""
+    def has(name: str) -> bool:
+        return subprocess.call(["docker", "exec", name, "docker", "image", "inspect", tag],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+    if has(dst):
+        return True
+    if not has(src):
+        return False
+    save = subprocess.Popen(["docker", "exec", src, "docker", "save", tag],
+                            stdout=subprocess.PIPE)
+    load = subprocess.run(["docker", "exec", "-i", dst, "docker", "load"], stdin=save.stdout,
+                          capture_output=True, text=True)
+    if save.stdout is not None:
+        save.stdout.close()
+    if save.wait() != 0 or load.returncode != 0:
+        raise SandboxError(f"copying {tag} from {src} to {dst} failed: {load.stderr[-300:]}")
+    _log(f"copied {tag} from {src} to {dst}")
+    return True
+
+
+def names() -> list[str]:
+    """Every sandbox host this controller runs (of this CONTAINER's set), first one first."""
+    client = _client()
+    found = [c.name for c in client.containers.list(all=True,
+                                                      filters={"label": "io.beekeeper.sandbox"})
+             if c.name == CONTAINER or c.name.startswith(f"{CONTAINER}-")]
+    return sorted(found, key=lambda n: (n != CONTAINER, n))
+
+
+def down(purge: bool = True, name: str | None = None) -> None:
+    name = name or CONTAINER
     client = _client()
     try:
-        client.containers.get(CONTAINER).remove(force=True)
-        _log(f"removed {CONTAINER}")
+        client.containers.get(name).remove(force=True)
+        _log(f"removed {name}")
     except docker.errors.NotFound:
         pass
     if purge:
         try:
-            client.volumes.get(VOLUME).remove(force=True)
+            client.volumes.get(f"{name}-docker").remove(force=True)
         except docker.errors.NotFound:
             pass
-    (STATE_DIR / "state.json").unlink(missing_ok=True)
-    (STATE_DIR / "known_hosts").unlink(missing_ok=True)
-    write_host_data(None)
+    sdir = state_dir(name)
+    (sdir / "state.json").unlink(missing_ok=True)
+    (sdir / "known_hosts").unlink(missing_ok=True)
+    write_host_data(None, name)
+    try:
+        net = client.networks.get(NETWORK)
+        net.reload()
+        if not net.attrs.get("Containers"):
+            net.remove()
+    except docker.errors.NotFound:
+        pass
 
 
-def status() -> dict[str, object]:
+def status(name: str | None = None) -> dict[str, object]:
+    name = name or CONTAINER
     client = _client()
     try:
-        c = client.containers.get(CONTAINER)
+        c = client.containers.get(name)
     except docker.errors.NotFound:
-        return {"container": CONTAINER, "status": "absent"}
-    return {"container": CONTAINER, "status": c.status,
+        return {"container": name, "status": "absent"}
+    return {"container": name, "status": c.status,
+            "release": c.labels.get("io.beekeeper.sandbox.release", "bookworm"),
             "ports": c.attrs["NetworkSettings"]["Ports"]}

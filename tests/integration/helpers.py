@@ -10,10 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from beekeeper import sandbox
 from beekeeper.sandbox import CONTAINER
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# the second sandbox host (Debian 13), beside the first: conftest's trixie_sandbox
+SECOND = f"{CONTAINER}-b"
+SECOND_INVENTORY = "tests/integration/inventory_trixie.py"
+SERVER_REPO = "beekeeper/llama-server"
 
 
 @dataclass
@@ -35,11 +40,33 @@ def pyinfra(*args: str, timeout: int = 1800) -> Run:
 STANDINS: Any = None
 
 
-def deploy(*extra: str, dry: bool = False) -> Run:
+def deploy(*extra: str, dry: bool = False, inventory: str = "inventories/sandbox.py") -> Run:
     if STANDINS is not None:
-        STANDINS.ensure_tunnel()  # the host may have restarted since the last deploy
+        STANDINS.ensure_tunnel()  # a host may have restarted since the last deploy
     args = ["--dry"] if dry else ["-y"]
-    return pyinfra(*args, "inventories/sandbox.py", "deploy.py", *extra)
+    return pyinfra(*args, inventory, "deploy.py", *extra)
+
+
+def provision_and_share(inventory: str = SECOND_INVENTORY, name: str = SECOND) -> list[str]:
+    """A second host's first steps: its Docker engine from its distro (stage `provision`
+    only), then the first host's server images copied in, so that its deploy builds
+    nothing. Returns the tags copied."""
+    run = deploy("--data", 'stages=["provision"]', inventory=inventory)
+    assert run.rc == 0, run.out[-3000:]
+    return share_server_image(name)
+
+
+def share_server_image(dst: str = SECOND) -> list[str]:
+    """Copy every server image the first sandbox host has built into `dst`'s Docker: the
+    second host's deploy then finds its tag and builds nothing (the same inputs give the same
+    tag on both). Returns the tags copied; empty when the first host has built none yet (then
+    `dst` builds its own, slower but just as correct)."""
+    p = subprocess.run(["docker", "exec", CONTAINER, "docker", "images", "--format",
+                        "{{.Repository}}:{{.Tag}}", SERVER_REPO],
+                       capture_output=True, text=True)
+    tags = [t for t in p.stdout.split() if t.startswith(f"{SERVER_REPO}:")] \
+        if p.returncode == 0 else []
+    return [t for t in tags if sandbox.copy_image(t, CONTAINER, dst)]
 
 
 def results(out: str) -> dict[str, tuple[str, str, str]]:
@@ -70,6 +97,6 @@ def detected_changes(out: str) -> set[str]:
     return names
 
 
-def sandbox_exec(cmd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "exec", CONTAINER, "bash", "-c", cmd],
+def sandbox_exec(cmd: str, name: str = CONTAINER) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", "exec", name, "bash", "-c", cmd],
                           capture_output=True, text=True)
