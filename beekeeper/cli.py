@@ -221,11 +221,9 @@ if [ -f "$m.prev" ]; then
 fi
 # the compose file (runtime "compose"), on either side or both: swapped as well, so a
 # second rollback returns to where the first started
-if [ -f "$c" ] || [ -f "$c.prev" ]; then
-  { [ ! -f "$c" ] || mv -f "$c" "$c.swap"; }
-  { [ ! -f "$c.prev" ] || mv -f "$c.prev" "$c"; }
-  { [ ! -f "$c.swap" ] || mv -f "$c.swap" "$c.prev"; }
-fi
+if [ -f "$c" ]; then mv -f "$c" "$c.swap"; fi
+if [ -f "$c.prev" ]; then mv -f "$c.prev" "$c"; fi
+if [ -f "$c.swap" ]; then mv -f "$c.swap" "$c.prev"; fi
 systemctl daemon-reload && systemctl restart beekeeper-{svc}.service
 python3 /usr/local/lib/beekeeper/hostcheck.py --port "$(python3 -c 'import json,sys; \
 print(json.load(open(sys.argv[1]))["port"])' "$m")" --timeout 300

@@ -364,3 +364,37 @@ def test_a_debian_nvidia_does_not_serve_is_refused_with_the_ones_it_does():
                                              r"Debian 12/13"):
         run_deploy({**DEFAULTS, "mode": "native"},
                    facts(Wsl=NATIVE, OsRelease={"id": "debian", "version_id": "11"}))
+
+
+def test_rollback_command_swaps_the_compose_file_on_either_side(tmp_path):
+    """`beekeeper rollback`'s script, run on a folder standing in for the host: unit,
+    manifest and compose file swap with their `.prev` copies; run twice, it is back."""
+    import subprocess
+
+    from beekeeper.cli import ROLLBACK
+
+    script = ROLLBACK.format(svc="llm")
+    body = script.split("systemctl daemon-reload")[0]  # the file moves, not the restart
+    root = tmp_path
+    for path, text in (("etc/systemd/system/beekeeper-llm.service", "unit new"),
+                       ("etc/systemd/system/beekeeper-llm.service.prev", "unit old"),
+                       ("etc/beekeeper/llm/deployed.json", "manifest new"),
+                       ("etc/beekeeper/llm/deployed.json.prev", "manifest old"),
+                       ("etc/beekeeper/llm/compose.yaml", "compose new")):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    local = body.replace("/etc/", f"{root}/etc/")
+
+    def state():
+        return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+    start = state()
+    subprocess.run(["bash", "-c", local], check=True)
+    once = state()
+    assert once["etc/systemd/system/beekeeper-llm.service"] == "unit old"
+    assert once["etc/beekeeper/llm/deployed.json"] == "manifest old"
+    # the previous deploy ran the plain unit: no compose file then, none now
+    assert "etc/beekeeper/llm/compose.yaml" not in once
+    assert once["etc/beekeeper/llm/compose.yaml.prev"] == "compose new"
+    subprocess.run(["bash", "-c", local], check=True)
+    assert state() == start
