@@ -295,11 +295,16 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
     try:
         c = client.containers.get(name)
         if NETWORK not in c.attrs["NetworkSettings"]["Networks"]:
-            # made before the sandboxes shared a network; connecting a second network to a
-            # running host breaks its published SSH port, so it is made anew (its Docker
-            # volume, and so its engine's images, are kept)
-            _log(f"re-creating {name} on network {NETWORK} (its Docker volume is kept)")
+            # made before the sandboxes shared a network: connecting a second network to a
+            # running host breaks its published SSH port, and its engine's saved bridge may
+            # hold the network's addresses (which cuts the host off once its Docker starts),
+            # so the host and its Docker volume are made anew
+            _log(f"re-creating {name} and its Docker volume on network {NETWORK}")
             c.remove(force=True)
+            try:
+                client.volumes.get(f"{name}-docker").remove(force=True)
+            except docker.errors.NotFound:
+                pass
             raise docker.errors.NotFound(name)
         if c.status != "running":
             c.start()
