@@ -79,7 +79,7 @@ def first(trixie_sandbox):
     shared = share_server_image(SECOND)
     run = cdeploy()
     wall = time.monotonic() - t0
-    print(f"\n[figure] trixie compose host from nothing: {wall:.0f} s (provision "
+    print(f"\n[figure] trixie compose host, first deploy: {wall:.0f} s (provision "
           f"{prov.wall_s:.0f} s, deploy {run.wall_s:.0f} s; server image "
           f"{'copied from the first host' if shared else 'built here'})")
     assert run.rc == 0, run.out[-4000:]
