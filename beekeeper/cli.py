@@ -168,6 +168,11 @@ def _plan(args: argparse.Namespace) -> int:
         verdict = "fits" if fits else "does NOT fit"
         print(f"budget {budget_gib:g} GiB ({budget_mib:.0f} MiB), against the rise over idle: "
               f"{verdict}")
+    if args.tune_ubatch:
+        from .planner import UBATCH_POLICY, choose_ubatch
+
+        ub, why = choose_ubatch(profile, args.card, budget_mib, gguf)
+        print(f"ubatch: {ub}\n  policy: {UBATCH_POLICY}\n  measured: {why}")
     return 0 if fits else 1
 
 
@@ -335,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--card", help="the card's CUDA context figures, e.g. 'NVIDIA H200' "
                                   "(an unlisted card: the H200's are assumed, and said)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tune-ubatch", action="store_true",
+                   help="choose the physical batch (-ub) for --card by the stated policy")
     p.set_defaults(func=_plan)
 
     p = sub.add_parser("matrix", help="deploy and measure profiles in turn; rank them")

@@ -46,10 +46,16 @@ class CudaContext:
 
 # Calibrated from what the GPU tier measured (tests/gpu/gpu_tier.py; `calibrate()` below):
 # process peak minus the planner's other terms, and the rise minus the same.
+# The H200 row is beellama's (the engine the kit serves), from the profiles' exact servers:
+# 610 to 630 MiB per process over f16, turbo4, turbo3, turbo3_tcq and Q4_K_M at ubatch 512
+# (655 at 2048, 715 at 4096); on that machine the rise of memory.used was the process figure
+# plus 6 to 9 MiB (the driver set nothing aside at idle). The earlier row (1109 / 615 MiB,
+# llama.cpp of the llama-cpp-python sdist, benchmarks/h200/2026-11-29) went with that
+# engine's smaller compute buffers and a machine whose driver reserved 494 MiB at idle.
 CUDA_CONTEXTS: tuple[CudaContext, ...] = (
-    CudaContext(card="H200", process_mib=1109, rise_mib=615, driver="580.159.04",
-                compute_cap="9.0", source="benchmarks/h200/2026-11-29 (f16 and q8_0 at 64K; "
-                "held out: 131K x 4 slots, 32K)"),
+    CudaContext(card="H200", process_mib=622, rise_mib=628, driver="580.159.04",
+                compute_cap="9.0", source="benchmarks/h200/2026-11-30-beellama (q8-turbo4-64k, "
+                "the other four ranking profiles, ubatch 2048/4096 and backend sampling)"),
 )
 # A card not in the table: the H200's figures are assumed (CUDA 13.0 context on a recent
 # driver). A card's context differs mostly by its SM count and the driver's reservations, a
@@ -71,9 +77,19 @@ def calibrate(measured_mib: float, prediction: Prediction) -> float:
     """The context term that makes the prediction match a measurement (the GPU tier)."""
     return measured_mib - (prediction.total_mib - prediction.cuda_context_mib)
 UBATCH = 512
-# Graph scratch of Qwen3.5-9B at ubatch 512 with flash attention and f16 KV: 152 MiB
-# measured (same run); scaled by vocab x ubatch for other models.
-_COMPUTE_F16_MIB_PER_VOCAB_UBATCH = 152.0 / (248320 * 512)
+# beellama's CUDA0 compute buffer for Qwen3.5-9B (its log's `compute buffer size`): 493 MiB
+# at ubatch 512 (501 with f16 KV), 1,972 at 2048, 3,944 at 4096: the f32 logits of one
+# ubatch (vocab x ubatch x 4 bytes) and 1.7 % more; scaled by vocab x ubatch for other
+# models (benchmarks/h200/2026-11-30-beellama).
+_COMPUTE_MIB_PER_VOCAB_UBATCH = 493.0 / (248320 * 512)
+# `--backend-sampling` (the sampler chain on the GPU) adds to it another logits-sized buffer
+# and about 2 KiB per KV cell: measured +614 MiB at 65,536 cells, +486 at 4,096.
+_BACKEND_SAMPLING_BYTES_PER_CELL = 2048
+# KV types whose attention dequantizes K and V to f16 in a separate buffer at prefill:
+# measured for turbo3 and turbo3_tcq (+256 MiB at 65,536 cells: the full f16 K+V), not for
+# turbo4 or f16; q8_0 on the llama.cpp tree (+224 MiB); the other quantized types unmeasured,
+# counted the same way as a conservative bound.
+_NO_DEQUANT = ("f16", "bf16", "f32", "turbo4")
 
 
 def kv_type_bytes(cache_type: str, n_values: int) -> int:
@@ -109,17 +125,17 @@ def recurrent_state_bytes(n_seq: int, layout: HybridLayout) -> tuple[int, int]:
 
 
 def compute_buffer_bytes(layout: HybridLayout, cells: int, type_k: str = "f16",
-                         type_v: str = "f16", ubatch: int = UBATCH) -> int:
-    """Scratch for the worst-case graph.
-
-    f16 KV: scales with vocab x ubatch (152 MiB for Qwen3.5-9B, measured). A quantized
-    KV type adds f16 copies of K and V for the attention kernel (measured +224 MiB for
-    q8_0 at 65,536 cells; the full f16 K+V, 256 MiB, is used as a conservative bound).
-    """
-    base = _COMPUTE_F16_MIB_PER_VOCAB_UBATCH * layout.n_vocab * ubatch * MIB
+                         type_v: str = "f16", ubatch: int = UBATCH,
+                         backend_sampling: bool = False) -> int:
+    """Scratch for the worst-case graph, and the f16 copies of K and V where the KV type's
+    attention makes them (see the figures above)."""
+    per_ubatch = _COMPUTE_MIB_PER_VOCAB_UBATCH * layout.n_vocab * MIB
+    base = per_ubatch * ubatch
+    if backend_sampling:
+        base += per_ubatch * ubatch + cells * _BACKEND_SAMPLING_BYTES_PER_CELL
     dequant = 0
     for t, hd in ((type_k, layout.head_dim_k), (type_v, layout.head_dim_v)):
-        if t not in ("f16", "bf16", "f32"):
+        if t not in _NO_DEQUANT:
             dequant += cells * layout.n_head_kv * hd * 2
     return int(base + dequant)
 
@@ -303,7 +319,8 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
         kv_v_mib=v / MIB * gpu, kv_cells=cells, kv_layers=layout.attention_layers,
         recurrent_r_mib=r / MIB * gpu, recurrent_s_mib=st / MIB * gpu, n_seq=seqs,
         draft_mib=draft * gpu,
-        compute_mib=compute_buffer_bytes(layout, cells, s.cache_type_k, s.cache_type_v) / MIB
+        compute_mib=compute_buffer_bytes(layout, cells, s.cache_type_k, s.cache_type_v,
+                                         s.ubatch_size or UBATCH, s.backend_sampling) / MIB
         if gpu else 0.0,
         cuda_context_mib=(ctx.process_mib if cuda_context_mib is None else cuda_context_mib)
         if gpu else 0.0,
@@ -312,3 +329,54 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
         if gpu else 0.0,
         context_basis=basis if gpu else "none: a CPU build uses no GPU memory",
     )
+
+
+@dataclass(frozen=True)
+class UbatchMeasure:
+    """Served time to first token by physical batch (-ub), one card and KV type, at the
+    profile's TTFT length: the input of the ubatch policy."""
+
+    card: str
+    cache_type: str
+    prompt_tokens: int
+    ttft_s_by_ubatch: dict[int, float]  # median of 3 requests per ubatch
+    source: str
+
+
+UBATCH_MEASURED: tuple[UbatchMeasure, ...] = (
+    UbatchMeasure(card="H200", cache_type="turbo4", prompt_tokens=60_000,
+                  ttft_s_by_ubatch={512: 12.00, 2048: 11.64, 4096: 12.10},
+                  source="benchmarks/h200/2026-11-30-beellama"),
+)
+UBATCH_DEFAULT = UBATCH
+UBATCH_MIN_GAIN = 0.05
+UBATCH_POLICY = (
+    "the physical batch (-ub, with -b at least 2048 and at least -ub) whose measured TTFT "
+    "on this card and KV type is shortest among those whose planned peak (the rise over "
+    f"idle) fits the VRAM budget, if it is at least {UBATCH_MIN_GAIN:.0%} shorter than at "
+    f"the default {UBATCH_DEFAULT}; otherwise the default. A card or KV type with no "
+    "measurement keeps the default.")
+
+
+def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
+                  gguf_path: Path | None = None) -> tuple[int, str]:
+    """(ubatch, why) by UBATCH_POLICY."""
+    from dataclasses import replace
+
+    kv = profile.server.cache_type_k
+    m = next((x for x in UBATCH_MEASURED if card and x.card.lower() in card.lower()
+              and x.cache_type == kv), None)
+    if m is None:
+        return UBATCH_DEFAULT, f"no TTFT measured by ubatch for {card or 'this card'} / {kv}"
+    base = m.ttft_s_by_ubatch.get(UBATCH_DEFAULT)
+    best, why = UBATCH_DEFAULT, []
+    for ub, ttft in sorted(m.ttft_s_by_ubatch.items()):
+        s = replace(profile.server, ubatch_size=ub, batch_size=max(2048, ub))
+        rise = predict(replace(profile, server=s), gguf_path, card=card).total_rise_mib
+        fits = rise <= budget_mib
+        why.append(f"-ub {ub}: TTFT {ttft:.2f} s, planned {rise:.0f} MiB"
+                   f"{'' if fits else ' (over budget)'}")
+        if (fits and base and ttft <= base * (1 - UBATCH_MIN_GAIN)
+                and ttft < m.ttft_s_by_ubatch.get(best, base)):
+            best = ub
+    return best, f"{'; '.join(why)} ({m.source})"

@@ -5,7 +5,7 @@ Profiles: a model, its server flags and the figures it should reach, as data.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -95,6 +95,16 @@ class ServerSettings:
     spec_type: str | None = None
     draft_ctx_size: int | None = None
     draft_gpu_layers: int | None = None
+    # physical and logical batch (`-ub`, `-b`); None leaves the server's default (512, 2048).
+    # A larger ubatch speeds prefill (time to first token) and costs compute-buffer VRAM.
+    ubatch_size: int | None = None
+    batch_size: int | None = None
+    # beellama's `--backend-sampling`: the sampler chain runs on the GPU, so the CPU no
+    # longer copies and walks the 248K-entry logits each token. The chain and a request's
+    # sampling parameters mean the same; the server falls back to CPU sampling for what the
+    # GPU chain lacks (grammar, n_probs, speculative drafts). Costs a second logits-sized
+    # compute buffer (+486 MiB at 4K context, +614 MiB at 64K for Qwen3.5-9B).
+    backend_sampling: bool = False
     extra_args: tuple[str, ...] = ()
 
     def args(self, model_path: str, draft_path: str | None = None) -> list[str]:
@@ -102,6 +112,12 @@ class ServerSettings:
         out = ["-m", model_path, "-c", str(self.ctx_size), "-np", str(self.parallel)]
         out += ["-ctk", self.cache_type_k, "-ctv", self.cache_type_v, "-fa", self.flash_attn]
         out += ["-ngl", str(self.n_gpu_layers)]
+        if self.batch_size is not None:
+            out += ["-b", str(self.batch_size)]
+        if self.ubatch_size is not None:
+            out += ["-ub", str(self.ubatch_size)]
+        if self.backend_sampling:
+            out += ["--backend-sampling"]
         out += ["--jinja"] if self.jinja else ["--no-jinja"]
         if self.chat_template:
             out += ["--chat-template", self.chat_template]
@@ -241,13 +257,27 @@ def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *
     )
 
 
+def _backend_sampling(p: Profile) -> Profile:
+    return replace(p, server=replace(p.server, backend_sampling=True))
+
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in [
         _qwen("q4km-f16-32k", "Qwen3.5-9B Q4_K_M + f16 KV @ 32K (fastest, Q4 quality)",
               QWEN35_9B_Q4KM, 32_768, "f16", "f16", decode=126, ttft=0.2, vram=7000),
-        _qwen("q8-f16-4k", "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
-              QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None, vram=9300),
+        # backend sampling on: measured on an H200 (benchmarks/h200/2026-11-30-beellama),
+        # served decode at 3,568 tokens went from 156.9 tok/s (0.83 of llama-bench's 188.5) to
+        # 185.7 (0.985), and the peak from 9,334 to 9,828 MiB, inside the 10 GiB budget
+        _backend_sampling(_qwen("q8-f16-4k",
+                                "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
+                                QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None,
+                                vram=9300)),
+        # Backend sampling stays off here although it lifts served decode from 0.870 to 0.949
+        # of llama-bench at 4K and from 0.937 to 0.983 at 60K (H200, 3 repeats each): it
+        # adds 614 MiB, and the measured peak (10,366 MiB rise) passes the 10 GiB budget.
+        # ubatch stays 512: 2048 cut TTFT at 60K by 3 % (12.00 -> 11.64 s) for +1,512 MiB,
+        # 4096 not at all (12.10 s) for +3,544 MiB (benchmarks/h200/2026-11-30-beellama).
         _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
               QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700,
               tags=("default",)),
@@ -315,8 +345,6 @@ def with_ctx_size(profile: Profile, ctx_size: int) -> Profile:
     the planner use the new context)."""
     if ctx_size == profile.server.ctx_size:
         return profile
-    from dataclasses import replace
-
     per_slot = ctx_size // profile.server.parallel
     e = profile.expected
     expected = replace(

@@ -176,13 +176,18 @@ def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int
                    ) -> list[list[str]]:
     """llama-bench arguments (without the binary): decode at every depth, then prefill.
 
-    Threads, batch and ubatch are left at llama-bench's defaults, which are llama-server's
-    (common_cpu_get_num_math() threads, -b 2048, -ub 512), so a baseline is the engine as
-    the profile serves it.
+    Threads are left at llama-bench's default, which is llama-server's
+    (common_cpu_get_num_math()); batch and ubatch are the profile's, or when it sets none
+    the defaults the two share (-b 2048, -ub 512), so a baseline is the engine as the
+    profile serves it.
     """
     s = profile.server
     common = ["-m", model_path, "-ctk", s.cache_type_k, "-ctv", s.cache_type_v,
               "-fa", s.flash_attn, "-ngl", str(s.n_gpu_layers), "-r", str(reps), "-o", "json"]
+    if s.batch_size is not None:
+        common += ["-b", str(s.batch_size)]
+    if s.ubatch_size is not None:
+        common += ["-ub", str(s.ubatch_size)]
     out = [[*common, "-p", "0", "-n", str(out_tokens),
             "-d", ",".join(str(d) for d in depths_tokens)]]
     if prompt_tokens:

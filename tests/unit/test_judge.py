@@ -90,16 +90,23 @@ def test_h200_vram_rise_is_checked_against_the_budget_with_both_measures():
 
 
 def test_process_minus_rise_is_one_constant_on_the_h200():
+    # within one machine it is one constant: 494 MiB on the machine of the 2026-11-29 runs
+    # (its driver set memory aside at idle), -6 to -9 on that of the beellama run, from
+    # which the H200 context row is calibrated
     diffs = [c["vram"]["peak_process_mib"] - c["vram"]["peak_delta_mib"]
              for _, c in h200_configs()]
     assert max(diffs) - min(diffs) < 3
+    runs = sorted((ROOT / "benchmarks" / "h200" / "2026-11-30-beellama").glob("call*.json"))
+    diffs = [it["vram"]["peak_process_mib"] - it["vram"]["peak_delta_mib"]
+             for r in runs for it in json.loads(r.read_text())["items"]]
+    assert len(diffs) >= 10 and max(diffs) - min(diffs) < 4
     h200 = CUDA_CONTEXTS[0]
     assert abs((h200.process_mib - h200.rise_mib) - statistics.mean(diffs)) < 3
 
 
 def test_unseen_card_assumes_the_h200_context_and_says_so():
     p = predict(PROFILES["q8-turbo4-64k"], card="NVIDIA GeForce RTX 5090")
-    assert p.cuda_context_mib == 1109 and "not measured; assumed" in p.context_basis
+    assert p.cuda_context_mib == 622 and "not measured; assumed" in p.context_basis
     assert predict(PROFILES["q8-turbo4-64k"], card="NVIDIA H200").context_basis.startswith(
         "H200")
 
