@@ -224,11 +224,17 @@ def _matrix(args: argparse.Namespace) -> int:
 
 ROLLBACK = """set -e
 u=/etc/systemd/system/beekeeper-{svc}.service; m=/etc/beekeeper/{svc}/deployed.json
+c=/etc/beekeeper/{svc}/compose.yaml
 [ -f "$u.prev" ] || {{ echo "no previous unit to roll back to ($u.prev)" >&2; exit 3; }}
 mv -f "$u" "$u.swap" && mv -f "$u.prev" "$u" && mv -f "$u.swap" "$u.prev"
 if [ -f "$m.prev" ]; then
   mv -f "$m" "$m.swap" && mv -f "$m.prev" "$m" && mv -f "$m.swap" "$m.prev"
 fi
+# the compose file (runtime "compose"), on either side or both: swapped as well, so a
+# second rollback returns to where the first started
+if [ -f "$c" ]; then mv -f "$c" "$c.swap"; fi
+if [ -f "$c.prev" ]; then mv -f "$c.prev" "$c"; fi
+if [ -f "$c.swap" ]; then mv -f "$c.swap" "$c.prev"; fi
 systemctl daemon-reload && systemctl restart beekeeper-{svc}.service
 python3 /usr/local/lib/beekeeper/hostcheck.py --port "$(python3 -c 'import json,sys; \
 print(json.load(open(sys.argv[1]))["port"])' "$m")" --timeout 300

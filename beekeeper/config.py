@@ -18,6 +18,9 @@ from .errors import ConfigError
 from .profiles import PROFILES, SHA256_RE, HfSource, ModelFile, Profile, with_ctx_size
 
 MODES = ("container", "native")
+# what runs the server container: a systemd unit around `docker run`, or a compose file
+# whose project a systemd unit brings up and down (README, "Choosing a runtime")
+RUNTIMES = ("systemd", "compose")
 # provision: engine, driver, toolkits; build: image or native build; model; service: unit,
 # start, smoke. Host data `stages` picks a prefix of this chain.
 STAGES = ("provision", "build", "model", "service")
@@ -29,7 +32,7 @@ SERVICE_KEYS = ("service_name", "profile", "port", "bind_address", "api_key_file
                 "server_extra_args", "state", "gateway_port",
                 *(f"{role}_{part}" for role in ("model", "draft")
                   for part in ("repo", "file", "revision", "sha256")))
-HOST_KEYS = ("mode", "services", "model_dir", "state_dir", "source", "cuda_version",
+HOST_KEYS = ("mode", "runtime", "services", "model_dir", "state_dir", "source", "cuda_version",
              "cuda_arch", "vram_budget_gib", "health_timeout_s", "build_jobs", "base_images",
              "preload_images", "install_docker", "stages", "hf_endpoint", "server_webui",
              "gateway", "gateway_address", *EXTRA_KEYS)
@@ -144,6 +147,7 @@ class HostConfig:
     # build beellama's embedded web UI into the server (off: the kit serves the API)
     webui: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    runtime: str = "systemd"
     # services this host had and must not have any more (`state = "absent"`): see
     # tasks/prune.py, which also removes those the inventory no longer names
     absent: tuple[str, ...] = ()
@@ -437,6 +441,38 @@ def _source(data: Any) -> SourceSpec:
     raise _fail("source", "neither `git` nor `path` given", "add one of them")
 
 
+def _runtime(data: Any, mode: str) -> str:
+    """`runtime`: "systemd" (a unit around `docker run`) or "compose" (a compose file; a unit
+    runs `docker compose up`/`down`). Unset: compose with Docker Desktop, which always has
+    compose v2, and systemd elsewhere."""
+    desktop = data.get("use_docker_desktop") is True
+    runtime = data.get("runtime")
+    if runtime is None:
+        return "compose" if desktop and mode == "container" else "systemd"
+    if not isinstance(runtime, str) or runtime not in RUNTIMES:
+        raise _fail("runtime", f"{runtime!r} is not a runtime",
+                    "use runtime = 'systemd' or runtime = 'compose'")
+    if runtime == "compose" and mode != "container":
+        raise _fail("runtime", f"'compose' runs a container, but mode is {mode!r}",
+                    "set mode = 'container', or runtime = 'systemd' (or remove it)")
+    return runtime
+
+
+def _compose_keys(services: tuple[ServiceConfig, ...], listed: bool) -> None:
+    """Compose reads the secrets env file itself (quotes, `$` interpolation): the key goes
+    there single-quoted, which compose takes literally unless it holds `'` or `\\`."""
+    from pathlib import Path
+
+    for i, svc in enumerate(services):
+        if svc.api_key_file and any(c in Path(svc.api_key_file).read_text().strip()
+                                    for c in "'\\"):
+            key = f"services[{i}].api_key_file" if listed else "api_key_file"
+            raise _fail(key, f"the key in {svc.api_key_file} holds ' or \\, which compose's "
+                        "env file cannot carry literally",
+                        "use a key without them (e.g. `openssl rand -hex 32`), or "
+                        "runtime = 'systemd'")
+
+
 def _extra(data: Any) -> dict[str, Any]:
     """The keys single tasks read, checked for type here so a task never sees a wrong one."""
     out = {k: data.get(k) for k in EXTRA_KEYS if data.get(k) is not None}
@@ -474,6 +510,7 @@ def load_host_config(data: Any) -> HostConfig:
     mode = data.get("mode", "container")
     if not isinstance(mode, str) or mode not in MODES:
         raise _fail("mode", f"{mode!r} is not a mode", "use 'container' or 'native'")
+    runtime = _runtime(data, mode)
 
     raw_services = data.get("services")
     services: tuple[ServiceConfig, ...]
@@ -486,6 +523,8 @@ def load_host_config(data: Any) -> HostConfig:
                         "give one dict per service, [] for none, or drop `services`")
         services, absent = _services_of(
             [(s, f"services[{i}].", {}) for i, s in enumerate(raw_services)])
+    if runtime == "compose":
+        _compose_keys(services, raw_services is not None)
     ports = [s.port for s in services]
     if len(set(ports)) != len(ports):
         raise _fail("services", f"two services share a port ({ports})", "give each its own port")
@@ -555,6 +594,7 @@ def load_host_config(data: Any) -> HostConfig:
         webui=webui,
         hf_endpoint=endpoint.rstrip("/"),
         mode=mode,
+        runtime=runtime,
         services=services,
         model_dir=model_dir,
         state_dir=state_dir,

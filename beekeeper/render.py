@@ -4,6 +4,7 @@ Template rendering with StrictUndefined: a missing key is an error, never an emp
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -40,6 +41,21 @@ def sd_join(values: object) -> str:
     return " ".join(sd_quote(v) for v in values)  # type: ignore[attr-defined]
 
 
+def yaml_quote(value: object) -> str:
+    """One string for a compose file: a JSON-style double-quoted YAML scalar (backslash and
+    quote escaped), with `$` written `$$`, which compose reads as a literal `$` instead of
+    interpolating a variable. Control characters are refused, as for units."""
+    text = str(value)
+    if any(not c.isprintable() for c in text):
+        raise ValueError(f"{text!r} holds a control character; a compose file will not carry it")
+    return json.dumps(text.replace("$", "$$"), ensure_ascii=False)
+
+
+def yaml_list(values: object) -> str:
+    """A flow sequence of such strings: `["-m", "/models/x.gguf"]`."""
+    return "[" + ", ".join(yaml_quote(v) for v in values) + "]"  # type: ignore[attr-defined]
+
+
 def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
@@ -55,6 +71,9 @@ def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
     env.filters["sdquote"] = sd_quote
     env.filters["sdjoin"] = sd_join
     env.filters["sdpath"] = lambda v: sd_quote(v, exec_line=False)
+    # compose files: YAML double quotes, `$$` for compose's interpolation
+    env.filters["yq"] = yaml_quote
+    env.filters["yqlist"] = yaml_list
     return env
 
 

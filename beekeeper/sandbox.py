@@ -218,30 +218,26 @@ def _share_trust(c) -> None:
         raise SandboxError(f"update-ca-certificates failed in the sandbox: {res.output[-300:]!r}")
 
 
-_IPV6_DROPIN = "etc/systemd/system/docker.service.d/sandbox-ipv6.conf"
+# The sandbox's own quirk, never the kit's: /proc/sys is read-only in the sandbox container
+# and IPv6 is off in its network namespace, so Docker 26 (Debian 13) cannot write
+# net.ipv6.conf.eth0.disable_ipv6 in a new container's namespace and refuses to start any
+# container ("failed to disable IPv6 on container's interface eth0"); Docker 20.10 (Debian
+# 12) does not try. Docker's own switch for this lets the engine go on; a real host, whose
+# /proc/sys is writable, needs nothing.
+_DOCKER_DROPIN = b"""# written by `beekeeper sandbox up` (sandbox hosts only)
+[Service]
+Environment=DOCKER_ALLOW_IPV6_ON_IPV4_INTERFACE=1
+"""
 
 
-def _nested_docker_ipv6(c) -> None:
-    """Docker 26 (Debian 13's) turns IPv6 off on each new container's interface by writing
-    /proc/sys in its network namespace, which a sandbox host (itself a container) may not:
-    every `docker run` there fails with "failed to disable IPv6 on container's interface
-    eth0". Docker's own switch for this goes in a drop-in of the sandbox host's
-    docker.service, written before the kit installs Docker there (a real host needs none)."""
-    if c.exec_run(["test", "-f", f"/{_IPV6_DROPIN}"]).exit_code == 0:
-        return
-    body = b"[Service]\nEnvironment=DOCKER_ALLOW_IPV6_ON_IPV4_INTERFACE=1\n"
+def _sandbox_docker_dropin(c) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for folder in ("etc/systemd/system/docker.service.d",):
-            info = tarfile.TarInfo(folder)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        info = tarfile.TarInfo(_IPV6_DROPIN)
-        info.size, info.mode = len(body), 0o644
-        tar.addfile(info, io.BytesIO(body))
+        info = tarfile.TarInfo("etc/systemd/system/docker.service.d/beekeeper-sandbox.conf")
+        info.size, info.mode = len(_DOCKER_DROPIN), 0o644
+        tar.addfile(info, io.BytesIO(_DOCKER_DROPIN))
     c.put_archive("/", buf.getvalue())
-    c.exec_run(["sh", "-c", "systemctl daemon-reload; "
-                "if systemctl is-active -q docker; then systemctl restart docker; fi"])
+    c.exec_run(["sh", "-c", "systemctl daemon-reload && systemctl try-restart docker.service"])
 
 
 def _pin_host_key(c, known: Path, ssh_port: int, deadline_s: float = 30) -> None:
@@ -380,8 +376,7 @@ def up(ssh_port: int | None = None, name: str | None = None,
         "  StrictHostKeyChecking yes\n  BatchMode yes\n")
     _wait_ssh(state)  # booted: systemd has set up /tmp and friends
     _share_trust(c)
-    if release != "bookworm":
-        _nested_docker_ipv6(c)
+    _sandbox_docker_dropin(c)
     _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
     return state
 

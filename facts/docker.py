@@ -153,3 +153,23 @@ class PortContainers(FactBase[list[dict[str, str]]]):
 
     def process(self, output: list[str]) -> list[dict[str, str]]:
         return parse_port_containers(output)
+
+
+def parse_compose_version(lines: list[str]) -> str | None:
+    """`docker compose version --short` -> "2.26.1" (a leading "v" dropped), or None when the
+    CLI has no compose v2 plugin (the v1 `docker-compose` Python tool is not one)."""
+    import re
+
+    m = re.match(r"^v?((\d+)\.\d+\S*)", lines[0].strip() if lines else "")
+    return m.group(1) if m and int(m.group(2)) >= 2 else None
+
+
+class ComposeVersion(FactBase[str | None]):
+    """Returns the version of the Docker CLI's compose v2 plugin, or ``None``: ``"2.26.1"``."""
+
+    def command(self) -> str:
+        return ("command -v docker >/dev/null 2>&1 && "
+                "docker compose version --short 2>/dev/null | head -n1; true")
+
+    def process(self, output: list[str]) -> str | None:
+        return parse_compose_version(output)

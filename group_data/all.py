@@ -12,6 +12,11 @@ profile = "q8-turbo4-64k"
 # container: Docker image built on the host; native: built and run under systemd directly.
 mode = "container"
 
+# What runs the server container: "systemd" (a unit around `docker run`, the default) or
+# "compose" (/etc/beekeeper/<service>/compose.yaml, brought up and down by the unit; the
+# default with use_docker_desktop = True). README: "Choosing a runtime".
+# runtime = "compose"
+
 # The server listens here on the host. Any non-loopback address needs api_key_file.
 bind_address = "127.0.0.1"
 port = 8083

@@ -11,15 +11,11 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, systemd
 
 from beekeeper.config import HostConfig
+from beekeeper.distro import compose_package, engine_packages
 
 from .preflight import HostFacts
 
 HOST_PACKAGES = ["python3", "ca-certificates"]
-
-
-def _cli_split(os_release: dict[str, str]) -> bool:
-    version = (os_release or {}).get("version_id", "").split(".")[0]
-    return (os_release or {}).get("id") == "debian" and version.isdigit() and int(version) >= 13
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
@@ -27,12 +23,13 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     installed = host.get_fact(DebPackages) or {}
     wanted = list(HOST_PACKAGES)
     if cfg.mode == "container" and not facts.docker["present"]:
-        wanted.append("docker.io")
-        # Debian 13's docker.io only recommends its client, now a package of its own. A
-        # fresh host has no apt lists yet (apt-cache knows no docker-cli before the update
-        # that this install runs), so Debian 13 and later ask for it by their version too
-        if facts.docker.get("cli_package") or _cli_split(facts.os):
+        # the engine, and on Debian 13 its client, a package of its own there (docker.io
+        # only recommends it): known from the release, or from apt where it lists one
+        wanted += engine_packages(facts.os)
+        if facts.docker.get("cli_package") and "docker-cli" not in wanted:
             wanted.append("docker-cli")
+    if cfg.runtime == "compose" and facts.compose_version is None:
+        wanted.append(str(compose_package(facts.os, facts.docker["flavour"])))
     missing = [p for p in wanted if p not in installed]
     if missing:
         ops.append(apt.packages(

@@ -18,7 +18,12 @@ from facts.host import AptSourcesFor
 from .preflight import HostFacts
 
 CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
-CUDA_KEY = CUDA_REPO + "3bf863cc.pub"
+CUDA_KEY = CUDA_REPO + "{key}"
+# The key each repository is signed with: 3bf863cc (cudatools@nvidia.com) for the older
+# ones; debian13 is signed by 8793F200 ("Kitmaker (Debian 13 Trixie)", fingerprint
+# 02182E60104FCDC26EAE1B8597A5D4CB8793F200), published beside it as 8793F200.pub.
+CUDA_KEYS = {"debian13": "8793F200.pub"}
+DEFAULT_CUDA_KEY = "3bf863cc.pub"
 TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
 TOOLKIT_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
 
@@ -37,16 +42,17 @@ class Repos:
 
 
 def cuda_distro(facts: HostFacts) -> str:
-    """NVIDIA's name for the host's distro: ubuntu2404, ubuntu2204, debian12, wsl-ubuntu."""
+    """NVIDIA's name for the host's distro: ubuntu2404, ubuntu2204, debian12, debian13,
+    wsl-ubuntu."""
     os_id, version = facts.os.get("id"), facts.os.get("version_id", "")
     if facts.wsl["is_wsl2"] and os_id == "ubuntu":
         return "wsl-ubuntu"
     if os_id == "ubuntu" and version in ("22.04", "24.04"):
         return "ubuntu" + version.replace(".", "")
-    if os_id == "debian" and version == "12":
-        return "debian12"
+    if os_id == "debian" and version in ("12", "13"):
+        return "debian" + version
     raise PreflightError(f"no NVIDIA CUDA repository for {os_id} {version}: use Ubuntu "
-                         "22.04/24.04 or Debian 12 (WSL2: Ubuntu)")
+                         "22.04/24.04 or Debian 12/13 (WSL2: Ubuntu)")
 
 
 def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
@@ -55,7 +61,8 @@ def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
     distro = cuda_distro(facts)
     return Repos(
         cuda=given.get("cuda", CUDA_REPO).format(distro=distro),
-        cuda_key=given.get("cuda_key", CUDA_KEY).format(distro=distro),
+        cuda_key=given.get("cuda_key", CUDA_KEY).format(
+            distro=distro, key=CUDA_KEYS.get(distro, DEFAULT_CUDA_KEY)),
         toolkit=given.get("toolkit", TOOLKIT_REPO),
         toolkit_key=given.get("toolkit_key", TOOLKIT_KEY),
     )

@@ -175,6 +175,7 @@ def smoke_checked(port: int, unit: str, script: str, timeout_s: int, after_chang
     manifest = f"/etc/beekeeper/{unit.removeprefix('beekeeper-').removesuffix('.service')}" \
         "/deployed.json"
     qm = q(manifest)
+    compose = manifest.rsplit("/", 1)[0] + "/compose.yaml"  # runtime "compose" only
     # On failure: show the log, put the previous unit back, and prove the old server healthy
     # on the port the restored unit uses (its restored manifest says which).
     yield StreamedCommand(
@@ -190,6 +191,8 @@ def smoke_checked(port: int, unit: str, script: str, timeout_s: int, after_chang
         f"mv -f {q(path + '.prev')} {q(path)}; "
         f"if [ -f {q(manifest + '.prev')} ]; then mv -f {q(manifest + '.prev')} {qm}; "
         f"else rm -f {qm}; fi; "
+        f"if [ -f {q(compose + '.prev')} ]; then mv -f {q(compose + '.prev')} {q(compose)}; "
+        f"else rm -f {q(compose)}; fi; "
         f"systemctl daemon-reload && systemctl restart {q(unit)} || true; "
         f"if [ -f {qm} ] && prev_port=$({_PORT} {qm}) && "
         f"{check} --port \"$prev_port\" >/dev/null; then "
@@ -217,7 +220,8 @@ def held(packages: list[str]):
 
 
 @operation()
-def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str):
+def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
+                    quoted: bool = False):
     """
     Write `VAR=<key>` to a root-only env file on the host, built there from the root-only
     key file, so the key is on no command line and in no pyinfra output.
@@ -226,14 +230,16 @@ def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str):
     + env_path: env file to write (mode 0600)
     + expected_sha1: sha1 of the env file's wanted content (computed on the controller)
     + var: variable name, e.g. LLAMA_API_KEY
+    + quoted: `VAR='<key>'`, which compose reads literally (it interpolates `$` otherwise)
     """
     from pyinfra.facts.files import Sha1File
 
     if host.get_fact(Sha1File, path=env_path) == expected_sha1:
         host.noop(f"{env_path} is up to date")
         return
+    fmt = f"{var}='%s'\\n" if quoted else f"{var}=%s\\n"
     yield StringCommand(
-        f"umask 077 && printf '{var}=%s\\n' \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
+        f"umask 077 && printf {q(fmt)} \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
         f"mv -f {q(env_path)}.tmp {q(env_path)}"
     )
 

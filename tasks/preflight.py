@@ -14,8 +14,9 @@ from pyinfra.facts.files import File, FileContents, Sha256File
 from beekeeper import cudacompat
 from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap
 from beekeeper.config import HostConfig
+from beekeeper.distro import compose_package, no_compose_fix
 from beekeeper.errors import PreflightError
-from facts.docker import DockerEngine, PortContainers
+from facts.docker import ComposeVersion, DockerEngine, PortContainers
 from facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
 from facts.host import BuildResources, FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
 from facts.services import DeployedServices
@@ -36,6 +37,8 @@ class HostFacts:
     pci_nvidia_gpus: int = 0
     cpus: int = 1
     mem_total_bytes: int = 0
+    # the compose v2 plugin's version (runtime "compose" only; None: not installed yet)
+    compose_version: str | None = None
 
     @property
     def compute_cap(self) -> str | None:
@@ -197,6 +200,20 @@ def check_port(name: str, port: int, docker_present: bool,
                              "stop it, or set `port` to a free port")
 
 
+def check_compose(cfg: HostConfig, os_release: dict[str, str],
+                  docker: dict[str, Any]) -> str | None:
+    """Runtime "compose": the compose v2 plugin is there, or a package of the host's sources
+    brings it (tasks/docker_engine.py installs it); otherwise refused before any change."""
+    if cfg.runtime != "compose":
+        return None
+    version = host.get_fact(ComposeVersion) if docker["present"] else None
+    if version is None and compose_package(os_release, docker["flavour"]) is None:
+        raise PreflightError(
+            "host data `runtime`: 'compose' needs the compose v2 plugin (`docker compose`), "
+            f"which this host lacks; fix: {no_compose_fix(os_release, docker['flavour'])}")
+    return version
+
+
 def check(cfg: HostConfig) -> HostFacts:
     init = host.get_fact(InitSystem)
     wsl = host.get_fact(Wsl)
@@ -228,6 +245,7 @@ def check(cfg: HostConfig) -> HostFacts:
             if os_release.get("id") not in ("debian", "ubuntu"):
                 raise PreflightError(f"cannot install Docker on {os_release.get('id')!r}: "
                                      "install it by hand (Debian and Ubuntu are automated)")
+    compose_version = check_compose(cfg, os_release, docker)
     pci = host.get_fact(PciNvidiaGpus) if cfg.service.profile.backend == "cuda" else 0
     if cfg.service.profile.backend == "cuda":
         wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl["is_wsl2"] else []
@@ -261,4 +279,5 @@ def check(cfg: HostConfig) -> HostFacts:
     res = host.get_fact(BuildResources)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=pci,
+                     compose_version=compose_version,
                      cpus=res["cpus"], mem_total_bytes=res["mem_total_bytes"])

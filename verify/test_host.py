@@ -73,3 +73,22 @@ def test_model_hash_right(host, services):
             assert host.file(s["model_path"]).sha256sum == s["model_sha256"]
         if s.get("draft_sha256"):
             assert host.file(s["draft_path"]).sha256sum == s["draft_sha256"]
+
+
+def test_compose_project_runs_the_container(host, services):
+    """Runtime "compose": the container is the compose project's, run from the service's
+    compose file, and the user's override file is there."""
+    compose = [s for s in services if s.get("runtime") == "compose"]
+    if not compose:
+        pytest.skip("no compose-runtime service")
+    for s in compose:
+        labels = json.loads(host.check_output(
+            f"docker inspect --format '{{{{json .Config.Labels}}}}' {s['container']}"))
+        assert labels.get("com.docker.compose.project") == s["container"], labels
+        assert labels.get("com.docker.compose.project.config_files", "").startswith(
+            s["compose_file"]), labels
+        folder = s["compose_file"].rsplit("/", 1)[0]
+        assert host.file(f"{folder}/compose.override.yaml").exists
+        state = host.check_output(f"docker inspect --format '{{{{.State.Status}}}}' "
+                                  f"{s['container']}")
+        assert state == "running"

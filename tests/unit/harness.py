@@ -21,7 +21,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "GpgKeyrings": {}, "Users": {}, "Groups": [], "FindInFile": None,
     "SystemdStatus": {}, "SystemdEnabled": {}, "AptSources": [], "DebArch": "amd64",
     "Os": "Linux", "Which": lambda command: f"/usr/sbin/{command}", "Command": "",
-    "FileContents": None, "ImageTags": [], "PortContainers": [],
+    "FileContents": None, "ImageTags": [], "PortContainers": [], "ComposeVersion": None,
     "Home": "/root", "Date": None, "TmpDir": "/var/lib/canned", "PipPackages": {},
     "PythonVersion": None, "LinuxName": "Ubuntu",
     "Hostname": "canned", "Uptime": 100, "SourceTreeId": None,

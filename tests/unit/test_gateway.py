@@ -298,12 +298,3 @@ def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
                                                                "beekeeper-tiny"))
     assert removal < start
 
-
-def test_debian_13_gets_the_docker_client_before_its_apt_lists_exist():
-    """A fresh Debian 13 host has no apt lists: apt-cache cannot tell that docker-cli
-    exists before the update the install runs, so its version asks for it."""
-    from tasks.docker_engine import _cli_split
-
-    assert _cli_split({"id": "debian", "version_id": "13"})
-    assert not _cli_split({"id": "debian", "version_id": "12"})
-    assert not _cli_split({"id": "ubuntu", "version_id": "24.04"})

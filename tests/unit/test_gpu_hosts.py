@@ -270,7 +270,8 @@ def test_native_mode_accepts_driver_branch_580_for_cuda_13_2():
 
 def test_docker_desktop_unit_does_not_require_docker_service():
     desktop = {**DOCKER_CE, "flavour": "docker-desktop", "active": False}
-    ops = run_deploy({**DEFAULTS, "use_docker_desktop": True}, facts(DockerEngine=desktop))
+    ops = run_deploy({**DEFAULTS, "use_docker_desktop": True},
+                     facts(DockerEngine=desktop, ComposeVersion="2.40.3"))
     unit = uploaded(ops, "Render systemd unit beekeeper-llm.service")
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(unit)

@@ -505,7 +505,8 @@ def test_no_prev_copy_is_made_when_nothing_changes():
 def test_a_stale_prev_is_removed_when_no_unit_runs_yet():
     cmds = dict(_ops(None, True))
     assert cmds["Remove a stale rollback copy of beekeeper-llm.service (none runs yet)"] == \
-        [f"rm -f {UNIT}.prev /etc/beekeeper/llm/deployed.json.prev"]
+        [f"rm -f {UNIT}.prev /etc/beekeeper/llm/deployed.json.prev "
+         "/etc/beekeeper/llm/compose.yaml.prev"]
 
 
 def test_rollback_checks_the_restored_units_port_and_says_what_serves():

@@ -1,0 +1,62 @@
+"""
+What each distro ships for the Docker engine and compose v2 (from its own archive), and
+the NVIDIA CUDA repository that serves it. Pure functions of /etc/os-release facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def _version(os_release: Mapping[str, str]) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in os_release.get("version_id", "").split("."))
+    except ValueError:
+        return ()
+
+
+def engine_packages(os_release: Mapping[str, str]) -> list[str]:
+    """The distro packages that give a host a Docker engine and its `docker` CLI. Debian 13
+    split the CLI out of docker.io (docker.io 26.1 only recommends docker-cli, and the kit
+    installs without recommends); Debian 12 and Ubuntu ship both in docker.io."""
+    if os_release.get("id") == "debian" and _version(os_release)[:1] >= (13,):
+        return ["docker.io", "docker-cli"]
+    return ["docker.io"]
+
+
+def compose_package(os_release: Mapping[str, str], flavour: str | None) -> str | None:
+    """The package that brings the compose v2 CLI plugin (`docker compose`) to this host, or
+    None where none can be had from the host's sources:
+
+    - Docker's own packages (docker-ce): docker-compose-plugin, from the same repository;
+    - Debian 13 (trixie): docker-compose 2.26 (the v2 plugin; Debian 12's is 1.29, v1);
+    - Ubuntu 22.04 and 24.04: docker-compose-v2 (universe; in jammy-updates for 22.04).
+    Docker Desktop brings compose itself (and nothing can be installed into it).
+    """
+    if flavour == "docker-ce":
+        return "docker-compose-plugin"
+    if flavour not in (None, "distro"):
+        return None
+    os_id, version = os_release.get("id"), _version(os_release)
+    if os_id == "debian" and version[:1] >= (13,):
+        return "docker-compose"
+    if os_id == "ubuntu" and version[:2] >= (22, 4):
+        return "docker-compose-v2"
+    return None
+
+
+def no_compose_fix(os_release: Mapping[str, str], flavour: str | None) -> str:
+    """Why compose v2 cannot be installed here, and what to do instead."""
+    name = f"{os_release.get('id', '?')} {os_release.get('version_id', '?')}"
+    if flavour == "docker-desktop":
+        return ("Docker Desktop's compose is not reachable in this distro: turn on WSL "
+                "integration for it (Settings > Resources > WSL integration) or update "
+                "Docker Desktop, then deploy again; or set runtime = 'systemd'")
+    if flavour in ("snap", "unknown"):
+        return ("this Docker engine was not installed from a package the kit knows: install "
+                "its compose v2 plugin by hand (`docker compose version` must answer), or set "
+                "runtime = 'systemd'")
+    return (f"{name} ships no compose v2 (Debian 12 has docker-compose 1.29, the v1 tool): "
+            "set runtime = 'systemd' (the default), or install Docker's own packages "
+            "(docker-ce and docker-compose-plugin from Docker's apt repository), or use "
+            "Debian 13 / Ubuntu 22.04 or newer")

@@ -1,0 +1,400 @@
+"""
+Runtime "compose" (issue 16): the compose file and its unit, the same hardening as the plain
+unit (one test compares the two flag by flag), compose v2 from the distro or refused, and
+Debian 13 hosts (docker-cli, NVIDIA's debian13 repository). `docker compose config` on a
+real compose 2.26 runs on the trixie sandbox host (tests/integration/test_trixie_compose.py).
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shlex
+
+import pytest
+import yaml
+
+from beekeeper.config import load_host_config
+from beekeeper.errors import ConfigError, PreflightError
+from beekeeper.render import yaml_quote
+from tasks.service import render_compose, render_unit, secrets_env
+
+from .harness import run_deploy
+from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts, names, uploaded
+
+CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"},
+       "runtime": "compose"}
+CPU_GIT = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": "a" * 40},
+           "runtime": "compose"}
+GPU = {**DEFAULTS, "runtime": "compose"}
+DEBIAN13 = {"id": "debian", "version_id": "13"}
+DEBIAN12 = {"id": "debian", "version_id": "12"}
+DISTRO_DOCKER = {"present": True, "path": "/usr/bin/docker", "flavour": "distro",
+                 "active": True, "server_version": "26.1.5", "runtimes": ["runc"],
+                 "nvidia_runtime": False}
+CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
+TAG = "beekeeper/llama-server:x"
+
+
+def _key_file(tmp_path, key="k3y-0123456789"):
+    path = tmp_path / "api_key"
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+def _compose(data, image=TAG):
+    cfg = load_host_config(data)
+    return yaml.safe_load(render_compose(cfg, cfg.service, image)), cfg
+
+
+def _service_of(doc):
+    assert list(doc["services"]) == ["server"]
+    return doc["services"]["server"]
+
+
+def _exec_start(unit: str, key: str = "ExecStart") -> list[str]:
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string(unit)
+    return shlex.split(parser["Service"][key].replace("\\\n", " "))
+
+
+# ------------------------------------------------------------------ the compose file
+
+def test_compose_file_carries_image_args_port_mount_health_and_restart():
+    doc, cfg = _compose(CPU)
+    assert doc["name"] == "beekeeper-llm"
+    s = _service_of(doc)
+    assert s["image"] == TAG and s["pull_policy"] == "never"
+    assert s["container_name"] == "beekeeper-llm"
+    assert s["command"][:2] == ["-m", "/models/gemma-3-270m-q4_k_m.gguf"]
+    assert s["command"][-2:] == ["--alias", "cpu-tiny"]
+    assert s["ports"] == [{"target": 8083, "host_ip": "127.0.0.1", "published": "8083",
+                           "protocol": "tcp"}]
+    assert s["volumes"] == [{"type": "bind", "source": "/srv/beekeeper/models",
+                             "target": "/models", "read_only": True}]
+    assert s["healthcheck"]["test"][:2] == ["CMD", "bash"] and "/health" in \
+        s["healthcheck"]["test"][-1]
+    assert s["restart"] == "no"  # systemd restarts it (one owner)
+    assert "env_file" not in s and "deploy" not in s  # no key, no GPU
+    assert s["labels"] == {"io.beekeeper.service": "llm", "io.beekeeper.profile": "cpu-tiny"}
+
+
+def test_gpu_is_reserved_through_compose_device_requests():
+    s = _service_of(_compose(GPU)[0])
+    assert s["deploy"]["resources"]["reservations"]["devices"] == [
+        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+
+
+def test_every_hardening_flag_of_the_plain_unit_is_in_the_compose_file(tmp_path):
+    """The plain unit's `docker run` options, one by one, against the compose file: an
+    option added to the unit and not to compose.yaml.j2 fails here."""
+    data = {**GPU, "bind_address": "0.0.0.0", "api_key_file": _key_file(tmp_path)}
+    plain = load_host_config({**data, "runtime": "systemd"})
+    argv = _exec_start(render_unit(plain, plain.service, TAG))
+    assert argv[:2] == ["/usr/bin/docker", "run"]
+    options: list[tuple[str, str | None]] = []
+    rest = argv[2:]
+    while rest[0].startswith("--"):
+        flag = rest.pop(0)
+        options.append((flag, None if flag in ("--rm", "--init", "--read-only")
+                        else rest.pop(0)))
+    assert rest[0] == TAG  # the image, then the server's arguments
+    doc, cfg = _compose(data)
+    s = _service_of(doc)
+    assert s["command"] == rest[1:]  # the same server arguments
+    compose_unit = render_unit(cfg, cfg.service, TAG)
+    checked = set()
+    for flag, value in options:
+        checked.add(flag)
+        if flag == "--rm":  # the container goes when the unit stops
+            assert _exec_start(compose_unit, "ExecStop")[-3:] == ["down", "--timeout", "20"]
+        elif flag == "--name":
+            assert s["container_name"] == value
+        elif flag == "--init":
+            assert s["init"] is True
+        elif flag == "--publish":
+            addr, port, target = value.rsplit(":", 2)
+            assert s["ports"] == [{"target": int(target), "host_ip": addr,
+                                   "published": port, "protocol": "tcp"}]
+        elif flag == "--volume":
+            src, dst, mode = value.rsplit(":", 2)
+            assert mode == "ro"
+            assert s["volumes"] == [{"type": "bind", "source": src, "target": dst,
+                                     "read_only": True}]
+        elif flag == "--read-only":
+            assert s["read_only"] is True
+        elif flag == "--tmpfs":
+            assert s["tmpfs"] == [value]
+        elif flag == "--security-opt":
+            assert s["security_opt"] == [value]
+        elif flag == "--cap-drop":
+            assert s["cap_drop"] == [value]
+        elif flag == "--gpus":
+            assert value == "all"
+            assert s["deploy"]["resources"]["reservations"]["devices"][0]["count"] == "all"
+        elif flag == "--env-file":
+            assert s["env_file"] == [value]
+        elif flag == "--label":
+            k, v = value.split("=", 1)
+            assert s["labels"][k] == v
+        else:
+            pytest.fail(f"the plain unit runs the container with {flag} {value or ''}, which "
+                        "the compose file does not carry: add it to templates/compose.yaml.j2")
+    assert {"--read-only", "--security-opt", "--cap-drop", "--volume", "--gpus",
+            "--env-file", "--publish"} <= checked
+    # non-root: the image's USER, said again in the compose file
+    assert s["user"] == "10001:10001"
+
+
+@pytest.mark.parametrize("model_dir", ["/srv/bee keeper/mod'els $HOME %h", '/srv/a"b\\c',
+                                       "/srv/${X}/$$/ünï"])
+def test_odd_paths_reach_compose_as_they_are(model_dir):
+    """YAML double quotes, and `$$` for every `$`, which compose reads back as `$`."""
+    s = _service_of(_compose({**CPU, "model_dir": model_dir})[0])
+    assert s["volumes"][0]["source"].replace("$$", "$") == model_dir
+    assert s["volumes"][0]["source"].count("$$") == model_dir.count("$")
+
+
+def test_yaml_quote_refuses_control_characters():
+    with pytest.raises(ValueError, match="control character"):
+        yaml_quote("a\nb")
+
+
+def test_the_api_key_is_never_in_the_compose_file_or_unit(tmp_path):
+    key = "k3y-Zq9$x#1 w"
+    data = {**CPU, "bind_address": "0.0.0.0", "api_key_file": _key_file(tmp_path, key)}
+    cfg = load_host_config(data)
+    text = render_compose(cfg, cfg.service, TAG) + render_unit(cfg, cfg.service, TAG)
+    assert key not in text and "Zq9" not in text
+    assert _service_of(yaml.safe_load(render_compose(cfg, cfg.service, TAG)))["env_file"] == \
+        ["/etc/beekeeper/llm/secrets.env"]
+    # compose parses env files (quotes, `$`): single quotes keep the key as it is
+    assert secrets_env(cfg, key) == f"LLAMA_API_KEY='{key}'\n"
+    plain = load_host_config({**data, "runtime": "systemd"})
+    assert secrets_env(plain, key) == f"LLAMA_API_KEY={key}\n"
+
+
+@pytest.mark.parametrize("key", ["it's", "back\\slash"])
+def test_a_key_compose_cannot_carry_is_refused_for_compose_only(tmp_path, key):
+    data = {**CPU, "api_key_file": _key_file(tmp_path, key)}
+    with pytest.raises(ConfigError) as e:
+        load_host_config(data)
+    assert str(e.value).startswith("host data `api_key_file`: ") and "; fix: " in str(e.value)
+    load_host_config({**data, "runtime": "systemd"})  # the plain unit takes it as it is
+
+
+# ------------------------------------------------------------------ the unit around it
+
+def test_compose_unit_brings_the_project_up_and_down_and_logs_to_journald():
+    cfg = load_host_config(CPU)
+    unit = render_unit(cfg, cfg.service, TAG)
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string(unit)
+    assert parser["Unit"]["Requires"] == "docker.service"
+    svc = parser["Service"]
+    assert svc["WorkingDirectory"] == "/etc/beekeeper/llm"
+    pre = [ln for ln in unit.splitlines() if ln.startswith("ExecStartPre=")]
+    assert pre == ["ExecStartPre=-/usr/bin/docker rm -f beekeeper-llm",
+                   "ExecStartPre=/usr/bin/docker compose --ansi never --project-directory "
+                   "/etc/beekeeper/llm up --detach"]
+    assert svc["ExecStart"] == "/usr/bin/docker logs --follow beekeeper-llm"
+    assert "down --timeout 20" in svc["ExecStop"]
+    assert svc["Restart"] == "always"
+    assert parser["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_docker_desktop_chooses_compose_and_needs_no_docker_service():
+    cfg = load_host_config({**DEFAULTS, "use_docker_desktop": True})
+    assert cfg.runtime == "compose"
+    unit = render_unit(cfg, cfg.service, TAG, "docker-desktop")
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string(unit)
+    assert "Requires" not in parser["Unit"] and "docker.service" not in parser["Unit"]["After"]
+    assert "/usr/bin/docker info" in unit
+    assert "compose --ansi never" in unit
+    # an explicit choice wins
+    assert load_host_config({**DEFAULTS, "use_docker_desktop": True,
+                             "runtime": "systemd"}).runtime == "systemd"
+    assert load_host_config(DEFAULTS).runtime == "systemd"
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    ({**CPU, "runtime": "docker-compose"}, "is not a runtime"),
+    ({**CPU, "runtime": True}, "is not a runtime"),
+    ({**CPU, "mode": "native"}, "'compose' runs a container, but mode is 'native'"),
+])
+def test_bad_runtime_is_one_line_with_the_fix(data, problem):
+    with pytest.raises(ConfigError) as e:
+        load_host_config(data)
+    msg = str(e.value)
+    assert msg.startswith("host data `runtime`: ") and problem in msg and "; fix: " in msg
+
+
+# ------------------------------------------------------------------ deploys on canned facts
+
+def _deploy(os_release, docker, compose_version=None, data=None, **more):
+    return run_deploy(data or CPU_GIT, facts(**CPU_HOST, OsRelease=os_release,
+                                             DockerEngine=docker,
+                                             ComposeVersion=compose_version, **more))
+
+
+def test_debian13_from_nothing_installs_engine_cli_and_compose_from_the_distro():
+    ops = _deploy(DEBIAN13, NO_DOCKER)
+    assert "Install host packages: docker.io, docker-cli, docker-compose" in names(ops)
+
+
+def test_debian13_plain_runtime_installs_the_cli_too():
+    ops = _deploy(DEBIAN13, NO_DOCKER, data={**CPU_GIT, "runtime": "systemd"})
+    assert "Install host packages: docker.io, docker-cli" in names(ops)
+
+
+@pytest.mark.parametrize(("os_release", "docker", "package"), [
+    ({"id": "ubuntu", "version_id": "24.04"}, NO_DOCKER, "docker-compose-v2"),
+    ({"id": "ubuntu", "version_id": "22.04"}, DISTRO_DOCKER, "docker-compose-v2"),
+    (DEBIAN12, {**DISTRO_DOCKER, "flavour": "docker-ce"}, "docker-compose-plugin"),
+])
+def test_compose_v2_comes_from_the_hosts_own_sources(os_release, docker, package):
+    assert any(n.startswith("Install host packages") and n.endswith(package)
+               for n in names(_deploy(os_release, docker)))
+
+
+def test_compose_already_there_installs_nothing():
+    ops = _deploy(DEBIAN13, DISTRO_DOCKER, compose_version="2.26.1",
+                  DebPackages={"python3": ["3"], "ca-certificates": ["1"], "docker.io": ["26"],
+                               "docker-cli": ["26"]})
+    assert not any(n.startswith("Install host packages") for n in names(ops))
+
+
+@pytest.mark.parametrize(("os_release", "docker", "says"), [
+    (DEBIAN12, DISTRO_DOCKER, "debian 12 ships no compose v2"),
+    (DEBIAN12, NO_DOCKER, "debian 12 ships no compose v2"),
+    ({"id": "ubuntu", "version_id": "20.04"}, NO_DOCKER, "ubuntu 20.04 ships no compose v2"),
+    (DEBIAN13, {**DISTRO_DOCKER, "flavour": "docker-desktop"}, "turn on WSL integration"),
+])
+def test_no_compose_v2_to_be_had_is_refused_before_any_change(os_release, docker, says):
+    with pytest.raises(PreflightError) as e:
+        _deploy(os_release, docker, data={**CPU_GIT, "use_docker_desktop": True}
+                if docker["flavour"] == "docker-desktop" else None)
+    msg = str(e.value)
+    assert msg.startswith("host canned: host data `runtime`: 'compose' needs the compose v2 "
+                          "plugin")
+    assert says in msg and "runtime = 'systemd'" in msg and "\n" not in msg
+
+
+def test_compose_deploy_renders_both_files_and_creates_the_override_once():
+    ops = _deploy(DEBIAN13, DISTRO_DOCKER, compose_version="2.26.1")
+    steps = names(ops)
+    override = "Create /etc/beekeeper/llm/compose.override.yaml (yours; created empty, " \
+        "never written)"
+    assert steps.index(override) < steps.index(
+        "Render the compose file /etc/beekeeper/llm/compose.yaml") < \
+        steps.index("Render systemd unit beekeeper-llm.service")
+    assert dict(ops)[override][-1] == "touch /etc/beekeeper/llm/compose.override.yaml"
+    assert yaml.safe_load(uploaded(ops, "Render the compose file"))["name"] == "beekeeper-llm"
+    # an override that is there is left alone, whatever it holds
+    again = _deploy(DEBIAN13, DISTRO_DOCKER, compose_version="2.26.1",
+                    File=lambda path: {"mode": 600, "size": 99} if path.endswith(
+                        "compose.override.yaml") else None)
+    assert dict(again)[override] == []
+    manifest = uploaded(ops, "Record what beekeeper-llm.service runs")
+    assert '"runtime": "compose"' in manifest
+    assert '"compose_file": "/etc/beekeeper/llm/compose.yaml"' in manifest
+
+
+def test_plain_runtime_removes_a_compose_file_left_from_compose():
+    ops = _deploy(DEBIAN13, DISTRO_DOCKER, data={**CPU_GIT, "runtime": "systemd"})
+    assert "Remove /etc/beekeeper/llm/compose.yaml (runtime systemd)" in names(ops)
+    assert not any("compose.override" in n for n in names(ops))
+
+
+def test_rollback_copies_and_restores_the_compose_file():
+    unit = "/etc/systemd/system/beekeeper-llm.service"
+    ops = _deploy(DEBIAN13, DISTRO_DOCKER, compose_version="2.26.1",
+                  Sha1File=lambda path: "0" * 40 if path == unit else None)
+    keep = dict(ops)["Keep the running beekeeper-llm.service for rollback "
+                     "(beekeeper-llm.service.prev)"][0]
+    assert "cp -p /etc/beekeeper/llm/compose.yaml /etc/beekeeper/llm/compose.yaml.prev" in keep
+    smoke = dict(ops)["Wait for /health on port 8083 and smoke-check the API"][0]
+    assert re.search(r"mv -f /etc/beekeeper/llm/compose\.yaml\.prev "
+                     r"/etc/beekeeper/llm/compose\.yaml", smoke)
+
+
+def test_only_the_compose_file_changing_restarts_the_service():
+    """The unit is the same for every image and flag; the compose file carries them."""
+    ops = _deploy(DEBIAN13, DISTRO_DOCKER, compose_version="2.26.1")
+    import hashlib
+
+    def sha(text):
+        return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+    unit_sha = sha(uploaded(ops, "Render systemd unit"))
+    compose_sha = sha(uploaded(ops, "Render the compose file"))
+    model = load_host_config(CPU).service.model.sha256
+    paths = {"/etc/systemd/system/beekeeper-llm.service": unit_sha,
+             "/etc/beekeeper/llm/compose.yaml": compose_sha}
+    common = dict(Sha1File=lambda path: paths.get(path),
+                  Sha256File=lambda path: model if path.endswith(".gguf") else None,
+                  Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
+                  if path == "/srv/beekeeper/models" else None)
+    same = _deploy(DEBIAN13, DISTRO_DOCKER, "2.26.1", **common)
+    assert "Start and enable beekeeper-llm.service" in names(same)
+    paths["/etc/beekeeper/llm/compose.yaml"] = "1" * 40  # say, another image tag
+    other = _deploy(DEBIAN13, DISTRO_DOCKER, "2.26.1", **common)
+    assert "Start and enable beekeeper-llm.service (restart: inputs changed)" in names(other)
+
+
+# ------------------------------------------------------------------ NVIDIA on Debian 13
+
+def test_debian13_uses_nvidia_debian13_repository_and_its_own_key():
+    driver = {"path": "/usr/bin/nvidia-smi", "cuda_version": "13.2", "driver_version": "595.58",
+              "driver_branch": 595, "gpus": [{"name": "NVIDIA GeForce RTX 4090",
+                                              "driver_version": "595.58",
+                                              "compute_cap": "8.9", "memory_total_mib": 24564}]}
+    ops = run_deploy({**DEFAULTS, "mode": "native"},
+                     facts(Wsl=NATIVE, OsRelease=DEBIAN13, GpuInfo=driver))
+    key = " ".join(next(c for n, c in ops if n.startswith("Add NVIDIA's CUDA repository key")))
+    assert "/repos/debian13/x86_64/8793F200.pub" in key
+    src = " ".join(next(c for n, c in ops if n.startswith("Add NVIDIA's CUDA repository (")))
+    assert "/repos/debian13/x86_64/" in src
+
+
+def test_a_debian_nvidia_does_not_serve_is_refused_with_the_ones_it_does():
+    with pytest.raises(PreflightError, match=r"no NVIDIA CUDA repository for debian 11: .*"
+                                             r"Debian 12/13"):
+        run_deploy({**DEFAULTS, "mode": "native"},
+                   facts(Wsl=NATIVE, OsRelease={"id": "debian", "version_id": "11"}))
+
+
+def test_rollback_command_swaps_the_compose_file_on_either_side(tmp_path):
+    """`beekeeper rollback`'s script, run on a folder standing in for the host: unit,
+    manifest and compose file swap with their `.prev` copies; run twice, it is back."""
+    import subprocess
+
+    from beekeeper.cli import ROLLBACK
+
+    script = ROLLBACK.format(svc="llm")
+    body = script.split("systemctl daemon-reload")[0]  # the file moves, not the restart
+    root = tmp_path
+    for path, text in (("etc/systemd/system/beekeeper-llm.service", "unit new"),
+                       ("etc/systemd/system/beekeeper-llm.service.prev", "unit old"),
+                       ("etc/beekeeper/llm/deployed.json", "manifest new"),
+                       ("etc/beekeeper/llm/deployed.json.prev", "manifest old"),
+                       ("etc/beekeeper/llm/compose.yaml", "compose new")):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    local = body.replace("/etc/", f"{root}/etc/")
+
+    def state():
+        return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+    start = state()
+    subprocess.run(["bash", "-c", local], check=True)
+    once = state()
+    assert once["etc/systemd/system/beekeeper-llm.service"] == "unit old"
+    assert once["etc/beekeeper/llm/deployed.json"] == "manifest old"
+    # the previous deploy ran the plain unit: no compose file then, none now
+    assert "etc/beekeeper/llm/compose.yaml" not in once
+    assert once["etc/beekeeper/llm/compose.yaml.prev"] == "compose new"
+    subprocess.run(["bash", "-c", local], check=True)
+    assert state() == start
