@@ -28,7 +28,7 @@ from beekeeper import gateway as gw
 from beekeeper.config import HostConfig
 from facts.services import FolderFiles
 
-from .ops import StreamedCommand
+from .ops import StreamedCommand, put_secret
 
 q = shlex.quote
 KEYS_DIR = f"{gw.CONF_DIR}/keys"
@@ -141,18 +141,16 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     ]
     changes: list[OperationMeta] = []
     if gcfg.api_key_file:
-        changes.append(files.put(name="Store the gateway's API key (root-only file)",
-                                 src=gcfg.api_key_file, dest=gw.CLIENT_KEY, mode="0600",
-                                 user="root", group="root"))
+        changes.append(put_secret(name="Store the gateway's API key (root-only file)",
+                                  src=gcfg.api_key_file, dest=gw.CLIENT_KEY))
     else:
         changes.append(files.file(name="No gateway API key: remove a stored one",
                                   path=gw.CLIENT_KEY, present=False))
     entries = gw.upstream_keys_map(plan.routes)
     key_names = [f"{backend}.key" for backend, _ in entries]
     for (backend, src), key_name in zip(entries, key_names, strict=True):
-        changes.append(files.put(name=f"Store the API key of model {backend} (root-only file)",
-                                 src=src, dest=f"{KEYS_DIR}/{key_name}", mode="0600",
-                                 user="root", group="root"))
+        changes.append(put_secret(name=f"Store the API key of model {backend} (root-only file)",
+                                  src=src, dest=f"{KEYS_DIR}/{key_name}"))
     ops.append(files_pruned(name="Remove keys of models the gateway no longer routes",
                             folder=KEYS_DIR, keep=key_names))
     wanted_map = "".join(f"{b} {Path(src).read_text().strip()}\n" for b, src in entries)

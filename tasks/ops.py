@@ -4,7 +4,9 @@ beekeeper's own pyinfra operations: each reads a fact, then yields commands or a
 
 from __future__ import annotations
 
+import hashlib
 import shlex
+from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
@@ -242,6 +244,43 @@ def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
         f"umask 077 && printf {q(fmt)} \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
         f"mv -f {q(env_path)}.tmp {q(env_path)}"
     )
+
+
+def secret_content(src: str) -> str:
+    """A local secret file's text as the host gets it (pyinfra's stdin ends every line)."""
+    text = Path(src).read_text()
+    return text if text.endswith("\n") else text + "\n"
+
+
+def put_secret(name: str, src: str, dest: str):
+    """Copy a local secret file to the host as a root-only file (0600). Not by pyinfra's
+    upload, which first writes a file with the default mode (under sudo in /tmp, where any
+    user can read it): the content goes on the stdin of `umask 077; cat`, on no command
+    line and in no output."""
+    return secret_file(name=name, dest=dest,
+                       sha1=hashlib.sha1(secret_content(src).encode()).hexdigest(),  # noqa: S324
+                       _stdin=secret_content(src))
+
+
+@operation()
+def secret_file(dest: str, sha1: str):
+    """
+    Write stdin to a root-only file (0600), through a root-only temporary file beside it.
+    Called by `put_secret`, which gives the content as `_stdin`.
+
+    + dest: the file on the host
+    + sha1: sha1 of the wanted content (computed on the controller)
+    """
+    from pyinfra.facts.files import File, Sha1File
+
+    info = host.get_fact(File, path=dest)
+    if (host.get_fact(Sha1File, path=dest) == sha1 and info and info.get("mode") == 600
+            and info.get("user") == "root"):
+        host.noop(f"{dest} is up to date")
+        return
+    tmp = q(f"{dest}.tmp")
+    yield StringCommand(f"umask 077 && cat > {tmp} && chown root:root {tmp} && "
+                        f"mv -f {tmp} {q(dest)}")
 
 
 @operation()

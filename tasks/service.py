@@ -121,9 +121,8 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     if svc.api_key_file:
         key = Path(svc.api_key_file).read_text().strip()
         secret_ops = [
-            files.put(name="Store the API key on the host (root-only file)",
-                      src=svc.api_key_file, dest=f"{conf}/api_key", mode="0600",
-                      user="root", group="root"),
+            ops_mod.put_secret(name="Store the API key on the host (root-only file)",
+                               src=svc.api_key_file, dest=f"{conf}/api_key"),
             ops_mod.secret_env_file(name="Write the server's secrets env file (root-only)",
                                     key_path=f"{conf}/api_key", env_path=f"{conf}/secrets.env",
                                     expected_sha1=_sha1(secrets_env(cfg, key)),
