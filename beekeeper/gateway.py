@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import GatewayConfig, HostConfig, ServiceConfig, load_host_config
+from .config import HOSTNAME_RE, GatewayConfig, HostConfig, ServiceConfig, load_host_config
 from .errors import ConfigError
 from .render import render
 
@@ -100,6 +100,14 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
     try:
         loop = ipaddress.ip_address(ssh_host).is_loopback
     except ValueError:
+        if not _is_local_name(ssh_host) and not (HOSTNAME_RE.match(ssh_host)
+                                                 and len(ssh_host) <= 253):
+            # an SSH config alias, or a name with characters no resolver (or haproxy.cfg)
+            # takes: the gateway could not reach it by that name
+            raise ConfigError(
+                f"host data `gateway_address`: host {host} is reached at {ssh_host!r}, which "
+                f"is not an address or a host name the gateway on {gw_host} can resolve; "
+                f"fix: {where}") from None
         loop = _is_local_name(ssh_host)
     if loop:
         raise ConfigError(

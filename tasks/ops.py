@@ -247,9 +247,9 @@ def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
 
 
 def secret_content(src: str) -> str:
-    """A local secret file's text as the host gets it (pyinfra's stdin ends every line)."""
-    text = Path(src).read_text()
-    return text if text.endswith("\n") else text + "\n"
+    """A local secret file's text as the host gets it: stripped, as every reader of a key
+    here strips it, and one newline (pyinfra's stdin ends every line with one)."""
+    return Path(src).read_text().strip() + "\n"
 
 
 def put_secret(name: str, src: str, dest: str):
@@ -259,7 +259,7 @@ def put_secret(name: str, src: str, dest: str):
     line and in no output."""
     return secret_file(name=name, dest=dest,
                        sha1=hashlib.sha1(secret_content(src).encode()).hexdigest(),  # noqa: S324
-                       _stdin=secret_content(src))
+                       _stdin=secret_content(src), _get_pty=False)  # a pty echoes stdin
 
 
 @operation()
@@ -279,7 +279,8 @@ def secret_file(dest: str, sha1: str):
         host.noop(f"{dest} is up to date")
         return
     tmp = q(f"{dest}.tmp")
-    yield StringCommand(f"umask 077 && cat > {tmp} && chown root:root {tmp} && "
+    # rm first: `cat >` into a temporary file left by an earlier run keeps that file's mode
+    yield StringCommand(f"rm -f {tmp} && umask 077 && cat > {tmp} && chown root:root {tmp} && "
                         f"mv -f {tmp} {q(dest)}")
 
 

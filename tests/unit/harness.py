@@ -40,6 +40,12 @@ def _show(cmd: Any) -> str:
 
 def run_deploy(data: dict[str, Any], facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """Queue deploy.py for one host with `data`; return [(op name, commands)] in order."""
+    return [(name, cmds) for name, cmds, _ in run_deploy_stdin(data, facts)]
+
+
+def run_deploy_stdin(data: dict[str, Any],
+                     facts: dict[str, Any]) -> list[tuple[str, list[str], str]]:
+    """As run_deploy, with what each operation sends on its commands' stdin ('' if none)."""
     inventory = Inventory(([("canned", data)], {}))
     state = State(inventory, Config())
     host = inventory.get_host("canned")
@@ -60,7 +66,9 @@ def run_deploy(data: dict[str, Any], facts: dict[str, Any]) -> list[tuple[str, l
         out = []
         for op_hash in state.get_op_order():
             names = state.get_op_meta(op_hash).names
-            cmds = [_show(c) for c in state.get_op_data_for_host(host, op_hash)
-                    .command_generator()]
-            out.append((next(iter(names)), cmds))
+            op_data = state.get_op_data_for_host(host, op_hash)
+            cmds = [_show(c) for c in op_data.command_generator()]
+            stdin = op_data.global_arguments.get("_stdin") or ""
+            out.append((next(iter(names)), cmds,
+                        stdin if isinstance(stdin, str) else "".join(stdin)))
     return out

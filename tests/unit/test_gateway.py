@@ -151,6 +151,13 @@ def test_plan_refuses_what_the_gateway_cannot_reach(keys):
                                ssh_hostname="127.0.0.1"))]
     with pytest.raises(ConfigError, match="`gateway_address`.*own loopback"):
         gw.plan("gw", local)
+    # an inventory name that is no host name (an SSH alias with a space, say) cannot go
+    # into haproxy.cfg as an address: one line naming gateway_address, not a failed check
+    for name in ("gpu box #1", "a;b"):
+        odd = [(name, _host([{"service_name": "x", "profile": "cpu-tiny",
+                              "bind_address": "0.0.0.0", "api_key_file": keys["be"]}]))]
+        with pytest.raises(ConfigError, match="`gateway_address`.*can resolve; fix"):
+            gw.plan("gw", odd)
     ipv6 = [("a", _host([{"service_name": "x", "profile": "cpu-tiny",
                           "bind_address": "::", "api_key_file": keys["be"]}]))]
     assert gw.plan("a", ipv6).routes[0].upstreams[0].haproxy_address == "[::1]:8083"
@@ -277,7 +284,7 @@ def test_a_gateway_only_host_installs_haproxy_and_nothing_of_a_gpu_host(keys):
     assert not any("Docker" in n or "image" in n.lower() or "model " in n.lower()
                    for n in names if not n.startswith("Remove service")), names
     cmds = "\n".join(c for _, cs in ops for c in cs)
-    assert "gw-secret" not in cmds  # the key file is uploaded as a file, never shown
+    assert "gw-secret" not in cmds  # the key is in no command and no upload shown
     check = next(cs for n, cs in ops if n.startswith("Check the config with haproxy -c"))
     assert "haproxy -c -q -f /etc/beekeeper/gateway/haproxy.cfg.new" in check[0]
 
@@ -298,3 +305,23 @@ def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
                                                                "beekeeper-tiny"))
     assert removal < start
 
+
+
+def test_keys_go_on_stdin_into_a_root_only_file_never_by_upload(keys, tmp_path):
+    """pyinfra's upload writes a file with the default mode first (in /tmp under sudo):
+    secrets go on the stdin of `umask 077; cat` instead, stripped as every reader strips
+    them, and in no command."""
+    from .harness import run_deploy_stdin
+
+    spaced = tmp_path / "spaced.key"
+    spaced.write_text("  gw-secret-spaced \n\n")
+    ops = run_deploy_stdin(with_(services=[], gateway={"api_key_file": str(spaced)}),
+                           {"DeployedServices": [], "DebPackages": {"python3": ["3"]}})
+    store = [(cs, stdin) for n, cs, stdin in ops if n == "Store the gateway's API key "
+             "(root-only file)"]
+    assert len(store) == 1, [n for n, _, _ in ops]
+    cmds, stdin = store[0]
+    assert stdin == "gw-secret-spaced\n"
+    assert len(cmds) == 1 and "umask 077" in cmds[0] and "gw-secret" not in cmds[0]
+    assert not cmds[0].startswith("upload"), cmds
+    assert not any("gw-secret" in c for _, cs, _ in ops for c in cs)
