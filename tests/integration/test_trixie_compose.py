@@ -194,7 +194,12 @@ def test_dry_run_tells_the_truth_about_a_profile_change(first):
 
 
 def test_rollback_command_returns_to_the_previous_compose_file(first):
-    # from the profile switch above back to cpu-tiny, with no rebuild or download
+    # its own switch, cpu-tiny -> cpu-smollm (whatever ran before), then back by rollback
+    # with no rebuild or download
+    for data in ((), ("--data", "profile=cpu-smollm")):
+        run = cdeploy(*data)
+        assert run.rc == 0, run.out[-3000:]
+    assert manifest()["profile"] == "cpu-smollm"
     cfg = f"{sandbox.state_dir(SECOND)}/ssh_config"
     p = subprocess.run([str(BIN / "beekeeper"), "rollback", "--ssh", f"-F {cfg} {SECOND}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
