@@ -38,7 +38,8 @@ def deploy_host() -> None:
     cfg = load_host_config(host.data)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.stages:
-            prune.ensure(cfg)
+            prune.ensure(cfg, "before")
+            prune.ensure(cfg, "after")
         gateway_role(cfg)
         return
     # Hub models named by a branch or without a sha256 are pinned once, on the controller.
@@ -67,11 +68,15 @@ def deploy_host() -> None:
         model_ops = model.ensure(cfg)
 
     if not reboot_pending and "service" in cfg.stages:
-        prune.ensure(cfg)  # the inventory is the truth: services it dropped go first
+        # the inventory is the truth: services it dropped are removed, those whose port a
+        # kept service takes before it starts, the others once every kept one passed its
+        # smoke check (a failed check stops the deploy there, and what ran keeps running)
+        prune.ensure(cfg, "before")
         smoke.install()
         for svc in cfg.services:
             changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
             smoke.check(cfg, svc, changed)
+        prune.ensure(cfg, "after")
     gateway_role(cfg)
 
 

@@ -7,11 +7,13 @@ model_dir (deploys never delete models), and your drop-in folder stays if it has
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
+from pyinfra.facts.files import FileContents
 
 from beekeeper.config import HostConfig
 from facts.services import DeployedServices
@@ -61,10 +63,31 @@ def stale(cfg: HostConfig, deployed: list[str]) -> list[str]:
     return sorted(n for n in deployed if n not in keep)
 
 
-def ensure(cfg: HostConfig) -> list[OperationMeta]:
+def held_port(name: str) -> int | None:
+    """The port a deployed service's manifest names (None when it cannot be read)."""
+    text = host.get_fact(FileContents, path=f"/etc/beekeeper/{name}/deployed.json")
+    try:
+        port = json.loads("\n".join(text))["port"] if text else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return port if isinstance(port, int) else None
+
+
+def ensure(cfg: HostConfig, phase: str = "after") -> list[OperationMeta]:
+    """Queue the removals of one phase. "before" (ahead of the kept services' start): the
+    stale services whose port a kept service takes, or whose port cannot be read. "after"
+    (once every kept service passed its smoke check, so a failed deploy stops before and
+    what ran keeps running): all the others."""
     ops = []
+    wanted_ports = {s.port for s in cfg.services}
     for name in stale(cfg, host.get_fact(DeployedServices)):
+        port = held_port(name)
+        first = port is None or port in wanted_ports
+        if first != (phase == "before"):
+            continue
         why = "marked absent" if name in cfg.absent else "gone from the inventory"
+        if first:
+            why += f", its port {port} goes to a kept service" if port else ""
         ops.append(service_removed(
             name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
                  "container; keep its model", service=name))

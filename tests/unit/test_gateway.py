@@ -306,6 +306,26 @@ def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
     assert removal < start
 
 
+def test_a_removed_service_on_its_own_port_goes_only_after_the_smoke_checks():
+    """A failed new server stops the deploy at its smoke check: a service the inventory
+    dropped, on a port nobody takes, must still be running then."""
+    from .harness import run_deploy
+    from .test_gpu_hosts import DEFAULTS, NATIVE, facts
+
+    def manifests(path):
+        port = {"/etc/beekeeper/old/deployed.json": 8090}.get(path)
+        return [f'{{"service": "old", "port": {port}}}'] if port else None
+
+    canned = facts(Wsl=NATIVE, GpuInfo={"path": None, "gpus": []},
+                   DeployedServices=["old"], FileContents=manifests)
+    ops = run_deploy({**DEFAULTS, "profile": "cpu-tiny",
+                      "services": [{"service_name": "tiny", "profile": "cpu-tiny"}]}, canned)
+    names = [n for n, _ in ops]
+    removal = next(i for i, n in enumerate(names) if n.startswith("Remove service old"))
+    smoke = max(i for i, n in enumerate(names) if "smoke-check" in n)
+    assert removal > smoke, names
+
+
 
 def test_keys_go_on_stdin_into_a_root_only_file_never_by_upload(keys, tmp_path):
     """pyinfra's upload writes a file with the default mode first (in /tmp under sudo):
