@@ -589,6 +589,10 @@ def load_host_config(data: Any) -> HostConfig:
             raise _fail("preload_images", f"{image!r} is not an image reference",
                         "name each image as the Dockerfile does, e.g. 'debian:bookworm'")
         abs_path(f"preload_images[{image!r}]", tar, "/srv/images/debian-bookworm.tar")
+    gateway = _gateway(data.get("gateway"))
+    if gateway is not None and gateway.port in ports:
+        raise _fail("gateway.port", f"{gateway.port} is also a model service's port on this host",
+                    "give the gateway a port of its own, e.g. gateway = {'port': 4000}")
     return HostConfig(
         stages=tuple(stages),
         webui=webui,
@@ -609,7 +613,7 @@ def load_host_config(data: Any) -> HostConfig:
         install_docker=_bool("install_docker", data.get("install_docker", True)),
         extra=_extra(data),
         absent=absent,
-        gateway=_gateway(data.get("gateway")),
+        gateway=gateway,
         gateway_address=_gateway_address(data.get("gateway_address")),
     )
 

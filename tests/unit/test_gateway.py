@@ -101,6 +101,7 @@ def test_a_service_marked_absent_is_only_a_name():
      "name them apart"),
     (with_(service_name="gateway"), "`service_name`", "name the service otherwise"),
     (with_(gateway_port=0), "`gateway_port`", "1 to 65535"),
+    (with_(port=4000, gateway={}), "`gateway.port`", "a port of its own"),
 ])
 def test_bad_service_state_is_refused(data, key, fix):
     with pytest.raises(ConfigError) as e:
