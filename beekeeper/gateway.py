@@ -121,6 +121,7 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
     A host whose data is bad is left out (it fails alone, with its own line); a service the
     gateway cannot reach, or a model whose servers want different keys, is an error here."""
     by_model: dict[str, list[Upstream]] = {}
+    served: dict[str, tuple[object, str]] = {}  # model -> what its first server serves, where
     left_out: list[str] = []
     for name, data in hosts:
         try:
@@ -133,6 +134,16 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
             if not _NAME_RE.match(model):
                 raise ConfigError(f"profile {model!r} of service {svc.name} on {name} is not "
                                   "a name the gateway can route")
+            # servers balanced as one model must serve the same thing: file, hash, flags
+            what = (svc.model.filename, svc.model.sha256, svc.profile.server, svc.extra_args)
+            first = served.setdefault(model, (what, f"{name}/{svc.name}"))
+            if first[0] != what:
+                raise ConfigError(
+                    f"host data `profile`: service {svc.name} on {name} and {first[1]} both "
+                    f"answer as model {model} but serve different models or server settings "
+                    "(model file, sha256, ctx_size or extra args), and the gateway would "
+                    "balance them as one; fix: give them the same model and settings, or "
+                    "serve one of them under another profile")
             by_model.setdefault(model, []).append(Upstream(
                 host=name, service=svc.name, model=model,
                 address=upstream_address(gw_host, name, data, cfg, svc),

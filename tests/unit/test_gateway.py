@@ -346,3 +346,18 @@ def test_keys_go_on_stdin_into_a_root_only_file_never_by_upload(keys, tmp_path):
     assert len(cmds) == 1 and "umask 077" in cmds[0] and "gw-secret" not in cmds[0]
     assert not cmds[0].startswith("upload"), cmds
     assert not any("gw-secret" in c for _, cs, _ in ops for c in cs)
+
+
+def test_servers_of_one_model_name_must_serve_the_same_model(keys):
+    """Two servers that answer as cpu-tiny, one with its own model file (or another context
+    size), are not one model: the gateway refuses to balance them."""
+    def tiny(**extra):
+        return _host([{"service_name": "t", "profile": "cpu-tiny", "bind_address": "0.0.0.0",
+                       "api_key_file": keys["be"], **extra}])
+
+    same = [("a", tiny()), ("b", tiny())]
+    assert [len(r.upstreams) for r in gw.plan("gw", same).routes] == [2]
+    for extra in ({"ctx_size": 1024}, {"model_repo": "you/Other-GGUF",
+                                       "model_file": "other.gguf"}):
+        with pytest.raises(ConfigError, match="both answer as model cpu-tiny.*fix"):
+            gw.plan("gw", [("a", tiny()), ("b", tiny(**extra))])
