@@ -41,8 +41,9 @@ def _sha1(text: str) -> str:
 @operation()
 def config_installed(staged: str, dest: str, expected_sha1: str):
     """
-    Put a staged HAProxy config in place once `haproxy -c` accepts it; no change when the
-    config in place is already the wanted one.
+    Put a staged HAProxy config in place once `haproxy -c` accepts it, keeping the one it
+    replaces as `<dest>.prev` (gateway_checked puts that back when the new one does not
+    serve); no change when the config in place is already the wanted one.
 
     + staged: the new config on the host
     + dest: the config HAProxy runs
@@ -51,7 +52,11 @@ def config_installed(staged: str, dest: str, expected_sha1: str):
     if host.get_fact(Sha1File, path=dest) == expected_sha1:
         host.noop(f"{dest} is up to date")
         return
-    yield StringCommand(f"haproxy -c -q -f {q(staged)} && cp -p {q(staged)} {q(dest)}")
+    prev, tmp = q(f"{dest}.prev"), q(f"{dest}.tmp")
+    yield StringCommand(f"haproxy -c -q -f {q(staged)} && "
+                        f"{{ if [ -f {q(dest)} ]; then cp -p {q(dest)} {prev}; "
+                        f"else rm -f {prev}; fi; }} && "
+                        f"cp -p {q(staged)} {tmp} && mv -f {tmp} {q(dest)}")
 
 
 @operation()
@@ -91,8 +96,10 @@ def files_pruned(folder: str, keep: list[str]):
 @operation()
 def gateway_checked(address: str, port: int, after_change: bool, summary: str):
     """
-    After a change, wait until the gateway answers /health, and show its log if it does
-    not.
+    After a change, wait until the gateway answers /health. If it does not (a port
+    `haproxy -c` cannot know is taken, say), show its log, put the previous config back
+    (`<config>.prev`, kept by config_installed) and restart on it, so the gateway that
+    worked before the deploy goes on working, and fail.
 
     + address, port: where the gateway listens
     + after_change: whether this run changed the gateway
@@ -108,7 +115,11 @@ def gateway_checked(address: str, port: int, after_change: bool, summary: str):
         "2>/dev/null; "
         f"then echo {q('beekeeper: ' + summary)}; exit 0; fi; sleep 0.5; done; "
         f"journalctl -u {q(gw.UNIT)} -n 30 --no-pager; "
-        f"echo {q(f'beekeeper: the gateway does not answer on {address}:{port}')} >&2; exit 1")
+        f"echo {q(f'beekeeper: the gateway does not answer on {address}:{port}')} >&2; "
+        f"if [ -f {q(gw.CONFIG + '.prev')} ]; then "
+        f"cp -p {q(gw.CONFIG + '.prev')} {q(gw.CONFIG)} && systemctl restart {q(gw.UNIT)} && "
+        f"echo {q('beekeeper: put the previous gateway config back and restarted on it')} >&2; "
+        "fi; exit 1")
     yield StreamedCommand(f"bash -c {q(script)}")  # /dev/tcp is bash's
 
 

@@ -335,3 +335,27 @@ def test_a_service_dropped_from_the_inventory_is_gone_from_host_and_gateway(gw_u
     again = gw_deploy()
     hosts, success, error, no_change = grand_total(again.out)
     assert (success, error) == ("-", "-"), again.out[-3000:]
+
+
+def test_a_gateway_that_cannot_serve_its_new_config_goes_back_to_the_old_one(gw_url, setup):
+    """A config `haproxy -c` accepts can still fail to serve (its port is taken: `-c` binds
+    nothing). The deploy fails, and the gateway that worked before goes on working, on the
+    config it had, also after a restart."""
+    path = Path(os.environ["BEEKEEPER_GATEWAY_LAYOUT"])
+    good = json.loads(path.read_text())
+    before = sandbox_exec("cat /etc/beekeeper/gateway/haproxy.cfg", SECOND).stdout
+    bad = json.loads(json.dumps(good))
+    bad["b"]["gateway"]["port"] = 22  # sshd's port on that host
+    _write_layout(bad)
+    try:
+        run = gw_deploy()
+    finally:
+        _write_layout(good)
+    assert run.rc != 0, run.out[-3000:]
+    assert "put the previous gateway config back and restarted on it" in run.out, \
+        run.out[-3000:]
+    assert sandbox_exec("cat /etc/beekeeper/gateway/haproxy.cfg", SECOND).stdout == before
+    assert chat(gw_url, setup.gw, "cpu-tiny").status_code == 200
+    again = gw_deploy()
+    assert again.rc == 0, again.out[-3000:]
+    assert chat(gw_url, setup.gw, "cpu-tiny").status_code == 200
