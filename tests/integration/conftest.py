@@ -111,14 +111,30 @@ def trixie_sandbox(fresh_sandbox, standins):
     own network, created new (no Docker engine, no image, no model), with the same stand-ins.
     Its server image is copied from the first host when that one has built it (same inputs,
     same tag: the build is shared, see helpers.share_server_image)."""
+    yield _new_second_host(standins)
+    sandbox.write_host_data(None, helpers.SECOND)
+
+
+def _new_second_host(standins: StandIns) -> sandbox.SandboxState:
     name = helpers.SECOND
     if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":
         sandbox.down(purge=True, name=name)
     state = sandbox.up(ssh_port=sandbox.DEFAULT_SSH_PORT + 1, name=name, release="trixie")
     sandbox.write_host_data(standins_host_data(standins), name)
+    if name in standins.tunnels:  # the host is new: so is its SSH host key
+        standins.tunnels[name].close()
     standins.add_host(name)
-    yield state
-    sandbox.write_host_data(None, name)
+    return state
+
+
+@pytest.fixture(scope="module")
+def new_trixie_host(trixie_sandbox, standins):
+    """The second host made new again for one module, whatever other modules left on it
+    (the gateway's module runs HAProxy there): a module that deploys "from nothing" then
+    gets exactly that. A developer's re-run (BEEKEEPER_TEST_REUSE_SANDBOX=1) keeps it."""
+    if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") == "1":
+        return trixie_sandbox
+    return _new_second_host(standins)
 
 
 @pytest.fixture(scope="session")

@@ -70,7 +70,7 @@ def manifest() -> dict:
 
 
 @pytest.fixture(scope="module")
-def first(trixie_sandbox):
+def first(new_trixie_host):
     """From nothing: the engine, its CLI and compose from Debian 13 (stage provision), then
     the first host's server image copied in, then the whole deploy."""
     t0 = time.monotonic()
