@@ -8,7 +8,6 @@ command line, in the config, in pyinfra's output or in HAProxy's log.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import ipaddress
 import shlex
@@ -28,14 +27,10 @@ from beekeeper import gateway as gw
 from beekeeper.config import HostConfig
 from facts.services import FolderFiles
 
-from .ops import StreamedCommand, put_secret
+from .ops import StreamedCommand, put_secret, sha1_text
 
 q = shlex.quote
 KEYS_DIR = f"{gw.CONF_DIR}/keys"
-
-
-def _sha1(text: str) -> str:
-    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
 @operation()
@@ -168,7 +163,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     changes.append(keys_map_built(
         name="Build the backends' key map (root-only)", map_path=gw.UPSTREAM_KEYS,
         entries=[(b, f"{KEYS_DIR}/{k}") for (b, _), k in zip(entries, key_names, strict=True)],
-        expected_sha1=_sha1(wanted_map)))
+        expected_sha1=sha1_text(wanted_map)))
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),
                              dest=gw.MODELS_JSON, mode="0644"))
@@ -178,7 +173,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
                          src=io.StringIO(config), dest=f"{gw.CONFIG}.new", mode="0644"))
     config_op = config_installed(name="Check the config with haproxy -c and put it in place",
                                  staged=f"{gw.CONFIG}.new", dest=gw.CONFIG,
-                                 expected_sha1=_sha1(config))
+                                 expected_sha1=sha1_text(config))
     ops.append(config_op)
     unit_op = files.put(name=f"Render systemd unit {gw.UNIT}", src=io.StringIO(gw.render_unit()),
                         dest=f"/etc/systemd/system/{gw.UNIT}", mode="0644")

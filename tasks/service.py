@@ -6,7 +6,6 @@ start it, restart it only when something that matters changed.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from pathlib import Path
@@ -21,10 +20,6 @@ from beekeeper.render import render
 from facts.docker import DockerEngine
 
 from . import ops as ops_mod
-
-
-def _sha1(text: str) -> str:
-    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
 def unit_name(svc: ServiceConfig) -> str:
@@ -125,15 +120,15 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
                                src=svc.api_key_file, dest=f"{conf}/api_key"),
             ops_mod.secret_env_file(name="Write the server's secrets env file (root-only)",
                                     key_path=f"{conf}/api_key", env_path=f"{conf}/secrets.env",
-                                    expected_sha1=_sha1(secrets_env(cfg, key)),
+                                    expected_sha1=ops_mod.sha1_text(secrets_env(cfg, key)),
                                     var="LLAMA_API_KEY", quoted=compose),
         ]
         ops += secret_ops
     running_sha = host.get_fact(Sha1File, path=unit_path)
     running_compose_sha = host.get_fact(Sha1File, path=compose_file)
     # the rendered files: the unit, and with compose the compose file (none otherwise)
-    files_change = running_sha != _sha1(new_unit) or running_compose_sha != (
-        _sha1(new_compose) if new_compose is not None else None)
+    files_change = running_sha != ops_mod.sha1_text(new_unit) or running_compose_sha != (
+        ops_mod.sha1_text(new_compose) if new_compose is not None else None)
     # A new image tag or new flags change a rendered file; a replaced model changes upstream.
     changed = files_change or any(op.will_change for op in upstream + secret_ops)
     if changed and running_sha is not None:

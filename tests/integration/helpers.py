@@ -100,3 +100,18 @@ def detected_changes(out: str) -> set[str]:
 def sandbox_exec(cmd: str, name: str = CONTAINER) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", "exec", name, "bash", "-c", cmd],
                           capture_output=True, text=True)
+
+
+def healthy(port: int = 8083, name: str = CONTAINER) -> bool:
+    """The server on a sandbox host's loopback answers /health 200."""
+    return sandbox_exec(f"curl -fsS -m 2 http://127.0.0.1:{port}/health", name).returncode == 0
+
+
+def wait_until(pred, deadline_s: float) -> float:
+    """Seconds until `pred()` holds; AssertionError past the deadline."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < deadline_s:
+        if pred():
+            return time.monotonic() - t0
+        time.sleep(0.5)
+    raise AssertionError(f"not within {deadline_s} s")

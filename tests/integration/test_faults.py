@@ -12,22 +12,9 @@ import pytest
 
 from beekeeper.sandbox import CONTAINER
 
-from .helpers import BIN, ROOT, deploy, grand_total, pyinfra, sandbox_exec
+from .helpers import BIN, ROOT, deploy, grand_total, healthy, pyinfra, sandbox_exec, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def healthy() -> bool:
-    return sandbox_exec("curl -fsS -m 2 http://127.0.0.1:8083/health").returncode == 0
-
-
-def wait_until(pred, deadline_s: float) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < deadline_s:
-        if pred():
-            return time.monotonic() - t0
-        time.sleep(0.5)
-    raise AssertionError(f"not within {deadline_s} s")
 
 
 @pytest.fixture(scope="module")

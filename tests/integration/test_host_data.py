@@ -13,17 +13,13 @@ import pytest
 
 from beekeeper.sandbox import BASE
 
-from .helpers import deploy, grand_total, pyinfra, sandbox_exec
+from .helpers import deploy, grand_total, healthy, pyinfra, sandbox_exec
 
 pytestmark = pytest.mark.integration
 
 UNIT = "/etc/systemd/system/beekeeper-llm.service"
 MANIFEST = "/etc/beekeeper/llm/deployed.json"
 HOSTILE_DIR = "/srv/bee keeper/mod'els $HOME %h"
-
-
-def healthy(port: int = 8083) -> bool:
-    return sandbox_exec(f"curl -fsS -m 2 http://127.0.0.1:{port}/health").returncode == 0
 
 
 def fingerprint() -> str:

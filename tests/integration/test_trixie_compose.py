@@ -32,9 +32,11 @@ from .helpers import (
     deploy,
     detected_changes,
     grand_total,
+    healthy as helpers_healthy,
     results,
     sandbox_exec,
     share_server_image,
+    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -53,16 +55,7 @@ def on_host(cmd: str) -> subprocess.CompletedProcess:
 
 
 def healthy() -> bool:
-    return on_host("curl -fsS -m 2 http://127.0.0.1:8083/health").returncode == 0
-
-
-def wait_until(pred, deadline_s: float) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < deadline_s:
-        if pred():
-            return time.monotonic() - t0
-        time.sleep(0.5)
-    raise AssertionError(f"not within {deadline_s} s")
+    return helpers_healthy(name=SECOND)
 
 
 def manifest() -> dict:
