@@ -30,8 +30,6 @@ def parse_docker_engine(lines: list[str]) -> dict[str, Any]:
     return {
         "present": bool(path),
         "path": path or None,
-        # Debian 13 splits the client out of docker.io (which only recommends it)
-        "cli_package": v.get("cli_pkg") == "1",
         "flavour": flavour,
         "active": v.get("active") == "active",
         "server_version": v.get("server") or None,
@@ -46,8 +44,7 @@ class DockerEngine(FactBase[dict[str, Any]]):
 
     .. code:: python
 
-        {"present": True, "path": "/usr/bin/docker", "cli_package": False,
-         "flavour": "distro", "active": True,
+        {"present": True, "path": "/usr/bin/docker", "flavour": "distro", "active": True,
          "server_version": "20.10.24+dfsg1", "runtimes": ["runc"], "nvidia_runtime": False}
     """
 
@@ -60,7 +57,6 @@ class DockerEngine(FactBase[dict[str, Any]]):
             "&& echo pkg_ce=1; "
             "dpkg-query -W -f='${Status}' docker.io 2>/dev/null | grep -q 'ok installed' "
             "&& echo pkg_io=1; "
-            "apt-cache show docker-cli >/dev/null 2>&1 && echo cli_pkg=1; "
             'echo "active=$(systemctl is-active docker 2>/dev/null || true)"; '
             "if command -v docker >/dev/null; then "
             "echo \"server=$(docker version --format '{{.Server.Version}}' 2>/dev/null)\"; "

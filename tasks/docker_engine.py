@@ -24,10 +24,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     wanted = list(HOST_PACKAGES)
     if cfg.mode == "container" and not facts.docker["present"]:
         # the engine, and on Debian 13 its client, a package of its own there (docker.io
-        # only recommends it): known from the release, or from apt where it lists one
+        # only recommends it): beekeeper.distro knows which release needs which
         wanted += engine_packages(facts.os)
-        if facts.docker.get("cli_package") and "docker-cli" not in wanted:
-            wanted.append("docker-cli")
     if cfg.runtime == "compose" and facts.compose_version is None:
         wanted.append(str(compose_package(facts.os, facts.docker["flavour"])))
     missing = [p for p in wanted if p not in installed]

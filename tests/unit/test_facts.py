@@ -50,10 +50,9 @@ def test_no_nvidia_smi_is_none():
 
 def test_docker_flavours():
     assert parse_docker_engine(["path="])["present"] is False
-    # Debian 13: the engine without its client, which is a package of its own there
-    trixie = parse_docker_engine(["path=", "pkg_io=1", "cli_pkg=1", "active=active"])
-    assert trixie["present"] is False and trixie["cli_package"] is True
-    assert parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1"])["cli_package"] is False
+    # Debian 13 with docker.io but not its client (a package of its own there): no docker
+    trixie = parse_docker_engine(["path=", "pkg_io=1", "active=active"])
+    assert trixie["present"] is False and trixie["flavour"] == "distro"
     distro = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1", "active=active",
                                   "server=20.10.24", "runtimes=io.containerd.runc.v2,runc,"])
     assert distro["flavour"] == "distro" and distro["active"] and not distro["nvidia_runtime"]
