@@ -4,12 +4,11 @@ Facts about what the kit has deployed on a host: its model services and folder l
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from pyinfra.api import FactBase
 
-_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+from beekeeper.config import SERVICE_NAME_RE as _NAME_RE
 
 
 class DeployedServices(FactBase[list[str]]):
