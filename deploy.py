@@ -5,6 +5,8 @@ and smoke-check it.
     pyinfra inventories/home.py deploy.py
 """
 
+from dataclasses import replace
+
 import click
 from pyinfra import host, state
 from pyinfra.api.operation import OperationMeta
@@ -12,6 +14,7 @@ from pyinfra.context import ctx_host
 
 from beekeeper.config import HostConfig, load_host_config
 from beekeeper.errors import BeekeeperError
+from beekeeper.machines import kept_by_neighbours
 from beekeeper.pins import pin_all
 from tasks import (
     container_toolkit,
@@ -36,6 +39,9 @@ def deploy_host() -> None:
     model_ops: list[OperationMeta] = []
     # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
     cfg = load_host_config(host.data)
+    # other inventory hosts on this machine keep their services (tasks/prune.py)
+    cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(
+        ctx_host.get().name, [(h.name, h.data) for h in state.inventory]))
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.stages:
             prune.ensure(cfg, "before")

@@ -16,6 +16,7 @@ from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap
 from beekeeper.config import HostConfig
 from beekeeper.distro import compose_package, no_compose_fix
 from beekeeper.errors import PreflightError
+from beekeeper.machines import leaving
 from facts.docker import ComposeVersion, DockerEngine, PortContainers
 from facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
 from facts.host import BuildResources, FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
@@ -257,9 +258,9 @@ def check(cfg: HostConfig) -> HostFacts:
                              "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
     # services this deploy removes first (tasks/prune.py) may hold a port a kept one wants
     deployed: list[str] = host.get_fact(DeployedServices)
-    leaving = frozenset(deployed) - {s.name for s in cfg.services}
+    removed_first = frozenset(leaving(cfg, deployed))
     for svc in cfg.services if "service" in cfg.stages else ():
-        check_port(svc.name, svc.port, docker["present"], leaving)
+        check_port(svc.name, svc.port, docker["present"], removed_first)
     need = 0
     seen: set[str] = set()
     for model in (m for svc in cfg.services if "model" in cfg.stages for m in svc.models()):

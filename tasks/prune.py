@@ -16,6 +16,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import FileContents
 
 from beekeeper.config import HostConfig
+from beekeeper.machines import leaving
 from facts.services import DeployedServices
 
 from .ops import StreamedCommand
@@ -57,12 +58,6 @@ def service_removed(service: str):
     yield StreamedCommand(removal_script(service))  # its last line says what went
 
 
-def stale(cfg: HostConfig, deployed: list[str]) -> list[str]:
-    """Deployed services the inventory does not keep: gone from it, or marked absent."""
-    keep = {s.name for s in cfg.services}
-    return sorted(n for n in deployed if n not in keep)
-
-
 def held_port(name: str) -> int | None:
     """The port a deployed service's manifest names (None when it cannot be read)."""
     text = host.get_fact(FileContents, path=f"/etc/beekeeper/{name}/deployed.json")
@@ -79,8 +74,11 @@ def ensure(cfg: HostConfig, phase: str = "after") -> list[OperationMeta]:
     (once every kept service passed its smoke check, so a failed deploy stops before and
     what ran keeps running): all the others."""
     ops = []
+    if cfg.kept_by_neighbours is None and phase == "before":
+        host.noop("removing services left out: skipped, another inventory host on this "
+                  "machine has bad host data and what it keeps is unknown")
     wanted_ports = {s.port for s in cfg.services}
-    for name in stale(cfg, host.get_fact(DeployedServices)):
+    for name in leaving(cfg, host.get_fact(DeployedServices)):
         port = held_port(name)
         first = port is None or port in wanted_ports
         if first != (phase == "before"):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 
 import pytest
 
 from beekeeper import gateway as gw
 from beekeeper.config import GatewayConfig, load_host_config
 from beekeeper.errors import ConfigError
+from beekeeper.machines import kept_by_neighbours, leaving, machine_of
 from tasks import prune
 
 GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
@@ -258,8 +260,30 @@ def test_unit_is_hardened_and_reloads_after_a_config_check():
 def test_stale_services_are_those_the_inventory_does_not_keep():
     cfg = load_host_config(with_(services=[{"service_name": "tiny", "profile": "cpu-tiny"},
                                            {"service_name": "old", "state": "absent"}]))
-    assert prune.stale(cfg, ["llm", "old", "tiny"]) == ["llm", "old"]
-    assert prune.stale(cfg, ["tiny"]) == []
+    assert leaving(cfg, ["llm", "old", "tiny"]) == ["llm", "old"]
+    assert leaving(cfg, ["tiny"]) == []
+
+
+def test_services_of_another_inventory_host_on_the_same_machine_are_kept():
+    # two inventory entries over one SSH address and port (one per model): a deploy of
+    # either must not remove what the other deploys there (CI found each removing the other)
+    one = with_(ssh_hostname="10.0.0.5", ssh_port=2222)
+    two = {**one, "service_name": "llm2", "port": 8085}
+    other_box = {**one, "ssh_port": 22, "service_name": "far", "port": 8087}
+    hosts = [("one", one), ("two", two), ("far", other_box)]
+    assert kept_by_neighbours("one", hosts) == {"llm2"}
+    assert kept_by_neighbours("two", hosts) == {"llm"}
+    assert kept_by_neighbours("far", hosts) == frozenset()
+    cfg = replace(load_host_config(one), kept_by_neighbours=kept_by_neighbours("one", hosts))
+    assert leaving(cfg, ["far", "llm", "llm2", "old"]) == ["far", "old"]
+    # a neighbour with bad data: what it keeps is unknown, so nothing is removed
+    bad = [*hosts, ("bad", {**one, "prot": 8086})]
+    assert kept_by_neighbours("one", bad) is None
+    cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours("one", bad))
+    assert leaving(cfg, ["far", "llm", "llm2", "old"]) == []
+    # the host name is pyinfra's SSH address when ssh_hostname is not set
+    assert machine_of("box", {}) == machine_of("other", {"ssh_hostname": "box"}) == "box:22"
+    assert machine_of("@local", {}) == "@local"
 
 
 def test_removal_touches_only_that_service_and_keeps_models():

@@ -1,0 +1,49 @@
+"""
+Several inventory hosts can land on one machine (two entries with one SSH address and
+port, e.g. one per model). What that machine keeps is what all of them name: a deploy of
+one of them must not remove the services another one deploys there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .config import HostConfig, load_host_config
+from .errors import ConfigError
+
+
+def machine_of(name: str, data: Any) -> str:
+    """Where an inventory host's operations land: `@local`, a connector's target such as
+    `@docker/<id>`, or the SSH address and port (pyinfra's defaults: the host's name, 22).
+    Names are compared as written: `localhost` and `127.0.0.1` count as two machines."""
+    if name.startswith("@"):
+        return "@local" if name.startswith("@local") else name
+    return f"{data.get('ssh_hostname') or name}:{data.get('ssh_port') or 22}"
+
+
+def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]]) -> frozenset[str] | None:
+    """Service names the other inventory hosts on `this` host's machine keep, or None when
+    one of them has bad host data (what it keeps is unknown: nothing may be removed)."""
+    by_name = dict(hosts)
+    where = machine_of(this, by_name[this]) if this in by_name else None
+    kept: set[str] = set()
+    for name, data in by_name.items():
+        if name == this or machine_of(name, data) != where:
+            continue
+        try:
+            cfg = load_host_config(data)
+        except ConfigError:
+            return None
+        kept.update(s.name for s in cfg.services)
+    return frozenset(kept)
+
+
+def leaving(cfg: HostConfig, deployed: list[str]) -> list[str]:
+    """Deployed services a deploy of `cfg` removes (tasks/prune.py): gone from the inventory
+    or marked absent, and not kept by another inventory host on this machine; none while
+    one of those has bad data (what it keeps is unknown)."""
+    if cfg.kept_by_neighbours is None:
+        return []
+    keep = {s.name for s in cfg.services} | cfg.kept_by_neighbours
+    return sorted(n for n in deployed if n not in keep)
