@@ -9,14 +9,15 @@ from dataclasses import replace
 
 import click
 from pyinfra import host, state
+from pyinfra.api.exceptions import DeployError
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
-from beekeeper.config import HostConfig, load_host_config
-from beekeeper.errors import BeekeeperError
-from beekeeper.machines import kept_by_neighbours
+from beekeeper.core.config import HostConfig, load_host_config
+from beekeeper.core.errors import BeekeeperError
+from beekeeper.core.machines import kept_by_neighbours
 from beekeeper.pins import pin_all
-from tasks import (
+from beekeeper.tasks import (
     container_toolkit,
     cuda_toolkit,
     docker_engine,
@@ -65,10 +66,7 @@ def deploy_host() -> None:
             artifact, build_ops = native.ensure(cfg, facts)  # the server binary
         else:
             artifact, build_ops = server_image.ensure(cfg, facts)  # the image tag
-            if container_toolkit.wanted(cfg, facts):
-                container_toolkit.gpu_checked_in_container(
-                    name="Check that the GPU is visible inside a container", image=artifact,
-                    after_change=any(op.will_change for op in gpu_ops + build_ops))
+            container_toolkit.check_in_container(cfg, facts, artifact, gpu_ops + build_ops)
 
     if not reboot_pending and "model" in cfg.stages:
         model_ops = model.ensure(cfg)
@@ -102,7 +100,8 @@ def fail_this_host(error: BeekeeperError) -> None:
     this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
     message = f"host {this.name}: {error}"
     if not state.active_hosts - {this}:  # the last host left: fail the run with the line
-        raise type(error)(message) from None
+        # the same error, also a DeployError: pyinfra prints it as one red line
+        raise type(type(error).__name__, (type(error), DeployError), {})(message) from None
     click.echo(click.style(message, fg="red"), err=True)
     state.fail_hosts({this})
 

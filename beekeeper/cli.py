@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -14,9 +15,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from .cache import ROOT
-from .errors import BeekeeperError
-from .profiles import PROFILES
+from .core.cache import ROOT
+from .core.errors import BeekeeperError
+from .core.paths import ServicePaths
+from .core.profiles import PROFILES
+from .hostside import rollback_command
 
 
 def configured_budget_gib() -> float:
@@ -30,7 +33,7 @@ def configured_budget_gib() -> float:
 
 
 def _print_profiles(args: argparse.Namespace) -> int:
-    from .planner import predict
+    from .core.planner import predict
 
     if args.json:
         from dataclasses import asdict
@@ -60,8 +63,8 @@ def _print_profiles(args: argparse.Namespace) -> int:
 
 def _sandbox(args: argparse.Namespace) -> int:
     from . import sandbox
-    from .cache import cpu_source_tarball, pypi_model
-    from .profiles import PROFILES as P
+    from .core.cache import cpu_source_tarball, pypi_model
+    from .core.profiles import PROFILES as P
 
     if args.action == "up":
         sandbox.up(ssh_port=args.ssh_port, name=args.name, release=args.release)
@@ -76,12 +79,12 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from verify.client import ServerClient
-    from verify.suites import Sizes, run_suites
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.suites import Sizes, run_suites
 
     profile = PROFILES[args.profile]
     if args.ctx_size:
-        from .profiles import with_ctx_size
+        from .core.profiles import with_ctx_size
 
         profile = with_ctx_size(profile, args.ctx_size)
     if args.on_host:
@@ -131,7 +134,7 @@ def _engine_shell(args: argparse.Namespace) -> Any:
     the kit deployed a server here, else nowhere (the engine checks then say why)."""
     import shlex
 
-    from verify.engine import LocalShell, SshShell
+    from beekeeper.verify.engine import LocalShell, SshShell
 
     if args.sandbox:
         from .sandbox import load_state, ssh_options
@@ -139,20 +142,20 @@ def _engine_shell(args: argparse.Namespace) -> Any:
         return SshShell(ssh_options(load_state()), label="the sandbox host")
     if args.ssh:
         return SshShell(shlex.split(args.ssh), label=args.ssh.split()[-1])
-    if Path("/etc/beekeeper/llm/deployed.json").exists():
+    if Path(ServicePaths("llm").manifest).exists():
         return LocalShell()
     return None
 
 
 def _report(args: argparse.Namespace) -> int:
-    from verify.compare import compare
+    from beekeeper.verify.compare import compare
 
     print(compare(Path(args.a), Path(args.b)), end="")
     return 0
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .planner import PlanError, predict
+    from .core.planner import PlanError, predict
 
     profile = PROFILES[args.profile]
     gguf = Path(args.gguf) if args.gguf else None
@@ -175,7 +178,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"budget {budget_gib:g} GiB ({budget_mib:.0f} MiB), against the rise over idle: "
               f"{verdict}")
     if args.tune_ubatch:
-        from .planner import UBATCH_POLICY, choose_ubatch
+        from .core.planner import UBATCH_POLICY, choose_ubatch
 
         ub, why = choose_ubatch(profile, args.card, budget_mib, gguf)
         print(f"ubatch: {ub}\n  policy: {UBATCH_POLICY}\n  measured: {why}")
@@ -211,7 +214,7 @@ def _matrix(args: argparse.Namespace) -> int:
     else:
         print("without --sandbox, give --inventory and --host too", file=sys.stderr)
         return 2
-    p = subprocess.run(["ssh", *ssh, f"cat /etc/beekeeper/{args.service}/deployed.json"],
+    p = subprocess.run(["ssh", *ssh, "cat " + shlex.quote(ServicePaths(args.service).manifest)],
                        capture_output=True, text=True)
     current = json.loads(p.stdout)["profile"] if p.returncode == 0 else None
     _, best, folder = run_matrix(
@@ -222,31 +225,13 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0 if best else 1
 
 
-ROLLBACK = """set -e
-u=/etc/systemd/system/beekeeper-{svc}.service; m=/etc/beekeeper/{svc}/deployed.json
-c=/etc/beekeeper/{svc}/compose.yaml
-[ -f "$u.prev" ] || {{ echo "no previous unit to roll back to ($u.prev)" >&2; exit 3; }}
-mv -f "$u" "$u.swap" && mv -f "$u.prev" "$u" && mv -f "$u.swap" "$u.prev"
-if [ -f "$m.prev" ]; then
-  mv -f "$m" "$m.swap" && mv -f "$m.prev" "$m" && mv -f "$m.swap" "$m.prev"
-fi
-# the compose file (runtime "compose"), on either side or both: swapped as well, so a
-# second rollback returns to where the first started
-if [ -f "$c" ]; then mv -f "$c" "$c.swap"; fi
-if [ -f "$c.prev" ]; then mv -f "$c.prev" "$c"; fi
-if [ -f "$c.swap" ]; then mv -f "$c.swap" "$c.prev"; fi
-systemctl daemon-reload && systemctl restart beekeeper-{svc}.service
-python3 /usr/local/lib/beekeeper/hostcheck.py --port "$(python3 -c 'import json,sys; \
-print(json.load(open(sys.argv[1]))["port"])' "$m")" --timeout 300
-"""
-
-
 def _rollback(args: argparse.Namespace) -> int:
     """Swap the running unit with the one before it (its image or build is still there)."""
     target = _ssh_target(args)
     if target is None:
         return 2
-    p = subprocess.run(["ssh", *target[0], "bash -s"], input=ROLLBACK.format(svc=args.service),
+    p = subprocess.run(["ssh", *target[0], rollback_command(ServicePaths(args.service),
+                                                           restore=False)],
                        text=True, capture_output=True)
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
@@ -258,7 +243,7 @@ def _rollback(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     """Sandbox up, deploy the CPU profile over SSH, then verify it through a tunnel."""
     from . import sandbox
-    from .cache import cpu_source_tarball, pypi_model
+    from .core.cache import cpu_source_tarball, pypi_model
 
     t0 = time.monotonic()
     sandbox.up()

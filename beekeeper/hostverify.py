@@ -13,11 +13,12 @@ import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .cache import CACHE, ROOT
-from .errors import VerifyError
+from .core.cache import CACHE
+from .core.errors import VerifyError
+from .core.paths import REPORTS_DIR, VERIFY_KIT, VERIFY_VENV
 
-KIT = "/opt/beekeeper/kit"
-VENV = "/opt/beekeeper/verify-venv"
+KIT = VERIFY_KIT
+VENV = VERIFY_VENV
 REQUIREMENTS = ["httpx>=0.28", "httpx-sse>=0.4", "nvidia-ml-py>=12.535"]
 
 
@@ -37,12 +38,22 @@ def _wheels() -> Path:
 
 
 def _kit_tarball() -> bytes:
-    """The parts of the kit the suites import (beekeeper/, verify/) and their wheels."""
+    """The parts of the kit the suites import (the core, the verify package, the entry
+    point) and their wheels: stdlib and the wheels only, no pyinfra on the host."""
+    import beekeeper.verify as verify_pkg
+
+    from . import core
+
+    def skip(i: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if "__pycache__" in i.name else i
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for pkg in ("beekeeper", "verify"):
-            tar.add(str(ROOT / pkg), arcname=pkg,
-                    filter=lambda i: None if "__pycache__" in i.name else i)
+        here = Path(__file__).parent
+        for f in ("__init__.py", "verify_main.py"):
+            tar.add(str(here / f), arcname=f"beekeeper/{f}")
+        tar.add(str(Path(core.__file__).parent), arcname="beekeeper/core", filter=skip)
+        tar.add(str(Path(verify_pkg.__file__).parent), arcname="beekeeper/verify", filter=skip)
         tar.add(str(_wheels()), arcname="wheels")
     return buf.getvalue()
 
@@ -68,7 +79,7 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
         raise VerifyError(f"could not set up {VENV} on {host_label} (python3-venv and network "
                           f"needed): {p.stderr.decode()[-800:]}")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    remote_out = f"/var/lib/beekeeper/reports/{stamp}"
+    remote_out = f"{REPORTS_DIR}/{stamp}"
     cmd = (f"cd {KIT} && {VENV}/bin/python -m beekeeper.verify_main --url "
            f"http://127.0.0.1:{port} --profile {shlex.quote(profile)} --suite "
            f"{shlex.quote(suites)} --out {remote_out} --host-label {shlex.quote(host_label)}"
@@ -86,7 +97,7 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
     with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
         t.extractall(local, filter="data")
     reports = sorted(local.rglob("report.md"))
-    from verify.report import render_from_json
+    from beekeeper.verify.report import render_from_json
 
     for r in reports:  # the host may lack matplotlib: draw the charts here
         render_from_json(r.parent)

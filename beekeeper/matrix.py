@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .errors import BeekeeperError
-from .profiles import PROFILES
+from .core.errors import BeekeeperError
+from .core.paths import KIT_ROOT
+from .core.profiles import PROFILES
 
 POLICY = ("fastest decode among profiles whose peak VRAM is within the budget (or not "
           "measurable) and whose NIAH pass count meets the profile's requirement "
@@ -104,8 +105,8 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
                out_dir: Path, host: str, budget_gib: float = 10.0, quick: bool = False,
                apply_recommended: bool = False) -> tuple[list[Row], Row | None, Path]:
     """Deploy, measure and rank each profile; leave the host on a whole profile."""
-    from verify.client import ServerClient
-    from verify.suites import run_suites
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.suites import run_suites
 
     unknown = [p for p in profiles if p not in PROFILES]
     if unknown:
@@ -160,12 +161,11 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
 
 
 def pyinfra_deployer(inventory: str, host: str) -> Callable[[str], int]:
-    root = Path(__file__).resolve().parent.parent
 
     def deploy(profile: str) -> int:
         cmd = [str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, "deploy.py",
                "--limit", host, "--data", f"profile={profile}"]
-        p = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+        p = subprocess.run(cmd, cwd=KIT_ROOT, capture_output=True, text=True)
         if p.returncode != 0:
             print((p.stdout + p.stderr)[-2000:], file=sys.stderr)
         return p.returncode

@@ -16,10 +16,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .cache import CACHE
-from .config import HostConfig, ServiceConfig
-from .errors import ConfigError
-from .profiles import SHA256_RE, HfSource, ModelFile
+from .core.cache import CACHE
+from .core.config import HostConfig, ServiceConfig
+from .core.errors import ConfigError
+from .core.profiles import SHA256_RE, HfSource, ModelFile
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 LOCK = Path(os.environ.get("BEEKEEPER_MODEL_PINS", CACHE / "model-pins.json"))

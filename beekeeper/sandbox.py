@@ -25,8 +25,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from .cache import CACHE, ROOT
-from .errors import SandboxError
+from .core.cache import CACHE, ROOT
+from .core.errors import SandboxError
 
 STATE_DIR = Path(os.environ.get("BEEKEEPER_SANDBOX_DIR", ROOT / ".sandbox"))
 # BEEKEEPER_SANDBOX_NAME / _PORT let two sets of sandboxes (two work trees) run side by side.
@@ -410,7 +410,7 @@ def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[s
     """A sandbox host's pyinfra inventory entry: reached over SSH on 127.0.0.1 like a remote
     box, the CPU profile, the base images from the controller, then what `write_host_data`
     added, then `data`."""
-    from .cache import CPU_SOURCE_REF, cpu_source_tarball
+    from .core.cache import CPU_SOURCE_REF, cpu_source_tarball
 
     st = load_state(name)
     return ("sandbox" if st.container == CONTAINER else st.container, {

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .errors import BeekeeperError
+from .core.errors import BeekeeperError
 
 
 def free_port() -> int:

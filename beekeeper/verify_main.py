@@ -9,11 +9,11 @@ import argparse
 import os
 import sys
 
-from verify.client import ServerClient
-from verify.engine import LocalShell
-from verify.suites import run_suites
+from beekeeper.verify.client import ServerClient
+from beekeeper.verify.engine import LocalShell
+from beekeeper.verify.suites import run_suites
 
-from .profiles import PROFILES
+from .core.profiles import PROFILES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}", file=sys.stderr)
         return 2
     if args.ctx_size:
-        from .profiles import with_ctx_size
+        from .core.profiles import with_ctx_size
 
         profile = with_ctx_size(profile, args.ctx_size)
     key = open(args.api_key_file).read().strip() if args.api_key_file else None

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from beekeeper.profiles import PROFILES  # noqa: E402
-from verify.client import ServerClient  # noqa: E402
-from verify.suites import run_decode  # noqa: E402
-from verify.vram import VramSampler  # noqa: E402
+from beekeeper.core.profiles import PROFILES  # noqa: E402
+from beekeeper.verify.client import ServerClient  # noqa: E402
+from beekeeper.verify.suites import run_decode  # noqa: E402
+from beekeeper.verify.vram import VramSampler  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

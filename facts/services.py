@@ -8,19 +8,20 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from beekeeper.config import SERVICE_NAME_RE as _NAME_RE
+from beekeeper.core.config import SERVICE_NAME_RE as _NAME_RE
+from beekeeper.core.paths import manifest_glob
 
 
 class DeployedServices(FactBase[list[str]]):
     """Names of the model services a deploy of the kit left on the host: each has its
-    manifest /etc/beekeeper/<name>/deployed.json (written with its unit)."""
+    manifest (ServicePaths.manifest, written with its unit)."""
 
     @staticmethod
     def default() -> list[str]:  # no output: nothing deployed
         return []
 
     def command(self) -> str:
-        return ('for f in /etc/beekeeper/*/deployed.json; do '
+        return (f'for f in {manifest_glob()}; do '
                 '[ -f "$f" ] && basename "$(dirname "$f")"; done; true')
 
     def process(self, output: list[str]) -> list[str]:

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
-.venv/bin/mypy beekeeper facts tasks verify deploy.py
+bash scripts/mypy.sh
 .venv/bin/python -m pytest -v -s -p no:cacheprovider "$@"

@@ -13,11 +13,11 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, systemd
 
-from beekeeper.config import HostConfig
-from facts.docker import DockerEngine, GpuInContainer
+from beekeeper.core.config import HostConfig
+from beekeeper.facts.docker import DockerEngine, GpuInContainer
+from beekeeper.operations.apt import held, missing_packages
 
 from . import nvidia_repos
-from .ops import held, missing_packages
 from .preflight import HostFacts
 
 TOOLKIT_VERSION = "1.18.0-1"
@@ -85,3 +85,14 @@ def gpu_checked_in_container(image: str, after_change: bool):
     yield StringCommand(gpu_visible_in_container(image) + " || { echo 'beekeeper: no GPU "
                         "inside a container: check the NVIDIA Container Toolkit and "
                         "`docker info | grep -i runtime`' >&2; exit 1; }")
+
+
+def check_in_container(cfg: HostConfig, facts: HostFacts, image: str,
+                       upstream: list[OperationMeta]) -> list[OperationMeta]:
+    """The GPU seen from a container of the server image, where the toolkit is wanted; run
+    again when the toolkit or the image changed in this run (`upstream`)."""
+    if not wanted(cfg, facts):
+        return []
+    return [gpu_checked_in_container(
+        name="Check that the GPU is visible inside a container", image=image,
+        after_change=any(op.will_change for op in upstream))]

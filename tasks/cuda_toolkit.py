@@ -10,10 +10,10 @@ import io
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
-from beekeeper.config import HostConfig
+from beekeeper.core.config import HostConfig
+from beekeeper.operations.apt import missing_packages
 
 from . import nvidia_repos
-from .ops import missing_packages
 from .preflight import HostFacts
 
 

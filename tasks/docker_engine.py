@@ -10,8 +10,8 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, systemd
 
-from beekeeper.config import HostConfig
-from beekeeper.distro import compose_package, engine_packages
+from beekeeper.core.config import HostConfig
+from beekeeper.core.distro import compose_package, engine_packages
 
 from .preflight import HostFacts
 
@@ -24,7 +24,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     wanted = list(HOST_PACKAGES)
     if cfg.mode == "container" and not facts.docker["present"]:
         # the engine, and on Debian 13 its client, a package of its own there (docker.io
-        # only recommends it): beekeeper.distro knows which release needs which
+        # only recommends it): beekeeper.core.distro knows which release needs which
         wanted += engine_packages(facts.os)
     if cfg.runtime == "compose" and facts.compose_version is None:
         wanted.append(str(compose_package(facts.os, facts.docker["flavour"])))

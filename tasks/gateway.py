@@ -23,14 +23,16 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.files import Sha1File
 from pyinfra.operations import apt, files, systemd
 
-from beekeeper import gateway as gw
-from beekeeper.config import HostConfig
-from facts.services import FolderFiles
-
-from .ops import StreamedCommand, put_secret, sha1_text
+from beekeeper.core import gateway as gw
+from beekeeper.core.config import HostConfig
+from beekeeper.core.paths import prev
+from beekeeper.facts.services import FolderFiles
+from beekeeper.operations.secrets import put_secret, sha1_text
+from beekeeper.operations.shell import StreamedCommand
 
 q = shlex.quote
-KEYS_DIR = f"{gw.CONF_DIR}/keys"
+GP = gw.PATHS  # the gateway's host files
+KEYS_DIR = GP.keys_dir
 
 
 @operation()
@@ -47,10 +49,10 @@ def config_installed(staged: str, dest: str, expected_sha1: str):
     if host.get_fact(Sha1File, path=dest) == expected_sha1:
         host.noop(f"{dest} is up to date")
         return
-    prev, tmp = q(f"{dest}.prev"), q(f"{dest}.tmp")
+    old, tmp = q(prev(dest)), q(f"{dest}.tmp")
     yield StringCommand(f"haproxy -c -q -f {q(staged)} && "
-                        f"{{ if [ -f {q(dest)} ]; then cp -p {q(dest)} {prev}; "
-                        f"else rm -f {prev}; fi; }} && "
+                        f"{{ if [ -f {q(dest)} ]; then cp -p {q(dest)} {old}; "
+                        f"else rm -f {old}; fi; }} && "
                         f"cp -p {q(staged)} {tmp} && mv -f {tmp} {q(dest)}")
 
 
@@ -109,10 +111,10 @@ def gateway_checked(address: str, port: int, after_change: bool, summary: str):
         "printf 'GET /health HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 ' ) "
         "2>/dev/null; "
         f"then echo {q('beekeeper: ' + summary)}; exit 0; fi; sleep 0.5; done; "
-        f"journalctl -u {q(gw.UNIT)} -n 30 --no-pager; "
+        f"journalctl -u {q(GP.unit_name)} -n 30 --no-pager; "
         f"echo {q(f'beekeeper: the gateway does not answer on {address}:{port}')} >&2; "
-        f"if [ -f {q(gw.CONFIG + '.prev')} ]; then "
-        f"cp -p {q(gw.CONFIG + '.prev')} {q(gw.CONFIG)} && systemctl restart {q(gw.UNIT)} && "
+        f"if [ -f {q(prev(GP.config))} ]; then "
+        f"cp -p {q(prev(GP.config))} {q(GP.config)} && systemctl restart {q(GP.unit_name)} && "
         f"echo {q('beekeeper: put the previous gateway config back and restarted on it')} >&2; "
         "fi; exit 1")
     yield StreamedCommand(f"bash -c {q(script)}")  # /dev/tcp is bash's
@@ -139,19 +141,19 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
         ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
                                 update=True, no_recommends=True))
     ops += [
-        files.directory(name=f"Create {gw.CONF_DIR}", path=gw.CONF_DIR, mode="0755"),
+        files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755"),
         files.directory(name=f"Create {KEYS_DIR} (root-only)", path=KEYS_DIR, mode="0700",
                         user="root", group="root"),
-        files.directory(name=f"Create the drop-in folder {gw.UNIT}.d (yours; never written)",
-                        path=f"/etc/systemd/system/{gw.UNIT}.d", mode="0755"),
+        files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
+                        path=GP.dropin_dir, mode="0755"),
     ]
     changes: list[OperationMeta] = []
     if gcfg.api_key_file:
         changes.append(put_secret(name="Store the gateway's API key (root-only file)",
-                                  src=gcfg.api_key_file, dest=gw.CLIENT_KEY))
+                                  src=gcfg.api_key_file, dest=GP.client_key))
     else:
         changes.append(files.file(name="No gateway API key: remove a stored one",
-                                  path=gw.CLIENT_KEY, present=False))
+                                  path=GP.client_key, present=False))
     entries = gw.upstream_keys_map(plan.routes)
     key_names = [f"{backend}.key" for backend, _ in entries]
     for (backend, src), key_name in zip(entries, key_names, strict=True):
@@ -161,27 +163,27 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
                             folder=KEYS_DIR, keep=key_names))
     wanted_map = "".join(f"{b} {Path(src).read_text().strip()}\n" for b, src in entries)
     changes.append(keys_map_built(
-        name="Build the backends' key map (root-only)", map_path=gw.UPSTREAM_KEYS,
+        name="Build the backends' key map (root-only)", map_path=GP.upstream_keys,
         entries=[(b, f"{KEYS_DIR}/{k}") for (b, _), k in zip(entries, key_names, strict=True)],
         expected_sha1=sha1_text(wanted_map)))
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),
-                             dest=gw.MODELS_JSON, mode="0644"))
+                             dest=GP.models_json, mode="0644"))
     config = gw.render_config(gcfg, plan.routes)
     ops += changes
     ops.append(files.put(name="Stage the gateway's HAProxy config (from the inventory)",
-                         src=io.StringIO(config), dest=f"{gw.CONFIG}.new", mode="0644"))
+                         src=io.StringIO(config), dest=f"{GP.config}.new", mode="0644"))
     config_op = config_installed(name="Check the config with haproxy -c and put it in place",
-                                 staged=f"{gw.CONFIG}.new", dest=gw.CONFIG,
+                                 staged=f"{GP.config}.new", dest=GP.config,
                                  expected_sha1=sha1_text(config))
     ops.append(config_op)
-    unit_op = files.put(name=f"Render systemd unit {gw.UNIT}", src=io.StringIO(gw.render_unit()),
-                        dest=f"/etc/systemd/system/{gw.UNIT}", mode="0644")
+    unit_op = files.put(name=f"Render systemd unit {GP.unit_name}",
+                        src=io.StringIO(gw.render_unit()), dest=GP.unit, mode="0644")
     ops.append(unit_op)
     changed = any(op.will_change for op in changes + [config_op])
     ops.append(systemd.service(
-        name=f"Start and enable {gw.UNIT}" + (" (reload: config changed)" if changed else ""),
-        service=gw.UNIT, running=True, enabled=True, daemon_reload=unit_op.will_change,
+        name=f"Start and enable {GP.unit_name}" + (" (reload: config changed)" if changed else ""),
+        service=GP.unit_name, running=True, enabled=True, daemon_reload=unit_op.will_change,
         restarted=unit_op.will_change, reloaded=changed and not unit_op.will_change))
     bind = ipaddress.ip_address(gcfg.bind_address)
     address = ("::1" if bind.version == 6 else "127.0.0.1") if bind.is_unspecified \

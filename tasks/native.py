@@ -13,15 +13,16 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import File
 from pyinfra.operations import apt, files, server
 
-from beekeeper.build import TARGETS, build_spec
-from beekeeper.config import HostConfig
-from beekeeper.native import install_dir, shell_script
+from beekeeper.core.build import TARGETS, build_spec
+from beekeeper.core.config import HostConfig
+from beekeeper.core.native import install_dir, shell_script
+from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX
+from beekeeper.operations.shell import StreamedCommand, with_heartbeat
 
 from . import source
-from .ops import StreamedCommand, _with_heartbeat
 from .preflight import HostFacts
 
-PREFIX = "/opt/beekeeper/llama-server"
+PREFIX = NATIVE_PREFIX
 
 
 def _installed(dest: str) -> bool:
@@ -42,7 +43,7 @@ def native_built(dest: str, script: str, log_path: str):
     if _installed(dest):
         host.noop(f"{dest}: {', '.join(TARGETS)} already built")
         return
-    yield StreamedCommand(_with_heartbeat(f"bash -c {shlex.quote(script)}", log_path,
+    yield StreamedCommand(with_heartbeat(f"bash -c {shlex.quote(script)}", log_path,
                                         f"building {dest}"))
 
 
@@ -71,7 +72,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     jobs = spec.jobs
     script = shell_script(spec, src, f"{cfg.state_dir}/native/{slug}/build", jobs, dest,
                           PREFIX)
-    log = f"/var/log/beekeeper/native-{slug}.log"
+    log = f"{LOG_DIR}/native-{slug}.log"
     ops.append(native_built(name=f"Build llama-server {slug} natively (log: {log})",
                             dest=dest, script=script, log_path=log))
     return f"{dest}/llama-server", ops

@@ -18,12 +18,12 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
-from beekeeper.config import HostConfig
-from facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
-from facts.host import AptHolds
+from beekeeper.core.config import HostConfig
+from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
+from beekeeper.facts.host import AptHolds
+from beekeeper.operations.apt import missing_packages
 
 from . import nvidia_repos
-from .ops import missing_packages
 from .preflight import HostFacts, driver_branch_to_install
 
 

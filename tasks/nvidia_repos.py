@@ -11,9 +11,9 @@ from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files
 
-from beekeeper.config import HostConfig
-from beekeeper.errors import PreflightError
-from facts.host import AptSourcesFor
+from beekeeper.core.config import HostConfig
+from beekeeper.core.errors import PreflightError
+from beekeeper.facts.host import AptSourcesFor
 
 from .preflight import HostFacts
 

@@ -11,16 +11,24 @@ from typing import Any
 from pyinfra import host
 from pyinfra.facts.files import File, FileContents, Sha256File
 
-from beekeeper import cudacompat
-from beekeeper.build import arch_runs_on, cuda_arch_from_compute_cap
-from beekeeper.config import HostConfig
-from beekeeper.distro import compose_package, no_compose_fix
-from beekeeper.errors import PreflightError
-from beekeeper.machines import leaving
-from facts.docker import ComposeVersion, DockerEngine, PortContainers
-from facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
-from facts.host import BuildResources, FreeDiskBytes, InitSystem, OsRelease, PortListeners, Wsl
-from facts.services import DeployedServices
+from beekeeper.core import cudacompat
+from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
+from beekeeper.core.config import HostConfig
+from beekeeper.core.distro import compose_package, no_compose_fix
+from beekeeper.core.errors import PreflightError
+from beekeeper.core.machines import leaving
+from beekeeper.core.paths import ServicePaths
+from beekeeper.facts.docker import ComposeVersion, DockerEngine, PortContainers
+from beekeeper.facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
+from beekeeper.facts.host import (
+    BuildResources,
+    FreeDiskBytes,
+    InitSystem,
+    OsRelease,
+    PortListeners,
+    Wsl,
+)
+from beekeeper.facts.services import DeployedServices
 
 GIB = 1 << 30
 
@@ -144,8 +152,8 @@ def check_driver_cuda(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any])
 
 def check_vram(cfg: HostConfig, gpu: dict[str, Any] | None) -> None:
     """Each service within the VRAM budget; all of them within the card, 1 GiB to spare."""
-    from beekeeper.planner import predict
-    from beekeeper.profiles import PROFILES
+    from beekeeper.core.planner import predict
+    from beekeeper.core.profiles import PROFILES
 
     budget_mib = cfg.vram_budget_gib * 1024
     total = 0.0
@@ -192,7 +200,7 @@ def check_port(name: str, port: int, docker_present: bool,
     ours = {"llama-server"}
     if containers:  # the proxy that publishes our own container
         ours.add("docker-proxy")
-    manifest = host.get_fact(FileContents, path=f"/etc/beekeeper/{name}/deployed.json")
+    manifest = host.get_fact(FileContents, path=ServicePaths(name).manifest)
     if manifest and json.loads("\n".join(manifest)).get("port") == port:
         ours |= {"?", "docker-proxy"}  # our own server, native or between restarts
     others = [p for p in host.get_fact(PortListeners, port=port) if p not in ours]

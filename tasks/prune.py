@@ -15,11 +15,11 @@ from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import FileContents
 
-from beekeeper.config import HostConfig
-from beekeeper.machines import leaving
-from facts.services import DeployedServices
-
-from .ops import StreamedCommand
+from beekeeper.core.config import HostConfig
+from beekeeper.core.machines import leaving
+from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.facts.services import DeployedServices
+from beekeeper.operations.shell import StreamedCommand
 
 q = shlex.quote
 
@@ -27,17 +27,17 @@ q = shlex.quote
 def removal_script(name: str) -> str:
     """Shell lines that remove service `name` (and only it); each step tolerates what an
     earlier, partial removal left."""
-    unit = f"beekeeper-{name}.service"
-    path = f"/etc/systemd/system/{unit}"
+    p = ServicePaths(name)
+    unit, path = p.unit_name, p.unit
     return " ; ".join([
         f"systemctl disable --now {q(unit)} 2>/dev/null || systemctl stop {q(unit)} "
         "2>/dev/null || true",
-        f"if command -v docker >/dev/null 2>&1; then docker rm -f {q('beekeeper-' + name)} "
+        f"if command -v docker >/dev/null 2>&1; then docker rm -f {q(p.container)} "
         ">/dev/null 2>&1 || true; fi",
-        f"rm -f {q(path)} {q(path + '.prev')}",
-        f"rmdir {q(path + '.d')} 2>/dev/null || true",  # kept when it holds your files
-        f"rm -rf {q('/etc/beekeeper/' + name)}",
-        f"rm -f {q(f'/var/lib/beekeeper/reports/beekeeper-{name}-smoke.json')}",
+        f"rm -f {q(path)} {q(prev(path))}",
+        f"rmdir {q(p.dropin_dir)} 2>/dev/null || true",  # kept when it holds your files
+        f"rm -rf {q(p.conf_dir)}",
+        f"rm -f {q(p.smoke_result)}",
         "systemctl daemon-reload",
         f"systemctl reset-failed {q(unit)} 2>/dev/null || true",
         f"echo {q(f'beekeeper: removed service {name} (its model stays in model_dir)')}",
@@ -60,7 +60,7 @@ def service_removed(service: str):
 
 def held_port(name: str) -> int | None:
     """The port a deployed service's manifest names (None when it cannot be read)."""
-    text = host.get_fact(FileContents, path=f"/etc/beekeeper/{name}/deployed.json")
+    text = host.get_fact(FileContents, path=ServicePaths(name).manifest)
     try:
         port = json.loads("\n".join(text))["port"] if text else None
     except (ValueError, KeyError, TypeError):

@@ -13,12 +13,14 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import files
 
-from beekeeper.build import BuildSpec, build_spec
-from beekeeper.config import HostConfig
-from beekeeper.errors import ConfigError
-from facts.docker import DockerImageId
+from beekeeper.core.build import BuildSpec, build_spec
+from beekeeper.core.config import HostConfig
+from beekeeper.core.errors import ConfigError
+from beekeeper.core.paths import LOG_DIR, ServicePaths, prev
+from beekeeper.facts.docker import DockerImageId
+from beekeeper.operations import docker as docker_ops
 
-from . import ops, source
+from . import source
 from .preflight import HostFacts
 
 
@@ -35,12 +37,12 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
         if not Path(tar).exists():
             raise ConfigError(f"host data `preload_images`: {tar} does not exist; fix: run "
                               "`beekeeper sandbox up` (it saves the base images) or drop it")
-        result.append(ops.image_preloaded(
+        result.append(docker_ops.image_preloaded(
             name=f"Load base image {image} from the controller",
             image=image, local_tar=tar, remote_dir=f"{cfg.state_dir}/images",
         ))
     if host.get_fact(DockerImageId, tag=tag):
-        result.append(ops.image_built(name=f"Build server image {tag}", tag=tag,
+        result.append(docker_ops.image_built(name=f"Build server image {tag}", tag=tag,
                                       dockerfile="", context_dir="", log_path=""))
         result.append(prune(cfg, tag))
         return tag, result
@@ -53,8 +55,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     result.append(files.put(name="Render the Dockerfile",
                             src=io.StringIO(spec.dockerfile()), dest=f"{build_dir}/Dockerfile",
                             mode="0644"))
-    log = f"/var/log/beekeeper/build-{slug}.log"
-    result.append(ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
+    log = f"{LOG_DIR}/build-{slug}.log"
+    result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
                                   dockerfile=f"{build_dir}/Dockerfile", context_dir=tree,
                                   log_path=log))
     result.append(prune(cfg, tag))
@@ -64,10 +66,10 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
 def prune(cfg: HostConfig, tag: str) -> OperationMeta:
     """Keep the newest two server images, and always the running and rollback ones."""
     keep = [tag]
-    for path in (f"/etc/beekeeper/{s.name}/deployed.json{suffix}" for s in cfg.services
-                 for suffix in ("", ".prev")):
+    for path in (f for s in cfg.services
+                 for f in (ServicePaths(s.name).manifest, prev(ServicePaths(s.name).manifest))):
         text = host.get_fact(FileContents, path=path)
         if text:
             keep.append(json.loads("\n".join(text)).get("image", ""))
-    return ops.images_pruned(name="Remove server images beyond the newest two",
+    return docker_ops.images_pruned(name="Remove server images beyond the newest two",
                              repo=cfg.image_repo, keep=keep)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from pathlib import Path
 
 from pyinfra import host
@@ -15,28 +16,18 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import Sha1File
 from pyinfra.operations import files, server, systemd
 
-from beekeeper.config import HostConfig, ServiceConfig
-from beekeeper.render import render
-from facts.docker import DockerEngine
+from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.core.render import render
+from beekeeper.facts.docker import DockerEngine
+from beekeeper.operations import secrets
+from beekeeper.operations.secrets import sha1_text
 
-from . import ops as ops_mod
-
-
-def unit_name(svc: ServiceConfig) -> str:
-    return f"beekeeper-{svc.name}.service"
-
-
-def container_name(svc: ServiceConfig) -> str:
-    return f"beekeeper-{svc.name}"
+q = shlex.quote
 
 
-def conf_dir(svc: ServiceConfig) -> str:
-    """The service's folder: manifest, secrets, and with compose its compose files."""
-    return f"/etc/beekeeper/{svc.name}"
-
-
-def compose_path(svc: ServiceConfig) -> str:
-    return f"{conf_dir(svc)}/compose.yaml"
+def paths(svc: ServiceConfig) -> ServicePaths:
+    return ServicePaths(svc.name)
 
 
 def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
@@ -46,12 +37,11 @@ def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
     args = svc.profile.server.args(f"{models}/{svc.model.filename}",
                                    f"{models}/{svc.draft.filename}" if svc.draft else None)
     args += ["--alias", svc.profile.name, *svc.extra_args]
-    conf = conf_dir(svc)
-    return dict(svc=svc, unit=unit_name(svc), container=container_name(svc), image=artifact,
+    p = paths(svc)
+    return dict(svc=svc, unit=p.unit_name, container=p.container, image=artifact,
                 binary=artifact, model_dir=cfg.model_dir, args=args,
-                gpu=svc.profile.backend == "cuda", conf_dir=conf,
-                env_file=f"{conf}/secrets.env" if svc.api_key_file else None,
-                project=container_name(svc))
+                gpu=svc.profile.backend == "cuda", conf_dir=p.conf_dir, paths=p,
+                env_file=p.secrets_env if svc.api_key_file else None, project=p.container)
 
 
 def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str,
@@ -78,11 +68,12 @@ def secrets_env(cfg: HostConfig, key: str) -> str:
 
 def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
     """What this service runs, for the host checks (verify/test_host.py) and rollbacks."""
+    p = paths(svc)
     return json.dumps({
-        "service": svc.name, "unit": unit_name(svc), "container": container_name(svc),
+        "service": svc.name, "unit": p.unit_name, "container": p.container,
         "profile": svc.profile.name, "mode": cfg.mode, "image": image,
         "runtime": cfg.runtime if cfg.mode == "container" else None,
-        "compose_file": compose_path(svc) if cfg.runtime == "compose" else None,
+        "compose_file": p.compose_file if cfg.runtime == "compose" else None,
         "bind_address": svc.bind_address, "port": svc.port,
         "ctx_size": svc.profile.server.ctx_size,
         "model_path": f"{cfg.model_dir}/{svc.model.filename}",
@@ -92,80 +83,81 @@ def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
     }, indent=2, sort_keys=True) + "\n"
 
 
+def _folders(cfg: HostConfig, p: ServicePaths) -> list[OperationMeta]:
+    ops = [
+        files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755"),
+        files.directory(name=f"Create the drop-in folder {p.unit_name}.d (yours; never written)",
+                        path=p.dropin_dir, mode="0755"),
+    ]
+    if cfg.runtime == "compose":
+        ops.append(files.file(
+            name=f"Create {p.compose_override} (yours; created empty, never written)",
+            path=p.compose_override, present=True, touch=False))
+    return ops
+
+
+def _secrets(cfg: HostConfig, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:
+    if not svc.api_key_file:
+        return []
+    key = Path(svc.api_key_file).read_text().strip()
+    return [
+        secrets.put_secret(name="Store the API key on the host (root-only file)",
+                           src=svc.api_key_file, dest=p.api_key),
+        secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
+                                key_path=p.api_key, env_path=p.secrets_env,
+                                expected_sha1=sha1_text(secrets_env(cfg, key)),
+                                var="LLAMA_API_KEY", quoted=cfg.runtime == "compose"),
+    ]
+
+
+def _rollback_copy(p: ServicePaths, running: bool) -> OperationMeta:
+    """`.prev` is exactly what ran before this deploy (unit, compose file, manifest): what
+    the smoke check's rollback and `beekeeper rollback` put back (hostside/rollback.py). A
+    stale copy never stays beside a newer one; with no unit running, none is kept."""
+    drop = "rm -f " + " ".join(q(prev(f)) for f in p.rollback_set)
+    if not running:
+        return server.shell(name=f"Remove a stale rollback copy of {p.unit_name} (none runs yet)",
+                            commands=[drop])
+    keep = " && ".join(f"{{ [ ! -f {q(f)} ] || cp -p {q(f)} {q(prev(f))}; }}"
+                       for f in p.rollback_set)
+    return server.shell(name=f"Keep the running {p.unit_name} for rollback ({p.unit_name}.prev)",
+                        commands=[f"{drop} && {keep}"])
+
+
 def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
            upstream: list[OperationMeta]) -> tuple[bool, list[OperationMeta]]:
     """Returns whether this run changes the service, and the operations queued."""
-    unit = unit_name(svc)
-    conf = conf_dir(svc)
-    compose = cfg.runtime == "compose"
-    ops = [
-        files.directory(name=f"Create {conf}", path=conf, mode="0755"),
-        files.directory(name=f"Create the drop-in folder {unit}.d (yours; never written)",
-                        path=f"/etc/systemd/system/{unit}.d", mode="0755"),
-    ]
-    if compose:
-        ops.append(files.file(
-            name=f"Create {conf}/compose.override.yaml (yours; created empty, never written)",
-            path=f"{conf}/compose.override.yaml", present=True, touch=False))
-    unit_path = f"/etc/systemd/system/{unit}"
-    manifest_path = f"{conf}/deployed.json"
-    compose_file = compose_path(svc)
+    p = paths(svc)
+    ops = _folders(cfg, p)
     new_unit = render_unit(cfg, svc, image, host.get_fact(DockerEngine)["flavour"])
-    new_compose = render_compose(cfg, svc, image) if compose else None
-    secret_ops: list[OperationMeta] = []
-    if svc.api_key_file:
-        key = Path(svc.api_key_file).read_text().strip()
-        secret_ops = [
-            ops_mod.put_secret(name="Store the API key on the host (root-only file)",
-                               src=svc.api_key_file, dest=f"{conf}/api_key"),
-            ops_mod.secret_env_file(name="Write the server's secrets env file (root-only)",
-                                    key_path=f"{conf}/api_key", env_path=f"{conf}/secrets.env",
-                                    expected_sha1=ops_mod.sha1_text(secrets_env(cfg, key)),
-                                    var="LLAMA_API_KEY", quoted=compose),
-        ]
-        ops += secret_ops
-    running_sha = host.get_fact(Sha1File, path=unit_path)
-    running_compose_sha = host.get_fact(Sha1File, path=compose_file)
+    new_compose = render_compose(cfg, svc, image) if cfg.runtime == "compose" else None
+    secret_ops = _secrets(cfg, svc, p)
+    ops += secret_ops
+    running_sha = host.get_fact(Sha1File, path=p.unit)
+    running_compose_sha = host.get_fact(Sha1File, path=p.compose_file)
     # the rendered files: the unit, and with compose the compose file (none otherwise)
-    files_change = running_sha != ops_mod.sha1_text(new_unit) or running_compose_sha != (
-        ops_mod.sha1_text(new_compose) if new_compose is not None else None)
+    files_change = running_sha != sha1_text(new_unit) or running_compose_sha != (
+        sha1_text(new_compose) if new_compose is not None else None)
     # A new image tag or new flags change a rendered file; a replaced model changes upstream.
     changed = files_change or any(op.will_change for op in upstream + secret_ops)
-    if changed and running_sha is not None:
-        # `.prev` is exactly what ran before this deploy (unit, compose file, manifest): what
-        # the smoke check's rollback and `beekeeper rollback` put back. A stale copy of the
-        # manifest or compose file never stays beside a newer unit copy.
-        ops.append(server.shell(
-            name=f"Keep the running {unit} for rollback ({unit}.prev)",
-            commands=[f"cp -p {unit_path} {unit_path}.prev && "
-                      f"rm -f {manifest_path}.prev {compose_file}.prev && "
-                      f"{{ [ ! -f {manifest_path} ] || cp -p {manifest_path} "
-                      f"{manifest_path}.prev; }} && "
-                      f"{{ [ ! -f {compose_file} ] || cp -p {compose_file} "
-                      f"{compose_file}.prev; }}"]))
-    elif changed:
-        # no unit runs yet: an older deploy's copy must not be "restored" by a rollback
-        ops.append(server.shell(
-            name=f"Remove a stale rollback copy of {unit} (none runs yet)",
-            commands=[f"rm -f {unit_path}.prev {manifest_path}.prev {compose_file}.prev"]))
+    if changed:
+        ops.append(_rollback_copy(p, running=running_sha is not None))
     if new_compose is not None:
-        compose_op = files.put(name=f"Render the compose file {compose_file}",
-                               src=io.StringIO(new_compose), dest=compose_file, mode="0644")
-        ops.append(compose_op)
+        ops.append(files.put(name=f"Render the compose file {p.compose_file}",
+                             src=io.StringIO(new_compose), dest=p.compose_file, mode="0644"))
     else:
         # runtime "systemd" after "compose": the unit no longer reads it (`.prev` keeps it)
-        ops.append(files.file(name=f"Remove {compose_file} (runtime systemd)",
-                              path=compose_file, present=False))
-    unit_op = files.put(name=f"Render systemd unit {unit}",
-                        src=io.StringIO(new_unit),
-                        dest=f"/etc/systemd/system/{unit}", mode="0644")
+        ops.append(files.file(name=f"Remove {p.compose_file} (runtime systemd)",
+                              path=p.compose_file, present=False))
+    unit_op = files.put(name=f"Render systemd unit {p.unit_name}", src=io.StringIO(new_unit),
+                        dest=p.unit, mode="0644")
     ops.append(unit_op)
-    ops.append(files.put(name=f"Record what {unit} runs (deployed.json)",
+    ops.append(files.put(name=f"Record what {p.unit_name} runs (deployed.json)",
                          src=io.StringIO(manifest(cfg, svc, image)),
-                         dest=manifest_path, mode="0644"))
+                         dest=p.manifest, mode="0644"))
     ops.append(systemd.service(
-        name=f"Start and enable {unit}" + (" (restart: inputs changed)" if changed else ""),
-        service=unit, running=True, enabled=True, restarted=changed,
+        name=f"Start and enable {p.unit_name}" + (" (restart: inputs changed)" if changed else ""),
+        service=p.unit_name, running=True, enabled=True, restarted=changed,
         daemon_reload=unit_op.will_change,
     ))
     return changed, ops

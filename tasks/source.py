@@ -13,12 +13,12 @@ from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files
 
-from beekeeper.cache import sha256_file
-from beekeeper.config import HostConfig
-from beekeeper.errors import ConfigError
-from facts.source import SourceTreeId
-
-from .ops import StreamedCommand, _with_heartbeat
+from beekeeper.core.cache import sha256_file
+from beekeeper.core.config import HostConfig
+from beekeeper.core.errors import ConfigError
+from beekeeper.core.paths import LOG_DIR
+from beekeeper.facts.source import SourceTreeId
+from beekeeper.operations.shell import StreamedCommand, with_heartbeat
 
 q = shlex.quote
 # The image build sends the tree to the engine; git's own folder is not needed there.
@@ -51,8 +51,8 @@ def git_fetched(url: str, commit: str, dest: str):
         f"printf %s {q(DOCKERIGNORE)} > {q(tmp)}/.dockerignore && "
         f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}"
     )
-    log = f"/var/log/beekeeper/fetch-{commit[:12]}.log"
-    yield StreamedCommand(_with_heartbeat(f"bash -c {q(script)}", log,
+    log = f"{LOG_DIR}/fetch-{commit[:12]}.log"
+    yield StreamedCommand(with_heartbeat(f"bash -c {q(script)}", log,
                                         f"fetching {url} at {commit[:12]}"))
 
 

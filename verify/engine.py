@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from beekeeper.errors import VerifyError
-from beekeeper.profiles import Profile
+from beekeeper.core.errors import VerifyError
+from beekeeper.core.paths import ServicePaths
+from beekeeper.core.profiles import Profile
 
 BENCH_REPS = 3
 
@@ -73,7 +74,7 @@ class SshShell:
 
 @dataclass(frozen=True)
 class Deployed:
-    """What the kit deployed on the host (/etc/beekeeper/<service>/deployed.json)."""
+    """What the kit deployed on the host (its manifest, ServicePaths.manifest)."""
 
     service: str
     unit: str
@@ -83,7 +84,7 @@ class Deployed:
 
     @classmethod
     def read(cls, shell: Shell, service: str = "llm") -> Deployed:
-        path = f"/etc/beekeeper/{service}/deployed.json"
+        path = ServicePaths(service).manifest
         p = shell.run(f"cat {shlex.quote(path)}", timeout_s=30)
         if p.returncode != 0:
             raise EngineError(f"no {path} on {shell.label}: deploy with the kit first "

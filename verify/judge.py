@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from beekeeper.profiles import REFERENCE_CARD, Expected
+from beekeeper.core.profiles import REFERENCE_CARD, Expected
 
 Status = Literal["PASS", "FAIL", "SKIP", "INFO"]
 

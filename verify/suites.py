@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from beekeeper.profiles import Profile
+from beekeeper.core.profiles import Profile
 
 from . import metrics, prompts
 from .client import RequestRecord, ServerClient
@@ -387,7 +387,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
             _gateway_suite(report, client, direct, profile.name, log)
     vr = sampler.result
     if profile.backend == "cuda":
-        from beekeeper.planner import PlanError, predict
+        from beekeeper.core.planner import PlanError, predict
 
         try:  # predicted beside measured
             report.planner = predict(profile, card=vr.gpu_name or card).to_json()

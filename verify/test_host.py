@@ -11,17 +11,20 @@ every check below runs once per service found there.
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
+
+from beekeeper.core.paths import manifest_glob
 
 
 @pytest.fixture(scope="module")
 def services(host) -> list[dict]:
-    out = host.run("cat /etc/beekeeper/*/deployed.json 2>/dev/null | jq -s . 2>/dev/null "
-                   "|| python3 -c 'import glob,json; print(json.dumps([json.load(open(p)) "
-                   "for p in sorted(glob.glob(\"/etc/beekeeper/*/deployed.json\"))]))'")
+    out = host.run(f"cat {manifest_glob()} 2>/dev/null | jq -s . 2>/dev/null "
+                   "|| python3 -c 'import glob,json,sys; print(json.dumps([json.load(open(p)) "
+                   f"for p in sorted(glob.glob(sys.argv[1]))]))' {shlex.quote(manifest_glob())}")
     found = json.loads(out.stdout or "[]")
-    assert found, "no beekeeper service on this host (/etc/beekeeper/*/deployed.json)"
+    assert found, f"no beekeeper service on this host ({manifest_glob()})"
     return found
 
 

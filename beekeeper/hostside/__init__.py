@@ -1,0 +1,28 @@
+"""
+Scripts that run on a host (standard library only, any python3): the model downloader,
+the deploy's smoke check, the rollback. Uploaded by path, from here.
+"""
+
+import shlex
+from pathlib import Path
+
+from beekeeper.core.paths import ServicePaths, hostside_script
+
+SCRIPTS = ("fetch_model.py", "hostcheck.py", "rollback.py")
+
+
+def script(name: str) -> Path:
+    """The local file of host-side script `name`, to upload."""
+    if name not in SCRIPTS:
+        raise ValueError(f"{name!r} is not a host-side script ({', '.join(SCRIPTS)})")
+    return Path(__file__).with_name(name)
+
+
+def rollback_command(paths: ServicePaths, restore: bool, timeout_s: int = 300) -> str:
+    """The one rollback (hostside/rollback.py, installed by tasks/smoke.py): the smoke
+    gate's (restore: the failed files are dropped) and `beekeeper rollback`'s (a swap)."""
+    args = ["python3", hostside_script("rollback.py"), "--unit", paths.unit,
+            "--manifest", paths.manifest, "--compose", paths.compose_file,
+            "--hostcheck", hostside_script("hostcheck.py"), "--api-key-file", paths.api_key,
+            "--timeout", str(timeout_s)]
+    return " ".join(shlex.quote(a) for a in args) + (" --restore" if restore else "")

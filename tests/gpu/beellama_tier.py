@@ -43,9 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 
-from beekeeper.build import BuildSpec  # noqa: E402
-from beekeeper.config import SourceSpec  # noqa: E402
-from beekeeper.profiles import PROFILES, Profile  # noqa: E402
+from beekeeper.core.build import BuildSpec  # noqa: E402
+from beekeeper.core.config import SourceSpec  # noqa: E402
+from beekeeper.core.profiles import PROFILES, Profile  # noqa: E402
 
 COMMIT = "ba1fdce591f5a845cdbf6642767ecc1f8238519d"
 MODELS = {"q8_0": "qwen35-9b-shaped-q8_0.gguf", "q4_k_m": "qwen35-9b-shaped-q4_k_m.gguf"}
@@ -76,7 +76,7 @@ def build_spec(src: str, arch: str, profiles: list[str], jobs: int) -> BuildSpec
 
 
 def cmd_build(a: argparse.Namespace) -> int:
-    from beekeeper.native import run_build
+    from beekeeper.core.native import run_build
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -159,8 +159,8 @@ def _memory_lines(log: Path) -> list[str]:
 
 
 def run_bench(binary: Path, args: list[str], log: Path) -> dict[str, Any]:
-    from verify.engine import parse_bench_json
-    from verify.vram import VramSampler
+    from beekeeper.verify.engine import parse_bench_json
+    from beekeeper.verify.vram import VramSampler
 
     cmd = [str(binary), *args]
     print("$ " + " ".join(cmd), flush=True)
@@ -183,13 +183,13 @@ def run_bench(binary: Path, args: list[str], log: Path) -> dict[str, Any]:
 
 def measure_item(item: str, idx: int, a: argparse.Namespace, work: Path, out: Path,
                  binaries: dict[str, Path]) -> dict[str, Any]:
-    from beekeeper.planner import predict
-    from verify import metrics, prompts
-    from verify.client import ServerClient
-    from verify.engine import bench_commands
-    from verify.smoke import wait_healthy
-    from verify.suites import Sizes, run_ttft
-    from verify.vram import VramSampler
+    from beekeeper.core.planner import predict
+    from beekeeper.verify import metrics, prompts
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.engine import bench_commands
+    from beekeeper.verify.smoke import wait_healthy
+    from beekeeper.verify.suites import Sizes, run_ttft
+    from beekeeper.verify.vram import VramSampler
 
     name, _, variant = item.partition("+")
     base = PROFILES[name]

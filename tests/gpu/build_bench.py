@@ -5,7 +5,7 @@ without GGML_CUDA_FA_ALL_QUANTS, and sample the peak resident memory of each com
 
 It uses the kit's own build code: BuildSpec.cmake_flags (beekeeper/build.py) and
 run_build/build_commands (beekeeper/native.py); the source tree is packed with
-beekeeper.cache.pack_source_tree. Not a test: run it by hand on a GPU machine.
+beekeeper.core.cache.pack_source_tree. Not a test: run it by hand on a GPU machine.
 
   # on the controller: export the pinned tree from a (possibly partial) bare git dir and pack it
   python3 tests/gpu/build_bench.py pack --git-dir DIR --ref COMMIT --out carry/beellama-src.tar.gz
@@ -39,10 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from beekeeper.build import BuildSpec  # noqa: E402
-from beekeeper.cache import pack_source_tree  # noqa: E402
-from beekeeper.config import SourceSpec  # noqa: E402
-from beekeeper.native import GIB_PER_CUDA_JOB, build_commands, run_build  # noqa: E402
+from beekeeper.core.build import BuildSpec  # noqa: E402
+from beekeeper.core.cache import pack_source_tree  # noqa: E402
+from beekeeper.core.config import SourceSpec  # noqa: E402
+from beekeeper.core.native import GIB_PER_CUDA_JOB, build_commands, run_build  # noqa: E402
 
 PINNED_REF = "ba1fdce591f5a845cdbf6642767ecc1f8238519d"
 PAGE = os.sysconf("SC_PAGE_SIZE")

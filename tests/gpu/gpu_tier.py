@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 
-from beekeeper.build import BuildSpec  # noqa: E402
-from beekeeper.config import SourceSpec  # noqa: E402
-from beekeeper.native import run_build  # noqa: E402
-from beekeeper.planner import kv_cache_bytes, predict  # noqa: E402
-from beekeeper.profiles import PROFILES, Profile, ServerSettings  # noqa: E402
+from beekeeper.core.build import BuildSpec  # noqa: E402
+from beekeeper.core.config import SourceSpec  # noqa: E402
+from beekeeper.core.native import run_build  # noqa: E402
+from beekeeper.core.planner import kv_cache_bytes, predict  # noqa: E402
+from beekeeper.core.profiles import PROFILES, Profile, ServerSettings  # noqa: E402
 
 MODEL_NAME = "qwen35-9b-shaped-q8_0.gguf"
 
@@ -128,11 +128,11 @@ def _memory_lines(log: Path) -> list[str]:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from verify import metrics
-    from verify.client import ServerClient
-    from verify.smoke import wait_healthy
-    from verify.suites import run_decode, run_ttft
-    from verify.vram import VramSampler
+    from beekeeper.verify import metrics
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.smoke import wait_healthy
+    from beekeeper.verify.suites import run_decode, run_ttft
+    from beekeeper.verify.vram import VramSampler
 
     work, out = Path(args.work), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
                     "niah": "not run: random weights give noise answers",
                     "bandwidth": measure_bandwidth_gb_s(), "configs": []}
     bw = result["bandwidth"].get("copy_gb_s")
-    from beekeeper.planner import layout_from_gguf
+    from beekeeper.core.planner import layout_from_gguf
 
     layout, gpu_weight_bytes = layout_from_gguf(model)
     result["gpu_weight_bytes"] = gpu_weight_bytes

@@ -5,8 +5,8 @@ import time
 import pytest
 
 from beekeeper import sandbox
-from beekeeper.cache import cpu_source_tarball, pypi_model
-from beekeeper.profiles import PROFILES
+from beekeeper.core.cache import cpu_source_tarball, pypi_model
+from beekeeper.core.profiles import PROFILES
 
 from . import helpers
 from .standins import GitForge, HubStandIn, ReverseTunnel

@@ -9,11 +9,11 @@ import subprocess
 
 import pytest
 
-from beekeeper.profiles import PROFILES
+from beekeeper.core.profiles import PROFILES
 from beekeeper.sandbox import load_state, ssh_options
 from beekeeper.tunnel import ssh_tunnel
-from verify.client import ServerClient
-from verify.suites import run_suites
+from beekeeper.verify.client import ServerClient
+from beekeeper.verify.suites import run_suites
 
 from .helpers import BIN, ROOT, deploy, detected_changes, grand_total, results, sandbox_exec
 

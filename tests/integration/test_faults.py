@@ -142,11 +142,11 @@ def test_api_key_never_reaches_a_command_line_log_or_report(deployed, tmp_path):
 
 
 def test_four_slot_server_under_concurrent_load(deployed):
-    from beekeeper.profiles import PROFILES
+    from beekeeper.core.profiles import PROFILES
     from beekeeper.sandbox import load_state, ssh_options
     from beekeeper.tunnel import ssh_tunnel
-    from verify.client import ServerClient
-    from verify.suites import run_load
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.suites import run_load
 
     assert deploy("--data", "profile=cpu-tiny-4slot").rc == 0
     try:

@@ -20,7 +20,7 @@ import pytest
 
 from beekeeper import sandbox
 from beekeeper.tunnel import ssh_tunnel
-from verify.client import ServerClient
+from beekeeper.verify.client import ServerClient
 
 from .helpers import (
     BIN,

@@ -119,8 +119,8 @@ def test_an_existing_cuda_keyring_source_is_used_not_duplicated(gpu_host):
 def test_docker_desktop_unit_is_valid_for_the_hosts_systemd(gpu_host, tmp_path):
     """The unit rendered for Docker Desktop's WSL integration (no docker.service there) is
     one systemd accepts: `systemd-analyze verify` on the sandbox host."""
-    from beekeeper.config import load_host_config
-    from tasks.service import render_unit
+    from beekeeper.core.config import load_host_config
+    from beekeeper.tasks.service import render_unit
 
     cfg = load_host_config({"profile": "q8-turbo4-64k", "use_docker_desktop": True,
                             "source": {"git": "https://github.com/Anbeeld/beellama.cpp",

@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from beekeeper import sandbox
-from beekeeper.config import load_host_config
-from beekeeper.profiles import PROFILES
+from beekeeper.core.config import load_host_config
+from beekeeper.core.profiles import PROFILES
+from beekeeper.tasks.service import render_compose
 from beekeeper.tunnel import ssh_tunnel
-from tasks.service import render_compose
-from verify.client import ServerClient
-from verify.suites import run_suites
+from beekeeper.verify.client import ServerClient
+from beekeeper.verify.suites import run_suites
 
 from .helpers import (
     BIN,

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from beekeeper import pins
-from beekeeper.config import DEFAULT_HF_ENDPOINT
-from beekeeper.profiles import PROFILES, HfSource
+from beekeeper.core.config import DEFAULT_HF_ENDPOINT
+from beekeeper.core.profiles import PROFILES, HfSource
 
 # Canned pins (the Hub cannot be reached from the tests): what pins.pin_model would have
 # written after asking the Hub for each profile's model. Commit and sha256 are made up.

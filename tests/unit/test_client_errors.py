@@ -2,7 +2,7 @@
 
 import httpx
 
-from verify.client import ServerClient
+from beekeeper.verify.client import ServerClient
 
 
 def client_for(handler):

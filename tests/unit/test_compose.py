@@ -8,16 +8,15 @@ real compose 2.26 runs on the trixie sandbox host (tests/integration/test_trixie
 from __future__ import annotations
 
 import configparser
-import re
 import shlex
 
 import pytest
 import yaml
 
-from beekeeper.config import load_host_config
-from beekeeper.errors import ConfigError, PreflightError
-from beekeeper.render import yaml_quote
-from tasks.service import render_compose, render_unit, secrets_env
+from beekeeper.core.config import load_host_config
+from beekeeper.core.errors import ConfigError, PreflightError
+from beekeeper.core.render import yaml_quote
+from beekeeper.tasks.service import render_compose, render_unit, secrets_env
 
 from .harness import run_deploy
 from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts, names, uploaded
@@ -316,8 +315,9 @@ def test_rollback_copies_and_restores_the_compose_file():
                      "(beekeeper-llm.service.prev)"][0]
     assert "cp -p /etc/beekeeper/llm/compose.yaml /etc/beekeeper/llm/compose.yaml.prev" in keep
     smoke = dict(ops)["Wait for /health on port 8083 and smoke-check the API"][0]
-    assert re.search(r"mv -f /etc/beekeeper/llm/compose\.yaml\.prev "
-                     r"/etc/beekeeper/llm/compose\.yaml", smoke)
+    # the one rollback (hostside/rollback.py), given the compose file among what it swaps
+    assert "rollback.py" in smoke and "--restore" in smoke
+    assert "--compose /etc/beekeeper/llm/compose.yaml" in smoke
 
 
 def test_only_the_compose_file_changing_restarts_the_service():
@@ -366,35 +366,16 @@ def test_a_debian_nvidia_does_not_serve_is_refused_with_the_ones_it_does():
                    facts(Wsl=NATIVE, OsRelease={"id": "debian", "version_id": "11"}))
 
 
-def test_rollback_command_swaps_the_compose_file_on_either_side(tmp_path):
-    """`beekeeper rollback`'s script, run on a folder standing in for the host: unit,
-    manifest and compose file swap with their `.prev` copies; run twice, it is back."""
-    import subprocess
+def test_rollback_swaps_the_compose_file_on_either_side(tmp_path):
+    """The one rollback (hostside/rollback.py), run on a folder standing in for the host:
+    unit, manifest and compose file swap with their `.prev` copies; run twice, it is back."""
+    from tests.unit.test_host_data import run_rollback
 
-    from beekeeper.cli import ROLLBACK
-
-    script = ROLLBACK.format(svc="llm")
-    body = script.split("systemctl daemon-reload")[0]  # the file moves, not the restart
-    root = tmp_path
-    for path, text in (("etc/systemd/system/beekeeper-llm.service", "unit new"),
-                       ("etc/systemd/system/beekeeper-llm.service.prev", "unit old"),
-                       ("etc/beekeeper/llm/deployed.json", "manifest new"),
-                       ("etc/beekeeper/llm/deployed.json.prev", "manifest old"),
-                       ("etc/beekeeper/llm/compose.yaml", "compose new")):
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    local = body.replace("/etc/", f"{root}/etc/")
-
-    def state():
-        return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
-
-    start = state()
-    subprocess.run(["bash", "-c", local], check=True)
-    once = state()
-    assert once["etc/systemd/system/beekeeper-llm.service"] == "unit old"
-    assert once["etc/beekeeper/llm/deployed.json"] == "manifest old"
+    files = {"unit": "unit new", "unit.prev": "unit old", "deployed.json": "manifest new",
+             "deployed.json.prev": "manifest old", "compose.yaml": "compose new"}
+    start = {k: v for k, v in files.items()}
+    once = run_rollback(tmp_path, files, restore=False)[1]
+    assert once["unit"] == "unit old" and once["deployed.json"] == "manifest old"
     # the previous deploy ran the plain unit: no compose file then, none now
-    assert "etc/beekeeper/llm/compose.yaml" not in once
-    assert once["etc/beekeeper/llm/compose.yaml.prev"] == "compose new"
-    subprocess.run(["bash", "-c", local], check=True)
-    assert state() == start
+    assert "compose.yaml" not in once and once["compose.yaml.prev"] == "compose new"
+    assert run_rollback(tmp_path, once, restore=False)[1] == start

@@ -1,7 +1,7 @@
 import pytest
 
-from beekeeper.config import load_host_config
-from beekeeper.errors import ConfigError
+from beekeeper.core.config import load_host_config
+from beekeeper.core.errors import ConfigError
 
 GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 

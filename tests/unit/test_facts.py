@@ -1,7 +1,7 @@
-from facts.docker import DockerImageId, parse_docker_engine
-from facts.gpu import parse_nvidia_smi
-from facts.host import parse_df, parse_os_release, parse_pid1, parse_wsl
-from facts.server import ServerSmoke
+from beekeeper.facts.docker import DockerImageId, parse_docker_engine
+from beekeeper.facts.gpu import parse_nvidia_smi
+from beekeeper.facts.host import parse_df, parse_os_release, parse_pid1, parse_wsl
+from beekeeper.facts.server import ServerSmoke
 
 
 def test_os_release():
@@ -72,7 +72,7 @@ def test_image_id_and_smoke_facts():
 
 
 def test_port_listeners():
-    from facts.host import parse_port_owner
+    from beekeeper.facts.host import parse_port_owner
 
     line = ('LISTEN 0 4096 127.0.0.1:8083 0.0.0.0:* '
             'users:(("docker-proxy",pid=812,fd=4))')
@@ -85,7 +85,7 @@ def test_port_listeners():
 def test_build_resources_reads_cores_and_memory_from_real_command_output():
     import subprocess
 
-    from facts.host import BuildResources
+    from beekeeper.facts.host import BuildResources
 
     fact = BuildResources()
     out = subprocess.run(["sh", "-c", fact.command()], capture_output=True, text=True).stdout

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from beekeeper import gateway as gw
-from beekeeper.config import GatewayConfig, load_host_config
-from beekeeper.errors import ConfigError
-from beekeeper.machines import kept_by_neighbours, leaving, machine_of
-from tasks import prune
+from beekeeper.core import gateway as gw
+from beekeeper.core.config import GatewayConfig, load_host_config
+from beekeeper.core.errors import ConfigError
+from beekeeper.core.machines import kept_by_neighbours, leaving, machine_of
+from beekeeper.tasks import prune
 
 GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 
@@ -209,7 +209,7 @@ def test_config_routes_balances_and_checks_each_model(keys):
     assert "use_backend model_cpu-smollm if { path_beg /model/cpu-smollm/ }" in cfg
     assert "json_query('$.model')" in cfg and "option http-buffer-request" in cfg
     assert "option http-no-delay" in cfg  # SSE events go out one by one
-    assert f"-f {gw.CLIENT_KEY}" in cfg and "http-request del-header authorization" in cfg
+    assert f"-f {gw.PATHS.client_key}" in cfg and "http-request del-header authorization" in cfg
     # with two models, a request that names none is not guessed
     assert "! { var(txn.model) -m found }" not in cfg
     # no secret in the config: keys are files beside it

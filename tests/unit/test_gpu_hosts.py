@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from beekeeper.errors import PreflightError
+from beekeeper.core.errors import PreflightError
 
 from .harness import run_deploy
 

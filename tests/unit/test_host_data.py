@@ -6,6 +6,7 @@ quoted or refused, malformed structures as one line, the port held by another co
 
 import configparser
 import hashlib
+import json
 import math
 import random
 import re
@@ -15,17 +16,17 @@ import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
-from beekeeper.config import (
+from beekeeper.core.config import (
     KIT_KEYS,
     host_data_keys,
     load_host_config,
     pyinfra_keys,
 )
-from beekeeper.errors import ConfigError, PreflightError
-from beekeeper.planner import predict
-from beekeeper.render import sd_join, sd_quote
-from facts.docker import parse_port_containers
-from tasks.service import manifest, render_unit
+from beekeeper.core.errors import ConfigError, PreflightError
+from beekeeper.core.planner import predict
+from beekeeper.core.render import sd_join, sd_quote
+from beekeeper.facts.docker import parse_port_containers
+from beekeeper.tasks.service import manifest, render_unit
 
 from .harness import BUILTIN_DEFAULTS, ROOT, run_deploy
 from .test_gpu_hosts import DEFAULTS, NATIVE, facts, uploaded
@@ -98,8 +99,8 @@ def test_every_key_the_kit_reads_is_known():
     """Each `data.get("k")`, `host.data.get("k")` and config.py's per-service `get("k")` in
     the kit is a known key, and so is every key EXTRA_KEYS passes to single tasks."""
     read = set()
-    for path in [ROOT / "deploy.py", ROOT / "beekeeper" / "config.py",
-                 *(ROOT / "tasks").glob("*.py")]:
+    for path in [ROOT / "deploy.py", ROOT / "beekeeper" / "core" / "config.py",
+                 *(ROOT / "tasks").glob("*.py"), *(ROOT / "operations").glob("*.py")]:
         text = path.read_text()
         read |= set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
         read |= set(re.findall(r"(?<![\w.])get\(\s*[\"']([a-z_0-9]+)[\"']", text))
@@ -485,8 +486,10 @@ def _ops(unit_sha, model_present):
 def test_prev_is_the_running_unit_when_the_unit_changes():
     keep = dict(_ops("0" * 40, True))["Keep the running beekeeper-llm.service for rollback "
                                        "(beekeeper-llm.service.prev)"][0]
-    # a stale manifest copy never outlives a new unit copy
-    assert keep.index("cp -p " + UNIT) < keep.index("rm -f /etc/beekeeper/llm/deployed.json.prev")
+    # every old copy goes first: a stale manifest copy never outlives a new unit copy
+    assert keep.startswith(f"rm -f {UNIT}.prev /etc/beekeeper/llm/deployed.json.prev "
+                           "/etc/beekeeper/llm/compose.yaml.prev && ")
+    assert f"cp -p {UNIT} {UNIT}.prev" in keep
 
 
 def test_prev_is_the_running_unit_when_only_the_model_changes():
@@ -499,7 +502,7 @@ def test_prev_is_the_running_unit_when_only_the_model_changes():
 def test_no_prev_copy_is_made_when_nothing_changes():
     sha = _unit_sha(_ops(None, True))
     names = [n for n, _ in _ops(sha, True)]
-    assert not any("rollback" in n for n in names), names
+    assert not any("for rollback" in n or "rollback copy" in n for n in names), names
 
 
 def test_a_stale_prev_is_removed_when_no_unit_runs_yet():
@@ -509,11 +512,79 @@ def test_a_stale_prev_is_removed_when_no_unit_runs_yet():
          "/etc/beekeeper/llm/compose.yaml.prev"]
 
 
-def test_rollback_checks_the_restored_units_port_and_says_what_serves():
+def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True):
+    """hostside/rollback.py on a folder standing in for the host: its files by short name
+    (unit, deployed.json, compose.yaml and their .prev), `systemctl` a recorder on PATH and
+    the health check a script that passes or fails. Returns (exit, files after, output)."""
+    import subprocess
+    import sys
+
+    from beekeeper import hostside
+
+    root = tmp_path / "host"
+    if root.exists():
+        import shutil
+
+        shutil.rmtree(root)
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/systemctl.log\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    check = tmp_path / "hostcheck.py"
+    check.write_text(f"import sys\nprint(sys.argv)\nsys.exit({0 if healthy else 1})\n")
+    p = subprocess.run(
+        [sys.executable, str(hostside.script("rollback.py")), "--unit", str(root / "unit"),
+         "--manifest", str(root / "deployed.json"), "--compose", str(root / "compose.yaml"),
+         "--hostcheck", str(check), "--timeout", "5"] + (["--restore"] if restore else []),
+        capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    after = {f.name: f.read_text() for f in root.iterdir()}
+    return p.returncode, after, p.stderr
+
+
+MANIFEST_8083 = json.dumps({"profile": "cpu-tiny", "bind_address": "127.0.0.1", "port": 8083})
+
+
+def test_rollback_restores_the_previous_unit_and_says_what_serves(tmp_path):
+    rc, after, err = run_rollback(tmp_path, {
+        "unit": "unit new", "unit.prev": "unit old", "deployed.json": "{}",
+        "deployed.json.prev": MANIFEST_8083, "compose.yaml.prev": "compose old"}, restore=True)
+    assert rc == 0, err
+    # the failed deploy's files are gone, the previous ones back, no .prev left
+    assert after == {"unit": "unit old", "deployed.json": MANIFEST_8083,
+                     "compose.yaml": "compose old"}
+    assert "beekeeper: rolled back; the previous server is healthy" in err
+    assert "beekeeper: serving cpu-tiny on 127.0.0.1:8083 (previous unit restored)" in err
+    assert (tmp_path / "systemctl.log").read_text().split("\n")[:2] == \
+        ["daemon-reload", "restart unit"]
+
+
+def test_rollback_without_a_previous_unit_changes_nothing(tmp_path):
+    files = {"unit": "unit new", "deployed.json": MANIFEST_8083}
+    rc, after, err = run_rollback(tmp_path, files, restore=True)
+    assert rc == 3 and after == files
+    assert "no server is serving (no previous unit to restore" in err
+
+
+def test_rollback_to_a_server_that_fails_its_check_says_so(tmp_path):
+    rc, _, err = run_rollback(tmp_path, {"unit": "new", "unit.prev": "old",
+                                         "deployed.json.prev": MANIFEST_8083},
+                              restore=True, healthy=False)
+    assert rc == 1
+    assert "no server is serving: the previous unit was restored but did not pass" in err
+
+
+def test_the_smoke_gate_and_the_cli_run_the_same_rollback():
+    from beekeeper.core.paths import ServicePaths
+    from beekeeper.hostside import rollback_command
+
     cmd = dict(_ops("0" * 40, True))["Wait for /health on port 8083 and smoke-check the API"][0]
-    assert "--port \"$prev_port\"" in cmd and "json.load" in cmd
-    assert "(previous unit restored)" in cmd
+    assert rollback_command(ServicePaths("llm"), restore=True) in cmd
     assert "beekeeper: serving cpu-tiny on 127.0.0.1:8083" in cmd
+    cli = rollback_command(ServicePaths("llm"), restore=False)
+    assert cli.replace("--restore", "") == cli and cli.split(" --timeout")[0] in cmd
 
 
 # ------------------------------------------------------------------ one host of several
@@ -567,8 +638,8 @@ def test_when_every_host_is_bad_the_last_one_fails_the_run_with_its_line():
 
 
 def test_verify_sizes_follow_the_deployed_ctx_size():
-    from beekeeper.profiles import PROFILES, with_ctx_size
-    from verify.suites import Sizes
+    from beekeeper.core.profiles import PROFILES, with_ctx_size
+    from beekeeper.verify.suites import Sizes
 
     base = Sizes.for_profile(PROFILES["q8-turbo4-64k"], quick=False)
     small = Sizes.for_profile(with_ctx_size(PROFILES["q8-turbo4-64k"], 16_384), quick=False)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from beekeeper.planner import CUDA_CONTEXTS, cuda_context_for, predict
-from beekeeper.profiles import PROFILES
-from verify.engine import EngineBaseline, bench_commands, parse_bench_json
-from verify.judge import (
+from beekeeper.core.planner import CUDA_CONTEXTS, cuda_context_for, predict
+from beekeeper.core.profiles import PROFILES
+from beekeeper.verify.engine import EngineBaseline, bench_commands, parse_bench_json
+from beekeeper.verify.judge import (
     DECODE_FLOOR,
     TTFT_CEILING,
     VramFigures,
@@ -24,7 +24,7 @@ from verify.judge import (
     judge_ttft,
     judge_vram,
 )
-from verify.suites import CTX_MARGIN_TOKENS, NIAH_OUT_TOKENS, Sizes
+from beekeeper.verify.suites import CTX_MARGIN_TOKENS, NIAH_OUT_TOKENS, Sizes
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = [ROOT / "benchmarks/h200/2026-11-29/gpu_tier.json",
@@ -225,7 +225,7 @@ def test_recorded_sandbox_run_is_judged_the_same_again():
 
 
 def test_cpu_floor_passes_the_measured_healthy_cpu_server_and_fails_the_one_thread_one():
-    from verify.judge import DECODE_FLOOR_CPU
+    from beekeeper.verify.judge import DECODE_FLOOR_CPU
 
     # measured on the 2-core sandbox, machine otherwise idle (judge.py's docstring)
     assert judge_decode(46.5, 53.3, 1024, floor=DECODE_FLOOR_CPU).status == "PASS"

@@ -1,7 +1,7 @@
 import pytest
 
-from verify.client import RequestRecord, StreamEvent
-from verify.metrics import (
+from beekeeper.verify.client import RequestRecord, StreamEvent
+from beekeeper.verify.metrics import (
     bootstrap_ci,
     chunk_gaps_s,
     clopper_pearson,
@@ -75,7 +75,7 @@ def test_clopper_pearson_known_values(k, n, lo, hi):
 def test_report_comparison_side_by_side(tmp_path):
     import json
 
-    from verify.compare import compare
+    from beekeeper.verify.compare import compare
 
     def rep(tok_s, ttft, passed):
         return {"profile": "p", "started_utc": "t", "checks": [

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from beekeeper.errors import ConfigError
+from beekeeper.core.errors import ConfigError
+from beekeeper.core.profiles import HfSource, ModelFile
 from beekeeper.pins import is_pinned, pin_model
-from beekeeper.profiles import HfSource, ModelFile
 from tests.integration.standins import HubStandIn
 
 DATA = b"GGUF" + bytes(range(256)) * 64

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gguf import GGUFWriter
 
-from beekeeper.planner import (
+from beekeeper.core.planner import (
     MIB,
     kv_cache_bytes,
     kv_cells,
@@ -15,7 +15,7 @@ from beekeeper.planner import (
     predict,
     recurrent_state_bytes,
 )
-from beekeeper.profiles import PROFILES, QWEN35_9B_LAYOUT
+from beekeeper.core.profiles import PROFILES, QWEN35_9B_LAYOUT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
 import qwen35_gguf  # noqa: E402
@@ -105,7 +105,7 @@ def test_pure_transformer_layout_keeps_kv_in_every_layer(tmp_path):
 
 
 def test_tiny_pypi_model_layout():
-    from beekeeper.cache import CACHE
+    from beekeeper.core.cache import CACHE
 
     path = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
     if not path.exists():
@@ -123,8 +123,8 @@ def test_planner_within_2pct_of_the_beellama_h200_run():
     from dataclasses import replace
     from pathlib import Path
 
-    from beekeeper.planner import predict
-    from beekeeper.profiles import PROFILES
+    from beekeeper.core.planner import predict
+    from beekeeper.core.profiles import PROFILES
 
     root = Path(__file__).resolve().parents[2] / "benchmarks/h200/2026-11-30-beellama"
     n = 0
@@ -149,8 +149,8 @@ def test_planner_within_2pct_of_the_beellama_h200_run():
 
 
 def test_ubatch_policy_keeps_512_where_a_larger_one_gains_little_or_does_not_fit():
-    from beekeeper.planner import choose_ubatch
-    from beekeeper.profiles import PROFILES
+    from beekeeper.core.planner import choose_ubatch
+    from beekeeper.core.profiles import PROFILES
 
     prof = PROFILES["q8-turbo4-64k"]
     # 2048 is 3 % faster (under the 5 % bar) and over the 10 GiB budget; 4096 is slower

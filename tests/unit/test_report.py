@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.report import render_from_json
+from beekeeper.verify.report import render_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "benchmarks/h200/2026-11-29/gpu_tier.json"

@@ -7,15 +7,15 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from beekeeper.build import (
+from beekeeper.core.build import (
     arch_runs_on,
     build_spec,
     cuda_arch_from_compute_cap,
     min_driver_for_cuda,
 )
-from beekeeper.config import load_host_config
-from beekeeper.render import environment, render
-from tasks.service import render_unit
+from beekeeper.core.config import load_host_config
+from beekeeper.core.render import environment, render
+from beekeeper.tasks.service import render_unit
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
 GPU = {"profile": "q8-turbo4-64k",
@@ -134,7 +134,7 @@ def test_fa_all_quants_only_for_mixed_kv_so_f16_and_turbo_share_an_image():
         {"profile": "q8-f16-4k", "port": 8084, "service_name": "b",
          "server_extra_args": []}]}), "8.9")
     assert not mixed.fa_all_quants  # two services, each same-type
-    from beekeeper.profiles import ServerSettings
+    from beekeeper.core.profiles import ServerSettings
     assert ServerSettings(ctx_size=1, cache_type_k="q8_0", cache_type_v="turbo4"
                           ).needs_fa_all_quants
     assert ServerSettings(ctx_size=1, cache_type_k_draft="q8_0").needs_fa_all_quants
@@ -155,7 +155,7 @@ def test_build_jobs_default_from_the_hosts_cores_and_memory():
 
 
 def test_native_build_flags_and_memory_bounded_jobs():
-    from beekeeper.native import build_commands, build_jobs, install_dir, shell_script
+    from beekeeper.core.native import build_commands, build_jobs, install_dir, shell_script
 
     spec = build_spec(load_host_config({**GPU, "mode": "native"}), "9.0")
     configure, build = build_commands(spec, "/src", "/b", 16)

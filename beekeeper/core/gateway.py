@@ -16,14 +16,10 @@ from typing import Any
 
 from .config import HOSTNAME_RE, GatewayConfig, HostConfig, ServiceConfig, load_host_config
 from .errors import ConfigError
+from .paths import GatewayPaths
 from .render import render
 
-CONF_DIR = "/etc/beekeeper/gateway"
-CONFIG = f"{CONF_DIR}/haproxy.cfg"
-MODELS_JSON = f"{CONF_DIR}/models.json"
-CLIENT_KEY = f"{CONF_DIR}/client.key"  # the gateway's own key (root-only)
-UPSTREAM_KEYS = f"{CONF_DIR}/upstream-keys.map"  # backend -> its servers' key (root-only)
-UNIT = "beekeeper-gateway.service"
+PATHS = GatewayPaths()
 # what HAProxy takes as a proxy or server name, and as a plain ACL word
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -175,8 +171,8 @@ def render_config(gw: GatewayConfig, routes: list[Route]) -> str:
     # HAProxy's buffer: the body limit plus room for the headers and their rewrites
     max_body = gw.max_body_kib * 1024
     return render("haproxy.cfg.j2", bind=bind, port=gw.port, routes=routes,
-                  client_key=CLIENT_KEY if gw.api_key_file else None,
-                  upstream_keys=UPSTREAM_KEYS, models_json=MODELS_JSON,
+                  client_key=PATHS.client_key if gw.api_key_file else None,
+                  upstream_keys=PATHS.upstream_keys, models_json=PATHS.models_json,
                   bufsize=max_body + 16384, max_body=max_body,
                   max_body_kib=gw.max_body_kib, timeout_s=gw.timeout_s,
                   check_interval_s=gw.check_interval_s)
@@ -196,4 +192,4 @@ def upstream_keys_map(routes: list[Route]) -> list[tuple[str, str]]:
 
 
 def render_unit() -> str:
-    return render("beekeeper-gateway.service.j2", unit=UNIT, config=CONFIG)
+    return render("beekeeper-gateway.service.j2", unit=PATHS.unit_name, config=PATHS.config)

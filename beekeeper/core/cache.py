@@ -13,9 +13,10 @@ import zipfile
 from pathlib import Path
 
 from .errors import BeekeeperError
+from .paths import KIT_ROOT
 from .profiles import ModelFile, PypiSource
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = KIT_ROOT
 CACHE = Path(os.environ.get("BEEKEEPER_CACHE", ROOT / ".cache"))
 
 # llama.cpp tree vendored in this sdist: the CPU profile's pinned source.

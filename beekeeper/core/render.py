@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+# templates/ of the checkout, installed as beekeeper.templates
+TEMPLATES_DIR = Path(str(files("beekeeper.templates")))
 # a word systemd reads as it is: no quotes, backslashes, specifiers (%), variables ($) or
 # spaces; anything else is double-quoted and escaped (systemd.syntax(7), "Quoting")
 _SD_PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ConfigError
+from .paths import HF_TOKEN, MODEL_DIR, STATE_DIR
 from .profiles import PROFILES, SHA256_RE, HfSource, ModelFile, Profile, with_ctx_size
 
 MODES = ("container", "native")
@@ -500,7 +501,7 @@ def _extra(data: Any) -> dict[str, Any]:
                    "nvidia_repos.")
     if "hf_token_file" in out:
         out["hf_token_file"] = abs_path("hf_token_file", out["hf_token_file"],
-                                        "/etc/beekeeper/hf_token")
+                                        HF_TOKEN)
     return out
 
 
@@ -536,13 +537,13 @@ def load_host_config(data: Any) -> HostConfig:
     if len(set(names)) != len(names):
         raise _fail("services", f"two services share a name ({names})", "name them apart")
 
-    model_dir = abs_path("model_dir", data.get("model_dir", "/srv/beekeeper/models"),
-                         "/srv/beekeeper/models")
+    model_dir = abs_path("model_dir", data.get("model_dir", MODEL_DIR),
+                         MODEL_DIR)
     if ":" in model_dir:
         raise _fail("model_dir", f"{model_dir!r} holds ':', Docker's --volume separator",
                     "use a folder without ':'")
-    state_dir = abs_path("state_dir", data.get("state_dir", "/var/lib/beekeeper"),
-                         "/var/lib/beekeeper")
+    state_dir = abs_path("state_dir", data.get("state_dir", STATE_DIR),
+                         STATE_DIR)
     budget = data.get("vram_budget_gib", 10.0)
     if isinstance(budget, bool) or not isinstance(budget, int | float) \
             or not math.isfinite(budget) or not 0 < budget <= 4096:

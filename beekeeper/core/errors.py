@@ -1,24 +1,17 @@
 """
-Errors raised by beekeeper. Each names the key or input at fault and the fix.
+Errors raised by beekeeper. Each names the key or input at fault and the fix. Plain
+exceptions (no pyinfra here): deploy.py turns one into pyinfra's one-line failure.
 """
-
-try:  # pyinfra prints its DeployError as one clean line; the verify suite runs without it
-    from pyinfra.api.exceptions import DeployError
-except ImportError:  # pragma: no cover - hosts that only run verify/
-
-    class DeployError(Exception):  # type: ignore[no-redef]
-        """Stand-in when pyinfra is not installed."""
-
 
 class BeekeeperError(Exception):
     """Base class for every error beekeeper raises on purpose."""
 
 
-class ConfigError(BeekeeperError, DeployError, ValueError):
+class ConfigError(BeekeeperError, ValueError):
     """Host or group data is invalid; raised before any operation touches a host."""
 
 
-class PreflightError(BeekeeperError, DeployError):
+class PreflightError(BeekeeperError):
     """A host fact rules the deploy out (wrong OS, WSL2 rules, GPU or driver too old)."""
 
 

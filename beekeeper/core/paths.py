@@ -1,0 +1,133 @@
+"""
+Where things are: the kit's checkout on the controller, and the host's file layout. Every
+path of the host layout is spelled here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# the kit's checkout (deploy.py, inventories/, group_data/; .cache/, .sandbox/ and reports/
+# are made there): the folder above the `beekeeper` package
+KIT_ROOT = Path(__file__).resolve().parents[2]
+
+CONF_ROOT = "/etc/beekeeper"  # one folder per service, and the gateway's
+UNIT_DIR = "/etc/systemd/system"
+STATE_DIR = "/var/lib/beekeeper"  # host data `state_dir` (the default)
+REPORTS_DIR = "/var/lib/beekeeper/reports"  # smoke results, verify reports on the host
+LOG_DIR = "/var/log/beekeeper"  # long steps' logs (builds, fetches)
+MODEL_DIR = "/srv/beekeeper/models"  # host data `model_dir` (the default)
+NATIVE_PREFIX = "/opt/beekeeper/llama-server"  # native builds, one folder per build
+HOSTSIDE_DIR = "/usr/local/lib/beekeeper"  # the host-side scripts (beekeeper/hostside)
+HF_TOKEN = f"{CONF_ROOT}/hf_token"
+HOST_VENV = "/opt/beekeeper/venv"  # huggingface_hub for the model downloader
+VERIFY_KIT = "/opt/beekeeper/kit"  # `beekeeper verify --on-host`: the suites, unpacked
+VERIFY_VENV = "/opt/beekeeper/verify-venv"  # and their dependencies
+PREV = ".prev"  # the copy of what ran before a deploy, for rollbacks
+
+
+def hostside_script(name: str) -> str:
+    """Where a host-side script (beekeeper/hostside/<name>) lives on the host."""
+    return f"{HOSTSIDE_DIR}/{name}"
+
+
+def prev(path: str) -> str:
+    return path + PREV
+
+
+@dataclass(frozen=True)
+class ServicePaths:
+    """The host files of one model service (`beekeeper-<name>.service`)."""
+
+    name: str
+
+    @property
+    def unit_name(self) -> str:
+        return f"beekeeper-{self.name}.service"
+
+    @property
+    def container(self) -> str:  # also the compose project's name
+        return f"beekeeper-{self.name}"
+
+    @property
+    def unit(self) -> str:
+        return f"{UNIT_DIR}/{self.unit_name}"
+
+    @property
+    def dropin_dir(self) -> str:  # yours: the kit creates it and never writes into it
+        return f"{self.unit}.d"
+
+    @property
+    def conf_dir(self) -> str:  # manifest, secrets, and with compose its compose files
+        return f"{CONF_ROOT}/{self.name}"
+
+    @property
+    def manifest(self) -> str:  # deployed.json: what the unit runs
+        return f"{self.conf_dir}/deployed.json"
+
+    @property
+    def compose_file(self) -> str:
+        return f"{self.conf_dir}/compose.yaml"
+
+    @property
+    def compose_override(self) -> str:  # yours: created empty, never written
+        return f"{self.conf_dir}/compose.override.yaml"
+
+    @property
+    def api_key(self) -> str:
+        return f"{self.conf_dir}/api_key"
+
+    @property
+    def secrets_env(self) -> str:
+        return f"{self.conf_dir}/secrets.env"
+
+    @property
+    def smoke_result(self) -> str:
+        return f"{REPORTS_DIR}/{self.container}-smoke.json"
+
+    @property
+    def rollback_set(self) -> tuple[str, str, str]:
+        """What a rollback swaps with its `.prev` copy: unit, manifest, compose file."""
+        return (self.unit, self.manifest, self.compose_file)
+
+
+def manifest_glob() -> str:
+    """Every service's manifest, for a shell glob."""
+    return f"{CONF_ROOT}/*/deployed.json"
+
+
+@dataclass(frozen=True)
+class GatewayPaths:
+    """The gateway's host files (HAProxy under its own unit)."""
+
+    unit_name: str = "beekeeper-gateway.service"
+    conf_dir: str = f"{CONF_ROOT}/gateway"
+
+    @property
+    def unit(self) -> str:
+        return f"{UNIT_DIR}/{self.unit_name}"
+
+    @property
+    def dropin_dir(self) -> str:
+        return f"{self.unit}.d"
+
+    @property
+    def config(self) -> str:
+        return f"{self.conf_dir}/haproxy.cfg"
+
+    @property
+    def keys_dir(self) -> str:  # each backend's key (root-only)
+        return f"{self.conf_dir}/keys"
+
+    @property
+    def models_json(self) -> str:  # what /v1/models answers
+        return f"{self.conf_dir}/models.json"
+
+    @property
+    def client_key(self) -> str:  # the gateway's own key (root-only)
+        return f"{self.conf_dir}/client.key"
+
+    @property
+    def upstream_keys(self) -> str:  # backend -> its servers' key (root-only)
+        return f"{self.conf_dir}/upstream-keys.map"

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""
+The one rollback of a model service, run on the host (standard library only): swap its
+unit, manifest and compose file with the `.prev` copies the last deploy kept, restart it,
+and check that the restored server passes /health and the smoke check.
+
+    python3 rollback.py --unit U --manifest M --compose C --hostcheck H [--restore]
+                        [--api-key-file F] [--timeout S]
+
+Without --restore (`beekeeper rollback`) the copies are swapped, so a second rollback goes
+back to where the first started. With --restore (a deploy whose new server failed its smoke
+check) the failed files are dropped instead. Exit 0: the restored server is healthy; 1: it
+is not; 3: there is no previous unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+PREV = ".prev"
+
+
+def say(line: str) -> None:
+    print(f"beekeeper: {line}", file=sys.stderr, flush=True)
+
+
+def swap(path: str) -> None:
+    """Exchange `path` and `path.prev`; a side that is missing moves over as missing."""
+    old, tmp = path + PREV, path + ".swap"
+    if os.path.exists(path):
+        os.replace(path, tmp)
+    if os.path.exists(old):
+        os.replace(old, path)
+    if os.path.exists(tmp):
+        os.replace(tmp, old)
+
+
+def serving(manifest: str) -> tuple[int, str] | None:
+    """(port, "<profile> on <address>:<port>") from a manifest, or None."""
+    try:
+        with open(manifest) as f:
+            m = json.load(f)
+        port, addr = int(m["port"]), str(m["bind_address"])
+        addr = f"[{addr}]" if ":" in addr else addr
+        return port, f"{m['profile']} on {addr}:{port}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--unit", required=True)
+    ap.add_argument("--manifest", required=True)
+    ap.add_argument("--compose", required=True)
+    ap.add_argument("--hostcheck", required=True)
+    ap.add_argument("--restore", action="store_true")
+    ap.add_argument("--api-key-file")
+    ap.add_argument("--timeout", type=float, default=300)
+    a = ap.parse_args(argv)
+    if not os.path.exists(a.unit + PREV):
+        say(f"no server is serving (no previous unit to restore: {a.unit + PREV})"
+            if a.restore else f"no previous unit to roll back to ({a.unit + PREV})")
+        return 3
+    say("rolling back to the previous unit")
+    for path in (a.unit, a.manifest, a.compose):
+        swap(path)
+        if a.restore and os.path.exists(path + PREV):
+            os.remove(path + PREV)  # the failed deploy's copy
+    name = os.path.basename(a.unit)
+    subprocess.call(["systemctl", "daemon-reload"])
+    subprocess.call(["systemctl", "restart", name])
+    now = serving(a.manifest)
+    check = [sys.executable, a.hostcheck, "--timeout", str(a.timeout)]
+    if a.api_key_file and os.path.exists(a.api_key_file):
+        check += ["--api-key-file", a.api_key_file]
+    if now and subprocess.call([*check, "--port", str(now[0])],
+                               stdout=subprocess.DEVNULL) == 0:
+        say("rolled back; the previous server is healthy")
+        say(f"serving {now[1]} (previous unit restored)")
+        return 0
+    say("no server is serving: the previous unit was restored but did not pass /health")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""
+apt operations beyond pyinfra's: package holds, and which packages are missing.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+from pyinfra.facts.deb import DebPackages
+
+from beekeeper.facts.host import AptHolds
+
+q = shlex.quote
+
+
+@operation()
+def held(packages: list[str]):
+    """
+    Hold packages at their installed version (apt-mark hold), unless already held.
+
+    + packages: package names
+    """
+
+    missing = [p for p in packages if p not in host.get_fact(AptHolds)]
+    if not missing:
+        host.noop(f"{', '.join(packages)} already held")
+        return
+    yield "apt-mark hold " + " ".join(q(p) for p in missing)
+
+def missing_packages(specs: list[str]) -> list[str]:
+    """Of `name` or `name=version` specs, those not installed (at that version)."""
+
+    installed = host.get_fact(DebPackages) or {}
+    out = []
+    for spec in specs:
+        name, _, version = spec.partition("=")
+        if name not in installed or (version and version not in installed[name]):
+            out.append(spec)
+    return out

@@ -1,0 +1,69 @@
+"""
+Docker operations: build, preload and prune server images on the host.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+from pyinfra.operations import files
+
+from beekeeper.facts.docker import DockerImageId, ImageTags
+
+from .shell import StreamedCommand, with_heartbeat
+
+q = shlex.quote
+
+
+@operation()
+def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str):
+    """
+    Build a Docker image on the host, unless the tag exists.
+
+    + tag: image tag; it encodes every build input, so an existing tag is up to date
+    + dockerfile: the rendered Dockerfile on the host
+    + context_dir: the build context: the server's source tree on the host
+    + log_path: where the build output goes; a line every 30 s says it is alive
+    """
+    if host.get_fact(DockerImageId, tag=tag):
+        host.noop(f"image {tag} is already built")
+        return
+    cmd = f"docker build --pull=false -f {q(dockerfile)} -t {q(tag)} {q(context_dir)}"
+    yield StreamedCommand(with_heartbeat(cmd, log_path, f"building {tag}"))
+
+@operation()
+def image_preloaded(image: str, local_tar: str, remote_dir: str):
+    """
+    Load a base image saved on the controller into the host's engine, unless present.
+    For hosts that cannot pull from a registry (air-gapped hosts, the sandbox).
+
+    + image: the image name the Dockerfile refers to
+    + local_tar: `docker save` archive on the controller
+    + remote_dir: folder on the host for the upload (the archive is removed after load)
+    """
+    if host.get_fact(DockerImageId, tag=image):
+        host.noop(f"base image {image} is present")
+        return
+    remote = f"{remote_dir}/{image.replace('/', '_').replace(':', '_')}.tar"
+    yield from files.put._inner(src=local_tar, dest=remote)
+    yield StringCommand(f"docker load -i {q(remote)} && rm -f {q(remote)}")
+
+@operation()
+def images_pruned(repo: str, keep: list[str], newest: int = 2):
+    """
+    Remove server images beyond the newest `newest` ones, never one in `keep` (the image the
+    unit runs and the one its rollback copy runs).
+
+    + repo: image repository, e.g. beekeeper/llama-server
+    + keep: tags that must stay
+    + newest: how many of the newest tags stay
+    """
+
+    tags = host.get_fact(ImageTags, repo=repo)
+    stale = [t for t in tags[newest:] if t not in keep]
+    if not stale:
+        host.noop(f"no {repo} image beyond the newest {newest} to remove")
+        return
+    yield "docker rmi " + " ".join(q(t) for t in stale)

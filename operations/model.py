@@ -1,0 +1,67 @@
+"""
+Model operations: place a model file from the controller, or download it on the host.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+from pyinfra.facts.files import Sha256File
+from pyinfra.operations import files
+
+from .shell import StreamedCommand, with_heartbeat
+
+q = shlex.quote
+
+
+@operation()
+def model_placed(dest: str, sha256: str, local_src: str):
+    """
+    Place a model file from the controller, checked by sha256; skip when the file on
+    the host already has the right hash. A mismatch removes the partial file and fails.
+
+    + dest: path of the model on the host
+    + sha256: expected sha256 of the file
+    + local_src: the file on the controller
+    """
+    if host.get_fact(Sha256File, path=dest) == sha256:
+        host.noop(f"{dest} has sha256 {sha256[:12]}…")
+        return
+    partial = dest + ".partial"
+    yield from files.put._inner(src=local_src, dest=partial, mode="0644")
+    yield StringCommand(
+        f"if [ \"$(sha256sum {q(partial)} | cut -d' ' -f1)\" = {q(sha256)} ]; "
+        f"then mv -f {q(partial)} {q(dest)}; "
+        f"else rm -f {q(partial)}; echo {q(f'model sha256 mismatch for {dest}: removed')} >&2; "
+        "exit 1; fi"
+    )
+
+@operation()
+def model_downloaded(dest: str, sha256: str, size_bytes: int, endpoint: str, repo: str,
+                     revision: str, filename: str, fetcher: str, python: str,
+                     token_file: str | None = None):
+    """
+    Download a model from the Hugging Face Hub on the host straight to `<dest>.partial`
+    (resumed after an interruption), check its sha256, then rename it into place; skip when
+    the file on the host already has the right hash.
+
+    + dest: path of the model on the host
+    + sha256, size_bytes: the pinned file's hash and size (beekeeper.pins)
+    + endpoint: the Hub, or a mirror of it
+    + repo, revision, filename: what to download; revision is a commit
+    + fetcher: path of the host-side download script
+    + python: interpreter with huggingface-hub on the host
+    + token_file: root-only file with a Hub token on the host, if the repo needs one
+    """
+    if host.get_fact(Sha256File, path=dest) == sha256:
+        host.noop(f"{dest} has sha256 {sha256[:12]}…")
+        return
+    args = [python, fetcher, "--endpoint", endpoint, "--repo", repo, "--revision", revision,
+            "--file", filename, "--dest", dest, "--sha256", sha256, "--size", str(size_bytes)]
+    if token_file:
+        args += ["--token-file", token_file]
+    log = dest + ".download.log"
+    yield StreamedCommand(with_heartbeat(" ".join(q(a) for a in args), log,
+                                        f"downloading {filename}"))

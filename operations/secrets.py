@@ -1,0 +1,78 @@
+"""
+Secrets on the host: root-only files written from stdin, env files built on the host, so
+no key is on a command line or in pyinfra's output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from pathlib import Path
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+from pyinfra.facts.files import File, Sha1File
+
+q = shlex.quote
+
+
+def sha1_text(text: str) -> str:
+    """sha1 of text as pyinfra's Sha1File fact reports a file holding it."""
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+def secret_content(src: str) -> str:
+    """A local secret file's text as the host gets it: stripped, as every reader of a key
+    here strips it, and one newline (pyinfra's stdin ends every line with one)."""
+    return Path(src).read_text().strip() + "\n"
+
+def put_secret(name: str, src: str, dest: str):
+    """Copy a local secret file to the host as a root-only file (0600). Not by pyinfra's
+    upload, which first writes a file with the default mode (under sudo in /tmp, where any
+    user can read it): the content goes on the stdin of `umask 077; cat`, on no command
+    line and in no output."""
+    return secret_file(name=name, dest=dest,
+                       sha1=sha1_text(secret_content(src)),
+                       _stdin=secret_content(src), _get_pty=False)  # a pty echoes stdin
+
+@operation()
+def secret_file(dest: str, sha1: str):
+    """
+    Write stdin to a root-only file (0600), through a root-only temporary file beside it.
+    Called by `put_secret`, which gives the content as `_stdin`.
+
+    + dest: the file on the host
+    + sha1: sha1 of the wanted content (computed on the controller)
+    """
+
+    info = host.get_fact(File, path=dest)
+    if (host.get_fact(Sha1File, path=dest) == sha1 and info and info.get("mode") == 600
+            and info.get("user") == "root"):
+        host.noop(f"{dest} is up to date")
+        return
+    tmp = q(f"{dest}.tmp")
+    # rm first: `cat >` into a temporary file left by an earlier run keeps that file's mode
+    yield StringCommand(f"rm -f {tmp} && umask 077 && cat > {tmp} && chown root:root {tmp} && "
+                        f"mv -f {tmp} {q(dest)}")
+
+@operation()
+def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
+                    quoted: bool = False):
+    """
+    Write `VAR=<key>` to a root-only env file on the host, built there from the root-only
+    key file, so the key is on no command line and in no pyinfra output.
+
+    + key_path: root-only file on the host holding the key
+    + env_path: env file to write (mode 0600)
+    + expected_sha1: sha1 of the env file's wanted content (computed on the controller)
+    + var: variable name, e.g. LLAMA_API_KEY
+    + quoted: `VAR='<key>'`, which compose reads literally (it interpolates `$` otherwise)
+    """
+
+    if host.get_fact(Sha1File, path=env_path) == expected_sha1:
+        host.noop(f"{env_path} is up to date")
+        return
+    fmt = f"{var}='%s'\\n" if quoted else f"{var}=%s\\n"
+    yield StringCommand(
+        f"umask 077 && printf {q(fmt)} \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
+        f"mv -f {q(env_path)}.tmp {q(env_path)}"
+    )

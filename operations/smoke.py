@@ -1,0 +1,65 @@
+"""
+The deploy gate: wait for /health and smoke-check the API on the host, roll back when the new
+server fails.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from beekeeper.core.paths import ServicePaths, hostside_script
+from beekeeper.hostside import rollback_command
+
+from .shell import StreamedCommand
+
+q = shlex.quote
+
+
+def serving(profile: str, bind_address: str, port: int) -> str:
+    addr = f"[{bind_address}]" if ":" in bind_address else bind_address
+    return f"{profile} on {addr}:{port}"
+
+@operation()
+def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: bool,
+                  api_key_file: str | None = None, profile: str = "",
+                  bind_address: str = "127.0.0.1"):
+    """
+    Wait for /health and smoke-check the API on the host. When nothing changed in this
+    run, the check runs as a read-only fact and reports no change. A new server that fails
+    is rolled back to the previous unit (hostside/rollback.py --restore). The last line says
+    which server is serving.
+
+    + port: the server's port on the host
+    + paths: the service's host files (its unit's log is shown when a check fails)
+    + timeout_s: deadline for /health to answer 200
+    + after_change: whether an earlier operation of this run changes the service
+    + api_key_file: the key on the host, when the server wants one
+    + profile, bind_address: what this deploy serves, for the last line
+    """
+    from beekeeper.facts.server import ServerSmoke
+
+    script = hostside_script("hostcheck.py")
+    now = serving(profile, bind_address, port)
+    if not after_change:
+        result = host.get_fact(ServerSmoke, script=script, port=port,
+                               api_key_file=api_key_file)
+        if result and result.get("ok"):
+            host.noop(f"beekeeper: serving {now}: healthy, smoke passed "
+                      f"({result.get('completion_tokens')} tokens)")
+            return
+    key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
+    check = f"python3 {q(script)} --timeout {timeout_s}{key}"
+    unit = paths.unit_name
+    yield StreamedCommand(
+        f"if {check} --port {port} --out {q(paths.smoke_result)}; then "
+        f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "
+        f"echo '--- last server log lines ({unit}) ---'; "
+        f"journalctl -u {q(unit)} -n 30 --no-pager; "
+        f"echo 'beekeeper: deploy failed: the new server did not pass /health and smoke "
+        f"checks (log above)' >&2; "
+        f"{rollback_command(paths, restore=True, timeout_s=timeout_s)}; exit 1"
+    )
+

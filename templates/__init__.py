@@ -1,0 +1,1 @@
+"""Jinja2 templates of the kit (units, Dockerfile, compose file, HAProxy config)."""
