@@ -220,7 +220,8 @@ def _matrix(args: argparse.Namespace) -> int:
     _, best, folder = run_matrix(
         args.profiles.split(","), pyinfra_deployer(inventory, host),
         lambda: ssh_tunnel(ssh, args.port), current, Path(args.out), host,
-        budget_gib=args.budget_gib, quick=args.quick, apply_recommended=args.apply_recommended)
+        budget_gib=args.budget_gib if args.budget_gib is not None else configured_budget_gib(),
+        quick=args.quick, apply_recommended=args.apply_recommended)
     print(f"matrix: {folder}/matrix.md (also matrix.html, matrix.json)")
     return 0 if best else 1
 
@@ -263,10 +264,7 @@ def _demo(args: argparse.Namespace) -> int:
                  "--suite", args.suite, "--out", args.out])
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="beekeeper", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-
+def _add_profiles(sub: Any) -> None:
     p = sub.add_parser("profiles", help="list profiles, their figures and whether they fit")
     p.add_argument("--json", action="store_true")
     p.add_argument("--card", help="plan with this card's CUDA context, e.g. 'NVIDIA H200'")
@@ -274,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.set_defaults(func=_print_profiles)
 
+
+def _add_sandbox(sub: Any) -> None:
     p = sub.add_parser("sandbox", help="the local sandbox hosts")
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--name", help="a second (third...) sandbox host beside the first, e.g. "
@@ -285,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                    "BEEKEEPER_SANDBOX_PORT or 2222)")
     p.set_defaults(func=_sandbox)
 
+
+def _add_verify(sub: Any) -> None:
     p = sub.add_parser("verify", help="check a running server against a profile")
     p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
@@ -319,11 +321,15 @@ def main(argv: list[str] | None = None) -> int:
                                   " (default: the GPU's name where known)")
     p.set_defaults(func=_verify)
 
+
+def _add_report(sub: Any) -> None:
     p = sub.add_parser("report", help="compare two verify runs side by side")
     p.add_argument("a", help="report.json of the earlier run")
     p.add_argument("b", help="report.json of the later run")
     p.set_defaults(func=_report)
 
+
+def _add_plan(sub: Any) -> None:
     p = sub.add_parser("plan", help="predict peak VRAM of a profile, by part")
     p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")
     p.add_argument("--gguf", help="read the architecture from this GGUF file")
@@ -339,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="choose the physical batch (-ub) for --card by the stated policy")
     p.set_defaults(func=_plan)
 
+
+def _add_matrix(sub: Any) -> None:
     p = sub.add_parser("matrix", help="deploy and measure profiles in turn; rank them")
     p.add_argument("--profiles", required=True, help="comma list")
     p.add_argument("--sandbox", action="store_true")
@@ -347,23 +355,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ssh", help="ssh arguments that reach the host, e.g. 'gpu-box'")
     p.add_argument("--service", default="llm")
     p.add_argument("--port", type=int, default=8083)
-    p.add_argument("--budget-gib", type=float, default=10.0)
+    p.add_argument("--budget-gib", type=float,
+                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--apply-recommended", action="store_true",
                    help="leave the host on the recommended profile")
     p.add_argument("--out", default=str(ROOT / "reports"))
     p.set_defaults(func=_matrix)
 
+
+def _add_rollback(sub: Any) -> None:
     p = sub.add_parser("rollback", help="return a host to the unit it ran before")
     p.add_argument("--sandbox", action="store_true")
     p.add_argument("--ssh", help="ssh arguments that reach the host")
     p.add_argument("--service", default="llm")
     p.set_defaults(func=_rollback)
 
+
+def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
     p.add_argument("--suite", default="smoke")
     p.add_argument("--out", default=str(ROOT / "reports"))
     p.set_defaults(func=_demo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="beekeeper", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for add in (_add_profiles, _add_sandbox, _add_verify, _add_report, _add_plan,
+                _add_matrix, _add_rollback, _add_demo):
+        add(sub)
 
     args = ap.parse_args(argv)
     try:

@@ -13,7 +13,7 @@ from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, load_host_config
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.machines import kept_by_neighbours, leaving, machine_of
-from beekeeper.tasks import prune
+from beekeeper.operations.services import removal_script
 
 GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 
@@ -287,7 +287,7 @@ def test_services_of_another_inventory_host_on_the_same_machine_are_kept():
 
 
 def test_removal_touches_only_that_service_and_keeps_models():
-    script = prune.removal_script("old-1")
+    script = removal_script("old-1")
     words = shlex.split(script.replace(";", " ; "))
     assert "beekeeper-old-1.service" in words and "/etc/beekeeper/old-1" in words
     assert "/srv" not in script and "models" not in script.replace("model_dir", "")

@@ -1,0 +1,52 @@
+"""
+Model service operations: remove a service the kit deployed (unit, env file, key, container,
+rollback copy, manifest), keeping its model.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.facts.services import DeployedServices
+
+from .shell import StreamedCommand
+
+q = shlex.quote
+
+
+def removal_script(name: str) -> str:
+    """Shell lines that remove service `name` (and only it); each step tolerates what an
+    earlier, partial removal left."""
+    p = ServicePaths(name)
+    unit, path = p.unit_name, p.unit
+    return " ; ".join([
+        f"systemctl disable --now {q(unit)} 2>/dev/null || systemctl stop {q(unit)} "
+        "2>/dev/null || true",
+        f"if command -v docker >/dev/null 2>&1; then docker rm -f {q(p.container)} "
+        ">/dev/null 2>&1 || true; fi",
+        f"rm -f {q(path)} {q(prev(path))}",
+        f"rmdir {q(p.dropin_dir)} 2>/dev/null || true",  # kept when it holds your files
+        f"rm -rf {q(p.conf_dir)}",
+        f"rm -f {q(p.smoke_result)}",
+        "systemctl daemon-reload",
+        f"systemctl reset-failed {q(unit)} 2>/dev/null || true",
+        f"echo {q(f'beekeeper: removed service {name} (its model stays in model_dir)')}",
+    ])
+
+
+@operation()
+def service_removed(service: str):
+    """
+    Stop and remove a model service the kit deployed (unit, env file, key, container,
+    rollback copy, manifest); its model file is kept. No change when it is not there.
+
+    + service: the service's name (beekeeper-<service>.service)
+    """
+    if service not in host.get_fact(DeployedServices):
+        host.noop(f"service {service} is not deployed here")
+        return
+    yield StreamedCommand(removal_script(service))  # its last line says what went

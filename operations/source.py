@@ -1,0 +1,67 @@
+"""
+Source operations: the server's source tree on the host, checked out from git at a full
+commit or unpacked from a tarball, each replaced only when what it holds differs.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from beekeeper.core.paths import LOG_DIR
+from beekeeper.facts.source import SourceTreeId
+
+from .shell import StreamedCommand, with_heartbeat
+
+q = shlex.quote
+# The image build sends the tree to the engine; git's own folder is not needed there.
+DOCKERIGNORE = ".git\n"
+
+
+@operation()
+def git_fetched(url: str, commit: str, dest: str):
+    """
+    Check out `commit` of the repository at `url` into `dest` (a shallow fetch by full
+    commit hash, as GitHub allows), unless `git rev-parse HEAD` there already says it.
+
+    + url: repository URL
+    + commit: 40-hex commit hash
+    + dest: folder on the host (replaced only once the new checkout is verified)
+    """
+    if host.get_fact(SourceTreeId, path=dest) == commit:
+        host.noop(f"{dest} is at {commit[:12]}")
+        return
+    tmp = dest + ".tmp"
+    script = (
+        f"rm -rf {q(tmp)} && git init -q {q(tmp)} && "
+        f"git -C {q(tmp)} fetch -q --depth 1 {q(url)} {q(commit)} && "
+        f"git -C {q(tmp)} -c advice.detachedHead=false checkout -q FETCH_HEAD && "
+        f"test \"$(git -C {q(tmp)} rev-parse HEAD)\" = {q(commit)} && "
+        f"printf %s {q(DOCKERIGNORE)} > {q(tmp)}/.dockerignore && "
+        f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}"
+    )
+    log = f"{LOG_DIR}/fetch-{commit[:12]}.log"
+    yield StreamedCommand(with_heartbeat(f"bash -c {q(script)}", log,
+                                        f"fetching {url} at {commit[:12]}"))
+
+
+@operation()
+def tarball_unpacked(tarball: str, tree_id: str, dest: str):
+    """
+    Unpack a source tarball (uploaded from the controller) into `dest`, unless `dest`
+    already holds the tree with that id.
+
+    + tarball: the .tar.gz on the host (one top folder)
+    + tree_id: the tarball's sha256, recorded in `dest` as what it holds
+    + dest: folder on the host
+    """
+    if host.get_fact(SourceTreeId, path=dest) == tree_id:
+        host.noop(f"{dest} holds {tree_id[:12]}")
+        return
+    tmp = dest + ".tmp"
+    yield (f"rm -rf {q(tmp)} && mkdir -p {q(tmp)} && "
+           f"tar -C {q(tmp)} --strip-components=1 -xzf {q(tarball)} && "
+           f"echo {q(tree_id)} > {q(tmp)}/.beekeeper-source && "
+           f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}")
