@@ -39,9 +39,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkout import use_checkout  # noqa: E402
+
+ROOT = use_checkout()  # the kit from this checkout, installed or not
+
+from gpu_tier import stop_server  # noqa: E402
 
 from beekeeper.core.build import BuildSpec  # noqa: E402
 from beekeeper.core.config import SourceSpec  # noqa: E402
@@ -256,11 +259,7 @@ def measure_item(item: str, idx: int, a: argparse.Namespace, work: Path, out: Pa
             rec["error"] = f"{type(e).__name__}: {e}"
             print(rec["error"], flush=True)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
     vr = sampler.result
     rec["vram"] = {k: v for k, v in asdict(vr).items() if k != "samples"}
     rec["vram"]["samples_n"] = len(vr.samples)

@@ -36,8 +36,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkout import use_checkout  # noqa: E402
+
+ROOT = use_checkout()  # the kit from this checkout, installed or not
 
 from beekeeper.core.build import BuildSpec  # noqa: E402
 from beekeeper.core.cache import pack_source_tree  # noqa: E402

@@ -23,9 +23,10 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkout import use_checkout  # noqa: E402
+
+ROOT = use_checkout()  # the kit from this checkout, installed or not
 
 from beekeeper.core.build import BuildSpec  # noqa: E402
 from beekeeper.core.config import SourceSpec  # noqa: E402
@@ -120,6 +121,15 @@ def _start(binary: Path, model: Path, settings: ServerSettings, port: int, log: 
     return subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT), args
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop a server started for a measurement: SIGTERM, then SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def _memory_lines(log: Path) -> list[str]:
     keep = ("memory breakdown", "CUDA0", "llama_kv_cache", "llama_memory_recurrent",
             "model buffer size", "compute buffer size", "KV buffer size", "RS buffer size")
@@ -205,11 +215,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 cfg["error"] = f"{type(e).__name__}: {e}"
                 print(cfg["error"], flush=True)
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                stop_server(proc)
         vr = sampler.result
         pred = predict(prof, model)
         measured = vr.peak_process_mib or vr.peak_delta_mib

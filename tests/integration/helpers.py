@@ -47,6 +47,14 @@ def deploy(*extra: str, dry: bool = False, inventory: str = "inventories/sandbox
     return pyinfra(*args, inventory, "deploy.py", *extra)
 
 
+def first_deploy(what: str) -> Run:
+    """A module's first deploy into a fresh sandbox host, its time printed as a figure."""
+    run = deploy()
+    print(f"\n[figure] first deploy ({what}): {run.wall_s:.0f} s")
+    assert run.rc == 0, run.out[-4000:]
+    return run
+
+
 def provision_and_share(inventory: str = SECOND_INVENTORY, name: str = SECOND) -> list[str]:
     """A second host's first steps: its Docker engine from its distro (stage `provision`
     only), then the first host's server images copied in, so that its deploy builds

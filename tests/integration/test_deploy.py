@@ -15,17 +15,23 @@ from beekeeper.tunnel import ssh_tunnel
 from beekeeper.verify.client import ServerClient
 from beekeeper.verify.suites import run_suites
 
-from .helpers import BIN, ROOT, deploy, detected_changes, grand_total, results, sandbox_exec
+from .helpers import (
+    BIN,
+    ROOT,
+    deploy,
+    detected_changes,
+    first_deploy,
+    grand_total,
+    results,
+    sandbox_exec,
+)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def first(fresh_sandbox):
-    run = deploy()
-    print(f"\n[figure] first deploy (from nothing): {run.wall_s:.0f} s")
-    assert run.rc == 0, run.out[-4000:]
-    return run
+    return first_deploy("from nothing")
 
 
 def test_first_deploy_provisions_builds_places_and_starts(first, standins):

@@ -11,17 +11,14 @@ import subprocess
 
 import pytest
 
-from .helpers import BIN, ROOT, deploy, sandbox_exec
+from .helpers import BIN, ROOT, deploy, first_deploy, sandbox_exec
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def deployed(fresh_sandbox):
-    run = deploy()
-    print(f"\n[figure] first deploy (from nothing, image with llama-bench): {run.wall_s:.0f} s")
-    assert run.rc == 0, run.out[-4000:]
-    return run
+    return first_deploy("from nothing, image with llama-bench")
 
 
 def verify(tmp_path, suites: str) -> tuple[subprocess.CompletedProcess, dict]:
