@@ -18,6 +18,10 @@ ITEMS is a comma list of `profile[+variant]`; variants (one change at a time):
   ubN      the profile with ubatch N (and batch max(2048, N)): served TTFT, engine prefill,
            VRAM; decode is not re-run (a decode step is one token, under any ubatch)
   ctxN     the profile with -c N (is the context allocated a cost for decode?)
+  bsubN    backend sampling as a setting (`ServerSettings.backend_sampling`, so the planner
+           counts its buffer) with ubatch N and batch max(2048, N): the full set (decode at
+           both depths, TTFT, llama-bench decode and prefill at that ubatch, whose figures
+           are this item's engine baseline): can a smaller ubatch pay for the sampler buffer?
 
 Served decode is repeated (--decode-reps, same prompt, `cache_prompt` on so only the first
 repeat pays the prefill); the spread is reported. Answers of random weights are noise, so
@@ -133,6 +137,12 @@ def variant_profile(profile: Profile, variant: str) -> tuple[Profile, list[str],
         return profile, ["--backend-sampling"], "decode"
     if variant == "greedy":
         return profile, ["--samplers", "top_k", "--top-k", "1"], "decode"
+    m = re.fullmatch(r"bsub(\d+)", variant)
+    if m:
+        ub = int(m.group(1))
+        return replace(profile, server=replace(profile.server, ubatch_size=ub,
+                                               batch_size=max(2048, ub),
+                                               backend_sampling=True)), [], "full"
     m = re.fullmatch(r"ub(\d+)", variant)
     if m:
         ub = int(m.group(1))
