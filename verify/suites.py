@@ -246,15 +246,17 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                card: str | None = None, host_facts: dict[str, Any] | None = None,
                sizes: Sizes | None = None, shell: Shell | None = None,
                engine_gpu: str | None = None, service: str = "llm",
-               direct: ServerClient | None = None) -> Report:
+               direct: ServerClient | None = None, budget_gib: float | None = None) -> Report:
     """Run the named suites. `shell` runs commands on the serving host (the engine
-    baseline, the idle VRAM baseline); without it those say why they were not measured."""
+    baseline, the idle VRAM baseline); without it those say why they were not measured.
+    `budget_gib` is the user's VRAM budget (group_data/all.py vram_budget_gib); without it
+    the profile's default."""
     names = _suite_names(names)
     sizes = sizes or Sizes.for_profile(profile, quick)
     now = datetime.now(UTC)
     report = Report(profile=profile.name, url=str(client.http.base_url),
                     started_utc=now.isoformat(timespec="seconds"), host=host_facts or {},
-                    budget_mib=profile.expected.vram_budget_gib * 1024)
+                    budget_mib=judge.vram_budget_mib(profile.expected, budget_gib))
     engine = (run_engine(client, profile, sizes, shell, engine_gpu, service)
               if "engine" in names else EngineRun(requested=False))
     report.engine = engine.baseline
