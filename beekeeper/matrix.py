@@ -14,10 +14,14 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .core.errors import BeekeeperError
 from .core.paths import KIT_ROOT
 from .core.profiles import PROFILES
+
+if TYPE_CHECKING:
+    from beekeeper.verify.report import Report
 
 POLICY = ("fastest decode among profiles whose peak VRAM is within the budget (or not "
           "measurable) and whose NIAH pass count meets the profile's requirement "
@@ -54,10 +58,12 @@ def rank(rows: list[Row]) -> tuple[list[Row], Row | None]:
     return ordered, best
 
 
-def markdown(rows: list[Row], best: Row | None, host: str, budget_gib: float) -> str:
+def markdown(rows: list[Row], best: Row | None, host: str, budget_gib: float | None) -> str:
+    budget = (f"{budget_gib:g} GiB" if budget_gib is not None
+              else "each profile's default (`Expected.vram_budget_gib`)")
     out = [f"# Config matrix on {host}", "",
            f"- date (UTC): {datetime.now(UTC).isoformat(timespec='seconds')}",
-           f"- VRAM budget: {budget_gib:g} GiB", f"- policy: {POLICY}",
+           f"- VRAM budget: {budget}", f"- policy: {POLICY}",
            f"- recommended: **{best.profile if best else 'none meets the policy'}**", "",
            "| rank | config | decode tok/s | VRAM | TTFT | NIAH | notes |",
            "|---|---|---|---|---|---|---|"]
@@ -100,11 +106,29 @@ def html_page(md_rows: list[Row], best: Row | None, host: str) -> str:
             f"<th>error</th></tr>{rows}</table></body></html>\n")
 
 
+def _fill_row(row: Row, rep: Report) -> None:
+    """A row's figures from one verify run; VRAM within the budget the run judged against."""
+    res = rep.suites
+    row.report_dir = rep.out_dir
+    row.decode_tok_s = res.decode[-1].decode_tok_s if res.decode else None
+    row.ttft_s_median = res.ttft.median_s if res.ttft else None
+    if res.niah is not None:
+        row.niah_passed, row.niah_n = res.niah.passed, len(res.niah.cases)
+    vram = res.vram
+    if vram is not None and vram.skipped:
+        row.vram_note = vram.skipped
+    elif vram is not None:
+        row.peak_vram_mib = vram.server_peak_mib
+        row.within_budget = (row.peak_vram_mib or 0) <= rep.budget_mib
+
+
 def run_matrix(profiles: list[str], deploy: Callable[[str], int],
                tunnel: Callable[[], AbstractContextManager[str]], current_profile: str | None,
-               out_dir: Path, host: str, budget_gib: float = 10.0, quick: bool = False,
+               out_dir: Path, host: str, budget_gib: float | None = None, quick: bool = False,
                apply_recommended: bool = False) -> tuple[list[Row], Row | None, Path]:
-    """Deploy, measure and rank each profile; leave the host on a whole profile."""
+    """Deploy, measure and rank each profile; leave the host on a whole profile. `budget_gib`
+    is the user's VRAM budget (group_data/all.py vram_budget_gib); without it each profile's
+    default, as `beekeeper verify` judges it."""
     from beekeeper.verify.client import ServerClient
     from beekeeper.verify.suites import run_suites
 
@@ -126,23 +150,13 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
         try:
             with tunnel() as url, ServerClient(url) as client:
                 rep = run_suites(client, prof, ["decode", "ttft", "niah", "vram"],
-                                 out_dir=str(folder), quick=quick, host_label=name)
+                                 out_dir=str(folder), quick=quick, host_label=name,
+                                 budget_gib=budget_gib)
         except Exception as e:  # one profile's failure is a row, not the end
             row.error = f"{type(e).__name__}: {e}"
             rows.append(row)
             continue
-        row.report_dir = rep.out_dir
-        dec = rep.suites.get("decode") or []
-        row.decode_tok_s = dec[-1]["decode_tok_s"] if dec else None
-        row.ttft_s_median = (rep.suites.get("ttft") or {}).get("median_s")
-        niah = rep.suites.get("niah") or {}
-        row.niah_passed, row.niah_n = niah.get("passed"), niah.get("n")
-        vram = rep.suites.get("vram") or {}
-        if vram.get("skipped"):
-            row.vram_note = vram["skipped"]
-        else:
-            row.peak_vram_mib = vram.get("peak_process_mib") or vram.get("peak_delta_mib")
-            row.within_budget = (row.peak_vram_mib or 0) <= budget_gib * 1024
+        _fill_row(row, rep)
         rows.append(row)
     ordered, best = rank(rows)
     folder.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-key-file")
     ap.add_argument("--host-label", default=os.uname().nodename)
     ap.add_argument("--engine-gpu")
+    ap.add_argument("--budget-gib", type=float,
+                    help="VRAM budget (the controller's group_data/all.py vram_budget_gib; "
+                    "default: the profile's)")
     args = ap.parse_args(argv)
     profile = PROFILES.get(args.profile)
     if profile is None:
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
                             quick=args.quick, host_label=args.host_label,
                             shell=LocalShell(label=args.host_label),
-                            engine_gpu=args.engine_gpu)
+                            engine_gpu=args.engine_gpu, budget_gib=args.budget_gib)
     return 0 if report.passed else 1
 
 

@@ -98,11 +98,6 @@ class ServerClient:
         r.raise_for_status()
         return dict(r.json())
 
-    def tokenize(self, text: str) -> list[int]:
-        r = self.http.post("/tokenize", json={"content": text, "add_special": False})
-        r.raise_for_status()
-        return list(r.json()["tokens"])
-
     def apply_template(self, messages: list[dict[str, str]]) -> str:
         r = self.http.post("/apply-template", json={"messages": messages})
         r.raise_for_status()

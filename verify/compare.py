@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .vram import server_peak_mib
+
 
 def key_figures(report: dict[str, Any]) -> dict[str, float | None]:
     """The headline numbers of one report.json, with units in the names."""
@@ -23,7 +25,7 @@ def key_figures(report: dict[str, Any]) -> dict[str, float | None]:
         "ttft_median_s": ttft.get("median_s"),
         "ttft_p95_s": ttft.get("p95_s"),
         "niah_passed": niah.get("passed"),
-        "peak_vram_mib": vram.get("peak_process_mib") or vram.get("peak_delta_mib"),
+        "peak_vram_mib": server_peak_mib(vram),
         "load_aggregate_tok_s": load.get("aggregate_tok_s"),
     }
 

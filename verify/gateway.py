@@ -12,7 +12,7 @@ from typing import Any
 
 from . import metrics
 from .client import RequestRecord, ServerClient
-from .smoke import Check
+from .judge import Check
 
 PROMPT = [{"role": "user", "content": "Count from one to two hundred in words, one number "
            "per line, and nothing else."}]

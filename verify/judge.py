@@ -30,6 +30,12 @@ from typing import Literal
 
 from beekeeper.core.profiles import REFERENCE_CARD, Expected
 
+from .client import RequestRecord
+from .engine import EngineBaseline
+from .metrics import PERCENTILE_METHOD
+from .results import DecodeResult, EngineRun, LoadResult, NiahResult, TtftResult
+from .vram import VramResult
+
 Status = Literal["PASS", "FAIL", "SKIP", "INFO"]
 
 DECODE_FLOOR = 0.95
@@ -42,6 +48,29 @@ class Verdict:
     status: Status
     detail: str
     ratio: float | None = None  # served / engine (decode) or served / engine (TTFT)
+
+
+@dataclass
+class Check:
+    """One named check with what was seen. PASS and FAIL judge a figure against an
+    expectation; SKIP (nothing to judge, and why) and INFO (a figure shown, not judged)
+    never pass and never fail a run."""
+
+    name: str
+    status: Status
+    detail: str
+
+    @classmethod
+    def of(cls, name: str, ok: bool, detail: str) -> Check:
+        return cls(name, "PASS" if ok else "FAIL", detail)
+
+    @property
+    def passed(self) -> bool:
+        """False only for FAIL (a run passes when no check failed)."""
+        return self.status != "FAIL"
+
+    def line(self) -> str:
+        return f"[{self.status}] {self.name}: {self.detail}"
 
 
 def _why_no_served(error: str | None) -> str:
@@ -156,3 +185,116 @@ def judge_vram(v: VramFigures) -> Verdict:
     return Verdict("PASS" if ok else "FAIL",
                    f"rise of memory.used over {v.baseline_kind} {v.rise_mib:.0f} MiB, budget "
                    f"{v.budget_mib:.0f} MiB; " + ", ".join(parts))
+
+
+# The judge step: typed suite results in, named checks out, in the order a run reports them.
+
+def vram_budget_mib(expected: Expected, budget_gib: float | None = None) -> float:
+    """The VRAM budget in MiB: the user's setting (group_data/all.py `vram_budget_gib`,
+    passed down by the caller) or, when none is given, the profile's default."""
+    return (budget_gib if budget_gib is not None else expected.vram_budget_gib) * 1024
+
+
+def _errors(records: list[RequestRecord]) -> str:
+    """The causes of failed requests, for the console line of the check that used them."""
+    errs = [r.error for r in records if not r.ok and r.error]
+    if not errs:
+        return ""
+    return f"; {len(errs)} request(s) failed: {errs[0][:160]}"
+
+
+def engine_checks(run: EngineRun) -> list[Check]:
+    if not run.requested:
+        return []
+    if run.error is not None:
+        return [Check("engine.baseline", "FAIL", run.error)]
+    engine = run.baseline
+    if engine is None:
+        return [Check("engine.baseline", "SKIP", run.why_not or "")]
+    parts = [f"decode {t.avg_tok_s:.1f} +/- {t.stddev_tok_s:.1f} tok/s at {t.n_depth} ctx"
+             for t in engine.decode]
+    if engine.prefill:
+        parts.append(f"prefill {engine.prefill.n_prompt} tokens in {engine.prefill.avg_s:.3f} s "
+                     f"({engine.prefill.avg_tok_s:.0f} tok/s)")
+    threads = engine.decode[0].n_threads if engine.decode else "?"
+    return [Check("engine.baseline", "INFO", "llama-bench, " + "; ".join(parts)
+                  + f"; {threads} threads; " + engine.placement)]
+
+
+def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expected,
+                  card: str | None, cpu: bool) -> list[Check]:
+    base = engine.baseline
+    out = [Check.of("decode.records_consistent", all(r.records_consistent for r in runs),
+                    "usage.completion_tokens == timings.predicted_n, cache_n == 0 on every "
+                    "request" + _errors([r.record for r in runs]))]
+    for r in runs:
+        v = judge_decode(r.decode_tok_s, base.decode_tok_s_at(r.ctx_tokens) if base else None,
+                         r.ctx_tokens, served_error=r.record.error,
+                         engine_why_not=engine.why_not,
+                         floor=DECODE_FLOOR_CPU if cpu else DECODE_FLOOR)
+        out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status, v.detail))
+    ref = judge_reference_decode(runs[-1].decode_tok_s, expected, card)
+    return out + [Check("decode.reference_card", ref.status, ref.detail)]
+
+
+def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
+                card: str | None) -> list[Check]:
+    recs, med, p95 = res.records, res.median_s, res.p95_s
+    base = engine.baseline
+    v = judge_ttft(med, base.ttft_s(res.target_tokens) if base else None, res.target_tokens,
+                   served_error=next((r.error for r in recs if r.error), None),
+                   engine_why_not=engine.why_not)
+    ref = judge_reference_ttft(med, expected, card)
+    return [
+        Check.of("ttft.no_prompt_reuse", res.no_prompt_reuse,
+                 f"timings.cache_n == 0 on all {len(recs)} requests" + _errors(recs)),
+        Check("ttft.vs_engine", v.status,
+              v.detail + (f"; p95 {p95:.3f} s ({PERCENTILE_METHOD}) over "
+                          f"{len(res.ttft_s)} requests" if p95 is not None else "")
+              + _errors(recs)),
+        Check("ttft.reference_card", ref.status, ref.detail)]
+
+
+def niah_checks(res: NiahResult, expected: Expected) -> list[Check]:
+    cases, k = res.cases, res.passed
+    lo, hi = res.clopper_pearson_95
+    errs = [c.error for c in cases if c.error]
+    err_note = f"; {len(errs)} request(s) failed: {errs[0][:160]}" if errs else ""
+    exact = all(c.prompt_tokens == res.target_tokens for c in cases)
+    return [
+        Check.of("niah.prompt_tokens_exact", exact,
+                 f"every prompt exactly {res.target_tokens} tokens "
+                 "(server usage.prompt_tokens)" + err_note),
+        Check.of("niah.pass", k >= expected.niah_min_pass,
+                 f"{k}/{len(cases)} (95% Clopper-Pearson recall {lo:.0%}-{hi:.0%}); "
+                 f"needs >= {expected.niah_min_pass}" + err_note)]
+
+
+def load_checks(res: LoadResult) -> list[Check]:
+    errors = res.errors
+    return [Check.of(
+        "load.no_failures", res.failed == 0 and res.requests > 0,
+        f"{res.requests} requests, {res.failed} failed, "
+        f"{(res.aggregate_tok_s or 0):.1f} tok/s aggregate, "
+        f"p95 TTFT {(res.ttft_s_p95 or 0):.2f} s"
+        + (f"; first error: {(errors[0] or '')[:160]}" if errors else ""))]
+
+
+def vram_figures(vr: VramResult, engine: EngineBaseline | None, budget_mib: float,
+                 predicted_mib: float | None) -> VramFigures:
+    if vr.skipped:
+        return VramFigures(None, None, predicted_mib, budget_mib, "", why_not=vr.skipped)
+    idle = engine.idle_used_mib if engine else None
+    rise = (vr.peak_mib - idle) if idle is not None and vr.peak_mib is not None else None
+    kind = ("idle (memory.used with the service stopped, before llama-bench)"
+            if idle is not None else
+            "none: the server was already loaded when sampling began; the idle baseline is "
+            "read with the service stopped, add --suite engine")
+    return VramFigures(rise, vr.peak_process_mib, predicted_mib, budget_mib, kind)
+
+
+def vram_checks(vr: VramResult, engine: EngineBaseline | None, budget_mib: float,
+                predicted_mib: float | None) -> list[Check]:
+    v = judge_vram(vram_figures(vr, engine, budget_mib, predicted_mib))
+    return [Check("vram.rise_vs_budget", v.status,
+                  v.detail + (f"; {vr.achieved_hz:.0f} Hz sampling" if vr.achieved_hz else ""))]

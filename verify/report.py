@@ -11,13 +11,81 @@ from __future__ import annotations
 import html
 import io
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .judge import DECODE_FLOOR, DECODE_FLOOR_CPU, TTFT_CEILING
+from .engine import EngineBaseline
+from .judge import DECODE_FLOOR, DECODE_FLOOR_CPU, TTFT_CEILING, Check
+from .results import DecodeResult, LoadResult, NiahResult, TtftResult
+from .smoke import SmokeResult
+from .vram import VramResult
 
 STATUS_COLOR = {"PASS": "#2ca02c", "FAIL": "#d62728", "SKIP": "#7f7f7f", "INFO": "#1f77b4"}
+
+
+@dataclass
+class SuiteResults:
+    """What each suite that ran returned (None: not run)."""
+
+    smoke: SmokeResult | None = None
+    decode: list[DecodeResult] | None = None
+    ttft: TtftResult | None = None
+    niah: NiahResult | None = None
+    load: LoadResult | None = None
+    gateway: dict[str, Any] | None = None
+    vram: VramResult | None = None
+
+    def to_json(self, engine: EngineBaseline | None) -> dict[str, Any]:
+        """report.json's `suites`, keyed by suite in the order they ran."""
+        out: dict[str, Any] = {}
+        if self.smoke is not None:
+            rec = self.smoke.record
+            out["smoke"] = {"record": rec.to_json() if rec else None}
+        if self.decode is not None:
+            out["decode"] = [r.to_json(engine) for r in self.decode]
+        if self.ttft is not None:
+            out["ttft"] = self.ttft.to_json(engine)
+        if self.niah is not None:
+            out["niah"] = self.niah.to_json()
+        if self.load is not None:
+            out["load"] = self.load.to_json()
+        if self.gateway is not None:
+            out["gateway"] = self.gateway
+        if self.vram is not None:
+            out["vram"] = {**asdict(self.vram),
+                           "idle_used_mib": engine.idle_used_mib if engine else None}
+        return out
+
+
+@dataclass
+class Report:
+    """A verify run: config echo, every check, typed results per suite."""
+
+    profile: str
+    url: str
+    started_utc: str
+    budget_mib: float
+    host: dict[str, Any] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    suites: SuiteResults = field(default_factory=SuiteResults)
+    server: dict[str, Any] = field(default_factory=dict)
+    planner: dict[str, Any] | None = None
+    engine: EngineBaseline | None = None
+    out_dir: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        """report.json: the same keys and order as ever."""
+        return _jsonable({
+            "profile": self.profile, "url": self.url, "started_utc": self.started_utc,
+            "host": self.host, "checks": [asdict(c) for c in self.checks],
+            "suites": self.suites.to_json(self.engine), "server": self.server,
+            "planner": self.planner, "engine": asdict(self.engine) if self.engine else None,
+            "out_dir": self.out_dir, "budget_mib": self.budget_mib, "passed": self.passed})
 
 
 def _jsonable(obj: Any) -> Any:
@@ -208,11 +276,20 @@ def render_from_json(folder: Path) -> None:
     (folder / "report.html").write_text(page(data))
 
 
-def write_reports(report: Any, folder: Path, budget_mib: float | None = None) -> None:
+def write_reports(report: Report, folder: Path) -> None:
+    """report.json, then report.md and report.html drawn from it."""
     folder.mkdir(parents=True, exist_ok=True)
-    data = _jsonable(asdict(report))
-    data["passed"] = report.passed
-    if budget_mib is not None:
-        data["budget_mib"] = budget_mib
-    (folder / "report.json").write_text(json.dumps(data, indent=2))
+    (folder / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     render_from_json(folder)
+
+
+def print_checks(report: Report) -> None:
+    for c in report.checks:
+        print(f"  {c.line()}", flush=True)
+
+
+def print_summary(report: Report) -> None:
+    counts = {s: sum(c.status == s for c in report.checks)
+              for s in ("PASS", "FAIL", "SKIP", "INFO")}
+    print(f"verify {'PASSED' if report.passed else 'FAILED'} ("
+          + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")", flush=True)

@@ -8,30 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from .client import RequestRecord, ServerClient
-from .judge import Status
-
-
-@dataclass
-class Check:
-    """One named check with what was seen. PASS and FAIL judge a figure against an
-    expectation; SKIP (nothing to judge, and why) and INFO (a figure shown, not judged)
-    never pass and never fail a run."""
-
-    name: str
-    status: Status
-    detail: str
-
-    @classmethod
-    def of(cls, name: str, ok: bool, detail: str) -> Check:
-        return cls(name, "PASS" if ok else "FAIL", detail)
-
-    @property
-    def passed(self) -> bool:
-        """False only for FAIL (a run passes when no check failed)."""
-        return self.status != "FAIL"
-
-    def line(self) -> str:
-        return f"[{self.status}] {self.name}: {self.detail}"
+from .judge import Check
 
 
 @dataclass

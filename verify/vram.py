@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,16 @@ class VramResult:
     sampler_cpu_s: float | None = None  # CPU time the sampler thread used
     wall_s: float | None = None
     samples: list[VramSample] = field(default_factory=list)
+
+    @property
+    def server_peak_mib(self) -> float | None:
+        """The server process's peak, else the card's rise over the sampler's baseline."""
+        return self.peak_process_mib or self.peak_delta_mib
+
+
+def server_peak_mib(vram: Mapping[str, Any]) -> float | None:
+    """`VramResult.server_peak_mib` of a report.json's `suites.vram`."""
+    return vram.get("peak_process_mib") or vram.get("peak_delta_mib")
 
 
 class VramSampler:

@@ -156,7 +156,7 @@ def test_four_slot_server_under_concurrent_load(deployed):
             run_load(client, 4, 3, 8)  # warm-up
             rss.append(int(sandbox_exec("ps -o rss= -C llama-server").stdout.split()[0]))
             for _ in range(3):
-                load = run_load(client, 4, 10, 16)
+                load = run_load(client, 4, 10, 16).to_json()
                 rss.append(int(sandbox_exec("ps -o rss= -C llama-server").stdout.split()[0]))
                 assert load["failed"] == 0 and load["requests"] > 0, load["errors"]
         print(f"\n[figure] load, {PROFILES['cpu-tiny-4slot'].server.parallel} slots, 4 clients:"
