@@ -39,7 +39,7 @@ def _print_profiles(args: argparse.Namespace) -> int:
         from dataclasses import asdict
         print(json.dumps({n: asdict(p) for n, p in PROFILES.items()}, indent=2, default=str))
         return 0
-    budget_gib = args.budget_gib if args.budget_gib is not None else configured_budget_gib()
+    budget_gib = _budget(args)
     budget_mib = budget_gib * 1024
     print(f"{'profile':26} {'backend':7} {'ctx':>7} {'KV':>21} {'ref tok/s':>9} "
           f"{'TTFT s':>7} {'plan MiB':>8} {'fits':>4}  summary")
@@ -78,6 +78,11 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _budget(args: argparse.Namespace) -> float:
+    """--budget-gib, else the kit's group data: the one VRAM budget every command judges by."""
+    return args.budget_gib if args.budget_gib is not None else configured_budget_gib()
+
+
 def _verify(args: argparse.Namespace) -> int:
     from beekeeper.verify.client import ServerClient
     from beekeeper.verify.suites import Sizes, run_suites
@@ -96,7 +101,7 @@ def _verify(args: argparse.Namespace) -> int:
         rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
                             args.profile, args.suite, args.port, Path(args.out),
                             quick=args.quick, engine_gpu=args.engine_gpu,
-                            ctx_size=args.ctx_size)
+                            ctx_size=args.ctx_size, budget_gib=_budget(args))
         return rc
     shell = _engine_shell(args)
     with ExitStack() as stack:
@@ -125,7 +130,7 @@ def _verify(args: argparse.Namespace) -> int:
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
                             quick=args.quick, host_label=args.host_label, card=args.card,
                             sizes=sizes, shell=shell, engine_gpu=args.engine_gpu,
-                            direct=direct)
+                            direct=direct, budget_gib=_budget(args))
     return 0 if report.passed else 1
 
 
@@ -159,7 +164,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     profile = PROFILES[args.profile]
     gguf = Path(args.gguf) if args.gguf else None
-    budget_gib = args.budget_gib if args.budget_gib is not None else configured_budget_gib()
+    budget_gib = _budget(args)
     try:
         pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel,
                        cuda_context_mib=args.cuda_context_mib, card=args.card)
@@ -220,7 +225,7 @@ def _matrix(args: argparse.Namespace) -> int:
     _, best, folder = run_matrix(
         args.profiles.split(","), pyinfra_deployer(inventory, host),
         lambda: ssh_tunnel(ssh, args.port), current, Path(args.out), host,
-        budget_gib=args.budget_gib if args.budget_gib is not None else configured_budget_gib(),
+        budget_gib=_budget(args),
         quick=args.quick, apply_recommended=args.apply_recommended)
     print(f"matrix: {folder}/matrix.md (also matrix.html, matrix.json)")
     return 0 if best else 1
@@ -317,6 +322,8 @@ def _add_verify(sub: Any) -> None:
                    help="the server's context when host data set ctx_size (deployed.json's "
                         "ctx_size): verify's sizes follow it")
     p.add_argument("--decode-out", type=int, help="output tokens per decode run, e.g. 16384")
+    p.add_argument("--budget-gib", type=float,
+                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.add_argument("--card", help="scale the decode expectation to this card, e.g. 'RTX 3090'"
                                   " (default: the GPU's name where known)")
     p.set_defaults(func=_verify)

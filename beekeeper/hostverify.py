@@ -64,7 +64,8 @@ def _ssh(ssh: list[str], script: str, stdin: bytes | None = None) -> subprocess.
 
 def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port: int,
                 out_root: Path, quick: bool = False, engine_gpu: str | None = None,
-                ctx_size: int | None = None) -> tuple[int, Path]:
+                ctx_size: int | None = None, budget_gib: float | None = None
+                ) -> tuple[int, Path]:
     """Install the suites on the host, run them there, copy the report back."""
     print(f"[verify] installing the suites on {host_label} ({KIT}, {VENV})", flush=True)
     p = _ssh(ssh, f"rm -rf {KIT} && mkdir -p {KIT} && tar -C {KIT} -xzf -", _kit_tarball())
@@ -85,7 +86,8 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
            f"{shlex.quote(suites)} --out {remote_out} --host-label {shlex.quote(host_label)}"
            + (" --quick" if quick else "")
            + (f" --engine-gpu {shlex.quote(engine_gpu)}" if engine_gpu else "")
-           + (f" --ctx-size {int(ctx_size)}" if ctx_size else ""))
+           + (f" --ctx-size {int(ctx_size)}" if ctx_size else "")
+           + (f" --budget-gib {float(budget_gib):g}" if budget_gib is not None else ""))
     print(f"[verify] running on {host_label}: {cmd}", flush=True)
     run = subprocess.run(["ssh", *ssh, cmd])
     local = out_root / host_label / stamp

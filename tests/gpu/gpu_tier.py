@@ -218,7 +218,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 stop_server(proc)
         vr = sampler.result
         pred = predict(prof, model)
-        measured = vr.peak_process_mib or vr.peak_delta_mib
+        measured = vr.server_peak_mib
         cfg["vram"] = {k: v for k, v in asdict(vr).items() if k != "samples"}
         cfg["vram"]["samples_n"] = len(vr.samples)
         step = max(1, len(vr.samples) // 400)
@@ -238,6 +238,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def markdown(r: dict) -> str:
+    from beekeeper.verify.vram import server_peak_mib
+
     bw = r["bandwidth"]
     lines = [f"# GPU tier: Qwen3.5-9B-shaped Q8_0 (random weights) on {bw.get('device', '?')}",
              "", f"- date (UTC): {r['date_utc']}", f"- command: `{r['command']}`",
@@ -260,7 +262,7 @@ def markdown(r: dict) -> str:
     for c in r["configs"]:
         t = c.get("ttft") or {}
         v = c["vram"]
-        peak = v.get("peak_process_mib") or v.get("peak_delta_mib") or 0
+        peak = server_peak_mib(v) or 0
         lines.append(f"| {c['kv']} | {c['ctx_size']} x {c.get('parallel', 1)} | "
                      f"{t.get('median_s') or 0:.2f} | {t.get('p95_s') or 0:.2f} |"
                      f" {len(t.get('ttft_s', []))} | {peak:.0f} | "
