@@ -77,19 +77,27 @@ def _why_no_served(error: str | None) -> str:
     return f"no served figure: {error}" if error else "no served figure"
 
 
+def _ratio(served: float | None, engine: float | None, where: str, what: str,
+           served_error: str | None, engine_why_not: str | None) -> float | Verdict:
+    """served / engine, or the verdict without one: FAIL with no served figure, SKIP with
+    no engine baseline."""
+    if served is None:
+        return Verdict("FAIL", f"{_why_no_served(served_error)} at {where}")
+    if engine is None:
+        return Verdict("SKIP", f"{what} at {where}; no engine baseline "
+                       f"({engine_why_not or 'add --suite engine'}), so no expectation")
+    return served / engine
+
+
 def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_tokens: int,
                  *, served_error: str | None = None, engine_why_not: str | None = None,
                  floor: float = DECODE_FLOOR) -> Verdict:
     """Served decode >= floor x the engine's at the same depth."""
-    if served_tok_s is None:
-        return Verdict("FAIL", f"{_why_no_served(served_error)} at {depth_tokens} ctx")
-    if engine_tok_s is None:
-        return Verdict("SKIP", f"served {served_tok_s:.1f} tok/s at {depth_tokens} ctx; no "
-                       f"engine baseline ({engine_why_not or 'add --suite engine'}), "
-                       "so no expectation")
-    ratio = served_tok_s / engine_tok_s
-    ok = ratio >= floor
-    return Verdict("PASS" if ok else "FAIL",
+    ratio = _ratio(served_tok_s, engine_tok_s, f"{depth_tokens} ctx",
+                   f"served {served_tok_s or 0:.1f} tok/s", served_error, engine_why_not)
+    if isinstance(ratio, Verdict):
+        return ratio
+    return Verdict("PASS" if ratio >= floor else "FAIL",
                    f"served {served_tok_s:.1f} tok/s vs engine {engine_tok_s:.1f} tok/s "
                    f"(llama-bench) at {depth_tokens} ctx: ratio {ratio:.3f}, needs >= {floor}",
                    ratio)
@@ -99,15 +107,11 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
                *, served_error: str | None = None, engine_why_not: str | None = None,
                ceiling: float = TTFT_CEILING) -> Verdict:
     """Served median TTFT <= ceiling x (engine prefill time + first token)."""
-    if served_median_s is None:
-        return Verdict("FAIL", f"{_why_no_served(served_error)} at {prompt_tokens} tokens")
-    if engine_ttft_s is None:
-        return Verdict("SKIP", f"median {served_median_s:.3f} s at {prompt_tokens} tokens; no "
-                       f"engine baseline ({engine_why_not or 'add --suite engine'}), "
-                       "so no expectation")
-    ratio = served_median_s / engine_ttft_s
-    ok = ratio <= ceiling
-    return Verdict("PASS" if ok else "FAIL",
+    ratio = _ratio(served_median_s, engine_ttft_s, f"{prompt_tokens} tokens",
+                   f"median {served_median_s or 0:.3f} s", served_error, engine_why_not)
+    if isinstance(ratio, Verdict):
+        return ratio
+    return Verdict("PASS" if ratio <= ceiling else "FAIL",
                    f"median {served_median_s:.3f} s vs engine {engine_ttft_s:.3f} s (prefill "
                    f"+ first token, llama-bench) at {prompt_tokens} tokens: ratio {ratio:.3f}, "
                    f"needs <= {ceiling}", ratio)

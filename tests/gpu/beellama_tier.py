@@ -48,7 +48,7 @@ from checkout import use_checkout  # noqa: E402
 
 ROOT = use_checkout()  # the kit from this checkout, installed or not
 
-from gpu_tier import stop_server  # noqa: E402
+from gpu_tier import nvcc_version, stop_server  # noqa: E402
 
 from beekeeper.core.build import BuildSpec  # noqa: E402
 from beekeeper.core.config import SourceSpec  # noqa: E402
@@ -64,18 +64,9 @@ def model_quant(profile: Profile) -> str:
     return "q4_k_m" if "q4_k_m" in profile.model.filename.lower() else "q8_0"
 
 
-def _nvcc_version() -> str:
-    try:
-        out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
-        m = re.search(r"release (\d+\.\d+)", out)
-        return m.group(1) if m else "unknown"
-    except FileNotFoundError:
-        return "none"
-
-
 def build_spec(src: str, arch: str, profiles: list[str], jobs: int) -> BuildSpec:
     return BuildSpec(source=SourceSpec(kind="local", ref=COMMIT, path=src), backend="cuda",
-                     cuda_version=_nvcc_version(), cuda_arch=arch,
+                     cuda_version=nvcc_version(), cuda_arch=arch,
                      fa_all_quants=any(PROFILES[p].server.needs_fa_all_quants
                                        for p in profiles),
                      build_base="-", runtime_base="-", jobs=jobs,

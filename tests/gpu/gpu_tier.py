@@ -37,7 +37,7 @@ from beekeeper.core.profiles import PROFILES, Profile, ServerSettings  # noqa: E
 MODEL_NAME = "qwen35-9b-shaped-q8_0.gguf"
 
 
-def _nvcc_version() -> str:
+def nvcc_version() -> str:
     try:
         out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
         m = re.search(r"release (\d+\.\d+)", out)
@@ -54,7 +54,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             tar.extractall(work, filter="data")  # the tarball's top folder is src/
     ref = Path(args.src).name.removeprefix("llama.cpp-").removesuffix(".tar.gz")
     spec = BuildSpec(source=SourceSpec(kind="local", ref=ref, path=str(args.src)),
-                     backend=args.backend, cuda_version=_nvcc_version(),
+                     backend=args.backend, cuda_version=nvcc_version(),
                      cuda_arch=args.arch if args.backend == "cuda" else None,
                      fa_all_quants=False, build_base="-", runtime_base="-",
                      jobs=0, image_repo="beekeeper/llama-server")
