@@ -15,10 +15,10 @@ from pyinfra.operations import apt, systemd
 
 from beekeeper.core.config import HostConfig
 from beekeeper.facts.docker import DockerEngine, GpuInContainer
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.apt import held, missing_packages
 
 from . import nvidia_repos
-from .preflight import HostFacts
 
 TOOLKIT_VERSION = "1.18.0-1"
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
@@ -31,7 +31,7 @@ def nvidia_runtime_registered():
     Register the nvidia runtime with Docker (`nvidia-ctk runtime configure`), only when
     `docker info` does not list it. nvidia-ctk merges its keys into daemon.json.
     """
-    if host.get_fact(DockerEngine)["nvidia_runtime"]:
+    if host.get_fact(DockerEngine).nvidia_runtime:
         host.noop("Docker already knows the nvidia runtime")
         return
     yield "nvidia-ctk runtime configure --runtime=docker"
@@ -39,13 +39,13 @@ def nvidia_runtime_registered():
 
 def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
     return (cfg.mode == "container" and cfg.service.profile.backend == "cuda"
-            and facts.docker["flavour"] != "docker-desktop")
+            and facts.docker.flavour != "docker-desktop")
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     if not wanted(cfg, facts):
         return []
-    version = str(cfg.extra.get("container_toolkit_version", TOOLKIT_VERSION))
+    version = cfg.container_toolkit_version or TOOLKIT_VERSION
     ops = nvidia_repos.toolkit_repo(nvidia_repos.repos(cfg, facts))
     specs = [f"{p}={version}" for p in PACKAGES]
     install = apt.packages(

@@ -17,10 +17,10 @@ from beekeeper.core.build import TARGETS, build_spec
 from beekeeper.core.config import HostConfig
 from beekeeper.core.native import install_dir, shell_script
 from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.shell import StreamedCommand, with_heartbeat
 
 from . import source
-from .preflight import HostFacts
 
 PREFIX = NATIVE_PREFIX
 

@@ -21,17 +21,18 @@ from pyinfra.operations import apt, files, server
 from beekeeper.core.config import HostConfig
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 from beekeeper.facts.host import AptHolds
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.apt import missing_packages
 
 from . import nvidia_repos
-from .preflight import HostFacts, driver_branch_to_install
+from .preflight import driver_branch_to_install
 
 
 def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
     """A native Linux host with an NVIDIA GPU on PCI but no (new enough) driver."""
-    if facts.wsl["is_wsl2"] or cfg.service.profile.backend != "cuda":
+    if facts.wsl.is_wsl2 or cfg.service.profile.backend != "cuda":
         return False
-    if facts.gpu and facts.gpu["driver_branch"]:
+    if facts.gpu and facts.gpu.driver_branch:
         return False  # preflight refused a too-old one already
     return facts.pci_nvidia_gpus > 0
 
@@ -67,7 +68,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
         return False, []
     branch = driver_branch_to_install(cfg)
     pinning = f"nvidia-driver-pinning-{branch}"
-    headers = f"linux-headers-{facts.wsl['kernel']}"  # Wsl fact: `uname -r`
+    headers = f"linux-headers-{facts.wsl.kernel_release}"  # Wsl fact: `uname -r`
     wanted = [headers, pinning, "cuda-drivers"]
     r = nvidia_repos.repos(cfg, facts)
     ops = nvidia_repos.cuda_repo(r)
@@ -85,7 +86,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
         driver_held(name="Hold the NVIDIA driver packages (module, libcuda, NVML, "
                          "nvidia-smi) so unattended upgrades cannot break NVML"),
     ]
-    if host.data.get("allow_reboot"):
+    if cfg.allow_reboot:
         ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
                                  delay=10, reboot_timeout=600))
         if cfg.cuda_arch:

@@ -18,10 +18,10 @@ from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import LOG_DIR, ServicePaths, prev
 from beekeeper.facts.docker import DockerImageId
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import docker as docker_ops
 
 from . import source
-from .preflight import HostFacts
 
 
 def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
