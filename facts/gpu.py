@@ -128,7 +128,6 @@ DRIVER_PACKAGE_PREFIXES = ("cuda-drivers", "nvidia-driver", "nvidia-open", "nvid
                            "nvidia-kernel", "nvidia-utils", "nvidia-modprobe",
                            "nvidia-persistenced", "libnvidia-compute", "libnvidia-ml",
                            "libcuda1", "firmware-nvidia-gsp")
-LINUX_DRIVER_PATTERNS = DRIVER_PACKAGE_PREFIXES
 
 
 def parse_driver_packages(lines: list[str]) -> list[str]:
@@ -137,7 +136,7 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
     for line in lines:
         parts = line.split(None, 1)
         if len(parts) == 2 and parts[1].strip().endswith("installed") and \
-                "not-installed" not in parts[1] and parts[0].startswith(LINUX_DRIVER_PATTERNS):
+                "not-installed" not in parts[1] and parts[0].startswith(DRIVER_PACKAGE_PREFIXES):
             out.append(parts[0])
     return sorted(out)
 

@@ -44,8 +44,9 @@ class CudaContext:
     source: str
 
 
-# Calibrated from what the GPU tier measured (tests/gpu/gpu_tier.py; `calibrate()` below):
-# process peak minus the planner's other terms, and the rise minus the same.
+# Calibrated from what the GPU tier measured (tests/gpu/gpu_tier.py): the measured process
+# peak minus the planner's other terms (Prediction.total_mib less cuda_context_mib), and the
+# rise minus the same.
 # The H200 row is beellama's (the engine the kit serves), from the profiles' exact servers:
 # 610 to 630 MiB per process over f16, turbo4, turbo3, turbo3_tcq and Q4_K_M at ubatch 512
 # (655 at 2048, 715 at 4096); on that machine the rise of memory.used was the process figure
@@ -62,7 +63,6 @@ CUDA_CONTEXTS: tuple[CudaContext, ...] = (
 # few hundred MiB either way; measure it with the GPU tier and add a row, or pass
 # cuda_context_mib.
 ASSUMED_CONTEXT = CUDA_CONTEXTS[0]
-CUDA_CONTEXT_MIB = ASSUMED_CONTEXT.process_mib
 
 
 def cuda_context_for(card: str | None) -> tuple[CudaContext, bool]:
@@ -73,9 +73,6 @@ def cuda_context_for(card: str | None) -> tuple[CudaContext, bool]:
     return ASSUMED_CONTEXT, False
 
 
-def calibrate(measured_mib: float, prediction: Prediction) -> float:
-    """The context term that makes the prediction match a measurement (the GPU tier)."""
-    return measured_mib - (prediction.total_mib - prediction.cuda_context_mib)
 UBATCH = 512
 # beellama's CUDA0 compute buffer for Qwen3.5-9B (its log's `compute buffer size`): 493 MiB
 # at ubatch 512 (501 with f16 KV), 1,972 at 2048, 3,944 at 4096: the f32 logits of one
