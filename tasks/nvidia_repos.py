@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyinfra import host
-from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files
 
@@ -15,6 +14,7 @@ from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.host import AptSourcesFor
 from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.operations import apt_sources
 
 CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
 CUDA_KEY = CUDA_REPO + "{key}"
@@ -75,19 +75,6 @@ def _prereqs() -> OperationMeta:
 OWN_CUDA_SOURCES = "/etc/apt/sources.list.d/nvidia-cuda.sources"
 
 
-@operation()
-def source_reused(path: str, signed_by: str | None):
-    """
-    Use an apt source for the repository that the host already has.
-
-    + path: the source file found
-    + signed_by: the keyring it names
-    """
-    host.noop(f"{path} already provides this repository (signed by {signed_by or 'apt'})")
-    return
-    yield  # an operation is a generator
-
-
 def cuda_repo(r: Repos) -> list[OperationMeta]:
     """NVIDIA's CUDA repository, once. A host set up NVIDIA's documented way (the
     cuda-keyring package) already has `cuda-<distro>-x86_64.list` signed by
@@ -101,7 +88,7 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
         found = others[0]
         name = found.path.rsplit("/", 1)[-1]
         return [
-            source_reused(name=f"Use the CUDA repository already configured ({name})",
+            apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
                           path=found.path, signed_by=found.signed_by),
             files.file(name="Remove the kit's own CUDA source (the host has one)",
                        path=OWN_CUDA_SOURCES, present=False),
