@@ -47,11 +47,9 @@ from beekeeper.facts.services import DeployedServices
 
 GIB = 1 << 30
 
-__all__ = ["HostFacts", "check", "driver_branch_to_install"]
-
 
 def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
-              pci_gpus: int = 0, wsl_driver_packages: list[str] | None = None) -> None:
+              pci_gpus: int, wsl_driver_packages: list[str]) -> None:
     """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
     if wsl.is_wsl2 and wsl_driver_packages:
         raise PreflightError(
@@ -177,8 +175,7 @@ def _brief(pred: Prediction) -> str:
             f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
 
 
-def check_port(name: str, port: int, docker_present: bool,
-               leaving: frozenset[str] = frozenset()) -> None:
+def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[str]) -> None:
     """The port is free, or held by this service's own server: its container (label
     io.beekeeper.service=<name>) or its native binary. A container of anything else that
     Docker publishes there is refused by name, whether or not a docker-proxy listens."""

@@ -98,9 +98,12 @@ def kv_type_bytes(cache_type: str, n_values: int) -> int:
     return n_values // per * size
 
 
-def kv_cells(ctx_size: int, pad: int = 256) -> int:
+KV_PAD_CELLS = 256
+
+
+def kv_cells(ctx_size: int) -> int:
     """llama.cpp pads the KV cache to a multiple of 256 cells."""
-    return math.ceil(ctx_size / pad) * pad
+    return math.ceil(ctx_size / KV_PAD_CELLS) * KV_PAD_CELLS
 
 
 def kv_cache_bytes(cells: int, layout: HybridLayout, type_k: str, type_v: str) -> tuple[int, int]:
@@ -121,9 +124,8 @@ def recurrent_state_bytes(n_seq: int, layout: HybridLayout) -> tuple[int, int]:
     return r * n_seq, s * n_seq
 
 
-def compute_buffer_bytes(layout: HybridLayout, cells: int, type_k: str = "f16",
-                         type_v: str = "f16", ubatch: int = UBATCH,
-                         backend_sampling: bool = False) -> int:
+def compute_buffer_bytes(layout: HybridLayout, cells: int, type_k: str, type_v: str,
+                         ubatch: int, backend_sampling: bool) -> int:
     """Scratch for the worst-case graph, and the f16 copies of K and V where the KV type's
     attention makes them (see the figures above)."""
     per_ubatch = _COMPUTE_MIB_PER_VOCAB_UBATCH * layout.n_vocab * MIB
