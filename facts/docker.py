@@ -5,13 +5,35 @@ Facts about the Docker engine and images.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyinfra.api import FactBase
 
 
-def parse_docker_engine(lines: list[str]) -> dict[str, Any]:
-    """Output of the DockerEngine command -> {"present", "flavour", "active", ...}."""
+@dataclass(frozen=True)
+class DockerEngineInfo:
+    """
+    The Docker engine on the host. `flavour`: "docker-ce", "distro" (docker.io),
+    "docker-desktop", "snap", "unknown", or None when there is no docker CLI.
+    """
+
+    present: bool = False
+    path: str | None = None
+    flavour: str | None = None
+    active: bool = False
+    server_version: str | None = None
+    runtimes: tuple[str, ...] = field(default_factory=tuple)
+    nvidia_runtime: bool = False
+
+    def __getitem__(self, key: str) -> Any:
+        # transition: tasks/service.py still reads `host.get_fact(DockerEngine)["flavour"]`;
+        # remove once it reads `.flavour`
+        return getattr(self, key)
+
+
+def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
+    """Output of the DockerEngine command -> DockerEngineInfo."""
     v = dict(line.split("=", 1) for line in lines if "=" in line)
     path = v.get("path", "")
     if v.get("desktop") == "1":
@@ -26,26 +48,27 @@ def parse_docker_engine(lines: list[str]) -> dict[str, Any]:
         flavour = "unknown"
     else:
         flavour = None
-    runtimes = [r for r in v.get("runtimes", "").split(",") if r]
-    return {
-        "present": bool(path),
-        "path": path or None,
-        "flavour": flavour,
-        "active": v.get("active") == "active",
-        "server_version": v.get("server") or None,
-        "runtimes": runtimes,
-        "nvidia_runtime": "nvidia" in runtimes,
-    }
+    runtimes = tuple(r for r in v.get("runtimes", "").split(",") if r)
+    return DockerEngineInfo(
+        present=bool(path),
+        path=path or None,
+        flavour=flavour,
+        active=v.get("active") == "active",
+        server_version=v.get("server") or None,
+        runtimes=runtimes,
+        nvidia_runtime="nvidia" in runtimes,
+    )
 
 
-class DockerEngine(FactBase[dict[str, Any]]):
+class DockerEngine(FactBase[DockerEngineInfo]):
     """
     Returns the Docker engine on the host:
 
     .. code:: python
 
-        {"present": True, "path": "/usr/bin/docker", "flavour": "distro", "active": True,
-         "server_version": "20.10.24+dfsg1", "runtimes": ["runc"], "nvidia_runtime": False}
+        DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro", active=True,
+                         server_version="20.10.24+dfsg1", runtimes=("runc",),
+                         nvidia_runtime=False)
     """
 
     def command(self) -> str:
@@ -64,7 +87,7 @@ class DockerEngine(FactBase[dict[str, Any]]):
             " 2>/dev/null)\"; fi; true"
         )
 
-    def process(self, output: list[str]) -> dict[str, Any]:
+    def process(self, output: list[str]) -> DockerEngineInfo:
         return parse_docker_engine(output)
 
 
@@ -116,30 +139,40 @@ class ImageTags(FactBase[list[str]]):
 SERVICE_LABEL = "io.beekeeper.service"
 
 
-def parse_port_containers(lines: list[str]) -> list[dict[str, str]]:
+@dataclass(frozen=True)
+class PortContainer:
+    """A running container; `service` is its io.beekeeper.service label ("" if none)."""
+
+    name: str
+    service: str
+    image: str
+
+
+def parse_port_containers(lines: list[str]) -> list[PortContainer]:
     """`docker ps` lines `<name>\\t<io.beekeeper.service label>\\t<image>` -> containers."""
     out = []
     for line in lines:
         parts = line.rstrip("\n").split("\t")
         if parts and parts[0].strip():
             parts += [""] * (3 - len(parts))
-            out.append({"name": parts[0].strip(), "service": parts[1].strip(),
-                        "image": parts[2].strip()})
+            out.append(PortContainer(name=parts[0].strip(), service=parts[1].strip(),
+                                     image=parts[2].strip()))
     return out
 
 
-class PortContainers(FactBase[list[dict[str, str]]]):
+class PortContainers(FactBase[list[PortContainer]]):
     """
     Returns the running containers that publish a host port, with the kit's service label
     (empty on a container the kit did not start):
 
     .. code:: python
 
-        [{"name": "beekeeper-llm", "service": "llm", "image": "beekeeper/llama-server:..."}]
+        [PortContainer(name="beekeeper-llm", service="llm",
+                       image="beekeeper/llama-server:...")]
     """
 
     @staticmethod
-    def default() -> list[dict[str, str]]:  # no output: no such container, or no Docker
+    def default() -> list[PortContainer]:  # no output: no such container, or no Docker
         return []
 
     def command(self, port: int) -> str:
@@ -147,7 +180,7 @@ class PortContainers(FactBase[list[dict[str, str]]]):
         return (f"command -v docker >/dev/null 2>&1 && docker ps --filter "
                 f"publish={int(port)} --format {shlex.quote(fmt)} 2>/dev/null; true")
 
-    def process(self, output: list[str]) -> list[dict[str, str]]:
+    def process(self, output: list[str]) -> list[PortContainer]:
         return parse_port_containers(output)
 
 

@@ -5,7 +5,7 @@ Facts about NVIDIA GPUs, read through nvidia-smi.
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
@@ -13,10 +13,32 @@ QUERY = "name,driver_version,compute_cap,memory.total"
 WSL_NVIDIA_SMI = "/usr/lib/wsl/lib/nvidia-smi"
 
 
-def parse_nvidia_smi(lines: list[str]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class GpuCard:
+    """One GPU as nvidia-smi lists it; `compute_cap` as nvidia-smi spells it ("8.9")."""
+
+    name: str
+    driver_version: str
+    compute_cap: str
+    memory_total_mib: int | None
+
+
+@dataclass(frozen=True)
+class NvidiaSmiInfo:
+    """The driver as nvidia-smi reports it, and the GPUs it sees. `cuda_version`: the
+    "CUDA Version" line (the newest CUDA the driver runs), None when it prints none."""
+
+    path: str
+    cuda_version: str | None = None
+    driver_version: str | None = None
+    driver_branch: int | None = None
+    gpus: tuple[GpuCard, ...] = field(default_factory=tuple)
+
+
+def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
     """Output of the GpuInfo command -> GPU facts, or None when there is no nvidia-smi."""
     values: dict[str, str] = {}
-    gpus: list[dict[str, Any]] = []
+    gpus: list[GpuCard] = []
     for line in lines:
         if line.startswith("path="):
             values["path"] = line[5:].strip()
@@ -25,38 +47,38 @@ def parse_nvidia_smi(lines: list[str]) -> dict[str, Any] | None:
             if len(parts) != 4:
                 continue
             name, driver, cap, mem = parts
-            gpus.append({
-                "name": name,
-                "driver_version": driver,
-                "compute_cap": cap,
-                "memory_total_mib": int(float(mem)) if re.match(r"^[\d.]+$", mem) else None,
-            })
+            gpus.append(GpuCard(
+                name=name,
+                driver_version=driver,
+                compute_cap=cap,
+                memory_total_mib=int(float(mem)) if re.match(r"^[\d.]+$", mem) else None,
+            ))
         else:
             m = re.search(r"CUDA Version:\s*([\d.]+)", line)
             if m:
                 values["cuda_version"] = m.group(1)
     if not values.get("path"):
         return None
-    drv: str | None = gpus[0]["driver_version"] if gpus else None
-    return {
-        "path": values["path"],
-        "cuda_version": values.get("cuda_version"),
-        "driver_version": drv,
-        "driver_branch": int(drv.split(".")[0]) if drv else None,
-        "gpus": gpus,
-    }
+    drv = gpus[0].driver_version if gpus else None
+    return NvidiaSmiInfo(
+        path=values["path"],
+        cuda_version=values.get("cuda_version"),
+        driver_version=drv,
+        driver_branch=int(drv.split(".")[0]) if drv else None,
+        gpus=tuple(gpus),
+    )
 
 
-class GpuInfo(FactBase[dict[str, Any] | None]):
+class GpuInfo(FactBase[NvidiaSmiInfo | None]):
     """
     Returns the NVIDIA GPUs and driver, or ``None`` when nvidia-smi is missing:
 
     .. code:: python
 
-        {"path": "/usr/lib/wsl/lib/nvidia-smi", "cuda_version": "13.2",
-         "driver_version": "596.21", "driver_branch": 596,
-         "gpus": [{"name": "NVIDIA GeForce RTX 4090", "driver_version": "596.21",
-                   "compute_cap": "8.9", "memory_total_mib": 24564}]}
+        NvidiaSmiInfo(path="/usr/lib/wsl/lib/nvidia-smi", cuda_version="13.2",
+                      driver_version="596.21", driver_branch=596,
+                      gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="596.21",
+                                    compute_cap="8.9", memory_total_mib=24564),))
     """
 
     def command(self) -> str:
@@ -67,7 +89,7 @@ class GpuInfo(FactBase[dict[str, Any] | None]):
             "| sed 's/^/gpu=/'; \"$smi\" 2>/dev/null | grep -o 'CUDA Version: [0-9.]*'; fi; true"
         )
 
-    def process(self, output: list[str]) -> dict[str, Any] | None:
+    def process(self, output: list[str]) -> NvidiaSmiInfo | None:
         return parse_nvidia_smi(output)
 
 
@@ -106,7 +128,6 @@ DRIVER_PACKAGE_PREFIXES = ("cuda-drivers", "nvidia-driver", "nvidia-open", "nvid
                            "nvidia-kernel", "nvidia-utils", "nvidia-modprobe",
                            "nvidia-persistenced", "libnvidia-compute", "libnvidia-ml",
                            "libcuda1", "firmware-nvidia-gsp")
-LINUX_DRIVER_PATTERNS = DRIVER_PACKAGE_PREFIXES
 
 
 def parse_driver_packages(lines: list[str]) -> list[str]:
@@ -115,7 +136,7 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
     for line in lines:
         parts = line.split(None, 1)
         if len(parts) == 2 and parts[1].strip().endswith("installed") and \
-                "not-installed" not in parts[1] and parts[0].startswith(LINUX_DRIVER_PATTERNS):
+                "not-installed" not in parts[1] and parts[0].startswith(DRIVER_PACKAGE_PREFIXES):
             out.append(parts[0])
     return sorted(out)
 
@@ -134,16 +155,3 @@ class LinuxDriverPackages(FactBase[list[str]]):
     def process(self, output: list[str]) -> list[str]:
         return parse_driver_packages(output)
 
-
-class CdiSpec(FactBase[bool]):
-    """Returns whether a CDI spec for NVIDIA GPUs exists: ``True``."""
-
-    @staticmethod
-    def default() -> bool:  # no output: nothing listening/held/found
-        return False
-
-    def command(self) -> str:
-        return ("ls /etc/cdi/nvidia.yaml /var/run/cdi/nvidia.yaml 2>/dev/null | head -n1; true")
-
-    def process(self, output: list[str]) -> bool:
-        return any(line.strip() for line in output)

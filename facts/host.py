@@ -5,83 +5,116 @@ Facts about the host: OS, init system, WSL2, free disk.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
 
-def parse_os_release(lines: list[str]) -> dict[str, str]:
-    """`/etc/os-release` lines -> {"id": "ubuntu", "version_id": "24.04", ...}."""
+@dataclass(frozen=True)
+class OsReleaseInfo:
+    """The host's ``/etc/os-release``, the fields the kit reads."""
+
+    id: str
+    version_id: str
+    pretty_name: str = ""
+
+    def as_mapping(self) -> dict[str, str]:
+        """The os-release keys beekeeper.core.distro reads (it knows no fact records)."""
+        return {"id": self.id, "version_id": self.version_id}
+
+
+def parse_os_release(lines: list[str]) -> OsReleaseInfo:
+    """`/etc/os-release` lines -> OsReleaseInfo(id="ubuntu", version_id="24.04", ...)."""
     out: dict[str, str] = {}
     for line in lines:
         if "=" not in line or line.startswith("#"):
             continue
         key, _, value = line.partition("=")
         out[key.strip().lower()] = value.strip().strip('"')
-    return out
+    return OsReleaseInfo(id=out.get("id", ""), version_id=out.get("version_id", ""),
+                         pretty_name=out.get("pretty_name", ""))
 
 
-class OsRelease(FactBase[dict[str, str]]):
+class OsRelease(FactBase[OsReleaseInfo]):
     """
     Returns the parsed ``/etc/os-release``:
 
     .. code:: python
 
-        {"id": "ubuntu", "version_id": "24.04", "pretty_name": "Ubuntu 24.04.1 LTS"}
+        OsReleaseInfo(id="ubuntu", version_id="24.04", pretty_name="Ubuntu 24.04.1 LTS")
     """
 
     def command(self) -> str:
         return "cat /etc/os-release"
 
-    def process(self, output: list[str]) -> dict[str, str]:
+    def process(self, output: list[str]) -> OsReleaseInfo:
         return parse_os_release(output)
 
 
-def parse_pid1(lines: list[str]) -> dict[str, Any]:
-    """`ps -p 1 -o comm=` and `systemctl is-system-running` -> {"systemd": bool, ...}."""
+@dataclass(frozen=True)
+class InitInfo:
+    """What runs as PID 1, and systemd's own state (`systemctl is-system-running`)."""
+
+    pid1: str
+    systemd: bool
+    state: str
+
+
+def parse_pid1(lines: list[str]) -> InitInfo:
+    """`ps -p 1 -o comm=` and `systemctl is-system-running` -> InitInfo."""
     comm = lines[0].strip() if lines else ""
     state = lines[1].strip() if len(lines) > 1 else "unknown"
-    return {"pid1": comm, "systemd": comm == "systemd", "state": state}
+    return InitInfo(pid1=comm, systemd=comm == "systemd", state=state)
 
 
-class InitSystem(FactBase[dict[str, Any]]):
+class InitSystem(FactBase[InitInfo]):
     """
     Returns what runs as PID 1 and the systemd state:
 
     .. code:: python
 
-        {"pid1": "systemd", "systemd": True, "state": "running"}
+        InitInfo(pid1="systemd", systemd=True, state="running")
     """
 
     def command(self) -> str:
         return "ps -p 1 -o comm=; systemctl is-system-running 2>/dev/null || true"
 
-    def process(self, output: list[str]) -> dict[str, Any]:
+    def process(self, output: list[str]) -> InitInfo:
         return parse_pid1(output)
 
 
-def parse_wsl(lines: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WslInfo:
+    """Whether the host is WSL2; `kernel_release` is `uname -r` on any host."""
+
+    kernel_release: str
+    is_wsl2: bool
+    dxg: bool
+    wsl_conf_systemd: bool
+
+
+def parse_wsl(lines: list[str]) -> WslInfo:
     """Kernel release, `/dev/dxg` and wsl.conf lines -> WSL2 facts."""
     values = dict(line.split("=", 1) for line in lines if "=" in line)
     kernel = values.get("kernel", "")
     dxg = values.get("dxg") == "1"
     is_wsl2 = "microsoft" in kernel.lower() and ("wsl2" in kernel.lower() or dxg)
-    return {
-        "kernel": kernel,
-        "is_wsl2": is_wsl2 or (dxg and "microsoft" in kernel.lower()),
-        "dxg": dxg,
-        "wsl_conf_systemd": values.get("wslconf_systemd", "").lower() == "true",
-    }
+    return WslInfo(
+        kernel_release=kernel,
+        is_wsl2=is_wsl2 or (dxg and "microsoft" in kernel.lower()),
+        dxg=dxg,
+        wsl_conf_systemd=values.get("wslconf_systemd", "").lower() == "true",
+    )
 
 
-class Wsl(FactBase[dict[str, Any]]):
+class Wsl(FactBase[WslInfo]):
     """
     Returns whether the host is WSL2 (kernel string and ``/dev/dxg``):
 
     .. code:: python
 
-        {"kernel": "6.6.87.2-microsoft-standard-WSL2", "is_wsl2": True, "dxg": True,
-         "wsl_conf_systemd": True}
+        WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, dxg=True,
+                wsl_conf_systemd=True)
     """
 
     def command(self) -> str:
@@ -92,7 +125,7 @@ class Wsl(FactBase[dict[str, Any]]):
             "\\([a-z]*\\).*/\\1/p' /etc/wsl.conf 2>/dev/null | tail -n1)\""
         )
 
-    def process(self, output: list[str]) -> dict[str, Any]:
+    def process(self, output: list[str]) -> WslInfo:
         return parse_wsl(output)
 
 
@@ -161,29 +194,37 @@ class AptHolds(FactBase[list[str]]):
         return sorted(line.strip() for line in output if line.strip())
 
 
-def parse_apt_source_files(lines: list[str]) -> list[dict[str, str | None]]:
-    """`file<TAB>signed-by` lines -> [{"path", "signed_by"}] (signed_by None when unset)."""
-    out: list[dict[str, str | None]] = []
+@dataclass(frozen=True)
+class AptSource:
+    """An apt source file and the keyring it names (None: apt's trusted keys)."""
+
+    path: str
+    signed_by: str | None
+
+
+def parse_apt_source_files(lines: list[str]) -> list[AptSource]:
+    """`file<TAB>signed-by` lines -> [AptSource] (signed_by None when unset)."""
+    out: list[AptSource] = []
     for line in lines:
         path, _, signed = line.partition("\t")
         if path.strip():
-            out.append({"path": path.strip(), "signed_by": signed.strip() or None})
+            out.append(AptSource(path=path.strip(), signed_by=signed.strip() or None))
     return out
 
 
-class AptSourcesFor(FactBase[list[dict[str, str | None]]]):
+class AptSourcesFor(FactBase[list[AptSource]]):
     """
     Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
     repository URL, with the keyring each names (``signed-by`` / ``Signed-By``):
 
     .. code:: python
 
-        [{"path": "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list",
-          "signed_by": "/usr/share/keyrings/cuda-archive-keyring.gpg"}]
+        [AptSource(path="/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list",
+                   signed_by="/usr/share/keyrings/cuda-archive-keyring.gpg")]
     """
 
     @staticmethod
-    def default() -> list[dict[str, str | None]]:  # no output: no such source
+    def default() -> list[AptSource]:  # no output: no such source
         return []
 
     def command(self, url: str) -> str:
@@ -196,20 +237,28 @@ class AptSourcesFor(FactBase[list[dict[str, str | None]]]):
             'printf \'%s\\t%s\\n\' "$f" "$s"; done; true'
         )
 
-    def process(self, output: list[str]) -> list[dict[str, str | None]]:
+    def process(self, output: list[str]) -> list[AptSource]:
         return parse_apt_source_files(output)
 
 
-class BuildResources(FactBase[dict[str, int]]):
+@dataclass(frozen=True)
+class Resources:
+    """Cores and memory of the host."""
+
+    cpus: int = 1
+    mem_total_bytes: int = 0
+
+
+class BuildResources(FactBase[Resources]):
     """
     Cores and memory for sizing parallel compile jobs:
-    ``{"cpus": 16, "mem_total_bytes": 67108864000}``.
+    ``Resources(cpus=16, mem_total_bytes=67108864000)``.
     """
 
     def command(self) -> str:
         return "nproc; awk '/^MemTotal:/ {print $2}' /proc/meminfo"  # kB
 
-    def process(self, output: list[str]) -> dict[str, int]:
+    def process(self, output: list[str]) -> Resources:
         nums = [int(x) for x in (line.strip() for line in output) if x.isdigit()]
-        return {"cpus": nums[0] if nums else 1,
-                "mem_total_bytes": nums[1] * 1024 if len(nums) > 1 else 0}
+        return Resources(cpus=nums[0] if nums else 1,
+                         mem_total_bytes=nums[1] * 1024 if len(nums) > 1 else 0)

@@ -11,17 +11,17 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.apt import missing_packages
 
 from . import nvidia_repos
-from .preflight import HostFacts
 
 
 def wanted(cfg: HostConfig) -> bool:
     """Native builds need it; container mode only when host data asks."""
     if cfg.service.profile.backend != "cuda":
         return False
-    return cfg.mode == "native" or bool(cfg.extra.get("install_cuda_toolkit"))
+    return cfg.mode == "native" or cfg.install_cuda_toolkit
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:

@@ -12,8 +12,7 @@ from pyinfra.operations import apt, systemd
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.distro import compose_package, engine_packages
-
-from .preflight import HostFacts
+from beekeeper.facts.hostfacts import HostFacts
 
 HOST_PACKAGES = ["python3", "ca-certificates"]
 
@@ -22,19 +21,19 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     installed = host.get_fact(DebPackages) or {}
     wanted = list(HOST_PACKAGES)
-    if cfg.mode == "container" and not facts.docker["present"]:
+    if cfg.mode == "container" and not facts.docker.present:
         # the engine, and on Debian 13 its client, a package of its own there (docker.io
         # only recommends it): beekeeper.core.distro knows which release needs which
-        wanted += engine_packages(facts.os)
+        wanted += engine_packages(facts.os.as_mapping())
     if cfg.runtime == "compose" and facts.compose_version is None:
-        wanted.append(str(compose_package(facts.os, facts.docker["flavour"])))
+        wanted.append(str(compose_package(facts.os.as_mapping(), facts.docker.flavour)))
     missing = [p for p in wanted if p not in installed]
     if missing:
         ops.append(apt.packages(
             name=f"Install host packages: {', '.join(missing)}",
             packages=missing, update=True, no_recommends=True,
         ))
-    if cfg.mode == "container" and facts.docker["flavour"] != "docker-desktop":
+    if cfg.mode == "container" and facts.docker.flavour != "docker-desktop":
         ops.append(systemd.service(
             name="Enable and start the Docker engine",
             service="docker.service", running=True, enabled=True,

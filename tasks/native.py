@@ -5,46 +5,19 @@ link; rebuild only when source ref, CUDA version, arch or flags change.
 
 from __future__ import annotations
 
-import shlex
-
-from pyinfra import host
-from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
-from pyinfra.facts.files import File
 from pyinfra.operations import apt, files, server
 
-from beekeeper.core.build import TARGETS, build_spec
+from beekeeper.core.build import build_spec
 from beekeeper.core.config import HostConfig
 from beekeeper.core.native import install_dir, shell_script
 from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX
-from beekeeper.operations.shell import StreamedCommand, with_heartbeat
+from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.operations import native as native_ops
 
 from . import source
-from .preflight import HostFacts
 
 PREFIX = NATIVE_PREFIX
-
-
-def _installed(dest: str) -> bool:
-    """Every target of the build is in the versioned folder (an older install that lacks
-    llama-bench is built again)."""
-    return all(host.get_fact(File, path=f"{dest}/{t}") for t in TARGETS)
-
-
-@operation()
-def native_built(dest: str, script: str, log_path: str):
-    """
-    Build llama-server and llama-bench on the host unless `dest` already holds both.
-
-    + dest: versioned install folder (its name carries every build input)
-    + script: the build commands (kit's native build: cmake configure, build, install)
-    + log_path: where the compiler output goes; a line every 30 s says it is alive
-    """
-    if _installed(dest):
-        host.noop(f"{dest}: {', '.join(TARGETS)} already built")
-        return
-    yield StreamedCommand(with_heartbeat(f"bash -c {shlex.quote(script)}", log_path,
-                                        f"building {dest}"))
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
@@ -63,16 +36,13 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                     shell="/usr/sbin/nologin"),
         files.directory(name=f"Create {PREFIX}", path=PREFIX, mode="0755"),
     ]
-    if _installed(dest):
-        ops.append(native_built(name=f"Build llama-server {slug}", dest=dest, script="",
-                                log_path=""))
-        return f"{dest}/llama-server", ops
-    src, src_ops = source.ensure(cfg)
-    ops += src_ops
-    jobs = spec.jobs
-    script = shell_script(spec, src, f"{cfg.state_dir}/native/{slug}/build", jobs, dest,
-                          PREFIX)
+    # The source tree is placed only for a build; native_built itself says when the
+    # versioned folder already holds every target.
+    if not native_ops.installed(dest):
+        ops += source.ensure(cfg)[1]
+    script = shell_script(spec, source.tree_dir(cfg), f"{cfg.state_dir}/native/{slug}/build",
+                          spec.jobs, dest, PREFIX)
     log = f"{LOG_DIR}/native-{slug}.log"
-    ops.append(native_built(name=f"Build llama-server {slug} natively (log: {log})",
-                            dest=dest, script=script, log_path=log))
+    ops.append(native_ops.native_built(name=f"Build llama-server {slug} natively (log: {log})",
+                                       dest=dest, script=script, log_path=log))
     return f"{dest}/llama-server", ops

@@ -11,54 +11,25 @@ them), then `nvidia-driver-pinning-<branch>` (an apt preferences file that locks
 
 from __future__ import annotations
 
-import shlex
-
-from pyinfra import host
-from pyinfra.api import StringCommand, operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
-from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
-from beekeeper.facts.host import AptHolds
+from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.operations import nvidia
 from beekeeper.operations.apt import missing_packages
 
 from . import nvidia_repos
-from .preflight import HostFacts, driver_branch_to_install
+from .preflight import driver_branch_to_install
 
 
 def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
     """A native Linux host with an NVIDIA GPU on PCI but no (new enough) driver."""
-    if facts.wsl["is_wsl2"] or cfg.service.profile.backend != "cuda":
+    if facts.wsl.is_wsl2 or cfg.service.profile.backend != "cuda":
         return False
-    if facts.gpu and facts.gpu["driver_branch"]:
+    if facts.gpu and facts.gpu.driver_branch:
         return False  # preflight refused a too-old one already
     return facts.pci_nvidia_gpus > 0
-
-
-def hold_command() -> str:
-    """apt-mark hold every installed package that carries the driver, whatever the distro
-    calls it (Ubuntu 580: libnvidia-compute-580, nvidia-dkms-580-open, ...; Ubuntu 590+:
-    libnvidia-compute, nvidia-dkms-open, ...; Debian: nvidia-kernel-dkms, libcuda1, ...).
-    The list is read on the host after the install, when the names are known."""
-    pattern = "^(" + "|".join(p.replace(".", "\\.") for p in DRIVER_PACKAGE_PREFIXES) + ")"
-    return ("dpkg-query -W -f '${Package} ${Status}\\n' | awk '$NF == \"installed\" "
-            f"{{print $1}}' | grep -E {shlex.quote(pattern)} | xargs -r apt-mark hold")
-
-
-@operation()
-def driver_held():
-    """
-    Hold the packages that carry the driver (kernel module, libcuda, NVML, nvidia-smi), not
-    only the meta-package: an unattended upgrade of any of them leaves the loaded kernel
-    module and the user-space libraries apart ("Driver/library version mismatch").
-    """
-    installed = host.get_fact(LinuxDriverPackages)
-    held = host.get_fact(AptHolds)
-    if installed and all(p in held for p in installed):
-        host.noop(f"the {len(installed)} NVIDIA driver packages are held")
-        return
-    yield StringCommand(hold_command())
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
@@ -67,7 +38,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
         return False, []
     branch = driver_branch_to_install(cfg)
     pinning = f"nvidia-driver-pinning-{branch}"
-    headers = f"linux-headers-{facts.wsl['kernel']}"  # Wsl fact: `uname -r`
+    headers = f"linux-headers-{facts.wsl.kernel_release}"  # Wsl fact: `uname -r`
     wanted = [headers, pinning, "cuda-drivers"]
     r = nvidia_repos.repos(cfg, facts)
     ops = nvidia_repos.cuda_repo(r)
@@ -82,10 +53,10 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                      packages=[pinning], no_recommends=True),
         apt.packages(name=f"Install the NVIDIA driver, branch {branch} (cuda-drivers)",
                      packages=["cuda-drivers"], no_recommends=True),
-        driver_held(name="Hold the NVIDIA driver packages (module, libcuda, NVML, "
+        nvidia.driver_held(name="Hold the NVIDIA driver packages (module, libcuda, NVML, "
                          "nvidia-smi) so unattended upgrades cannot break NVML"),
     ]
-    if host.data.get("allow_reboot"):
+    if cfg.allow_reboot:
         ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
                                  delay=10, reboot_timeout=600))
         if cfg.cuda_arch:

@@ -7,15 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyinfra import host
-from pyinfra.api import operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.host import AptSourcesFor
-
-from .preflight import HostFacts
+from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.operations import apt_sources
 
 CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
 CUDA_KEY = CUDA_REPO + "{key}"
@@ -44,8 +43,8 @@ class Repos:
 def cuda_distro(facts: HostFacts) -> str:
     """NVIDIA's name for the host's distro: ubuntu2404, ubuntu2204, debian12, debian13,
     wsl-ubuntu."""
-    os_id, version = facts.os.get("id"), facts.os.get("version_id", "")
-    if facts.wsl["is_wsl2"] and os_id == "ubuntu":
+    os_id, version = facts.os.id or None, facts.os.version_id
+    if facts.wsl.is_wsl2 and os_id == "ubuntu":
         return "wsl-ubuntu"
     if os_id == "ubuntu" and version in ("22.04", "24.04"):
         return "ubuntu" + version.replace(".", "")
@@ -57,7 +56,7 @@ def cuda_distro(facts: HostFacts) -> str:
 
 def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
     """NVIDIA's URLs, or mirrors from host data `nvidia_repos` (air-gapped hosts, tests)."""
-    given = dict(cfg.extra.get("nvidia_repos") or {})
+    given = cfg.nvidia_repos
     distro = cuda_distro(facts)
     return Repos(
         cuda=given.get("cuda", CUDA_REPO).format(distro=distro),
@@ -76,19 +75,6 @@ def _prereqs() -> OperationMeta:
 OWN_CUDA_SOURCES = "/etc/apt/sources.list.d/nvidia-cuda.sources"
 
 
-@operation()
-def source_reused(path: str, signed_by: str | None):
-    """
-    Use an apt source for the repository that the host already has.
-
-    + path: the source file found
-    + signed_by: the keyring it names
-    """
-    host.noop(f"{path} already provides this repository (signed by {signed_by or 'apt'})")
-    return
-    yield  # an operation is a generator
-
-
 def cuda_repo(r: Repos) -> list[OperationMeta]:
     """NVIDIA's CUDA repository, once. A host set up NVIDIA's documented way (the
     cuda-keyring package) already has `cuda-<distro>-x86_64.list` signed by
@@ -97,13 +83,13 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
     Signed-By"), so that source is used as it is, and the kit's own is removed if an earlier
     run left one."""
     others = [s for s in host.get_fact(AptSourcesFor, url=r.cuda)
-              if s["path"] != OWN_CUDA_SOURCES]
+              if s.path != OWN_CUDA_SOURCES]
     if others:
         found = others[0]
-        name = str(found["path"]).rsplit("/", 1)[-1]
+        name = found.path.rsplit("/", 1)[-1]
         return [
-            source_reused(name=f"Use the CUDA repository already configured ({name})",
-                          path=str(found["path"]), signed_by=found["signed_by"]),
+            apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
+                          path=found.path, signed_by=found.signed_by),
             files.file(name="Remove the kit's own CUDA source (the host has one)",
                        path=OWN_CUDA_SOURCES, present=False),
         ]

@@ -5,7 +5,6 @@ Preflight: read the host's facts and stop with one clear message before any chan
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from pyinfra import host
@@ -18,67 +17,62 @@ from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import ServicePaths
-from beekeeper.facts.docker import ComposeVersion, DockerEngine, PortContainers
-from beekeeper.facts.gpu import WSL_NVIDIA_SMI, GpuInfo, LinuxDriverPackages, PciNvidiaGpus
+from beekeeper.core.planner import Prediction
+from beekeeper.facts.docker import (
+    ComposeVersion,
+    DockerEngine,
+    DockerEngineInfo,
+    PortContainers,
+)
+from beekeeper.facts.gpu import (
+    WSL_NVIDIA_SMI,
+    GpuInfo,
+    LinuxDriverPackages,
+    NvidiaSmiInfo,
+    PciNvidiaGpus,
+)
 from beekeeper.facts.host import (
     BuildResources,
     FreeDiskBytes,
+    InitInfo,
     InitSystem,
     OsRelease,
+    OsReleaseInfo,
     PortListeners,
     Wsl,
+    WslInfo,
 )
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.services import DeployedServices
 
 GIB = 1 << 30
 
 
-@dataclass(frozen=True)
-class HostFacts:
-    """What preflight learned about the host."""
-
-    os: dict[str, str]
-    init: dict[str, Any]
-    wsl: dict[str, Any]
-    docker: dict[str, Any]
-    gpu: dict[str, Any] | None
-    free_model_dir_bytes: int | None
-    pci_nvidia_gpus: int = 0
-    cpus: int = 1
-    mem_total_bytes: int = 0
-    # the compose v2 plugin's version (runtime "compose" only; None: not installed yet)
-    compose_version: str | None = None
-
-    @property
-    def compute_cap(self) -> str | None:
-        return self.gpu["gpus"][0]["compute_cap"] if self.gpu and self.gpu["gpus"] else None
-
-
-def check_gpu(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any] | None,
-              pci_gpus: int = 0, wsl_driver_packages: list[str] | None = None) -> None:
+def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
+              pci_gpus: int, wsl_driver_packages: list[str]) -> None:
     """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
-    if wsl["is_wsl2"] and wsl_driver_packages:
+    if wsl.is_wsl2 and wsl_driver_packages:
         raise PreflightError(
             f"Linux NVIDIA driver packages are installed inside WSL2 "
             f"({', '.join(wsl_driver_packages)}); they shadow the Windows driver and break "
             f"NVML: remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again")
-    if (gpu is None or not gpu["gpus"]) and not wsl["is_wsl2"] and pci_gpus > 0:
+    if (gpu is None or not gpu.gpus) and not wsl.is_wsl2 and pci_gpus > 0:
         driver_branch_to_install(cfg)  # refuses a branch that cannot run the chosen CUDA
         return  # native Linux without a driver: tasks/nvidia_driver.py installs it
-    if gpu is None or not gpu["gpus"]:
-        if wsl["is_wsl2"]:
+    if gpu is None or not gpu.gpus:
+        if wsl.is_wsl2:
             raise PreflightError(
                 "no NVIDIA GPU visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi): install or "
                 "update the NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl --shutdown`")
         raise PreflightError("no NVIDIA GPU found (nvidia-smi missing): install the driver, "
                              "or choose a CPU profile such as cpu-tiny")
-    if wsl["is_wsl2"] and gpu["path"] != WSL_NVIDIA_SMI:
+    if wsl.is_wsl2 and gpu.path != WSL_NVIDIA_SMI:
         raise PreflightError(
-            f"nvidia-smi resolves to {gpu['path']}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
+            f"nvidia-smi resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
             "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
             "the Windows driver")
     check_driver_cuda(cfg, wsl, gpu)
-    cap = gpu["gpus"][0]["compute_cap"]
+    cap = gpu.gpus[0].compute_cap
     if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
         raise PreflightError(
             f"cuda_arch {cfg.cuda_arch} has no kernels for this GPU (compute capability {cap}, "
@@ -92,7 +86,7 @@ def driver_branch_to_install(cfg: HostConfig) -> int:
     reports at least the image's CUDA and its NVIDIA_REQUIRE_CUDA holds."""
     mm = cudacompat.major_minor(cfg.cuda_version)
     shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
-    given = cfg.extra.get("driver_branch")
+    given = cfg.driver_branch
     if given is None:
         if shipped is None:
             raise PreflightError(
@@ -113,7 +107,7 @@ def driver_branch_to_install(cfg: HostConfig) -> int:
     return branch
 
 
-def check_driver_cuda(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any]) -> None:
+def check_driver_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> None:
     """The installed driver against the chosen CUDA, before any change.
 
     Container mode: the NVIDIA container runtime compares the image's NVIDIA_REQUIRE_CUDA
@@ -124,33 +118,33 @@ def check_driver_cuda(cfg: HostConfig, wsl: dict[str, Any], gpu: dict[str, Any])
     Native mode: NVIDIA's minor version compatibility runs a 13.x build on any driver
     >= 580; the kit builds SASS for the GPU's own arch, so no PTX JIT is needed.
     """
-    where = "on Windows" if wsl["is_wsl2"] else "on the host"
+    where = "on Windows" if wsl.is_wsl2 else "on the host"
     mm = cudacompat.major_minor(cfg.cuda_version)
     floor = cudacompat.minor_compat_branch(cfg.cuda_version)
-    if gpu["driver_branch"] is not None and gpu["driver_branch"] < floor:
+    if gpu.driver_branch is not None and gpu.driver_branch < floor:
         raise PreflightError(
-            f"driver {gpu['driver_version']} is older than {floor}, which CUDA "
+            f"driver {gpu.driver_version} is older than {floor}, which CUDA "
             f"{cfg.cuda_version} needs: update the NVIDIA driver {where}, or set cuda_version "
             "to a release this driver supports")
     if cfg.mode != "container":
         return
-    reported = gpu.get("cuda_version")
+    reported = gpu.cuda_version
     if reported:
         runs: tuple[int, int] | None = cudacompat.major_minor(reported)
     else:  # no "CUDA Version" line: judge by the branch (Linux table)
-        runs = cudacompat.cuda_of_branch(gpu["driver_branch"] or 0)
+        runs = cudacompat.cuda_of_branch(gpu.driver_branch or 0)
     if runs is None or runs < mm:
         shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
-        update = f" to branch {shipped} or newer" if shipped and not wsl["is_wsl2"] else ""
+        update = f" to branch {shipped} or newer" if shipped and not wsl.is_wsl2 else ""
         raise PreflightError(
-            f"driver {gpu['driver_version']} reports CUDA "
+            f"driver {gpu.driver_version} reports CUDA "
             f"{reported or (cudacompat.spell(runs) if runs else '?')}, older than the "
             f"image's CUDA {cfg.cuda_version} (NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)}"
             f"): update the NVIDIA driver {where}{update}, or set cuda_version to a "
             f"{cudacompat.spell(runs) if runs else 'older'} release")
 
 
-def check_vram(cfg: HostConfig, gpu: dict[str, Any] | None) -> None:
+def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     """Each service within the VRAM budget; all of them within the card, 1 GiB to spare."""
     from beekeeper.core.planner import predict
     from beekeeper.core.profiles import PROFILES
@@ -168,33 +162,31 @@ def check_vram(cfg: HostConfig, gpu: dict[str, Any] | None) -> None:
                 f"vram_budget_gib {cfg.vram_budget_gib:g} ({budget_mib:.0f} MiB): "
                 f"{_brief(pred)}; profiles that fit: {', '.join(fits) or 'none'}; or raise "
                 "vram_budget_gib")
-    card = gpu["gpus"][0]["memory_total_mib"] if gpu and gpu["gpus"] else None
+    card = gpu.gpus[0].memory_total_mib if gpu and gpu.gpus else None
     if card and len(cfg.services) > 1 and total + 1024 > card:
         raise PreflightError(
             f"the {len(cfg.services)} services need {total:.0f} MiB together, more than the "
             f"card's {card} MiB less 1024 MiB margin: drop a service or pick smaller profiles")
 
 
-def _brief(pred: Any) -> str:
+def _brief(pred: Prediction) -> str:
     return (f"weights {pred.weights_mib:.0f} + KV {pred.kv_mib:.0f} + recurrent "
             f"{pred.recurrent_mib:.0f} + draft {pred.draft_mib:.0f} + compute "
             f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
 
 
-def check_port(name: str, port: int, docker_present: bool,
-               leaving: frozenset[str] = frozenset()) -> None:
+def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[str]) -> None:
     """The port is free, or held by this service's own server: its container (label
     io.beekeeper.service=<name>) or its native binary. A container of anything else that
     Docker publishes there is refused by name, whether or not a docker-proxy listens."""
     containers = host.get_fact(PortContainers, port=port) if docker_present else []
-    foreign = [c for c in containers if c["service"] != name and c["service"] not in leaving]
+    foreign = [c for c in containers if c.service != name and c.service not in leaving]
     if foreign:
         c = foreign[0]
-        owner = (f"beekeeper service {c['service']!r}" if c["service"]
-                 else f"image {c['image']}")
+        owner = f"beekeeper service {c.service!r}" if c.service else f"image {c.image}"
         raise PreflightError(
-            f"port {port} on the host is published by the Docker container {c['name']!r} "
-            f"({owner}), not by this service's container: stop it (docker stop {c['name']}), "
+            f"port {port} on the host is published by the Docker container {c.name!r} "
+            f"({owner}), not by this service's container: stop it (docker stop {c.name}), "
             "or set `port` to a free port")
     # A hardened native unit hides its process name from ss ("?").
     ours = {"llama-server"}
@@ -209,69 +201,85 @@ def check_port(name: str, port: int, docker_present: bool,
                              "stop it, or set `port` to a free port")
 
 
-def check_compose(cfg: HostConfig, os_release: dict[str, str],
-                  docker: dict[str, Any]) -> str | None:
+def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
+                  docker: DockerEngineInfo) -> str | None:
     """Runtime "compose": the compose v2 plugin is there, or a package of the host's sources
     brings it (tasks/docker_engine.py installs it); otherwise refused before any change."""
     if cfg.runtime != "compose":
         return None
-    version = host.get_fact(ComposeVersion) if docker["present"] else None
-    if version is None and compose_package(os_release, docker["flavour"]) is None:
+    version = host.get_fact(ComposeVersion) if docker.present else None
+    release = os_release.as_mapping()
+    if version is None and compose_package(release, docker.flavour) is None:
         raise PreflightError(
             "host data `runtime`: 'compose' needs the compose v2 plugin (`docker compose`), "
-            f"which this host lacks; fix: {no_compose_fix(os_release, docker['flavour'])}")
+            f"which this host lacks; fix: {no_compose_fix(release, docker.flavour)}")
     return version
 
 
-def check(cfg: HostConfig) -> HostFacts:
-    init = host.get_fact(InitSystem)
-    wsl = host.get_fact(Wsl)
-    os_release = host.get_fact(OsRelease)
-    docker = host.get_fact(DockerEngine)
-    gpu = host.get_fact(GpuInfo)
-    free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
+def check_init(init: InitInfo, wsl: WslInfo) -> None:
+    """systemd is PID 1: the kit runs the server as a systemd unit."""
+    if init.systemd:
+        return
+    if wsl.is_wsl2:
+        raise PreflightError(
+            "systemd is not PID 1 in this WSL2 distro: add '[boot]\\nsystemd=true' to "
+            "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again")
+    raise PreflightError(f"PID 1 is {init.pid1!r}, not systemd: beekeeper runs the "
+                         "server as a systemd unit")
 
-    if not init["systemd"]:
-        if wsl["is_wsl2"]:
-            raise PreflightError(
-                "systemd is not PID 1 in this WSL2 distro: add '[boot]\\nsystemd=true' to "
-                "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again")
-        raise PreflightError(f"PID 1 is {init['pid1']!r}, not systemd: beekeeper runs the "
-                             "server as a systemd unit")
-    if cfg.mode == "container":
-        if docker["flavour"] == "snap":
-            raise PreflightError("Docker from snap cannot use the NVIDIA runtime or read "
-                                 "/etc/docker: remove it (snap remove docker) and deploy again")
-        if docker["flavour"] == "docker-desktop" and not host.data.get("use_docker_desktop"):
-            raise PreflightError(
-                "Docker Desktop's WSL integration is active: beekeeper will not install a "
-                "second engine beside it; set use_docker_desktop = True to use it, or turn "
-                "the integration off for this distro")
-        if not docker["present"]:
-            if not cfg.install_docker:
-                raise PreflightError("Docker is missing and install_docker is False: install "
-                                     "Docker or set install_docker = True")
-            if os_release.get("id") not in ("debian", "ubuntu"):
-                raise PreflightError(f"cannot install Docker on {os_release.get('id')!r}: "
-                                     "install it by hand (Debian and Ubuntu are automated)")
-    compose_version = check_compose(cfg, os_release, docker)
-    pci = host.get_fact(PciNvidiaGpus) if cfg.service.profile.backend == "cuda" else 0
-    if cfg.service.profile.backend == "cuda":
-        wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl["is_wsl2"] else []
-        check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
-    if cfg.service.profile.backend == "cuda":
-        check_vram(cfg, gpu)
-    if wsl["is_wsl2"] and cfg.model_dir.startswith("/mnt/"):
-        raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
-                             "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
+
+def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngineInfo) -> None:
+    """Container mode: an engine the kit can use, or one it can install."""
+    if cfg.mode != "container":
+        return
+    if docker.flavour == "snap":
+        raise PreflightError("Docker from snap cannot use the NVIDIA runtime or read "
+                             "/etc/docker: remove it (snap remove docker) and deploy again")
+    if docker.flavour == "docker-desktop" and not cfg.use_docker_desktop:
+        raise PreflightError(
+            "Docker Desktop's WSL integration is active: beekeeper will not install a "
+            "second engine beside it; set use_docker_desktop = True to use it, or turn "
+            "the integration off for this distro")
+    if docker.present:
+        return
+    if not cfg.install_docker:
+        raise PreflightError("Docker is missing and install_docker is False: install "
+                             "Docker or set install_docker = True")
+    if os_release.id not in ("debian", "ubuntu"):
+        raise PreflightError(f"cannot install Docker on {os_release.id or None!r}: "
+                             "install it by hand (Debian and Ubuntu are automated)")
+
+
+def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None) -> int:
+    """A CUDA profile: GPU, driver, arch and VRAM; returns the NVIDIA GPUs on PCI."""
+    if cfg.service.profile.backend != "cuda":
+        return 0
+    pci = host.get_fact(PciNvidiaGpus)
+    wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
+    check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
+    check_vram(cfg, gpu)
+    return pci
+
+
+def check_ports(cfg: HostConfig, docker: DockerEngineInfo) -> None:
+    """Each service's port, when this deploy reaches the service stage."""
+    if "service" not in cfg.stages:
+        return
     # services this deploy removes first (tasks/prune.py) may hold a port a kept one wants
     deployed: list[str] = host.get_fact(DeployedServices)
     removed_first = frozenset(leaving(cfg, deployed))
-    for svc in cfg.services if "service" in cfg.stages else ():
-        check_port(svc.name, svc.port, docker["present"], removed_first)
+    for svc in cfg.services:
+        check_port(svc.name, svc.port, docker.present, removed_first)
+
+
+def download_bytes(cfg: HostConfig) -> int:
+    """What the model stage still has to download: models not there with their sha256,
+    less what a partial download already holds."""
+    if "model" not in cfg.stages:
+        return 0
     need = 0
     seen: set[str] = set()
-    for model in (m for svc in cfg.services if "model" in cfg.stages for m in svc.models()):
+    for model in (m for svc in cfg.services for m in svc.models()):
         dest = f"{cfg.model_dir}/{model.filename}"
         if model.filename in seen or (
                 model.sha256 and host.get_fact(Sha256File, path=dest) == model.sha256):
@@ -281,12 +289,43 @@ def check(cfg: HostConfig) -> HostFacts:
         info: Any = host.get_fact(File, path=dest + ".partial")
         partial = int(info["size"]) if info else 0
         need += max(model.size_bytes - partial, 0)
+    return need
+
+
+def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
+    """Under WSL2, model_dir on the Linux disk, not a Windows drive."""
+    if wsl.is_wsl2 and cfg.model_dir.startswith("/mnt/"):
+        raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
+                             "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
+
+
+def check_free_space(cfg: HostConfig, free: int | None) -> None:
+    """Room in model_dir for what the model stage downloads, and 1 GiB to spare."""
+    need = download_bytes(cfg)
     if need and free is not None and free < need + GIB:
         raise PreflightError(
             f"model_dir {cfg.model_dir} has {free / GIB:.1f} GiB free; the download needs "
             f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
+
+
+def check(cfg: HostConfig) -> HostFacts:
+    """Read the host's facts and refuse, before any change, a host the deploy cannot work
+    on; returns what the tasks need of those facts."""
+    init = host.get_fact(InitSystem)
+    wsl = host.get_fact(Wsl)
+    os_release = host.get_fact(OsRelease)
+    docker = host.get_fact(DockerEngine)
+    gpu = host.get_fact(GpuInfo)
+    free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
+    check_init(init, wsl)
+    check_docker(cfg, os_release, docker)
+    compose_version = check_compose(cfg, os_release, docker)
+    pci = check_cuda(cfg, wsl, gpu)
+    check_model_dir(cfg, wsl)
+    check_ports(cfg, docker)
+    check_free_space(cfg, free)
     res = host.get_fact(BuildResources)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=pci,
                      compose_version=compose_version,
-                     cpus=res["cpus"], mem_total_bytes=res["mem_total_bytes"])
+                     cpus=res.cpus, mem_total_bytes=res.mem_total_bytes)

@@ -18,20 +18,18 @@ from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import LOG_DIR, ServicePaths, prev
 from beekeeper.facts.docker import DockerImageId
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import docker as docker_ops
 
 from . import source
-from .preflight import HostFacts
 
 
 def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
     return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes)
 
 
-def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
-    """Returns the image tag the service should run, and the operations queued."""
-    spec = spec_for(cfg, facts)
-    tag = spec.tag()
+def preloads(cfg: HostConfig) -> list[OperationMeta]:
+    """Base images saved on the controller, loaded where the host lacks them."""
     result: list[OperationMeta] = []
     for image, tar in cfg.preload_images.items():
         if not Path(tar).exists():
@@ -41,24 +39,29 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
             name=f"Load base image {image} from the controller",
             image=image, local_tar=tar, remote_dir=f"{cfg.state_dir}/images",
         ))
-    if host.get_fact(DockerImageId, tag=tag):
-        result.append(docker_ops.image_built(name=f"Build server image {tag}", tag=tag,
-                                      dockerfile="", context_dir="", log_path=""))
-        result.append(prune(cfg, tag))
-        return tag, result
+    return result
 
+
+def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
+    """Returns the image tag the service should run, and the operations queued."""
+    spec = spec_for(cfg, facts)
+    tag = spec.tag()
     slug = tag.split(":", 1)[1]
-    tree, src_ops = source.ensure(cfg)
-    result += src_ops
     build_dir = f"{cfg.state_dir}/build/{slug}"
-    result.append(files.directory(name="Create the build folder", path=build_dir, mode="0755"))
-    result.append(files.put(name="Render the Dockerfile",
-                            src=io.StringIO(spec.dockerfile()), dest=f"{build_dir}/Dockerfile",
-                            mode="0644"))
+    result = preloads(cfg)
+    # The source tree and the Dockerfile are placed only for a build: a tag that exists is
+    # up to date (it encodes every input); image_built itself says so.
+    if not host.get_fact(DockerImageId, tag=tag):
+        result += source.ensure(cfg)[1]
+        result.append(files.directory(name="Create the build folder", path=build_dir,
+                                      mode="0755"))
+        result.append(files.put(name="Render the Dockerfile",
+                                src=io.StringIO(spec.dockerfile()),
+                                dest=f"{build_dir}/Dockerfile", mode="0644"))
     log = f"{LOG_DIR}/build-{slug}.log"
     result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
-                                  dockerfile=f"{build_dir}/Dockerfile", context_dir=tree,
-                                  log_path=log))
+                                         dockerfile=f"{build_dir}/Dockerfile",
+                                         context_dir=source.tree_dir(cfg), log_path=log))
     result.append(prune(cfg, tag))
     return tag, result
 

@@ -25,9 +25,9 @@ RUNTIMES = ("systemd", "compose")
 # provision: engine, driver, toolkits; build: image or native build; model; service: unit,
 # start, smoke. Host data `stages` picks a prefix of this chain.
 STAGES = ("provision", "build", "model", "service")
-# host data read by single tasks, passed through as they are
-EXTRA_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
-              "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
+# host data read by single tasks: HostConfig fields of the same names
+TASK_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
+             "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
 # the keys one service reads: at the top level of host data, or inside a `services` entry
 SERVICE_KEYS = ("service_name", "profile", "port", "bind_address", "api_key_file", "ctx_size",
                 "server_extra_args", "state", "gateway_port",
@@ -36,7 +36,7 @@ SERVICE_KEYS = ("service_name", "profile", "port", "bind_address", "api_key_file
 HOST_KEYS = ("mode", "runtime", "services", "model_dir", "state_dir", "source", "cuda_version",
              "cuda_arch", "vram_budget_gib", "health_timeout_s", "build_jobs", "base_images",
              "preload_images", "install_docker", "stages", "hf_endpoint", "server_webui",
-             "gateway", "gateway_address", *EXTRA_KEYS)
+             "gateway", "gateway_address", *TASK_KEYS)
 KIT_KEYS = frozenset(SERVICE_KEYS + HOST_KEYS)
 # pyinfra's own host data when pyinfra cannot be imported (the list in pyinfra 3.10's
 # api/arguments.py and the connectors' data_meta); with pyinfra the live lists are used
@@ -147,6 +147,8 @@ class HostConfig:
     hf_endpoint: str = DEFAULT_HF_ENDPOINT
     # build beellama's embedded web UI into the server (off: the kit serves the API)
     webui: bool = False
+    # transition: the TASK_KEYS given, as before the typed fields below; tasks/model.py still
+    # reads cfg.extra.get("hf_token_file"). Remove once nothing reads it.
     extra: Mapping[str, Any] = field(default_factory=dict)
     runtime: str = "systemd"
     # services this host had and must not have any more (`state = "absent"`): see
@@ -160,6 +162,21 @@ class HostConfig:
     # never removed by this host's deploy; None when one of them has bad data and what it
     # keeps is unknown: then this deploy removes no service at all
     kept_by_neighbours: frozenset[str] | None = frozenset()
+    # host data read by single tasks (TASK_KEYS)
+    # mirrors of NVIDIA's repositories: keys cuda, cuda_key, toolkit, toolkit_key
+    nvidia_repos: Mapping[str, str] = field(default_factory=dict)
+    # the driver branch to install on native Linux (None: the one shipped with cuda_version)
+    driver_branch: int | None = None
+    # the Container Toolkit's apt version (None: tasks/container_toolkit.py's pin)
+    container_toolkit_version: str | None = None
+    # install the CUDA toolkit in container mode too (native mode always does)
+    install_cuda_toolkit: bool = False
+    # a Hugging Face token on the controller, for gated models
+    hf_token_file: str | None = None
+    # reboot after installing the NVIDIA driver, instead of stopping
+    allow_reboot: bool = False
+    # use Docker Desktop's WSL integration as the engine
+    use_docker_desktop: bool = False
 
     @property
     def service(self) -> ServiceConfig:
@@ -478,45 +495,42 @@ def _compose_keys(services: tuple[ServiceConfig, ...], listed: bool) -> None:
                         "runtime = 'systemd'")
 
 
-def _extra(data: Any) -> dict[str, Any]:
-    """The keys single tasks read, checked for type here so a task never sees a wrong one."""
-    out = {k: data.get(k) for k in EXTRA_KEYS if data.get(k) is not None}
+def _task_options(data: Any) -> dict[str, Any]:
+    """The host data single tasks read (TASK_KEYS), checked for type here so a task never
+    sees a wrong one: HostConfig's typed fields of the same names."""
+    out: dict[str, Any] = {}
     for key in ("allow_reboot", "use_docker_desktop", "install_cuda_toolkit"):
-        if key in out:
-            _bool(key, out[key])
-    branch = out.get("driver_branch")
+        given = data.get(key)
+        out[key] = False if given is None else _bool(key, given)
+    branch = data.get("driver_branch")
     if branch is not None and (isinstance(branch, bool) or not isinstance(branch, int)
                                or not 100 <= branch <= 9999):
         raise _fail("driver_branch", f"{branch!r} is not a driver branch",
                     "give the branch as a number, e.g. driver_branch = 595")
-    version = out.get("container_toolkit_version")
+    out["driver_branch"] = branch
+    version = data.get("container_toolkit_version")
     if version is not None and (not isinstance(version, str)
                                 or not re.match(r"^[0-9][0-9A-Za-z.~+-]*$", version)):
         raise _fail("container_toolkit_version", f"{version!r} is not a package version",
                     "e.g. '1.17.8-1', or remove it")
-    if "nvidia_repos" in out:
-        out["nvidia_repos"] = _str_map("nvidia_repos", out["nvidia_repos"],
-                                       "{'cuda': 'https://mirror/cuda/repos/ubuntu2404/x86_64'}")
-        check_keys(out["nvidia_repos"], ("cuda", "cuda_key", "toolkit", "toolkit_key"),
-                   "nvidia_repos.")
-    if "hf_token_file" in out:
-        out["hf_token_file"] = abs_path("hf_token_file", out["hf_token_file"],
-                                        HF_TOKEN)
+    out["container_toolkit_version"] = version
+    repos = _str_map("nvidia_repos", data.get("nvidia_repos"),
+                     "{'cuda': 'https://mirror/cuda/repos/ubuntu2404/x86_64'}")
+    check_keys(repos, ("cuda", "cuda_key", "toolkit", "toolkit_key"), "nvidia_repos.")
+    out["nvidia_repos"] = repos
+    token = data.get("hf_token_file")
+    out["hf_token_file"] = abs_path("hf_token_file", token, HF_TOKEN) if token is not None \
+        else None
     return out
 
 
-def load_host_config(data: Any) -> HostConfig:
-    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig.
+def _extra(data: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """HostConfig.extra as before the typed fields: the TASK_KEYS given, checked."""
+    return {k: options[k] for k in TASK_KEYS if data.get(k) is not None}
 
-    `data` needs only `.get(key, default)`; its keys are checked when it is a mapping or
-    pyinfra's HostData.
-    """
-    check_keys(host_data_keys(data), KIT_KEYS, extra_known=pyinfra_keys())
-    mode = data.get("mode", "container")
-    if not isinstance(mode, str) or mode not in MODES:
-        raise _fail("mode", f"{mode!r} is not a mode", "use 'container' or 'native'")
-    runtime = _runtime(data, mode)
 
+def _services(data: Any, runtime: str) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
+    """The services this host runs and those it must remove (`state = "absent"`)."""
     raw_services = data.get("services")
     services: tuple[ServiceConfig, ...]
     absent: tuple[str, ...]
@@ -536,14 +550,20 @@ def load_host_config(data: Any) -> HostConfig:
     names = [s.name for s in services] + list(absent)
     if len(set(names)) != len(names):
         raise _fail("services", f"two services share a name ({names})", "name them apart")
+    return services, absent
 
-    model_dir = abs_path("model_dir", data.get("model_dir", MODEL_DIR),
-                         MODEL_DIR)
+
+def _dirs(data: Any) -> tuple[str, str]:
+    """model_dir and state_dir."""
+    model_dir = abs_path("model_dir", data.get("model_dir", MODEL_DIR), MODEL_DIR)
     if ":" in model_dir:
         raise _fail("model_dir", f"{model_dir!r} holds ':', Docker's --volume separator",
                     "use a folder without ':'")
-    state_dir = abs_path("state_dir", data.get("state_dir", STATE_DIR),
-                         STATE_DIR)
+    return model_dir, abs_path("state_dir", data.get("state_dir", STATE_DIR), STATE_DIR)
+
+
+def _gpu_build(data: Any) -> dict[str, Any]:
+    """The VRAM budget, CUDA release and arch, and the build's parallel jobs."""
     budget = data.get("vram_budget_gib", 10.0)
     if isinstance(budget, bool) or not isinstance(budget, int | float) \
             or not math.isfinite(budget) or not 0 < budget <= 4096:
@@ -558,15 +578,20 @@ def load_host_config(data: Any) -> HostConfig:
             or not CUDA_VERSION_RE.match(str(cuda_version)):
         raise _fail("cuda_version", f"{cuda_version!r} is not a CUDA release",
                     "e.g. cuda_version = '13.2.1'")
-    timeout = data.get("health_timeout_s", 300)
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 10 <= timeout <= 86400:
-        raise _fail("health_timeout_s", f"{timeout!r} is not a whole number of seconds "
-                    "from 10 to 86400", "e.g. health_timeout_s = 300 (no quotes)")
     jobs = data.get("build_jobs")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)
                              or not 1 <= jobs <= 1024):
         raise _fail("build_jobs", f"{jobs!r} is not a positive integer", "e.g. 4, or remove it")
+    return {"vram_budget_gib": float(budget), "cuda_version": str(cuda_version),
+            "cuda_arch": str(arch) if arch is not None else None, "build_jobs": jobs}
 
+
+def _run_settings(data: Any) -> dict[str, Any]:
+    """The health timeout, the stages, the Hub endpoint and the web UI switch."""
+    timeout = data.get("health_timeout_s", 300)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 10 <= timeout <= 86400:
+        raise _fail("health_timeout_s", f"{timeout!r} is not a whole number of seconds "
+                    "from 10 to 86400", "e.g. health_timeout_s = 300 (no quotes)")
     stages = data.get("stages", list(STAGES))
     if not isinstance(stages, list | tuple) or not stages or \
             tuple(stages) != STAGES[:len(stages)]:
@@ -580,6 +605,13 @@ def load_host_config(data: Any) -> HostConfig:
     webui = data.get("server_webui", False)
     if not isinstance(webui, bool):
         raise _fail("server_webui", f"{webui!r} is not True or False", "set True or False")
+    return {"health_timeout_s": timeout, "stages": tuple(stages),
+            "hf_endpoint": endpoint.rstrip("/"), "webui": webui}
+
+
+def _images(data: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """base_images (build/runtime overrides) and preload_images (image -> tar on the
+    controller)."""
     base_images = _str_map("base_images", data.get("base_images"),
                            "{'build': 'debian:bookworm', 'runtime': 'debian:bookworm-slim'}")
     check_keys(base_images, ("build", "runtime"), "base_images.")
@@ -594,32 +626,47 @@ def load_host_config(data: Any) -> HostConfig:
             raise _fail("preload_images", f"{image!r} is not an image reference",
                         "name each image as the Dockerfile does, e.g. 'debian:bookworm'")
         abs_path(f"preload_images[{image!r}]", tar, "/srv/images/debian-bookworm.tar")
+    return base_images, preload
+
+
+def load_host_config(data: Any) -> HostConfig:
+    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig.
+
+    `data` needs only `.get(key, default)`; its keys are checked when it is a mapping or
+    pyinfra's HostData.
+    """
+    check_keys(host_data_keys(data), KIT_KEYS, extra_known=pyinfra_keys())
+    mode = data.get("mode", "container")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise _fail("mode", f"{mode!r} is not a mode", "use 'container' or 'native'")
+    runtime = _runtime(data, mode)
+    services, absent = _services(data, runtime)
+    model_dir, state_dir = _dirs(data)
+    gpu_build, run_settings = _gpu_build(data), _run_settings(data)
+    base_images, preload = _images(data)
     gateway = _gateway(data.get("gateway"))
-    if gateway is not None and gateway.port in ports:
+    if gateway is not None and gateway.port in [s.port for s in services]:
         raise _fail("gateway.port", f"{gateway.port} is also a model service's port on this host",
                     "give the gateway a port of its own, e.g. gateway = {'port': 4000}")
+    source = _source(data)
+    options = _task_options(data)
     return HostConfig(
-        stages=tuple(stages),
-        webui=webui,
-        hf_endpoint=endpoint.rstrip("/"),
         mode=mode,
         runtime=runtime,
         services=services,
         model_dir=model_dir,
         state_dir=state_dir,
-        source=_source(data),
-        cuda_version=str(cuda_version),
-        cuda_arch=str(arch) if arch is not None else None,
-        vram_budget_gib=float(budget),
-        health_timeout_s=timeout,
-        build_jobs=jobs,
+        source=source,
         base_images=base_images,
         preload_images=preload,
         install_docker=_bool("install_docker", data.get("install_docker", True)),
-        extra=_extra(data),
         absent=absent,
         gateway=gateway,
         gateway_address=_gateway_address(data.get("gateway_address")),
+        extra=_extra(data, options),
+        **gpu_build,
+        **run_settings,
+        **options,
     )
 
 

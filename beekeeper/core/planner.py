@@ -44,8 +44,9 @@ class CudaContext:
     source: str
 
 
-# Calibrated from what the GPU tier measured (tests/gpu/gpu_tier.py; `calibrate()` below):
-# process peak minus the planner's other terms, and the rise minus the same.
+# Calibrated from what the GPU tier measured (tests/gpu/gpu_tier.py): the measured process
+# peak minus the planner's other terms (Prediction.total_mib less cuda_context_mib), and the
+# rise minus the same.
 # The H200 row is beellama's (the engine the kit serves), from the profiles' exact servers:
 # 610 to 630 MiB per process over f16, turbo4, turbo3, turbo3_tcq and Q4_K_M at ubatch 512
 # (655 at 2048, 715 at 4096); on that machine the rise of memory.used was the process figure
@@ -62,7 +63,6 @@ CUDA_CONTEXTS: tuple[CudaContext, ...] = (
 # few hundred MiB either way; measure it with the GPU tier and add a row, or pass
 # cuda_context_mib.
 ASSUMED_CONTEXT = CUDA_CONTEXTS[0]
-CUDA_CONTEXT_MIB = ASSUMED_CONTEXT.process_mib
 
 
 def cuda_context_for(card: str | None) -> tuple[CudaContext, bool]:
@@ -73,9 +73,6 @@ def cuda_context_for(card: str | None) -> tuple[CudaContext, bool]:
     return ASSUMED_CONTEXT, False
 
 
-def calibrate(measured_mib: float, prediction: Prediction) -> float:
-    """The context term that makes the prediction match a measurement (the GPU tier)."""
-    return measured_mib - (prediction.total_mib - prediction.cuda_context_mib)
 UBATCH = 512
 # beellama's CUDA0 compute buffer for Qwen3.5-9B (its log's `compute buffer size`): 493 MiB
 # at ubatch 512 (501 with f16 KV), 1,972 at 2048, 3,944 at 4096: the f32 logits of one
@@ -101,9 +98,12 @@ def kv_type_bytes(cache_type: str, n_values: int) -> int:
     return n_values // per * size
 
 
-def kv_cells(ctx_size: int, pad: int = 256) -> int:
+KV_PAD_CELLS = 256
+
+
+def kv_cells(ctx_size: int) -> int:
     """llama.cpp pads the KV cache to a multiple of 256 cells."""
-    return math.ceil(ctx_size / pad) * pad
+    return math.ceil(ctx_size / KV_PAD_CELLS) * KV_PAD_CELLS
 
 
 def kv_cache_bytes(cells: int, layout: HybridLayout, type_k: str, type_v: str) -> tuple[int, int]:
@@ -124,9 +124,8 @@ def recurrent_state_bytes(n_seq: int, layout: HybridLayout) -> tuple[int, int]:
     return r * n_seq, s * n_seq
 
 
-def compute_buffer_bytes(layout: HybridLayout, cells: int, type_k: str = "f16",
-                         type_v: str = "f16", ubatch: int = UBATCH,
-                         backend_sampling: bool = False) -> int:
+def compute_buffer_bytes(layout: HybridLayout, cells: int, type_k: str, type_v: str,
+                         ubatch: int, backend_sampling: bool) -> int:
     """Scratch for the worst-case graph, and the f16 copies of K and V where the KV type's
     attention makes them (see the figures above)."""
     per_ubatch = _COMPUTE_MIB_PER_VOCAB_UBATCH * layout.n_vocab * MIB
@@ -268,6 +267,42 @@ class PlanError(ValueError):
     """The planner lacks an input (a layout for this profile) and says which to give."""
 
 
+def _cpu_only(profile: Profile, ctx_size: int | None, n_seq: int | None) -> Prediction:
+    """A CPU profile without a layout: zero by part, the table says why."""
+    s = profile.server
+    return Prediction(profile=profile.name, weights_mib=0.0, kv_k_mib=0.0, kv_v_mib=0.0,
+                      kv_cells=kv_cells(ctx_size or s.ctx_size), kv_layers=0,
+                      recurrent_r_mib=0.0, recurrent_s_mib=0.0,
+                      n_seq=n_seq or s.parallel, draft_mib=0.0, compute_mib=0.0,
+                      cuda_context_mib=0.0,
+                      context_basis="none: a CPU profile uses no GPU memory")
+
+
+def _context(card: str | None, cuda_context_mib: float | None) -> tuple[CudaContext, str]:
+    """The CUDA context assumed for `card`, and the table's words for where it comes from."""
+    ctx, measured = cuda_context_for(card)
+    basis = (f"{ctx.card} (driver {ctx.driver}, compute capability {ctx.compute_cap}), "
+             f"measured: {ctx.source}" if measured else
+             f"{card or 'card not given'}: not measured; assumed the {ctx.card}'s "
+             f"({ctx.process_mib:.0f} MiB per process, {ctx.rise_mib:.0f} MiB of rise)")
+    if cuda_context_mib is not None:
+        basis = f"given: {cuda_context_mib:.0f} MiB"
+    return ctx, basis
+
+
+def _draft_mib(profile: Profile, layout: HybridLayout) -> float:
+    """The drafter's weights plus its own KV cache at the context it really gets: -cd
+    when the profile sets it (DFlash: 256), else the server gives it the main -c.
+    Its attention shape is not recorded: the target's stands in (an upper bound for
+    a drafter that is a fraction of the target's size)."""
+    s = profile.server
+    if s.draft_model is None:
+        return 0.0
+    dk, dv = kv_cache_bytes(kv_cells(s.draft_ctx_size or s.ctx_size), layout,
+                            s.cache_type_k_draft or "f16", s.cache_type_v_draft or "f16")
+    return (s.draft_model.size_bytes + dk + dv) / MIB
+
+
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,
             n_seq: int | None = None, cuda_context_mib: float | None = None,
             card: str | None = None) -> Prediction:
@@ -281,38 +316,18 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
         layout = profile.layout
         weights = profile.model.size_bytes - layout.embd_bytes
     elif profile.backend == "cpu":
-        s = profile.server
-        return Prediction(profile=profile.name, weights_mib=0.0, kv_k_mib=0.0, kv_v_mib=0.0,
-                          kv_cells=kv_cells(ctx_size or s.ctx_size), kv_layers=0,
-                          recurrent_r_mib=0.0, recurrent_s_mib=0.0,
-                          n_seq=n_seq or s.parallel, draft_mib=0.0, compute_mib=0.0,
-                          cuda_context_mib=0.0,
-                          context_basis="none: a CPU profile uses no GPU memory")
+        return _cpu_only(profile, ctx_size, n_seq)
     else:
         raise PlanError(f"profile {profile.name} records no layout: give its GGUF file "
                         "(--gguf)")
     gpu = profile.backend == "cuda" and profile.server.n_gpu_layers > 0
-    ctx, measured = cuda_context_for(card)
-    basis = (f"{ctx.card} (driver {ctx.driver}, compute capability {ctx.compute_cap}), "
-             f"measured: {ctx.source}" if measured else
-             f"{card or 'card not given'}: not measured; assumed the {ctx.card}'s "
-             f"({ctx.process_mib:.0f} MiB per process, {ctx.rise_mib:.0f} MiB of rise)")
-    if cuda_context_mib is not None:
-        basis = f"given: {cuda_context_mib:.0f} MiB"
+    ctx, basis = _context(card, cuda_context_mib)
     s = profile.server
     cells = kv_cells(ctx_size or s.ctx_size)
     seqs = n_seq or s.parallel
     k, v = kv_cache_bytes(cells, layout, s.cache_type_k, s.cache_type_v)
     r, st = recurrent_state_bytes(seqs, layout)
-    draft = 0.0
-    if s.draft_model is not None:
-        # The drafter's weights plus its own KV cache at the context it really gets: -cd
-        # when the profile sets it (DFlash: 256), else the server gives it the main -c.
-        # Its attention shape is not recorded: the target's stands in (an upper bound for
-        # a drafter that is a fraction of the target's size).
-        dk, dv = kv_cache_bytes(kv_cells(s.draft_ctx_size or s.ctx_size), layout,
-                                s.cache_type_k_draft or "f16", s.cache_type_v_draft or "f16")
-        draft = (s.draft_model.size_bytes + dk + dv) / MIB
+    draft = _draft_mib(profile, layout)
     return Prediction(
         # parts kept in host memory by a CPU build count zero here (this is a VRAM plan)
         profile=profile.name, weights_mib=weights / MIB * gpu, kv_k_mib=k / MIB * gpu,

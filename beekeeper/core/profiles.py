@@ -5,7 +5,7 @@ Profiles: a model, its server flags and the figures it should reach, as data.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -190,7 +190,6 @@ class Profile:
     layout: HybridLayout | None = None
     # text that starts the assistant turn in NIAH prompts (tiny models need it)
     niah_prefill: str | None = None
-    tags: tuple[str, ...] = field(default_factory=tuple)
 
 
 QWEN35_9B_LAYOUT = HybridLayout(
@@ -239,8 +238,8 @@ SMOLLM2_135M = ModelFile(
 
 def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *,
           decode: float | None, ttft: float | None, vram: int | None,
-          draft: ModelFile | None = None, kd: str | None = None, vd: str | None = None,
-          tags: tuple[str, ...] = ()) -> Profile:
+          draft: ModelFile | None = None, kd: str | None = None,
+          vd: str | None = None) -> Profile:
     return Profile(
         name=name, summary=summary, backend="cuda", model=model,
         server=ServerSettings(ctx_size=ctx, cache_type_k=k, cache_type_v=v, draft_model=draft,
@@ -253,7 +252,7 @@ def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *
         expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_mib=vram,
                           niah_min_pass=10, niah_tokens=min(60_000, ctx - 2048),
                           decode_ctx_tokens=min(60_000, ctx - 4096)),
-        layout=QWEN35_9B_LAYOUT, tags=tags,
+        layout=QWEN35_9B_LAYOUT,
     )
 
 
@@ -279,8 +278,7 @@ PROFILES: dict[str, Profile] = {
         # ubatch stays 512: 2048 cut TTFT at 60K by 3 % (12.00 -> 11.64 s) for +1,512 MiB,
         # 4096 not at all (12.10 s) for +3,544 MiB (benchmarks/h200/2026-11-30-beellama).
         _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
-              QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700,
-              tags=("default",)),
+              QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700),
         _qwen("q8-turbo3-64k", "Qwen3.5-9B Q8_0 + turbo3 KV @ 64K",
               QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9862),
         _qwen("q8-turbo3tcq-64k", "Qwen3.5-9B Q8_0 + turbo3_tcq KV @ 64K",
@@ -354,12 +352,3 @@ def with_ctx_size(profile: Profile, ctx_size: int) -> Profile:
     return replace(profile, server=replace(profile.server, ctx_size=ctx_size),
                    expected=expected, summary=f"{profile.summary}, ctx_size {ctx_size}")
 
-
-DEFAULT_PROFILE = "q8-turbo4-64k"
-
-
-def get_profile(name: str) -> Profile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise KeyError(name) from None

@@ -12,6 +12,8 @@ from unittest import mock
 from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
+from beekeeper.facts.host import Resources
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Facts of pyinfra's own operations, for a host where none of the kit's files exist yet.
@@ -25,7 +27,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "Home": "/root", "Date": None, "TmpDir": "/var/lib/canned", "PipPackages": {},
     "PythonVersion": None, "LinuxName": "Ubuntu",
     "Hostname": "canned", "Uptime": 100, "SourceTreeId": None,
-    "BuildResources": {"cpus": 16, "mem_total_bytes": 64 * 2**30},
+    "BuildResources": Resources(cpus=16, mem_total_bytes=64 * 2**30),
     "DeployedServices": [], "FolderFiles": [],
 }
 

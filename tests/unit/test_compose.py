@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import shlex
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -16,6 +17,9 @@ import yaml
 from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import ConfigError, PreflightError
 from beekeeper.core.render import yaml_quote
+from beekeeper.facts.docker import DockerEngineInfo
+from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
+from beekeeper.facts.host import OsReleaseInfo
 from beekeeper.tasks.service import render_compose, render_unit, secrets_env
 
 from .harness import run_deploy
@@ -26,11 +30,11 @@ CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3
 CPU_GIT = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": "a" * 40},
            "runtime": "compose"}
 GPU = {**DEFAULTS, "runtime": "compose"}
-DEBIAN13 = {"id": "debian", "version_id": "13"}
-DEBIAN12 = {"id": "debian", "version_id": "12"}
-DISTRO_DOCKER = {"present": True, "path": "/usr/bin/docker", "flavour": "distro",
-                 "active": True, "server_version": "26.1.5", "runtimes": ["runc"],
-                 "nvidia_runtime": False}
+DEBIAN13 = OsReleaseInfo(id="debian", version_id="13")
+DEBIAN12 = OsReleaseInfo(id="debian", version_id="12")
+DISTRO_DOCKER = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro",
+                                 active=True, server_version="26.1.5", runtimes=("runc",),
+                                 nvidia_runtime=False)
 CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
 TAG = "beekeeper/llama-server:x"
 
@@ -249,9 +253,9 @@ def test_debian13_plain_runtime_installs_the_cli_too():
 
 
 @pytest.mark.parametrize(("os_release", "docker", "package"), [
-    ({"id": "ubuntu", "version_id": "24.04"}, NO_DOCKER, "docker-compose-v2"),
-    ({"id": "ubuntu", "version_id": "22.04"}, DISTRO_DOCKER, "docker-compose-v2"),
-    (DEBIAN12, {**DISTRO_DOCKER, "flavour": "docker-ce"}, "docker-compose-plugin"),
+    (OsReleaseInfo(id="ubuntu", version_id="24.04"), NO_DOCKER, "docker-compose-v2"),
+    (OsReleaseInfo(id="ubuntu", version_id="22.04"), DISTRO_DOCKER, "docker-compose-v2"),
+    (DEBIAN12, replace(DISTRO_DOCKER, flavour="docker-ce"), "docker-compose-plugin"),
 ])
 def test_compose_v2_comes_from_the_hosts_own_sources(os_release, docker, package):
     assert any(n.startswith("Install host packages") and n.endswith(package)
@@ -268,13 +272,14 @@ def test_compose_already_there_installs_nothing():
 @pytest.mark.parametrize(("os_release", "docker", "says"), [
     (DEBIAN12, DISTRO_DOCKER, "debian 12 ships no compose v2"),
     (DEBIAN12, NO_DOCKER, "debian 12 ships no compose v2"),
-    ({"id": "ubuntu", "version_id": "20.04"}, NO_DOCKER, "ubuntu 20.04 ships no compose v2"),
-    (DEBIAN13, {**DISTRO_DOCKER, "flavour": "docker-desktop"}, "turn on WSL integration"),
+    (OsReleaseInfo(id="ubuntu", version_id="20.04"), NO_DOCKER,
+     "ubuntu 20.04 ships no compose v2"),
+    (DEBIAN13, replace(DISTRO_DOCKER, flavour="docker-desktop"), "turn on WSL integration"),
 ])
 def test_no_compose_v2_to_be_had_is_refused_before_any_change(os_release, docker, says):
     with pytest.raises(PreflightError) as e:
         _deploy(os_release, docker, data={**CPU_GIT, "use_docker_desktop": True}
-                if docker["flavour"] == "docker-desktop" else None)
+                if docker.flavour == "docker-desktop" else None)
     msg = str(e.value)
     assert msg.startswith("host canned: host data `runtime`: 'compose' needs the compose v2 "
                           "plugin")
@@ -347,10 +352,10 @@ def test_only_the_compose_file_changing_restarts_the_service():
 # ------------------------------------------------------------------ NVIDIA on Debian 13
 
 def test_debian13_uses_nvidia_debian13_repository_and_its_own_key():
-    driver = {"path": "/usr/bin/nvidia-smi", "cuda_version": "13.2", "driver_version": "595.58",
-              "driver_branch": 595, "gpus": [{"name": "NVIDIA GeForce RTX 4090",
-                                              "driver_version": "595.58",
-                                              "compute_cap": "8.9", "memory_total_mib": 24564}]}
+    driver = NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="13.2",
+                           driver_version="595.58", driver_branch=595,
+                           gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="595.58",
+                                         compute_cap="8.9", memory_total_mib=24564),))
     ops = run_deploy({**DEFAULTS, "mode": "native"},
                      facts(Wsl=NATIVE, OsRelease=DEBIAN13, GpuInfo=driver))
     key = " ".join(next(c for n, c in ops if n.startswith("Add NVIDIA's CUDA repository key")))
@@ -363,7 +368,7 @@ def test_a_debian_nvidia_does_not_serve_is_refused_with_the_ones_it_does():
     with pytest.raises(PreflightError, match=r"no NVIDIA CUDA repository for debian 11: .*"
                                              r"Debian 12/13"):
         run_deploy({**DEFAULTS, "mode": "native"},
-                   facts(Wsl=NATIVE, OsRelease={"id": "debian", "version_id": "11"}))
+                   facts(Wsl=NATIVE, OsRelease=OsReleaseInfo(id="debian", version_id="11")))
 
 
 def test_rollback_swaps_the_compose_file_on_either_side(tmp_path):

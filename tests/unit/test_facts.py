@@ -1,29 +1,31 @@
 from beekeeper.facts.docker import DockerImageId, parse_docker_engine
-from beekeeper.facts.gpu import parse_nvidia_smi
-from beekeeper.facts.host import parse_df, parse_os_release, parse_pid1, parse_wsl
+from beekeeper.facts.gpu import GpuCard, parse_nvidia_smi
+from beekeeper.facts.host import InitInfo, parse_df, parse_os_release, parse_pid1, parse_wsl
 from beekeeper.facts.server import ServerSmoke
 
 
 def test_os_release():
     out = parse_os_release(['PRETTY_NAME="Ubuntu 24.04.1 LTS"', "ID=ubuntu",
                             'VERSION_ID="24.04"', "# comment"])
-    assert out["id"] == "ubuntu" and out["version_id"] == "24.04"
+    assert out.id == "ubuntu" and out.version_id == "24.04"
+    assert out.pretty_name == "Ubuntu 24.04.1 LTS"
 
 
 def test_pid1():
-    assert parse_pid1(["systemd", "running"]) == {"pid1": "systemd", "systemd": True,
-                                                  "state": "running"}
-    assert parse_pid1(["init", "offline"])["systemd"] is False
+    assert parse_pid1(["systemd", "running"]) == InitInfo(pid1="systemd", systemd=True,
+                                                          state="running")
+    assert parse_pid1(["init", "offline"]).systemd is False
 
 
 def test_wsl2_reference_box():
     f = parse_wsl(["kernel=6.6.87.2-microsoft-standard-WSL2", "dxg=1", "wslconf_systemd=true"])
-    assert f["is_wsl2"] and f["dxg"] and f["wsl_conf_systemd"]
+    assert f.is_wsl2 and f.dxg and f.wsl_conf_systemd
+    assert f.kernel_release == "6.6.87.2-microsoft-standard-WSL2"
 
 
 def test_native_linux_is_not_wsl():
     f = parse_wsl(["kernel=6.8.0-45-generic", "dxg=0", "wslconf_systemd="])
-    assert not f["is_wsl2"] and not f["wsl_conf_systemd"]
+    assert not f.is_wsl2 and not f.wsl_conf_systemd
 
 
 def test_df():
@@ -38,10 +40,10 @@ def test_nvidia_smi_wsl2_rtx4090():
              "gpu=NVIDIA GeForce RTX 4090, 596.21, 8.9, 24564",
              "CUDA Version: 13.2"]
     f = parse_nvidia_smi(lines)
-    assert f["path"].startswith("/usr/lib/wsl")
-    assert f["driver_branch"] == 596 and f["cuda_version"] == "13.2"
-    assert f["gpus"][0] == {"name": "NVIDIA GeForce RTX 4090", "driver_version": "596.21",
-                            "compute_cap": "8.9", "memory_total_mib": 24564}
+    assert f is not None and f.path.startswith("/usr/lib/wsl")
+    assert f.driver_branch == 596 and f.cuda_version == "13.2"
+    assert f.gpus[0] == GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="596.21",
+                                compute_cap="8.9", memory_total_mib=24564)
 
 
 def test_no_nvidia_smi_is_none():
@@ -49,18 +51,18 @@ def test_no_nvidia_smi_is_none():
 
 
 def test_docker_flavours():
-    assert parse_docker_engine(["path="])["present"] is False
+    assert parse_docker_engine(["path="]).present is False
     # Debian 13 with docker.io but not its client (a package of its own there): no docker
     trixie = parse_docker_engine(["path=", "pkg_io=1", "active=active"])
-    assert trixie["present"] is False and trixie["flavour"] == "distro"
+    assert trixie.present is False and trixie.flavour == "distro"
     distro = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1", "active=active",
                                   "server=20.10.24", "runtimes=io.containerd.runc.v2,runc,"])
-    assert distro["flavour"] == "distro" and distro["active"] and not distro["nvidia_runtime"]
-    assert parse_docker_engine(["path=/snap/bin/docker"])["flavour"] == "snap"
-    assert parse_docker_engine(["path=/usr/bin/docker", "desktop=1"])["flavour"] == \
+    assert distro.flavour == "distro" and distro.active and not distro.nvidia_runtime
+    assert parse_docker_engine(["path=/snap/bin/docker"]).flavour == "snap"
+    assert parse_docker_engine(["path=/usr/bin/docker", "desktop=1"]).flavour == \
         "docker-desktop"
     ce = parse_docker_engine(["path=/usr/bin/docker", "pkg_ce=1", "runtimes=nvidia,runc"])
-    assert ce["flavour"] == "docker-ce" and ce["nvidia_runtime"]
+    assert ce.flavour == "docker-ce" and ce.nvidia_runtime
 
 
 def test_image_id_and_smoke_facts():
@@ -91,4 +93,4 @@ def test_build_resources_reads_cores_and_memory_from_real_command_output():
     out = subprocess.run(["sh", "-c", fact.command()], capture_output=True, text=True).stdout
     got = fact.process(out.splitlines())
     # a 24 GiB machine printed MemTotal with awk's %g (2.5e+10) before: never 0 here
-    assert got["cpus"] >= 1 and got["mem_total_bytes"] > 2**30
+    assert got.cpus >= 1 and got.mem_total_bytes > 2**30

@@ -315,12 +315,16 @@ def test_a_gateway_only_host_installs_haproxy_and_nothing_of_a_gpu_host(keys):
 
 
 def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
+    from beekeeper.facts.docker import PortContainer
+    from beekeeper.facts.gpu import NvidiaSmiInfo
+
     from .harness import run_deploy
     from .test_gpu_hosts import DEFAULTS, NATIVE, facts
 
-    canned = facts(Wsl=NATIVE, GpuInfo={"path": None, "gpus": []}, DeployedServices=["llm"],
-                   PortContainers=[{"name": "beekeeper-llm", "service": "llm",
-                                    "image": "beekeeper/llama-server:x"}],
+    canned = facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"),
+                   DeployedServices=["llm"],
+                   PortContainers=[PortContainer(name="beekeeper-llm", service="llm",
+                                                 image="beekeeper/llama-server:x")],
                    PortListeners=["docker-proxy"])
     ops = run_deploy({**DEFAULTS, "profile": "cpu-tiny",
                       "services": [{"service_name": "tiny", "profile": "cpu-tiny"}]}, canned)
@@ -341,7 +345,9 @@ def test_a_removed_service_on_its_own_port_goes_only_after_the_smoke_checks():
         port = {"/etc/beekeeper/old/deployed.json": 8090}.get(path)
         return [f'{{"service": "old", "port": {port}}}'] if port else None
 
-    canned = facts(Wsl=NATIVE, GpuInfo={"path": None, "gpus": []},
+    from beekeeper.facts.gpu import NvidiaSmiInfo
+
+    canned = facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"),
                    DeployedServices=["old"], FileContents=manifests)
     ops = run_deploy({**DEFAULTS, "profile": "cpu-tiny",
                       "services": [{"service_name": "tiny", "profile": "cpu-tiny"}]}, canned)

@@ -5,11 +5,15 @@ deploy.py on canned facts, one case per host kind the kit must handle. The refer
 
 import configparser
 import runpy
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from beekeeper.core.errors import PreflightError
+from beekeeper.facts.docker import DockerEngineInfo
+from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
+from beekeeper.facts.host import AptSource, InitInfo, OsReleaseInfo, WslInfo
 
 from .harness import run_deploy
 
@@ -17,21 +21,21 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
             if not k.startswith("_")}
 
-RTX4090 = {"path": "/usr/lib/wsl/lib/nvidia-smi", "cuda_version": "13.2",
-           "driver_version": "596.21", "driver_branch": 596,
-           "gpus": [{"name": "NVIDIA GeForce RTX 4090", "driver_version": "596.21",
-                     "compute_cap": "8.9", "memory_total_mib": 24564}]}
-UBUNTU2404 = {"id": "ubuntu", "version_id": "24.04"}
-WSL = {"kernel": "6.6.87.2-microsoft-standard-WSL2", "is_wsl2": True, "dxg": True,
-       "wsl_conf_systemd": True}
-NATIVE = {"kernel": "6.8.0-45-generic", "is_wsl2": False, "dxg": False,
-          "wsl_conf_systemd": False}
-DOCKER_CE = {"present": True, "path": "/usr/bin/docker", "flavour": "docker-ce",
-             "active": True, "server_version": "28.0", "runtimes": ["runc"],
-             "nvidia_runtime": False}
-NO_DOCKER = {"present": False, "path": None, "flavour": None, "active": False,
-             "server_version": None, "runtimes": [], "nvidia_runtime": False}
-SYSTEMD = {"pid1": "systemd", "systemd": True, "state": "running"}
+RTX4090 = NvidiaSmiInfo(path="/usr/lib/wsl/lib/nvidia-smi", cuda_version="13.2",
+                        driver_version="596.21", driver_branch=596,
+                        gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="596.21",
+                                      compute_cap="8.9", memory_total_mib=24564),))
+UBUNTU2404 = OsReleaseInfo(id="ubuntu", version_id="24.04")
+WSL = WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, dxg=True,
+              wsl_conf_systemd=True)
+NATIVE = WslInfo(kernel_release="6.8.0-45-generic", is_wsl2=False, dxg=False,
+                 wsl_conf_systemd=False)
+DOCKER_CE = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="docker-ce",
+                             active=True, server_version="28.0", runtimes=("runc",),
+                             nvidia_runtime=False)
+NO_DOCKER = DockerEngineInfo(present=False, path=None, flavour=None, active=False,
+                             server_version=None, runtimes=(), nvidia_runtime=False)
+SYSTEMD = InitInfo(pid1="systemd", systemd=True, state="running")
 
 
 def facts(**over):
@@ -88,8 +92,8 @@ def test_reference_box_dry_run_shows_every_step_in_order():
 
 
 def test_runtime_already_known_means_no_configure_and_no_docker_restart():
-    ops = run_deploy(DEFAULTS, facts(DockerEngine={**DOCKER_CE, "runtimes": ["nvidia", "runc"],
-                                                   "nvidia_runtime": True}))
+    ops = run_deploy(DEFAULTS, facts(DockerEngine=replace(DOCKER_CE, runtimes=("nvidia", "runc"),
+                                                          nvidia_runtime=True)))
     assert commands(ops, "Register the nvidia runtime") == []
     assert "Restart Docker to load the nvidia runtime" not in names(ops)
 
@@ -101,13 +105,13 @@ def test_wsl2_with_a_linux_driver_inside_is_refused():
 
 def test_wsl2_nvidia_smi_shadowed_by_a_linux_one_is_refused():
     with pytest.raises(PreflightError, match="not /usr/lib/wsl/lib/nvidia-smi"):
-        run_deploy(DEFAULTS, facts(GpuInfo={**RTX4090, "path": "/usr/bin/nvidia-smi"}))
+        run_deploy(DEFAULTS, facts(GpuInfo=replace(RTX4090, path="/usr/bin/nvidia-smi")))
 
 
 def test_wsl2_without_systemd_is_told_how_to_enable_it():
     with pytest.raises(PreflightError, match=r"/etc/wsl.conf.*wsl.exe --shutdown"):
-        run_deploy(DEFAULTS, facts(InitSystem={"pid1": "init", "systemd": False,
-                                               "state": "offline"}))
+        run_deploy(DEFAULTS, facts(InitSystem=InitInfo(pid1="init", systemd=False,
+                                                      state="offline")))
 
 
 def test_wsl2_without_a_windows_driver_gets_a_windows_side_instruction():
@@ -117,7 +121,7 @@ def test_wsl2_without_a_windows_driver_gets_a_windows_side_instruction():
 
 def test_native_ubuntu_2204_without_driver_installs_it_and_stops_for_a_reboot():
     ops = run_deploy({**DEFAULTS, "profile": "q4km-f16-32k"},
-                     facts(Wsl=NATIVE, OsRelease={"id": "ubuntu", "version_id": "22.04"},
+                     facts(Wsl=NATIVE, OsRelease=OsReleaseInfo(id="ubuntu", version_id="22.04"),
                            GpuInfo=None, PciNvidiaGpus=1, DockerEngine=NO_DOCKER))
     steps = names(ops)
     assert steps[-1] == "Stop: the new NVIDIA driver needs a reboot"
@@ -138,10 +142,10 @@ def test_native_linux_reboots_when_host_data_allows_it():
 def test_debian12_native_mode_installs_cuda_toolkit_only():
     # a 580 driver reports CUDA 13.0; native mode runs a 13.2 build on it by NVIDIA's minor
     # version compatibility (SASS for the GPU's own arch, no PTX JIT)
-    driver = {**RTX4090, "path": "/usr/bin/nvidia-smi", "driver_version": "580.95",
-              "driver_branch": 580, "cuda_version": "13.0"}
+    driver = replace(RTX4090, path="/usr/bin/nvidia-smi", driver_version="580.95",
+                     driver_branch=580, cuda_version="13.0")
     ops = run_deploy({**DEFAULTS, "mode": "native"},
-                     facts(Wsl=NATIVE, OsRelease={"id": "debian", "version_id": "12"},
+                     facts(Wsl=NATIVE, OsRelease=OsReleaseInfo(id="debian", version_id="12"),
                            GpuInfo=driver))
     steps = names(ops)
     assert "Install the CUDA toolkit (cuda-toolkit-13-2 only)" in steps
@@ -162,16 +166,16 @@ def test_wsl2_native_mode_uses_the_wsl_ubuntu_repository():
 
 def test_docker_desktop_is_not_joined_by_a_second_engine():
     with pytest.raises(PreflightError, match="Docker Desktop"):
-        run_deploy(DEFAULTS, facts(DockerEngine={**DOCKER_CE, "flavour": "docker-desktop"}))
+        run_deploy(DEFAULTS, facts(DockerEngine=replace(DOCKER_CE, flavour="docker-desktop")))
 
 
 def test_snap_docker_is_refused_with_the_reason():
     with pytest.raises(PreflightError, match="snap"):
-        run_deploy(DEFAULTS, facts(DockerEngine={**DOCKER_CE, "flavour": "snap"}))
+        run_deploy(DEFAULTS, facts(DockerEngine=replace(DOCKER_CE, flavour="snap")))
 
 
 def test_driver_570_with_a_cuda_13_2_image_is_stopped():
-    old = {**RTX4090, "driver_version": "570.86", "driver_branch": 570}
+    old = replace(RTX4090, driver_version="570.86", driver_branch=570)
     with pytest.raises(PreflightError, match="older than 580"):
         run_deploy(DEFAULTS, facts(GpuInfo=old))
 
@@ -221,9 +225,9 @@ def uploaded(ops, prefix):
     return next(c for c in commands(ops, prefix) if c.startswith("upload ")).split("\n", 1)[1]
 
 
-NATIVE_580 = {**RTX4090, "path": "/usr/bin/nvidia-smi", "driver_version": "580.95.05",
-              "driver_branch": 580, "cuda_version": "13.0",
-              "gpus": [{**RTX4090["gpus"][0], "driver_version": "580.95.05"}]}
+NATIVE_580 = replace(RTX4090, path="/usr/bin/nvidia-smi", driver_version="580.95.05",
+                     driver_branch=580, cuda_version="13.0",
+                     gpus=(replace(RTX4090.gpus[0], driver_version="580.95.05"),))
 NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciNvidiaGpus": 1}
 KEYRING_LIST = "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list"
 
@@ -237,7 +241,7 @@ def test_580_driver_with_the_cuda_13_2_image_is_refused_before_the_build():
 
 
 def test_wsl2_windows_driver_reporting_cuda_13_0_is_told_to_update_on_windows():
-    win = {**RTX4090, "driver_version": "581.57", "driver_branch": 581, "cuda_version": "13.0"}
+    win = replace(RTX4090, driver_version="581.57", driver_branch=581, cuda_version="13.0")
     with pytest.raises(PreflightError, match=r"reports CUDA 13\.0.*driver on Windows, or set"):
         run_deploy(DEFAULTS, facts(GpuInfo=win))
 
@@ -269,7 +273,7 @@ def test_native_mode_accepts_driver_branch_580_for_cuda_13_2():
 
 
 def test_docker_desktop_unit_does_not_require_docker_service():
-    desktop = {**DOCKER_CE, "flavour": "docker-desktop", "active": False}
+    desktop = replace(DOCKER_CE, flavour="docker-desktop", active=False)
     ops = run_deploy({**DEFAULTS, "use_docker_desktop": True},
                      facts(DockerEngine=desktop, ComposeVersion="2.40.3"))
     unit = uploaded(ops, "Render systemd unit beekeeper-llm.service")
@@ -329,7 +333,7 @@ def test_driver_packages_all_held_means_no_hold_command():
 
 
 def test_existing_cuda_keyring_source_is_used_not_duplicated():
-    found = [{"path": KEYRING_LIST, "signed_by": "/usr/share/keyrings/cuda-archive-keyring.gpg"}]
+    found = [AptSource(path=KEYRING_LIST, signed_by="/usr/share/keyrings/cuda-archive-keyring.gpg")]
     ops = run_deploy({**DEFAULTS, "mode": "native"},
                      facts(Wsl=NATIVE, GpuInfo=NATIVE_580, AptSourcesFor=found))
     steps = names(ops)

@@ -25,7 +25,7 @@ from beekeeper.core.config import (
 from beekeeper.core.errors import ConfigError, PreflightError
 from beekeeper.core.planner import predict
 from beekeeper.core.render import sd_join, sd_quote
-from beekeeper.facts.docker import parse_port_containers
+from beekeeper.facts.docker import PortContainer, parse_port_containers
 from beekeeper.tasks.service import manifest, render_unit
 
 from .harness import BUILTIN_DEFAULTS, ROOT, run_deploy
@@ -432,20 +432,20 @@ def test_fuzzed_host_data_gives_a_config_or_a_config_error_only():
 
 def test_docker_ps_lines_parse():
     assert parse_port_containers(["web\t\tnginx:1", "beekeeper-llm\tllm\tbeekeeper/x:1", ""]) \
-        == [{"name": "web", "service": "", "image": "nginx:1"},
-            {"name": "beekeeper-llm", "service": "llm", "image": "beekeeper/x:1"}]
+        == [PortContainer(name="web", service="", image="nginx:1"),
+            PortContainer(name="beekeeper-llm", service="llm", image="beekeeper/x:1")]
 
 
 CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
 
 
 @pytest.mark.parametrize(("containers", "refusal"), [
-    ([{"name": "web", "service": "", "image": "nginx:1"}],
+    ([PortContainer(name="web", service="", image="nginx:1")],
      "published by the Docker container 'web' (image nginx:1)"),
-    ([{"name": "beekeeper-chat", "service": "chat", "image": "beekeeper/x"}],
+    ([PortContainer(name="beekeeper-chat", service="chat", image="beekeeper/x")],
      "published by the Docker container 'beekeeper-chat' (beekeeper service 'chat')"),
-    ([{"name": "beekeeper-llm", "service": "llm", "image": "b/x"},
-      {"name": "web", "service": "", "image": "nginx"}], "container 'web'"),
+    ([PortContainer(name="beekeeper-llm", service="llm", image="b/x"),
+      PortContainer(name="web", service="", image="nginx")], "container 'web'"),
 ])
 def test_port_published_by_another_container_is_refused(containers, refusal):
     fx = facts(**CPU_HOST, PortListeners=["docker-proxy"], PortContainers=containers)
@@ -454,7 +454,7 @@ def test_port_published_by_another_container_is_refused(containers, refusal):
 
 
 def test_port_published_by_our_own_container_passes():
-    ours = [{"name": "beekeeper-llm", "service": "llm", "image": "beekeeper/llama-server:x"}]
+    ours = [PortContainer(name="beekeeper-llm", service="llm", image="beekeeper/llama-server:x")]
     run_deploy(CPU_GIT, facts(**CPU_HOST, PortListeners=["docker-proxy"],
                               PortContainers=ours))
 

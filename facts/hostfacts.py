@@ -1,0 +1,43 @@
+"""
+What preflight learned about the host, one typed record of the facts' records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .docker import DockerEngineInfo
+from .gpu import NvidiaSmiInfo
+from .host import InitInfo, OsReleaseInfo, WslInfo
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """
+    The host as preflight read it, for the tasks that follow:
+
+    .. code:: python
+
+        HostFacts(os=OsReleaseInfo(id="ubuntu", version_id="24.04", ...),
+                  init=InitInfo(...), wsl=WslInfo(...), docker=DockerEngineInfo(...),
+                  gpu=NvidiaSmiInfo(...) or None, free_model_dir_bytes=84221202432,
+                  pci_nvidia_gpus=0, cpus=16, mem_total_bytes=67108864000,
+                  compose_version="2.26.1" or None)
+    """
+
+    os: OsReleaseInfo
+    init: InitInfo
+    wsl: WslInfo
+    docker: DockerEngineInfo
+    gpu: NvidiaSmiInfo | None
+    free_model_dir_bytes: int | None
+    pci_nvidia_gpus: int = 0
+    cpus: int = 1
+    mem_total_bytes: int = 0
+    # the compose v2 plugin's version (runtime "compose" only; None: not installed yet)
+    compose_version: str | None = None
+
+    @property
+    def compute_cap(self) -> str | None:
+        """The first GPU's compute capability ("8.9"), None without a visible GPU."""
+        return self.gpu.gpus[0].compute_cap if self.gpu and self.gpu.gpus else None
