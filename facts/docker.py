@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyinfra.api import FactBase
 
@@ -25,11 +24,6 @@ class DockerEngineInfo:
     server_version: str | None = None
     runtimes: tuple[str, ...] = field(default_factory=tuple)
     nvidia_runtime: bool = False
-
-    def __getitem__(self, key: str) -> Any:
-        # transition: tasks/service.py still reads `host.get_fact(DockerEngine)["flavour"]`;
-        # remove once it reads `.flavour`
-        return getattr(self, key)
 
 
 def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:

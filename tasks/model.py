@@ -64,7 +64,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
                 dest=dest, sha256=model.sha256, size_bytes=model.size_bytes,
                 endpoint=cfg.hf_endpoint, repo=model.source.repo,
                 revision=model.source.revision, filename=model.filename, fetcher=FETCHER,
-                python=f"{HOST_VENV}/bin/python", token_file=cfg.extra.get("hf_token_file"),
+                python=f"{HOST_VENV}/bin/python", token_file=cfg.hf_token_file,
             ))
     return result
 

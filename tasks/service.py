@@ -129,7 +129,7 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     """Returns whether this run changes the service, and the operations queued."""
     p = paths(svc)
     ops = _folders(cfg, p)
-    new_unit = render_unit(cfg, svc, image, host.get_fact(DockerEngine)["flavour"])
+    new_unit = render_unit(cfg, svc, image, host.get_fact(DockerEngine).flavour)
     new_compose = render_compose(cfg, svc, image) if cfg.runtime == "compose" else None
     secret_ops = _secrets(cfg, svc, p)
     ops += secret_ops

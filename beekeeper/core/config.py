@@ -147,9 +147,6 @@ class HostConfig:
     hf_endpoint: str = DEFAULT_HF_ENDPOINT
     # build beellama's embedded web UI into the server (off: the kit serves the API)
     webui: bool = False
-    # transition: the TASK_KEYS given, as before the typed fields below; tasks/model.py still
-    # reads cfg.extra.get("hf_token_file"). Remove once nothing reads it.
-    extra: Mapping[str, Any] = field(default_factory=dict)
     runtime: str = "systemd"
     # services this host had and must not have any more (`state = "absent"`): see
     # tasks/prune.py, which also removes those the inventory no longer names
@@ -524,11 +521,6 @@ def _task_options(data: Any) -> dict[str, Any]:
     return out
 
 
-def _extra(data: Any, options: Mapping[str, Any]) -> dict[str, Any]:
-    """HostConfig.extra as before the typed fields: the TASK_KEYS given, checked."""
-    return {k: options[k] for k in TASK_KEYS if data.get(k) is not None}
-
-
 def _services(data: Any, runtime: str) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
     """The services this host runs and those it must remove (`state = "absent"`)."""
     raw_services = data.get("services")
@@ -663,7 +655,6 @@ def load_host_config(data: Any) -> HostConfig:
         absent=absent,
         gateway=gateway,
         gateway_address=_gateway_address(data.get("gateway_address")),
-        extra=_extra(data, options),
         **gpu_build,
         **run_settings,
         **options,
