@@ -121,9 +121,18 @@ def is_reference_card(card: str | None, reference: str = REFERENCE_CARD) -> bool
     return bool(card) and reference.lower() in (card or "").lower()
 
 
+def _reference(text: str, expected: Expected, card: str | None, ok: bool, needs: str,
+               ratio: float | None = None, elsewhere: str = "") -> Verdict:
+    """The seed study's absolute figure: a check on the reference card, else information."""
+    if not is_reference_card(card, expected.reference_card):
+        return Verdict("INFO", f"{text}; information only on {card or 'an unknown card'}"
+                       f"{elsewhere}", ratio)
+    return Verdict("PASS" if ok else "FAIL", f"{text}; needs {needs} on this card", ratio)
+
+
 def judge_reference_decode(served_tok_s: float | None, expected: Expected,
                            card: str | None) -> Verdict:
-    """The seed study's absolute figure: a check on the reference card, else information."""
+    """The seed's decode figure: served >= tolerance x it on the reference card."""
     want = expected.decode_tok_s
     if want is None:
         return Verdict("SKIP", "the profile records no reference-card figure")
@@ -131,19 +140,15 @@ def judge_reference_decode(served_tok_s: float | None, expected: Expected,
         return Verdict("SKIP", f"reference {expected.reference_card}: {want:.0f} tok/s; "
                        "no served figure")
     floor = want * expected.decode_tolerance
-    text = (f"served {served_tok_s:.1f} tok/s; {expected.reference_card} (seed study) "
-            f"{want:.0f} tok/s")
-    if not is_reference_card(card, expected.reference_card):
-        return Verdict("INFO", f"{text}; information only on {card or 'an unknown card'} "
-                       "(judged against the engine on this host instead)",
-                       served_tok_s / want)
-    ok = served_tok_s >= floor
-    return Verdict("PASS" if ok else "FAIL", f"{text}; needs >= {floor:.1f} on this card",
-                   served_tok_s / want)
+    return _reference(f"served {served_tok_s:.1f} tok/s; {expected.reference_card} (seed "
+                      f"study) {want:.0f} tok/s", expected, card, served_tok_s >= floor,
+                      f">= {floor:.1f}", served_tok_s / want,
+                      " (judged against the engine on this host instead)")
 
 
 def judge_reference_ttft(served_median_s: float | None, expected: Expected,
                          card: str | None) -> Verdict:
+    """The seed's median TTFT: served <= 1.25 x it on the reference card."""
     want = expected.ttft_s_median
     if want is None:
         return Verdict("SKIP", "the profile records no reference-card TTFT")
@@ -151,11 +156,9 @@ def judge_reference_ttft(served_median_s: float | None, expected: Expected,
         return Verdict("SKIP", f"reference {expected.reference_card}: {want:.2f} s; "
                        "no served figure")
     ceiling = want * 1.25
-    text = f"median {served_median_s:.3f} s; {expected.reference_card} (seed study) {want:.2f} s"
-    if not is_reference_card(card, expected.reference_card):
-        return Verdict("INFO", f"{text}; information only on {card or 'an unknown card'}")
-    ok = served_median_s <= ceiling
-    return Verdict("PASS" if ok else "FAIL", f"{text}; needs <= {ceiling:.2f} on this card")
+    return _reference(f"median {served_median_s:.3f} s; {expected.reference_card} (seed "
+                      f"study) {want:.2f} s", expected, card, served_median_s <= ceiling,
+                      f"<= {ceiling:.2f}")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 # KV types whose flash-attention kernels beellama builds only with GGML_CUDA_FA_ALL_QUANTS
@@ -236,6 +236,19 @@ SMOLLM2_135M = ModelFile(
 )
 
 
+def _cpu(name: str, summary: str, model: ModelFile, chat_template: str, *, ctx: int,
+         parallel: int = 1, niah_tokens: int = 500, **server: Any) -> Profile:
+    """A tiny model on a llama.cpp CPU build (the sandbox and CI): no figures to expect."""
+    return Profile(
+        name=name, summary=summary, backend="cpu", model=model,
+        server=ServerSettings(ctx_size=ctx, parallel=parallel, n_gpu_layers=0, jinja=False,
+                              chat_template=chat_template, reasoning_off=False, **server),
+        expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
+                          niah_min_pass=5, niah_tokens=niah_tokens, decode_ctx_tokens=1024),
+        niah_prefill="The special magic number is",
+    )
+
+
 def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *,
           decode: float | None, ttft: float | None, vram: int | None,
           draft: ModelFile | None = None, kd: str | None = None,
@@ -290,48 +303,17 @@ PROFILES: dict[str, Profile] = {
         _qwen("q8-turbo3tcq-dflash-128k", "Qwen3.5-9B Q8_0 + turbo3_tcq + DFlash @ 128K",
               QWEN35_9B_Q8, 131_072, "turbo3_tcq", "turbo3_tcq", decode=33, ttft=29.0,
               vram=12800, draft=QWEN35_9B_DFLASH, kd="turbo3_tcq", vd="turbo3_tcq"),
-        Profile(
-            name="cpu-tiny",
-            summary="gemma-3-270m Q4_K_M on a llama.cpp CPU build (sandbox and CI)",
-            backend="cpu", model=GEMMA3_270M,
-            server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
-                                  chat_template="gemma", reasoning_off=False),
-            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
-                              niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
-            niah_prefill="The special magic number is",
-        ),
-        Profile(
-            name="cpu-tiny-draft",
-            summary="gemma-3-270m drafting for itself (speculative decoding on a CPU build)",
-            backend="cpu", model=GEMMA3_270M,
-            server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
-                                  chat_template="gemma", reasoning_off=False,
-                                  draft_model=GEMMA3_270M, spec_type="draft-simple",
-                                  draft_gpu_layers=0),
-            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
-                              niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
-            niah_prefill="The special magic number is",
-        ),
-        Profile(
-            name="cpu-tiny-4slot",
-            summary="gemma-3-270m Q4_K_M, 4 slots (load tests)",
-            backend="cpu", model=GEMMA3_270M,
-            server=ServerSettings(ctx_size=8192, parallel=4, n_gpu_layers=0, jinja=False,
-                                  chat_template="gemma", reasoning_off=False),
-            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
-                              niah_min_pass=5, niah_tokens=500, decode_ctx_tokens=1024),
-            niah_prefill="The special magic number is",
-        ),
-        Profile(
-            name="cpu-smollm",
-            summary="SmolLM2-135M Q4_1 on a llama.cpp CPU build (too weak for NIAH: a control)",
-            backend="cpu", model=SMOLLM2_135M,
-            server=ServerSettings(ctx_size=4096, parallel=1, n_gpu_layers=0, jinja=False,
-                                  chat_template="chatml", reasoning_off=False),
-            expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
-                              niah_min_pass=5, niah_tokens=1500, decode_ctx_tokens=1024),
-            niah_prefill="The special magic number is",
-        ),
+        _cpu("cpu-tiny", "gemma-3-270m Q4_K_M on a llama.cpp CPU build (sandbox and CI)",
+             GEMMA3_270M, "gemma", ctx=4096),
+        _cpu("cpu-tiny-draft",
+             "gemma-3-270m drafting for itself (speculative decoding on a CPU build)",
+             GEMMA3_270M, "gemma", ctx=4096, draft_model=GEMMA3_270M,
+             spec_type="draft-simple", draft_gpu_layers=0),
+        _cpu("cpu-tiny-4slot", "gemma-3-270m Q4_K_M, 4 slots (load tests)", GEMMA3_270M,
+             "gemma", ctx=8192, parallel=4),
+        _cpu("cpu-smollm",
+             "SmolLM2-135M Q4_1 on a llama.cpp CPU build (too weak for NIAH: a control)",
+             SMOLLM2_135M, "chatml", ctx=4096, niah_tokens=1500),
     ]
 }
 
