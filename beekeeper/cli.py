@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from . import hostside
 from .core.cache import ROOT
 from .core.errors import BeekeeperError
 from .core.paths import ServicePaths
@@ -236,9 +237,10 @@ def _rollback(args: argparse.Namespace) -> int:
     target = _ssh_target(args)
     if target is None:
         return 2
-    p = subprocess.run(["ssh", *target[0], rollback_command(ServicePaths(args.service),
-                                                           restore=False)],
-                       text=True, capture_output=True)
+    # the script on stdin: a host deployed before rollback.py was installed has hostcheck.py
+    cmd = rollback_command(ServicePaths(args.service), restore=False, script="-")
+    p = subprocess.run(["ssh", *target[0], cmd], text=True, capture_output=True,
+                       input=hostside.script("rollback.py").read_text())
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
     print("rollback " + ("done: the previous server is healthy" if p.returncode == 0

@@ -20,7 +20,7 @@ class OsReleaseInfo:
 
     def as_mapping(self) -> dict[str, str]:
         """The os-release keys beekeeper.core.distro reads (it knows no fact records)."""
-        return {"id": self.id, "version_id": self.version_id}
+        return {k: v for k, v in (("id", self.id), ("version_id", self.version_id)) if v}
 
 
 def parse_os_release(lines: list[str]) -> OsReleaseInfo:

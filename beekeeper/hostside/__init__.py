@@ -18,10 +18,12 @@ def script(name: str) -> Path:
     return Path(__file__).with_name(name)
 
 
-def rollback_command(paths: ServicePaths, restore: bool, timeout_s: int = 300) -> str:
+def rollback_command(paths: ServicePaths, restore: bool, timeout_s: int = 300,
+                     script: str = hostside_script("rollback.py")) -> str:
     """The one rollback (hostside/rollback.py, installed by tasks/smoke.py): the smoke
-    gate's (restore: the failed files are dropped) and `beekeeper rollback`'s (a swap)."""
-    args = ["python3", hostside_script("rollback.py"), "--unit", paths.unit,
+    gate's (restore: the failed files are dropped) and `beekeeper rollback`'s (a swap, with
+    `script="-"`: the script on stdin)."""
+    args = ["python3", script, "--unit", paths.unit,
             "--manifest", paths.manifest, "--compose", paths.compose_file,
             "--hostcheck", hostside_script("hostcheck.py"), "--api-key-file", paths.api_key,
             "--timeout", str(timeout_s)]

@@ -7,10 +7,11 @@ and check that the restored server passes /health and the smoke check.
     python3 rollback.py --unit U --manifest M --compose C --hostcheck H [--restore]
                         [--api-key-file F] [--timeout S]
 
-Without --restore (`beekeeper rollback`) the copies are swapped, so a second rollback goes
-back to where the first started. With --restore (a deploy whose new server failed its smoke
-check) the failed files are dropped instead. Exit 0: the restored server is healthy; 1: it
-is not; 3: there is no previous unit.
+Without --restore (`beekeeper rollback`, which sends this script on stdin, so hosts deployed
+before it was installed can roll back too) the copies are swapped, so a second rollback goes
+back to where the first started; a manifest without an older copy stays. With --restore
+(a deploy whose new server failed its smoke check) the failed files are dropped instead.
+Exit 0: the restored server is healthy; 1: it is not; 3: there is no previous unit.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     say("rolling back to the previous unit")
     for path in (a.unit, a.manifest, a.compose):
+        if path == a.manifest and not a.restore and not os.path.exists(path + PREV):
+            continue  # a swap keeps the manifest it has when no older one was kept
         swap(path)
         if a.restore and os.path.exists(path + PREV):
             os.remove(path + PREV)  # the failed deploy's copy

@@ -575,6 +575,27 @@ def test_rollback_to_a_server_that_fails_its_check_says_so(tmp_path):
     assert "no server is serving: the previous unit was restored but did not pass" in err
 
 
+def test_a_swap_keeps_the_manifest_when_no_older_one_was_kept(tmp_path):
+    # as `beekeeper rollback` did before the one rollback: the unit swaps, the manifest stays
+    rc, after, _ = run_rollback(tmp_path, {"unit": "new", "unit.prev": "old",
+                                           "deployed.json": MANIFEST_8083}, restore=False)
+    assert rc == 0 and after == {"unit": "old", "unit.prev": "new",
+                                 "deployed.json": MANIFEST_8083}
+
+
+def test_the_rollback_script_and_the_host_layout_agree_on_prev():
+    import importlib.util
+
+    from beekeeper import hostside
+    from beekeeper.core import paths
+
+    spec = importlib.util.spec_from_file_location("rollback", hostside.script("rollback.py"))
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.PREV == paths.PREV  # stdlib-only, so it spells it itself
+
+
 def test_the_smoke_gate_and_the_cli_run_the_same_rollback():
     from beekeeper.core.paths import ServicePaths
     from beekeeper.hostside import rollback_command
@@ -582,8 +603,9 @@ def test_the_smoke_gate_and_the_cli_run_the_same_rollback():
     cmd = dict(_ops("0" * 40, True))["Wait for /health on port 8083 and smoke-check the API"][0]
     assert rollback_command(ServicePaths("llm"), restore=True) in cmd
     assert "beekeeper: serving cpu-tiny on 127.0.0.1:8083" in cmd
-    cli = rollback_command(ServicePaths("llm"), restore=False)
-    assert cli.replace("--restore", "") == cli and cli.split(" --timeout")[0] in cmd
+    cli = rollback_command(ServicePaths("llm"), restore=False, script="-")
+    assert "--restore" not in cli and cli.startswith("python3 - --unit ")
+    assert cli.split(" --unit")[1].split(" --timeout")[0] in cmd
 
 
 # ------------------------------------------------------------------ one host of several
