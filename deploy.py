@@ -6,6 +6,7 @@ and smoke-check it.
 """
 
 from dataclasses import replace
+from typing import Any
 
 import click
 from pyinfra import host, state
@@ -40,14 +41,14 @@ def deploy_host() -> None:
     model_ops: list[OperationMeta] = []
     # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
     cfg = load_host_config(host.data)
+    hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
-    cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(
-        ctx_host.get().name, [(h.name, h.data) for h in state.inventory]))
+    cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(ctx_host.get().name, hosts))
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.stages:
             prune.ensure(cfg, "before")
             prune.ensure(cfg, "after")
-        gateway_role(cfg)
+        gateway_role(cfg, hosts)
         return
     # Hub models named by a branch or without a sha256 are pinned once, on the controller.
     if "model" in cfg.stages:
@@ -81,14 +82,13 @@ def deploy_host() -> None:
             changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
             smoke.check(cfg, svc, changed)
         prune.ensure(cfg, "after")
-    gateway_role(cfg)
+    gateway_role(cfg, hosts)
 
 
-def gateway_role(cfg: HostConfig) -> None:
+def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]]) -> None:
     """The gateway (host data `gateway`): every service of every inventory host, by model."""
     if cfg.gateway is not None and "service" in cfg.stages:
-        gateway.ensure(cfg, ctx_host.get().name,
-                       [(h.name, h.data) for h in state.inventory])
+        gateway.ensure(cfg, ctx_host.get().name, hosts)
 
 
 def fail_this_host(error: BeekeeperError) -> None:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import hostside
-from .core.cache import ROOT
 from .core.errors import BeekeeperError
-from .core.paths import ServicePaths
+from .core.paths import KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
 from .hostside import rollback_command
 
@@ -28,7 +27,7 @@ def configured_budget_gib() -> float:
     import runpy
 
     try:
-        return float(runpy.run_path(str(ROOT / "group_data" / "all.py"))["vram_budget_gib"])
+        return float(runpy.run_path(str(KIT_ROOT / "group_data" / "all.py"))["vram_budget_gib"])
     except (OSError, KeyError, TypeError, ValueError):
         return 10.0
 
@@ -138,7 +137,6 @@ def _verify(args: argparse.Namespace) -> int:
 def _engine_shell(args: argparse.Namespace) -> Any:
     """Where llama-bench and systemctl run: the sandbox or --ssh host, else this machine when
     the kit deployed a server here, else nowhere (the engine checks then say why)."""
-    import shlex
 
     from beekeeper.verify.engine import LocalShell, SshShell
 
@@ -193,7 +191,6 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str] | None:
     """ssh arguments and a label for the host: the sandbox, or --ssh ARGS."""
-    import shlex
 
     if args.sandbox:
         from .sandbox import load_state, ssh_options
@@ -261,7 +258,7 @@ def _demo(args: argparse.Namespace) -> int:
            "deploy.py"]
     print(f"$ {' '.join(cmd)}", flush=True)
     # long steps (image build, download) print their own line every 30 s
-    rc = subprocess.call(cmd, cwd=ROOT)
+    rc = subprocess.call(cmd, cwd=KIT_ROOT)
     if rc != 0:
         print(f"deploy failed (exit {rc})", file=sys.stderr)
         return rc
@@ -304,7 +301,7 @@ def _add_verify(sub: Any) -> None:
                         "(engine: llama-bench on the host, the baseline decode and TTFT are "
                         "judged against; gateway, not in all: its overhead against "
                         "--direct-url)")
-    p.add_argument("--out", default=str(ROOT / "reports"), help="report folder root")
+    p.add_argument("--out", default=str(KIT_ROOT / "reports"), help="report folder root")
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--api-key-file")
     p.add_argument("--direct-url", help="--suite gateway: the server behind the gateway at "
@@ -369,7 +366,7 @@ def _add_matrix(sub: Any) -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--apply-recommended", action="store_true",
                    help="leave the host on the recommended profile")
-    p.add_argument("--out", default=str(ROOT / "reports"))
+    p.add_argument("--out", default=str(KIT_ROOT / "reports"))
     p.set_defaults(func=_matrix)
 
 
@@ -384,7 +381,7 @@ def _add_rollback(sub: Any) -> None:
 def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
     p.add_argument("--suite", default="smoke")
-    p.add_argument("--out", default=str(ROOT / "reports"))
+    p.add_argument("--out", default=str(KIT_ROOT / "reports"))
     p.set_defaults(func=_demo)
 
 

@@ -15,10 +15,8 @@ from pathlib import Path
 
 from .core.cache import CACHE
 from .core.errors import VerifyError
-from .core.paths import REPORTS_DIR, VERIFY_KIT, VERIFY_VENV
+from .core.paths import REPORTS_DIR, VERIFY_KIT as KIT, VERIFY_VENV as VENV
 
-KIT = VERIFY_KIT
-VENV = VERIFY_VENV
 REQUIREMENTS = ["httpx>=0.28", "httpx-sse>=0.4", "nvidia-ml-py>=12.535"]
 
 

@@ -25,10 +25,11 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from .core.cache import CACHE, ROOT
+from .core.cache import CACHE
 from .core.errors import SandboxError
+from .core.paths import KIT_ROOT
 
-STATE_DIR = Path(os.environ.get("BEEKEEPER_SANDBOX_DIR", ROOT / ".sandbox"))
+STATE_DIR = Path(os.environ.get("BEEKEEPER_SANDBOX_DIR", KIT_ROOT / ".sandbox"))
 # BEEKEEPER_SANDBOX_NAME / _PORT let two sets of sandboxes (two work trees) run side by side.
 CONTAINER = os.environ.get("BEEKEEPER_SANDBOX_NAME", "beekeeper-sandbox")
 DEFAULT_SSH_PORT = int(os.environ.get("BEEKEEPER_SANDBOX_PORT", "2222"))

@@ -12,13 +12,14 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import Sha1File
 
-from beekeeper.core.paths import GatewayPaths, prev
+from beekeeper.core.gateway import PATHS
+from beekeeper.core.paths import prev
 from beekeeper.facts.services import FolderFiles
 
 from .shell import StreamedCommand
 
 q = shlex.quote
-GP = GatewayPaths()
+GP = PATHS  # the gateway's host files
 
 
 @operation()

@@ -30,9 +30,9 @@ def put_secret(name: str, src: str, dest: str):
     upload, which first writes a file with the default mode (under sudo in /tmp, where any
     user can read it): the content goes on the stdin of `umask 077; cat`, on no command
     line and in no output."""
-    return secret_file(name=name, dest=dest,
-                       sha1=sha1_text(secret_content(src)),
-                       _stdin=secret_content(src), _get_pty=False)  # a pty echoes stdin
+    text = secret_content(src)
+    return secret_file(name=name, dest=dest, sha1=sha1_text(text),
+                       _stdin=text, _get_pty=False)  # a pty echoes stdin
 
 @operation()
 def secret_file(dest: str, sha1: str):
@@ -54,6 +54,13 @@ def secret_file(dest: str, sha1: str):
     yield StringCommand(f"rm -f {tmp} && umask 077 && cat > {tmp} && chown root:root {tmp} && "
                         f"mv -f {tmp} {q(dest)}")
 
+
+def env_line(var: str, value: str, quoted: bool) -> str:
+    """One line of an env file: `VAR=value`, or `VAR='value'` (compose reads that literally;
+    it interpolates `$` otherwise). The operation below fills it on the host with printf."""
+    return f"{var}='{value}'\n" if quoted else f"{var}={value}\n"
+
+
 @operation()
 def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
                     quoted: bool = False):
@@ -71,7 +78,7 @@ def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
     if host.get_fact(Sha1File, path=env_path) == expected_sha1:
         host.noop(f"{env_path} is up to date")
         return
-    fmt = f"{var}='%s'\\n" if quoted else f"{var}=%s\\n"
+    fmt = env_line(var, "%s", quoted)
     yield StringCommand(
         f"umask 077 && printf {q(fmt)} \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
         f"mv -f {q(env_path)}.tmp {q(env_path)}"

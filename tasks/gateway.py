@@ -12,7 +12,6 @@ import io
 import ipaddress
 import shlex
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -29,11 +28,10 @@ from beekeeper.operations.gateway import (
     gateway_checked,
     keys_map_built,
 )
-from beekeeper.operations.secrets import put_secret, sha1_text
+from beekeeper.operations.secrets import put_secret, secret_content, sha1_text
 
 q = shlex.quote
 GP = gw.PATHS  # the gateway's host files
-KEYS_DIR = GP.keys_dir
 
 
 def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:
@@ -43,14 +41,14 @@ def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:
     return f"gateway on {addr}:{cfg_gw.port} routes {models}"
 
 
-def _installed(cfg_gw: GatewayConfig) -> list[OperationMeta]:
+def _installed() -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     if "haproxy" not in (host.get_fact(DebPackages) or {}):  # apt's update only when missing
         ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
                                 update=True, no_recommends=True))
     return ops + [
         files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755"),
-        files.directory(name=f"Create {KEYS_DIR} (root-only)", path=KEYS_DIR, mode="0700",
+        files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",
                         user="root", group="root"),
         files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
                         path=GP.dropin_dir, mode="0755"),
@@ -71,13 +69,13 @@ def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
     key_names = [f"{backend}.key" for backend, _ in entries]
     for (backend, src), key_name in zip(entries, key_names, strict=True):
         changes.append(put_secret(name=f"Store the API key of model {backend} (root-only file)",
-                                  src=src, dest=f"{KEYS_DIR}/{key_name}"))
+                                  src=src, dest=f"{GP.keys_dir}/{key_name}"))
     files_pruned(name="Remove keys of models the gateway no longer routes",
-                 folder=KEYS_DIR, keep=key_names)
-    wanted_map = "".join(f"{b} {Path(src).read_text().strip()}\n" for b, src in entries)
+                 folder=GP.keys_dir, keep=key_names)
+    wanted_map = "".join(f"{b} {secret_content(src)}" for b, src in entries)
     changes.append(keys_map_built(
         name="Build the backends' key map (root-only)", map_path=GP.upstream_keys,
-        entries=[(b, f"{KEYS_DIR}/{k}") for (b, _), k in zip(entries, key_names, strict=True)],
+        entries=[(b, f"{GP.keys_dir}/{k}") for (b, _), k in zip(entries, key_names, strict=True)],
         expected_sha1=sha1_text(wanted_map)))
     return changes
 
@@ -91,7 +89,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     for line in plan.left_out:
         click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),
                    err=True)
-    ops = _installed(gcfg)
+    ops = _installed()
     changes = _keys(gcfg, plan.routes)
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),

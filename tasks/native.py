@@ -17,14 +17,12 @@ from beekeeper.operations import native as native_ops
 
 from . import source
 
-PREFIX = NATIVE_PREFIX
-
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
     """Returns the path of the server binary the unit should run, and the operations."""
     spec = build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes)
     tag = spec.tag()
-    dest = install_dir(PREFIX, tag)
+    dest = install_dir(NATIVE_PREFIX, tag)
     slug = tag.split(":", 1)[1]
     ops: list[OperationMeta] = [
         apt.packages(name="Install the build toolchain (cmake, g++, make)",
@@ -34,14 +32,14 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
         server.user(name="Create the beekeeper user", user="beekeeper", group="beekeeper",
                     system=True, home="/nonexistent", create_home=False,
                     shell="/usr/sbin/nologin"),
-        files.directory(name=f"Create {PREFIX}", path=PREFIX, mode="0755"),
+        files.directory(name=f"Create {NATIVE_PREFIX}", path=NATIVE_PREFIX, mode="0755"),
     ]
     # The source tree is placed only for a build; native_built itself says when the
     # versioned folder already holds every target.
     if not native_ops.installed(dest):
-        ops += source.ensure(cfg)[1]
+        ops += source.ensure(cfg)
     script = shell_script(spec, source.tree_dir(cfg), f"{cfg.state_dir}/native/{slug}/build",
-                          spec.jobs, dest, PREFIX)
+                          spec.jobs, dest, NATIVE_PREFIX)
     log = f"{LOG_DIR}/native-{slug}.log"
     ops.append(native_ops.native_built(name=f"Build llama-server {slug} natively (log: {log})",
                                        dest=dest, script=script, log_path=log))

@@ -4,11 +4,10 @@ Preflight: read the host's facts and stop with one clear message before any chan
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pyinfra import host
-from pyinfra.facts.files import File, FileContents, Sha256File
+from pyinfra.facts.files import File, Sha256File
 
 from beekeeper.core import cudacompat
 from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
@@ -43,7 +42,7 @@ from beekeeper.facts.host import (
     WslInfo,
 )
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.facts.services import DeployedServices
+from beekeeper.facts.services import DeployedServices, deployed_manifest
 
 GIB = 1 << 30
 
@@ -192,8 +191,8 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
     ours = {"llama-server"}
     if containers:  # the proxy that publishes our own container
         ours.add("docker-proxy")
-    manifest = host.get_fact(FileContents, path=ServicePaths(name).manifest)
-    if manifest and json.loads("\n".join(manifest)).get("port") == port:
+    manifest = deployed_manifest(ServicePaths(name).manifest)
+    if manifest and manifest.get("port") == port:
         ours |= {"?", "docker-proxy"}  # our own server, native or between restarts
     others = [p for p in host.get_fact(PortListeners, port=port) if p not in ours]
     if others:

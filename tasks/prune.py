@@ -7,17 +7,15 @@ model_dir (deploys never delete models), and your drop-in folder stays if it has
 
 from __future__ import annotations
 
-import json
 import shlex
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
-from pyinfra.facts.files import FileContents
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import ServicePaths
-from beekeeper.facts.services import DeployedServices
+from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.operations.services import service_removed
 
 q = shlex.quote
@@ -25,11 +23,7 @@ q = shlex.quote
 
 def held_port(name: str) -> int | None:
     """The port a deployed service's manifest names (None when it cannot be read)."""
-    text = host.get_fact(FileContents, path=ServicePaths(name).manifest)
-    try:
-        port = json.loads("\n".join(text))["port"] if text else None
-    except (ValueError, KeyError, TypeError):
-        return None
+    port = (deployed_manifest(ServicePaths(name).manifest) or {}).get("port")
     return port if isinstance(port, int) else None
 
 

@@ -5,12 +5,10 @@ Server image: render the Dockerfile, send the build context, build once per inpu
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
-from pyinfra.facts.files import FileContents
 from pyinfra.operations import files
 
 from beekeeper.core.build import BuildSpec, build_spec
@@ -19,6 +17,7 @@ from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import LOG_DIR, ServicePaths, prev
 from beekeeper.facts.docker import DockerImageId
 from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.facts.services import deployed_manifest
 from beekeeper.operations import docker as docker_ops
 
 from . import source
@@ -52,7 +51,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     # The source tree and the Dockerfile are placed only for a build: a tag that exists is
     # up to date (it encodes every input); image_built itself says so.
     if not host.get_fact(DockerImageId, tag=tag):
-        result += source.ensure(cfg)[1]
+        result += source.ensure(cfg)
         result.append(files.directory(name="Create the build folder", path=build_dir,
                                       mode="0755"))
         result.append(files.put(name="Render the Dockerfile",
@@ -69,10 +68,10 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
 def prune(cfg: HostConfig, tag: str) -> OperationMeta:
     """Keep the newest two server images, and always the running and rollback ones."""
     keep = [tag]
-    for path in (f for s in cfg.services
-                 for f in (ServicePaths(s.name).manifest, prev(ServicePaths(s.name).manifest))):
-        text = host.get_fact(FileContents, path=path)
-        if text:
-            keep.append(json.loads("\n".join(text)).get("image", ""))
+    for s in cfg.services:
+        manifest = ServicePaths(s.name).manifest
+        for deployed in (deployed_manifest(manifest), deployed_manifest(prev(manifest))):
+            if deployed:
+                keep.append(str(deployed.get("image", "")))
     return docker_ops.images_pruned(name="Remove server images beyond the newest two",
                              repo=cfg.image_repo, keep=keep)

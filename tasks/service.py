@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import shlex
-from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
@@ -21,7 +20,7 @@ from beekeeper.core.paths import ServicePaths, prev
 from beekeeper.core.render import render
 from beekeeper.facts.docker import DockerEngine
 from beekeeper.operations import secrets
-from beekeeper.operations.secrets import sha1_text
+from beekeeper.operations.secrets import env_line, secret_content, sha1_text
 
 q = shlex.quote
 
@@ -63,7 +62,7 @@ def secrets_env(cfg: HostConfig, key: str) -> str:
     """The secrets env file's content. `docker run --env-file` takes the value after `=` as
     it is; compose parses env files (quotes, `$` interpolation), and takes a single-quoted
     value literally (config.py refuses `'` and `\\` in a key for compose)."""
-    return f"LLAMA_API_KEY='{key}'\n" if cfg.runtime == "compose" else f"LLAMA_API_KEY={key}\n"
+    return env_line("LLAMA_API_KEY", key, quoted=cfg.runtime == "compose")
 
 
 def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
@@ -99,7 +98,7 @@ def _folders(cfg: HostConfig, p: ServicePaths) -> list[OperationMeta]:
 def _secrets(cfg: HostConfig, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:
     if not svc.api_key_file:
         return []
-    key = Path(svc.api_key_file).read_text().strip()
+    key = secret_content(svc.api_key_file).strip()
     return [
         secrets.put_secret(name="Store the API key on the host (root-only file)",
                            src=svc.api_key_file, dest=p.api_key),

@@ -20,8 +20,8 @@ def tree_dir(cfg: HostConfig) -> str:
     return f"{cfg.state_dir}/src/{cfg.source.ref}"
 
 
-def ensure(cfg: HostConfig) -> tuple[str, list[OperationMeta]]:
-    """Returns the source tree's folder on the host, and the operations that place it."""
+def ensure(cfg: HostConfig) -> list[OperationMeta]:
+    """The operations that place the source tree in `tree_dir(cfg)` on the host."""
     dest = tree_dir(cfg)
     result = [files.directory(name=f"Create the source folder {cfg.state_dir}/src",
                               path=f"{cfg.state_dir}/src", mode="0755")]
@@ -32,7 +32,7 @@ def ensure(cfg: HostConfig) -> tuple[str, list[OperationMeta]]:
         result.append(git_fetched(
             name=f"Fetch the server source {cfg.source.url} at {cfg.source.ref[:12]}",
             url=cfg.source.url or "", commit=cfg.source.ref, dest=dest))
-        return dest, result
+        return result
     tarball = Path(cfg.source.path or "")
     if not tarball.is_file():
         raise ConfigError(f"host data `source.path`: {tarball} is not a file; fix: run "
@@ -44,4 +44,4 @@ def ensure(cfg: HostConfig) -> tuple[str, list[OperationMeta]]:
     result.append(tarball_unpacked(name=f"Unpack source tree {cfg.source.ref}",
                                    tarball=remote_tar, tree_id=sha256_file(tarball),
                                    dest=dest))
-    return dest, result
+    return result

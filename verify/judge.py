@@ -204,7 +204,10 @@ def vram_budget_mib(expected: Expected, budget_gib: float | None = None) -> floa
 
 def _errors(records: list[RequestRecord]) -> str:
     """The causes of failed requests, for the console line of the check that used them."""
-    errs = [r.error for r in records if not r.ok and r.error]
+    return _failed([r.error for r in records if not r.ok and r.error])
+
+
+def _failed(errs: list[str]) -> str:
     if not errs:
         return ""
     return f"; {len(errs)} request(s) failed: {errs[0][:160]}"
@@ -265,8 +268,7 @@ def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
 def niah_checks(res: NiahResult, expected: Expected) -> list[Check]:
     cases, k = res.cases, res.passed
     lo, hi = res.clopper_pearson_95
-    errs = [c.error for c in cases if c.error]
-    err_note = f"; {len(errs)} request(s) failed: {errs[0][:160]}" if errs else ""
+    err_note = _failed([c.error for c in cases if c.error])
     exact = all(c.prompt_tokens == res.target_tokens for c in cases)
     return [
         Check.of("niah.prompt_tokens_exact", exact,

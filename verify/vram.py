@@ -42,7 +42,8 @@ class VramResult:
     @property
     def server_peak_mib(self) -> float | None:
         """The server process's peak, else the card's rise over the sampler's baseline."""
-        return self.peak_process_mib or self.peak_delta_mib
+        return server_peak_mib({"peak_process_mib": self.peak_process_mib,
+                                "peak_delta_mib": self.peak_delta_mib})
 
 
 def server_peak_mib(vram: Mapping[str, Any]) -> float | None:

@@ -16,8 +16,7 @@ from .errors import BeekeeperError
 from .paths import KIT_ROOT
 from .profiles import ModelFile, PypiSource
 
-ROOT = KIT_ROOT
-CACHE = Path(os.environ.get("BEEKEEPER_CACHE", ROOT / ".cache"))
+CACHE = Path(os.environ.get("BEEKEEPER_CACHE", KIT_ROOT / ".cache"))
 
 # llama.cpp tree vendored in this sdist: the CPU profile's pinned source.
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"

@@ -6,6 +6,7 @@ with one line that names the key and the fix, before any operation runs.
 from __future__ import annotations
 
 import difflib
+import functools
 import ipaddress
 import math
 import os.path
@@ -184,6 +185,7 @@ def _fail(key: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(f"host data `{key}`: {problem}; fix: {fix}")
 
 
+@functools.cache  # the same for every host of a run
 def pyinfra_keys() -> frozenset[str]:
     """Host data keys pyinfra itself reads: global arguments (`_sudo`, `_env`, ...) and
     every installed connector's data (`ssh_*`, `docker_*`, ...)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from .config import HOSTNAME_RE, GatewayConfig, HostConfig, ServiceConfig, load_host_config
 from .errors import ConfigError
+from .machines import ssh_address
 from .paths import GatewayPaths
 from .render import render
 
@@ -92,7 +93,7 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
             f"gateway (ssh -L) and, {where}")
     if not bind.is_unspecified:
         return str(bind)
-    ssh_host = str(data.get("ssh_hostname") or host)
+    ssh_host = ssh_address(host, data)
     try:
         loop = ipaddress.ip_address(ssh_host).is_loopback
     except ValueError:

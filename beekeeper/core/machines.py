@@ -19,7 +19,12 @@ def machine_of(name: str, data: Any) -> str:
     Names are compared as written: `localhost` and `127.0.0.1` count as two machines."""
     if name.startswith("@"):
         return "@local" if name.startswith("@local") else name
-    return f"{data.get('ssh_hostname') or name}:{data.get('ssh_port') or 22}"
+    return f"{ssh_address(name, data)}:{data.get('ssh_port') or 22}"
+
+
+def ssh_address(name: str, data: Any) -> str:
+    """The address pyinfra's SSH connector reaches a host at: `ssh_hostname`, else its name."""
+    return str(data.get("ssh_hostname") or name)
 
 
 def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]]) -> frozenset[str] | None:
