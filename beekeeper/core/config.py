@@ -351,20 +351,8 @@ def _service(prefix: str, raw: Any, data: Any) -> ServiceConfig:
     port = _port(f"{prefix}port", get("port", 8083))
     bind = _bind(f"{prefix}bind_address", get("bind_address", "127.0.0.1"))
     api_key_file = get("api_key_file")
-    if api_key_file is not None:
-        from pathlib import Path
-
-        if not isinstance(api_key_file, str) or not api_key_file:
-            raise _fail(f"{prefix}api_key_file", f"{api_key_file!r} is not a file name",
-                        "point it at a file on the controller that holds the key")
-        safe_text(f"{prefix}api_key_file", api_key_file, "the path")
-        key_path = Path(str(api_key_file))
-        if not key_path.is_file() or not key_path.read_text().strip():
-            raise _fail(f"{prefix}api_key_file", f"{api_key_file} is missing or empty",
-                        "point it at a file on the controller that holds the key")
-        if key_path.stat().st_mode & 0o077:
-            raise _fail(f"{prefix}api_key_file", f"{api_key_file} is readable by others",
-                        f"chmod 600 {api_key_file}")
+    if api_key_file is not None:  # a server takes any key; the gateway checks its own rule
+        api_key_file = _api_key_file(f"{prefix}api_key_file", api_key_file, one_word_key=False)
     if not ipaddress.ip_address(bind).is_loopback and not api_key_file:
         raise _fail(f"{prefix}bind_address", f"{bind} is not loopback and no API key is set",
                     "set api_key_file to a file holding the key, or bind 127.0.0.1")
@@ -701,9 +689,15 @@ def _services_of(entries: list[tuple[Any, str, Any]]
     return tuple(services), tuple(absent)
 
 
-def _api_key_file(key: str, value: Any) -> str:
-    """A key file on the controller: present, not empty, not readable by others, one word
-    (it becomes an HTTP header value and a pattern line for the gateway)."""
+def one_word(key_text: str) -> bool:
+    """A key the gateway can carry: an HTTP header value and a map line, so no space and no
+    control character."""
+    return not any(c.isspace() or not c.isprintable() for c in key_text)
+
+
+def _api_key_file(key: str, value: Any, one_word_key: bool = True) -> str:
+    """A key file on the controller: present, not empty, not readable by others, and with
+    `one_word_key` one word (the gateway's own key: an HTTP header value)."""
     from pathlib import Path
 
     if not isinstance(value, str) or not value:
@@ -711,13 +705,13 @@ def _api_key_file(key: str, value: Any) -> str:
                     "point it at a file on the controller that holds the key")
     safe_text(key, value, "the path")
     path = Path(value)
-    if not path.is_file() or not path.read_text().strip():
+    text = path.read_text().strip() if path.is_file() else ""
+    if not text:
         raise _fail(key, f"{value} is missing or empty",
                     "point it at a file on the controller that holds the key")
     if path.stat().st_mode & 0o077:
         raise _fail(key, f"{value} is readable by others", f"chmod 600 {value}")
-    text = path.read_text().strip()
-    if any(c.isspace() or not c.isprintable() for c in text):
+    if one_word_key and not one_word(text):
         raise _fail(key, f"the key in {value} holds a space or a control character",
                     "use a key of printable characters without spaces, e.g. "
                     "`openssl rand -hex 32`")

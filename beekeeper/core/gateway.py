@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import HOSTNAME_RE, GatewayConfig, HostConfig, ServiceConfig, load_host_config
+from .config import (
+    HOSTNAME_RE,
+    GatewayConfig,
+    HostConfig,
+    ServiceConfig,
+    load_host_config,
+    one_word,
+)
 from .errors import ConfigError
 from .machines import ssh_address
 from .paths import GatewayPaths
@@ -156,7 +163,7 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
                 "them one key file")
         key_file = next(iter(keys.values())).api_key_file if keys else None
         for key in keys:
-            if any(c.isspace() or not c.isprintable() for c in key):
+            if not one_word(key):
                 raise ConfigError(f"host data `api_key_file`: the key of model {model} holds "
                                   "a space or a control character; fix: use a key without "
                                   "them, e.g. `openssl rand -hex 32`")
