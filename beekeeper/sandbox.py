@@ -276,6 +276,11 @@ def ssh_options(state: SandboxState) -> list[str]:
             "root@127.0.0.1"]
 
 
+def volume(name: str) -> str:
+    """The Docker volume holding sandbox host `name`'s own engine (/var/lib/docker)."""
+    return f"{name}-docker"
+
+
 def state_dir(name: str | None = None) -> Path:
     """Where a sandbox's state lives: STATE_DIR for the first, STATE_DIR/<name> for others."""
     name = name or CONTAINER
@@ -303,7 +308,7 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
             _log(f"re-creating {name} and its Docker volume on network {NETWORK}")
             c.remove(force=True)
             try:
-                client.volumes.get(f"{name}-docker").remove(force=True)
+                client.volumes.get(volume(name)).remove(force=True)
             except docker.errors.NotFound:
                 pass
             raise docker.errors.NotFound(name)
@@ -319,7 +324,7 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
             cgroupns="host",
             tmpfs={"/run": "", "/run/lock": "", "/tmp": ""},  # noqa: S108 (the sandbox host's own /tmp)
             volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
-                     f"{name}-docker": {"bind": "/var/lib/docker", "mode": "rw"}},
+                     volume(name): {"bind": "/var/lib/docker", "mode": "rw"}},
             ports={"22/tcp": ("127.0.0.1", ssh_port)},
             labels={"io.beekeeper.sandbox": "1", "io.beekeeper.sandbox.release": release},
             network=NETWORK,
@@ -476,7 +481,7 @@ def down(purge: bool = True, name: str | None = None) -> None:
         pass
     if purge:
         try:
-            client.volumes.get(f"{name}-docker").remove(force=True)
+            client.volumes.get(volume(name)).remove(force=True)
         except docker.errors.NotFound:
             pass
     sdir = state_dir(name)
