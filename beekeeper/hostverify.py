@@ -5,6 +5,7 @@ loopback), then bring the report back to the controller under reports/<host>/<UT
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shlex
 import subprocess
@@ -18,19 +19,26 @@ from .core.errors import VerifyError
 from .core.paths import REPORTS_DIR, VERIFY_KIT as KIT, VERIFY_VENV as VENV
 
 REQUIREMENTS = ["httpx>=0.28", "httpx-sse>=0.4", "nvidia-ml-py>=12.535"]
+# what those need on the oldest host Python (3.10) that `pip download` does not fetch: it
+# reads dependency markers for the controller's own Python, not for --python-version
+# (anyio wants exceptiongroup below 3.11)
+HOST_310_EXTRAS = ["exceptiongroup>=1.0.2"]
 
 
 def _wheels() -> Path:
     """Pure-Python wheels of the suites' dependencies, fetched once on the controller, so
     the host needs no package index (air-gapped boxes, TLS-intercepting proxies)."""
-    out = CACHE / "wheels" / "verify"
+    wanted = [*REQUIREMENTS, *HOST_310_EXTRAS]
+    # named by what it holds, so a changed list is fetched anew, not read from an old folder
+    out = CACHE / "wheels" / ("verify-" + hashlib.sha256(" ".join(wanted).encode())
+                              .hexdigest()[:12])
     if not (out / ".complete").exists():
         out.mkdir(parents=True, exist_ok=True)
         # resolved for the oldest Python the kit supports on hosts (Ubuntu 22.04: 3.10)
         cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out),
-               "--only-binary=:all:", "--python-version", "3.10", *REQUIREMENTS]
+               "--only-binary=:all:", "--python-version", "3.10", *wanted]
         if subprocess.call(cmd) != 0:
-            raise VerifyError(f"could not fetch {REQUIREMENTS} on the controller")
+            raise VerifyError(f"could not fetch {wanted} on the controller")
         (out / ".complete").write_text("")
     return out
 

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +253,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     the profile's default."""
     names = _suite_names(names)
     sizes = sizes or Sizes.for_profile(profile, quick)
-    now = datetime.now(UTC)
+    now = datetime.now(timezone.utc)  # not datetime.UTC: hosts may have Python 3.10
     report = Report(profile=profile.name, url=str(client.http.base_url),
                     started_utc=now.isoformat(timespec="seconds"), host=host_facts or {},
                     budget_mib=judge.vram_budget_mib(profile.expected, budget_gib))

@@ -159,3 +159,38 @@ def test_the_wheel_installs_one_top_level_name(tmp_path):
                    "beekeeper/verify/suites.py", "beekeeper/templates/haproxy.cfg.j2",
                    "beekeeper/hostside/rollback.py", "beekeeper/operations/smoke.py"):
         assert inside in names
+
+
+def _python310() -> str | None:
+    """A Python 3.10 interpreter (Ubuntu 22.04's python3), where this machine has one."""
+    import shutil
+
+    candidates = [*sorted(Path.home().glob(".pyenv/versions/3.10.*/bin/python3.10")),
+                  shutil.which("python3.10")]
+    for c in candidates:  # a pyenv shim on PATH may name a version it cannot run
+        if c and subprocess.run([str(c), "-c", ""], capture_output=True).returncode == 0:
+            return str(c)
+    return None
+
+
+@pytest.mark.skipif(_python310() is None, reason="no Python 3.10 on this machine")
+def test_the_verify_kit_a_host_gets_runs_on_python_310(tmp_path):
+    """`beekeeper verify --on-host` unpacks the suites on the host and installs their wheels
+    into a venv of the host's python3 (3.10 on Ubuntu 22.04): that kit, those wheels, that
+    Python, and the entry point the host runs (it failed on `datetime.UTC`, a 3.11 name)."""
+    import io
+    import tarfile
+
+    from beekeeper import hostverify
+
+    kit = tmp_path / "kit"
+    tarfile.open(fileobj=io.BytesIO(hostverify._kit_tarball())).extractall(kit)
+    venv = tmp_path / "venv"
+    subprocess.run([str(_python310()), "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links",
+                    str(kit / "wheels"), *hostverify.REQUIREMENTS], check=True,
+                   capture_output=True)
+    p = subprocess.run([str(venv / "bin" / "python"), "-m", "beekeeper.verify_main", "--help"],
+                       cwd=kit, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "--profile" in p.stdout
