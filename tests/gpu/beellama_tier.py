@@ -17,7 +17,9 @@ ITEMS is a comma list of `profile[+variant]`; variants (one change at a time):
            default sampling, so it is no candidate default)
   ubN      the profile with ubatch N (and batch max(2048, N)): served TTFT, engine prefill,
            VRAM; decode is not re-run (a decode step is one token, under any ubatch)
-  ctxN     the profile with -c N (is the context allocated a cost for decode?)
+  ctxN     the profile with -c N (is the context allocated a cost for decode?): decode at
+           the depths that fit in N only
+  bsctxN   backend sampling as a setting (ubatch unchanged) with -c N, likewise
   bsubN    backend sampling as a setting (`ServerSettings.backend_sampling`, so the planner
            counts its buffer) with ubatch N and batch max(2048, N): the full set (decode at
            both depths, TTFT, llama-bench decode and prefill at that ubatch, whose figures
@@ -57,7 +59,7 @@ from beekeeper.core.profiles import PROFILES, Profile  # noqa: E402
 COMMIT = "ba1fdce591f5a845cdbf6642767ecc1f8238519d"
 MODELS = {"q8_0": "qwen35-9b-shaped-q8_0.gguf", "q4_k_m": "qwen35-9b-shaped-q4_k_m.gguf"}
 # rough seconds per item kind, to skip what cannot finish inside the call's budget
-EST_S = {"full": 150, "decode": 50, "ub": 55, "ctx": 50}
+EST_S = {"full": 190, "decode": 55, "ub": 110, "ctx": 45}
 
 
 def model_quant(profile: Profile) -> str:
@@ -139,10 +141,11 @@ def variant_profile(profile: Profile, variant: str) -> tuple[Profile, list[str],
         ub = int(m.group(1))
         return replace(profile, server=replace(profile.server, ubatch_size=ub,
                                                batch_size=max(2048, ub))), [], "ub"
-    m = re.fullmatch(r"ctx(\d+)", variant)
+    m = re.fullmatch(r"(bs)?ctx(\d+)", variant)
     if m:
-        return replace(profile, server=replace(profile.server, ctx_size=int(m.group(1)))), \
-            [], "ctx"
+        return replace(profile, server=replace(profile.server, ctx_size=int(m.group(2)),
+                                               backend_sampling=bool(m.group(1)) or
+                                               profile.server.backend_sampling)), [], "ctx"
     raise SystemExit(f"unknown variant {variant!r}")
 
 
@@ -205,6 +208,10 @@ def measure_item(item: str, idx: int, a: argparse.Namespace, work: Path, out: Pa
                         decode_out_tokens=min(sizes.decode_out_tokens, 32),
                         decode_ctx_tokens=[min(d, a.max_tokens)
                                            for d in sizes.decode_ctx_tokens])
+    if kind == "ctx":  # only the depths whose prompt and answer fit the smaller context
+        sizes = replace(sizes, decode_ctx_tokens=[
+            d for d in sizes.decode_ctx_tokens
+            if d + sizes.decode_out_tokens + 256 <= prof.server.ctx_size])
     port = 18200 + idx
     argv = [str(binaries["llama-server"]), "--host", "127.0.0.1", "--port", str(port),
             *prof.server.args(str(model)), "--alias", base.name, *extra]
