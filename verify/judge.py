@@ -10,6 +10,16 @@ Why these factors (the report repeats them):
   costs nothing measurable there. On the CPU sandbox (2 cores, gemma-3-270m) the served rate
   was measured against llama-bench's (README, "How verify judges"); a server with fewer
   threads, layers off the GPU or other KV types falls well below 0.95.
+- CPU_SAMPLER_MS 2.0: llama-bench's decode loop samples nothing, so a GPU server that samples
+  on the CPU (every profile without backend sampling) pays a per-token cost the baseline
+  cannot show: copying and walking the logits of the whole vocabulary (248,320 entries for
+  Qwen3.5). On the H200 machine (benchmarks/h200/2026-11-30-beellama) served minus engine
+  time per token was 0.52 to 1.71 ms for five profiles at two depths sampling on the CPU,
+  and -0.18 to 0.29 ms with `--backend-sampling`: the gap is the sampler's. The production
+  profile's exact server was 0.870 to 0.906 of llama-bench at 4K, and turbo3's 0.819,
+  which 0.95 alone failed. Such a server passes when its time per token is at most the
+  engine's / 0.95 plus this allowance (the largest need measured was 1.07 ms; the rest is
+  for a host CPU slower than that machine's). A server sampling on the GPU gets none.
 - DECODE_FLOOR_CPU 0.80: on a CPU build the server's HTTP, sampling and streaming threads
   share the cores with the compute threads that llama-bench has to itself. Measured on the
   2-core sandbox with the machine otherwise idle: served 46.5 tok/s vs llama-bench 53.3 at
@@ -40,6 +50,7 @@ Status = Literal["PASS", "FAIL", "SKIP", "INFO"]
 
 DECODE_FLOOR = 0.95
 DECODE_FLOOR_CPU = 0.80
+CPU_SAMPLER_MS = 2.0
 TTFT_CEILING = 1.25
 
 
@@ -91,15 +102,21 @@ def _ratio(served: float | None, engine: float | None, where: str, what: str,
 
 def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_tokens: int,
                  *, served_error: str | None = None, engine_why_not: str | None = None,
-                 floor: float = DECODE_FLOOR) -> Verdict:
-    """Served decode >= floor x the engine's at the same depth."""
+                 floor: float = DECODE_FLOOR, sampler_ms: float = 0.0) -> Verdict:
+    """Served decode >= floor x the engine's at the same depth, after `sampler_ms` a token
+    for work the engine does not do (sampling on the CPU): the served time per token may be
+    the engine's / floor + sampler_ms."""
     ratio = _ratio(served_tok_s, engine_tok_s, f"{depth_tokens} ctx",
                    f"served {served_tok_s or 0:.1f} tok/s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    return Verdict("PASS" if ratio >= floor else "FAIL",
-                   f"served {served_tok_s:.1f} tok/s vs engine {engine_tok_s:.1f} tok/s "
-                   f"(llama-bench) at {depth_tokens} ctx: ratio {ratio:.3f}, needs >= {floor}",
+    needs = 1 / (1 / floor + sampler_ms * (engine_tok_s or 0.0) / 1000)
+    rule = (f"{needs:.3f} ({floor} with {sampler_ms:g} ms a token for sampling on the CPU, "
+            "which llama-bench does not do)" if sampler_ms else f"{floor}")
+    return Verdict("PASS" if ratio >= needs else "FAIL",
+                   f"served {served_tok_s or 0:.1f} tok/s vs engine {engine_tok_s or 0:.1f} "
+                   f"tok/s (llama-bench) at {depth_tokens} ctx: ratio {ratio:.3f}, needs >= "
+                   f"{rule}",
                    ratio)
 
 
@@ -232,7 +249,9 @@ def engine_checks(run: EngineRun) -> list[Check]:
 
 
 def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expected,
-                  card: str | None, cpu: bool) -> list[Check]:
+                  card: str | None, cpu: bool, sampler_on_cpu: bool = False) -> list[Check]:
+    """`cpu`: a CPU build (its own floor); `sampler_on_cpu`: a GPU server without backend
+    sampling (CPU_SAMPLER_MS allowed a token)."""
     base = engine.baseline
     out = [Check.of("decode.records_consistent", all(r.records_consistent for r in runs),
                     "usage.completion_tokens == timings.predicted_n, cache_n == 0 on every "
@@ -241,7 +260,8 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
         v = judge_decode(r.decode_tok_s, base.decode_tok_s_at(r.ctx_tokens) if base else None,
                          r.ctx_tokens, served_error=r.record.error,
                          engine_why_not=engine.why_not,
-                         floor=DECODE_FLOOR_CPU if cpu else DECODE_FLOOR)
+                         floor=DECODE_FLOOR_CPU if cpu else DECODE_FLOOR,
+                         sampler_ms=CPU_SAMPLER_MS if sampler_on_cpu and not cpu else 0.0)
         out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status, v.detail))
     ref = judge_reference_decode(runs[-1].decode_tok_s, expected, card)
     return out + [Check("decode.reference_card", ref.status, ref.detail)]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine import EngineBaseline
-from .judge import DECODE_FLOOR, DECODE_FLOOR_CPU, TTFT_CEILING, Check
+from .judge import CPU_SAMPLER_MS, DECODE_FLOOR, DECODE_FLOOR_CPU, TTFT_CEILING, Check
 from .results import DecodeResult, LoadResult, NiahResult, TtftResult
 from .smoke import SmokeResult
 from .vram import VramResult
@@ -234,7 +234,9 @@ def markdown(data: dict[str, Any]) -> str:
               "against an expectation; SKIP (no expectation, and why) and INFO (shown, not "
               "judged) never pass or fail a run.", "",
               f"Rules: served decode >= {DECODE_FLOOR} x the engine's ({DECODE_FLOOR_CPU} on a "
-              "CPU build, whose server threads share the cores) (llama-bench, same build, "
+              "CPU build, whose server threads share the cores; a GPU server sampling on the "
+              f"CPU may take {CPU_SAMPLER_MS:g} ms a token more, as llama-bench samples "
+              "nothing) (llama-bench, same build, "
               "model, KV types, flash attention, GPU layers, depth, on this host); median TTFT "
               f"<= {TTFT_CEILING} x (engine prefill + one decode step); the seed study's "
               "RTX 4090 figures are checks only on an RTX 4090, information elsewhere; VRAM "

@@ -169,8 +169,10 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
         for i, ctx in enumerate(sizes.decode_ctx_tokens):
             run.log(f"decode: {ctx} context tokens, {sizes.decode_out_tokens} out")
             res.decode.append(run_decode(client, ctx, sizes.decode_out_tokens, seed=7 + i))
-        report.checks += judge.decode_checks(res.decode, run.engine, e, run.card,
-                                             cpu=run.profile.backend == "cpu")
+        cpu = run.profile.backend == "cpu"
+        report.checks += judge.decode_checks(
+            res.decode, run.engine, e, run.card, cpu=cpu,
+            sampler_on_cpu=not cpu and not run.profile.server.backend_sampling)
     if "ttft" in names:
         run.log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, "
                 "cache_prompt false")

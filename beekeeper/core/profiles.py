@@ -273,6 +273,11 @@ def _backend_sampling(p: Profile) -> Profile:
     return replace(p, server=replace(p.server, backend_sampling=True))
 
 
+def _ubatch(p: Profile, ubatch: int) -> Profile:
+    return replace(p, server=replace(p.server, ubatch_size=ubatch,
+                                     batch_size=max(2048, ubatch)))
+
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in [
@@ -285,13 +290,27 @@ PROFILES: dict[str, Profile] = {
                                 "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
                                 QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None,
                                 vram=9300)),
-        # Backend sampling stays off here although it lifts served decode from 0.870 to 0.949
-        # of llama-bench at 4K and from 0.937 to 0.983 at 60K (H200, 3 repeats each): it
-        # adds 614 MiB, and the measured peak (10,366 MiB rise) passes the 10 GiB budget.
-        # ubatch stays 512: 2048 cut TTFT at 60K by 3 % (12.00 -> 11.64 s) for +1,512 MiB,
-        # 4096 not at all (12.10 s) for +3,544 MiB (benchmarks/h200/2026-11-30-beellama).
+        # Backend sampling stays off here: with it the server's decode is the engine's
+        # (served/llama-bench 0.906 -> 0.98-1.0 at 4K; 0.982 -> 0.99-1.01 at 60K), but its
+        # logits-sized buffer fits the 10 GiB budget only with a smaller ubatch, and that
+        # slows the 60K prefill: -ub 256 12.6 % (TTFT 11.93 -> 13.44 s), -ub 384 6.8 %
+        # (12.74 s, 149 MiB under the budget and 0.970 at 4K); -ub 512 is over it (10,366
+        # MiB rise). A 60K prompt with a 512-token answer takes 16.0 s here, 17.5 s with
+        # -ub 256. The choice is q8-turbo4-64k-bs below. ubatch stays 512: 2048 cut TTFT by
+        # 3 % (12.00 -> 11.64 s) for +1,512 MiB, 4096 not at all (12.10 s) for +3,544 MiB.
+        # (H200, benchmarks/h200/2026-11-30-beellama, 3 repeats each.)
         _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
               QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700),
+        # The production profile with its sampler on the GPU: the CPU sampler's walk over a
+        # 248,320-entry vocabulary per token is gone, and -ub 256 pays for the sampler's
+        # buffer (compute buffer 554 MiB; measured rise 9,811 MiB). H200, two runs: decode
+        # 163.2 / 163.0 tok/s at 4K (0.996 / 0.980 of llama-bench at -ub 256) and 128.6 /
+        # 126.4 at 60K (1.011 / 0.988); TTFT at 60K 13.46 / 13.42 s (the default's 11.93).
+        # No reference-card figures: the seed measured the default only.
+        _ubatch(_backend_sampling(_qwen(
+            "q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
+            "(faster decode, slower first token at 60K)", QWEN35_9B_Q8, 65_536, "turbo4",
+            "turbo4", decode=None, ttft=None, vram=None)), 256),
         _qwen("q8-turbo3-64k", "Qwen3.5-9B Q8_0 + turbo3 KV @ 64K",
               QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9862),
         _qwen("q8-turbo3tcq-64k", "Qwen3.5-9B Q8_0 + turbo3_tcq KV @ 64K",

@@ -15,6 +15,7 @@ from beekeeper.core.planner import CUDA_CONTEXTS, cuda_context_for, predict
 from beekeeper.core.profiles import PROFILES
 from beekeeper.verify.engine import EngineBaseline, bench_commands, parse_bench_json
 from beekeeper.verify.judge import (
+    CPU_SAMPLER_MS,
     DECODE_FLOOR,
     TTFT_CEILING,
     VramFigures,
@@ -232,3 +233,65 @@ def test_cpu_floor_passes_the_measured_healthy_cpu_server_and_fails_the_one_thre
     assert judge_decode(46.5, 53.3, 1024).status == "FAIL"  # the GPU floor would fail it
     slow = judge_decode(26.8, 51.6, 1024, floor=DECODE_FLOOR_CPU)
     assert slow.status == "FAIL" and "26.8" in slow.detail and "51.6" in slow.detail
+
+
+def _beellama_items():
+    """The recorded beellama runs on the H200: every item with served decode and its own
+    llama-bench decode (the exact production server, backend sampling at -ub 256/320/384)."""
+    root = ROOT / "benchmarks/h200/2026-11-30-beellama"
+    for path in sorted(root.glob("call*.json")):
+        for it in json.loads(path.read_text())["items"]:
+            tests = [t for b in it.get("engine", []) for t in b.get("tests", [])
+                     if t["n_gen"] > 0]
+            if it.get("decode") and tests:
+                yield it, tests
+
+
+def test_gpu_server_sampling_on_the_cpu_passes_with_its_allowance_and_only_with_it():
+    """Every profile's exact server (CPU sampler over a 248,320-entry vocabulary) was 0.819
+    to 1.004 of llama-bench on the H200, and 0.95 alone failed healthy servers. With
+    CPU_SAMPLER_MS each passes at every depth and run; a server with backend sampling passes
+    at 0.95 with no allowance; half the engine's rate fails either way."""
+    from beekeeper.core.profiles import PROFILES
+    from beekeeper.verify.client import RequestRecord
+    from beekeeper.verify.engine import BenchTest, EngineBaseline
+    from beekeeper.verify.judge import decode_checks
+    from beekeeper.verify.results import DecodeResult, EngineRun
+
+    seen = {"exact": 0, "backend sampling": 0, "failed alone": 0}
+    for it, tests in _beellama_items():
+        bs = "--backend-sampling" in it["server_argv"]
+        if it["variant"] != "exact" and not it["variant"].startswith("bsub"):
+            continue
+        kv = it["server_argv"][it["server_argv"].index("-ctk") + 1]
+        base = EngineBaseline(placement="GPU", commands=[], decode=[
+            BenchTest(n_prompt=0, n_gen=t["n_gen"], n_depth=t["n_depth"],
+                      avg_tok_s=t["avg_tok_s"], stddev_tok_s=t["stddev_tok_s"],
+                      avg_s=t["avg_s"], samples_s=t["samples_s"], n_threads=16,
+                      type_k=kv, type_v=kv, n_gpu_layers=99, flash_attn="on",
+                      backends="CUDA", gpu_info="NVIDIA H200") for t in tests])
+        for d in it["decode"]:
+            served = d["client_tok_s"]["median"]
+            runs = [DecodeResult(ctx_tokens=d["ctx_tokens"], out_tokens_requested=512,
+                                 decode_tok_s=served, server_predicted_per_second=served,
+                                 windowed_tok_s=[],
+                                 record=RequestRecord(ok=True, status_code=200, error=None,
+                                                      t_send_s=0.0))]
+            checks = decode_checks(runs, EngineRun(requested=True, baseline=base),
+                                   PROFILES[it["profile"]].expected, "NVIDIA H200",
+                                   cpu=False, sampler_on_cpu=not bs)
+            v = next(c for c in checks if c.name.startswith("decode.vs_engine"))
+            assert v.status == "PASS", (it["item"], v.detail)
+            eng = base.decode_tok_s_at(d["ctx_tokens"])
+            alone = judge_decode(served, eng, d["ctx_tokens"])
+            if bs:
+                seen["backend sampling"] += 1
+                assert "sampling on the CPU" not in v.detail
+            else:
+                seen["exact"] += 1
+                assert "sampling on the CPU" in v.detail
+                seen["failed alone"] += alone.status == "FAIL"
+            # half the engine's rate fails, allowance or not
+            half = judge_decode(eng / 2, eng, d["ctx_tokens"], sampler_ms=CPU_SAMPLER_MS)
+            assert half.status == "FAIL"
+    assert seen["exact"] >= 11 and seen["backend sampling"] >= 8 and seen["failed alone"] >= 5
