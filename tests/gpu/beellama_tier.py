@@ -437,8 +437,9 @@ def cmd_report(a: argparse.Namespace) -> int:
         pre = [t for b in r.get("engine", []) for t in b.get("tests", []) if t["n_gen"] == 0]
         peaks = [b.get("peak_process_mib") for b in r.get("engine", []) if any(
             t["n_gen"] == 0 for t in b.get("tests", []))]
-        cb = [ln.split("compute buffer size =")[-1].strip() for ln in r.get("server_log_lines", [])
-              if "CUDA0 compute buffer size" in ln]
+        cb = list(dict.fromkeys(  # once each: the server reserves again per request
+            ln.split("compute buffer size =")[-1].strip() for ln in r.get("server_log_lines", [])
+            if "CUDA0 compute buffer size" in ln))
         for t in pre:
             lines.append(f"| {r['profile']} | {r['variant']} | {t['avg_tok_s']:.0f} "
                          f"(sd {t['stddev_tok_s']:.0f}) @{t['n_prompt']} | {t['avg_s']:.2f} | "
