@@ -348,29 +348,35 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
 
 @dataclass(frozen=True)
 class UbatchMeasure:
-    """Served time to first token by physical batch (-ub), one card and KV type, at the
-    profile's TTFT length: the input of the ubatch policy."""
+    """Served time to first token by physical batch (-ub), one card, KV type and sampler
+    placement, at the profile's TTFT length: the input of the ubatch policy."""
 
     card: str
     cache_type: str
     prompt_tokens: int
     ttft_s_by_ubatch: dict[int, float]  # median of 3 requests per ubatch
     source: str
+    backend_sampling: bool = False
 
 
 UBATCH_MEASURED: tuple[UbatchMeasure, ...] = (
     UbatchMeasure(card="H200", cache_type="turbo4", prompt_tokens=60_000,
                   ttft_s_by_ubatch={512: 12.00, 2048: 11.64, 4096: 12.10},
                   source="benchmarks/h200/2026-11-30-beellama"),
+    UbatchMeasure(card="H200", cache_type="turbo4", prompt_tokens=60_000,
+                  ttft_s_by_ubatch={256: 13.46, 320: 13.67, 384: 12.74},
+                  source="benchmarks/h200/2026-11-30-beellama, second run",
+                  backend_sampling=True),
 )
 UBATCH_DEFAULT = UBATCH
 UBATCH_MIN_GAIN = 0.05
 UBATCH_POLICY = (
     "the physical batch (-ub, with -b at least 2048 and at least -ub) whose measured TTFT "
-    "on this card and KV type is shortest among those whose planned peak (the rise over "
-    f"idle) fits the VRAM budget, if it is at least {UBATCH_MIN_GAIN:.0%} shorter than at "
-    f"the default {UBATCH_DEFAULT}; otherwise the default. A card or KV type with no "
-    "measurement keeps the default.")
+    "on this card, KV type and sampler placement is shortest among those whose planned peak "
+    "(the rise over idle) fits the VRAM budget, if it is at least "
+    f"{UBATCH_MIN_GAIN:.0%} shorter than at the profile's own (-ub {UBATCH_DEFAULT} unless "
+    "the profile sets one); when the profile's own does not fit, the shortest that does. "
+    "A card, KV type or placement with no measurement keeps the profile's own.")
 
 
 def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
@@ -378,20 +384,32 @@ def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
     """(ubatch, why) by UBATCH_POLICY."""
     from dataclasses import replace
 
-    kv = profile.server.cache_type_k
+    kv, bs = profile.server.cache_type_k, profile.server.backend_sampling
+    own = profile.server.ubatch_size or UBATCH_DEFAULT
     m = next((x for x in UBATCH_MEASURED if card and x.card.lower() in card.lower()
-              and x.cache_type == kv), None)
+              and x.cache_type == kv and x.backend_sampling == bs), None)
     if m is None:
-        return UBATCH_DEFAULT, f"no TTFT measured by ubatch for {card or 'this card'} / {kv}"
-    base = m.ttft_s_by_ubatch.get(UBATCH_DEFAULT)
-    best, why = UBATCH_DEFAULT, []
-    for ub, ttft in sorted(m.ttft_s_by_ubatch.items()):
+        return own, (f"no TTFT measured by ubatch for {card or 'this card'} / {kv}"
+                     f"{' with backend sampling' if bs else ''}")
+
+    def rise(ub: int) -> float:
         s = replace(profile.server, ubatch_size=ub, batch_size=max(2048, ub))
-        rise = predict(replace(profile, server=s), gguf_path, card=card).total_rise_mib
-        fits = rise <= budget_mib
-        why.append(f"-ub {ub}: TTFT {ttft:.2f} s, planned {rise:.0f} MiB"
-                   f"{'' if fits else ' (over budget)'}")
-        if (fits and base and ttft <= base * (1 - UBATCH_MIN_GAIN)
-                and ttft < m.ttft_s_by_ubatch.get(best, base)):
-            best = ub
+        return predict(replace(profile, server=s), gguf_path, card=card).total_rise_mib
+
+    plans = {ub: rise(ub) for ub in sorted(set(m.ttft_s_by_ubatch) | {own})}
+    fitting = [ub for ub in m.ttft_s_by_ubatch if plans[ub] <= budget_mib]
+    why = [f"-ub {ub}: TTFT {m.ttft_s_by_ubatch[ub]:.2f} s, planned {plans[ub]:.0f} MiB"
+           f"{'' if plans[ub] <= budget_mib else ' (over budget)'}"
+           for ub in sorted(m.ttft_s_by_ubatch)]
+    fastest = min(fitting, key=lambda ub: m.ttft_s_by_ubatch[ub], default=None)
+    base = m.ttft_s_by_ubatch.get(own)
+    if plans[own] > budget_mib:
+        best = own if fastest is None else fastest
+        why.append(f"the profile's -ub {own} is over budget"
+                   + ("; nothing measured fits" if fastest is None else ""))
+    elif (fastest is not None and base
+          and m.ttft_s_by_ubatch[fastest] <= base * (1 - UBATCH_MIN_GAIN)):
+        best = fastest
+    else:
+        best = own
     return best, f"{'; '.join(why)} ({m.source})"

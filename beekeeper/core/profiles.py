@@ -306,7 +306,12 @@ PROFILES: dict[str, Profile] = {
         # buffer (compute buffer 554 MiB; measured rise 9,811 MiB). H200, two runs: decode
         # 163.2 / 163.0 tok/s at 4K (0.996 / 0.980 of llama-bench at -ub 256) and 128.6 /
         # 126.4 at 60K (1.011 / 0.988); TTFT at 60K 13.46 / 13.42 s (the default's 11.93).
-        # No reference-card figures: the seed measured the default only.
+        # No reference-card figures: the seed measured the default only. -ub 384 is 5.3 %
+        # faster to the first token at 60K with 149 MiB left under 10 GiB (so `beekeeper plan
+        # --tune-ubatch` picks it on the H200); 256 is kept for cards not measured.
+        # beellama calls backend sampling experimental; the server falls back to the CPU for
+        # requests with a grammar, logprobs or a reasoning budget (common/sampling.cpp and
+        # server-context.cpp at the pinned commit).
         _ubatch(_backend_sampling(_qwen(
             "q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
             "(faster decode, slower first token at 60K)", QWEN35_9B_Q8, 65_536, "turbo4",
