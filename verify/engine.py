@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
+from beekeeper.core.remote import as_root
 
 BENCH_REPS = 3
 
@@ -68,7 +69,7 @@ class SshShell:
     label: str = "ssh host"
 
     def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ssh", *self.ssh, f"bash -c {shlex.quote(script)}"],
+        return subprocess.run(["ssh", *self.ssh, as_root(f"bash -c {shlex.quote(script)}")],
                               capture_output=True, text=True, timeout=timeout_s)
 
 

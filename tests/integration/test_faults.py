@@ -182,6 +182,41 @@ def test_rollback_command_returns_to_the_previous_unit_without_a_rebuild(deploye
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
 
 
+def test_rollback_over_a_login_that_is_not_root(deployed):
+    """The example WSL box logs in as `me` with `_sudo`: `beekeeper rollback --ssh` as such a
+    login goes through passwordless sudo; a login without sudo gets one line naming the user
+    and the fix, and the host is left as it was."""
+    from beekeeper.sandbox import load_state, ssh_options
+
+    made = sandbox_exec(
+        "for u in me plain; do id -u $u >/dev/null 2>&1 || useradd -m -s /bin/bash $u; "
+        "install -d -m 700 -o $u -g $u /home/$u/.ssh; install -m 600 -o $u -g $u "
+        "/root/.ssh/authorized_keys /home/$u/.ssh/authorized_keys; done; "
+        "echo 'me ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/me; chmod 440 /etc/sudoers.d/me")
+    assert made.returncode == 0, made.stderr
+    assert deploy("--data", "profile=cpu-smollm").rc == 0
+    opts = " ".join(ssh_options(load_state())[:-1])  # all but root@127.0.0.1
+
+    def rollback(user: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / "beekeeper"), "rollback", "--ssh",
+                               f"{opts} {user}@127.0.0.1"], cwd=ROOT,
+                              capture_output=True, text=True)
+
+    def profile() -> str:
+        return sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout
+
+    refused = rollback("plain")
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    assert "needs root on the host" in refused.stderr and "let plain use sudo" in \
+        refused.stderr, refused.stderr
+    assert '"profile": "cpu-smollm"' in profile() and healthy()
+    done = rollback("me")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"profile": "cpu-tiny"' in profile() and healthy()
+    again = deploy()
+    assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+
+
 def test_unreachable_host_is_named_and_the_others_still_deployed(deployed):
     run = pyinfra("-y", "tests/integration/inventory_unreachable.py", "deploy.py")
     print(run.out[-1500:])

@@ -1,0 +1,25 @@
+"""
+Commands the controller sends over a plain SSH login (`beekeeper rollback`, `verify --ssh`
+and `--on-host`, `matrix`): they touch /etc/beekeeper, systemd and Docker, so they need
+root. pyinfra gets there with the inventory's `_sudo`; these get there the same way for a
+login that is not root (the example WSL box logs in as `me`), through sudo without a
+password prompt, and say so in one line when neither is possible.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+NEEDS_ROOT_EXIT = 126
+
+
+def as_root(command: str) -> str:
+    """`command` (any shell text) for the login shell of an SSH session: run as it is when
+    the login is root, else through `sudo -n` (never a prompt: there is no terminal); else
+    one line naming the user and the fix, exit 126. Standard input passes through."""
+    q = shlex.quote(command)
+    why = ("beekeeper: this needs root on the host: log in as root, or let $(id -un) "
+           "use sudo without a password (sudo -n true failed)")
+    return (f'if [ "$(id -u)" -eq 0 ]; then sh -c {q}; '
+            f"elif sudo -n true 2>/dev/null; then sudo -n sh -c {q}; "
+            f'else echo "{why}" >&2; exit {NEEDS_ROOT_EXIT}; fi')
