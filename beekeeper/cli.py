@@ -19,7 +19,7 @@ from . import hostside
 from .core.errors import BeekeeperError
 from .core.paths import KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
-from .core.remote import as_root
+from .core.remote import NEEDS_ROOT_EXIT, as_root
 from .hostside import rollback_command
 
 
@@ -173,20 +173,25 @@ def _plan(args: argparse.Namespace) -> int:
         return 2
     budget_mib = budget_gib * 1024
     fits = pred.total_rise_mib <= budget_mib
-    if args.json:
-        print(json.dumps({**pred.to_json(), "budget_mib": budget_mib, "fits": fits},
-                         indent=2))
-    else:
-        print(f"{profile.name}: {profile.summary}")
-        print(pred.table())
-        verdict = "fits" if fits else "does NOT fit"
-        print(f"budget {budget_gib:g} GiB ({budget_mib:.0f} MiB), against the rise over idle: "
-              f"{verdict}")
+    tuned: dict[str, Any] = {}
     if args.tune_ubatch:
         from .core.planner import UBATCH_POLICY, choose_ubatch
 
-        ub, why = choose_ubatch(profile, args.card, budget_mib, gguf)
-        print(f"ubatch: {ub}\n  policy: {UBATCH_POLICY}\n  measured: {why}")
+        ub, why = choose_ubatch(profile, args.card, budget_mib, gguf, ctx_size=args.ctx,
+                                n_seq=args.parallel, cuda_context_mib=args.cuda_context_mib)
+        tuned = {"ubatch": ub, "ubatch_policy": UBATCH_POLICY, "ubatch_measured": why}
+    if args.json:
+        print(json.dumps({**pred.to_json(), "budget_mib": budget_mib, "fits": fits, **tuned},
+                         indent=2))
+        return 0 if fits else 1
+    print(f"{profile.name}: {profile.summary}")
+    print(pred.table())
+    verdict = "fits" if fits else "does NOT fit"
+    print(f"budget {budget_gib:g} GiB ({budget_mib:.0f} MiB), against the rise over idle: "
+          f"{verdict}")
+    if tuned:
+        print(f"ubatch: {tuned['ubatch']}\n  policy: {tuned['ubatch_policy']}\n"
+              f"  measured: {tuned['ubatch_measured']}")
     return 0 if fits else 1
 
 
@@ -221,6 +226,9 @@ def _matrix(args: argparse.Namespace) -> int:
     p = subprocess.run(["ssh", *ssh, as_root(
         "cat " + shlex.quote(ServicePaths(args.service).manifest))],
         capture_output=True, text=True)
+    if p.returncode == NEEDS_ROOT_EXIT:  # it could not leave the host as it found it
+        sys.stderr.write(p.stderr)
+        return 2
     current = json.loads(p.stdout)["profile"] if p.returncode == 0 else None
     _, best, folder = run_matrix(
         args.profiles.split(","), pyinfra_deployer(inventory, host),

@@ -195,6 +195,40 @@ class AptHolds(FactBase[list[str]]):
 
 
 @dataclass(frozen=True)
+class AptPolicyInfo:
+    """One package as `apt-cache policy` shows it: the installed version and the one apt
+    would install (None: not installed / nothing offered, or apt knows no such package)."""
+
+    installed: str | None
+    candidate: str | None
+
+
+def parse_apt_policy(lines: list[str]) -> AptPolicyInfo:
+    """`apt-cache policy haproxy` -> AptPolicyInfo(installed=None, candidate="2.6.12-1+deb12u3")."""
+    found: dict[str, str | None] = {"Installed": None, "Candidate": None}
+    for line in lines:
+        key, _, value = line.strip().partition(":")
+        if key in found and found[key] is None:
+            v = value.strip()
+            found[key] = None if v in ("", "(none)") else v
+    return AptPolicyInfo(installed=found["Installed"], candidate=found["Candidate"])
+
+
+class AptPolicy(FactBase[AptPolicyInfo]):
+    """Returns what apt has and offers of one package (from the lists the host has now)."""
+
+    @staticmethod
+    def default() -> AptPolicyInfo:
+        return AptPolicyInfo(installed=None, candidate=None)
+
+    def command(self, package: str) -> str:
+        return f"LC_ALL=C apt-cache policy {shlex.quote(package)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> AptPolicyInfo:
+        return parse_apt_policy(output)
+
+
+@dataclass(frozen=True)
 class AptSource:
     """An apt source file and the keyring it names (None: apt's trusted keys)."""
 

@@ -22,6 +22,8 @@ from pyinfra.operations import apt, files, systemd
 
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, HostConfig
+from beekeeper.core.errors import PreflightError
+from beekeeper.facts.host import AptPolicy
 from beekeeper.operations.gateway import (
     config_installed,
     files_pruned,
@@ -85,6 +87,13 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     """The gateway on this host, for every service of every host in `inventory`."""
     gcfg = cfg.gateway
     assert gcfg is not None
+    # an HAProxy too old for the config stops here, before any change: the one installed,
+    # else the one apt offers (unknown on a host with no package lists: `haproxy -c` then)
+    policy = host.get_fact(AptPolicy, package="haproxy")
+    version = policy.installed or policy.candidate
+    refusal = gw.haproxy_refusal(version, bool(gcfg.api_key_file)) if version else None
+    if refusal:
+        raise PreflightError(refusal)
     plan = gw.plan(this_host, inventory)
     for line in plan.left_out:
         click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),

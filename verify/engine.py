@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
-from beekeeper.core.remote import as_root
+from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root
 
 BENCH_REPS = 3
 
@@ -87,6 +87,8 @@ class Deployed:
     def read(cls, shell: Shell, service: str = "llm") -> Deployed:
         path = ServicePaths(service).manifest
         p = shell.run(f"cat {shlex.quote(path)}", timeout_s=30)
+        if p.returncode == NEEDS_ROOT_EXIT:
+            raise EngineError(p.stderr.strip()[:300])
         if p.returncode != 0:
             raise EngineError(f"no {path} on {shell.label}: deploy with the kit first "
                               f"({p.stderr.strip()[:200]})")

@@ -174,6 +174,32 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
     return Plan(routes=routes, left_out=left_out)
 
 
+# What the config needs of HAProxy (first releases, from HAProxy's own history): the
+# json_query converter that reads a request's `model` (2.4) and, with a gateway key, the
+# http_auth_bearer fetch that checks it (2.5). Debian 11 has 2.2, Ubuntu 22.04 2.4, Debian 12
+# 2.6 (its `haproxy -c` accepts the config), Ubuntu 24.04 2.8, Debian 13 3.0.
+HAPROXY_NEEDS = ((2, 4), "the json_query converter (reading the request's model)")
+HAPROXY_NEEDS_WITH_KEY = ((2, 5), "the http_auth_bearer fetch (checking the gateway's key)")
+
+
+def haproxy_refusal(version: str, with_key: bool) -> str | None:
+    """Why this HAProxy (a Debian version such as "2.4.24-0ubuntu0.22.04.1") cannot run the
+    gateway's config, in one line with the fix; None when it can or the version is unreadable."""
+    m = re.match(r"(?:\d+:)?(\d+)\.(\d+)", version)
+    if not m:
+        return None
+    have = (int(m.group(1)), int(m.group(2)))
+    for (need, what), applies in ((HAPROXY_NEEDS, True), (HAPROXY_NEEDS_WITH_KEY, with_key)):
+        if applies and have < need:
+            key_fix = (", or leave the gateway without api_key_file"
+                       if with_key and have >= HAPROXY_NEEDS[0] else "")
+            return (f"host data `gateway`: this host's HAProxy is {version}, older than "
+                    f"{need[0]}.{need[1]}, which {what} needs; fix: put the gateway on a host "
+                    "whose distro has HAProxy 2.6 or newer (Debian 12, Ubuntu 24.04 or "
+                    f"later){key_fix}")
+    return None
+
+
 def render_config(gw: GatewayConfig, routes: list[Route]) -> str:
     bind = f"[{gw.bind_address}]" if ":" in gw.bind_address else gw.bind_address
     # HAProxy's buffer: the body limit plus room for the headers and their rewrites

@@ -380,21 +380,30 @@ UBATCH_POLICY = (
 
 
 def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
-                  gguf_path: Path | None = None) -> tuple[int, str]:
-    """(ubatch, why) by UBATCH_POLICY."""
+                  gguf_path: Path | None = None, *, ctx_size: int | None = None,
+                  n_seq: int | None = None, cuda_context_mib: float | None = None
+                  ) -> tuple[int, str]:
+    """(ubatch, why) by UBATCH_POLICY; the plan's other terms as `predict` takes them."""
     from dataclasses import replace
 
     kv, bs = profile.server.cache_type_k, profile.server.backend_sampling
     own = profile.server.ubatch_size or UBATCH_DEFAULT
-    m = next((x for x in UBATCH_MEASURED if card and x.card.lower() in card.lower()
-              and x.cache_type == kv and x.backend_sampling == bs), None)
-    if m is None:
-        return own, (f"no TTFT measured by ubatch for {card or 'this card'} / {kv}"
-                     f"{' with backend sampling' if bs else ''}")
+    if profile.backend == "cpu":
+        return own, "a CPU build: no GPU memory to trade for prefill speed"
 
     def rise(ub: int) -> float:
         s = replace(profile.server, ubatch_size=ub, batch_size=max(2048, ub))
-        return predict(replace(profile, server=s), gguf_path, card=card).total_rise_mib
+        return predict(replace(profile, server=s), gguf_path, ctx_size=ctx_size, n_seq=n_seq,
+                       cuda_context_mib=cuda_context_mib, card=card).total_rise_mib
+
+    m = next((x for x in UBATCH_MEASURED if card and x.card.lower() in card.lower()
+              and x.cache_type == kv and x.backend_sampling == bs), None)
+    if m is None:
+        own_rise = rise(own)
+        return own, (f"no TTFT measured by ubatch for {card or 'this card'} / {kv}"
+                     f"{' with backend sampling' if bs else ''}; the profile's -ub {own} "
+                     f"planned {own_rise:.0f} MiB"
+                     f"{' (over budget)' if own_rise > budget_mib else ''}")
 
     plans = {ub: rise(ub) for ub in sorted(set(m.ttft_s_by_ubatch) | {own})}
     fitting = [ub for ub in m.ttft_s_by_ubatch if plans[ub] <= budget_mib]
@@ -405,7 +414,7 @@ def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
     base = m.ttft_s_by_ubatch.get(own)
     if plans[own] > budget_mib:
         best = own if fastest is None else fastest
-        why.append(f"the profile's -ub {own} is over budget"
+        why.append(f"the profile's -ub {own} is over budget ({plans[own]:.0f} MiB)"
                    + ("; nothing measured fits" if fastest is None else ""))
     elif (fastest is not None and base
           and m.ttft_s_by_ubatch[fastest] <= base * (1 - UBATCH_MIN_GAIN)):

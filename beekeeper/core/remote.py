@@ -8,18 +8,23 @@ password prompt, and say so in one line when neither is possible.
 
 from __future__ import annotations
 
+import base64
 import shlex
 
 NEEDS_ROOT_EXIT = 126
 
 
 def as_root(command: str) -> str:
-    """`command` (any shell text) for the login shell of an SSH session: run as it is when
-    the login is root, else through `sudo -n` (never a prompt: there is no terminal); else
-    one line naming the user and the fix, exit 126. Standard input passes through."""
+    """`command` (any POSIX shell text) for an SSH session: run as it is when the login is
+    root, else through `sudo -n` (never a prompt: there is no terminal); else one line
+    naming the user and the fix, exit 126. Standard input passes through. The login shell
+    may be any (bash, fish, tcsh): what it parses is one `sh -c` of a single-quoted word
+    holding no quote or backslash, the command travelling base64-encoded inside it."""
     q = shlex.quote(command)
     why = ("beekeeper: this needs root on the host: log in as root, or let $(id -un) "
            "use sudo without a password (sudo -n true failed)")
-    return (f'if [ "$(id -u)" -eq 0 ]; then sh -c {q}; '
-            f"elif sudo -n true 2>/dev/null; then sudo -n sh -c {q}; "
-            f'else echo "{why}" >&2; exit {NEEDS_ROOT_EXIT}; fi')
+    script = (f'if [ "$(id -u)" -eq 0 ]; then sh -c {q}; '
+              f"elif sudo -n true 2>/dev/null; then sudo -n sh -c {q}; "
+              f'else echo "{why}" >&2; exit {NEEDS_ROOT_EXIT}; fi')
+    encoded = base64.b64encode(script.encode()).decode()
+    return f"sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"

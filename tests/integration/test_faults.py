@@ -184,37 +184,45 @@ def test_rollback_command_returns_to_the_previous_unit_without_a_rebuild(deploye
 
 def test_rollback_over_a_login_that_is_not_root(deployed):
     """The example WSL box logs in as `me` with `_sudo`: `beekeeper rollback --ssh` as such a
-    login goes through passwordless sudo; a login without sudo gets one line naming the user
-    and the fix, and the host is left as it was."""
+    login goes through passwordless sudo (here with fish as its login shell, which parses no
+    POSIX `if`); a login without sudo gets one line naming the user and the fix, and the
+    host is left as it was. The users, their sudo rule and fish are removed after."""
+    import shlex
+
     from beekeeper.sandbox import load_state, ssh_options
 
     made = sandbox_exec(
-        "for u in me plain; do id -u $u >/dev/null 2>&1 || useradd -m -s /bin/bash $u; "
-        "install -d -m 700 -o $u -g $u /home/$u/.ssh; install -m 600 -o $u -g $u "
-        "/root/.ssh/authorized_keys /home/$u/.ssh/authorized_keys; done; "
-        "echo 'me ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/me; chmod 440 /etc/sudoers.d/me")
-    assert made.returncode == 0, made.stderr
-    assert deploy("--data", "profile=cpu-smollm").rc == 0
-    opts = " ".join(ssh_options(load_state())[:-1])  # all but root@127.0.0.1
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fish >/dev/null && "
+        "useradd -m -s /usr/bin/fish me && useradd -m -s /bin/bash plain && "
+        "for u in me plain; do install -d -m 700 -o $u -g $u /home/$u/.ssh; install -m 600 "
+        "-o $u -g $u /root/.ssh/authorized_keys /home/$u/.ssh/authorized_keys; done && "
+        "echo 'me ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/me && chmod 440 /etc/sudoers.d/me")
+    try:
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert deploy("--data", "profile=cpu-smollm").rc == 0
+        opts = shlex.join(ssh_options(load_state())[:-1])  # all but root@127.0.0.1
 
-    def rollback(user: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(BIN / "beekeeper"), "rollback", "--ssh",
-                               f"{opts} {user}@127.0.0.1"], cwd=ROOT,
-                              capture_output=True, text=True)
+        def rollback(user: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([str(BIN / "beekeeper"), "rollback", "--ssh",
+                                   f"{opts} {user}@127.0.0.1"], cwd=ROOT,
+                                  capture_output=True, text=True)
 
-    def profile() -> str:
-        return sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout
+        def profile() -> str:
+            return sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout
 
-    refused = rollback("plain")
-    assert refused.returncode != 0, refused.stdout + refused.stderr
-    assert "needs root on the host" in refused.stderr and "let plain use sudo" in \
-        refused.stderr, refused.stderr
-    assert '"profile": "cpu-smollm"' in profile() and healthy()
-    done = rollback("me")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert '"profile": "cpu-tiny"' in profile() and healthy()
-    again = deploy()
-    assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+        refused = rollback("plain")
+        assert refused.returncode != 0, refused.stdout + refused.stderr
+        assert "needs root on the host" in refused.stderr and "let plain use sudo" in \
+            refused.stderr, refused.stderr
+        assert '"profile": "cpu-smollm"' in profile() and healthy()
+        done = rollback("me")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert '"profile": "cpu-tiny"' in profile() and healthy()
+        again = deploy()
+        assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
+    finally:
+        sandbox_exec("userdel -r me; userdel -r plain; rm -f /etc/sudoers.d/me; "
+                     "DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq fish >/dev/null")
 
 
 def test_unreachable_host_is_named_and_the_others_still_deployed(deployed):

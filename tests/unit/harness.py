@@ -12,7 +12,7 @@ from unittest import mock
 from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
-from beekeeper.facts.host import Resources
+from beekeeper.facts.host import AptPolicyInfo, Resources
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,6 +29,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "Hostname": "canned", "Uptime": 100, "SourceTreeId": None,
     "BuildResources": Resources(cpus=16, mem_total_bytes=64 * 2**30),
     "DeployedServices": [], "FolderFiles": [],
+    "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -391,3 +392,52 @@ def test_servers_of_one_model_name_must_serve_the_same_model(keys):
                                        "model_file": "other.gguf"}):
         with pytest.raises(ConfigError, match="both answer as model cpu-tiny.*fix"):
             gw.plan("gw", [("a", tiny()), ("b", tiny(**extra))])
+
+
+# ------------------------------------------------------------------ HAProxy's version
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_apt_policy_is_read_from_real_output():
+    """`apt-cache policy` as Debian 12 (the sandbox host) prints it, installed and not (the
+    archive's address replaced by ARCHIVE)."""
+    from beekeeper.facts.host import parse_apt_policy
+
+    lines = (DATA / "apt-policy-haproxy-debian12.txt").read_text().splitlines()
+    assert parse_apt_policy(lines).installed == "2.6.12-1+deb12u3"
+    nginx = parse_apt_policy((DATA / "apt-policy-nginx-debian12.txt").read_text().splitlines())
+    assert nginx.installed is None and nginx.candidate == "1.22.1-9+deb12u9"
+    assert parse_apt_policy([]).candidate is None  # apt knows no such package
+
+
+def test_haproxy_too_old_for_the_config_is_named_with_the_fix():
+    """json_query needs HAProxy 2.4, http_auth_bearer (a gateway key) 2.5. Debian 12's 2.6
+    passed `haproxy -c` on the rendered config; Ubuntu 22.04's version string is written here
+    by hand (Ubuntu's archive is not reachable from this machine)."""
+    assert gw.haproxy_refusal("2.6.12-1+deb12u3", with_key=True) is None
+    assert gw.haproxy_refusal("3.0.11-1", with_key=True) is None
+    assert gw.haproxy_refusal("1:2.8.5-1ubuntu3", with_key=True) is None
+    assert gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1", with_key=False) is None
+    jammy = gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1", with_key=True)
+    assert jammy and "older than 2.5" in jammy and "http_auth_bearer" in jammy
+    assert "or leave the gateway without api_key_file" in jammy
+    bullseye = gw.haproxy_refusal("2.2.9-2+deb11u6", with_key=False)
+    assert bullseye and "older than 2.4" in bullseye and "api_key_file" not in bullseye
+    assert gw.haproxy_refusal("", with_key=True) is None  # unreadable: haproxy -c decides
+
+
+def test_an_old_haproxy_stops_the_host_before_any_operation(keys):
+    from beekeeper.core.errors import PreflightError
+    from beekeeper.facts.host import AptPolicyInfo
+
+    from .harness import run_deploy
+
+    jammy = AptPolicyInfo(installed=None, candidate="2.4.24-0ubuntu0.22.04.1")
+    with pytest.raises(PreflightError, match=r"host canned: host data `gateway`: .* 2\.4\.24"):
+        run_deploy(with_(services=[], gateway={"api_key_file": keys["gw"]}),
+                   {"DeployedServices": ["llm"], "AptPolicy": jammy})
+    # without a key, 2.4 serves: the deploy is queued
+    ops = run_deploy(with_(services=[], gateway={}),
+                     {"DeployedServices": [], "AptPolicy": jammy})
+    assert "Install HAProxy from the distro" in [n for n, _ in ops]
