@@ -14,8 +14,9 @@ Why these factors (the report repeats them):
   on the CPU (every profile without backend sampling) pays a per-token cost the baseline
   cannot show: copying and walking the logits of the whole vocabulary (248,320 entries for
   Qwen3.5). On the H200 machine (benchmarks/h200/2026-11-30-beellama) served minus engine
-  time per token was 0.52 to 1.71 ms for five profiles at two depths sampling on the CPU,
-  and -0.18 to 0.29 ms with `--backend-sampling`: the gap is the sampler's. The production
+  time per token was -0.03 to 1.71 ms (median 0.90; five profiles, eleven profile-depth
+  points) sampling on the CPU, and -0.18 to 0.32 ms with `--backend-sampling`: the gap is
+  the sampler's. The production
   profile's exact server was 0.870 to 0.906 of llama-bench at 4K, and turbo3's 0.819,
   which 0.95 alone failed. Such a server passes when its time per token is at most the
   engine's / 0.95 plus this allowance (the largest need measured was 1.07 ms; the rest is

@@ -169,10 +169,9 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
         for i, ctx in enumerate(sizes.decode_ctx_tokens):
             run.log(f"decode: {ctx} context tokens, {sizes.decode_out_tokens} out")
             res.decode.append(run_decode(client, ctx, sizes.decode_out_tokens, seed=7 + i))
-        cpu = run.profile.backend == "cpu"
         report.checks += judge.decode_checks(
-            res.decode, run.engine, e, run.card, cpu=cpu,
-            sampler_on_cpu=not cpu and not run.profile.server.backend_sampling)
+            res.decode, run.engine, e, run.card, cpu=run.profile.backend == "cpu",
+            sampler_on_cpu=run.profile.samples_on_cpu)
     if "ttft" in names:
         run.log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, "
                 "cache_prompt false")

@@ -191,6 +191,12 @@ class Profile:
     # text that starts the assistant turn in NIAH prompts (tiny models need it)
     niah_prefill: str | None = None
 
+    @property
+    def samples_on_cpu(self) -> bool:
+        """A GPU server whose sampler runs on the CPU (no backend sampling): a per-token cost
+        llama-bench does not have, which verify allows for (verify/judge.py)."""
+        return self.backend != "cpu" and not self.server.backend_sampling
+
 
 QWEN35_9B_LAYOUT = HybridLayout(
     n_layer=32,
@@ -298,7 +304,8 @@ PROFILES: dict[str, Profile] = {
         # MiB rise). A 60K prompt with a 512-token answer takes 16.0 s here, 17.5 s with
         # -ub 256. The choice is q8-turbo4-64k-bs below. ubatch stays 512: 2048 cut TTFT by
         # 3 % (12.00 -> 11.64 s) for +1,512 MiB, 4096 not at all (12.10 s) for +3,544 MiB.
-        # (H200, benchmarks/h200/2026-11-30-beellama, 3 repeats each.)
+        # (H200, benchmarks/h200/2026-11-30-beellama: 3 repeats each, but one TTFT request
+        # and 2 llama-bench repeats in the second -ub 256 run.)
         _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
               QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700),
         # The production profile with its sampler on the GPU: the CPU sampler's walk over a

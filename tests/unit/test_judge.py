@@ -295,3 +295,10 @@ def test_gpu_server_sampling_on_the_cpu_passes_with_its_allowance_and_only_with_
             half = judge_decode(eng / 2, eng, d["ctx_tokens"], sampler_ms=CPU_SAMPLER_MS)
             assert half.status == "FAIL"
     assert seen["exact"] >= 11 and seen["backend sampling"] >= 8 and seen["failed alone"] >= 5
+
+
+def test_which_profiles_verify_judges_as_sampling_on_the_cpu():
+    assert PROFILES["q8-turbo4-64k"].samples_on_cpu and PROFILES["q4km-f16-32k"].samples_on_cpu
+    assert not PROFILES["q8-turbo4-64k-bs"].samples_on_cpu  # backend sampling
+    assert not PROFILES["q8-f16-4k"].samples_on_cpu
+    assert not PROFILES["cpu-tiny"].samples_on_cpu  # a CPU build has its own floor
