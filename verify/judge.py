@@ -16,11 +16,11 @@ Why these factors (the report repeats them):
   Qwen3.5). On the H200 machine (benchmarks/h200/2026-11-30-beellama) served minus engine
   time per token was -0.03 to 1.71 ms (median 0.90; five profiles, eleven profile-depth
   points) sampling on the CPU, and -0.18 to 0.32 ms with `--backend-sampling`: the gap is
-  the sampler's. The production
-  profile's exact server was 0.870 to 0.906 of llama-bench at 4K, and turbo3's 0.819,
-  which 0.95 alone failed. Such a server passes when its time per token is at most the
-  engine's / 0.95 plus this allowance (the largest need measured was 1.07 ms; the rest is
-  for a host CPU slower than that machine's). A server sampling on the GPU gets none.
+  the sampler's. The production profile's exact server was 0.870 to 0.906 of llama-bench
+  at 4K, and turbo3's 0.819, which 0.95 alone failed. Such a server passes when its time
+  per token is at most the engine's / 0.95 plus this allowance (the largest need measured
+  was 1.07 ms; the rest is for a host CPU slower than that machine's). A server sampling
+  on the GPU gets none.
 - DECODE_FLOOR_CPU 0.80: on a CPU build the server's HTTP, sampling and streaming threads
   share the cores with the compute threads that llama-bench has to itself. Measured on the
   2-core sandbox with the machine otherwise idle: served 46.5 tok/s vs llama-bench 53.3 at
