@@ -5,6 +5,7 @@ VRAM planner: predict a server's peak GPU memory as a breakdown, right for hybri
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -303,6 +304,13 @@ def _draft_mib(profile: Profile, layout: HybridLayout) -> float:
     return (s.draft_model.size_bytes + dk + dv) / MIB
 
 
+@functools.lru_cache(maxsize=8)
+def _layout_of(path: str, mtime_ns: int, size: int) -> tuple[HybridLayout, int]:
+    """layout_from_gguf once per file as it is on disk (a plan and its ubatch choices read
+    one model several times)."""
+    return layout_from_gguf(Path(path))
+
+
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,
             n_seq: int | None = None, cuda_context_mib: float | None = None,
             card: str | None = None) -> Prediction:
@@ -311,7 +319,9 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     A CPU profile keeps everything in host memory: its VRAM prediction is zero by part (the
     table says so), computed from its GGUF when one is given."""
     if gguf_path is not None:
-        layout, weights = layout_from_gguf(gguf_path)
+        on_disk = gguf_path.stat()
+        layout, weights = _layout_of(str(gguf_path.resolve()), on_disk.st_mtime_ns,
+                                     on_disk.st_size)
     elif profile.layout is not None:
         layout = profile.layout
         weights = profile.model.size_bytes - layout.embd_bytes
