@@ -19,7 +19,7 @@ from . import hostside
 from .core.errors import BeekeeperError
 from .core.paths import KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
-from .core.remote import NEEDS_ROOT_EXIT, as_root
+from .core.remote import NEEDS_ROOT_EXIT, ssh_as_root
 from .hostside import rollback_command
 
 
@@ -223,9 +223,8 @@ def _matrix(args: argparse.Namespace) -> int:
     else:
         print("without --sandbox, give --inventory and --host too", file=sys.stderr)
         return 2
-    p = subprocess.run(["ssh", *ssh, as_root(
-        "cat " + shlex.quote(ServicePaths(args.service).manifest))],
-        capture_output=True, text=True)
+    p = subprocess.run(ssh_as_root(ssh, "cat " + shlex.quote(ServicePaths(args.service).manifest)),
+                       capture_output=True, text=True)
     if p.returncode == NEEDS_ROOT_EXIT:  # it could not leave the host as it found it
         sys.stderr.write(p.stderr)
         return 2
@@ -246,7 +245,7 @@ def _rollback(args: argparse.Namespace) -> int:
         return 2
     # the script on stdin: a host deployed before rollback.py was installed has hostcheck.py
     cmd = rollback_command(ServicePaths(args.service), restore=False, script="-")
-    p = subprocess.run(["ssh", *target[0], as_root(cmd)], text=True, capture_output=True,
+    p = subprocess.run(ssh_as_root(target[0], cmd), text=True, capture_output=True,
                        input=hostside.script("rollback.py").read_text())
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)

@@ -17,7 +17,7 @@ from pathlib import Path
 from .core.cache import CACHE
 from .core.errors import VerifyError
 from .core.paths import REPORTS_DIR, VERIFY_KIT as KIT, VERIFY_VENV as VENV
-from .core.remote import as_root
+from .core.remote import ssh_as_root
 
 REQUIREMENTS = ["httpx>=0.28", "httpx-sse>=0.4", "nvidia-ml-py>=12.535"]
 # what those need on the oldest host Python (3.10) that `pip download` does not fetch: it
@@ -66,7 +66,7 @@ def _kit_tarball() -> bytes:
 
 
 def _ssh(ssh: list[str], script: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", *ssh, as_root(script)], input=stdin, capture_output=True)
+    return subprocess.run(ssh_as_root(ssh, script), input=stdin, capture_output=True)
 
 
 def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port: int,
@@ -96,7 +96,7 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
            + (f" --ctx-size {int(ctx_size)}" if ctx_size else "")
            + (f" --budget-gib {float(budget_gib):g}" if budget_gib is not None else ""))
     print(f"[verify] running on {host_label}: {cmd}", flush=True)
-    run = subprocess.run(["ssh", *ssh, as_root(cmd)])
+    run = subprocess.run(ssh_as_root(ssh, cmd))
     local = out_root / host_label / stamp
     local.mkdir(parents=True, exist_ok=True)
     tar = _ssh(ssh, f"d=$(ls -d {remote_out}/{shlex.quote(host_label)}/*/ | head -n1) && "

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
-from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root
+from beekeeper.core.remote import NEEDS_ROOT_EXIT, ssh_as_root
 
 BENCH_REPS = 3
 
@@ -69,7 +69,7 @@ class SshShell:
     label: str = "ssh host"
 
     def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ssh", *self.ssh, as_root(f"bash -c {shlex.quote(script)}")],
+        return subprocess.run(ssh_as_root(self.ssh, f"bash -c {shlex.quote(script)}"),
                               capture_output=True, text=True, timeout=timeout_s)
 
 

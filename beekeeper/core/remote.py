@@ -28,3 +28,8 @@ def as_root(command: str) -> str:
               f'else echo "{why}" >&2; exit {NEEDS_ROOT_EXIT}; fi')
     encoded = base64.b64encode(script.encode()).decode()
     return f"sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"
+
+
+def ssh_as_root(ssh: list[str], command: str) -> list[str]:
+    """The argv that runs `command` as root on the host `ssh` (ssh's own arguments) reaches."""
+    return ["ssh", *ssh, as_root(command)]
