@@ -17,13 +17,12 @@ from typing import Any
 import click
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
-from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, files, systemd
 
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, HostConfig
 from beekeeper.core.errors import PreflightError
-from beekeeper.facts.host import AptPolicy
+from beekeeper.facts.host import AptPolicy, AptPolicyInfo
 from beekeeper.operations.gateway import (
     config_installed,
     files_pruned,
@@ -43,9 +42,9 @@ def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:
     return f"gateway on {addr}:{cfg_gw.port} routes {models}"
 
 
-def _installed() -> list[OperationMeta]:
+def _installed(policy: AptPolicyInfo) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
-    if "haproxy" not in (host.get_fact(DebPackages) or {}):  # apt's update only when missing
+    if policy.installed is None:  # apt's update only when missing
         ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
                                 update=True, no_recommends=True))
     return ops + [
@@ -98,7 +97,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     for line in plan.left_out:
         click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),
                    err=True)
-    ops = _installed()
+    ops = _installed(policy)
     changes = _keys(gcfg, plan.routes)
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),
