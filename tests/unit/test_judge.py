@@ -263,13 +263,8 @@ def test_gpu_server_sampling_on_the_cpu_passes_with_its_allowance_and_only_with_
         bs = "--backend-sampling" in it["server_argv"]
         if it["variant"] != "exact" and not it["variant"].startswith("bsub"):
             continue
-        kv = it["server_argv"][it["server_argv"].index("-ctk") + 1]
-        base = EngineBaseline(placement="GPU", commands=[], decode=[
-            BenchTest(n_prompt=0, n_gen=t["n_gen"], n_depth=t["n_depth"],
-                      avg_tok_s=t["avg_tok_s"], stddev_tok_s=t["stddev_tok_s"],
-                      avg_s=t["avg_s"], samples_s=t["samples_s"], n_threads=16,
-                      type_k=kv, type_v=kv, n_gpu_layers=99, flash_attn="on",
-                      backends="CUDA", gpu_info="NVIDIA H200") for t in tests])
+        base = EngineBaseline(placement="GPU", commands=[],
+                              decode=[BenchTest(**t) for t in tests])  # recorded by asdict
         for d in it["decode"]:
             served = d["client_tok_s"]["median"]
             runs = [DecodeResult(ctx_tokens=d["ctx_tokens"], out_tokens_requested=512,
