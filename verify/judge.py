@@ -189,6 +189,7 @@ class VramFigures:
     budget_mib: float
     baseline_kind: str  # what the rise is over: "idle (service stopped)" or why not idle
     why_not: str | None = None  # no measurement at all, and why
+    process_is_server: bool = False  # the process peak is the server's alone (vram.py)
 
 
 def judge_vram(v: VramFigures) -> Verdict:
@@ -203,6 +204,13 @@ def judge_vram(v: VramFigures) -> Verdict:
         parts.append("process peak not reported by the driver")
     if v.predicted_mib is not None:
         parts.append(f"planner predicted {v.predicted_mib:.0f} MiB")
+    if v.rise_mib is None and v.process_peak_mib is not None and v.process_is_server:
+        ok = v.process_peak_mib <= v.budget_mib
+        return Verdict("PASS" if ok else "FAIL",
+                       f"process peak {v.process_peak_mib:.0f} MiB (the server's own, NVML), "
+                       f"budget {v.budget_mib:.0f} MiB: judged on the process peak, as no rise "
+                       f"over idle could be read ({v.baseline_kind})"
+                       + "".join(f", {x}" for x in parts[1:]))
     if v.rise_mib is None:
         return Verdict("SKIP", "no rise over an idle baseline (" + v.baseline_kind + "); "
                        + ", ".join(parts))
@@ -320,7 +328,8 @@ def vram_figures(vr: VramResult, engine: EngineBaseline | None, budget_mib: floa
             if idle is not None else
             "none: the server was already loaded when sampling began; the idle baseline is "
             "read with the service stopped, add --suite engine")
-    return VramFigures(rise, vr.peak_process_mib, predicted_mib, budget_mib, kind)
+    return VramFigures(rise, vr.peak_process_mib, predicted_mib, budget_mib, kind,
+                       process_is_server=vr.process_is_the_server)
 
 
 def vram_checks(vr: VramResult, engine: EngineBaseline | None, budget_mib: float,
@@ -328,3 +337,67 @@ def vram_checks(vr: VramResult, engine: EngineBaseline | None, budget_mib: float
     v = judge_vram(vram_figures(vr, engine, budget_mib, predicted_mib))
     return [Check("vram.rise_vs_budget", v.status,
                   v.detail + (f"; {vr.achieved_hz:.0f} Hz sampling" if vr.achieved_hz else ""))]
+
+
+# What a run judged: the summary line and the exit status say it (issue 25).
+
+EXIT_PASSED = 0  # no check failed and every requested decode/TTFT/NIAH/VRAM check was judged
+EXIT_FAILED = 1  # a check failed
+EXIT_NOT_JUDGED = 3  # nothing failed, but a requested one of them was not judged (SKIP/INFO)
+AREAS = {"decode": "decode", "ttft": "TTFT", "niah": "NIAH", "vram": "VRAM"}
+# the checks that judge each area's figure (consistency checks such as
+# decode.records_consistent judge the measurement, not the speed)
+VERDICT_CHECKS = {"decode": ("decode.vs_engine@", "decode.reference_card"),
+                  "ttft": ("ttft.vs_engine", "ttft.reference_card"),
+                  "niah": ("niah.pass",), "vram": ("vram.rise_vs_budget",)}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which requested areas (decode, TTFT, NIAH, VRAM) a PASS or FAIL judged, and why the
+    others were not; the run's word and exit status follow from it."""
+
+    judged: list[str]
+    not_judged: list[tuple[str, str]]  # (area, why)
+    failed: bool
+
+    @property
+    def exit_status(self) -> int:
+        if self.failed:
+            return EXIT_FAILED
+        return EXIT_NOT_JUDGED if self.not_judged else EXIT_PASSED
+
+    @property
+    def word(self) -> str:
+        return {EXIT_FAILED: "FAILED", EXIT_NOT_JUDGED: "INCOMPLETE"}.get(self.exit_status,
+                                                                         "PASSED")
+
+    def line(self) -> str:
+        """What was judged, in the summary's words."""
+        judged = ", ".join(AREAS[a] for a in self.judged) or "none"
+        if not self.not_judged:
+            return f"judged: {judged}" if self.judged else "no speed, NIAH or VRAM check requested"
+        missing = ", ".join(AREAS[a] for a, _ in self.not_judged)
+        lead = "" if self.failed else "nothing failed, but "
+        return f"{lead}not judged: {missing}; judged: {judged}"
+
+
+def _area_verdicts(checks: list[Check], area: str) -> list[Check]:
+    return [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])]
+
+
+def coverage(checks: list[Check], requested: list[str]) -> Coverage:
+    """`requested`: the suites the user named. An area counts as judged when one of its
+    verdict checks is PASS or FAIL; SKIP and INFO judge nothing."""
+    judged, missing = [], []
+    for area in AREAS:
+        if area not in requested:
+            continue
+        mine = _area_verdicts(checks, area)
+        if any(c.status in ("PASS", "FAIL") for c in mine):
+            judged.append(area)
+            continue
+        why = next((c.detail for c in mine if c.status == "SKIP"), None) or next(
+            (c.detail for c in mine), "no check ran (the smoke check failed first?)")
+        missing.append((area, why))
+    return Coverage(judged, missing, failed=any(c.status == "FAIL" for c in checks))

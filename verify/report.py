@@ -290,8 +290,16 @@ def print_checks(report: Report) -> None:
         print(f"  {c.line()}", flush=True)
 
 
-def print_summary(report: Report) -> None:
+def print_summary(report: Report, requested: list[str] | None = None) -> None:
+    """The last line: PASSED only when nothing failed and every requested decode, TTFT, NIAH
+    and VRAM check judged a figure; INCOMPLETE (exit 3) when nothing failed but one of them
+    could not (the lines after say why); FAILED (exit 1) when a check failed."""
+    from .judge import AREAS, coverage
+
     counts = {s: sum(c.status == s for c in report.checks)
               for s in ("PASS", "FAIL", "SKIP", "INFO")}
-    print(f"verify {'PASSED' if report.passed else 'FAILED'} ("
+    cov = coverage(report.checks, requested if requested is not None else [])
+    print(f"verify {cov.word} ({cov.line()}; "
           + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")", flush=True)
+    for area, why in cov.not_judged:
+        print(f"  not judged: {AREAS[area]}: {why}", flush=True)
