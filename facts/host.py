@@ -277,22 +277,40 @@ class AptSourcesFor(FactBase[list[AptSource]]):
 
 @dataclass(frozen=True)
 class Resources:
-    """Cores and memory of the host."""
+    """Cores, memory and processor of the host."""
 
     cpus: int = 1
     mem_total_bytes: int = 0
+    machine: str = ""  # `uname -m`
+    cpu_flags: frozenset[str] = frozenset()  # /proc/cpuinfo `flags` (x86) or `Features` (Arm)
+    cpu_model: str = ""
+
+
+def parse_resources(output: list[str]) -> Resources:
+    """`nproc`, MemTotal in kB, `uname -m`, then `key: value` lines of /proc/cpuinfo."""
+    lines = [line.strip() for line in output]
+    nums = [int(x) for x in lines[:2] if x.isdigit()]
+    cpuinfo = dict(line.split(":", 1) for line in lines[3:] if ":" in line)
+    cpuinfo = {k.strip().lower(): v.strip() for k, v in cpuinfo.items()}
+    flags = cpuinfo.get("flags") or cpuinfo.get("features") or ""
+    return Resources(cpus=nums[0] if nums else 1,
+                     mem_total_bytes=nums[1] * 1024 if len(nums) > 1 else 0,
+                     machine=lines[2] if len(lines) > 2 else "",
+                     cpu_flags=frozenset(flags.split()),
+                     cpu_model=cpuinfo.get("model name", ""))
 
 
 class BuildResources(FactBase[Resources]):
     """
-    Cores and memory for sizing parallel compile jobs:
-    ``Resources(cpus=16, mem_total_bytes=67108864000)``.
+    Cores and memory for sizing parallel compile jobs, and the processor the server's CPU
+    code must run on: ``Resources(cpus=16, mem_total_bytes=67108864000, machine="x86_64",
+    cpu_flags=frozenset({"avx2", ...}), cpu_model="AMD EPYC 7763 64-Core Processor")``.
     """
 
     def command(self) -> str:
-        return "nproc; awk '/^MemTotal:/ {print $2}' /proc/meminfo"  # kB
+        return ("nproc; awk '/^MemTotal:/ {print $2}' /proc/meminfo; uname -m; "  # kB
+                "grep -m1 -E '^model name[[:space:]]*:' /proc/cpuinfo; "
+                "grep -m1 -iE '^(flags|Features)[[:space:]]*:' /proc/cpuinfo; true")
 
     def process(self, output: list[str]) -> Resources:
-        nums = [int(x) for x in (line.strip() for line in output) if x.isdigit()]
-        return Resources(cpus=nums[0] if nums else 1,
-                         mem_total_bytes=nums[1] * 1024 if len(nums) > 1 else 0)
+        return parse_resources(output)

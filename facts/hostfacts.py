@@ -22,7 +22,7 @@ class HostFacts:
                   init=InitInfo(...), wsl=WslInfo(...), docker=DockerEngineInfo(...),
                   gpu=NvidiaSmiInfo(...) or None, free_model_dir_bytes=84221202432,
                   pci_nvidia_gpus=0, cpus=16, mem_total_bytes=67108864000,
-                  compose_version="2.26.1" or None)
+                  machine="x86_64", compose_version="2.26.1" or None)
     """
 
     os: OsReleaseInfo
@@ -34,6 +34,7 @@ class HostFacts:
     pci_nvidia_gpus: int = 0
     cpus: int = 1
     mem_total_bytes: int = 0
+    machine: str = "x86_64"  # `uname -m`: picks the server's CPU baseline (core/cpu.py)
     # the compose v2 plugin's version (runtime "compose" only; None: not installed yet)
     compose_version: str | None = None
 

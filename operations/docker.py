@@ -18,7 +18,7 @@ q = shlex.quote
 
 
 @operation()
-def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str):
+def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str, jobs: int = 1):
     """
     Build a Docker image on the host, unless the tag exists.
 
@@ -26,11 +26,13 @@ def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str):
     + dockerfile: the rendered Dockerfile on the host
     + context_dir: the build context: the server's source tree on the host
     + log_path: where the build output goes; a line every 30 s says it is alive
+    + jobs: parallel compile jobs (the Dockerfile's BUILD_JOBS argument; not in the tag)
     """
     if host.get_fact(DockerImageId, tag=tag):
         host.noop(f"image {tag} is already built")
         return
-    cmd = f"docker build --pull=false -f {q(dockerfile)} -t {q(tag)} {q(context_dir)}"
+    cmd = (f"docker build --pull=false --build-arg BUILD_JOBS={int(jobs)} -f {q(dockerfile)} "
+           f"-t {q(tag)} {q(context_dir)}")
     yield StreamedCommand(with_heartbeat(cmd, log_path, f"building {tag}"))
 
 @operation()

@@ -12,6 +12,7 @@ from pyinfra.facts.files import File, Sha256File
 from beekeeper.core import cudacompat
 from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
 from beekeeper.core.config import HostConfig
+from beekeeper.core.cpu import baseline_for
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.machines import leaving
@@ -38,6 +39,7 @@ from beekeeper.facts.host import (
     OsRelease,
     OsReleaseInfo,
     PortListeners,
+    Resources,
     Wsl,
     WslInfo,
 )
@@ -307,6 +309,22 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
             f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
 
 
+def check_cpu(res: Resources) -> None:
+    """The host's processor runs the server's CPU code: the baseline it is built for
+    (beekeeper/core/cpu.py), read from /proc/cpuinfo, not assumed from the builder."""
+    cpu = baseline_for(res.machine)
+    if cpu is None:
+        raise PreflightError(f"the host's CPU architecture is {res.machine or 'unknown'}: the "
+                             "kit builds the server for x86_64 and aarch64 only")
+    missing = cpu.missing(res.cpu_flags)
+    if missing:
+        model = f" ({res.cpu_model})" if res.cpu_model else ""
+        raise PreflightError(
+            f"the host's CPU{model} lacks {', '.join(missing)}: the server is built for "
+            f"{cpu.name} ({' '.join(cpu.needs_flags)}); deploy to a host with a newer CPU, "
+            "or, in a VM, pass the host CPU's flags through (e.g. `-cpu host`)")
+
+
 def check(cfg: HostConfig) -> HostFacts:
     """Read the host's facts and refuse, before any change, a host the deploy cannot work
     on; returns what the tasks need of those facts."""
@@ -324,7 +342,8 @@ def check(cfg: HostConfig) -> HostFacts:
     check_ports(cfg, docker)
     check_free_space(cfg, free)
     res = host.get_fact(BuildResources)
+    check_cpu(res)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=pci,
                      compose_version=compose_version,
-                     cpus=res.cpus, mem_total_bytes=res.mem_total_bytes)
+                     cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine)

@@ -24,7 +24,7 @@ from . import source
 
 
 def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
-    return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes)
+    return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine)
 
 
 def preloads(cfg: HostConfig) -> list[OperationMeta]:
@@ -60,7 +60,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     log = f"{LOG_DIR}/build-{slug}.log"
     result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
                                          dockerfile=f"{build_dir}/Dockerfile",
-                                         context_dir=source.tree_dir(cfg), log_path=log))
+                                         context_dir=source.tree_dir(cfg), log_path=log,
+                                         jobs=spec.jobs))
     result.append(prune(cfg, tag))
     return tag, result
 

@@ -5,11 +5,12 @@ Server build inputs: GPU arch logic, cmake flags, the image tag and the rendered
 from __future__ import annotations
 
 import hashlib
-import platform
 import re
 from dataclasses import dataclass
 
 from .config import HostConfig, SourceSpec
+from .cpu import X86_64_V3, CpuBaseline, baseline_for
+from .errors import PreflightError
 from .render import render
 
 DEFAULT_CUDA_ARCH = "89"  # RTX 40xx (Ada), the reference card
@@ -77,9 +78,10 @@ class BuildSpec:
     fa_all_quants: bool
     build_base: str
     runtime_base: str
-    jobs: int
+    jobs: int  # parallel compile jobs: how fast it builds, not what (not in the tag)
     image_repo: str
     webui: bool = False
+    cpu: CpuBaseline = X86_64_V3  # what the CPU code may assume of the host (core/cpu.py)
 
     @property
     def cmake_flags(self) -> list[str]:
@@ -95,17 +97,15 @@ class BuildSpec:
             # the kit serves the API; beellama's embedded web UI only when asked for
             f"-DLLAMA_BUILD_WEBUI={'ON' if self.webui else 'OFF'}",
         ]
+        flags += self.cpu.cmake_flags
         if self.backend == "cuda":
             flags += [
-                "-DGGML_NATIVE=OFF",
                 "-DGGML_CUDA=ON",
                 f"-DCMAKE_CUDA_ARCHITECTURES={self.cuda_arch}",
                 "-DGGML_CUDA_FA=ON",
             ]
             if self.fa_all_quants:
                 flags.append("-DGGML_CUDA_FA_ALL_QUANTS=ON")
-        else:
-            flags.append("-DGGML_NATIVE=ON")
         return flags
 
     @property
@@ -113,21 +113,28 @@ class BuildSpec:
         if self.backend == "cuda":
             major_minor = ".".join(self.cuda_version.split(".")[:2])
             return f"cuda{major_minor}-sm{(self.cuda_arch or '').replace(';', '-')}"
-        return f"cpu-{platform.machine() or 'x86_64'}"
+        return f"cpu-{self.cpu.name}"
 
     def dockerfile(self) -> str:
         return render("Dockerfile.j2", spec=self, source=self.source, targets=TARGETS)
 
     def tag(self) -> str:
-        """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag."""
+        """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag. The
+        hash is the rendered Dockerfile's, which holds every input of the binary and nothing
+        else: the compile jobs reach the build as a build argument (`docker build
+        --build-arg BUILD_JOBS=N`), so resizing the builder is no new tag."""
         digest = hashlib.sha256(self.dockerfile().encode()).hexdigest()[:8]
         return f"{self.image_repo}:{self.source.ref[:12]}-{self.variant}-{digest}"
 
 
 def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
-               mem_total_bytes: int = 0) -> BuildSpec:
+               mem_total_bytes: int = 0, machine: str = "x86_64") -> BuildSpec:
     """The build for this host: `cpus` and `mem_total_bytes` size the parallel jobs
-    (host data `build_jobs` overrides)."""
+    (host data `build_jobs` overrides); `machine` (`uname -m`) picks the CPU baseline."""
+    cpu = baseline_for(machine)
+    if cpu is None:
+        raise PreflightError(f"the host's CPU architecture is {machine}: the kit builds the "
+                             "server for x86_64 and aarch64 only")
     profile = cfg.service.profile
     backend = profile.backend
     arch = None
@@ -152,4 +159,5 @@ def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
         jobs=cfg.build_jobs or build_jobs(mem_total_bytes, cpus, backend == "cuda"),
         image_repo=cfg.image_repo,
         webui=cfg.webui,
+        cpu=cpu,
     )

@@ -27,7 +27,10 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "Home": "/root", "Date": None, "TmpDir": "/var/lib/canned", "PipPackages": {},
     "PythonVersion": None, "LinuxName": "Ubuntu",
     "Hostname": "canned", "Uptime": 100, "SourceTreeId": None,
-    "BuildResources": Resources(cpus=16, mem_total_bytes=64 * 2**30),
+    # a Ryzen 9 7950X's /proc/cpuinfo flags, those the kit's x86-64-v3 build needs among them
+    "BuildResources": Resources(cpus=16, mem_total_bytes=64 * 2**30, machine="x86_64",
+                                cpu_flags=frozenset("sse4_2 avx avx2 fma f16c bmi2 avx512f"
+                                                    .split())),
     "DeployedServices": [], "FolderFiles": [],
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
 }
