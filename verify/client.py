@@ -1,17 +1,42 @@
 """
 Streaming client for llama-server's OpenAI API: one typed record per request, with a
 monotonic timestamp on every SSE event. A failed request is data, not an exception.
+
+Server-sent events are read here (`sse_data`), with httpx alone: verify runs on a GPU box
+with httpx and nvidia-ml-py and nothing else of the kit's dependencies.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse import SSEError, connect_sse
+
+
+class SSEError(ValueError):
+    """The response is not an event stream."""
+
+
+def sse_data(lines: Iterable[str]) -> Iterator[str]:
+    """The `data` of each server-sent event (the WHATWG rules verify needs): `data:` lines
+    joined by newlines, an event ending at a blank line; comment lines (`:` pings) and other
+    fields (event, id, retry) skipped; a final event without its blank line still counts."""
+    buf: list[str] = []
+    for line in lines:
+        if not line:
+            if buf:
+                yield "\n".join(buf)
+            buf = []
+        elif line.startswith("data"):
+            field_name, _, value = line.partition(":")
+            if field_name == "data":
+                buf.append(value[1:] if value.startswith(" ") else value)
+    if buf:
+        yield "\n".join(buf)
 
 
 @dataclass
@@ -125,17 +150,21 @@ class ServerClient:
         t0 = time.perf_counter()
         rec = RequestRecord(ok=False, status_code=None, error=None, t_send_s=t0)
         try:
-            with connect_sse(self.http, "POST", "/v1/chat/completions", json=body) as es:
-                rec.status_code = es.response.status_code
-                if es.response.status_code != 200:
-                    es.response.read()
-                    rec.error = f"HTTP {es.response.status_code}: {es.response.text[:300]}"
+            with self.http.stream("POST", "/v1/chat/completions", json=body,
+                                  headers={"Accept": "text/event-stream"}) as resp:
+                rec.status_code = resp.status_code
+                if resp.status_code != 200:
+                    resp.read()
+                    rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
                     return rec
-                for sse in es.iter_sse():  # comment lines (pings) never reach here
+                kind = resp.headers.get("content-type", "").partition(";")[0].strip()
+                if kind != "text/event-stream":
+                    raise SSEError(f"expected text/event-stream, got {kind or 'no type'!r}")
+                for data in sse_data(resp.iter_lines()):  # pings never reach here
                     t = time.perf_counter() - t0
-                    if sse.data.strip() == "[DONE]":
+                    if data.strip() == "[DONE]":
                         break
-                    self._absorb(rec, t, json.loads(sse.data))
+                    self._absorb(rec, t, json.loads(data))
             if rec.error is None:
                 rec.ok = bool(rec.token_event_times_s) or (rec.completion_tokens or 0) > 0
                 if not rec.ok:

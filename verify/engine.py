@@ -8,8 +8,28 @@ verdict holds on any card without a table of cards.
   restored before the timer starts, so only the n generated tokens are timed)
 - prefill at the TTFT length: `llama-bench -p <n> -n 0 -d 0` (pp test)
 
-The service is stopped while it runs (the server would share the cores or the GPU), unless
-a GPU the service does not use is named (`--engine-gpu N`); the report says which.
+It runs wherever the server runs (an `Engine` says where and how):
+
+- a server the kit deployed (`deployed_engine`, from the host's deployed.json), over SSH, in
+  `verify --on-host`, or on this machine when it is the host (a WSL2 box deploying to
+  @local): llama-bench inside the service's image (container mode, the `systemd` and the
+  `compose` runtimes alike) or beside the native binary. The unit is stopped while it runs
+  and started again: the unit owns the server in both runtimes (the compose unit's
+  ExecStop is `docker compose down`, its start `docker compose up`), so systemctl is the
+  one way to stop and start either without leaving the compose project half-down.
+- a server the user started by hand (`user_engine`: `--llama-bench PATH` or `--engine-image
+  IMAGE`, with `--model`): verify did not start it and does not stop it. llama-bench runs
+  beside it, and the baseline says so. That is sound when nothing else uses the server
+  meanwhile: an idle llama-server waits on a condition variable and runs no kernel, so the
+  engine has the GPU (and the cores) to itself; what the server holds is memory only, and
+  on a card too small for two copies of the model llama-bench fails with an out-of-memory
+  error, which the engine check reports. The alternatives were worse: stopping a process
+  verify does not own (it has no way to start it again with the user's arguments), or
+  refusing without a flag (every hand-started server would then get no verdict at all,
+  the failure this was written to end). `--engine-gpu N` runs it on another GPU instead.
+
+A deployed service is stopped while it runs (the server would share the cores or the GPU),
+unless a GPU the service does not use is named (`--engine-gpu N`); the report says which.
 """
 
 from __future__ import annotations
@@ -25,7 +45,7 @@ from typing import Any, Protocol
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
-from beekeeper.core.remote import NEEDS_ROOT_EXIT, ssh_as_root
+from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root, ssh_as_root
 
 BENCH_REPS = 3
 
@@ -52,25 +72,31 @@ class Shell(Protocol):
 
 @dataclass
 class LocalShell:
-    """This machine is the host (`verify --on-host`, or a server on this box)."""
+    """This machine is the host (`verify --on-host`, or a server on this box). `root`: run
+    as root (through `sudo -n` for a login that is not root), as systemctl and the kit's
+    Docker need; a hand-started server's llama-bench runs as the user."""
 
     label: str = "this machine"
+    root: bool = False
 
     def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+        cmd = as_root(f"bash -c {shlex.quote(script)}") if self.root else script
+        return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True,
                               timeout=timeout_s)
 
 
 @dataclass
 class SshShell:
-    """The host over ssh (the sandbox, or `--ssh ARGS`)."""
+    """The host over ssh (the sandbox, or `--ssh ARGS`); as root unless `root` is False."""
 
     ssh: list[str]
     label: str = "ssh host"
+    root: bool = True
 
     def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(ssh_as_root(self.ssh, f"bash -c {shlex.quote(script)}"),
-                              capture_output=True, text=True, timeout=timeout_s)
+        line = f"bash -c {shlex.quote(script)}"
+        argv = ssh_as_root(self.ssh, line) if self.root else ["ssh", *self.ssh, line]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
 
 
 @dataclass(frozen=True)
@@ -82,6 +108,7 @@ class Deployed:
     mode: str  # "container" | "native"
     image: str  # the image tag, or in native mode the server binary
     model_path: str
+    runtime: str | None = None  # "systemd" | "compose" in container mode
 
     @classmethod
     def read(cls, shell: Shell, service: str = "llm") -> Deployed:
@@ -90,11 +117,12 @@ class Deployed:
         if p.returncode == NEEDS_ROOT_EXIT:
             raise EngineError(p.stderr.strip()[:300])
         if p.returncode != 0:
-            raise EngineError(f"no {path} on {shell.label}: deploy with the kit first "
+            raise EngineError(f"no {path} on {shell.label}: deploy with the kit first, or "
+                              "for a server you started give --llama-bench and --model "
                               f"({p.stderr.strip()[:200]})")
         d = json.loads(p.stdout)
         return cls(service=d["service"], unit=d["unit"], mode=d.get("mode", "container"),
-                   image=d["image"], model_path=d["model_path"])
+                   image=d["image"], model_path=d["model_path"], runtime=d.get("runtime"))
 
 
 @dataclass(frozen=True)
@@ -151,6 +179,7 @@ class EngineBaseline:
     prefill: BenchTest | None = None
     idle_used_mib: float | None = None  # card memory with the service stopped (GPU hosts)
     wall_s: float | None = None
+    gpu_name: str | None = None  # the card where the server runs (its host's nvidia-smi)
 
     def decode_tok_s_at(self, depth_tokens: int) -> float | None:
         """The engine's decode rate at this depth (the nearest measured depth)."""
@@ -175,6 +204,28 @@ class EngineBaseline:
                 if self.prefill is not None and first is not None else None)
 
 
+def llama_bench_fa(server_value: str) -> str:
+    """llama-server's `-fa on|off|auto` as llama-bench reads it: `1` or `0`.
+
+    beellama's llama-bench at the pinned commit (tools/llama-bench/llama-bench.cpp, `-fa`)
+    takes `<0|1>`: each comma-separated value goes through `string_split<bool>`
+    (common/common.h), an `std::istringstream >> bool` without boolalpha, which reads an
+    integer: "0" is false, "1" true, and a word such as "on" fails the read and leaves
+    false. So `-fa on` measured the engine without flash attention (on an H200: "flash_attn":
+    false; `-fa 1`: true). Upstream llama.cpp's llama-bench (llama-cpp-python 0.3.36's
+    vendored tree, the sandbox's CPU build) takes on|off|auto and also 1|0 (common/arg.cpp's
+    is_truthy / is_falsey), so `1` and `0` mean the same to both.
+
+    `auto`: llama-bench has no such value in beellama; the server's auto turns flash
+    attention on wherever the backend has the kernel for the KV types, which every build
+    the kit makes has (CUDA with the profile's types, the CPU), so it is `1`.
+    """
+    mapping = {"on": "1", "auto": "1", "off": "0"}
+    if server_value not in mapping:
+        raise ValueError(f"flash_attn {server_value!r}: expected one of {sorted(mapping)}")
+    return mapping[server_value]
+
+
 def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int],
                    out_tokens: int, prompt_tokens: int | None, reps: int = BENCH_REPS
                    ) -> list[list[str]]:
@@ -183,11 +234,13 @@ def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int
     Threads are left at llama-bench's default, which is llama-server's
     (common_cpu_get_num_math()); batch and ubatch are the profile's, or when it sets none
     the defaults the two share (-b 2048, -ub 512), so a baseline is the engine as the
-    profile serves it.
+    profile serves it. Flash attention is the server's, spelled for llama-bench
+    (`llama_bench_fa`).
     """
     s = profile.server
     common = ["-m", model_path, "-ctk", s.cache_type_k, "-ctv", s.cache_type_v,
-              "-fa", s.flash_attn, "-ngl", str(s.n_gpu_layers), "-r", str(reps), "-o", "json"]
+              "-fa", llama_bench_fa(s.flash_attn), "-ngl", str(s.n_gpu_layers),
+              "-r", str(reps), "-o", "json"]
     if s.batch_size is not None:
         common += ["-b", str(s.batch_size)]
     if s.ubatch_size is not None:
@@ -199,81 +252,146 @@ def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int
     return out
 
 
-def _docker_prefix(dep: Deployed, gpu: str | None) -> list[str]:
+def _docker_prefix(image: str, model_dir: str, gpu: str | None,
+                   binary: str = "/usr/local/bin/llama-bench") -> list[str]:
     """The unit's container settings (model mount, read-only root, dropped capabilities)."""
-    model_dir = posixpath.dirname(dep.model_path)
     out = ["docker", "run", "--rm", "--init", "--volume", f"{model_dir}:/models:ro",
-           "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs) "--security-opt", "no-new-privileges",
-           "--cap-drop", "ALL"]
+           "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs)
+           "--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
     if gpu is not None:
         out += ["--gpus", "all" if gpu == "all" else f"device={gpu}"]
-    return [*out, "--entrypoint", "/usr/local/bin/llama-bench", dep.image]
+    return [*out, "--entrypoint", binary, image]
 
 
-def host_commands(dep: Deployed, profile: Profile, args: list[list[str]],
-                  gpu: str | None) -> list[list[str]]:
-    """Full command lines on the host: inside the image, or the installed binary."""
-    if dep.mode == "native":
-        binary = posixpath.join(posixpath.dirname(dep.image), "llama-bench")
-        return [[binary, *a] for a in args]
-    return [[*_docker_prefix(dep, gpu), *a] for a in args]
+@dataclass(frozen=True)
+class Engine:
+    """Where llama-bench runs and how the server gets out of its way: `prefix` + a
+    bench_commands line is a command line in `shell`; `stop`/`start` are scripts there
+    (None: the server keeps running, `placement` says so)."""
+
+    shell: Shell
+    prefix: list[str]
+    model_arg: str
+    check: str  # a script that exits 0 when llama-bench is there
+    missing: str  # what to say when it is not
+    placement: str
+    stop: str | None = None
+    start: str | None = None
 
 
-def _model_arg(dep: Deployed) -> str:
-    if dep.mode == "native":
-        return dep.model_path
-    return "/models/" + posixpath.basename(dep.model_path)
-
-
-def measure(shell: Shell, profile: Profile, *, depths_tokens: list[int], out_tokens: int,
-            prompt_tokens: int | None, engine_gpu: str | None = None,
-            wait_ready: Any = None, service: str = "llm", reps: int = BENCH_REPS,
-            timeout_s: float = 3600) -> EngineBaseline:
-    """Run llama-bench on the host; stops and restarts the service unless a free GPU is named.
-
-    `wait_ready()` is called after the service is started again (the suites need it up).
-    """
+def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = None,
+                    service: str = "llm") -> Engine:
+    """The kit's service on `shell`'s host: llama-bench of the same build, the unit stopped
+    and started again (both runtimes: the compose unit runs the compose project)."""
     dep = Deployed.read(shell, service)
     gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
-    args = bench_commands(profile, _model_arg(dep), depths_tokens=depths_tokens,
-                          out_tokens=out_tokens, prompt_tokens=prompt_tokens, reps=reps)
-    cmds = host_commands(dep, profile, args, gpu)
-    binary = cmds[0][0] if dep.mode == "native" else None
-    check = (f"test -x {shlex.quote(binary)}" if binary else
-             f"docker run --rm --entrypoint /bin/sh {shlex.quote(dep.image)} -c "
-             "'test -x /usr/local/bin/llama-bench'")
-    if shell.run(check, timeout_s=120).returncode != 0:
-        raise EngineNotInstalled(f"no llama-bench beside the server in {dep.image} on "
-                                 f"{shell.label}: deploy again (the kit builds both)")
+    if dep.mode == "native":
+        binary = posixpath.join(posixpath.dirname(dep.image), "llama-bench")
+        env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
+        prefix, model, check = [*env, binary], dep.model_path, f"test -x {shlex.quote(binary)}"
+    else:
+        prefix = _docker_prefix(dep.image, posixpath.dirname(dep.model_path), gpu)
+        model = "/models/" + posixpath.basename(dep.model_path)
+        check = (f"docker run --rm --entrypoint /bin/sh {shlex.quote(dep.image)} -c "
+                 "'test -x /usr/local/bin/llama-bench'")
+    unit = shlex.quote(dep.unit)
+    owner = f"{dep.unit} ({dep.runtime or dep.mode})"
     stop = engine_gpu is None
-    placement = (f"{dep.unit} stopped while llama-bench ran (started again after)" if stop
-                 else f"GPU {engine_gpu}, not used by {dep.unit}, which kept running")
-    base = EngineBaseline(placement=placement, commands=cmds)
-    t0 = time.monotonic()
-    if stop:
-        p = shell.run(f"systemctl stop {shlex.quote(dep.unit)}", timeout_s=120)
-        if p.returncode != 0:
-            raise EngineError(f"could not stop {dep.unit}: {p.stderr.strip()[:300]}")
+    return Engine(
+        shell=shell, prefix=prefix, model_arg=model, check=check,
+        missing=f"no llama-bench beside the server in {dep.image} on {shell.label}: deploy "
+                "again (the kit builds both)",
+        placement=(f"{owner} stopped while llama-bench ran (started again after)" if stop
+                   else f"GPU {engine_gpu}, not used by {dep.unit}, which kept running"),
+        stop=f"systemctl stop {unit}" if stop else None,
+        start=f"systemctl start {unit}" if stop else None)
+
+
+def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str | None,
+                image: str | None = None, engine_gpu: str | None = None) -> Engine:
+    """A server started by hand: its llama-bench (a binary, or inside `image`), run beside
+    it (this module's docstring says why) or on `engine_gpu`; never stopped."""
+    where = (f"GPU {engine_gpu}, beside the running server" if engine_gpu else
+             "beside the running server, which verify did not start and did not stop (it was "
+             "idle meanwhile: run nothing else against it while verify runs)")
+    if image:
+        binary = llama_bench or "/usr/local/bin/llama-bench"
+        gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
+        prefix = _docker_prefix(image, posixpath.dirname(model), gpu, binary)
+        return Engine(shell=shell, prefix=prefix, model_arg="/models/" + posixpath.basename(model),
+                      check=(f"docker run --rm --entrypoint /bin/sh {shlex.quote(image)} -c "
+                             f"{shlex.quote('test -x ' + shlex.quote(binary))}"),
+                      missing=f"no {binary} in the image {image} on {shell.label}",
+                      placement=f"{where}; llama-bench in {image}")
+    if not llama_bench:
+        raise EngineError("a server started by hand needs --llama-bench PATH (or "
+                          "--engine-image IMAGE) for its engine baseline")
+    env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
+    return Engine(shell=shell, prefix=[*env, llama_bench], model_arg=model,
+                  check=f"test -x {shlex.quote(llama_bench)} && test -r {shlex.quote(model)}",
+                  missing=f"{llama_bench} is not an executable or {model} is not readable on "
+                          f"{shell.label}",
+                  placement=f"{where}; {llama_bench}")
+
+
+def host_gpus(shell: Shell) -> list[tuple[str, float]]:
+    """(name, memory.used MiB) of every GPU where `shell` runs, by index; [] without one."""
     try:
-        if stop and profile.backend == "cuda":
-            q = shell.run("nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits "
-                          "-i 0", timeout_s=60)
-            if q.returncode == 0 and q.stdout.strip():
-                base.idle_used_mib = float(q.stdout.split()[0])
-        for cmd in cmds:
-            p = shell.run(" ".join(shlex.quote(a) for a in cmd), timeout_s=timeout_s)
-            if p.returncode != 0:
-                raise EngineRunFailed(f"llama-bench exit {p.returncode}: "
-                                      f"{(p.stderr or p.stdout).strip()[-400:]}")
-            tests = parse_bench_json(p.stdout)
-            for t in tests:
-                if t.n_gen > 0:
-                    base.decode.append(t)
-                elif t.n_prompt > 0:
-                    base.prefill = t
+        q = shell.run("nvidia-smi --query-gpu=name,memory.used --format=csv,noheader,nounits",
+                      timeout_s=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    out = []
+    for line in q.stdout.splitlines() if q.returncode == 0 else []:
+        name, _, used = line.rpartition(",")
+        try:
+            out.append((name.strip(), float(used)))
+        except ValueError:
+            continue
+    return out
+
+
+def _run_bench(engine: Engine, cmds: list[list[str]], base: EngineBaseline,
+               timeout_s: float) -> None:
+    for cmd in cmds:
+        p = engine.shell.run(" ".join(shlex.quote(a) for a in cmd), timeout_s=timeout_s)
+        if p.returncode != 0:
+            raise EngineRunFailed(f"llama-bench exit {p.returncode}: "
+                                  f"{(p.stderr or p.stdout).strip()[-400:]}")
+        for t in parse_bench_json(p.stdout):
+            if t.n_gen > 0:
+                base.decode.append(t)
+            elif t.n_prompt > 0:
+                base.prefill = t
+
+
+def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_tokens: int,
+            prompt_tokens: int | None, wait_ready: Any = None, reps: int = BENCH_REPS,
+            timeout_s: float = 3600) -> EngineBaseline:
+    """Run llama-bench where the server runs; stops and restarts the server when `engine`
+    owns it. `wait_ready()` is called after it is started again (the suites need it up)."""
+    args = bench_commands(profile, engine.model_arg, depths_tokens=depths_tokens,
+                          out_tokens=out_tokens, prompt_tokens=prompt_tokens, reps=reps)
+    cmds = [[*engine.prefix, *a] for a in args]
+    if engine.shell.run(engine.check, timeout_s=120).returncode != 0:
+        raise EngineNotInstalled(engine.missing)
+    base = EngineBaseline(placement=engine.placement, commands=cmds)
+    t0 = time.monotonic()
+    if engine.stop:
+        p = engine.shell.run(engine.stop, timeout_s=120)
+        if p.returncode != 0:
+            raise EngineError(f"could not stop the server ({engine.stop}): "
+                              f"{p.stderr.strip()[:300]}")
+    try:
+        gpus = host_gpus(engine.shell) if profile.backend == "cuda" else []
+        if gpus:
+            base.gpu_name = gpus[0][0]
+            if engine.stop:  # the card with the server stopped: the VRAM check's idle
+                base.idle_used_mib = gpus[0][1]
+        _run_bench(engine, cmds, base, timeout_s)
     finally:
-        if stop:
-            shell.run(f"systemctl start {shlex.quote(dep.unit)}", timeout_s=120)
+        if engine.start:
+            engine.shell.run(engine.start, timeout_s=120)
             if wait_ready is not None:
                 wait_ready()
     base.wall_s = time.monotonic() - t0

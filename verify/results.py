@@ -176,4 +176,6 @@ class EngineRun:
             return "the engine suite was not run (add --suite engine)"
         if self.error is not None:
             return f"engine baseline failed: {self.error}"
-        return "no shell on the serving host (give --sandbox, --ssh, or run --on-host)"
+        return ("no llama-bench to run: the server is not the kit's on this machine and no "
+                "host was named (give --ssh or --sandbox, run --on-host, or for a server you "
+                "started give --llama-bench PATH and --model)")

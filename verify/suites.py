@@ -19,12 +19,20 @@ from beekeeper.core.profiles import Profile
 
 from . import judge, metrics, prompts
 from .client import RequestRecord, ServerClient
-from .engine import EngineError, Shell, measure as measure_engine
-from .judge import Check
+from .engine import (
+    EngineError,
+    LocalShell,
+    Shell,
+    deployed_engine,
+    host_gpus,
+    measure as measure_engine,
+    user_engine,
+)
+from .judge import Check, Coverage, coverage
 from .report import Report, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
 from .smoke import run_smoke, wait_healthy
-from .vram import VramSampler
+from .vram import Locality, VramSampler, locate_server
 
 ALL_SUITES = ["engine", "smoke", "decode", "ttft", "niah", "vram", "load"]
 NEEDLE_RE = r"(?<!\d)\d{7}(?!\d)"
@@ -131,20 +139,47 @@ def _log(msg: str) -> None:
     print(f"  {msg}", flush=True)
 
 
+@dataclass(frozen=True)
+class HandStarted:
+    """A server the user started (no deployed.json): its llama-bench, as a binary or inside
+    an image, and its model (default: the model_path the server's /props reports)."""
+
+    llama_bench: str | None = None
+    image: str | None = None
+    model: str | None = None
+
+
+def _engine_target(client: ServerClient, profile: Profile, shell: Shell | None,
+                   hand: HandStarted | None, engine_gpu: str | None, service: str) -> Any:
+    if hand is None:
+        return deployed_engine(shell, profile, engine_gpu, service) if shell else None
+    model = hand.model
+    if not model:
+        try:
+            model = str(client.props()["model_path"])
+        except Exception as ex:  # an older server, /props off
+            raise EngineError(f"give --model: the server's /props has no model_path ({ex})"
+                              ) from ex
+    return user_engine(shell or LocalShell(), profile, model, llama_bench=hand.llama_bench,
+                       image=hand.image, engine_gpu=engine_gpu)
+
+
 def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shell | None,
-               engine_gpu: str | None, service: str) -> EngineRun:
-    """llama-bench on the serving host (stops the service for the idle VRAM baseline)."""
-    if shell is None:
-        return EngineRun(requested=True)
-    _log(f"engine: llama-bench on {shell.label}, decode at "
-         f"{','.join(map(str, sizes.decode_ctx_tokens))} ctx x "
-         f"{sizes.decode_out_tokens} out, prefill {sizes.ttft_tokens} tokens")
+               engine_gpu: str | None, service: str, hand: HandStarted | None = None
+               ) -> EngineRun:
+    """llama-bench where the server runs: the kit's service through `shell` (stopped for the
+    idle VRAM baseline), or a hand-started server's llama-bench (`hand`) beside it."""
     try:
+        engine = _engine_target(client, profile, shell, hand, engine_gpu, service)
+        if engine is None:
+            return EngineRun(requested=True)
+        _log(f"engine: llama-bench on {engine.shell.label}, decode at "
+             f"{','.join(map(str, sizes.decode_ctx_tokens))} ctx x "
+             f"{sizes.decode_out_tokens} out, prefill {sizes.ttft_tokens} tokens")
         return EngineRun(requested=True, baseline=measure_engine(
-            shell, profile, depths_tokens=sizes.decode_ctx_tokens,
+            engine, profile, depths_tokens=sizes.decode_ctx_tokens,
             out_tokens=sizes.decode_out_tokens, prompt_tokens=sizes.ttft_tokens,
-            engine_gpu=engine_gpu, service=service,
-            wait_ready=lambda: wait_healthy(client, 600)))
+            wait_ready=(lambda: wait_healthy(client, 600)) if engine.start else None))
     except EngineError as ex:
         return EngineRun(requested=True, error=str(ex))
 
@@ -158,6 +193,7 @@ class _Run:
     sizes: Sizes
     engine: EngineRun
     card: str | None
+    where: Locality = Locality(True, "on this machine")
     log: Callable[[str], None] = _log
 
 
@@ -208,8 +244,9 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
                     direct: ServerClient | None) -> None:
     """Smoke, the served suites and the gateway, with the VRAM sampler running throughout;
     then the planner's prediction and the VRAM check."""
-    with VramSampler() as sampler:
-        run.card = run.card or sampler.result.gpu_name
+    with VramSampler(pid=run.where.pid,
+                     not_here=None if run.where.local else run.where.why) as sampler:
+        run.card = run.card or sampler.result.gpu_name  # None when not on this machine
         smoke = report.suites.smoke = run_smoke(client)
         report.checks += [Check(f"smoke.{c.name}", c.status, c.detail) for c in smoke.checks]
         if smoke.passed:
@@ -242,32 +279,60 @@ def _suite_names(names: list[str]) -> list[str]:
     return names
 
 
+def _card(card: str | None, engine: EngineRun, shell: Shell | None, profile: Profile
+          ) -> str | None:
+    """The card the reference checks judge: the user's --card, else the one where the server
+    runs (the engine's nvidia-smi, or the host's through `shell`); this machine's NVML only
+    for a server on this machine (the sampler then names it)."""
+    if card or profile.backend != "cuda":
+        return card
+    if engine.baseline is not None and engine.baseline.gpu_name:
+        return engine.baseline.gpu_name
+    if shell is not None:
+        gpus = host_gpus(shell)
+        if gpus:
+            return gpus[0][0]
+    return None
+
+
+def verdict(report: Report, names: list[str]) -> Coverage:
+    """What the run judged of the suites named (`all` included): its exit status and word."""
+    return coverage(report.checks, _suite_names(names))
+
+
 def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                out_dir: str | None = None, quick: bool = False, host_label: str = "local",
                card: str | None = None, host_facts: dict[str, Any] | None = None,
                sizes: Sizes | None = None, shell: Shell | None = None,
                engine_gpu: str | None = None, service: str = "llm",
-               direct: ServerClient | None = None, budget_gib: float | None = None) -> Report:
+               direct: ServerClient | None = None, budget_gib: float | None = None,
+               hand: HandStarted | None = None, where: Locality | None = None) -> Report:
     """Run the named suites. `shell` runs commands on the serving host (the engine
-    baseline, the idle VRAM baseline); without it those say why they were not measured.
-    `budget_gib` is the user's VRAM budget (group_data/all.py vram_budget_gib); without it
-    the profile's default."""
+    baseline, the idle VRAM baseline, the card's name); without it those say why they were
+    not measured. `hand`: a server the user started, its llama-bench (the engine suite is
+    then run). `where`: whether the server is on this machine (default: `locate_server`
+    of the client's URL); NVML samples only a local one. `budget_gib` is the user's VRAM
+    budget (group_data/all.py vram_budget_gib); without it the profile's default."""
     names = _suite_names(names)
+    if hand is not None and "engine" not in names:
+        names = ["engine", *names]
     sizes = sizes or Sizes.for_profile(profile, quick)
+    where = where or locate_server(str(client.http.base_url))
     now = datetime.now(timezone.utc)  # not datetime.UTC: hosts may have Python 3.10
     report = Report(profile=profile.name, url=str(client.http.base_url),
                     started_utc=now.isoformat(timespec="seconds"), host=host_facts or {},
                     budget_mib=judge.vram_budget_mib(profile.expected, budget_gib))
-    engine = (run_engine(client, profile, sizes, shell, engine_gpu, service)
+    engine = (run_engine(client, profile, sizes, shell, engine_gpu, service, hand)
               if "engine" in names else EngineRun(requested=False))
     report.engine = engine.baseline
     report.checks += judge.engine_checks(engine)
-    _sampled_suites(client, _Run(profile, names, sizes, engine, card), report, direct)
+    run = _Run(profile, names, sizes, engine, _card(card, engine, shell, profile), where)
+    _sampled_suites(client, run, report, direct)
     print_checks(report)
     if out_dir:
         folder = Path(out_dir) / host_label / now.strftime("%Y%m%dT%H%M%SZ")
         write_reports(report, folder)
         report.out_dir = str(folder)
         print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)
-    print_summary(report)
+    print_summary(report, names)
     return report

@@ -1,15 +1,24 @@
 """
 NVML sampler: device memory used (and per-process where the driver gives it) at 10 Hz or
 more, in a background thread, for the whole run.
+
+NVML sees this machine's cards only, so it samples only a server on this machine
+(`locate_server`): through `ssh -L` from a controller with its own GPU, index 0 is the
+controller's card, and a figure from it would judge the wrong card.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import socket
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 
 @dataclass
@@ -37,7 +46,16 @@ class VramResult:
     achieved_hz: float | None = None
     sampler_cpu_s: float | None = None  # CPU time the sampler thread used
     wall_s: float | None = None
+    pid: int | None = None  # the server's process, when verify found it (per-process figures)
+    processes_seen: int = 0  # most compute processes on the card in one sample
     samples: list[VramSample] = field(default_factory=list)
+
+    @property
+    def process_is_the_server(self) -> bool:
+        """Whether peak_process_mib is the server's alone: its pid was followed, or it was the
+        only compute process on the card throughout."""
+        return self.peak_process_mib is not None and (
+            self.pid is not None or self.processes_seen == 1)
 
     @property
     def server_peak_mib(self) -> float | None:
@@ -51,28 +69,103 @@ def server_peak_mib(vram: Mapping[str, Any]) -> float | None:
     return vram.get("peak_process_mib") or vram.get("peak_delta_mib")
 
 
+@dataclass(frozen=True)
+class Locality:
+    """Whether the server at a URL runs on this machine, and its process where found."""
+
+    local: bool
+    why: str
+    pid: int | None = None
+
+
+def _listeners(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` on this machine (Linux /proc), else empty."""
+    out = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                out.add(f[9])
+    return out
+
+
+def _owner(inodes: set[str]) -> tuple[int, str] | None:
+    """(pid, command name) of the process holding one of these sockets, where readable."""
+    wanted = {f"socket:[{i}]" for i in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+            if wanted.intersection(fds):
+                return int(proc.name), (proc / "comm").read_text().strip()
+        except OSError:
+            continue
+    return None
+
+
+def _is_this_machine(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host in (socket.gethostname(), socket.getfqdn())
+
+
+def locate_server(url: str) -> Locality:
+    """A server on this machine: its URL names this machine and what listens on its port is
+    not an ssh tunnel (`ssh -L`: the server is on the far side). Its pid when the listener
+    is llama-server itself (a container's port is held by docker-proxy, the server's pid is
+    then not known)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not _is_this_machine(host):
+        return Locality(False, f"the server ({host}) is not on this machine")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    owner = _owner(_listeners(port)) if os.path.isdir("/proc") else None
+    if owner and owner[1] in ("ssh", "autossh"):
+        return Locality(False, f"port {port} here is an ssh tunnel (pid {owner[0]}): the "
+                        "server and its card are on the tunnel's far side")
+    if owner and owner[1].startswith("llama-server"):
+        return Locality(True, f"llama-server, pid {owner[0]}, on this machine", owner[0])
+    return Locality(True, "the server is on this machine")
+
+
 class VramSampler:
     """Context manager; `pid` picks the process to follow (the server), if known."""
 
-    def __init__(self, interval_s: float = 0.05, device_index: int = 0, pid: int | None = None):
+    def __init__(self, interval_s: float = 0.05, device_index: int = 0, pid: int | None = None,
+                 not_here: str | None = None):
+        """`not_here`: the server is not on this machine (locate_server's why): nothing is
+        sampled and the result says so, rather than reading this machine's card."""
+        self.not_here = not_here
         if interval_s <= 0 or interval_s > 0.1:
             raise ValueError("interval_s must be in (0, 0.1]: 10 Hz or more")
         self.interval_s = interval_s
         self.device_index = device_index
         self.pid = pid
-        self.result = VramResult(interval_s=interval_s)
+        self.result = VramResult(interval_s=interval_s, pid=pid)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml: Any = None
         self._handle: Any = None
 
     def __enter__(self) -> VramSampler:
+        if self.not_here:
+            self.result.skipped = (f"skipped: {self.not_here}; NVML here would read this "
+                                   "machine's card (run `beekeeper verify --on-host`)")
+            return self
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.device_index)
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self._device_of_pid())
         except Exception as e:  # no driver, no GPU, no library
             self.result.skipped = f"skipped: no NVIDIA GPU ({type(e).__name__})"
             return self
@@ -88,11 +181,27 @@ class VramSampler:
         self._thread.start()
         return self
 
+    def _device_of_pid(self) -> int:
+        """The card the followed process runs on (multi-GPU hosts), else `device_index`."""
+        nv = self._nvml
+        if self.pid is None:
+            return self.device_index
+        try:
+            for i in range(nv.nvmlDeviceGetCount()):
+                procs = nv.nvmlDeviceGetComputeRunningProcesses(
+                    nv.nvmlDeviceGetHandleByIndex(i))
+                if any(p.pid == self.pid for p in procs):
+                    return i
+        except Exception:
+            pass
+        return self.device_index
+
     def _process_mib(self) -> float | None:
         try:
             procs = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
         except Exception:
             return None
+        self.result.processes_seen = max(self.result.processes_seen, len(procs))
         vals = [p.usedGpuMemory for p in procs
                 if p.usedGpuMemory is not None and (self.pid is None or p.pid == self.pid)]
         return sum(vals) / 2**20 if vals else None
