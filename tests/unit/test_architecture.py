@@ -7,6 +7,7 @@ standard library, no function outgrows 60 lines, and installing the kit puts one
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 import zipfile
@@ -162,18 +163,26 @@ def test_the_wheel_installs_one_top_level_name(tmp_path):
 
 
 def _python310() -> str | None:
-    """A Python 3.10 interpreter (Ubuntu 22.04's python3), where this machine has one."""
+    """A Python 3.10 interpreter (Ubuntu 22.04's python3): $BEEKEEPER_PYTHON310, else pyenv's
+    or one on PATH."""
     import shutil
 
-    candidates = [*sorted(Path.home().glob(".pyenv/versions/3.10.*/bin/python3.10")),
+    candidates = [os.environ.get("BEEKEEPER_PYTHON310"),
+                  *sorted(Path.home().glob(".pyenv/versions/3.10.*/bin/python3.10")),
                   shutil.which("python3.10")]
     for c in candidates:  # a pyenv shim on PATH may name a version it cannot run
-        if c and subprocess.run([str(c), "-c", ""], capture_output=True).returncode == 0:
+        if c and subprocess.run([str(c), "-c", "import sys; assert sys.version_info[:2] == "
+                                 "(3, 10)"], capture_output=True).returncode == 0:
             return str(c)
     return None
 
 
-@pytest.mark.skipif(_python310() is None, reason="no Python 3.10 on this machine")
+NO_PYTHON310 = ("no Python 3.10 here, so the verify kit a 22.04 host gets (python3 3.10) is NOT "
+                "checked: install python3.10 (apt on Ubuntu 22.04, deadsnakes on later Ubuntu, "
+                "or pyenv) or name one in BEEKEEPER_PYTHON310")
+
+
+@pytest.mark.network  # the kit's wheels come from PyPI, as `beekeeper verify --on-host` gets them
 def test_the_verify_kit_a_host_gets_runs_on_python_310(tmp_path):
     """`beekeeper verify --on-host` unpacks the suites on the host and installs their wheels
     into a venv of the host's python3 (3.10 on Ubuntu 22.04): that kit, those wheels, that
@@ -183,10 +192,15 @@ def test_the_verify_kit_a_host_gets_runs_on_python_310(tmp_path):
 
     from beekeeper import hostverify
 
+    python310 = _python310()
+    if python310 is None:  # in CI a failure, not a skip nobody reads
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(NO_PYTHON310 + " (CI is set: this check must run there)")
+        pytest.skip(NO_PYTHON310)
     kit = tmp_path / "kit"
     tarfile.open(fileobj=io.BytesIO(hostverify._kit_tarball())).extractall(kit)
     venv = tmp_path / "venv"
-    subprocess.run([str(_python310()), "-m", "venv", str(venv)], check=True)
+    subprocess.run([python310, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links",
                     str(kit / "wheels"), *hostverify.REQUIREMENTS], check=True,
                    capture_output=True)
