@@ -8,9 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from beekeeper import sandbox
 
 from .helpers import SECOND, sandbox_exec
+
+pytestmark = pytest.mark.integration
 
 
 def _os_version(name: str) -> str:
