@@ -84,9 +84,49 @@ def _budget(args: argparse.Namespace) -> float:
     return args.budget_gib if args.budget_gib is not None else configured_budget_gib()
 
 
+def _hand_started(args: argparse.Namespace) -> Any:
+    """--llama-bench / --engine-image / --model: a server the user started, or None."""
+    from beekeeper.verify.suites import HandStarted
+
+    if not (args.llama_bench or args.engine_image):
+        return None
+    return HandStarted(llama_bench=args.llama_bench, image=args.engine_image, model=args.model)
+
+
+def _verify_on_host(args: argparse.Namespace) -> int:
+    from .hostverify import run_on_host
+
+    target = _ssh_target(args)
+    if target is None:
+        return 2
+    rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
+                        args.profile, args.suite, args.port, Path(args.out),
+                        quick=args.quick, engine_gpu=args.engine_gpu,
+                        ctx_size=args.ctx_size, budget_gib=_budget(args),
+                        llama_bench=args.llama_bench, engine_image=args.engine_image,
+                        model=args.model)
+    return rc
+
+
+def _where(args: argparse.Namespace, url: str) -> Any:
+    """Whether the server is on this machine: never through --sandbox or --ssh (its card is
+    the host's), else by the URL and what listens on its port (verify/vram.py)."""
+    from beekeeper.verify.vram import Locality, locate_server
+
+    if args.sandbox or args.ssh:
+        return Locality(False, "the server is on the --sandbox/--ssh host")
+    return locate_server(url)
+
+
 def _verify(args: argparse.Namespace) -> int:
+    """Exit 0: nothing failed and every requested decode/TTFT/NIAH/VRAM check judged its
+    figure; 1: a check failed; 3: nothing failed but one of them was not judged (the
+    summary's INCOMPLETE lines say why); 2: a usage or set-up error."""
+    from .verify_main import use_checkout_verify
+
+    use_checkout_verify()  # a checkout run as `python -m beekeeper.cli`, nothing installed
     from beekeeper.verify.client import ServerClient
-    from beekeeper.verify.suites import Sizes, run_suites
+    from beekeeper.verify.suites import Sizes, run_suites, verdict
 
     profile = PROFILES[args.profile]
     if args.ctx_size:
@@ -94,16 +134,7 @@ def _verify(args: argparse.Namespace) -> int:
 
         profile = with_ctx_size(profile, args.ctx_size)
     if args.on_host:
-        from .hostverify import run_on_host
-
-        target = _ssh_target(args)
-        if target is None:
-            return 2
-        rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
-                            args.profile, args.suite, args.port, Path(args.out),
-                            quick=args.quick, engine_gpu=args.engine_gpu,
-                            ctx_size=args.ctx_size, budget_gib=_budget(args))
-        return rc
+        return _verify_on_host(args)
     shell = _engine_shell(args)
     with ExitStack() as stack:
         url = args.url
@@ -131,24 +162,30 @@ def _verify(args: argparse.Namespace) -> int:
         report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
                             quick=args.quick, host_label=args.host_label, card=args.card,
                             sizes=sizes, shell=shell, engine_gpu=args.engine_gpu,
-                            direct=direct, budget_gib=_budget(args))
-    return 0 if report.passed else 1
+                            direct=direct, budget_gib=_budget(args),
+                            hand=_hand_started(args), where=_where(args, url))
+    return verdict(report, args.suite.split(",")).exit_status
 
 
 def _engine_shell(args: argparse.Namespace) -> Any:
     """Where llama-bench and systemctl run: the sandbox or --ssh host, else this machine when
-    the kit deployed a server here, else nowhere (the engine checks then say why)."""
+    the kit deployed a server here (as root: systemctl and the unit's Docker), else nowhere
+    (the engine checks then say why). A hand-started server's llama-bench (--llama-bench,
+    --engine-image) runs as the login, here or on the --ssh host."""
 
     from beekeeper.verify.engine import LocalShell, SshShell
 
+    hand = bool(args.llama_bench or args.engine_image)
     if args.sandbox:
         from .sandbox import load_state, ssh_options
 
-        return SshShell(ssh_options(load_state()), label="the sandbox host")
+        return SshShell(ssh_options(load_state()), label="the sandbox host", root=not hand)
     if args.ssh:
-        return SshShell(shlex.split(args.ssh), label=args.ssh.split()[-1])
-    if Path(ServicePaths("llm").manifest).exists():
+        return SshShell(shlex.split(args.ssh), label=args.ssh.split()[-1], root=not hand)
+    if hand:
         return LocalShell()
+    if Path(ServicePaths("llm").manifest).exists():
+        return LocalShell(root=True)
     return None
 
 
@@ -300,7 +337,11 @@ def _add_sandbox(sub: Any) -> None:
 
 
 def _add_verify(sub: Any) -> None:
-    p = sub.add_parser("verify", help="check a running server against a profile")
+    p = sub.add_parser("verify", help="check a running server against a profile",
+                       description="Exit status: 0 nothing failed and every requested decode, "
+                       "TTFT, NIAH and VRAM check judged its figure; 1 a check failed; 3 "
+                       "nothing failed but a requested one was not judged (INCOMPLETE); 2 a "
+                       "usage or set-up error.")
     p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
     p.add_argument("--port", type=int, default=8083, help="server port on the host")
@@ -325,6 +366,17 @@ def _add_verify(sub: Any) -> None:
     p.add_argument("--engine-gpu", help="run llama-bench on this GPU (index), which the "
                                         "service does not use, and keep the service running "
                                         "(default: stop the service while it runs)")
+    p.add_argument("--llama-bench", metavar="PATH",
+                   help="a server you started (not deployed by the kit): its llama-bench, "
+                        "run beside it (never stopped) for the engine baseline; implies "
+                        "--suite engine. With --engine-image: the path inside the image")
+    p.add_argument("--engine-image", metavar="IMAGE",
+                   help="a server you started in a container: an image with llama-bench "
+                        "(/usr/local/bin/llama-bench unless --llama-bench), the model's "
+                        "folder mounted at /models")
+    p.add_argument("--model", metavar="PATH",
+                   help="with --llama-bench/--engine-image: the server's GGUF (default: the "
+                        "model_path in the server's /props)")
     p.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
     p.add_argument("--ctx-size", type=int,
                    help="the server's context when host data set ctx_size (deployed.json's "
