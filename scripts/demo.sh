@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One command on a fresh machine: set up, create the sandbox host, deploy the CPU
-# profile into it over SSH, and print the verification summary.
+# One command on a fresh machine: set up (the controller, Docker, debootstrap), create the
+# sandbox host, deploy the CPU profile into it over SSH, and print the verification summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh demo
 exec .venv/bin/beekeeper demo --suite "${BEEKEEPER_DEMO_SUITES:-smoke,decode,ttft,niah}"

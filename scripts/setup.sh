@@ -1,43 +1,116 @@
 #!/usr/bin/env bash
-# Set up this machine as a beekeeper controller: Docker engine (started if it is not
-# running), debootstrap, an SSH client, and .venv with the kit. Safe to run again.
+# Set up this machine as a beekeeper controller (Debian/Ubuntu, as root or with sudo). Safe to
+# run again; installs with apt only what is missing.
+#
+#   scripts/setup.sh          the controller, all a user who deploys to a GPU box needs:
+#                             Python >= 3.11 (PYTHON=python3.11 picks another interpreter), its
+#                             venv module, an SSH client, and .venv with the kit
+#   scripts/setup.sh demo     also Docker (engine started) and debootstrap, for the local sandbox
+#                             host (scripts/demo.sh runs this)
+#   scripts/setup.sh test     the demo's parts, the test tools in .venv, and headless Chromium
+#                             where apt has a package for it (scripts/test.sh runs this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-controller}
+case $mode in
+  controller|demo|test) ;;
+  *) echo "usage: scripts/setup.sh [controller|demo|test]" >&2; exit 2 ;;
+esac
+PYTHON=${PYTHON:-python3}
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 say() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] %s\n' "$*" >&2; exit 1; }
 
+updated=""
+apt_update() {
+  command -v apt-get >/dev/null || die "no apt-get here: install $* yourself, then run this again"
+  [ -n "$updated" ] || { $SUDO apt-get update -qq || die "apt-get update failed"; updated=1; }
+}
+apt_install() {
+  apt_update "$@"
+  say "installing $*"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+# true when apt can install $1 (a known package with a candidate version)
+has_candidate() {
+  apt_update "$1"
+  local c; c=$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}')
+  [ -n "$c" ] && [ "$c" != "(none)" ]
+}
+# Python >= 3.11, or one line saying what to do
+check_python() {
+  local v
+  v=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) ||
+    die "$PYTHON does not run: install Python >= 3.11, or name one with PYTHON=python3.11"
+  "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+    die "beekeeper needs Python >= 3.11 and $PYTHON is $v: install python3.11 and" \
+        "python3.11-venv (Ubuntu 22.04: apt install python3.11 python3.11-venv, from universe)," \
+        "then run this again with PYTHON=python3.11 (e.g. PYTHON=python3.11 scripts/setup.sh)"
+}
+
+# --- the controller: Python, its venv module, an SSH client
+! command -v "$PYTHON" >/dev/null || check_python
 pkgs=()
-command -v dockerd >/dev/null || pkgs+=(docker.io)
-command -v debootstrap >/dev/null || pkgs+=(debootstrap)
 command -v ssh >/dev/null || pkgs+=(openssh-client)
-python3 -c 'import venv, ensurepip' 2>/dev/null || pkgs+=(python3-venv)
-# headless Chromium: the report test renders report.html offline (tests/unit/test_report.py)
-command -v chromium >/dev/null || pkgs+=(chromium)
-if ((${#pkgs[@]})); then
-  say "installing ${pkgs[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
+  # python3 -> python3-venv, python3.11 -> python3.11-venv (each depends on its interpreter)
+  [[ $PYTHON =~ ^python3(\.[0-9]+)?$ ]] ||
+    die "$PYTHON lacks the venv or ensurepip module: install its venv package, then run this again"
+  pkgs+=("$PYTHON-venv")
 fi
+((${#pkgs[@]} == 0)) || apt_install "${pkgs[@]}"
+check_python
 
-if ! $SUDO docker info >/dev/null 2>&1; then
-  if [ "$(ps -p 1 -o comm=)" = systemd ]; then
-    say "starting docker.service"; $SUDO systemctl start docker
-  else
-    say "starting dockerd (log: /var/log/beekeeper-dockerd.log)"
-    $SUDO sh -c 'nohup dockerd >/var/log/beekeeper-dockerd.log 2>&1 &'
+# --- the demo's and the tests' parts: Docker engine and debootstrap for the sandbox hosts
+if [ "$mode" != controller ]; then
+  pkgs=()
+  command -v dockerd >/dev/null || pkgs+=(docker.io)
+  command -v debootstrap >/dev/null || pkgs+=(debootstrap)
+  for p in "${pkgs[@]}"; do
+    has_candidate "$p" || die "apt has no $p here: install it (Docker: docs.docker.com/engine/install), then run this again"
+  done
+  ((${#pkgs[@]} == 0)) || apt_install "${pkgs[@]}"
+  if ! $SUDO docker info >/dev/null 2>&1; then
+    if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ]; then
+      say "starting docker.service"; $SUDO systemctl start docker
+    else
+      say "starting dockerd (log: /var/log/beekeeper-dockerd.log)"
+      $SUDO sh -c 'nohup dockerd >/var/log/beekeeper-dockerd.log 2>&1 &'
+    fi
+    for _ in $(seq 60); do $SUDO docker info >/dev/null 2>&1 && break; sleep 1; done
+    $SUDO docker info >/dev/null 2>&1 || die "dockerd did not start; see the log"
   fi
-  for _ in $(seq 60); do $SUDO docker info >/dev/null 2>&1 && break; sleep 1; done
-  $SUDO docker info >/dev/null 2>&1 || { echo "dockerd did not start; see the log" >&2; exit 1; }
 fi
 
-# the venv is rebuilt only when pyproject.toml changes
+# --- the tests only: headless Chromium renders report.html offline (tests/unit/test_report.py).
+# Debian has an apt package; Ubuntu's chromium is a snap (chromium-browser installs the snap).
+if [ "$mode" = test ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  chromium=""
+  if has_candidate chromium; then chromium=chromium
+  elif has_candidate chromium-browser && [[ $(apt-cache show chromium-browser 2>/dev/null) != *[Ss]nap* ]]; then
+    chromium=chromium-browser
+  fi
+  if [ -z "$chromium" ]; then
+    say "note: no apt package for Chromium here (Ubuntu's is a snap): not installed, so the report-rendering test skips"
+  else
+    apt_install "$chromium" || say "note: $chromium did not install, so the report-rendering test skips"
+  fi
+fi
+
+# --- .venv with the kit (and the test tools for the tests), rebuilt only when pyproject.toml,
+# the extras or the Python version change
+extras=""; [ "$mode" != test ] || extras=test
+pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+sha=$(sha256sum pyproject.toml | cut -d' ' -f1)
 stamp=".venv/.pyproject.sha256"
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "creating .venv"
-  python3 -m venv .venv
+have=$(cat "$stamp" 2>/dev/null || true)
+venvver=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
+if [ "$venvver" != "$pyver" ] || { [ "$have" != "$sha${extras:+ $extras}" ] && [ "$have" != "$sha test" ]; }; then
+  clear=(); [ -z "$venvver" ] || [ "$venvver" = "$pyver" ] || clear=(--clear)
+  say "creating .venv (Python $pyver)"
+  "$PYTHON" -m venv "${clear[@]}" .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test]'
-  echo "$want" > "$stamp"
+  .venv/bin/pip install -q -e ".${extras:+[$extras]}"
+  echo "$sha${extras:+ $extras}" > "$stamp"
 fi
 say "ready: $(.venv/bin/beekeeper --help | head -1)"
