@@ -33,6 +33,7 @@ def use_checkout_verify() -> None:
         raise ImportError(f"no beekeeper.verify and no {folder}")
     module = importlib.util.module_from_spec(spec)
     sys.modules["beekeeper.verify"] = module
+    setattr(sys.modules["beekeeper"], "verify", module)  # noqa: B010 (a module attribute)
     spec.loader.exec_module(module)
 
 
