@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -115,11 +117,64 @@ def healthy(port: int = 8083, name: str = CONTAINER) -> bool:
     return sandbox_exec(f"curl -fsS -m 2 http://127.0.0.1:{port}/health", name).returncode == 0
 
 
-def wait_until(pred, deadline_s: float) -> float:
-    """Seconds until `pred()` holds; AssertionError past the deadline."""
+def wait_until(pred, deadline_s: float, what: str = "", interval_s: float = 0.5) -> float:
+    """Seconds until `pred()` holds, asked every `interval_s`; AssertionError past the
+    deadline, saying `what` was waited for."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < deadline_s:
         if pred():
             return time.monotonic() - t0
-        time.sleep(0.5)
-    raise AssertionError(f"not within {deadline_s} s")
+        time.sleep(interval_s)
+    raise AssertionError(f"not within {deadline_s} s" + (f": {what}" if what else ""))
+
+
+def holds_for(pred, window_s: float, what: str, interval_s: float = 0.5) -> int:
+    """`pred()` holds at every check over `window_s` (the first now, the last at its end):
+    a bounded observation window with a condition, not a bare sleep. AssertionError at the
+    first check it fails, saying `what` it watched. Returns the number of checks."""
+    t0 = time.monotonic()
+    checks = 0
+    while True:
+        checks += 1
+        if not pred():
+            raise AssertionError(f"{what}: no longer so {time.monotonic() - t0:.1f} s into a "
+                                 f"{window_s} s window (check {checks})")
+        if time.monotonic() - t0 >= window_s:
+            return checks
+        time.sleep(min(interval_s, max(window_s - (time.monotonic() - t0), 0)))
+
+
+def server_instance(name: str = CONTAINER, container: str = "beekeeper-llm") -> str | None:
+    """The server container running on a sandbox host, as "<ID> <StartedAt>"; None when none
+    runs. Another value later means the server was restarted or replaced in between (a new
+    container has a new ID; one Docker restarted keeps its ID, with a new StartedAt)."""
+    p = sandbox_exec("docker inspect -f '{{.State.Running}} {{.Id}} {{.State.StartedAt}}' "
+                     + shlex.quote(container), name)
+    running, _, instance = p.stdout.strip().partition(" ")
+    return instance if p.returncode == 0 and running == "true" and instance else None
+
+
+def unit_show(unit: str, *props: str, name: str = CONTAINER) -> dict[str, str]:
+    """`systemctl show` properties of a unit on a sandbox host: {"InvocationID": "…"}
+    (a new InvocationID: the unit started again; NRestarts: its automatic restarts)."""
+    p = sandbox_exec(f"systemctl show {shlex.quote(unit)} "
+                     + " ".join(f"-p {shlex.quote(x)}" for x in props), name)
+    return dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+
+
+def port_listener(port: int, name: str = CONTAINER) -> str:
+    """What `ss` shows listening on a TCP port of a sandbox host (the process name in it,
+    as the deploy's preflight sees it); empty when nothing listens."""
+    return sandbox_exec(f"ss -ltnpH 'sport = :{int(port)}'", name).stdout.strip()
+
+
+def start_deploy(log: Path, *extra: str,
+                 inventory: str = "inventories/sandbox.py") -> subprocess.Popen:
+    """`deploy(*extra)` started in the background, its output (unbuffered) in `log`, for a
+    test that acts while it runs (read the log for `--> Starting operation: …` lines)."""
+    if STANDINS is not None:
+        STANDINS.ensure_tunnel()
+    with log.open("w") as f:
+        return subprocess.Popen([str(BIN / "pyinfra"), "-y", inventory, "deploy.py", *extra],
+                                cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})

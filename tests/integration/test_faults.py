@@ -4,15 +4,30 @@ a failed deploy leaves the old server serving, bad input changes nothing.
 """
 
 import re
+import shlex
 import signal
 import subprocess
 import time
 
 import pytest
 
+from beekeeper.core.paths import MODEL_DIR
+from beekeeper.core.profiles import PROFILES
 from beekeeper.sandbox import CONTAINER
 
-from .helpers import BIN, ROOT, deploy, grand_total, healthy, pyinfra, sandbox_exec, wait_until
+from .helpers import (
+    BIN,
+    ROOT,
+    deploy,
+    grand_total,
+    healthy,
+    port_listener,
+    pyinfra,
+    sandbox_exec,
+    server_instance,
+    start_deploy,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -24,27 +39,50 @@ def deployed(fresh_sandbox):
     assert healthy()
 
 
+def replaced_and_healthy(before: str) -> bool:
+    """Another server container than `before` runs (see helpers.server_instance), and it
+    answers /health: the one that was there went down and a new one serves."""
+    return server_instance() not in (None, before) and healthy()
+
+
 def test_killed_server_process_is_restarted_by_the_unit(deployed):
+    before = server_instance()
+    assert before is not None and healthy()
     assert sandbox_exec("pkill -9 -f /usr/local/bin/llama-server").returncode == 0
     t0 = time.monotonic()
-    wait_until(lambda: not healthy(), 10)
-    back = wait_until(healthy, 90)
+    wait_until(lambda: not healthy(), 10, "/health to fail after the server was killed")
+    back = wait_until(lambda: replaced_and_healthy(before), 90,
+                      "a new server container (the killed one's gone) answering /health")
     print(f"\n[figure] server killed -> healthy again in {time.monotonic() - t0:.1f} s "
           f"({back:.1f} s after it went down)")
 
 
 def test_docker_daemon_restart_brings_the_server_back(deployed):
+    before = server_instance()
+    assert before is not None and healthy()
     t0 = time.monotonic()
     assert sandbox_exec("systemctl restart docker").returncode == 0
-    wait_until(healthy, 120)
+    wait_until(lambda: replaced_and_healthy(before), 120,
+               "after the Docker engine's restart: a new server container answering /health")
     print(f"\n[figure] docker restart -> healthy again in {time.monotonic() - t0:.1f} s")
 
 
 def test_host_reboot_brings_the_service_back(deployed):
+    before = server_instance()
+    assert before is not None and healthy()
+    booted = host_started_at()
     t0 = time.monotonic()
     subprocess.run(["docker", "restart", CONTAINER], check=True, capture_output=True)
-    wait_until(healthy, 180)
+    assert host_started_at() != booted, "the sandbox host did not restart"
+    wait_until(lambda: replaced_and_healthy(before), 180,
+               "after the host's restart: a new server container answering /health")
     print(f"\n[figure] host restart -> healthy again in {time.monotonic() - t0:.1f} s")
+
+
+def host_started_at() -> str:
+    """When the sandbox host (its container, on the controller's Docker) last started."""
+    return subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", CONTAINER],
+                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 def test_model_with_wrong_sha256_is_removed_and_old_server_keeps_serving(deployed):
@@ -79,9 +117,12 @@ def test_full_disk_is_refused_before_any_download(deployed):
 
 
 def test_port_in_use_is_refused_before_any_change(deployed):
+    assert port_listener(8090) == "", "port 8090 is taken before the test"
     sandbox_exec("nohup python3 -m http.server 8090 --bind 127.0.0.1 >/dev/null 2>&1 &")
-    time.sleep(1)
     try:
+        # listening, as the preflight sees it (`ss`, with the process name)
+        wait_until(lambda: '"python3"' in port_listener(8090), 30,
+                   "python3's http.server listening on 127.0.0.1:8090 on the sandbox host")
         run = deploy("--data", "port=8090")
         assert run.rc != 0
         assert "port 8090 on the host is in use by 'python3'" in run.out, run.out[-2000:]
@@ -97,15 +138,61 @@ def test_non_loopback_bind_without_a_key_is_refused(deployed):
     assert "host data `bind_address`: 0.0.0.0 is not loopback and no API key is set" in run.out
 
 
-def test_interrupted_deploy_converges_on_the_next_run(deployed):
-    p = subprocess.Popen([str(BIN / "pyinfra"), "-y", "inventories/sandbox.py", "deploy.py",
-                          "--data", "profile=cpu-smollm"], cwd=ROOT,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(6)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+def test_interrupted_deploy_converges_on_the_next_run(deployed, tmp_path):
+    """A deploy from cpu-tiny to cpu-smollm is killed (SIGKILL) while it changes the host: in
+    the upload of the SmolLM2 model, its first change, proven by the deploy's own output
+    (that operation started, none after it) and by the host (`<model>.partial` half written,
+    the model, the unit and deployed.json not yet changed). The next run converges."""
+    smol = PROFILES["cpu-smollm"].model
+    dest = f"{MODEL_DIR}/{smol.filename}"
+    partial = dest + ".partial"
+    unit_file = "/etc/systemd/system/beekeeper-llm.service"
+    # An earlier module may have placed it (deploys never delete models): without it, this
+    # deploy's first change is its upload (98 MB over SFTP, straight into `.partial`), both
+    # when the whole suite runs and when this module runs alone. The cpu-tiny server that
+    # runs does not use it.
+    assert sandbox_exec(f"rm -f {shlex.quote(dest)} {shlex.quote(partial)}").returncode == 0
+    unit_before = sandbox_exec(f"cat {unit_file}").stdout
+    assert smol.filename not in unit_before, unit_before
+    marker = f"--> Starting operation: Place model {smol.filename}"
+    log = tmp_path / "interrupted-deploy.log"
+    p = start_deploy(log, "--data", "profile=cpu-smollm")
+
+    def uploading() -> bool:
+        """The upload has started (the log says so) and is not finished (the host says so:
+        `.partial` shorter than the model, the model not in place)."""
+        if p.poll() is not None:
+            raise AssertionError(f"the deploy ended (rc {p.returncode}) before the model's "
+                                 f"upload was seen in progress:\n{log.read_text()[-3000:]}")
+        if marker not in log.read_text():
+            return False
+        size = sandbox_exec(f"test ! -e {shlex.quote(dest)} && "
+                            f"stat -c %s {shlex.quote(partial)}").stdout.strip()
+        return size.isdigit() and int(size) < smol.size_bytes
+
+    try:
+        wait_until(uploading, 600, f"the deploy uploading {smol.filename} (its log has "
+                   f"'{marker}', the host a {partial} shorter than "
+                   f"{smol.size_bytes} bytes)", interval_s=0.1)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # killed during that change, not before it nor after it
+    after_marker = log.read_text().split(marker, 1)[1]
+    assert "--> Starting operation" not in after_marker and \
+        not re.search(r"\]\s+(Success|No changes)", after_marker), after_marker[-2000:]
+    left = sandbox_exec(f"test ! -e {shlex.quote(dest)} && test -f {shlex.quote(partial)}")
+    assert left.returncode == 0, "the kill did not leave the upload half done"
+    assert sandbox_exec(f"cat {unit_file}").stdout == unit_before, "the unit was rewritten"
+    assert '"profile": "cpu-tiny"' in sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout
+    assert healthy()  # the server that ran goes on serving
     run = deploy("--data", "profile=cpu-smollm")
     assert run.rc == 0, run.out[-3000:]
+    assert sandbox_exec(f"test -f {shlex.quote(dest)} && test ! -e {shlex.quote(partial)}"
+                        ).returncode == 0, "the next run left the model unplaced or a .partial"
     again = deploy("--data", "profile=cpu-smollm")
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-2000:]
     assert deploy().rc == 0 and healthy()

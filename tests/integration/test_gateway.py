@@ -31,6 +31,7 @@ from .helpers import (
     provision_and_share,
     results,
     sandbox_exec,
+    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -326,8 +327,16 @@ def test_a_service_dropped_from_the_inventory_is_gone_from_host_and_gateway(gw_u
     assert [m["id"] for m in r.json()["data"]] == ["cpu-tiny"]
     r = chat(gw_url, setup.gw, "cpu-smollm")
     assert r.status_code == 404, r.text
-    # the reload left one worker: the old one stopped (it would serve the old config)
-    time.sleep(3)
+    # the reload left one worker: the old one stopped (it would serve the old config); the
+    # requests above were answered on the new config, so the new worker runs: 2 processes
+    # now means the old worker has gone
+    def haproxy_processes() -> str:
+        return sandbox_exec("pgrep -c -f '^/usr/sbin/haproxy .*/etc/beekeeper/gateway/'",
+                            SECOND).stdout.strip()
+
+    wait_until(lambda: haproxy_processes() == "2", 60,
+               "HAProxy down to its master and one worker after the reload (the old worker "
+               "stopped)")
     procs = sandbox_exec("pgrep -c -f '^/usr/sbin/haproxy .*/etc/beekeeper/gateway/'",
                          SECOND)
     assert procs.stdout.strip() == "2", procs.stdout  # the master and one worker

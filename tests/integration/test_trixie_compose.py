@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from functools import partial
 
 import pytest
 import yaml
@@ -33,9 +34,12 @@ from .helpers import (
     detected_changes,
     grand_total,
     healthy as helpers_healthy,
+    holds_for,
     results,
     sandbox_exec,
+    server_instance,
     share_server_image,
+    unit_show,
     wait_until,
 )
 
@@ -226,15 +230,44 @@ def serving() -> bool:
     return on_host(f"systemctl is-active {UNIT}").stdout.strip() == "active" and healthy()
 
 
+def under_the_unit() -> tuple[str, str, str | None]:
+    """The unit's invocation, its automatic restarts and the container it runs (ID and
+    start time): a new InvocationID means the unit started again."""
+    props = unit_show(UNIT, "InvocationID", "NRestarts", name=SECOND)
+    return (props.get("InvocationID", ""), props.get("NRestarts", ""),
+            server_instance(SECOND))
+
+
+def came_back(invocation: str, container: str | None) -> bool:
+    """The unit saw the container go and started again (an InvocationID other than
+    `invocation`; its start replaces the container, so one other than `container` runs), and
+    serves: not the container Docker restarted by itself, healthy for a moment while the
+    unit has not cycled yet."""
+    now, _, running = under_the_unit()
+    return now not in ("", invocation) and running not in (None, container) and serving()
+
+
+def settled_at(before: tuple[str, str, str | None]) -> bool:
+    """Serving, with the unit's invocation, restarts and container as they were."""
+    return under_the_unit() == before and serving()
+
+
 def test_killed_or_restarted_container_comes_back_under_the_unit(first):
     for how in ("docker kill beekeeper-llm", "docker restart beekeeper-llm"):
+        invocation, _, container = under_the_unit()
+        assert invocation and container is not None and serving(), (invocation, container)
         t0 = time.monotonic()
         assert on_host(how).returncode == 0
-        time.sleep(3)  # let the unit see the container go
-        wait_until(serving, 120)
+        wait_until(partial(came_back, invocation, container), 120,
+                   f"after `{how}`: {UNIT} started again (a new InvocationID) with a new "
+                   "container, active and answering /health")
         print(f"\n[figure] `{how}` -> unit active and healthy again in "
               f"{time.monotonic() - t0:.1f} s")
-        time.sleep(5)
+        # and it stays so: no further cycle of the unit or the container
+        settled = under_the_unit()
+        holds_for(partial(settled_at, settled), 5,
+                  f"after `{how}`: {UNIT} serving with its InvocationID, NRestarts and "
+                  f"container (ID, StartedAt) unchanged from {settled}")
         assert serving(), on_host(f"systemctl status {UNIT} --no-pager").stdout
 
 
