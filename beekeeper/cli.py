@@ -190,7 +190,7 @@ def _engine_shell(args: argparse.Namespace) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from beekeeper.verify.compare import compare
+    from beekeeper.verify.report import compare
 
     print(compare(Path(args.a), Path(args.b)), end="")
     return 0
@@ -391,8 +391,8 @@ def _add_verify(sub: Any) -> None:
 
 def _add_report(sub: Any) -> None:
     p = sub.add_parser("report", help="compare two verify runs side by side")
-    p.add_argument("a", help="report.json of the earlier run")
-    p.add_argument("b", help="report.json of the later run")
+    p.add_argument("a", help="report.json of the earlier run (or the folder verify wrote it in)")
+    p.add_argument("b", help="report.json of the later run (or its folder)")
     p.set_defaults(func=_report)
 
 

@@ -1,6 +1,7 @@
 """
 Reports: report.json (everything), report.md (summary table), report.html (one offline file:
-matplotlib draws each chart as SVG, inlined; no script, font or image is fetched).
+matplotlib draws each chart as SVG, inlined; no script, font or image is fetched), and two
+report.json files side by side (`beekeeper report A B`, a regression check after an upgrade).
 
 Everything is rendered from the report's JSON, so a report copied back from a host (which
 may lack matplotlib) is drawn again on the controller (`render_from_json`).
@@ -15,11 +16,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from beekeeper.core.errors import VerifyError
+
 from .engine import EngineBaseline
 from .judge import CPU_SAMPLER_MS, DECODE_FLOOR, DECODE_FLOOR_CPU, TTFT_CEILING, Check
 from .results import DecodeResult, LoadResult, NiahResult, TtftResult
 from .smoke import SmokeResult
-from .vram import VramResult
+from .vram import VramResult, server_peak_mib
 
 STATUS_COLOR = {"PASS": "#2ca02c", "FAIL": "#d62728", "SKIP": "#7f7f7f", "INFO": "#1f77b4"}
 
@@ -303,3 +306,62 @@ def print_summary(report: Report, requested: list[str] | None = None) -> None:
           + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")", flush=True)
     for area, why in cov.not_judged:
         print(f"  not judged: {AREAS[area]}: {why}", flush=True)
+
+
+def key_figures(data: dict[str, Any]) -> dict[str, float | None]:
+    """The headline numbers of one report.json, with units in the names (None: not run)."""
+    s = data.get("suites") or {}
+    dec = s.get("decode") or []
+    ttft = s.get("ttft") or {}
+    niah = s.get("niah") or {}
+    load = s.get("load") or {}
+    return {
+        "decode_tok_s": dec[-1].get("decode_tok_s") if dec else None,
+        "server_decode_tok_s": dec[-1].get("server_predicted_per_second") if dec else None,
+        "ttft_median_s": ttft.get("median_s"),
+        "ttft_p95_s": ttft.get("p95_s"),
+        "niah_passed": niah.get("passed"),
+        "peak_vram_mib": server_peak_mib(s.get("vram") or {}),
+        "load_aggregate_tok_s": load.get("aggregate_tok_s"),
+    }
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """A report.json, or the folder `verify` wrote it in."""
+    file = path / "report.json" if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as e:
+        raise VerifyError(f"{file}: not a readable report.json ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
+        raise VerifyError(f"{file}: no `checks` list: not a report.json that verify wrote")
+    return data
+
+
+def _status(v: str | None) -> str:
+    return "-" if v is None else v
+
+
+def compare(a_path: Path, b_path: Path) -> str:
+    """Two verify runs side by side, as markdown: the headline figures with B / A, then the
+    verdict and every check's status (PASS, FAIL, SKIP, INFO; '-' where a run lacks it), a
+    changed one marked."""
+    a, b = load_report(a_path), load_report(b_path)
+    fa, fb = key_figures(a), key_figures(b)
+    lines = [f"| figure | A: {a.get('profile')} {a.get('started_utc')} | "
+             f"B: {b.get('profile')} {b.get('started_utc')} | B / A |", "|---|---|---|---|"]
+    for k in fa:
+        va, vb = fa[k], fb[k]
+        ratio = f"{vb / va:.3f}" if va and vb is not None else "-"
+        lines.append(f"| {k} | {'-' if va is None else f'{va:.4g}'} | "
+                     f"{'-' if vb is None else f'{vb:.4g}'} | {ratio} |")
+    verdict = {"verdict": tuple(None if "passed" not in r else "PASS" if r["passed"] else "FAIL"
+                                for r in (a, b))}
+    sa = {c["name"]: c.get("status") for c in a["checks"]}
+    sb = {c["name"]: c.get("status") for c in b["checks"]}
+    rows = {**verdict, **{n: (sa.get(n), sb.get(n)) for n in sorted(set(sa) | set(sb))}}
+    lines += ["", "| check | A | B |", "|---|---|---|"]
+    for name, (x, y) in rows.items():
+        mark = " (changed)" if x != y else ""
+        lines.append(f"| {name}{mark} | {_status(x)} | {_status(y)} |")
+    return "\n".join(lines) + "\n"

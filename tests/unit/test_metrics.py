@@ -70,22 +70,3 @@ def test_bootstrap_ci_brackets_the_median_and_is_deterministic():
 def test_clopper_pearson_known_values(k, n, lo, hi):
     a, b = clopper_pearson(k, n)
     assert a == pytest.approx(lo, abs=1e-4) and b == pytest.approx(hi, abs=1e-4)
-
-
-def test_report_comparison_side_by_side(tmp_path):
-    import json
-
-    from beekeeper.verify.compare import compare
-
-    def rep(tok_s, ttft, passed):
-        return {"profile": "p", "started_utc": "t", "checks": [
-            {"name": "decode.tok_s", "passed": passed}],
-            "suites": {"decode": [{"decode_tok_s": tok_s, "server_predicted_per_second":
-                                   tok_s}], "ttft": {"median_s": ttft, "p95_s": ttft}}}
-    a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(json.dumps(rep(100.0, 2.0, True)))
-    b.write_text(json.dumps(rep(80.0, 2.5, False)))
-    out = compare(a, b)
-    assert "| decode_tok_s | 100 | 80 | 0.800 |" in out
-    assert "| ttft_median_s | 2 | 2.5 | 1.250 |" in out
-    assert "| decode.tok_s (changed) | PASS | FAIL |" in out

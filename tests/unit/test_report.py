@@ -1,5 +1,6 @@
 """report.html: matplotlib charts inlined as SVG, one offline file; rendered in headless
-Chromium with every host name unresolvable, so anything it tried to fetch would be missing."""
+Chromium with every host name unresolvable, so anything it tried to fetch would be missing.
+`beekeeper report A B` on report.json files that verify wrote."""
 
 import json
 import re
@@ -9,10 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from beekeeper.cli import main
 from beekeeper.verify.report import render_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "benchmarks/h200/2026-11-29/gpu_tier.json"
+# `beekeeper verify --sandbox --profile cpu-tiny --suite engine,decode`, as it wrote it on the
+# 2-core sandbox (tests/unit/test_judge.py judges it again)
+RECORDED = ROOT / "tests/unit/data/verify-cpu-tiny-engine-decode.json"
+# `beekeeper verify --url http://127.0.0.1:9 --profile cpu-tiny --suite smoke,decode --quick`
+# with no server there, as it wrote it (the health check waits its 60 s, hence recorded)
+NO_SERVER = ROOT / "tests/unit/data/verify-cpu-tiny-no-server.json"
 
 
 def recorded_report(folder: Path) -> Path:
@@ -86,3 +94,55 @@ def test_report_renders_offline_in_headless_chromium(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
     assert shot.stat().st_size > 50_000  # charts drawn, not a blank page
+
+
+def test_the_recorded_reports_have_the_keys_verify_writes_today():
+    """The recorded reports below are read as `verify` writes report.json now (Report.to_json),
+    so a format change is seen here, not by a user's `beekeeper report`."""
+    from beekeeper.verify.judge import Check
+    from beekeeper.verify.report import Report
+
+    now = Report(profile="cpu-tiny", url="http://127.0.0.1:9", started_utc="t", budget_mib=1.0,
+                 checks=[Check("smoke.health", "FAIL", "ConnectError")]).to_json()
+    for f in (RECORDED, NO_SERVER):
+        data = json.loads(f.read_text())
+        assert list(data) == list(now), f.name
+        assert all(set(c) == set(now["checks"][0]) for c in data["checks"]), f.name
+
+
+def test_report_compares_a_recorded_run_with_a_server_that_stopped_answering(tmp_path, capsys):
+    """A: the recorded sandbox run (PASS); B: verify's report for a server that does not answer
+    (FAIL). The comparison reads each check's status as verify writes it (it crashed on every
+    real report with KeyError: 'passed'); B is given as the folder verify wrote."""
+    folder = tmp_path / "vm" / "20261201T081744Z"
+    folder.mkdir(parents=True)
+    shutil.copy(NO_SERVER, folder / "report.json")
+    assert main(["report", str(RECORDED), str(folder)]) == 0
+    out = capsys.readouterr().out
+    a = json.loads(RECORDED.read_text())
+    assert f"| decode_tok_s | {a['suites']['decode'][-1]['decode_tok_s']:.4g} | - | - |" in out
+    assert "| verdict (changed) | PASS | FAIL |" in out
+    assert "| smoke.health (changed) | PASS | FAIL |" in out
+    assert "| decode.vs_engine@1024 (changed) | PASS | - |" in out
+    assert "| decode.reference_card (changed) | SKIP | - |" in out
+    assert "| engine.baseline (changed) | INFO | - |" in out
+    rows = [ln for ln in out.splitlines() if "(changed)" in ln]
+    assert len(rows) == 1 + len({c["name"] for c in a["checks"]})
+
+
+def test_report_of_a_recorded_run_against_itself_changes_nothing(capsys):
+    assert main(["report", str(RECORDED), str(RECORDED)]) == 0
+    out = capsys.readouterr().out
+    a = json.loads(RECORDED.read_text())
+    tok_s = a["suites"]["decode"][-1]["decode_tok_s"]
+    assert f"| decode_tok_s | {tok_s:.4g} | {tok_s:.4g} | 1.000 |" in out
+    assert "(changed)" not in out and "| verdict | PASS | PASS |" in out
+    for c in a["checks"]:
+        assert f"| {c['name']} | {c['status']} | {c['status']} |" in out
+
+
+def test_report_of_a_file_verify_did_not_write_is_one_line(capsys):
+    bench = ROOT / "tests/unit/data/llama-bench-cpu-tiny.json"  # llama-bench's own JSON
+    assert main(["report", str(RECORDED), str(bench)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "not a report.json that verify wrote" in err
