@@ -184,7 +184,8 @@ def test_bench_commands_carry_the_profile():
     dec, pre = bench_commands(prof, "/models/m.gguf", depths_tokens=[4096, 60000],
                               out_tokens=512, prompt_tokens=60000)
     for cmd in (dec, pre):
-        for flag, val in (("-ctk", "turbo4"), ("-ctv", "turbo4"), ("-fa", "on"),
+        # -fa as llama-bench reads it: 1|0 (verify/engine.py's llama_bench_fa)
+        for flag, val in (("-ctk", "turbo4"), ("-ctv", "turbo4"), ("-fa", "1"),
                           ("-ngl", "99"), ("-o", "json"), ("-m", "/models/m.gguf")):
             assert cmd[cmd.index(flag) + 1] == val
     assert dec[dec.index("-d") + 1] == "4096,60000" and dec[dec.index("-n") + 1] == "512"
@@ -233,6 +234,38 @@ def test_cpu_floor_passes_the_measured_healthy_cpu_server_and_fails_the_one_thre
     assert judge_decode(46.5, 53.3, 1024).status == "FAIL"  # the GPU floor would fail it
     slow = judge_decode(26.8, 51.6, 1024, floor=DECODE_FLOOR_CPU)
     assert slow.status == "FAIL" and "26.8" in slow.detail and "51.6" in slow.detail
+
+
+def _decode_verdict(served: float, engine: float, *, cpu: bool) -> str:
+    """decode.vs_engine@1024 as verify judges it (decode_checks), against the recorded
+    sandbox llama-bench decode test with its rate set to `engine`."""
+    from dataclasses import replace
+
+    from beekeeper.verify.client import RequestRecord
+    from beekeeper.verify.judge import decode_checks
+    from beekeeper.verify.results import DecodeResult, EngineRun
+
+    test = next(t for t in parse_bench_json(CPU_BENCH.read_text()) if t.n_gen)
+    assert test.n_depth == 1024
+    base = EngineBaseline(placement="recorded", commands=[],
+                          decode=[replace(test, avg_tok_s=engine)])
+    run = DecodeResult(ctx_tokens=1024, out_tokens_requested=512, decode_tok_s=served,
+                       server_predicted_per_second=served, windowed_tok_s=[],
+                       record=RequestRecord(ok=True, status_code=200, error=None, t_send_s=0.0))
+    checks = decode_checks([run], EngineRun(requested=True, baseline=base),
+                           PROFILES["cpu-tiny"].expected, None, cpu=cpu)
+    return next(c for c in checks if c.name == "decode.vs_engine@1024").status
+
+
+def test_verify_judges_a_cpu_build_by_the_cpu_floor_and_a_gpu_build_by_the_gpu_floor():
+    """The healthy 2-core sandbox server (46.5 tok/s against llama-bench's 53.3: 0.873, the
+    README's measurement) passes as the CPU build it is and would fail a GPU build's 0.95;
+    the server held to one thread (26.8 against 51.6: 0.52) fails either way. A judge with
+    the two floors swapped passes the first as a GPU server and fails it as a CPU one."""
+    assert _decode_verdict(46.5, 53.3, cpu=True) == "PASS"
+    assert _decode_verdict(46.5, 53.3, cpu=False) == "FAIL"
+    assert _decode_verdict(26.8, 51.6, cpu=True) == "FAIL"
+    assert _decode_verdict(26.8, 51.6, cpu=False) == "FAIL"
 
 
 def _beellama_items():
