@@ -511,10 +511,13 @@ def test_a_stale_prev_is_removed_when_no_unit_runs_yet():
          "/etc/beekeeper/llm/compose.yaml.prev"]
 
 
-def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True):
+def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True,
+                 listening: int | None = None):
     """hostside/rollback.py on a folder standing in for the host: its files by short name
     (unit, deployed.json, compose.yaml and their .prev), `systemctl` a recorder on PATH and
-    the health check a script that passes or fails. Returns (exit, files after, output)."""
+    the health check a script that records its arguments (hostcheck_calls) and passes when
+    `healthy` and, if `listening` is given, it was asked for that port only. Returns (exit,
+    files after, output)."""
     import subprocess
     import sys
 
@@ -533,7 +536,12 @@ def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool =
     (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/systemctl.log\n")
     (bin_dir / "systemctl").chmod(0o755)
     check = tmp_path / "hostcheck.py"
-    check.write_text(f"import sys\nprint(sys.argv)\nsys.exit({0 if healthy else 1})\n")
+    check.write_text(
+        "import json, sys\n"
+        f"with open({str(tmp_path / 'hostcheck.log')!r}, 'a') as f:\n"
+        "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "port = sys.argv[sys.argv.index('--port') + 1] if '--port' in sys.argv else None\n"
+        f"sys.exit(0 if {healthy} and {listening!r} in (None, port and int(port)) else 1)\n")
     p = subprocess.run(
         [sys.executable, str(hostside.script("rollback.py")), "--unit", str(root / "unit"),
          "--manifest", str(root / "deployed.json"), "--compose", str(root / "compose.yaml"),
@@ -543,7 +551,15 @@ def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool =
     return p.returncode, after, p.stderr
 
 
+def hostcheck_calls(tmp_path) -> list[list[str]]:
+    """The arguments of each health check run_rollback's rollback ran, in order."""
+    log = tmp_path / "hostcheck.log"
+    return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+
+
 MANIFEST_8083 = json.dumps({"profile": "cpu-tiny", "bind_address": "127.0.0.1", "port": 8083})
+MANIFEST_8084 = json.dumps({"profile": "cpu-tiny-4slot", "bind_address": "127.0.0.1",
+                            "port": 8084})
 
 
 def test_rollback_restores_the_previous_unit_and_says_what_serves(tmp_path):
@@ -558,6 +574,31 @@ def test_rollback_restores_the_previous_unit_and_says_what_serves(tmp_path):
     assert "beekeeper: serving cpu-tiny on 127.0.0.1:8083 (previous unit restored)" in err
     assert (tmp_path / "systemctl.log").read_text().split("\n")[:2] == \
         ["daemon-reload", "restart unit"]
+
+
+def test_after_a_port_change_the_rollback_checks_the_port_the_restored_server_uses(tmp_path):
+    """The failed deploy moved the service from 8083 to 8084: the restored server listens on
+    8083 (its manifest's port), so that is the port the health and smoke check is asked for;
+    `beekeeper rollback` run again swaps back to 8084 and checks that one."""
+    rc, after, err = run_rollback(tmp_path, {
+        "unit": "unit new", "unit.prev": "unit old", "deployed.json": MANIFEST_8084,
+        "deployed.json.prev": MANIFEST_8083}, restore=False, listening=8083)
+    assert rc == 0, err
+    assert after["deployed.json"] == MANIFEST_8083
+    [call] = hostcheck_calls(tmp_path)
+    assert call[call.index("--port") + 1] == "8083" and call.count("--port") == 1
+    assert "serving cpu-tiny on 127.0.0.1:8083 (previous unit restored)" in err
+    (tmp_path / "hostcheck.log").unlink()
+    rc, after, err = run_rollback(tmp_path, after, restore=False, listening=8084)
+    assert rc == 0 and after["deployed.json"] == MANIFEST_8084, err
+    [call] = hostcheck_calls(tmp_path)
+    assert call[call.index("--port") + 1] == "8084"
+    # nothing answers on the port it checks: no server is serving, said so
+    rc, _, err = run_rollback(tmp_path, {"unit": "new", "unit.prev": "old",
+                                         "deployed.json": MANIFEST_8083,
+                                         "deployed.json.prev": MANIFEST_8084},
+                              restore=True, listening=8083)
+    assert rc == 1 and "no server is serving" in err
 
 
 def test_rollback_without_a_previous_unit_changes_nothing(tmp_path):
