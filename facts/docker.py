@@ -26,11 +26,33 @@ class DockerEngineInfo:
     nvidia_runtime: bool = False
 
 
+def parse_docker_info(lines: list[str]) -> dict[str, str]:
+    """The top-level `Key: value` fields of `docker info`'s Server section, as the engine
+    reports them: {"Operating System": "Docker Desktop", "Name": "docker-desktop", ...}."""
+    out: dict[str, str] = {}
+    server = False
+    for line in lines:
+        if line.rstrip() == "Server:":
+            server = True
+        elif server and line.startswith(" ") and not line.startswith("  ") and ":" in line:
+            key, _, value = line.strip().partition(":")
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def is_docker_desktop(info: dict[str, str]) -> bool:
+    """The engine that answers is Docker Desktop's: it calls its OS "Docker Desktop" and
+    itself "docker-desktop" (a distro's own engine names the distro and the host)."""
+    return info.get("Operating System") == "Docker Desktop" or info.get("Name") == "docker-desktop"
+
+
 def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
-    """Output of the DockerEngine command -> DockerEngineInfo."""
-    v = dict(line.split("=", 1) for line in lines if "=" in line)
+    """Output of the DockerEngine command -> DockerEngineInfo. `info=` lines are `docker
+    info` as printed; `desktop=1` says the engine is Docker Desktop's without them."""
+    v = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("info="))
+    info = parse_docker_info([line[5:] for line in lines if line.startswith("info=")])
     path = v.get("path", "")
-    if v.get("desktop") == "1":
+    if v.get("desktop") == "1" or is_docker_desktop(info):
         flavour = "docker-desktop"
     elif path.startswith("/snap/") or v.get("snap") == "1":
         flavour = "snap"
@@ -42,13 +64,14 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
         flavour = "unknown"
     else:
         flavour = None
-    runtimes = tuple(r for r in v.get("runtimes", "").split(",") if r)
+    runtimes = tuple(r for r in (v.get("runtimes", "").split(",") if "runtimes" in v
+                                 else info.get("Runtimes", "").split()) if r)
     return DockerEngineInfo(
         present=bool(path),
         path=path or None,
         flavour=flavour,
         active=v.get("active") == "active",
-        server_version=v.get("server") or None,
+        server_version=v.get("server") or info.get("Server Version") or None,
         runtimes=runtimes,
         nvidia_runtime="nvidia" in runtimes,
     )
@@ -66,9 +89,10 @@ class DockerEngine(FactBase[DockerEngineInfo]):
     """
 
     def command(self) -> str:
+        # Docker Desktop is read from the engine that answers (`docker info`), not from
+        # /mnt/wsl/docker-desktop, which every distro sees whether or not it uses Desktop
         return (
             'echo "path=$(command -v docker || true)"; '
-            "if [ -d /mnt/wsl/docker-desktop ]; then echo desktop=1; fi; "
             "if [ -e /snap/bin/docker ]; then echo snap=1; fi; "
             "dpkg-query -W -f='${Status}' docker-ce 2>/dev/null | grep -q 'ok installed' "
             "&& echo pkg_ce=1; "
@@ -76,9 +100,7 @@ class DockerEngine(FactBase[DockerEngineInfo]):
             "&& echo pkg_io=1; "
             'echo "active=$(systemctl is-active docker 2>/dev/null || true)"; '
             "if command -v docker >/dev/null; then "
-            "echo \"server=$(docker version --format '{{.Server.Version}}' 2>/dev/null)\"; "
-            "echo \"runtimes=$(docker info --format '{{range $k, $v := .Runtimes}}{{$k}},{{end}}'"
-            " 2>/dev/null)\"; fi; true"
+            "docker info 2>/dev/null | sed 's/^/info=/'; fi; true"
         )
 
     def process(self, output: list[str]) -> DockerEngineInfo:

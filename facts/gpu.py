@@ -155,3 +155,48 @@ class LinuxDriverPackages(FactBase[list[str]]):
     def process(self, output: list[str]) -> list[str]:
         return parse_driver_packages(output)
 
+
+
+@dataclass(frozen=True)
+class NvidiaModuleInfo:
+    """The NVIDIA kernel module for the running kernel: its file (`modinfo -n nvidia`, e.g.
+    DKMS's /lib/modules/<release>/updates/dkms/nvidia.ko.zst; None: no such module), whether
+    it is loaded (/sys/module/nvidia), and whether the file is newer than the last boot (a
+    driver installed since, which only a reboot loads)."""
+
+    path: str | None = None
+    loaded: bool = False
+    since_boot: bool = False
+
+
+def parse_nvidia_module(lines: list[str]) -> NvidiaModuleInfo:
+    """`module=`, `mtime=`, `btime=` (/proc/stat), `loaded=1` lines -> NvidiaModuleInfo."""
+    v = dict(line.strip().split("=", 1) for line in lines if "=" in line)
+    path = v.get("module", "").strip() or None
+    mtime, btime = v.get("mtime", ""), v.get("btime", "")
+    since = bool(path) and mtime.isdigit() and btime.isdigit() and int(mtime) > int(btime)
+    return NvidiaModuleInfo(path=path, loaded=v.get("loaded") == "1", since_boot=since)
+
+
+class NvidiaKernelModule(FactBase[NvidiaModuleInfo]):
+    """
+    Returns the NVIDIA kernel module of the running kernel (native Linux):
+
+    .. code:: python
+
+        NvidiaModuleInfo(path="/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst",
+                         loaded=False, since_boot=False)
+    """
+
+    def command(self) -> str:
+        return (
+            "m=$(modinfo -n nvidia 2>/dev/null || find /lib/modules/$(uname -r) "
+            "-name 'nvidia.ko*' 2>/dev/null | head -n1); "
+            'echo "module=$m"; '
+            '[ -n "$m" ] && echo "mtime=$(stat -c %Y "$m" 2>/dev/null)"; '
+            "echo \"btime=$(awk '/^btime/ {print $2}' /proc/stat)\"; "
+            "[ -d /sys/module/nvidia ] && echo loaded=1; true"
+        )
+
+    def process(self, output: list[str]) -> NvidiaModuleInfo:
+        return parse_nvidia_module(output)

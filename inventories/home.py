@@ -1,16 +1,25 @@
 """
-Example inventory: your GPU boxes. Copy it, keep what applies, run
+Example inventory: your GPU boxes. As shipped it has one live host, the WSL2 box below;
+the native Linux box is commented out, so running this file as it is reaches one host and
+no host that does not exist. Copy it, keep what applies, run
 
     pyinfra inventories/home.py deploy.py --dry     # see every change first
     pyinfra inventories/home.py deploy.py
 
+Or name your hosts without editing the file: BEEKEEPER_HOSTS="gpu-box.lan,other.lan" (comma
+separated; each then gets the group defaults only, so the first example's settings do not
+apply to them).
+
 Defaults for every key are in group_data/all.py; anything here overrides them per host.
 """
+
+import os
 
 gpu_boxes = [
     # The reference box: Windows 11 + WSL2 Ubuntu, RTX 4090, Windows driver 596.21.
     # From Windows' side, reach WSL over SSH (enable sshd in the distro), or run pyinfra
     # inside WSL itself with "@local" as the host name instead.
+    # WSL stops an idle distro, and the server with it (docs/hosts-as-you-find-them.md).
     (
         "wsl-4090.local",
         {
@@ -21,18 +30,23 @@ gpu_boxes = [
             "model_dir": "/srv/beekeeper/models",
         },
     ),
-    # A native Linux box with an RTX 3090: the driver is installed by the kit (Linux only).
-    (
-        "linux-3090.lan",
-        {
-            "ssh_user": "root",
-            "profile": "q4km-f16-32k",
-            "port": 8084,
-            # build for the 3090 (compute capability 8.6) instead of the default sm_89
-            "cuda_arch": "86",
-        },
-    ),
+    # A native Linux box with an RTX 3090: the kit installs the driver where there is none
+    # (Linux only; with Secure Boot on, only once DKMS's key is enrolled). Uncomment it:
+    # (
+    #     "linux-3090.lan",
+    #     {
+    #         "ssh_user": "root",
+    #         "profile": "q4km-f16-32k",
+    #         "port": 8084,
+    #         # build for the 3090 (compute capability 8.6) instead of the default sm_89
+    #         "cuda_arch": "86",
+    #     },
+    # ),
 ]
+
+if os.environ.get("BEEKEEPER_HOSTS"):
+    gpu_boxes = [(name.strip(), {}) for name in os.environ["BEEKEEPER_HOSTS"].split(",")
+                 if name.strip()]
 
 # One OpenAI endpoint for both boxes (README, "the gateway"): give one host the gateway role,
 #     "gateway": {"port": 4000, "api_key_file": "keys/gateway.key"},

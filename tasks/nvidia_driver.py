@@ -7,6 +7,13 @@ headers of the running kernel (`linux-headers-$(uname -r)`, DKMS builds the modu
 them), then `nvidia-driver-pinning-<branch>` (an apt preferences file that locks the
 `cuda-drivers` tree to that branch; from branch 590 the Ubuntu packages lost their
 `-<branch>` suffix and `cuda-drivers-<branch>` goes away), then `cuda-drivers`.
+
+Preflight (tasks/preflight.py, check_driver_install) has already refused, before any change,
+the hosts where this would loop: a driver installed that does not load (an nvidia module for
+the running kernel while nvidia-smi sees no GPU), and Secure Boot on without an enrolled DKMS
+signing key (the module built here would be rejected at boot). What reaches `ensure` is a
+host with no driver module for the running kernel, or one installed since the last boot
+where host data allows the reboot that loads it.
 """
 
 from __future__ import annotations

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import click
 from pyinfra import host
 from pyinfra.facts.files import File, Sha256File
 
 from beekeeper.core import cudacompat
-from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
+from beekeeper.core.build import (
+    GIB_PER_CPU_JOB,
+    GIB_PER_CUDA_JOB,
+    arch_runs_on,
+    cuda_arch_from_compute_cap,
+)
 from beekeeper.core.config import HostConfig
 from beekeeper.core.cpu import baseline_for
 from beekeeper.core.distro import compose_package, no_compose_fix
@@ -18,6 +24,7 @@ from beekeeper.core.errors import PreflightError
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.planner import Prediction
+from beekeeper.facts.boot import SecureBoot, SecureBootInfo, WslSettings, WslSettingsInfo
 from beekeeper.facts.docker import (
     ComposeVersion,
     DockerEngine,
@@ -28,6 +35,8 @@ from beekeeper.facts.gpu import (
     WSL_NVIDIA_SMI,
     GpuInfo,
     LinuxDriverPackages,
+    NvidiaKernelModule,
+    NvidiaModuleInfo,
     NvidiaSmiInfo,
     PciNvidiaGpus,
 )
@@ -257,6 +266,12 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None) -> int:
         return 0
     pci = host.get_fact(PciNvidiaGpus)
     wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
+    if not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
+        # the kit would install the driver: not if one is there that does not load, nor
+        # where Secure Boot would reject the module it builds
+        check_driver_install(host.get_fact(LinuxDriverPackages),
+                             host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
+                             cfg.allow_reboot)
     check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
     check_vram(cfg, gpu)
     return pci
@@ -325,6 +340,122 @@ def check_cpu(res: Resources) -> None:
             "or, in a VM, pass the host CPU's flags through (e.g. `-cpu host`)")
 
 
+def warn(message: str) -> None:
+    """A state the deploy goes on with, told in one yellow line naming the host."""
+    click.echo(click.style(f"host {host.name}: warning: {message}", fg="yellow"), err=True)
+
+
+NEW_MOK = ("create and enrol DKMS's module signing key first (Ubuntu: `sudo "
+           "update-secureboot-policy --new-key && sudo update-secureboot-policy --enroll-key`; "
+           "Debian: `sudo dkms generate_mok && sudo mokutil --import /var/lib/dkms/mok.pub`), "
+           "reboot and choose Enroll MOK in the MOK manager, then deploy again; or disable "
+           "Secure Boot in the firmware")
+ENROL_MOK = ("DKMS-built modules load only when signed with an enrolled Machine Owner Key: "
+             "`sudo mokutil --import /var/lib/shim-signed/mok/MOK.der` (Ubuntu; "
+             "/var/lib/dkms/mok.pub elsewhere), reboot and choose Enroll MOK in the MOK "
+             "manager, then `sudo dkms autoinstall` and reboot; or disable Secure Boot in the "
+             "firmware")
+
+
+def check_driver_install(packages: list[str], module: NvidiaModuleInfo | None,
+                         sb: SecureBootInfo | None, allow_reboot: bool = False) -> None:
+    """Native Linux with an NVIDIA GPU and no working driver, before the kit installs one.
+
+    "A driver that does not load" (an nvidia module for the running kernel, while nvidia-smi
+    sees no GPU) is refused with its likely cause: installing again and asking for another
+    reboot would loop forever. Only a module installed since the last boot goes on, where
+    host data lets the kit reboot. Driver packages (dpkg) without a module for the running
+    kernel go on too: the kit installs that kernel's headers, and DKMS builds the module.
+    "No driver" with Secure Boot on is refused unless a DKMS signing key is enrolled as a
+    Machine Owner Key: the module DKMS builds would be rejected at boot.
+    """
+    sb = sb or SecureBootInfo(state="unknown")
+    if module and module.path and not (module.since_boot and allow_reboot and not sb.enabled):
+        what = ", ".join([module.path] + packages[:3] + (["..."] if len(packages) > 3 else []))
+        head = f"the NVIDIA driver is installed ({what}) but not loaded (nvidia-smi sees no GPU)"
+        if sb.pending_key:
+            raise PreflightError(f"{head}: the key {sb.pending_key} waits for enrolment: reboot "
+                                 "and choose Enroll MOK in the MOK manager, then deploy again")
+        if sb.enabled:
+            raise PreflightError(f"{head}, and Secure Boot is on, the likely cause (the kernel "
+                                 f"rejects an unsigned DKMS module): {ENROL_MOK}")
+        if module.since_boot:
+            raise PreflightError(f"{head}: it was installed after the last boot; reboot the "
+                                 "host (or set allow_reboot = True), then deploy again")
+        loaded = " (the module is loaded: a driver/library mismatch after an upgrade, "\
+            "a reboot fixes it)" if module.loaded else ""
+        raise PreflightError(
+            f"{head}{loaded}; Secure Boot is {sb.state}: see `sudo modprobe nvidia` and `sudo "
+            "dmesg | grep -i nvidia`, or purge the driver packages to let the kit install its "
+            "own; the kit does not install a second driver over it")
+    if sb.enabled and not sb.enrolled_key:
+        pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
+            if sb.pending_key else ""
+        raise PreflightError(
+            f"Secure Boot is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, so "
+            f"the NVIDIA module the kit would build would be rejected at boot{pending}: "
+            f"{NEW_MOK}")
+    if sb.state == "unknown":
+        warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
+             "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
+             "to let preflight check)")
+
+
+def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
+    """WSL2 terminates a distro a few seconds after its last user process ends (default
+    `instanceIdleTimeout` 15 s); processes systemd started do not count (microsoft/WSL#9667,
+    "by design"), so the server stops when the user closes the terminal.
+
+    A warning, not a refusal: the server works while the distro runs, the fix is on the
+    Windows side where the kit cannot reach, and a .wslconfig the distro cannot see (drives
+    not mounted under /mnt/c) would otherwise block every deploy. The warning is dropped once
+    a .wslconfig under /mnt/c/Users sets `[general] instanceIdleTimeout` negative ("never":
+    LxssUserSession.cpp registers no idle timer then; the VM is idle only when no distro
+    runs, so `[wsl2] vmIdleTimeout` alone does not keep the distro up, microsoft/WSL#8654).
+    """
+    if settings is not None and settings.kept_alive:
+        return
+    s = settings or WslSettingsInfo()
+    version = f" (this WSL: {s.wsl_version})" if s.wsl_version else ""
+    distro = s.distro or "<the distro `wsl.exe -l -v` lists>"
+    warn("WSL2 stops this distro, and the server with it, seconds after its last terminal "
+         "closes (systemd services do not keep it up: microsoft/WSL#9667, by design); on "
+         "Windows add `instanceIdleTimeout=-1` under `[general]` in %UserProfile%\\.wslconfig "
+         f"(WSL 2.5.7 or newer{version}; `wsl --update`) and run `wsl --shutdown`; or keep it "
+         "up with a logon task: schtasks /create /tn beekeeper-keepalive /sc onlogon /tr "
+         f"\"wsl.exe -d {distro} --exec sleep infinity\"")
+
+
+def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo | None,
+                    docker: DockerEngineInfo) -> None:
+    """The memory WSL2 gave the distro (MemTotal; by default half the Windows host's RAM,
+    WslCoreConfig.cpp, shared with Docker Desktop's engine) against the model files (read
+    through mmap) plus the build's margin: one compile job (beekeeper.core.build) and 1 GiB
+    for the engine, systemd and the server itself.
+
+    A warning, not a refusal: mmapped weights are page cache, which the kernel drops and
+    reads again, so a model larger than the VM still loads (slowly) and, offloaded to the GPU,
+    serves at full speed; the build bounds its compile jobs by MemTotal and does not run out;
+    and the smoke check proves the server works before the deploy returns. A refusal would
+    stop hosts that work, and its fix needs `wsl --shutdown`, which ends this very session.
+    """
+    if not mem_total:
+        return
+    sizes = {m.filename: m.size_bytes for svc in cfg.services for m in svc.models()}
+    cuda = any(svc.profile.backend == "cuda" for svc in cfg.services)
+    margin = int(((GIB_PER_CUDA_JOB if cuda else GIB_PER_CPU_JOB) + 1) * GIB)
+    need = sum(sizes.values()) + margin
+    if mem_total >= need:
+        return
+    now = f", now memory={settings.memory}" if settings and settings.memory else ""
+    shared = ", shared with Docker Desktop's engine" if docker.flavour == "docker-desktop" else ""
+    warn(f"WSL2 gave this distro {mem_total / GIB:.1f} GiB (MemTotal{shared}{now}); the model "
+         f"files ({sum(sizes.values()) / GIB:.1f} GiB, mmapped) and the build ({margin / GIB:.1f}"
+         f" GiB) want {need / GIB:.1f} GiB, so loads and the build will be slow; on Windows set "
+         f"`memory={-(-need // GIB) + 2}GB` under `[wsl2]` in %UserProfile%\\.wslconfig, then "
+         "`wsl --shutdown`")
+
+
 def check(cfg: HostConfig) -> HostFacts:
     """Read the host's facts and refuse, before any change, a host the deploy cannot work
     on; returns what the tasks need of those facts."""
@@ -343,6 +474,10 @@ def check(cfg: HostConfig) -> HostFacts:
     check_free_space(cfg, free)
     res = host.get_fact(BuildResources)
     check_cpu(res)
+    if wsl.is_wsl2:
+        settings = host.get_fact(WslSettings)
+        warn_wsl_idle(settings)
+        warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=pci,
                      compose_version=compose_version,

@@ -32,6 +32,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
                                 cpu_flags=frozenset("sse4_2 avx avx2 fma f16c bmi2 avx512f"
                                                     .split())),
     "DeployedServices": [], "FolderFiles": [],
+    "SecureBoot": None, "NvidiaKernelModule": None, "WslSettings": None,  # read: unknown
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
 }
 

@@ -1,0 +1,184 @@
+"""
+Facts about how the host boots and stays up: Secure Boot on native Linux (whether a
+DKMS-built NVIDIA module can load), and under WSL2 the Windows-side settings that decide
+whether the distro, and the server in it, keeps running once no terminal is open.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pyinfra.api import FactBase
+
+# Where DKMS keeps the key it signs modules with: Ubuntu's update-secureboot-policy key
+# (dkms.in, prepare_mok on ubuntu*), else DKMS's own (dell/dkms README, "Secure Boot").
+DKMS_KEYS = ("/var/lib/shim-signed/mok/MOK.der", "/var/lib/dkms/mok.pub")
+# the SecureBoot variable in efivarfs: 4 bytes of attributes, then the value (1: on)
+SECUREBOOT_EFIVAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+
+@dataclass(frozen=True)
+class SecureBootInfo:
+    """
+    `state`: "enabled", "disabled", "bios" (no EFI variables: a BIOS boot, no Secure Boot),
+    or "unknown" (no mokutil and no readable efivar). `line`: what mokutil said.
+    `dkms_keys`: each DKMS signing key found, with "enrolled", "pending" (imported, the
+    enrolment waits for a reboot into MOK manager) or "not-enrolled".
+    """
+
+    state: str
+    line: str = ""
+    dkms_keys: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def enabled(self) -> bool:
+        return self.state == "enabled"
+
+    @property
+    def enrolled_key(self) -> str | None:
+        return next((k for k, s in self.dkms_keys if s == "enrolled"), None)
+
+    @property
+    def pending_key(self) -> str | None:
+        return next((k for k, s in self.dkms_keys if s == "pending"), None)
+
+
+def _sb_state(lines: list[str]) -> tuple[str, str]:
+    """mokutil --sb-state's words (lcp/mokutil src/mokutil.c) -> (state, the line)."""
+    text = [line.strip() for line in lines]
+    if "SecureBoot enabled" in text:
+        # shim's own validation off (MokSBStateRT): the kernel then treats Secure Boot as off
+        if "SecureBoot validation is disabled in shim" in text:
+            return "disabled", "SecureBoot validation is disabled in shim"
+        return "enabled", "SecureBoot enabled"
+    if "SecureBoot disabled" in text:
+        return "disabled", "SecureBoot disabled"
+    if "EFI variables are not supported on this system" in text:
+        return "bios", "EFI variables are not supported on this system"
+    return "", ""
+
+
+def parse_secure_boot(lines: list[str]) -> SecureBootInfo:
+    """Output of the SecureBoot command -> SecureBootInfo."""
+    state, line = _sb_state(lines)
+    values = dict(x.split("=", 1) for x in lines if re.match(r"^(mokutil|efi|efivar)=", x))
+    if not state:
+        if values.get("efi") == "0":
+            state = "bios"
+        else:  # efivarfs: attributes (4 bytes), then the variable's one byte
+            octets = values.get("efivar", "").split()
+            state = ("unknown" if len(octets) < 5 else
+                     "enabled" if octets[4] == "1" else "disabled")
+    keys: list[tuple[str, str]] = []
+    for x in lines:  # mokutil --test-key <key>: "<key> is already enrolled" / "is not enrolled"
+        m = re.match(r"^(/\S+) is (already enrolled|not enrolled|already in the enrollment "
+                     r"request)", x.strip())
+        if m:
+            status = {"already enrolled": "enrolled", "not enrolled": "not-enrolled"}.get(
+                m.group(2), "pending")
+            keys.append((m.group(1), status))
+    return SecureBootInfo(state=state, line=line, dkms_keys=tuple(keys))
+
+
+class SecureBoot(FactBase[SecureBootInfo]):
+    """
+    Returns the Secure Boot state (native Linux; never read under WSL2) and whether a DKMS
+    signing key is enrolled as a Machine Owner Key:
+
+    .. code:: python
+
+        SecureBootInfo(state="enabled", line="SecureBoot enabled",
+                       dkms_keys=(("/var/lib/shim-signed/mok/MOK.der", "not-enrolled"),))
+    """
+
+    def command(self) -> str:
+        keys = " ".join(DKMS_KEYS)
+        return (
+            "if [ -d /sys/firmware/efi ]; then echo efi=1; else echo efi=0; fi; "
+            "if command -v mokutil >/dev/null 2>&1; then mokutil --sb-state 2>&1; "
+            f'for k in {keys}; do [ -f "$k" ] && mokutil --test-key "$k" 2>&1; done; '
+            "else echo mokutil=absent; "
+            f"od -An -t u1 {SECUREBOOT_EFIVAR} 2>/dev/null | head -n1 | sed 's/^/efivar=/'; "
+            "fi; true"
+        )
+
+    def process(self, output: list[str]) -> SecureBootInfo:
+        return parse_secure_boot(output)
+
+
+@dataclass(frozen=True)
+class WslSettingsInfo:
+    """
+    What WSL2 is told from the Windows side, as far as the distro can see it: the
+    `%UserProfile%\\.wslconfig` files under /mnt/c/Users (the path of the first, or None),
+    its `[general] instanceIdleTimeout` and `[wsl2] vmIdleTimeout` (ms; negative: never)
+    and `[wsl2] memory`; `wslinfo --wsl-version` ("2.5.7", "" when wslinfo is missing);
+    the distro's name where WSL_DISTRO_NAME is set ("" over SSH).
+    """
+
+    wslconfig: str | None = None
+    instance_idle_timeout: int | None = None
+    vm_idle_timeout: int | None = None
+    memory: str | None = None
+    wsl_version: str = ""
+    distro: str = ""
+
+    @property
+    def kept_alive(self) -> bool:
+        """The distro is never idle-terminated (instanceIdleTimeout < 0)."""
+        return self.instance_idle_timeout is not None and self.instance_idle_timeout < 0
+
+
+def _int(value: str) -> int | None:
+    return int(value) if re.match(r"^-?\d+$", value) else None
+
+
+def parse_wsl_settings(lines: list[str]) -> WslSettingsInfo:
+    """`file=<path>` then that .wslconfig's lines; `wslversion=`, `distro=` -> settings."""
+    found: dict[str, str] = {}
+    path: str | None = None
+    section = ""
+    meta = {"wslversion": "", "distro": ""}
+    for raw in lines:
+        line = raw.strip()
+        key, _, value = line.partition("=")
+        if key in meta and not section and raw == line:
+            meta[key] = value.strip()
+        elif key == "file":
+            if path is not None:
+                break  # the first .wslconfig only
+            path, section = value, "-"
+        elif re.match(r"^\[[A-Za-z0-9]+\]$", line):
+            section = line[1:-1].lower()
+        elif path and "=" in line and not line.startswith(("#", ";")):
+            found[f"{section}.{key.strip().lower()}"] = value.split("#")[0].strip()
+    return WslSettingsInfo(
+        wslconfig=path,
+        instance_idle_timeout=_int(found.get("general.instanceidletimeout", "")),
+        vm_idle_timeout=_int(found.get("wsl2.vmidletimeout", "")),
+        memory=found.get("wsl2.memory") or None,
+        wsl_version=meta["wslversion"], distro=meta["distro"])
+
+
+class WslSettings(FactBase[WslSettingsInfo]):
+    """
+    Returns the Windows-side WSL settings a distro can read (WSL2 only):
+
+    .. code:: python
+
+        WslSettingsInfo(wslconfig="/mnt/c/Users/me/.wslconfig", instance_idle_timeout=-1,
+                        vm_idle_timeout=None, memory="24GB", wsl_version="2.5.7",
+                        distro="Ubuntu-24.04")
+    """
+
+    def command(self) -> str:
+        return (
+            'echo "wslversion=$(wslinfo --wsl-version 2>/dev/null)"; '
+            'echo "distro=${WSL_DISTRO_NAME:-}"; '
+            "for f in /mnt/c/Users/*/.wslconfig; do [ -f \"$f\" ] && "
+            "{ echo \"file=$f\"; sed 's/\\r$//' \"$f\"; echo; }; done; true"
+        )
+
+    def process(self, output: list[str]) -> WslSettingsInfo:
+        return parse_wsl_settings(output)
