@@ -164,7 +164,7 @@ def _verify(args: argparse.Namespace) -> int:
                             sizes=sizes, shell=shell, engine_gpu=args.engine_gpu,
                             direct=direct, budget_gib=_budget(args),
                             hand=_hand_started(args), where=_where(args, url))
-    return verdict(report, args.suite.split(",")).exit_status
+    return verdict(report, args.suite.split(","), profile).exit_status
 
 
 def _engine_shell(args: argparse.Namespace) -> Any:

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                             host_label=args.host_label, card=args.card, sizes=sizes,
                             shell=LocalShell(label=args.host_label, root=hand is None),
                             engine_gpu=args.engine_gpu, budget_gib=args.budget_gib, hand=hand)
-    return verdict(report, names).exit_status
+    return verdict(report, names, profile).exit_status
 
 
 if __name__ == "__main__":

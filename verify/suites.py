@@ -244,8 +244,10 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
                     direct: ServerClient | None) -> None:
     """Smoke, the served suites and the gateway, with the VRAM sampler running throughout;
     then the planner's prediction and the VRAM check."""
-    with VramSampler(pid=run.where.pid,
-                     not_here=None if run.where.local else run.where.why) as sampler:
+    no_gpu = (f"{run.profile.name} runs on the CPU: no GPU memory to judge"
+              if run.profile.backend != "cuda" else None)
+    with VramSampler(pid=run.where.pid, not_here=None if run.where.local else run.where.why,
+                     no_gpu=no_gpu) as sampler:
         run.card = run.card or sampler.result.gpu_name  # None when not on this machine
         smoke = report.suites.smoke = run_smoke(client)
         report.checks += [Check(f"smoke.{c.name}", c.status, c.detail) for c in smoke.checks]
@@ -295,9 +297,15 @@ def _card(card: str | None, engine: EngineRun, shell: Shell | None, profile: Pro
     return None
 
 
-def verdict(report: Report, names: list[str]) -> Coverage:
+def judgeable(names: list[str], profile: Profile) -> list[str]:
+    """The suites named (`all` included) whose verdict the run owes: VRAM only for a profile
+    that uses a GPU (a CPU profile has none to judge, and is not INCOMPLETE for it)."""
+    return [n for n in _suite_names(names) if n != "vram" or profile.backend == "cuda"]
+
+
+def verdict(report: Report, names: list[str], profile: Profile) -> Coverage:
     """What the run judged of the suites named (`all` included): its exit status and word."""
-    return coverage(report.checks, _suite_names(names))
+    return coverage(report.checks, judgeable(names, profile))
 
 
 def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
@@ -334,5 +342,5 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
         write_reports(report, folder)
         report.out_dir = str(folder)
         print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)
-    print_summary(report, names)
+    print_summary(report, judgeable(names, profile))
     return report

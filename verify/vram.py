@@ -140,10 +140,12 @@ class VramSampler:
     """Context manager; `pid` picks the process to follow (the server), if known."""
 
     def __init__(self, interval_s: float = 0.05, device_index: int = 0, pid: int | None = None,
-                 not_here: str | None = None):
+                 not_here: str | None = None, no_gpu: str | None = None):
         """`not_here`: the server is not on this machine (locate_server's why): nothing is
-        sampled and the result says so, rather than reading this machine's card."""
+        sampled and the result says so, rather than reading this machine's card. `no_gpu`:
+        the server uses no GPU (a CPU profile): nothing to sample, and that is the reason."""
         self.not_here = not_here
+        self.no_gpu = no_gpu
         if interval_s <= 0 or interval_s > 0.1:
             raise ValueError("interval_s must be in (0, 0.1]: 10 Hz or more")
         self.interval_s = interval_s
@@ -156,6 +158,9 @@ class VramSampler:
         self._handle: Any = None
 
     def __enter__(self) -> VramSampler:
+        if self.no_gpu:
+            self.result.skipped = f"skipped: {self.no_gpu}"
+            return self
         if self.not_here:
             self.result.skipped = (f"skipped: {self.not_here}; NVML here would read this "
                                    "machine's card (run `beekeeper verify --on-host`)")

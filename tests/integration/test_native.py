@@ -9,7 +9,7 @@ import pytest
 
 from .helpers import BIN, ROOT, deploy, grand_total, results, sandbox_exec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a second llama.cpp build
 
 
 def test_native_mode_builds_serves_and_is_idempotent(fresh_sandbox, standins):

@@ -62,7 +62,8 @@ def test_verify_engine_decode_passes_and_prints_the_ratio(deployed, tmp_path):
 def test_smoke_decode_passes_without_quick(deployed, tmp_path):
     """The full sizes fit cpu-tiny's 4096-token context (it asked for 4096 + 512 before)."""
     p, data = verify(tmp_path, "smoke,decode")
-    assert p.returncode == 0, p.stdout[-3000:]
+    # no engine suite asked for: decode measured, not judged, and the run says so (exit 3)
+    assert p.returncode == 3 and "verify INCOMPLETE" in p.stdout, p.stdout[-3000:]
     assert "[SKIP] decode.vs_engine@1024" in p.stdout  # no baseline: no expectation
 
 

@@ -229,8 +229,11 @@ def test_run_suites_judges_a_hand_started_server_and_the_card_where_it_runs():
     assert st["ttft.vs_engine"].status in ("PASS", "FAIL")
     assert st["decode.reference_card"].status in ("PASS", "FAIL")  # judged: a 4090
     assert "ssh tunnel" in st["vram.rise_vs_budget"].detail
-    cov = verdict(rep, names)
+    cov = verdict(rep, names, PROFILES["q8-turbo4-64k"])
     assert cov.judged == ["decode", "ttft"] and [a for a, _ in cov.not_judged] == ["vram"]
+    # a CPU profile has no GPU memory: VRAM is no verdict it owes, and never INCOMPLETE
+    cpu = verdict(rep, names, PROFILES["cpu-tiny"])
+    assert cpu.judged == ["decode", "ttft"] and cpu.not_judged == [] and cpu.exit_status == 0
 
 
 # -- where the server is -------------------------------------------------------------------
