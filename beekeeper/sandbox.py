@@ -113,7 +113,7 @@ def _client() -> docker.DockerClient:
         return client
     except Exception as e:
         raise SandboxError(f"no Docker engine answers ({e}): start dockerd, or run "
-                           "scripts/setup.sh, which installs and starts it") from None
+                           "scripts/setup.sh demo, which installs and starts it") from None
 
 
 def debian_mirror() -> str:

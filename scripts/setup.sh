@@ -82,6 +82,11 @@ if [ "$mode" != controller ]; then
   fi
 fi
 
+# --- the tests only: objdump reads the server image's instructions (test_deploy.py)
+if [ "$mode" = test ] && ! command -v objdump >/dev/null; then
+  apt_install binutils
+fi
+
 # --- the tests only: headless Chromium renders report.html offline (tests/unit/test_report.py).
 # Debian has an apt package; Ubuntu's chromium is a snap (chromium-browser installs the snap).
 if [ "$mode" = test ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then

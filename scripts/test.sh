@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 .venv/bin/ruff check .
 bash scripts/mypy.sh
-.venv/bin/python -m pytest -v -s -p no:cacheprovider "$@"
+# the slow tier (marked `slow`: the native build) runs in scripts/test-slow.sh
+.venv/bin/python -m pytest -v -s -p no:cacheprovider -m "not gpu and not slow" "$@"
