@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh demo
-exec .venv/bin/beekeeper demo --suite "${BEEKEEPER_DEMO_SUITES:-smoke,decode,ttft,niah}"
+exec .venv/bin/beekeeper demo --suite "${BEEKEEPER_DEMO_SUITES:-engine,smoke,decode,ttft,niah}"

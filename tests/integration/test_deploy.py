@@ -157,7 +157,7 @@ def test_switch_back_and_run_every_suite(first, tmp_path):
 
 def test_verify_runs_on_the_host_and_the_report_comes_back(first, tmp_path):
     p = subprocess.run([str(BIN / "beekeeper"), "verify", "--on-host", "--sandbox",
-                        "--profile", "cpu-tiny", "--suite", "smoke,decode,vram", "--quick",
+                        "--profile", "cpu-tiny", "--suite", "engine,smoke,decode,vram", "--quick",
                         "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                        timeout=900)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
