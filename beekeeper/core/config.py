@@ -28,7 +28,8 @@ RUNTIMES = ("systemd", "compose")
 STAGES = ("provision", "build", "model", "service")
 # host data read by single tasks: HostConfig fields of the same names
 TASK_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
-             "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop")
+             "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop",
+             "upgrade_driver", "cuda_follows_driver", "driver_flavour")
 # the keys one service reads: at the top level of host data, or inside a `services` entry
 SERVICE_KEYS = ("service_name", "profile", "port", "bind_address", "api_key_file", "ctx_size",
                 "server_extra_args", "state", "gateway_port",
@@ -175,6 +176,14 @@ class HostConfig:
     allow_reboot: bool = False
     # use Docker Desktop's WSL integration as the engine
     use_docker_desktop: bool = False
+    # native Linux with a driver older than cuda_version needs: replace it with the pinned
+    # branch (the distro's driver packages purged first), instead of stopping
+    upgrade_driver: bool = False
+    # build the image for the newest CUDA the installed driver runs, instead of cuda_version
+    cuda_follows_driver: bool = False
+    # the kernel modules the kit installs: NVIDIA's open modules (Turing and newer, required
+    # for Blackwell) or the proprietary ones (needed before Turing)
+    driver_flavour: str = "open"
 
     @property
     def service(self) -> ServiceConfig:
@@ -486,9 +495,15 @@ def _task_options(data: Any) -> dict[str, Any]:
     """The host data single tasks read (TASK_KEYS), checked for type here so a task never
     sees a wrong one: HostConfig's typed fields of the same names."""
     out: dict[str, Any] = {}
-    for key in ("allow_reboot", "use_docker_desktop", "install_cuda_toolkit"):
+    for key in ("allow_reboot", "use_docker_desktop", "install_cuda_toolkit",
+                "upgrade_driver", "cuda_follows_driver"):
         given = data.get(key)
         out[key] = False if given is None else _bool(key, given)
+    flavour = data.get("driver_flavour", "open")
+    if flavour not in ("open", "proprietary"):
+        raise _fail("driver_flavour", f"{flavour!r} is not a driver flavour",
+                    "driver_flavour = 'open' (Turing and newer) or 'proprietary'")
+    out["driver_flavour"] = flavour
     branch = data.get("driver_branch")
     if branch is not None and (isinstance(branch, bool) or not isinstance(branch, int)
                                or not 100 <= branch <= 9999):
