@@ -456,13 +456,31 @@ def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo |
          "`wsl --shutdown`")
 
 
+UNREAD_FIX = ("the command failed on the host, most likely sudo: host data `_sudo = True` "
+              "where the login has no sudo, or sudo asks for a password; connect as root "
+              "(`ssh_user = 'root'`, `_sudo = False`), or install sudo and let the login run "
+              "`sudo -n true`, then deploy again")
+
+
+def read(fact: Any, what: str) -> Any:
+    """A fact preflight cannot do without. pyinfra answers a fact whose command failed (sudo
+    missing or asking for a password, the connection dropped) with its default, None: that
+    is one line naming what could not be read, a BeekeeperError, so deploy.py fails this host
+    alone, not an AttributeError that stops every host."""
+    value = host.get_fact(fact)
+    if value is None:
+        raise PreflightError(f"could not read {what} (fact {fact.__name__} returned nothing): "
+                             f"{UNREAD_FIX}")
+    return value
+
+
 def check(cfg: HostConfig) -> HostFacts:
     """Read the host's facts and refuse, before any change, a host the deploy cannot work
     on; returns what the tasks need of those facts."""
-    init = host.get_fact(InitSystem)
-    wsl = host.get_fact(Wsl)
-    os_release = host.get_fact(OsRelease)
-    docker = host.get_fact(DockerEngine)
+    init = read(InitSystem, "the init system (PID 1)")
+    wsl = read(Wsl, "the kernel release (uname -r) and WSL")
+    os_release = read(OsRelease, "/etc/os-release")
+    docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
     free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
     check_init(init, wsl)
@@ -472,7 +490,7 @@ def check(cfg: HostConfig) -> HostFacts:
     check_model_dir(cfg, wsl)
     check_ports(cfg, docker)
     check_free_space(cfg, free)
-    res = host.get_fact(BuildResources)
+    res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
     if wsl.is_wsl2:
         settings = host.get_fact(WslSettings)

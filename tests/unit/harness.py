@@ -79,3 +79,34 @@ def run_deploy_stdin(data: dict[str, Any],
             out.append((next(iter(names)), cmds,
                         stdin if isinstance(stdin, str) else "".join(stdin)))
     return out
+
+
+def run_deploy_hosts(cases: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+                     ) -> tuple[set[str], dict[str, list[str]]]:
+    """Queue deploy.py for several hosts of one inventory, as pyinfra does (one host after
+    another, one State): `cases` maps a host name to its (data, facts). Returns the names
+    of the hosts pyinfra marked failed and, per host, the names of the operations queued."""
+    inventory = Inventory((list((n, d) for n, (d, _) in cases.items()), {}))
+    state = State(inventory, Config())
+    code = compile((ROOT / "deploy.py").read_text(), str(ROOT / "deploy.py"), "exec")
+    for name in cases:
+        h = inventory.get_host(name)
+        h.connected = True
+        state.activate_host(h)
+    with ctx_state.use(state):
+        for name, (_, facts) in cases.items():
+            h = inventory.get_host(name)
+            values = {**BUILTIN_DEFAULTS, **facts}
+
+            def get_fact(cls, *args, values=values, **kwargs):
+                v = values[cls.__name__]
+                return v(**kwargs) if callable(v) else v
+
+            with ctx_host.use(h), mock.patch.object(h, "get_fact", side_effect=get_fact):
+                exec(code, {"__name__": "deploy"})
+        ops: dict[str, list[str]] = {name: [] for name in cases}
+        for op_hash in state.get_op_order():
+            for name in cases:
+                if op_hash in state.ops.get(inventory.get_host(name), {}):
+                    ops[name].append(next(iter(state.get_op_meta(op_hash).names)))
+    return {h.name for h in state.failed_hosts}, ops
