@@ -19,7 +19,16 @@ from typing import Any
 from beekeeper.core.errors import VerifyError
 
 from .engine import EngineBaseline
-from .judge import CPU_SAMPLER_MS, DECODE_FLOOR, DECODE_FLOOR_CPU, TTFT_CEILING, Check
+from .judge import (
+    AREAS,
+    CPU_SAMPLER_MS,
+    DECODE_FLOOR,
+    DECODE_FLOOR_CPU,
+    TTFT_CEILING,
+    Check,
+    Coverage,
+    coverage,
+)
 from .results import DecodeResult, LoadResult, NiahResult, TtftResult
 from .smoke import SmokeResult
 from .vram import VramResult, server_peak_mib
@@ -76,19 +85,59 @@ class Report:
     planner: dict[str, Any] | None = None
     engine: EngineBaseline | None = None
     out_dir: str | None = None
+    # the suites whose decode/TTFT/NIAH/VRAM verdict the run owes (suites.judgeable); None:
+    # a report built without them, judged on its checks alone
+    requested: list[str] | None = None
 
     @property
     def passed(self) -> bool:
+        """No check failed (the run's word, PASSED or INCOMPLETE, is `coverage`'s)."""
         return all(c.passed for c in self.checks)
 
+    @property
+    def coverage(self) -> Coverage:
+        """What the run judged of the requested areas: its word and exit status."""
+        return coverage(self.checks, self.requested or [])
+
+    def verdict_json(self) -> dict[str, Any]:
+        """report.json's `verdict`: the console's summary line, word for word."""
+        cov = self.coverage
+        return {"word": cov.word, "exit_status": cov.exit_status, "summary": summary_line(self),
+                "judged": cov.judged,
+                "not_judged": [{"area": a, "why": why} for a, why in cov.not_judged]}
+
     def to_json(self) -> dict[str, Any]:
-        """report.json: the same keys and order as ever."""
+        """report.json. `passed` is true only for a PASSED run (an INCOMPLETE one judged
+        something requested not at all); `verdict` says what was judged and why not."""
         return _jsonable({
             "profile": self.profile, "url": self.url, "started_utc": self.started_utc,
             "host": self.host, "checks": [asdict(c) for c in self.checks],
             "suites": self.suites.to_json(self.engine), "server": self.server,
             "planner": self.planner, "engine": asdict(self.engine) if self.engine else None,
-            "out_dir": self.out_dir, "budget_mib": self.budget_mib, "passed": self.passed})
+            "out_dir": self.out_dir, "budget_mib": self.budget_mib,
+            "passed": self.coverage.exit_status == 0, "verdict": self.verdict_json()})
+
+
+def summary_line(report: Report) -> str:
+    """`verify PASSED|FAILED|INCOMPLETE (what was judged; the counts)`: the console's last
+    line and the reports' result."""
+    cov = report.coverage
+    counts = {s: sum(c.status == s for c in report.checks)
+              for s in ("PASS", "FAIL", "SKIP", "INFO")}
+    return (f"verify {cov.word} ({cov.line()}; "
+            + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")")
+
+
+def verdict_of(data: dict[str, Any]) -> tuple[str, str | None, list[str]]:
+    """A report.json's word, summary line and `not judged: <area>: <why>` lines. A report
+    written before the verdict was recorded has only `passed` (no check failed): PASS or
+    FAIL, as it said then."""
+    v = data.get("verdict")
+    if not isinstance(v, dict):
+        return ("PASS" if data.get("passed") else "FAIL"), None, []
+    lines = [f"not judged: {AREAS.get(n['area'], n['area'])}: {n['why']}"
+             for n in v.get("not_judged", [])]
+    return str(v["word"]), v.get("summary"), lines
 
 
 def _jsonable(obj: Any) -> Any:
@@ -222,9 +271,11 @@ def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
 
 
 def markdown(data: dict[str, Any]) -> str:
+    word, summary, not_judged = verdict_of(data)
     lines = [f"# beekeeper verify: {data['profile']}", "",
              f"- server: {data['url']}", f"- started (UTC): {data['started_utc']}",
-             f"- result: **{'PASS' if data['passed'] else 'FAIL'}**", ""]
+             f"- result: **{word}**" + (f": {summary}" if summary else ""),
+             *[f"  - {ln}" for ln in not_judged], ""]
     eng = data.get("engine")
     if eng:
         lines += [f"- engine baseline: llama-bench, {eng['placement']}", ""]
@@ -257,6 +308,10 @@ def page(data: dict[str, Any]) -> str:
     eng_line = (f"<p>Engine baseline: llama-bench, {html.escape(eng['placement'])}.</p>"
                 if eng else "")
     profile = html.escape(data["profile"])
+    word, summary, not_judged = verdict_of(data)
+    result = f"<b>{html.escape(word)}</b>" + (f": {html.escape(summary)}" if summary else "")
+    why = "".join(f"<li>{html.escape(ln)}</li>" for ln in not_judged)
+    why = f"<ul>{why}</ul>" if why else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>beekeeper verify: {profile}</title>
@@ -265,7 +320,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;fo
 figure{{margin:1em 0}}svg{{max-width:100%;height:auto}}</style></head><body>
 <h1>beekeeper verify: {profile}</h1>
 <p>server {html.escape(data['url'])}, started {html.escape(data['started_utc'])} UTC:
-<b>{'PASS' if data['passed'] else 'FAIL'}</b></p>
+{result}</p>{why}
 {eng_line}
 <table><tr><th>check</th><th>result</th><th>measured vs expected</th></tr>
 {rows}</table>
@@ -296,15 +351,12 @@ def print_checks(report: Report) -> None:
 def print_summary(report: Report, requested: list[str] | None = None) -> None:
     """The last line: PASSED only when nothing failed and every requested decode, TTFT, NIAH
     and VRAM check judged a figure; INCOMPLETE (exit 3) when nothing failed but one of them
-    could not (the lines after say why); FAILED (exit 1) when a check failed."""
-    from .judge import AREAS, coverage
-
-    counts = {s: sum(c.status == s for c in report.checks)
-              for s in ("PASS", "FAIL", "SKIP", "INFO")}
-    cov = coverage(report.checks, requested if requested is not None else [])
-    print(f"verify {cov.word} ({cov.line()}; "
-          + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")", flush=True)
-    for area, why in cov.not_judged:
+    could not (the lines after say why); FAILED (exit 1) when a check failed. The reports
+    carry the same lines (`Report.verdict_json`). `requested`: the report's own if None."""
+    if requested is not None:
+        report.requested = requested
+    print(summary_line(report), flush=True)
+    for area, why in report.coverage.not_judged:
         print(f"  not judged: {AREAS[area]}: {why}", flush=True)
 
 
@@ -355,7 +407,7 @@ def compare(a_path: Path, b_path: Path) -> str:
         ratio = f"{vb / va:.3f}" if va and vb is not None else "-"
         lines.append(f"| {k} | {'-' if va is None else f'{va:.4g}'} | "
                      f"{'-' if vb is None else f'{vb:.4g}'} | {ratio} |")
-    verdict = {"verdict": tuple(None if "passed" not in r else "PASS" if r["passed"] else "FAIL"
+    verdict = {"verdict": tuple(verdict_of(r)[0] if "passed" in r or "verdict" in r else None
                                 for r in (a, b))}
     sa = {c["name"]: c.get("status") for c in a["checks"]}
     sb = {c["name"]: c.get("status") for c in b["checks"]}

@@ -304,7 +304,8 @@ def judgeable(names: list[str], profile: Profile) -> list[str]:
 
 
 def verdict(report: Report, names: list[str], profile: Profile) -> Coverage:
-    """What the run judged of the suites named (`all` included): its exit status and word."""
+    """What the run judged of the suites named (`all` included): its exit status and word
+    (the same as the report's own, `Report.coverage`)."""
     return coverage(report.checks, judgeable(names, profile))
 
 
@@ -329,7 +330,8 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     now = datetime.now(timezone.utc)  # not datetime.UTC: hosts may have Python 3.10
     report = Report(profile=profile.name, url=str(client.http.base_url),
                     started_utc=now.isoformat(timespec="seconds"), host=host_facts or {},
-                    budget_mib=judge.vram_budget_mib(profile.expected, budget_gib))
+                    budget_mib=judge.vram_budget_mib(profile.expected, budget_gib),
+                    requested=judgeable(names, profile))
     engine = (run_engine(client, profile, sizes, shell, engine_gpu, service, hand)
               if "engine" in names else EngineRun(requested=False))
     report.engine = engine.baseline
@@ -339,8 +341,8 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     print_checks(report)
     if out_dir:
         folder = Path(out_dir) / host_label / now.strftime("%Y%m%dT%H%M%SZ")
-        write_reports(report, folder)
         report.out_dir = str(folder)
+        write_reports(report, folder)
         print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)
-    print_summary(report, judgeable(names, profile))
+    print_summary(report)
     return report

@@ -98,7 +98,8 @@ def test_report_renders_offline_in_headless_chromium(tmp_path):
 
 def test_the_recorded_reports_have_the_keys_verify_writes_today():
     """The recorded reports below are read as `verify` writes report.json now (Report.to_json),
-    so a format change is seen here, not by a user's `beekeeper report`."""
+    so a format change is seen here, not by a user's `beekeeper report`. They were written
+    before `verify` was added (issue 25): `beekeeper report` reads their `passed` instead."""
     from beekeeper.verify.judge import Check
     from beekeeper.verify.report import Report
 
@@ -106,7 +107,7 @@ def test_the_recorded_reports_have_the_keys_verify_writes_today():
                  checks=[Check("smoke.health", "FAIL", "ConnectError")]).to_json()
     for f in (RECORDED, NO_SERVER):
         data = json.loads(f.read_text())
-        assert list(data) == list(now), f.name
+        assert [*data, "verdict"] == list(now), f.name
         assert all(set(c) == set(now["checks"][0]) for c in data["checks"]), f.name
 
 
@@ -146,3 +147,62 @@ def test_report_of_a_file_verify_did_not_write_is_one_line(capsys):
     assert main(["report", str(RECORDED), str(bench)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "not a report.json that verify wrote" in err
+
+
+# -- the reports say what the console says (issue 25) -----------------------------------------
+
+def _incomplete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, str]:
+    """run_suites writes the report of a decode run with no engine baseline (nothing failed,
+    decode not judged: INCOMPLETE, exit 3), against test_suites' llama-server stand-in (a
+    hand-written httpx transport: one token a word)."""
+    import httpx
+
+    from beekeeper.core.profiles import PROFILES
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.suites import Sizes, run_suites, verdict
+
+    from .test_suites import fake_server
+
+    sizes = Sizes(decode_ctx_tokens=[200], decode_out_tokens=40, ttft_tokens=100,
+                  ttft_requests=2, niah_tokens=150)
+    names = ["smoke", "decode"]
+    with ServerClient("http://server", transport=httpx.MockTransport(fake_server)) as c:
+        rep = run_suites(c, PROFILES["cpu-tiny"], names, out_dir=str(tmp_path), sizes=sizes)
+    assert verdict(rep, names, PROFILES["cpu-tiny"]).exit_status == 3
+    console = capsys.readouterr().out
+    data = json.loads((Path(rep.out_dir or "") / "report.json").read_text())
+    assert data["out_dir"] == rep.out_dir  # where it was written, said inside it
+    return data, console
+
+
+def test_an_incomplete_run_is_incomplete_in_every_report_it_writes(tmp_path, capsys):
+    data, console = _incomplete_run(tmp_path, capsys)
+    summary = next(ln for ln in console.splitlines() if ln.startswith("verify "))
+    assert summary.startswith("verify INCOMPLETE")
+    why = "  not judged: decode: "
+    not_judged = next(ln for ln in console.splitlines() if ln.startswith(why))
+    assert "the engine suite was not run" in not_judged
+    # report.json: the verdict word, its exit status, what was and was not judged
+    assert data["passed"] is False  # no script reading `passed` takes it for PASSED
+    v = data["verdict"]
+    assert (v["word"], v["exit_status"], v["judged"]) == ("INCOMPLETE", 3, [])
+    assert v["summary"] == summary
+    assert v["not_judged"] == [{"area": "decode", "why": not_judged[len(why):]}]
+    folder = Path(data["out_dir"])
+    md = (folder / "report.md").read_text()
+    assert "PASS**" not in md and f"- result: **INCOMPLETE**: {summary}" in md
+    assert not_judged.strip() in md
+    page = (folder / "report.html").read_text()
+    assert "<b>INCOMPLETE</b>" in page and "<b>PASS</b>" not in page
+    import html as h
+
+    assert h.escape(not_judged.strip()) in page and h.escape(summary) in page
+
+
+def test_the_verdict_survives_the_controllers_redraw(tmp_path, capsys):
+    """`verify --on-host` draws report.md/html again on the controller from report.json."""
+    data, _ = _incomplete_run(tmp_path, capsys)
+    folder = Path(data["out_dir"])
+    (folder / "report.md").unlink()
+    render_from_json(folder)
+    assert "- result: **INCOMPLETE**" in (folder / "report.md").read_text()

@@ -70,7 +70,8 @@ def test_suites_return_typed_results_that_the_judge_reads(report):
 def test_report_json_keeps_its_keys(report):
     data = json.loads((Path(report.out_dir) / "report.json").read_text())
     assert list(data) == ["profile", "url", "started_utc", "host", "checks", "suites",
-                          "server", "planner", "engine", "out_dir", "budget_mib", "passed"]
+                          "server", "planner", "engine", "out_dir", "budget_mib", "passed",
+                          "verdict"]
     assert list(data["suites"]) == ["smoke", "decode", "ttft", "niah", "load", "vram"]
     assert set(data["suites"]["decode"][0]) == {
         "ctx_tokens", "out_tokens_requested", "decode_tok_s", "server_predicted_per_second",
