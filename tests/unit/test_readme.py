@@ -1,0 +1,277 @@
+"""The commands README.md and docs/*.md show, checked against the kit (fast offline tier: no
+marker, no network, no Docker, no host).
+
+Which blocks hold commands: a fenced block tagged `sh`, `bash`, `shell` or `console`, or not
+tagged at all; blocks tagged anything else (`text`, `python`, `yaml`, `ini`) are not commands.
+A command is one line of such a block, with `\\` continuations joined, a leading `$ ` and a
+trailing ` # comment` dropped.
+
+Each command is classified by the first rule in RULES that matches it:
+
+- `offline`: runs here with nothing but the checkout and `.venv` (`beekeeper --help`,
+  `beekeeper profiles`, `beekeeper plan`, `pyinfra --version`): the test runs it with
+  `.venv/bin` first on PATH, in the checkout, and it must exit 0;
+- `gpu`: needs an NVIDIA GPU or a server of a GPU profile (`beekeeper verify` of a GPU
+  profile, `nvidia-smi`, `llama-bench`);
+- `host`: needs a remote host (a deploy of a real inventory, anything over ssh, the host's
+  units and files: the folders of beekeeper/core/paths.py, a Windows command);
+- `docker-or-root`: needs Docker or root here (sudo, apt, the set-up scripts, the sandbox);
+- `tier`: a test tier itself (pytest, ruff, mypy), never run from inside the tests.
+
+A command that no rule matches fails: a new command in the docs must be classified here.
+Every `beekeeper <sub> --flag` the pages name, in command blocks and in inline code, must be a
+sub-command `beekeeper --help` lists and a flag `beekeeper <sub> --help` lists; every
+`--flag` of a `pyinfra` command must be one `pyinfra --help` lists.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from beekeeper.core import paths
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = ROOT / ".venv" / "bin"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL_TAGS = {"", "sh", "bash", "shell", "console"}
+FENCE = re.compile(r"^(\s*)```\s*([\w-]*)\s*$")
+
+HOST_DIRS = "|".join(re.escape(d) for d in sorted({
+    paths.CONF_ROOT, paths.STATE_DIR, paths.REPORTS_DIR, paths.LOG_DIR, paths.MODEL_DIR,
+    paths.NATIVE_PREFIX, paths.HOSTSIDE_DIR, paths.HOST_VENV, paths.VERIFY_KIT,
+    paths.VERIFY_VENV, "/etc/systemd/system"}))
+
+# (class, pattern, why): the first match decides
+RULES: list[tuple[str, str, str]] = [
+    ("offline", r"^(beekeeper( [a-z]+)?|pyinfra) (--help|-h|--version)$", "help and version"),
+    ("docker-or-root", r"inventories/sandbox\.py|--sandbox\b", "the local sandbox host"),
+    ("host", r"ssh://|--ssh\b|--on-host\b|(^|[\s;&|(])(ssh|autossh|scp)\s", "over ssh"),
+    ("host", r"^pyinfra\b.*\sinventories/\S+", "a deploy of a real inventory"),
+    ("host", r"^(journalctl|systemctl|docker compose|modprobe|dmesg|mokutil|dkms)\b",
+     "the host's units and kernel"),
+    ("host", rf"(^|[\s=])({HOST_DIRS})(/|\s|$)", "the host's files (beekeeper/core/paths.py)"),
+    ("host", r"^(schtasks|wsl(\.exe)?|cmd(\.exe)?)\b", "a Windows host"),
+    ("host", r"^beekeeper (rollback|matrix)\b", "acts on a deployed host"),
+    ("docker-or-root", r"^(sudo|apt|apt-get|docker)\b", "root or the Docker engine"),
+    ("docker-or-root", r"^([A-Z_]+=\S+ )*\./scripts/(setup|demo|test|test-slow)\.sh\b",
+     "the set-up scripts install with apt; demo and tests run the sandbox"),
+    ("docker-or-root", r"^beekeeper (sandbox|demo)\b", "the local sandbox host"),
+    ("docker-or-root", r"^beekeeper verify\b.*--profile cpu-", "a CPU server in the sandbox"),
+    ("gpu", r"^beekeeper verify\b", "a running server of a GPU profile"),
+    ("gpu", r"(^|\s)(nvidia-smi|llama-bench)\b", "an NVIDIA GPU"),
+    ("tier", r"^(\.venv/bin/)?(pytest|ruff|mypy)\b|scripts/mypy\.sh", "a test tier itself"),
+    ("offline", r"^beekeeper (profiles|plan)\b", "reads profiles and group_data only"),
+    ("offline", r"^\. \.venv/bin/activate$", "the controller's venv"),
+]
+
+
+@dataclass(frozen=True)
+class Command:
+    page: str
+    line: int
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def classify(command: str) -> str | None:
+    for cls, pattern, _why in RULES:
+        if re.search(pattern, command):
+            return cls
+    return None
+
+
+def _strip(line: str) -> str:
+    line = line.strip()
+    line = line[2:] if line.startswith("$ ") else line
+    return re.sub(r"\s+#\s.*$", "", line).strip()
+
+
+def blocks(text: str) -> list[tuple[str, int, list[str]]]:
+    """(tag, first line number, lines) of every fenced block."""
+    out: list[tuple[str, int, list[str]]] = []
+    open_at: tuple[str, int] | None = None
+    body: list[str] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = FENCE.match(line)
+        if m and open_at is None:
+            open_at, body = (m.group(2), n + 1), []
+        elif m and not m.group(2):
+            assert open_at is not None
+            out.append((open_at[0], open_at[1], body))
+            open_at = None
+        elif open_at is not None:
+            body.append(line)
+    assert open_at is None, f"a fence opened at line {open_at[1] - 1} is never closed"
+    return out
+
+
+def commands(page: Path) -> list[Command]:
+    out: list[Command] = []
+    for tag, first, body in blocks(page.read_text()):
+        if tag not in SHELL_TAGS:
+            continue
+        pending, start = "", first
+        for n, raw in enumerate(body, first):
+            if not pending:
+                start = n
+            if raw.rstrip().endswith("\\"):
+                pending += raw.rstrip()[:-1].strip() + " "
+                continue
+            text = _strip(pending + raw)
+            pending = ""
+            if text and not text.startswith("#"):
+                out.append(Command(page.relative_to(ROOT).as_posix(), start, text))
+    return out
+
+
+ALL = [c for p in PAGES for c in commands(p)]
+
+
+def inline_spans(page: Path) -> list[str]:
+    """Inline code outside fenced blocks (a span may wrap onto the next line)."""
+    lines = page.read_text().splitlines()
+    fenced = {n for _t, first, body in blocks(page.read_text())
+              for n in range(first - 1, first + len(body) + 1)}
+    prose = "\n".join(line for n, line in enumerate(lines, 1) if n not in fenced)
+    return re.findall(r"`([^`]+)`", prose)
+
+
+def beekeeper_mentions() -> list[tuple[str, str]]:
+    """(where, text from `beekeeper <sub>` on) for every mention in commands and inline code."""
+    found = [(c.id, c.text) for c in ALL]
+    found += [(p.relative_to(ROOT).as_posix(), s) for p in PAGES for s in inline_spans(p)]
+    out: list[tuple[str, str]] = []
+    for where, text in found:
+        for m in re.finditer(r"(?<![\w./-])beekeeper\s+(?=[a-z-])", text):
+            out.append((where, " ".join(text[m.start():].split())))
+    return out
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@functools.cache
+def help_text(*args: str) -> str:
+    done = subprocess.run([*args, "--help"], cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, f"{' '.join(args)} --help failed: {done.stderr}"
+    return done.stdout
+
+
+def subcommands() -> set[str]:
+    m = re.search(r"\{([a-z,]+)\}", help_text("beekeeper"))
+    assert m, "beekeeper --help lists no sub-commands"
+    return set(m.group(1).split(","))
+
+
+def flags_of(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
+
+
+# --- the rule itself ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, expected", [
+    ("beekeeper --help", "offline"),
+    ("beekeeper plan --profile q8-turbo4-64k", "offline"),
+    ("pyinfra inventories/home.py deploy.py --dry", "host"),
+    ("pyinfra -y inventories/sandbox.py deploy.py", "docker-or-root"),
+    ("beekeeper verify --url http://127.0.0.1:8083 --profile q8-turbo4-64k --suite all", "gpu"),
+    ("beekeeper verify --on-host --ssh gpu-box --profile q8-turbo4-64k", "host"),
+    ("cat /var/lib/beekeeper/reports/beekeeper-llm-smoke.json", "host"),
+    ("journalctl -u beekeeper-llm -n 200 --no-pager", "host"),
+    ("PYTHON=python3.11 ./scripts/setup.sh", "docker-or-root"),
+    ("./scripts/test.sh", "docker-or-root"),
+    (".venv/bin/pytest -m 'not integration' -q", "tier"),
+    ("rm -rf /", None),
+])
+def test_rule_classifies(command, expected):
+    assert classify(command) == expected
+
+
+def test_commands_are_found():
+    """The extraction sees the README's commands (an empty list would pass everything)."""
+    readme = {c.text for c in ALL if c.page == "README.md"}
+    assert "beekeeper profiles" in readme
+    assert "pyinfra inventories/home.py deploy.py" in readme
+
+
+# --- the pages ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cmd", ALL, ids=[c.id for c in ALL])
+def test_command_is_classified(cmd):
+    assert classify(cmd.text), (f"{cmd.id}: `{cmd.text}` matches no rule in "
+                                "tests/unit/test_readme.py RULES; add one (offline, gpu, host, "
+                                "docker-or-root, tier)")
+
+
+OFFLINE = [c for c in ALL if classify(c.text) == "offline"]
+
+
+@pytest.mark.parametrize("cmd", OFFLINE, ids=[c.id for c in OFFLINE])
+def test_offline_command_runs(cmd):
+    done = subprocess.run(["bash", "-c", cmd.text], cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, (f"{cmd.id}: `{cmd.text}` exited {done.returncode}:\n"
+                                  f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+
+
+MENTIONS = beekeeper_mentions()
+
+
+@pytest.mark.parametrize("where, text", MENTIONS, ids=[f"{w}:{t[:40]}" for w, t in MENTIONS])
+def test_beekeeper_names_exist(where, text):
+    words = text.split()
+    sub = words[1].strip("`,.;:)")
+    if sub.startswith("-"):
+        assert flags_of(text) <= flags_of(help_text("beekeeper")), f"{where}: {text}"
+        return
+    assert sub in subcommands(), f"{where}: `beekeeper {sub}` is not a beekeeper sub-command"
+    unknown = flags_of(text) - flags_of(help_text("beekeeper", sub))
+    assert not unknown, f"{where}: `beekeeper {sub}` has no {sorted(unknown)}: {text}"
+
+
+PYINFRA = [c for c in ALL if c.text.startswith("pyinfra ")]
+
+
+@pytest.mark.parametrize("cmd", PYINFRA, ids=[c.id for c in PYINFRA])
+def test_pyinfra_flags_exist(cmd):
+    unknown = flags_of(cmd.text) - flags_of(help_text("pyinfra"))
+    assert not unknown, f"{cmd.id}: pyinfra has no {sorted(unknown)}"
+
+
+def test_readme_shows_what_ci_runs():
+    """.ci/run runs the README's test command: each script it runs is a README command."""
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip().startswith("./scripts/")]
+    assert ci, ".ci/run runs no ./scripts/ command"
+    readme = {c.text for c in ALL if c.page == "README.md"}
+    assert ci[0] in readme, f"README.md no longer shows `{ci[0]}`, the command CI runs"
+
+
+def test_host_data_keys_section_and_markers():
+    text = (ROOT / "README.md").read_text()
+    lines = text.splitlines()
+    for marker in ("## Host data keys", "<!-- host-data-keys:begin -->",
+                   "<!-- host-data-keys:end -->"):
+        assert lines.count(marker) == 1, f"README.md must hold `{marker}` once, on its own line"
+    assert (lines.index("## Host data keys") < lines.index("<!-- host-data-keys:begin -->")
+            < lines.index("<!-- host-data-keys:end -->"))
+
+
+def test_docs_pages_are_linked_and_links_resolve():
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).resolve().exists(), f"{page.name} links {target}"
+    readme = (ROOT / "README.md").read_text()
+    for page in PAGES[1:]:
+        assert f"](docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
