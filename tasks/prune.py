@@ -3,6 +3,18 @@ Prune: the inventory is the truth. A model service the kit deployed on this host
 inventory no longer names (or marks `state = "absent"`) is stopped, and its unit, its env
 file and key, its container and its rollback copy are removed. Its model stays in
 model_dir (deploys never delete models), and your drop-in folder stays if it has files.
+
+Upgrade cleanup (once every kept service passed its smoke check): what a rollback needs
+stays, the rest goes, and each removal says the disk it freed. A rollback
+(hostside/rollback.py) puts back the `.prev` unit, which runs what it ran: an image, or a
+native build folder. So, for every service deployed on the machine (this host's and other
+inventory hosts' on it), the build its unit runs after this deploy and the one its previous
+unit runs stay; so do the source tree this deploy builds from and the trees those builds
+came from (a tag starts with its source ref's first 12 characters), and the builds' own
+folders (Dockerfile, cmake tree). Other native builds under /opt/beekeeper/llama-server,
+source trees under <state_dir>/src and build folders go. Where a previous unit is there but
+what it runs cannot be read, nothing goes. Server images keep their rule
+(tasks/server_image.py): the newest two, and always the running and previous units' ones.
 """
 
 from __future__ import annotations
@@ -14,8 +26,10 @@ from pyinfra.api.operation import OperationMeta
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.machines import leaving
-from beekeeper.core.paths import ServicePaths
+from beekeeper.core.paths import NATIVE_PREFIX, ServicePaths, prev
+from beekeeper.facts.lifecycle import FolderEntries, FolderEntry, PresentPaths as _Present
 from beekeeper.facts.services import DeployedServices, deployed_manifest
+from beekeeper.operations.lifecycle import entries_pruned, mib
 from beekeeper.operations.services import service_removed
 
 q = shlex.quote
@@ -27,11 +41,20 @@ def held_port(name: str) -> int | None:
     return port if isinstance(port, int) else None
 
 
-def ensure(cfg: HostConfig, phase: str = "after") -> list[OperationMeta]:
+def ensure(cfg: HostConfig, phase: str = "after",
+           artifact: str | None = None) -> list[OperationMeta]:
     """Queue the removals of one phase. "before" (ahead of the kept services' start): the
     stale services whose port a kept service takes, or whose port cannot be read. "after"
     (once every kept service passed its smoke check, so a failed deploy stops before and
-    what ran keeps running): all the others."""
+    what ran keeps running): all the others, then, given the `artifact` this deploy runs
+    (its image tag or native binary; "" where it runs no service), the upgrade cleanup."""
+    ops = _services(cfg, phase)
+    if phase == "after" and artifact is not None:
+        ops += upgrade_cleanup(cfg, artifact)
+    return ops
+
+
+def _services(cfg: HostConfig, phase: str) -> list[OperationMeta]:
     ops = []
     if cfg.kept_by_neighbours is None and phase == "before":
         host.noop("removing services left out: skipped, another inventory host on this "
@@ -48,4 +71,86 @@ def ensure(cfg: HostConfig, phase: str = "after") -> list[OperationMeta]:
         ops.append(service_removed(
             name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
                  "container; keep its model", service=name))
+    return ops
+
+
+def slug_of(artifact: str, repo: str) -> str | None:
+    """The build an artifact names: `<repo>:<slug>` (an image), or a native build's binary
+    `<NATIVE_PREFIX>/<slug>/llama-server`; None for anything else."""
+    if artifact.startswith(f"{repo}:"):
+        return artifact.split(":", 1)[1]
+    if artifact.startswith(NATIVE_PREFIX + "/"):
+        return artifact[len(NATIVE_PREFIX) + 1:].split("/", 1)[0]
+    return None
+
+
+def _runs(path: str) -> str | None:
+    return str((deployed_manifest(path) or {}).get("image") or "") or None
+
+
+def kept_artifacts(cfg: HostConfig, artifact: str) -> tuple[set[str], str | None]:
+    """The artifacts a rollback of any service on this machine needs once this deploy is
+    done, or (set(), why) when one of them cannot be known."""
+    mine = {s.name for s in cfg.services}
+    going = set(leaving(cfg, host.get_fact(DeployedServices)))
+    keep = {artifact} if artifact else set()
+    for name in host.get_fact(DeployedServices):
+        if name in going:
+            continue
+        p = ServicePaths(name)
+        now = _runs(p.manifest)
+        if now is None:
+            return set(), f"what {p.unit_name} runs cannot be read ({p.manifest})"
+        if name in mine and now != artifact:
+            keep.add(now)  # this deploy replaces it: it becomes the previous unit
+            continue
+        keep.add(now)
+        if host.get_fact(_Present, paths=[prev(p.unit)]):
+            before = _runs(prev(p.manifest))
+            if before is None:
+                return set(), (f"the previous unit of {p.unit_name} is there but what it "
+                               f"runs is unknown ({prev(p.manifest)} cannot be read)")
+            keep.add(before)
+    return keep, None
+
+
+def _tree_kept(name: str, cfg: HostConfig, slugs: set[str]) -> bool:
+    if cfg.services and name == cfg.source.ref:
+        return True
+    if cfg.source.kind == "local" and cfg.source.path and name == cfg.source.path.rsplit("/")[-1]:
+        return True
+    return not name.endswith(".tmp") and any(s.startswith(name[:12] + "-") for s in slugs)
+
+
+def _freed(entries: list[FolderEntry], keep: set[str]) -> str:
+    stale = [e for e in entries if e.name not in keep]
+    return f"{len(stale)}, {mib(sum(e.size_kib for e in stale))}" if stale else "none"
+
+
+def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
+    """Remove the native builds, source trees and build folders no rollback needs."""
+    keep, unknown = kept_artifacts(cfg, artifact)
+    if unknown:
+        host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
+        return []
+    slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
+    src = f"{cfg.state_dir}/src"
+    trees = {e.name for e in host.get_fact(FolderEntries, path=src)
+             if _tree_kept(e.name, cfg, slugs)}
+    native_keep = set(slugs)
+    for e in host.get_fact(FolderEntries, path=NATIVE_PREFIX):
+        if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:
+            native_keep.add(e.name)  # `current`, while it names a kept build
+    folders = [(NATIVE_PREFIX, native_keep, "native builds"),
+               (src, trees, "source trees"),
+               (f"{cfg.state_dir}/build", slugs, "image build folders"),
+               (f"{cfg.state_dir}/native", slugs, "native build trees")]
+    kept = ", ".join(sorted(slugs)) or "none"
+    ops = []
+    for folder, names, what in folders:
+        freed = _freed(host.get_fact(FolderEntries, path=folder), names)
+        ops.append(entries_pruned(
+            name=f"Remove {what} no rollback needs from {folder} (removes {freed}; keeps "
+                 f"the running and previous units' builds: {kept})",
+            folder=folder, keep=sorted(names), what=what))
     return ops

@@ -1,0 +1,177 @@
+"""
+Facts for a host's life after the first deploy: what the kit's folders hold (for the
+upgrade cleanup), and which packages the kit installed (for the uninstall).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from pyinfra.api import FactBase
+
+
+@dataclass(frozen=True)
+class FolderEntry:
+    """One entry of a folder: `kind` is find's %y (d: folder, f: file, l: link), its size
+    as `du -sk` counts it (a link's own, never its target's), `target` a link's target."""
+
+    name: str
+    kind: str
+    size_kib: int
+    target: str = ""
+
+
+def parse_folder_entries(lines: list[str]) -> list[FolderEntry]:
+    """`<kind>\\t<KiB>\\t<name>\\t<link target>` lines (FolderEntries' command) -> entries."""
+    out = []
+    for line in lines:
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) < 3 or not parts[2] or not parts[1].isdigit():
+            continue
+        out.append(FolderEntry(name=parts[2], kind=parts[0], size_kib=int(parts[1]),
+                               target=parts[3] if len(parts) > 3 else ""))
+    return sorted(out, key=lambda e: e.name)
+
+
+class FolderEntries(FactBase[list[FolderEntry]]):
+    """
+    The entries of a folder (none when it is missing), with their sizes:
+
+    .. code:: python
+
+        [FolderEntry(name="0123456789ab-cpu-x86-64-v3-1a2b3c4d", kind="d", size_kib=8716),
+         FolderEntry(name="current", kind="l", size_kib=0,
+                     target="/opt/beekeeper/llama-server/0123456789ab-cpu-x86-64-v3-1a2b3c4d")]
+    """
+
+    @staticmethod
+    def default() -> list[FolderEntry]:
+        return []
+
+    def command(self, path: str) -> str:
+        p = shlex.quote(path)
+        return (f"[ -d {p} ] && find {p} -mindepth 1 -maxdepth 1 -printf '%y\\t%f\\t%l\\n' | "
+                "while IFS=\"$(printf '\\t')\" read -r t f l; do "
+                f"printf '%s\\t%s\\t%s\\t%s\\n' \"$t\" \"$(du -sk {p}/\"$f\" | cut -f1)\" "
+                "\"$f\" \"$l\"; done; true")
+
+    def process(self, output: list[str]) -> list[FolderEntry]:
+        return parse_folder_entries(output)
+
+
+# pyinfra's apt.packages runs `apt-get -y -o Dpkg::Options::="--force-confdef" -o
+# Dpkg::Options::="--force-confold" install --no-install-recommends NAMES`; apt's history
+# log records it without the quotes
+PYINFRA_INSTALL = re.compile(
+    r"^apt-get -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
+    r"install (?:--no-install-recommends )?(?P<names>.+)$")
+
+
+@dataclass(frozen=True)
+class AptTransaction:
+    """One entry of /var/log/apt/history.log: what was asked for, what it newly installed."""
+
+    commandline: str
+    installed: tuple[str, ...]
+
+
+def parse_apt_history(lines: list[str]) -> list[AptTransaction]:
+    """apt's history log (every rotation, oldest first) -> its transactions. `Install:`
+    lists `name:arch (version[, automatic])` entries separated by `), `."""
+    out: list[AptTransaction] = []
+    command, installed = "", ()
+    for line in [*lines, "Start-Date: end"]:
+        if line.startswith("Start-Date:"):
+            if command:
+                out.append(AptTransaction(command, installed))
+            command, installed = "", ()
+        elif line.startswith("Commandline:"):
+            command = line.split(":", 1)[1].strip()
+        elif line.startswith("Install:"):
+            names = re.findall(r"(?:^|\), )([a-z0-9][a-z0-9+.-]*):[a-z0-9-]+ \(",
+                               line.split(":", 1)[1].strip())
+            installed = tuple(names)
+    return out
+
+
+class AptHistory(FactBase[list[AptTransaction]]):
+    """
+    The transactions in apt's history logs, oldest first (rotated ones included; none when
+    there is no log):
+
+    .. code:: python
+
+        [AptTransaction(commandline="apt-get -y -o Dpkg::Options::=--force-confdef -o "
+                        "Dpkg::Options::=--force-confold install --no-install-recommends "
+                        "docker.io", installed=("containerd", "docker.io", "runc", ...))]
+    """
+
+    @staticmethod
+    def default() -> list[AptTransaction]:
+        return []
+
+    def command(self) -> str:
+        return ("for f in $(ls -tr /var/log/apt/history.log* 2>/dev/null); do "
+                "zcat -f \"$f\"; done; true")
+
+    def process(self, output: list[str]) -> list[AptTransaction]:
+        return parse_apt_history(output)
+
+
+class InstalledPackages(FactBase[list[str]]):
+    """Names of the packages dpkg has installed: ``["adduser", "apt", ...]``."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self) -> str:
+        return ("dpkg-query -W -f '${Package} ${db:Status-Status}\\n' 2>/dev/null | "
+                "awk '$2 == \"installed\" {print $1}'; true")
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted({line.strip() for line in output if line.strip()})
+
+
+class AptPurgeWould(FactBase[list[str]]):
+    """What `apt-get -s purge PACKAGES` would remove (apt adds what depends on them):
+    ``["docker.io", "some-tool-that-needs-docker"]``."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self, packages: list[str]) -> str:
+        names = " ".join(shlex.quote(p) for p in packages)
+        return (f"apt-get -s -q purge --allow-change-held-packages {names} 2>/dev/null | "
+                "awk '$1 == \"Purg\" || $1 == \"Remv\" {print $2}'; true")
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted({line.strip() for line in output if line.strip()})
+
+
+class PresentPaths(FactBase[dict[str, int]]):
+    """
+    Of the paths asked for, those that exist (a dangling link counts), with their size as
+    `du -sk` counts it: ``{"/opt/beekeeper/venv": 48212}``.
+    """
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}
+
+    def command(self, paths: list[str]) -> str:
+        names = " ".join(shlex.quote(p) for p in paths)
+        return (f"for p in {names}; do if [ -e \"$p\" ] || [ -L \"$p\" ]; then "
+                "printf '%s\\t%s\\n' \"$(du -sk \"$p\" 2>/dev/null | cut -f1)\" \"$p\"; "
+                "fi; done; true")
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        out = {}
+        for line in output:
+            size, _, path = line.rstrip("\n").partition("\t")
+            if path:
+                out[path] = int(size) if size.isdigit() else 0
+        return out

@@ -1,0 +1,190 @@
+"""
+Lifecycle operations: remove what an upgrade left behind, and everything the kit put on a
+host (the uninstall). Each reads what is there, and removes only that; each says how much
+disk it frees.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import StringCommand, operation
+from pyinfra.facts.files import FileContents
+from pyinfra.facts.server import Groups, Users
+
+from beekeeper.facts.docker import ImageTags
+from beekeeper.facts.host import AptHolds
+from beekeeper.facts.lifecycle import AptPurgeWould, FolderEntries, PresentPaths
+
+from .shell import StreamedCommand
+
+q = shlex.quote
+
+
+def mib(kib: int) -> str:
+    return f"{kib / 1024:.0f} MiB" if kib >= 1024 or kib == 0 else f"{kib / 1024:.1f} MiB"
+
+
+def freed_line(what: str, kib: int) -> str:
+    """The line a removal ends with: what went, and the disk it freed (as du counted it)."""
+    return f"echo {q(f'beekeeper: removed {what}: {mib(kib)} freed')}"
+
+
+@operation()
+def entries_pruned(folder: str, keep: list[str], what: str):
+    """
+    Remove the entries of a folder the kit owns that no kept artifact needs.
+
+    + folder: the folder (its entries are read with their sizes)
+    + keep: entry names that stay
+    + what: what the entries are, for the last line ("native builds")
+    """
+    stale = [e for e in host.get_fact(FolderEntries, path=folder) if e.name not in keep]
+    if not stale:
+        host.noop(f"{folder}: nothing beyond what is kept ({', '.join(sorted(keep)) or 'none'})")
+        return
+    kib = sum(e.size_kib for e in stale)
+    names = ", ".join(e.name for e in stale)
+    yield StreamedCommand("rm -rf " + " ".join(q(f"{folder}/{e.name}") for e in stale)
+                          + f" && {freed_line(f'{len(stale)} {what} ({names})', kib)}")
+
+
+@operation()
+def paths_removed(paths: list[str], what: str):
+    """
+    Remove files and folders the kit made, those that are there.
+
+    + paths: absolute paths
+    + what: what they are, for the last line
+    """
+    present = host.get_fact(PresentPaths, paths=paths)
+    if not present:
+        host.noop(f"no {what} here")
+        return
+    kib = sum(present.values())
+    yield StreamedCommand("rm -rf " + " ".join(q(p) for p in present)
+                          + f" && {freed_line(what, kib)}")
+
+
+@operation()
+def empty_folders_removed(paths: list[str]):
+    """
+    Remove folders the kit made once they are empty (in order: children first); a folder
+    that still holds something (yours) stays.
+
+    + paths: absolute paths
+    """
+    present = host.get_fact(PresentPaths, paths=paths)
+    if not present:
+        host.noop("none of the kit's folders is left")
+        return
+    yield " ; ".join(f"rmdir {q(p)} 2>/dev/null" for p in paths if p in present) + " ; true"
+
+
+@operation()
+def file_removed_if_kit(path: str, content: str):
+    """
+    Remove a file the kit wrote, only while it holds what the kit wrote (the same file with
+    other lines is yours, or was there before).
+
+    + path: the file
+    + content: what the kit wrote there
+    """
+    lines = host.get_fact(FileContents, path=path)
+    if lines is None:
+        host.noop(f"{path} is not there")
+        return
+    if "\n".join(lines).strip() != content.strip():
+        host.noop(f"{path} holds lines the kit did not write: kept")
+        return
+    yield f"rm -f {q(path)}"
+
+
+@operation()
+def unit_removed(unit_name: str, unit_path: str, dropin_dir: str):
+    """
+    Stop, disable and remove a systemd unit the kit wrote (and its rollback copy); its
+    drop-in folder goes when empty (files there are yours).
+
+    + unit_name, unit_path: the unit
+    + dropin_dir: its drop-in folder
+    """
+    if not host.get_fact(PresentPaths, paths=[unit_path, unit_path + ".prev"]):
+        host.noop(f"{unit_name} is not installed")
+        return
+    yield StreamedCommand(" ; ".join([
+        f"systemctl disable --now {q(unit_name)} 2>/dev/null || true",
+        f"rm -f {q(unit_path)} {q(unit_path + '.prev')}",
+        f"rmdir {q(dropin_dir)} 2>/dev/null || true",
+        "systemctl daemon-reload",
+        f"systemctl reset-failed {q(unit_name)} 2>/dev/null || true",
+        f"echo {q(f'beekeeper: removed {unit_name}')}",
+    ]))
+
+
+@operation()
+def images_removed(repo: str):
+    """
+    Remove every image of the kit's repository (the server images it built).
+
+    + repo: image repository, e.g. beekeeper/llama-server
+    """
+    tags = host.get_fact(ImageTags, repo=repo)
+    if not tags:
+        host.noop(f"no {repo} image here")
+        return
+    yield "docker rmi -f " + " ".join(q(t) for t in tags)
+
+
+@operation()
+def holds_released(packages: list[str]):
+    """
+    Release the apt holds the kit set on packages (apt-mark unhold), those held.
+
+    + packages: names
+    """
+    held = [p for p in packages if p in host.get_fact(AptHolds)]
+    if not held:
+        host.noop("no hold of the kit's to release")
+        return
+    yield "apt-mark unhold " + " ".join(q(p) for p in held)
+
+
+@operation()
+def packages_purged(packages: list[str]):
+    """
+    Purge packages the kit installed, unless apt would take more with them (a package
+    installed since needs one of them): then none is removed and the line says which.
+
+    + packages: names, all installed
+    """
+    if not packages:
+        host.noop("no package the kit installed is left")
+        return
+    would = host.get_fact(AptPurgeWould, packages=packages)
+    extra = [p for p in would if p not in packages]
+    if extra:
+        host.noop(f"kept {', '.join(packages)}: purging them would also remove "
+                  f"{', '.join(extra)}, which the kit did not install")
+        return
+    yield ("DEBIAN_FRONTEND=noninteractive apt-get -y -q purge --allow-change-held-packages "
+           + " ".join(q(p) for p in packages))
+
+
+@operation()
+def account_removed(name: str):
+    """
+    Remove a system user and its group that the kit created.
+
+    + name: the user's (and its group's) name
+    """
+    user = name in (host.get_fact(Users) or {})
+    group = name in (host.get_fact(Groups) or [])
+    if not user and not group:
+        host.noop(f"no {name} user or group")
+        return
+    if user:
+        yield f"userdel {q(name)}"
+    if group:
+        yield StringCommand(f"groupdel {q(name)} 2>/dev/null || true")
