@@ -21,6 +21,7 @@ from .core.paths import KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
 from .core.remote import NEEDS_ROOT_EXIT, ssh_as_root
 from .hostside import rollback_command
+from .verify_main import Keys, add_verify_options, run_verify, usage_error, use_checkout_verify
 
 
 def configured_budget_gib() -> float:
@@ -84,28 +85,26 @@ def _budget(args: argparse.Namespace) -> float:
     return args.budget_gib if args.budget_gib is not None else configured_budget_gib()
 
 
-def _hand_started(args: argparse.Namespace) -> Any:
-    """--llama-bench / --engine-image / --model: a server the user started, or None."""
-    from beekeeper.verify.suites import HandStarted
-
-    if not (args.llama_bench or args.engine_image):
-        return None
-    return HandStarted(llama_bench=args.llama_bench, image=args.engine_image, model=args.model)
-
-
 def _verify_on_host(args: argparse.Namespace) -> int:
+    """The suites on the host, with every verify option given (verify_main.host_command)."""
     from .hostverify import run_on_host
 
     target = _ssh_target(args)
     if target is None:
         return 2
-    rc, _ = run_on_host(target[0], target[1] if args.sandbox else args.host_label,
-                        args.profile, args.suite, args.port, Path(args.out),
-                        quick=args.quick, engine_gpu=args.engine_gpu,
-                        ctx_size=args.ctx_size, budget_gib=_budget(args),
-                        llama_bench=args.llama_bench, engine_image=args.engine_image,
-                        model=args.model)
+    args.budget_gib = _budget(args)  # the controller's group data, judged on the host
+    label = target[1] if args.host_label == os.uname().nodename else args.host_label
+    rc, _ = run_on_host(target[0], label, args, args.port, Path(args.out),
+                        Keys.from_files(args))
     return rc
+
+
+def local_url(args: argparse.Namespace) -> str | None:
+    """The server's URL when verify runs here: --url, else with --on-host and no host named
+    (this machine is the host: `@local`, a WSL2 box deploying to itself) its loopback port."""
+    if args.url:
+        return str(args.url)
+    return f"http://127.0.0.1:{args.port}" if args.on_host else None
 
 
 def _where(args: argparse.Namespace, url: str) -> Any:
@@ -122,22 +121,16 @@ def _verify(args: argparse.Namespace) -> int:
     """Exit 0: nothing failed and every requested decode/TTFT/NIAH/VRAM check judged its
     figure; 1: a check failed; 3: nothing failed but one of them was not judged (the
     summary's INCOMPLETE lines say why); 2: a usage or set-up error."""
-    from .verify_main import use_checkout_verify
-
+    problem = usage_error(args)
+    if problem:
+        print(f"beekeeper verify: {problem}", file=sys.stderr)
+        return 2
     use_checkout_verify()  # a checkout run as `python -m beekeeper.cli`, nothing installed
-    from beekeeper.verify.client import ServerClient
-    from beekeeper.verify.suites import Sizes, run_suites, verdict
-
-    profile = PROFILES[args.profile]
-    if args.ctx_size:
-        from .core.profiles import with_ctx_size
-
-        profile = with_ctx_size(profile, args.ctx_size)
-    if args.on_host:
+    if args.on_host and (args.sandbox or args.ssh):
         return _verify_on_host(args)
-    shell = _engine_shell(args)
+    shell = _engine_shell(args)  # --on-host alone: this machine is the host, run here
     with ExitStack() as stack:
-        url = args.url
+        url = local_url(args)
         if args.sandbox:
             from .sandbox import load_state, ssh_options
             from .tunnel import ssh_tunnel
@@ -145,26 +138,11 @@ def _verify(args: argparse.Namespace) -> int:
             if args.host_label == os.uname().nodename:
                 args.host_label = "sandbox"
         if not url:
-            print("give --url URL, or --sandbox", file=sys.stderr)
+            print("give --url URL, --sandbox, or --on-host (with --ssh for another host)",
+                  file=sys.stderr)
             return 2
-        key = Path(args.api_key_file).read_text().strip() if args.api_key_file else None
-        client = stack.enter_context(ServerClient(url, api_key=key))
-        direct = None
-        if args.direct_url:  # --suite gateway: the server behind the gateway at --url
-            dkey = Path(args.direct_api_key_file).read_text().strip() \
-                if args.direct_api_key_file else None
-            direct = stack.enter_context(ServerClient(args.direct_url, api_key=dkey))
-        sizes = Sizes.for_profile(profile, args.quick)
-        if args.decode_ctx:  # e.g. the seed's runs: 4096,60000
-            sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
-        if args.decode_out:  # e.g. the seed's sustained run: 16384
-            sizes.decode_out_tokens = args.decode_out
-        report = run_suites(client, profile, args.suite.split(","), out_dir=args.out,
-                            quick=args.quick, host_label=args.host_label, card=args.card,
-                            sizes=sizes, shell=shell, engine_gpu=args.engine_gpu,
-                            direct=direct, budget_gib=_budget(args),
-                            hand=_hand_started(args), where=_where(args, url))
-    return verdict(report, args.suite.split(","), profile).exit_status
+        return run_verify(args, url, shell=shell, keys=Keys.from_files(args),
+                          budget_gib=_budget(args), where=_where(args, url))
 
 
 def _engine_shell(args: argparse.Namespace) -> Any:
@@ -345,48 +323,15 @@ def _add_verify(sub: Any) -> None:
     p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
     p.add_argument("--port", type=int, default=8083, help="server port on the host")
-    p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")
-    p.add_argument("--suite", default="smoke",
-                   help="comma list of engine,smoke,decode,ttft,niah,vram,load or all "
-                        "(engine: llama-bench on the host, the baseline decode and TTFT are "
-                        "judged against; gateway, not in all: its overhead against "
-                        "--direct-url)")
-    p.add_argument("--out", default=str(KIT_ROOT / "reports"), help="report folder root")
-    p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
-    p.add_argument("--api-key-file")
-    p.add_argument("--direct-url", help="--suite gateway: the server behind the gateway at "
-                   "--url, measured in the same run")
-    p.add_argument("--direct-api-key-file", help="the key of --direct-url's server")
-    p.add_argument("--host-label", default=os.uname().nodename)
     p.add_argument("--on-host", action="store_true",
-                   help="install and run the suites on the host (NVML there); copy the "
-                        "report back to --out/<host>/<UTC time>/")
+                   help="install and run the suites on the --ssh/--sandbox host (NVML "
+                        "there), with every other option given here; copy the report back "
+                        "to --out/<host>/<UTC time>/. Alone: this machine is the host "
+                        "(@local), the server on 127.0.0.1:--port")
     p.add_argument("--ssh", help="ssh arguments that reach the host: with --on-host, where "
                                  "the suites run; without, where llama-bench runs")
-    p.add_argument("--engine-gpu", help="run llama-bench on this GPU (index), which the "
-                                        "service does not use, and keep the service running "
-                                        "(default: stop the service while it runs)")
-    p.add_argument("--llama-bench", metavar="PATH",
-                   help="a server you started (not deployed by the kit): its llama-bench, "
-                        "run beside it (never stopped) for the engine baseline; implies "
-                        "--suite engine. With --engine-image: the path inside the image")
-    p.add_argument("--engine-image", metavar="IMAGE",
-                   help="a server you started in a container: an image with llama-bench "
-                        "(/usr/local/bin/llama-bench unless --llama-bench), the model's "
-                        "folder mounted at /models")
-    p.add_argument("--model", metavar="PATH",
-                   help="with --llama-bench/--engine-image: the server's GGUF (default: the "
-                        "model_path in the server's /props)")
-    p.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
-    p.add_argument("--ctx-size", type=int,
-                   help="the server's context when host data set ctx_size (deployed.json's "
-                        "ctx_size): verify's sizes follow it")
-    p.add_argument("--decode-out", type=int, help="output tokens per decode run, e.g. 16384")
-    p.add_argument("--budget-gib", type=float,
-                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
-    p.add_argument("--card", help="scale the decode expectation to this card, e.g. 'RTX 3090'"
-                                  " (default: the GPU's name where known)")
-    p.set_defaults(func=_verify)
+    add_verify_options(p)  # the options verify_main takes too, defined once there
+    p.set_defaults(func=_verify, out=str(KIT_ROOT / "reports"))
 
 
 def _add_report(sub: Any) -> None:
@@ -446,14 +391,17 @@ def _add_demo(sub: Any) -> None:
     p.set_defaults(func=_demo)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="beekeeper", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for add in (_add_profiles, _add_sandbox, _add_verify, _add_report, _add_plan,
                 _add_matrix, _add_rollback, _add_demo):
         add(sub)
+    return ap
 
-    args = ap.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         return int(args.func(args))
     except BeekeeperError as e:

@@ -5,6 +5,7 @@ loopback), then bring the report back to the controller under reports/<host>/<UT
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import shlex
@@ -18,6 +19,7 @@ from .core.cache import CACHE
 from .core.errors import VerifyError
 from .core.paths import REPORTS_DIR, VERIFY_KIT as KIT, VERIFY_VENV as VENV
 from .core.remote import ssh_as_root
+from .verify_main import Keys, host_command
 
 REQUIREMENTS = ["httpx>=0.28", "nvidia-ml-py>=12.535"]  # verify reads SSE itself
 # what those need on the oldest host Python (3.10) that `pip download` does not fetch: it
@@ -69,24 +71,11 @@ def _ssh(ssh: list[str], script: str, stdin: bytes | None = None) -> subprocess.
     return subprocess.run(ssh_as_root(ssh, script), input=stdin, capture_output=True)
 
 
-def _options(quick: bool, engine_gpu: str | None, ctx_size: int | None,
-             budget_gib: float | None, hand: dict[str, str | None]) -> str:
-    """verify_main's optional arguments, quoted for the host's shell."""
-    out = (" --quick" if quick else "") + (f" --ctx-size {int(ctx_size)}" if ctx_size else "")
-    if budget_gib is not None:
-        out += f" --budget-gib {float(budget_gib):g}"
-    for flag, value in {"--engine-gpu": engine_gpu, **hand}.items():
-        out += f" {flag} {shlex.quote(value)}" if value else ""
-    return out
-
-
-def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port: int,
-                out_root: Path, quick: bool = False, engine_gpu: str | None = None,
-                ctx_size: int | None = None, budget_gib: float | None = None,
-                llama_bench: str | None = None, engine_image: str | None = None,
-                model: str | None = None) -> tuple[int, Path]:
-    """Install the suites on the host, run them there, copy the report back. The exit
-    status is verify's on the host (0 passed, 1 failed, 3 incomplete)."""
+def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port: int,
+                out_root: Path, keys: Keys) -> tuple[int, Path]:
+    """Install the suites on the host, run them there with every verify option in `args`
+    (`verify_main.host_command`), copy the report back. The exit status is verify's on the
+    host (0 passed, 1 failed, 3 incomplete)."""
     print(f"[verify] installing the suites on {host_label} ({KIT}, {VENV})", flush=True)
     p = _ssh(ssh, f"rm -rf {KIT} && mkdir -p {KIT} && tar -C {KIT} -xzf -", _kit_tarball())
     if p.returncode != 0:
@@ -101,14 +90,10 @@ def run_on_host(ssh: list[str], host_label: str, profile: str, suites: str, port
                           f"needed): {p.stderr.decode()[-800:]}")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     remote_out = f"{REPORTS_DIR}/{stamp}"
-    cmd = (f"cd {KIT} && {VENV}/bin/python -m beekeeper.verify_main --url "
-           f"http://127.0.0.1:{port} --profile {shlex.quote(profile)} --suite "
-           f"{shlex.quote(suites)} --out {remote_out} --host-label {shlex.quote(host_label)}"
-           + _options(quick, engine_gpu, ctx_size, budget_gib,
-                      {"--llama-bench": llama_bench, "--engine-image": engine_image,
-                       "--model": model}))
+    cmd = f"cd {KIT} && " + host_command(args, f"{VENV}/bin/python", port, remote_out,
+                                          host_label, keys)
     print(f"[verify] running on {host_label}: {cmd}", flush=True)
-    run = subprocess.run(ssh_as_root(ssh, cmd))
+    run = subprocess.run(ssh_as_root(ssh, cmd), input=keys.to_stdin())
     local = out_root / host_label / stamp
     local.mkdir(parents=True, exist_ok=True)
     tar = _ssh(ssh, f"d=$(ls -d {remote_out}/{shlex.quote(host_label)}/*/ | head -n1) && "

@@ -5,6 +5,10 @@ installed but httpx and nvidia-ml-py (numpy, jinja2 and matplotlib are not neede
 matplotlib the HTML report says so). From a checkout, `verify/` is made importable as
 `beekeeper.verify`, as the wheel installs it.
 
+The options verify takes are defined here once (`OPTIONS`): `beekeeper verify` adds the same
+ones to its parser, and `--on-host` passes every one it was given on to this entry point on
+the host (`forwarded`), so no option is known to one and lost by the other.
+
 Exit status: 0 nothing failed and every requested decode, TTFT, NIAH and VRAM check judged
 its figure; 1 a check failed; 3 nothing failed but a requested one was not judged
 (INCOMPLETE); 2 a usage error.
@@ -14,11 +18,177 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import shlex
 import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .core.profiles import PROFILES
+from .core.errors import VerifyError
+from .core.profiles import PROFILES, Profile, with_ctx_size
+
+SUITE_HELP = ("comma list of engine,smoke,decode,ttft,niah,vram,load or all (engine: "
+              "llama-bench on the host, the baseline decode and TTFT are judged against; "
+              "gateway, not in all: its overhead against --direct-url)")
+
+# every option `beekeeper verify` and this entry point share: (flags, add_argument keywords)
+OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("--profile", {"required": True, "choices": sorted(PROFILES), "metavar": "PROFILE"}),
+    ("--suite", {"default": "smoke", "help": SUITE_HELP}),
+    ("--quick", {"action": "store_true", "help": "small sizes (CPU servers)"}),
+    ("--api-key-file", {"help": "the server's API key, in a file (with --on-host it "
+                                "travels on ssh's standard input, never a command line)"}),
+    ("--direct-url", {"help": "--suite gateway: the server behind the gateway at --url, "
+                              "measured in the same run (with --on-host: as the host sees it)"}),
+    ("--direct-api-key-file", {"help": "the key of --direct-url's server"}),
+    ("--engine-gpu", {"help": "run llama-bench on this GPU (index), which the service does "
+                              "not use, and keep the service running (default: stop the "
+                              "service while it runs)"}),
+    ("--llama-bench", {"metavar": "PATH", "help": (
+        "a server you started (not deployed by the kit): its llama-bench, run beside it "
+        "(never stopped) for the engine baseline; implies --suite engine. With "
+        "--engine-image: the path inside the image")}),
+    ("--engine-image", {"metavar": "IMAGE", "help": (
+        "a server you started in a container: an image with llama-bench "
+        "(/usr/local/bin/llama-bench unless --llama-bench), the model's folder mounted at "
+        "/models; needs --model")}),
+    ("--model", {"metavar": "PATH", "help": (
+        "with --llama-bench/--engine-image: the server's GGUF on the host (default with "
+        "--llama-bench: the model_path in the server's /props)")}),
+    ("--decode-ctx", {"help": "decode runs at these context sizes, e.g. 4096,60000"}),
+    ("--ctx-size", {"type": int, "help": (
+        "the server's context when host data set ctx_size (deployed.json's ctx_size): "
+        "verify's sizes follow it")}),
+    ("--decode-out", {"type": int, "help": "output tokens per decode run, e.g. 16384"}),
+    ("--budget-gib", {"type": float, "help": (
+        "VRAM budget (default: group_data/all.py vram_budget_gib on the controller, else "
+        "the profile's)")}),
+    ("--card", {"help": "the card the reference checks judge, e.g. 'RTX 3090' (default: "
+                        "the GPU where the server runs, read with nvidia-smi there)"}),
+    ("--host-label", {"default": os.uname().nodename,
+                      "help": "the report folder's name under --out"}),
+    ("--out", {"help": "report folder root"}),
+]
+# what `--on-host` sets itself on the host's command line rather than passing on: the report
+# folder and label are the host's, and the keys travel on standard input
+NOT_FORWARDED = {"--out", "--host-label", "--api-key-file", "--direct-api-key-file"}
+
+
+def add_verify_options(ap: argparse.ArgumentParser) -> None:
+    """`OPTIONS`, on `beekeeper verify`'s parser or this entry point's."""
+    for flag, kw in OPTIONS:
+        ap.add_argument(flag, **kw)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def forwarded(args: argparse.Namespace) -> list[str]:
+    """Every shared option `args` holds a value for, as arguments of this entry point (not
+    quoted: `shlex.join` them for a shell). `--out`, `--host-label` and the keys are left
+    for the caller (`NOT_FORWARDED`)."""
+    out: list[str] = []
+    for flag, kw in OPTIONS:
+        value = getattr(args, _dest(flag), None)
+        if flag in NOT_FORWARDED or value is None or value is False:
+            continue
+        out += [flag] if kw.get("action") == "store_true" else [flag, f"{value:g}"
+                                                               if isinstance(value, float)
+                                                               else str(value)]
+    return out
+
+
+def usage_error(args: argparse.Namespace) -> str | None:
+    """One line saying what to add or change, for options that cannot work together."""
+    if args.engine_image and not args.model:
+        return ("--engine-image needs --model PATH: the server's GGUF on the host (its "
+                "folder is mounted at /models in the image; the server's /props names the "
+                "path inside its own container, not one the host has)")
+    if args.decode_ctx:
+        try:
+            depths = [int(x) for x in args.decode_ctx.split(",")]
+        except ValueError:
+            depths = []
+        if not depths or min(depths) <= 0:
+            return (f"--decode-ctx {args.decode_ctx!r}: give context sizes in tokens, comma "
+                    "separated, e.g. 4096,60000")
+    return None
+
+
+def profile_of(args: argparse.Namespace) -> Profile:
+    """The profile named, at the server's context when --ctx-size says it differs."""
+    profile = PROFILES[args.profile]
+    return with_ctx_size(profile, args.ctx_size) if args.ctx_size else profile
+
+
+def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
+    """The suites' sizes: the profile's, with --decode-ctx and --decode-out applied."""
+    from beekeeper.verify.suites import Sizes
+
+    sizes = Sizes.for_profile(profile, args.quick)
+    if args.decode_ctx:  # e.g. the seed's runs: 4096,60000
+        sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
+    if args.decode_out:  # e.g. the seed's sustained run: 16384
+        sizes.decode_out_tokens = args.decode_out
+    return sizes
+
+
+def hand_started(args: argparse.Namespace) -> Any:
+    """--llama-bench / --engine-image / --model: a server the user started, or None."""
+    from beekeeper.verify.suites import HandStarted
+
+    if not (args.llama_bench or args.engine_image):
+        return None
+    return HandStarted(llama_bench=args.llama_bench, image=args.engine_image, model=args.model)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The API keys of the server (--api-key-file) and of --direct-url's (None: none)."""
+
+    api: str | None = None
+    direct: str | None = None
+
+    @classmethod
+    def from_files(cls, args: argparse.Namespace) -> Keys:
+        def read(path: str | None) -> str | None:
+            try:
+                return Path(path).read_text().strip() if path else None
+            except OSError as e:
+                raise VerifyError(f"the API key file {path}: {e.strerror}") from None
+
+        return cls(read(args.api_key_file), read(args.direct_api_key_file))
+
+    def to_stdin(self) -> bytes | None:
+        """What `--keys-on-stdin` reads (None: no key, nothing to send)."""
+        if self.api is None and self.direct is None:
+            return None
+        return json.dumps({"api": self.api, "direct": self.direct}).encode()
+
+
+def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
+               budget_gib: float | None, where: Any = None) -> int:
+    """The suites against `url`, judged and reported; the verdict's exit status. `shell`:
+    where llama-bench and systemctl run (None: nowhere, the engine checks say why)."""
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.suites import run_suites, verdict
+
+    profile = profile_of(args)
+    names = args.suite.split(",")
+    with ExitStack() as stack:
+        client = stack.enter_context(ServerClient(url, api_key=keys.api))
+        direct = (stack.enter_context(ServerClient(args.direct_url, api_key=keys.direct))
+                  if args.direct_url else None)  # --suite gateway: the server behind --url
+        report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
+                            host_label=args.host_label, card=args.card,
+                            sizes=sizes_of(args, profile), shell=shell,
+                            engine_gpu=args.engine_gpu, direct=direct, budget_gib=budget_gib,
+                            hand=hand_started(args), where=where)
+    return verdict(report, names, profile).exit_status
 
 
 def use_checkout_verify() -> None:
@@ -37,60 +207,49 @@ def use_checkout_verify() -> None:
     spec.loader.exec_module(module)
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__,
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m beekeeper.verify_main", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--profile", required=True)
-    ap.add_argument("--suite", default="smoke")
-    ap.add_argument("--out")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--ctx-size", type=int, help="the server's context (host data ctx_size)")
-    ap.add_argument("--decode-ctx", help="decode runs at these context sizes, e.g. 4096,60000")
-    ap.add_argument("--api-key-file")
-    ap.add_argument("--host-label", default=os.uname().nodename)
-    ap.add_argument("--engine-gpu")
-    ap.add_argument("--llama-bench", help="a server started by hand: its llama-bench, run "
-                    "beside it for the engine baseline (implies the engine suite)")
-    ap.add_argument("--engine-image", help="a server started by hand in a container: an "
-                    "image with llama-bench")
-    ap.add_argument("--model", help="the server's GGUF (default: /props model_path)")
-    ap.add_argument("--card", help="the card the reference checks judge (default: this "
-                    "machine's, read with nvidia-smi)")
-    ap.add_argument("--budget-gib", type=float,
-                    help="VRAM budget (the controller's group_data/all.py vram_budget_gib; "
-                    "default: the profile's)")
+    ap.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8083")
+    add_verify_options(ap)
+    ap.add_argument("--keys-on-stdin", action="store_true",
+                    help="read the API keys as JSON on standard input ({\"api\": ..., "
+                         "\"direct\": ...}): how `beekeeper verify --on-host` sends them")
     return ap
 
 
+def host_command(args: argparse.Namespace, python: str, port: int, out: str,
+                 host_label: str, keys: Keys) -> str:
+    """The shell line that runs this entry point on the host for `beekeeper verify --on-host`
+    with `args`: every shared option passed on (`forwarded`), the server on the host's
+    loopback, the report under `out`, the keys (if any) read from standard input."""
+    argv = [python, "-m", "beekeeper.verify_main", "--url", f"http://127.0.0.1:{int(port)}",
+            *forwarded(args), "--out", out, "--host-label", host_label]
+    if keys.to_stdin() is not None:
+        argv.append("--keys-on-stdin")
+    return shlex.join(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    profile = PROFILES.get(args.profile)
-    if profile is None:
-        print(f"unknown profile {args.profile!r}; known: {', '.join(PROFILES)}", file=sys.stderr)
+    args = parser().parse_args(argv)
+    problem = usage_error(args)
+    if problem:
+        print(f"verify: {problem}", file=sys.stderr)
         return 2
-    if args.ctx_size:
-        from .core.profiles import with_ctx_size
-
-        profile = with_ctx_size(profile, args.ctx_size)
+    try:
+        if args.keys_on_stdin:
+            sent = json.loads(sys.stdin.read() or "{}")
+            keys = Keys(sent.get("api"), sent.get("direct"))
+        else:
+            keys = Keys.from_files(args)
+    except VerifyError as e:
+        print(f"verify: {e}", file=sys.stderr)
+        return 2
     use_checkout_verify()
-    from beekeeper.verify.client import ServerClient
     from beekeeper.verify.engine import LocalShell
-    from beekeeper.verify.suites import HandStarted, Sizes, run_suites, verdict
 
-    hand = (HandStarted(llama_bench=args.llama_bench, image=args.engine_image, model=args.model)
-            if args.llama_bench or args.engine_image else None)
-    sizes = Sizes.for_profile(profile, args.quick)
-    if args.decode_ctx:
-        sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
-    key = open(args.api_key_file).read().strip() if args.api_key_file else None
-    names = args.suite.split(",")
-    with ServerClient(args.url, api_key=key) as client:
-        report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
-                            host_label=args.host_label, card=args.card, sizes=sizes,
-                            shell=LocalShell(label=args.host_label, root=hand is None),
-                            engine_gpu=args.engine_gpu, budget_gib=args.budget_gib, hand=hand)
-    return verdict(report, names, profile).exit_status
+    shell = LocalShell(label=args.host_label, root=hand_started(args) is None)
+    return run_verify(args, args.url, shell=shell, keys=keys, budget_gib=args.budget_gib)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,173 @@
+"""`beekeeper verify`'s options are defined once (verify_main.OPTIONS) and `--on-host` passes
+every one given on to the host's command line (issue 25: it dropped --decode-ctx and --card);
+options that cannot work together are a usage error in one line. Built without SSH."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beekeeper import cli, hostverify, verify_main
+from beekeeper.verify_main import Keys, host_command
+
+# the options that say where verify runs (the controller's own), not how it judges
+WHERE = {"-h", "--help", "--url", "--sandbox", "--port", "--on-host", "--ssh"}
+
+
+def verify_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["verify"]
+
+
+def a_value(action: argparse.Action, folder: Path) -> list[str]:
+    """A value for the option that is not its default, as a user would type it."""
+    flag = action.option_strings[-1]
+    if action.dest.endswith("key_file"):
+        (folder / action.dest).write_text(f"sk-{action.dest}\n")
+        return [flag, str(folder / action.dest)]
+    if action.nargs == 0:  # store_true
+        return [flag]
+    if action.choices:
+        return [flag, sorted(action.choices)[-1]]
+    if action.type is int:
+        return [flag, "4097"]
+    if action.type is float:
+        return [flag, "7.5"]
+    if action.dest == "decode_ctx":
+        return [flag, "4096,60000"]
+    return [flag, f"/given/{action.dest}"]
+
+
+def every_option(folder: Path) -> tuple[list[str], list[argparse.Action]]:
+    acts = [a for a in verify_parser()._actions
+            if a.option_strings and not set(a.option_strings) & WHERE]
+    return [x for a in acts for x in a_value(a, folder)], acts
+
+
+def on_host(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> dict[str, Any]:
+    """`beekeeper verify --on-host --ssh gpu-box ARGV` up to SSH: what run_on_host gets."""
+    seen: dict[str, Any] = {}
+
+    def run_on_host(ssh: list[str], label: str, args: argparse.Namespace, port: int,
+                    out_root: Path, keys: Keys) -> tuple[int, Path]:
+        seen.update(ssh=ssh, label=label, args=args, port=port, keys=keys)
+        return 3, out_root
+
+    monkeypatch.setattr(hostverify, "run_on_host", run_on_host)
+    assert cli.main(["verify", "--on-host", "--ssh", "-p 2201 me@gpu-box", *argv]) == 3
+    return seen
+
+
+def host_args(seen: dict[str, Any]) -> argparse.Namespace:
+    line = host_command(seen["args"], "/opt/beekeeper/verify-venv/bin/python", seen["port"],
+                        "/var/lib/beekeeper/reports/T", seen["label"], seen["keys"])
+    argv = shlex.split(line)
+    assert argv[:3] == ["/opt/beekeeper/verify-venv/bin/python", "-m",
+                        "beekeeper.verify_main"]
+    return verify_main.parser().parse_args(argv[3:])
+
+
+def test_every_option_given_to_verify_on_host_reaches_the_hosts_command_line(monkeypatch,
+                                                                           tmp_path):
+    given, acts = every_option(tmp_path)
+    assert {"--decode-ctx", "--card", "--llama-bench", "--engine-image", "--model",
+            "--budget-gib", "--suite", "--decode-out", "--ctx-size", "--quick",
+            "--engine-gpu", "--direct-url", "--profile"} <= {a.option_strings[-1] for a in acts}
+    seen = on_host(monkeypatch, given)
+    host = host_args(seen)
+    mine = seen["args"]
+    for a in acts:
+        if a.option_strings[-1] in verify_main.NOT_FORWARDED:
+            continue
+        assert getattr(host, a.dest) == getattr(mine, a.dest), a.option_strings[-1]
+    assert host.url == "http://127.0.0.1:8083" and host.host_label == "/given/host_label"
+    assert host.out == "/var/lib/beekeeper/reports/T"  # the host's folder, brought back
+    assert host.keys_on_stdin and seen["keys"] == Keys("sk-api_key_file",
+                                                       "sk-direct_api_key_file")
+
+
+def test_a_key_file_that_is_not_there_is_one_line(capsys, tmp_path):
+    rc = cli.main(["verify", "--url", "http://127.0.0.1:9", "--profile", "cpu-tiny",
+                   "--api-key-file", str(tmp_path / "nokey")])
+    assert "nokey: No such file or directory" in _one_line_usage_error(capsys, rc)
+
+
+def test_the_keys_travel_on_standard_input_never_the_command_line(monkeypatch, tmp_path):
+    key, direct = tmp_path / "key", tmp_path / "direct"
+    key.write_text("sk-server-secret\n")
+    direct.write_text("sk-direct-secret\n")
+    seen = on_host(monkeypatch, ["--profile", "cpu-tiny", "--api-key-file", str(key),
+                                 "--direct-api-key-file", str(direct)])
+    line = host_command(seen["args"], "py", 8083, "/o", "gpu-box", seen["keys"])
+    assert "secret" not in line and str(tmp_path) not in line and "--keys-on-stdin" in line
+    assert json.loads(seen["keys"].to_stdin()) == {"api": "sk-server-secret",
+                                                   "direct": "sk-direct-secret"}
+    # no key: nothing on stdin, no flag
+    none = on_host(monkeypatch, ["--profile", "cpu-tiny"])
+    assert none["keys"].to_stdin() is None
+    assert "--keys-on-stdin" not in host_command(none["args"], "py", 1, "/o", "h", none["keys"])
+    assert none["label"] == "me@gpu-box"  # the host's name, not the controller's
+    assert none["args"].budget_gib is not None  # the controller's budget, sent on
+
+
+def test_the_budget_the_controller_configured_reaches_the_host(monkeypatch):
+    monkeypatch.setattr(cli, "configured_budget_gib", lambda: 23.5)
+    host = host_args(on_host(monkeypatch, ["--profile", "q8-turbo4-64k"]))
+    assert host.budget_gib == 23.5
+
+
+def _one_line_usage_error(capsys: pytest.CaptureFixture[str], rc: int) -> str:
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err, err
+    return err
+
+
+def test_engine_image_without_model_is_a_usage_error(capsys, monkeypatch):
+    def no_host(*a: Any, **k: Any) -> Any:
+        raise AssertionError("nothing may run on a host")
+
+    monkeypatch.setattr(hostverify, "run_on_host", no_host)
+    base = ["verify", "--profile", "q8-turbo4-64k", "--engine-image", "ghcr.io/x/y:1"]
+    for extra in (["--url", "http://127.0.0.1:9"], ["--on-host", "--ssh", "gpu-box"]):
+        err = _one_line_usage_error(capsys, cli.main([*base, *extra]))
+        assert "--engine-image needs --model PATH" in err
+    err = _one_line_usage_error(capsys, verify_main.main(
+        ["--url", "http://127.0.0.1:9", "--profile", "q8-turbo4-64k",
+         "--engine-image", "ghcr.io/x/y:1"]))
+    assert "--engine-image needs --model PATH" in err
+
+
+def test_a_decode_ctx_that_is_not_sizes_is_a_usage_error(capsys):
+    rc = cli.main(["verify", "--url", "http://127.0.0.1:9", "--profile", "cpu-tiny",
+                   "--decode-ctx", "4k,60k"])
+    assert "e.g. 4096,60000" in _one_line_usage_error(capsys, rc)
+
+
+def test_on_host_alone_is_this_machine():
+    """`@local`: the controller is the host; --on-host alone verifies the server here."""
+    args = verify_parser().parse_args(["--on-host", "--profile", "cpu-tiny", "--port", "8090"])
+    assert cli.local_url(args) == "http://127.0.0.1:8090"
+    args = verify_parser().parse_args(["--profile", "cpu-tiny"])
+    assert cli.local_url(args) is None
+
+
+def test_verify_main_reads_the_keys_from_stdin(monkeypatch):
+    import io
+
+    seen: dict[str, Any] = {}
+
+    def run_verify(args: argparse.Namespace, url: str, **kw: Any) -> int:
+        seen.update(url=url, **kw)
+        return 0
+
+    monkeypatch.setattr(verify_main, "run_verify", run_verify)
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"api": "k1", "direct": null}'))
+    assert verify_main.main(["--url", "http://127.0.0.1:8083", "--profile", "cpu-tiny",
+                             "--keys-on-stdin"]) == 0
+    assert seen["keys"] == Keys("k1", None)
