@@ -293,7 +293,9 @@ def markdown(data: dict[str, Any]) -> str:
               "nothing) (llama-bench, same build, "
               "model, KV types, flash attention, GPU layers, depth, on this host); median TTFT "
               f"<= {TTFT_CEILING} x (engine prefill + one decode step); the seed study's "
-              "RTX 4090 figures are checks only on an RTX 4090, information elsewhere; VRAM "
+              "RTX 4090 figures are checks only on an RTX 4090, information elsewhere (the "
+              "reference TTFT is information there too when ttft.vs_engine and every "
+              "decode.vs_engine check passed); VRAM "
               "budget against the rise of the card's memory.used over idle (service stopped)."]
     return "\n".join(lines) + "\n"
 
