@@ -36,16 +36,47 @@ def _containers(services: list[dict]) -> list[dict]:
     return found
 
 
+def docker_info(host) -> dict[str, str] | None:
+    """The top-level fields of `docker info`'s Server section, as the engine that answers
+    reports them ({"Operating System": "Docker Desktop", "Name": "docker-desktop", ...});
+    None when no engine answers. (facts/docker.py reads the same output for the deploy;
+    verify may import only the core, hence this reading of its own.)"""
+    out = host.run("docker info 2>/dev/null")
+    if out.rc != 0:
+        return None
+    fields: dict[str, str] = {}
+    server = False
+    for line in out.stdout.splitlines():
+        if line.rstrip() == "Server:":
+            server = True
+        elif server and line.startswith(" ") and not line.startswith("  ") and ":" in line:
+            key, _, value = line.strip().partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def is_docker_desktop(info: dict[str, str] | None) -> bool:
+    """Docker Desktop's engine calls its OS "Docker Desktop" and itself "docker-desktop"."""
+    return bool(info) and (info.get("Operating System") == "Docker Desktop"
+                           or info.get("Name") == "docker-desktop")
+
+
 def test_docker_engine_running_and_enabled(host, services):
-    """docker.service where the distro runs the engine; Docker Desktop (WSL integration) has
-    none in the distro, so there the engine is checked through its socket instead."""
+    """docker.service running and enabled where the distro runs its own engine; Docker
+    Desktop (WSL integration) has none in the distro, so there the engine that answers is
+    the check. Which it is, the engine says (`docker info`), not /mnt/wsl/docker-desktop,
+    which a WSL2 distro sees whether or not it uses Desktop."""
     _containers(services)
-    if host.file("/mnt/wsl/docker-desktop").is_directory:
-        info = host.run("docker info --format '{{.OperatingSystem}}'")
-        assert info.rc == 0, f"Docker Desktop's engine not reachable: {info.stderr}"
-        return
+    info = docker_info(host)
+    if is_docker_desktop(info):
+        return  # Docker Desktop's engine answered: the engine the units use is up
     docker = host.service("docker")
-    assert docker.is_running and docker.is_enabled
+    assert info is not None or docker.is_running, (
+        "no Docker engine answers `docker info`: start the distro's engine (systemctl "
+        "enable --now docker), or Docker Desktop with WSL integration for this distro")
+    assert docker.is_running, "docker.service is not running (systemctl start docker)"
+    assert docker.is_enabled, ("docker.service is not enabled, so the server will not come "
+                               "back after a reboot (systemctl enable docker)")
 
 
 def test_units_enabled_and_active(host, services):
