@@ -173,18 +173,19 @@ def packages_purged(packages: list[str]):
 
 
 @operation()
-def account_removed(name: str):
+def account_removed(account: str):
     """
     Remove a system user and its group that the kit created.
 
-    + name: the user's (and its group's) name
+    + account: the user's (and its group's) name
     """
-    user = name in (host.get_fact(Users) or {})
-    group = name in (host.get_fact(Groups) or [])
+    user = account in (host.get_fact(Users) or {})
+    group = account in (host.get_fact(Groups) or [])
     if not user and not group:
-        host.noop(f"no {name} user or group")
+        host.noop(f"no {account} user or group")
         return
     if user:
-        yield f"userdel {q(name)}"
-    if group:
-        yield StringCommand(f"groupdel {q(name)} 2>/dev/null || true")
+        yield f"userdel {q(account)}"
+    if group:  # userdel takes a group of its name along where no one else is in it
+        yield StringCommand(f"if getent group {q(account)} >/dev/null; then "
+                            f"groupdel {q(account)}; fi")

@@ -1,6 +1,7 @@
 """
 A host's life after the first deploy (issue 26): the upgrade cleanup keeps what a rollback
-needs and removes the rest, saying the disk it freed.
+needs and removes the rest, saying the disk it freed; the uninstall takes away what the kit
+put there, and only that.
 
 The kit's folders are real folders under tmp_path (state_dir points there, and the native
 prefix is moved there): the fact commands run on them for real, and so do the removal
@@ -22,11 +23,12 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.core.config import load_host_config
+from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import ServicePaths, prev
-from beekeeper.facts.lifecycle import FolderEntries, PresentPaths
+from beekeeper.facts.lifecycle import FolderEntries, PresentPaths, parse_apt_history
 from beekeeper.tasks import prune
 
-from .harness import BUILTIN_DEFAULTS, _show
+from .harness import BUILTIN_DEFAULTS, ROOT, _show
 from .test_gpu_hosts import DEFAULTS
 
 REF_A, REF_B, REF_C = ("a" * 40), ("b" * 40), ("c" * 40)
@@ -36,7 +38,8 @@ LLM = ServicePaths("llm")
 
 
 def run_queued(fn, data: dict[str, Any], facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """As harness.run_deploy, for one task function `fn(cfg)` instead of deploy.py."""
+    """As harness.run_deploy, for one task function `fn(cfg)` instead of deploy.py (or, with
+    `fn=None`, for uninstall.py)."""
     inventory = Inventory(([("canned", data)], {}))
     state = State(inventory, Config())
     host = inventory.get_host("canned")
@@ -49,7 +52,11 @@ def run_queued(fn, data: dict[str, Any], facts: dict[str, Any]) -> list[tuple[st
 
     with ctx_state.use(state), ctx_host.use(host), \
             mock.patch.object(host, "get_fact", side_effect=get_fact):
-        fn(load_host_config(data))
+        if fn is None:
+            code = compile((ROOT / "uninstall.py").read_text(), str(ROOT / "uninstall.py"), "exec")
+            exec(code, {"__name__": "uninstall"})
+        else:
+            fn(load_host_config(data))
         out = []
         for op_hash in state.get_op_order():
             names = state.get_op_meta(op_hash).names
@@ -198,3 +205,132 @@ def test_the_cleanup_is_planned_only_when_the_deploy_names_its_artifact(machine)
     m.runs(m.build(REF_B, 1), before=m.build(REF_A, 1))
     ops = run_queued(lambda cfg: prune.ensure(cfg, "after"), m.data(REF_C), m.facts())
     assert not [n for n, _ in ops if "no rollback needs" in n]
+
+
+# --- uninstall --------------------------------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+HISTORY = (DATA / "apt-history-kit-written-by-hand.log").read_text().splitlines()
+IMAGE = f"beekeeper/llama-server:{SLUG[REF_B]}"
+MODEL = "/srv/beekeeper/models/gemma-3-270m-it-Q4_K_M.gguf"
+KIT_DIRS = ["/etc/beekeeper", "/var/lib/beekeeper", "/var/log/beekeeper",
+            "/opt/beekeeper/venv", "/usr/local/lib/beekeeper",
+            "/etc/apt/keyrings/nvidia-container-toolkit.gpg", "/opt/beekeeper",
+            "/srv/beekeeper/models", "/srv/beekeeper", MODEL, LLM.unit]
+# what the host had before the kit (python3, ca-certificates) and since (curl, nginx by
+# another pyinfra deploy): never the kit's to remove
+INSTALLED = ["ca-certificates", "containerd", "curl", "docker.io", "git", "git-man",
+             "iptables", "libcurl4", "liberror-perl", "nginx", "nginx-common", "python3",
+             "runc", "tini"]
+KIT_INSTALLED = ["containerd", "docker.io", "git", "git-man", "iptables", "liberror-perl",
+                 "runc", "tini"]
+
+
+def deployed_host(**over: Any) -> dict[str, Any]:
+    """A host after a container deploy of cpu-tiny (as read by the facts)."""
+    manifest = json.dumps({"service": "llm", "image": IMAGE, "model_path": MODEL})
+    files = {LLM.manifest: manifest}
+    base = {
+        "DeployedServices": ["llm"],
+        "FileContents": lambda path: files[path].splitlines() if path in files else None,
+        "FolderEntries": lambda path: [],
+        "PresentPaths": lambda paths: {p: 1024 for p in paths if p in KIT_DIRS},
+        "ImageTags": [IMAGE], "AptHistory": parse_apt_history(HISTORY),
+        "InstalledPackages": INSTALLED, "AptPurgeWould": lambda packages: packages,
+        "AptHolds": [], "Users": {}, "Groups": [],
+    }
+    return {**base, **over}
+
+
+def fresh_host() -> dict[str, Any]:
+    """The same host once uninstalled: the packages the host had, nothing of the kit's."""
+    return deployed_host(DeployedServices=[], FileContents=None, ImageTags=[],
+                         PresentPaths=lambda paths: {},
+                         InstalledPackages=sorted(set(INSTALLED) - set(KIT_INSTALLED)))
+
+
+def uninstall(facts: dict[str, Any], **data: Any) -> list[tuple[str, list[str]]]:
+    return run_queued(None, {**DEFAULTS, "profile": "cpu-tiny", **data}, facts)
+
+
+def cmd(ops: list[tuple[str, list[str]]], prefix: str) -> list[str]:
+    return next(c for n, c in ops if n.startswith(prefix))
+
+
+def test_the_apt_history_is_read_as_apt_writes_it():
+    real = parse_apt_history((DATA / "apt-history-debian12-real.log").read_text().splitlines())
+    assert len(real) == 1 and real[0].commandline == "apt-get install -qqy gcc python3-pip"
+    assert {"gcc", "python3-pip", "g++-12", "libstdc++-12-dev"} <= set(real[0].installed)
+    assert len(real[0].installed) == 44  # every `name:arch (version[, automatic])` entry
+
+
+def test_uninstall_removes_what_the_kit_put_there(monkeypatch):
+    ops = uninstall(deployed_host())
+    names = [n for n, _ in ops]
+    print("\n".join(names))
+    assert "systemctl disable --now beekeeper-llm.service" in cmd(ops, "Remove service llm")[0]
+    assert cmd(ops, "Remove the server images") == [f"docker rmi -f {IMAGE}"]
+    models = cmd(ops, "Remove the models")[0]
+    assert models.startswith(f"rm -rf {MODEL} && ") and "1 MiB freed" in models
+    assert cmd(ops, "Remove /etc/beekeeper")[0].startswith("rm -rf /etc/beekeeper && ")
+    state = cmd(ops, "Remove the state and log folders")[0]
+    assert state.startswith("rm -rf /var/lib/beekeeper /var/log/beekeeper && ")
+    scripts = cmd(ops, "Remove /opt/beekeeper")[0]
+    assert "/opt/beekeeper/venv" in scripts and "/usr/local/lib/beekeeper" in scripts
+    keys = cmd(ops, "Remove the kit's apt sources and keyrings")[0]
+    assert keys.startswith("rm -rf /etc/apt/keyrings/nvidia-container-toolkit.gpg && ")
+    # only what the kit's own transactions installed: not curl (the user's), nginx (another
+    # pyinfra deploy's, not a package of the kit's), python3 (there before)
+    purge = cmd(ops, "Purge the packages the kit installed (8)")
+    assert purge == ["DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
+                     "--allow-change-held-packages " + " ".join(KIT_INSTALLED)]
+    assert cmd(ops, "Remove the kit's folders left empty") == [
+        "rmdir /srv/beekeeper/models 2>/dev/null ; rmdir /srv/beekeeper 2>/dev/null ; "
+        "rmdir /opt/beekeeper 2>/dev/null ; true"]
+    # packages go last, after the engine's images, and the services first
+    assert names.index("Remove the server images (beekeeper/llama-server)") < \
+        names.index("Purge the packages the kit installed (8)")
+    assert names[0].startswith("Remove service llm")
+
+
+def test_a_second_uninstall_changes_nothing():
+    ops = uninstall(fresh_host())
+    assert [(n, c) for n, c in ops if c] == []
+
+
+def test_keep_models_keeps_the_models_and_their_folder():
+    ops = uninstall(deployed_host(), keep_models=True)
+    assert not [n for n, _ in ops if n.startswith("Remove the models")]
+    assert cmd(ops, "Remove the kit's folders left empty") == [
+        "rmdir /opt/beekeeper 2>/dev/null ; true"]
+
+
+def test_a_bad_keep_models_is_one_line_before_anything_runs():
+    with pytest.raises(ConfigError, match=r"host canned: host data `keep_models`: 'yes' is "
+                                          r"not True or False; fix: --data keep_models=true"):
+        uninstall(deployed_host(), keep_models="yes")
+
+
+def test_nothing_is_purged_when_apt_would_take_a_package_the_kit_did_not_install():
+    ops = uninstall(deployed_host(AptPurgeWould=lambda packages: [*packages, "my-tool"]))
+    assert cmd(ops, "Purge the packages the kit installed") == []
+
+
+def test_held_packages_the_kit_installed_are_released_first():
+    ops = uninstall(deployed_host(AptHolds=["docker.io", "nginx"]))
+    assert cmd(ops, "Release the holds") == ["apt-mark unhold docker.io"]
+
+
+def test_the_nouveau_blacklist_goes_only_while_it_holds_the_kits_lines():
+    kit = "blacklist nouveau\noptions nouveau modeset=0\n"
+    path = "/etc/modprobe.d/blacklist-nouveau.conf"
+    mine = deployed_host(FileContents=lambda path: kit.splitlines()
+                         if path.endswith("nouveau.conf") else None)
+    ops = uninstall(mine)
+    assert cmd(ops, "Remove the nouveau blacklist") == [f"rm -f {path}"]
+    assert cmd(ops, "Refresh the loader cache")[0].startswith("ldconfig")
+    yours = deployed_host(FileContents=lambda path: [*kit.splitlines(), "# mine"]
+                          if path.endswith("nouveau.conf") else None)
+    ops = uninstall(yours)
+    assert cmd(ops, "Remove the nouveau blacklist") == []
+    assert not [n for n, _ in ops if n.startswith("Refresh the loader cache")]

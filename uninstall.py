@@ -1,0 +1,62 @@
+"""
+beekeeper uninstall: return a host to what it was before the kit (tasks/uninstall.py says
+what goes and how the kit knows which packages it installed).
+
+    pyinfra inventories/home.py uninstall.py --dry                      # lists it all first
+    pyinfra inventories/home.py uninstall.py
+    pyinfra inventories/home.py uninstall.py --data keep_models=true    # models stay
+
+Several inventory hosts on one machine: the first one uninstalls it, the others say so.
+"""
+
+from typing import Any
+
+import click
+from pyinfra import host, state
+from pyinfra.api.exceptions import DeployError
+from pyinfra.context import ctx_host
+
+from beekeeper.core.config import host_data_keys, load_host_config
+from beekeeper.core.errors import BeekeeperError, ConfigError
+from beekeeper.core.machines import machine_of
+from beekeeper.tasks import uninstall
+
+KEEP_MODELS = "keep_models"  # read here only: keep the model files (default: removed)
+
+
+def keep_models(data: Any) -> bool:
+    value = data.get(KEEP_MODELS, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"host data `{KEEP_MODELS}`: {value!r} is not True or False; fix: "
+                          f"--data {KEEP_MODELS}=true to keep the models, or leave it out")
+    return value
+
+
+def uninstall_host() -> None:
+    # bad host data stops here, with one line naming the key and the fix: nothing has run
+    data = {k: host.data.get(k) for k in host_data_keys(host.data) if k != KEEP_MODELS}
+    cfg = load_host_config(data)
+    keep = keep_models(host.data)
+    this = ctx_host.get().name
+    where = machine_of(this, host.data)
+    first = next(h.name for h in state.inventory if machine_of(h.name, h.data) == where)
+    if first != this:
+        host.noop(f"uninstall: done by inventory host {first} (the same machine, {where})")
+        return
+    uninstall.ensure(cfg, keep)
+
+
+def fail_this_host(error: BeekeeperError) -> None:
+    """One host's bad data fails that host only (as in deploy.py)."""
+    this = ctx_host.get()
+    message = f"host {this.name}: {error}"
+    if not state.active_hosts - {this}:
+        raise type(type(error).__name__, (type(error), DeployError), {})(message) from None
+    click.echo(click.style(message, fg="red"), err=True)
+    state.fail_hosts({this})
+
+
+try:
+    uninstall_host()
+except BeekeeperError as e:
+    fail_this_host(e)
