@@ -21,7 +21,7 @@ class DockerEngineInfo:
     path: str | None = None
     flavour: str | None = None
     active: bool = False
-    server_version: str | None = None
+    server_version: str | None = None  # None: no engine answered `docker info`
     runtimes: tuple[str, ...] = field(default_factory=tuple)
     nvidia_runtime: bool = False
 
@@ -52,7 +52,10 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
     v = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("info="))
     info = parse_docker_info([line[5:] for line in lines if line.startswith("info=")])
     path = v.get("path", "")
-    if v.get("desktop") == "1" or is_docker_desktop(info):
+    # Docker Desktop's WSL integration links the distro's docker CLI into its own tools
+    # (/mnt/wsl/docker-desktop/cli-tools/...): the CLI, not the mount every distro sees
+    desktop_cli = "docker-desktop" in v.get("link", "")
+    if v.get("desktop") == "1" or is_docker_desktop(info) or (desktop_cli and not info):
         flavour = "docker-desktop"
     elif path.startswith("/snap/") or v.get("snap") == "1":
         flavour = "snap"
@@ -93,6 +96,7 @@ class DockerEngine(FactBase[DockerEngineInfo]):
         # /mnt/wsl/docker-desktop, which every distro sees whether or not it uses Desktop
         return (
             'echo "path=$(command -v docker || true)"; '
+            'command -v docker >/dev/null && echo "link=$(readlink -f "$(command -v docker)")"; '
             "if [ -e /snap/bin/docker ]; then echo snap=1; fi; "
             "dpkg-query -W -f='${Status}' docker-ce 2>/dev/null | grep -q 'ok installed' "
             "&& echo pkg_ce=1; "

@@ -33,6 +33,8 @@ class NvidiaSmiInfo:
     driver_version: str | None = None
     driver_branch: int | None = None
     gpus: tuple[GpuCard, ...] = field(default_factory=tuple)
+    # the first GPU's "Product Brand" in nvidia-smi -q ("NVIDIA" on an H200, "GeForce" ...)
+    brand: str | None = None
 
 
 def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
@@ -53,6 +55,8 @@ def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
                 compute_cap=cap,
                 memory_total_mib=int(float(mem)) if re.match(r"^[\d.]+$", mem) else None,
             ))
+        elif line.startswith("brand=") and "brand" not in values:
+            values["brand"] = line.split(":", 1)[-1].strip()
         else:
             m = re.search(r"CUDA Version:\s*([\d.]+)", line)
             if m:
@@ -66,6 +70,7 @@ def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
         driver_version=drv,
         driver_branch=int(drv.split(".")[0]) if drv else None,
         gpus=tuple(gpus),
+        brand=values.get("brand") or None,
     )
 
 
@@ -86,7 +91,8 @@ class GpuInfo(FactBase[NvidiaSmiInfo | None]):
             f"smi=$(command -v nvidia-smi || ls {WSL_NVIDIA_SMI} 2>/dev/null || true); "
             'if [ -n "$smi" ]; then echo "path=$smi"; '
             f'"$smi" --query-gpu={QUERY} --format=csv,noheader,nounits 2>/dev/null '
-            "| sed 's/^/gpu=/'; \"$smi\" 2>/dev/null | grep -o 'CUDA Version: [0-9.]*'; fi; true"
+            "| sed 's/^/gpu=/'; \"$smi\" 2>/dev/null | grep -o 'CUDA Version: [0-9.]*'; "
+            "\"$smi\" -q 2>/dev/null | grep -m1 'Product Brand' | sed 's/^ */brand=/'; fi; true"
         )
 
     def process(self, output: list[str]) -> NvidiaSmiInfo | None:

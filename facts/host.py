@@ -314,3 +314,36 @@ class BuildResources(FactBase[Resources]):
 
     def process(self, output: list[str]) -> Resources:
         return parse_resources(output)
+
+
+def parse_debian_components(lines: list[str]) -> list[str]:
+    """`deb URI suite area...` lines and deb822 `Components:` lines of Debian's sources ->
+    the archive areas enabled (["main", "non-free-firmware"])."""
+    out: list[str] = []
+    for line in lines:
+        words = line.split()
+        if words[:1] == ["Components:"]:
+            areas = words[1:]
+        elif words[:1] in (["deb"], ["deb-src"]):
+            rest = [w for w in words[1:] if not w.startswith("[")]
+            areas = rest[2:]
+        else:
+            continue
+        out += [a for a in areas if a not in out]
+    return out
+
+
+class DebianComponents(FactBase[list[str]]):
+    """Returns the archive areas the host's Debian sources enable: ``["main", "contrib"]``."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self) -> str:
+        return ("for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list "
+                "/etc/apt/sources.list.d/*.sources; do [ -f \"$f\" ] && grep -q debian \"$f\" "
+                "&& grep -hE '^(deb|deb-src|Components:) ' \"$f\"; done; true")
+
+    def process(self, output: list[str]) -> list[str]:
+        return parse_debian_components(output)

@@ -37,6 +37,10 @@ class HostFacts:
     machine: str = "x86_64"  # `uname -m`: picks the server's CPU baseline (core/cpu.py)
     # the compose v2 plugin's version (runtime "compose" only; None: not installed yet)
     compose_version: str | None = None
+    # the NVIDIA driver: "install" (none), "upgrade" (too old, host data upgrade_driver), None
+    driver_action: str | None = None
+    # the CUDA release the image is built for where it follows the driver (cuda_follows_driver)
+    cuda_version: str | None = None
 
     @property
     def compute_cap(self) -> str | None:

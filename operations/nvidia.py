@@ -74,3 +74,75 @@ def gpu_checked_in_container(image: str, after_change: bool):
     yield StringCommand(gpu_visible_in_container(image) + " || { echo 'beekeeper: no GPU "
                         "inside a container: check the NVIDIA Container Toolkit and "
                         "`docker info | grep -i runtime`' >&2; exit 1; }")
+
+
+# Installed packages of an NVIDIA driver, whoever installed them (Ubuntu's nvidia-driver-570,
+# Debian's nvidia-driver, NVIDIA's cuda-drivers-570 / nvidia-open), by name; never the
+# Container Toolkit (libnvidia-container*, nvidia-container-*), which is not the driver.
+PURGE_PATTERN = ("^(nvidia-|libnvidia-|cuda-drivers|libcuda1|firmware-nvidia-gsp|"
+                 "xserver-xorg-video-nvidia|libnvcuvid1|libnvoptix1|libnvidia)")
+KEEP_PATTERN = "^(libnvidia-container|nvidia-container-)"
+
+
+def purge_command() -> str:
+    """Unhold, then purge, every installed driver package the host has now (read on the
+    host: the names depend on who installed the driver)."""
+    pick = ("dpkg-query -W -f '${Package} ${Status}\\n' | awk '$NF == \"installed\" "
+            f"{{print $1}}' | grep -E {shlex.quote(PURGE_PATTERN)} | "
+            f"grep -vE {shlex.quote(KEEP_PATTERN)}")
+    return (f"pkgs=$({pick}); [ -z \"$pkgs\" ] || {{ apt-mark unhold $pkgs >/dev/null && "
+            "DEBIAN_FRONTEND=noninteractive apt-get purge -y $pkgs; }")
+
+
+@operation()
+def driver_purged():
+    """
+    Purge the NVIDIA driver that is installed (host data upgrade_driver), before the kit
+    installs its pinned branch: two drivers' packages side by side conflict or leave the
+    kernel module and the libraries apart. The running module stays loaded until the reboot.
+    """
+    if not host.get_fact(LinuxDriverPackages):
+        host.noop("no NVIDIA driver packages are installed")
+        return
+    yield StringCommand(purge_command())
+
+
+@operation()
+def driver_installed(package: str, after_purge: bool = False):
+    """
+    Install the driver's meta-package from NVIDIA's repository, within the branch its
+    pinning package locks.
+
+    + package: nvidia-open or cuda-drivers
+    + after_purge: this run purged the driver first, so the packages read at the start of the
+      run (which may name this very package, at the old branch) say nothing
+    """
+    if not after_purge and package in host.get_fact(LinuxDriverPackages):
+        host.noop(f"{package} is installed")
+        return
+    yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                        f"--no-install-recommends {shlex.quote(package)}")
+
+
+@operation()
+def driver_installable(packages: list[str], branch: int):
+    """
+    Debian 12: ask apt, without installing anything, whether NVIDIA's driver packages can
+    be installed with the dkms Debian 12 ships (3.0.10; bookworm-backports has none); newer
+    driver packages are reported to need a newer dkms. Stops, before the driver changes,
+    with the fix when they cannot.
+
+    + packages: the pinning and driver meta-packages
+    + branch: the branch they lock to
+    """
+    if all(p in host.get_fact(LinuxDriverPackages) for p in packages):
+        host.noop("the driver packages are installed")
+        return
+    names = " ".join(shlex.quote(p) for p in packages)
+    fix = (f"beekeeper: NVIDIA's branch {branch} driver packages cannot be installed on "
+           "Debian 12 (apt says why above; the dkms Debian 12 ships is 3.0.10 and "
+           "bookworm-backports has no newer one): set driver_branch to an older branch that "
+           "runs cuda_version, or use Debian 13, or install the driver yourself")
+    yield StringCommand(f"out=$(apt-get install -s --no-install-recommends {names} 2>&1) || "
+                        f"{{ echo \"$out\" | tail -n 8 >&2; echo {shlex.quote(fix)} >&2; "
+                        "exit 1; }")

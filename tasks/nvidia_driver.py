@@ -4,36 +4,43 @@ WSL2, where the Windows driver is used. A reboot happens only when host data all
 
 NVIDIA's driver installation guide (Ubuntu/Debian, network repository): the kernel
 headers of the running kernel (`linux-headers-$(uname -r)`, DKMS builds the module against
-them), then `nvidia-driver-pinning-<branch>` (an apt preferences file that locks the
-`cuda-drivers` tree to that branch; from branch 590 the Ubuntu packages lost their
-`-<branch>` suffix and `cuda-drivers-<branch>` goes away), then `cuda-drivers`.
+them) and the headers meta-package of its flavour (so DKMS rebuilds the module for the next
+kernel), on Debian the `contrib` archive area, then `nvidia-driver-pinning-<branch>` (an apt
+preferences file that locks the driver packages to that branch), then `nvidia-open` (the
+open kernel modules, the default: NVIDIA's recommendation from Turing on, required for
+Blackwell) or `cuda-drivers` (host data driver_flavour = "proprietary", needed before Turing).
 
-Preflight (tasks/preflight.py, check_driver_install) has already refused, before any change,
-the hosts where this would loop: a driver installed that does not load (an nvidia module for
-the running kernel while nvidia-smi sees no GPU), and Secure Boot on without an enrolled DKMS
-signing key (the module built here would be rejected at boot). What reaches `ensure` is a
-host with no driver module for the running kernel, or one installed since the last boot
-where host data allows the reboot that loads it.
+Preflight (tasks/driver_preflight.py) has already refused, before any change, the hosts
+where this would loop: a driver installed that does not load, and Secure Boot on without an
+enrolled DKMS signing key. What reaches `ensure` is a host with no driver module for the
+running kernel, one installed since the last boot where host data allows the reboot that
+loads it, or (host data upgrade_driver) one whose driver is older than cuda_version needs:
+its NVIDIA driver packages are purged first, whoever installed them.
 """
 
 from __future__ import annotations
+
+import io
 
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
+from beekeeper.core.distro import driver_package, headers_meta
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.operations import nvidia
+from beekeeper.operations import apt_sources, nvidia
 from beekeeper.operations.apt import missing_packages
 
 from . import nvidia_repos
-from .preflight import driver_branch_to_install
+from .driver_preflight import driver_branch_to_install
 
 
 def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
-    """A native Linux host with an NVIDIA GPU on PCI but no (new enough) driver."""
+    """A native Linux host with an NVIDIA GPU on PCI but no driver, or one to upgrade."""
     if facts.wsl.is_wsl2 or cfg.service.profile.backend != "cuda":
         return False
+    if facts.driver_action == "upgrade":
+        return True
     if facts.gpu and facts.gpu.driver_branch:
         return False  # preflight refused a too-old one already
     return facts.pci_nvidia_gpus > 0
@@ -45,28 +52,51 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
         return False, []
     branch = driver_branch_to_install(cfg)
     pinning = f"nvidia-driver-pinning-{branch}"
-    headers = f"linux-headers-{facts.wsl.kernel_release}"  # Wsl fact: `uname -r`
-    wanted = [headers, pinning, "cuda-drivers"]
-    r = nvidia_repos.repos(cfg, facts)
-    ops = nvidia_repos.cuda_repo(r)
+    driver = driver_package(cfg.driver_flavour)
+    headers = [f"linux-headers-{facts.wsl.kernel_release}"]  # Wsl fact: `uname -r`
+    meta = headers_meta(facts.os.as_mapping(), facts.wsl.kernel_release)
+    headers += [meta] if meta else []
+    upgrade = facts.driver_action == "upgrade"
+    ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
+    if facts.os.id == "debian":
+        ops.append(apt_sources.component_enabled(
+            name="Enable Debian's contrib archive area (NVIDIA's Debian steps)",
+            component="contrib"))
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
-                  src=_text("blacklist nouveau\noptions nouveau modeset=0\n"),
+                  src=io.StringIO("blacklist nouveau\noptions nouveau modeset=0\n"),
                   dest="/etc/modprobe.d/blacklist-nouveau.conf", mode="0644"),
-        apt.packages(name=f"Install the headers of the running kernel ({headers})",
-                     packages=[headers], update=bool(missing_packages(wanted)),
+        apt.packages(name=f"Install the kernel headers ({', '.join(headers)})",
+                     packages=headers, update=True if upgrade or facts.os.id == "debian"
+                     else bool(missing_packages([*headers, pinning, driver])),
                      no_recommends=True),
+    ]
+    if facts.os.id == "debian" and facts.os.version_id == "12":
+        ops.append(nvidia.driver_installable(
+            name="Check that Debian 12's dkms can take the driver packages",
+            packages=[pinning, driver], branch=branch))
+    if upgrade:
+        ops.append(nvidia.driver_purged(
+            name=f"Purge the installed NVIDIA driver ({_version(facts)}, upgrade_driver)"))
+    ops += [
         apt.packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
                      packages=[pinning], no_recommends=True),
-        apt.packages(name=f"Install the NVIDIA driver, branch {branch} (cuda-drivers)",
-                     packages=["cuda-drivers"], no_recommends=True),
+        nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
+                                package=driver, after_purge=upgrade),
         nvidia.driver_held(name="Hold the NVIDIA driver packages (module, libcuda, NVML, "
                          "nvidia-smi) so unattended upgrades cannot break NVML"),
     ]
+    return _after_install(cfg, ops, bool(cfg.cuda_arch or facts.compute_cap))
+
+
+def _after_install(cfg: HostConfig, ops: list[OperationMeta],
+                   arch_known: bool) -> tuple[bool, list[OperationMeta]]:
+    """Reboot where host data allows it, else stop and ask for one. After the reboot the
+    deploy goes on where the GPU's arch is known (cuda_arch, or an upgraded driver's card)."""
     if cfg.allow_reboot:
         ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
                                  delay=10, reboot_timeout=600))
-        if cfg.cuda_arch:
+        if arch_known:
             return False, ops
         # The GPU's compute capability comes from nvidia-smi, which did not exist when this
         # run read its facts; the image tag and cmake flags are fixed from those facts when
@@ -88,7 +118,5 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     return True, ops
 
 
-def _text(s: str):
-    import io
-
-    return io.StringIO(s)
+def _version(facts: HostFacts) -> str:
+    return (facts.gpu.driver_version if facts.gpu else None) or "?"

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 from pyinfra import host
 from pyinfra.facts.files import File, Sha256File
 
-from beekeeper.core import cudacompat
 from beekeeper.core.build import (
     GIB_PER_CPU_JOB,
     GIB_PER_CUDA_JOB,
-    arch_runs_on,
-    cuda_arch_from_compute_cap,
 )
 from beekeeper.core.config import HostConfig
 from beekeeper.core.cpu import baseline_for
@@ -24,7 +20,7 @@ from beekeeper.core.errors import PreflightError
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.planner import Prediction
-from beekeeper.facts.boot import SecureBoot, SecureBootInfo, WslSettings, WslSettingsInfo
+from beekeeper.facts.boot import WslSettings, WslSettingsInfo
 from beekeeper.facts.docker import (
     ComposeVersion,
     DockerEngine,
@@ -32,13 +28,8 @@ from beekeeper.facts.docker import (
     PortContainers,
 )
 from beekeeper.facts.gpu import (
-    WSL_NVIDIA_SMI,
     GpuInfo,
-    LinuxDriverPackages,
-    NvidiaKernelModule,
-    NvidiaModuleInfo,
     NvidiaSmiInfo,
-    PciNvidiaGpus,
 )
 from beekeeper.facts.host import (
     BuildResources,
@@ -55,103 +46,10 @@ from beekeeper.facts.host import (
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 
+from .driver_preflight import check_cuda
+from .say import warn
+
 GIB = 1 << 30
-
-
-def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
-              pci_gpus: int, wsl_driver_packages: list[str]) -> None:
-    """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
-    if wsl.is_wsl2 and wsl_driver_packages:
-        raise PreflightError(
-            f"Linux NVIDIA driver packages are installed inside WSL2 "
-            f"({', '.join(wsl_driver_packages)}); they shadow the Windows driver and break "
-            f"NVML: remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again")
-    if (gpu is None or not gpu.gpus) and not wsl.is_wsl2 and pci_gpus > 0:
-        driver_branch_to_install(cfg)  # refuses a branch that cannot run the chosen CUDA
-        return  # native Linux without a driver: tasks/nvidia_driver.py installs it
-    if gpu is None or not gpu.gpus:
-        if wsl.is_wsl2:
-            raise PreflightError(
-                "no NVIDIA GPU visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi): install or "
-                "update the NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl --shutdown`")
-        raise PreflightError("no NVIDIA GPU found (nvidia-smi missing): install the driver, "
-                             "or choose a CPU profile such as cpu-tiny")
-    if wsl.is_wsl2 and gpu.path != WSL_NVIDIA_SMI:
-        raise PreflightError(
-            f"nvidia-smi resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
-            "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
-            "the Windows driver")
-    check_driver_cuda(cfg, wsl, gpu)
-    cap = gpu.gpus[0].compute_cap
-    if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
-        raise PreflightError(
-            f"cuda_arch {cfg.cuda_arch} has no kernels for this GPU (compute capability {cap}, "
-            f"sm_{cuda_arch_from_compute_cap(cap)}): add {cuda_arch_from_compute_cap(cap)} "
-            "to cuda_arch or remove the override")
-
-
-def driver_branch_to_install(cfg: HostConfig) -> int:
-    """The driver branch the kit installs on native Linux: host data `driver_branch`, else
-    the branch NVIDIA ships with the chosen CUDA (release notes, Table 3), so the driver
-    reports at least the image's CUDA and its NVIDIA_REQUIRE_CUDA holds."""
-    mm = cudacompat.major_minor(cfg.cuda_version)
-    shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
-    given = cfg.driver_branch
-    if given is None:
-        if shipped is None:
-            raise PreflightError(
-                f"host data `cuda_version`: no known driver branch for CUDA {cfg.cuda_version}: "
-                "set driver_branch to the branch NVIDIA's release notes give for it")
-        return shipped
-    branch = int(given)
-    runs = cudacompat.cuda_of_branch(branch)
-    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
-    # container: the runtime checks NVIDIA_REQUIRE_CUDA against the driver's CUDA version;
-    # native: minor version compatibility runs any 13.x build on the major's floor branch
-    if (cfg.mode == "container" and (runs is None or runs < mm)) or branch < floor:
-        raise PreflightError(
-            f"host data `driver_branch`: {branch} runs CUDA "
-            f"{cudacompat.spell(runs) if runs else 'older than ' + cudacompat.spell(mm)}, "
-            f"but cuda_version is {cfg.cuda_version} (the image asks cuda>="
-            f"{cudacompat.spell(mm)}): set driver_branch = {shipped or floor} or remove it")
-    return branch
-
-
-def check_driver_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> None:
-    """The installed driver against the chosen CUDA, before any change.
-
-    Container mode: the NVIDIA container runtime compares the image's NVIDIA_REQUIRE_CUDA
-    (`cuda>=13.2` for nvidia/cuda:13.2.x) with the CUDA version the driver reports
-    (nvidia-smi "CUDA Version"); a 580 driver reports 13.0, so a 13.2 image would fail
-    at `docker run` after the whole build. The kit does not set NVIDIA_DISABLE_REQUIRE:
-    the image's constraint is NVIDIA's statement of what it was tested against.
-    Native mode: NVIDIA's minor version compatibility runs a 13.x build on any driver
-    >= 580; the kit builds SASS for the GPU's own arch, so no PTX JIT is needed.
-    """
-    where = "on Windows" if wsl.is_wsl2 else "on the host"
-    mm = cudacompat.major_minor(cfg.cuda_version)
-    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
-    if gpu.driver_branch is not None and gpu.driver_branch < floor:
-        raise PreflightError(
-            f"driver {gpu.driver_version} is older than {floor}, which CUDA "
-            f"{cfg.cuda_version} needs: update the NVIDIA driver {where}, or set cuda_version "
-            "to a release this driver supports")
-    if cfg.mode != "container":
-        return
-    reported = gpu.cuda_version
-    if reported:
-        runs: tuple[int, int] | None = cudacompat.major_minor(reported)
-    else:  # no "CUDA Version" line: judge by the branch (Linux table)
-        runs = cudacompat.cuda_of_branch(gpu.driver_branch or 0)
-    if runs is None or runs < mm:
-        shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
-        update = f" to branch {shipped} or newer" if shipped and not wsl.is_wsl2 else ""
-        raise PreflightError(
-            f"driver {gpu.driver_version} reports CUDA "
-            f"{reported or (cudacompat.spell(runs) if runs else '?')}, older than the "
-            f"image's CUDA {cfg.cuda_version} (NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)}"
-            f"): update the NVIDIA driver {where}{update}, or set cuda_version to a "
-            f"{cudacompat.spell(runs) if runs else 'older'} release")
 
 
 def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
@@ -250,6 +148,17 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
             "Docker Desktop's WSL integration is active: beekeeper will not install a "
             "second engine beside it; set use_docker_desktop = True to use it, or turn "
             "the integration off for this distro")
+    if docker.flavour == "docker-desktop" and docker.server_version is None:
+        raise PreflightError(
+            "Docker Desktop's engine does not answer `docker info` (Docker Desktop is not "
+            "running on Windows, or its WSL integration is off for this distro): start Docker "
+            "Desktop (Settings > Resources > WSL integration on for this distro), then deploy "
+            "again")
+    if docker.flavour == "unknown" and docker.server_version is None:
+        raise PreflightError(
+            f"{docker.path} is a docker CLI of no package the kit knows, and no engine answers "
+            "`docker info`: start that engine (or Docker Desktop on Windows), or remove that "
+            "docker and let the kit install docker.io, then deploy again")
     if docker.present:
         return
     if not cfg.install_docker:
@@ -258,23 +167,6 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
     if os_release.id not in ("debian", "ubuntu"):
         raise PreflightError(f"cannot install Docker on {os_release.id or None!r}: "
                              "install it by hand (Debian and Ubuntu are automated)")
-
-
-def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None) -> int:
-    """A CUDA profile: GPU, driver, arch and VRAM; returns the NVIDIA GPUs on PCI."""
-    if cfg.service.profile.backend != "cuda":
-        return 0
-    pci = host.get_fact(PciNvidiaGpus)
-    wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
-    if not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
-        # the kit would install the driver: not if one is there that does not load, nor
-        # where Secure Boot would reject the module it builds
-        check_driver_install(host.get_fact(LinuxDriverPackages),
-                             host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
-                             cfg.allow_reboot)
-    check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
-    check_vram(cfg, gpu)
-    return pci
 
 
 def check_ports(cfg: HostConfig, docker: DockerEngineInfo) -> None:
@@ -338,67 +230,6 @@ def check_cpu(res: Resources) -> None:
             f"the host's CPU{model} lacks {', '.join(missing)}: the server is built for "
             f"{cpu.name} ({' '.join(cpu.needs_flags)}); deploy to a host with a newer CPU, "
             "or, in a VM, pass the host CPU's flags through (e.g. `-cpu host`)")
-
-
-def warn(message: str) -> None:
-    """A state the deploy goes on with, told in one yellow line naming the host."""
-    click.echo(click.style(f"host {host.name}: warning: {message}", fg="yellow"), err=True)
-
-
-NEW_MOK = ("create and enrol DKMS's module signing key first (Ubuntu: `sudo "
-           "update-secureboot-policy --new-key && sudo update-secureboot-policy --enroll-key`; "
-           "Debian: `sudo dkms generate_mok && sudo mokutil --import /var/lib/dkms/mok.pub`), "
-           "reboot and choose Enroll MOK in the MOK manager, then deploy again; or disable "
-           "Secure Boot in the firmware")
-ENROL_MOK = ("DKMS-built modules load only when signed with an enrolled Machine Owner Key: "
-             "`sudo mokutil --import /var/lib/shim-signed/mok/MOK.der` (Ubuntu; "
-             "/var/lib/dkms/mok.pub elsewhere), reboot and choose Enroll MOK in the MOK "
-             "manager, then `sudo dkms autoinstall` and reboot; or disable Secure Boot in the "
-             "firmware")
-
-
-def check_driver_install(packages: list[str], module: NvidiaModuleInfo | None,
-                         sb: SecureBootInfo | None, allow_reboot: bool = False) -> None:
-    """Native Linux with an NVIDIA GPU and no working driver, before the kit installs one.
-
-    "A driver that does not load" (an nvidia module for the running kernel, while nvidia-smi
-    sees no GPU) is refused with its likely cause: installing again and asking for another
-    reboot would loop forever. Only a module installed since the last boot goes on, where
-    host data lets the kit reboot. Driver packages (dpkg) without a module for the running
-    kernel go on too: the kit installs that kernel's headers, and DKMS builds the module.
-    "No driver" with Secure Boot on is refused unless a DKMS signing key is enrolled as a
-    Machine Owner Key: the module DKMS builds would be rejected at boot.
-    """
-    sb = sb or SecureBootInfo(state="unknown")
-    if module and module.path and not (module.since_boot and allow_reboot and not sb.enabled):
-        what = ", ".join([module.path] + packages[:3] + (["..."] if len(packages) > 3 else []))
-        head = f"the NVIDIA driver is installed ({what}) but not loaded (nvidia-smi sees no GPU)"
-        if sb.pending_key:
-            raise PreflightError(f"{head}: the key {sb.pending_key} waits for enrolment: reboot "
-                                 "and choose Enroll MOK in the MOK manager, then deploy again")
-        if sb.enabled:
-            raise PreflightError(f"{head}, and Secure Boot is on, the likely cause (the kernel "
-                                 f"rejects an unsigned DKMS module): {ENROL_MOK}")
-        if module.since_boot:
-            raise PreflightError(f"{head}: it was installed after the last boot; reboot the "
-                                 "host (or set allow_reboot = True), then deploy again")
-        loaded = " (the module is loaded: a driver/library mismatch after an upgrade, "\
-            "a reboot fixes it)" if module.loaded else ""
-        raise PreflightError(
-            f"{head}{loaded}; Secure Boot is {sb.state}: see `sudo modprobe nvidia` and `sudo "
-            "dmesg | grep -i nvidia`, or purge the driver packages to let the kit install its "
-            "own; the kit does not install a second driver over it")
-    if sb.enabled and not sb.enrolled_key:
-        pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
-            if sb.pending_key else ""
-        raise PreflightError(
-            f"Secure Boot is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, so "
-            f"the NVIDIA module the kit would build would be rejected at boot{pending}: "
-            f"{NEW_MOK}")
-    if sb.state == "unknown":
-        warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
-             "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
-             "to let preflight check)")
 
 
 def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
@@ -486,7 +317,8 @@ def check(cfg: HostConfig) -> HostFacts:
     check_init(init, wsl)
     check_docker(cfg, os_release, docker)
     compose_version = check_compose(cfg, os_release, docker)
-    pci = check_cuda(cfg, wsl, gpu)
+    plan = check_cuda(cfg, wsl, gpu, os_release.id)
+    check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
     check_ports(cfg, docker)
     check_free_space(cfg, free)
@@ -497,6 +329,7 @@ def check(cfg: HostConfig) -> HostFacts:
         warn_wsl_idle(settings)
         warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
-                     free_model_dir_bytes=free, pci_nvidia_gpus=pci,
+                     free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
+                     driver_action=plan.action, cuda_version=plan.cuda_version,
                      compose_version=compose_version,
                      cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine)

@@ -5,6 +5,7 @@ Server image: render the Dockerfile, send the build context, build once per inpu
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 from pyinfra import host
@@ -24,6 +25,10 @@ from . import source
 
 
 def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
+    """The build for this host; for the CUDA release the installed driver runs where host
+    data `cuda_follows_driver` lets preflight pick it (facts.cuda_version)."""
+    if facts.cuda_version:
+        cfg = replace(cfg, cuda_version=facts.cuda_version)
     return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine)
 
 

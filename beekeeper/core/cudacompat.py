@@ -46,3 +46,62 @@ def cuda_of_branch(branch: int) -> tuple[int, int] | None:
     """The newest CUDA major.minor a driver branch reports, from Table 3; None below it."""
     known = [mm for mm, b in TOOLKIT_DRIVER_BRANCH.items() if b <= branch]
     return max(known) if known else None
+
+
+# nvidia/cuda images' NVIDIA_REQUIRE_CUDA (the base image's Dockerfile in NVIDIA's
+# container-images repository): `cuda>=M.m`, or, on the brands listed, a driver of one of the
+# branches listed (those cards run the newer CUDA through the image's cuda-compat libraries,
+# CUDA forward compatibility). 13.2: dist/13.2.1/ubuntu2404/base/Dockerfile; 13.0: the
+# CUDA 13.0.2 image's environment read on an H200 host (tests/unit/data/README-host-states.md).
+REQUIRE_BRANDS = ("unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx", "nvidiartx",
+                  "vapps", "vpc", "vcs", "vws", "cloudgaming")
+REQUIRE_BRANCHES: dict[tuple[int, int], tuple[int, ...]] = {
+    (13, 0): (535, 550, 565, 570, 575), (13, 2): (535, 570, 580, 590)}
+# the newest nvidia/cuda release of each CUDA minor, for an image that follows the driver
+NEWEST_RELEASE: dict[tuple[int, int], str] = {
+    (12, 8): "12.8.1", (12, 9): "12.9.1", (13, 0): "13.0.2", (13, 2): "13.2.1"}
+
+
+def require_cuda(cuda_version: str) -> str:
+    """The image's NVIDIA_REQUIRE_CUDA as nvidia/cuda:<cuda_version> spells it (known minors),
+    else its first clause alone."""
+    mm = major_minor(cuda_version)
+    clauses = [f"cuda>={spell(mm)}"]
+    for branch in REQUIRE_BRANCHES.get(mm, ()):
+        clauses += [f"brand={b},driver>={branch},driver<{branch + 1}" for b in REQUIRE_BRANDS]
+    return " ".join(clauses)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def require_accepts(rule: str, cuda: str | None, driver: str | None, brand: str | None) -> bool:
+    """Whether a host passes an NVIDIA_REQUIRE_CUDA rule as the container runtime judges it:
+    space-separated clauses are ORed, comma-separated constraints ANDed; `cuda` is the CUDA
+    version the driver reports, `driver` its version, `brand` the card's brand token."""
+    facts = {"cuda": cuda, "driver": driver, "brand": brand}
+    ops = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+           "<": lambda a, b: a < b, "=": lambda a, b: a == b}
+
+    def holds(constraint: str) -> bool:
+        m = re.match(r"^(\w+)(>=|<=|=|<|>)(.+)$", constraint)
+        if not m or not facts.get(m.group(1)):
+            return False
+        have, want = str(facts[m.group(1)]), m.group(3)
+        if m.group(1) == "brand":
+            return m.group(2) == "=" and have == want
+        return bool(ops[m.group(2)](_version(have), _version(want)))
+
+    return any(all(holds(c) for c in clause.split(",")) for clause in rule.split())
+
+
+def brand_token(product_brand: str | None) -> str | None:
+    """nvidia-smi -q's "Product Brand" ("NVIDIA", "NVIDIA RTX", "Quadro RTX", "GeForce") as the
+    container runtime names it in brand= constraints ("nvidia", "nvidiartx", "quadrortx")."""
+    return re.sub(r"\s+", "", product_brand).lower() if product_brand else None
+
+
+def newest_release(mm: tuple[int, int]) -> str | None:
+    """The nvidia/cuda release the kit builds for a CUDA major.minor, if it knows one."""
+    return NEWEST_RELEASE.get(mm)

@@ -60,3 +60,24 @@ def no_compose_fix(os_release: Mapping[str, str], flavour: str | None) -> str:
             "set runtime = 'systemd' (the default), or install Docker's own packages "
             "(docker-ce and docker-compose-plugin from Docker's apt repository), or use "
             "Debian 13 / Ubuntu 22.04 or newer")
+
+
+def headers_meta(os_release: Mapping[str, str], kernel_release: str) -> str | None:
+    """The meta-package that brings the headers of every future kernel of the running
+    kernel's flavour, so DKMS rebuilds the NVIDIA module after a kernel update: Debian
+    `linux-headers-amd64` (`6.1.0-18-amd64`; `-cloud-amd64` for the cloud kernel), Ubuntu
+    `linux-headers-generic` (`6.8.0-45-generic`; `-gcp`, `-aws`... for cloud kernels)."""
+    import re
+
+    m = re.match(r"^\d+\.\d+\.\d+-\d+(?:\.\d+)*-([a-z][a-z0-9-]*)$", kernel_release)
+    if not m or os_release.get("id") not in ("debian", "ubuntu"):
+        return None
+    return f"linux-headers-{m.group(1)}"
+
+
+def driver_package(flavour: str) -> str:
+    """The meta-package of NVIDIA's CUDA repository (Ubuntu and Debian) for a full driver
+    of the branch that nvidia-driver-pinning-<branch> locks: `nvidia-open` for the open
+    kernel modules (NVIDIA's default from 560, required for Blackwell), `cuda-drivers` for
+    the proprietary ones (needed before Turing)."""
+    return "nvidia-open" if flavour == "open" else "cuda-drivers"

@@ -125,12 +125,12 @@ def test_native_ubuntu_2204_without_driver_installs_it_and_stops_for_a_reboot():
                            GpuInfo=None, PciNvidiaGpus=1, DockerEngine=NO_DOCKER))
     steps = names(ops)
     assert steps[-1] == "Stop: the new NVIDIA driver needs a reboot"
-    assert "Install the NVIDIA driver, branch 595 (cuda-drivers)" in steps
+    assert "Install the NVIDIA driver, branch 595 (nvidia-open)" in steps
     assert "Blacklist nouveau (it would hold the GPU)" in steps
     srcs = " ".join(commands(ops, "Add NVIDIA's CUDA repository (signed-by"))
     assert "/repos/ubuntu2204/x86_64/" in srcs
     assert not any(s.startswith("Build server image") for s in steps)  # after the reboot
-    assert commands(ops, "Install the NVIDIA driver")[-1].endswith("cuda-drivers")
+    assert commands(ops, "Install the NVIDIA driver")[-1].endswith("nvidia-open")
 
 
 def test_native_linux_reboots_when_host_data_allows_it():
@@ -175,7 +175,8 @@ def test_snap_docker_is_refused_with_the_reason():
 
 
 def test_driver_570_with_a_cuda_13_2_image_is_stopped():
-    old = replace(RTX4090, driver_version="570.86", driver_branch=570)
+    # a 570 driver reports CUDA 12.8 (CUDA 12.8 GA ships 570.26, release notes Table 3)
+    old = replace(RTX4090, driver_version="570.86", driver_branch=570, cuda_version="12.8")
     with pytest.raises(PreflightError, match="older than 580"):
         run_deploy(DEFAULTS, facts(GpuInfo=old))
 
@@ -255,7 +256,7 @@ def test_580_driver_with_a_cuda_13_0_image_builds_it():
 def test_driver_install_picks_the_branch_that_reports_the_image_cuda():
     steps = names(run_deploy(DEFAULTS, facts(**NO_DRIVER)))
     assert "Lock the NVIDIA driver to branch 595 (nvidia-driver-pinning-595)" in steps
-    assert "Install the NVIDIA driver, branch 595 (cuda-drivers)" in steps
+    assert "Install the NVIDIA driver, branch 595 (nvidia-open)" in steps
     steps = names(run_deploy({**DEFAULTS, "cuda_version": "13.0.2"}, facts(**NO_DRIVER)))
     assert "Lock the NVIDIA driver to branch 580 (nvidia-driver-pinning-580)" in steps
 
@@ -312,8 +313,8 @@ def test_allow_reboot_with_cuda_arch_builds_that_arch_after_the_reboot():
 def test_driver_install_brings_kernel_headers_and_holds_every_driver_package():
     ops = run_deploy(DEFAULTS, facts(**NO_DRIVER))
     steps = names(ops)
-    headers = "Install the headers of the running kernel (linux-headers-6.8.0-45-generic)"
-    install = "Install the NVIDIA driver, branch 595 (cuda-drivers)"
+    headers = "Install the kernel headers (linux-headers-6.8.0-45-generic, linux-headers-generic)"
+    install = "Install the NVIDIA driver, branch 595 (nvidia-open)"
     assert steps.index(headers) < steps.index(install)
     assert "linux-headers-6.8.0-45-generic" in " ".join(commands(ops, headers))
     hold = " ".join(commands(ops, "Hold the NVIDIA driver packages"))

@@ -7,6 +7,7 @@ typed by hand says so where it is defined.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from beekeeper.core.errors import BeekeeperError, PreflightError
 
 from .harness import run_deploy, run_deploy_hosts
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts
+from .test_gpu_hosts import DEFAULTS, NATIVE, facts, names
 
 DATA = Path(__file__).parent / "data"
 NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciNvidiaGpus": 1}
@@ -43,3 +44,211 @@ def test_an_unreadable_host_fails_alone_and_the_other_host_deploys():
     assert failed == {"no-sudo"}
     assert ops["no-sudo"] == []
     assert any(n.startswith("Build server image") for n in ops["good"])
+
+
+# --- reviewer, point 2: Secure Boot after a fresh install; Debian 12's key ---------------
+
+SB_ON = ["efi=1", "SecureBoot enabled"]  # mokutil --sb-state's words (lcp/mokutil)
+UBUNTU_KEY = "/var/lib/shim-signed/mok/MOK.der"
+DKMS_MODULE = "/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst"  # typed by hand
+
+
+def test_a_fresh_install_with_an_enrolled_key_asks_for_a_reboot_not_secure_boot():
+    from beekeeper.facts.boot import parse_secure_boot
+    from beekeeper.facts.gpu import NvidiaModuleInfo
+
+    sb = parse_secure_boot([*SB_ON, f"{UBUNTU_KEY} is already enrolled"])
+    fresh = NvidiaModuleInfo(path=DKMS_MODULE, since_boot=True)
+    with pytest.raises(PreflightError) as e:
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, NvidiaKernelModule=fresh, SecureBoot=sb))
+    msg = str(e.value)
+    assert "installed after the last boot" in msg and "reboot the host" in msg
+    assert UBUNTU_KEY in msg and "likely cause" not in msg
+    # with allow_reboot the kit reboots it itself
+    ops = run_deploy({**DEFAULTS, "allow_reboot": True},
+                     facts(**NO_DRIVER, NvidiaKernelModule=fresh, SecureBoot=sb))
+    assert "Reboot to load the NVIDIA driver (allow_reboot)" in names(ops)
+
+
+def test_debian_gets_a_key_recipe_its_dkms_has_not_generate_mok():
+    from beekeeper.facts.boot import parse_secure_boot
+    from beekeeper.facts.host import OsReleaseInfo
+
+    debian = OsReleaseInfo(id="debian", version_id="12")
+    with pytest.raises(PreflightError) as e:
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, OsRelease=debian,
+                                   SecureBoot=parse_secure_boot(SB_ON)))
+    msg = str(e.value)
+    assert "generate_mok" not in msg and "update-secureboot-policy" not in msg
+    assert "-keyout /var/lib/dkms/mok.key -outform DER -out /var/lib/dkms/mok.pub" in msg
+    assert "mokutil --import /var/lib/dkms/mok.pub" in msg
+
+
+# --- reviewer, point 7: a stopped Docker Desktop -----------------------------------------
+
+def test_a_stopped_docker_desktop_is_refused_in_preflight(tmp_path):
+    from beekeeper.facts.docker import DockerEngine
+
+    from .test_host_states import _run, _stub, _tools
+
+    # Desktop's WSL integration links the distro's CLI into its cli-tools; with Desktop
+    # stopped `docker info` fails (the stub's message typed by hand)
+    tools = tmp_path / "docker-desktop" / "cli-tools" / "usr" / "bin"
+    tools.mkdir(parents=True)
+    _stub(tools, "docker", 'echo "Cannot connect to the Docker daemon" >&2; exit 1')
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "sed", "grep", "readlink")
+    (bin_ / "docker").symlink_to(tools / "docker")
+    _stub(bin_, "dpkg-query", "exit 1")
+    _stub(bin_, "systemctl", "echo inactive")
+    got = DockerEngine().process(_run(DockerEngine().command(), bin_))
+    assert got.flavour == "docker-desktop" and got.server_version is None
+    with pytest.raises(PreflightError, match=r"Docker Desktop's engine does not answer.*start "
+                                             r"Docker Desktop"):
+        run_deploy({**DEFAULTS, "use_docker_desktop": True}, facts(DockerEngine=got))
+    unknown = replace(got, flavour="unknown")
+    with pytest.raises(PreflightError, match="no engine answers"):
+        run_deploy(DEFAULTS, facts(DockerEngine=unknown))
+
+
+# --- point 5: the image's own rule, the card's brand -------------------------------------
+
+def _h200_580():
+    from beekeeper.facts.gpu import parse_nvidia_smi
+
+    # the GpuInfo command's lines: path, the query line (values from the H200's -q output,
+    # the line itself typed by hand), the CUDA Version and Product Brand lines as printed
+    q = (DATA / "nvidia-smi-q-h200-580.txt").read_text().splitlines()
+    brand = next(line for line in q if "Product Brand" in line)
+    return parse_nvidia_smi(["path=/usr/bin/nvidia-smi",
+                             "gpu=NVIDIA H200, 580.159.04, 9.0, 143771",
+                             "CUDA Version: 13.0", "brand=" + brand.lstrip()])
+
+
+def test_the_kit_spells_the_images_rule_as_nvidia_does():
+    from beekeeper.core.cudacompat import require_cuda
+
+    assert require_cuda("13.2.1") == (DATA / "require-cuda-13.2.1-base-dockerfile.txt"
+                                      ).read_text().strip()
+    assert require_cuda("13.0.2") == (DATA / "require-cuda-13.0.2-h200-env.txt"
+                                      ).read_text().strip()
+
+
+def test_an_h200_on_580_runs_the_13_2_image_by_the_images_rule():
+    h200 = _h200_580()
+    assert h200.brand == "NVIDIA" and h200.driver_version == "580.159.04"
+    ops = run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=h200))
+    assert any(n.startswith("Build server image") and "cuda13.2-sm90-" in n for n in names(ops))
+    # the same driver on a GeForce card: refused before any change
+    geforce = replace(h200, brand="GeForce")
+    with pytest.raises(PreflightError, match=r"reports CUDA 13\.0, brand GeForce, older than"):
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=geforce))
+    # a datacenter card on a branch the rule does not list (585): refused
+    with pytest.raises(PreflightError, match="upgrade_driver = True"):
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=replace(h200, driver_version="585.1")))
+
+
+# --- point 1: a driver already installed, older than cuda_version needs -------------------
+
+def _rtx3090_570():
+    from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
+
+    # Ubuntu's nvidia-driver-570 on an RTX 3090 (values typed by hand; 570 reports 12.8)
+    return NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="12.8",
+                         driver_version="570.172.08", driver_branch=570, brand="GeForce",
+                         gpus=(GpuCard(name="NVIDIA GeForce RTX 3090",
+                                       driver_version="570.172.08", compute_cap="8.6",
+                                       memory_total_mib=24576),))
+
+
+UBUNTU_570 = ["libnvidia-compute-570", "nvidia-dkms-570", "nvidia-driver-570",
+              "nvidia-utils-570"]  # Ubuntu's package names for the 570 branch
+
+
+def test_an_old_driver_is_refused_by_default_with_both_keys_offered():
+    with pytest.raises(PreflightError) as e:
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=_rtx3090_570(),
+                                   LinuxDriverPackages=UBUNTU_570))
+    msg = str(e.value)
+    assert "upgrade_driver = True" in msg and "cuda_follows_driver = True" in msg
+    assert "branch 595" in msg and "CUDA 12.8.1" in msg and "\n" not in msg
+
+
+def test_upgrade_driver_purges_the_old_driver_then_installs_the_pinned_branch():
+    ops = run_deploy({**DEFAULTS, "upgrade_driver": True},
+                     facts(Wsl=NATIVE, GpuInfo=_rtx3090_570(), LinuxDriverPackages=UBUNTU_570))
+    steps = names(ops)
+    purge = next(s for s in steps if s.startswith("Purge the installed NVIDIA driver (570"))
+    pin = "Lock the NVIDIA driver to branch 595 (nvidia-driver-pinning-595)"
+    install = "Install the NVIDIA driver, branch 595 (nvidia-open)"
+    assert steps.index(purge) < steps.index(pin) < steps.index(install)
+    assert steps.index(install) < steps.index(next(s for s in steps if s.startswith("Hold")))
+    cmd = " ".join(c for n, cs in ops if n == purge for c in cs)
+    assert "apt-mark unhold" in cmd and "apt-get purge -y" in cmd
+    assert "libnvidia-container" in cmd  # kept: grep -v
+    # installed after the purge even though dpkg listed a driver at the start of the run
+    assert any("apt-get install" in c and "nvidia-open" in c
+               for n, cs in ops if n == install for c in cs)
+    assert steps[-1] == "Stop: the new NVIDIA driver needs a reboot"
+
+
+def test_cuda_follows_driver_builds_the_image_for_the_drivers_cuda():
+    ops = run_deploy({**DEFAULTS, "cuda_follows_driver": True},
+                     facts(Wsl=NATIVE, GpuInfo=_rtx3090_570()))
+    build = next(n for n in names(ops) if n.startswith("Build server image"))
+    assert "cuda12.8-sm86-" in build
+    dockerfile = next(c for n, cs in ops if n == "Render the Dockerfile" for c in cs
+                      if c.startswith("upload "))
+    assert "ARG BUILD_BASE=nvidia/cuda:12.8.1-devel-ubuntu24.04" in dockerfile
+    assert not any("NVIDIA driver" in n and "Install" in n for n in names(ops))
+
+
+# --- point 3: open kernel modules, headers for future kernels ----------------------------
+
+def test_open_modules_by_default_proprietary_on_request_and_headers_for_future_kernels():
+    steps = names(run_deploy(DEFAULTS, facts(**NO_DRIVER)))
+    assert "Install the NVIDIA driver, branch 595 (nvidia-open)" in steps
+    assert "Install the kernel headers (linux-headers-6.8.0-45-generic, linux-headers-generic)" \
+        in steps
+    steps = names(run_deploy({**DEFAULTS, "driver_flavour": "proprietary"}, facts(**NO_DRIVER)))
+    assert "Install the NVIDIA driver, branch 595 (cuda-drivers)" in steps
+
+
+def test_open_modules_are_refused_on_a_pre_turing_card():
+    from beekeeper.facts.gpu import GpuCard
+
+    pascal = replace(_rtx3090_570(), gpus=(GpuCard(name="NVIDIA GeForce GTX 1080 Ti",
+                                                   driver_version="570.172.08",
+                                                   compute_cap="6.1", memory_total_mib=11264),))
+    with pytest.raises(PreflightError, match="driver_flavour = 'proprietary'"):
+        run_deploy({**DEFAULTS, "upgrade_driver": True, "cuda_arch": "61"},
+                   facts(Wsl=NATIVE, GpuInfo=pascal))
+
+
+# --- point 4: Debian's contrib, Debian 12's dkms -----------------------------------------
+
+DEBIAN12 = {"Wsl": replace(NATIVE, kernel_release="6.1.0-18-amd64")}
+
+
+def test_debian_enables_contrib_and_debian_12_checks_its_dkms_before_the_driver():
+    from beekeeper.facts.host import OsReleaseInfo, parse_debian_components
+
+    # Debian 12's stock deb822 sources line (Components: main non-free-firmware)
+    found = parse_debian_components(["Components: main non-free-firmware"])
+    ops = run_deploy(DEFAULTS, facts(**{**NO_DRIVER, **DEBIAN12}, DebianComponents=found,
+                                     OsRelease=OsReleaseInfo(id="debian", version_id="12")))
+    steps = names(ops)
+    contrib = "Enable Debian's contrib archive area (NVIDIA's Debian steps)"
+    check = "Check that Debian 12's dkms can take the driver packages"
+    install = "Install the NVIDIA driver, branch 595 (nvidia-open)"
+    assert steps.index(contrib) < steps.index(check) < steps.index(install)
+    assert "Install the kernel headers (linux-headers-6.1.0-18-amd64, linux-headers-amd64)" \
+        in steps
+    cmd = " ".join(c for n, cs in ops if n == check for c in cs)
+    assert "apt-get install -s" in cmd and "Debian 13" in cmd
+    ops = run_deploy(DEFAULTS, facts(**{**NO_DRIVER, **DEBIAN12},
+                                     DebianComponents=["main", "contrib"],
+                                     OsRelease=OsReleaseInfo(id="debian", version_id="13")))
+    assert next(cs for n, cs in ops if n == contrib) == []
+    assert check not in names(ops)

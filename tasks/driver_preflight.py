@@ -1,0 +1,300 @@
+"""
+Preflight of the NVIDIA driver on the host: the driver that is there against the CUDA the
+image or build asks for, the branch the kit would install, and the host states where an
+install would loop or break (a driver that does not load, Secure Boot without an enrolled
+key). Called from tasks/preflight.py before any change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyinfra import host
+
+from beekeeper.core import cudacompat
+from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
+from beekeeper.core.config import HostConfig
+from beekeeper.core.errors import PreflightError
+from beekeeper.facts.boot import SecureBoot, SecureBootInfo
+from beekeeper.facts.gpu import (
+    WSL_NVIDIA_SMI,
+    LinuxDriverPackages,
+    NvidiaKernelModule,
+    NvidiaModuleInfo,
+    NvidiaSmiInfo,
+    PciNvidiaGpus,
+)
+from beekeeper.facts.host import WslInfo
+
+from .say import warn
+
+
+@dataclass(frozen=True)
+class DriverPlan:
+    """What preflight decided about the NVIDIA driver: `pci` NVIDIA GPUs on PCI; `action`
+    "install" (none there), "upgrade" (one too old, host data `upgrade_driver`), or None;
+    `cuda_version` the release the image is built for when it follows the driver."""
+
+    pci: int = 0
+    action: str | None = None
+    cuda_version: str | None = None
+
+
+def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
+               os_id: str) -> DriverPlan:
+    """A CUDA profile: GPU, driver, arch; what the driver tasks are to do."""
+    if cfg.service.profile.backend != "cuda":
+        return DriverPlan()
+    pci = host.get_fact(PciNvidiaGpus)
+    wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
+    if not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
+        # the kit would install the driver: not if one is there that does not load, nor
+        # where Secure Boot would reject the module it builds
+        check_driver_install(host.get_fact(LinuxDriverPackages),
+                             host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
+                             cfg.allow_reboot, os_id)
+    plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
+    if plan.action == "upgrade":
+        check_secure_boot(host.get_fact(SecureBoot), os_id)
+    return DriverPlan(pci=pci, action=plan.action, cuda_version=plan.cuda_version)
+
+
+def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
+              pci_gpus: int, wsl_driver_packages: list[str]) -> DriverPlan:
+    """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
+    if wsl.is_wsl2 and wsl_driver_packages:
+        raise PreflightError(
+            f"Linux NVIDIA driver packages are installed inside WSL2 "
+            f"({', '.join(wsl_driver_packages)}); they shadow the Windows driver and break "
+            f"NVML: remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again")
+    if (gpu is None or not gpu.gpus) and not wsl.is_wsl2 and pci_gpus > 0:
+        driver_branch_to_install(cfg)  # refuses a branch that cannot run the chosen CUDA
+        return DriverPlan(action="install")  # tasks/nvidia_driver.py installs it
+    if gpu is None or not gpu.gpus:
+        if wsl.is_wsl2:
+            raise PreflightError(
+                "no NVIDIA GPU visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi): install or "
+                "update the NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl --shutdown`")
+        raise PreflightError("no NVIDIA GPU found (nvidia-smi missing): install the driver, "
+                             "or choose a CPU profile such as cpu-tiny")
+    if wsl.is_wsl2 and gpu.path != WSL_NVIDIA_SMI:
+        raise PreflightError(
+            f"nvidia-smi resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
+            "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
+            "the Windows driver")
+    cap = gpu.gpus[0].compute_cap
+    if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
+        raise PreflightError(
+            f"cuda_arch {cfg.cuda_arch} has no kernels for this GPU (compute capability {cap}, "
+            f"sm_{cuda_arch_from_compute_cap(cap)}): add {cuda_arch_from_compute_cap(cap)} "
+            "to cuda_arch or remove the override")
+    why = driver_too_old(cfg, wsl, gpu)
+    plan = DriverPlan() if why is None else old_driver(cfg, wsl, gpu, why)
+    if plan.action == "upgrade":
+        check_flavour(cfg, gpu)
+    return plan
+
+
+def driver_branch_to_install(cfg: HostConfig) -> int:
+    """The driver branch the kit installs on native Linux: host data `driver_branch`, else
+    the branch NVIDIA ships with the chosen CUDA (release notes, Table 3), so the driver
+    reports at least the image's CUDA and its NVIDIA_REQUIRE_CUDA holds."""
+    mm = cudacompat.major_minor(cfg.cuda_version)
+    shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
+    given = cfg.driver_branch
+    if given is None:
+        if shipped is None:
+            raise PreflightError(
+                f"host data `cuda_version`: no known driver branch for CUDA {cfg.cuda_version}: "
+                "set driver_branch to the branch NVIDIA's release notes give for it")
+        return shipped
+    branch = int(given)
+    runs = cudacompat.cuda_of_branch(branch)
+    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+    # container: the runtime checks NVIDIA_REQUIRE_CUDA against the driver's CUDA version;
+    # native: minor version compatibility runs any 13.x build on the major's floor branch
+    if (cfg.mode == "container" and (runs is None or runs < mm)) or branch < floor:
+        raise PreflightError(
+            f"host data `driver_branch`: {branch} runs CUDA "
+            f"{cudacompat.spell(runs) if runs else 'older than ' + cudacompat.spell(mm)}, "
+            f"but cuda_version is {cfg.cuda_version} (the image asks cuda>="
+            f"{cudacompat.spell(mm)}): set driver_branch = {shipped or floor} or remove it")
+    return branch
+
+
+def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | None:
+    """Why the installed driver cannot run the chosen CUDA, before any change; None if it can.
+
+    Container mode: the NVIDIA container runtime judges the image's NVIDIA_REQUIRE_CUDA
+    (nvidia/cuda:13.2.x: `cuda>=13.2`, or on datacenter and workstation brands a driver of
+    branch 535, 570, 580 or 590, which run it through the image's cuda-compat libraries)
+    against the CUDA version the driver reports (a 580 driver reports 13.0), its version and
+    the card's brand (nvidia-smi -q "Product Brand"). The kit follows that rule, so an H200 on
+    580 runs the 13.2 image and an RTX 4090 on 580 is refused before the build. Under WSL2 the
+    brand clauses are not followed: forward compatibility is not supported there. The kit
+    does not set NVIDIA_DISABLE_REQUIRE.
+    Native mode: NVIDIA's minor version compatibility runs a 13.x build on any driver
+    >= 580; the kit builds SASS for the GPU's own arch, so no PTX JIT is needed.
+    """
+    mm = cudacompat.major_minor(cfg.cuda_version)
+    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+    reported = gpu.cuda_version or (
+        cudacompat.spell(cudacompat.cuda_of_branch(gpu.driver_branch or 0) or (0, 0)))
+    if cfg.mode == "container":
+        brand = None if wsl.is_wsl2 else cudacompat.brand_token(gpu.brand)
+        rule = cudacompat.require_cuda(cfg.cuda_version)
+        if cudacompat.require_accepts(rule, reported, gpu.driver_version, brand):
+            return None
+    elif gpu.driver_branch is None or gpu.driver_branch >= floor:
+        return None
+    if gpu.driver_branch is not None and gpu.driver_branch < floor:
+        return (f"driver {gpu.driver_version} is older than {floor}, which CUDA "
+                f"{cfg.cuda_version} needs")
+    brand = f", brand {gpu.brand}" if gpu.brand else ""
+    return (f"driver {gpu.driver_version} reports CUDA {reported}{brand}, older than the "
+            f"image's CUDA {cfg.cuda_version} (NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)}"
+            ")")
+
+
+def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> DriverPlan:
+    """A driver older than cuda_version needs: the image follows it (host data
+    `cuda_follows_driver`), the kit replaces it (`upgrade_driver`, native Linux), or the
+    deploy stops with one line offering both. The default stops: replacing a working driver
+    purges packages other software may use and needs a reboot, and following it builds for
+    another CUDA than the one asked for; either is the user's call, not the kit's."""
+    reported = gpu.cuda_version or cudacompat.spell(
+        cudacompat.cuda_of_branch(gpu.driver_branch or 0) or (0, 0))
+    runs = cudacompat.major_minor(reported)
+    release = cudacompat.newest_release(runs)
+    if cfg.cuda_follows_driver:
+        if cfg.mode != "container":
+            raise PreflightError(f"host data `cuda_follows_driver`: {why}; it applies to "
+                                 "container mode only: set cuda_version to a "
+                                 f"{reported} release, or upgrade_driver = True")
+        if release is None:
+            raise PreflightError(f"host data `cuda_follows_driver`: {why}, and the kit knows no "
+                                 f"nvidia/cuda release for CUDA {reported}: set cuda_version")
+        return DriverPlan(cuda_version=release)
+    if wsl.is_wsl2:
+        raise PreflightError(f"{why}: update the NVIDIA driver on Windows, or set cuda_version "
+                             f"to a {reported} release (or cuda_follows_driver = True)")
+    branch = driver_branch_to_install(cfg)
+    if cfg.upgrade_driver:
+        return DriverPlan(action="upgrade")
+    follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \
+        "driver runs), " if release and cfg.mode == "container" else ""
+    raise PreflightError(
+        f"{why}: set upgrade_driver = True (the kit purges the installed NVIDIA driver "
+        f"packages and installs branch {branch}, pinned and held; a reboot follows), "
+        f"{follow}or update the NVIDIA driver on the host to branch {branch} or newer, or set "
+        f"cuda_version to a {reported} release")
+
+
+# NVIDIA's open kernel modules run on Turing (compute capability 7.5) and newer
+OPEN_MIN_CAP = (7, 5)
+
+
+def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
+    """The open kernel modules the kit installs by default need Turing or newer: refused on
+    an older card where the card is known (nvidia-smi ran), before any change."""
+    if cfg.driver_flavour != "open" or gpu is None or not gpu.gpus:
+        return
+    card = gpu.gpus[0]
+    major, _, minor = card.compute_cap.partition(".")
+    if (int(major), int(minor or 0)) < OPEN_MIN_CAP:
+        raise PreflightError(
+            f"host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and "
+            f"the {card.name} is compute capability {card.compute_cap}: set driver_flavour = "
+            "'proprietary'")
+
+
+# DKMS's own key and certificate (dkms framework.conf defaults mok_signing_key and
+# mok_certificate): made by hand with the Debian wiki's command, since Debian 12's dkms
+# 3.0.10 has no `dkms generate_mok` (3.1 and newer make the same two files with it)
+DEBIAN_NEW_MOK = ("`sudo mkdir -p /var/lib/dkms && sudo openssl req -new -x509 -nodes -days 36500 "
+                  "-subj '/CN=DKMS module signing key/' -newkey rsa:2048 -keyout "
+                  "/var/lib/dkms/mok.key -outform DER -out /var/lib/dkms/mok.pub && sudo "
+                  "mokutil --import /var/lib/dkms/mok.pub`")
+UBUNTU_NEW_MOK = ("`sudo update-secureboot-policy --new-key && sudo update-secureboot-policy "
+                  "--enroll-key`")
+
+
+def new_mok(os_id: str) -> str:
+    """How to create and enrol DKMS's module signing key on this distro, before the build."""
+    how = UBUNTU_NEW_MOK if os_id == "ubuntu" else DEBIAN_NEW_MOK
+    return (f"create and enrol DKMS's module signing key first ({how}), reboot and choose "
+            "Enroll MOK in the MOK manager, then deploy again; or disable Secure Boot in the "
+            "firmware")
+
+
+def enrol_mok(os_id: str) -> str:
+    """How to have a DKMS module that is there signed and loaded under Secure Boot."""
+    key = "/var/lib/shim-signed/mok/MOK.der" if os_id == "ubuntu" else "/var/lib/dkms/mok.pub"
+    return ("DKMS-built modules load only when signed with an enrolled Machine Owner Key: "
+            f"`sudo mokutil --import {key}` (no such file: {new_mok(os_id)}), reboot and "
+            "choose Enroll MOK in the MOK manager, then `sudo dkms autoinstall` and reboot; or "
+            "disable Secure Boot in the firmware")
+
+
+def check_driver_install(packages: list[str], module: NvidiaModuleInfo | None,
+                         sb: SecureBootInfo | None, allow_reboot: bool = False,
+                         os_id: str = "ubuntu") -> None:
+    """Native Linux with an NVIDIA GPU and no working driver, before the kit installs one.
+
+    "A driver that does not load" (an nvidia module for the running kernel, while nvidia-smi
+    sees no GPU) is refused with its likely cause: installing again and asking for another
+    reboot would loop forever. A module installed since the last boot that can load after
+    one (Secure Boot off, or a DKMS key enrolled) asks for that reboot, and goes on where
+    host data lets the kit reboot. Driver packages (dpkg) without a module for the running
+    kernel go on: the kit installs that kernel's headers, and DKMS builds the module.
+    "No driver" with Secure Boot on is refused unless a DKMS signing key is enrolled as a
+    Machine Owner Key: the module DKMS builds would be rejected at boot.
+    """
+    sb = sb or SecureBootInfo(state="unknown")
+    loadable = not sb.enabled or sb.enrolled_key is not None  # after a reboot
+    if module and module.path and not (module.since_boot and loadable and allow_reboot):
+        refuse_unloaded(packages, module, sb, loadable, os_id)
+    check_secure_boot(sb, os_id)
+
+
+def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
+    """Before the kit builds an NVIDIA module (a fresh install or an upgrade): with Secure
+    Boot on, a DKMS signing key must be enrolled, or the module is rejected at boot."""
+    sb = sb or SecureBootInfo(state="unknown")
+    if sb.enabled and not sb.enrolled_key:
+        pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
+            if sb.pending_key else ""
+        raise PreflightError(
+            f"Secure Boot is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, so "
+            f"the NVIDIA module the kit would build would be rejected at boot{pending}: "
+            f"{new_mok(os_id)}")
+    if sb.state == "unknown":
+        warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
+             "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
+             "to let preflight check)")
+
+
+def refuse_unloaded(packages: list[str], module: NvidiaModuleInfo, sb: SecureBootInfo,
+                    loadable: bool, os_id: str) -> None:
+    """The refusal for a driver that is installed but does not load, by its likely cause:
+    a key waiting for enrolment, a module installed since the last boot that a reboot loads
+    (Secure Boot off, or its key enrolled), Secure Boot rejecting it, or neither."""
+    what = ", ".join([str(module.path)] + packages[:3] + (["..."] if len(packages) > 3 else []))
+    head = f"the NVIDIA driver is installed ({what}) but not loaded (nvidia-smi sees no GPU)"
+    if sb.pending_key:
+        raise PreflightError(f"{head}: the key {sb.pending_key} waits for enrolment: reboot "
+                             "and choose Enroll MOK in the MOK manager, then deploy again")
+    if module.since_boot and loadable:
+        signed = f" (DKMS signs it with the enrolled key {sb.enrolled_key})" \
+            if sb.enabled else ""
+        raise PreflightError(f"{head}: it was installed after the last boot{signed}; reboot "
+                             "the host (or set allow_reboot = True), then deploy again")
+    if sb.enabled:
+        raise PreflightError(f"{head}, and Secure Boot is on, the likely cause (the kernel "
+                             f"rejects an unsigned DKMS module): {enrol_mok(os_id)}")
+    loaded = " (the module is loaded: a driver/library mismatch after an upgrade, "\
+        "a reboot fixes it)" if module.loaded else ""
+    raise PreflightError(
+        f"{head}{loaded}; Secure Boot is {sb.state}: see `sudo modprobe nvidia` and `sudo "
+        "dmesg | grep -i nvidia`, or purge the driver packages to let the kit install its "
+        "own; the kit does not install a second driver over it")
