@@ -162,7 +162,7 @@ def _engine_shell(args: argparse.Namespace) -> Any:
         return SshShell(shlex.split(args.ssh), label=args.ssh.split()[-1], root=not hand)
     if hand:
         return LocalShell()
-    if Path(ServicePaths("llm").manifest).exists():
+    if Path(ServicePaths(args.service).manifest).exists():
         return LocalShell(root=True)
     return None
 

@@ -44,6 +44,9 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--direct-url", {"help": "--suite gateway: the server behind the gateway at --url, "
                               "measured in the same run (with --on-host: as the host sees it)"}),
     ("--direct-api-key-file", {"help": "the key of --direct-url's server"}),
+    ("--service", {"default": "llm", "help": (
+        "the kit's service whose engine baseline is measured (host data `services`): its "
+        "deployed.json and unit (default: llm)")}),
     ("--engine-gpu", {"help": "run llama-bench on this GPU (index), which the service does "
                               "not use, and keep the service running (default: stop the "
                               "service while it runs)"}),
@@ -186,8 +189,8 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
         report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
                             host_label=args.host_label, card=args.card,
                             sizes=sizes_of(args, profile), shell=shell,
-                            engine_gpu=args.engine_gpu, direct=direct, budget_gib=budget_gib,
-                            hand=hand_started(args), where=where)
+                            engine_gpu=args.engine_gpu, service=args.service, direct=direct,
+                            budget_gib=budget_gib, hand=hand_started(args), where=where)
     return verdict(report, names, profile).exit_status
 
 

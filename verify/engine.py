@@ -48,6 +48,9 @@ from beekeeper.core.profiles import Profile
 from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root, ssh_as_root
 
 BENCH_REPS = 3
+# WSL2 keeps nvidia-smi here, on the PATH of an interactive login only: root through sudo
+# (secure_path) and SSH sessions lack it (microsoft/WSL#8794); a distro's own comes first
+WSL_LIB = "/usr/lib/wsl/lib"
 
 
 class EngineError(VerifyError):
@@ -337,7 +340,8 @@ def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str 
 def host_gpus(shell: Shell) -> list[tuple[str, float]]:
     """(name, memory.used MiB) of every GPU where `shell` runs, by index; [] without one."""
     try:
-        q = shell.run("nvidia-smi --query-gpu=name,memory.used --format=csv,noheader,nounits",
+        q = shell.run(f'PATH="$PATH:{WSL_LIB}" nvidia-smi --query-gpu=name,memory.used '
+                      "--format=csv,noheader,nounits",
                       timeout_s=60)
     except (OSError, subprocess.SubprocessError):
         return []

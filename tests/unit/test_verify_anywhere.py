@@ -148,7 +148,7 @@ class FakeShell:
     def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
         self.scripts.append(script)
         out, rc = "", 0
-        if script.startswith("nvidia-smi"):
+        if "nvidia-smi --query-gpu" in script:
             out, rc = self.gpus, 0 if self.gpus else 127
         elif script.startswith("cat "):
             out, rc = json.dumps(self.manifest), 0 if self.manifest else 1
@@ -284,3 +284,20 @@ def test_verify_runs_from_a_checkout_without_pyinfra_docker_gguf_matplotlib(tmp_
                        cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "--llama-bench" in p.stdout
+
+
+def test_the_card_is_read_on_wsl2_where_root_has_no_nvidia_smi_on_its_path(tmp_path,
+                                                                           monkeypatch):
+    """WSL2 keeps nvidia-smi in /usr/lib/wsl/lib, on an interactive login's PATH only: root
+    through sudo (secure_path) and SSH sessions lack it (microsoft/WSL#8794), so on a WSL2
+    box (@local, or --ssh/--on-host to one) the card and the idle VRAM were never read. The
+    folder here stands in for /usr/lib/wsl/lib: a hand-written nvidia-smi printing the
+    query's format (name, memory.used)."""
+    lib = tmp_path / "wsl-lib"
+    lib.mkdir()
+    smi = lib / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA GeForce RTX 4090, 1234'\n")
+    smi.chmod(0o755)
+    monkeypatch.setattr(eng, "WSL_LIB", str(lib), raising=False)
+    monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")  # sudo's secure_path
+    assert eng.host_gpus(eng.LocalShell()) == [("NVIDIA GeForce RTX 4090", 1234.0)]
