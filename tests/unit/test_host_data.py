@@ -96,16 +96,22 @@ def test_every_group_data_name_is_a_known_key():
 
 
 def test_every_key_the_kit_reads_is_known():
-    """Each `data.get("k")`, `host.data.get("k")` and config.py's per-service `get("k")` in
-    the kit is a known key, and so is every key EXTRA_KEYS passes to single tasks."""
+    """Each `data.get("k")` and `host.data.get("k")` in the kit is a declared key, every
+    declared key is a HostConfig field (or read to build one), and the keys are the
+    schema's."""
+    from beekeeper.core.hostdata import HostData
+
     read = set()
-    for path in [ROOT / "deploy.py", ROOT / "beekeeper" / "core" / "config.py",
-                 *(ROOT / "tasks").glob("*.py"), *(ROOT / "operations").glob("*.py")]:
+    for path in [ROOT / "deploy.py", *(ROOT / "tasks").glob("*.py"),
+                 *(ROOT / "operations").glob("*.py"), *(ROOT / "beekeeper").rglob("*.py")]:
         text = path.read_text()
         read |= set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
-        read |= set(re.findall(r"(?<![\w.])get\(\s*[\"']([a-z_0-9]+)[\"']", text))
-    assert len(read) > 20
-    assert read <= KIT_KEYS, read - KIT_KEYS
+    assert read <= KIT_KEYS | pyinfra_keys(), read - KIT_KEYS - pyinfra_keys()
+    assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 46
+    config = (ROOT / "beekeeper" / "core" / "config.py").read_text()
+    unread = {k for k in KIT_KEYS if f"hd.{k}" not in config and f"entry.{k}" not in config
+              and f"{{role}}_{k.split('_', 1)[-1]}" not in config and k != "server_webui"}
+    assert unread <= {"services", "gateway"}, unread
 
 
 @pytest.mark.parametrize(("entry", "key", "close"), [
@@ -348,12 +354,12 @@ MALFORMED = [
     (with_(source={"path": "/s.tgz", "ref": "x", "git": "https://x/y"}), "source"),
     (with_(base_images="debian:bookworm"), "base_images"), (with_(base_images=["x"]),
                                                             "base_images"),
-    (with_(base_images={"build": 5}), "base_images"),
+    (with_(base_images={"build": 5}), "base_images.build"),
     (with_(base_images={"build": "debian bookworm"}), "base_images.build"),
-    (with_(base_images={"build": "x\ny"}), "base_images['build']"),
+    (with_(base_images={"build": "x\ny"}), "base_images.build"),
     (with_(preload_images="x"), "preload_images"), (with_(preload_images={"a:b": 5}),
-                                                    "preload_images"),
-    (with_(preload_images={"a b": "/x.tar"}), "preload_images"),
+                                                    "preload_images['a:b']"),
+    (with_(preload_images={"a b": "/x.tar"}), "preload_images['a b']"),
     (with_(preload_images={"a:b": "rel.tar"}), "preload_images['a:b']"),
     (with_(stages="provision"), "stages"), (with_(stages=[1]), "stages"),
     (with_(stages=[]), "stages"), (with_(stages=["model"]), "stages"),
@@ -388,7 +394,7 @@ MALFORMED = [
     (with_(container_toolkit_version=1.18), "container_toolkit_version"),
     (with_(container_toolkit_version="1.18 ; rm"), "container_toolkit_version"),
     (with_(nvidia_repos="https://m"), "nvidia_repos"), (with_(nvidia_repos={"cuda": 5}),
-                                                        "nvidia_repos"),
+                                                        "nvidia_repos.cuda"),
     (with_(cuda_version="latest"), "cuda_version"), (with_(cuda_version=["13.2"]),
                                                       "cuda_version"),
     (with_(cuda_version="13.2; id"), "cuda_version"), (with_(cuda_arch=["89"]), "cuda_arch"),

@@ -1,0 +1,669 @@
+"""
+Host data, declared: every key the kit reads (per host, per service, the gateway, the
+source, model pins) with its type, range, pattern, default and what it does, as pydantic
+models. A value that breaks a declaration is refused with the kit's one line
+(`host data `key`: problem; fix: ...`), translated from pydantic's error; the rules between
+keys live in config.py as named checks. The README's key table is rendered from here
+(`python -m beekeeper.core.hostdata`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os.path
+import re
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from .errors import ConfigError
+from .paths import HF_TOKEN, MODEL_DIR, STATE_DIR
+from .profiles import PROFILES
+
+MAX_PATH_LEN = 1024
+# patterns are matched whole (pydantic's Rust engine: `$` is the end of the text, so a final
+# newline never passes); the same strings with re.fullmatch where Python matches them
+IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$"
+LOCAL_REF = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+CUDA_VERSION = r"^\d{2}\.\d{1,2}(\.\d{1,2})?$"
+CUDA_ARCH = r"^\d{2,3}[a-z]?(;\d{2,3}[a-z]?)*$"
+SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"
+# Git fetches an object by its full name only (GitHub allows any reachable commit); an
+# abbreviated hash is taken for a ref name and fails with "couldn't find remote ref".
+GIT_SHA = r"^[0-9a-f]{40}$"
+SHA256 = r"^[0-9a-f]{64}$"
+HF_REPO = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+HF_FILE = r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf$"
+GIT_URL = r"^(https?|ssh|git|file)://\S+$"
+HTTP_URL = r"^https?://[^\s'\"]+$"
+PACKAGE_VERSION = r"^[0-9][0-9A-Za-z.~+-]*$"
+HOSTNAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:\.[A-Za-z0-9][A-Za-z0-9-]{0,62})*$"
+DEFAULT_HF_ENDPOINT = "https://huggingface.co"
+STAGES = ("provision", "build", "model", "service")
+
+
+def full(pattern: str, value: str) -> bool:
+    """`pattern` (^...$) matches the whole of `value`: no final newline slips past `$`."""
+    return re.fullmatch(pattern.removeprefix("^").removesuffix("$"), value) is not None
+
+
+class Bad(ValueError):
+    """A value refused by a declared check: the problem and the fix, the key from where
+    pydantic found it (`at`: a key below it, for a rule of a whole mapping)."""
+
+    def __init__(self, problem: str, fix: str, at: str = "") -> None:
+        super().__init__(problem)
+        self.problem, self.fix, self.at = problem, fix, at
+
+
+def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not valid",
+        **constraints: Any) -> Any:
+    """One declared key: its default, its type in words (for the README), what it does,
+    and the refusal for a value of the wrong type, range or pattern."""
+    return Field(default, description=doc,
+                 json_schema_extra={"kind": kind, "problem": problem, "fix": fix},
+                 **constraints)
+
+
+# ------------------------------------------------------------------ checks of one value
+
+def safe_text(value: str, what: str) -> str:
+    """Refuse control and other non-printable characters (newline, tab, NUL, U+2028 ...):
+    no shell line or unit file can carry them safely."""
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is not None:
+        raise Bad(f"{value!r} holds the control character {bad!r}",
+                  f"give {what} without control or non-printable characters")
+    return value
+
+
+def _type_name(value: Any) -> str:
+    return "a string" if isinstance(value, str) else f"a {type(value).__name__}"
+
+
+def abs_path(value: Any, example: str) -> str:
+    """An absolute, normalized path that a shell line and a unit can carry quoted."""
+    if not isinstance(value, str):
+        raise Bad(f"{value!r} is {_type_name(value)}, not a path",
+                  f"give an absolute path as a string, e.g. {example!r}")
+    if not value:
+        raise Bad("empty", f"give an absolute path, e.g. {example!r}")
+    if value.startswith("~"):
+        raise Bad(f"{value!r} is relative to a home folder (nothing expands ~ here)",
+                  f"spell the folder out, e.g. {example!r}")
+    if not value.startswith("/"):
+        raise Bad(f"{value!r} is not an absolute path", f"use an absolute path such as {example!r}")
+    safe_text(value, "the path")
+    if len(value) > MAX_PATH_LEN:
+        raise Bad(f"the path is {len(value)} characters long",
+                  f"use a path of at most {MAX_PATH_LEN} characters")
+    norm = os.path.normpath(value)
+    if norm in ("/", "//"):
+        raise Bad(f"{value!r} is the root folder", f"use a folder such as {example!r}")
+    if norm != value.rstrip("/") or value.startswith("//"):
+        raise Bad(f"{value!r} is not a normalized path (`.`, `..` or `//` in it)",
+                  f"write it as {norm!r}")
+    return norm
+
+
+def path_of(example: str) -> Any:
+    return BeforeValidator(lambda v: abs_path(v, example))
+
+
+def _model_dir(value: str) -> str:
+    if ":" in value:
+        raise Bad(f"{value!r} holds ':', Docker's --volume separator", "use a folder without ':'")
+    return value
+
+
+def _ip(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Bad(f"{value!r} is {_type_name(value)}, not an IP address",
+                  "write it as a string, e.g. '127.0.0.1'")
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise Bad(f"{value!r} is not an IP address", "use 127.0.0.1") from None
+    return value
+
+
+def one_word(key_text: str) -> bool:
+    """A key the gateway can carry: an HTTP header value and a map line, so no space and no
+    control character."""
+    return not any(c.isspace() or not c.isprintable() for c in key_text)
+
+
+def key_file(value: str, one_word_key: bool) -> str:
+    """A key file on the controller: present, not empty, one line, not readable by others,
+    and with `one_word_key` one word (the gateway's own key: an HTTP header value). A
+    relative path is read from the folder pyinfra runs in; `~` is refused (nothing expands
+    it)."""
+    from pathlib import Path
+
+    if not value:
+        raise Bad(f"{value!r} is not a file name",
+                  "point it at a file on the controller that holds the key")
+    safe_text(value, "the path")
+    if value.startswith("~"):
+        raise Bad(f"{value!r} starts with ~, which nothing expands here",
+                  f"give the path in full, e.g. {os.path.expanduser(value)!r}")
+    path = Path(value)
+    where = value if path.is_absolute() else \
+        f"{value} (relative to the folder pyinfra runs in: {Path.cwd() / value})"
+    text = path.read_text().strip() if path.is_file() else ""
+    if not text:
+        raise Bad(f"{where} is missing or empty",
+                  "point it at a file on the controller that holds the key")
+    if path.stat().st_mode & 0o077:
+        raise Bad(f"{where} is readable by others", f"chmod 600 {value}")
+    if "\n" in text or "\r" in text:
+        raise Bad(f"the key in {where} holds more than one line",
+                  "keep the key alone on one line in the file")
+    if one_word_key and not one_word(text):
+        raise Bad(f"the key in {where} holds a space or a control character",
+                  "use a key of printable characters without spaces, e.g. "
+                  "`openssl rand -hex 32`")
+    return value
+
+
+def _profile(value: str) -> str:
+    if value not in PROFILES:
+        raise Bad(f"unknown profile {value!r}", f"use one of: {', '.join(sorted(PROFILES))}")
+    return value
+
+
+def _service_name(value: str) -> str:
+    if value == "gateway":
+        raise Bad("'gateway' is the gateway's own unit (beekeeper-gateway.service)",
+                  "name the service otherwise, e.g. 'llm'")
+    return value
+
+
+def _hub_repo(value: str) -> str:
+    """The Hub's own rule for a repository id (huggingface_hub.utils.validate_repo_id),
+    beside the kit's pattern: `a/b-`, `a/b.`, `a/b..c` or `a/b--c` end in the client's
+    HFValidationError otherwise."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(value)
+    except HFValidationError as e:
+        reason = str(e).splitlines()[0].rstrip(".") if str(e) else "refused"
+        raise Bad(f"{value!r} is not a Hub repository id (huggingface_hub: {reason})",
+                  "use 'owner/name' as the Hub shows it, e.g. 'unsloth/Qwen3.5-9B-GGUF'") \
+            from None
+    return value
+
+
+def _ctx_size_given(value: Any) -> Any:
+    if isinstance(value, str):
+        raise Bad(f"{value!r} is a string, not a number",
+                  f"write ctx_size = {value.strip() if value.strip().isdigit() else 8192}"
+                  " without quotes")
+    return value
+
+
+def _text_version(pattern: str, problem: str, fix: str) -> Callable[[Any], str]:
+    """A release or arch list given as a string or a number (13.2, 89): its text, whole
+    matched."""
+    def check(value: Any) -> str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float) \
+                or not full(pattern, str(value)):
+            raise Bad(f"{value!r} {problem}", fix)
+        return str(value)
+    return check
+
+
+def _stages(value: list[str]) -> tuple[str, ...]:
+    if not value or tuple(value) != STAGES[:len(value)]:
+        raise Bad(f"{value!r} is not a prefix of {list(STAGES)}",
+                  "e.g. ['provision'] or ['provision', 'build']")
+    return tuple(value)
+
+
+def _endpoint(value: str) -> str:
+    safe_text(value, "the URL")
+    return value.rstrip("/")
+
+
+def _address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        if full(HOSTNAME, value) and len(value) <= 253:
+            return value
+    raise Bad(f"{value!r} is not an IP address or a host name",
+              "give the address the gateway reaches this host at, e.g. '10.0.0.5' or "
+              "'gpu-box.lan'")
+
+
+def _given(value: Any) -> Any:
+    """A key given as None where None means nothing."""
+    if value is None:
+        raise Bad("None is not a value for it", "give a value, or remove the key")
+    return value
+
+
+def _seq(value: Any) -> Any:
+    """Host data may give a list as a tuple."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _mapping(value: Any) -> Any:
+    """A mapping of any kind (pyinfra's data objects too) is read as a dict."""
+    return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
+
+
+Strict = ConfigDict(extra="forbid", strict=True, frozen=True)
+Text = Annotated[str, AfterValidator(lambda v: safe_text(v, "the value"))]
+Port = Annotated[int, Field(ge=1, le=65535)]
+ImageRef = Annotated[str, Field(pattern=IMAGE_REF)]
+Seq = BeforeValidator(_seq)
+
+
+class NvidiaRepos(BaseModel):
+    """Host data `nvidia_repos`: mirrors of NVIDIA's apt repositories and their keys."""
+
+    model_config = Strict
+    cuda: Text | None = key(None, "URL", "the CUDA apt repository (native mode)",
+                            "give the mirror's URL as a string")
+    cuda_key: Text | None = key(None, "URL", "its signing key", "give the key's URL")
+    toolkit: Text | None = key(None, "URL", "the Container Toolkit's apt repository",
+                               "give the mirror's URL as a string")
+    toolkit_key: Text | None = key(None, "URL", "its signing key", "give the key's URL")
+
+
+class BaseImages(BaseModel):
+    """Host data `base_images`: the images the server image is built from."""
+
+    model_config = Strict
+    build: ImageRef | None = key(
+        None, "image reference", "the build stage's image (default: NVIDIA's CUDA devel image "
+        "for cuda_version, or Debian for a CPU profile)",
+        "e.g. 'debian:bookworm' or 'nvidia/cuda:13.2.1-devel-ubuntu24.04'",
+        "is not an image reference")
+    runtime: ImageRef | None = key(
+        None, "image reference", "the runtime stage's image",
+        "e.g. 'debian:bookworm-slim' or 'nvidia/cuda:13.2.1-runtime-ubuntu24.04'",
+        "is not an image reference")
+
+
+class SourceData(BaseModel):
+    """Host data `source`: where the server is built from."""
+
+    model_config = Strict
+    git: Annotated[Annotated[Text, Field(pattern=GIT_URL)] | None, BeforeValidator(_given)] \
+        = key(
+        None, "URL", "a git repository to build from, at the commit `ref`",
+        "give the repository's URL, e.g. 'https://github.com/o/r'", "is not a git URL")
+    path: Annotated[str | None, path_of("/srv/src/llama.cpp.tar.gz")] = key(
+        None, "path", "a source tree or tarball on the controller, named `ref`",
+        "give an absolute path")
+    ref: str | None = key(None, "string", "the commit (40 hex digits) for `git`; a snapshot "
+                          "name (letters, digits, `.`, `_`, `-`) for `path`",
+                          "give the commit (40 hex digits) or snapshot name in quotes",
+                          "is not a string")
+
+    @model_validator(mode="after")
+    def one_source(self) -> SourceData:
+        """`git` or `path`, and a ref of the kind it needs."""
+        if not self.ref:
+            raise Bad("missing", "pin the source to a commit or a named snapshot", at="ref")
+        if self.git is not None and self.path is not None:
+            raise Bad("both `git` and `path` given", "keep one of them")
+        if self.git is not None and not full(GIT_SHA, self.ref):
+            raise Bad(f"{self.ref!r} is not a full commit hash (40 hex digits)",
+                      f"`git rev-parse {self.ref}` in a clone of {self.git} prints the full "
+                      "hash to pin (a branch, tag or short hash cannot be fetched by commit)",
+                      at="ref")
+        if self.path is not None and not full(LOCAL_REF, self.ref):
+            raise Bad(f"{self.ref!r} is not a snapshot name", "use letters, digits, '.', '_' "
+                      "and '-' (at most 64), e.g. 'lcp0.3.36'", at="ref")
+        if self.git is None and self.path is None:
+            raise Bad("neither `git` nor `path` given", "add one of them")
+        return self
+
+
+class GatewayData(BaseModel):
+    """Host data `gateway`: this host is a gateway, one OpenAI endpoint in front of every
+    service of every inventory host, on the distro's HAProxy."""
+
+    model_config = Strict
+    port: Port = key(4000, "integer 1-65535", "the gateway's port",
+                     "use an integer from 1 to 65535", "is not a TCP port")
+    bind_address: Annotated[str, BeforeValidator(_ip)] = key(
+        "127.0.0.1", "IP address", "the address it listens on; not loopback needs "
+        "`api_key_file`", "use 127.0.0.1")
+    api_key_file: Annotated[str, AfterValidator(lambda v: key_file(v, True))] | None = key(
+        None, "path", "a file on the controller holding the key clients must send "
+        "(one word, mode 600)", "point it at a file on the controller that holds the key",
+        "is not a file name")
+    check_interval_s: Annotated[int, Field(ge=1, le=60)] = key(
+        2, "integer 1-60", "seconds between health checks of each backend (out after 2 "
+        "failures, back after 2 successes)", "e.g. check_interval_s = 2 (no quotes)",
+        "is not a whole number from 1 to 60")
+    max_body_kib: Annotated[int, Field(ge=64, le=65536)] = key(
+        1024, "integer 64-65536", "the largest request body read whole to find its `model`",
+        "e.g. max_body_kib = 1024 (no quotes)", "is not a whole number from 64 to 65536")
+    timeout_s: Annotated[int, Field(ge=10, le=86400)] = key(
+        600, "integer 10-86400", "the longest a request (a long generation) may take",
+        "e.g. timeout_s = 600 (no quotes)", "is not a whole number from 10 to 86400")
+
+
+# What the kit sets on the server's command line (the unit, the image's entrypoint and the
+# profile): server_extra_args may add flags, never set these again. Flag -> the key to use.
+KIT_FLAGS = {
+    "--host": "bind_address", "--port": "port", "--api-key": "api_key_file",
+    "--api-key-file": "api_key_file", "-m": "model_repo/model_file",
+    "--model": "model_repo/model_file", "-mu": "model_repo/model_file",
+    "--model-url": "model_repo/model_file", "-hf": "model_repo/model_file",
+    "-hfr": "model_repo/model_file", "--hf-repo": "model_repo/model_file",
+    "-hff": "model_repo/model_file", "--hf-file": "model_repo/model_file",
+    "-c": "ctx_size", "--ctx-size": "ctx_size", "-np": "the profile (its slots)",
+    "--parallel": "the profile (its slots)", "-ctk": "the profile (its KV types)",
+    "--cache-type-k": "the profile (its KV types)", "-ctv": "the profile (its KV types)",
+    "--cache-type-v": "the profile (its KV types)", "-fa": "the profile",
+    "--flash-attn": "the profile", "-ngl": "the profile", "--gpu-layers": "the profile",
+    "--n-gpu-layers": "the profile", "-b": "the profile", "--batch-size": "the profile",
+    "-ub": "the profile", "--ubatch-size": "the profile", "--alias": "the profile",
+    "-a": "the profile", "--jinja": "the profile", "--no-jinja": "the profile",
+    "--chat-template": "the profile", "--reasoning": "the profile",
+    "--backend-sampling": "the profile", "-md": "draft_repo/draft_file",
+    "--model-draft": "draft_repo/draft_file", "--spec-type": "the profile (its draft)",
+    "-cd": "the profile (its draft)", "--ctx-size-draft": "the profile (its draft)",
+    "-ngld": "the profile (its draft)", "--gpu-layers-draft": "the profile (its draft)",
+    "--n-gpu-layers-draft": "the profile (its draft)", "-ctkd": "the profile (its draft)",
+    "--cache-type-k-draft": "the profile (its draft)", "-ctvd": "the profile (its draft)",
+    "--cache-type-v-draft": "the profile (its draft)", "--webui": "server_webui",
+    "--no-webui": "server_webui",
+}
+
+
+def _extra_args(args: list[str]) -> tuple[str, ...]:
+    for arg in args:
+        safe_text(arg, "each argument")
+        flag = arg.split("=", 1)[0]
+        if flag in KIT_FLAGS:
+            raise Bad(f"{arg!r} sets what the kit sets itself ({KIT_FLAGS[flag]})",
+                      f"remove {flag} and use {KIT_FLAGS[flag]} (extra arguments may add "
+                      "flags, never replace the kit's)")
+    return tuple(args)
+
+
+HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
+HubFile = Annotated[str, Field(pattern=HF_FILE)]
+Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$")]
+Sha256 = Annotated[str, Field(pattern=SHA256)]
+
+
+def _pin(role: str, part: str) -> Any:
+    """model_* or draft_*: a GGUF in a Hub repository, pinned or resolved once."""
+    what = "model" if role == "model" else "draft model (profiles with a draft only)"
+    return {
+        "repo": key(None, "Hub repo id", f"the {what}'s Hub repository (owner/name), "
+                    "instead of the profile's", "use 'owner/name', e.g. "
+                    "'unsloth/Qwen3.5-9B-GGUF'", "is not a Hub repository id"),
+        "file": key(None, "file name", f"the {what}'s .gguf file in that repository",
+                    "give the file's name in the repository, e.g. 'Qwen3.5-9B-Q8_0.gguf'",
+                    "is not a .gguf file name"),
+        "revision": key(None, "string", f"the {what}'s commit (40 hex digits), or a branch "
+                        "or tag the kit pins once", "give a commit (40 hex digits), or a "
+                        "branch or tag the kit pins once", "is not a revision"),
+        "sha256": key(None, "sha256", f"the {what} file's sha256, checked on the host",
+                      "give 64 lowercase hex digits", "is not a sha256"),
+    }[part]
+
+
+class ServiceData(BaseModel):
+    """The keys one model service reads: one `services` entry, or the top level of host
+    data for a host of one service (without `services`)."""
+
+    model_config = Strict
+    service_name: Annotated[str, Field(pattern=SERVICE_NAME), AfterValidator(_service_name)] \
+        = key("llm", "name", "the service's name: unit beekeeper-NAME.service, container "
+              "beekeeper-NAME", "use lowercase letters, digits and dashes, starting with a "
+              "letter", "is not a valid name")
+    profile: Annotated[str, AfterValidator(_profile)] | None = key(
+        None, "profile name", "what to serve: model, context, slots, KV types "
+        "(`beekeeper profiles`); required", f"use one of: {', '.join(sorted(PROFILES))}",
+        "is not a profile name")
+    port: Port = key(8083, "integer 1-65535", "the server's port",
+                     "use an integer from 1 to 65535", "is not a TCP port")
+    bind_address: Annotated[str, BeforeValidator(_ip)] = key(
+        "127.0.0.1", "IP address", "the address the server listens on; not loopback needs "
+        "`api_key_file`", "use 127.0.0.1")
+    # a server takes any key of one line; the gateway's must be one word
+    api_key_file: Annotated[str, AfterValidator(lambda v: key_file(v, False))] | None = key(
+        None, "path", "a file on the controller holding the API key clients must send "
+        "(mode 600; a relative path is read from the folder pyinfra runs in)",
+        "point it at a file on the controller that holds the key", "is not a file name")
+    ctx_size: Annotated[int, BeforeValidator(_ctx_size_given)] | None = key(
+        None, "integer", "the context in tokens (256 per slot up to the model's trained "
+        "context; default: the profile's)", "give a number of tokens, e.g. ctx_size = 8192",
+        "is not a whole number")
+    server_extra_args: Annotated[list[str], Seq, AfterValidator(_extra_args)] = key(
+        (), "list of strings", "more llama-server flags, added after the kit's (never one "
+        "the kit sets: host, port, key, model, context, slots, KV types ...)",
+        "e.g. ['--threads', '8']", "is not a list of strings")
+    state: Literal["present", "absent"] = key(
+        "present", "'present' or 'absent'", "'absent': stop and remove the service on the "
+        "next deploy (its model is kept)", "use 'present', or 'absent' to stop and remove "
+        "the service on the next deploy (its model is kept)", "is not a service state")
+    gateway_port: Port | None = key(
+        None, "integer 1-65535", "the port a gateway reaches this service on, when not "
+        "`port` (an SSH forward)", "use an integer from 1 to 65535", "is not a TCP port")
+    model_repo: HubRepo | None = _pin("model", "repo")
+    model_file: HubFile | None = _pin("model", "file")
+    model_revision: Revision | None = _pin("model", "revision")
+    model_sha256: Sha256 | None = _pin("model", "sha256")
+    draft_repo: HubRepo | None = _pin("draft", "repo")
+    draft_file: HubFile | None = _pin("draft", "file")
+    draft_revision: Revision | None = _pin("draft", "revision")
+    draft_sha256: Sha256 | None = _pin("draft", "sha256")
+
+
+Flag = Annotated[bool, Field(strict=True)] | None
+Mapping_ = BeforeValidator(_mapping)
+
+
+class HostData(ServiceData):
+    """Every key of one inventory host: the host's own, the task options, and (for a host of
+    one service, without `services`) one service's keys."""
+
+    mode: Literal["container", "native"] = key(
+        "container", "'container' or 'native'", "the server in a Docker container, or "
+        "built and run on the host", "use 'container' or 'native'", "is not a mode")
+    runtime: Literal["systemd", "compose"] | None = key(
+        None, "'systemd' or 'compose'", "what runs the container: a unit around `docker "
+        "run`, or a compose project (default: compose with Docker Desktop, else systemd)",
+        "use runtime = 'systemd' or runtime = 'compose'", "is not a runtime")
+    services: Annotated[list[ServiceData], Seq] | None = key(
+        None, "list of service mappings", "the host's model services, one mapping each (the "
+        "service keys above); [] for a gateway-only host", "give one dict per service, [] "
+        "for none, or drop `services`", "is not a list of dicts")
+    model_dir: Annotated[str, path_of(MODEL_DIR), AfterValidator(_model_dir)] = key(
+        MODEL_DIR, "path", "where models are kept on the host", "use an absolute path")
+    state_dir: Annotated[str, path_of(STATE_DIR)] = key(
+        STATE_DIR, "path", "the kit's state on the host (builds, logs)", "use an absolute path")
+    source: Annotated[SourceData, Mapping_] | None = key(
+        None, "mapping", "what the server is built from: {'git': URL, 'ref': COMMIT} or "
+        "{'path': FILE, 'ref': NAME}; required", "set source = {'git': URL, 'ref': COMMIT} "
+        "or {'path': FILE, 'ref': NAME}", "is not a mapping")
+    cuda_version: Annotated[str, BeforeValidator(_text_version(
+        CUDA_VERSION, "is not a CUDA release", "e.g. cuda_version = '13.2.1'"))] = key(
+        "13.2.1", "CUDA release", "the CUDA release the server is built for",
+        "e.g. cuda_version = '13.2.1'", "is not a CUDA release")
+    cuda_arch: Annotated[str, BeforeValidator(_text_version(
+        CUDA_ARCH, "is not a CUDA arch list", "e.g. '89' or '89;120'"))] | None = key(
+        None, "arch list", "the GPU architectures compiled for (default: the card's)",
+        "e.g. '89' or '89;120'", "is not a CUDA arch list")
+    vram_budget_gib: Annotated[float, Field(gt=0, le=4096, allow_inf_nan=False)] = key(
+        10.0, "number of GiB", "the VRAM the services on one card may plan together",
+        "e.g. vram_budget_gib = 10 (no quotes)", "is not a number of GiB above 0")
+    health_timeout_s: Annotated[int, Field(ge=10, le=86400)] = key(
+        300, "integer 10-86400", "how long a started server may take to answer /health",
+        "e.g. health_timeout_s = 300 (no quotes)",
+        "is not a whole number of seconds from 10 to 86400")
+    build_jobs: Annotated[int, Field(ge=1, le=1024)] | None = key(
+        None, "integer 1-1024", "parallel compile jobs (default: the host's cores)",
+        "e.g. 4, or remove it", "is not a positive integer")
+    base_images: Annotated[BaseImages, Mapping_] | None = key(
+        None, "mapping", "`build` and `runtime` images instead of the defaults",
+        "e.g. base_images = {'build': 'debian:bookworm', 'runtime': 'debian:bookworm-slim'}",
+        "is not a mapping of strings to strings")
+    preload_images: Annotated[dict[Annotated[Text, Field(pattern=IMAGE_REF)], Annotated[
+        str, path_of("/srv/images/debian-bookworm.tar")]], Mapping_] | None = key(
+        None, "mapping", "image -> a `docker save` tar on the controller, loaded instead of "
+        "pulled", "name each image as the Dockerfile does, e.g. "
+        "{'debian:bookworm': '/srv/images/debian.tar'}", "is not a mapping of strings to "
+        "strings")
+    install_docker: bool = key(True, "True/False", "install Docker Engine when it is missing",
+                               "write install_docker = True or False (no quotes)",
+                               "is not True or False")
+    stages: Annotated[list[Literal[STAGES]], Seq, AfterValidator(_stages)] = key(  # type: ignore[valid-type]
+        STAGES, "list", f"a prefix of {list(STAGES)}: stop after it",
+        "e.g. ['provision'] or ['provision', 'build']", f"is not a prefix of {list(STAGES)}")
+    hf_endpoint: Annotated[str, Field(pattern=HTTP_URL), AfterValidator(_endpoint)] = key(
+        DEFAULT_HF_ENDPOINT, "URL", "the Hugging Face Hub, or a mirror of it",
+        f"remove it (the Hub, {DEFAULT_HF_ENDPOINT}) or give a mirror's URL",
+        "is not an http(s) URL")
+    server_webui: bool = key(False, "True/False", "build beellama's web UI into the server",
+                             "set True or False", "is not True or False")
+    gateway: Annotated[GatewayData, Mapping_] | None = key(
+        None, "mapping", "make this host a gateway (its keys: `gateway.*` below); {} for the "
+        "defaults", "write gateway = {} for the defaults, or e.g. gateway = {'port': 4000}",
+        "is not a mapping")
+    gateway_address: Annotated[str, AfterValidator(_address)] | None = key(
+        None, "IP or host name", "where a gateway on another host reaches this host's "
+        "services", "give the address the gateway reaches this host at, e.g. '10.0.0.5'",
+        "is not an IP address or a host name")
+    nvidia_repos: Annotated[NvidiaRepos, Mapping_] | None = key(
+        None, "mapping", "mirrors of NVIDIA's repositories: cuda, cuda_key, toolkit, "
+        "toolkit_key", "e.g. nvidia_repos = {'cuda': "
+        "'https://mirror/cuda/repos/ubuntu2404/x86_64'}", "is not a mapping of strings to "
+        "strings")
+    driver_branch: Annotated[int, Field(ge=100, le=9999)] | None = key(
+        None, "integer", "the NVIDIA driver branch for native Linux (default: the one "
+        "cuda_version ships with)", "give the branch as a number, e.g. driver_branch = 595",
+        "is not a driver branch")
+    container_toolkit_version: Annotated[str, Field(pattern=PACKAGE_VERSION)] | None = key(
+        None, "apt version", "the NVIDIA Container Toolkit's version (default: the kit's pin)",
+        "e.g. '1.17.8-1', or remove it", "is not a package version")
+    install_cuda_toolkit: Flag = key(None, "True/False", "install the CUDA toolkit in "
+                                     "container mode too (native mode always does)",
+                                     "write True or False (no quotes)", "is not True or False")
+    hf_token_file: Annotated[str, path_of(HF_TOKEN)] | None = key(
+        None, "path", "a Hugging Face token on the controller, for gated models",
+        "give an absolute path")
+    allow_reboot: Flag = key(None, "True/False", "reboot after installing the NVIDIA driver "
+                             "instead of stopping", "write True or False (no quotes)",
+                             "is not True or False")
+    use_docker_desktop: Flag = key(None, "True/False", "use Docker Desktop's WSL integration "
+                                   "as the engine", "write True or False (no quotes)",
+                                   "is not True or False")
+    upgrade_driver: Flag = key(None, "True/False", "native Linux with a driver older than "
+                               "cuda_version needs: replace it with the pinned branch",
+                               "write True or False (no quotes)", "is not True or False")
+    cuda_follows_driver: Flag = key(None, "True/False", "build for the newest CUDA the "
+                                    "installed driver runs, instead of cuda_version",
+                                    "write True or False (no quotes)", "is not True or False")
+    driver_flavour: Literal["open", "proprietary"] = key(
+        "open", "'open' or 'proprietary'", "NVIDIA's open kernel modules (Turing and newer, "
+        "required for Blackwell) or the proprietary ones (before Turing)",
+        "driver_flavour = 'open' (Turing and newer) or 'proprietary'",
+        "is not a driver flavour")
+
+
+# ------------------------------------------------------------------ pydantic's errors, as one line
+
+def fail(key: str, problem: str, fix: str) -> ConfigError:
+    return ConfigError(f"host data `{key}`: {problem}; fix: {fix}")
+
+
+def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any]:
+    """The key an error's location names (`services[0].port`, `gateway.port`,
+    `preload_images['a:b']`), the model holding its last part, and that part's field
+    (ENTRY for a `services` entry that is not a mapping)."""
+    model: Any = HostData
+    out, field = "", None
+    for part in loc:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            if not isinstance(part, str) or part not in model.model_fields:
+                return f"{out}.{part}" if out else str(part), model, None
+            field = model.model_fields[part]
+            out += f".{part}" if out else part
+            model = _inner(field.annotation)
+        elif model is list and isinstance(part, int):
+            out, model, field = f"{out}[{part}]", ServiceData, ENTRY
+        elif model is dict and isinstance(part, str) and part != "[key]":
+            return f"{out}[{part!r}]", None, field
+        else:
+            break
+    return out, None, field
+
+
+def _inner(annotation: Any) -> Any:
+    """A field's model (a mapping of keys), `list` for `services`, `dict` for a mapping of
+    strings, or None for a plain value."""
+    text = repr(annotation)
+    for model in (SourceData, GatewayData, BaseImages, NvidiaRepos):
+        if model.__name__ in text:
+            return model
+    if "ServiceData" in text:
+        return list
+    return dict if "dict[" in text else None
+
+
+ENTRY = Field(json_schema_extra={
+    "problem": "is not a mapping", "fix": "give each service as a dict, e.g. "
+    "{'service_name': 'llm', 'profile': 'cpu-tiny', 'port': 8083}"})
+
+
+def _did_you_mean(key: str, model: type[BaseModel] | None) -> str:
+    prefix, _, name = key.rpartition(".")
+    known = sorted(model.model_fields) if model else []
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return f"did you mean `{prefix + '.' if prefix else ''}{close[0]}`? (or remove it)" \
+        if close else ("remove it (the keys the kit reads are listed in the README, "
+                       "Host data keys)")
+
+
+def translate(error: Any) -> ConfigError:
+    """One of pydantic's errors as the kit's line: the key, the problem, the fix."""
+    key, model, field = _walk(error["loc"])
+    if error["type"] == "extra_forbidden":
+        return fail(key, "unknown key: beekeeper and pyinfra do not read it",
+                    _did_you_mean(key, model))
+    bad = (error.get("ctx") or {}).get("error")
+    if isinstance(bad, Bad):
+        return fail(f"{key}.{bad.at}" if bad.at else key, bad.problem, bad.fix)
+    extra = (field.json_schema_extra or {}) if field is not None else {}
+    fix = str(extra.get("fix", "see the README, Host data keys"))
+    if error["type"] == "missing":
+        return fail(key, "missing", fix)
+    value = error.get("input")
+    return fail(key, f"{value!r} {extra.get('problem', 'is not valid')}", fix)
+
+
+def _first(errors: list[Any]) -> Any:
+    """The error to name: an unknown key before a bad value (as the kit always did)."""
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    return (unknown or errors)[0]
+
+
+def parse(raw: Mapping[str, Any]) -> HostData:
+    """Host data (the kit's keys only) as the declaration reads it, or the one line."""
+    try:
+        return HostData.model_validate(dict(raw))
+    except ValidationError as e:
+        raise translate(_first(e.errors(include_url=False))) from None
