@@ -122,9 +122,8 @@ def _tree_kept(name: str, cfg: HostConfig, slugs: set[str]) -> bool:
     return not name.endswith(".tmp") and any(s.startswith(name[:12] + "-") for s in slugs)
 
 
-def _freed(entries: list[FolderEntry], keep: set[str]) -> str:
-    stale = [e for e in entries if e.name not in keep]
-    return f"{len(stale)}, {mib(sum(e.size_kib for e in stale))}" if stale else "none"
+def _stale(entries: list[FolderEntry], keep: set[str]) -> list[FolderEntry]:
+    return [e for e in entries if e.name not in keep]
 
 
 def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
@@ -148,9 +147,13 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
     kept = ", ".join(sorted(slugs)) or "none"
     ops = []
     for folder, names, what in folders:
-        freed = _freed(host.get_fact(FolderEntries, path=folder), names)
+        stale = _stale(host.get_fact(FolderEntries, path=folder), names)
+        if not stale:  # no operation: a host with nothing to clean shows no step for it
+            host.noop(f"upgrade cleanup: no {what} beyond the kept builds in {folder}")
+            continue
         ops.append(entries_pruned(
-            name=f"Remove {what} no rollback needs from {folder} (removes {freed}; keeps "
-                 f"the running and previous units' builds: {kept})",
+            name=f"Remove {what} no rollback needs from {folder} (removes {len(stale)}, "
+                 f"{mib(sum(e.size_kib for e in stale))}; keeps the running and previous "
+                 f"units' builds: {kept})",
             folder=folder, keep=sorted(names), what=what))
     return ops
