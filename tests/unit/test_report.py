@@ -206,3 +206,9 @@ def test_the_verdict_survives_the_controllers_redraw(tmp_path, capsys):
     (folder / "report.md").unlink()
     render_from_json(folder)
     assert "- result: **INCOMPLETE**" in (folder / "report.md").read_text()
+
+
+def test_beekeeper_report_shows_the_verdict_word_verify_wrote(tmp_path, capsys):
+    data, _ = _incomplete_run(tmp_path, capsys)
+    assert main(["report", data["out_dir"], str(NO_SERVER)]) == 0
+    assert "| verdict (changed) | INCOMPLETE | FAIL |" in capsys.readouterr().out
