@@ -22,6 +22,7 @@ class DockerEngineInfo:
     flavour: str | None = None
     active: bool = False
     server_version: str | None = None  # None: no engine answered `docker info`
+    root_dir: str | None = None  # `Docker Root Dir`: where images and build layers go
     runtimes: tuple[str, ...] = field(default_factory=tuple)
     nvidia_runtime: bool = False
 
@@ -77,6 +78,7 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
         server_version=v.get("server") or info.get("Server Version") or None,
         runtimes=runtimes,
         nvidia_runtime="nvidia" in runtimes,
+        root_dir=info.get("Docker Root Dir") or None,
     )
 
 

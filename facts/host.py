@@ -347,3 +347,34 @@ class DebianComponents(FactBase[list[str]]):
 
     def process(self, output: list[str]) -> list[str]:
         return parse_debian_components(output)
+
+
+@dataclass(frozen=True)
+class DiskInfo:
+    """The file system that holds a path: its mount point and free bytes (`df -PB1`)."""
+
+    mount: str
+    free_bytes: int
+
+
+def parse_df_disk(lines: list[str]) -> DiskInfo | None:
+    """`df -PB1 PATH` -> DiskInfo (the mount point is the last column)."""
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) >= 6 and parts[3].isdigit():
+            return DiskInfo(mount=parts[5], free_bytes=int(parts[3]))
+    return None
+
+
+class DiskOf(FactBase[DiskInfo | None]):
+    """
+    Returns the file system that holds ``path`` (or its nearest existing parent):
+    ``DiskInfo(mount="/", free_bytes=84221202432)``.
+    """
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return f'p={q}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -PB1 "$p"'
+
+    def process(self, output: list[str]) -> DiskInfo | None:
+        return parse_df_disk(output)

@@ -4,6 +4,7 @@ Preflight: read the host's facts and stop with one clear message before any chan
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pyinfra import host
@@ -12,6 +13,7 @@ from pyinfra.facts.files import File, Sha256File
 from beekeeper.core.build import (
     GIB_PER_CPU_JOB,
     GIB_PER_CUDA_JOB,
+    build_spec,
 )
 from beekeeper.core.config import HostConfig
 from beekeeper.core.cpu import baseline_for
@@ -25,6 +27,7 @@ from beekeeper.facts.docker import (
     ComposeVersion,
     DockerEngine,
     DockerEngineInfo,
+    DockerImageId,
     PortContainers,
 )
 from beekeeper.facts.gpu import (
@@ -33,6 +36,7 @@ from beekeeper.facts.gpu import (
 )
 from beekeeper.facts.host import (
     BuildResources,
+    DiskOf,
     FreeDiskBytes,
     InitInfo,
     InitSystem,
@@ -216,6 +220,52 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
             f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
 
 
+# Disk one server image build takes under Docker's root dir, in GiB. CUDA: the devel base
+# image (its CUDA toolkit: 5,074 MiB for CUDA 13.0 as installed on an H200 host, 2,464 MiB of
+# it static libraries; Ubuntu 24.04 and its compiler beside it, about 0.5 GiB, not measured),
+# the runtime base (the toolkit's shared libraries: 1,902 MiB there, plus Ubuntu), and the
+# build stage's layers (the source tree, cmake and g++ where the base lacks them, the object
+# files: not measured, 3 GiB allowed): 11 GiB. CPU: debian:bookworm with its toolchain and
+# the build, 2 GiB (not measured). Only while the image's tag is not there yet.
+IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
+
+
+def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
+                  cuda_version: str | None) -> bool:
+    """Whether this deploy builds the server image (container mode, its tag not there)."""
+    if cfg.mode != "container" or "build" not in cfg.stages:
+        return False
+    build_cfg = replace(cfg, cuda_version=cuda_version) if cuda_version else cfg
+    cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
+    tag = build_spec(build_cfg, cap, res.cpus, res.mem_total_bytes, res.machine).tag()
+    return not host.get_fact(DockerImageId, tag=tag)
+
+
+def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool) -> None:
+    """Room under Docker's root dir for the base images and build layers of an image build
+    (IMAGE_BUILD_GIB), and the model download too where model_dir is on the same file system;
+    1 GiB to spare. Docker Desktop keeps its images in its own VM, out of this check."""
+    if not building or docker.flavour == "docker-desktop":
+        return
+    root = docker.root_dir or "/var/lib/docker"
+    disk = host.get_fact(DiskOf, path=root)
+    if disk is None:
+        return
+    backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
+    need = int(IMAGE_BUILD_GIB[backend] * GIB)
+    model = host.get_fact(DiskOf, path=cfg.model_dir)
+    download = download_bytes(cfg) if model is not None and model.mount == disk.mount else 0
+    if disk.free_bytes < need + download + GIB:
+        also = f" plus the model download {download / GIB:.1f} GiB (model_dir {cfg.model_dir} " \
+            "is on the same file system)" if download else ""
+        raise PreflightError(
+            f"Docker's root dir {root} (file system {disk.mount}) has "
+            f"{disk.free_bytes / GIB:.1f} GiB free; building the {backend.upper()} server image "
+            f"takes about {IMAGE_BUILD_GIB[backend]:g} GiB (base images and build layers)"
+            f"{also}, and 1 GiB margin: free space (`docker system prune` removes unused "
+            "images and build cache), or move Docker's data-root")
+
+
 def check_cpu(res: Resources) -> None:
     """The host's processor runs the server's CPU code: the baseline it is built for
     (beekeeper/core/cpu.py), read from /proc/cpuinfo, not assumed from the builder."""
@@ -324,6 +374,7 @@ def check(cfg: HostConfig) -> HostFacts:
     check_free_space(cfg, free)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
+    check_image_space(cfg, docker, image_missing(cfg, gpu, res, plan.cuda_version))
     if wsl.is_wsl2:
         settings = host.get_fact(WslSettings)
         warn_wsl_idle(settings)

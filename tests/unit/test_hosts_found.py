@@ -117,13 +117,10 @@ def test_a_stopped_docker_desktop_is_refused_in_preflight(tmp_path):
 def _h200_580():
     from beekeeper.facts.gpu import parse_nvidia_smi
 
-    # the GpuInfo command's lines: path, the query line (values from the H200's -q output,
-    # the line itself typed by hand), the CUDA Version and Product Brand lines as printed
-    q = (DATA / "nvidia-smi-q-h200-580.txt").read_text().splitlines()
-    brand = next(line for line in q if "Product Brand" in line)
-    return parse_nvidia_smi(["path=/usr/bin/nvidia-smi",
-                             "gpu=NVIDIA H200, 580.159.04, 9.0, 143771",
-                             "CUDA Version: 13.0", "brand=" + brand.lstrip()])
+    # the GpuInfo command's own output on the H200 host (its nvidia-smi under
+    # /usr/local/nvidia/bin there), as it printed it
+    lines = (DATA / "gpuinfo-fact-h200-580.txt").read_text().splitlines()
+    return replace(parse_nvidia_smi(lines), path="/usr/bin/nvidia-smi")
 
 
 def test_the_kit_spells_the_images_rule_as_nvidia_does():
@@ -252,3 +249,35 @@ def test_debian_enables_contrib_and_debian_12_checks_its_dkms_before_the_driver(
                                      OsRelease=OsReleaseInfo(id="debian", version_id="13")))
     assert next(cs for n, cs in ops if n == contrib) == []
     assert check not in names(ops)
+
+
+# --- point 8: disk for the image build ----------------------------------------------------
+
+def _disk(free_gib: float, model_mount: str = "/srv"):
+    from beekeeper.facts.host import DiskInfo
+
+    def disk_of(path: str) -> DiskInfo:
+        mount = model_mount if path.startswith("/srv") else "/"
+        return DiskInfo(mount=mount, free_bytes=int(free_gib * 2**30))
+    return disk_of
+
+
+def test_the_image_build_needs_room_under_dockers_root_dir():
+    from beekeeper.facts.docker import parse_docker_engine
+
+    # Docker Root Dir read from the engine's real `docker info`
+    info = (DATA / "docker-info-own-engine-wsl2.txt").read_text().splitlines()
+    engine = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1", "active=active"]
+                                 + ["info=" + x for x in info])
+    assert engine.root_dir == "/var/lib/docker"
+    with pytest.raises(PreflightError, match=r"Docker's root dir /var/lib/docker \(file system "
+                                             r"/\) has 8\.0 GiB free; building the CUDA server "
+                                             r"image takes about 11 GiB"):
+        run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(8)))
+    # model_dir on the same file system: the model download counts there too
+    with pytest.raises(PreflightError, match=r"plus the model download 8\.9 GiB"):
+        run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(20, model_mount="/")))
+    assert run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(40, model_mount="/")))
+    # the image is there already: nothing to build, nothing to check
+    assert run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(1),
+                                      DockerImageId="sha256:" + "0" * 64))
