@@ -309,7 +309,7 @@ class SourceData(BaseModel):
     path: Annotated[str | None, path_of("/srv/src/llama.cpp.tar.gz")] = key(
         None, "path", "a source tree or tarball on the controller, named `ref`",
         "give an absolute path")
-    ref: str | None = key(None, "string", "the commit (40 hex digits) for `git`; a snapshot "
+    ref: Text | None = key(None, "string", "the commit (40 hex digits) for `git`; a snapshot "
                           "name (letters, digits, `.`, `_`, `-`) for `path`",
                           "give the commit (40 hex digits) or snapshot name in quotes",
                           "is not a string")
@@ -408,18 +408,19 @@ Sha256 = Annotated[str, Field(pattern=SHA256)]
 
 def _pin(role: str, part: str) -> Any:
     """model_* or draft_*: a GGUF in a Hub repository, pinned or resolved once."""
-    what = "model" if role == "model" else "draft model (profiles with a draft only)"
+    what = "model" if role == "model" else "draft model"
+    only = "" if role == "model" else " (a profile with a draft only)"
     return {
         "repo": key(None, "Hub repo id", f"the {what}'s Hub repository (owner/name), "
-                    "instead of the profile's", "use 'owner/name', e.g. "
+                    f"instead of the profile's{only}", "use 'owner/name', e.g. "
                     "'unsloth/Qwen3.5-9B-GGUF'", "is not a Hub repository id"),
-        "file": key(None, "file name", f"the {what}'s .gguf file in that repository",
+        "file": key(None, "file name", f"the {what}'s .gguf file in that repository{only}",
                     "give the file's name in the repository, e.g. 'Qwen3.5-9B-Q8_0.gguf'",
                     "is not a .gguf file name"),
         "revision": key(None, "string", f"the {what}'s commit (40 hex digits), or a branch "
-                        "or tag the kit pins once", "give a commit (40 hex digits), or a "
+                        f"or tag the kit pins once{only}", "give a commit (40 hex digits), or a "
                         "branch or tag the kit pins once", "is not a revision"),
-        "sha256": key(None, "sha256", f"the {what} file's sha256, checked on the host",
+        "sha256": key(None, "sha256", f"the {what} file's sha256, checked on the host{only}",
                       "give 64 lowercase hex digits", "is not a sha256"),
     }[part]
 
@@ -559,22 +560,22 @@ class HostData(ServiceData):
     container_toolkit_version: Annotated[str, Field(pattern=PACKAGE_VERSION)] | None = key(
         None, "apt version", "the NVIDIA Container Toolkit's version (default: the kit's pin)",
         "e.g. '1.17.8-1', or remove it", "is not a package version")
-    install_cuda_toolkit: Flag = key(None, "True/False", "install the CUDA toolkit in "
+    install_cuda_toolkit: Flag = key(False, "True/False", "install the CUDA toolkit in "
                                      "container mode too (native mode always does)",
                                      "write True or False (no quotes)", "is not True or False")
     hf_token_file: Annotated[str, path_of(HF_TOKEN)] | None = key(
         None, "path", "a Hugging Face token on the controller, for gated models",
         "give an absolute path")
-    allow_reboot: Flag = key(None, "True/False", "reboot after installing the NVIDIA driver "
+    allow_reboot: Flag = key(False, "True/False", "reboot after installing the NVIDIA driver "
                              "instead of stopping", "write True or False (no quotes)",
                              "is not True or False")
-    use_docker_desktop: Flag = key(None, "True/False", "use Docker Desktop's WSL integration "
+    use_docker_desktop: Flag = key(False, "True/False", "use Docker Desktop's WSL integration "
                                    "as the engine", "write True or False (no quotes)",
                                    "is not True or False")
-    upgrade_driver: Flag = key(None, "True/False", "native Linux with a driver older than "
+    upgrade_driver: Flag = key(False, "True/False", "native Linux with a driver older than "
                                "cuda_version needs: replace it with the pinned branch",
                                "write True or False (no quotes)", "is not True or False")
-    cuda_follows_driver: Flag = key(None, "True/False", "build for the newest CUDA the "
+    cuda_follows_driver: Flag = key(False, "True/False", "build for the newest CUDA the "
                                     "installed driver runs, instead of cuda_version",
                                     "write True or False (no quotes)", "is not True or False")
     driver_flavour: Literal["open", "proprietary"] = key(
@@ -587,7 +588,9 @@ class HostData(ServiceData):
 # ------------------------------------------------------------------ pydantic's errors, as one line
 
 def fail(key: str, problem: str, fix: str) -> ConfigError:
-    return ConfigError(f"host data `{key}`: {problem}; fix: {fix}")
+    """The kit's one line; a character that would break it is written escaped."""
+    line = f"host data `{key}`: {problem}; fix: {fix}"
+    return ConfigError("".join(c if c.isprintable() else repr(c)[1:-1] for c in line))
 
 
 def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any]:
@@ -667,3 +670,74 @@ def parse(raw: Mapping[str, Any]) -> HostData:
         return HostData.model_validate(dict(raw))
     except ValidationError as e:
         raise translate(_first(e.errors(include_url=False))) from None
+
+
+# ------------------------------------------------------------------ the README's key table
+
+README_BEGIN, README_END = "<!-- host-data-keys:begin -->", "<!-- host-data-keys:end -->"
+_MAPPINGS = {"source": SourceData, "gateway": GatewayData, "base_images": BaseImages,
+             "nvidia_repos": NvidiaRepos}
+
+
+def _row(name: str, info: Any) -> str:
+    extra = info.json_schema_extra or {}
+    default = info.default
+    shown = "-" if default is None else \
+        f"`{list(default) if isinstance(default, tuple) else default!r}`"
+    doc = str(info.description or "").replace("|", "\\|")
+    return f"| `{name}` | {extra.get('kind', '')} | {shown} | {doc} |"
+
+
+def markdown_table() -> str:
+    """Every key of host data as a markdown table: key, type, default, what it does. The
+    service keys are read at the top level (a host of one service) or in each `services`
+    entry; a mapping's keys follow it as `mapping.key`."""
+    rows = ["| Key | Type | Default | What it does |", "|---|---|---|---|"]
+    service = set(ServiceData.model_fields)
+    for name, info in ServiceData.model_fields.items():
+        rows.append(_row(name, info))
+    for name, info in HostData.model_fields.items():
+        if name in service:
+            continue
+        rows.append(_row(name, info))
+        for sub, sub_info in getattr(_MAPPINGS.get(name), "model_fields", {}).items():
+            rows.append(_row(f"{name}.{sub}", sub_info))
+    note = ("The first " + str(len(service)) + " keys are a service's: at the top level of a "
+            "host of one service, or in each `services` entry (beside `services` they are "
+            "refused, except `profile`, `port` and `bind_address`, which group data gives "
+            "every host). Patterns match the whole value: a final newline never passes.")
+    return "\n".join(rows) + "\n\n" + note + "\n"
+
+
+def fill_readme(path: str) -> bool:
+    """Write the table between the markers of README.md at `path`; True if it changed."""
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    new = f"{head}{README_BEGIN}\n{markdown_table()}{README_END}{tail}"
+    if new != text:
+        Path(path).write_text(new)
+    return new != text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m beekeeper.core.hostdata`: print the key table; `--readme README.md` fills
+    the README's block instead."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m beekeeper.core.hostdata",
+                                 description="The host data key table, from the schema.")
+    ap.add_argument("--readme", metavar="README.md",
+                    help="replace the block between the host-data-keys markers in this file")
+    args = ap.parse_args(argv)
+    if args.readme:
+        print(f"{args.readme}: {'updated' if fill_readme(args.readme) else 'already current'}")
+    else:
+        print(markdown_table(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""
+Host data as a declared schema (issue 24): the classes of bad input that got past the
+hand-written checks, one test each, and the README's key table rendered from the schema.
+"""
+
+import os
+import re
+import runpy
+
+import pytest
+
+from beekeeper.core.config import GROUP_SERVICE_DEFAULTS, SERVICE_KEYS, load_host_config
+from beekeeper.core.errors import ConfigError
+
+from .harness import ROOT
+
+CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
+GIT = {"git": "https://x/y", "ref": "a" * 40}
+GPU = {"profile": "q8-turbo4-64k", "source": GIT}
+
+
+def with_(**kw):
+    return {**CPU, **kw}
+
+
+def refused(data, key):
+    """The one line for `data`: a ConfigError naming `key` and a fix, nothing else."""
+    with pytest.raises(ConfigError) as e:
+        load_host_config(data)
+    msg = str(e.value)
+    assert f"host data `{key}`" in msg, msg
+    assert "; fix: " in msg and "\n" not in msg and "\r" not in msg, msg
+    return msg
+
+
+def key_file(tmp_path, text, name="key", mode=0o600):
+    path = tmp_path / name
+    path.write_text(text)
+    path.chmod(mode)
+    return str(path)
+
+
+# ------------------------------------------------------------------ Hub repository ids
+
+@pytest.mark.parametrize("repo", ["acme/tiny-", "acme/tiny.", "acme/ti..ny", "acme/ti--ny",
+                                  "acme/tiny\n", "-acme/tiny", "acme/" + "x" * 100])
+def test_a_repo_id_the_hub_client_refuses_is_one_line_not_its_traceback(repo):
+    msg = refused(with_(model_repo=repo, model_file="x.gguf"), "model_repo")
+    assert "Hub repository id" in msg
+
+
+def test_a_repo_id_the_hub_takes_passes():
+    cfg = load_host_config(with_(model_repo="unsloth/Qwen3.5-9B-GGUF", model_file="a.gguf"))
+    assert cfg.service.model.source.repo == "unsloth/Qwen3.5-9B-GGUF"
+
+
+# ------------------------------------------------------------------ a final newline
+
+NEWLINE = [
+    ("source.ref", {"source": {**GIT, "ref": "a" * 40 + "\n"}}),
+    ("source.ref", {"source": {"path": "/srv/s.tgz", "ref": "lcp0.3.36\n"}}),
+    ("service_name", {"service_name": "llm\n"}),
+    ("services[0].service_name", {"services": [{"profile": "cpu-tiny",
+                                                "service_name": "llm\n"}]}),
+    ("model_sha256", {"model_sha256": "a" * 64 + "\n"}),
+    ("model_file", {"model_repo": "a/b", "model_file": "m.gguf\n"}),
+    ("model_repo", {"model_repo": "a/b\n", "model_file": "m.gguf"}),
+    ("model_revision", {"model_repo": "a/b", "model_file": "m.gguf", "model_revision": "main\n"}),
+    ("cuda_version", {"cuda_version": "13.2.1\n"}),
+    ("cuda_arch", {"cuda_arch": "89\n"}),
+    ("container_toolkit_version", {"container_toolkit_version": "1.17.8-1\n"}),
+    ("base_images.build", {"base_images": {"build": "debian:bookworm\n"}}),
+    ("preload_images['debian:bookworm\\n']", {"preload_images": {"debian:bookworm\n": "/a.tar"}}),
+    ("gateway_address", {"gateway_address": "gpu-box.lan\n"}),
+    ("hf_endpoint", {"hf_endpoint": "https://mirror\n"}),
+    ("source.git", {"source": {"git": "https://x/y\n", "ref": "a" * 40}}),
+]
+
+
+@pytest.mark.parametrize(("key", "data"), NEWLINE, ids=[k for k, _ in NEWLINE])
+def test_a_final_newline_is_refused_on_every_pattern_checked_key(key, data):
+    refused({**CPU, **data}, key)
+
+
+# ------------------------------------------------------------------ server_extra_args
+
+@pytest.mark.parametrize(("args", "owner"), [
+    (["--host", "0.0.0.0"], "bind_address"), (["--port", "9000"], "port"),
+    (["--port=9000"], "port"), (["-c", "262144"], "ctx_size"), (["--ctx-size", "8"], "ctx_size"),
+    (["--api-key", "k"], "api_key_file"), (["-m", "/other.gguf"], "model_repo"),
+    (["-np", "4"], "slots"), (["--parallel", "4"], "slots"), (["-ctk", "f16"], "KV types"),
+    (["--cache-type-v=f16"], "KV types"), (["--alias", "x"], "the profile"),
+    (["-md", "/d.gguf"], "draft_repo"), (["--threads", "8", "-ngl", "0"], "the profile"),
+])
+def test_extra_args_may_not_set_what_the_kit_sets(args, owner):
+    msg = refused(with_(server_extra_args=args), "server_extra_args")
+    assert owner in msg and "never replace" in msg
+
+
+def test_extra_args_that_add_pass():
+    cfg = load_host_config(with_(server_extra_args=["--threads", "8", "--alias2", "x"]))
+    assert cfg.service.extra_args == ("--threads", "8", "--alias2", "x")
+
+
+def test_extra_args_in_a_services_entry_are_checked_too():
+    refused(with_(services=[{"profile": "cpu-tiny", "server_extra_args": ["--host", "::"]}]),
+            "services[0].server_extra_args")
+
+
+# ------------------------------------------------------------------ keys read by nothing
+
+@pytest.mark.parametrize("key", ["ctx_size", "server_extra_args", "service_name",
+                                 "model_sha256", "gateway_port", "state"])
+def test_a_service_key_beside_services_is_refused_naming_where_it_belongs(key):
+    value = {"ctx_size": 4096, "server_extra_args": [], "service_name": "x",
+             "model_sha256": "a" * 64, "gateway_port": 9000, "state": "present"}[key]
+    msg = refused(with_(services=[{"profile": "cpu-tiny"}], **{key: value}), key)
+    assert f"services[i].{key}" in msg and "beside `services`" in msg
+
+
+def test_group_datas_service_defaults_are_what_config_leaves_unread_beside_services():
+    names = {k for k in runpy.run_path(str(ROOT / "group_data" / "all.py"))
+             if not k.startswith("__")}
+    assert set(GROUP_SERVICE_DEFAULTS) == names & set(SERVICE_KEYS)
+    load_host_config({**CPU, "port": 8083, "services": [{"profile": "cpu-tiny", "port": 8084}]})
+
+
+@pytest.mark.parametrize("key", ["draft_repo", "draft_file", "draft_revision", "draft_sha256"])
+def test_draft_keys_on_a_profile_without_a_draft_are_refused(key):
+    value = {"draft_repo": "a/b", "draft_file": "d.gguf", "draft_revision": "main",
+             "draft_sha256": "a" * 64}[key]
+    msg = refused(with_(**{key: value}), key)
+    assert "has no draft model" in msg and "q8-dflash-32k" in msg
+
+
+def test_draft_keys_on_a_profile_with_a_draft_apply():
+    sha = "c" * 64
+    cfg = load_host_config({**GPU, "profile": "q8-dflash-32k", "draft_sha256": sha})
+    assert cfg.service.draft is not None and cfg.service.draft.sha256 == sha
+
+
+def test_a_cpu_and_a_gpu_service_on_one_host_are_refused():
+    msg = refused({**GPU, "services": [{"profile": "q8-turbo4-64k"},
+                                       {"profile": "cpu-tiny", "service_name": "b",
+                                        "port": 8084}]}, "services[1].profile")
+    assert "one build" in msg
+
+
+# ------------------------------------------------------------------ key files
+
+@pytest.mark.parametrize("where", ["service", "gateway"])
+def test_a_key_file_with_a_line_break_inside_is_refused(tmp_path, where):
+    path = key_file(tmp_path, "first\nsecond\n")
+    if where == "service":
+        msg = refused(with_(bind_address="0.0.0.0", api_key_file=path), "api_key_file")
+    else:
+        msg = refused(with_(gateway={"api_key_file": path}), "gateway.api_key_file")
+    assert "more than one line" in msg or "control character" in msg
+
+
+def test_a_key_file_under_a_tilde_is_refused_saying_nothing_expands_it():
+    msg = refused(with_(bind_address="0.0.0.0", api_key_file="~/key"), "api_key_file")
+    assert "nothing expands" in msg and os.path.expanduser("~/key") in msg
+
+
+def test_a_relative_key_file_says_what_it_is_relative_to(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    msg = refused(with_(bind_address="0.0.0.0", api_key_file="keys/k"), "api_key_file")
+    assert f"relative to the folder pyinfra runs in: {tmp_path / 'keys/k'}" in msg
+    (tmp_path / "keys").mkdir()
+    key_file(tmp_path / "keys", "s3cret\n", "k")
+    assert load_host_config(with_(bind_address="0.0.0.0", api_key_file="keys/k")
+                            ).service.api_key_file == "keys/k"
+
+
+# ------------------------------------------------------------------ VRAM per card
+
+def test_two_gpu_services_over_the_budget_together_are_refused():
+    """q8-turbo4-64k and q8-f16-4k plan 9,749 and 9,850 MiB: each within 10 GiB, together
+    not."""
+    data = {**GPU, "services": [{"profile": "q8-turbo4-64k"},
+                                {"profile": "q8-f16-4k", "service_name": "b", "port": 8084}]}
+    msg = refused(data, "vram_budget_gib")
+    assert re.search(r"plan 19\d\d\d MiB together \(llm 9749 \+ b 9850 MiB\)", msg), msg
+    load_host_config({**data, "vram_budget_gib": 20})
+
+
+# ------------------------------------------------------------------ the README's key table
+
+def test_unknown_key_points_at_a_readme_section_that_exists():
+    msg = refused(with_(zzz=1), "zzz")
+    assert "README, Host data keys" in msg
+    assert "## Host data keys" in (ROOT / "README.md").read_text()
+
+
+def test_the_key_table_has_every_key_with_its_type_default_and_doc():
+    from beekeeper.core.hostdata import HostData, markdown_table
+
+    table = markdown_table()
+    for name in HostData.model_fields:
+        assert f"| `{name}` |" in table, name
+    for sub in ("gateway.port", "source.ref", "base_images.build", "nvidia_repos.cuda"):
+        assert f"| `{sub}` |" in table, sub
+    assert "| `port` | integer 1-65535 | `8083` |" in table
+
+
+def test_the_readmes_key_table_is_the_schemas():
+    """Fails when README.md's block between the host-data-keys markers is not what
+    `python -m beekeeper.core.hostdata` prints (run it with --readme README.md to refill)."""
+    from beekeeper.core.hostdata import README_BEGIN, README_END, markdown_table
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split(README_BEGIN, 1)[1].split(README_END, 1)[0]
+    assert block.strip() == markdown_table().strip()
