@@ -333,7 +333,7 @@ def _services(hd: HostData, own: set[str]
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
     rule_one_build(services, hd.services is not None)
     rule_distinct(services, absent)
-    # rule_vram_per_card(services, hd.vram_budget_gib)
+    rule_vram_per_card(services, hd.vram_budget_gib)
     return services, absent
 
 
