@@ -23,6 +23,7 @@ class DockerEngineInfo:
     active: bool = False
     server_version: str | None = None  # None: no engine answered `docker info`
     root_dir: str | None = None  # `Docker Root Dir`: where images and build layers go
+    proxy: bool = False  # the engine pulls through a proxy (`HTTP Proxy`/`HTTPS Proxy`)
     runtimes: tuple[str, ...] = field(default_factory=tuple)
     nvidia_runtime: bool = False
 
@@ -79,6 +80,7 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
         runtimes=runtimes,
         nvidia_runtime="nvidia" in runtimes,
         root_dir=info.get("Docker Root Dir") or None,
+        proxy=bool(info.get("HTTP Proxy") or info.get("HTTPS Proxy")),
     )
 
 

@@ -378,3 +378,35 @@ class DiskOf(FactBase[DiskInfo | None]):
 
     def process(self, output: list[str]) -> DiskInfo | None:
         return parse_df_disk(output)
+
+
+PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+               "NO_PROXY")
+
+
+def parse_proxy_vars(lines: list[str]) -> tuple[str, ...]:
+    """/etc/environment lines (`[export ]NAME=value`) -> the proxy variables set, by name."""
+    out: list[str] = []
+    for line in lines:
+        name, eq, value = line.strip().removeprefix("export ").strip().partition("=")
+        if eq and name in PROXY_NAMES and value.strip().strip("'\"") and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+class ProxyVars(FactBase[tuple[str, ...]]):
+    """
+    Returns the proxy variables /etc/environment sets (by name; the values stay on the host:
+    a proxy URL may carry a password): ``("http_proxy", "https_proxy", "no_proxy")``.
+    """
+
+    @staticmethod
+    def default() -> tuple[str, ...]:
+        return ()
+
+    def command(self) -> str:
+        return ("[ -r /etc/environment ] && grep -iE '^ *(export +)?(http|https|no)_proxy=' "
+                "/etc/environment | sed -E 's/=.+$/=set/'; true")
+
+    def process(self, output: list[str]) -> tuple[str, ...]:
+        return parse_proxy_vars(output)

@@ -41,6 +41,8 @@ class HostFacts:
     driver_action: str | None = None
     # the CUDA release the image is built for where it follows the driver (cuda_follows_driver)
     cuda_version: str | None = None
+    # proxy variables /etc/environment sets, by name (the image build passes them on)
+    proxy_vars: tuple[str, ...] = ()
 
     @property
     def compute_cap(self) -> str | None:

@@ -43,6 +43,7 @@ from beekeeper.facts.host import (
     OsRelease,
     OsReleaseInfo,
     PortListeners,
+    ProxyVars,
     Resources,
     Wsl,
     WslInfo,
@@ -266,6 +267,23 @@ def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool)
             "images and build cache), or move Docker's data-root")
 
 
+def warn_proxy(cfg: HostConfig, docker: DockerEngineInfo, building: bool,
+               proxy_vars: tuple[str, ...]) -> None:
+    """Behind a proxy (/etc/environment sets one), the engine pulls the base images itself:
+    without a proxy of its own (docker info's `HTTP Proxy`) the pull fails. A warning, not a
+    refusal: base images already there or preloaded (host data preload_images) need no pull,
+    and the kit cannot tell a transparent proxy or a mirror apart. The build's own apt-get
+    gets the host's proxy variables as build arguments."""
+    if not building or not proxy_vars or docker.proxy or cfg.preload_images \
+            or docker.flavour == "docker-desktop":
+        return
+    warn(f"this host uses a proxy (/etc/environment sets {', '.join(proxy_vars)}) but Docker's "
+         "engine has none, so pulling the base images will fail: give dockerd the proxy (a "
+         "drop-in /etc/systemd/system/docker.service.d/http-proxy.conf with [Service] "
+         "Environment=HTTPS_PROXY=... NO_PROXY=..., then `systemctl daemon-reload && systemctl "
+         "restart docker`), or preload the base images (host data preload_images)")
+
+
 def check_cpu(res: Resources) -> None:
     """The host's processor runs the server's CPU code: the baseline it is built for
     (beekeeper/core/cpu.py), read from /proc/cpuinfo, not assumed from the builder."""
@@ -374,7 +392,10 @@ def check(cfg: HostConfig) -> HostFacts:
     check_free_space(cfg, free)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
-    check_image_space(cfg, docker, image_missing(cfg, gpu, res, plan.cuda_version))
+    building = image_missing(cfg, gpu, res, plan.cuda_version)
+    check_image_space(cfg, docker, building)
+    proxy_vars = host.get_fact(ProxyVars)
+    warn_proxy(cfg, docker, building, proxy_vars)
     if wsl.is_wsl2:
         settings = host.get_fact(WslSettings)
         warn_wsl_idle(settings)
@@ -382,5 +403,6 @@ def check(cfg: HostConfig) -> HostFacts:
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
                      driver_action=plan.action, cuda_version=plan.cuda_version,
+                     proxy_vars=proxy_vars if building else (),
                      compose_version=compose_version,
                      cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine)

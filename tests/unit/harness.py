@@ -33,7 +33,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
                                                     .split())),
     "DeployedServices": [], "FolderFiles": [],
     "SecureBoot": None, "NvidiaKernelModule": None, "WslSettings": None,  # read: unknown
-    "DiskOf": None, "DebianComponents": [],  # read: unknown; no Debian source
+    "DiskOf": None, "DebianComponents": [], "ProxyVars": (),  # unknown; none; no proxy
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
 }
 

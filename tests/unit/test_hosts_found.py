@@ -281,3 +281,62 @@ def test_the_image_build_needs_room_under_dockers_root_dir():
     # the image is there already: nothing to build, nothing to check
     assert run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(1),
                                       DockerImageId="sha256:" + "0" * 64))
+
+
+# --- point 8: the host's proxy, for the build's apt-get ----------------------------------
+
+# a typical Ubuntu /etc/environment behind a proxy (typed by hand; the password is made up)
+ENVIRONMENT = ('PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"\n'
+               'http_proxy="http://user:s3cret@proxy.corp:3128/"\n'
+               'https_proxy="http://user:s3cret@proxy.corp:3128/"\n'
+               'no_proxy="localhost,127.0.0.1,.corp"\n')
+
+
+def test_the_proxy_reaches_docker_builds_environment_by_name_never_its_command_line(tmp_path):
+    import subprocess
+
+    from beekeeper.facts.host import ProxyVars
+    from beekeeper.operations.proxy import proxy_build
+
+    from .test_host_states import _run, _stub, _tools
+
+    env = tmp_path / "environment"
+    env.write_text(ENVIRONMENT)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "grep", "sed")
+    names = ProxyVars().process(_run(ProxyVars().command().replace("/etc/environment",
+                                                                   str(env)), bin_))
+    assert names == ("http_proxy", "https_proxy", "no_proxy")
+    prefix, args = proxy_build(names, str(env))
+    assert "s3cret" not in prefix + args and "--build-arg http_proxy" in args
+    # a stand-in docker prints what it was given and its environment
+    _stub(bin_, "docker", 'echo "argv: $*"; echo "env: $https_proxy|$no_proxy"')
+    out = subprocess.run(["/bin/sh", "-c", f"{prefix}docker build{args} -t x ."],
+                         capture_output=True, text=True, env={"PATH": str(bin_)}).stdout
+    argv = next(x for x in out.splitlines() if x.startswith("argv:"))
+    assert "s3cret" not in argv and "--build-arg https_proxy" in argv
+    assert "env: http://user:s3cret@proxy.corp:3128/|localhost,127.0.0.1,.corp" in out
+    assert proxy_build(()) == ("", "")
+
+
+def test_behind_a_proxy_an_engine_without_one_is_warned(capsys):
+    names = ("http_proxy", "https_proxy")
+    run_deploy(DEFAULTS, facts(ProxyVars=names))
+    err = capsys.readouterr().err
+    assert "uses a proxy (/etc/environment sets http_proxy, https_proxy)" in err
+    assert "docker.service.d/http-proxy.conf" in err
+    run_deploy(DEFAULTS, facts(ProxyVars=names, DockerEngine=replace(
+        facts()["DockerEngine"], proxy=True)))
+    assert "uses a proxy" not in capsys.readouterr().err
+
+
+def test_the_engines_own_proxy_is_read_from_docker_info():
+    from beekeeper.facts.docker import parse_docker_engine
+
+    def engine(name: str):
+        info = (DATA / name).read_text().splitlines()
+        return parse_docker_engine(["path=/usr/bin/docker"] + ["info=" + x for x in info])
+
+    assert engine("docker-info-desktop-wsl2.txt").proxy  # HTTP Proxy: http.docker.internal
+    assert not engine("docker-info-own-engine-wsl2.txt").proxy
