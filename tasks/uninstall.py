@@ -161,12 +161,18 @@ def system_files(cfg: HostConfig) -> list[OperationMeta]:
 
 def packages() -> list[OperationMeta]:
     mine = kit_packages()
-    return [
+    ops = [
         ops_.holds_released(name="Release the holds the kit set (driver, Container Toolkit)",
                             packages=mine),
         ops_.packages_purged(name=f"Purge the packages the kit installed ({len(mine)})",
                              packages=mine),
     ]
+    if "docker.io" in mine:  # the engine came with the kit: so did the group it made
+        host.noop("the Docker engine's data (/var/lib/docker, /var/lib/containerd) stays: "
+                  "remove it once nothing of yours is there")
+        ops.append(ops_.account_removed(name="Remove the docker group (made by docker.io, "
+                                             "which the kit installed)", account="docker"))
+    return ops
 
 
 def ensure(cfg: HostConfig, keep_models: bool) -> list[OperationMeta]:

@@ -333,3 +333,12 @@ def test_the_nouveau_blacklist_goes_only_while_it_holds_the_kits_lines():
     ops = uninstall(yours)
     assert cmd(ops, "Remove the nouveau blacklist") == []
     assert not [n for n, _ in ops if n.startswith("Refresh the loader cache")]
+
+
+def test_the_docker_group_goes_with_an_engine_the_kit_installed():
+    ops = uninstall(deployed_host(Groups=["docker", "users"]))
+    assert cmd(ops, "Remove the docker group") == [
+        "if getent group docker >/dev/null; then groupdel docker; fi"]
+    # the host had its engine: the kit's history has no docker.io transaction
+    had_engine = deployed_host(Groups=["docker"], AptHistory=parse_apt_history(HISTORY[10:]))
+    assert not [n for n, _ in uninstall(had_engine) if n.startswith("Remove the docker group")]
