@@ -21,7 +21,7 @@ from .core.config import HostConfig, ServiceConfig
 from .core.errors import ConfigError
 from .core.profiles import SHA256_RE, HfSource, ModelFile
 
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")  # matched whole (fullmatch)
 LOCK = Path(os.environ.get("BEEKEEPER_MODEL_PINS", CACHE / "model-pins.json"))
 
 
@@ -35,10 +35,12 @@ class Pin:
 
 
 def is_pinned(model: ModelFile) -> bool:
-    """A Hub model needs no look-up when its commit, sha256 and size are all known."""
+    """A Hub model needs no look-up when its commit and sha256 are known (host data's pin,
+    or the profile's): the size, where not known, is the lock file's or read by the host's
+    download."""
     if not isinstance(model.source, HfSource):
         return True
-    return bool(COMMIT_RE.match(model.source.revision) and model.sha256 and model.size_bytes)
+    return bool(COMMIT_RE.fullmatch(model.source.revision) and model.sha256)
 
 
 def _key(endpoint: str, source: HfSource, filename: str) -> str:
@@ -67,26 +69,52 @@ def _ask_hub(endpoint: str, source: HfSource, filename: str, key: str) -> Pin:
             f"repository, file and revision, or pin {key}_revision (a commit) and "
             f"{key}_sha256 in host data so no look-up is needed") from None
     commit, sha = meta.commit_hash or "", (meta.etag or "").strip('"')
-    if not COMMIT_RE.match(commit):
+    if not COMMIT_RE.fullmatch(commit):
         raise ConfigError(f"host data `{key}_revision`: the Hub gave no commit for "
                           f"{source.repo}@{source.revision}; fix: pin {key}_revision to a commit")
-    if not SHA256_RE.match(sha) or not meta.size:
+    if not SHA256_RE.fullmatch(sha) or not meta.size:
         raise ConfigError(f"host data `{key}_sha256`: the Hub gives no sha256 for {filename} "
                           f"(not an LFS file?); fix: set {key}_sha256 (sha256sum of the file)")
     return Pin(commit=commit, sha256=sha, size_bytes=int(meta.size))
 
 
+def _lock_agrees(model: ModelFile, pin: Pin, role: str, lock: Path) -> None:
+    """A sha256 given in host data is never replaced by the lock file's: they differ, the
+    deploy stops naming both."""
+    if model.sha256 and model.sha256 != pin.sha256:
+        assert isinstance(model.source, HfSource)
+        raise ConfigError(
+            f"host data `{role}_sha256`: {model.sha256} is not the {pin.sha256} that {lock} "
+            f"pinned for {model.source.repo}/{model.filename}@{model.source.revision} (commit "
+            f"{pin.commit}); fix: correct {role}_sha256, or pin {role}_revision to the commit "
+            f"the file came from (or remove that entry from {lock} to ask the Hub again)")
+
+
+def _known(model: ModelFile, pins: dict[str, dict[str, object]], endpoint: str) -> ModelFile:
+    """A model pinned by commit and sha256: its size from the lock where it holds this very
+    file, else as given (0: the host's download reads it)."""
+    assert isinstance(model.source, HfSource)
+    entry = pins.get(_key(endpoint, model.source, model.filename))
+    if model.size_bytes or not entry or entry.get("sha256") != model.sha256:
+        return model
+    size = entry.get("size_bytes")
+    return replace(model, size_bytes=size if isinstance(size, int) else 0)
+
+
 def pin_model(model: ModelFile, endpoint: str, role: str = "model",
               lock: Path | None = None) -> ModelFile:
-    """The model with its revision as a commit, its sha256 and its size filled in."""
-    if is_pinned(model):
-        return model
-    assert isinstance(model.source, HfSource)
+    """The model with its revision as a commit, its sha256 and its size filled in. A commit
+    and a sha256 given ask nothing of the Hub."""
     lock = lock or LOCK
+    if is_pinned(model):
+        return model if not isinstance(model.source, HfSource) or model.size_bytes \
+            else _known(model, _load(lock), endpoint)
+    assert isinstance(model.source, HfSource)
     pins = _load(lock)
     key = _key(endpoint, model.source, model.filename)
     if key in pins:
         pin = Pin(**pins[key])  # type: ignore[arg-type]
+        _lock_agrees(model, pin, role, lock)
     else:
         pin = _ask_hub(endpoint, model.source, model.filename, role)
         if model.sha256 and model.sha256 != pin.sha256:

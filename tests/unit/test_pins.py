@@ -60,3 +60,27 @@ def test_unknown_file_or_revision_is_one_line_with_the_fix(hub, tmp_path):
 def test_fully_pinned_model_asks_nothing(hub, tmp_path):
     m = model(revision="a" * 40, sha256="b" * 64, size=10)
     assert pin_model(m, "http://127.0.0.1:9", lock=tmp_path / "p.json") == m
+
+
+def test_commit_and_sha256_given_ask_nothing_even_without_a_size(hub, tmp_path):
+    """Pinned in host data by commit and sha256: no Hub question (nothing listens on the
+    endpoint), the size from the lock where it holds that file, else left to the host."""
+    f = hub.files[("acme/tiny-GGUF", "tiny.gguf")]
+    m = model(revision=f.commit, sha256=f.sha256)
+    assert pin_model(m, "http://127.0.0.1:9", lock=tmp_path / "p.json") == m
+    lock = tmp_path / "pins.json"
+    pin_model(model(), hub.url, lock=lock)  # the lock now holds main's commit
+    n = len(hub.log.requests)
+    pinned = pin_model(model(revision="main", sha256=f.sha256), hub.url, lock=lock)
+    assert pinned.size_bytes == len(DATA) and len(hub.log.requests) == n
+
+
+def test_a_given_sha256_that_the_lock_contradicts_is_refused_naming_both(hub, tmp_path):
+    lock = tmp_path / "pins.json"
+    f = hub.files[("acme/tiny-GGUF", "tiny.gguf")]
+    pin_model(model(), hub.url, lock=lock)
+    with pytest.raises(ConfigError) as e:
+        pin_model(model(sha256="f" * 64), hub.url, lock=lock)
+    msg = str(e.value)
+    assert msg.startswith("host data `model_sha256`: ") and "\n" not in msg
+    assert "f" * 64 in msg and f.sha256 in msg and str(lock) in msg
