@@ -199,6 +199,26 @@ def test_nothing_is_removed_when_the_previous_unit_is_unknown(machine):
     assert f"opt/beekeeper/llama-server/{SLUG[REF_A]}" in m.tree()
 
 
+def test_container_mode_keeps_the_trees_and_build_folders_of_the_kept_images(machine):
+    m = machine
+    for ref in (REF_A, REF_B, REF_C):
+        m.build(ref, 1)
+        (m.state_dir / "build" / SLUG[ref]).mkdir(parents=True)
+        (m.state_dir / "build" / SLUG[ref] / "Dockerfile").write_text("FROM scratch\n")
+    (m.state_dir / "src" / f"{REF_C}.tmp").mkdir()  # a fetch cut short
+    tag = {r: f"beekeeper/llama-server:{SLUG[r]}" for r in (REF_A, REF_B, REF_C)}
+    m.runs(tag[REF_B], before=tag[REF_A])
+    data = {**m.data(REF_C), "mode": "container"}
+    ops = run_queued(lambda cfg: prune.ensure(cfg, "after", tag[REF_C]), data, m.facts())
+    apply(m, [(n, c) for n, c in ops if "no rollback needs" in n])
+    left = m.tree()
+    assert sorted(p for p in left if p.startswith("var/lib/beekeeper/src/")) == [
+        f"var/lib/beekeeper/src/{REF_B}", f"var/lib/beekeeper/src/{REF_C}"]
+    assert sorted(p for p in left if p.startswith("var/lib/beekeeper/build/")
+                  and p.count("/") == 4) == [
+        f"var/lib/beekeeper/build/{SLUG[REF_B]}", f"var/lib/beekeeper/build/{SLUG[REF_C]}"]
+
+
 def test_the_cleanup_is_planned_only_when_the_deploy_names_its_artifact(machine):
     m = machine
     m.runs(m.build(REF_B, 1), before=m.build(REF_A, 1))
