@@ -362,3 +362,18 @@ def test_the_docker_group_goes_with_an_engine_the_kit_installed():
     # the host had its engine: the kit's history has no docker.io transaction
     had_engine = deployed_host(Groups=["docker"], AptHistory=parse_apt_history(HISTORY[10:]))
     assert not [n for n, _ in uninstall(had_engine) if n.startswith("Remove the docker group")]
+
+
+def test_a_unit_of_the_kit_left_without_its_manifest_is_removed_too(tmp_path):
+    units = tmp_path / "system"
+    units.mkdir()
+    for name in ("beekeeper-old.service.prev", "beekeeper-llm.service", "ssh.service"):
+        (units / name).write_text("[Service]\n")
+    listing = FolderEntries().process(sh(FolderEntries().command(path=str(units))))
+    ops = uninstall(deployed_host(FolderEntries=lambda path: listing
+                                  if path == "/etc/systemd/system" else [],
+                                  PresentPaths=lambda paths: {p: 4 for p in paths}))
+    removed = [n for n, _ in ops if n.endswith("(no manifest)")]
+    assert removed == ["Remove beekeeper-old.service (no manifest)"]  # llm has its own step
+    assert "rm -f /etc/systemd/system/beekeeper-old.service " \
+           "/etc/systemd/system/beekeeper-old.service.prev" in cmd(ops, removed[0])[0]
