@@ -5,6 +5,8 @@ and smoke-check it.
     pyinfra inventories/home.py deploy.py
 """
 
+import atexit
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +17,8 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
 from beekeeper.core.config import HostConfig, load_host_config
-from beekeeper.core.errors import BeekeeperError
+from beekeeper.core.errors import BeekeeperError, ConfigError
+from beekeeper.core.gateway import plan
 from beekeeper.core.machines import kept_by_neighbours
 from beekeeper.pins import pin_all
 from beekeeper.tasks import (
@@ -44,6 +47,7 @@ def deploy_host() -> None:
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
     cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(ctx_host.get().name, hosts))
+    # gateway_has_backends(cfg, hosts)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.stages:
             prune.ensure(cfg, "before")
@@ -91,6 +95,49 @@ def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]]) -> None:
         gateway.ensure(cfg, ctx_host.get().name, hosts)
 
 
+def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]]) -> None:
+    """A gateway (host data `gateway`) with no service to route on any inventory host is
+    refused before anything of this host runs: it would answer every request with 503."""
+    if cfg.gateway is None or "service" not in cfg.stages:
+        return
+    gw_plan = plan(ctx_host.get().name, hosts)
+    if not gw_plan.routes:
+        left = f" (left out, with bad data: {'; '.join(gw_plan.left_out)})" \
+            if gw_plan.left_out else ""
+        raise ConfigError(
+            "host data `gateway`: no inventory host has a service for this gateway to route"
+            f"{left}; fix: give this or another inventory host a service, or remove `gateway`")
+
+
+def failures() -> dict[str, str]:
+    """Why each host failed while its operations were prepared (this run's State keeps it),
+    printed as one line a host when the run ends."""
+    found: dict[str, str] | None = getattr(state, "beekeeper_failures", None)
+    if found is None:
+        found = {}
+        setattr(state, "beekeeper_failures", found)  # noqa: B010 - pyinfra's State, one run
+        if "pyinfra_cli" in sys.modules:  # the pyinfra command, not a test preparing hosts
+            atexit.register(print_summary, state, found)
+    return found
+
+
+def print_summary(run: Any, found: dict[str, str]) -> None:
+    """The run's last lines: each failed host and why (host data, host facts, unreachable,
+    or an operation that failed, as pyinfra printed above)."""
+    failed = sorted({*run.failed_hosts, *(h for h in run.inventory if h.name in found)},
+                    key=lambda h: h.name)
+    if not failed:
+        return
+    total = len(run.inventory)
+    click.echo(click.style(f"beekeeper: {len(failed)} of {total} hosts failed:", fg="red"),
+               err=True)
+    for h in failed:
+        why = found.get(h.name) or ("unreachable: pyinfra could not connect to it"
+                                    if h not in run.activated_hosts or not h.connected
+                                    else "an operation failed (its error is above)")
+        click.echo(click.style(f"  host {h.name}: {why}", fg="red"), err=True)
+
+
 def fail_this_host(error: BeekeeperError) -> None:
     """One host's bad data or preflight refusal fails that host only, as an unreachable
     host does: the line names it, pyinfra marks it failed (no operation of it runs, the exit
@@ -99,6 +146,8 @@ def fail_this_host(error: BeekeeperError) -> None:
     state.fail_hosts, the call pyinfra itself uses for a host that cannot connect."""
     this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
     message = f"host {this.name}: {error}"
+    kind = "host data" if isinstance(error, ConfigError) else "host facts"
+    failures()[this.name] = f"{kind}: {error}"
     if not state.active_hosts - {this}:  # the last host left: fail the run with the line
         # the same error, also a DeployError: pyinfra prints it as one red line
         raise type(type(error).__name__, (type(error), DeployError), {})(message) from None

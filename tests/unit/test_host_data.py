@@ -657,18 +657,22 @@ def test_the_smoke_gate_and_the_cli_run_the_same_rollback():
 
 # ------------------------------------------------------------------ one host of several
 
-def _deploy_hosts(hosts, fx):
-    """deploy.py for each host of a multi-host inventory, as pyinfra prepares them."""
+def _deploy_hosts(hosts, fx, unreachable=()):
+    """deploy.py for each host of a multi-host inventory, as pyinfra prepares them (those
+    in `unreachable` failed to connect, as pyinfra's connect_all leaves them)."""
     from unittest import mock
 
     inventory = Inventory((hosts, {}))
     state = State(inventory, Config())
     for h in inventory:
         state.activate_host(h)
+    state.fail_hosts({h for h in inventory if h.name in unreachable})
     values = {**BUILTIN_DEFAULTS, **fx}
     code = compile((ROOT / "deploy.py").read_text(), str(ROOT / "deploy.py"), "exec")
     errors = {}
     for h in inventory:
+        if h.name in unreachable:
+            continue
         h.connected = True
 
         def get_fact(cls, *args, **kwargs):
@@ -714,3 +718,37 @@ def test_verify_sizes_follow_the_deployed_ctx_size():
     assert base.niah_tokens == 60_000 and max(base.decode_ctx_tokens) == 60_000
     assert small.niah_tokens == 14_336 and max(small.decode_ctx_tokens) == 12_288
     assert max(small.decode_ctx_tokens) < 16_384 and small.ttft_tokens < 16_384
+
+
+def test_the_run_ends_with_a_line_for_each_failed_host_and_why(capsys):
+    """Bad data and a host pyinfra could not reach, each named with its reason in the
+    summary the pyinfra command prints when the run ends (print_summary, at exit)."""
+    fx = facts(**CPU_HOST)
+    state, errors = _deploy_hosts([("a", CPU_GIT), ("bad", {**CPU_GIT, "prot": 1}),
+                                   ("gone", CPU_GIT)], fx, unreachable={"gone"})
+    assert errors == {}
+    assert state.beekeeper_failures == {
+        "bad": "host data: host data `prot`: unknown key: beekeeper and pyinfra do not read "
+               "it; fix: did you mean `port`? (or remove it)"}
+    capsys.readouterr()
+    namespace = {"__name__": "deploy_summary"}
+    exec(compile((ROOT / "deploy.py").read_text().split("\ntry:\n    deploy_host()")[0],
+                 "deploy.py", "exec"), namespace)
+    namespace["print_summary"](state, state.beekeeper_failures)
+    assert capsys.readouterr().err.splitlines() == [
+        "beekeeper: 2 of 3 hosts failed:",
+        "  host bad: host data: host data `prot`: unknown key: beekeeper and pyinfra do not "
+        "read it; fix: did you mean `port`? (or remove it)",
+        "  host gone: unreachable: pyinfra could not connect to it"]
+
+
+def test_a_gateway_with_no_service_to_route_anywhere_is_refused():
+    state, errors = _deploy_hosts([("gw", {**CPU_GIT, "services": [], "gateway": {}}),
+                                   ("empty", {**CPU_GIT, "services": []})], facts(**CPU_HOST))
+    assert {h.name for h in state.failed_hosts} == {"gw"} or "gw" in errors
+    line = state.beekeeper_failures.get("gw") or str(errors.get("gw"))
+    assert "host data `gateway`: no inventory host has a service for this gateway" in line
+    # a service of its own (or any host's) is a backend
+    state, errors = _deploy_hosts([("gw", {**CPU_GIT, "gateway": {}}),
+                                   ("empty", {**CPU_GIT, "services": []})], facts(**CPU_HOST))
+    assert errors == {} and not state.failed_hosts
