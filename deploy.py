@@ -47,7 +47,7 @@ def deploy_host() -> None:
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
     cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(ctx_host.get().name, hosts))
-    # gateway_has_backends(cfg, hosts)
+    gateway_has_backends(cfg, hosts)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.stages:
             prune.ensure(cfg, "before")
