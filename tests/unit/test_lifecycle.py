@@ -8,6 +8,12 @@ prefix is moved there): the fact commands run on them for real, and so do the re
 commands the operations queue, so a second run reads what the first one left. The
 manifests and the `.prev` unit (under /etc) are written by hand, as tasks/service.py writes
 them (only the keys the cleanup reads).
+
+The uninstall's facts: `apt-history-debian12-real.log` is one transaction of a Debian 12
+machine's /var/log/apt/history.log and `apt-get-s-purge-make-patch-debian12.txt` that
+machine's `apt-get -s -q purge --allow-change-held-packages make patch` (both real);
+`apt-history-kit-written-by-hand.log` is written by hand in that format, with the command
+lines pyinfra's apt.packages runs (pyinfra/facts/apt.py, noninteractive_apt).
 """
 
 from __future__ import annotations
@@ -25,7 +31,12 @@ from pyinfra.context import ctx_host, ctx_state
 from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import ServicePaths, prev
-from beekeeper.facts.lifecycle import FolderEntries, PresentPaths, parse_apt_history
+from beekeeper.facts.lifecycle import (
+    AptPurgeWould,
+    FolderEntries,
+    PresentPaths,
+    parse_apt_history,
+)
 from beekeeper.tasks import prune
 
 from .harness import BUILTIN_DEFAULTS, ROOT, _show
@@ -377,3 +388,16 @@ def test_a_unit_of_the_kit_left_without_its_manifest_is_removed_too(tmp_path):
     assert removed == ["Remove beekeeper-old.service (no manifest)"]  # llm has its own step
     assert "rm -f /etc/systemd/system/beekeeper-old.service " \
            "/etc/systemd/system/beekeeper-old.service.prev" in cmd(ops, removed[0])[0]
+
+
+def test_apt_says_what_a_purge_would_take_along():
+    """`apt-get -s purge make patch` on a Debian 12 machine (real output): make and patch
+    are needed by build-essential, dpkg-dev, tcl/tk headers, which the purge would take."""
+    real = DATA / "apt-get-s-purge-make-patch-debian12.txt"
+    command = AptPurgeWould().command(packages=["make", "patch"])
+    assert command.startswith("apt-get -s -q purge --allow-change-held-packages make patch ")
+    would = AptPurgeWould().process(sh(f"cat {real} | " + command.split(" | ", 1)[1]))
+    assert {"make", "patch", "build-essential", "dpkg-dev"} <= set(would)
+    ops = uninstall(deployed_host(AptPurgeWould=lambda packages: would,
+                                  InstalledPackages=[*INSTALLED, "make", "patch"]))
+    assert cmd(ops, "Purge the packages the kit installed") == []
