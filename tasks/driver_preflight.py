@@ -140,12 +140,18 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | N
     floor = cudacompat.minor_compat_branch(cfg.cuda_version)
     reported = gpu.cuda_version or (
         cudacompat.spell(cudacompat.cuda_of_branch(gpu.driver_branch or 0) or (0, 0)))
+    new_enough = gpu.driver_branch is None or gpu.driver_branch >= floor
     if cfg.mode == "container":
         brand = None if wsl.is_wsl2 else cudacompat.brand_token(gpu.brand)
-        rule = cudacompat.require_cuda(cfg.cuda_version)
-        if cudacompat.require_accepts(rule, reported, gpu.driver_version, brand):
+        cuda_clause, *brand_clauses = cudacompat.require_cuda(cfg.cuda_version).split()
+        # the brand clauses stand alone (forward compatibility); the cuda clause holds only
+        # with a driver of the CUDA major's branches (a reported CUDA a branch below the
+        # floor could not report is facts out of step, not a driver that runs the image)
+        if cudacompat.require_accepts(" ".join(brand_clauses), None, gpu.driver_version,
+                                      brand) or (new_enough and cudacompat.require_accepts(
+                                          cuda_clause, reported, None, None)):
             return None
-    elif gpu.driver_branch is None or gpu.driver_branch >= floor:
+    elif new_enough:
         return None
     if gpu.driver_branch is not None and gpu.driver_branch < floor:
         return (f"driver {gpu.driver_version} is older than {floor}, which CUDA "

@@ -340,3 +340,16 @@ def test_the_engines_own_proxy_is_read_from_docker_info():
 
     assert engine("docker-info-desktop-wsl2.txt").proxy  # HTTP Proxy: http.docker.internal
     assert not engine("docker-info-own-engine-wsl2.txt").proxy
+
+
+def test_a_datacenter_card_on_an_older_branch_the_rule_lists_is_accepted_but_not_a_geforce():
+    h200 = _h200_580()
+    # 570 is listed for brand=nvidia in the 13.2 image's rule (values typed by hand)
+    old = replace(h200, driver_version="570.172.08", driver_branch=570, cuda_version="12.8")
+    ops = run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=old))
+    assert any(n.startswith("Build server image") for n in names(ops))
+    # facts out of step (a 570 driver said to report 13.2, as a stand-in nvidia-smi may):
+    # the CUDA clause does not hold below the CUDA major's floor branch
+    odd = replace(old, brand="GeForce", cuda_version="13.2")
+    with pytest.raises(PreflightError, match="driver 570.172.08 is older than 580"):
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=odd))
