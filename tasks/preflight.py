@@ -386,7 +386,8 @@ def check(cfg: HostConfig) -> HostFacts:
     check_docker(cfg, os_release, docker)
     compose_version = check_compose(cfg, os_release, docker)
     plan = check_cuda(cfg, wsl, gpu, os_release.id)
-    check_vram(cfg, gpu)
+    if cfg.service.profile.backend == "cuda":
+        check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
     check_ports(cfg, docker)
     check_free_space(cfg, free)
