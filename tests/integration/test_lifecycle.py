@@ -30,7 +30,7 @@ from .standins import GitForge, ReverseTunnel, _git
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-NAME = f"{sandbox.CONTAINER}-life"
+NAME = "beekeeper-lifecycle"  # outside the beekeeper-sandbox-* set `sandbox down` takes
 PORT = sandbox.DEFAULT_SSH_PORT + 7
 INVENTORY = "tests/integration/inventory_lifecycle.py"
 # where the kit writes (and the system folders it drops files into)
