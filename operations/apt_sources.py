@@ -24,27 +24,31 @@ def source_reused(path: str, signed_by: str | None):
     yield  # an operation is a generator
 
 
+def component_command(component: str) -> str:
+    """Add an archive area to each Debian source that lacks it: `Components:` of the deb822
+    .sources files that name a Debian mirror, and the `deb` lines of /etc/apt/sources.list;
+    then refresh apt's lists."""
+    if not re.fullmatch(r"[a-z][a-z-]*", component):
+        raise ValueError(f"not an archive area: {component!r}")
+    add = f"/ {component}( |$)/!s/$/ {component}/"
+    return (f"for f in /etc/apt/sources.list.d/*.sources; do [ -f \"$f\" ] && grep -q debian "
+            f"\"$f\" && sed -i -E '/^Components:/{{{add}}}' \"$f\"; done; "
+            "[ -f /etc/apt/sources.list ] && sed -i -E "
+            f"'/^deb(-src)? .*debian/{{{add}}}' /etc/apt/sources.list; apt-get update -qq; "
+            f"echo enabled {shlex.quote(component)}")
+
+
 @operation()
 def component_enabled(component: str):
     """
     Enable an archive area (Debian's `contrib`) on the host's Debian sources, as NVIDIA's
-    Debian steps do (`add-apt-repository contrib`): the area is added to each Debian source
-    that lacks it, in /etc/apt/sources.list and the deb822 .sources files; the apt lists are
-    refreshed by the next install.
+    Debian steps do (`add-apt-repository contrib`): see component_command.
 
     + component: the archive area
     """
     from beekeeper.facts.host import DebianComponents
 
-    if not re.fullmatch(r"[a-z][a-z-]*", component):
-        raise ValueError(f"not an archive area: {component!r}")
     if component in host.get_fact(DebianComponents):
         host.noop(f"Debian's {component} area is enabled")
         return
-    c = shlex.quote(component)
-    yield StringCommand(
-        f"for f in /etc/apt/sources.list.d/*.sources; do [ -f \"$f\" ] && grep -q "
-        f"'debian' \"$f\" && sed -i -E '/^Components:/{{/ {component}( |$)/!s/$/ {component}/}}' "
-        f"\"$f\"; done; [ -f /etc/apt/sources.list ] && sed -i -E "
-        f"'/^deb(-src)? .*debian/{{/ {component}( |$)/!s/$/ {component}/}}' /etc/apt/sources.list;"
-        f" apt-get update -qq; echo enabled {c}")
+    yield StringCommand(component_command(component))

@@ -353,3 +353,38 @@ def test_a_datacenter_card_on_an_older_branch_the_rule_lists_is_accepted_but_not
     odd = replace(old, brand="GeForce", cuda_version="13.2")
     with pytest.raises(PreflightError, match="driver 570.172.08 is older than 580"):
         run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=odd))
+
+
+def test_contrib_is_added_to_each_debian_source_once(tmp_path):
+    import subprocess
+
+    from beekeeper.facts.host import DebianComponents
+    from beekeeper.operations import apt_sources
+
+    from .test_host_states import _run, _stub, _tools
+
+    etc = tmp_path / "etc" / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    real = (DATA / "debian12-docker-image-debian.sources").read_text()
+    (etc / "sources.list.d" / "debian.sources").write_text(real)
+    (etc / "sources.list").write_text("deb http://deb.debian.org/debian bookworm main\n")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "sed", "grep")
+    _stub(bin_, "apt-get", "exit 0")
+
+    def here(cmd: str) -> str:
+        return cmd.replace("/etc/apt", str(etc))
+
+    assert DebianComponents().process(_run(here(DebianComponents().command()), bin_)) == \
+        ["main"]
+    cmd = apt_sources.component_command("contrib")  # what the operation yields
+    for _ in range(2):  # twice: the second run adds nothing
+        subprocess.run(["/bin/sh", "-c", here(cmd)], check=True, env={"PATH": str(bin_)},
+                       capture_output=True)
+    after = (etc / "sources.list.d" / "debian.sources").read_text()
+    assert after.count("Components: main contrib\n") == 2 and "contrib contrib" not in after
+    assert (etc / "sources.list").read_text() == \
+        "deb http://deb.debian.org/debian bookworm main contrib\n"
+    assert DebianComponents().process(_run(here(DebianComponents().command()), bin_)) == \
+        ["main", "contrib"]
