@@ -27,7 +27,8 @@ def wanted(cfg: HostConfig) -> bool:
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     if not wanted(cfg):
         return []
-    major, minor = cfg.cuda_version.split(".")[:2]
+    # the release the image follows the driver to (cuda_follows_driver), else cuda_version
+    major, minor = (facts.cuda_version or cfg.cuda_version).split(".")[:2]
     package = f"cuda-toolkit-{major}-{minor}"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
     loader = files.put(name="Add the CUDA libraries to the loader path",

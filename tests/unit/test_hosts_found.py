@@ -199,6 +199,10 @@ def test_cuda_follows_driver_builds_the_image_for_the_drivers_cuda():
                       if c.startswith("upload "))
     assert "ARG BUILD_BASE=nvidia/cuda:12.8.1-devel-ubuntu24.04" in dockerfile
     assert not any("NVIDIA driver" in n and "Install" in n for n in names(ops))
+    # the CUDA toolkit on the host, where host data asks for it, follows too
+    ops = run_deploy({**DEFAULTS, "cuda_follows_driver": True, "install_cuda_toolkit": True},
+                     facts(Wsl=NATIVE, GpuInfo=_rtx3090_570()))
+    assert "Install the CUDA toolkit (cuda-toolkit-12-8 only)" in names(ops)
 
 
 # --- point 3: open kernel modules, headers for future kernels ----------------------------
