@@ -322,6 +322,16 @@ def test_the_proxy_reaches_docker_builds_environment_by_name_never_its_command_l
     assert "s3cret" not in argv and "--build-arg https_proxy" in argv
     assert "env: http://user:s3cret@proxy.corp:3128/|localhost,127.0.0.1,.corp" in out
     assert proxy_build(()) == ("", "")
+    # inside the build's heartbeat wrapper too (operations/shell.py), as image_built runs it
+    from beekeeper.operations.shell import with_heartbeat
+
+    _tools(bin_, "date", "tail", "cut", "cat", "mkdir", "sleep")
+    log = tmp_path / "log" / "build.log"
+    run = subprocess.run(["/bin/sh", "-c", with_heartbeat(f"{prefix}docker build{args} -t x .",
+                                                          str(log), "building x", every_s=1)],
+                         capture_output=True, text=True, env={"PATH": str(bin_)})
+    assert run.returncode == 0, run.stderr
+    assert "env: http://user:s3cret@proxy.corp:3128/|" in log.read_text()
 
 
 def test_behind_a_proxy_an_engine_without_one_is_warned(capsys):
