@@ -593,26 +593,37 @@ def fail(key: str, problem: str, fix: str) -> ConfigError:
     return ConfigError("".join(c if c.isprintable() else repr(c)[1:-1] for c in line))
 
 
-def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any]:
+def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any, int]:
     """The key an error's location names (`services[0].port`, `gateway.port`,
-    `preload_images['a:b']`), the model holding its last part, and that part's field
-    (ENTRY for a `services` entry that is not a mapping)."""
+    `preload_images['a:b']`), the model holding its last part, that part's field (ENTRY for
+    a `services` entry that is not a mapping), and how many parts of `loc` name it (an item
+    of a list of strings is its list's key)."""
     model: Any = HostData
     out, field = "", None
-    for part in loc:
+    for depth, part in enumerate(loc):
         if isinstance(model, type) and issubclass(model, BaseModel):
             if not isinstance(part, str) or part not in model.model_fields:
-                return f"{out}.{part}" if out else str(part), model, None
+                return f"{out}.{part}" if out else str(part), model, None, depth + 1
             field = model.model_fields[part]
             out += f".{part}" if out else part
             model = _inner(field.annotation)
         elif model is list and isinstance(part, int):
             out, model, field = f"{out}[{part}]", ServiceData, ENTRY
         elif model is dict and isinstance(part, str) and part != "[key]":
-            return f"{out}[{part!r}]", None, field
+            return f"{out}[{part!r}]", None, field, depth + 1
         else:
-            break
-    return out, None, field
+            return out, None, field, depth
+    return out, None, field, len(loc)
+
+
+def _at(raw: Any, loc: tuple[str | int, ...]) -> Any:
+    """The value host data gave at `loc` (None where it cannot be read back)."""
+    try:
+        for part in loc:
+            raw = raw[part]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return raw
 
 
 def _inner(annotation: Any) -> Any:
@@ -641,9 +652,9 @@ def _did_you_mean(key: str, model: type[BaseModel] | None) -> str:
                        "Host data keys)")
 
 
-def translate(error: Any) -> ConfigError:
+def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     """One of pydantic's errors as the kit's line: the key, the problem, the fix."""
-    key, model, field = _walk(error["loc"])
+    key, model, field, depth = _walk(error["loc"])
     if error["type"] == "extra_forbidden":
         return fail(key, "unknown key: beekeeper and pyinfra do not read it",
                     _did_you_mean(key, model))
@@ -654,7 +665,7 @@ def translate(error: Any) -> ConfigError:
     fix = str(extra.get("fix", "see the README, Host data keys"))
     if error["type"] == "missing":
         return fail(key, "missing", fix)
-    value = error.get("input")
+    value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
     return fail(key, f"{value!r} {extra.get('problem', 'is not valid')}", fix)
 
 
@@ -669,7 +680,7 @@ def parse(raw: Mapping[str, Any]) -> HostData:
     try:
         return HostData.model_validate(dict(raw))
     except ValidationError as e:
-        raise translate(_first(e.errors(include_url=False))) from None
+        raise translate(_first(e.errors(include_url=False)), raw) from None
 
 
 # ------------------------------------------------------------------ the README's key table
