@@ -384,8 +384,7 @@ KIT_FLAGS = {
     "-ngld": "the profile (its draft)", "--gpu-layers-draft": "the profile (its draft)",
     "--n-gpu-layers-draft": "the profile (its draft)", "-ctkd": "the profile (its draft)",
     "--cache-type-k-draft": "the profile (its draft)", "-ctvd": "the profile (its draft)",
-    "--cache-type-v-draft": "the profile (its draft)", "--webui": "server_webui",
-    "--no-webui": "server_webui",
+    "--cache-type-v-draft": "the profile (its draft)",
 }
 
 
