@@ -6,6 +6,7 @@ Metric functions: pure, defined by formula, tested on fabricated records.
 - percentile: nearest-rank (method named in every report)
 - bootstrap CI of a statistic: percentile bootstrap, fixed seed
 - Clopper-Pearson: exact binomial interval
+- spread: mean and sample standard deviation (n - 1, as llama-bench's stddev_ts)
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], floa
 
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
+
+
+def spread(values: Sequence[float]) -> tuple[float, float] | None:
+    """(mean, sample standard deviation) of two or more values; None for fewer."""
+    if len(values) < 2:
+        return None
+    return float(statistics.mean(values)), float(statistics.stdev(values))
 
 
 def _binom_sf(k: int, n: int, p: float) -> float:

@@ -15,7 +15,9 @@ from .engine import EngineBaseline
 
 @dataclass
 class DecodeResult:
-    """One long-context decode request."""
+    """Long-context decode at one depth: the timed request (`record`, a fresh prompt) and its
+    repeats on the same prompt. `decode_tok_s` is the median of `samples_tok_s`, every
+    request's rate (the first one's first), so the served figure's spread is known."""
 
     ctx_tokens: int
     out_tokens_requested: int
@@ -23,6 +25,7 @@ class DecodeResult:
     server_predicted_per_second: float | None
     windowed_tok_s: list[float]
     record: RequestRecord
+    samples_tok_s: list[float] = field(default_factory=list)
 
     @property
     def records_consistent(self) -> bool:

@@ -70,3 +70,18 @@ def test_bootstrap_ci_brackets_the_median_and_is_deterministic():
 def test_clopper_pearson_known_values(k, n, lo, hi):
     a, b = clopper_pearson(k, n)
     assert a == pytest.approx(lo, abs=1e-4) and b == pytest.approx(hi, abs=1e-4)
+
+
+def test_spread_is_the_sample_stddev_llama_bench_reports():
+    """llama-bench's stddev_ts is the sample standard deviation (n - 1) of samples_ts: the
+    recorded sandbox run (tests/unit/data/llama-bench-cpu-tiny.json) reproduces it."""
+    import json
+    from pathlib import Path
+
+    from beekeeper.verify.metrics import spread
+
+    tests = json.loads((Path(__file__).parent / "data/llama-bench-cpu-tiny.json").read_text())
+    for t in tests:
+        mean, sd = spread(t["samples_ts"])
+        assert abs(mean - t["avg_ts"]) < 1e-3 and abs(sd - t["stddev_ts"]) < 1e-3
+    assert spread([5.0]) is None

@@ -75,7 +75,7 @@ def test_report_json_keeps_its_keys(report):
     assert list(data["suites"]) == ["smoke", "decode", "ttft", "niah", "load", "vram"]
     assert set(data["suites"]["decode"][0]) == {
         "ctx_tokens", "out_tokens_requested", "decode_tok_s", "server_predicted_per_second",
-        "windowed_tok_s", "record", "engine_tok_s", "served_over_engine"}
+        "windowed_tok_s", "record", "samples_tok_s", "engine_tok_s", "served_over_engine"}
     assert set(data["suites"]["ttft"]) == {
         "n_tokens", "ttft_s", "median_s", "p95_s", "p95_method", "median_ci95_s",
         "server_prompt_ms", "engine_ttft_s", "engine_prefill_s", "records"}
@@ -83,6 +83,17 @@ def test_report_json_keeps_its_keys(report):
     assert data["suites"]["load"]["failed"] == 0 and "ttft_s" in data["suites"]["load"][
         "records"][0]
     assert data["budget_mib"] == 7.5 * 1024  # the caller's budget, not the profile's
+
+
+def test_decode_is_repeated_so_its_spread_is_known(report):
+    """Three requests at each depth (suites.DECODE_REPEATS): the first on a fresh prompt
+    (cache_n 0, the consistency check's), the figure their median."""
+    from beekeeper.verify.metrics import median
+    from beekeeper.verify.suites import DECODE_REPEATS
+
+    for r in report.suites.decode:
+        assert DECODE_REPEATS == 3 and len(r.samples_tok_s) == DECODE_REPEATS
+        assert r.decode_tok_s == median(r.samples_tok_s)
 
 
 def test_the_vram_budget_is_the_callers_else_the_profiles():
