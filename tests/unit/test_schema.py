@@ -212,3 +212,23 @@ def test_the_readmes_key_table_is_the_schemas():
     text = (ROOT / "README.md").read_text()
     block = text.split(README_BEGIN, 1)[1].split(README_END, 1)[0]
     assert block.strip() == markdown_table().strip()
+
+
+# ------------------------------------------------------------------ the recorded battery
+
+def test_the_recorded_host_data_cases_decide_as_recorded():
+    """12,152 cases (tests/unit/host_data_cases.py): each still accepted with the same values
+    or refused naming the same key. A change on purpose rewrites the file
+    (`python -m tests.unit.host_data_cases --write`) and its diff lists what changed."""
+    from . import host_data_cases as cases
+
+    recorded = {ln.split(" ", 1)[0]: ln.split(" ")[1:]
+                for ln in cases.FILE.read_text().splitlines()}
+    now = {ln.split(" ", 1)[0]: ln.split(" ")[1:]
+           for ln in cases.lines(load_host_config)}
+    assert recorded.keys() == now.keys()
+    changed = [f"{group}={cases.VALUES[i]!r}: {was} -> {words[i]}"
+               for group, words in now.items()
+               for i, was in enumerate(recorded[group]) if was != words[i]]
+    assert not changed, changed[:20]
+    assert sum(len(w) for w in now.values()) == len(cases.cases()) > 10_000

@@ -1,0 +1,151 @@
+"""
+A recorded battery of host-data cases and what load_host_config decides for each: accepted
+(with the values a deploy reads) or refused (naming a key). Each case changes one key of a
+good host (or of one `services` entry, or adds one cross-field situation), so the key named
+is determined. A refactor of config.py or hostdata.py keeps every decision, or changes the
+recorded file on purpose (the diff says which cases changed):
+
+    python -m tests.unit.host_data_cases --write   # rewrite tests/unit/data/host-data-decisions.txt
+    python -m tests.unit.host_data_cases --compare MODULE  # another load_host_config's decisions
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+FILE = Path(__file__).parent / "data" / "host-data-decisions.txt"
+LOCAL = {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}
+GIT = {"git": "https://x/y", "ref": "a" * 40}
+BASES = {
+    "cpu": {"profile": "cpu-tiny", "source": LOCAL},
+    "gpu": {"profile": "q8-turbo4-64k", "source": GIT, "mode": "native"},
+    "draft": {"profile": "q8-dflash-32k", "source": GIT},
+}
+VALUES: list[Any] = [
+    None, 0, 1, -1, 255, 256, 1024, 8083, 65535, 65536, 2**70, 1.5, 10.0, math.nan, math.inf,
+    True, False, "", "x", "x\n", "\n", "/x", "/srv/m", "/srv/m\n", "/srv/../m", "~/x", "rel",
+    "ü", "a\x00b", [], [1], ["x"], ["provision"], ["provision", "build"], ("provision",),
+    ["model"], [{}], {}, {"a": 1}, b"x", "8083", "127.0.0.1", "0.0.0.0", "::1", "localhost",
+    "10.0.0.5", "gpu-box.lan", "gpu-box.lan\n", "cpu-tiny", "q8-f16-4k", "nope", "container",
+    "native", "vm", "systemd", "compose", "present", "absent", "llm", "llm\n", "LLM",
+    "gateway", "a/b", "a/b-", "a/b..c", "a/b\n", "m.gguf", "m.gguf\n", "m.bin", "main",
+    "a" * 40, "a" * 40 + "\n", "b" * 64, "b" * 64 + "\n", "13.2.1", "13.2.1\n", 13.2, "12",
+    "89", "89;120", "89\n", "sm_89", 89, 595, 99, "595", "1.17.8-1", "1.17.8-1\n",
+    "https://m", "https://m/\n", "ftp://m", "open", "proprietary",
+    ["--threads", "8"], ["--host", "0.0.0.0"], ["-c", "262144"], ["--port=9"], ["-np", "4"],
+    ["--x\n"], {"build": "debian:bookworm"}, {"build": "debian:bookworm\n"}, {"buidl": "x"},
+    {"debian:bookworm": "/srv/a.tar"}, {"a b": "/x.tar"}, {"debian:bookworm": "rel.tar"},
+    {"cuda": "https://m/x"}, {"cudaa": "https://m/x"}, {"cuda": 5},
+    {"port": 4000}, {"port": 8083}, {"bind_address": "0.0.0.0"}, {"timeout_s": 5},
+    {"git": "https://x/y", "ref": "a" * 40}, {"git": "https://x/y", "ref": "main"},
+    {"path": "/s.tgz", "ref": "x"}, {"path": "/s.tgz", "ref": "x\n"}, {"ref": "x"},
+    [{"profile": "cpu-tiny"}], [{"profile": "cpu-tiny"}, {"profile": "cpu-tiny"}],
+    [{"profile": "cpu-tiny"}, {"profile": "cpu-tiny", "service_name": "b", "port": 8084}],
+    [{"profile": "cpu-tiny"}, {"profile": "q8-f16-4k", "service_name": "b", "port": 8084}],
+    [{"profile": "q8-turbo4-64k"}, {"profile": "q8-f16-4k", "service_name": "b",
+                                     "port": 8084}],
+    [{"service_name": "old", "state": "absent"}], [{"profile": "cpu-tiny", "prot": 1}],
+]
+SERVICE_ENTRY_KEYS = ("port", "ctx_size", "server_extra_args", "service_name", "state",
+                      "draft_repo", "model_sha256", "bind_address", "gateway_port")
+
+
+def cases() -> list[tuple[str, dict[str, Any]]]:
+    """(name, host data): each base with one key set to each value, one services entry with
+    one key set to each value, and each value for an unknown key."""
+    from beekeeper.core.config import KIT_KEYS, SERVICE_KEYS
+
+    out: list[tuple[str, dict[str, Any]]] = []
+    for base_name, base in BASES.items():
+        keys = KIT_KEYS | {"prot"} if base_name == "cpu" else \
+            {*SERVICE_KEYS, "mode", "runtime", "vram_budget_gib", "services"}
+        for key in sorted(keys):
+            for i, value in enumerate(VALUES):
+                out.append((f"{base_name}:{key}={i}", {**base, key: value}))
+    for key in SERVICE_ENTRY_KEYS:
+        for i, value in enumerate(VALUES):
+            entry = {"profile": "cpu-tiny", key: value}
+            out.append((f"entry:{key}={i}", {"source": LOCAL, "services": [entry]}))
+    return out
+
+
+def decision(load: Any, data: dict[str, Any]) -> list[Any]:
+    """['refused', key] or ['ok', the values a deploy reads], as JSON."""
+    try:
+        cfg = load(data)
+    except ValueError as e:  # ConfigError, of either the old or the new module
+        text = str(e)
+        return ["refused", text.split("`")[1] if text.startswith("host data `") else text]
+    services = [[s.name, s.profile.name, s.port, s.bind_address, s.profile.server.ctx_size,
+                 list(s.extra_args), s.model.filename,
+                 getattr(s.model.source, "repo", None), getattr(s.model.source, "revision", None),
+                 s.model.sha256, s.draft.sha256 if s.draft else None, s.gateway_port]
+                for s in cfg.services]
+    gw = cfg.gateway
+    return ["ok", {
+        "services": services, "absent": list(cfg.absent), "mode": cfg.mode,
+        "runtime": cfg.runtime, "dirs": [cfg.model_dir, cfg.state_dir],
+        "source": [cfg.source.kind, cfg.source.ref, cfg.source.url, cfg.source.path],
+        "cuda": [cfg.cuda_version, cfg.cuda_arch, cfg.vram_budget_gib, cfg.build_jobs],
+        "run": [cfg.health_timeout_s, list(cfg.stages), cfg.hf_endpoint, cfg.webui],
+        "images": [dict(cfg.base_images), dict(cfg.preload_images), cfg.install_docker],
+        "gateway": gw and [gw.port, gw.bind_address, gw.api_key_file, gw.check_interval_s,
+                           gw.max_body_kib, gw.timeout_s],
+        "gateway_address": cfg.gateway_address,
+        "tasks": [dict(cfg.nvidia_repos), cfg.driver_branch, cfg.container_toolkit_version,
+                  cfg.install_cuda_toolkit, cfg.hf_token_file, cfg.allow_reboot,
+                  cfg.use_docker_desktop, cfg.upgrade_driver, cfg.cuda_follows_driver,
+                  cfg.driver_flavour]}]
+
+
+def decisions(load: Any) -> dict[str, list[Any]]:
+    return {name: json.loads(json.dumps(decision(load, data))) for name, data in cases()}
+
+
+def _short(key: str, decided: list[Any]) -> str:
+    """One decision in a word: `-` refused naming the key the case changed, `-KEY` refused
+    naming another key, or the first 8 hex digits of a digest of the values."""
+    if decided[0] != "ok":
+        named = str(decided[1]).removeprefix("services[0].")
+        return "-" if named == key else "-" + str(decided[1]).replace(" ", "_")
+    return hashlib.sha1(json.dumps(decided[1], sort_keys=True).encode(),
+                        usedforsecurity=False).hexdigest()[:8]
+
+
+def lines(load: Any) -> list[str]:
+    """A line per changed key (`base:key`), its decision for each of VALUES in order."""
+    rows: dict[str, list[str]] = {}
+    for name, decided in decisions(load).items():
+        group, _ = name.split("=")
+        rows.setdefault(group, []).append(_short(group.split(":")[1], decided))
+    return [f"{group} {' '.join(words)}" for group, words in rows.items()]
+
+
+def main(argv: list[str]) -> int:
+    from beekeeper.core.config import load_host_config
+
+    if argv[:1] == ["--write"]:
+        FILE.write_text("\n".join(lines(load_host_config)) + "\n")
+        print(f"{FILE}: {len(cases())} cases")
+        return 0
+    if argv[:1] == ["--compare"] and len(argv) == 2:
+        import importlib
+
+        other = importlib.import_module(argv[1]).load_host_config
+        now, then = decisions(load_host_config), decisions(other)
+        for name in now:
+            if now[name] != then[name]:
+                print(f"{name}: {then[name][0]} {str(then[name][1])[:60]} -> "
+                      f"{now[name][0]} {str(now[name][1])[:60]}")
+        return 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
