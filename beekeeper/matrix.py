@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .core.errors import BeekeeperError
 from .core.paths import KIT_ROOT
@@ -23,9 +23,13 @@ from .core.profiles import PROFILES
 if TYPE_CHECKING:
     from beekeeper.verify.report import Report
 
+# the engine suite first: llama-bench of the same build on the host, over the same ssh that
+# deploys and tunnels, so each row's decode and TTFT are judged against its own engine
+SUITES = ["engine", "decode", "ttft", "niah", "vram"]
 POLICY = ("fastest decode among profiles whose peak VRAM is within the budget (or not "
           "measurable) and whose NIAH pass count meets the profile's requirement "
-          "(10/10 for the Qwen3.5 profiles)")
+          "(10/10 for the Qwen3.5 profiles), and whose verify run did not fail (a server slower "
+          "than its own engine is not recommended)")
 
 
 @dataclass
@@ -43,12 +47,15 @@ class Row:
     within_budget: bool | None = None
     error: str | None = None
     report_dir: str | None = None
+    verdict: str | None = None  # verify's word for the row: PASSED, FAILED or INCOMPLETE
+    not_judged: list[str] | None = None  # "area: why", when INCOMPLETE
 
     @property
     def eligible(self) -> bool:
         return (self.deployed and self.error is None and self.decode_tok_s is not None
                 and self.within_budget is not False and self.niah_passed is not None
-                and self.niah_passed >= (self.niah_required or 0))
+                and self.niah_passed >= (self.niah_required or 0)
+                and self.verdict != "FAILED")
 
 
 def rank(rows: list[Row]) -> tuple[list[Row], Row | None]:
@@ -73,6 +80,8 @@ def markdown(rows: list[Row], best: Row | None, host: str, budget_gib: float | N
         niah = f"{r.niah_passed}/{r.niah_n}" if r.niah_n else "-"
         note = r.error or ("recommended" if best is r else
                            ("" if r.eligible else "fails the policy"))
+        if r.verdict and r.verdict != "PASSED":
+            note = f"{note}; verify {r.verdict}" if note else f"verify {r.verdict}"
         out.append(f"| {i} | {r.profile}: {r.summary} | "
                    f"{(f'{r.decode_tok_s:.1f}' if r.decode_tok_s else '-')} | {vram} | "
                    f"{(f'{r.ttft_s_median:.2f} s' if r.ttft_s_median else '-')} | {niah} | "
@@ -110,6 +119,8 @@ def _fill_row(row: Row, rep: Report) -> None:
     """A row's figures from one verify run; VRAM within the budget the run judged against."""
     res = rep.suites
     row.report_dir = rep.out_dir
+    cov = rep.coverage
+    row.verdict, row.not_judged = cov.word, [f"{a}: {why}" for a, why in cov.not_judged]
     row.decode_tok_s = res.decode[-1].decode_tok_s if res.decode else None
     row.ttft_s_median = res.ttft.median_s if res.ttft else None
     if res.niah is not None:
@@ -122,13 +133,28 @@ def _fill_row(row: Row, rep: Report) -> None:
         row.within_budget = (row.peak_vram_mib or 0) <= rep.budget_mib
 
 
+def suite_options(host: str, ssh: list[str] | None) -> dict[str, Any]:
+    """run_suites' options for a row on `host`: llama-bench and the unit's stop and start run
+    there over `ssh` as root (as `verify --ssh` runs them); the server is on the far side of
+    the tunnel, so this machine's NVML does not sample it. Without `ssh` the engine check
+    says why it has no baseline."""
+    from beekeeper.verify.engine import SshShell
+    from beekeeper.verify.vram import Locality
+
+    return {"shell": SshShell(list(ssh), label=host) if ssh else None,
+            "where": Locality(False, f"the server is on {host}, reached through an ssh "
+                                     "tunnel")}
+
+
 def run_matrix(profiles: list[str], deploy: Callable[[str], int],
                tunnel: Callable[[], AbstractContextManager[str]], current_profile: str | None,
                out_dir: Path, host: str, budget_gib: float | None = None, quick: bool = False,
-               apply_recommended: bool = False) -> tuple[list[Row], Row | None, Path]:
+               apply_recommended: bool = False, ssh: list[str] | None = None
+               ) -> tuple[list[Row], Row | None, Path]:
     """Deploy, measure and rank each profile; leave the host on a whole profile. `budget_gib`
     is the user's VRAM budget (group_data/all.py vram_budget_gib); without it each profile's
-    default, as `beekeeper verify` judges it."""
+    default, as `beekeeper verify` judges it. `ssh`: the arguments that reach the host, for
+    the engine suite (suite_options)."""
     from beekeeper.verify.client import ServerClient
     from beekeeper.verify.suites import run_suites
 
@@ -149,9 +175,9 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
             continue
         try:
             with tunnel() as url, ServerClient(url) as client:
-                rep = run_suites(client, prof, ["decode", "ttft", "niah", "vram"],
-                                 out_dir=str(folder), quick=quick, host_label=name,
-                                 budget_gib=budget_gib)
+                rep = run_suites(client, prof, SUITES, out_dir=str(folder), quick=quick,
+                                 host_label=name, budget_gib=budget_gib,
+                                 **suite_options(host, ssh))
         except Exception as e:  # one profile's failure is a row, not the end
             row.error = f"{type(e).__name__}: {e}"
             rows.append(row)
