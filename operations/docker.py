@@ -12,13 +12,15 @@ from pyinfra.operations import files
 
 from beekeeper.facts.docker import DockerImageId, ImageTags
 
+from .proxy import proxy_build
 from .shell import StreamedCommand, with_heartbeat
 
 q = shlex.quote
 
 
 @operation()
-def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str, jobs: int = 1):
+def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str, jobs: int = 1,
+                proxy_vars: tuple[str, ...] = ()):
     """
     Build a Docker image on the host, unless the tag exists.
 
@@ -27,12 +29,14 @@ def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str, jobs
     + context_dir: the build context: the server's source tree on the host
     + log_path: where the build output goes; a line every 30 s says it is alive
     + jobs: parallel compile jobs (the Dockerfile's BUILD_JOBS argument; not in the tag)
+    + proxy_vars: the proxy variables /etc/environment sets, passed to the build by name
     """
     if host.get_fact(DockerImageId, tag=tag):
         host.noop(f"image {tag} is already built")
         return
-    cmd = (f"docker build --pull=false --build-arg BUILD_JOBS={int(jobs)} -f {q(dockerfile)} "
-           f"-t {q(tag)} {q(context_dir)}")
+    prefix, args = proxy_build(tuple(proxy_vars))
+    cmd = (f"{prefix}docker build --pull=false --build-arg BUILD_JOBS={int(jobs)}{args} "
+           f"-f {q(dockerfile)} -t {q(tag)} {q(context_dir)}")
     yield StreamedCommand(with_heartbeat(cmd, log_path, f"building {tag}"))
 
 @operation()

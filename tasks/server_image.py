@@ -66,7 +66,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
                                          dockerfile=f"{build_dir}/Dockerfile",
                                          context_dir=source.tree_dir(cfg), log_path=log,
-                                         jobs=spec.jobs))
+                                         jobs=spec.jobs, proxy_vars=facts.proxy_vars))
     result.append(prune(cfg, tag))
     return tag, result
 
