@@ -31,7 +31,9 @@ gpu_boxes = [
         },
     ),
     # A native Linux box with an RTX 3090: the kit installs the driver where there is none
-    # (Linux only; with Secure Boot on, only once DKMS's key is enrolled). Uncomment it:
+    # (Linux only; with Secure Boot on, only once DKMS's key is enrolled). A driver older
+    # than cuda_version needs is refused unless "upgrade_driver": True (replace it with the
+    # pinned branch) or "cuda_follows_driver": True (an image for the CUDA it runs). Uncomment:
     # (
     #     "linux-3090.lan",
     #     {
