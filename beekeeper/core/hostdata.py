@@ -160,7 +160,13 @@ def key_file(value: str, one_word_key: bool) -> str:
     path = Path(value)
     where = value if path.is_absolute() else \
         f"{value} (relative to the folder pyinfra runs in: {Path.cwd() / value})"
-    text = path.read_text().strip() if path.is_file() else ""
+    try:
+        text = path.read_text().strip() if path.is_file() else ""
+    except (OSError, UnicodeDecodeError) as e:
+        raise Bad(f"{where} cannot be read ({type(e).__name__}: {e.strerror or e})"
+                  if isinstance(e, OSError) else f"{where} is not text",
+                  "point it at a text file on the controller, readable by the user running "
+                  "pyinfra, that holds the key") from None
     if not text:
         raise Bad(f"{where} is missing or empty",
                   "point it at a file on the controller that holds the key")

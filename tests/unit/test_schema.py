@@ -232,3 +232,11 @@ def test_the_recorded_host_data_cases_decide_as_recorded():
                for i, was in enumerate(recorded[group]) if was != words[i]]
     assert not changed, changed[:20]
     assert sum(len(w) for w in now.values()) == len(cases.cases()) > 10_000
+
+
+def test_a_key_file_that_cannot_be_read_is_one_line(tmp_path):
+    binary = tmp_path / "bin.key"
+    binary.write_bytes(b"\xff\xfe\x00key")
+    binary.chmod(0o600)
+    msg = refused(with_(bind_address="0.0.0.0", api_key_file=str(binary)), "api_key_file")
+    assert "is not text" in msg
