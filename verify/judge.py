@@ -145,8 +145,11 @@ def too_noisy(spreads: Sequence[Spread]) -> Spread | None:
     return worst if worst is not None and worst.relative > NOISE_MAX else None
 
 
+BUSY = "the host was busy ("  # how a check not judged on noise begins (coverage reads it)
+
+
 def _not_judged(noisy: Spread, figures: str, ratio: float) -> Verdict:
-    return Verdict("SKIP", f"the host was busy ({noisy.text()}): run again on a quiet host; "
+    return Verdict("SKIP", f"{BUSY}{noisy.text()}): run again on a quiet host; "
                    f"{figures}: ratio {ratio:.3f} not judged (a spread over {NOISE_MAX:.0%} "
                    "of the figure cannot judge it)", ratio)
 
@@ -495,12 +498,19 @@ def _area_verdicts(checks: list[Check], area: str) -> list[Check]:
 
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     """`requested`: the suites the user named. An area counts as judged when one of its
-    verdict checks is PASS or FAIL; SKIP and INFO judge nothing."""
+    verdict checks is PASS or FAIL; SKIP and INFO judge nothing. An area with a check not
+    judged on noise (NOISE_MAX) is not judged, whatever its other checks said: a quiet
+    depth or the reference card's figure does not stand for the noisy one."""
     judged, missing = [], []
     for area in AREAS:
         if area not in requested:
             continue
         mine = _area_verdicts(checks, area)
+        busy = next((c for c in mine if c.status == "SKIP" and c.detail.startswith(BUSY)),
+                    None)
+        if busy is not None:
+            missing.append((area, busy.detail))
+            continue
         if any(c.status in ("PASS", "FAIL") for c in mine):
             judged.append(area)
             continue

@@ -201,3 +201,21 @@ def test_busy_ttft_served_spread_alone_is_not_judged():
     assert v.status == "SKIP" and v.detail.startswith("the host was busy (served TTFT 2.300")
     assert judge_ttft(2.0, 1.9, 512).status == "PASS"
     assert judge_decode(46.5, 53.3, 1024, floor=0.8).status == "PASS"
+
+
+def test_a_check_not_judged_on_noise_leaves_its_area_not_judged_beside_a_pass():
+    """Two depths, the second's served repeats spread over 5% (the busy sandbox's decode
+    windows as requests), the first's steady: decode is not judged, and the run is
+    INCOMPLETE, not PASSED on the quiet depth alone. Before this rule the run PASSED."""
+    data = json.loads((ROOT / "tests/unit/data/verify-cpu-tiny-engine-decode.json").read_text())
+    windows = [w * 10 for w in data["suites"]["decode"][0]["windowed_tok_s"]]
+    engine = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[],
+        decode=[bench(0, 160, 512, 53.3, 1.3), bench(0, 160, 1024, 53.3, 1.3)]))
+    checks = decode_checks([served(512, [46.5]), served(1024, windows)], engine,
+                           CPU.expected, None, cpu=True)
+    st = {c.name: c.status for c in checks}
+    assert st["decode.vs_engine@512"] == "PASS" and st["decode.vs_engine@1024"] == "SKIP"
+    cov = coverage([*checks, Check("niah.pass", "PASS", "")], ["decode", "niah"])
+    assert cov.word == "INCOMPLETE" and cov.judged == ["niah"]
+    assert dict(cov.not_judged)["decode"].startswith("the host was busy (served decode")
