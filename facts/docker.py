@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
+from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
+
 
 @dataclass(frozen=True)
 class DockerEngineInfo:
@@ -28,36 +30,16 @@ class DockerEngineInfo:
     nvidia_runtime: bool = False
 
 
-def parse_docker_info(lines: list[str]) -> dict[str, str]:
-    """The top-level `Key: value` fields of `docker info`'s Server section, as the engine
-    reports them: {"Operating System": "Docker Desktop", "Name": "docker-desktop", ...}."""
-    out: dict[str, str] = {}
-    server = False
-    for line in lines:
-        if line.rstrip() == "Server:":
-            server = True
-        elif server and line.startswith(" ") and not line.startswith("  ") and ":" in line:
-            key, _, value = line.strip().partition(":")
-            out.setdefault(key.strip(), value.strip())
-    return out
-
-
-def is_docker_desktop(info: dict[str, str]) -> bool:
-    """The engine that answers is Docker Desktop's: it calls its OS "Docker Desktop" and
-    itself "docker-desktop" (a distro's own engine names the distro and the host)."""
-    return info.get("Operating System") == "Docker Desktop" or info.get("Name") == "docker-desktop"
-
-
 def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
     """Output of the DockerEngine command -> DockerEngineInfo. `info=` lines are `docker
-    info` as printed; `desktop=1` says the engine is Docker Desktop's without them."""
+    info` as printed (core/docker_info.py reads them); the others are `key=value`."""
     v = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("info="))
     info = parse_docker_info([line[5:] for line in lines if line.startswith("info=")])
     path = v.get("path", "")
     # Docker Desktop's WSL integration links the distro's docker CLI into its own tools
     # (/mnt/wsl/docker-desktop/cli-tools/...): the CLI, not the mount every distro sees
     desktop_cli = "docker-desktop" in v.get("link", "")
-    if v.get("desktop") == "1" or is_docker_desktop(info) or (desktop_cli and not info):
+    if is_docker_desktop(info) or (desktop_cli and not info):
         flavour = "docker-desktop"
     elif path.startswith("/snap/") or v.get("snap") == "1":
         flavour = "snap"
@@ -69,14 +51,13 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
         flavour = "unknown"
     else:
         flavour = None
-    runtimes = tuple(r for r in (v.get("runtimes", "").split(",") if "runtimes" in v
-                                 else info.get("Runtimes", "").split()) if r)
+    runtimes = tuple(info.get("Runtimes", "").split())
     return DockerEngineInfo(
         present=bool(path),
         path=path or None,
         flavour=flavour,
         active=v.get("active") == "active",
-        server_version=v.get("server") or info.get("Server Version") or None,
+        server_version=info.get("Server Version") or None,
         runtimes=runtimes,
         nvidia_runtime="nvidia" in runtimes,
         root_dir=info.get("Docker Root Dir") or None,

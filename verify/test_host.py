@@ -16,6 +16,7 @@ import warnings
 
 import pytest
 
+from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 from beekeeper.core.paths import manifest_glob
 
 
@@ -39,26 +40,12 @@ def _containers(services: list[dict]) -> list[dict]:
 def docker_info(host) -> dict[str, str] | None:
     """The top-level fields of `docker info`'s Server section, as the engine that answers
     reports them ({"Operating System": "Docker Desktop", "Name": "docker-desktop", ...});
-    None when no engine answers. (facts/docker.py reads the same output for the deploy;
-    verify may import only the core, hence this reading of its own.)"""
+    None when no engine answers. (The deploy's DockerEngine fact reads the same output with
+    the same core/docker_info.py.)"""
     out = host.run("docker info 2>/dev/null")
     if out.rc != 0:
         return None
-    fields: dict[str, str] = {}
-    server = False
-    for line in out.stdout.splitlines():
-        if line.rstrip() == "Server:":
-            server = True
-        elif server and line.startswith(" ") and not line.startswith("  ") and ":" in line:
-            key, _, value = line.strip().partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    return fields
-
-
-def is_docker_desktop(info: dict[str, str] | None) -> bool:
-    """Docker Desktop's engine calls its OS "Docker Desktop" and itself "docker-desktop"."""
-    return bool(info) and (info.get("Operating System") == "Docker Desktop"
-                           or info.get("Name") == "docker-desktop")
+    return parse_docker_info(out.stdout.splitlines())
 
 
 def test_docker_engine_running_and_enabled(host, services):

@@ -1,7 +1,11 @@
+from pathlib import Path
+
 from beekeeper.facts.docker import DockerImageId, parse_docker_engine
 from beekeeper.facts.gpu import GpuCard, parse_nvidia_smi
 from beekeeper.facts.host import InitInfo, parse_df, parse_os_release, parse_pid1, parse_wsl
 from beekeeper.facts.server import ServerSmoke
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_os_release():
@@ -50,19 +54,36 @@ def test_no_nvidia_smi_is_none():
     assert parse_nvidia_smi([]) is None
 
 
+def _docker_info(name: str, runtimes: str | None = None) -> list[str]:
+    """A real `docker info` capture (tests/unit/data) as the DockerEngine command prints it
+    (`info=` before each line); `runtimes` replaces its `Runtimes:` value (typed by hand)."""
+    lines = (DATA / name).read_text().splitlines()
+    if runtimes is not None:
+        lines = [f" Runtimes: {runtimes}" if x.startswith(" Runtimes:") else x for x in lines]
+    return ["info=" + x for x in lines]
+
+
 def test_docker_flavours():
     assert parse_docker_engine(["path="]).present is False
     # Debian 13 with docker.io but not its client (a package of its own there): no docker
     trixie = parse_docker_engine(["path=", "pkg_io=1", "active=active"])
     assert trixie.present is False and trixie.flavour == "distro"
+    # the version and the runtimes are the engine's own words, from `docker info`
     distro = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1", "active=active",
-                                  "server=20.10.24", "runtimes=io.containerd.runc.v2,runc,"])
+                                  *_docker_info("docker-info-own-engine-wsl2.txt")])
     assert distro.flavour == "distro" and distro.active and not distro.nvidia_runtime
+    assert distro.server_version == "24.0.7"
+    assert distro.runtimes == ("io.containerd.runc.v2", "runc")
     assert parse_docker_engine(["path=/snap/bin/docker"]).flavour == "snap"
-    assert parse_docker_engine(["path=/usr/bin/docker", "desktop=1"]).flavour == \
+    # Docker Desktop is what the engine that answers says, whatever package is installed
+    assert parse_docker_engine(["path=/usr/bin/docker", "pkg_ce=1",
+                                *_docker_info("docker-info-desktop-wsl2.txt")]).flavour == \
         "docker-desktop"
-    ce = parse_docker_engine(["path=/usr/bin/docker", "pkg_ce=1", "runtimes=nvidia,runc"])
+    # `nvidia-ctk runtime configure` adds the `nvidia` runtime (the Runtimes value by hand)
+    ce = parse_docker_engine(["path=/usr/bin/docker", "pkg_ce=1", *_docker_info(
+        "docker-info-own-engine-wsl2.txt", runtimes="io.containerd.runc.v2 nvidia runc")])
     assert ce.flavour == "docker-ce" and ce.nvidia_runtime
+    assert ce.runtimes == ("io.containerd.runc.v2", "nvidia", "runc")
 
 
 def test_image_id_and_smoke_facts():
