@@ -16,7 +16,7 @@ from beekeeper.core.build import (
     build_spec,
 )
 from beekeeper.core.config import HostConfig
-from beekeeper.core.cpu import baseline_for
+from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.machines import leaving
@@ -287,10 +287,7 @@ def warn_proxy(cfg: HostConfig, docker: DockerEngineInfo, building: bool,
 def check_cpu(res: Resources) -> None:
     """The host's processor runs the server's CPU code: the baseline it is built for
     (beekeeper/core/cpu.py), read from /proc/cpuinfo, not assumed from the builder."""
-    cpu = baseline_for(res.machine)
-    if cpu is None:
-        raise PreflightError(f"the host's CPU architecture is {res.machine or 'unknown'}: the "
-                             "kit builds the server for x86_64 and aarch64 only")
+    cpu = baseline_or_refuse(res.machine)
     missing = cpu.missing(res.cpu_flags)
     if missing:
         model = f" ({res.cpu_model})" if res.cpu_model else ""

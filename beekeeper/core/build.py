@@ -9,8 +9,7 @@ import re
 from dataclasses import dataclass
 
 from .config import HostConfig, SourceSpec
-from .cpu import X86_64_V3, CpuBaseline, baseline_for
-from .errors import PreflightError
+from .cpu import X86_64_V3, CpuBaseline, baseline_or_refuse
 from .render import render
 
 DEFAULT_CUDA_ARCH = "89"  # RTX 40xx (Ada), the reference card
@@ -131,10 +130,7 @@ def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
                mem_total_bytes: int = 0, machine: str = "x86_64") -> BuildSpec:
     """The build for this host: `cpus` and `mem_total_bytes` size the parallel jobs
     (host data `build_jobs` overrides); `machine` (`uname -m`) picks the CPU baseline."""
-    cpu = baseline_for(machine)
-    if cpu is None:
-        raise PreflightError(f"the host's CPU architecture is {machine}: the kit builds the "
-                             "server for x86_64 and aarch64 only")
+    cpu = baseline_or_refuse(machine)
     profile = cfg.service.profile
     backend = profile.backend
     arch = None

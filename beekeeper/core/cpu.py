@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import PreflightError
+
 # Instruction-set options of ggml's CMake (ggml/CMakeLists.txt) that the baselines set.
 _X86_EXTENSIONS = ("SSE42", "AVX", "AVX2", "FMA", "F16C", "BMI2")
 _X86_OFF = ("AVX_VNNI", "AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16",
@@ -73,3 +75,13 @@ _ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 def baseline_for(machine: str) -> CpuBaseline | None:
     """The baseline for a `uname -m`; None for an architecture the kit has no build for."""
     return BASELINES.get(_ALIASES.get(machine, machine))
+
+
+def baseline_or_refuse(machine: str) -> CpuBaseline:
+    """The baseline for a `uname -m`, or the one-line refusal of an architecture the kit has
+    no build for (preflight's, before any change, and the build's, from the same words)."""
+    cpu = baseline_for(machine)
+    if cpu is None:
+        raise PreflightError(f"the host's CPU architecture is {machine or 'unknown'}: the kit "
+                             "builds the server for x86_64 and aarch64 only")
+    return cpu
