@@ -75,26 +75,29 @@ def main(argv: list[str] | None = None) -> int:
               f"expected {args.sha256}; nothing downloaded", file=sys.stderr)
         return 1
 
+    # --size 0: pinned by commit and sha256 on the controller without asking the Hub, so the
+    # size is the one the Hub's metadata gives now
+    size = args.size or int(meta.size or 0)
     partial = args.dest + ".partial"
     have = os.path.getsize(partial) if os.path.exists(partial) else 0
-    if have > args.size:
+    if have > size:
         os.remove(partial)
         have = 0
     _say(f"{'resuming' if have else 'starting'} {args.repo}/{args.file}@{args.revision[:12]}"
-         f" at {_mib(have)} of {_mib(args.size)} -> {partial}")
+         f" at {_mib(have)} of {_mib(size)} -> {partial}")
     stop = threading.Event()
     ticker = threading.Thread(target=_progress, daemon=True,
-                              args=(partial, args.size, have, stop, args.progress_every_s))
+                              args=(partial, size, have, stop, args.progress_every_s))
     ticker.start()
     t0 = time.monotonic()
     try:
         with open(partial, "ab") as f:
             http_get(meta.location, f, resume_size=have, headers=build_hf_headers(token=token),
-                     expected_size=args.size, displayed_filename=args.file)
+                     expected_size=size or None, displayed_filename=args.file)
     finally:
         stop.set()
     wall = time.monotonic() - t0
-    _say(f"downloaded {_mib(args.size - have)} in {wall:.1f} s; checking sha256")
+    _say(f"downloaded {_mib(size - have)} in {wall:.1f} s; checking sha256")
     got = sha256_file(partial)
     if got != args.sha256:
         os.remove(partial)

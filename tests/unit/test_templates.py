@@ -129,7 +129,7 @@ def test_fa_all_quants_only_for_mixed_kv_so_f16_and_turbo_share_an_image():
         return build_spec(load_host_config({**GPU, "profile": profile, **kw}), "8.9").tag()
 
     assert tag("q8-f16-4k") == tag("q8-turbo4-64k") == tag("q8-turbo3tcq-64k")
-    mixed = build_spec(load_host_config({**GPU, "services": [
+    mixed = build_spec(load_host_config({**GPU, "vram_budget_gib": 20, "services": [
         {"profile": "q8-turbo4-64k", "port": 8083},
         {"profile": "q8-f16-4k", "port": 8084, "service_name": "b",
          "server_extra_args": []}]}), "8.9")
