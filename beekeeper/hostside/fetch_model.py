@@ -45,6 +45,13 @@ def _progress(path: str, total: int, start_bytes: int, stop: threading.Event,
              f"{rate / 2**20:,.1f} MiB/s, ETA {eta}")
 
 
+def _token(path: str | None) -> str | None:
+    if not path:
+        return None
+    with open(path) as f:  # root-only file; never on a command line
+        return f.read().strip() or None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
@@ -63,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
 
-    token = None
-    if args.token_file:
-        with open(args.token_file) as f:  # root-only file; never on a command line
-            token = f.read().strip() or None
+    token = _token(args.token_file)
     url = hf_hub_url(args.repo, args.file, revision=args.revision, endpoint=args.endpoint)
     meta = get_hf_file_metadata(url, token=token, endpoint=args.endpoint, retry_on_errors=True)
     hub_sha = (meta.etag or "").strip('"')
@@ -75,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
               f"expected {args.sha256}; nothing downloaded", file=sys.stderr)
         return 1
 
-    # --size 0: pinned by commit and sha256 on the controller without asking the Hub, so the
-    # size is the one the Hub's metadata gives now
+    # --size 0: pinned by commit and sha256 without asking the Hub: its metadata says
     size = args.size or int(meta.size or 0)
     partial = args.dest + ".partial"
     have = os.path.getsize(partial) if os.path.exists(partial) else 0

@@ -5,6 +5,7 @@ commands each would run. No host is touched; facts come from the case.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -54,10 +55,55 @@ def run_deploy(data: dict[str, Any], facts: dict[str, Any]) -> list[tuple[str, l
 def run_deploy_stdin(data: dict[str, Any],
                      facts: dict[str, Any]) -> list[tuple[str, list[str], str]]:
     """As run_deploy, with what each operation sends on its commands' stdin ('' if none)."""
-    inventory = Inventory(([("canned", data)], {}))
+    return _run({"canned": (data, facts)}, activate=False)[1]["canned"]
+
+
+Op = tuple[str, list[str], str]  # (op name, commands, stdin)
+
+
+def run_deploy_hosts(cases: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+                     ) -> tuple[set[str], dict[str, list[str]]]:
+    """Queue deploy.py for several hosts of one inventory, as pyinfra does (one host after
+    another, one State): `cases` maps a host name to its (data, facts). Returns the names
+    of the hosts pyinfra marked failed and, per host, the names of the operations queued."""
+    failed, ops = run_deploy_hosts_stdin(cases)
+    return failed, {name: [n for n, _, _ in host_ops] for name, host_ops in ops.items()}
+
+
+def run_deploy_hosts_stdin(cases: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+                           ) -> tuple[set[str], dict[str, list[Op]]]:
+    """As run_deploy_hosts, with each host's operations as run_deploy_stdin gives them:
+    (op name, commands, stdin). A host that fails while the others are still active is
+    marked failed (its line goes to stderr); the last host left raises, as with one host."""
+    return _run(cases, activate=True)
+
+
+def _run(cases: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+         activate: bool) -> tuple[set[str], dict[str, list[Op]]]:
+    inventory = Inventory((list((n, d) for n, (d, _) in cases.items()), {}))
     state = State(inventory, Config())
-    host = inventory.get_host("canned")
-    host.connected = True
+    code = compile((ROOT / "deploy.py").read_text(), str(ROOT / "deploy.py"), "exec")
+    for name in cases:
+        h = inventory.get_host(name)
+        h.connected = True
+        if activate:
+            state.activate_host(h)
+    with ctx_state.use(state), ExitStack() as patches:
+        for name, (_, facts) in cases.items():  # commands are generated after, with facts
+            h = inventory.get_host(name)
+            patches.enter_context(mock.patch.object(h, "get_fact", side_effect=_canned(facts)))
+            with ctx_host.use(h):
+                exec(code, {"__name__": "deploy"})
+        ops: dict[str, list[Op]] = {}
+        for name in cases:  # each host's commands, generated as that host (pyinfra's proxy)
+            h = inventory.get_host(name)
+            with ctx_host.use(h):
+                ops[name] = [_op(state, h, op_hash) for op_hash in state.get_op_order()
+                             if op_hash in state.ops.get(h, {})]
+    return {h.name for h in state.failed_hosts}, ops
+
+
+def _canned(facts: dict[str, Any]) -> Any:
     values = {**BUILTIN_DEFAULTS, **facts}
 
     def get_fact(cls, *args, **kwargs):
@@ -66,48 +112,14 @@ def run_deploy_stdin(data: dict[str, Any],
             raise KeyError(f"canned facts lack {name} ({kwargs})")
         v = values[name]
         return v(**kwargs) if callable(v) else v
-
-    code = compile((ROOT / "deploy.py").read_text(), str(ROOT / "deploy.py"), "exec")
-    with ctx_state.use(state), ctx_host.use(host), \
-            mock.patch.object(host, "get_fact", side_effect=get_fact):
-        exec(code, {"__name__": "deploy"})
-        out = []
-        for op_hash in state.get_op_order():
-            names = state.get_op_meta(op_hash).names
-            op_data = state.get_op_data_for_host(host, op_hash)
-            cmds = [_show(c) for c in op_data.command_generator()]
-            stdin = op_data.global_arguments.get("_stdin") or ""
-            out.append((next(iter(names)), cmds,
-                        stdin if isinstance(stdin, str) else "".join(stdin)))
-    return out
+    return get_fact
 
 
-def run_deploy_hosts(cases: dict[str, tuple[dict[str, Any], dict[str, Any]]]
-                     ) -> tuple[set[str], dict[str, list[str]]]:
-    """Queue deploy.py for several hosts of one inventory, as pyinfra does (one host after
-    another, one State): `cases` maps a host name to its (data, facts). Returns the names
-    of the hosts pyinfra marked failed and, per host, the names of the operations queued."""
-    inventory = Inventory((list((n, d) for n, (d, _) in cases.items()), {}))
-    state = State(inventory, Config())
-    code = compile((ROOT / "deploy.py").read_text(), str(ROOT / "deploy.py"), "exec")
-    for name in cases:
-        h = inventory.get_host(name)
-        h.connected = True
-        state.activate_host(h)
-    with ctx_state.use(state):
-        for name, (_, facts) in cases.items():
-            h = inventory.get_host(name)
-            values = {**BUILTIN_DEFAULTS, **facts}
-
-            def get_fact(cls, *args, values=values, **kwargs):
-                v = values[cls.__name__]
-                return v(**kwargs) if callable(v) else v
-
-            with ctx_host.use(h), mock.patch.object(h, "get_fact", side_effect=get_fact):
-                exec(code, {"__name__": "deploy"})
-        ops: dict[str, list[str]] = {name: [] for name in cases}
-        for op_hash in state.get_op_order():
-            for name in cases:
-                if op_hash in state.ops.get(inventory.get_host(name), {}):
-                    ops[name].append(next(iter(state.get_op_meta(op_hash).names)))
-    return {h.name for h in state.failed_hosts}, ops
+def _op(state: State, host: Any, op_hash: str) -> Op:
+    # outside pyinfra's CLI an op's hash is its place in each host's queue (the nth op of
+    # every host shares one, with every host's name in its meta): the name is this host's
+    op_data = state.get_op_data_for_host(host, op_hash)
+    name = op_data.global_arguments.get("name") or next(iter(state.get_op_meta(op_hash).names))
+    cmds = [_show(c) for c in op_data.command_generator()]
+    stdin = op_data.global_arguments.get("_stdin") or ""
+    return (name, cmds, stdin if isinstance(stdin, str) else "".join(stdin))

@@ -4,6 +4,7 @@ of services the inventory dropped."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -298,21 +299,77 @@ def test_removal_touches_only_that_service_and_keeps_models():
 # ------------------------------------------------------------------ the deploy, queued
 
 
-def test_a_gateway_only_host_installs_haproxy_and_nothing_of_a_gpu_host(keys):
-    from .harness import run_deploy
+def _backend(keys):
+    """An inventory host with a service the gateway can reach (wildcard bind with a key, its
+    address named), and canned facts a deploy of it passes preflight with."""
+    from beekeeper.facts.gpu import NvidiaSmiInfo
 
-    ops = run_deploy(with_(services=[], gateway={"api_key_file": keys["gw"]}),
-                     {"DeployedServices": ["llm"], "DebPackages": {"python3": ["3"]}})
-    names = [n for n, _ in ops]
+    from .test_gpu_hosts import DEFAULTS, NATIVE, facts
+
+    data = {**DEFAULTS, "gateway_address": "gpu.lan",
+            "services": [{"service_name": "tiny", "profile": "cpu-tiny",
+                          "bind_address": "0.0.0.0", "api_key_file": keys["be"]}]}
+    return data, facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"))
+
+
+def _deploy_gateway_beside_a_backend(keys, data, canned):
+    """deploy.py over an inventory of the gateway-only host `gw` and the backend `gpu`."""
+    from .harness import run_deploy_hosts_stdin
+
+    return run_deploy_hosts_stdin({"gw": (data, canned), "gpu": _backend(keys)})
+
+
+def test_a_gateway_only_host_installs_haproxy_and_nothing_of_a_gpu_host(keys):
+    failed, hosts = _deploy_gateway_beside_a_backend(
+        keys, with_(services=[], gateway={"api_key_file": keys["gw"]}),
+        {"DeployedServices": ["llm"], "DebPackages": {"python3": ["3"]}})
+    assert failed == set()
+    ops = hosts["gw"]
+    names = [n for n, _, _ in ops]
     assert "Install HAProxy from the distro" in names
     assert "Remove service llm (gone from the inventory): stop it, remove its unit, env " \
            "file and container; keep its model" in names
+    # (the backend's key, stored for the gateway to send, is the one "model" it has)
     assert not any("Docker" in n or "image" in n.lower() or "model " in n.lower()
-                   for n in names if not n.startswith("Remove service")), names
-    cmds = "\n".join(c for _, cs in ops for c in cs)
+                   for n in names if not n.startswith(("Remove service",
+                                                       "Store the API key of model "))), names
+    # the GPU host beside it gets its build and its service (what the gateway host has not)
+    assert any(n.startswith("Build server image") for n, _, _ in hosts["gpu"])
+    cmds = "\n".join(c for _, cs, _ in ops for c in cs)
     assert "gw-secret" not in cmds  # the key is in no command and no upload shown
-    check = next(cs for n, cs in ops if n.startswith("Check the config with haproxy -c"))
+    assert "server gpu.tiny gpu.lan:8083" in cmds  # it routes to the other host's service
+    check = next(cs for n, cs, _ in ops if n.startswith("Check the config with haproxy -c"))
     assert "haproxy -c -q -f /etc/beekeeper/gateway/haproxy.cfg.new" in check[0]
+
+
+def test_a_lone_gateway_is_refused_before_any_operation():
+    """A gateway with no service to route on any inventory host would answer every request
+    with 503: one line naming `gateway` and the fix, and nothing of that host is queued."""
+    from .harness import run_deploy
+
+    with pytest.raises(ConfigError) as e:
+        run_deploy(with_(services=[], gateway={}), {"DeployedServices": []})
+    msg = str(e.value)
+    assert msg.startswith("host canned: host data `gateway`: no inventory host has a service "
+                          "for this gateway to route; fix: give this or another inventory host "
+                          "a service, or remove `gateway`"), msg
+    assert "\n" not in msg
+
+
+def test_a_gateway_whose_only_backend_has_bad_data_names_it_and_fails_alone(capsys):
+    from .harness import run_deploy_hosts_stdin
+
+    failed, ops = run_deploy_hosts_stdin({
+        "gw": (with_(services=[], gateway={}), {"DeployedServices": []}),
+        "bad": (with_(prot=8083), {}),
+        "empty": (with_(services=[]), {"DeployedServices": []}),  # a host to empty: no service
+    })
+    assert failed == {"gw", "bad"} and ops["gw"] == [] and ops["bad"] == []
+    lines = capsys.readouterr().err.splitlines()
+    gw_line = [ln for ln in lines if ln.startswith("host gw: ")]
+    assert len(gw_line) == 1, lines
+    assert "host data `gateway`: no inventory host has a service for this gateway to route " \
+           "(left out, with bad data: bad: host data `prot`" in gw_line[0]
 
 
 def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
@@ -363,20 +420,25 @@ def test_keys_go_on_stdin_into_a_root_only_file_never_by_upload(keys, tmp_path):
     """pyinfra's upload writes a file with the default mode first (in /tmp under sudo):
     secrets go on the stdin of `umask 077; cat` instead, stripped as every reader strips
     them, and in no command."""
-    from .harness import run_deploy_stdin
-
     spaced = tmp_path / "spaced.key"
     spaced.write_text("  gw-secret-spaced \n\n")
-    ops = run_deploy_stdin(with_(services=[], gateway={"api_key_file": str(spaced)}),
-                           {"DeployedServices": [], "DebPackages": {"python3": ["3"]}})
-    store = [(cs, stdin) for n, cs, stdin in ops if n == "Store the gateway's API key "
-             "(root-only file)"]
-    assert len(store) == 1, [n for n, _, _ in ops]
-    cmds, stdin = store[0]
-    assert stdin == "gw-secret-spaced\n"
-    assert len(cmds) == 1 and "umask 077" in cmds[0] and "gw-secret" not in cmds[0]
-    assert not cmds[0].startswith("upload"), cmds
-    assert not any("gw-secret" in c for _, cs, _ in ops for c in cs)
+    failed, hosts = _deploy_gateway_beside_a_backend(
+        keys, with_(services=[], gateway={"api_key_file": str(spaced)}),
+        {"DeployedServices": [], "DebPackages": {"python3": ["3"]}})
+    assert failed == set()
+    ops = hosts["gw"]
+    for name, secret in (("Store the gateway's API key (root-only file)", "gw-secret-spaced"),
+                         ("Store the API key of model model_cpu-tiny (root-only file)",
+                          "be-secret")):  # the backend's key, for the gateway to send it
+        store = [(cs, stdin) for n, cs, stdin in ops if n == name]
+        assert len(store) == 1, [n for n, _, _ in ops]
+        cmds, stdin = store[0]
+        assert stdin == f"{secret}\n"
+        assert len(cmds) == 1 and "umask 077" in cmds[0] and secret not in cmds[0]
+        assert not cmds[0].startswith("upload"), cmds
+    for host_ops in hosts.values():
+        assert not any(k in c for _, cs, _ in host_ops for c in cs
+                       for k in ("gw-secret", "be-secret"))
 
 
 def test_servers_of_one_model_name_must_serve_the_same_model(keys):
@@ -427,17 +489,23 @@ def test_haproxy_too_old_for_the_config_is_named_with_the_fix():
     assert gw.haproxy_refusal("", with_key=True) is None  # unreadable: haproxy -c decides
 
 
-def test_an_old_haproxy_stops_the_host_before_any_operation(keys):
-    from beekeeper.core.errors import PreflightError
+def test_an_old_haproxy_stops_the_host_before_any_operation(keys, capsys):
     from beekeeper.facts.host import AptPolicyInfo
 
-    from .harness import run_deploy
-
     jammy = AptPolicyInfo(installed=None, candidate="2.4.24-0ubuntu0.22.04.1")
-    with pytest.raises(PreflightError, match=r"host canned: host data `gateway`: .* 2\.4\.24"):
-        run_deploy(with_(services=[], gateway={"api_key_file": keys["gw"]}),
-                   {"DeployedServices": ["llm"], "AptPolicy": jammy})
+    failed, hosts = _deploy_gateway_beside_a_backend(
+        keys, with_(services=[], gateway={"api_key_file": keys["gw"]}),
+        {"DeployedServices": ["llm"], "AptPolicy": jammy})
+    # the gateway host fails alone, with one line, while its operations are prepared: pyinfra
+    # runs none of a failed host's (the prune queued before the check included), the other
+    # host deploys
+    assert failed == {"gw"}
+    assert not any(n.startswith("Install HAProxy") for n, _, _ in hosts["gw"])
+    assert any(n.startswith("Build server image") for n, _, _ in hosts["gpu"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("host gw: ")]
+    assert len(lines) == 1 and re.search(r"host data `gateway`: .* 2\.4\.24", lines[0]), lines
     # without a key, 2.4 serves: the deploy is queued
-    ops = run_deploy(with_(services=[], gateway={}),
-                     {"DeployedServices": [], "AptPolicy": jammy})
-    assert "Install HAProxy from the distro" in [n for n, _ in ops]
+    failed, hosts = _deploy_gateway_beside_a_backend(
+        keys, with_(services=[], gateway={}), {"DeployedServices": [], "AptPolicy": jammy})
+    assert failed == set()
+    assert "Install HAProxy from the distro" in [n for n, _, _ in hosts["gw"]]

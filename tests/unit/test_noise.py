@@ -1,5 +1,5 @@
 """The noise rule (verify/judge.py, NOISE_MAX): a figure whose spread over its repeats is above
-5% of its mean cannot judge a server; the engine-relative check says so and is not judged.
+10% of its mean cannot judge a server; the engine-relative check says so and is not judged.
 
 Inputs are recorded figures: the CPU demo that failed on a busy 2-core machine (its console
 lines, quoted in each test), the quiet 2-core sandbox (docs/verify.md), the server held to one
@@ -113,7 +113,7 @@ def test_the_slow_server_still_fails_at_any_spread_the_rule_lets_through():
     engine = EngineRun(requested=True, baseline=EngineBaseline(
         placement="recorded", commands=[],
         decode=[bench(0, 160, 1024, eng, eng * NOISE_MAX * 0.99)]))
-    for samples in ([26.8], [26.8 * 0.95, 26.8, 26.8 * 1.05]):
+    for samples in ([26.8], [26.8 * 0.91, 26.8, 26.8 * 1.09]):
         spread = served_spread("served decode", samples, "tok/s")
         assert spread is None or spread.relative <= NOISE_MAX
         c = next(c for c in decode_checks([served(1024, samples)], engine, CPU.expected, None,
@@ -194,7 +194,7 @@ def test_the_h200_verify_run_keeps_its_pass():
 
 
 def test_busy_ttft_served_spread_alone_is_not_judged():
-    """A quiet engine, and five TTFTs spread over 5%: not judged, naming the served spread."""
+    """A quiet engine, and five TTFTs spread over 10%: not judged, naming the served spread."""
     spread = served_spread("served TTFT", [2.0, 2.0, 2.0, 2.5, 3.0], "s")
     assert spread is not None and spread.relative > NOISE_MAX
     v = judge_ttft(2.0, 1.9, 512, spreads=[spread])
@@ -204,7 +204,7 @@ def test_busy_ttft_served_spread_alone_is_not_judged():
 
 
 def test_a_check_not_judged_on_noise_leaves_its_area_not_judged_beside_a_pass():
-    """Two depths, the second's served repeats spread over 5% (the busy sandbox's decode
+    """Two depths, the second's served repeats spread over 10% (the busy sandbox's decode
     windows as requests), the first's steady: decode is not judged, and the run is
     INCOMPLETE, not PASSED on the quiet depth alone. Before this rule the run PASSED."""
     data = json.loads((ROOT / "tests/unit/data/verify-cpu-tiny-engine-decode.json").read_text())

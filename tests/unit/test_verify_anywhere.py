@@ -211,10 +211,18 @@ def test_a_deployed_service_is_stopped_and_started_through_its_unit(runtime):
     assert stop < start and base.idle_used_mib == 512 and "stopped while" in base.placement
 
 
-def test_run_suites_judges_a_hand_started_server_and_the_card_where_it_runs():
+def test_run_suites_judges_a_hand_started_server_and_the_card_where_it_runs(monkeypatch):
     """The issue's run: smoke,decode,ttft,vram with --llama-bench; decode and TTFT judged
     against the engine, the reference checks on the card nvidia-smi names where the server
     runs, not on this machine's (a tunnel: NVML is not read)."""
+    import itertools
+
+    from verify import client
+
+    # the stand-in answers at once: its events are timed on a clock that ticks 1 ms a
+    # reading, so the served figures have no spread on a busy machine (the noise rule)
+    ticks = itertools.count()
+    monkeypatch.setattr(client.time, "perf_counter", lambda: next(ticks) / 1000)
     sizes = Sizes(decode_ctx_tokens=[200], decode_out_tokens=40, ttft_tokens=100,
                   ttft_requests=2, niah_tokens=150, niah_cases=1)
     sh = FakeShell(gpus="NVIDIA GeForce RTX 4090, 700\n")
