@@ -85,7 +85,8 @@ def deploy_host() -> None:
         for svc in cfg.services:
             changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
             smoke.check(cfg, svc, changed)
-        prune.ensure(cfg, "after")
+        # what no rollback needs goes, once every kept service passed its smoke check
+        prune.ensure(cfg, "after", artifact)
     gateway_role(cfg, hosts)
 
 

@@ -401,3 +401,27 @@ def test_apt_says_what_a_purge_would_take_along():
     ops = uninstall(deployed_host(AptPurgeWould=lambda packages: would,
                                   InstalledPackages=[*INSTALLED, "make", "patch"]))
     assert cmd(ops, "Purge the packages the kit installed") == []
+
+
+def test_the_deploy_queues_the_upgrade_cleanup_after_the_smoke_checks(machine):
+    """deploy.py itself names its artifact to the cleanup (it once queued prune without it,
+    so no real deploy cleaned anything): an upgrade from B to C removes A's build, after
+    the service's smoke check, and keeps B's for the rollback."""
+    from beekeeper.facts.gpu import NvidiaSmiInfo
+
+    from .harness import run_deploy
+    from .test_gpu_hosts import NATIVE, facts
+
+    m = machine
+    m.runs(m.build(REF_B, 1), before=m.build(REF_A, 1))
+    ops = run_deploy(m.data(REF_C), {**facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path=None)),
+                                     **m.facts()})
+    names = [n for n, _ in ops]
+    cleanup_at = [i for i, n in enumerate(names) if "no rollback needs" in n]
+    assert cleanup_at, names
+    smoke_at = max(i for i, n in enumerate(names) if "smoke" in n.lower())
+    assert min(cleanup_at) > smoke_at, names
+    removed = "\n".join(c for n, cs in ops if "no rollback needs" in n for c in cs)
+    assert SLUG[REF_A] not in "".join(n for n in names if "keeps" in n)
+    assert "keeps the running and previous units' builds" in "\n".join(names)
+    assert removed
