@@ -1,35 +1,38 @@
 """
-Example inventory: your GPU boxes. As shipped it has one live host, the WSL2 box below;
-the native Linux box is commented out, so running this file as it is reaches one host and
-no host that does not exist. Copy it, keep what applies, run
+Example inventory: your GPU boxes. It describes two, a WSL2 box and a native Linux box, and
+both are commented out: as shipped it names no host, and running it as it is stops at once
+with one line saying how to name yours, before connecting anywhere. Uncomment the example
+that is like your box, put in its address, keep what applies, run
 
     pyinfra inventories/home.py deploy.py --dry     # see every change first
     pyinfra inventories/home.py deploy.py
 
 Or name your hosts without editing the file: BEEKEEPER_HOSTS="gpu-box.lan,other.lan" (comma
-separated; each then gets the group defaults only, so the first example's settings do not
-apply to them).
+separated; each then gets the group defaults only, so the examples' settings do not apply
+to them).
 
 Defaults for every key are in group_data/all.py; anything here overrides them per host.
 """
 
 import os
+import sys
 
-gpu_boxes = [
+gpu_boxes: list[tuple[str, dict]] = [
     # The reference box: Windows 11 + WSL2 Ubuntu, RTX 4090, Windows driver 596.21.
     # From Windows' side, reach WSL over SSH (enable sshd in the distro), or run pyinfra
     # inside WSL itself with "@local" as the host name instead.
     # WSL stops an idle distro, and the server with it (docs/hosts-as-you-find-them.md).
-    (
-        "wsl-4090.local",
-        {
-            "ssh_user": "me",
-            "_sudo": True,
-            "profile": "q8-turbo4-64k",
-            # models on the WSL ext4 disk, never under /mnt/c (9p: 3-5x slower loads)
-            "model_dir": "/srv/beekeeper/models",
-        },
-    ),
+    # Uncomment:
+    # (
+    #     "wsl-4090.local",
+    #     {
+    #         "ssh_user": "me",
+    #         "_sudo": True,
+    #         "profile": "q8-turbo4-64k",
+    #         # models on the WSL ext4 disk, never under /mnt/c (9p: 3-5x slower loads)
+    #         "model_dir": "/srv/beekeeper/models",
+    #     },
+    # ),
     # A native Linux box with an RTX 3090: the kit installs the driver where there is none
     # (Linux only; with Secure Boot on, only once DKMS's key is enrolled). A driver older
     # than cuda_version needs is refused unless "upgrade_driver": True (replace it with the
@@ -49,6 +52,12 @@ gpu_boxes = [
 if os.environ.get("BEEKEEPER_HOSTS"):
     gpu_boxes = [(name.strip(), {}) for name in os.environ["BEEKEEPER_HOSTS"].split(",")
                  if name.strip()]
+
+if not gpu_boxes:
+    # pyinfra would otherwise run an empty inventory and report success
+    sys.exit("beekeeper: inventories/home.py names no host: uncomment the example like your "
+             "box (WSL2 or native Linux) and put in its address, or set "
+             "BEEKEEPER_HOSTS=\"gpu-box.lan\"")
 
 # One OpenAI endpoint for both boxes (README, "the gateway"): give one host the gateway role,
 #     "gateway": {"port": 4000, "api_key_file": "keys/gateway.key"},

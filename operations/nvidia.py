@@ -59,52 +59,112 @@ def gpu_visible_in_container(image: str) -> str:
             "--query-gpu=name,compute_cap --format=csv,noheader")
 
 
+NO_GPU_FIX = ("beekeeper: no GPU inside a container: check the NVIDIA Container Toolkit and "
+              "`docker info | grep -i runtime`")
+NO_GPU_FIX_DESKTOP = ("beekeeper: no GPU inside a Docker Desktop container: Desktop runs "
+                      "`--gpus all` on the Windows NVIDIA driver through WSL2; update that "
+                      "driver and Docker Desktop, check that nvidia-smi works in this distro, "
+                      "then restart Docker Desktop")
+
+
 @operation()
-def gpu_checked_in_container(image: str, after_change: bool):
+def gpu_checked_in_container(image: str, after_change: bool, desktop: bool = False):
     """
     Prove the GPU is visible inside a container before the server starts.
 
     + image: the server image (its runtime base carries the CUDA runtime)
     + after_change: whether this run changed the image or the toolkit
+    + desktop: the engine is Docker Desktop's (its own GPU support, no Container Toolkit)
     """
     # Nothing changed, and the GPU was seen from a container of this image?
     if not after_change and host.get_fact(GpuInContainer, image=image):
         host.noop("the GPU is visible inside a container of the server image")
         return
-    yield StringCommand(gpu_visible_in_container(image) + " || { echo 'beekeeper: no GPU "
-                        "inside a container: check the NVIDIA Container Toolkit and "
-                        "`docker info | grep -i runtime`' >&2; exit 1; }")
+    fix = NO_GPU_FIX_DESKTOP if desktop else NO_GPU_FIX
+    yield StringCommand(gpu_visible_in_container(image) +
+                        f" || {{ echo {shlex.quote(fix)} >&2; exit 1; }}")
 
 
-# Installed packages of an NVIDIA driver, whoever installed them (Ubuntu's nvidia-driver-570,
-# Debian's nvidia-driver, NVIDIA's cuda-drivers-570 / nvidia-open), by name; never the
-# Container Toolkit (libnvidia-container*, nvidia-container-*), which is not the driver.
-PURGE_PATTERN = ("^(nvidia-|libnvidia-|cuda-drivers|libcuda1|firmware-nvidia-gsp|"
-                 "xserver-xorg-video-nvidia|libnvcuvid1|libnvoptix1|libnvidia)")
-KEEP_PATTERN = "^(libnvidia-container|nvidia-container-)"
+# The packages of an NVIDIA driver, whoever installed them, by name (`dpkg-query`'s
+# ${binary:Package}, so an i386 copy is named and purged too): Ubuntu's own and NVIDIA's
+# Ubuntu packages (branch-suffixed up to 580, with -server and -open variants; branch-less
+# from 590), Ubuntu's precompiled signed modules (linux-modules/objects/signatures-nvidia-*),
+# Debian's names (Debian's archive and NVIDIA's debian12/13 repositories), NVIDIA's
+# meta-packages and branch lock. Every library of the driver is a libnvidia-* (the
+# exceptions in KEEP_PATTERN are not the driver). Other nvidia-* packages are not the driver
+# and stay: the CUDA toolkit (nvidia-cuda-toolkit, nvidia-cuda-dev, nvidia-profiler, ...),
+# nvidia-prime, nvidia-settings, nvidia-xconfig, the Container Toolkit (nvidia-container-*,
+# libnvidia-container*), fabric manager and IMEX (nvidia-fabricmanager-*, nvidia-imex-*,
+# libnvidia-nscq-*), GPUDirect Storage (nvidia-fs-dkms), nvidia-driver-assistant.
+PURGE_NAMES = (
+    "cuda-drivers(-[0-9]+)?",
+    "nvidia-driver-pinning-.+",
+    "nvidia-open(-[0-9]+)?",
+    "nvidia-driver(-[0-9]+)?(-server)?(-open)?",
+    "nvidia-dkms(-[0-9]+)?(-server)?(-open)?",
+    "nvidia-(open-)?kernel(-open)?-(common|source|dkms|support)(-[0-9]+)?(-server)?(-open)?",
+    "nvidia-(compute-)?utils(-[0-9]+)?(-server)?",
+    "nvidia-headless(-no-dkms)?(-[0-9]+)?(-server)?(-open)?",
+    "nvidia-firmware(-[0-9]+)?(-server)?(-[0-9.]+)?",
+    "xserver-xorg-video-nvidia(-.+)?",
+    "linux-(modules|objects|signatures)-nvidia-.+",
+    "libnvidia-.+",
+    # Debian's names
+    "nvidia-driver-(bin|libs|full|cuda)",
+    "nvidia-(smi|alternative|persistenced|modprobe|vdpau-driver|cuda-mps|suspend-common)",
+    "nvidia-(egl|vulkan|opencl)-(icd|common)",
+    "nvidia-(tesla|legacy)-.+",
+    "lib(cuda1|cudadebugger1|nvcuvid1|nvoptix1)",
+    "lib(egl|gl1|gles|glx|gldispatch0)-nvidia.*",
+    "firmware-nvidia-gsp(-.+)?",
+    "firmware-nvidia-tesla-.+",
+)
+# whole names, each with an optional architecture (`libnvidia-compute-570:i386`)
+PURGE_PATTERN = "^(" + "|".join(PURGE_NAMES) + ")(:[a-z0-9]+)?$"
+KEEP_PATTERN = "^libnvidia-(container|egl-(wayland|gbm|xcb|xlib)|nscq)"
 
 
-def purge_command() -> str:
-    """Unhold, then purge, every installed driver package the host has now (read on the
-    host: the names depend on who installed the driver)."""
-    pick = ("dpkg-query -W -f '${Package} ${Status}\\n' | awk '$NF == \"installed\" "
+def purge_pick(branch: int | None = None) -> str:
+    """The shell pipeline that prints the installed driver packages, one a line; `branch`:
+    the branch the kit installs next, whose lock (nvidia-driver-pinning-<branch>) stays."""
+    keep = KEEP_PATTERN + (f"|^nvidia-driver-pinning-{int(branch)}(:|$)" if branch else "")
+    return ("dpkg-query -W -f '${binary:Package} ${Status}\\n' | awk '$NF == \"installed\" "
             f"{{print $1}}' | grep -E {shlex.quote(PURGE_PATTERN)} | "
-            f"grep -vE {shlex.quote(KEEP_PATTERN)}")
-    return (f"pkgs=$({pick}); [ -z \"$pkgs\" ] || {{ apt-mark unhold $pkgs >/dev/null && "
+            f"grep -vE {shlex.quote(keep)}")
+
+
+def purge_command(branch: int | None = None) -> str:
+    """Unhold, then purge, every installed driver package the host has now (read on the
+    host: the names depend on who installed the driver). apt first simulates the purge: if
+    it would take along anything else (a package that depends on the driver, such as
+    Ubuntu's nvidia-cuda-dev on libnvidia-compute), nothing is purged and the deploy stops
+    naming those packages."""
+    extra = ("apt-get -s -q purge --allow-change-held-packages $pkgs 2>/dev/null | "
+             "awk -v want=\" $(echo $pkgs | sed 's/:[a-z0-9]*//g') \" "
+             "'($1 == \"Purg\" || $1 == \"Remv\") { n = $2; sub(/:.*/, \"\", n); "
+             "if (index(want, \" \" n \" \") == 0) print $2 }'")
+    stop = ("beekeeper: purging the installed NVIDIA driver would also remove packages "
+            "that depend on it; nothing was purged: remove them yourself (reinstall them "
+            "after the new driver), or update the driver by hand; apt would remove:")
+    return (f"pkgs=$({purge_pick(branch)}); [ -z \"$pkgs\" ] || {{ extra=$({extra}); "
+            f"if [ -n \"$extra\" ]; then echo {shlex.quote(stop)} $extra >&2; exit 1; fi; "
+            "apt-mark unhold $pkgs >/dev/null && "
             "DEBIAN_FRONTEND=noninteractive apt-get purge -y $pkgs; }")
 
 
 @operation()
-def driver_purged():
+def driver_purged(branch: int | None = None):
     """
     Purge the NVIDIA driver that is installed (host data upgrade_driver), before the kit
     installs its pinned branch: two drivers' packages side by side conflict or leave the
     kernel module and the libraries apart. The running module stays loaded until the reboot.
+
+    + branch: the branch the kit installs next (its lock package, if there, stays)
     """
     if not host.get_fact(LinuxDriverPackages):
         host.noop("no NVIDIA driver packages are installed")
         return
-    yield StringCommand(purge_command())
+    yield StringCommand(purge_command(branch))
 
 
 @operation()
@@ -129,8 +189,9 @@ def driver_installable(packages: list[str], branch: int):
     """
     Debian 12: ask apt, without installing anything, whether NVIDIA's driver packages can
     be installed with the dkms Debian 12 ships (3.0.10; bookworm-backports has none); newer
-    driver packages are reported to need a newer dkms. Stops, before the driver changes,
-    with the fix when they cannot.
+    driver packages are reported to need a newer dkms. apt's lists are refreshed first
+    (NVIDIA's repository may have been added in this run). Stops, before the driver or the
+    boot changes, with the fix when they cannot.
 
     + packages: the pinning and driver meta-packages
     + branch: the branch they lock to
@@ -142,7 +203,9 @@ def driver_installable(packages: list[str], branch: int):
     fix = (f"beekeeper: NVIDIA's branch {branch} driver packages cannot be installed on "
            "Debian 12 (apt says why above; the dkms Debian 12 ships is 3.0.10 and "
            "bookworm-backports has no newer one): set driver_branch to an older branch that "
-           "runs cuda_version, or use Debian 13, or install the driver yourself")
-    yield StringCommand(f"out=$(apt-get install -s --no-install-recommends {names} 2>&1) || "
+           "runs cuda_version, or use Debian 13, or install the driver yourself; only NVIDIA's "
+           "repository and Debian's contrib area were added, nothing else was changed")
+    yield StringCommand("apt-get update -qq && "
+                        f"out=$(apt-get install -s --no-install-recommends {names} 2>&1) || "
                         f"{{ echo \"$out\" | tail -n 8 >&2; echo {shlex.quote(fix)} >&2; "
                         "exit 1; }")

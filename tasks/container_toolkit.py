@@ -2,6 +2,11 @@
 NVIDIA Container Toolkit: pinned packages from NVIDIA's signed repository, the nvidia
 runtime registered with Docker only when missing (Docker restarted only then; daemon.json
 never rewritten by the kit), CDI refresh units, and a GPU check inside a container.
+
+Docker Desktop (WSL2) brings its own GPU support: its engine runs `--gpus all` containers
+on the Windows driver, and there is no toolkit in the distro to install or `nvidia-ctk` to
+configure. So on Desktop the toolkit steps are left out, and the GPU check inside a
+container runs all the same.
 """
 
 from __future__ import annotations
@@ -21,9 +26,16 @@ PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
             "libnvidia-container-tools", "libnvidia-container1")
 
 
+def gpu_in_containers(cfg: HostConfig) -> bool:
+    """A CUDA server in a container: the GPU must be seen from inside one, whatever the
+    engine (Docker Desktop's included)."""
+    return cfg.mode == "container" and cfg.service.profile.backend == "cuda"
+
+
 def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
-    return (cfg.mode == "container" and cfg.service.profile.backend == "cuda"
-            and facts.docker.flavour != "docker-desktop")
+    """The toolkit is installed and registered with the host's own engine; Docker Desktop's
+    engine has its own GPU support and no nvidia-ctk to configure."""
+    return gpu_in_containers(cfg) and facts.docker.flavour != "docker-desktop"
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
@@ -51,10 +63,12 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
 
 def check_in_container(cfg: HostConfig, facts: HostFacts, image: str,
                        upstream: list[OperationMeta]) -> list[OperationMeta]:
-    """The GPU seen from a container of the server image, where the toolkit is wanted; run
-    again when the toolkit or the image changed in this run (`upstream`)."""
-    if not wanted(cfg, facts):
+    """The GPU seen from a container of the server image, for every CUDA server in a
+    container (on Docker Desktop too, where the toolkit steps are left out); run again when
+    the toolkit or the image changed in this run (`upstream`)."""
+    if not gpu_in_containers(cfg):
         return []
     return [nvidia.gpu_checked_in_container(
         name="Check that the GPU is visible inside a container", image=image,
-        after_change=any(op.will_change for op in upstream))]
+        after_change=any(op.will_change for op in upstream),
+        desktop=facts.docker.flavour == "docker-desktop")]

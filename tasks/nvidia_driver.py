@@ -58,10 +58,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     headers += [meta] if meta else []
     upgrade = facts.driver_action == "upgrade"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
-    if facts.os.id == "debian":
-        ops.append(apt_sources.component_enabled(
-            name="Enable Debian's contrib archive area (NVIDIA's Debian steps)",
-            component="contrib"))
+    ops += _debian_steps(facts, [pinning, driver], branch)
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
                   src=io.StringIO("blacklist nouveau\noptions nouveau modeset=0\n"),
@@ -71,13 +68,10 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                      else bool(missing_packages([*headers, pinning, driver])),
                      no_recommends=True),
     ]
-    if facts.os.id == "debian" and facts.os.version_id == "12":
-        ops.append(nvidia.driver_installable(
-            name="Check that Debian 12's dkms can take the driver packages",
-            packages=[pinning, driver], branch=branch))
     if upgrade:
         ops.append(nvidia.driver_purged(
-            name=f"Purge the installed NVIDIA driver ({_version(facts)}, upgrade_driver)"))
+            name=f"Purge the installed NVIDIA driver ({_version(facts)}, upgrade_driver)",
+            branch=branch))
     ops += [
         apt.packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
                      packages=[pinning], no_recommends=True),
@@ -87,6 +81,30 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                          "nvidia-smi) so unattended upgrades cannot break NVML"),
     ]
     return _after_install(cfg, ops, bool(cfg.cuda_arch or facts.compute_cap))
+
+
+def _debian_steps(facts: HostFacts, packages: list[str], branch: int) -> list[OperationMeta]:
+    """Debian: the contrib archive area (NVIDIA's Debian steps); Debian 12: apt's answer to
+    whether the driver packages can be installed with its dkms.
+
+    Why that answer is not read in preflight: whether NVIDIA's packages install on Debian 12
+    depends on what NVIDIA's repository requires and offers (its driver packages' dkms
+    version, any dkms of its own, their dependencies in contrib), and apt knows that only
+    once that repository and contrib are in its lists. Debian's own dkms version (3.0.10,
+    `apt-cache policy dkms`) alone would refuse hosts where NVIDIA's repository brings what
+    its packages need. So apt is asked right after the two additive source changes it
+    needs, and before anything that touches the driver or the boot: the nouveau blacklist,
+    the kernel headers, the purge of an old driver (ensure's order)."""
+    if facts.os.id != "debian":
+        return []
+    ops = [apt_sources.component_enabled(
+        name="Enable Debian's contrib archive area (NVIDIA's Debian steps)",
+        component="contrib")]
+    if facts.os.version_id == "12":
+        ops.append(nvidia.driver_installable(
+            name="Check that Debian 12's dkms can take the driver packages",
+            packages=packages, branch=branch))
+    return ops
 
 
 def _after_install(cfg: HostConfig, ops: list[OperationMeta],

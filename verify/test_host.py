@@ -11,6 +11,7 @@ every check below runs once per service found there.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import warnings
 
@@ -18,6 +19,7 @@ import pytest
 
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 from beekeeper.core.paths import manifest_glob
+from beekeeper.core.profiles import PROFILES
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +86,39 @@ def test_server_listens_on_the_expected_address_only(host, services):
 def test_image_tag_present(host, services):
     for s in _containers(services):
         assert host.run(f"docker image inspect {s['image']}").rc == 0, s["image"]
+
+
+def _uses_gpu(service: dict) -> bool:
+    """A CUDA server: its profile's backend, or for a profile this kit does not know, its
+    image tag (`<ref>-cuda13.2-sm89-<hash>`, core/build.py)."""
+    profile = PROFILES.get(service.get("profile") or "")
+    if profile is not None:
+        return profile.backend == "cuda"
+    return re.search(r"-cuda[0-9.]+-sm", service.get("image") or "") is not None
+
+
+def gpu_in_container_command(image: str) -> str:
+    """nvidia-smi in a throwaway container of the server image, with the GPUs the server's
+    container gets (`--gpus all`): the deploy's own check (operations/nvidia.py)."""
+    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
+            "--query-gpu=name,compute_cap --format=csv,noheader")
+
+
+def test_gpu_visible_inside_a_container(host, services):
+    """Container mode with a CUDA profile: the GPU is seen from inside a container of the
+    server image, on the host's own engine (NVIDIA Container Toolkit) or Docker Desktop's
+    (its own GPU support on WSL2) alike."""
+    gpu = [s for s in _containers(services) if _uses_gpu(s)]
+    if not gpu:
+        pytest.skip("no container-mode service with a CUDA profile: no GPU to look for")
+    for s in gpu:
+        out = host.run(gpu_in_container_command(s["image"]))
+        seen = out.stdout.strip() if out.rc == 0 else ""
+        assert seen, (
+            f"no GPU inside a container of {s['image']} (exit {out.rc}: "
+            f"{(out.stderr or out.stdout).strip()[-300:]}): check the NVIDIA Container "
+            "Toolkit (`docker info | grep -i runtime` lists nvidia), or on Docker Desktop "
+            "the Windows NVIDIA driver")
 
 
 def test_container_runs_hardened(host, services):

@@ -183,7 +183,7 @@ def test_upgrade_driver_purges_the_old_driver_then_installs_the_pinned_branch():
     assert steps.index(install) < steps.index(next(s for s in steps if s.startswith("Hold")))
     cmd = " ".join(c for n, cs in ops if n == purge for c in cs)
     assert "apt-mark unhold" in cmd and "apt-get purge -y" in cmd
-    assert "libnvidia-container" in cmd  # kept: grep -v
+    assert "grep -vE '^libnvidia-(container|" in cmd  # the Container Toolkit is kept
     # installed after the purge even though dpkg listed a driver at the start of the run
     assert any("apt-get install" in c and "nvidia-open" in c
                for n, cs in ops if n == install for c in cs)
