@@ -5,6 +5,7 @@ what goes and how the kit knows which packages it installed).
     pyinfra inventories/home.py uninstall.py --dry                      # lists it all first
     pyinfra inventories/home.py uninstall.py
     pyinfra inventories/home.py uninstall.py --data keep_models=true    # models stay
+    pyinfra inventories/home.py uninstall.py --data keep_driver=true    # the NVIDIA driver stays
 
 Several inventory hosts on one machine: the first one uninstalls it, the others say so.
 """
@@ -22,28 +23,32 @@ from beekeeper.core.machines import machine_of
 from beekeeper.tasks import uninstall
 
 KEEP_MODELS = "keep_models"  # read here only: keep the model files (default: removed)
+# read here only: keep the NVIDIA driver the kit installed, whole (default: purged; see
+# tasks/uninstall.py for why)
+KEEP_DRIVER = "keep_driver"
+KEEPS = {KEEP_MODELS: "the models", KEEP_DRIVER: "the NVIDIA driver"}
 
 
-def keep_models(data: Any) -> bool:
-    value = data.get(KEEP_MODELS, False)
+def keep(data: Any, key: str) -> bool:
+    value = data.get(key, False)
     if not isinstance(value, bool):
-        raise ConfigError(f"host data `{KEEP_MODELS}`: {value!r} is not True or False; fix: "
-                          f"--data {KEEP_MODELS}=true to keep the models, or leave it out")
+        raise ConfigError(f"host data `{key}`: {value!r} is not True or False; fix: "
+                          f"--data {key}=true to keep {KEEPS[key]}, or leave it out")
     return value
 
 
 def uninstall_host() -> None:
     # bad host data stops here, with one line naming the key and the fix: nothing has run
-    data = {k: host.data.get(k) for k in host_data_keys(host.data) if k != KEEP_MODELS}
+    data = {k: host.data.get(k) for k in host_data_keys(host.data) if k not in KEEPS}
     cfg = load_host_config(data)
-    keep = keep_models(host.data)
+    models, driver = keep(host.data, KEEP_MODELS), keep(host.data, KEEP_DRIVER)
     this = ctx_host.get().name
     where = machine_of(this, host.data)
     first = next(h.name for h in state.inventory if machine_of(h.name, h.data) == where)
     if first != this:
         host.noop(f"uninstall: done by inventory host {first} (the same machine, {where})")
         return
-    uninstall.ensure(cfg, keep)
+    uninstall.ensure(cfg, models, driver)
 
 
 def fail_this_host(error: BeekeeperError) -> None:

@@ -67,6 +67,27 @@ class FolderEntries(FactBase[list[FolderEntry]]):
 PYINFRA_INSTALL = re.compile(
     r"^apt-get -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
     r"install (?:--no-install-recommends )?(?P<names>.+)$")
+# the kit's own apt-get lines (operations/nvidia.py): driver_installed runs
+# `DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends PACKAGE` (the
+# history log keeps the arguments, not the environment); driver_purged (upgrade_driver)
+# `apt-get purge -y NAMES`, the driver the host had
+DRIVER_INSTALL = re.compile(r"^apt-get install -y --no-install-recommends (?P<names>\S+)$")
+DRIVER_PURGE = re.compile(r"^apt-get purge -y (?P<names>.+)$")
+
+
+def asked_names(commandline: str, raw_names: re.Pattern[str]) -> list[str]:
+    """The packages a history entry's command line asks for when it is one of the kit's
+    install commands: pyinfra's apt.packages, or the driver's own apt-get line, which counts
+    only for names `raw_names` matches (a hand-typed `apt-get install -y
+    --no-install-recommends git` is not the kit's). Versions (`name=1.2-1`) dropped; [] for
+    any other command line."""
+    m = PYINFRA_INSTALL.match(commandline)
+    if m:
+        return [n.split("=", 1)[0] for n in m.group("names").split()]
+    m = DRIVER_INSTALL.match(commandline)
+    if m and raw_names.match(m.group("names")):
+        return [m.group("names")]
+    return []
 
 
 @dataclass(frozen=True)
@@ -175,3 +196,71 @@ class PresentPaths(FactBase[dict[str, int]]):
             if path:
                 out[path] = int(size) if size.isdigit() else 0
         return out
+
+
+class FileSizes(FactBase[dict[str, int]]):
+    """The plain files directly in a folder, with their sizes in bytes (none when it is
+    missing): ``{"gemma-3-270m-q4_k_m.gguf": 253113024}``."""
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}
+
+    def command(self, path: str) -> str:
+        p = shlex.quote(path)
+        return f"[ -d {p} ] && find {p} -mindepth 1 -maxdepth 1 -type f -printf '%s\\t%f\\n'; true"
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        out = {}
+        for line in output:
+            size, _, name = line.rstrip("\n").partition("\t")
+            if name and size.isdigit():
+                out[name] = int(size)
+        return out
+
+
+# The line the kit leaves in a Debian sources file it added an archive area to (Debian's
+# contrib, for NVIDIA's driver): the record the uninstall reverts by, kept in the file it
+# changed, so it outlives the kit's own folders and says to whoever reads the file why the
+# area is there. Written by the task that adds the area (operations/apt_sources.py).
+COMPONENT_MARK = "# beekeeper added the {component} area to the Debian sources in this file"
+COMPONENT_MARK_RE = re.compile(
+    r"^# beekeeper added the (?P<component>[a-z][a-z-]*) area to the Debian sources in this file$")
+APT_SOURCE_FILES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.sources")
+
+
+def component_mark(component: str) -> str:
+    """The kit's record line for `component` (`# beekeeper added the contrib area ...`)."""
+    if not re.fullmatch(r"[a-z][a-z-]*", component):
+        raise ValueError(f"not an archive area: {component!r}")
+    return COMPONENT_MARK.format(component=component)
+
+
+def parse_kit_components(lines: list[str]) -> list[tuple[str, str]]:
+    """`grep -H` lines `FILE:LINE` -> (component, file) for each record line of the kit."""
+    out = []
+    for line in lines:
+        path, sep, text = line.rstrip("\n").partition(":")
+        m = COMPONENT_MARK_RE.match(text)
+        if sep and m and path.startswith("/etc/apt/"):
+            out.append((m.group("component"), path))
+    return sorted(set(out))
+
+
+class KitComponents(FactBase[list[tuple[str, str]]]):
+    """
+    The archive areas the kit added to the host's Debian sources, by the record line it
+    left in each file it changed (COMPONENT_MARK): ``[("contrib",
+    "/etc/apt/sources.list.d/debian.sources")]``. None where it left no record.
+    """
+
+    @staticmethod
+    def default() -> list[tuple[str, str]]:
+        return []
+
+    def command(self) -> str:
+        return (f"grep -HE '^# beekeeper added the [a-z-]+ area' {' '.join(APT_SOURCE_FILES)} "
+                "2>/dev/null; true")
+
+    def process(self, output: list[str]) -> list[tuple[str, str]]:
+        return parse_kit_components(output)

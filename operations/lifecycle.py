@@ -6,7 +6,10 @@ disk it frees.
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
@@ -15,7 +18,12 @@ from pyinfra.facts.server import Groups, Users
 
 from beekeeper.facts.docker import ImageTags
 from beekeeper.facts.host import AptHolds
-from beekeeper.facts.lifecycle import AptPurgeWould, FolderEntries, PresentPaths
+from beekeeper.facts.lifecycle import (
+    AptPurgeWould,
+    FolderEntries,
+    PresentPaths,
+    component_mark,
+)
 
 from .shell import StreamedCommand
 
@@ -83,19 +91,20 @@ def empty_folders_removed(paths: list[str]):
 
 
 @operation()
-def file_removed_if_kit(path: str, content: str):
+def file_removed_if_kit(path: str, pattern: str):
     """
     Remove a file the kit wrote, only while it holds what the kit wrote (the same file with
     other lines is yours, or was there before).
 
     + path: the file
-    + content: what the kit wrote there
+    + pattern: a regular expression the whole of what the kit wrote matches (the CUDA
+      release in it follows the deploy that wrote it, not the host data of today)
     """
     lines = host.get_fact(FileContents, path=path)
     if lines is None:
         host.noop(f"{path} is not there")
         return
-    if "\n".join(lines).strip() != content.strip():
+    if not re.fullmatch(pattern, "\n".join(lines).strip()):
         host.noop(f"{path} holds lines the kit did not write: kept")
         return
     yield f"rm -f {q(path)}"
@@ -152,24 +161,44 @@ def holds_released(packages: list[str]):
 
 
 @operation()
-def packages_purged(packages: list[str]):
+def packages_purged(packages: list[str], along: list[str] | None = None):
     """
     Purge packages the kit installed, unless apt would take more with them (a package
     installed since needs one of them): then none is removed and the line says which.
 
     + packages: names, all installed
+    + along: packages an earlier step of this run purges (apt may name them too)
     """
     if not packages:
         host.noop("no package the kit installed is left")
         return
-    would = host.get_fact(AptPurgeWould, packages=packages)
-    extra = [p for p in would if p not in packages]
+    extra = purge_extras(packages, along or [])
     if extra:
         host.noop(f"kept {', '.join(packages)}: purging them would also remove "
                   f"{', '.join(extra)}, which the kit did not install")
         return
     yield ("DEBIAN_FRONTEND=noninteractive apt-get -y -q purge --allow-change-held-packages "
            + " ".join(q(p) for p in packages))
+
+
+def purge_extras(packages: list[str], along: list[str]) -> list[str]:
+    """What `apt-get purge PACKAGES` would also remove beyond them and `along`."""
+    if not packages:
+        return []
+    would = host.get_fact(AptPurgeWould, packages=packages)
+    return [p for p in would if p not in packages and p not in along]
+
+
+@operation()
+def left_in_place(why: str):
+    """
+    A step that changes nothing and says what stays, and why (so --dry lists it too).
+
+    + why: the line
+    """
+    host.noop(why)
+    return
+    yield  # an operation is a generator
 
 
 @operation()
@@ -189,3 +218,83 @@ def account_removed(account: str):
     if group:  # userdel takes a group of its name along where no one else is in it
         yield StringCommand(f"if getent group {q(account)} >/dev/null; then "
                             f"groupdel {q(account)}; fi")
+
+
+def component_revert_command(component: str, files: list[str]) -> str:
+    """Take an archive area the kit added back out of the Debian lines of the files it
+    added it to (deb822 `Components:`, sources.list `deb` lines: those
+    apt_sources.component_command edits), with the record line the kit left there; then
+    refresh apt's lists (a failure there, offline, changes nothing already done)."""
+    mark = component_mark(component)  # checks the name (it reaches sed unquoted); the
+    # mark holds no character a regular expression reads otherwise
+    drop = f"s/ {component}( |$)/\\1/"
+    edits = " ; ".join(
+        f"sed -i -E -e '/^Components:/{{{drop}}}' -e '/^deb(-src)? .*debian/{{{drop}}}' "
+        f"-e {q('/^' + mark + '$/d')} {q(f)}" for f in files)
+    return (f"{edits} ; apt-get update -qq || true ; "
+            f"echo {q(f'beekeeper: removed the {component} area the kit added')}")
+
+
+@operation()
+def components_reverted(component: str, files: list[str]):
+    """
+    Remove an archive area (Debian's contrib) from the sources files the kit added it to,
+    by the record line it left in each (facts/lifecycle.py COMPONENT_MARK).
+
+    + component: the archive area
+    + files: the files the kit's record names
+    """
+    if not files:
+        host.noop(f"no record of the kit adding Debian's {component} area: sources kept")
+        return
+    yield StringCommand(component_revert_command(component, files))
+
+
+def without_runtime(text: str, runtime: str, binary: str) -> dict[str, Any] | None:
+    """Docker's daemon.json less the `runtimes.<runtime>` entry that runs `binary` (as
+    `nvidia-ctk runtime configure` writes it); an emptied `runtimes` goes, and so does a
+    `default-runtime` naming it (Docker would not start without the runtime). None when
+    there is no such entry (or the file is not a JSON object): nothing to change."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return None
+    runtimes = config.get("runtimes") if isinstance(config, dict) else None
+    if not isinstance(runtimes, dict):
+        return None
+    entry = runtimes.get(runtime)
+    if not isinstance(entry, dict) or str(entry.get("path", "")).rsplit("/", 1)[-1] != binary:
+        return None
+    rest = {k: v for k, v in runtimes.items() if k != runtime}
+    out = {k: v for k, v in config.items() if k != "runtimes"}
+    if rest:
+        out["runtimes"] = rest
+    if out.get("default-runtime") == runtime:
+        del out["default-runtime"]
+    return out
+
+
+@operation()
+def docker_runtime_removed(daemon_json: str, runtime: str, binary: str, restart: bool):
+    """
+    Remove the runtime entry nvidia-ctk added to Docker's daemon.json, keeping every other
+    setting (a file left with none goes); restart Docker, if it runs, only when it changed.
+
+    + daemon_json: the file
+    + runtime, binary: the entry's name and the program it runs
+    + restart: whether Docker stays installed (else there is nothing to restart)
+    """
+    lines = host.get_fact(FileContents, path=daemon_json)
+    config = without_runtime("\n".join(lines), runtime, binary) if lines is not None else None
+    if config is None:
+        host.noop(f"{daemon_json} names no {runtime} runtime running {binary}")
+        return
+    if not config:
+        yield f"rm -f {q(daemon_json)}"
+    else:
+        tmp = daemon_json + ".beekeeper-tmp"
+        yield StringCommand(f"printf '%s\\n' {q(json.dumps(config, indent=4))} > {q(tmp)} && "
+                            f"chmod --reference={q(daemon_json)} {q(tmp)} && "
+                            f"mv -f {q(tmp)} {q(daemon_json)}")
+    if restart:
+        yield "systemctl try-restart docker.service"

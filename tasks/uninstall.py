@@ -1,34 +1,57 @@
 """
 Uninstall: take away everything the kit put on a host, in the order that keeps each step
 possible (services before the engine that runs them, images before the engine goes,
-packages last). Each operation reads what is there and removes only that.
+packages last). Each operation reads what is there and removes only that, and its name
+says what that is, so `--dry` lists it all first.
 
 What goes: every model service (unit, rollback copy, container or compose project, its
 folder under /etc/beekeeper), the gateway's unit, the server images the kit built, the
 models (unless host data `keep_models`), /etc/beekeeper, the state and log folders (source
 trees, build folders, reports), /opt/beekeeper (native builds, the host-side venvs, the
 verify kit), the host-side scripts, the kit's apt sources and keyrings, the CUDA PATH and
-loader files and the nouveau blacklist while they hold what the kit wrote, the beekeeper
-user, and the packages the kit installed (with their holds; the driver's pin is a package).
+loader files and the nouveau blacklist while they hold what the kit wrote, Debian's contrib
+area where the kit left its record of adding it, the nvidia runtime entry in Docker's
+daemon.json and the CDI spec (/var/run/cdi/nvidia.yaml) once the Container Toolkit the kit
+installed goes, the beekeeper user, and the packages the kit installed, the NVIDIA driver
+among them (with their holds; the driver's branch pin is a package).
+
+The driver goes by default: the kit installs one only on a host with no driver for its
+kernel, so before the kit the host had none, and a driver kept without NVIDIA's repository,
+its pin or the nouveau blacklist would be a held package apt no longer knows the source of.
+The running module stays loaded until the next boot, which brings the distro's nouveau back.
+Host data `keep_driver` (or apt saying the purge would take a package the kit did not
+install) keeps it whole instead: its packages and holds, the pin, NVIDIA's CUDA repository
+and key, Debian's contrib area and the nouveau blacklist stay. A driver the kit purged for
+upgrade_driver cannot come back: the uninstall names it, and installing it is yours.
 
 Which packages the kit installed: apt's history log (/var/log/apt/history.log and its
 rotations) records each transaction's command line and the packages it newly installed.
 A transaction is the kit's when it is pyinfra's apt.packages command line (`apt-get -y -o
 Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install
---no-install-recommends ...`) asking only for packages the kit installs (KIT_PACKAGES); what
-it newly installed, dependencies included, goes, if still installed. A package the host had
-before is never in such a transaction's `Install:` list (apt lists it as installed already),
-so it stays. Limits: a transaction whose log was rotated away (logrotate keeps 12 months by
-default) is not seen, so its packages stay; and where another pyinfra deploy installed one
-of the kit's package names the same way, the kit takes it for its own. Nothing is purged
-when apt would remove another package with them (one installed since that needs them): the
-line names it.
+--no-install-recommends ...`) asking only for packages the kit installs (KIT_PACKAGES, or
+DRIVER_ASKED: the headers, the branch pin), or the driver's own `apt-get install -y
+--no-install-recommends nvidia-open` (or cuda-drivers); what it newly installed,
+dependencies included, goes, if still installed. A package the host had before is never in
+such a transaction's `Install:` list (apt lists it as installed already), so it stays.
+Limits: a transaction whose log was rotated away (logrotate keeps 12 months by default) is
+not seen, so its packages stay; where another pyinfra deploy (or a hand-typed line of the
+same words) installed one of the kit's package names the same way, the kit takes it for its
+own; a hold on a package the host had before (the Container Toolkit's) stays, as the kit
+cannot tell its hold from yours. Nothing is purged when apt would remove another package
+with them (one installed since that needs them): the line names it.
+
+Which models the kit placed, in model_dir: those a manifest (running or previous unit) or
+the inventory names; any file with the downloader's log `<file>.download.log` beside it
+(every Hub download leaves one, whatever profile it was for); and any file named as one of
+the kit's profiles' models with that model's exact size (the models assembled from PyPI and
+copied over, which leave no log). With each, its `.partial` and logs. Other files stay.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
@@ -50,53 +73,106 @@ from beekeeper.core.paths import (
     ServicePaths,
     prev,
 )
+from beekeeper.core.profiles import PROFILES
+from beekeeper.facts.host import AptHolds
 from beekeeper.facts.lifecycle import (
-    PYINFRA_INSTALL as _PYINFRA,
+    DRIVER_PURGE,
     AptHistory,
+    FileSizes,
     FolderEntries,
     InstalledPackages,
+    KitComponents,
+    PresentPaths,
+    asked_names,
 )
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.operations import lifecycle as ops_
 from beekeeper.operations.services import service_removed
 
 # the packages the kit's tasks install (docker_engine, gateway, source, native, model,
-# nvidia_repos, cuda_toolkit, container_toolkit, nvidia_driver)
+# nvidia_repos, cuda_toolkit, container_toolkit)
 KIT_PACKAGES = re.compile(
     r"^(python3|python3-venv|ca-certificates|gnupg|wget|git|haproxy|cmake|g\+\+|make|"
     r"docker\.io|docker-cli|docker-compose|docker-compose-v2|docker-compose-plugin|"
-    r"cuda-toolkit-\d+-\d+|cuda-drivers|nvidia-driver-pinning-\d+|linux-headers-\S+|"
-    r"nvidia-container-toolkit|nvidia-container-toolkit-base|libnvidia-container-tools|"
-    r"libnvidia-container1)$")
-APT_FILES = ("/etc/apt/sources.list.d/nvidia-cuda.sources",
-             "/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
-             "/etc/apt/keyrings/nvidia-cuda.gpg", "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
+    r"cuda-toolkit-\d+-\d+|nvidia-container-toolkit|nvidia-container-toolkit-base|"
+    r"libnvidia-container-tools|libnvidia-container1)$")
+# what the driver task (tasks/nvidia_driver.py) asks for: the kernel headers, the branch
+# pin, the driver's meta-package; DRIVER_META those its own apt-get line installs
+DRIVER_ASKED = re.compile(r"^(linux-headers-\S+|nvidia-driver-pinning-\d+|nvidia-open|"
+                          r"cuda-drivers)$")
+DRIVER_META = re.compile(r"^(nvidia-open|cuda-drivers)$")
+# the names operations/nvidia.py driver_purged takes (upgrade_driver)
+NVIDIA_DRIVER_NAMES = re.compile(r"^(nvidia-|libnvidia-|cuda-drivers|libcuda1|"
+                                 r"firmware-nvidia-gsp|xserver-xorg-video-nvidia|libnv)")
+CUDA_APT_FILES = ("/etc/apt/sources.list.d/nvidia-cuda.sources",
+                  "/etc/apt/keyrings/nvidia-cuda.gpg")
+TOOLKIT_APT_FILES = ("/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
+                     "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
 NOUVEAU = ("/etc/modprobe.d/blacklist-nouveau.conf",
-           "blacklist nouveau\noptions nouveau modeset=0\n")
+           "blacklist nouveau\noptions nouveau modeset=0")
+# what tasks/cuda_toolkit.py writes, for the CUDA release of the deploy that wrote it
+CUDA_PATH = ("/etc/profile.d/cuda.sh", r"export PATH=/usr/local/cuda-\d+\.\d+/bin:\$PATH")
+CUDA_LOADER = ("/etc/ld.so.conf.d/cuda.conf", r"/usr/local/cuda-\d+\.\d+/lib64")
+DAEMON_JSON = "/etc/docker/daemon.json"
+# the Container Toolkit's nvidia-cdi-refresh.service writes it (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH)
+CDI_SPEC = "/var/run/cdi/nvidia.yaml"
 OPT_ROOT = os.path.dirname(HOST_VENV)  # /opt/beekeeper: native builds, venvs, verify kit
+MODEL_SUFFIXES = ("", ".partial", ".download.log", ".download.log.rc")
 
 
-def kit_packages() -> list[str]:
-    """The packages the kit's own apt transactions installed that are installed now."""
-    now: list[str] = host.get_fact(InstalledPackages)
-    mine: set[str] = set()
+@dataclass(frozen=True)
+class KitPackages:
+    """The packages the kit's apt transactions installed that are installed now: the
+    driver task's (headers, pin, driver, their dependencies) and the others; and the
+    driver packages a purge of the kit's line took before (upgrade_driver)."""
+
+    driver: list[str]
+    other: list[str]
+    replaced: list[str]
+
+
+def kit_packages() -> KitPackages:
+    installed: list[str] = host.get_fact(InstalledPackages)
+    now = set(installed)
+    driver: set[str] = set()
+    other: set[str] = set()
+    replaced: list[str] = []
     for t in host.get_fact(AptHistory):
-        m = _PYINFRA.match(t.commandline)
-        asked = [n.split("=", 1)[0] for n in m.group("names").split()] if m else []
-        if asked and all(KIT_PACKAGES.match(n) for n in asked):
-            mine.update(t.installed)
-    return sorted(mine.intersection(now))
+        asked = asked_names(t.commandline, DRIVER_META)
+        if asked and all(DRIVER_ASKED.match(n) for n in asked):
+            driver.update(t.installed)
+        elif asked and all(KIT_PACKAGES.match(n) for n in asked):
+            other.update(t.installed)
+        purged = DRIVER_PURGE.match(t.commandline)
+        names = purged.group("names").split() if purged else []
+        if names and all(NVIDIA_DRIVER_NAMES.match(n) for n in names):
+            replaced += [n for n in names if n not in replaced]
+    return KitPackages(driver=sorted(driver & now), other=sorted((other & now) - driver),
+                       replaced=[n for n in replaced if n not in now])
 
 
 def kit_models(cfg: HostConfig) -> list[str]:
-    """Model files the kit placed: those its manifests (running and previous units) and
-    the inventory's services name, with a download's partial file and log."""
-    names = {f"{cfg.model_dir}/{m.filename}" for s in cfg.services for m in s.models()}
+    """Model files the kit placed (see the module's docstring), with a download's partial
+    file and logs, those that are there."""
+    d = cfg.model_dir
+    placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
     for name in host.get_fact(DeployedServices):
         for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
             m = deployed_manifest(path) or {}
-            names.update(str(m[k]) for k in ("model_path", "draft_path") if m.get(k))
-    return sorted(p + suffix for p in names for suffix in ("", ".partial", ".download.log"))
+            placed.update(str(m[k]) for k in ("model_path", "draft_path") if m.get(k))
+    files = host.get_fact(FileSizes, path=d)
+    shipped = {m.filename: m.size_bytes for p in PROFILES.values()
+               for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
+    for f, size in files.items():
+        logged = next((f.removesuffix(x) for x in MODEL_SUFFIXES[2:] if f.endswith(x)), None)
+        base = f.removesuffix(".partial")
+        if logged or shipped.get(f) == size:
+            placed.add(f"{d}/{logged or f}")
+        elif base != f and (base in shipped or f"{d}/{base}" in placed):
+            placed.add(f"{d}/{base}")
+    paths = [p + suffix for p in sorted(placed) for suffix in MODEL_SUFFIXES]
+    present: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
+    return sorted(present)
 
 
 def services() -> list[OperationMeta]:
@@ -120,14 +196,18 @@ def services() -> list[OperationMeta]:
 
 def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
     if keep:
-        host.noop(f"models kept in {cfg.model_dir} (host data keep_models)")
-        return []
-    return [ops_.paths_removed(name=f"Remove the models the kit placed in {cfg.model_dir}",
-                               paths=kit_models(cfg), what=f"models in {cfg.model_dir}")]
+        return [ops_.left_in_place(name=f"Keep the models in {cfg.model_dir} (keep_models)",
+                                   why=f"models kept in {cfg.model_dir} (host data keep_models)")]
+    paths = kit_models(cfg)
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in paths) or "none left"
+    return [ops_.paths_removed(name=f"Remove the models the kit placed in {cfg.model_dir} "
+                                    f"({names})", paths=paths, what=f"models in {cfg.model_dir}")]
 
 
-def folders(cfg: HostConfig) -> list[OperationMeta]:
-    """The kit's folders outside packages."""
+def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
+    """The kit's folders outside packages; NVIDIA's CUDA repository stays with a kept
+    driver (apt still knows where it comes from)."""
+    apt_files = [*TOOLKIT_APT_FILES, *([] if driver_kept else CUDA_APT_FILES)]
     return [
         ops_.paths_removed(name=f"Remove {CONF_ROOT} (manifests, keys, gateway config)",
                            paths=[CONF_ROOT], what=CONF_ROOT),
@@ -139,35 +219,84 @@ def folders(cfg: HostConfig) -> list[OperationMeta]:
                                 "and the host-side scripts",
                            paths=[NATIVE_PREFIX, HOST_VENV, VERIFY_KIT, VERIFY_VENV,
                                   HOSTSIDE_DIR], what="native builds, venvs and scripts"),
-        ops_.paths_removed(name="Remove the kit's apt sources and keyrings (NVIDIA's)",
-                           paths=list(APT_FILES), what="apt sources and keyrings"),
+        ops_.paths_removed(name="Remove the kit's apt sources and keyrings (NVIDIA's"
+                                + (", but the CUDA one of the kept driver)" if driver_kept
+                                   else ")"),
+                           paths=apt_files, what="apt sources and keyrings"),
     ]
 
 
-def system_files(cfg: HostConfig) -> list[OperationMeta]:
-    """Files in the system's own folders, while they hold what the kit wrote."""
-    major, minor = cfg.cuda_version.split(".")[:2]
-    cuda = f"/usr/local/cuda-{major}.{minor}"
-    return [
-        ops_.file_removed_if_kit(name="Remove the CUDA PATH file (/etc/profile.d/cuda.sh)",
-                                 path="/etc/profile.d/cuda.sh",
-                                 content=f"export PATH={cuda}/bin:$PATH"),
-        ops_.file_removed_if_kit(name="Remove the CUDA loader path (/etc/ld.so.conf.d/cuda.conf)",
-                                 path="/etc/ld.so.conf.d/cuda.conf", content=f"{cuda}/lib64"),
-        ops_.file_removed_if_kit(name="Remove the nouveau blacklist the kit wrote",
-                                 path=NOUVEAU[0], content=NOUVEAU[1]),
-    ]
-
-
-def packages() -> list[OperationMeta]:
-    mine = kit_packages()
+def system_files(driver_kept: bool) -> list[OperationMeta]:
+    """Files in the system's own folders, while they hold what the kit wrote (a kept driver
+    keeps the nouveau blacklist)."""
     ops = [
-        ops_.holds_released(name="Release the holds the kit set (driver, Container Toolkit)",
-                            packages=mine),
-        ops_.packages_purged(name=f"Purge the packages the kit installed ({len(mine)})",
-                             packages=mine),
+        ops_.file_removed_if_kit(name=f"Remove the CUDA PATH file ({CUDA_PATH[0]})",
+                                 path=CUDA_PATH[0], pattern=CUDA_PATH[1]),
+        ops_.file_removed_if_kit(name=f"Remove the CUDA loader path ({CUDA_LOADER[0]})",
+                                 path=CUDA_LOADER[0], pattern=CUDA_LOADER[1]),
     ]
-    if "docker.io" in mine:  # the engine came with the kit: so did the group it made
+    if not driver_kept:
+        ops.append(ops_.file_removed_if_kit(name="Remove the nouveau blacklist the kit wrote",
+                                            path=NOUVEAU[0], pattern=re.escape(NOUVEAU[1])))
+    return ops
+
+
+def components(driver_kept: bool) -> list[OperationMeta]:
+    """Debian's archive areas the kit added, by the record it left in each sources file it
+    changed (a host deployed before the kit kept that record keeps the area). A kept driver
+    keeps contrib, where its packages' dependencies come from on Debian."""
+    if driver_kept:
+        return []
+    added: dict[str, list[str]] = {}
+    for component, path in host.get_fact(KitComponents):
+        added.setdefault(component, []).append(path)
+    return [ops_.components_reverted(
+        name=f"Remove Debian's {c} area the kit added ({', '.join(files)})",
+        component=c, files=files) for c, files in sorted(added.items())]
+
+
+def driver_kept_why(pk: KitPackages, keep: bool) -> str | None:
+    """Why the driver the kit installed stays (None: it goes, or there is none)."""
+    if not pk.driver:
+        return None
+    if keep:
+        return "host data keep_driver"
+    extra = ops_.purge_extras(pk.driver, [])
+    return (f"purging it would also remove {', '.join(extra)}, which the kit did not install"
+            if extra else None)
+
+
+def driver_step(pk: KitPackages, why_kept: str | None) -> OperationMeta | None:
+    if not pk.driver:
+        return None
+    if why_kept:
+        return ops_.left_in_place(
+            name=f"Keep the NVIDIA driver the kit installed ({why_kept}): its "
+                 f"{len(pk.driver)} packages and their holds, its branch pin, NVIDIA's CUDA "
+                 "repository, Debian's contrib area and the nouveau blacklist stay",
+            why=why_kept)
+    lost = (f"; the driver it replaced ({', '.join(pk.replaced)}, upgrade_driver) is not "
+            "restored" if pk.replaced else "")
+    return ops_.packages_purged(
+        name=f"Purge the NVIDIA driver the kit installed ({len(pk.driver)}: "
+             f"{', '.join(pk.driver)}){lost}", packages=pk.driver)
+
+
+def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
+    """The holds the kit set released and the packages it installed purged (the driver's
+    only when it goes); the docker group with an engine the kit installed."""
+    driver_kept = bool(why_kept)
+    going = [*pk.other, *([] if driver_kept else pk.driver)]
+    held = [p for p in going if p in host.get_fact(AptHolds)]
+    ops = [ops_.holds_released(name=f"Release the apt holds the kit set "
+                                    f"({', '.join(held) or 'none'})", packages=going)]
+    driver = driver_step(pk, why_kept)
+    ops += [driver] if driver else []
+    ops.append(ops_.packages_purged(
+        name=f"Purge the packages the kit installed ({len(pk.other)}: "
+             f"{', '.join(pk.other) or 'none'})",
+        packages=pk.other, along=[] if driver_kept else pk.driver))
+    if "docker.io" in pk.other:  # the engine came with the kit: so did the group it made
         host.noop("the Docker engine's data (/var/lib/docker, /var/lib/containerd) stays: "
                   "remove it once nothing of yours is there")
         ops.append(ops_.account_removed(name="Remove the docker group (made by docker.io, "
@@ -175,20 +304,45 @@ def packages() -> list[OperationMeta]:
     return ops
 
 
-def ensure(cfg: HostConfig, keep_models: bool) -> list[OperationMeta]:
+def container_toolkit_traces(pk: KitPackages, driver_kept: bool) -> list[OperationMeta]:
+    """What the Container Toolkit the kit installed made outside its packages: the nvidia
+    runtime nvidia-ctk added to Docker's daemon.json, the CDI spec its refresh service
+    wrote. Only when that toolkit goes: one the host had, or one kept, keeps them."""
+    along = [] if driver_kept else pk.driver
+    if "nvidia-container-toolkit" not in pk.other or ops_.purge_extras(pk.other, along):
+        return []
+    return [
+        ops_.docker_runtime_removed(
+            name=f"Remove the nvidia runtime nvidia-ctk added to {DAEMON_JSON} (other "
+                 "settings kept; Docker restarted only if it changed)",
+            daemon_json=DAEMON_JSON, runtime="nvidia", binary="nvidia-container-runtime",
+            restart="docker.io" not in pk.other),
+        ops_.paths_removed(name=f"Remove the CDI spec the Container Toolkit wrote ({CDI_SPEC})",
+                           paths=[CDI_SPEC], what="CDI spec"),
+    ]
+
+
+def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> list[OperationMeta]:
     """Everything the kit put on this host, removed."""
+    pk = kit_packages()
+    why_kept = driver_kept_why(pk, keep_driver)
+    driver_kept = bool(why_kept)
     result = services()
     result.append(ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                                       repo=cfg.image_repo))
     result += models(cfg, keep_models)
-    result += folders(cfg)
-    changed_files = system_files(cfg)
+    result += folders(cfg, driver_kept)
+    changed_files = system_files(driver_kept)
     result += changed_files
+    result += components(driver_kept)
     result.append(ops_.account_removed(name="Remove the beekeeper user and group (native mode)",
                                        account="beekeeper"))
-    result += packages()
+    result += packages(pk, why_kept)
+    toolkit = container_toolkit_traces(pk, driver_kept)
+    result += toolkit
     # the model folder stays while it holds kept models (or files of yours)
     empty = ([] if keep_models else [cfg.model_dir, os.path.dirname(MODEL_DIR)]) + [OPT_ROOT]
+    empty += [os.path.dirname(CDI_SPEC)] if toolkit else []
     result.append(ops_.empty_folders_removed(
         name="Remove the kit's folders left empty (" + ", ".join(empty) + ")", paths=empty))
     if any(op.will_change for op in changed_files):

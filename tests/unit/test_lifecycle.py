@@ -13,7 +13,16 @@ The uninstall's facts: `apt-history-debian12-real.log` is one transaction of a D
 machine's /var/log/apt/history.log and `apt-get-s-purge-make-patch-debian12.txt` that
 machine's `apt-get -s -q purge --allow-change-held-packages make patch` (both real);
 `apt-history-kit-written-by-hand.log` is written by hand in that format, with the command
-lines pyinfra's apt.packages runs (pyinfra/facts/apt.py, noninteractive_apt).
+lines pyinfra's apt.packages runs (pyinfra/facts/apt.py, noninteractive_apt);
+`apt-history-kit-driver-written-by-hand.log` too, for a Debian 12 host the kit gave NVIDIA's
+open driver (branch 580) and the Container Toolkit, with the driver's own apt-get line
+(operations/nvidia.py driver_installed; no real capture of NVIDIA's packages was at hand,
+so their names and versions are typed from NVIDIA's Debian repository's naming).
+`daemon-json-nvidia-ctk-written-by-hand.json` is Docker's daemon.json as `nvidia-ctk runtime
+configure --runtime=docker` leaves it (the toolkit's pkg/config/engine/docker: the runtime
+entry merged in, json.MarshalIndent with four spaces, keys sorted) in a file that held the
+user's log settings. The contrib test runs the kit's own commands on the Debian 12 image's
+debian.sources (as test_hosts_found does).
 """
 
 from __future__ import annotations
@@ -242,7 +251,8 @@ def test_the_cleanup_is_planned_only_when_the_deploy_names_its_artifact(machine)
 DATA = Path(__file__).parent / "data"
 HISTORY = (DATA / "apt-history-kit-written-by-hand.log").read_text().splitlines()
 IMAGE = f"beekeeper/llama-server:{SLUG[REF_B]}"
-MODEL = "/srv/beekeeper/models/gemma-3-270m-it-Q4_K_M.gguf"
+MODEL_DIR = "/srv/beekeeper/models"
+MODEL = f"{MODEL_DIR}/gemma-3-270m-it-Q4_K_M.gguf"
 KIT_DIRS = ["/etc/beekeeper", "/var/lib/beekeeper", "/var/log/beekeeper",
             "/opt/beekeeper/venv", "/usr/local/lib/beekeeper",
             "/etc/apt/keyrings/nvidia-container-toolkit.gpg", "/opt/beekeeper",
@@ -267,7 +277,9 @@ def deployed_host(**over: Any) -> dict[str, Any]:
         "PresentPaths": lambda paths: {p: 1024 for p in paths if p in KIT_DIRS},
         "ImageTags": [IMAGE], "AptHistory": parse_apt_history(HISTORY),
         "InstalledPackages": INSTALLED, "AptPurgeWould": lambda packages: packages,
-        "AptHolds": [], "Users": {}, "Groups": [],
+        "AptHolds": [], "Users": {}, "Groups": [], "KitComponents": [],
+        "FileSizes": lambda path: {MODEL.rsplit("/", 1)[1]: 253_113_024}
+        if path == MODEL_DIR else {},
     }
     return {**base, **over}
 
@@ -275,7 +287,7 @@ def deployed_host(**over: Any) -> dict[str, Any]:
 def fresh_host() -> dict[str, Any]:
     """The same host once uninstalled: the packages the host had, nothing of the kit's."""
     return deployed_host(DeployedServices=[], FileContents=None, ImageTags=[],
-                         PresentPaths=lambda paths: {},
+                         PresentPaths=lambda paths: {}, FileSizes=lambda path: {},
                          InstalledPackages=sorted(set(INSTALLED) - set(KIT_INSTALLED)))
 
 
@@ -311,7 +323,7 @@ def test_uninstall_removes_what_the_kit_put_there(monkeypatch):
     assert keys.startswith("rm -rf /etc/apt/keyrings/nvidia-container-toolkit.gpg && ")
     # only what the kit's own transactions installed: not curl (the user's), nginx (another
     # pyinfra deploy's, not a package of the kit's), python3 (there before)
-    purge = cmd(ops, "Purge the packages the kit installed (8)")
+    purge = cmd(ops, "Purge the packages the kit installed (8: containerd, docker.io, git, ")
     assert purge == ["DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
                      "--allow-change-held-packages " + " ".join(KIT_INSTALLED)]
     assert cmd(ops, "Remove the kit's folders left empty") == [
@@ -319,7 +331,7 @@ def test_uninstall_removes_what_the_kit_put_there(monkeypatch):
         "rmdir /opt/beekeeper 2>/dev/null ; true"]
     # packages go last, after the engine's images, and the services first
     assert names.index("Remove the server images (beekeeper/llama-server)") < \
-        names.index("Purge the packages the kit installed (8)")
+        names.index(next(n for n in names if n.startswith("Purge the packages")))
     assert names[0].startswith("Remove service llm")
 
 
@@ -348,7 +360,8 @@ def test_nothing_is_purged_when_apt_would_take_a_package_the_kit_did_not_install
 
 def test_held_packages_the_kit_installed_are_released_first():
     ops = uninstall(deployed_host(AptHolds=["docker.io", "nginx"]))
-    assert cmd(ops, "Release the holds") == ["apt-mark unhold docker.io"]
+    assert cmd(ops, "Release the apt holds the kit set (docker.io)") == \
+        ["apt-mark unhold docker.io"]
 
 
 def test_the_nouveau_blacklist_goes_only_while_it_holds_the_kits_lines():
@@ -401,6 +414,236 @@ def test_apt_says_what_a_purge_would_take_along():
     ops = uninstall(deployed_host(AptPurgeWould=lambda packages: would,
                                   InstalledPackages=[*INSTALLED, "make", "patch"]))
     assert cmd(ops, "Purge the packages the kit installed") == []
+
+
+# The kit's driver on a Debian 12 host (apt-history-kit-driver-written-by-hand.log): the
+# headers, the branch pin and nvidia-open (its own apt-get line), the Container Toolkit,
+# then the user's htop. The driver task held the driver packages (operations/nvidia.py
+# hold_command), the toolkit task its four.
+DRIVER_LOG = (DATA / "apt-history-kit-driver-written-by-hand.log").read_text().splitlines()
+DRIVER_HISTORY = parse_apt_history(DRIVER_LOG)
+DRIVER_INSTALLED = sorted({n for t in DRIVER_HISTORY for n in t.installed} |
+                          {"ca-certificates", "docker.io", "python3"})
+DRIVER_HELD = ["firmware-nvidia-gsp", "libcuda1", "libnvidia-container-tools",
+               "libnvidia-container1", "libnvidia-ml1", "nvidia-container-toolkit",
+               "nvidia-container-toolkit-base", "nvidia-driver-cuda", "nvidia-kernel-open-dkms",
+               "nvidia-kernel-support", "nvidia-modprobe", "nvidia-open", "nvidia-persistenced"]
+DRIVER_GROUP = ["cpp-12", "dkms", "firmware-nvidia-gsp", "gcc-12", "libcuda1", "libnvidia-ml1",
+                "linux-compiler-gcc-12-x86", "linux-headers-6.1.0-37-amd64",
+                "linux-headers-6.1.0-37-common", "linux-headers-amd64", "linux-kbuild-6.1",
+                "make", "nvidia-driver-cuda", "nvidia-driver-pinning-580",
+                "nvidia-kernel-open-dkms", "nvidia-kernel-support", "nvidia-modprobe",
+                "nvidia-open", "nvidia-persistenced"]
+CUDA_SOURCE = "/etc/apt/sources.list.d/nvidia-cuda.sources"
+NOUVEAU_LINES = ["blacklist nouveau", "options nouveau modeset=0"]
+
+
+def driver_host(**over: Any) -> dict[str, Any]:
+    """deployed_host with the kit's driver and Container Toolkit installed and held."""
+    present = {*KIT_DIRS, CUDA_SOURCE, "/etc/apt/keyrings/nvidia-cuda.gpg"}
+    return deployed_host(**{
+        "AptHistory": DRIVER_HISTORY, "InstalledPackages": DRIVER_INSTALLED,
+        "AptHolds": DRIVER_HELD,
+        "PresentPaths": lambda paths: {p: 4 for p in paths if p in present},
+        "FileContents": lambda path: NOUVEAU_LINES if path.endswith("nouveau.conf") else None,
+        "KitComponents": [("contrib", "/etc/apt/sources.list.d/debian.sources")], **over})
+
+
+def test_the_driver_the_kit_installed_goes_with_its_holds_pin_and_source():
+    """The driver's own `apt-get install -y --no-install-recommends nvidia-open` line is the
+    kit's: the driver, its pin and headers are purged and their holds released, so NVIDIA's
+    source goes with nothing held left behind. A hand-typed line of the same words for
+    another package (htop) is not the kit's."""
+    ops = uninstall(driver_host())
+    names = [n for n, _ in ops]
+    release = next(n for n in names if n.startswith("Release the apt holds"))
+    assert cmd(ops, release) == ["apt-mark unhold " + " ".join(
+        [p for p in DRIVER_HELD if p.startswith("libnvidia-container") or
+         p.startswith("nvidia-container")] + [p for p in DRIVER_GROUP if p in DRIVER_HELD])]
+    driver = cmd(ops, "Purge the NVIDIA driver the kit installed (19: ")
+    assert driver == ["DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
+                      "--allow-change-held-packages " + " ".join(DRIVER_GROUP)]
+    other = cmd(ops, "Purge the packages the kit installed")[0]
+    for name in ("nvidia-container-toolkit", "gnupg", "wget", "dirmngr"):
+        assert f" {name} " in f"{other} "
+    assert "htop" not in other + driver[0] and "libnl-3-200" not in other + driver[0]
+    assert names.index(release) < names.index(next(n for n in names if "NVIDIA driver" in n))
+    apt_files = cmd(ops, "Remove the kit's apt sources and keyrings")[0]
+    assert CUDA_SOURCE in apt_files and "/etc/apt/keyrings/nvidia-cuda.gpg" in apt_files
+    assert cmd(ops, "Remove the nouveau blacklist") == \
+        ["rm -f /etc/modprobe.d/blacklist-nouveau.conf"]
+    assert cmd(ops, "Remove Debian's contrib area the kit added")
+    assert not [n for n in names if n.startswith("Keep the NVIDIA driver")]
+
+
+def test_keep_driver_keeps_it_whole_with_its_holds_pin_source_and_blacklist():
+    ops = uninstall(driver_host(), keep_driver=True)
+    names = [n for n, _ in ops]
+    keep = next(n for n in names if n.startswith("Keep the NVIDIA driver"))
+    assert "(host data keep_driver)" in keep and cmd(ops, keep) == []
+    assert not [n for n in names if n.startswith("Purge the NVIDIA driver")]
+    release = cmd(ops, "Release the apt holds")[0]
+    assert "nvidia-open" not in release and "libcuda1" not in release  # held, as it was
+    assert "nvidia-container-toolkit" in release
+    assert CUDA_SOURCE not in cmd(ops, "Remove the kit's apt sources and keyrings")[0]
+    assert not [n for n in names if n.startswith(("Remove the nouveau", "Remove Debian's"))]
+    # the other packages go, and apt may not take a driver package with them
+    assert "nvidia-open" not in cmd(ops, "Purge the packages the kit installed")[0]
+
+
+def test_a_driver_apt_would_take_more_with_stays_whole():
+    def would(packages):
+        return [*packages, "my-cuda-app"] if "nvidia-open" in packages else packages
+    ops = uninstall(driver_host(AptPurgeWould=would))
+    keep = next(n for n, _ in ops if n.startswith("Keep the NVIDIA driver"))
+    assert "would also remove my-cuda-app" in keep
+    assert CUDA_SOURCE not in cmd(ops, "Remove the kit's apt sources and keyrings")[0]
+    assert "nvidia-open" not in cmd(ops, "Release the apt holds")[0]
+
+
+def test_a_driver_purged_for_upgrade_driver_is_named_as_not_restored():
+    purge = ["Start-Date: 2026-12-02  08:41:55",
+             "Commandline: apt-get purge -y libnvidia-compute-570 nvidia-dkms-570 "
+             "nvidia-driver-570 nvidia-utils-570",
+             "Purge: nvidia-driver-570:amd64 (570.172.08-0ubuntu1)",
+             "End-Date: 2026-12-02  08:42:00", ""]
+    ops = uninstall(driver_host(AptHistory=parse_apt_history(purge + DRIVER_LOG)))
+    driver = next(n for n, _ in ops if n.startswith("Purge the NVIDIA driver"))
+    assert driver.endswith("; the driver it replaced (libnvidia-compute-570, nvidia-dkms-570, "
+                           "nvidia-driver-570, nvidia-utils-570, upgrade_driver) is not restored")
+
+
+def test_contrib_goes_only_where_the_kit_recorded_adding_it(tmp_path):
+    """Run for real on the Debian 12 image's own debian.sources and a sources.list: the
+    kit's component command (operations/apt_sources.py) adds contrib and, as the record the
+    uninstall reads, the kit's line (facts/lifecycle.py component_mark) is appended to each
+    file it changed; the uninstall's command gives back the files as they were."""
+    from beekeeper.facts.lifecycle import KitComponents, component_mark
+    from beekeeper.operations import apt_sources
+
+    from .test_host_states import _run, _stub, _tools
+
+    etc = tmp_path / "etc" / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    files = {etc / "sources.list.d" / "debian.sources":
+             (DATA / "debian12-docker-image-debian.sources").read_text(),
+             etc / "sources.list": "deb http://deb.debian.org/debian bookworm main\n"}
+    for path, text in files.items():
+        path.write_text(text)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "sed", "grep")
+    _stub(bin_, "apt-get", "exit 0")
+
+    def here(command: str) -> str:
+        return command.replace("/etc/apt", str(etc))
+
+    def recorded() -> list[tuple[str, str]]:
+        out = _run(here(KitComponents().command()), bin_)
+        return KitComponents().process([line.replace(str(etc), "/etc/apt") for line in out])
+
+    assert recorded() == []  # a host deployed before the record: contrib stays
+    assert not [n for n, _ in uninstall(deployed_host()) if n.startswith("Remove Debian's")]
+    _run(here(apt_sources.component_command("contrib")), bin_)
+    for path in files:
+        with path.open("a") as f:
+            f.write(component_mark("contrib") + "\n")
+    found = recorded()
+    assert found == [("contrib", "/etc/apt/sources.list"),
+                     ("contrib", "/etc/apt/sources.list.d/debian.sources")]
+    ops = uninstall(deployed_host(KitComponents=found))
+    revert = cmd(ops, "Remove Debian's contrib area the kit added (/etc/apt/sources.list, ")
+    assert len(revert) == 1
+    assert _run(here(revert[0]), bin_)[-1] == "beekeeper: removed the contrib area the kit added"
+    for path, text in files.items():
+        assert path.read_text() == text
+    assert recorded() == []
+
+
+TOOLKIT_ONLY = parse_apt_history(DRIVER_LOG[20:25])  # the Container Toolkit's transaction
+DAEMON_JSON = (DATA / "daemon-json-nvidia-ctk-written-by-hand.json").read_text()
+
+
+def test_the_nvidia_runtime_and_cdi_spec_go_with_the_toolkit_the_kit_installed(tmp_path):
+    """daemon.json as nvidia-ctk writes it (Go's json.MarshalIndent, 4 spaces, keys sorted)
+    into a file with the user's log settings: the entry goes, the rest stays, Docker is
+    restarted (try-restart: only if it runs) as the kit did not install it."""
+    def contents(path):
+        return DAEMON_JSON.splitlines() if path == "/etc/docker/daemon.json" else None
+    spec, cdi = "/var/run/cdi/nvidia.yaml", "/var/run/cdi"
+    ops = uninstall(deployed_host(
+        AptHistory=TOOLKIT_ONLY, FileContents=contents,
+        InstalledPackages=[*INSTALLED, "libnvidia-container1", "libnvidia-container-tools",
+                           "nvidia-container-toolkit-base", "nvidia-container-toolkit"],
+        PresentPaths=lambda paths: {p: 4 for p in paths if p in [*KIT_DIRS, spec, cdi]}))
+    write, restart = cmd(ops, "Remove the nvidia runtime nvidia-ctk added to "
+                              "/etc/docker/daemon.json")
+    assert restart == "systemctl try-restart docker.service"
+    target = tmp_path / "daemon.json"
+    target.write_text(DAEMON_JSON)
+    sh(write.replace("/etc/docker/daemon.json", str(target)))
+    assert json.loads(target.read_text()) == {"log-driver": "json-file",
+                                              "log-opts": {"max-size": "10m"}}
+    assert cmd(ops, "Remove the CDI spec")[0].startswith(f"rm -rf {spec} && ")
+    assert "rmdir /var/run/cdi" in cmd(ops, "Remove the kit's folders left empty")[0]
+    # a daemon.json nvidia-ctk made holding only the runtime goes; the engine the kit
+    # installed goes too: nothing to restart
+    alone = json.dumps({"runtimes": json.loads(DAEMON_JSON)["runtimes"]}, indent=4)
+    ops = uninstall(deployed_host(
+        AptHistory=[*parse_apt_history(HISTORY), *TOOLKIT_ONLY],
+        FileContents=lambda path: alone.splitlines() if path.endswith("daemon.json") else None,
+        InstalledPackages=[*INSTALLED, "nvidia-container-toolkit"]))
+    assert cmd(ops, "Remove the nvidia runtime") == ["rm -f /etc/docker/daemon.json"]
+
+
+def test_a_toolkit_the_host_had_keeps_its_runtime_entry():
+    ops = uninstall(deployed_host(
+        FileContents=lambda path: DAEMON_JSON.splitlines() if path.endswith("daemon.json")
+        else None, InstalledPackages=[*INSTALLED, "nvidia-container-toolkit"]))
+    assert not [n for n, _ in ops if "nvidia runtime" in n or "CDI" in n]
+
+
+def test_models_of_earlier_profiles_go_but_not_the_users_files():
+    """In model_dir: an earlier profile's Hub download (its downloader log beside it), a
+    model of the kit's catalogue copied from PyPI (its exact size), an interrupted
+    download; a file of the user's, and one named as a catalogue model but of another size
+    (the user's too), stay."""
+    listing = {"Qwen3.5-9B-Q4_K_M.gguf": 5_629_108_736,
+               "Qwen3.5-9B-Q4_K_M.gguf.download.log": 2_048,
+               "Qwen3.5-9B-Q4_K_M.gguf.download.log.rc": 2,
+               "SmolLM2-135M-Instruct.Q4_1.gguf": 98_362_432,
+               "Qwen3.5-9B-Q8_0.gguf.partial": 1_000_000,
+               "my-own-model.gguf": 1_000,
+               "Qwen3.5-9B-DFlash-q8_0.gguf": 12}
+    files = {f"{MODEL_DIR}/{n}" for n in listing}
+    ops = uninstall(deployed_host(
+        FileSizes=lambda path: listing if path == MODEL_DIR else {},
+        PresentPaths=lambda paths: {p: 4 for p in paths if p in KIT_DIRS or p in files}))
+    name = next(n for n, _ in ops if n.startswith("Remove the models the kit placed"))
+    removed = cmd(ops, name)[0].split(" && ")[0].split()[2:]
+    assert sorted(removed) == sorted([MODEL] + [f"{MODEL_DIR}/{n}" for n in (
+        "Qwen3.5-9B-Q4_K_M.gguf", "Qwen3.5-9B-Q4_K_M.gguf.download.log",
+        "Qwen3.5-9B-Q4_K_M.gguf.download.log.rc", "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "Qwen3.5-9B-Q8_0.gguf.partial")])
+    # --dry lists them by name before anything goes
+    assert "Qwen3.5-9B-Q4_K_M.gguf, " in name and "my-own-model" not in name
+    assert "DFlash" not in name
+
+
+def test_the_cuda_files_go_whatever_cuda_release_wrote_them():
+    """cuda_follows_driver, or a cuda_version bumped since, wrote another release's path."""
+    written = {"/etc/profile.d/cuda.sh": ["export PATH=/usr/local/cuda-12.8/bin:$PATH"],
+               "/etc/ld.so.conf.d/cuda.conf": ["/usr/local/cuda-12.8/lib64"]}
+    ops = uninstall(deployed_host(FileContents=lambda path: written.get(path)))
+    assert cmd(ops, "Remove the CUDA PATH file") == ["rm -f /etc/profile.d/cuda.sh"]
+    assert cmd(ops, "Remove the CUDA loader path") == ["rm -f /etc/ld.so.conf.d/cuda.conf"]
+
+
+def test_a_bad_keep_driver_is_one_line_before_anything_runs():
+    with pytest.raises(ConfigError, match=r"host data `keep_driver`: 1 is not True or False; "
+                                          r"fix: --data keep_driver=true to keep the NVIDIA "
+                                          r"driver"):
+        uninstall(deployed_host(), keep_driver=1)
 
 
 def test_the_deploy_queues_the_upgrade_cleanup_after_the_smoke_checks(machine):
