@@ -236,26 +236,41 @@ def check_keys(keys: Iterable[str], known: Iterable[str], prefix: str = "",
         raise fail(f"{prefix}{key}", "unknown key: beekeeper and pyinfra do not read it", hint)
 
 
-
-
 _UNSET = object()
-# the service keys group_data/all.py gives every host (defaults for a host of one service):
-# beside `services` they are unread defaults, not refused (host data merged into one mapping,
-# as tests and the harness give it, cannot say which layer set them)
-GROUP_SERVICE_DEFAULTS = ("bind_address", "port", "profile")
+# the service keys group_data/all.py gives every host, with its values: the kit's defaults for
+# a host of one service, unread (not refused) beside `services` when they come from there
+GROUP_SERVICE_DEFAULTS: Mapping[str, Any] = {
+    "profile": "q8-turbo4-64k", "bind_address": "127.0.0.1", "port": 8083}
+# pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__): the deploy's
+# own overrides, --data, the inventory's host data, the host's groups' data (group_data/
+# GROUP.py, inventory groups); then the data every host gets (group_data/all.py, the
+# inventory's `all`) and @deploy defaults, which are the kit's defaults
+_OWN_LAYERS = ("set during the deploy", "in --data", "in this host's data", "in a group's data")
 
 
-def own_keys(data: Any) -> set[str]:
-    """The keys this host's own data sets (--data overrides and the inventory's host data),
-    not group data: group_data/all.py may give single-service defaults to every host."""
+def _kit_default(key: str, value: Any) -> bool:
+    """`value` is what group_data/all.py gives every host for the service key `key`."""
+    default = GROUP_SERVICE_DEFAULTS.get(key, _UNSET)
+    return type(value) is type(default) and value == default
+
+
+def own_keys(data: Any) -> dict[str, str]:
+    """The keys set for this host by more than the kit's defaults, each with where it was
+    set. pyinfra's HostData says by its layers (group_data/all.py and @deploy data are the
+    defaults); a merged mapping (tests, uninstall.py) cannot, so there, and in any layer, a
+    service key holding group_data/all.py's value is taken for the default: it changes
+    nothing a `services` entry reads."""
     if isinstance(data, Mapping):
-        keys = {str(k) for k in data}
+        layers: list[tuple[Mapping[str, Any], str]] = [(data, "in host data")]
     else:
-        keys = set()
-        for layer in getattr(data, "datas", ())[:3]:  # the deploy's, --data, the host's own
-            layer = layer() if callable(layer) else layer
-            keys |= {str(k) for k in layer}
-    return keys - set(GROUP_SERVICE_DEFAULTS)
+        layers = [(layer() if callable(layer) else layer, where) for layer, where
+                  in zip(getattr(data, "datas", ()), _OWN_LAYERS, strict=False)]
+    keys: dict[str, str] = {}
+    for layer, where in layers:
+        for k, v in layer.items():
+            if not _kit_default(str(k), v):
+                keys.setdefault(str(k), where)
+    return keys
 
 
 def _kit_data(data: Any) -> dict[str, Any]:
@@ -310,24 +325,31 @@ def rule_runtime(hd: HostData) -> str:
     return hd.runtime
 
 
-def rule_beside_services(hd: HostData, own: set[str]) -> None:
-    """With `services`, a service key at the top level of this host's data is read by no
-    service: refused, naming where it belongs (group data's are defaults for hosts of one
-    service, and stay unread here)."""
+# beside `services`, a top-level `profile` stays unread rather than refused: every present
+# entry names its own (one without is refused as missing), so it never changes unnoticed
+# what a host serves, as a top-level port or bind_address would (the entries' default is
+# 8083 on 127.0.0.1, not the value given)
+UNREAD_BESIDE_SERVICES = ("profile",)
+
+
+def rule_beside_services(own: Mapping[str, str]) -> None:
+    """With `services`, a service key at the top level is read by no service: refused where
+    this host's data, --data or a group's data sets it (own_keys), naming where it belongs.
+    group_data/all.py's defaults for hosts of one service stay unread here."""
     for name in SERVICE_KEYS:
-        if name in own:
-            raise fail(name, "given at the top level beside `services`, where no service "
-                       "reads it", f"move it into each `services` entry that needs it "
-                       f"(services[i].{name}), or remove it")
+        if name in own and name not in UNREAD_BESIDE_SERVICES:
+            raise fail(name, f"given at the top level beside `services` ({own[name]}), where "
+                       "no service reads it", f"move it into each `services` entry that "
+                       f"needs it (services[i].{name}), or remove it")
 
 
-def _services(hd: HostData, own: set[str]
+def _services(hd: HostData, own: Mapping[str, str]
               ) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
     """The services this host runs and the names of those it must remove."""
     if hd.services is None:
         entries: list[tuple[ServiceData, str]] = [(hd, "")]
     else:
-        rule_beside_services(hd, own)
+        rule_beside_services(own)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
     services = tuple(_service(e, prefix) for e, prefix in entries if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")

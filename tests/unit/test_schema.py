@@ -110,19 +110,81 @@ def test_extra_args_in_a_services_entry_are_checked_too():
 # ------------------------------------------------------------------ keys read by nothing
 
 @pytest.mark.parametrize("key", ["ctx_size", "server_extra_args", "service_name",
-                                 "model_sha256", "gateway_port", "state"])
+                                 "model_sha256", "gateway_port", "state", "port",
+                                 "bind_address"])
 def test_a_service_key_beside_services_is_refused_naming_where_it_belongs(key):
     value = {"ctx_size": 4096, "server_extra_args": [], "service_name": "x",
-             "model_sha256": "a" * 64, "gateway_port": 9000, "state": "present"}[key]
+             "model_sha256": "a" * 64, "gateway_port": 9000, "state": "present",
+             "port": 9999, "bind_address": "0.0.0.0"}[key]
     msg = refused(with_(services=[{"profile": "cpu-tiny"}], **{key: value}), key)
     assert f"services[i].{key}" in msg and "beside `services`" in msg
 
 
+def test_the_issues_top_level_port_beside_services_is_refused_not_served_on_8083():
+    """{'port': 9999, 'services': [...]} was accepted and served on 8083."""
+    msg = refused({"source": CPU["source"], "port": 9999,
+                   "services": [{"profile": "cpu-tiny"}]}, "port")
+    assert "move it into each `services` entry" in msg and "services[i].port" in msg
+
+
 def test_group_datas_service_defaults_are_what_config_leaves_unread_beside_services():
-    names = {k for k in runpy.run_path(str(ROOT / "group_data" / "all.py"))
-             if not k.startswith("__")}
-    assert set(GROUP_SERVICE_DEFAULTS) == names & set(SERVICE_KEYS)
-    load_host_config({**CPU, "port": 8083, "services": [{"profile": "cpu-tiny", "port": 8084}]})
+    defaults = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
+                if k in SERVICE_KEYS}
+    assert dict(GROUP_SERVICE_DEFAULTS) == defaults
+    # host data merged from every layer (as uninstall.py and tests give it): the defaults
+    # beside services are group_data/all.py's, unread
+    cfg = load_host_config({**CPU, **defaults, "services": [{"profile": "cpu-tiny",
+                                                              "port": 8084}]})
+    assert [(s.port, s.bind_address) for s in cfg.services] == [(8084, "127.0.0.1")]
+
+
+def _cli_host(host_data, group_data=None, override=None):
+    """host.data of `box` as `pyinfra inventories/home.py ...` builds it (pyinfra_cli's
+    make_inventory_from_files, whose import patches the process with gevent): the names of
+    group_data/all.py are the `all` data every host gets, `box` is in the inventory's group
+    `gpus` with `host_data`, and group_data/gpus.py's names are that group's data."""
+    from pyinfra.api import Config, Inventory, State
+
+    defaults = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
+                if not k.startswith("__")}
+    inv = Inventory(([("box", host_data)], defaults), override_data=override,
+                    gpus=(["box"], group_data or {}))
+    State(inv, Config())
+    return inv.get_host("box").data
+
+
+SERVICES = {"source": CPU["source"], "services": [{"profile": "cpu-tiny", "port": 8090}]}
+
+
+@pytest.mark.parametrize("group_data", [None, {"port": 8083, "bind_address": "127.0.0.1"}],
+                         ids=["all.py", "all.py's-values-again"])
+def test_group_data_all_alone_beside_services_passes(group_data):
+    """The kit's defaults (profile, port 8083, bind_address) come from group_data/all.py
+    for every host: beside `services` they are unread, never refused; given again with the
+    same values elsewhere they change nothing an entry reads (its defaults are those)."""
+    data = _cli_host(SERVICES, group_data)
+    assert data.get("port") == 8083
+    assert [s.port for s in load_host_config(data).services] == [8090]
+
+
+@pytest.mark.parametrize(("where", "key", "host_data", "group_data", "override"), [
+    ("in this host's data", "port", {**SERVICES, "port": 9999}, None, None),
+    ("in a group's data", "port", SERVICES, {"port": 9999}, None),
+    ("in a group's data", "bind_address", SERVICES, {"bind_address": "0.0.0.0"}, None),
+    ("in --data", "port", SERVICES, None, {"port": 9999}),
+], ids=["host", "group-port", "group-bind", "--data"])
+def test_a_port_or_bind_beside_services_from_the_host_or_a_users_group_is_refused(
+        where, key, host_data, group_data, override):
+    msg = refused(_cli_host(host_data, group_data, override), key)
+    assert f"beside `services` ({where})" in msg and f"services[i].{key}" in msg
+
+
+def test_a_top_level_profile_beside_services_stays_unread():
+    """Every present entry names its own profile (one without is refused as missing)."""
+    cfg = load_host_config(with_(services=[{"profile": "cpu-tiny", "service_name": "a"}]))
+    assert [s.profile.name for s in cfg.services] == ["cpu-tiny"]
+    refused({"source": CPU["source"], "profile": "cpu-tiny", "services": [{}]},
+            "services[0].profile")
 
 
 @pytest.mark.parametrize("key", ["draft_repo", "draft_file", "draft_revision", "draft_sha256"])
