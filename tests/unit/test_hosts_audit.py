@@ -92,17 +92,12 @@ def test_the_gpu_check_is_skipped_only_without_a_gpu_server_in_a_container():
 # Docker's answer when no engine-side GPU support is there (moby daemon/oci, as printed)
 NO_GPU_DRIVER = ('docker: Error response from daemon: could not select device driver "" '
                  'with capabilities: [[gpu]].')
+from .test_host_checks import Out  # noqa: E402 - testinfra's command result
+
 CUDA_SVC = {"mode": "container", "profile": "q8-turbo4-64k", "container": "beekeeper-llm",
             "image": "beekeeper/llama-server:ba1fdce591f5-cuda13.2-sm89-1a2b3c4d"}
 CPU_SVC = {"mode": "container", "profile": "cpu-tiny", "container": "beekeeper-tiny",
            "image": "beekeeper/llama-server:ba1fdce591f5-cpu-x86-64-v3-5e6f7a8b"}
-
-
-@dataclass
-class Out:
-    rc: int
-    stdout: str
-    stderr: str = ""
 
 
 @dataclass
