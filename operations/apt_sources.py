@@ -4,11 +4,12 @@ apt source operations beyond pyinfra's: use a source the host already has.
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
+
+from beekeeper.facts.lifecycle import component_mark
 
 
 @operation()
@@ -27,15 +28,21 @@ def source_reused(path: str, signed_by: str | None):
 def component_command(component: str) -> str:
     """Add an archive area to each Debian source that lacks it: `Components:` of the deb822
     .sources files that name a Debian mirror, and the `deb` lines of /etc/apt/sources.list;
-    then refresh apt's lists."""
-    if not re.fullmatch(r"[a-z][a-z-]*", component):
-        raise ValueError(f"not an archive area: {component!r}")
+    each file changed gets the kit's record line (facts/lifecycle.py COMPONENT_MARK), which
+    the uninstall reverts by; then refresh apt's lists. A file with nothing to add is left
+    as it is, record included: a second run changes nothing."""
+    mark = shlex.quote(component_mark(component))  # checks the name: it reaches sed unquoted
     add = f"/ {component}( |$)/!s/$/ {component}/"
-    return (f"for f in /etc/apt/sources.list.d/*.sources; do [ -f \"$f\" ] && grep -q debian "
-            f"\"$f\" && sed -i -E '/^Components:/{{{add}}}' \"$f\"; done; "
-            "[ -f /etc/apt/sources.list ] && sed -i -E "
-            f"'/^deb(-src)? .*debian/{{{add}}}' /etc/apt/sources.list; apt-get update -qq; "
-            f"echo enabled {shlex.quote(component)}")
+
+    def edit(lines: str, file: str) -> str:
+        lacks = f"grep -E '{lines}' {file} | grep -qvE ' {component}( |$)'"
+        return (f"[ -f {file} ] && {lacks} && sed -i -E '/{lines}/{{{add}}}' {file} && "
+                f"echo {mark} >> {file}")
+
+    each = edit("^Components:", '"$f"')
+    listed = edit("^deb(-src)? .*debian", "/etc/apt/sources.list")
+    return (f"for f in /etc/apt/sources.list.d/*.sources; do grep -qs debian \"$f\" && "
+            f"{each}; done; {listed}; apt-get update -qq; echo enabled {shlex.quote(component)}")
 
 
 @operation()

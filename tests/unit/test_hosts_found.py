@@ -399,6 +399,8 @@ def test_contrib_is_added_to_each_debian_source_once(tmp_path):
     after = (etc / "sources.list.d" / "debian.sources").read_text()
     assert after.count("Components: main contrib\n") == 2 and "contrib contrib" not in after
     assert (etc / "sources.list").read_text() == \
-        "deb http://deb.debian.org/debian bookworm main contrib\n"
+        "deb http://deb.debian.org/debian bookworm main contrib\n" \
+        "# beekeeper added the contrib area to the Debian sources in this file\n"
+    assert after.count("# beekeeper added the contrib area") == 1  # the record, once
     assert DebianComponents().process(_run(here(DebianComponents().command()), bin_)) == \
         ["main", "contrib"]

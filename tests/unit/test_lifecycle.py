@@ -530,6 +530,9 @@ def test_contrib_goes_only_where_the_kit_recorded_adding_it(tmp_path):
              etc / "sources.list": "deb http://deb.debian.org/debian bookworm main\n"}
     for path, text in files.items():
         path.write_text(text)
+    mine = etc / "sources.list.d" / "mine.sources"  # the user's own contrib: no record
+    mine.write_text("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n"
+                    "Components: main contrib\n")
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     _tools(bin_, "sed", "grep")
@@ -544,10 +547,9 @@ def test_contrib_goes_only_where_the_kit_recorded_adding_it(tmp_path):
 
     assert recorded() == []  # a host deployed before the record: contrib stays
     assert not [n for n, _ in uninstall(deployed_host()) if n.startswith("Remove Debian's")]
-    _run(here(apt_sources.component_command("contrib")), bin_)
+    _run(here(apt_sources.component_command("contrib")), bin_)  # writes its record line
     for path in files:
-        with path.open("a") as f:
-            f.write(component_mark("contrib") + "\n")
+        assert path.read_text().endswith(component_mark("contrib") + "\n")
     found = recorded()
     assert found == [("contrib", "/etc/apt/sources.list"),
                      ("contrib", "/etc/apt/sources.list.d/debian.sources")]
@@ -557,7 +559,7 @@ def test_contrib_goes_only_where_the_kit_recorded_adding_it(tmp_path):
     assert _run(here(revert[0]), bin_)[-1] == "beekeeper: removed the contrib area the kit added"
     for path, text in files.items():
         assert path.read_text() == text
-    assert recorded() == []
+    assert recorded() == [] and "beekeeper" not in mine.read_text()
 
 
 TOOLKIT_ONLY = parse_apt_history(DRIVER_LOG[20:25])  # the Container Toolkit's transaction
