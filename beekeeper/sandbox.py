@@ -419,6 +419,9 @@ def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[s
     from .core.cache import CPU_SOURCE_REF, cpu_source_tarball
 
     st = load_state(name)
+    given = {**load_host_data(name), **data}
+    # a host of services names a profile in each entry (one beside them is refused)
+    profile = {} if "services" in given else {"profile": "cpu-tiny"}
     return ("sandbox" if st.container == CONTAINER else st.container, {
         "ssh_hostname": "127.0.0.1",
         "ssh_port": st.ssh_port,
@@ -426,15 +429,14 @@ def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[s
         "ssh_key": st.ssh_key,
         "ssh_known_hosts_file": st.known_hosts,
         "ssh_strict_host_key_checking": "yes",  # pinned by `beekeeper sandbox up`
-        "profile": "cpu-tiny",
+        **profile,
         # the llama.cpp tree vendored in the pinned llama-cpp-python sdist
         "source": {"path": str(cpu_source_tarball()), "ref": CPU_SOURCE_REF},
         # no registry here: base images come from the controller
         "base_images": st.base_images,
         "preload_images": st.preload_images,
         "health_timeout_s": 120,
-        **load_host_data(name),
-        **data,
+        **given,
     })
 
 

@@ -325,19 +325,12 @@ def rule_runtime(hd: HostData) -> str:
     return hd.runtime
 
 
-# beside `services`, a top-level `profile` stays unread rather than refused: every present
-# entry names its own (one without is refused as missing), so it never changes unnoticed
-# what a host serves, as a top-level port or bind_address would (the entries' default is
-# 8083 on 127.0.0.1, not the value given)
-UNREAD_BESIDE_SERVICES = ("profile",)
-
-
 def rule_beside_services(own: Mapping[str, str]) -> None:
     """With `services`, a service key at the top level is read by no service: refused where
     this host's data, --data or a group's data sets it (own_keys), naming where it belongs.
     group_data/all.py's defaults for hosts of one service stay unread here."""
     for name in SERVICE_KEYS:
-        if name in own and name not in UNREAD_BESIDE_SERVICES:
+        if name in own:
             raise fail(name, f"given at the top level beside `services` ({own[name]}), where "
                        "no service reads it", f"move it into each `services` entry that "
                        f"needs it (services[i].{name}), or remove it")

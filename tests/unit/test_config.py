@@ -7,7 +7,10 @@ GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp
 
 
 def with_(**kw):
-    return {**GOOD, **kw}
+    """GOOD with `kw`; with `services`, less GOOD's top-level profile (each entry names its
+    own: a top-level one beside them is refused)."""
+    base = {k: v for k, v in GOOD.items() if not ("services" in kw and k == "profile")}
+    return {**base, **kw}
 
 
 def test_good_data_loads_with_secure_defaults():

@@ -21,7 +21,10 @@ GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp
 
 
 def with_(**kw):
-    return {**GOOD, **kw}
+    """GOOD with `kw`; with `services`, less GOOD's top-level profile (each entry names its
+    own: a top-level one beside them is refused)."""
+    base = {k: v for k, v in GOOD.items() if not ("services" in kw and k == "profile")}
+    return {**base, **kw}
 
 
 @pytest.fixture
@@ -384,7 +387,7 @@ def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
                    PortContainers=[PortContainer(name="beekeeper-llm", service="llm",
                                                  image="beekeeper/llama-server:x")],
                    PortListeners=["docker-proxy"])
-    ops = run_deploy({**DEFAULTS, "profile": "cpu-tiny",
+    ops = run_deploy({**DEFAULTS,
                       "services": [{"service_name": "tiny", "profile": "cpu-tiny"}]}, canned)
     names = [n for n, _ in ops]
     removal = next(i for i, n in enumerate(names) if n.startswith("Remove service llm"))
@@ -407,7 +410,7 @@ def test_a_removed_service_on_its_own_port_goes_only_after_the_smoke_checks():
 
     canned = facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"),
                    DeployedServices=["old"], FileContents=manifests)
-    ops = run_deploy({**DEFAULTS, "profile": "cpu-tiny",
+    ops = run_deploy({**DEFAULTS,
                       "services": [{"service_name": "tiny", "profile": "cpu-tiny"}]}, canned)
     names = [n for n, _ in ops]
     removal = next(i for i, n in enumerate(names) if n.startswith("Remove service old"))

@@ -743,12 +743,13 @@ def test_the_run_ends_with_a_line_for_each_failed_host_and_why(capsys):
 
 
 def test_a_gateway_with_no_service_to_route_anywhere_is_refused():
-    state, errors = _deploy_hosts([("gw", {**CPU_GIT, "services": [], "gateway": {}}),
-                                   ("empty", {**CPU_GIT, "services": []})], facts(**CPU_HOST))
+    bare = {k: v for k, v in CPU_GIT.items() if k != "profile"}  # no service, no profile
+    state, errors = _deploy_hosts([("gw", {**bare, "services": [], "gateway": {}}),
+                                   ("empty", {**bare, "services": []})], facts(**CPU_HOST))
     assert {h.name for h in state.failed_hosts} == {"gw"} or "gw" in errors
     line = state.beekeeper_failures.get("gw") or str(errors.get("gw"))
     assert "host data `gateway`: no inventory host has a service for this gateway" in line
     # a service of its own (or any host's) is a backend
     state, errors = _deploy_hosts([("gw", {**CPU_GIT, "gateway": {}}),
-                                   ("empty", {**CPU_GIT, "services": []})], facts(**CPU_HOST))
+                                   ("empty", {**bare, "services": []})], facts(**CPU_HOST))
     assert errors == {} and not state.failed_hosts

@@ -20,7 +20,9 @@ GPU = {"profile": "q8-turbo4-64k", "source": GIT}
 
 
 def with_(**kw):
-    return {**CPU, **kw}
+    """CPU with `kw`; with `services`, less CPU's top-level profile (refused beside them)."""
+    base = {k: v for k, v in CPU.items() if not ("services" in kw and k == "profile")}
+    return {**base, **kw}
 
 
 def refused(data, key):
@@ -179,12 +181,14 @@ def test_a_port_or_bind_beside_services_from_the_host_or_a_users_group_is_refuse
     assert f"beside `services` ({where})" in msg and f"services[i].{key}" in msg
 
 
-def test_a_top_level_profile_beside_services_stays_unread():
-    """Every present entry names its own profile (one without is refused as missing)."""
+def test_a_top_level_profile_beside_services_is_refused():
+    """Every present entry names its own profile (one without is refused as missing); a
+    top-level profile beside them is read by none: refused, as the other service keys."""
     cfg = load_host_config(with_(services=[{"profile": "cpu-tiny", "service_name": "a"}]))
     assert [s.profile.name for s in cfg.services] == ["cpu-tiny"]
-    refused({"source": CPU["source"], "profile": "cpu-tiny", "services": [{}]},
-            "services[0].profile")
+    refused({"source": CPU["source"], "services": [{}]}, "services[0].profile")
+    msg = refused({**CPU, "services": [{"profile": "cpu-smollm"}]}, "profile")
+    assert "services[i].profile" in msg and "beside `services`" in msg
 
 
 @pytest.mark.parametrize("key", ["draft_repo", "draft_file", "draft_revision", "draft_sha256"])
