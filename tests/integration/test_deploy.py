@@ -16,6 +16,7 @@ from beekeeper.core.profiles import PROFILES
 from beekeeper.sandbox import load_state, ssh_options
 from beekeeper.tunnel import ssh_tunnel
 from beekeeper.verify.client import ServerClient
+from beekeeper.verify.judge import BUSY
 from beekeeper.verify.suites import run_suites
 
 from .helpers import (
@@ -160,10 +161,18 @@ def test_verify_runs_on_the_host_and_the_report_comes_back(first, tmp_path):
                         "--profile", "cpu-tiny", "--suite", "engine,smoke,decode,vram", "--quick",
                         "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                        timeout=900)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    # a machine busy with other work (a shared CI runner) may spread llama-bench's repeats
+    # over judge.NOISE_MAX: then decode is not judged (exit 3) and says so; anything else
+    # is a failure. The report comes back either way.
+    busy = p.returncode == 3 and f"not judged: decode: {BUSY}" in p.stdout
+    assert p.returncode == 0 or busy, (p.stdout + p.stderr)[-3000:]
     reports = list(tmp_path.glob("sandbox/*/report.json"))
     assert len(reports) == 1, list(tmp_path.rglob("*"))
     data = json.loads(reports[0].read_text())
-    assert data["passed"] and "runs on the CPU" in data["suites"]["vram"]["skipped"]
-    assert "verify PASSED (judged: decode" in p.stdout, p.stdout[-2000:]
+    assert "runs on the CPU" in data["suites"]["vram"]["skipped"]
+    if busy:
+        print("[figure] verify --on-host: decode not judged, the host was busy")
+        assert not data["passed"] and "verify INCOMPLETE" in p.stdout
+    else:
+        assert data["passed"] and "verify PASSED (judged: decode" in p.stdout, p.stdout[-2000:]
     assert (reports[0].parent / "report.html").exists()
