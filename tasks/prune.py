@@ -114,10 +114,18 @@ def kept_artifacts(cfg: HostConfig, artifact: str) -> tuple[set[str], str | None
     return keep, None
 
 
+def _own_trees(cfg: HostConfig) -> set[str]:
+    """The source tree this deploy builds from, by name: it may not be there yet when the
+    cleanup is planned (the fetch runs later), and the step reads the folder when it runs."""
+    if not cfg.services:
+        return set()
+    if cfg.source.kind == "local" and cfg.source.path:
+        return {cfg.source.ref, cfg.source.path.rsplit("/")[-1]}
+    return {cfg.source.ref}
+
+
 def _tree_kept(name: str, cfg: HostConfig, slugs: set[str]) -> bool:
-    if cfg.services and name == cfg.source.ref:
-        return True
-    if cfg.source.kind == "local" and cfg.source.path and name == cfg.source.path.rsplit("/")[-1]:
+    if name in _own_trees(cfg):
         return True
     return not name.endswith(".tmp") and any(s.startswith(name[:12] + "-") for s in slugs)
 
@@ -135,7 +143,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
     slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
     src = f"{cfg.state_dir}/src"
     trees = {e.name for e in host.get_fact(FolderEntries, path=src)
-             if _tree_kept(e.name, cfg, slugs)}
+             if _tree_kept(e.name, cfg, slugs)} | _own_trees(cfg)
     native_keep = set(slugs)
     for e in host.get_fact(FolderEntries, path=NATIVE_PREFIX):
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:

@@ -239,6 +239,28 @@ def test_container_mode_keeps_the_trees_and_build_folders_of_the_kept_images(mac
         f"var/lib/beekeeper/build/{SLUG[REF_B]}", f"var/lib/beekeeper/build/{SLUG[REF_C]}"]
 
 
+def test_what_this_deploy_fetches_and_builds_after_the_cleanup_is_queued_stays(machine):
+    """On a real host the cleanup is queued before this deploy fetches its source and builds
+    (pyinfra reads the folders again when the step runs): the new tree and build folder,
+    absent when the step was planned, must stay (the sandbox's upgrade removed them)."""
+    m = machine
+    tag = {r: f"beekeeper/llama-server:{SLUG[r]}" for r in (REF_A, REF_B, REF_C)}
+    for ref in (REF_A, REF_B):
+        m.build(ref, 1)
+    m.runs(tag[REF_B], before=tag[REF_A])
+
+    def deploy(cfg):
+        prune.ensure(cfg, "after", tag[REF_C])
+        m.build(REF_C, 1)  # the fetch and the build run after the cleanup was queued
+        (m.state_dir / "build" / SLUG[REF_C]).mkdir(parents=True)
+
+    ops = run_queued(deploy, {**m.data(REF_C), "mode": "container"}, m.facts())
+    apply(m, [(n, c) for n, c in ops if "no rollback needs" in n])
+    left = m.tree()
+    assert f"var/lib/beekeeper/src/{REF_C}" in left, left
+    assert f"var/lib/beekeeper/build/{SLUG[REF_C]}" in left, left
+
+
 def test_the_cleanup_is_planned_only_when_the_deploy_names_its_artifact(machine):
     m = machine
     m.runs(m.build(REF_B, 1), before=m.build(REF_A, 1))
