@@ -54,7 +54,7 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     check = f"python3 {q(script)} --timeout {timeout_s}{key}"
     unit = paths.unit_name
     yield StreamedCommand(
-        f"if {check} --port {port} --out {q(paths.smoke_result)}; then "
+        f"if {check} --port {port} --unit {q(unit)} --out {q(paths.smoke_result)}; then "
         f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "
         f"echo '--- last server log lines ({unit}) ---'; "
         f"journalctl -u {q(unit)} -n 30 --no-pager; "

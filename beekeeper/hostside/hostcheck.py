@@ -3,7 +3,11 @@
 Deploy gate run on the host itself (standard library only, so any host with python3
 can run it): wait for /health, then smoke-check the OpenAI API.
 
-    python3 hostcheck.py --port 8083 --timeout 300 [--api-key-file F]
+    python3 hostcheck.py --port 8083 --timeout 300 [--api-key-file F] [--unit U]
+
+With --unit, a server that keeps exiting before /health answers (the unit restarted
+CRASH_LOOP_RESTARTS times since the wait began, systemd's NRestarts) fails at once rather
+than at the deadline: it will not get better by waiting.
 
 Prints one JSON line; exit 0 when every check passed, 1 otherwise.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 import urllib.error
@@ -27,10 +32,26 @@ def _request(url: str, key: str | None, body: dict | None = None, timeout: float
     return urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 (loopback URL)
 
 
-def wait_healthy(base: str, deadline_s: float) -> tuple[bool, str, float]:
-    """Poll /health until 200; 503 means the model is still loading."""
+CRASH_LOOP_RESTARTS = 3
+
+
+def restarts(unit: str) -> int | None:
+    """The unit's automatic restarts so far (systemd's NRestarts), None if unreadable."""
+    try:
+        out = subprocess.run(["systemctl", "show", "-p", "NRestarts", "--value", unit],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        return int(out)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def wait_healthy(base: str, deadline_s: float,
+                 unit: str | None = None) -> tuple[bool, str, float]:
+    """Poll /health until 200; 503 means the model is still loading. With `unit`, give up
+    when it restarted CRASH_LOOP_RESTARTS times since the wait began."""
     start = time.monotonic()
     last = "no answer yet"
+    first = restarts(unit) if unit else None
     while time.monotonic() - start < deadline_s:
         try:
             with _request(f"{base}/health", None, timeout=5) as resp:
@@ -40,6 +61,11 @@ def wait_healthy(base: str, deadline_s: float) -> tuple[bool, str, float]:
             last = f"HTTP {e.code} ({'loading' if e.code == 503 else 'error'})"
         except (urllib.error.URLError, OSError) as e:
             last = f"connection: {getattr(e, 'reason', e)}"
+        now = restarts(unit) if unit and first is not None else None
+        if now is not None and first is not None and now - first >= CRASH_LOOP_RESTARTS:
+            return False, (f"{unit} exited and was restarted {now - first} times: the server "
+                           f"stops as it starts, waiting longer will not help ({last})"), \
+                time.monotonic() - start
         time.sleep(1.0)
     return False, last, time.monotonic() - start
 
@@ -91,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--api-key-file")
     ap.add_argument("--health-only", action="store_true")
+    ap.add_argument("--unit", help="the server's systemd unit: a crash loop fails at once")
     ap.add_argument("--out", help="also write the result to this JSON file")
     args = ap.parse_args(argv)
     key = None
@@ -98,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.api_key_file) as f:
             key = f.read().strip()
     base = f"http://{args.host}:{args.port}"
-    ok, why, waited = wait_healthy(base, args.timeout)
+    ok, why, waited = wait_healthy(base, args.timeout, args.unit)
     result: dict = {"ok": ok, "url": base, "health_wait_s": round(waited, 2)}
     if not ok:
-        result["error"] = f"/health not 200 after {args.timeout:.0f} s: {why}"
+        result["error"] = f"/health not 200 after {waited:.0f} s: {why}"
     elif not args.health_only:
         try:
             result.update(smoke(base, key))

@@ -97,6 +97,8 @@ def test_new_server_that_cannot_start_is_rolled_back(deployed):
     run = deploy("--data", 'server_extra_args=["--no-such-flag"]')
     assert run.rc != 0
     assert "rolled back; the previous server is healthy" in run.out, run.out[-3000:]
+    # the server exits as it starts: the gate says so at once, not at health_timeout_s
+    assert "beekeeper-llm.service exited and was restarted 3 times" in run.out, run.out[-3000:]
     assert healthy()
     unit = sandbox_exec("cat /etc/systemd/system/beekeeper-llm.service").stdout
     assert "--no-such-flag" not in unit

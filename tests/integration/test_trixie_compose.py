@@ -214,6 +214,8 @@ def test_a_failed_new_server_rolls_back_to_the_previous_compose_project(first):
     run = cdeploy("--data", 'server_extra_args=["--no-such-flag"]')
     assert run.rc != 0
     assert "rolled back; the previous server is healthy" in run.out, run.out[-3000:]
+    # the server exits as it starts: the gate says so at once, not at health_timeout_s
+    assert "beekeeper-llm.service exited and was restarted 3 times" in run.out, run.out[-3000:]
     assert on_host(f"cat {CONF}/compose.yaml").stdout == good
     assert "--no-such-flag" not in on_host(f"cat {CONF}/compose.yaml {CONF}/deployed.json"
                                            ).stdout

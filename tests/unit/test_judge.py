@@ -332,7 +332,7 @@ def test_which_profiles_verify_judges_as_sampling_on_the_cpu():
     assert not PROFILES["cpu-tiny"].samples_on_cpu  # a CPU build has its own floor
 
 
-# -- the reference TTFT yields to the engine-relative checks (docs/verify.md, What to expect per card) ------
+# -- the reference TTFT yields to the engine-relative checks (docs/verify.md, per card) ----
 
 def _turbo4_run(ttft_s: float, served_60k: float, card: str, decode_run: bool = True
                 ) -> list:
