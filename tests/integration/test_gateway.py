@@ -234,6 +234,7 @@ def test_streaming_through_the_gateway_gives_the_tokens_direct_gives(gw_url, set
     assert len(gt) >= 40 and bunched <= len(gaps) // 2, gaps
 
 
+@pytest.mark.slow  # a benchmark (about 75 s on 2 cores): the slow tier
 def test_gateway_overhead_benchmark(gw_url, setup, tmp_path):
     """A benchmark, not a timed test: verify --suite gateway, same run, same server."""
     with ssh_tunnel(sandbox.ssh_options(sandbox.load_state()), 8084) as direct_url:

@@ -1,4 +1,6 @@
-"""The config matrix end to end on the sandbox host, over two CPU profiles."""
+"""The config matrix end to end on the sandbox host, over two CPU profiles. A long benchmark
+(two deploys and every suite on each, about 2.5 minutes on 2 cores): the slow tier. Its
+parts run in the main tier (deploys switching profiles, every suite, the report)."""
 
 import json
 import subprocess
@@ -7,7 +9,7 @@ import pytest
 
 from .helpers import BIN, ROOT, sandbox_exec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_matrix_ranks_two_profiles_and_leaves_the_host_as_found(fresh_sandbox, tmp_path):
