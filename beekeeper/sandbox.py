@@ -345,6 +345,8 @@ def prepare(release: str = "bookworm", client: docker.DockerClient | None = None
         ensure_base_image(client, release)
     _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
     _build(client, host_image(release), host_dockerfile(release))
+    for name in (BASE, BUILD_BASE):  # what each host preloads (saved once)
+        _save(client, name)
 
 
 def up(ssh_port: int | None = None, name: str | None = None,

@@ -5,7 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
+# what the sandbox tests start from (Debian images by debootstrap, the PyPI files: mostly
+# downloads) is made in the background while lint and the unit tests use the CPU; the
+# tests make whatever it did not
+mkdir -p .cache
+prep_log=.cache/prepare.log
+.venv/bin/python -m tests.integration.prepare >"$prep_log" 2>&1 &
+prep=$!
 .venv/bin/ruff check .
 bash scripts/mypy.sh
-# the slow tier (marked `slow`: the native build) runs in scripts/test-slow.sh
-.venv/bin/python -m pytest -v -s -p no:cacheprovider -m "not gpu and not slow" "$@"
+# the slow tier (marked `slow`: the native build, the lifecycle, long benchmarks) runs in
+# scripts/test-slow.sh
+tier() {  # a selection that names no test of this tier (exit 5) is not a failure
+  .venv/bin/python -m pytest -v -s -p no:cacheprovider -m "$@" || { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
+}
+tier "not gpu and not slow and not integration" "$@"
+if wait "$prep"; then tail -1 "$prep_log"; else
+  echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"; fi
+tier "integration and not gpu and not slow" "$@"

