@@ -230,6 +230,7 @@ def test_api_key_never_reaches_a_command_line_log_or_report(deployed, tmp_path):
     assert healthy()
 
 
+@pytest.mark.slow  # a load benchmark (about 75 s on 2 cores: two deploys, three rounds)
 def test_four_slot_server_under_concurrent_load(deployed):
     from beekeeper.core.profiles import PROFILES
     from beekeeper.sandbox import load_state, ssh_options
