@@ -199,13 +199,24 @@ def driver_installable(packages: list[str], branch: int):
     if all(p in host.get_fact(LinuxDriverPackages) for p in packages):
         host.noop("the driver packages are installed")
         return
-    names = " ".join(shlex.quote(p) for p in packages)
     fix = (f"beekeeper: NVIDIA's branch {branch} driver packages cannot be installed on "
            "Debian 12 (apt says why above; the dkms Debian 12 ships is 3.0.10 and "
            "bookworm-backports has no newer one): set driver_branch to an older branch that "
            "runs cuda_version, or use Debian 13, or install the driver yourself; only NVIDIA's "
            "repository and Debian's contrib area were added, nothing else was changed")
-    yield StringCommand("apt-get update -qq && "
-                        f"out=$(apt-get install -s --no-install-recommends {names} 2>&1) || "
-                        f"{{ echo \"$out\" | tail -n 8 >&2; echo {shlex.quote(fix)} >&2; "
-                        "exit 1; }")
+    yield StringCommand(installable_command(packages[0], packages[1:], fix))
+
+
+def installable_command(pinning: str, packages: list[str], fix: str) -> str:
+    """apt's simulation of installing `pinning` and `packages` as the install will: with the
+    pins the pinning package ships (fetched and unpacked into a temporary folder, not
+    installed), so apt picks the branch's versions, not the newest; `fix` on failure."""
+    names = " ".join(shlex.quote(p) for p in [pinning, *packages])
+    return ("apt-get update -qq && tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
+            f"(cd \"$tmp\" && apt-get download -qq {shlex.quote(pinning)} 2>/dev/null) && "
+            "dpkg-deb -x \"$tmp\"/*.deb \"$tmp/root\" && "
+            "{ cat /etc/apt/preferences \"$tmp\"/root/etc/apt/preferences.d/* "
+            "> \"$tmp/preferences\" 2>/dev/null; true; } && "
+            "out=$(apt-get install -s --no-install-recommends "
+            f"-o Dir::Etc::Preferences=\"$tmp/preferences\" {names} 2>&1) || "
+            f"{{ echo \"$out\" | tail -n 8 >&2; echo {shlex.quote(fix)} >&2; exit 1; }}")

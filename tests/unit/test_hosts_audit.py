@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import runpy
+import shutil
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -319,7 +320,8 @@ def test_debian_12s_dkms_check_comes_before_nouveau_headers_and_purge(upgrade):
     assert not set(touching) & set(before)
     # apt's lists are refreshed first: NVIDIA's repository was added in this same run
     cmd = " ".join(c for n, cs in ops if n == CHECK for c in cs)
-    assert cmd.startswith("apt-get update -qq && out=$(apt-get install -s")
+    assert cmd.startswith("apt-get update -qq && ") and "apt-get install -s" in cmd
+    assert "apt-get download -qq nvidia-driver-pinning-595" in cmd  # its pins, not installed
     assert "nothing else was changed" in cmd
 
 
@@ -341,3 +343,76 @@ def test_the_example_inventory_names_no_host_and_says_how(monkeypatch):
     assert [h for h, _ in inv["gpu_boxes"]] == ["box-a.lan", "box-b.lan"]
     assert os.environ["BEEKEEPER_HOSTS"]
 
+
+
+# --- point 4: the simulation picks the branch's versions (real apt, a local repository) ---
+
+def _deb(root, name: str, version: str, files: dict[str, str]) -> Path:
+    """A real .deb built by dpkg-deb: `files` {path inside: text}."""
+    tree = root / f"{name}-{version}"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: t <t@t>\n"
+        f"Description: test\n")
+    for path, text in files.items():
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+    out = root / f"{name}_{version}_all.deb"
+    subprocess.run(["dpkg-deb", "-b", str(tree), str(out)], check=True, capture_output=True)
+    return out
+
+
+def _apt_world(tmp, pin_branch: str):
+    """A repository like NVIDIA's as apt sees it: nvidia-open at the pinned branch (its dkms
+    package takes Debian 12's dkms 3.0.10) and at a newer one (needs dkms 3.1.8), and the
+    branch's pinning package, whose preferences file pins the branch (a real .deb)."""
+    import hashlib
+
+    repo = tmp / "repo"
+    repo.mkdir()
+    pin = _deb(repo, f"nvidia-driver-pinning-{pin_branch}", f"{pin_branch}.0-1", {
+        "etc/apt/preferences.d/nvidia-pin": "Package: nvidia-open nvidia-kernel-open-dkms\n"
+        f"Pin: version {pin_branch}.*\nPin-Priority: 1000\n"})
+    data = pin.read_bytes()
+    stanzas = [f"Package: nvidia-driver-pinning-{pin_branch}\nVersion: {pin_branch}.0-1\n"
+               f"Architecture: all\nFilename: ./{pin.name}\nSize: {len(data)}\n"
+               f"SHA256: {hashlib.sha256(data).hexdigest()}\nDescription: pin\n",
+               "Package: dkms\nVersion: 3.0.10-8\nArchitecture: all\nFilename: ./dkms.deb\n"
+               "Size: 1\nDescription: dkms\n"]
+    for version, dkms in (("595.45.04-1", "2.1.0"), ("600.10.01-1", "3.1.8")):
+        stanzas += [f"Package: nvidia-open\nVersion: {version}\nArchitecture: all\n"
+                    f"Depends: nvidia-kernel-open-dkms (= {version})\nFilename: ./x.deb\n"
+                    "Size: 1\nDescription: d\n",
+                    f"Package: nvidia-kernel-open-dkms\nVersion: {version}\nArchitecture: all\n"
+                    f"Depends: dkms (>= {dkms})\nFilename: ./y.deb\nSize: 1\nDescription: k\n"]
+    (repo / "Packages").write_text("\n".join(stanzas))
+    state = tmp / "state"
+    for d in ("lists/partial", "etc/preferences.d", "etc/sources.list.d", "cache/archives/partial"):
+        (state / d).mkdir(parents=True)
+    (state / "status").write_text("")
+    (state / "etc" / "sources.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
+    conf = tmp / "apt.conf"
+    conf.write_text(
+        f'Dir::State "{state}";\nDir::State::status "{state}/status";\n'
+        f'Dir::Cache "{state}/cache";\nDir::Etc::SourceList "{state}/etc/sources.list";\n'
+        f'Dir::Etc::SourceParts "{state}/etc/sources.list.d";\n'
+        f'Dir::Etc::PreferencesParts "{state}/etc/preferences.d";\n'
+        'APT::Sandbox::User "root";\nDebug::NoLocking "true";\n')
+    return {**os.environ, "APT_CONFIG": str(conf)}
+
+
+@pytest.mark.skipif(not (shutil.which("apt-get") and shutil.which("dpkg-deb")),
+                    reason="needs apt-get and dpkg-deb (Debian/Ubuntu)")
+@pytest.mark.parametrize("branch,ok", [("595", True), ("600", False)])
+def test_debian_12s_simulation_installs_the_pinned_branch_not_the_newest(tmp_path, branch, ok):
+    """Without the pinning package's pins, apt simulates the newest nvidia-open (600 here,
+    whose dkms package needs dkms 3.1.8) and refuses a branch that installs fine."""
+    from beekeeper.operations.nvidia import installable_command
+
+    env = _apt_world(tmp_path, branch)
+    cmd = installable_command(f"nvidia-driver-pinning-{branch}", ["nvidia-open"], "FIX-LINE")
+    p = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, env=env,
+                       timeout=120, cwd=tmp_path)
+    assert (p.returncode == 0) == ok, p.stdout + p.stderr
+    if not ok:
+        assert "dkms" in p.stderr and "FIX-LINE" in p.stderr, p.stderr
