@@ -11,18 +11,20 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
 from beekeeper.facts.docker import DockerEngine, GpuInContainer
-from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
-from beekeeper.facts.host import AptHolds
+from beekeeper.facts.gpu import (
+    LinuxDriverPackages,
+    UnheldDriverPackages,
+    unheld_driver_packages_command,
+)
 
 
 def hold_command() -> str:
     """apt-mark hold every installed package that carries the driver, whatever the distro
     calls it (Ubuntu 580: libnvidia-compute-580, nvidia-dkms-580-open, ...; Ubuntu 590+:
-    libnvidia-compute, nvidia-dkms-open, ...; Debian: nvidia-kernel-dkms, libcuda1, ...).
-    The list is read on the host after the install, when the names are known."""
-    pattern = "^(" + "|".join(p.replace(".", "\\.") for p in DRIVER_PACKAGE_PREFIXES) + ")"
-    return ("dpkg-query -W -f '${Package} ${Status}\\n' | awk '$NF == \"installed\" "
-            f"{{print $1}}' | grep -E {shlex.quote(pattern)} | xargs -r apt-mark hold")
+    libnvidia-compute, nvidia-dkms-open, ...; Debian: nvidia-kernel-dkms, libcuda1, ...),
+    each architecture's copy by its own name (an i386 libcuda beside the amd64 one). The
+    list is read on the host after the install, when the names are known."""
+    return f"{unheld_driver_packages_command()} | xargs -r apt-mark hold"
 
 
 @operation()
@@ -33,9 +35,7 @@ def driver_held():
     module and the user-space libraries apart ("Driver/library version mismatch").
     """
     installed = host.get_fact(LinuxDriverPackages)
-    held = host.get_fact(AptHolds)
-    # Every driver package already held?
-    if installed and all(p in held for p in installed):
+    if installed and not host.get_fact(UnheldDriverPackages):  # every copy held already
         host.noop(f"the {len(installed)} NVIDIA driver packages are held")
         return
     yield StringCommand(hold_command())

@@ -36,6 +36,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "SecureBoot": None, "NvidiaKernelModule": None, "WslSettings": None,  # read: unknown
     "DiskOf": None, "DebianComponents": [], "ProxyVars": (),  # unknown; none; no proxy
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
+    "UnheldDriverPackages": [],  # every driver package held (or none installed)
 }
 
 

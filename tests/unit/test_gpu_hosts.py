@@ -5,6 +5,8 @@ deploy.py on canned facts, one case per host kind the kit must handle. The refer
 
 import configparser
 import runpy
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,7 +45,11 @@ def facts(**over):
             "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30, "PciNvidiaGpus": 0,
             "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
             "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None, "AptSourcesFor": []}
-    return {**base, **over}
+    out = {**base, **over}
+    # what dpkg holds, as the hold step reads it: the installed ones apt does not hold
+    out.setdefault("UnheldDriverPackages", [p for p in out["LinuxDriverPackages"]
+                                            if p not in out["AptHolds"]])
+    return out
 
 
 def names(ops):
@@ -332,6 +338,32 @@ def test_driver_packages_all_held_means_no_hold_command():
     assert commands(ops, "Hold the NVIDIA driver packages") == []
     ops = run_deploy(DEFAULTS, facts(**NO_DRIVER, LinuxDriverPackages=pkgs, AptHolds=pkgs[:1]))
     assert commands(ops, "Hold the NVIDIA driver packages") != []
+    # an i386 copy unheld beside held amd64 ones is held too
+    ops = run_deploy(DEFAULTS, facts(**NO_DRIVER, LinuxDriverPackages=pkgs, AptHolds=pkgs,
+                                     UnheldDriverPackages=["libnvidia-compute:i386"]))
+    assert commands(ops, "Hold the NVIDIA driver packages") != []
+
+
+DPKG_STATUS = (Path(__file__).parent / "data" / "dpkg-status-multiarch-written-by-hand").read_text()
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (Debian)")
+def test_the_hold_names_each_architectures_copy_and_skips_what_dpkg_holds(tmp_path):
+    """Real dpkg-query over a status file (--admindir): the amd64 and i386 copies of a
+    Multi-Arch: same library by their own names (apt-mark hold would otherwise take only the
+    native one), nothing dpkg holds already, nothing that is not the driver."""
+    from beekeeper.facts.gpu import UnheldDriverPackages
+    from beekeeper.operations.nvidia import hold_command
+
+    (tmp_path / "updates").mkdir()
+    (tmp_path / "status").write_text(DPKG_STATUS)
+    fact = UnheldDriverPackages()
+    here = fact.command().replace("dpkg-query -W", f"dpkg-query --admindir={tmp_path} -W")
+    out = subprocess.run(["/bin/sh", "-c", here], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert fact.process(out) == ["libnvidia-compute-580:amd64", "libnvidia-compute-580:i386"]
+    assert hold_command().startswith(fact.command().removesuffix(" || true"))
+    assert hold_command().endswith("| xargs -r apt-mark hold")
 
 
 def test_existing_cuda_keyring_source_is_used_not_duplicated():
