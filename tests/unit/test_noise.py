@@ -1,5 +1,6 @@
-"""The noise rule (verify/judge.py, NOISE_MAX): a figure whose spread over its repeats is above
-10% of its mean cannot judge a server; the engine-relative check says so and is not judged.
+"""The noise rule (verify/judge.py, NOISE_MAX): a figure whose own error (its spread over its
+repeats / sqrt(repeats)) is above 6% of its mean cannot judge a server; the engine-relative
+check says so and is not judged.
 
 Inputs are recorded figures: the CPU demo that failed on a busy 2-core machine (its console
 lines, quoted in each test), the quiet 2-core sandbox (docs/verify.md), the server held to one
@@ -65,8 +66,9 @@ def test_the_busy_demo_is_incomplete_naming_the_spread_not_failed():
     checks = decode_checks([served(1024, [8.2])], engine, CPU.expected, None, cpu=True)
     dec = next(c for c in checks if c.name == "decode.vs_engine@1024")
     assert dec.status == "SKIP"
-    assert dec.detail.startswith("the host was busy (llama-bench 18.8 +/- 10.9 tok/s, 58%): "
-                                 "run again on a quiet host")
+    assert dec.detail.startswith("the host was busy (llama-bench 18.8 +/- 10.9 tok/s over 3 "
+                                 "runs, 58%; error of the figure 33.5%): run again on a quiet "
+                                 "host")
     assert "served 8.2 tok/s vs engine 18.8 tok/s" in dec.detail and "ratio 0.43" in dec.detail
     tt = judge_ttft(3.525, engine.baseline.ttft_s(512), 512,
                     spreads=engine_spreads(engine.baseline))
@@ -85,7 +87,7 @@ def test_a_noisy_served_figure_is_not_judged_either_way():
     data = json.loads((ROOT / "tests/unit/data/verify-cpu-tiny-engine-decode.json").read_text())
     windows = data["suites"]["decode"][0]["windowed_tok_s"]
     spread = served_spread("served decode", windows, "tok/s")
-    assert spread is not None and spread.relative > NOISE_MAX
+    assert spread is not None and spread.error > NOISE_MAX
     engine = EngineRun(requested=True, baseline=EngineBaseline(
         placement="recorded", commands=[], decode=[bench(0, 160, 1024, 53.3, 1.3)]))
     for scale in (1.0, 10.0):  # the busy figures as recorded, and ten times as fast
@@ -94,6 +96,23 @@ def test_a_noisy_served_figure_is_not_judged_either_way():
                  if c.name.startswith("decode.vs_engine"))
         assert c.status == "SKIP" and c.detail.startswith("the host was busy (served decode ")
         assert f"over {len(windows)} requests" in c.detail
+
+
+def test_the_quiet_demos_five_ttfts_are_judged_by_their_median_s_error():
+    """`./scripts/demo.sh` on a fresh clone, nothing else running (2026-12-02): `[SKIP]
+    ttft.vs_engine: the host was busy (served TTFT 1.095 +/- 0.126 s over 5 requests, 12%)
+    ... median 1.053 s vs engine 1.156 s`, the demo INCOMPLETE (exit 3). Its spread is 12%,
+    the median's own error 5.4%: judged now (and passes), as the decode of the same run was
+    (llama-bench 60.8 +/- 5.4 tok/s over 3 runs: 8.9%, error 5.1%)."""
+    ttfts = [1.053, 0.95, 1.30, 1.12, 1.052]  # median 1.053, mean 1.095, sd 0.130 (12%)
+    spread = served_spread("served TTFT", ttfts, "s")
+    assert spread is not None and spread.relative > 0.11 and spread.error < NOISE_MAX
+    engine = EngineBaseline(placement="recorded", commands=[],
+                            decode=[bench(0, 160, 1024, 60.8, 5.4)],
+                            prefill=bench(512, 0, 0, 512 / 1.139, 0.0))
+    tt = judge_ttft(statistics.median(ttfts), engine.ttft_s(512), 512,
+                    spreads=[*engine_spreads(engine), spread])
+    assert tt.status == "PASS", tt.detail
 
 
 def test_the_quiet_healthy_cpu_server_still_passes():
@@ -111,11 +130,11 @@ def test_the_slow_server_still_fails_at_any_spread_the_rule_lets_through():
     served median at its most favourable, it still fails (0.52 is 35% under the floor)."""
     eng = 51.6
     engine = EngineRun(requested=True, baseline=EngineBaseline(
-        placement="recorded", commands=[],
-        decode=[bench(0, 160, 1024, eng, eng * NOISE_MAX * 0.99)]))
-    for samples in ([26.8], [26.8 * 0.91, 26.8, 26.8 * 1.09]):
+        placement="recorded", commands=[],  # 3 runs: the largest spread the rule allows
+        decode=[bench(0, 160, 1024, eng, eng * NOISE_MAX * 3 ** 0.5 * 0.99)]))
+    for samples in ([26.8], [26.8 * 0.9, 26.8, 26.8 * 1.1]):
         spread = served_spread("served decode", samples, "tok/s")
-        assert spread is None or spread.relative <= NOISE_MAX
+        assert spread is None or spread.error <= NOISE_MAX
         c = next(c for c in decode_checks([served(1024, samples)], engine, CPU.expected, None,
                                           cpu=True) if c.name == "decode.vs_engine@1024")
         assert c.status == "FAIL" and "26.8" in c.detail and "51.6" in c.detail
