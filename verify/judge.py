@@ -32,6 +32,13 @@ Why these factors (the report repeats them):
   stands in for it: at 60,000 tokens the median client TTFT is 1.19x prompt_ms with f16 KV
   and 1.10x with q8_0 KV, on a healthy server. 1.10 would fail the f16 run; 1.25 passes
   both, and still fails a server that prefills with fewer threads or off the GPU.
+- TTFT_CEILING_CPU 1.5: on a CPU build the served prefill shares the cores with the
+  server's own threads, as for DECODE_FLOOR_CPU, and a small VM's cores drift between the
+  engine's run and the served one (the service is stopped for llama-bench): two quiet
+  `./scripts/demo.sh` runs of the same build on a 2-vCPU VM, minutes apart, gave served
+  TTFT / engine 0.911 and 1.291 at 512 tokens (2026-12-02), each with a small spread of its
+  own. A server that prefills with half the threads goes over it: prefill is compute
+  bound (llama-bench on that VM, 512 tokens: 537 tok/s at 2 threads, 303 at 1, 1.77x).
 - NOISE_MAX 0.06: a figure whose own error (its spread over its repeats, sample standard
   deviation / mean, divided by sqrt(repeats): the standard error of the average the check
   judges) is above 6% cannot judge a server, so the check comparing it is not judged (the
@@ -76,6 +83,7 @@ DECODE_FLOOR = 0.95
 DECODE_FLOOR_CPU = 0.80
 CPU_SAMPLER_MS = 2.0
 TTFT_CEILING = 1.25
+TTFT_CEILING_CPU = 1.5
 NOISE_MAX = 0.06
 
 
@@ -377,13 +385,14 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
 
 
 def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
-                card: str | None) -> list[Check]:
+                card: str | None, cpu: bool = False) -> list[Check]:
     recs, med, p95 = res.records, res.median_s, res.p95_s
     base = engine.baseline
     mine = served_spread("served TTFT", res.ttft_s, "s")
     v = judge_ttft(med, base.ttft_s(res.target_tokens) if base else None, res.target_tokens,
                    served_error=next((r.error for r in recs if r.error), None),
                    engine_why_not=engine.why_not,
+                   ceiling=TTFT_CEILING_CPU if cpu else TTFT_CEILING,
                    spreads=[*engine_spreads(base), *([mine] if mine else [])])
     ref = judge_reference_ttft(med, expected, card)
     return [

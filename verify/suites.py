@@ -230,7 +230,8 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
                 "cache_prompt false")
         recs, ns = run_ttft(client, sizes.ttft_tokens, sizes.ttft_requests)
         res.ttft = TtftResult(target_tokens=sizes.ttft_tokens, prompt_tokens=ns, records=recs)
-        report.checks += judge.ttft_checks(res.ttft, run.engine, e, run.card)
+        report.checks += judge.ttft_checks(res.ttft, run.engine, e, run.card,
+                                           cpu=run.profile.backend == "cpu")
         report.checks = judge.yield_reference_ttft(report.checks)
     if "niah" in names:
         run.log(f"niah: {sizes.niah_cases} cases at {sizes.niah_tokens} tokens")
