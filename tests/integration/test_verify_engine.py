@@ -21,13 +21,10 @@ def deployed(fresh_sandbox):
     return first_deploy("from nothing, image with llama-bench")
 
 
-def verify(tmp_path, suites: str, quick: bool = True
-           ) -> tuple[subprocess.CompletedProcess, dict]:
-    """`--quick` (160 tokens out, at the same 1024-token context) where the verdict is what
-    is tested; the full sizes once, where fitting the context is."""
+def verify(tmp_path, suites: str) -> tuple[subprocess.CompletedProcess, dict]:
     p = subprocess.run([str(BIN / "beekeeper"), "verify", "--sandbox", "--profile", "cpu-tiny",
-                        "--suite", suites, "--out", str(tmp_path), *(["--quick"] * quick)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=1800)
+                        "--suite", suites, "--out", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=1800)
     print(p.stdout[-3000:])
     reports = list(tmp_path.rglob("report.json"))
     assert len(reports) == 1, (p.stdout + p.stderr)[-3000:]
@@ -64,7 +61,7 @@ def test_verify_engine_decode_passes_and_prints_the_ratio(deployed, tmp_path):
 
 def test_smoke_decode_passes_without_quick(deployed, tmp_path):
     """The full sizes fit cpu-tiny's 4096-token context (it asked for 4096 + 512 before)."""
-    p, data = verify(tmp_path, "smoke,decode", quick=False)
+    p, data = verify(tmp_path, "smoke,decode")
     # no engine suite asked for: decode measured, not judged, and the run says so (exit 3)
     assert p.returncode == 3 and "verify INCOMPLETE" in p.stdout, p.stdout[-3000:]
     assert "[SKIP] decode.vs_engine@1024" in p.stdout  # no baseline: no expectation
