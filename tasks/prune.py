@@ -117,16 +117,14 @@ def kept_artifacts(cfg: HostConfig, artifact: str) -> tuple[set[str], str | None
 def _own_trees(cfg: HostConfig) -> set[str]:
     """The source tree this deploy builds from, by name: it may not be there yet when the
     cleanup is planned (the fetch runs later), and the step reads the folder when it runs."""
-    if not cfg.services:
-        return set()
+    own = {cfg.source.ref} if cfg.services else set()
     if cfg.source.kind == "local" and cfg.source.path:
-        return {cfg.source.ref, cfg.source.path.rsplit("/")[-1]}
-    return {cfg.source.ref}
+        own.add(cfg.source.path.rsplit("/")[-1])
+    return own
 
 
-def _tree_kept(name: str, cfg: HostConfig, slugs: set[str]) -> bool:
-    if name in _own_trees(cfg):
-        return True
+def _tree_kept(name: str, slugs: set[str]) -> bool:
+    """A tree a kept build came from (a tag starts with its ref's first 12 characters)."""
     return not name.endswith(".tmp") and any(s.startswith(name[:12] + "-") for s in slugs)
 
 
@@ -143,7 +141,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
     slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
     src = f"{cfg.state_dir}/src"
     trees = {e.name for e in host.get_fact(FolderEntries, path=src)
-             if _tree_kept(e.name, cfg, slugs)} | _own_trees(cfg)
+             if _tree_kept(e.name, slugs)} | _own_trees(cfg)
     native_keep = set(slugs)
     for e in host.get_fact(FolderEntries, path=NATIVE_PREFIX):
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:
