@@ -127,14 +127,14 @@ class PciNvidiaGpus(FactBase[int]):
 # Ubuntu 580 (cuda-drivers-580 -> nvidia-driver-580(-open), nvidia-dkms-580(-open),
 # nvidia-kernel-common-580, libnvidia-compute-580, nvidia-utils-580), Ubuntu 590+ (the same
 # without the branch suffix, plus nvidia-driver-pinning-<branch>), Debian (nvidia-driver,
-# nvidia-kernel-dkms / nvidia-open-kernel-dkms, nvidia-driver-cuda, libcuda1,
+# nvidia-kernel-dkms / nvidia-open-kernel-dkms, nvidia-driver-cuda, libcuda1, nvidia-smi,
 # firmware-nvidia-gsp). They must never be inside WSL2 (they shadow /usr/lib/wsl/lib), and on
 # native Linux the kit holds all of them. libnvidia-container* (the Container Toolkit) is not
 # the driver.
 DRIVER_PACKAGE_PREFIXES = ("cuda-drivers", "nvidia-driver", "nvidia-open", "nvidia-dkms",
                            "nvidia-kernel", "nvidia-utils", "nvidia-modprobe",
                            "nvidia-persistenced", "libnvidia-compute", "libnvidia-ml",
-                           "libcuda1", "firmware-nvidia-gsp")
+                           "libcuda1", "nvidia-smi", "firmware-nvidia-gsp")
 
 
 def parse_driver_packages(lines: list[str]) -> list[str]:

@@ -133,16 +133,20 @@ def purge_pick(branch: int | None = None) -> str:
             f"grep -vE {shlex.quote(keep)}")
 
 
+# apt's simulation of purging $pkgs: the other packages it would take along
+PURGE_EXTRA = ("apt-get -s -q purge --allow-change-held-packages $pkgs 2>/dev/null | "
+               "awk -v want=\" $(echo $pkgs | sed 's/:[a-z0-9]*//g') \" "
+               "'($1 == \"Purg\" || $1 == \"Remv\") { n = $2; sub(/:.*/, \"\", n); "
+               "if (index(want, \" \" n \" \") == 0) print $2 }'")
+
+
 def purge_command(branch: int | None = None) -> str:
     """Unhold, then purge, every installed driver package the host has now (read on the
     host: the names depend on who installed the driver). apt first simulates the purge: if
     it would take along anything else (a package that depends on the driver, such as
     Ubuntu's nvidia-cuda-dev on libnvidia-compute), nothing is purged and the deploy stops
     naming those packages."""
-    extra = ("apt-get -s -q purge --allow-change-held-packages $pkgs 2>/dev/null | "
-             "awk -v want=\" $(echo $pkgs | sed 's/:[a-z0-9]*//g') \" "
-             "'($1 == \"Purg\" || $1 == \"Remv\") { n = $2; sub(/:.*/, \"\", n); "
-             "if (index(want, \" \" n \" \") == 0) print $2 }'")
+    extra = PURGE_EXTRA
     stop = ("beekeeper: purging the installed NVIDIA driver would also remove packages "
             "that depend on it; nothing was purged: remove them yourself (reinstall them "
             "after the new driver), or update the driver by hand; apt would remove:")
@@ -185,7 +189,7 @@ def driver_installed(package: str, after_purge: bool = False):
 
 
 @operation()
-def driver_installable(packages: list[str], branch: int):
+def driver_installable(packages: list[str], branch: int, replacing: bool = False):
     """
     Debian 12: ask apt, without installing anything, whether NVIDIA's driver packages can
     be installed with the dkms Debian 12 ships (3.0.10; bookworm-backports has none); newer
@@ -195,8 +199,11 @@ def driver_installable(packages: list[str], branch: int):
 
     + packages: the pinning and driver meta-packages
     + branch: the branch they lock to
+    + replacing: the driver installed now is purged first (upgrade_driver): apt is asked
+      with its packages removed, as they will be, not beside them (Debian's nvidia-driver
+      535 needs its own libcuda1 and would make any other branch look uninstallable)
     """
-    if all(p in host.get_fact(LinuxDriverPackages) for p in packages):
+    if not replacing and all(p in host.get_fact(LinuxDriverPackages) for p in packages):
         host.noop("the driver packages are installed")
         return
     fix = (f"beekeeper: NVIDIA's branch {branch} driver packages cannot be installed on "
@@ -204,19 +211,42 @@ def driver_installable(packages: list[str], branch: int):
            "bookworm-backports has no newer one): set driver_branch to an older branch that "
            "runs cuda_version, or use Debian 13, or install the driver yourself; only NVIDIA's "
            "repository and Debian's contrib area were added, nothing else was changed")
-    yield StringCommand(installable_command(packages[0], packages[1:], fix))
+    yield StringCommand(installable_command(packages[0], packages[1:], fix,
+                                            replacing=branch if replacing else None))
 
 
-def installable_command(pinning: str, packages: list[str], fix: str) -> str:
+def installable_command(pinning: str, packages: list[str], fix: str,
+                        replacing: int | None = None) -> str:
     """apt's simulation of installing `pinning` and `packages` as the install will: with the
     pins the pinning package ships (fetched and unpacked into a temporary folder, not
-    installed), so apt picks the branch's versions, not the newest; `fix` on failure."""
+    installed), so apt picks the branch's versions, not the newest; `fix` on failure.
+
+    `replacing`: the branch an upgrade installs. apt is then given dpkg's status without the
+    packages the purge removes (purge_pick), the host as the install will find it. Marking
+    them for removal instead would not do: NVIDIA's Debian packages reuse Debian's names
+    (libcuda1, nvidia-smi), so the install needs some of them back at the new version. When
+    the purge would take other packages along, there is no such host to ask about: the
+    purge step stops before it removes anything, naming them (purge_command)."""
     names = " ".join(shlex.quote(p) for p in [pinning, *packages])
-    return ("apt-get update -qq && tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
+    simulate = ("out=$(apt-get install -s --no-install-recommends STATE"
+                f"-o Dir::Etc::Preferences=\"$tmp/preferences\" {names} 2>&1) || "
+                f"{{ echo \"$out\" | tail -n 8 >&2; echo {shlex.quote(fix)} >&2; exit 1; }}")
+    head = ("apt-get update -qq && tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
             f"(cd \"$tmp\" && apt-get download -qq {shlex.quote(pinning)} 2>/dev/null) && "
             "dpkg-deb -x \"$tmp\"/*.deb \"$tmp/root\" && "
             "{ cat /etc/apt/preferences \"$tmp\"/root/etc/apt/preferences.d/* "
-            "> \"$tmp/preferences\" 2>/dev/null; true; } && "
-            "out=$(apt-get install -s --no-install-recommends "
-            f"-o Dir::Etc::Preferences=\"$tmp/preferences\" {names} 2>&1) || "
-            f"{{ echo \"$out\" | tail -n 8 >&2; echo {shlex.quote(fix)} >&2; exit 1; }}")
+            "> \"$tmp/preferences\" 2>/dev/null; true; } && ")
+    if replacing is None:
+        return head + simulate.replace("STATE", "")
+    keep_others = ("BEGIN { RS = \"\"; ORS = \"\\n\\n\" } { name = $0; "
+                   "sub(/^Package: /, \"\", name); sub(/\\n.*/, \"\", name); "
+                   "if (index(drop, \" \" name \" \") == 0) print }")
+    wait = ("beekeeper: Debian 12's dkms check is left to after the purge's own check, which "
+            "stops first: purging the installed driver would take other packages along")
+    return (head + f"pkgs=$({purge_pick(replacing)} | tr '\\n' ' ') && "
+            f"extra=$({PURGE_EXTRA}) && if [ -n \"$extra\" ]; then echo {shlex.quote(wait)} >&2; "
+            "else drop=\" $(echo $pkgs | sed 's/:[a-z0-9]*//g') \" && "
+            f"awk -v drop=\"$drop\" {shlex.quote(keep_others)} /var/lib/dpkg/status "
+            "> \"$tmp/status\" && "
+            + simulate.replace("STATE", '-o Dir::State::status="$tmp/status" ')
+            + f"; fi || {{ echo {shlex.quote(fix)} >&2; exit 1; }}")

@@ -58,7 +58,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     headers += [meta] if meta else []
     upgrade = facts.driver_action == "upgrade"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
-    ops += _debian_steps(facts, [pinning, driver], branch)
+    ops += _debian_steps(facts, [pinning, driver], branch, upgrade)
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
                   src=io.StringIO("blacklist nouveau\noptions nouveau modeset=0\n"),
@@ -83,7 +83,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     return _after_install(cfg, ops, bool(cfg.cuda_arch or facts.compute_cap))
 
 
-def _debian_steps(facts: HostFacts, packages: list[str], branch: int) -> list[OperationMeta]:
+def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
+                  upgrade: bool) -> list[OperationMeta]:
     """Debian: the contrib archive area (NVIDIA's Debian steps); Debian 12: apt's answer to
     whether the driver packages can be installed with its dkms.
 
@@ -103,7 +104,7 @@ def _debian_steps(facts: HostFacts, packages: list[str], branch: int) -> list[Op
     if facts.os.version_id == "12":
         ops.append(nvidia.driver_installable(
             name="Check that Debian 12's dkms can take the driver packages",
-            packages=packages, branch=branch))
+            packages=packages, branch=branch, replacing=upgrade))
     return ops
 
 

@@ -5,11 +5,15 @@ stand-in nvidia-smi, installed by this test only, feeds the GPU facts.
 """
 
 import json
+import re
 import subprocess
 
 import pytest
 
+from beekeeper.core import cudacompat
+from beekeeper.core.distro import headers_meta
 from beekeeper.sandbox import CONTAINER
+from group_data import all as group_all
 
 from . import aptrepo
 from .helpers import deploy, grand_total, results, sandbox_exec
@@ -25,14 +29,20 @@ esac
 """
 REPOS = json.dumps({"toolkit": "http://127.0.0.1:8799/toolkit",
                     "toolkit_key": "http://127.0.0.1:8799/gpgkey"})
+# the branch the kit installs for the default cuda_version (group_data/all.py)
+BRANCH = int(cudacompat.branch_for_cuda(group_all.cuda_version) or 0)
 ARGS = ("--data", "profile=q8-turbo4-64k", "--data", 'stages=["provision"]',
         "--data", f"nvidia_repos={REPOS}")
 
 
 @pytest.fixture(scope="module")
 def gpu_host(fresh_sandbox, tmp_path_factory):
+    kernel = sandbox_exec("uname -r").stdout.strip()
+    os_release = dict(line.split("=", 1) for line in sandbox_exec(
+        ". /etc/os-release; echo id=$ID").stdout.split())
     repo = aptrepo.build(tmp_path_factory.mktemp("apt") / "repo",
-                         tmp_path_factory.mktemp("gnupg"))
+                         tmp_path_factory.mktemp("gnupg"), kernel_release=kernel,
+                         headers_meta=headers_meta(os_release, kernel), branch=BRANCH)
     subprocess.run(["docker", "cp", str(repo), f"{CONTAINER}:/srv/aptrepo"], check=True)
     sandbox_exec("nohup python3 -m http.server 8799 --bind 127.0.0.1 --directory /srv/aptrepo "
                  ">/dev/null 2>&1 &")
@@ -133,3 +143,72 @@ def test_docker_desktop_unit_is_valid_for_the_hosts_systemd(gpu_host, tmp_path):
     check = sandbox_exec(f"systemd-analyze verify /var/tmp/{path.name}; echo rc=$?")
     assert "rc=0" in check.stdout, check.stdout + check.stderr
     sandbox_exec(f"rm -f /var/tmp/{path.name}")
+
+
+DISTRO_SOURCE = "/etc/apt/sources.list.d/distro-stand-in.list"
+UPGRADE_ARGS = ("--data", "profile=q8-turbo4-64k", "--data", 'stages=["provision"]',
+                "--data", f"nvidia_repos={CUDA_REPOS}", "--data", "upgrade_driver=true")
+
+
+def status(package: str) -> str:
+    """dpkg's status and version of `package` on the sandbox host ("" when it never was)."""
+    return sandbox_exec(f"dpkg-query -W -f '${{Status}} ${{Version}}' {package} "
+                        "2>/dev/null").stdout.strip()
+
+
+def test_upgrade_driver_replaces_debians_driver_with_the_pinned_branch(gpu_host):
+    """A Debian 12 host as users have it: Debian's own driver (535, held by its user) and a
+    package that needs its libcuda, installed with the host's real apt and dpkg. upgrade_driver
+    first stops without purging anything, naming that package; once it is gone, purges
+    Debian's driver, installs NVIDIA's at the pinned branch (not the newer one the
+    repository also has), holds it and asks for the reboot; after the reboot it leaves the
+    driver alone."""
+    # no NVIDIA repository yet (an earlier test of this module added one)
+    sandbox_exec(f"rm -f {KEYRING_LIST} /etc/apt/sources.list.d/nvidia-cuda.sources "
+                 "/usr/share/keyrings/cuda-archive-keyring.gpg; "
+                 "mv /usr/local/bin/nvidia-smi /usr/local/bin/nvidia-smi.aside")
+    sandbox_exec(f"echo 'deb [signed-by=/srv/aptrepo/gpgkey.gpg] http://127.0.0.1:8799/distro/ /' "
+                 f"> {DISTRO_SOURCE}")
+    try:
+        setup = sandbox_exec("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get "
+                             "install -y -q nvidia-driver nvidia-cuda-dev && "
+                             "apt-mark hold nvidia-driver")
+        assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+        assert aptrepo.DISTRO_DRIVER in sandbox_exec("nvidia-smi").stdout
+
+        kept = deploy(*UPGRADE_ARGS)
+        assert kept.rc != 0, kept.out[-3000:]
+        assert "apt would remove: nvidia-cuda-dev" in kept.out, kept.out[-3000:]
+        assert status("nvidia-driver") == f"hold ok installed {aptrepo.DISTRO_DEB}", \
+            "purged anyway"
+
+        assert sandbox_exec("apt-get purge -y -q nvidia-cuda-dev").returncode == 0
+        run = deploy(*UPGRADE_ARGS)
+        assert run.rc != 0, run.out[-3000:]  # stops for the reboot
+        assert "NVIDIA driver installed; reboot the host" in run.out, run.out[-3000:]
+        purge = f"Purge the installed NVIDIA driver ({aptrepo.DISTRO_DRIVER}, upgrade_driver)"
+        assert re.search(rf"Starting operation: {re.escape(purge)} \n\s+\[sandbox\] Success",
+                         run.out), run.out[-3000:]
+        for gone in ("nvidia-driver", "nvidia-kernel-dkms"):
+            assert "ok installed" not in status(gone), (gone, status(gone))
+        pinned = f"{BRANCH}.21.01-1"
+        for package in ("nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"):
+            assert status(package) == f"hold ok installed {pinned}", (package,
+                                                                       status(package))
+        assert "ok installed" in status(f"nvidia-driver-pinning-{BRANCH}")
+        holds = set(sandbox_exec("apt-mark showhold").stdout.split())
+        assert {"nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"} <= holds
+        assert "nvidia-driver" not in holds
+        assert f"Driver Version: {BRANCH}.21.01" in sandbox_exec("nvidia-smi").stdout
+
+        after = deploy(*UPGRADE_ARGS)  # the host rebooted: the new driver answers
+        assert after.rc == 0, after.out[-3000:]
+        assert "Starting operation: Purge the installed NVIDIA driver" not in after.out
+        assert "Starting operation: Install the NVIDIA driver" not in after.out, after.out[-3000:]
+        assert status("nvidia-open") == f"hold ok installed {pinned}"
+    finally:
+        sandbox_exec("pkgs=$(dpkg-query -W -f '${Package}\\n' 'nvidia-*' 'libcuda1' "
+                     "2>/dev/null | grep -v container); apt-mark unhold $pkgs >/dev/null; "
+                     "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $pkgs; "
+                     f"rm -f {DISTRO_SOURCE}; apt-get update -qq; "
+                     "mv /usr/local/bin/nvidia-smi.aside /usr/local/bin/nvidia-smi")
