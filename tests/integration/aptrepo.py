@@ -124,6 +124,8 @@ def pinning_spec(branch: int, version: str) -> Spec:
 # the package a CUDA toolkit from Debian brings on top of it, and the kernel headers.
 DISTRO_DRIVER = "535.247.01"
 DISTRO_DEB = f"{DISTRO_DRIVER}-1~deb12u1"
+# ... or NVIDIA's own, an older branch locked by its pinning package
+NVIDIA_OLDER = "570.195.03"
 
 
 def distro_specs(kernel_release: str, headers_meta: str | None) -> list[Spec]:
@@ -181,7 +183,9 @@ def build(repo: Path, gnupg_home: Path, kernel_release: str = "",
     pinned = f"{branch}.21.01"
     cuda = [(n, CUDA_VERSION, f, "") for n, f in CUDA_PACKAGES.items()]
     cuda += driver_specs(pinned, "13.2") + driver_specs(f"{branch + 5}.10.02", "13.3")
-    cuda.append(pinning_spec(branch, pinned))
+    cuda += driver_specs(NVIDIA_OLDER, "12.8")
+    cuda += [pinning_spec(branch, pinned), pinning_spec(int(NVIDIA_OLDER.split(".")[0]),
+                                                        NVIDIA_OLDER)]
     _flat_repo(repo / "cuda", work, cuda, gpg, env)
     if kernel_release:
         _flat_repo(repo / "distro", work, distro_specs(kernel_release, headers_meta), gpg, env)

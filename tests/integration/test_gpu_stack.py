@@ -207,8 +207,47 @@ def test_upgrade_driver_replaces_debians_driver_with_the_pinned_branch(gpu_host)
         assert "Starting operation: Install the NVIDIA driver" not in after.out, after.out[-3000:]
         assert status("nvidia-open") == f"hold ok installed {pinned}"
     finally:
-        sandbox_exec("pkgs=$(dpkg-query -W -f '${Package}\\n' 'nvidia-*' 'libcuda1' "
-                     "2>/dev/null | grep -v container); apt-mark unhold $pkgs >/dev/null; "
-                     "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $pkgs; "
-                     f"rm -f {DISTRO_SOURCE}; apt-get update -qq; "
-                     "mv /usr/local/bin/nvidia-smi.aside /usr/local/bin/nvidia-smi")
+        _driver_gone()
+
+
+def _driver_gone() -> None:
+    sandbox_exec("pkgs=$(dpkg-query -W -f '${Package}\\n' 'nvidia-*' 'libcuda1' "
+                 "2>/dev/null | grep -v container); apt-mark unhold $pkgs >/dev/null; "
+                 "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $pkgs; "
+                 f"rm -f {DISTRO_SOURCE} {KEYRING_LIST}; apt-get update -qq; "
+                 "mv /usr/local/bin/nvidia-smi.aside /usr/local/bin/nvidia-smi")
+
+
+def test_upgrade_driver_replaces_nvidias_older_branch_and_its_lock(gpu_host):
+    """NVIDIA's own driver, an older branch (570) locked by its pinning package, all held,
+    from NVIDIA's repository the user configured (cuda-keyring's list file): the purge takes
+    the old lock too, the new branch is installed, locked and held."""
+    old = aptrepo.NVIDIA_OLDER.split(".")[0]
+    sandbox_exec("rm -f /etc/apt/sources.list.d/nvidia-cuda.sources; "
+                 "cp /srv/aptrepo/gpgkey.gpg /usr/share/keyrings/cuda-archive-keyring.gpg && "
+                 "echo 'deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+                 f"{CUDA_URL} /' > {KEYRING_LIST}; "
+                 "mv /usr/local/bin/nvidia-smi /usr/local/bin/nvidia-smi.aside")
+    try:
+        setup = sandbox_exec("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get "
+                             f"install -y -q nvidia-driver-pinning-{old} && "
+                             "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-open && "
+                             "apt-mark hold nvidia-open nvidia-kernel-open-dkms libcuda1 "
+                             "nvidia-smi")
+        assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+        assert status("nvidia-open") == f"hold ok installed {aptrepo.NVIDIA_OLDER}-1"
+
+        run = deploy(*UPGRADE_ARGS)
+        assert run.rc != 0 and "NVIDIA driver installed; reboot the host" in run.out, \
+            run.out[-3000:]
+        assert "ok installed" not in status(f"nvidia-driver-pinning-{old}")
+        assert sandbox_exec("ls /etc/apt/preferences.d/").stdout.split() == \
+            [f"nvidia-driver-pinning-{BRANCH}"]
+        for package in ("nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"):
+            assert status(package) == f"hold ok installed {BRANCH}.21.01-1", (package,
+                                                                              status(package))
+        after = deploy(*UPGRADE_ARGS)
+        assert after.rc == 0, after.out[-3000:]
+        assert "Starting operation: Install the NVIDIA driver" not in after.out
+    finally:
+        _driver_gone()
