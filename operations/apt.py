@@ -10,15 +10,24 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.deb import DebPackages
 
+from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.host import AptHolds
 
 q = shlex.quote
 
 
+def recorded(names: str) -> str:
+    """The shell that appends `names` (words, or a variable's expansion) to the kit's
+    record of the holds it set (HOLDS_RECORD), one a line."""
+    return (f"mkdir -p {q(HOLDS_RECORD.rsplit('/', 1)[0])} && "
+            f"printf '%s\\n' {names} >> {q(HOLDS_RECORD)}")
+
+
 @operation()
 def held(packages: list[str]):
     """
-    Hold packages at their installed version (apt-mark hold), unless already held.
+    Hold packages at their installed version (apt-mark hold), unless already held, and
+    record the holds it set (the uninstall releases them).
 
     + packages: package names
     """
@@ -27,7 +36,8 @@ def held(packages: list[str]):
     if not missing:
         host.noop(f"{', '.join(packages)} already held")
         return
-    yield "apt-mark hold " + " ".join(q(p) for p in missing)
+    names = " ".join(q(p) for p in missing)
+    yield f"apt-mark hold {names} && {recorded(names)}"
 
 def missing_packages(specs: list[str]) -> list[str]:
     """Of `name` or `name=version` specs, those not installed (at that version)."""

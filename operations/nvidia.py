@@ -16,6 +16,7 @@ from beekeeper.facts.gpu import (
     UnheldDriverPackages,
     unheld_driver_packages_command,
 )
+from beekeeper.operations.apt import recorded
 
 
 def hold_command() -> str:
@@ -23,8 +24,10 @@ def hold_command() -> str:
     calls it (Ubuntu 580: libnvidia-compute-580, nvidia-dkms-580-open, ...; Ubuntu 590+:
     libnvidia-compute, nvidia-dkms-open, ...; Debian: nvidia-kernel-dkms, libcuda1, ...),
     each architecture's copy by its own name (an i386 libcuda beside the amd64 one). The
-    list is read on the host after the install, when the names are known."""
-    return f"{unheld_driver_packages_command()} | xargs -r apt-mark hold"
+    list is read on the host after the install, when the names are known. The holds set are
+    recorded (operations/apt.recorded) for the uninstall."""
+    return (f"pkgs=$({unheld_driver_packages_command()} | tr '\\n' ' '); "
+            f"[ -z \"${{pkgs% }}\" ] || {{ apt-mark hold $pkgs && {recorded('$pkgs')}; }}")
 
 
 @operation()

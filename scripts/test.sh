@@ -17,7 +17,7 @@ bash scripts/mypy.sh
 # the slow tier (marked `slow`: the native build, the lifecycle, long benchmarks) runs in
 # scripts/test-slow.sh
 tier() {  # a selection that names no test of this tier (exit 5) is not a failure
-  .venv/bin/python -m pytest -v -s -p no:cacheprovider -m "$@" || { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
+  .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=15 -m "$@" || { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
 }
 tier "not gpu and not slow and not integration" "$@"
 if wait "$prep"; then tail -1 "$prep_log"; else

@@ -36,8 +36,11 @@ such a transaction's `Install:` list (apt lists it as installed already), so it 
 Limits: a transaction whose log was rotated away (logrotate keeps 12 months by default) is
 not seen, so its packages stay; where another pyinfra deploy (or a hand-typed line of the
 same words) installed one of the kit's package names the same way, the kit takes it for its
-own; a hold on a package the host had before (the Container Toolkit's) stays, as the kit
-cannot tell its hold from yours. Nothing is purged when apt would remove another package
+own. The holds the kit set are released, on packages that stay too (a Container Toolkit the
+host had before, held at the kit's pinned version): each hold operation appends the names it
+held to /etc/beekeeper/apt-holds (HOLDS_RECORD); a hold that was there before the kit is not
+in it and stays. Holds set before that record existed are released only on packages that go.
+Nothing is purged when apt would remove another package
 with them (one installed since that needs them): the line names it.
 
 Which models the kit placed, in model_dir: those a manifest (running or previous unit) or
@@ -55,12 +58,14 @@ from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
+from pyinfra.facts.files import FileContents
 from pyinfra.operations import server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.gateway import PATHS as GP
 from beekeeper.core.paths import (
     CONF_ROOT,
+    HOLDS_RECORD,
     HOST_VENV,
     HOSTSIDE_DIR,
     LOG_DIR,
@@ -287,9 +292,15 @@ def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
     only when it goes); the docker group with an engine the kit installed."""
     driver_kept = bool(why_kept)
     going = [*pk.other, *([] if driver_kept else pk.driver)]
-    held = [p for p in going if p in host.get_fact(AptHolds)]
+    # and the holds the kit recorded setting, on packages that stay (the host had them
+    # before: a Container Toolkit of its own), except those of a driver kept whole
+    record = host.get_fact(FileContents, path=HOLDS_RECORD) or []
+    kept = set(pk.driver) if driver_kept else set()
+    release = list(dict.fromkeys([*going, *(n.strip() for n in record if n.strip()
+                                            and n.strip().split(":")[0] not in kept)]))
+    held = [p for p in release if p in host.get_fact(AptHolds)]
     ops = [ops_.holds_released(name=f"Release the apt holds the kit set "
-                                    f"({', '.join(held) or 'none'})", packages=going)]
+                                    f"({', '.join(held) or 'none'})", packages=release)]
     driver = driver_step(pk, why_kept)
     ops += [driver] if driver else []
     ops.append(ops_.packages_purged(

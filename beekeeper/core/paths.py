@@ -21,6 +21,9 @@ MODEL_DIR = "/srv/beekeeper/models"  # host data `model_dir` (the default)
 NATIVE_PREFIX = "/opt/beekeeper/llama-server"  # native builds, one folder per build
 HOSTSIDE_DIR = "/usr/local/lib/beekeeper"  # the host-side scripts (beekeeper/hostside)
 HF_TOKEN = f"{CONF_ROOT}/hf_token"
+# the packages the kit put an apt hold on, one a line, appended as it holds them: the
+# uninstall releases these holds, those on packages the host had before too
+HOLDS_RECORD = f"{CONF_ROOT}/apt-holds"
 HOST_VENV = "/opt/beekeeper/venv"  # huggingface_hub for the model downloader
 VERIFY_KIT = "/opt/beekeeper/kit"  # `beekeeper verify --on-host`: the suites, unpacked
 VERIFY_VENV = "/opt/beekeeper/verify-venv"  # and their dependencies

@@ -352,6 +352,7 @@ def test_the_hold_names_each_architectures_copy_and_skips_what_dpkg_holds(tmp_pa
     """Real dpkg-query over a status file (--admindir): the amd64 and i386 copies of a
     Multi-Arch: same library by their own names (apt-mark hold would otherwise take only the
     native one), nothing dpkg holds already, nothing that is not the driver."""
+    from beekeeper.core.paths import HOLDS_RECORD
     from beekeeper.facts.gpu import UnheldDriverPackages
     from beekeeper.operations.nvidia import hold_command
 
@@ -362,8 +363,19 @@ def test_the_hold_names_each_architectures_copy_and_skips_what_dpkg_holds(tmp_pa
     out = subprocess.run(["/bin/sh", "-c", here], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert fact.process(out) == ["libnvidia-compute-580:amd64", "libnvidia-compute-580:i386"]
-    assert hold_command().startswith(fact.command().removesuffix(" || true"))
-    assert hold_command().endswith("| xargs -r apt-mark hold")
+    assert hold_command().startswith(f"pkgs=$({fact.command().removesuffix(' || true')} |")
+    # the hold itself, with apt-mark echoed and the kit's record in tmp_path: both copies
+    # held by their own names, and recorded for the uninstall
+    record = tmp_path / "etc" / "apt-holds"
+    hold = hold_command().replace("dpkg-query -W", f"dpkg-query --admindir={tmp_path} -W") \
+        .replace("apt-mark hold", "echo apt-mark hold") \
+        .replace(HOLDS_RECORD.rsplit("/", 1)[0], str(record.parent)) \
+        .replace(HOLDS_RECORD, str(record))
+    done = subprocess.run(["/bin/sh", "-c", hold], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["apt-mark", "hold", "libnvidia-compute-580:amd64",
+                                   "libnvidia-compute-580:i386"]
+    assert record.read_text().splitlines() == ["libnvidia-compute-580:amd64",
+                                               "libnvidia-compute-580:i386"]
 
 
 def test_existing_cuda_keyring_source_is_used_not_duplicated():

@@ -513,6 +513,35 @@ def test_keep_driver_keeps_it_whole_with_its_holds_pin_source_and_blacklist():
     assert "nvidia-open" not in cmd(ops, "Purge the packages the kit installed")[0]
 
 
+def test_the_holds_the_kit_recorded_are_released_on_packages_that_stay_too():
+    """A Container Toolkit the host had before the kit (not in the kit's apt transactions,
+    so it stays), held by the kit at its pinned version: the hold is in the kit's record
+    and is released. The user's own hold (nginx) is not in it and stays."""
+    from beekeeper.core.paths import HOLDS_RECORD
+
+    record = ["nvidia-container-toolkit", "libnvidia-container1"]
+    ops = uninstall(deployed_host(
+        AptHolds=["libnvidia-container1", "nginx", "nvidia-container-toolkit"],
+        InstalledPackages=[*INSTALLED, "libnvidia-container1", "nvidia-container-toolkit"],
+        FileContents=lambda path: record if path == HOLDS_RECORD else None))
+    assert cmd(ops, "Release the apt holds the kit set") == \
+        ["apt-mark unhold nvidia-container-toolkit libnvidia-container1"]
+    assert "nvidia-container-toolkit" not in cmd(ops, "Purge the packages the kit installed")[0]
+
+
+def test_keep_driver_keeps_the_driver_holds_the_kit_recorded():
+    from beekeeper.core.paths import HOLDS_RECORD
+
+    def files(path: str) -> list[str] | None:
+        if path == HOLDS_RECORD:
+            return DRIVER_HELD
+        return NOUVEAU_LINES if path.endswith("nouveau.conf") else None
+    release = cmd(uninstall(driver_host(FileContents=files), keep_driver=True),
+                  "Release the apt holds")[0]
+    assert "nvidia-open" not in release and "libcuda1" not in release
+    assert "nvidia-container-toolkit" in release
+
+
 def test_a_driver_apt_would_take_more_with_stays_whole():
     def would(packages):
         return [*packages, "my-cuda-app"] if "nvidia-open" in packages else packages
