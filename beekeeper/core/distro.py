@@ -62,17 +62,36 @@ def no_compose_fix(os_release: Mapping[str, str], flavour: str | None) -> str:
             "Debian 13 / Ubuntu 22.04 or newer")
 
 
+# Ubuntu LTS releases and the kernel series they shipped with (the GA kernel): a newer
+# series on that release is the hardware enablement (HWE) kernel, whose headers come with
+# linux-headers-generic-hwe-<release> (linux-headers-generic follows the GA series only)
+_UBUNTU_GA_KERNEL = {"20.04": (5, 4), "22.04": (5, 15), "24.04": (6, 8)}
+
+
 def headers_meta(os_release: Mapping[str, str], kernel_release: str) -> str | None:
     """The meta-package that brings the headers of every future kernel of the running
-    kernel's flavour, so DKMS rebuilds the NVIDIA module after a kernel update: Debian
-    `linux-headers-amd64` (`6.1.0-18-amd64`; `-cloud-amd64` for the cloud kernel), Ubuntu
-    `linux-headers-generic` (`6.8.0-45-generic`; `-gcp`, `-aws`... for cloud kernels)."""
+    kernel's flavour, so DKMS rebuilds the NVIDIA module after a kernel update:
+
+    - Debian `linux-headers-amd64` for `6.1.0-18-amd64` (Debian 12), `6.12.117+deb13-amd64`
+      (Debian 13) and `6.12.95+deb12-amd64` (Debian 12's backports); `-cloud-amd64` and
+      `-rt-amd64` for those kernels;
+    - Ubuntu `linux-headers-generic` for `6.8.0-45-generic` on 24.04 (`-aws`, `-gcp`... for
+      cloud kernels), `linux-headers-generic-hwe-22.04` for the HWE kernel `6.8.0-45-generic`
+      on 22.04."""
     import re
 
-    m = re.match(r"^\d+\.\d+\.\d+-\d+(?:\.\d+)*-([a-z][a-z0-9-]*)$", kernel_release)
-    if not m or os_release.get("id") not in ("debian", "ubuntu"):
+    m = re.match(r"^(\d+)\.(\d+)\.\d+(?:-\d+(?:\.\d+)*|\+[a-z0-9~.]+)-([a-z][a-z0-9-]*)$",
+                 kernel_release)
+    os_id = os_release.get("id")
+    if not m or os_id not in ("debian", "ubuntu"):
         return None
-    return f"linux-headers-{m.group(1)}"
+    flavour = m.group(3)
+    version = os_release.get("version_id", "")
+    ga = _UBUNTU_GA_KERNEL.get(version)
+    if (os_id == "ubuntu" and flavour == "generic" and ga
+            and (int(m.group(1)), int(m.group(2))) > ga):
+        return f"linux-headers-generic-hwe-{version}"
+    return f"linux-headers-{flavour}"
 
 
 def driver_package(flavour: str) -> str:

@@ -216,6 +216,32 @@ def test_open_modules_by_default_proprietary_on_request_and_headers_for_future_k
     assert "Install the NVIDIA driver, branch 595 (cuda-drivers)" in steps
 
 
+# `uname -r` of each kernel flavour, as the archives name their headers packages (Debian's:
+# linux-headers-<release> beside the meta-packages, read from trixie's and bookworm-backports'
+# package lists; Ubuntu's: the GA and HWE series of each LTS release)
+@pytest.mark.parametrize(("os_id", "version", "kernel", "meta"), [
+    ("debian", "12", "6.1.0-18-amd64", "linux-headers-amd64"),
+    ("debian", "12", "6.1.0-18-cloud-amd64", "linux-headers-cloud-amd64"),
+    ("debian", "12", "6.12.95+deb12-amd64", "linux-headers-amd64"),      # backports
+    ("debian", "12", "6.12.12+bpo-amd64", "linux-headers-amd64"),        # older backports
+    ("debian", "13", "6.12.117+deb13-amd64", "linux-headers-amd64"),
+    ("debian", "13", "6.12.117+deb13-cloud-amd64", "linux-headers-cloud-amd64"),
+    ("debian", "13", "6.12.117+deb13-rt-amd64", "linux-headers-rt-amd64"),
+    ("ubuntu", "24.04", "6.8.0-45-generic", "linux-headers-generic"),
+    ("ubuntu", "22.04", "5.15.0-122-generic", "linux-headers-generic"),
+    ("ubuntu", "22.04", "6.8.0-45-generic", "linux-headers-generic-hwe-22.04"),
+    ("ubuntu", "24.04", "6.14.0-29-generic", "linux-headers-generic-hwe-24.04"),
+    ("ubuntu", "22.04", "6.5.0-1025-azure", "linux-headers-azure"),
+    ("ubuntu", "24.04", "6.8.0-1015-gcp", "linux-headers-gcp"),
+    ("fedora", "41", "6.11.4-301.fc41.x86_64", None),
+])
+def test_the_headers_meta_package_follows_the_running_kernels_flavour(os_id, version, kernel,
+                                                                      meta):
+    from beekeeper.core.distro import headers_meta
+
+    assert headers_meta({"id": os_id, "version_id": version}, kernel) == meta
+
+
 def test_open_modules_are_refused_on_a_pre_turing_card():
     from beekeeper.facts.gpu import GpuCard
 
@@ -343,6 +369,14 @@ def test_behind_a_proxy_an_engine_without_one_is_warned(capsys):
     run_deploy(DEFAULTS, facts(ProxyVars=names, DockerEngine=replace(
         facts()["DockerEngine"], proxy=True)))
     assert "uses a proxy" not in capsys.readouterr().err
+
+
+def test_the_build_step_says_which_proxy_variables_it_passes():
+    build = [n for n in names(run_deploy(DEFAULTS, facts(ProxyVars=("http_proxy", "no_proxy"))))
+             if n.startswith("Build server image")]
+    assert build and build[0].endswith("; proxy from /etc/environment: http_proxy, no_proxy)")
+    build = [n for n in names(run_deploy(DEFAULTS, facts())) if n.startswith("Build server")]
+    assert build and "proxy" not in build[0]
 
 
 def test_the_engines_own_proxy_is_read_from_docker_info():
