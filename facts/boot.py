@@ -173,11 +173,20 @@ class WslSettings(FactBase[WslSettingsInfo]):
     """
 
     def command(self) -> str:
+        # The Windows user's own profile first (cmd.exe through WSL interop, its path made a
+        # Linux one by wslpath: any automount root), then every profile under /mnt/c/Users;
+        # the parser takes the first file. Notepad may save UTF-8 with a byte-order mark,
+        # PowerShell's Out-File UTF-16: both are read as UTF-8, CRLF as LF.
         return (
             'echo "wslversion=$(wslinfo --wsl-version 2>/dev/null)"; '
             'echo "distro=${WSL_DISTRO_NAME:-}"; '
-            "for f in /mnt/c/Users/*/.wslconfig; do [ -f \"$f\" ] && "
-            "{ echo \"file=$f\"; sed 's/\\r$//' \"$f\"; echo; }; done; true"
+            "conf() { case \"$(head -c 2 \"$1\" | od -An -tx1 | tr -d ' \\n')\" in "
+            "fffe|feff) iconv -f UTF-16 -t UTF-8 \"$1\" ;; *) cat \"$1\" ;; esac | "
+            "LC_ALL=C sed -e '1s/^\\xef\\xbb\\xbf//' -e 's/\\r$//'; }; "
+            "own=$(cd / && timeout 10 cmd.exe /c 'echo %USERPROFILE%' 2>/dev/null | tr -d '\\r'); "
+            '[ -z "$own" ] || own=$(wslpath -u "$own" 2>/dev/null); '
+            'for f in ${own:+"$own/.wslconfig"} /mnt/c/Users/*/.wslconfig; do [ -f "$f" ] && '
+            '{ echo "file=$f"; conf "$f"; echo; }; done; true'
         )
 
     def process(self, output: list[str]) -> WslSettingsInfo:

@@ -212,8 +212,9 @@ def driver_installable(packages: list[str], branch: int, replacing: bool = False
     fix = (f"beekeeper: NVIDIA's branch {branch} driver packages cannot be installed on "
            "Debian 12 (apt says why above; the dkms Debian 12 ships is 3.0.10 and "
            "bookworm-backports has no newer one): set driver_branch to an older branch that "
-           "runs cuda_version, or use Debian 13, or install the driver yourself; only NVIDIA's "
-           "repository and Debian's contrib area were added, nothing else was changed")
+           "runs cuda_version, or use Debian 13, or install the driver yourself; the driver and "
+           "the boot were not touched (NVIDIA's repository and Debian's contrib area were "
+           "added, and Docker's engine where the host had none)")
     yield StringCommand(installable_command(packages[0], packages[1:], fix,
                                             replacing=branch if replacing else None))
 

@@ -63,7 +63,12 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                                 src=io.StringIO(spec.dockerfile()),
                                 dest=f"{build_dir}/Dockerfile", mode="0644"))
     log = f"{LOG_DIR}/build-{slug}.log"
-    result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log})", tag=tag,
+    # behind a proxy the build's apt-get and pulls go through it: the name says which
+    # variables of /etc/environment are passed (by name; their values stay in that file)
+    proxy = (f"; proxy from /etc/environment: {', '.join(facts.proxy_vars)}"
+             if facts.proxy_vars else "")
+    result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log}{proxy})",
+                                         tag=tag,
                                          dockerfile=f"{build_dir}/Dockerfile",
                                          context_dir=source.tree_dir(cfg), log_path=log,
                                          jobs=spec.jobs, proxy_vars=facts.proxy_vars))

@@ -74,6 +74,9 @@ def test_container_toolkit_from_the_signed_repo_then_nothing_changes(gpu_host):
     assert "nvidia" in sandbox_exec("docker info --format '{{json .Runtimes}}'").stdout
     holds = sandbox_exec("apt-mark showhold").stdout.split()
     assert {"nvidia-container-toolkit", "libnvidia-container1"} <= set(holds)
+    # recorded for the uninstall, which releases the holds the kit set
+    record = sandbox_exec("cat /etc/beekeeper/apt-holds").stdout.split()
+    assert {"nvidia-container-toolkit", "libnvidia-container1"} <= set(record), record
     sources = sandbox_exec("cat /etc/apt/sources.list.d/nvidia-container-toolkit.sources").stdout
     assert "Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.gpg" in sources
     assert sandbox_exec("test -e /etc/apt/sources.list.d/nvidia-docker.list").returncode == 1
@@ -199,6 +202,8 @@ def test_upgrade_driver_replaces_debians_driver_with_the_pinned_branch(gpu_host)
         holds = set(sandbox_exec("apt-mark showhold").stdout.split())
         assert {"nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"} <= holds
         assert "nvidia-driver" not in holds
+        record = sandbox_exec("cat /etc/beekeeper/apt-holds").stdout.split()
+        assert {"nvidia-open", "libcuda1", "nvidia-smi"} <= set(record), record
         assert f"Driver Version: {BRANCH}.21.01" in sandbox_exec("nvidia-smi").stdout
 
         after = deploy(*UPGRADE_ARGS)  # the host rebooted: the new driver answers

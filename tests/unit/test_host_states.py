@@ -238,7 +238,7 @@ def test_the_wslconfig_is_read_from_the_windows_profile(tmp_path):
     (users / "me" / ".wslconfig").write_bytes(WSLCONFIG.encode())
     bin_ = tmp_path / "bin"
     bin_.mkdir()
-    _tools(bin_, "sed")
+    _tools(bin_, "sed", "head", "od", "tr", "cat")
     _stub(bin_, "wslinfo", 'printf 2.5.7')  # WSL_PACKAGE_VERSION, no newline (wslinfo.cpp)
     cmd = WslSettings().command().replace("/mnt/c/Users", str(users))
     got = WslSettings().process(_run(cmd, bin_))
@@ -247,6 +247,35 @@ def test_the_wslconfig_is_read_from_the_windows_profile(tmp_path):
     none = WslSettings().process(_run(WslSettings().command().replace(
         "/mnt/c/Users", str(tmp_path / "nobody")), bin_))
     assert none.wslconfig is None and not none.kept_alive
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_the_windows_users_own_wslconfig_is_read_in_either_encoding_windows_writes(tmp_path,
+                                                                                 encoding):
+    """Two Windows profiles: the user's own (%USERPROFILE%, through cmd.exe and wslpath) is
+    read, not the first one alphabetically; PowerShell's Out-File writes UTF-16 with a
+    byte-order mark, Notepad UTF-8 with one (Python's utf-16 and utf-8-sig write the same)."""
+    users = tmp_path / "Users"
+    for who in ("alice", "me"):
+        (users / who).mkdir(parents=True)
+    (users / "alice" / ".wslconfig").write_bytes(b"[wsl2]\r\nmemory=4GB\r\n")
+    (users / "me" / ".wslconfig").write_bytes(WSLCONFIG.encode(encoding))
+    assert (users / "me" / ".wslconfig").read_bytes()[:2] in (b"\xff\xfe", b"\xef\xbb")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "sed", "head", "od", "tr", "iconv", "cat", "timeout")
+    _stub(bin_, "wslinfo", "printf 2.5.7")
+    # cmd.exe answers in CRLF; wslpath turns the Windows path into the automount's one
+    _stub(bin_, "cmd.exe", r"printf 'C:\\Users\\me\r\n'")
+    _stub(bin_, "wslpath", f'[ "$1 $2" = "-u C:\\Users\\me" ] && echo {users}/me')
+    cmd = WslSettings().command().replace("/mnt/c/Users", str(users))
+    got = WslSettings().process(_run(cmd, bin_))
+    assert got.wslconfig == f"{users}/me/.wslconfig", got
+    assert got.kept_alive and got.memory == "24GB" and got.vm_idle_timeout == -1
+    # without interop (no cmd.exe answers) the profiles under /mnt/c/Users are read
+    (bin_ / "cmd.exe").unlink()
+    got = WslSettings().process(_run(cmd, bin_))
+    assert got.wslconfig == f"{users}/alice/.wslconfig" and got.memory == "4GB"
 
 
 def test_wsl2_warns_of_the_idle_shutdown_with_the_windows_fix(capsys):

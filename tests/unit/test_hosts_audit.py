@@ -39,7 +39,7 @@ from beekeeper.operations import nvidia
 from beekeeper.verify import test_host as checks
 
 from .harness import run_deploy
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts as gpu_facts, names
+from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts as gpu_facts, names
 from .test_hosts_found import UBUNTU_570, _rtx3090_570
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,13 +301,14 @@ DEBIAN12 = {"Wsl": replace(NATIVE, kernel_release="6.1.0-18-amd64"),
 CHECK = "Check that Debian 12's dkms can take the driver packages"
 
 
-@pytest.mark.parametrize("upgrade", [False, True])
-def test_debian_12s_dkms_check_comes_before_nouveau_headers_and_purge(upgrade):
+@pytest.mark.parametrize(("upgrade", "docker"), [(False, True), (True, True), (False, False)])
+def test_debian_12s_dkms_check_comes_before_nouveau_headers_and_purge(upgrade, docker):
+    engine = {} if docker else {"DockerEngine": NO_DOCKER}
     if upgrade:
-        host = facts(**DEBIAN12, GpuInfo=_rtx3090_570(), LinuxDriverPackages=UBUNTU_570)
+        host = facts(**DEBIAN12, **engine, GpuInfo=_rtx3090_570(), LinuxDriverPackages=UBUNTU_570)
         data = {**DEFAULTS, "upgrade_driver": True}
     else:
-        host = facts(**DEBIAN12, GpuInfo=None, PciNvidiaGpus=1)
+        host = facts(**DEBIAN12, **engine, GpuInfo=None, PciNvidiaGpus=1)
         data = DEFAULTS
     ops = run_deploy(data, host)
     steps = names(ops)
@@ -322,7 +323,10 @@ def test_debian_12s_dkms_check_comes_before_nouveau_headers_and_purge(upgrade):
     cmd = " ".join(c for n, cs in ops if n == CHECK for c in cs)
     assert cmd.startswith("apt-get update -qq && ") and "apt-get install -s" in cmd
     assert "apt-get download -qq nvidia-driver-pinning-595" in cmd  # its pins, not installed
-    assert "nothing else was changed" in cmd
+    # the stop says what changed by then: the two sources, and Docker on a host without it
+    assert "the driver and the boot were not touched" in cmd
+    assert any(s.startswith("Install host packages: docker.io") for s in before) != docker
+    assert "s engine where the host had none" in cmd
 
 
 # --- point 9: the example inventory --------------------------------------------------------
