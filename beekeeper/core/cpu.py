@@ -7,13 +7,17 @@ Why not the builder's own CPU (`GGML_NATIVE=ON`, what the kit did before):
 - An image built with `-march=native` on one host is copied to others (the tests copy the
   first sandbox host's image to the second; a user moves a box's image to the next box). On
   a CPU without the builder's instructions it dies with SIGILL.
-- On a Sapphire Rapids-class Xeon (AMX: `amx_tile amx_int8` in /proc/cpuinfo) a native
-  build compiles ggml's AMX code, the loader repacks Q4_K/Q8_0 weights into the AMX buffer
-  type, and the first compute segfaults in `ggml_backend_amx_mul_mat` (ggml-org/llama.cpp
-  issue 20824, open without a fix; stanfordnlp/dspy PR 10079 hit it on CI runners; the kit's
-  demo hit it on a 2-core CI-class Xeon: `llama-server` exit 139 right after `threadpool
-  init`, and `--no-repack`, which skips the extra buffer types, served). Cloud CPUs of that
-  class are common: the CPU path must not depend on which Xeon it lands on.
+- On an AMX Xeon (`amx_tile amx_int8` in /proc/cpuinfo) a native build compiles ggml's AMX
+  matmul, the loader repacks Q4_K/Q8_0 weights into the AMX buffer type, and the first
+  compute dies: the kit's demo hit it on a 2-core CI-class Xeon (`llama-server` exit 139
+  right after `threadpool init`; `--no-repack`, which skips the extra buffer types, served).
+  The cause, found on such a machine (benchmarks/cpu/2026-12-02-amx-tilecfg/): Debian 12's
+  GCC 12.2 defines `_tile_loadconfig` as an asm that reads 8 bytes, so it drops the stores
+  of the tile rows and columns in ggml's 64-byte configuration as dead, and `ldtilecfg`
+  loads stack contents: #GP (SIGSEGV) or an unconfigured tile (SIGILL at `tilezero`).
+  GCC 13 and newer (and Ubuntu's 12.4) store it all; ggml-org/llama.cpp issue 20824 and
+  stanfordnlp/dspy PR 10079 report the crash on "some machines". The build stage's
+  compiler must not decide whether the server runs.
 
 So x86-64 builds target x86-64-v3 (AVX2, FMA, F16C, BMI2: every x86-64 CPU since Intel
 Haswell, 2013, and AMD Zen, 2017) with AVX-512 and AMX off. The CPU image and the CPU part
