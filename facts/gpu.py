@@ -123,6 +123,36 @@ class PciNvidiaGpus(FactBase[int]):
         return parse_pci_nvidia(output)
 
 
+def parse_pci_nvidia_devices(lines: list[str]) -> tuple[int, ...]:
+    """`<class> <device>` per NVIDIA PCI function (sysfs' hex words) -> the device ids of
+    the display/3D ones (class 0x03....)."""
+    out = []
+    for line in lines:
+        cls, _, device = line.strip().partition(" ")
+        if cls.startswith("0x03") and re.match(r"^0x[0-9a-fA-F]{4}$", device.strip()):
+            out.append(int(device.strip(), 16))
+    return tuple(out)
+
+
+class PciNvidiaDevices(FactBase[tuple[int, ...]]):
+    """
+    Returns the PCI device ids of the NVIDIA display/3D devices, read from sysfs without a
+    driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``.
+    """
+
+    @staticmethod
+    def default() -> tuple[int, ...]:
+        return ()
+
+    def command(self) -> str:
+        return ("for d in /sys/bus/pci/devices/*; do "
+                '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
+                'echo "$(cat $d/class) $(cat $d/device)"; done; true')
+
+    def process(self, output: list[str]) -> tuple[int, ...]:
+        return parse_pci_nvidia_devices(output)
+
+
 # Packages that carry the Linux driver, by name prefix, as NVIDIA's repositories name them:
 # Ubuntu 580 (cuda-drivers-580 -> nvidia-driver-580(-open), nvidia-dkms-580(-open),
 # nvidia-kernel-common-580, libnvidia-compute-580, nvidia-utils-580), Ubuntu 590+ (the same

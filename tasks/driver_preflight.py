@@ -22,6 +22,7 @@ from beekeeper.facts.gpu import (
     NvidiaKernelModule,
     NvidiaModuleInfo,
     NvidiaSmiInfo,
+    PciNvidiaDevices,
     PciNvidiaGpus,
 )
 from beekeeper.facts.host import WslInfo
@@ -53,6 +54,7 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
         check_driver_install(host.get_fact(LinuxDriverPackages),
                              host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
                              cfg.allow_reboot, os_id)
+        check_flavour_by_pci(cfg, host.get_fact(PciNvidiaDevices))
     plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
     if plan.action == "upgrade":
         check_secure_boot(host.get_fact(SecureBoot), os_id)
@@ -212,6 +214,27 @@ def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
             f"host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and "
             f"the {card.name} is compute capability {card.compute_cap}: set driver_flavour = "
             "'proprietary'")
+
+
+# The first Turing PCI device id (TU102, 0x1e02): every earlier NVIDIA GPU (Pascal up to
+# 0x1d8x, Volta 0x1db0-0x1dbf) has a lower one, every Turing and newer one a higher one
+# (NVIDIA's open-gpu-kernel-modules list of supported GPUs starts at 0x1e02).
+FIRST_TURING_PCI_ID = 0x1E00
+
+
+def check_flavour_by_pci(cfg: HostConfig, devices: tuple[int, ...]) -> None:
+    """With no driver yet, nvidia-smi cannot name the card: its PCI device id tells whether
+    the open kernel modules (the default) run on it. Refused before any change, as
+    check_flavour refuses a known card (installing them would end, after the reboot, in a
+    driver that does not load)."""
+    old = [d for d in devices if d < FIRST_TURING_PCI_ID]
+    if cfg.driver_flavour != "open" or not old:
+        return
+    ids = ", ".join(f"10de:{d:04x}" for d in old)
+    raise PreflightError(
+        f"host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and "
+        f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing (ids below 10de:1e00): "
+        "set driver_flavour = 'proprietary'")
 
 
 # DKMS's own key and certificate (dkms framework.conf defaults mok_signing_key and

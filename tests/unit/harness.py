@@ -35,6 +35,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "DeployedServices": [], "FolderFiles": [], "FolderEntries": [],  # empty kit folders
     "SecureBoot": None, "NvidiaKernelModule": None, "WslSettings": None,  # read: unknown
     "DiskOf": None, "DebianComponents": [], "ProxyVars": (),  # unknown; none; no proxy
+    "PciNvidiaDevices": (),  # no NVIDIA device on PCI (WSL2)
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
     "UnheldDriverPackages": [],  # every driver package held (or none installed)
 }

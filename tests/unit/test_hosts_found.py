@@ -253,6 +253,44 @@ def test_open_modules_are_refused_on_a_pre_turing_card():
                    facts(Wsl=NATIVE, GpuInfo=pascal))
 
 
+def _sysfs_devices(tmp_path: Path, functions: dict[str, tuple[str, str, str]]) -> tuple:
+    """The PciNvidiaDevices fact's command, run by sh over a sysfs-shaped tree: each PCI
+    function's vendor, class and device files as the kernel writes them (hex, a newline)."""
+    import subprocess
+
+    from beekeeper.facts.gpu import PciNvidiaDevices
+
+    root = tmp_path / "devices"
+    for slot, (vendor, cls, device) in functions.items():
+        (root / slot).mkdir(parents=True)
+        for name, value in (("vendor", vendor), ("class", cls), ("device", device)):
+            (root / slot / name).write_text(value + "\n")
+    cmd = PciNvidiaDevices().command().replace("/sys/bus/pci/devices", str(root))
+    out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, check=True)
+    return PciNvidiaDevices().process(out.stdout.splitlines())
+
+
+def test_with_no_driver_a_pre_turing_card_is_told_by_its_pci_id_before_any_change(tmp_path):
+    # a GTX 1080 (GP104, 10de:1b80) and its HDMI audio function, beside an Intel iGPU
+    pascal = _sysfs_devices(tmp_path / "a", {
+        "0000:00:02.0": ("0x8086", "0x030000", "0x3e92"),
+        "0000:01:00.0": ("0x10de", "0x030000", "0x1b80"),
+        "0000:01:00.1": ("0x10de", "0x040300", "0x10f0")})
+    assert pascal == (0x1B80,)
+    # an RTX 4090 (AD102, 10de:2684)
+    ada = _sysfs_devices(tmp_path / "b", {"0000:01:00.0": ("0x10de", "0x030000", "0x2684")})
+    assert ada == (0x2684,)
+    with pytest.raises(PreflightError, match=r"PCI id 10de:1b80\) is older than Turing .*"
+                                             r"set driver_flavour = 'proprietary'"):
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, PciNvidiaDevices=pascal))
+    install = "Install the NVIDIA driver, branch 595"
+    assert f"{install} (cuda-drivers)" in names(run_deploy(
+        {**DEFAULTS, "driver_flavour": "proprietary"},
+        facts(**NO_DRIVER, PciNvidiaDevices=pascal)))
+    assert f"{install} (nvidia-open)" in names(run_deploy(
+        DEFAULTS, facts(**NO_DRIVER, PciNvidiaDevices=ada)))
+
+
 # --- point 4: Debian's contrib, Debian 12's dkms -----------------------------------------
 
 DEBIAN12 = {"Wsl": replace(NATIVE, kernel_release="6.1.0-18-amd64")}
