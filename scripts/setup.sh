@@ -82,9 +82,15 @@ if [ "$mode" != controller ]; then
   fi
 fi
 
-# --- the tests only: objdump reads the server image's instructions (test_deploy.py)
-if [ "$mode" = test ] && ! command -v objdump >/dev/null; then
-  apt_install binutils
+# --- the tests only: objdump reads the server image's instructions, QEMU runs its llama-bench
+# on an emulated x86-64-v3 CPU, cc builds that check's two one-instruction programs
+# (test_deploy.py)
+if [ "$mode" = test ]; then
+  pkgs=()
+  command -v objdump >/dev/null || pkgs+=(binutils)
+  command -v qemu-x86_64 >/dev/null || pkgs+=(qemu-user)
+  command -v cc >/dev/null || pkgs+=(gcc libc6-dev)
+  ((${#pkgs[@]} == 0)) || apt_install "${pkgs[@]}"
 fi
 
 # --- the tests only: headless Chromium renders report.html offline (tests/unit/test_report.py).

@@ -80,6 +80,56 @@ def test_the_image_holds_no_instruction_beyond_its_cpu_baseline(first, tmp_path)
         assert counts["ymm"] > 0 and counts["zmm"] == 0 and counts["tmm"] == 0, counts
 
 
+# Programs of one instruction each, built with the controller's cc: the emulated CPU must run
+# the AVX2/FMA one and refuse the AVX-512 one, or the check below proves nothing.
+_AVX2_FMA = ('int main(void){__attribute__((aligned(32))) float a[8]={1};'
+             '__asm__ volatile("vmovaps %0,%%ymm0\\n\\tvfmadd231ps %%ymm0,%%ymm0,%%ymm0"'
+             '::"m"(a):"xmm0");return 0;}')
+_AVX512 = ('int main(void){__asm__ volatile("vpxord %%zmm0,%%zmm0,%%zmm0":::"xmm0");'
+           'return 0;}')
+
+
+def test_the_image_runs_on_a_cpu_with_its_baseline_and_nothing_more(first, tmp_path):
+    """The image's llama-bench generates with the real model on an emulated x86-64-v3 CPU
+    (QEMU's Haswell: AVX2, FMA, F16C, BMI2; no AVX-512, no AMX), the oldest CPU the baseline
+    admits, here on an AMX Xeon or any other: what a host without this machine's
+    instructions gets."""
+    import os
+    import shutil
+
+    from beekeeper.core.cache import pypi_model
+
+    qemu, cc = shutil.which("qemu-x86_64"), shutil.which("cc")
+    if not (qemu and cc):
+        if os.environ.get("CI"):
+            pytest.fail("qemu-user and a C compiler are needed (scripts/setup.sh test)")
+        pytest.skip("qemu-x86_64 or cc missing: scripts/setup.sh test installs them")
+    ran = {}
+    for name, code in (("avx2", _AVX2_FMA), ("avx512", _AVX512)):
+        (tmp_path / f"{name}.c").write_text(code)
+        subprocess.run([cc, "-O0", "-o", str(tmp_path / name), str(tmp_path / f"{name}.c")],
+                       check=True)
+        ran[name] = subprocess.run([qemu, "-cpu", "Haswell", str(tmp_path / name)],
+                                   capture_output=True).returncode
+    assert ran["avx2"] == 0 and ran["avx512"] != 0, ran  # -4 (SIGILL) for AVX-512
+    tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
+    r = sandbox_exec(f"c=$(docker create {tag}) && docker cp $c:/usr/local/bin/llama-bench - "
+                     "| base64 -w0; s=$?; docker rm $c >/dev/null; exit $s")
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r.stdout))) as tar:
+        tar.extract("llama-bench", tmp_path, filter="data")
+    model = pypi_model(PROFILES["cpu-tiny"].model)
+    bench = subprocess.run([qemu, "-cpu", "Haswell", str(tmp_path / "llama-bench"),
+                            "-m", str(model), "-p", "8", "-n", "4", "-r", "1", "-t", "1",
+                            "-o", "json"], capture_output=True, text=True, timeout=600)
+    assert bench.returncode == 0, bench.stderr[-2000:]
+    rows = json.loads(bench.stdout)
+    gen = next(row for row in rows if row["n_gen"] == 4)
+    print(f"[figure] llama-bench on QEMU's Haswell (x86-64-v3, no AVX-512/AMX): "
+          f"{gen['avg_ts']:.2f} tok/s generated (emulated)")
+    assert gen["avg_ts"] > 0
+
+
 def test_smoke_through_a_loopback_port(first):
     with ssh_tunnel(ssh_options(load_state()), 8083) as url:
         assert url.startswith("http://127.0.0.1:")

@@ -167,7 +167,7 @@ def test_an_unknown_mode_is_refused(box):
 def test_a_second_run_changes_nothing(box):
     box("test", FAKE_CANDIDATES="docker.io debootstrap chromium")
     # what the first run installed is now on PATH
-    for name in ("ssh", "dockerd", "debootstrap", "chromium", "objdump"):
+    for name in ("ssh", "dockerd", "debootstrap", "chromium", "objdump", "qemu-x86_64", "cc"):
         _exe(box.bin / name, "#!/bin/bash\n")
     log_before = (box.repo.parent / "log").read_text()
     p, log = box("test", FAKE_CANDIDATES="docker.io debootstrap chromium")
