@@ -46,7 +46,20 @@ def deploy(*extra: str, dry: bool = False, inventory: str = "inventories/sandbox
     if STANDINS is not None:
         STANDINS.ensure_tunnel()  # a host may have restarted since the last deploy
     args = ["--dry"] if dry else ["-y"]
-    return pyinfra(*args, inventory, "deploy.py", *extra)
+    run = pyinfra(*args, inventory, "deploy.py", *extra)
+    # Once in a CI run (2026-12-02) a just-started Debian 13 sandbox host dropped pyinfra's
+    # SSH connection while its facts were read ("Command socket/SSH error: OSError('Socket
+    # is closed')", then "could not load fact"): the host failed before any of its
+    # operations ran, and the same deploy passed when run again. That is the sandbox's SSH,
+    # not what the kit does: a deploy that lost a host's SSH connection runs once more (a
+    # second deploy converges: test_faults' interrupted deploy proves it), and says so.
+    if run.rc != 0 and "Command socket/SSH error" in run.out:
+        print("\n[flake] a sandbox host's SSH connection closed while pyinfra read its facts: "
+              "deploying once more")
+        if STANDINS is not None:
+            STANDINS.ensure_tunnel()
+        run = pyinfra(*args, inventory, "deploy.py", *extra)
+    return run
 
 
 def first_deploy(what: str) -> Run:
