@@ -100,9 +100,11 @@ class GpuInfo(FactBase[NvidiaSmiInfo | None]):
         return parse_nvidia_smi(output)
 
 
-def parse_pci_nvidia(lines: list[str]) -> int:
-    """`grep -l 0x10de /sys/bus/pci/devices/*/vendor` + class lines -> NVIDIA GPUs on PCI."""
-    return sum(1 for line in lines if line.strip().startswith("0x03"))
+# Each NVIDIA PCI function's class and device id, from sysfs (no driver needed): both PCI
+# facts read it, the count of GPUs and their ids
+PCI_NVIDIA_COMMAND = ("for d in /sys/bus/pci/devices/*; do "
+                      '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
+                      'echo "$(cat $d/class) $(cat $d/device)"; done; true')
 
 
 class PciNvidiaGpus(FactBase[int]):
@@ -116,11 +118,10 @@ class PciNvidiaGpus(FactBase[int]):
         return 0
 
     def command(self) -> str:
-        return ("for d in /sys/bus/pci/devices/*; do "
-                '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && cat $d/class; done; true')
+        return PCI_NVIDIA_COMMAND
 
     def process(self, output: list[str]) -> int:
-        return parse_pci_nvidia(output)
+        return len(parse_pci_nvidia_devices(output))
 
 
 def parse_pci_nvidia_devices(lines: list[str]) -> tuple[int, ...]:
@@ -145,9 +146,7 @@ class PciNvidiaDevices(FactBase[tuple[int, ...]]):
         return ()
 
     def command(self) -> str:
-        return ("for d in /sys/bus/pci/devices/*; do "
-                '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
-                'echo "$(cat $d/class) $(cat $d/device)"; done; true')
+        return PCI_NVIDIA_COMMAND
 
     def process(self, output: list[str]) -> tuple[int, ...]:
         return parse_pci_nvidia_devices(output)

@@ -258,7 +258,7 @@ def _sysfs_devices(tmp_path: Path, functions: dict[str, tuple[str, str, str]]) -
     function's vendor, class and device files as the kernel writes them (hex, a newline)."""
     import subprocess
 
-    from beekeeper.facts.gpu import PciNvidiaDevices
+    from beekeeper.facts.gpu import PciNvidiaDevices, PciNvidiaGpus
 
     root = tmp_path / "devices"
     for slot, (vendor, cls, device) in functions.items():
@@ -267,7 +267,11 @@ def _sysfs_devices(tmp_path: Path, functions: dict[str, tuple[str, str, str]]) -
             (root / slot / name).write_text(value + "\n")
     cmd = PciNvidiaDevices().command().replace("/sys/bus/pci/devices", str(root))
     out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, check=True)
-    return PciNvidiaDevices().process(out.stdout.splitlines())
+    devices = PciNvidiaDevices().process(out.stdout.splitlines())
+    # the GPU count reads the same lines (one command for both facts)
+    assert PciNvidiaGpus().command() == PciNvidiaDevices().command()
+    assert PciNvidiaGpus().process(out.stdout.splitlines()) == len(devices)
+    return devices
 
 
 def test_with_no_driver_a_pre_turing_card_is_told_by_its_pci_id_before_any_change(tmp_path):
