@@ -160,6 +160,14 @@ def holds_released(packages: list[str]):
     yield "apt-mark unhold " + " ".join(q(p) for p in held)
 
 
+# packages whose purge deletes data that is not theirs: Debian's and Ubuntu's docker.io
+# (its prerm `remove` copies nuke-graph-directory.sh into /var/lib/docker, and its postrm
+# `purge` runs it, which ends in `rm -rf /var/lib/docker/*`: every image, container and
+# volume). Such a package is removed first, that copy deleted, and then purged with the rest:
+# its files and conffiles go, the data stays.
+PURGE_WIPES = {"docker.io": "/var/lib/docker/nuke-graph-directory.sh"}
+
+
 @operation()
 def packages_purged(packages: list[str], along: list[str] | None = None):
     """
@@ -177,8 +185,12 @@ def packages_purged(packages: list[str], along: list[str] | None = None):
         host.noop(f"kept {', '.join(packages)}: purging them would also remove "
                   f"{', '.join(extra)}, which the kit did not install")
         return
-    yield ("DEBIAN_FRONTEND=noninteractive apt-get -y -q purge --allow-change-held-packages "
-           + " ".join(q(p) for p in packages))
+    apt = "DEBIAN_FRONTEND=noninteractive apt-get -y -q {} --allow-change-held-packages "
+    wipers = [p for p in packages if p in PURGE_WIPES]
+    if wipers:  # removed first, the wiping script taken away, then purged with the rest
+        yield (apt.format("remove") + " ".join(q(p) for p in wipers) + " && rm -f "
+               + " ".join(q(PURGE_WIPES[p]) for p in wipers))
+    yield apt.format("purge") + " ".join(q(p) for p in packages)
 
 
 def purge_extras(packages: list[str], along: list[str]) -> list[str]:

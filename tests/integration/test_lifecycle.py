@@ -168,7 +168,23 @@ def test_the_rollback_finds_what_it_needs_after_the_cleanup(life):
     assert again.returncode == 0 and running_image() == now, again.stderr[-2000:]
 
 
+def users_docker_data() -> dict[str, str]:
+    """An image, a container and a volume of the user's in the engine the kit installed
+    (docker.io's purge would empty /var/lib/docker): their ids, and where each lies."""
+    made = on_host("tar cf - --files-from /dev/null | docker import - mine/keep:1 >/dev/null "
+                   "&& docker create --name keep -v keep:/data mine/keep:1 /none && "
+                   "echo mine > \"$(docker volume inspect -f '{{.Mountpoint}}' keep)/mark\" "
+                   "&& docker image inspect -f '{{.Id}}' mine/keep:1")
+    assert made.returncode == 0, made.stderr[-2000:]
+    container, image = made.stdout.split()[-2:]
+    return {"image": "/var/lib/docker/image/overlay2/imagedb/content/sha256/"
+                     + image.removeprefix("sha256:"),
+            "container": f"/var/lib/docker/containers/{container}",
+            "volume": "/var/lib/docker/volumes/keep/_data/mark"}
+
+
 def test_uninstall_returns_the_host_to_its_fresh_record(life):
+    mine = users_docker_data()
     dry = life.run(dry=True, file="uninstall.py")
     assert dry.rc == 0, dry.out[-3000:]
     listed = helpers.detected_changes(dry.out)
@@ -183,6 +199,9 @@ def test_uninstall_returns_the_host_to_its_fresh_record(life):
     print(f"[figure] after uninstall vs fresh host: {json.dumps(changes)}")
     for key in ("packages", "units", "files"):
         assert changes[key] == {"added": [], "gone": []}, (key, changes[key])
+    # Docker's data stays, as docs/lifecycle.md says: the user's image, container, volume
+    gone = [what for what, path in mine.items() if on_host(f"test -e {path}").returncode]
+    assert not gone, f"the uninstall took the user's Docker {gone} from /var/lib/docker"
     again = life.run(file="uninstall.py")
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-3000:]
 

@@ -346,8 +346,8 @@ def test_uninstall_removes_what_the_kit_put_there(monkeypatch):
     # only what the kit's own transactions installed: not curl (the user's), nginx (another
     # pyinfra deploy's, not a package of the kit's), python3 (there before)
     purge = cmd(ops, "Purge the packages the kit installed (8: containerd, docker.io, git, ")
-    assert purge == ["DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
-                     "--allow-change-held-packages " + " ".join(KIT_INSTALLED)]
+    assert purge[-1] == ("DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
+                         "--allow-change-held-packages " + " ".join(KIT_INSTALLED))
     assert cmd(ops, "Remove the kit's folders left empty") == [
         "rmdir /srv/beekeeper/models 2>/dev/null ; rmdir /srv/beekeeper 2>/dev/null ; "
         "rmdir /opt/beekeeper 2>/dev/null ; true"]
@@ -355,6 +355,25 @@ def test_uninstall_removes_what_the_kit_put_there(monkeypatch):
     assert names.index("Remove the server images (beekeeper/llama-server)") < \
         names.index(next(n for n in names if n.startswith("Purge the packages")))
     assert names[0].startswith("Remove service llm")
+
+
+def test_the_purge_of_docker_io_keeps_dockers_data():
+    """docker.io's postrm `purge` runs the nuke-graph-directory.sh its prerm `remove` copied
+    into /var/lib/docker (`rm -rf /var/lib/docker/*`; Debian 12's 20.10.24+dfsg1-1+deb12u1
+    maintainer scripts): no command line may purge docker.io while that copy can be made or
+    is there. It is removed alone first, the copy deleted, then purged with the rest."""
+    ops = uninstall(deployed_host())
+    lines = cmd(ops, "Purge the packages the kit installed")
+    remove, purge = lines
+    assert remove == ("DEBIAN_FRONTEND=noninteractive apt-get -y -q remove "
+                      "--allow-change-held-packages docker.io && "
+                      "rm -f /var/lib/docker/nuke-graph-directory.sh")
+    assert " purge " in purge and "docker.io" in purge.split()
+    # no line purges docker.io before the remove and the copy's deletion
+    every = [c for _, cs in ops for c in cs]
+    first_purge = next(i for i, c in enumerate(every) if " purge " in c
+                       and "docker.io" in c.split())
+    assert every.index(remove) < first_purge
 
 
 def test_a_second_uninstall_changes_nothing():
