@@ -34,6 +34,7 @@ from beekeeper.tasks import (
     server_image,
     service,
     smoke,
+    supervisor,
 )
 
 
@@ -59,6 +60,9 @@ def deploy_host() -> None:
         cfg = pin_all(cfg)
     # Host facts that rule the deploy out stop here too, before any change.
     facts = preflight.check(cfg)
+    # what preflight chose from the host: the runtime (supervisor where PID 1 is not
+    # systemd), and the host's own CUDA toolkit where it builds for the card
+    cfg = replace(cfg, runtime=facts.runtime, cuda_version=facts.cuda_version or cfg.cuda_version)
 
     docker_engine.ensure(cfg, facts)
     reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
@@ -81,6 +85,8 @@ def deploy_host() -> None:
         # kept service takes before it starts, the others once every kept one passed its
         # smoke check (a failed check stops the deploy there, and what ran keeps running)
         prune.ensure(cfg, "before")
+        if cfg.runtime == "supervisor":
+            supervisor.ensure(facts)
         smoke.install()
         for svc in cfg.services:
             changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)

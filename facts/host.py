@@ -77,7 +77,8 @@ class InitSystem(FactBase[InitInfo]):
     """
 
     def command(self) -> str:
-        return "ps -p 1 -o comm=; systemctl is-system-running 2>/dev/null || true"
+        return ("cat /proc/1/comm 2>/dev/null || ps -p 1 -o comm=; "
+                "systemctl is-system-running 2>/dev/null || true")
 
     def process(self, output: list[str]) -> InitInfo:
         return parse_pid1(output)

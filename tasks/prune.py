@@ -105,7 +105,8 @@ def kept_artifacts(cfg: HostConfig, artifact: str) -> tuple[set[str], str | None
             keep.add(now)  # this deploy replaces it: it becomes the previous unit
             continue
         keep.add(now)
-        if host.get_fact(_Present, paths=[prev(p.unit)]):
+        # the previous unit, or under runtime supervisor the previous program file
+        if host.get_fact(_Present, paths=[prev(p.unit), prev(p.program_conf)]):
             before = _runs(prev(p.manifest))
             if before is None:
                 return set(), (f"the previous unit of {p.unit_name} is there but what it "

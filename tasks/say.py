@@ -11,3 +11,8 @@ from pyinfra import host
 def warn(message: str) -> None:
     """A state the deploy goes on with, told in one yellow line naming the host."""
     click.echo(click.style(f"host {host.name}: warning: {message}", fg="yellow"), err=True)
+
+
+def say(message: str) -> None:
+    """A decision the deploy took from the host's facts, told in one line naming the host."""
+    click.echo(f"host {host.name}: {message}", err=True)

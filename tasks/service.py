@@ -17,10 +17,12 @@ from pyinfra.operations import files, server, systemd
 
 from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.core.profiles import ModelFile
 from beekeeper.core.render import render
 from beekeeper.facts.docker import DockerEngine
 from beekeeper.operations import secrets
 from beekeeper.operations.secrets import env_line, secret_content, sha1_text
+from beekeeper.operations.supervisor import program_running
 
 q = shlex.quote
 
@@ -32,21 +34,38 @@ def paths(svc: ServiceConfig) -> ServicePaths:
 def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
     """What the unit and compose templates share: the server's arguments, mounts, secrets."""
     native = cfg.mode == "native"
-    models = cfg.model_dir if native else "/models"
-    args = svc.profile.server.args(f"{models}/{svc.model.filename}",
-                                   f"{models}/{svc.draft.filename}" if svc.draft else None)
+
+    def where(m: ModelFile) -> str:  # native: on the host; container: in its /models mount
+        return m.host_path(cfg.model_dir) if native else f"/models/{m.filename}"
+
+    args = svc.profile.server.args(where(svc.model), where(svc.draft) if svc.draft else None)
     args += ["--alias", svc.profile.name, *svc.extra_args]
     p = paths(svc)
     return dict(svc=svc, unit=p.unit_name, container=p.container, image=artifact,
                 binary=artifact, model_dir=cfg.model_dir, args=args,
                 gpu=svc.profile.backend == "cuda", conf_dir=p.conf_dir, paths=p,
-                env_file=p.secrets_env if svc.api_key_file else None, project=p.container)
+                env_file=p.secrets_env if svc.api_key_file else None, project=p.container,
+                program=p.program, log_file=p.server_log, launch=launch_script(svc))
+
+
+def launch_script(svc: ServiceConfig) -> str:
+    """Runtime supervisor: supervisord starts this as root; it drops to user beekeeper
+    (setpriv, no new privileges) and execs the server. With an API key it first reads the
+    key from its root-only file into LLAMA_API_KEY (`read -r`: taken literally, never run),
+    so the key is on no command line and in no file the server user can read."""
+    drop = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
+            '-- "$@"')
+    if not svc.api_key_file:
+        return drop
+    key = q(paths(svc).api_key)
+    return f"IFS= read -r LLAMA_API_KEY < {key} && export LLAMA_API_KEY && {drop}"
 
 
 def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str,
                 docker_flavour: str | None = None) -> str:
     """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
-    template = ("beekeeper-native.service.j2" if cfg.mode == "native"
+    template = ("supervisor-program.conf.j2" if cfg.runtime == "supervisor"
+                else "beekeeper-native.service.j2" if cfg.mode == "native"
                 else "beekeeper-compose.service.j2" if cfg.runtime == "compose"
                 else "beekeeper-server.service.j2")
     return render(template, docker_flavour=docker_flavour, **_context(cfg, svc, artifact))
@@ -69,25 +88,31 @@ def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
     """What this service runs, for the host checks (verify/test_host.py) and rollbacks."""
     p = paths(svc)
     return json.dumps({
-        "service": svc.name, "unit": p.unit_name, "container": p.container,
+        "service": svc.name, "container": p.container,
+        # what the runtime knows the service by: a systemd unit, or a supervisord program
+        "unit": p.program if cfg.runtime == "supervisor" else p.unit_name,
         "profile": svc.profile.name, "mode": cfg.mode, "image": image,
-        "runtime": cfg.runtime if cfg.mode == "container" else None,
+        "runtime": cfg.runtime if cfg.mode == "container" or cfg.runtime == "supervisor"
+        else None,
+        "log": p.server_log if cfg.runtime == "supervisor" else None,
         "compose_file": p.compose_file if cfg.runtime == "compose" else None,
         "bind_address": svc.bind_address, "port": svc.port,
         "ctx_size": svc.profile.server.ctx_size,
-        "model_path": f"{cfg.model_dir}/{svc.model.filename}",
+        "model_path": svc.model.host_path(cfg.model_dir),
         "model_sha256": svc.model_sha256,
-        "draft_path": f"{cfg.model_dir}/{svc.draft.filename}" if svc.draft else None,
+        # a file of yours served in place (model_host_path): the uninstall leaves it
+        "model_is_users": svc.model.users_file,
+        "draft_path": svc.draft.host_path(cfg.model_dir) if svc.draft else None,
         "draft_sha256": svc.draft.sha256 if svc.draft else None,
     }, indent=2, sort_keys=True) + "\n"
 
 
 def _folders(cfg: HostConfig, p: ServicePaths) -> list[OperationMeta]:
-    ops = [
-        files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755"),
-        files.directory(name=f"Create the drop-in folder {p.unit_name}.d (yours; never written)",
-                        path=p.dropin_dir, mode="0755"),
-    ]
+    ops = [files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")]
+    if cfg.runtime != "supervisor":
+        ops.append(files.directory(
+            name=f"Create the drop-in folder {p.unit_name}.d (yours; never written)",
+            path=p.dropin_dir, mode="0755"))
     if cfg.runtime == "compose":
         ops.append(files.file(
             name=f"Create {p.compose_override} (yours; created empty, never written)",
@@ -132,7 +157,9 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     new_compose = render_compose(cfg, svc, image) if cfg.runtime == "compose" else None
     secret_ops = _secrets(cfg, svc, p)
     ops += secret_ops
-    running_sha = host.get_fact(Sha1File, path=p.unit)
+    supervised = cfg.runtime == "supervisor"
+    unit_path = p.program_conf if supervised else p.unit
+    running_sha = host.get_fact(Sha1File, path=unit_path)
     running_compose_sha = host.get_fact(Sha1File, path=p.compose_file)
     # the rendered files: the unit, and with compose the compose file (none otherwise)
     files_change = running_sha != sha1_text(new_unit) or running_compose_sha != (
@@ -148,12 +175,20 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
         # runtime "systemd" after "compose": the unit no longer reads it (`.prev` keeps it)
         ops.append(files.file(name=f"Remove {p.compose_file} (runtime systemd)",
                               path=p.compose_file, present=False))
-    unit_op = files.put(name=f"Render systemd unit {p.unit_name}", src=io.StringIO(new_unit),
-                        dest=p.unit, mode="0644")
+    what = f"supervisord program {p.program}" if supervised else f"systemd unit {p.unit_name}"
+    unit_op = files.put(name=f"Render {what}", src=io.StringIO(new_unit), dest=unit_path,
+                        mode="0644")
     ops.append(unit_op)
-    ops.append(files.put(name=f"Record what {p.unit_name} runs (deployed.json)",
+    ops.append(files.put(name=f"Record what {p.program if supervised else p.unit_name} runs "
+                              "(deployed.json)",
                          src=io.StringIO(manifest(cfg, svc, image)),
                          dest=p.manifest, mode="0644"))
+    if supervised:
+        ops.append(program_running(
+            name=f"Start {p.program} under supervisord"
+                 + (" (restart: inputs changed)" if changed else ""),
+            program=p.program, conf_changed=unit_op.will_change, restarted=changed))
+        return changed, ops
     ops.append(systemd.service(
         name=f"Start and enable {p.unit_name}" + (" (restart: inputs changed)" if changed else ""),
         service=p.unit_name, running=True, enabled=True, restarted=changed,

@@ -29,5 +29,5 @@ def check(cfg: HostConfig, svc: ServiceConfig, changed: bool) -> OperationMeta:
         name=f"Wait for /health on port {svc.port} and smoke-check the API",
         port=svc.port, paths=paths, timeout_s=cfg.health_timeout_s, after_change=changed,
         api_key_file=paths.api_key if svc.api_key_file else None,
-        profile=svc.profile.name, bind_address=svc.bind_address,
+        profile=svc.profile.name, bind_address=svc.bind_address, runtime=cfg.runtime,
     )

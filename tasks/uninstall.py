@@ -72,6 +72,11 @@ from beekeeper.core.paths import (
     MODEL_DIR,
     NATIVE_PREFIX,
     STATE_DIR,
+    SUPERVISOR_HOME,
+    SUPERVISOR_PIDFILE,
+    SUPERVISOR_SOCKET,
+    SUPERVISORCTL,
+    SUPERVISORD,
     UNIT_DIR,
     VERIFY_KIT,
     VERIFY_VENV,
@@ -93,6 +98,7 @@ from beekeeper.facts.lifecycle import (
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.operations import lifecycle as ops_
 from beekeeper.operations.services import service_removed
+from beekeeper.operations.supervisor import supervisord_removed
 
 # the packages the kit's tasks install (docker_engine, gateway, source, native, model,
 # nvidia_repos, cuda_toolkit, container_toolkit)
@@ -175,9 +181,33 @@ def kit_models(cfg: HostConfig) -> list[str]:
             placed.add(f"{d}/{logged or f}")
         elif base != f and (base in shipped or f"{d}/{base}" in placed):
             placed.add(f"{d}/{base}")
+    # a file of yours the kit served in place (model_host_path) is never the kit's to remove
+    placed -= yours(cfg)
     paths = [p + suffix for p in sorted(placed) for suffix in MODEL_SUFFIXES]
     present: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
     return sorted(present)
+
+
+def yours(cfg: HostConfig) -> set[str]:
+    """Model files of yours the kit served where they are (host data `model_host_path`), by
+    this inventory and by what each deployed service recorded."""
+    found = {m.host_path(cfg.model_dir) for s in cfg.services for m in s.models()
+             if m.users_file}
+    for name in host.get_fact(DeployedServices):
+        for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
+            m = deployed_manifest(path) or {}
+            if m.get("model_is_users") and m.get("model_path"):
+                found.add(str(m["model_path"]))
+    return found
+
+
+def supervisor() -> list[OperationMeta]:
+    """The kit's supervisord (runtime supervisor), once its programs went."""
+    return [supervisord_removed(
+        name=f"Stop the kit's supervisord and remove it ({SUPERVISOR_HOME}, {SUPERVISORD}, "
+             f"{SUPERVISORCTL})",
+        paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, SUPERVISOR_SOCKET,
+               SUPERVISOR_PIDFILE])]
 
 
 def services() -> list[OperationMeta]:
@@ -339,6 +369,7 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> lis
     why_kept = driver_kept_why(pk, keep_driver)
     driver_kept = bool(why_kept)
     result = services()
+    result += supervisor()
     result.append(ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                                       repo=cfg.image_repo))
     result += models(cfg, keep_models)

@@ -42,6 +42,26 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def own_file_sha256(path: Path) -> str:
+    """The sha256 of a GGUF of your own on the controller (host data `model_path` without
+    model_sha256), hashed once per size and modification time (.cache/file-hashes.json)."""
+    import json
+
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    index = CACHE / "file-hashes.json"
+    try:
+        known = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        _log(f"hashing {path} ({st.st_size / (1 << 30):.1f} GiB), once")
+        known[key] = sha256_file(path)
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_text(json.dumps(known, indent=1, sort_keys=True))
+    return str(known[key])
+
+
 def _log(msg: str) -> None:
     print(f"[beekeeper] {msg}", file=sys.stderr, flush=True)
 

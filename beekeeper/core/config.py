@@ -31,14 +31,15 @@ from .hostdata import (
     one_word,
     parse,
 )
-from .profiles import PROFILES, HfSource, ModelFile, Profile, with_ctx_size
+from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
 
 __all__ = ["DEFAULT_HF_ENDPOINT", "STAGES", "one_word"]
 
 MODES = ("container", "native")
 # what runs the server container: a systemd unit around `docker run`, or a compose file
 # whose project a systemd unit brings up and down (README, "Choosing a runtime")
-RUNTIMES = ("systemd", "compose")
+# or, on hosts whose PID 1 is not systemd, supervisord running the native binary
+RUNTIMES = ("systemd", "compose", "supervisor")
 # host data read by single tasks: HostConfig fields of the same names
 TASK_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
              "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop",
@@ -154,6 +155,8 @@ class HostConfig:
     # build beellama's embedded web UI into the server (off: the kit serves the API)
     webui: bool = False
     runtime: str = "systemd"
+    # host data named the runtime (else preflight picks supervisor where PID 1 is not systemd)
+    runtime_given: bool = False
     # services this host had and must not have any more (`state = "absent"`): see
     # tasks/prune.py, which also removes those the inventory no longer names
     absent: tuple[str, ...] = ()
@@ -294,7 +297,8 @@ def load_host_config(data: Any) -> HostConfig:
         rule_compose_keys(services, hd.services is not None)
     gateway = _gateway(hd, services)
     return HostConfig(
-        mode=hd.mode, runtime=runtime, services=services, absent=absent,
+        mode=hd.mode, runtime=runtime, runtime_given=hd.runtime is not None,
+        services=services, absent=absent,
         model_dir=hd.model_dir, state_dir=hd.state_dir, source=_source(hd),
         base_images=hd.base_images.model_dump(exclude_none=True) if hd.base_images else {},
         preload_images=dict(hd.preload_images or {}), install_docker=hd.install_docker,
@@ -322,6 +326,9 @@ def rule_runtime(hd: HostData) -> str:
     if hd.runtime == "compose" and hd.mode != "container":
         raise fail("runtime", f"'compose' runs a container, but mode is {hd.mode!r}",
                    "set mode = 'container', or runtime = 'systemd' (or remove it)")
+    if hd.runtime == "supervisor" and hd.mode != "native":
+        raise fail("runtime", f"'supervisor' runs the native server, but mode is {hd.mode!r}",
+                   "set mode = 'native', or runtime = 'systemd' (or remove it)")
     return hd.runtime
 
 
@@ -344,7 +351,8 @@ def _services(hd: HostData, own: Mapping[str, str]
     else:
         rule_beside_services(own)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
-    services = tuple(_service(e, prefix) for e, prefix in entries if e.state == "present")
+    services = tuple(_service(e, prefix, hd.mode, hd.model_dir) for e, prefix in entries
+                     if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
     rule_one_build(services, hd.services is not None)
     rule_distinct(services, absent)
@@ -352,13 +360,15 @@ def _services(hd: HostData, own: Mapping[str, str]
     return services, absent
 
 
-def _service(entry: ServiceData, prefix: str) -> ServiceConfig:
+def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
+             model_dir: str = "/srv/beekeeper/models") -> ServiceConfig:
     if entry.profile is None:
         raise fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
     profile = PROFILES[entry.profile]
     rule_loopback_needs_key(f"{prefix}bind_address", entry.bind_address, entry.api_key_file,
                             "api_key_file")
-    model = _model_file(entry, prefix, "model", profile.model)
+    model = _own_model(entry, prefix, profile.model, hd_mode, model_dir) or \
+        _model_file(entry, prefix, "model", profile.model)
     rule_draft_keys(entry, prefix, profile)
     draft = profile.server.draft_model
     if draft is not None:
@@ -406,6 +416,49 @@ def rule_draft_keys(entry: ServiceData, prefix: str, profile: Profile) -> None:
         raise fail(f"{prefix}draft_{given[0]}", f"profile {profile.name} has no draft model, "
                    "so no draft_* key is read", "remove it, or pick a profile with a draft ("
                    f"{', '.join(with_draft) or 'none'})")
+
+
+def _own_model(entry: ServiceData, prefix: str, base: ModelFile, mode: str,
+               model_dir: str) -> ModelFile | None:
+    """Host data `model_path` (a GGUF on the controller) or `model_host_path` (one on the
+    host): the profile's flags stay, only the file changes; no Hub request. None: neither."""
+    given = [k for k in ("model_path", "model_host_path") if getattr(entry, k) is not None]
+    if not given:
+        return None
+    if len(given) == 2:
+        raise fail(f"{prefix}model_host_path", "given beside model_path: one model file is "
+                   "served", "keep model_path (a file on the controller) or model_host_path "
+                   "(one on the host)")
+    hub = [k for k in ("model_repo", "model_file", "model_revision")
+           if getattr(entry, k) is not None]
+    if hub:
+        raise fail(f"{prefix}{hub[0]}", f"a Hub key beside {given[0]}, which names the file "
+                   "itself", f"remove {hub[0]}, or {given[0]}")
+    sha = entry.model_sha256
+    if entry.model_host_path is not None:
+        path = entry.model_host_path
+        if sha is None:
+            raise fail(f"{prefix}model_sha256", f"missing for model_host_path {path} (the "
+                       "kit checks the file before serving it)", f"run `sha256sum {path}` on "
+                       "the host and set model_sha256 to its 64 hex digits")
+        folder = path.rsplit("/", 1)[0] or "/"
+        if mode == "container" and folder != model_dir:
+            raise fail(f"{prefix}model_host_path", f"{path} is outside model_dir {model_dir}, "
+                       "the one folder the server's container mounts", f"move the file into "
+                       f"{model_dir}, set model_dir = {folder!r}, or mode = 'native'")
+        return replace(base, filename=path.rsplit("/", 1)[1], source=FileSource(path, True),
+                       sha256=sha, size_bytes=0)
+    from pathlib import Path
+
+    path = str(entry.model_path)
+    local = Path(path)
+    if not local.is_file():
+        raise fail(f"{prefix}model_path", f"{path} is not a file on the controller"
+                   + (" (a folder)" if local.is_dir() else ""),
+                   "give the path of the .gguf file on the controller (for a file already on "
+                   "the host use model_host_path)")
+    return replace(base, filename=local.name, source=FileSource(path, False), sha256=sha,
+                   size_bytes=local.stat().st_size)
 
 
 def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> ModelFile:

@@ -405,6 +405,13 @@ def _extra_args(args: list[str]) -> tuple[str, ...]:
     return tuple(args)
 
 
+def _gguf_path(value: str) -> str:
+    if not value.endswith(".gguf") or not re.match(HF_FILE, os.path.basename(value)):
+        raise Bad(f"{value!r} is not a .gguf file name",
+                  "give the path of the model's .gguf file (letters, digits, ._+- in its name)")
+    return value
+
+
 HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
 HubFile = Annotated[str, Field(pattern=HF_FILE)]
 Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$")]
@@ -472,6 +479,16 @@ class ServiceData(BaseModel):
     model_file: HubFile | None = _pin("model", "file")
     model_revision: Revision | None = _pin("model", "revision")
     model_sha256: Sha256 | None = _pin("model", "sha256")
+    model_path: Annotated[str, path_of("/srv/gguf/my-model-Q8_0.gguf"),
+                          AfterValidator(_gguf_path)] | None = key(
+        None, "path", "a GGUF of your own on the controller, uploaded once into model_dir and "
+        "checked by sha256 (model_sha256, or the file's own); no Hub request",
+        "give the absolute path of a .gguf file on the controller", "is not a .gguf path")
+    model_host_path: Annotated[str, path_of("/data/models/my-model-Q8_0.gguf"),
+                               AfterValidator(_gguf_path)] | None = key(
+        None, "path", "a GGUF already on the host, served where it is (needs model_sha256, "
+        "checked on the host; the uninstall never removes it); no Hub request",
+        "give the absolute path of a .gguf file on the host", "is not a .gguf path")
     draft_repo: HubRepo | None = _pin("draft", "repo")
     draft_file: HubFile | None = _pin("draft", "file")
     draft_revision: Revision | None = _pin("draft", "revision")
@@ -489,10 +506,12 @@ class HostData(ServiceData):
     mode: Literal["container", "native"] = key(
         "container", "'container' or 'native'", "the server in a Docker container, or "
         "built and run on the host", "use 'container' or 'native'", "is not a mode")
-    runtime: Literal["systemd", "compose"] | None = key(
-        None, "'systemd' or 'compose'", "what runs the container: a unit around `docker "
-        "run`, or a compose project (default: compose with Docker Desktop, else systemd)",
-        "use runtime = 'systemd' or runtime = 'compose'", "is not a runtime")
+    runtime: Literal["systemd", "compose", "supervisor"] | None = key(
+        None, "'systemd', 'compose' or 'supervisor'", "what runs the server: a systemd unit "
+        "(around `docker run`, or the native binary), a compose project, or supervisord "
+        "(native mode, hosts whose PID 1 is not systemd; default there) (default: compose "
+        "with Docker Desktop, supervisor where PID 1 is not systemd, else systemd)",
+        "use runtime = 'systemd', 'compose' or 'supervisor'", "is not a runtime")
     services: Annotated[list[ServiceData], Seq] | None = key(
         None, "list of service mappings", "the host's model services, one mapping each (the "
         "service keys above); [] for a gateway-only host", "give one dict per service, [] "

@@ -33,12 +33,14 @@ def install_dir(prefix: str, tag: str) -> str:
 
 
 def shell_script(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int, dest: str,
-                 prefix: str) -> str:
-    """The host-side build: compile, install into `dest`, then move `current` atomically."""
+                 prefix: str, cuda_bin: str = "/usr/local/cuda/bin") -> str:
+    """The host-side build: compile, install into `dest`, then move `current` atomically;
+    a CUDA build finds nvcc in `cuda_bin` (the host's own toolkit, or the one the kit
+    installed)."""
     q = shlex.quote
     cmds = [" ".join(q(a) for a in c) for c in build_commands(spec, src_dir, build_dir, jobs)]
     if spec.backend == "cuda":
-        cmds.insert(0, "export PATH=/usr/local/cuda/bin:$PATH")
+        cmds.insert(0, f"export PATH={q(cuda_bin)}:$PATH")
     cmds += [
         f"install -d -m 0755 {q(dest)}",
         *(f"install -m 0755 {q(build_dir)}/bin/{t} {q(dest)}/{t}" for t in TARGETS),

@@ -28,6 +28,18 @@ HOST_VENV = "/opt/beekeeper/venv"  # huggingface_hub for the model downloader
 VERIFY_KIT = "/opt/beekeeper/kit"  # `beekeeper verify --on-host`: the suites, unpacked
 VERIFY_VENV = "/opt/beekeeper/verify-venv"  # and their dependencies
 PREV = ".prev"  # the copy of what ran before a deploy, for rollbacks
+# runtime "supervisor" (hosts whose PID 1 is not systemd: GPU containers): supervisord from
+# the controller's `supervisor` package, its config, one program file per service
+SUPERVISOR_HOME = "/opt/beekeeper/supervisor"  # lib/ (the package), the launchers' target
+SUPERVISOR_CONF_DIR = f"{CONF_ROOT}/supervisor"
+SUPERVISOR_CONF = f"{SUPERVISOR_CONF_DIR}/supervisord.conf"
+SUPERVISOR_PROGRAMS = f"{SUPERVISOR_CONF_DIR}/programs"  # <program>.conf, one per service
+SUPERVISOR_SOCKET = "/run/beekeeper-supervisor.sock"  # root-only (chmod 0700)
+SUPERVISOR_PIDFILE = "/run/beekeeper-supervisord.pid"
+# what the container's start command runs after a restart (the README gives the line), and
+# the control command the kit, verify and the rollback use
+SUPERVISORD = "/usr/local/sbin/beekeeper-supervisord"
+SUPERVISORCTL = "/usr/local/sbin/beekeeper-supervisorctl"
 
 
 def hostside_script(name: str) -> str:
@@ -90,9 +102,22 @@ class ServicePaths:
         return f"{REPORTS_DIR}/{self.container}-smoke.json"
 
     @property
-    def rollback_set(self) -> tuple[str, str, str]:
-        """What a rollback swaps with its `.prev` copy: unit, manifest, compose file."""
-        return (self.unit, self.manifest, self.compose_file)
+    def program(self) -> str:  # runtime "supervisor": the supervisord program's name
+        return self.container
+
+    @property
+    def program_conf(self) -> str:  # runtime "supervisor": what the unit is to systemd
+        return f"{SUPERVISOR_PROGRAMS}/{self.program}.conf"
+
+    @property
+    def server_log(self) -> str:  # runtime "supervisor": the server's stdout and stderr
+        return f"{LOG_DIR}/{self.container}.log"
+
+    @property
+    def rollback_set(self) -> tuple[str, str, str, str]:
+        """What a rollback swaps with its `.prev` copy: unit, manifest, compose file, and
+        the supervisor program (the runtime's files that are not there swap as missing)."""
+        return (self.unit, self.manifest, self.compose_file, self.program_conf)
 
 
 def manifest_glob() -> str:

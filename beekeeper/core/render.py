@@ -58,6 +58,20 @@ def yaml_list(values: object) -> str:
     return "[" + ", ".join(yaml_quote(v) for v in values) + "]"  # type: ignore[attr-defined]
 
 
+def sv_quote(value: object) -> str:
+    """One word for a supervisord program file: a shell-like word (supervisor splits
+    `command` with shlex) with `%` written `%%` (its `%(name)s` expansions). Control
+    characters are refused, as for units."""
+    text = str(value)
+    if any(not c.isprintable() for c in text):
+        raise ValueError(f"{text!r} holds a control character; a program file cannot carry it")
+    return shlex.quote(text).replace("%", "%%")
+
+
+def sv_join(values: object) -> str:
+    return " ".join(sv_quote(v) for v in values)  # type: ignore[attr-defined]
+
+
 def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
@@ -73,6 +87,9 @@ def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
     env.filters["sdquote"] = sd_quote
     env.filters["sdjoin"] = sd_join
     env.filters["sdpath"] = lambda v: sd_quote(v, exec_line=False)
+    # supervisord program files: shlex words, `%%` for its expansions
+    env.filters["svquote"] = sv_quote
+    env.filters["svjoin"] = sv_join
     # compose files: YAML double quotes, `$$` for compose's interpolation
     env.filters["yq"] = yaml_quote
     env.filters["yqlist"] = yaml_list

@@ -25,6 +25,7 @@ def rollback_command(paths: ServicePaths, restore: bool, timeout_s: int = 300,
     `script="-"`: the script on stdin)."""
     args = ["python3", script, "--unit", paths.unit,
             "--manifest", paths.manifest, "--compose", paths.compose_file,
+            "--program-conf", paths.program_conf,
             "--hostcheck", hostside_script("hostcheck.py"), "--api-key-file", paths.api_key,
             "--timeout", str(timeout_s)]
     return " ".join(shlex.quote(a) for a in args) + (" --restore" if restore else "")

@@ -45,13 +45,44 @@ def restarts(unit: str) -> int | None:
         return None
 
 
-def wait_healthy(base: str, deadline_s: float,
-                 unit: str | None = None) -> tuple[bool, str, float]:
+SUPERVISORCTL = "/usr/local/sbin/beekeeper-supervisorctl"  # beekeeper.core.paths
+
+
+class ProgramWatch:
+    """Runtime supervisor: a program's restarts, counted as the wait sees them (supervisord
+    keeps no count): each new pid after the first, and FATAL (supervisord gave up)."""
+
+    def __init__(self, program: str, ctl: str = SUPERVISORCTL) -> None:
+        self.program, self.ctl = program, ctl
+        self.pids: list[int] = []
+        self.fatal = False
+
+    def __call__(self, _unit: str) -> int | None:
+        try:
+            out = subprocess.run([self.ctl, "status", self.program], capture_output=True,
+                                 text=True, timeout=10).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if len(out) < 2:
+            return None
+        if out[1] == "FATAL":
+            self.fatal = True
+        if out[1] == "RUNNING" and "pid" in out:
+            pid = int(out[out.index("pid") + 1].rstrip(","))
+            if pid not in self.pids:
+                self.pids.append(pid)
+        return max(len(self.pids) - 1, 0) + (CRASH_LOOP_RESTARTS if self.fatal else 0)
+
+
+def wait_healthy(base: str, deadline_s: float, unit: str | None = None,
+                 count=None) -> tuple[bool, str, float]:  # type: ignore[no-untyped-def]
     """Poll /health until 200; 503 means the model is still loading. With `unit`, give up
-    when it restarted CRASH_LOOP_RESTARTS times since the wait began."""
+    when it restarted CRASH_LOOP_RESTARTS times since the wait began (`count` reads the
+    restarts: systemd's NRestarts by default, a ProgramWatch for supervisord)."""
+    restarts_of = count or restarts
     start = time.monotonic()
     last = "no answer yet"
-    first = restarts(unit) if unit else None
+    first = restarts_of(unit) if unit else None
     while time.monotonic() - start < deadline_s:
         try:
             with _request(f"{base}/health", None, timeout=5) as resp:
@@ -61,7 +92,7 @@ def wait_healthy(base: str, deadline_s: float,
             last = f"HTTP {e.code} ({'loading' if e.code == 503 else 'error'})"
         except (urllib.error.URLError, OSError) as e:
             last = f"connection: {getattr(e, 'reason', e)}"
-        now = restarts(unit) if unit and first is not None else None
+        now = restarts_of(unit) if unit and first is not None else None
         if now is not None and first is not None and now - first >= CRASH_LOOP_RESTARTS:
             return False, (f"{unit} exited and was restarted {now - first} times: the server "
                            f"stops as it starts, waiting longer will not help ({last})"), \
@@ -118,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-key-file")
     ap.add_argument("--health-only", action="store_true")
     ap.add_argument("--unit", help="the server's systemd unit: a crash loop fails at once")
+    ap.add_argument("--program", help="the server's supervisord program (runtime supervisor): "
+                    "a crash loop fails at once")
     ap.add_argument("--out", help="also write the result to this JSON file")
     args = ap.parse_args(argv)
     key = None
@@ -125,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.api_key_file) as f:
             key = f.read().strip()
     base = f"http://{args.host}:{args.port}"
-    ok, why, waited = wait_healthy(base, args.timeout, args.unit)
+    if args.program:
+        ok, why, waited = wait_healthy(base, args.timeout, args.program,
+                                       ProgramWatch(args.program))
+    else:
+        ok, why, waited = wait_healthy(base, args.timeout, args.unit)
     result: dict = {"ok": ok, "url": base, "health_wait_s": round(waited, 2)}
     if not ok:
         result["error"] = f"/health not 200 after {waited:.0f} s: {why}"

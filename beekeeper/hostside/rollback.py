@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 PREV = ".prev"
+SUPERVISORCTL = "/usr/local/sbin/beekeeper-supervisorctl"  # beekeeper.core.paths
 
 
 def say(line: str) -> None:
@@ -57,25 +58,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unit", required=True)
     ap.add_argument("--manifest", required=True)
     ap.add_argument("--compose", required=True)
+    ap.add_argument("--program-conf", help="runtime supervisor: the program file")
     ap.add_argument("--hostcheck", required=True)
     ap.add_argument("--restore", action="store_true")
     ap.add_argument("--api-key-file")
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args(argv)
-    if not os.path.exists(a.unit + PREV):
+    supervised = bool(a.program_conf) and os.path.exists(a.program_conf + PREV)
+    if not os.path.exists(a.unit + PREV) and not supervised:
         say(f"no server is serving (no previous unit to restore: {a.unit + PREV})"
             if a.restore else f"no previous unit to roll back to ({a.unit + PREV})")
         return 3
-    say("rolling back to the previous unit")
-    for path in (a.unit, a.manifest, a.compose):
+    say("rolling back to the previous " + ("program" if supervised else "unit"))
+    for path in (a.unit, a.manifest, a.compose, *([a.program_conf] if a.program_conf else [])):
         if path == a.manifest and not a.restore and not os.path.exists(path + PREV):
             continue  # a swap keeps the manifest it has when no older one was kept
         swap(path)
         if a.restore and os.path.exists(path + PREV):
             os.remove(path + PREV)  # the failed deploy's copy
-    name = os.path.basename(a.unit)
-    subprocess.call(["systemctl", "daemon-reload"])
-    subprocess.call(["systemctl", "restart", name])
+    if supervised:
+        # reread/update restarts the program whose file changed back
+        program = os.path.basename(a.program_conf).removesuffix(".conf")
+        subprocess.call([SUPERVISORCTL, "reread"], stdout=subprocess.DEVNULL)
+        subprocess.call([SUPERVISORCTL, "update", program])
+        subprocess.call([SUPERVISORCTL, "restart", program], stdout=subprocess.DEVNULL)
+    else:
+        name = os.path.basename(a.unit)
+        subprocess.call(["systemctl", "daemon-reload"])
+        subprocess.call(["systemctl", "restart", name])
     now = serving(a.manifest)
     check = [sys.executable, a.hostcheck, "--timeout", str(a.timeout)]
     if a.api_key_file and os.path.exists(a.api_key_file):

@@ -14,6 +14,7 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.facts.host import AptPolicyInfo, Resources
+from beekeeper.facts.toolchain import HostToolsInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,12 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "PciNvidiaDevices": (),  # no NVIDIA device on PCI (WSL2)
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
     "UnheldDriverPackages": [],  # every driver package held (or none installed)
+    # a stock Ubuntu host with the build tools, no CUDA toolkit, apt's lists there
+    "HostTools": HostToolsInfo(tools=(("cmake", "/usr/bin/cmake"), ("c++", "/usr/bin/c++"),
+                                      ("make", "/usr/bin/make"), ("git", "/usr/bin/git")),
+                               python3="/usr/bin/python3", python3_version=(3, 12),
+                               setpriv="/usr/bin/setpriv", apt_lists=6),
+    "SupervisorPrograms": None, "OthersCannotRead": "",  # no supervisord; files readable
 }
 
 

@@ -107,7 +107,7 @@ def test_every_key_the_kit_reads_is_known():
         text = path.read_text()
         read |= set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
     assert read <= KIT_KEYS | pyinfra_keys(), read - KIT_KEYS - pyinfra_keys()
-    assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 46
+    assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 48
     config = (ROOT / "beekeeper" / "core" / "config.py").read_text()
     unread = {k for k in KIT_KEYS if f"hd.{k}" not in config and f"entry.{k}" not in config
               and f"{{role}}_{k.split('_', 1)[-1]}" not in config and k != "server_webui"}
@@ -493,7 +493,8 @@ def test_prev_is_the_running_unit_when_the_unit_changes():
                                        "(beekeeper-llm.service.prev)"][0]
     # every old copy goes first: a stale manifest copy never outlives a new unit copy
     assert keep.startswith(f"rm -f {UNIT}.prev /etc/beekeeper/llm/deployed.json.prev "
-                           "/etc/beekeeper/llm/compose.yaml.prev && ")
+                           "/etc/beekeeper/llm/compose.yaml.prev "
+                           "/etc/beekeeper/supervisor/programs/beekeeper-llm.conf.prev && ")
     assert f"cp -p {UNIT} {UNIT}.prev" in keep
 
 
@@ -514,7 +515,8 @@ def test_a_stale_prev_is_removed_when_no_unit_runs_yet():
     cmds = dict(_ops(None, True))
     assert cmds["Remove a stale rollback copy of beekeeper-llm.service (none runs yet)"] == \
         [f"rm -f {UNIT}.prev /etc/beekeeper/llm/deployed.json.prev "
-         "/etc/beekeeper/llm/compose.yaml.prev"]
+         "/etc/beekeeper/llm/compose.yaml.prev "
+         "/etc/beekeeper/supervisor/programs/beekeeper-llm.conf.prev"]
 
 
 def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True,

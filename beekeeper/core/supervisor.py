@@ -1,0 +1,103 @@
+"""
+Runtime "supervisor": hosts whose PID 1 is not systemd (GPU containers, rented pods) run the
+server under supervisord (Supervisor 4, a kept process supervisor), one program per service.
+
+What the kit puts there (paths: beekeeper/core/paths.py):
+
+- the `supervisor` package as the controller has it installed (a dependency of the kit),
+  packed here, uploaded and unpacked into SUPERVISOR_HOME/lib: no index, no pip on the host;
+- SUPERVISORD and SUPERVISORCTL, two launchers that run it with the host's python3 and the
+  kit's config (the container's start command runs SUPERVISORD after a restart);
+- SUPERVISOR_CONF (socket root-only, logs in LOG_DIR) and one program file per service.
+
+How each runtime is told to stop, start or restart a service is spelled here alone, for the
+deploy, the rollback, verify's engine suite and the removal of a service.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shlex
+import tarfile
+from importlib import metadata
+from pathlib import Path
+
+from .paths import KIT_ROOT, SUPERVISOR_CONF, SUPERVISORCTL
+
+q = shlex.quote
+
+RUNTIMES = ("systemd", "compose", "supervisor")
+PACKAGE = "supervisor"
+# the program states in which the server is not coming up by itself (supervisorctl status)
+DOWN_STATES = ("FATAL", "EXITED", "STOPPED", "BACKOFF")
+
+
+def control(runtime: str | None, name: str, action: str) -> str:
+    """The shell line that does `action` (start, stop, restart) to a service: `name` is the
+    unit (systemd, compose) or the supervisord program (supervisor), as its manifest says."""
+    if action not in ("start", "stop", "restart"):
+        raise ValueError(f"not an action: {action!r}")
+    if runtime == "supervisor":
+        return f"{q(SUPERVISORCTL)} {action} {q(name)}"
+    return f"systemctl {action} {q(name)}"
+
+
+def ctl_argv(*args: str) -> list[str]:
+    """supervisorctl with the kit's config, as an argument list."""
+    return [SUPERVISORCTL, *args]
+
+
+def launcher(tool: str, python: str, lib: str) -> str:
+    """The /usr/local/sbin launcher of supervisord or supervisorctl: the host's python3
+    with the unpacked package, the kit's config."""
+    assert tool in ("supervisord", "supervisorctl")
+    return ("#!/bin/sh\n"
+            "# Written by beekeeper (runtime supervisor): do not edit.\n"
+            f"PYTHONPATH={q(lib)} exec {q(python)} -m supervisor.{tool} -c "
+            f"{q(SUPERVISOR_CONF)} \"$@\"\n")
+
+
+def package_files() -> tuple[str, list[tuple[str, Path]]]:
+    """The installed supervisor package of this controller: its version and its files
+    (the `supervisor/` tree only, by their names inside it)."""
+    try:
+        dist = metadata.distribution(PACKAGE)
+    except metadata.PackageNotFoundError:
+        raise RuntimeError("the `supervisor` package is not installed on this controller: "
+                           "run scripts/setup.sh (it is one of the kit's dependencies)") from None
+    found: list[tuple[str, Path]] = []
+    for f in dist.files or []:
+        if f.parts and f.parts[0] == "supervisor" and "__pycache__" not in f.parts:
+            found.append((str(f), Path(str(dist.locate_file(f)))))
+    if not found:
+        raise RuntimeError("the installed `supervisor` package lists no files")
+    return dist.version, sorted(found)
+
+
+def package_tarball() -> Path:
+    """The supervisor package as a gzip tarball under .cache/ (same files, same bytes: a
+    second deploy uploads nothing)."""
+    version, found = package_files()
+    out = KIT_ROOT / ".cache" / f"supervisor-{version}.tar.gz"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, path in found:
+            data = path.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    digest = hashlib.sha256(raw).hexdigest()
+    stamp = out.with_suffix(".sha256")
+    if not out.exists() or not stamp.exists() or stamp.read_text().strip() != digest:
+        import gzip
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        with open(tmp, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0,
+                                                   filename="") as gz:
+            gz.write(raw)
+        tmp.replace(out)
+        stamp.write_text(digest + "\n")
+    return out

@@ -1,0 +1,86 @@
+"""
+Runtime "supervisor" operations: the kit's supervisord running, and one program (a model
+service) started, or restarted when its inputs changed.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from beekeeper.core.paths import SUPERVISORCTL, SUPERVISORD
+from beekeeper.facts.lifecycle import PresentPaths
+from beekeeper.facts.toolchain import SupervisorPrograms
+
+q = shlex.quote
+CTL = q(SUPERVISORCTL)
+
+
+@operation()
+def supervisord_running(config_changed: bool = False):
+    """
+    Start the kit's supervisord where it does not answer; where it runs and its own
+    config changed, make it read the config again (its programs keep running unless theirs
+    changed too).
+
+    + config_changed: whether this run rewrote supervisord.conf or the package
+    """
+    programs = host.get_fact(SupervisorPrograms)
+    if programs is not None and not config_changed:
+        host.noop("supervisord is running")
+        return
+    if programs is None:
+        # daemonizes, then answers on its socket: wait for that (a few seconds at most)
+        yield (f"{q(SUPERVISORD)} && for i in $(seq 50); do {CTL} pid >/dev/null 2>&1 && "
+               "exit 0; sleep 0.2; done; echo 'beekeeper: supervisord did not answer on its "
+               "socket within 10 s (log: /var/log/beekeeper/supervisord.log)' >&2; exit 1")
+    else:
+        yield f"{CTL} reread && {CTL} update"
+
+
+@operation()
+def program_running(program: str, conf_changed: bool, restarted: bool):
+    """
+    The service's program added to supervisord and running: a new or changed program file
+    is read (`update` starts a new program and restarts a changed one); inputs that changed
+    outside it (a replaced model) restart it; a stopped or failed one is started.
+
+    + program: the supervisord program (beekeeper-<service>)
+    + conf_changed: whether this run writes its program file
+    + restarted: whether an input of the server changed in this run
+    """
+    programs = host.get_fact(SupervisorPrograms) or {}
+    state = programs.get(program)
+    if state == "RUNNING" and not conf_changed and not restarted:
+        host.noop(f"{program} is running")
+        return
+    p = q(program)
+    if conf_changed or state is None:
+        yield f"{CTL} reread >/dev/null && {CTL} update {p}"
+    if restarted and state is not None and not conf_changed:
+        yield f"{CTL} restart {p}"
+    # whatever state it is in now (a first start, a FATAL one), it is started
+    yield (f"st=$({CTL} status {p} | awk '{{print $2}}'); case \"$st\" in RUNNING|STARTING) ;; "
+           f"*) {CTL} start {p} || true;; esac")
+
+
+@operation()
+def supervisord_removed(paths: list[str]):
+    """
+    The kit's supervisord stopped (its programs with it) and its files removed: the
+    package, the launchers, the socket and pid file. No change where none of it is there.
+
+    + paths: the kit's supervisor files and folders (launchers, package folder, socket)
+    """
+    running = host.get_fact(SupervisorPrograms) is not None
+    present = host.get_fact(PresentPaths, paths=paths)
+    if not running and not present:
+        host.noop("the kit's supervisord is not here")
+        return
+    if running:
+        # shutdown stops every program, then supervisord exits: wait for its socket to go
+        yield (f"{CTL} shutdown >/dev/null 2>&1; for i in $(seq 100); do {CTL} pid "
+               ">/dev/null 2>&1 || break; sleep 0.2; done")
+    yield "rm -rf " + " ".join(q(p) for p in paths)
