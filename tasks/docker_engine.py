@@ -12,15 +12,24 @@ from pyinfra.operations import apt, systemd
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.distro import compose_package, engine_packages
+from beekeeper.core.profiles import HfSource
 from beekeeper.facts.hostfacts import HostFacts
 
-HOST_PACKAGES = ["python3", "ca-certificates"]
+
+def host_packages(cfg: HostConfig, facts: HostFacts) -> list[str]:
+    """python3 where the host has none (the host-side checks run with it), ca-certificates
+    where the deploy downloads over HTTPS (a Hub model, a git source, Docker's images): a
+    host that has what it needs (an offline GPU container) gets no apt transaction."""
+    wanted = [] if facts.tools and facts.tools.python3 else ["python3"]
+    downloads = cfg.mode == "container" or cfg.source.kind == "git" or any(
+        isinstance(m.source, HfSource) for s in cfg.services for m in s.models())
+    return wanted + (["ca-certificates"] if downloads else [])
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     installed = host.get_fact(DebPackages) or {}
-    wanted = list(HOST_PACKAGES)
+    wanted = host_packages(cfg, facts)
     if cfg.mode == "container" and not facts.docker.present:
         # the engine, and on Debian 13 its client, a package of its own there (docker.io
         # only recommends it): beekeeper.core.distro knows which release needs which

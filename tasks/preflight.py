@@ -22,6 +22,7 @@ from beekeeper.core.errors import PreflightError
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import SUPERVISORD, ServicePaths
 from beekeeper.core.planner import Prediction
+from beekeeper.core.profiles import FileSource
 from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
 from beekeeper.facts.docker import (
@@ -293,6 +294,8 @@ def download_bytes(cfg: HostConfig) -> int:
     need = 0
     seen: set[str] = set()
     for model in (m for svc in cfg.services for m in svc.models()):
+        if isinstance(model.source, FileSource) and model.source.on_host:
+            continue  # yours, where it is: nothing to download
         dest = f"{cfg.model_dir}/{model.filename}"
         if model.filename in seen or (
                 model.sha256 and host.get_fact(Sha256File, path=dest) == model.sha256):

@@ -1,0 +1,147 @@
+"""
+deploy.py on canned facts read off a rented GPU container (the H200 box the project has:
+PID 1 `process_api`, no Docker, no apt lists, a CUDA 13.0 toolkit in /usr/local/cuda, driver
+580.159.04): the kit picks runtime supervisor, builds with the host's toolkit, installs
+nothing with apt, serves a model file already there, and refuses what cannot work there
+before any change.
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from beekeeper.core.errors import BeekeeperError
+from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
+from beekeeper.facts.host import InitInfo, OsReleaseInfo
+from beekeeper.facts.toolchain import HostToolsInfo, parse_host_tools
+
+from .harness import run_deploy
+from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts
+
+H200 = NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="13.0", driver_version="580.159.04",
+                     driver_branch=580, brand="NVIDIA",
+                     gpus=(GpuCard(name="NVIDIA H200", driver_version="580.159.04",
+                                   compute_cap="9.0", memory_total_mib=143771),))
+PROCESS_API = InitInfo(pid1="process_api", systemd=False, state="offline")
+# as `HostTools` printed it there: nvcc from /usr/local/cuda, cmake from a venv on PATH
+POD_TOOLS = parse_host_tools([
+    "nvcc=/usr/local/cuda/bin/nvcc", "nvcc_release=release 13.0, V13.0.88",
+    "tool:cmake=/opt/venv/bin/cmake", "tool:c++=/usr/bin/c++", "tool:make=/usr/bin/make",
+    "tool:git=/usr/bin/git", "python3=/usr/bin/python3", "python3_version=3.12",
+    "setpriv=/usr/bin/setpriv", "apt_lists=0"])
+MODEL = "/workspace/models/Qwen3.5-9B-Q8_0.gguf"
+SHA = "ab" * 32
+POD_DATA = {**DEFAULTS, "mode": "native", "model_host_path": MODEL, "model_sha256": SHA,
+            "source": {"path": __file__, "ref": "ba1fdce591f5"}}
+
+
+def pod(**over):
+    return facts(**{"InitSystem": PROCESS_API, "Wsl": NATIVE, "DockerEngine": NO_DOCKER,
+                    "GpuInfo": H200, "HostTools": POD_TOOLS,
+                    "OsRelease": OsReleaseInfo(id="ubuntu", version_id="24.04"),
+                    "DebPackages": {"python3": ["3.12"]},
+                    "Sha256File": lambda path=None, **_: SHA if path == MODEL else None,
+                    "File": lambda path=None, **_: {"size": 1} if path == MODEL else None,
+                    **over})
+
+
+def uploaded(ops, prefix):
+    """What the first operation named `prefix...` uploads (files.put of rendered text)."""
+    return next(c for n, cmds in ops if n.startswith(prefix) for c in cmds
+                if c.startswith("upload "))
+
+
+def test_the_nvcc_line_of_cuda_13_0_is_read():
+    assert POD_TOOLS.nvcc_version == "13.0.88" and POD_TOOLS.apt_lists == 0
+    assert POD_TOOLS.path("cmake") == "/opt/venv/bin/cmake" and POD_TOOLS.missing() == []
+
+
+def test_the_h200_pod_deploys_under_supervisor_with_its_own_toolkit_and_no_apt():
+    ops = run_deploy(POD_DATA, pod())
+    names = [n for n, _ in ops]
+    every = "\n".join(c for _, cmds in ops for c in cmds)
+    # nothing from apt (no lists, offline) and no CUDA toolkit install: the host's builds
+    assert not any("apt-get" in c or "apt " in c for _, cmds in ops for c in cmds), names
+    assert not any("CUDA toolkit" in n or "NVIDIA" in n and "repository" in n for n in names)
+    build = next(c for n, cmds in ops if n.startswith("Build llama-server") for c in cmds)
+    assert "export PATH=/usr/local/cuda/bin:$PATH" in build
+    assert "cuda13.0-sm90" in build and "-DCMAKE_CUDA_ARCHITECTURES=90" in build
+    # supervisord from the controller's package, then the program, then the smoke check
+    i = names.index("Start supervisord (what the container's start command runs after a "
+                    "restart: /usr/local/sbin/beekeeper-supervisord)")
+    prog = next(k for k, n in enumerate(names) if n.startswith("Render supervisord program"))
+    smoke = next(k for k, n in enumerate(names) if n.startswith("Wait for /health"))
+    assert i < prog < smoke
+    assert not any("systemd" in n and "unit" in n for n in names), names
+    conf = uploaded(ops, "Render supervisord program")
+    assert "[program:beekeeper-llm]" in conf and f" -m {MODEL} " in conf
+    assert "setpriv --reuid=beekeeper" in conf
+    assert "/var/log/beekeeper/beekeeper-llm.log" in conf
+    # the model is yours, checked where it is: never downloaded, copied or moved
+    assert any(n.startswith(f"Check model {MODEL} (yours") for n in names)
+    assert "huggingface" not in every and "Download model" not in every
+    smoke_cmd = next(c for n, cmds in ops if n.startswith("Wait for /health") for c in cmds)
+    assert "--program beekeeper-llm" in smoke_cmd and "journalctl" not in smoke_cmd
+
+
+def test_a_second_run_with_supervisord_and_the_program_running_restarts_nothing():
+    from beekeeper.core.render import render  # noqa: F401 - the same templates
+    first = run_deploy(POD_DATA, pod())
+    conf = uploaded(first, "Render supervisord program").split("\n", 1)[1]
+    import hashlib
+
+    program = "/etc/beekeeper/supervisor/programs/beekeeper-llm.conf"
+
+    def sha1(path=None, **_):
+        return hashlib.sha1(conf.encode()).hexdigest() if path == program else None
+
+    def file(path=None, **_):
+        return {"size": 1, "mode": 644} if path in (program, MODEL) else None
+    # the second run finds what the first made: the program file and the kit's folders
+    again = run_deploy(POD_DATA, pod(Sha1File=sha1, File=file,
+                                     Directory=lambda path=None, **_: {"mode": 755}
+                                     if path == program.rsplit("/", 1)[0] else None,
+                                     SupervisorPrograms={"beekeeper-llm": "RUNNING"}))
+    start = next(cmds for n, cmds in again if n.startswith("Start beekeeper-llm under"))
+    assert start == [], start  # running, its file unchanged: no restart
+    assert not any("(restart: inputs changed)" in n for n, _ in again)
+
+
+@pytest.mark.parametrize(("data", "over", "words"), [
+    ({"mode": "container", "model_host_path": "/srv/beekeeper/models/q.gguf"}, {},
+     "set mode = 'native'"),
+    ({"runtime": "systemd"}, {}, "needs systemd as PID 1"),
+    ({}, {"HostTools": replace(POD_TOOLS, setpriv=None)}, "setpriv"),
+    ({}, {"HostTools": replace(POD_TOOLS, python3=None, python3_version=None)}, "python3"),
+    ({}, {"HostTools": replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"),
+                                                  ("make", "/usr/bin/make")))},
+     "needs cmake, which this host lacks, and apt has no package lists"),
+    ({}, {"Sha256File": lambda path=None, **_: "cd" * 32}, "has sha256 cdcd"),
+    ({}, {"File": lambda path=None, **_: None}, "is not a file on the host"),
+    ({}, {"OthersCannotRead": "folder /workspace is mode 700, others cannot pass through it"},
+     "cannot read /workspace/models/Qwen3.5-9B-Q8_0.gguf (folder /workspace is mode 700"),
+])
+def test_what_cannot_work_in_the_pod_is_refused_before_any_change(data, over, words):
+    with pytest.raises(BeekeeperError) as e:
+        run_deploy({**POD_DATA, **data}, pod(**over))
+    assert words in str(e.value)
+
+
+def test_a_toolkit_that_cannot_build_for_the_card_is_not_used():
+    old = replace(POD_TOOLS, nvcc_version="11.7.99")  # sm_90 needs CUDA 11.8
+    ops = run_deploy({**POD_DATA, "source": POD_DATA["source"]}, pod(HostTools=old))
+    names = [n for n, _ in ops]
+    assert any(n.startswith("Install the CUDA toolkit (cuda-toolkit-13-2") for n in names), names
+
+
+def test_a_missing_tool_is_installed_when_apt_has_lists():
+    tools = replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"), ("make", "/usr/bin/make")),
+                    apt_lists=7)
+    ops = run_deploy(POD_DATA, pod(HostTools=tools))
+    inst = next(c for n, cmds in ops if n.startswith("Install the build tools the host lacks")
+                for c in cmds)
+    assert "cmake" in inst and "g++" not in inst
+
+
+def test_host_tools_default_state_is_unknown():
+    assert HostToolsInfo().missing() == ["cmake", "c++", "make", "git"]
