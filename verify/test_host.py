@@ -11,7 +11,6 @@ every check below runs once per service found there.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import warnings
 
@@ -19,7 +18,10 @@ import pytest
 
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 from beekeeper.core.paths import manifest_glob
-from beekeeper.core.profiles import PROFILES
+from beekeeper.verify import host_checks
+from beekeeper.verify.host_checks import Applies, gpu_in_container_command
+
+__all__ = ["gpu_in_container_command"]  # what the deploy's own check runs, for the tests
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +34,16 @@ def services(host) -> list[dict]:
     return found
 
 
-def _containers(services: list[dict]) -> list[dict]:
-    found = [s for s in services if s["mode"] == "container"]
-    if not found:
-        pytest.skip("no container-mode service: the container checks have nothing to check")
-    return found
+def _applies(found: Applies) -> tuple:
+    """What a check looks at, as verify/host_checks.py decided; a skip with its reason when
+    there is nothing (the only pytest.skip of these checks)."""
+    if found.skip:
+        pytest.skip(found.skip)
+    return found.items
+
+
+def _containers(services: list[dict]) -> tuple:
+    return _applies(host_checks.containers(services))
 
 
 def docker_info(host) -> dict[str, str] | None:
@@ -88,30 +95,11 @@ def test_image_tag_present(host, services):
         assert host.run(f"docker image inspect {s['image']}").rc == 0, s["image"]
 
 
-def _uses_gpu(service: dict) -> bool:
-    """A CUDA server: its profile's backend, or for a profile this kit does not know, its
-    image tag (`<ref>-cuda13.2-sm89-<hash>`, core/build.py)."""
-    profile = PROFILES.get(service.get("profile") or "")
-    if profile is not None:
-        return profile.backend == "cuda"
-    return re.search(r"-cuda[0-9.]+-sm", service.get("image") or "") is not None
-
-
-def gpu_in_container_command(image: str) -> str:
-    """nvidia-smi in a throwaway container of the server image, with the GPUs the server's
-    container gets (`--gpus all`): the deploy's own check (operations/nvidia.py)."""
-    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
-            "--query-gpu=name,compute_cap --format=csv,noheader")
-
-
 def test_gpu_visible_inside_a_container(host, services):
     """Container mode with a CUDA profile: the GPU is seen from inside a container of the
     server image, on the host's own engine (NVIDIA Container Toolkit) or Docker Desktop's
     (its own GPU support on WSL2) alike."""
-    gpu = [s for s in _containers(services) if _uses_gpu(s)]
-    if not gpu:
-        pytest.skip("no container-mode service with a CUDA profile: no GPU to look for")
-    for s in gpu:
+    for s in _applies(host_checks.gpu_checked(services)):
         out = host.run(gpu_in_container_command(s["image"]))
         seen = out.stdout.strip() if out.rc == 0 else ""
         assert seen, (
@@ -136,10 +124,7 @@ def test_container_runs_hardened(host, services):
 def test_native_server_runs_hardened(host, services):
     """Native mode: the installed binary, run by the unit as the kit's user with no
     privileges (templates/beekeeper-native.service.j2)."""
-    native = [s for s in services if s["mode"] == "native"]
-    if not native:
-        pytest.skip("no native-mode service")
-    for s in native:
+    for s in _applies(host_checks.native(services)):
         assert host.file(s["image"]).mode & 0o111, f"{s['image']} is not executable"
         props = dict(line.split("=", 1) for line in host.check_output(
             f"systemctl show -p User -p NoNewPrivileges -p ProtectSystem "
@@ -150,19 +135,8 @@ def test_native_server_runs_hardened(host, services):
         assert props.get("CapabilityBoundingSet", "") in ("", "0"), props
 
 
-def _hashed(services: list[dict]) -> list[tuple[str, str]]:
-    """(path, sha256) of every model and draft whose sha256 the deploy recorded."""
-    out = [(s["model_path"], s["model_sha256"]) for s in services if s.get("model_sha256")]
-    return out + [(s["draft_path"], s["draft_sha256"]) for s in services
-                  if s.get("draft_sha256")]
-
-
 def test_model_hash_right(host, services):
-    hashed = _hashed(services)
-    if not hashed:
-        pytest.skip("no sha256 recorded for any model (a Hub model deployed unpinned): "
-                    "nothing to check the files against")
-    for path, sha in hashed:
+    for path, sha in _applies(host_checks.hashed(services)):
         assert host.file(path).sha256sum == sha, path
     unpinned = [s["model_path"] for s in services if not s.get("model_sha256")]
     if unpinned:
@@ -172,10 +146,7 @@ def test_model_hash_right(host, services):
 def test_compose_project_runs_the_container(host, services):
     """Runtime "compose": the container is the compose project's, run from the service's
     compose file, and the user's override file is there."""
-    compose = [s for s in services if s.get("runtime") == "compose"]
-    if not compose:
-        pytest.skip("no compose-runtime service")
-    for s in compose:
+    for s in _applies(host_checks.compose(services)):
         labels = json.loads(host.check_output(
             f"docker inspect --format '{{{{json .Config.Labels}}}}' {s['container']}"))
         assert labels.get("com.docker.compose.project") == s["container"], labels

@@ -13,6 +13,7 @@ from unittest import mock
 from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
+from beekeeper.facts.gpu import PciNvidiaDevices, PciNvidiaGpus
 from beekeeper.facts.host import AptPolicyInfo, Resources
 from beekeeper.facts.toolchain import HostToolsInfo
 
@@ -36,7 +37,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "DeployedServices": [], "FolderFiles": [], "FolderEntries": [],  # empty kit folders
     "SecureBoot": None, "NvidiaKernelModule": None, "WslSettings": None,  # read: unknown
     "DiskOf": None, "DebianComponents": [], "ProxyVars": (),  # unknown; none; no proxy
-    "PciNvidiaDevices": (),  # no NVIDIA device on PCI (WSL2)
+    "PciListing": (),  # no NVIDIA function on PCI (WSL2): see PCI_FACTS below
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
     "UnheldDriverPackages": [],  # every driver package held (or none installed)
     # a stock Ubuntu host with the build tools, no CUDA toolkit, apt's lists there
@@ -46,6 +47,23 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
                                setpriv="/usr/bin/setpriv", apt_lists=6),
     "SupervisorPrograms": None, "OthersCannotRead": "",  # no supervisord; files readable
 }
+
+
+# What PCI_NVIDIA_COMMAND prints (facts/gpu.py): `<class> <device>` of each NVIDIA PCI
+# function, as sysfs spells them. A case gives this listing as the fact "PciListing", and
+# both PCI facts are the real facts' parse of it (one command on the host), so a case cannot
+# say "one GPU" with no device id, or ids that are not GPUs.
+PCI_FACTS = (PciNvidiaGpus, PciNvidiaDevices)
+PCI_RTX4090 = ("0x030000 0x2684", "0x040300 0x22ba")  # AD102 (VGA) and its HDMI audio
+PCI_GTX1080 = ("0x030000 0x1b80", "0x040300 0x10f0")  # GP104 (Pascal) and its audio
+PCI_H200 = ("0x030200 0x2335",)  # GH100 SXM: a 3D controller (class 0x0302), no display
+PCI_A100 = ("0x030200 0x20b0",)  # GA100 SXM4 40GB, a 3D controller
+PCI_V100 = ("0x030200 0x1db4",)  # GV100 PCIe 16GB (Volta: pre-Turing), a 3D controller
+
+
+def pci_facts(listing: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """The PCI facts a host with this sysfs listing has, parsed by the facts themselves."""
+    return {cls.__name__: cls().process(list(listing)) for cls in PCI_FACTS}
 
 
 def _show(cmd: Any) -> str:
@@ -114,6 +132,15 @@ def _run(cases: dict[str, tuple[dict[str, Any], dict[str, Any]]],
 
 def _canned(facts: dict[str, Any]) -> Any:
     values = {**BUILTIN_DEFAULTS, **facts}
+    pci = pci_facts(values["PciListing"])
+    # a PCI fact given by name must be what the listing gives (0 GPUs beside no listing):
+    # anything else is a host that cannot exist
+    wrong = {k: v for k, v in facts.items() if k in pci and v != pci[k]}
+    if wrong:
+        raise ValueError(f"canned facts set {wrong}, which the PCI listing "
+                         f"{tuple(values['PciListing'])} does not give ({pci}): give the "
+                         "listing (PciListing, e.g. harness.PCI_RTX4090) instead")
+    values.update(pci)
 
     def get_fact(cls, *args, **kwargs):
         name = cls.__name__

@@ -17,7 +17,7 @@ from beekeeper.facts.docker import DockerEngineInfo
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import AptSource, InitInfo, OsReleaseInfo, WslInfo
 
-from .harness import run_deploy
+from .harness import PCI_RTX4090, run_deploy
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
@@ -42,7 +42,7 @@ SYSTEMD = InitInfo(pid1="systemd", systemd=True, state="running")
 
 def facts(**over):
     base = {"InitSystem": SYSTEMD, "Wsl": WSL, "OsRelease": UBUNTU2404, "DockerEngine": DOCKER_CE,
-            "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30, "PciNvidiaGpus": 0,
+            "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30,
             "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
             "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None, "AptSourcesFor": []}
     out = {**base, **over}
@@ -128,7 +128,7 @@ def test_wsl2_without_a_windows_driver_gets_a_windows_side_instruction():
 def test_native_ubuntu_2204_without_driver_installs_it_and_stops_for_a_reboot():
     ops = run_deploy({**DEFAULTS, "profile": "q4km-f16-32k"},
                      facts(Wsl=NATIVE, OsRelease=OsReleaseInfo(id="ubuntu", version_id="22.04"),
-                           GpuInfo=None, PciNvidiaGpus=1, DockerEngine=NO_DOCKER))
+                           GpuInfo=None, PciListing=PCI_RTX4090, DockerEngine=NO_DOCKER))
     steps = names(ops)
     assert steps[-1] == "Stop: the new NVIDIA driver needs a reboot"
     assert "Install the NVIDIA driver, branch 595 (nvidia-open)" in steps
@@ -141,7 +141,7 @@ def test_native_ubuntu_2204_without_driver_installs_it_and_stops_for_a_reboot():
 
 def test_native_linux_reboots_when_host_data_allows_it():
     ops = run_deploy({**DEFAULTS, "allow_reboot": True},
-                     facts(Wsl=NATIVE, GpuInfo=None, PciNvidiaGpus=1))
+                     facts(Wsl=NATIVE, GpuInfo=None, PciListing=PCI_RTX4090))
     assert "Reboot to load the NVIDIA driver (allow_reboot)" in names(ops)
 
 
@@ -236,7 +236,7 @@ def uploaded(ops, prefix):
 NATIVE_580 = replace(RTX4090, path="/usr/bin/nvidia-smi", driver_version="580.95.05",
                      driver_branch=580, cuda_version="13.0",
                      gpus=(replace(RTX4090.gpus[0], driver_version="580.95.05"),))
-NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciNvidiaGpus": 1}
+NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}
 KEYRING_LIST = "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list"
 
 

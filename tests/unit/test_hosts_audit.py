@@ -38,7 +38,7 @@ from beekeeper.facts.host import OsReleaseInfo, parse_debian_components
 from beekeeper.operations import nvidia
 from beekeeper.verify import test_host as checks
 
-from .harness import run_deploy
+from .harness import PCI_RTX4090, run_deploy
 from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts as gpu_facts, names
 from .test_hosts_found import UBUNTU_570, _rtx3090_570
 
@@ -136,13 +136,24 @@ def test_no_gpu_inside_a_container_fails_with_dockers_words_and_the_fix():
 
 
 def test_cpu_and_native_services_skip_the_gpu_check_with_a_reason():
-    with pytest.raises(pytest.skip.Exception, match="no container-mode service with a CUDA"):
-        checks.test_gpu_visible_inside_a_container(Host(Out(1, "")), [CPU_SVC])
-    with pytest.raises(pytest.skip.Exception, match="no container-mode service"):
-        checks.test_gpu_visible_inside_a_container(Host(Out(1, "")), [{"mode": "native"}])
+    from beekeeper.verify import host_checks
+
+    # the decision (verify/host_checks.py), asserted on: a wrong one fails here, never skips
+    assert host_checks.gpu_checked([CPU_SVC]).skip == ("no container-mode service with a CUDA "
+                                                       "profile: no GPU to look for")
+    assert host_checks.gpu_checked([{"mode": "native"}]).skip.startswith(
+        "no container-mode service: ")
+    assert host_checks.gpu_checked([CPU_SVC, CUDA_SVC]).items == (CUDA_SVC,)
     # a profile this kit does not know: the image tag says CUDA or not
     unknown = {**CUDA_SVC, "profile": "my-own"}
-    checks.test_gpu_visible_inside_a_container(Host(Out(0, "NVIDIA H200, 9.0")), [unknown])
+    assert host_checks.gpu_checked([unknown]) == host_checks.Applies(items=(unknown,))
+    assert host_checks.gpu_checked([{**CPU_SVC, "profile": "my-own"}]).skip
+    # the testinfra check skips on that reason, and checks the unknown profile's image
+    with pytest.raises(pytest.skip.Exception, match="no container-mode service with a CUDA"):
+        checks.test_gpu_visible_inside_a_container(Host(Out(1, "")), [CPU_SVC])
+    host = Host(Out(0, "NVIDIA H200, 9.0"))
+    checks.test_gpu_visible_inside_a_container(host, [unknown])
+    assert host.commands == [checks.gpu_in_container_command(unknown["image"])]
 
 
 # --- point 1: upgrade_driver purges the driver, nothing else -----------------------------
@@ -308,7 +319,7 @@ def test_debian_12s_dkms_check_comes_before_nouveau_headers_and_purge(upgrade, d
         host = facts(**DEBIAN12, **engine, GpuInfo=_rtx3090_570(), LinuxDriverPackages=UBUNTU_570)
         data = {**DEFAULTS, "upgrade_driver": True}
     else:
-        host = facts(**DEBIAN12, **engine, GpuInfo=None, PciNvidiaGpus=1)
+        host = facts(**DEBIAN12, **engine, GpuInfo=None, PciListing=PCI_RTX4090)
         data = DEFAULTS
     ops = run_deploy(data, host)
     steps = names(ops)

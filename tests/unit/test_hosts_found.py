@@ -14,11 +14,11 @@ import pytest
 
 from beekeeper.core.errors import BeekeeperError, PreflightError
 
-from .harness import run_deploy, run_deploy_hosts
+from .harness import PCI_GTX1080, PCI_RTX4090, run_deploy, run_deploy_hosts
 from .test_gpu_hosts import DEFAULTS, NATIVE, facts, names
 
 DATA = Path(__file__).parent / "data"
-NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciNvidiaGpus": 1}
+NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}
 
 
 # --- issue 24: a host whose facts cannot be read -----------------------------------------
@@ -253,9 +253,10 @@ def test_open_modules_are_refused_on_a_pre_turing_card():
                    facts(Wsl=NATIVE, GpuInfo=pascal))
 
 
-def _sysfs_devices(tmp_path: Path, functions: dict[str, tuple[str, str, str]]) -> tuple:
-    """The PciNvidiaDevices fact's command, run by sh over a sysfs-shaped tree: each PCI
-    function's vendor, class and device files as the kernel writes them (hex, a newline)."""
+def _sysfs_listing(tmp_path: Path, functions: dict[str, tuple[str, str, str]]) -> tuple:
+    """The PCI facts' one command, run by sh over a sysfs-shaped tree: each PCI function's
+    vendor, class and device files as the kernel writes them (hex, a newline). Returns what
+    it prints, the listing both PCI facts parse (the harness's PciListing)."""
     import subprocess
 
     from beekeeper.facts.gpu import PciNvidiaDevices, PciNvidiaGpus
@@ -265,34 +266,34 @@ def _sysfs_devices(tmp_path: Path, functions: dict[str, tuple[str, str, str]]) -
         (root / slot).mkdir(parents=True)
         for name, value in (("vendor", vendor), ("class", cls), ("device", device)):
             (root / slot / name).write_text(value + "\n")
+    assert PciNvidiaGpus().command() == PciNvidiaDevices().command()  # one command for both
     cmd = PciNvidiaDevices().command().replace("/sys/bus/pci/devices", str(root))
     out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, check=True)
-    devices = PciNvidiaDevices().process(out.stdout.splitlines())
-    # the GPU count reads the same lines (one command for both facts)
-    assert PciNvidiaGpus().command() == PciNvidiaDevices().command()
-    assert PciNvidiaGpus().process(out.stdout.splitlines()) == len(devices)
-    return devices
+    return tuple(out.stdout.splitlines())
 
 
 def test_with_no_driver_a_pre_turing_card_is_told_by_its_pci_id_before_any_change(tmp_path):
+    from .harness import pci_facts
+
     # a GTX 1080 (GP104, 10de:1b80) and its HDMI audio function, beside an Intel iGPU
-    pascal = _sysfs_devices(tmp_path / "a", {
+    pascal = _sysfs_listing(tmp_path / "a", {
         "0000:00:02.0": ("0x8086", "0x030000", "0x3e92"),
         "0000:01:00.0": ("0x10de", "0x030000", "0x1b80"),
         "0000:01:00.1": ("0x10de", "0x040300", "0x10f0")})
-    assert pascal == (0x1B80,)
+    assert pascal == PCI_GTX1080  # the harness's canned listing is what sysfs gives
+    assert pci_facts(pascal) == {"PciNvidiaGpus": 1, "PciNvidiaDevices": (0x1B80,)}
     # an RTX 4090 (AD102, 10de:2684)
-    ada = _sysfs_devices(tmp_path / "b", {"0000:01:00.0": ("0x10de", "0x030000", "0x2684")})
-    assert ada == (0x2684,)
+    ada = _sysfs_listing(tmp_path / "b", {"0000:01:00.0": ("0x10de", "0x030000", "0x2684")})
+    assert pci_facts(ada) == {"PciNvidiaGpus": 1, "PciNvidiaDevices": (0x2684,)}
     with pytest.raises(PreflightError, match=r"PCI id 10de:1b80\) is older than Turing .*"
                                              r"set driver_flavour = 'proprietary'"):
-        run_deploy(DEFAULTS, facts(**NO_DRIVER, PciNvidiaDevices=pascal))
+        run_deploy(DEFAULTS, facts(**{**NO_DRIVER, "PciListing": pascal}))
     install = "Install the NVIDIA driver, branch 595"
     assert f"{install} (cuda-drivers)" in names(run_deploy(
         {**DEFAULTS, "driver_flavour": "proprietary"},
-        facts(**NO_DRIVER, PciNvidiaDevices=pascal)))
+        facts(**{**NO_DRIVER, "PciListing": pascal})))
     assert f"{install} (nvidia-open)" in names(run_deploy(
-        DEFAULTS, facts(**NO_DRIVER, PciNvidiaDevices=ada)))
+        DEFAULTS, facts(**{**NO_DRIVER, "PciListing": ada})))
 
 
 # --- point 4: Debian's contrib, Debian 12's dkms -----------------------------------------

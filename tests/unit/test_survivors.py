@@ -1,0 +1,211 @@
+"""
+Mutants that survived the fast tier (issue 35; docs/testing.md, "Mutation testing"), each
+killed here by a test of the behaviour the mutant breaks. A test's docstring names the
+mutant it is for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from beekeeper.core.errors import PreflightError
+
+from .harness import (
+    PCI_A100,
+    PCI_GTX1080,
+    PCI_H200,
+    PCI_RTX4090,
+    PCI_V100,
+    pci_facts,
+    run_deploy,
+)
+from .test_gpu_hosts import DEFAULTS, NATIVE, commands, facts, names
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None}
+OPEN = "Install the NVIDIA driver, branch 595 (nvidia-open)"
+PROPRIETARY = "Install the NVIDIA driver, branch 595 (cuda-drivers)"
+
+
+# --- PCI: datacenter cards are 3D controllers (class 0x0302), not VGA (0x0300) -----------
+
+@pytest.mark.parametrize("listing", [PCI_H200, PCI_A100], ids=["H200", "A100"])
+def test_a_datacenter_card_with_no_driver_is_found_and_gets_the_driver(listing):
+    """Mutant: the PCI parser keeps class 0x0300 only. An H200 or A100 (class 0x030200, no
+    display engine) with no driver was then refused with "no NVIDIA GPU found"."""
+    assert pci_facts(listing)["PciNvidiaGpus"] == 1
+    steps = names(run_deploy(DEFAULTS, facts(**NO_DRIVER, PciListing=listing)))
+    assert OPEN in steps
+    assert steps[-1] == "Stop: the new NVIDIA driver needs a reboot"
+
+
+def test_the_pci_parser_keeps_display_and_3d_functions_only():
+    from beekeeper.facts.gpu import parse_pci_nvidia_devices
+
+    listing = ["0x030000 0x2684", "0x030200 0x2335", "0x038000 0x1234",  # VGA, 3D, other
+               "0x040300 0x22ba", "0x0c0330 0x1ada", "0x068000 0x22a3",  # audio, USB, bridge
+               "0x030000 bogus", "0x030200"]  # unreadable device files
+    assert parse_pci_nvidia_devices(listing) == (0x2684, 0x2335, 0x1234)
+    # sysfs writes lower-case hex; an upper-case id (a hand-made tree) reads the same
+    assert parse_pci_nvidia_devices(["0x030200 0x1DB4"]) == (0x1DB4,)
+
+
+def test_no_nvidia_function_on_pci_is_no_gpu_on_native_linux():
+    with pytest.raises(PreflightError, match=r"no NVIDIA GPU found \(nvidia-smi missing\)"):
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, PciListing=("0x040300 0x22ba",)))
+
+
+def test_the_harness_refuses_a_pci_state_no_host_can_have():
+    with pytest.raises(ValueError, match="PciNvidiaGpus"):
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, PciNvidiaGpus=1))  # one GPU, no id
+    with pytest.raises(ValueError, match="PciNvidiaDevices"):
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, PciListing=PCI_RTX4090,
+                                   PciNvidiaDevices=(0x1B80,)))
+
+
+# --- the pre-Turing boundary (open kernel modules need Turing, PCI ids from 10de:1e00) -----
+
+def test_a_v100_with_no_driver_gets_the_proprietary_flavour_not_open_modules():
+    """Mutant: FIRST_TURING_PCI_ID moved to 0x1D00. A V100 (GV100, 10de:1db4, Volta) then got
+    nvidia-open, which does not load on it after the reboot."""
+    with pytest.raises(PreflightError, match=r"PCI id 10de:1db4\) is older than Turing"):
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, PciListing=PCI_V100))
+    assert PROPRIETARY in names(run_deploy({**DEFAULTS, "driver_flavour": "proprietary"},
+                                           facts(**NO_DRIVER, PciListing=PCI_V100)))
+
+
+@pytest.mark.parametrize(("device", "old"), [
+    (0x1B80, True),   # GTX 1080 (Pascal)
+    (0x1DB4, True),   # V100 PCIe (Volta)
+    (0x1DFF, True),   # the last id below the rule's line
+    (0x1E00, False),  # the rule's line: "ids below 10de:1e00" are pre-Turing
+    (0x1E04, False),  # RTX 2080 Ti (TU102, Turing)
+    (0x2684, False),  # RTX 4090 (Ada)
+])
+def test_the_open_modules_rule_draws_its_line_at_10de_1e00(device, old):
+    from beekeeper.core.config import load_host_config
+    from beekeeper.tasks.driver_preflight import check_flavour_by_pci
+
+    cfg = load_host_config(DEFAULTS)
+    if old:
+        with pytest.raises(PreflightError, match=f"10de:{device:04x}"):
+            check_flavour_by_pci(cfg, (0x2684, device))  # any old card of the host counts
+    else:
+        check_flavour_by_pci(cfg, (device,))
+    # the proprietary flavour runs on every card: never refused
+    proprietary = load_host_config({**DEFAULTS, "driver_flavour": "proprietary"})
+    check_flavour_by_pci(proprietary, (device,))
+
+
+def test_a_turing_card_with_no_driver_gets_open_modules():
+    turing = ("0x030000 0x1e04", "0x040300 0x10f7")  # RTX 2080 Ti and its audio
+    assert OPEN in names(run_deploy(DEFAULTS, facts(**NO_DRIVER, PciListing=turing)))
+    with pytest.raises(PreflightError, match="driver_flavour = 'proprietary'"):
+        run_deploy(DEFAULTS, facts(**NO_DRIVER, PciListing=PCI_GTX1080))
+
+
+# --- the multi-host summary -----------------------------------------------------------------
+
+def _summary(state, capsys) -> list[str]:
+    capsys.readouterr()
+    namespace = {"__name__": "deploy_summary"}
+    exec(compile((ROOT / "deploy.py").read_text().split("\ntry:\n    deploy_host()")[0],
+                 "deploy.py", "exec"), namespace)
+    namespace["print_summary"](state, state.beekeeper_failures)
+    return capsys.readouterr().err.splitlines()
+
+
+def test_a_bad_host_that_is_the_last_one_active_is_counted_in_the_summary(capsys):
+    """Mutant: the summary is built from pyinfra's failed hosts only. The last host still
+    active that fails raises (pyinfra stops the run) instead of being marked failed, so it
+    is in beekeeper's own record only and disappeared from "N of M hosts failed"."""
+    from .test_host_data import CPU_GIT, CPU_HOST, _deploy_hosts, facts as cpu_facts
+
+    bad = {**CPU_GIT, "prot": 1}
+    state, errors = _deploy_hosts([("gone", CPU_GIT), ("first", bad), ("last", bad)],
+                                  cpu_facts(**CPU_HOST), unreachable={"gone"})
+    assert list(errors) == ["last"]  # the last one active raised, as pyinfra's run ends
+    assert {h.name for h in state.failed_hosts} == {"gone", "first"}
+    lines = _summary(state, capsys)
+    assert lines[0] == "beekeeper: 3 of 3 hosts failed:"
+    assert [x.split(":")[0] for x in lines[1:]] == ["  host first", "  host gone", "  host last"]
+    assert lines[3].startswith("  host last: host data: host data `prot`: unknown key")
+
+
+# --- the Container Toolkit's hold, recorded for the uninstall ------------------------------
+
+def test_the_container_toolkits_hold_is_recorded_for_the_uninstall(tmp_path):
+    """Mutant: the hold step runs apt-mark hold without writing the kit's record
+    (/etc/beekeeper/apt-holds), so the uninstall never released it. The step's command is run
+    by sh, with apt-mark echoed and the record in tmp_path."""
+    from beekeeper.core.paths import HOLDS_RECORD
+
+    step = "Hold the Container Toolkit packages at the pinned version"
+    (cmd,) = commands(run_deploy(DEFAULTS, facts()), step)
+    record = tmp_path / "etc" / "apt-holds"
+    here = cmd.replace("apt-mark hold", "echo apt-mark hold") \
+        .replace(HOLDS_RECORD.rsplit("/", 1)[0], str(record.parent)) \
+        .replace(HOLDS_RECORD, str(record))
+    record.parent.mkdir(parents=True)
+    record.write_text("nvidia-driver-open\n")  # a hold the driver step recorded before
+    out = subprocess.run(["/bin/sh", "-c", here], capture_output=True, text=True, check=True)
+    toolkit = ["nvidia-container-toolkit", "nvidia-container-toolkit-base",
+               "libnvidia-container-tools", "libnvidia-container1"]
+    assert out.stdout.split() == ["apt-mark", "hold", *toolkit]
+    assert record.read_text().splitlines() == ["nvidia-driver-open", *toolkit]
+    # packages apt holds already are neither held again nor recorded (not the kit's hold)
+    ops = run_deploy(DEFAULTS, facts(AptHolds=toolkit))
+    assert commands(ops, step) == []
+
+
+# --- the host checks' decisions (verify/host_checks.py) ------------------------------------
+
+def _tag(profile: str, data: dict | None = None) -> str:
+    from beekeeper.core.build import build_spec
+    from beekeeper.core.config import load_host_config
+
+    cfg = load_host_config({**DEFAULTS, "profile": profile, **(data or {})})
+    return build_spec(cfg, "8.9" if cfg.service.profile.backend == "cuda" else None).tag()
+
+
+def test_an_image_of_a_profile_the_kit_does_not_know_is_gpu_checked_by_its_tag():
+    """Mutant: uses_gpu answers False for a profile not in PROFILES. Such an image (a user's
+    own profile, or one of a newer kit) was never GPU-checked, and the unit test meant for it
+    reported SKIPPED: the check's skip was raised inside it."""
+    from beekeeper.verify import host_checks
+
+    cuda, cpu = _tag("q8-turbo4-64k"), _tag("cpu-tiny")  # the tags core/build.py writes
+    assert "-cuda13.2-sm" in cuda and "-cuda" not in cpu
+    mine = {"mode": "container", "profile": "my-own-profile", "image": cuda}
+    assert host_checks.uses_gpu(mine)
+    assert not host_checks.uses_gpu({**mine, "image": cpu})
+    assert not host_checks.uses_gpu({**mine, "image": None})
+    # a known profile is judged by its backend, whatever the tag says
+    assert host_checks.uses_gpu({**mine, "profile": "q8-turbo4-64k", "image": cpu})
+    assert not host_checks.uses_gpu({**mine, "profile": "cpu-tiny", "image": cuda})
+    assert host_checks.gpu_checked([mine]).items == (mine,)
+    assert host_checks.gpu_checked([{**mine, "image": cpu}]).skip == (
+        "no container-mode service with a CUDA profile: no GPU to look for")
+
+
+def test_each_host_check_applies_to_its_services_or_says_why_not():
+    from beekeeper.verify import host_checks as hc
+
+    box = {"mode": "container", "profile": "cpu-tiny", "runtime": "compose",
+           "model_path": "/m/a.gguf", "model_sha256": "a" * 64}
+    unit = {"mode": "native", "profile": "cpu-tiny", "runtime": "systemd",
+            "model_path": "/m/b.gguf", "model_sha256": None,
+            "draft_path": "/m/d.gguf", "draft_sha256": "d" * 64}
+    assert hc.containers([box, unit]) == hc.Applies(items=(box,))
+    assert hc.native([box, unit]) == hc.Applies(items=(unit,))
+    assert hc.compose([box, unit]) == hc.Applies(items=(box,))
+    assert hc.hashed([box, unit]).items == (("/m/a.gguf", "a" * 64), ("/m/d.gguf", "d" * 64))
+    assert hc.containers([unit]).skip.startswith("no container-mode service")
+    assert hc.native([box]).skip == "no native-mode service"
+    assert hc.compose([unit]) == hc.Applies(skip="no compose-runtime service")
+    assert hc.hashed([{**box, "model_sha256": None}]).skip.startswith("no sha256 recorded")
+    for f in (hc.containers, hc.native, hc.compose, hc.hashed, hc.gpu_checked):
+        assert f([]).items == () and f([]).skip
