@@ -66,6 +66,10 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "the server's context when host data set ctx_size (deployed.json's ctx_size): "
         "verify's sizes follow it")}),
     ("--decode-out", {"type": int, "help": "output tokens per decode run, e.g. 16384"}),
+    ("--settle-budget-s", {"type": float, "metavar": "S", "help": (
+        "how long each figure (llama-bench's, the served decode, the TTFT) may take beyond "
+        "its first round, for more repeats until its error is under 6%% (default 120; 0: "
+        "the first round only)")}),
     ("--budget-gib", {"type": float, "help": (
         "VRAM budget (default: group_data/all.py vram_budget_gib on the controller, else "
         "the profile's)")}),
@@ -119,6 +123,9 @@ def usage_error(args: argparse.Namespace) -> str | None:
         if not depths or min(depths) <= 0:
             return (f"--decode-ctx {args.decode_ctx!r}: give context sizes in tokens, comma "
                     "separated, e.g. 4096,60000")
+    if args.settle_budget_s is not None and not 0 <= args.settle_budget_s <= 86400:
+        return (f"--settle-budget-s {args.settle_budget_s:g}: give seconds from 0 (the first "
+                "round only) to 86400")
     return None
 
 
@@ -137,6 +144,8 @@ def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
         sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
     if args.decode_out:  # e.g. the seed's sustained run: 16384
         sizes.decode_out_tokens = args.decode_out
+    if args.settle_budget_s is not None:
+        sizes.settle_budget_s = args.settle_budget_s
     return sizes
 
 

@@ -36,16 +36,20 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import shlex
+import statistics
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
 from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root, ssh_as_root
+
+from .settle import LOAD_SNAPSHOT, SETTLE_BUDGET_S, HostLoad, Round, Rule, parse_snapshots, settle
 
 BENCH_REPS = 3
 # WSL2 keeps nvidia-smi here, on the PATH of an interactive login only: root through sudo
@@ -183,6 +187,9 @@ class EngineBaseline:
     idle_used_mib: float | None = None  # card memory with the service stopped (GPU hosts)
     wall_s: float | None = None
     gpu_name: str | None = None  # the card where the server runs (its host's nvidia-smi)
+    # each test's repeats (verify/settle.py: rounds, load, why it stopped), by
+    # "decode@<depth>" / "prefill@<tokens>"
+    settle: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def decode_tok_s_at(self, depth_tokens: int) -> float | None:
         """The engine's decode rate at this depth (the nearest measured depth)."""
@@ -355,28 +362,124 @@ def host_gpus(shell: Shell) -> list[tuple[str, float]]:
     return out
 
 
-def _run_bench(engine: Engine, cmds: list[list[str]], base: EngineBaseline,
-               timeout_s: float) -> None:
-    for cmd in cmds:
-        p = engine.shell.run(" ".join(shlex.quote(a) for a in cmd), timeout_s=timeout_s)
-        if p.returncode != 0:
-            raise EngineRunFailed(f"llama-bench exit {p.returncode}: "
-                                  f"{(p.stderr or p.stdout).strip()[-400:]}")
-        for t in parse_bench_json(p.stdout):
-            if t.n_gen > 0:
-                base.decode.append(t)
-            elif t.n_prompt > 0:
-                base.prefill = t
+# llama-bench run by a shell that then prints its own CPU time (POSIX `times`: the shell's,
+# then its children's), so the host's load over the run leaves llama-bench's own out
+TIMED = '"$0" "$@"; rc=$?; echo beekeeper-cpu >&2; times >&2; exit $rc'
+_TIMES_RE = re.compile(r"^beekeeper-cpu\n[^\n]*\n(\d+)m([\d.]+)s (\d+)m([\d.]+)s", re.M)
+
+
+def timed(prefix: list[str]) -> list[str]:
+    """`prefix` (a docker run ending `--entrypoint BINARY IMAGE`, or a native `[env...]
+    BINARY`) with the binary run by `sh -c TIMED`."""
+    if "--entrypoint" in prefix:
+        i = prefix.index("--entrypoint")
+        return [*prefix[:i], "--entrypoint", "/bin/sh", prefix[i + 2], "-c", TIMED,
+                prefix[i + 1]]
+    return [*prefix[:-1], "sh", "-c", TIMED, prefix[-1]]
+
+
+def bench_cpu_s(stderr: str) -> float | None:
+    """llama-bench's user + system CPU time, as its shell's `times` printed it."""
+    m = _TIMES_RE.search(stderr or "")
+    if not m:
+        return None
+    a, b, c, d = m.groups()
+    return int(a) * 60 + float(b) + int(c) * 60 + float(d)
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One llama-bench invocation: its tests, its wall time, the host's other load."""
+
+    tests: list[BenchTest]
+    wall_s: float
+    load: HostLoad | None
+
+
+def _bench_once(engine: Engine, args: list[str], timeout_s: float) -> BenchRun:
+    line = " ".join(shlex.quote(a) for a in [*timed(engine.prefix), *args])
+    script = f"{{ {LOAD_SNAPSHOT}; }} >&2\n{line}\nrc=$?\n{{ {LOAD_SNAPSHOT}; }} >&2\nexit $rc"
+    t0 = time.monotonic()
+    p = engine.shell.run(script, timeout_s=timeout_s)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        raise EngineRunFailed(f"llama-bench exit {p.returncode}: "
+                              f"{(p.stderr or p.stdout).strip()[-400:]}")
+    snaps, cpu = parse_snapshots(p.stderr), bench_cpu_s(p.stderr)
+    load = (HostLoad.between(snaps[0], snaps[-1], cpu)
+            if len(snaps) >= 2 and cpu is not None else None)
+    return BenchRun(parse_bench_json(p.stdout), wall, load)
+
+
+def _key(t: BenchTest) -> str:
+    return f"prefill@{t.n_prompt}" if t.n_gen == 0 else f"decode@{t.n_depth}"
+
+
+def _rates(t: BenchTest) -> list[float]:
+    n = t.n_gen or t.n_prompt
+    return [n / s for s in t.samples_s if s > 0]
+
+
+def pooled(t: BenchTest, rates: list[float]) -> BenchTest:
+    """`t` with its figure from these repeats (tok/s each): llama-bench's avg_ts (the mean
+    of each repeat's rate), its stddev_ts, avg_ns and samples_ns."""
+    if not rates:
+        return t
+    n = t.n_gen or t.n_prompt
+    samples = [n / r for r in rates]
+    return replace(t, avg_tok_s=statistics.mean(rates),
+                   stddev_tok_s=statistics.stdev(rates) if len(rates) > 1 else 0.0,
+                   avg_s=statistics.mean(samples), samples_s=samples)
+
+
+def _one_test(t: BenchTest, common: list[str], k: int) -> list[str]:
+    """llama-bench arguments for test `t` alone, k repeats."""
+    args = [*common]
+    args[args.index("-r") + 1] = str(k)
+    if t.n_gen == 0:
+        return [*args, "-p", str(t.n_prompt), "-n", "0", "-d", "0"]
+    return [*args, "-p", "0", "-n", str(t.n_gen), "-d", str(t.n_depth)]
+
+
+def _run_bench(engine: Engine, args: list[list[str]], base: EngineBaseline,
+               timeout_s: float, rule: Rule | None) -> None:
+    """Every command once (the first round of every test), then, with a `rule`, more rounds
+    of each test whose figure has not settled (verify/settle.py); the figures pooled."""
+    firsts: list[tuple[BenchTest, Round]] = []
+    for a in args:
+        run = _bench_once(engine, a, timeout_s)
+        for t in run.tests:
+            firsts.append((t, Round(_rates(t), run.wall_s / max(len(run.tests), 1), run.load)))
+    for t, first in firsts:
+        if rule is not None and len(first.samples) >= 2:
+            common = args[0][:args[0].index("-p")]
+
+            def again(k: int, t: BenchTest = t, common: list[str] = common) -> Round:
+                run = _bench_once(engine, _one_test(t, common, k), timeout_s)
+                mine = [x for x in run.tests if _key(x) == _key(t)]
+                return Round(_rates(mine[0]) if mine else [], run.wall_s, run.load)
+
+            got = settle(again, rule, first=first)
+            base.settle[_key(t)] = got.to_json()
+            t = pooled(t, got.figure_samples)
+        if t.n_gen > 0:
+            base.decode.append(t)
+        elif t.n_prompt > 0:
+            base.prefill = t
 
 
 def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_tokens: int,
             prompt_tokens: int | None, wait_ready: Any = None, reps: int = BENCH_REPS,
-            timeout_s: float = 3600) -> EngineBaseline:
+            timeout_s: float = 3600, limit: float | None = None,
+            budget_s: float = SETTLE_BUDGET_S) -> EngineBaseline:
     """Run llama-bench where the server runs; stops and restarts the server when `engine`
-    owns it. `wait_ready()` is called after it is started again (the suites need it up)."""
+    owns it. `wait_ready()` is called after it is started again (the suites need it up).
+    `limit`: the error each test's figure must get under (judge.NOISE_MAX), with more
+    repeats for at most `budget_s` a test (verify/settle.py); None: `reps` once."""
     args = bench_commands(profile, engine.model_arg, depths_tokens=depths_tokens,
                           out_tokens=out_tokens, prompt_tokens=prompt_tokens, reps=reps)
     cmds = [[*engine.prefix, *a] for a in args]
+    rule = Rule(reps, limit, budget_s) if limit is not None else None
     if engine.shell.run(engine.check, timeout_s=120).returncode != 0:
         raise EngineNotInstalled(engine.missing)
     base = EngineBaseline(placement=engine.placement, commands=cmds)
@@ -392,7 +495,7 @@ def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_t
             base.gpu_name = gpus[0][0]
             if engine.stop:  # the card with the server stopped: the VRAM check's idle
                 base.idle_used_mib = gpus[0][1]
-        _run_bench(engine, cmds, base, timeout_s)
+        _run_bench(engine, args, base, timeout_s, rule)
     finally:
         if engine.start:
             engine.shell.run(engine.start, timeout_s=120)

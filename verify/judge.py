@@ -75,6 +75,7 @@ from .client import RequestRecord
 from .engine import EngineBaseline
 from .metrics import PERCENTILE_METHOD, spread
 from .results import DecodeResult, EngineRun, LoadResult, NiahResult, TtftResult
+from .settle import HostLoad, Settled
 from .vram import VramResult
 
 Status = Literal["PASS", "FAIL", "SKIP", "INFO"]
@@ -120,7 +121,8 @@ class Check:
 @dataclass(frozen=True)
 class Spread:
     """A figure's spread over its repeats: llama-bench's -r runs of one test, or the served
-    requests of one measurement."""
+    requests of one measurement; with how its repeats were measured (verify/settle.py), when
+    known."""
 
     what: str  # "llama-bench", "served decode", "served TTFT"
     mean: float
@@ -128,6 +130,7 @@ class Spread:
     unit: str  # "tok/s" | "s"
     n_requests: int | None = None  # served figures: how many requests
     n_repeats: int | None = None  # llama-bench: how many runs of the test (-r)
+    settled: Settled | None = None  # its rounds, the host's load, why they stopped
 
     @property
     def relative(self) -> float:
@@ -140,6 +143,11 @@ class Spread:
         n = self.n_requests or self.n_repeats or 1
         return self.relative / math.sqrt(n)
 
+    @property
+    def busy(self) -> HostLoad | None:
+        """The host's load, when a busy round left the figure unjudged."""
+        return self.settled.busy_load if self.settled else None
+
     def text(self) -> str:
         f = ".1f" if self.unit == "tok/s" else ".3f"
         n = self.n_requests or self.n_repeats
@@ -147,20 +155,30 @@ class Spread:
         return (f"{self.what} {self.mean:{f}} +/- {self.stddev:{f}} {self.unit}{over}, "
                 f"{self.relative:.0%}; error of the figure {self.error:.1%}")
 
+    def repeats_text(self) -> str | None:
+        return f"{self.what} {self.settled.text()}" if self.settled else None
+
 
 def engine_spreads(engine: EngineBaseline | None) -> list[Spread]:
-    """Every llama-bench test of the engine's run (avg_ts, stddev_ts)."""
+    """Every llama-bench test of the engine's run (avg_ts, stddev_ts), with its repeats."""
     if engine is None:
         return []
     tests = [*engine.decode, *([engine.prefill] if engine.prefill else [])]
-    return [Spread("llama-bench", t.avg_tok_s, t.stddev_tok_s, "tok/s",
-                   n_repeats=len(t.samples_s) or None) for t in tests]
+    out = []
+    for t in tests:
+        key = f"prefill@{t.n_prompt}" if t.n_gen == 0 else f"decode@{t.n_depth}"
+        got = engine.settle.get(key)
+        out.append(Spread(f"llama-bench {key}" if got else "llama-bench", t.avg_tok_s,
+                          t.stddev_tok_s, "tok/s", n_repeats=len(t.samples_s) or None,
+                          settled=Settled.from_json(got) if got else None))
+    return out
 
 
-def served_spread(what: str, values: Sequence[float], unit: str) -> Spread | None:
+def served_spread(what: str, values: Sequence[float], unit: str,
+                  settled: Settled | None = None) -> Spread | None:
     """The spread of a served figure's requests; None with fewer than two."""
     ms = spread(values)
-    return Spread(what, ms[0], ms[1], unit, len(values)) if ms else None
+    return Spread(what, ms[0], ms[1], unit, len(values), settled=settled) if ms else None
 
 
 def too_noisy(spreads: Sequence[Spread]) -> Spread | None:
@@ -170,13 +188,42 @@ def too_noisy(spreads: Sequence[Spread]) -> Spread | None:
     return worst if worst is not None and worst.error > NOISE_MAX else None
 
 
-BUSY = "the host was busy ("  # how a check not judged on noise begins (coverage reads it)
+BUSY = "the host was busy ("  # how a check not judged on load begins (coverage reads it)
+UNSETTLED = "the figures did not settle ("  # not judged on spread, the host quiet or unknown
+NOT_JUDGED = (BUSY, UNSETTLED)
 
 
-def _not_judged(noisy: Spread, figures: str, ratio: float) -> Verdict:
-    return Verdict("SKIP", f"{BUSY}{noisy.text()}): run again on a quiet host; "
-                   f"{figures}: ratio {ratio:.3f} not judged (a figure whose own error is "
-                   f"over {NOISE_MAX:.0%} cannot judge it)", ratio)
+def _not_judged(spreads: Sequence[Spread], figures: str, ratio: float) -> Verdict | None:
+    """Not judged: the host was busy while a figure was measured (its load, measured), or a
+    figure's error stayed over NOISE_MAX (its repeats, and what the host's load was)."""
+    busy = next((s for s in spreads if s.busy is not None), None)
+    tail = f"{figures}: ratio {ratio:.3f} not judged"
+    if busy is not None and busy.busy is not None and busy.settled is not None:
+        return Verdict("SKIP", f"{BUSY}{busy.busy.text()} while {busy.what} was measured, "
+                       f"{busy.settled.text()}; {busy.text()}): run again on a quiet host; "
+                       f"{tail}", ratio)
+    noisy = too_noisy(spreads)
+    if noisy is None:
+        return None
+    st = noisy.settled
+    if st is None:
+        how = "its repeats and the host's load not recorded"
+    else:
+        loads = [r["load_share"] for r in st.rounds if r.get("load_share") is not None]
+        quiet = (f"the host quiet: other processes at most {max(loads):.0%} of its CPU time"
+                 if loads else "the host's load not measured (no way onto the host)")
+        why = {"budget": f"the {st.budget_s:g} s budget spent", "cap": "the repeats' cap",
+               "failed": "a round gave no figure"}.get(st.stop, st.stop)
+        how = f"{st.text()}, {why}; {quiet}"
+    return Verdict("SKIP", f"{UNSETTLED}{noisy.text()}; {how}): run again, or give "
+                   f"--settle-budget-s more time; {tail} (a figure whose own error is over "
+                   f"{NOISE_MAX:.0%} cannot judge it)", ratio)
+
+
+def repeats_line(spreads: Sequence[Spread]) -> str:
+    """`; repeats: llama-bench decode@1024 6 repeats (3, then 3 more) in 31 s, ...`."""
+    parts = [t for t in (s.repeats_text() for s in spreads) if t]
+    return f"; repeats: {', '.join(parts)}" if parts else ""
 
 
 def _why_no_served(error: str | None) -> str:
@@ -206,11 +253,11 @@ def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_t
                    f"served {served_tok_s or 0:.1f} tok/s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    noisy = too_noisy(spreads)
-    if noisy is not None:
-        return _not_judged(noisy, f"served {served_tok_s or 0:.1f} tok/s vs engine "
-                           f"{engine_tok_s or 0:.1f} tok/s (llama-bench) at {depth_tokens} ctx",
-                           ratio)
+    skip = _not_judged(spreads, f"served {served_tok_s or 0:.1f} tok/s vs engine "
+                       f"{engine_tok_s or 0:.1f} tok/s (llama-bench) at {depth_tokens} ctx",
+                       ratio)
+    if skip is not None:
+        return skip
     needs = 1 / (1 / floor + sampler_ms * (engine_tok_s or 0.0) / 1000)
     rule = (f"{needs:.3f} ({floor} with {sampler_ms:g} ms a token for sampling on the CPU, "
             "which llama-bench does not do)" if sampler_ms else f"{floor}")
@@ -230,11 +277,11 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
                    f"median {served_median_s or 0:.3f} s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    noisy = too_noisy(spreads)
-    if noisy is not None:
-        return _not_judged(noisy, f"median {served_median_s or 0:.3f} s vs engine "
-                           f"{engine_ttft_s or 0:.3f} s (prefill + first token, llama-bench) "
-                           f"at {prompt_tokens} tokens", ratio)
+    skip = _not_judged(spreads, f"median {served_median_s or 0:.3f} s vs engine "
+                       f"{engine_ttft_s or 0:.3f} s (prefill + first token, llama-bench) "
+                       f"at {prompt_tokens} tokens", ratio)
+    if skip is not None:
+        return skip
     return Verdict("PASS" if ratio <= ceiling else "FAIL",
                    f"median {served_median_s:.3f} s vs engine {engine_ttft_s:.3f} s (prefill "
                    f"+ first token, llama-bench) at {prompt_tokens} tokens: ratio {ratio:.3f}, "
@@ -354,10 +401,13 @@ def engine_checks(run: EngineRun) -> list[Check]:
     if engine is None:
         return [Check("engine.baseline", "SKIP", run.why_not or "")]
     parts = [f"decode {t.avg_tok_s:.1f} +/- {t.stddev_tok_s:.1f} tok/s at {t.n_depth} ctx"
+             + (f" ({len(t.samples_s)} repeats)" if t.samples_s else "")
              for t in engine.decode]
     if engine.prefill:
         parts.append(f"prefill {engine.prefill.n_prompt} tokens in {engine.prefill.avg_s:.3f} s "
-                     f"({engine.prefill.avg_tok_s:.0f} tok/s)")
+                     f"({engine.prefill.avg_tok_s:.0f} tok/s"
+                     + (f", {len(engine.prefill.samples_s)} repeats"
+                        if engine.prefill.samples_s else "") + ")")
     threads = engine.decode[0].n_threads if engine.decode else "?"
     return [Check("engine.baseline", "INFO", "llama-bench, " + "; ".join(parts)
                   + f"; {threads} threads; " + engine.placement)]
@@ -372,14 +422,17 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
                     "usage.completion_tokens == timings.predicted_n, cache_n == 0 on every "
                     "request" + _errors([r.record for r in runs]))]
     for r in runs:
-        mine = served_spread("served decode", r.samples_tok_s, "tok/s")
+        mine = served_spread("served decode", r.samples_tok_s, "tok/s",
+                             Settled.from_json(r.settle) if r.settle else None)
+        spreads = [*engine_spreads(base), *([mine] if mine else [])]
         v = judge_decode(r.decode_tok_s, base.decode_tok_s_at(r.ctx_tokens) if base else None,
                          r.ctx_tokens, served_error=r.record.error,
                          engine_why_not=engine.why_not,
                          floor=DECODE_FLOOR_CPU if cpu else DECODE_FLOOR,
                          sampler_ms=CPU_SAMPLER_MS if sampler_on_cpu and not cpu else 0.0,
-                         spreads=[*engine_spreads(base), *([mine] if mine else [])])
-        out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status, v.detail))
+                         spreads=spreads)
+        out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status,
+                         v.detail + repeats_line(spreads)))
     ref = judge_reference_decode(runs[-1].decode_tok_s, expected, card)
     return out + [Check("decode.reference_card", ref.status, ref.detail)]
 
@@ -388,12 +441,13 @@ def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
                 card: str | None, cpu: bool = False) -> list[Check]:
     recs, med, p95 = res.records, res.median_s, res.p95_s
     base = engine.baseline
-    mine = served_spread("served TTFT", res.ttft_s, "s")
+    mine = served_spread("served TTFT", res.ttft_s, "s",
+                         Settled.from_json(res.settle) if res.settle else None)
+    spreads = [*engine_spreads(base), *([mine] if mine else [])]
     v = judge_ttft(med, base.ttft_s(res.target_tokens) if base else None, res.target_tokens,
                    served_error=next((r.error for r in recs if r.error), None),
                    engine_why_not=engine.why_not,
-                   ceiling=TTFT_CEILING_CPU if cpu else TTFT_CEILING,
-                   spreads=[*engine_spreads(base), *([mine] if mine else [])])
+                   ceiling=TTFT_CEILING_CPU if cpu else TTFT_CEILING, spreads=spreads)
     ref = judge_reference_ttft(med, expected, card)
     return [
         Check.of("ttft.no_prompt_reuse", res.no_prompt_reuse,
@@ -401,7 +455,7 @@ def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
         Check("ttft.vs_engine", v.status,
               v.detail + (f"; p95 {p95:.3f} s ({PERCENTILE_METHOD}) over "
                           f"{len(res.ttft_s)} requests" if p95 is not None else "")
-              + _errors(recs)),
+              + repeats_line(spreads) + _errors(recs)),
         Check("ttft.reference_card", ref.status, ref.detail)]
 
 
@@ -532,8 +586,8 @@ def coverage(checks: list[Check], requested: list[str]) -> Coverage:
         if area not in requested:
             continue
         mine = _area_verdicts(checks, area)
-        busy = next((c for c in mine if c.status == "SKIP" and c.detail.startswith(BUSY)),
-                    None)
+        busy = next((c for c in mine if c.status == "SKIP"
+                     and c.detail.startswith(NOT_JUDGED)), None)
         if busy is not None:
             missing.append((area, busy.detail))
             continue

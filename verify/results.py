@@ -26,6 +26,7 @@ class DecodeResult:
     windowed_tok_s: list[float]
     record: RequestRecord
     samples_tok_s: list[float] = field(default_factory=list)
+    settle: dict[str, Any] | None = None  # its rounds and why they stopped (verify/settle.py)
 
     @property
     def records_consistent(self) -> bool:
@@ -48,7 +49,9 @@ class TtftResult:
 
     target_tokens: int
     prompt_tokens: list[int]  # as the prompt builder fitted them
-    records: list[RequestRecord]
+    records: list[RequestRecord]  # the requests the figure is judged on
+    settle: dict[str, Any] | None = None  # its rounds and why they stopped (verify/settle.py)
+    set_aside: list[RequestRecord] = field(default_factory=list)  # busy rounds' requests
 
     @property
     def ttft_s(self) -> list[float]:
@@ -65,7 +68,8 @@ class TtftResult:
     @property
     def no_prompt_reuse(self) -> bool:
         """timings.cache_n == 0 on every request, and every request timed."""
-        return (all((r.timings or {}).get("cache_n") == 0 for r in self.records)
+        return (all((r.timings or {}).get("cache_n") == 0
+                    for r in [*self.records, *self.set_aside])
                 and len(self.ttft_s) == len(self.records))
 
     def to_json(self, engine: EngineBaseline | None) -> dict[str, Any]:
@@ -79,6 +83,8 @@ class TtftResult:
             "engine_ttft_s": engine.ttft_s(self.target_tokens) if engine else None,
             "engine_prefill_s": engine.prefill_s if engine else None,
             "records": [r.to_json() for r in self.records],
+            "settle": self.settle,
+            "set_aside_records": [r.to_json() for r in self.set_aside],
         }
 
 

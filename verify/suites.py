@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,17 @@ from .engine import (
 from .judge import Check, Coverage, coverage
 from .report import Report, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
+from .settle import (
+    LOAD_SNAPSHOT,
+    SETTLE_BUDGET_S,
+    HostLoad,
+    Round,
+    Rule,
+    Settled,
+    Snapshot,
+    parse_snapshots,
+    settle,
+)
 from .smoke import run_smoke, wait_healthy
 from .vram import Locality, VramSampler, locate_server
 
@@ -59,6 +71,9 @@ class Sizes:
     load_seconds: float = 20.0
     load_out_tokens: int = 16
     decode_repeats: int = DECODE_REPEATS
+    # the time each figure may take beyond its first round, for more repeats until its error
+    # is under judge.NOISE_MAX (verify/settle.py; --settle-budget-s); 0: the first round only
+    settle_budget_s: float = SETTLE_BUDGET_S
 
     @classmethod
     def for_profile(cls, profile: Profile, quick: bool) -> Sizes:
@@ -74,24 +89,69 @@ class Sizes:
                    ttft_requests=5 if quick else 20, niah_tokens=niah)
 
 
+def host_snapshot(shell: Shell | None) -> Snapshot | None:
+    """One reading of the serving host's CPU counters (verify/settle.py), or None without a
+    way onto it (a server given by --url alone) or when the reading fails."""
+    if shell is None:
+        return None
+    try:
+        p = shell.run(LOAD_SNAPSHOT, timeout_s=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    snaps = parse_snapshots(p.stdout)
+    return snaps[-1] if snaps else None
+
+
+def timed_round(shell: Shell | None, requests: Callable[[], list[float]]) -> Round:
+    """`requests()` (one round of served requests, their figures), with the host's load over
+    it: its CPU time less llama-server's, read before and after."""
+    a = host_snapshot(shell)
+    t0 = time.monotonic()
+    samples = requests()
+    wall = time.monotonic() - t0
+    b = host_snapshot(shell)
+    return Round(samples, wall, HostLoad.between(a, b) if a and b else None)
+
+
+def _rule(repeats: int, budget_s: float) -> Rule:
+    return Rule(max(repeats, 1), judge.NOISE_MAX, budget_s if repeats >= 2 else 0.0)
+
+
 def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
-               repeats: int = DECODE_REPEATS) -> DecodeResult:
+               repeats: int = DECODE_REPEATS, *, budget_s: float = 0.0,
+               shell: Shell | None = None) -> DecodeResult:
     """The timed request on a fresh prompt (cache_prompt false: cache_n 0), then `repeats`
-    - 1 more of the same prompt; the figure is the median rate, its spread theirs."""
+    - 1 more of the same prompt; the figure is the median rate, its spread theirs. With a
+    `budget_s`, more repeats while the figure's error is over judge.NOISE_MAX (settle.py),
+    the host's load read through `shell` around each round."""
     msgs, n = prompts.long_prompt(client, ctx, seed=seed)
-    rec = client.stream_chat(msgs, max_tokens=out_tokens, ignore_eos=True, seed=seed)
-    first = metrics.decode_tok_s(rec)
-    samples = [first] if first is not None else []
-    for _ in range(repeats - 1 if samples else 0):
-        again = metrics.decode_tok_s(client.stream_chat(
-            msgs, max_tokens=out_tokens, ignore_eos=True, seed=seed, cache_prompt=True))
-        samples += [again] if again is not None else []
+    first: list[RequestRecord] = []
+
+    def requests(k: int) -> list[float]:
+        out: list[float] = []
+        for _ in range(k):
+            if not first:
+                first.append(client.stream_chat(msgs, max_tokens=out_tokens,
+                                                ignore_eos=True, seed=seed))
+                rate = metrics.decode_tok_s(first[0])
+                if rate is None:  # the first request failed: no repeats
+                    return out
+            else:
+                rate = metrics.decode_tok_s(client.stream_chat(
+                    msgs, max_tokens=out_tokens, ignore_eos=True, seed=seed,
+                    cache_prompt=True))
+            out += [rate] if rate is not None else []
+        return out
+
+    got = settle(lambda k: timed_round(shell, lambda: requests(k)), _rule(repeats, budget_s))
+    rec = first[0]
+    samples = got.figure_samples
     return DecodeResult(ctx_tokens=n, out_tokens_requested=out_tokens,
                         decode_tok_s=metrics.median(samples) if samples else None,
                         server_predicted_per_second=(rec.timings or {}).get(
                             "predicted_per_second"),
                         windowed_tok_s=metrics.windowed_tok_s(rec), record=rec,
-                        samples_tok_s=samples)
+                        samples_tok_s=samples, settle=got.to_json())
 
 
 def run_ttft(client: ServerClient, n_tokens: int, k: int, seed: int = 1000
@@ -105,6 +165,37 @@ def run_ttft(client: ServerClient, n_tokens: int, k: int, seed: int = 1000
         records.append(client.stream_chat(msgs, max_tokens=1, cache_prompt=False))
         sizes.append(n)
     return records, sizes
+
+
+def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float = 0.0,
+                 shell: Shell | None = None, seed: int = 1000) -> TtftResult:
+    """`run_ttft`'s K requests as a first round, then more (each its own prefix) while the
+    median's error is over judge.NOISE_MAX and the budget lasts (settle.py); a busy round's
+    requests are set aside, not judged."""
+    warm, _ = prompts.long_prompt(client, n_tokens, seed=seed - 1)
+    client.stream_chat(warm, max_tokens=1)
+    rounds: list[tuple[list[RequestRecord], list[int]]] = []
+
+    def requests(m: int) -> list[float]:
+        recs: list[RequestRecord] = []
+        sizes: list[int] = []
+        for _ in range(m):
+            i = sum(len(r) for r, _ in rounds) + len(recs)
+            msgs, n = prompts.long_prompt(client, n_tokens, seed=seed + i)
+            recs.append(client.stream_chat(msgs, max_tokens=1, cache_prompt=False))
+            sizes.append(n)
+        rounds.append((recs, sizes))
+        return [r.ttft_s for r in recs if r.ok and r.ttft_s is not None]
+
+    got = settle(lambda m: timed_round(shell, lambda: requests(m)), _rule(k, budget_s))
+    used = [bool(r.get("used")) for r in got.rounds]
+    if not any(used):  # every round busy: the figure from them, not judged
+        used = [True] * len(rounds)
+    keep = [x for x, u in zip(rounds, used, strict=True) if u]
+    aside = [r for (recs, _), u in zip(rounds, used, strict=True) if not u for r in recs]
+    return TtftResult(target_tokens=n_tokens, prompt_tokens=[n for _, ns in keep for n in ns],
+                      records=[r for recs, _ in keep for r in recs], settle=got.to_json(),
+                      set_aside=aside)
 
 
 def run_niah(client: ServerClient, n_tokens: int, cases: int, prefill: str | None,
@@ -191,10 +282,14 @@ def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shel
         _log(f"engine: llama-bench on {engine.shell.label}, decode at "
              f"{','.join(map(str, sizes.decode_ctx_tokens))} ctx x "
              f"{sizes.decode_out_tokens} out, prefill {sizes.ttft_tokens} tokens")
-        return EngineRun(requested=True, baseline=measure_engine(
+        base = measure_engine(
             engine, profile, depths_tokens=sizes.decode_ctx_tokens,
             out_tokens=sizes.decode_out_tokens, prompt_tokens=sizes.ttft_tokens,
-            wait_ready=(lambda: wait_healthy(client, 600)) if engine.start else None))
+            wait_ready=(lambda: wait_healthy(client, 600)) if engine.start else None,
+            limit=judge.NOISE_MAX, budget_s=sizes.settle_budget_s)
+        for key, got in base.settle.items():
+            _log(f"engine: {key} {_repeats_said(got)}")
+        return EngineRun(requested=True, baseline=base)
     except EngineError as ex:
         return EngineRun(requested=True, error=str(ex))
 
@@ -210,6 +305,16 @@ class _Run:
     card: str | None
     where: Locality = Locality(True, "on this machine")
     log: Callable[[str], None] = _log
+    shell: Shell | None = None  # the serving host, where its load is read (settle.py)
+
+
+def _repeats_said(settled: dict[str, Any] | None) -> str:
+    """`6 repeats (3, then 3 more) in 41 s, error 2.1%` for the console."""
+    if not settled:
+        return "no repeats"
+    st = Settled.from_json(settled)
+    err = settled.get("error")
+    return st.text() + (f", error {err:.1%}" if err is not None else "") + f" ({st.stop})"
 
 
 def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
@@ -219,17 +324,22 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
         res.decode = []
         for i, ctx in enumerate(sizes.decode_ctx_tokens):
             run.log(f"decode: {ctx} context tokens, {sizes.decode_out_tokens} out, "
-                    f"{sizes.decode_repeats} requests")
+                    f"{sizes.decode_repeats} requests, more while the figure's error is over "
+                    f"{judge.NOISE_MAX:.0%} (at most {sizes.settle_budget_s:g} s more)")
             res.decode.append(run_decode(client, ctx, sizes.decode_out_tokens, seed=7 + i,
-                                         repeats=sizes.decode_repeats))
+                                         repeats=sizes.decode_repeats,
+                                         budget_s=sizes.settle_budget_s, shell=run.shell))
+            run.log(f"decode: {ctx} context tokens, "
+                    f"{_repeats_said(res.decode[-1].settle)}")
         report.checks += judge.decode_checks(
             res.decode, run.engine, e, run.card, cpu=run.profile.backend == "cpu",
             sampler_on_cpu=run.profile.samples_on_cpu)
     if "ttft" in names:
         run.log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, "
                 "cache_prompt false")
-        recs, ns = run_ttft(client, sizes.ttft_tokens, sizes.ttft_requests)
-        res.ttft = TtftResult(target_tokens=sizes.ttft_tokens, prompt_tokens=ns, records=recs)
+        res.ttft = settled_ttft(client, sizes.ttft_tokens, sizes.ttft_requests,
+                                budget_s=sizes.settle_budget_s, shell=run.shell)
+        run.log(f"ttft: {_repeats_said(res.ttft.settle)}")
         report.checks += judge.ttft_checks(res.ttft, run.engine, e, run.card,
                                            cpu=run.profile.backend == "cpu")
         report.checks = judge.yield_reference_ttft(report.checks)
@@ -355,7 +465,8 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
               if "engine" in names else EngineRun(requested=False))
     report.engine = engine.baseline
     report.checks += judge.engine_checks(engine)
-    run = _Run(profile, names, sizes, engine, _card(card, engine, shell, profile), where)
+    run = _Run(profile, names, sizes, engine, _card(card, engine, shell, profile), where,
+               shell=shell)
     _sampled_suites(client, run, report, direct)
     print_checks(report)
     if out_dir:

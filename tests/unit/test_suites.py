@@ -75,10 +75,16 @@ def test_report_json_keeps_its_keys(report):
     assert list(data["suites"]) == ["smoke", "decode", "ttft", "niah", "load", "vram"]
     assert set(data["suites"]["decode"][0]) == {
         "ctx_tokens", "out_tokens_requested", "decode_tok_s", "server_predicted_per_second",
-        "windowed_tok_s", "record", "samples_tok_s", "engine_tok_s", "served_over_engine"}
+        "windowed_tok_s", "record", "samples_tok_s", "engine_tok_s", "served_over_engine",
+        "settle"}
     assert set(data["suites"]["ttft"]) == {
         "n_tokens", "ttft_s", "median_s", "p95_s", "p95_method", "median_ci95_s",
-        "server_prompt_ms", "engine_ttft_s", "engine_prefill_s", "records"}
+        "server_prompt_ms", "engine_ttft_s", "engine_prefill_s", "records", "settle",
+        "set_aside_records"}
+    # how each served figure's repeats were measured (verify/settle.py), round by round
+    for st in (data["suites"]["decode"][0]["settle"], data["suites"]["ttft"]["settle"]):
+        assert st["stop"] in ("settled", "cap", "budget") and st["rounds"]
+        assert st["repeats"] == sum(r["repeats"] for r in st["rounds"] if r["used"])
     assert data["suites"]["niah"]["passed"] == 3 and data["suites"]["niah"]["n"] == 3
     assert data["suites"]["load"]["failed"] == 0 and "ttft_s" in data["suites"]["load"][
         "records"][0]
@@ -88,11 +94,18 @@ def test_report_json_keeps_its_keys(report):
 def test_decode_is_repeated_so_its_spread_is_known(report):
     """Three requests at each depth (suites.DECODE_REPEATS): the first on a fresh prompt
     (cache_n 0, the consistency check's), the figure their median."""
+    from beekeeper.verify.judge import NOISE_MAX
     from beekeeper.verify.metrics import median
     from beekeeper.verify.suites import DECODE_REPEATS
 
     for r in report.suites.decode:
-        assert DECODE_REPEATS == 3 and len(r.samples_tok_s) == DECODE_REPEATS
+        assert DECODE_REPEATS == 3 and r.settle is not None
+        rounds = r.settle["rounds"]
+        assert rounds[0]["repeats"] == DECODE_REPEATS and len(r.samples_tok_s) >= DECODE_REPEATS
+        # more repeats only while the figure's error was over the limit (verify/settle.py)
+        for before in rounds[:-1]:
+            assert before["error_after"] > NOISE_MAX
+        assert len(r.samples_tok_s) == sum(x["repeats"] for x in rounds)
         assert r.decode_tok_s == median(r.samples_tok_s)
 
 
