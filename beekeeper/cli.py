@@ -255,12 +255,16 @@ def _matrix(args: argparse.Namespace) -> int:
 
 def _rollback(args: argparse.Namespace) -> int:
     """Swap the running unit with the one before it (its image or build is still there)."""
-    target = _ssh_target(args)
-    if target is None:
-        return 2
     # the script on stdin: a host deployed before rollback.py was installed has hostcheck.py
     cmd = rollback_command(ServicePaths(args.service), restore=False, script="-")
-    p = subprocess.run(ssh_as_root(target[0], cmd), text=True, capture_output=True,
+    if args.local:  # this machine (a GPU container deployed with pyinfra @local), as root
+        line = ["sh", "-c", cmd] if os.geteuid() == 0 else ["sudo", "-n", "sh", "-c", cmd]
+    else:
+        target = _ssh_target(args)
+        if target is None:
+            return 2
+        line = ssh_as_root(target[0], cmd)
+    p = subprocess.run(line, text=True, capture_output=True,
                        input=hostside.script("rollback.py").read_text())
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
@@ -380,6 +384,8 @@ def _add_rollback(sub: Any) -> None:
     p = sub.add_parser("rollback", help="return a host to the unit it ran before")
     p.add_argument("--sandbox", action="store_true")
     p.add_argument("--ssh", help="ssh arguments that reach the host")
+    p.add_argument("--local", action="store_true",
+                   help="this machine is the host (deployed with pyinfra @local)")
     p.add_argument("--service", default="llm")
     p.set_defaults(func=_rollback)
 
