@@ -317,7 +317,6 @@ def test_rollback_over_a_login_that_is_not_root(deployed):
 
 def test_unreachable_host_is_named_and_the_others_still_deployed(deployed):
     run = pyinfra("-y", "tests/integration/inventory_unreachable.py", "deploy.py")
-    print(run.out[-1500:])
     assert "[unreachable]" in run.out and "Could not connect" in run.out, run.out[-2000:]
     # pyinfra pads host names to the longest: "[sandbox]     No changes"
     assert re.search(r"\[sandbox\]\s+(No changes|Success)", run.out), run.out[-2000:]

@@ -130,7 +130,6 @@ def test_failed_deploy_on_a_new_port_rolls_back_and_names_the_serving_server(dep
 def test_one_bad_host_of_three_fails_alone_and_the_others_deploy(deployed, monkeypatch):
     try:
         run = pyinfra("-y", "tests/integration/inventory_three.py", "deploy.py")
-        print(run.out[-2500:])
         assert run.rc != 0  # a failed host fails the run
         assert re.search(r"host bad: host data `prot`: unknown key.*did you mean `port`",
                          run.out), run.out[-3000:]

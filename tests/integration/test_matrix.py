@@ -17,7 +17,6 @@ def test_matrix_ranks_two_profiles_and_leaves_the_host_as_found(fresh_sandbox, t
     p = subprocess.run([str(BIN / "beekeeper"), "matrix", "--sandbox", "--quick",
                         "--profiles", "cpu-smollm,cpu-tiny", "--out", str(tmp_path)],
                        cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    print(p.stdout[-3000:])
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     data = json.loads(next(tmp_path.rglob("matrix.json")).read_text())
     assert data["recommended"] == "cpu-tiny"  # smollm fails NIAH

@@ -5,7 +5,6 @@ deploy.py on canned facts, one case per host kind the kit must handle. The refer
 
 import configparser
 import runpy
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +16,7 @@ from beekeeper.facts.docker import DockerEngineInfo
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import AptSource, InitInfo, OsReleaseInfo, WslInfo
 
-from .harness import PCI_RTX4090, run_deploy
+from .harness import PCI_RTX4090, require_tools, run_deploy
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
@@ -63,7 +62,6 @@ def commands(ops, prefix):
 def test_reference_box_dry_run_shows_every_step_in_order():
     ops = run_deploy(DEFAULTS, facts())
     steps = names(ops)
-    print("\n".join(steps))
     assert not any("driver" in s.lower() and "install" in s.lower() for s in steps)
     assert not any(s.startswith("Install the CUDA toolkit") for s in steps)  # container mode
     order = ["Add the NVIDIA Container Toolkit key (own keyring)",
@@ -347,11 +345,11 @@ def test_driver_packages_all_held_means_no_hold_command():
 DPKG_STATUS = (Path(__file__).parent / "data" / "dpkg-status-multiarch-written-by-hand").read_text()
 
 
-@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (Debian)")
 def test_the_hold_names_each_architectures_copy_and_skips_what_dpkg_holds(tmp_path):
     """Real dpkg-query over a status file (--admindir): the amd64 and i386 copies of a
     Multi-Arch: same library by their own names (apt-mark hold would otherwise take only the
     native one), nothing dpkg holds already, nothing that is not the driver."""
+    require_tools("dpkg-query", why="Debian's dpkg")
     from beekeeper.core.paths import HOLDS_RECORD
     from beekeeper.facts.gpu import UnheldDriverPackages
     from beekeeper.operations.nvidia import hold_command

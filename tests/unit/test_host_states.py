@@ -8,8 +8,6 @@ commands run here under `sh` against stand-in binaries and files, never against 
 
 from __future__ import annotations
 
-import os
-import runpy
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -323,17 +321,4 @@ def test_secure_boot_unknown_facts_default_to_not_read():
     assert SecureBootInfo(state="unknown").enabled is False
 
 
-# --- point 9: the example inventory ----------------------------------------------------
-
-def test_the_example_inventory_names_no_live_host_and_says_so(monkeypatch):
-    """Both examples are commented (README: "a WSL2 box and a Linux box, commented"): run as
-    it is, the inventory stops before pyinfra connects anywhere."""
-    monkeypatch.delenv("BEEKEEPER_HOSTS", raising=False)
-    with pytest.raises(SystemExit, match="names no host"):
-        runpy.run_path(str(ROOT / "inventories" / "home.py"))
-    head = (ROOT / "inventories" / "home.py").read_text().split('"""')[1]
-    assert "names no host" in head and "commented" in head
-    monkeypatch.setenv("BEEKEEPER_HOSTS", "box-a.lan, box-b.lan")
-    inv = runpy.run_path(str(ROOT / "inventories" / "home.py"))
-    assert [h for h, _ in inv["gpu_boxes"]] == ["box-a.lan", "box-b.lan"]
-    assert os.environ["BEEKEEPER_HOSTS"]
+# point 9, the example inventory: test_hosts_audit.py (the one test of it)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -36,34 +37,43 @@ def _systemctl(tmp: Path, counts: list[int]) -> dict[str, str]:
     return {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}"}
 
 
-def _free_port() -> int:
-    import socket
+def _calls(env: dict[str, str]) -> int:
+    """How many times the systemctl stand-in was asked (its state file beside bin/)."""
+    return int((Path(env["PATH"].split(":", 1)[0]).parent / "calls").read_text())
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+
+def _closed_port() -> socket.socket:
+    """A loopback port bound and not listening, held by the test: a connection to it is
+    refused (nothing listens, as while the model loads) and no other process can take it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
 
 
 def _check(port: int, env: dict[str, str], *extra: str) -> tuple[dict, float]:
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, SCRIPT, "--port", str(port), "--health-only",
-                        *extra], capture_output=True, text=True, env=env, timeout=60)
+                        *extra], capture_output=True, text=True, env=env, timeout=120)
     return json.loads(p.stdout.splitlines()[0]), time.monotonic() - t0
 
 
 def test_a_server_in_a_crash_loop_fails_at_once_naming_it(tmp_path):
     env = _systemctl(tmp_path, [5, 5, 6, 7, 8])  # no server listens; the unit restarts
-    result, took = _check(_free_port(), env, "--timeout", "40", "--unit", "beekeeper-llm.service")
-    assert not result["ok"] and took < 20, (result, took)
-    assert "beekeeper-llm.service exited and was restarted 3 times" in result["error"]
-    # without --unit (the old call), the same wait runs to its deadline
-    result, took = _check(_free_port(), env, "--timeout", "3")
+    with _closed_port() as closed:
+        port = closed.getsockname()[1]
+        result, _ = _check(port, env, "--timeout", "100", "--unit", "beekeeper-llm.service")
+        assert not result["ok"], result
+        assert "beekeeper-llm.service exited and was restarted 3 times" in result["error"]
+        # it stopped at the read that saw the third restart (5 -> 8), not at the deadline
+        assert _calls(env) == 5
+        # without --unit (the old call), the same wait runs to its deadline, asking nothing
+        result, took = _check(port, env, "--timeout", "3")
     assert not result["ok"] and took >= 3 and "restarted" not in result["error"]
+    assert _calls(env) == 5
 
 
 def test_a_slow_loader_that_never_restarts_is_waited_for(tmp_path):
     env = _systemctl(tmp_path, [2])  # restarted twice before this deploy, never since
-    port = _free_port()
 
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
@@ -73,14 +83,25 @@ def test_a_slow_loader_that_never_restarts_is_waited_for(tmp_path):
         def log_message(self, *args):
             pass
 
+    # the port is bound now and listens only once the check was refused twice (the model
+    # loads: nothing listens yet); no sleep, no port another process could take meanwhile
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health, bind_and_activate=False)
+    server.server_bind()
+    server.timeout = 60
+
     def serve_later():
-        time.sleep(4)  # the model loads: nothing listens yet
-        server = http.server.HTTPServer(("127.0.0.1", port), Health)
-        server.timeout = 10
+        while _calls(env) < 3:  # the first read, then one a refused /health
+            time.sleep(0.05)
+        server.server_activate()
         server.handle_request()
 
     t = threading.Thread(target=serve_later, daemon=True)
     t.start()
-    result, took = _check(port, env, "--timeout", "30", "--unit", "beekeeper-llm.service")
-    t.join(10)
-    assert result["ok"] and took >= 4, (result, took)
+    try:
+        result, _ = _check(server.server_address[1], env, "--timeout", "100", "--unit",
+                           "beekeeper-llm.service")
+    finally:
+        t.join(60)
+        server.server_close()
+    assert result["ok"], result
+    assert _calls(env) >= 3  # refused while loading, waited for, never called a crash loop

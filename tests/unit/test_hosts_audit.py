@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import re
 import runpy
-import shutil
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,7 +37,7 @@ from beekeeper.facts.host import OsReleaseInfo, parse_debian_components
 from beekeeper.operations import nvidia
 from beekeeper.verify import test_host as checks
 
-from .harness import PCI_RTX4090, run_deploy
+from .harness import PCI_RTX4090, require_tools, run_deploy
 from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts as gpu_facts, names
 from .test_hosts_found import UBUNTU_570, _rtx3090_570
 
@@ -342,7 +341,7 @@ def test_debian_12s_dkms_check_comes_before_nouveau_headers_and_purge(upgrade, d
 
 # --- point 9: the example inventory --------------------------------------------------------
 
-def test_the_example_inventory_names_no_host_and_says_how(monkeypatch):
+def test_the_example_inventory_names_no_host_and_says_how(monkeypatch, tmp_path):
     monkeypatch.delenv("BEEKEEPER_HOSTS", raising=False)
     path = str(ROOT / "inventories" / "home.py")
     with pytest.raises(SystemExit) as e:
@@ -353,10 +352,22 @@ def test_the_example_inventory_names_no_host_and_says_how(monkeypatch):
     assert "a WSL2 box and a native Linux box" in head and "commented out" in head
     # both examples are there, commented
     assert '#     "wsl-4090.local",' in text and '#     "linux-3090.lan",' in text
-    monkeypatch.setenv("BEEKEEPER_HOSTS", "box-a.lan, box-b.lan")
-    inv = runpy.run_path(path)
-    assert [h for h, _ in inv["gpu_boxes"]] == ["box-a.lan", "box-b.lan"]
-    assert os.environ["BEEKEEPER_HOSTS"]
+    # BEEKEEPER_HOSTS names them instead: spaces and empty names dropped, each host with
+    # the group defaults only (no example's settings)
+    monkeypatch.setenv("BEEKEEPER_HOSTS", " box-a.lan, ,box-b.lan,")
+    assert runpy.run_path(path)["gpu_boxes"] == [("box-a.lan", {}), ("box-b.lan", {})]
+    # the examples as a user uncomments them: two hosts whose data the kit takes as it is
+    monkeypatch.delenv("BEEKEEPER_HOSTS")
+    body = text.split("gpu_boxes: list[tuple[str, dict]] = [", 1)[1].split("\n]\n", 1)[0]
+    uncommented = text.replace(body, re.sub(r"(?m)^    # (?=\($|\),$|  )", "    ", body))
+    (tmp_path / "home.py").write_text(uncommented)
+    boxes = runpy.run_path(str(tmp_path / "home.py"))["gpu_boxes"]
+    assert [h for h, _ in boxes] == ["wsl-4090.local", "linux-3090.lan"]
+    from beekeeper.core.config import load_host_config
+
+    cfgs = [load_host_config({**DEFAULTS, **data}) for _, data in boxes]
+    assert [c.service.profile.name for c in cfgs] == ["q8-turbo4-64k", "q4km-f16-32k"]
+    assert cfgs[1].cuda_arch == "86" and cfgs[1].service.port == 8084
 
 
 
@@ -416,12 +427,11 @@ def _apt_world(tmp, pin_branch: str):
     return {**os.environ, "APT_CONFIG": str(conf)}
 
 
-@pytest.mark.skipif(not (shutil.which("apt-get") and shutil.which("dpkg-deb")),
-                    reason="needs apt-get and dpkg-deb (Debian/Ubuntu)")
 @pytest.mark.parametrize("branch,ok", [("595", True), ("600", False)])
 def test_debian_12s_simulation_installs_the_pinned_branch_not_the_newest(tmp_path, branch, ok):
     """Without the pinning package's pins, apt simulates the newest nvidia-open (600 here,
     whose dkms package needs dkms 3.1.8) and refuses a branch that installs fine."""
+    require_tools("apt-get", "dpkg-deb", why="Debian's apt and dpkg")
     from beekeeper.operations.nvidia import installable_command
 
     env = _apt_world(tmp_path, branch)

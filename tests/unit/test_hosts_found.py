@@ -15,7 +15,7 @@ import pytest
 from beekeeper.core.errors import BeekeeperError, PreflightError
 
 from .harness import PCI_GTX1080, PCI_RTX4090, run_deploy, run_deploy_hosts
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts, names
+from .test_gpu_hosts import DEFAULTS, NATIVE, commands, facts, names
 
 DATA = Path(__file__).parent / "data"
 NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}
@@ -350,10 +350,18 @@ def test_the_image_build_needs_room_under_dockers_root_dir():
     # model_dir on the same file system: the model download counts there too
     with pytest.raises(PreflightError, match=r"plus the model download 8\.9 GiB"):
         run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(20, model_mount="/")))
-    assert run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(40, model_mount="/")))
-    # the image is there already: nothing to build, nothing to check
-    assert run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(1),
-                                      DockerImageId="sha256:" + "0" * 64))
+    # room for both: the build is queued, and runs (its command) after its Dockerfile
+    ops = run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(40, model_mount="/")))
+    build = next(n for n in names(ops) if n.startswith("Build server image "))
+    assert names(ops).index("Render the Dockerfile") < names(ops).index(build)
+    assert any("docker build" in c for c in commands(ops, build))
+    # the image is there already: nothing to build, so 1 GiB free is no refusal, and the
+    # build step changes nothing
+    ops = run_deploy(DEFAULTS, facts(DockerEngine=engine, DiskOf=_disk(1),
+                                     DockerImageId="sha256:" + "0" * 64))
+    assert "Render the Dockerfile" not in names(ops)
+    assert commands(ops, "Build server image ") == []
+    assert any(n.startswith("Download model ") for n in names(ops))  # the deploy goes on
 
 
 # --- point 8: the host's proxy, for the build's apt-get ----------------------------------

@@ -331,7 +331,6 @@ def test_the_apt_history_is_read_as_apt_writes_it():
 def test_uninstall_removes_what_the_kit_put_there(monkeypatch):
     ops = uninstall(deployed_host())
     names = [n for n, _ in ops]
-    print("\n".join(names))
     assert "systemctl disable --now beekeeper-llm.service" in cmd(ops, "Remove service llm")[0]
     assert cmd(ops, "Remove the server images") == [f"docker rmi -f {IMAGE}"]
     models = cmd(ops, "Remove the models")[0]
@@ -736,7 +735,12 @@ def test_the_deploy_queues_the_upgrade_cleanup_after_the_smoke_checks(machine):
     assert cleanup_at, names
     smoke_at = max(i for i, n in enumerate(names) if "smoke" in n.lower())
     assert min(cleanup_at) > smoke_at, names
-    removed = "\n".join(c for n, cs in ops if "no rollback needs" in n for c in cs)
-    assert SLUG[REF_A] not in "".join(n for n in names if "keeps" in n)
     assert "keeps the running and previous units' builds" in "\n".join(names)
-    assert removed
+    # the queued removals, run for real on the machine's folders: A's build, its cmake tree
+    # and its source go; B's (the rollback's) stay
+    apply(m, [(n, cs) for n, cs in ops if "no rollback needs" in n])
+    left = m.tree()
+    assert not [p for p in left if SLUG[REF_A] in p or REF_A in p], left
+    for path in (f"opt/beekeeper/llama-server/{SLUG[REF_B]}", f"var/lib/beekeeper/src/{REF_B}",
+                 f"var/lib/beekeeper/native/{SLUG[REF_B]}"):
+        assert path in left, left

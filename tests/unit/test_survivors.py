@@ -27,7 +27,10 @@ from .test_gpu_hosts import DEFAULTS, NATIVE, commands, facts, names
 ROOT = Path(__file__).resolve().parents[2]
 NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None}
 OPEN = "Install the NVIDIA driver, branch 595 (nvidia-open)"
-PROPRIETARY = "Install the NVIDIA driver, branch 595 (cuda-drivers)"
+# what a pre-Turing card can run: the proprietary modules, and CUDA 12 on branch 580 (CUDA
+# 13 and the branches after 580 dropped Maxwell, Pascal and Volta)
+OLD_CARD = {"driver_flavour": "proprietary", "cuda_version": "12.9.1", "driver_branch": 580}
+PROPRIETARY = "Install the NVIDIA driver, branch 580 (cuda-drivers)"
 
 
 # --- PCI: datacenter cards are 3D controllers (class 0x0302), not VGA (0x0300) -----------
@@ -73,7 +76,7 @@ def test_a_v100_with_no_driver_gets_the_proprietary_flavour_not_open_modules():
     nvidia-open, which does not load on it after the reboot."""
     with pytest.raises(PreflightError, match=r"PCI id 10de:1db4\) is older than Turing"):
         run_deploy(DEFAULTS, facts(**NO_DRIVER, PciListing=PCI_V100))
-    assert PROPRIETARY in names(run_deploy({**DEFAULTS, "driver_flavour": "proprietary"},
+    assert PROPRIETARY in names(run_deploy({**DEFAULTS, **OLD_CARD},
                                            facts(**NO_DRIVER, PciListing=PCI_V100)))
 
 
@@ -95,9 +98,8 @@ def test_the_open_modules_rule_draws_its_line_at_10de_1e00(device, old):
             check_flavour_by_pci(cfg, (0x2684, device))  # any old card of the host counts
     else:
         check_flavour_by_pci(cfg, (device,))
-    # the proprietary flavour runs on every card: never refused
-    proprietary = load_host_config({**DEFAULTS, "driver_flavour": "proprietary"})
-    check_flavour_by_pci(proprietary, (device,))
+    # the proprietary flavour of a branch that still has the card: never refused
+    check_flavour_by_pci(load_host_config({**DEFAULTS, **OLD_CARD}), (device,))
 
 
 def test_a_turing_card_with_no_driver_gets_open_modules():
