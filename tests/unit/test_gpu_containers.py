@@ -112,6 +112,7 @@ def test_a_second_run_with_supervisord_and_the_program_running_restarts_nothing(
      "set mode = 'native'"),
     ({"runtime": "systemd"}, {}, "needs systemd as PID 1"),
     ({}, {"HostTools": replace(POD_TOOLS, setpriv=None)}, "setpriv"),
+    ({"gateway": {"port": 4000}}, {}, "the gateway runs HAProxy as a systemd unit"),
     ({}, {"HostTools": replace(POD_TOOLS, python3=None, python3_version=None)}, "python3"),
     ({}, {"HostTools": replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"),
                                                   ("make", "/usr/bin/make")))},
