@@ -15,13 +15,21 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from . import hostside
+from . import __version__, hostside
 from .core.errors import BeekeeperError
 from .core.paths import KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
 from .core.remote import NEEDS_ROOT_EXIT, ssh_as_root
 from .hostside import rollback_command
-from .verify_main import Keys, add_verify_options, run_verify, usage_error, use_checkout_verify
+from .verify_main import (
+    Keys,
+    add_verify_options,
+    from_deployed,
+    local_manifest,
+    run_verify,
+    usage_error,
+    use_checkout_verify,
+)
 
 
 def configured_budget_gib() -> float:
@@ -34,8 +42,35 @@ def configured_budget_gib() -> float:
         return 10.0
 
 
+def known_cards() -> list[str]:
+    """The cards the kit has figures for: a bandwidth (profiles.py) or a measured CUDA
+    context (planner.py)."""
+    from .core.planner import CUDA_CONTEXTS
+    from .core.profiles import CARD_BANDWIDTH_GB_S
+
+    return list(dict.fromkeys([*CARD_BANDWIDTH_GB_S, *(c.card for c in CUDA_CONTEXTS)]))
+
+
+def card_problem(card: str | None) -> str | None:
+    """One line for a --card that names no card the kit knows (a typo would otherwise plan
+    silently with the assumed H200 context); None when it is known or not given."""
+    if card is None:
+        return None
+    names = known_cards()
+    if any(n.lower() in card.lower() for n in names):
+        return None
+    return (f"--card {card!r}: not a card the kit knows ({', '.join(names)}; the name as "
+            "nvidia-smi prints it also works, e.g. 'NVIDIA GeForce RTX 4090'); leave --card "
+            "out to plan with the H200's CUDA context, said in the output")
+
+
 def _print_profiles(args: argparse.Namespace) -> int:
     from .core.planner import predict
+
+    problem = card_problem(args.card)
+    if problem:
+        print(f"beekeeper profiles: {problem}", file=sys.stderr)
+        return 2
 
     if args.json:
         from dataclasses import asdict
@@ -99,12 +134,31 @@ def _verify_on_host(args: argparse.Namespace) -> int:
     return rc
 
 
+DEFAULT_PORT = 8083  # group_data/all.py's port: a server whose deployed.json is not there
+
+
+def _deployed_manifest(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The deployed.json of --service on the host verify is pointed at (the sandbox, --ssh,
+    else this machine), and the host's name; (None, name) when there is none."""
+    path = ServicePaths(args.service).manifest
+    if args.sandbox or args.ssh:
+        target = _ssh_target(args)
+        if target is None:
+            return None, "the host"
+        p = subprocess.run(ssh_as_root(target[0], "cat " + shlex.quote(path)),
+                           capture_output=True, text=True, timeout=120)
+        return (p.stdout if p.returncode == 0 else None), target[1]
+    return local_manifest(args.service), "this machine"
+
+
 def local_url(args: argparse.Namespace) -> str | None:
     """The server's URL when verify runs here: --url, else with --on-host and no host named
-    (this machine is the host: `@local`, a WSL2 box deploying to itself) its loopback port."""
+    (this machine is the host: `@local`, a WSL2 box deploying to itself), or a server the
+    kit deployed on this machine (its deployed.json), its loopback port."""
     if args.url:
         return str(args.url)
-    return f"http://127.0.0.1:{args.port}" if args.on_host else None
+    here = args.on_host or local_manifest(args.service) is not None
+    return f"http://127.0.0.1:{args.port}" if here else None
 
 
 def _where(args: argparse.Namespace, url: str) -> Any:
@@ -121,10 +175,13 @@ def _verify(args: argparse.Namespace) -> int:
     """Exit 0: nothing failed and every requested decode/TTFT/NIAH/VRAM check judged its
     figure; 1: a check failed; 3: nothing failed but one of them was not judged (the
     summary's INCOMPLETE lines say why); 2: a usage or set-up error."""
-    problem = usage_error(args)
+    problem = usage_error(args) or (from_deployed(args, *_deployed_manifest(args))
+                                    if args.profile is None or args.port is None else None)
     if problem:
         print(f"beekeeper verify: {problem}", file=sys.stderr)
         return 2
+    if args.port is None:
+        args.port = DEFAULT_PORT
     use_checkout_verify()  # a checkout run as `python -m beekeeper.cli`, nothing installed
     if args.on_host and (args.sandbox or args.ssh):
         return _verify_on_host(args)
@@ -138,16 +195,18 @@ def _verify(args: argparse.Namespace) -> int:
             if args.host_label == os.uname().nodename:
                 args.host_label = "sandbox"
         if not url:
-            print("give --url URL, --sandbox, or --on-host (with --ssh for another host)",
-                  file=sys.stderr)
+            print("beekeeper verify: give --url URL, --sandbox, or --on-host (with --ssh for "
+                  "another host)", file=sys.stderr)
             return 2
         return run_verify(args, url, shell=shell, keys=Keys.from_files(args),
                           budget_gib=_budget(args), where=_where(args, url))
 
 
 def _engine_shell(args: argparse.Namespace) -> Any:
-    """Where llama-bench and systemctl run: the sandbox or --ssh host, else this machine when
-    the kit deployed a server here (as root: systemctl and the unit's Docker), else nowhere
+    """Where llama-bench runs and the service is stopped and started: the sandbox or --ssh
+    host, else this machine when the kit deployed a server here (its deployed.json, whatever
+    PID 1 is: systemd, or the kit's supervisord in a container; as root: systemctl,
+    supervisorctl and the unit's Docker), else nowhere
     (the engine checks then say why). A hand-started server's llama-bench (--llama-bench,
     --engine-image) runs as the login, here or on the --ssh host."""
 
@@ -177,6 +236,10 @@ def _report(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .core.planner import PlanError, predict
 
+    problem = card_problem(args.card)
+    if problem:
+        print(f"beekeeper plan: {problem}", file=sys.stderr)
+        return 2
     profile = PROFILES[args.profile]
     gguf = Path(args.gguf) if args.gguf else None
     budget_gib = _budget(args)
@@ -298,7 +361,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _add_profiles(sub: Any) -> None:
     p = sub.add_parser("profiles", help="list profiles, their figures and whether they fit")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="every profile's data as JSON")
     p.add_argument("--card", help="plan with this card's CUDA context, e.g. 'NVIDIA H200'")
     p.add_argument("--budget-gib", type=float,
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
@@ -307,7 +370,8 @@ def _add_profiles(sub: Any) -> None:
 
 def _add_sandbox(sub: Any) -> None:
     p = sub.add_parser("sandbox", help="the local sandbox hosts")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status"],
+                   help="up: create or start it; down: remove it and its state; status: JSON")
     p.add_argument("--name", help="a second (third...) sandbox host beside the first, e.g. "
                    "beekeeper-sandbox-b; it needs its own --ssh-port")
     p.add_argument("--release", choices=["bookworm", "trixie"], default="bookworm",
@@ -326,7 +390,8 @@ def _add_verify(sub: Any) -> None:
                        "usage or set-up error.")
     p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
-    p.add_argument("--port", type=int, default=8083, help="server port on the host")
+    p.add_argument("--port", type=int, help="the server's port on the host (default: the "
+                   "one its deployed.json names, else 8083)")
     p.add_argument("--on-host", action="store_true",
                    help="install and run the suites on the --ssh/--sandbox host (NVML "
                         "there), with every other option given here; copy the report back "
@@ -347,16 +412,18 @@ def _add_report(sub: Any) -> None:
 
 def _add_plan(sub: Any) -> None:
     p = sub.add_parser("plan", help="predict peak VRAM of a profile, by part")
-    p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE")
+    p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE",
+                   help="the profile to plan (`beekeeper profiles` lists them)")
     p.add_argument("--gguf", help="read the architecture from this GGUF file")
     p.add_argument("--ctx", type=int, help="context size (default: the profile's)")
     p.add_argument("--parallel", type=int, help="slots (default: the profile's)")
     p.add_argument("--budget-gib", type=float,
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
-    p.add_argument("--cuda-context-mib", type=float)
+    p.add_argument("--cuda-context-mib", type=float,
+                   help="the CUDA context's MiB, measured on your card, instead of the table's")
     p.add_argument("--card", help="the card's CUDA context figures, e.g. 'NVIDIA H200' "
                                   "(an unlisted card: the H200's are assumed, and said)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the prediction as JSON")
     p.add_argument("--tune-ubatch", action="store_true",
                    help="choose the physical batch (-ub) for --card by the stated policy")
     p.set_defaults(func=_plan)
@@ -365,41 +432,56 @@ def _add_plan(sub: Any) -> None:
 def _add_matrix(sub: Any) -> None:
     p = sub.add_parser("matrix", help="deploy and measure profiles in turn; rank them")
     p.add_argument("--profiles", required=True, help="comma list")
-    p.add_argument("--sandbox", action="store_true")
-    p.add_argument("--inventory")
+    p.add_argument("--sandbox", action="store_true",
+                   help="the local sandbox host (inventories/sandbox.py)")
+    p.add_argument("--inventory", help="the pyinfra inventory that deploys the host")
     p.add_argument("--host", help="inventory host name")
     p.add_argument("--ssh", help="ssh arguments that reach the host, e.g. 'gpu-box'")
-    p.add_argument("--service", default="llm")
-    p.add_argument("--port", type=int, default=8083)
+    p.add_argument("--service", default="llm", help="the service measured (default: llm)")
+    p.add_argument("--port", type=int, default=8083,
+                   help="the service's port on the host (default: 8083)")
     p.add_argument("--budget-gib", type=float,
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--apply-recommended", action="store_true",
                    help="leave the host on the recommended profile")
-    p.add_argument("--out", default=str(KIT_ROOT / "reports"))
+    p.add_argument("--out", default=str(KIT_ROOT / "reports"),
+                   help="report folder root (default: reports/ in the checkout)")
     p.set_defaults(func=_matrix)
 
 
 def _add_rollback(sub: Any) -> None:
     p = sub.add_parser("rollback", help="return a host to the unit it ran before")
-    p.add_argument("--sandbox", action="store_true")
+    p.add_argument("--sandbox", action="store_true", help="the local sandbox host")
     p.add_argument("--ssh", help="ssh arguments that reach the host")
     p.add_argument("--local", action="store_true",
                    help="this machine is the host (deployed with pyinfra @local)")
-    p.add_argument("--service", default="llm")
+    p.add_argument("--service", default="llm", help="the service to roll back (default: llm)")
     p.set_defaults(func=_rollback)
 
 
 def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
-    p.add_argument("--suite", default="smoke")
-    p.add_argument("--out", default=str(KIT_ROOT / "reports"))
+    p.add_argument("--suite", default="smoke",
+                   help="the verify suites run after the deploy (scripts/demo.sh: "
+                        "engine,smoke,decode,ttft,niah)")
+    p.add_argument("--out", default=str(KIT_ROOT / "reports"),
+                   help="report folder root (default: reports/ in the checkout)")
     p.set_defaults(func=_demo)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line (`beekeeper verify: --suite 'smok': ...; see --help`), exit 2."""
+
+    def error(self, message: str) -> Any:  # argparse's own: usage, then the message
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="beekeeper", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = OneLineParser(prog="beekeeper", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"beekeeper {__version__}",
+                    help="print the kit's version and exit")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
     for add in (_add_profiles, _add_sandbox, _add_verify, _add_report, _add_plan,
                 _add_matrix, _add_rollback, _add_demo):
         add(sub)
@@ -413,6 +495,10 @@ def main(argv: list[str] | None = None) -> int:
     except BeekeeperError as e:
         print(f"beekeeper: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `beekeeper profiles | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+        return 141  # as a program killed by SIGPIPE (128 + 13)
 
 
 if __name__ == "__main__":

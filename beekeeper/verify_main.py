@@ -30,13 +30,18 @@ from typing import Any
 from .core.errors import VerifyError
 from .core.profiles import PROFILES, Profile, with_ctx_size
 
+# verify/suites.py's ALL_SUITES (a unit test holds them equal), known before it is imported
+SUITES = ("engine", "smoke", "decode", "ttft", "niah", "vram", "load")
 SUITE_HELP = ("comma list of engine,smoke,decode,ttft,niah,vram,load or all (engine: "
               "llama-bench on the host, the baseline decode and TTFT are judged against; "
               "gateway, not in all: its overhead against --direct-url)")
 
 # every option `beekeeper verify` and this entry point share: (flags, add_argument keywords)
 OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--profile", {"required": True, "choices": sorted(PROFILES), "metavar": "PROFILE"}),
+    ("--profile", {"choices": sorted(PROFILES), "metavar": "PROFILE", "help": (
+        "the profile the server runs (`beekeeper profiles`); default: the one the host's "
+        "deployed.json names (--sandbox, --ssh, --on-host, or a server the kit deployed "
+        "on this machine)")}),
     ("--suite", {"default": "smoke", "help": SUITE_HELP}),
     ("--quick", {"action": "store_true", "help": "small sizes (CPU servers)"}),
     ("--api-key-file", {"help": "the server's API key, in a file (with --on-host it "
@@ -111,6 +116,10 @@ def forwarded(args: argparse.Namespace) -> list[str]:
 
 def usage_error(args: argparse.Namespace) -> str | None:
     """One line saying what to add or change, for options that cannot work together."""
+    unknown = [n for n in str(args.suite).split(",") if n not in (*SUITES, "gateway", "all")]
+    if unknown:
+        return (f"--suite {args.suite!r}: {', '.join(map(repr, unknown))} is not a suite; "
+                f"give a comma list of {','.join(SUITES)} (or all), or gateway")
     if args.engine_image and not args.model:
         return ("--engine-image needs --model PATH: the server's GGUF on the host (its "
                 "folder is mounted at /models in the image; the server's /props names the "
@@ -127,6 +136,50 @@ def usage_error(args: argparse.Namespace) -> str | None:
         return (f"--settle-budget-s {args.settle_budget_s:g}: give seconds from 0 (the first "
                 "round only) to 86400")
     return None
+
+
+def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) -> str | None:
+    """--profile, --port and --ctx-size, where not given, from the host's deployed.json
+    (`manifest`, its text; None: none there): what was deployed, not a guess. A line saying
+    what was read is printed; a problem is returned as one line (None: fine)."""
+    if manifest is None:
+        if args.profile is None:
+            return (f"give --profile NAME: no deployed.json of service {args.service!r} on "
+                    f"{where} to read it from (`beekeeper profiles` lists them)")
+        return None
+    try:
+        d = json.loads(manifest)
+    except json.JSONDecodeError as e:
+        return f"the deployed.json on {where} is not JSON ({e}): give --profile and --port"
+    said = []
+    if args.profile is None:
+        if d.get("profile") not in PROFILES:
+            return (f"the deployed.json on {where} names profile {d.get('profile')!r}, which "
+                    "this kit does not know: give --profile")
+        args.profile = d["profile"]
+        said.append(f"profile {args.profile}")
+    if getattr(args, "port", None) is None and isinstance(d.get("port"), int):
+        args.port = d["port"]
+        said.append(f"port {args.port}")
+    ctx = d.get("ctx_size")
+    if (args.ctx_size is None and isinstance(ctx, int)
+            and ctx != PROFILES[args.profile].server.ctx_size):
+        args.ctx_size = ctx
+        said.append(f"context {ctx}")
+    if said:
+        print(f"verify: {', '.join(said)}, from what was deployed on {where} "
+              f"(service {args.service})", flush=True)
+    return None
+
+
+def local_manifest(service: str) -> str | None:
+    """This machine's deployed.json of `service` (readable by anyone), or None."""
+    from .core.paths import ServicePaths
+
+    try:
+        return Path(ServicePaths(service).manifest).read_text()
+    except OSError:
+        return None
 
 
 def profile_of(args: argparse.Namespace) -> Profile:
@@ -244,7 +297,8 @@ def host_command(args: argparse.Namespace, python: str, port: int, out: str,
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    problem = usage_error(args)
+    problem = usage_error(args) or from_deployed(args, local_manifest(args.service),
+                                                 "this machine")
     if problem:
         print(f"verify: {problem}", file=sys.stderr)
         return 2

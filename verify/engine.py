@@ -13,10 +13,13 @@ It runs wherever the server runs (an `Engine` says where and how):
 - a server the kit deployed (`deployed_engine`, from the host's deployed.json), over SSH, in
   `verify --on-host`, or on this machine when it is the host (a WSL2 box deploying to
   @local): llama-bench inside the service's image (container mode, the `systemd` and the
-  `compose` runtimes alike) or beside the native binary. The unit is stopped while it runs
-  and started again: the unit owns the server in both runtimes (the compose unit's
-  ExecStop is `docker compose down`, its start `docker compose up`), so systemctl is the
-  one way to stop and start either without leaving the compose project half-down.
+  `compose` runtimes alike) or beside the native binary. The service is stopped while it
+  runs and started again: the unit owns the server in both container runtimes (the compose
+  unit's ExecStop is `docker compose down`, its start `docker compose up`), so systemctl is
+  the one way to stop and start either without leaving the compose project half-down; a
+  host whose PID 1 is not systemd (a GPU container, runtime `supervisor`) runs the native
+  server as a supervisord program, stopped and started through the kit's supervisorctl
+  (`beekeeper.core.supervisor.control` spells both).
 - a server the user started by hand (`user_engine`: `--llama-bench PATH` or `--engine-image
   IMAGE`, with `--model`): verify did not start it and does not stop it. llama-bench runs
   beside it, and the baseline says so. That is sound when nothing else uses the server
@@ -48,6 +51,7 @@ from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
 from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root, ssh_as_root
+from beekeeper.core.supervisor import SUPERVISORCTL, control
 
 from .settle import LOAD_SNAPSHOT, SETTLE_BUDGET_S, HostLoad, Round, Rule, parse_snapshots, settle
 
@@ -115,7 +119,22 @@ class Deployed:
     mode: str  # "container" | "native"
     image: str  # the image tag, or in native mode the server binary
     model_path: str
-    runtime: str | None = None  # "systemd" | "compose" in container mode
+    # "systemd" | "compose" in container mode, "supervisor" (PID 1 not systemd: `unit` is
+    # the supervisord program), None for a native systemd unit
+    runtime: str | None = None
+    log: str | None = None  # the server's log file (runtime "supervisor"; else journald)
+
+    def control(self, action: str) -> str:
+        """The shell line that stops or starts the service, as its runtime is told to."""
+        return control(self.runtime, self.unit, action)
+
+    @property
+    def log_hint(self) -> str:
+        """Where the server's own output is, on the host."""
+        if self.runtime == "supervisor":
+            return (f"{self.log or 'the program log under /var/log/beekeeper'} (and "
+                    f"{SUPERVISORCTL} status {self.unit})")
+        return f"journalctl -u {self.unit}"
 
     @classmethod
     def read(cls, shell: Shell, service: str = "llm") -> Deployed:
@@ -129,7 +148,8 @@ class Deployed:
                               f"({p.stderr.strip()[:200]})")
         d = json.loads(p.stdout)
         return cls(service=d["service"], unit=d["unit"], mode=d.get("mode", "container"),
-                   image=d["image"], model_path=d["model_path"], runtime=d.get("runtime"))
+                   image=d["image"], model_path=d["model_path"], runtime=d.get("runtime"),
+                   log=d.get("log"))
 
 
 @dataclass(frozen=True)
@@ -287,12 +307,15 @@ class Engine:
     placement: str
     stop: str | None = None
     start: str | None = None
+    log_hint: str | None = None  # where the server's log is, said when it does not start
 
 
 def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = None,
                     service: str = "llm") -> Engine:
-    """The kit's service on `shell`'s host: llama-bench of the same build, the unit stopped
-    and started again (both runtimes: the compose unit runs the compose project)."""
+    """The kit's service on `shell`'s host: llama-bench of the same build, the service
+    stopped and started again as its runtime is told to (beekeeper.core.supervisor.control:
+    systemctl for a unit, the compose unit running the compose project; the kit's
+    supervisorctl for a supervisord program, where PID 1 is not systemd)."""
     dep = Deployed.read(shell, service)
     gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
     if dep.mode == "native":
@@ -304,7 +327,6 @@ def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = Non
         model = "/models/" + posixpath.basename(dep.model_path)
         check = (f"docker run --rm --entrypoint /bin/sh {shlex.quote(dep.image)} -c "
                  "'test -x /usr/local/bin/llama-bench'")
-    unit = shlex.quote(dep.unit)
     owner = f"{dep.unit} ({dep.runtime or dep.mode})"
     stop = engine_gpu is None
     return Engine(
@@ -313,8 +335,8 @@ def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = Non
                 "again (the kit builds both)",
         placement=(f"{owner} stopped while llama-bench ran (started again after)" if stop
                    else f"GPU {engine_gpu}, not used by {dep.unit}, which kept running"),
-        stop=f"systemctl stop {unit}" if stop else None,
-        start=f"systemctl start {unit}" if stop else None)
+        stop=dep.control("stop") if stop else None,
+        start=dep.control("start") if stop else None, log_hint=dep.log_hint)
 
 
 def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str | None,
@@ -497,9 +519,15 @@ def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_t
                 base.idle_used_mib = gpus[0][1]
         _run_bench(engine, args, base, timeout_s, rule)
     finally:
+        started = None
         if engine.start:
-            engine.shell.run(engine.start, timeout_s=120)
-            if wait_ready is not None:
+            started = engine.shell.run(engine.start, timeout_s=120)
+            if started.returncode == 0 and wait_ready is not None:
                 wait_ready()
+    if started is not None and started.returncode != 0:
+        said = (started.stderr or started.stdout).strip()[:300]
+        raise EngineError(f"could not start the server again ({engine.start}, exit "
+                          f"{started.returncode}): {said}"
+                          + (f"; its log: {engine.log_hint}" if engine.log_hint else ""))
     base.wall_s = time.monotonic() - t0
     return base

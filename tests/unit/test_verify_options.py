@@ -41,6 +41,8 @@ def a_value(action: argparse.Action, folder: Path) -> list[str]:
         return [flag, "7.5"]
     if action.dest == "decode_ctx":
         return [flag, "4096,60000"]
+    if action.dest == "suite":  # a name that is not a suite is a usage error
+        return [flag, "engine,decode"]
     return [flag, f"/given/{action.dest}"]
 
 

@@ -1,0 +1,73 @@
+"""verify's engine suite stops and starts the deployed server as its runtime is told to
+(beekeeper.core.supervisor.control), reading the host's deployed.json: systemctl for a unit,
+the kit's supervisorctl for a supervisord program on a host whose PID 1 is not systemd (a
+GPU container). The manifests are the ones the deploy writes (deploy.py on canned facts:
+the H200 pod, a native Linux box)."""
+
+import json
+import subprocess
+
+from beekeeper.core.paths import ServicePaths
+from beekeeper.core.profiles import PROFILES
+from beekeeper.verify.engine import Deployed, deployed_engine
+
+from .harness import run_deploy
+from .test_gpu_containers import POD_DATA, pod, uploaded
+from .test_gpu_hosts import SYSTEMD
+
+
+def written_manifest(data, host_facts) -> str:
+    """The deployed.json the deploy uploads for this host."""
+    ops = run_deploy(data, host_facts)
+    text = uploaded(ops, "Record what beekeeper-llm")
+    return text.split("\n", 1)[1]
+
+
+class HostWithManifest:
+    """The host as the engine suite sees it through its shell: `cat` of the manifest
+    answers with what the deploy wrote; every other line is recorded and succeeds."""
+
+    label = "the pod"
+
+    def __init__(self, manifest: str):
+        self.manifest, self.ran = manifest, []
+
+    def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess:
+        self.ran.append(script)
+        out = self.manifest if script == f"cat {ServicePaths('llm').manifest}" else ""
+        return subprocess.CompletedProcess(script, 0, out, "")
+
+
+def test_a_supervisor_hosts_server_is_stopped_and_started_through_supervisorctl():
+    text = written_manifest(POD_DATA, pod())
+    d = json.loads(text)
+    assert d["runtime"] == "supervisor" and d["log"]
+    shell = HostWithManifest(text)
+    dep = Deployed.read(shell)
+    assert dep.runtime == "supervisor" and dep.log == d["log"]
+    engine = deployed_engine(shell, PROFILES["q8-turbo4-64k"])
+    ctl = "/usr/local/sbin/beekeeper-supervisorctl"
+    assert engine.stop == f"{ctl} stop {d['unit']}"
+    assert engine.start == f"{ctl} start {d['unit']}"
+    assert "systemctl" not in engine.stop + engine.start
+    # where its output is, said when it does not come back: the log file, not journald
+    assert engine.log_hint == f"{d['log']} (and {ctl} status {d['unit']})"
+    assert engine.log_hint.startswith("/var/log/beekeeper/beekeeper-llm")
+    assert "supervisor" in engine.placement
+
+
+def test_a_systemd_hosts_unit_is_stopped_with_systemctl_and_its_log_is_journald():
+    text = written_manifest(POD_DATA, pod(InitSystem=SYSTEMD))  # the same box, systemd PID 1
+    d = json.loads(text)
+    assert d["runtime"] is None and d["mode"] == "native" and d["log"] is None
+    engine = deployed_engine(HostWithManifest(text), PROFILES["q8-turbo4-64k"])
+    assert engine.stop == f"systemctl stop {d['unit']}" and d["unit"].endswith(".service")
+    assert engine.start == f"systemctl start {d['unit']}"
+    assert engine.log_hint == f"journalctl -u {d['unit']}"
+
+
+def test_engine_gpu_leaves_the_program_running():
+    text = written_manifest(POD_DATA, pod())
+    engine = deployed_engine(HostWithManifest(text), PROFILES["q8-turbo4-64k"], "1")
+    assert engine.stop is None and engine.start is None
+    assert engine.prefix[:2] == ["env", "CUDA_VISIBLE_DEVICES=1"]

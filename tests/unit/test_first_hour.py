@@ -1,0 +1,125 @@
+"""The CLI as a new user meets it (issue 34): every usage error one line with exit 2, help on
+every option, --version, `profiles | head` without a traceback, an unknown --card refused by
+`profiles` and `plan` alike, and verify taking the profile, port and context from what was
+deployed rather than guessing 8083. The commands run as the user runs them: the installed
+`beekeeper` in .venv/bin, in a subprocess."""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beekeeper import __version__
+from beekeeper.cli import parser
+from beekeeper.verify_main import SUITES, from_deployed
+
+ROOT = Path(__file__).resolve().parents[2]
+BEEKEEPER = str(Path(sys.executable).parent / "beekeeper")
+
+
+def run(*argv: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([BEEKEEPER, *argv], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, **kw)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["verify", "--suite", "smok", "--profile", "cpu-tiny", "--url", "http://127.0.0.1:9"],
+     "--suite 'smok': 'smok' is not a suite"),
+    (["verify", "--profile", "no-such", "--url", "http://127.0.0.1:9"], "invalid choice"),
+    (["plan"], "the following arguments are required: --profile"),
+    (["plan", "--profile", "q8-turbo4-64k", "--card", "RTX 409"], "--card 'RTX 409': not a card"),
+    (["profiles", "--card", "RTX 9999"], "--card 'RTX 9999': not a card the kit knows"),
+    (["profiles", "--budget-gib", "ten"], "invalid float value"),
+    (["nosuch"], "invalid choice"),
+])
+def test_a_usage_error_is_one_line_and_exit_2(argv, says):
+    p = run(*argv)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in p.stderr, p.stderr
+    assert lines[0].startswith("beekeeper")
+
+
+def test_a_known_card_still_plans_by_the_name_nvidia_smi_prints():
+    for argv in (["profiles", "--card", "NVIDIA GeForce RTX 3090"],
+                 ["plan", "--profile", "q8-turbo4-64k", "--card", "NVIDIA H200"]):
+        p = run(*argv)
+        assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_version():
+    p = run("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"beekeeper {__version__}"
+
+
+def test_every_option_of_every_command_has_help():
+    missing = []
+
+    def walk(p: argparse.ArgumentParser, name: str) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub, sp in a.choices.items():
+                    walk(sp, sub)
+            elif not a.help or a.help == argparse.SUPPRESS:
+                missing.append(f"{name} {a.option_strings or a.dest}")
+
+    walk(parser(), "beekeeper")
+    assert missing == []
+
+
+def test_profiles_into_head_ends_quietly():
+    p = subprocess.run(f"{BEEKEEPER} profiles | head -1", shell=True, capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert p.stdout.startswith("profile ") and len(p.stdout.splitlines()) == 1
+    assert p.stderr == "", p.stderr  # before: BrokenPipeError and its traceback
+
+
+def test_verifys_suite_names_are_the_suites_modules():
+    from beekeeper.verify.suites import ALL_SUITES
+
+    assert list(SUITES) == ALL_SUITES
+
+
+def args_for(**over):
+    base = dict(profile=None, port=None, ctx_size=None, service="llm")
+    return argparse.Namespace(**{**base, **over})
+
+
+def manifest(**over) -> str:
+    """A deployed.json as tasks/service.py writes it (the 3090 example: port 8084)."""
+    d = {"service": "llm", "unit": "beekeeper-llm.service", "profile": "q4km-f16-32k",
+         "mode": "container", "runtime": "systemd", "port": 8084, "ctx_size": 32768,
+         "bind_address": "127.0.0.1", "image": "beekeeper/llama-server:x",
+         "model_path": "/srv/beekeeper/models/m.gguf", **over}
+    return json.dumps(d)
+
+
+def test_verify_takes_profile_and_port_from_what_was_deployed(capsys):
+    args = args_for()
+    assert from_deployed(args, manifest(), "gpu-box") is None
+    assert (args.profile, args.port, args.ctx_size) == ("q4km-f16-32k", 8084, None)
+    assert "profile q4km-f16-32k, port 8084, from what was deployed on gpu-box" in \
+        capsys.readouterr().out
+    # a context set in host data follows; what the user gives wins
+    args = args_for(port=9000)
+    assert from_deployed(args, manifest(ctx_size=8192), "gpu-box") is None
+    assert (args.port, args.ctx_size) == (9000, 8192)
+
+
+def test_verify_without_a_deployment_or_profile_says_what_to_give():
+    problem = from_deployed(args_for(), None, "this machine")
+    assert problem is not None and problem.startswith("give --profile NAME")
+    assert from_deployed(args_for(profile="cpu-tiny"), None, "here") is None
+    bad = from_deployed(args_for(), manifest(profile="gone"), "gpu-box")
+    assert bad is not None and "'gone'" in bad
+
+
+def test_verify_with_no_host_and_no_profile_is_one_line_exit_2():
+    p = run("verify", "--url", "http://127.0.0.1:9", "--suite", "smoke")
+    if Path("/etc/beekeeper/llm/deployed.json").exists():
+        pytest.skip("this machine has a kit-deployed server: its profile would be read")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "give --profile NAME" in p.stderr
