@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from beekeeper.core.errors import PreflightError
+from beekeeper.core.profiles import PROFILES
 
 from .harness import (
     PCI_A100,
@@ -26,6 +27,7 @@ from .test_gpu_hosts import DEFAULTS, NATIVE, commands, facts, names
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None}
+CPU_EXPECTED = PROFILES["cpu-tiny"].expected  # no figures of a card to judge against
 OPEN = "Install the NVIDIA driver, branch 595 (nvidia-open)"
 # what a pre-Turing card can run: the proprietary modules, and CUDA 12 on branch 580 (CUDA
 # 13 and the branches after 580 dropped Maxwell, Pascal and Volta)
@@ -211,3 +213,84 @@ def test_each_host_check_applies_to_its_services_or_says_why_not():
     assert hc.hashed([{**box, "model_sha256": None}]).skip.startswith("no sha256 recorded")
     for f in (hc.containers, hc.native, hc.compose, hc.hashed, hc.gpu_checked):
         assert f([]).items == () and f([]).skip
+
+
+# --- verify's numeric rules, pinned at their lines (verify/judge.py's docstring says why
+# each number is what it is); before, the CPU floor, the GPU TTFT ceiling, the CPU sampler
+# allowance and the noise limit held against a change of 0.01 (tests only far from them)
+
+def _decode(served: float, engine: float, *, cpu: bool, sampler_on_cpu: bool = False) -> str:
+    from beekeeper.verify.engine import EngineBaseline
+    from beekeeper.verify.judge import decode_checks
+    from beekeeper.verify.results import EngineRun
+
+    from .test_noise import bench, served as served_run
+
+    base = EngineBaseline(placement="recorded", commands=[],
+                          decode=[bench(0, 160, 1024, engine, 0.0)])
+    checks = decode_checks([served_run(1024, [served])], EngineRun(requested=True,
+                                                                   baseline=base),
+                           CPU_EXPECTED, None, cpu=cpu, sampler_on_cpu=sampler_on_cpu)
+    return next(c for c in checks if c.name == "decode.vs_engine@1024").status
+
+
+@pytest.mark.parametrize(("cpu", "floor"), [(True, 0.80), (False, 0.95)])
+def test_the_decode_floor_is_0_80_on_a_cpu_build_and_0_95_on_a_gpu_one(cpu, floor):
+    engine = 100.0
+    assert _decode(engine * (floor + 0.001), engine, cpu=cpu) == "PASS"
+    assert _decode(engine * (floor - 0.001), engine, cpu=cpu) == "FAIL"
+
+
+def test_a_gpu_server_sampling_on_the_cpu_is_allowed_2_ms_a_token():
+    # at 100 tok/s (10 ms a token) the floor 0.95 becomes 1 / (1 / 0.95 + 2 ms * 100 / 1000)
+    needs = 1 / (1 / 0.95 + 2.0 * 100.0 / 1000)
+    assert _decode(100.0 * (needs + 0.001), 100.0, cpu=False, sampler_on_cpu=True) == "PASS"
+    assert _decode(100.0 * (needs - 0.001), 100.0, cpu=False, sampler_on_cpu=True) == "FAIL"
+    assert _decode(100.0 * (needs + 0.001), 100.0, cpu=False) == "FAIL"  # no allowance
+    # a CPU build has its own floor and no allowance on top
+    assert _decode(100.0 * 0.799, 100.0, cpu=True, sampler_on_cpu=True) == "FAIL"
+
+
+def _ttft(ratio: float, *, cpu: bool) -> str:
+    from beekeeper.verify.client import RequestRecord, StreamEvent
+    from beekeeper.verify.engine import EngineBaseline
+    from beekeeper.verify.judge import ttft_checks
+    from beekeeper.verify.results import EngineRun, TtftResult
+
+    from .test_noise import bench
+
+    base = EngineBaseline(placement="recorded", commands=[],
+                          decode=[bench(0, 160, 1024, 64.7, 0.0)],
+                          prefill=bench(512, 0, 0, 512 / 0.982, 0.0))
+    median = base.ttft_s(512) * ratio
+    recs = [RequestRecord(ok=True, status_code=200, error=None, t_send_s=0.0,
+                          events=[StreamEvent(median, "content", 1)],
+                          usage={"prompt_tokens": 512}, timings={"cache_n": 0})
+            for _ in range(5)]
+    res = TtftResult(target_tokens=512, prompt_tokens=[512] * 5, records=recs)
+    return next(c for c in ttft_checks(res, EngineRun(requested=True, baseline=base),
+                                       CPU_EXPECTED, None, cpu=cpu)
+                if c.name == "ttft.vs_engine").status
+
+
+@pytest.mark.parametrize(("cpu", "ceiling"), [(True, 1.5), (False, 1.25)])
+def test_the_ttft_ceiling_is_1_5_on_a_cpu_build_and_1_25_on_a_gpu_one(cpu, ceiling):
+    assert _ttft(ceiling - 0.001, cpu=cpu) == "PASS"
+    assert _ttft(ceiling + 0.001, cpu=cpu) == "FAIL"
+
+
+def test_a_figure_whose_own_error_is_over_6_percent_cannot_judge():
+    from beekeeper.verify.judge import Spread, judge_decode, too_noisy
+
+    def fig(error: float, n: int = 4) -> Spread:  # relative spread = error x sqrt(n)
+        return Spread("served decode", 100.0, 100.0 * error * n ** 0.5, "tok/s", n_requests=n)
+
+    assert too_noisy([fig(0.0599)]) is None
+    assert too_noisy([fig(0.0601)]) == fig(0.0601)
+    assert too_noisy([fig(0.01), fig(0.07), fig(0.065)]) == fig(0.07)  # the worst is named
+    # the error is the spread over sqrt(repeats): 10% over 4 requests is 5%, judged
+    assert too_noisy([Spread("served decode", 100.0, 10.0, "tok/s", n_requests=4)]) is None
+    assert too_noisy([Spread("llama-bench", 100.0, 10.0, "tok/s", n_repeats=2)]) is not None
+    v = judge_decode(99.0, 100.0, 1024, spreads=[fig(0.0601)])
+    assert v.status == "SKIP" and "over 6% cannot judge it" in v.detail
+    assert judge_decode(99.0, 100.0, 1024, spreads=[fig(0.0599)]).status == "PASS"
