@@ -8,6 +8,7 @@ and smoke-check it.
 import atexit
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,7 +20,9 @@ from pyinfra.context import ctx_host
 from beekeeper.core.config import HostConfig, load_host_config
 from beekeeper.core.errors import BeekeeperError, ConfigError
 from beekeeper.core.gateway import plan
+from beekeeper.core.hostdata import redact
 from beekeeper.core.machines import kept_by_neighbours
+from beekeeper.facts.secrets import SecretFile
 from beekeeper.pins import pin_all
 from beekeeper.tasks import (
     container_toolkit,
@@ -36,6 +39,7 @@ from beekeeper.tasks import (
     smoke,
     supervisor,
 )
+from beekeeper.tasks.driver_preflight import archs_of_cards
 
 
 def deploy_host() -> None:
@@ -60,9 +64,12 @@ def deploy_host() -> None:
         cfg = pin_all(cfg)
     # Host facts that rule the deploy out stop here too, before any change.
     facts = preflight.check(cfg)
+    check_token_file(cfg)
     # what preflight chose from the host: the runtime (supervisor where PID 1 is not
     # systemd), and the host's own CUDA toolkit where it builds for the card
-    cfg = replace(cfg, runtime=facts.runtime, cuda_version=facts.cuda_version or cfg.cuda_version)
+    # and, on a host of cards of more than one arch (a 4090 and a 3090), a build for each
+    cfg = replace(cfg, runtime=facts.runtime, cuda_version=facts.cuda_version or cfg.cuda_version,
+                  cuda_arch=archs_of_cards(cfg, facts.gpu))
 
     docker_engine.ensure(cfg, facts)
     reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
@@ -94,6 +101,35 @@ def deploy_host() -> None:
         # what no rollback needs goes, once every kept service passed its smoke check
         prune.ensure(cfg, "after", artifact)
     gateway_role(cfg, hosts)
+
+
+def check_token_file(cfg: HostConfig) -> None:
+    """Host data `hf_token_file`, a root-only file on the host that the model download reads:
+    there, a file, not empty and readable by root alone, or one line before any change
+    (read by stat and a count of characters: the token stays on the host)."""
+    path = cfg.hf_token_file
+    if path is None or "model" not in cfg.stages:
+        return
+    info = host.get_fact(SecretFile, path=path)
+    make = (f"on the host, `sudo install -m 600 /dev/null {path}`, then write the token into "
+            "it (or remove hf_token_file)")
+    if info is None:
+        problem, fix = (f"{path} could not be read on the host", "connect as root, or let "
+                        "the login run `sudo -n true`")
+    elif info.kind == "missing":
+        problem, fix = f"{path} is not on the host (the model download reads it there)", make
+    elif info.kind != "file":
+        problem, fix = (f"{path} on the host is a folder" if info.kind == "folder" else
+                        f"{path} on the host is not a regular file"), \
+            "point it at the file that holds the token"
+    elif not info.readable or info.chars == 0:
+        problem, fix = f"{path} on the host is {'empty' if info.readable else 'unreadable'}", make
+    elif info.mode & 0o077:
+        problem, fix = (f"{path} on the host is readable by others (mode {info.mode:o})",
+                        f"on the host, `sudo chmod 600 {path}`")
+    else:
+        return
+    raise ConfigError(f"host data `hf_token_file`: {problem}; fix: {fix}")
 
 
 def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]]) -> None:
@@ -152,8 +188,9 @@ def fail_this_host(error: BeekeeperError) -> None:
     prepares operations (an exception there stops every host), so deploy.py marks it with
     state.fail_hosts, the call pyinfra itself uses for a host that cannot connect."""
     this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
-    message = f"host {this.name}: {error}"
-    kind = "host data" if isinstance(error, ConfigError) else "host facts"
+    message = redact(f"host {this.name}: {error}")
+    kind = "host data" if isinstance(error, ConfigError) else \
+        "a bug in beekeeper" if isinstance(error, KitBug) else "host facts"
     failures()[this.name] = f"{kind}: {error}"
     if not state.active_hosts - {this}:  # the last host left: fail the run with the line
         # the same error, also a DeployError: pyinfra prints it as one red line
@@ -162,7 +199,29 @@ def fail_this_host(error: BeekeeperError) -> None:
     state.fail_hosts({this})
 
 
+class KitBug(BeekeeperError):
+    """An error that is not one of the kit's own refusals, raised while this host's
+    operations were prepared (a ValueError from a parser, a fact value nobody expected): a
+    bug in beekeeper. It fails this host alone, as a refusal does, with one line."""
+
+    @classmethod
+    def of(cls, error: Exception) -> "KitBug":
+        """The one line: the error, where in the kit it was raised, and what it is."""
+        import traceback
+
+        frames = [f for f in traceback.extract_tb(error.__traceback__)
+                  if "beekeeper" in f.filename or f.filename.endswith("deploy.py")]
+        where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        text = str(error).strip().splitlines()
+        said = text[0][:200] + ("..." if len(text) > 1 or len(text[0]) > 200 else "") \
+            if text else ""
+        return cls(redact(f"{type(error).__name__}: {said}{where}; this is a bug in "
+                          "beekeeper: please report it with this line (the other hosts go on)"))
+
+
 try:
     deploy_host()
 except BeekeeperError as e:
     fail_this_host(e)
+except Exception as e:  # noqa: BLE001 - any other error is the kit's bug, on this host only
+    fail_this_host(KitBug.of(e))

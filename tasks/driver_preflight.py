@@ -84,17 +84,105 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             f"nvidia-smi resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
             "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
             "the Windows driver")
-    cap = gpu.gpus[0].compute_cap
-    if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
-        raise PreflightError(
-            f"cuda_arch {cfg.cuda_arch} has no kernels for this GPU (compute capability {cap}, "
-            f"sm_{cuda_arch_from_compute_cap(cap)}): add {cuda_arch_from_compute_cap(cap)} "
-            "to cuda_arch or remove the override")
+    check_generation(cfg, _cards(gpu))
+    for card in gpu.gpus:  # every card: the unit gives the server every GPU
+        cap = card.compute_cap
+        if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
+            raise PreflightError(
+                f"cuda_arch {cfg.cuda_arch} has no kernels for the {card.name} (compute "
+                f"capability {cap}, sm_{cuda_arch_from_compute_cap(cap)}): add "
+                f"{cuda_arch_from_compute_cap(cap)} to cuda_arch or remove the override")
+    check_cards_memory(cfg, gpu)
     why = driver_too_old(cfg, wsl, gpu)
     plan = DriverPlan() if why is None else old_driver(cfg, wsl, gpu, why)
     if plan.action == "upgrade":
         check_flavour(cfg, gpu)
+        check_branch_keeps_card(cfg, _cards(gpu))
     return plan
+
+
+def check_cards_memory(cfg: HostConfig, gpu: NvidiaSmiInfo) -> None:
+    """A host of several cards (a 4090 and a 3090): the services' planned VRAM, with 1 GiB to
+    spare, fits each card, so the smallest one is the measure (the unit gives the server every
+    GPU; the budget is per card). One card: preflight's own VRAM check."""
+    cards = [c for c in gpu.gpus if c.memory_total_mib]
+    if len(gpu.gpus) < 2 or not cards:
+        return
+    from beekeeper.core.planner import predict
+
+    total = sum(predict(s.profile).total_mib for s in cfg.services
+                if s.profile.backend == "cuda")
+    small = min(cards, key=lambda c: c.memory_total_mib or 0)
+    if total + 1024 > (small.memory_total_mib or 0):
+        raise PreflightError(
+            f"the services plan {total:.0f} MiB of VRAM, more than the {small.name}'s "
+            f"{small.memory_total_mib} MiB less 1024 MiB margin, the smallest of this host's "
+            f"{len(gpu.gpus)} cards: pick smaller profiles or ctx_size, or drop a service")
+
+
+def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
+    """The arch list to build for: host data `cuda_arch`, else every card's own arch when
+    the host has cards of more than one (a 4090 and a 3090: '86;89'), else None (the
+    build takes the one card's)."""
+    if cfg.cuda_arch or gpu is None or not gpu.gpus:
+        return cfg.cuda_arch
+    archs = sorted({cuda_arch_from_compute_cap(c.compute_cap) for c in gpu.gpus}, key=int)
+    return ";".join(archs) if len(archs) > 1 else None
+
+
+# NVIDIA's CUDA 13.0 dropped offline compilation and library support for compute capability
+# below 7.5 (Maxwell, Pascal, Volta: CUDA 12.x is their last), and "the release 580 series
+# will be the last to support GPUs based on the Maxwell, Pascal, and Volta architectures"
+# (NVIDIA's Unix graphics feature deprecation schedule); Kepler (below 5.0) ended with 470
+CUDA13_MIN_CAP = (7, 5)
+LAST_BRANCH_BELOW_TURING = 580
+KEPLER_LAST_BRANCH = 470
+
+
+def _cap(compute_cap: str) -> tuple[int, int]:
+    major, _, minor = compute_cap.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _cards(gpu: NvidiaSmiInfo) -> list[tuple[str, str]]:
+    """(how a refusal says what the card is, its compute capability) for each card."""
+    return [(f"the {c.name} is compute capability {c.compute_cap}", c.compute_cap)
+            for c in gpu.gpus]
+
+
+def check_generation(cfg: HostConfig, cards: list[tuple[str, str]]) -> None:
+    """A card CUDA 13 cannot serve (Maxwell, Pascal, Volta; Kepler and older) is refused
+    before any change, naming it, its last driver branch and the way that works: CUDA 12
+    on branch 580 (the proprietary modules: the open ones need Turing)."""
+    old = [(n, c) for n, c in cards if _cap(c) < CUDA13_MIN_CAP]
+    if not old:
+        return
+    name, cap = old[0]
+    if _cap(cap) < (5, 0):
+        raise PreflightError(
+            f"{name}, Kepler or older, past NVIDIA's support: "
+            f"its last driver branch is {KEPLER_LAST_BRANCH} (CUDA 11.4), older than any "
+            "CUDA the kit builds for; fix: use a Turing or newer card, or a CPU profile")
+    if cudacompat.major_minor(cfg.cuda_version)[0] >= 13:
+        raise PreflightError(
+            f"{name}: Maxwell, Pascal or Volta, which CUDA 13 dropped (cuda_version is "
+            f"{cfg.cuda_version}; CUDA 12 is their last), and NVIDIA's branch "
+            f"{LAST_BRANCH_BELOW_TURING} is their last driver; fix: set driver_flavour = "
+            f"'proprietary', cuda_version = '12.9.1' and driver_branch = "
+            f"{LAST_BRANCH_BELOW_TURING}, or use a Turing or newer card")
+    check_branch_keeps_card(cfg, cards)
+
+
+def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]]) -> None:
+    """The branch the kit would install (or upgrade to) still drives every card: never a
+    branch after 580 on a Maxwell, Pascal or Volta card, which that branch dropped."""
+    old = [(n, c) for n, c in cards if _cap(c) < CUDA13_MIN_CAP]
+    branch = cfg.driver_branch or cudacompat.branch_for_cuda(cfg.cuda_version)
+    if old and branch is not None and branch > LAST_BRANCH_BELOW_TURING:
+        raise PreflightError(
+            f"host data `driver_branch`: branch {branch} drops Maxwell, Pascal and Volta, "
+            f"and {old[0][0]}: NVIDIA's {LAST_BRANCH_BELOW_TURING} is its last; fix: set "
+            f"driver_branch = {LAST_BRANCH_BELOW_TURING} (with cuda_version = '12.9.1')")
 
 
 def driver_branch_to_install(cfg: HostConfig) -> int:
@@ -131,10 +219,12 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | N
     (nvidia/cuda:13.2.x: `cuda>=13.2`, or on datacenter and workstation brands a driver of
     branch 535, 570, 580 or 590, which run it through the image's cuda-compat libraries)
     against the CUDA version the driver reports (a 580 driver reports 13.0), its version and
-    the card's brand (nvidia-smi -q "Product Brand"). The kit follows that rule, so an H200 on
-    580 runs the 13.2 image and an RTX 4090 on 580 is refused before the build. Under WSL2 the
-    brand clauses are not followed: forward compatibility is not supported there. The kit
-    does not set NVIDIA_DISABLE_REQUIRE.
+    the card's brand (nvidia-smi -q "Product Brand"). The kit follows that rule where CUDA
+    itself does: an H200 on 580 runs the 13.2 image; an RTX 4090, or a workstation card whose
+    brand the image lists (Quadro, NVIDIA RTX) but NVIDIA's forward compatibility does not
+    serve (error 804 at start), on 580 is refused before the build. Under WSL2 the brand
+    clauses are not followed: forward compatibility is not supported there. The kit does not
+    set NVIDIA_DISABLE_REQUIRE.
     Native mode: NVIDIA's minor version compatibility runs a 13.x build on any driver
     >= 580; the kit builds SASS for the GPU's own arch, so no PTX JIT is needed.
     """
@@ -144,7 +234,8 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | N
         cudacompat.spell(cudacompat.cuda_of_branch(gpu.driver_branch or 0) or (0, 0)))
     new_enough = gpu.driver_branch is None or gpu.driver_branch >= floor
     if cfg.mode == "container":
-        brand = None if wsl.is_wsl2 else cudacompat.brand_token(gpu.brand)
+        # forward compatibility: data-center cards only (cudacompat.FORWARD_COMPAT_BRANDS)
+        brand = None if wsl.is_wsl2 else cudacompat.forward_compat_brand(gpu.brand)
         cuda_clause, *brand_clauses = cudacompat.require_cuda(cfg.cuda_version).split()
         # the brand clauses stand alone (forward compatibility); the cuda clause holds only
         # with a driver of the CUDA major's branches (a reported CUDA a branch below the
@@ -228,9 +319,14 @@ def check_flavour_by_pci(cfg: HostConfig, devices: tuple[int, ...]) -> None:
     check_flavour refuses a known card (installing them would end, after the reboot, in a
     driver that does not load)."""
     old = [d for d in devices if d < FIRST_TURING_PCI_ID]
-    if cfg.driver_flavour != "open" or not old:
+    if not old:
         return
     ids = ", ".join(f"10de:{d:04x}" for d in old)
+    # compute capability below 7.5 (the first Turing id): the generation rule, by PCI id
+    check_generation(cfg, [(f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing "
+                            "(ids below 10de:1e00)", "7.0")])
+    if cfg.driver_flavour != "open":
+        return
     raise PreflightError(
         f"host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and "
         f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing (ids below 10de:1e00): "

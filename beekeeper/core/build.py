@@ -29,14 +29,15 @@ def cuda_arch_from_compute_cap(compute_cap: str) -> str:
 def arch_runs_on(arch_list: str, compute_cap: str) -> bool:
     """Whether an image built for `arch_list` has kernels the GPU can run.
 
-    SASS for sm_XY runs on the same major with minor >= Y; 'a' suffixed archs
-    run only on that exact arch. PTX (virtual) archs are not used by the kit.
+    SASS for sm_XY runs on the same major with minor >= Y, and so does an 'f' (family-
+    specific) arch; an 'a' (architecture-specific) one runs only on that exact arch. PTX
+    (virtual) archs are not used by the kit. Host data refuses any other suffix.
     """
     gpu = cuda_arch_from_compute_cap(compute_cap)
     g_major, g_minor = int(gpu[:-1]), int(gpu[-1])
     for arch in arch_list.split(";"):
         exact = arch.endswith("a")
-        digits = arch.rstrip("a")
+        digits = arch.rstrip("af")
         a_major, a_minor = int(digits[:-1]), int(digits[-1])
         if exact and (a_major, a_minor) == (g_major, g_minor):
             return True

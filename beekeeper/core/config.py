@@ -177,7 +177,7 @@ class HostConfig:
     container_toolkit_version: str | None = None
     # install the CUDA toolkit in container mode too (native mode always does)
     install_cuda_toolkit: bool = False
-    # a Hugging Face token on the controller, for gated models
+    # a root-only file on the host holding a Hugging Face token, for gated models
     hf_token_file: str | None = None
     # reboot after installing the NVIDIA driver, instead of stopping
     allow_reboot: bool = False

@@ -102,6 +102,24 @@ def brand_token(product_brand: str | None) -> str | None:
     return re.sub(r"\s+", "", product_brand).lower() if product_brand else None
 
 
+# The brands whose cards run a newer CUDA on an older driver through the image's
+# cuda-compat libraries. NVIDIA's CUDA Compatibility guide, "Forward Compatibility": it "is
+# applicable only for systems with NVIDIA Data Center GPUs, select NGC Server Ready SKUs of
+# RTX cards, Jetson boards"; elsewhere CUDA fails at start with error 804
+# (cudaErrorCompatNotSupportedOnDevice), after the build. So of the image's brand clauses
+# only the data-center ones count: Tesla, NVIDIA (H100, H200, L40 ...), and the vGPU brands
+# on them; the workstation brands (quadro, quadrortx, nvidiartx: the guide's "select" RTX
+# SKUs cannot be told from the brand) and GeForce do not, nor a brand nvidia-smi cannot name.
+FORWARD_COMPAT_BRANDS = frozenset(("tesla", "nvidia", "grid", "vapps", "vpc", "vcs", "vws",
+                                   "cloudgaming"))
+
+
+def forward_compat_brand(product_brand: str | None) -> str | None:
+    """The card's brand token where CUDA forward compatibility runs on it, else None."""
+    token = brand_token(product_brand)
+    return token if token in FORWARD_COMPAT_BRANDS else None
+
+
 def newest_release(mm: tuple[int, int]) -> str | None:
     """The nvidia/cuda release the kit builds for a CUDA major.minor, if it knows one."""
     return NEWEST_RELEASE.get(mm)

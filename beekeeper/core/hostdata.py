@@ -36,6 +36,8 @@ MAX_PATH_LEN = 1024
 IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$"
 LOCAL_REF = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 CUDA_VERSION = r"^\d{2}\.\d{1,2}(\.\d{1,2})?$"
+# an arch is SASS for sm_XY, `a` architecture-specific (sm_90a and newer, that one GPU
+# only), `f` family-specific (sm_100f and newer, CUDA 12.9: its major, minor XY and up)
 CUDA_ARCH = r"^\d{2,3}[a-z]?(;\d{2,3}[a-z]?)*$"
 SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"
 # Git fetches an object by its full name only (GitHub allows any reachable commit); an
@@ -77,12 +79,50 @@ def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not vali
 
 # ------------------------------------------------------------------ checks of one value
 
+# the longest value a refusal quotes whole (its repr); a longer one is cut, with its length
+SHOWN_MAX = 80
+
+
+def shown(value: Any) -> str:
+    """A value as a refusal quotes it: its repr, then spelled in ASCII where it holds other
+    characters (a Cyrillic `с` in 'сpu-tiny' prints like the valid value), or cut after
+    SHOWN_MAX characters with its length (a long value would fill the terminal)."""
+    text = repr(value)
+    if len(text) > SHOWN_MAX:
+        size = f"{len(value)} characters" if isinstance(value, str) else \
+            f"{len(text)} characters as written"
+        return f"{text[:SHOWN_MAX - 20]}... ({size})"
+    spelled = ascii(value) if isinstance(value, str) else text
+    return text if spelled == text else f"{text} (written {spelled})"
+
+
+def _folded(text: str) -> str:
+    """A value as a near miss is compared: NFKC (full-width letters, ligatures), case
+    folded, `_` and spaces as `-`, outer spaces gone."""
+    import unicodedata
+
+    return re.sub(r"[_\s]+", "-", unicodedata.normalize("NFKC", text).casefold().strip())
+
+
+def near(value: Any, options: list[str]) -> str | None:
+    """The option `value` most likely means: the same once folded ('CPU-TINY', 'cpu_tiny',
+    ' cpu-tiny', a full-width letter), else the closest spelling; None if none is close."""
+    if not isinstance(value, str) or not value:
+        return None
+    folded = {_folded(o): o for o in options}
+    mine = _folded(value)
+    if mine in folded:
+        return folded[mine]
+    close = difflib.get_close_matches(mine, list(folded), n=1, cutoff=0.75)
+    return folded[close[0]] if close else None
+
+
 def safe_text(value: str, what: str) -> str:
     """Refuse control and other non-printable characters (newline, tab, NUL, U+2028 ...):
     no shell line or unit file can carry them safely."""
     bad = next((c for c in value if not c.isprintable()), None)
     if bad is not None:
-        raise Bad(f"{value!r} holds the control character {bad!r}",
+        raise Bad(f"{shown(value)} holds the control character {bad!r}",
                   f"give {what} without control or non-printable characters")
     return value
 
@@ -94,24 +134,25 @@ def _type_name(value: Any) -> str:
 def abs_path(value: Any, example: str) -> str:
     """An absolute, normalized path that a shell line and a unit can carry quoted."""
     if not isinstance(value, str):
-        raise Bad(f"{value!r} is {_type_name(value)}, not a path",
+        raise Bad(f"{shown(value)} is {_type_name(value)}, not a path",
                   f"give an absolute path as a string, e.g. {example!r}")
     if not value:
         raise Bad("empty", f"give an absolute path, e.g. {example!r}")
     if value.startswith("~"):
-        raise Bad(f"{value!r} is relative to a home folder (nothing expands ~ here)",
+        raise Bad(f"{shown(value)} is relative to a home folder (nothing expands ~ here)",
                   f"spell the folder out, e.g. {example!r}")
     if not value.startswith("/"):
-        raise Bad(f"{value!r} is not an absolute path", f"use an absolute path such as {example!r}")
+        raise Bad(f"{shown(value)} is not an absolute path",
+                  f"use an absolute path such as {example!r}")
     safe_text(value, "the path")
     if len(value) > MAX_PATH_LEN:
         raise Bad(f"the path is {len(value)} characters long",
                   f"use a path of at most {MAX_PATH_LEN} characters")
     norm = os.path.normpath(value)
     if norm in ("/", "//"):
-        raise Bad(f"{value!r} is the root folder", f"use a folder such as {example!r}")
+        raise Bad(f"{shown(value)} is the root folder", f"use a folder such as {example!r}")
     if norm != value.rstrip("/") or value.startswith("//"):
-        raise Bad(f"{value!r} is not a normalized path (`.`, `..` or `//` in it)",
+        raise Bad(f"{shown(value)} is not a normalized path (`.`, `..` or `//` in it)",
                   f"write it as {norm!r}")
     return norm
 
@@ -122,18 +163,19 @@ def path_of(example: str) -> Any:
 
 def _model_dir(value: str) -> str:
     if ":" in value:
-        raise Bad(f"{value!r} holds ':', Docker's --volume separator", "use a folder without ':'")
+        raise Bad(f"{shown(value)} holds ':', Docker's --volume separator",
+                  "use a folder without ':'")
     return value
 
 
 def _ip(value: Any) -> str:
     if not isinstance(value, str):
-        raise Bad(f"{value!r} is {_type_name(value)}, not an IP address",
+        raise Bad(f"{shown(value)} is {_type_name(value)}, not an IP address",
                   "write it as a string, e.g. '127.0.0.1'")
     try:
         ipaddress.ip_address(value)
     except ValueError:
-        raise Bad(f"{value!r} is not an IP address", "use 127.0.0.1") from None
+        raise Bad(f"{shown(value)} is not an IP address", "use 127.0.0.1") from None
     return value
 
 
@@ -151,11 +193,11 @@ def key_file(value: str, one_word_key: bool) -> str:
     from pathlib import Path
 
     if not value:
-        raise Bad(f"{value!r} is not a file name",
+        raise Bad(f"{shown(value)} is not a file name",
                   "point it at a file on the controller that holds the key")
     safe_text(value, "the path")
     if value.startswith("~"):
-        raise Bad(f"{value!r} starts with ~, which nothing expands here",
+        raise Bad(f"{shown(value)} starts with ~, which nothing expands here",
                   f"give the path in full, e.g. {os.path.expanduser(value)!r}")
     path = Path(value)
     where = value if path.is_absolute() else \
@@ -184,7 +226,10 @@ def key_file(value: str, one_word_key: bool) -> str:
 
 def _profile(value: str) -> str:
     if value not in PROFILES:
-        raise Bad(f"unknown profile {value!r}", f"use one of: {', '.join(sorted(PROFILES))}")
+        guess = near(value, sorted(PROFILES))
+        raise Bad(f"unknown profile {shown(value)}",
+                  f"did you mean {guess!r}? (profiles: `beekeeper profiles`)" if guess
+                  else f"use one of: {', '.join(sorted(PROFILES))}")
     return value
 
 
@@ -205,7 +250,7 @@ def _hub_repo(value: str) -> str:
         validate_repo_id(value)
     except HFValidationError as e:
         reason = str(e).splitlines()[0].rstrip(".") if str(e) else "refused"
-        raise Bad(f"{value!r} is not a Hub repository id (huggingface_hub: {reason})",
+        raise Bad(f"{shown(value)} is not a Hub repository id (huggingface_hub: {reason})",
                   "use 'owner/name' as the Hub shows it, e.g. 'unsloth/Qwen3.5-9B-GGUF'") \
             from None
     return value
@@ -213,7 +258,7 @@ def _hub_repo(value: str) -> str:
 
 def _ctx_size_given(value: Any) -> Any:
     if isinstance(value, str):
-        raise Bad(f"{value!r} is a string, not a number",
+        raise Bad(f"{shown(value)} is a string, not a number",
                   f"write ctx_size = {value.strip() if value.strip().isdigit() else 8192}"
                   " without quotes")
     return value
@@ -225,14 +270,35 @@ def _text_version(pattern: str, problem: str, fix: str) -> Callable[[Any], str]:
     def check(value: Any) -> str:
         if isinstance(value, bool) or not isinstance(value, str | int | float) \
                 or not full(pattern, str(value)):
-            raise Bad(f"{value!r} {problem}", fix)
+            raise Bad(f"{shown(value)} {problem}", fix)
         return str(value)
     return check
 
 
+def _arch_list(value: str) -> str:
+    """Each arch's suffix one CUDA knows, on an arch that has it: `a` from sm_90, `f` from
+    sm_100 (NVIDIA, "Blackwell and CUDA 12.9 introduce family-specific architecture
+    features"); `89x` or `86a` would end in nvcc's error after the build started."""
+    for arch in value.split(";"):
+        digits = arch.rstrip("abcdefghijklmnopqrstuvwxyz")
+        suffix = arch[len(digits):]
+        floor = {"": 0, "a": 90, "f": 100}.get(suffix)
+        where = "" if arch == value else f" (in {shown(value)})"
+        if floor is None:
+            raise Bad(f"{arch!r}{where} ends in {suffix!r}, which is no CUDA arch suffix",
+                      f"write {digits!r}; CUDA's suffixes are 'a' (that GPU only, sm_90a and "
+                      "newer) and 'f' (its family, sm_100f and newer)")
+        if int(digits) < floor:
+            kind = "architecture-specific: sm_90a and newer" if suffix == "a" else \
+                "family-specific: sm_100f and newer"
+            raise Bad(f"{arch!r}{where}: sm_{digits} has no {suffix!r} variant ({kind})",
+                      f"write {digits!r}")
+    return value
+
+
 def _stages(value: list[str]) -> tuple[str, ...]:
     if not value or tuple(value) != STAGES[:len(value)]:
-        raise Bad(f"{value!r} is not a prefix of {list(STAGES)}",
+        raise Bad(f"{shown(value)} is not a prefix of {list(STAGES)}",
                   "e.g. ['provision'] or ['provision', 'build']")
     return tuple(value)
 
@@ -248,9 +314,55 @@ def _address(value: str) -> str:
     except ValueError:
         if full(HOSTNAME, value) and len(value) <= 253:
             return value
-    raise Bad(f"{value!r} is not an IP address or a host name",
+    raise Bad(f"{shown(value)} is not an IP address or a host name",
               "give the address the gateway reaches this host at, e.g. '10.0.0.5' or "
               "'gpu-box.lan'")
+
+
+# a URL's scheme and authority up to its last `@`: the user information before it
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#\s]*)@")
+# what the kit's refusals quote of a URL: the user information written ***
+_USERINFO_ANYWHERE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]*@")
+# where credentials belong instead of a URL, per key (README, Security defaults)
+CREDENTIALS_FIX = {
+    "git": "give the URL without them and let the host's root in another way that stays off "
+           "command lines: an ssh:// URL with a deploy key in /root/.ssh, a git credential "
+           "helper on the host (`git config --system credential.helper store`, "
+           "/root/.git-credentials mode 600), or source.path (a tree or tarball on the "
+           "controller)",
+    "hub": "give the mirror's URL without them; a mirror that takes a Hub token reads it from "
+           "hf_token_file (a root-only file on the host, sent as a bearer token)",
+    "apt": "give the URL without them and put the login in a root-only file in "
+           "/etc/apt/auth.conf.d/ on the host (apt_auth.conf(5): `machine HOST login USER "
+           "password PASS`), which apt reads for that repository",
+}
+
+
+def redact(text: str) -> str:
+    """`text` with the user information of every URL in it (`user:password@`, a token as
+    the user name) written `***@`: what a refusal may quote of a URL."""
+    return _USERINFO_ANYWHERE.sub(r"\1***@", text)
+
+
+def has_credentials(text: str) -> bool:
+    """`text` holds a URL with a password (`user:pass@`, any scheme) or with any user
+    information in http(s) (hosts take a token as the user name)."""
+    return any(":" in m.group(2) or m.group(1).lower() in ("http", "https")
+               for m in _USERINFO.finditer(text))
+
+
+def no_credentials(kind: str) -> BeforeValidator:
+    """Refuse a URL carrying credentials: a password (`user:pass@`) in any scheme, and any
+    user information in an http(s) URL (hosts take a token as the user name). pyinfra prints
+    operation names, host command lines show the URL to every user of the host (ps), and
+    files such as apt sources are world-readable; `ssh://git@host/...` names a user only."""
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and has_credentials(value):
+            raise Bad(f"{shown(redact(value))} carries credentials in the URL (they would be "
+                      "printed in pyinfra's output and the host's command lines and logs)",
+                      CREDENTIALS_FIX[kind])
+        return value
+    return BeforeValidator(check)
 
 
 def _given(value: Any) -> Any:
@@ -275,18 +387,19 @@ Text = Annotated[str, AfterValidator(lambda v: safe_text(v, "the value"))]
 Port = Annotated[int, Field(ge=1, le=65535)]
 ImageRef = Annotated[str, Field(pattern=IMAGE_REF)]
 Seq = BeforeValidator(_seq)
+AptUrl = Annotated[Text, no_credentials("apt")]
 
 
 class NvidiaRepos(BaseModel):
     """Host data `nvidia_repos`: mirrors of NVIDIA's apt repositories and their keys."""
 
     model_config = Strict
-    cuda: Text | None = key(None, "URL", "the CUDA apt repository (native mode)",
-                            "give the mirror's URL as a string")
-    cuda_key: Text | None = key(None, "URL", "its signing key", "give the key's URL")
-    toolkit: Text | None = key(None, "URL", "the Container Toolkit's apt repository",
-                               "give the mirror's URL as a string")
-    toolkit_key: Text | None = key(None, "URL", "its signing key", "give the key's URL")
+    cuda: AptUrl | None = key(None, "URL", "the CUDA apt repository (native mode)",
+                              "give the mirror's URL as a string")
+    cuda_key: AptUrl | None = key(None, "URL", "its signing key", "give the key's URL")
+    toolkit: AptUrl | None = key(None, "URL", "the Container Toolkit's apt repository",
+                                 "give the mirror's URL as a string")
+    toolkit_key: AptUrl | None = key(None, "URL", "its signing key", "give the key's URL")
 
 
 class BaseImages(BaseModel):
@@ -308,7 +421,8 @@ class SourceData(BaseModel):
     """Host data `source`: where the server is built from."""
 
     model_config = Strict
-    git: Annotated[Annotated[Text, Field(pattern=GIT_URL)] | None, BeforeValidator(_given)] \
+    git: Annotated[Annotated[Text, Field(pattern=GIT_URL)] | None, BeforeValidator(_given),
+                   no_credentials("git")] \
         = key(
         None, "URL", "a git repository to build from, at the commit `ref`",
         "give the repository's URL, e.g. 'https://github.com/o/r'", "is not a git URL")
@@ -328,12 +442,12 @@ class SourceData(BaseModel):
         if self.git is not None and self.path is not None:
             raise Bad("both `git` and `path` given", "keep one of them")
         if self.git is not None and not full(GIT_SHA, self.ref):
-            raise Bad(f"{self.ref!r} is not a full commit hash (40 hex digits)",
+            raise Bad(f"{shown(self.ref)} is not a full commit hash (40 hex digits)",
                       f"`git rev-parse {self.ref}` in a clone of {self.git} prints the full "
                       "hash to pin (a branch, tag or short hash cannot be fetched by commit)",
                       at="ref")
         if self.path is not None and not full(LOCAL_REF, self.ref):
-            raise Bad(f"{self.ref!r} is not a snapshot name", "use letters, digits, '.', '_' "
+            raise Bad(f"{shown(self.ref)} is not a snapshot name", "use letters, digits, '.', '_' "
                       "and '-' (at most 64), e.g. 'lcp0.3.36'", at="ref")
         if self.git is None and self.path is None:
             raise Bad("neither `git` nor `path` given", "add one of them")
@@ -394,20 +508,67 @@ KIT_FLAGS = {
 }
 
 
+# llama-server flags holding a secret: on the unit's command line every user of the host
+# reads it (ps, /proc/PID/cmdline, systemctl status). Flag -> where the secret goes instead.
+SECRET_FLAGS = {
+    "--api-key": "api_key_file (the kit passes the key in a root-only env file)",
+    "--api-key-file": "api_key_file (the kit passes the key in a root-only env file)",
+    "-hft": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
+    "--hf-token": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
+}
+# llama-server flags whose value is free text that may start with `-` (a prompt, a list of
+# sequences, a JSON or key=value override): llama.cpp's parser (common/arg.cpp,
+# common_params_parse_ex) takes the word after a flag that has a value as that value,
+# whatever it starts with, so `--system-prompt -c` sets the prompt to "-c". A negative
+# number after any flag is its value too (`--seed -1`).
+TEXT_VALUE_FLAGS = frozenset((
+    "-p", "--prompt", "-sys", "--system-prompt", "-r", "--reverse-prompt", "--in-prefix",
+    "--in-suffix", "--grammar", "-j", "--json-schema", "--chat-template-kwargs", "-l",
+    "--logit-bias", "--override-kv", "-ot", "--override-tensor", "--samplers",
+    "--sampling-seq", "--sampler-seq", "--dry-sequence-breaker", "--api-prefix", "-f",
+    "--file", "--grammar-file", "--slot-save-path", "--path", "--log-file",
+))
+_NUMBER = re.compile(r"-\d+(\.\d+)?([eE][-+]?\d+)?")
+
+
+def _flag(arg: str) -> str:
+    """A word as llama.cpp's parser names its flag: before an `=`, and in a `--` flag `_`
+    read as `-` (common_params_parse_ex replaces them), so `--ctx_size` is `--ctx-size`."""
+    flag = arg.split("=", 1)[0]
+    return flag.replace("_", "-") if flag.startswith("--") else flag
+
+
 def _extra_args(args: list[str]) -> tuple[str, ...]:
+    """More llama-server flags: never one the kit sets, never a secret, never a URL with
+    credentials; a word after a text-valued flag, or a negative number, is a value."""
+    value_next = False
     for arg in args:
         safe_text(arg, "each argument")
-        flag = arg.split("=", 1)[0]
+        if has_credentials(arg):
+            raise Bad(f"{shown(redact(arg))} carries credentials in a URL, which would be on "
+                      "the server's command line", "give the URL without them")
+        is_value, value_next = value_next or bool(_NUMBER.fullmatch(arg)), False
+        if is_value or not arg.startswith("-"):
+            continue
+        flag = _flag(arg)
+        if flag in SECRET_FLAGS:  # never quoted: its value may be in the same word
+            kit = " and sets what the kit sets itself" if flag in KIT_FLAGS else ""
+            raise Bad(f"{flag} puts a secret on the server's command line, which every user "
+                      f"of the host can read (ps, systemctl status){kit}",
+                      f"remove it and use {SECRET_FLAGS[flag]}" + (
+                          " (extra arguments may add flags, never replace the kit's)"
+                          if kit else ""))
         if flag in KIT_FLAGS:
-            raise Bad(f"{arg!r} sets what the kit sets itself ({KIT_FLAGS[flag]})",
+            raise Bad(f"{shown(arg)} sets what the kit sets itself ({KIT_FLAGS[flag]})",
                       f"remove {flag} and use {KIT_FLAGS[flag]} (extra arguments may add "
                       "flags, never replace the kit's)")
+        value_next = flag in TEXT_VALUE_FLAGS and "=" not in arg
     return tuple(args)
 
 
 def _gguf_path(value: str) -> str:
     if not value.endswith(".gguf") or not re.match(HF_FILE, os.path.basename(value)):
-        raise Bad(f"{value!r} is not a .gguf file name",
+        raise Bad(f"{shown(value)} is not a .gguf file name",
                   "give the path of the model's .gguf file (letters, digits, ._+- in its name)")
     return value
 
@@ -529,7 +690,8 @@ class HostData(ServiceData):
         "13.2.1", "CUDA release", "the CUDA release the server is built for",
         "e.g. cuda_version = '13.2.1'", "is not a CUDA release")
     cuda_arch: Annotated[str, BeforeValidator(_text_version(
-        CUDA_ARCH, "is not a CUDA arch list", "e.g. '89' or '89;120'"))] | None = key(
+        CUDA_ARCH, "is not a CUDA arch list", "e.g. '89' or '89;120'")),
+        AfterValidator(_arch_list)] | None = key(
         None, "arch list", "the GPU architectures compiled for (default: the card's)",
         "e.g. '89' or '89;120'", "is not a CUDA arch list")
     vram_budget_gib: Annotated[float, Field(gt=0, le=4096, allow_inf_nan=False)] = key(
@@ -558,7 +720,8 @@ class HostData(ServiceData):
     stages: Annotated[list[Literal[STAGES]], Seq, AfterValidator(_stages)] = key(  # type: ignore[valid-type]
         STAGES, "list", f"a prefix of {list(STAGES)}: stop after it",
         "e.g. ['provision'] or ['provision', 'build']", f"is not a prefix of {list(STAGES)}")
-    hf_endpoint: Annotated[str, Field(pattern=HTTP_URL), AfterValidator(_endpoint)] = key(
+    hf_endpoint: Annotated[str, Field(pattern=HTTP_URL), AfterValidator(_endpoint),
+                           no_credentials("hub")] = key(
         DEFAULT_HF_ENDPOINT, "URL", "the Hugging Face Hub, or a mirror of it",
         f"remove it (the Hub, {DEFAULT_HF_ENDPOINT}) or give a mirror's URL",
         "is not an http(s) URL")
@@ -588,7 +751,8 @@ class HostData(ServiceData):
                                      "container mode too (native mode always does)",
                                      "write True or False (no quotes)", "is not True or False")
     hf_token_file: Annotated[str, path_of(HF_TOKEN)] | None = key(
-        None, "path", "a Hugging Face token on the controller, for gated models",
+        None, "path", "a file on the host holding a Hugging Face token, for gated models "
+        "(root-only, mode 600; checked on the host before any change)",
         "give an absolute path")
     allow_reboot: Flag = key(False, "True/False", "reboot after installing the NVIDIA driver "
                              "instead of stopping", "write True or False (no quotes)",
@@ -613,7 +777,7 @@ class HostData(ServiceData):
 
 def fail(key: str, problem: str, fix: str) -> ConfigError:
     """The kit's one line; a character that would break it is written escaped."""
-    line = f"host data `{key}`: {problem}; fix: {fix}"
+    line = redact(f"host data `{key}`: {problem}; fix: {fix}")
     return ConfigError("".join(c if c.isprintable() else repr(c)[1:-1] for c in line))
 
 
@@ -690,7 +854,11 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     if error["type"] == "missing":
         return fail(key, "missing", fix)
     value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
-    return fail(key, f"{value!r} {extra.get('problem', 'is not valid')}", fix)
+    if error["type"] == "literal_error":  # one of a few words: the one it likely means
+        guess = near(value, re.findall(r"'([^']*)'", str((error.get("ctx") or {})
+                                                         .get("expected", ""))))
+        fix = f"did you mean {guess!r}? ({fix})" if guess else fix
+    return fail(key, f"{shown(value)} {extra.get('problem', 'is not valid')}", fix)
 
 
 def _first(errors: list[Any]) -> Any:

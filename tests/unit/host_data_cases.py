@@ -50,6 +50,11 @@ VALUES: list[Any] = [
     [{"profile": "q8-turbo4-64k"}, {"profile": "q8-f16-4k", "service_name": "b",
                                      "port": 8084}],
     [{"service_name": "old", "state": "absent"}], [{"profile": "cpu-tiny", "prot": 1}],
+    # issue 33: credentials in URLs, near misses, a long value, CUDA's arch suffixes, a flag's
+    # value that starts with `-`, a secret flag
+    "https://u:p@m/x", "https://tok@m/x", "ssh://git@m/x", "CPU-TINY", "x" * 300, "120f",
+    "89x", "86a", ["--system-prompt", "-c"], ["--hf-token", "hf_x"], ["--seed", "-1"],
+    {"cuda": "https://u:p@m/x"}, {"git": "https://u:p@x/y", "ref": "a" * 40},
 ]
 SERVICE_ENTRY_KEYS = ("port", "ctx_size", "server_extra_args", "service_name", "state",
                       "draft_repo", "model_sha256", "bind_address", "gateway_port")
