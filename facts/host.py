@@ -175,7 +175,12 @@ class PortListeners(FactBase[list[str]]):
         return []
 
     def command(self, port: int) -> str:
-        return f"ss -ltnpH 'sport = :{int(port)}' 2>/dev/null || true"
+        # without ss (a GPU container's image often lacks iproute2), the kernel's socket
+        # table says a port is listened on, not by whom: one "?" line a listening socket
+        return (f"if command -v ss >/dev/null 2>&1; then ss -ltnpH 'sport = :{int(port)}' "
+                "2>/dev/null; else awk -v p=" + f"{int(port):04X}" + " 'FNR > 1 && $4 == "
+                "\"0A\" { n = split($2, a, \":\"); if (a[n] == p) print \"listening\" }' "
+                "/proc/net/tcp /proc/net/tcp6 2>/dev/null; fi; true")
 
     def process(self, output: list[str]) -> list[str]:
         return parse_port_owner(output)

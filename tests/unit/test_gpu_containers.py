@@ -146,3 +146,25 @@ def test_a_missing_tool_is_installed_when_apt_has_lists():
 
 def test_host_tools_default_state_is_unknown():
     assert HostToolsInfo().missing() == ["cmake", "c++", "make", "git"]
+
+
+def test_a_listener_is_seen_where_the_host_has_no_ss(tmp_path):
+    """The H200 box has no `ss` (no iproute2): the port check still sees a listener, from
+    the kernel's socket table, and refuses a port another process holds."""
+    import shutil
+    import socket
+    import subprocess
+
+    from beekeeper.facts.host import PortListeners, parse_port_owner
+
+    for tool in ("awk", "sh"):  # a PATH with what such a host has, and no ss
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run(["sh", "-c", PortListeners().command(port)], capture_output=True,
+                             text=True, env={"PATH": str(tmp_path)}).stdout.splitlines()
+    assert parse_port_owner(out) == ["?"]
+    with pytest.raises(BeekeeperError, match="port 8083 on the host is in use by '\\?'"):
+        run_deploy(POD_DATA, pod(PortListeners=["?"]))
