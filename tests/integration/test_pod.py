@@ -158,6 +158,16 @@ def test_beekeeper_rollback_returns_to_the_previous_program(deployed):
     assert back.rc == 0, back.out[-3000:]
 
 
+def test_a_service_marked_absent_goes_from_supervisord(pod, deployed):
+    run = pod_deploy("--data", "state=absent")
+    assert run.rc == 0, run.out[-3000:]
+    assert "removed service llm" in run.out
+    assert "beekeeper-llm" not in pod_exec(f"{CTL} status").stdout
+    assert pod_exec("ls /etc/beekeeper/supervisor/programs").stdout.split() == []
+    assert not healthy() and not server_pid()
+    assert pod_exec(f"sha256sum {MODEL}").stdout.split()[0] == pod["sha"]  # yours: stays
+
+
 def test_uninstall_leaves_the_box_as_it_was_found_and_the_users_model(pod, deployed):
     run = subprocess.run([str(BIN / "pyinfra"), "-y", INVENTORY, "uninstall.py"], cwd=ROOT,
                          capture_output=True, text=True)
