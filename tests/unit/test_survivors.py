@@ -294,3 +294,70 @@ def test_a_figure_whose_own_error_is_over_6_percent_cannot_judge():
     v = judge_decode(99.0, 100.0, 1024, spreads=[fig(0.0601)])
     assert v.status == "SKIP" and "over 6% cannot judge it" in v.detail
     assert judge_decode(99.0, 100.0, 1024, spreads=[fig(0.0599)]).status == "PASS"
+
+
+# --- facts/boot.py: Secure Boot and .wslconfig parsing ---------------------------------------
+
+def test_secure_boot_read_from_the_efivar_alone_says_enabled_in_the_refusal():
+    """Mutant: the line for a state mokutil did not give is "XXXX", not "": the refusal
+    then read "Secure Boot is on (XXXX)". No mokutil, the efivar's value byte 1."""
+    from beekeeper.facts.boot import parse_secure_boot
+    from beekeeper.tasks.driver_preflight import check_secure_boot
+
+    sb = parse_secure_boot(["efi=1", "mokutil=absent", "efivar=6 0 0 0 1"])
+    assert (sb.state, sb.line, sb.dkms_keys) == ("enabled", "", ())
+    with pytest.raises(PreflightError, match=r"^Secure Boot is on \(enabled\) and no DKMS"):
+        check_secure_boot(sb, "ubuntu")
+    assert parse_secure_boot(["efi=1", "mokutil=absent", "efivar=6 0 0 0 0"]).state == \
+        "disabled"
+    assert parse_secure_boot(["efi=1", "mokutil=absent"]).state == "unknown"  # unreadable
+
+
+def test_mokutil_without_efivarfs_is_a_bios_boot_whatever_sysfs_shows():
+    """Mutant: mokutil's "EFI variables are not supported" not read. Where /sys/firmware/efi
+    is there but efivarfs is not (efi=1), that answer alone says no Secure Boot; without it
+    the state was "unknown" (and preflight warned it could not tell)."""
+    from beekeeper.facts.boot import parse_secure_boot
+
+    sb = parse_secure_boot(["efi=1", "EFI variables are not supported on this system"])
+    assert (sb.state, sb.line) == ("bios", "EFI variables are not supported on this system")
+
+
+def test_the_wslconfig_parser_keeps_values_as_windows_users_write_them():
+    from beekeeper.facts.boot import parse_wsl_settings
+
+    got = parse_wsl_settings([
+        "wslversion=2.5.7", "distro=Ubuntu-24.04", "file=/mnt/c/Users/me/.wslconfig",
+        "[General]",                       # WSL reads section names in any case
+        "instanceIdleTimeout=-1#forever",  # a comment right after the value
+        "[WSL2]",
+        "memory=24GB # was 16GB=too small",  # '=' in a trailing comment
+        "vmIdleTimeout=",                  # no value: not set
+    ])
+    assert got.instance_idle_timeout == -1 and got.kept_alive
+    assert got.memory == "24GB"
+    assert got.vm_idle_timeout is None
+    assert (got.wsl_version, got.distro) == ("2.5.7", "Ubuntu-24.04")
+    # no wslinfo and no WSL_DISTRO_NAME (over SSH): both empty, not made up
+    bare = parse_wsl_settings(["wslversion=", "distro="])
+    assert (bare.wsl_version, bare.distro, bare.wslconfig) == ("", "", None)
+    assert parse_wsl_settings([]) == parse_wsl_settings(["wslversion=", "distro="])
+
+
+def test_the_wsl_settings_command_names_the_distro_wsl_sets(tmp_path):
+    """Mutants of the command's text (`ECHO`, `${wsl_distro_name:-}`): run by sh, with
+    WSL_DISTRO_NAME set as a WSL2 session has it and a wslinfo stand-in."""
+    from beekeeper.facts.boot import WslSettings
+
+    from .test_host_states import _stub, _tools
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "sed", "head", "od", "tr", "cat")
+    _stub(bin_, "wslinfo", "printf 2.5.7")
+    cmd = WslSettings().command().replace("/mnt/c/Users", str(tmp_path / "none"))
+    out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, timeout=30,
+                         env={"PATH": str(bin_), "HOME": "/nonexistent",
+                              "WSL_DISTRO_NAME": "Ubuntu-24.04"}).stdout.splitlines()
+    got = WslSettings().process(out)
+    assert (got.distro, got.wsl_version, got.wslconfig) == ("Ubuntu-24.04", "2.5.7", None)

@@ -1,0 +1,227 @@
+"""Mutation testing of the modules that decide things (mutmut; docs/testing.md, "Mutation
+testing").
+
+    .venv/bin/python scripts/mutation.py                  # configured modules this change touched
+    .venv/bin/python scripts/mutation.py facts/gpu.py     # named modules (checkout paths)
+    .venv/bin/python scripts/mutation.py --all            # every configured module
+    .venv/bin/python scripts/mutation.py --rev HEAD ...   # a commit, not the working tree
+    .venv/bin/python scripts/mutation.py --report         # the last results, nothing run
+
+"This change" is what `git diff --name-only BASE` (default HEAD: the uncommitted change) and
+the untracked files name. The modules are [tool.mutmut] only_mutate in pyproject.toml, spelled
+as installed (beekeeper/facts/gpu.py is the checkout's facts/gpu.py). mutmut imports the
+mutated copy by its installed name, so it runs in a copy of the tree laid out as site-packages
+(.cache/mutation/tree/: the checkout's files as they are, for the tests that read them by path,
+and src/beekeeper/ with facts, operations, tasks, verify and templates inside it, which mutmut
+mutates and puts first on sys.path). One copy for every module: mutmut's stats (which test
+calls which function, the fast tier run once under its tracer) are collected once and kept;
+a run then tests the named modules' mutants only (`mutmut run 'beekeeper.facts.gpu.*'`), each
+against the tests that call its function. Only files that changed are copied again, and new
+tests get their stats added. The working tree is never written.
+
+Runs under `nice` with one worker by default (`-j N` for more): the machine is shared. The
+score of a module is killed / (mutants - equivalent ones), the equivalent ones being those
+docs/testing.md lists between its mutation-equivalents markers, each with why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".cache" / "mutation"
+# the checkout's folders installed inside the package (pyproject.toml's package-dir)
+INSIDE = ("facts", "operations", "tasks", "verify", "templates")
+DOC = ROOT / "docs" / "testing.md"
+KILLED, SURVIVED, NO_TESTS, TIMEOUT = "killed", "survived", "no tests", "timeout"
+
+
+def installed_name(path: str) -> str:
+    """facts/gpu.py -> beekeeper/facts/gpu.py; beekeeper/core/x.py stays."""
+    top = path.split("/", 1)[0]
+    return f"beekeeper/{path}" if top in INSIDE else path
+
+
+def checkout_name(path: str) -> str:
+    parts = path.split("/")
+    return "/".join(parts[1:]) if len(parts) > 2 and parts[1] in INSIDE else path
+
+
+def configured() -> list[str]:
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    return list(conf["only_mutate"])
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def changed_modules(base: str) -> list[str]:
+    names = git("diff", "--name-only", base).split() + \
+        git("ls-files", "-o", "--exclude-standard").split()
+    wanted = set(configured())
+    return sorted({installed_name(n) for n in names} & wanted)
+
+
+def _files_of(rev: str | None) -> dict[str, bytes | Path]:
+    """Relative path -> the file (working tree) or its bytes (a commit)."""
+    if rev is None:
+        names = git("ls-files", "-co", "--exclude-standard", "-z").split("\0")
+        return {n: ROOT / n for n in names if n and (ROOT / n).is_file()}
+    out: dict[str, bytes | Path] = {}
+    for n in git("ls-tree", "-r", "--name-only", "-z", rev).split("\0"):
+        if n:
+            out[n] = subprocess.run(["git", "show", f"{rev}:{n}"], cwd=ROOT, check=True,
+                                    capture_output=True).stdout
+    return out
+
+
+def _put(src: bytes | Path, dest: Path) -> bool:
+    """Copy when the content differs (a file that did not change keeps its mtime, and so
+    mutmut's results for it). True when it was written."""
+    if dest.is_file() and (filecmp.cmp(src, dest, shallow=False) if isinstance(src, Path)
+                           else dest.read_bytes() == src):
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(src, Path):
+        shutil.copy2(src, dest)
+    else:
+        dest.write_bytes(src)
+    return True
+
+
+TREE = WORK / "tree"
+
+
+def glob_of(mod: str) -> str:
+    """mutmut's names of a module's mutants: beekeeper.facts.gpu.x_parse_...__mutmut_3."""
+    return mod[:-3].replace("/", ".") + ".*"
+
+
+def sync(files: dict[str, bytes | Path]) -> int:
+    """Lay out the copy (see the module's docstring); returns the files written."""
+    tree = TREE
+    want: dict[str, bytes | Path] = {}
+    for name, src in files.items():
+        want[name] = src
+        if name.split("/", 1)[0] in INSIDE:
+            want[f"src/beekeeper/{name}"] = src
+        elif name.startswith("beekeeper/"):
+            want[f"src/{name}"] = src
+    text = (ROOT / "pyproject.toml").read_text()  # the working tree's config, with --rev too
+    mods = ", ".join(f'"src/{m}"' for m in configured())
+    want["pyproject.toml"] = re.sub(r"(?ms)^only_mutate = \[.*?\]$",
+                                    f"only_mutate = [{mods}]", text).encode()
+    written = sum(_put(src, tree / name) for name, src in want.items())
+    keep = {tree / n for n in want}
+    for p in list(tree.rglob("*")):  # files gone from the checkout go from the copy
+        if p.is_file() and p not in keep and p.relative_to(tree).parts[0] != "mutants" \
+                and "__pycache__" not in p.parts:
+            p.unlink()
+    # the tests that run .venv/bin tools find the checkout's venv (not copied: a link)
+    for where in (tree, tree / "mutants"):
+        where.mkdir(parents=True, exist_ok=True)
+        link = where / ".venv"
+        if not link.exists():
+            link.symlink_to(ROOT / ".venv")
+    return written
+
+
+def equivalents() -> dict[str, str]:
+    """docs/testing.md's table of equivalent mutants: name -> why."""
+    text = DOC.read_text()
+    m = re.search(r"<!-- mutation-equivalents:begin -->(.*?)<!-- mutation-equivalents:end -->",
+                  text, re.S)
+    out = {}
+    for line in (m.group(1) if m else "").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`") and cells[0].endswith("`"):
+            out[cells[0].strip("`")] = cells[1]
+    return out
+
+
+def status(code: int | None) -> str:
+    if code is None:
+        return "not checked"
+    return {1: KILLED, 3: KILLED, 0: SURVIVED, 5: NO_TESTS, 33: NO_TESTS, 36: TIMEOUT,
+            24: TIMEOUT, -24: TIMEOUT, 152: TIMEOUT, 255: TIMEOUT}.get(code, "suspicious")
+
+
+def results(modules: list[str]) -> dict[str, dict[str, str]]:
+    """module -> {mutant name: status}, from mutmut's files in the copy."""
+    out: dict[str, dict[str, str]] = {}
+    for mod in modules:
+        meta = TREE / "mutants" / "src" / (mod + ".meta")
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.is_file() else {}
+        out[mod] = {k: status(v) for k, v in codes.items()}
+    return out
+
+
+def report(modules: list[str]) -> int:
+    """One line a module, then each survivor not listed as equivalent. Exit 1 when any is
+    left: a survivor is killed by a test or listed, with why, in docs/testing.md."""
+    eq = equivalents()
+    left = []
+    print(f"{'module':42} {'mutants':>7} {'killed':>6} {'equiv':>5} {'left':>4}  score")
+    for mod, found in results(modules).items():
+        killed = sum(s in (KILLED, TIMEOUT) for s in found.values())
+        equiv = sum(k in eq for k in found)
+        rest = [k for k, s in found.items() if s not in (KILLED, TIMEOUT) and k not in eq]
+        left += [(k, found[k]) for k in rest]
+        denom = len(found) - equiv
+        score = f"{100 * killed / denom:.1f}%" if denom else "-"
+        print(f"{checkout_name(mod):42} {len(found):7} {killed:6} {equiv:5} {len(rest):4}  "
+              f"{score}")
+    if left:
+        print(f"each one's diff: cd {TREE.relative_to(ROOT)} && ../../../.venv/bin/mutmut show "
+              "NAME")
+    for name, s in sorted(left):
+        print(f"  {s}: {name}")
+    return 1 if left else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("modules", nargs="*", help="checkout paths (facts/gpu.py)")
+    ap.add_argument("--all", action="store_true", help="every configured module")
+    ap.add_argument("--base", default="HEAD", help="what the change is against (git diff)")
+    ap.add_argument("--rev", help="mutate this commit, not the working tree")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="mutmut's workers (default 1)")
+    ap.add_argument("--report", action="store_true", help="print the last results only")
+    ap.add_argument("--fresh", action="store_true", help="start the copy and mutmut's cache anew")
+    a = ap.parse_args()
+    mods = configured() if a.all else [installed_name(m) for m in a.modules] \
+        if a.modules else changed_modules(a.base)
+    unknown = sorted(set(mods) - set(configured()))
+    if unknown:
+        print(f"not configured for mutation ([tool.mutmut] only_mutate): {unknown}")
+        return 2
+    if not mods:
+        print("no configured module changed (name one, or --all)")
+        return 0
+    if a.report:
+        return report(mods)
+    if a.fresh:
+        shutil.rmtree(TREE, ignore_errors=True)
+    print(f"[mutation] {sync(_files_of(a.rev))} files copied to {TREE.relative_to(ROOT)}; "
+          f"mutating {', '.join(checkout_name(m) for m in mods)}", flush=True)
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run",
+           "--max-children", str(a.jobs), *(glob_of(m) for m in mods)]
+    p = subprocess.run(cmd, cwd=TREE)
+    if p.returncode != 0:
+        print(f"[mutation] mutmut exited {p.returncode}")
+        return p.returncode
+    return report(mods)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
