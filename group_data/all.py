@@ -9,12 +9,14 @@ list the exported names in __all__.
 # Which profile to serve (`beekeeper profiles` lists them); the seed's production config.
 profile = "q8-turbo4-64k"
 
-# container: Docker image built on the host; native: built and run under systemd directly.
+# container: Docker image built on the host; native: built and run on the host directly
+# (under systemd, or the kit's supervisord where PID 1 is not systemd: GPU containers).
 mode = "container"
 
-# What runs the server container: "systemd" (a unit around `docker run`, the default) or
-# "compose" (/etc/beekeeper/<service>/compose.yaml, brought up and down by the unit; the
-# default with use_docker_desktop = True). README: "Choosing a runtime".
+# What runs the server: "systemd" (a unit around `docker run`, the default), "compose"
+# (/etc/beekeeper/<service>/compose.yaml, brought up and down by the unit; the default with
+# use_docker_desktop = True) or "supervisor" (native mode, the default where PID 1 is not
+# systemd). docs/runtimes.md; GPU containers: docs/gpu-containers.md.
 # runtime = "compose"
 
 # The server listens here on the host. Any non-loopback address needs api_key_file.
@@ -30,7 +32,11 @@ source = {
     "ref": "ba1fdce591f5a845cdbf6642767ecc1f8238519d",
 }
 
-# CUDA release of the image; the host driver must be >= 580 for CUDA 13.
+# CUDA release the server is built for. The driver it needs (README, "From clone to a first
+# chat reply"; docs/gpu-hosts.md): container mode on a GeForce card, one that reports CUDA
+# 13.2 (Linux 595+, or the Windows driver under WSL2); a datacenter card, 595+ or the 535,
+# 570, 580 or 590 branch; native mode, 580+. An older one is refused with the way out
+# (upgrade_driver, or cuda_follows_driver where the kit has an image for its CUDA).
 cuda_version = "13.2.1"
 
 # Peak VRAM the profile may use, GiB (the seed's goal: room for other models).

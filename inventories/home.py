@@ -9,7 +9,9 @@ that is like your box, put in its address, keep what applies, run
 
 Or name your hosts without editing the file: BEEKEEPER_HOSTS="gpu-box.lan,other.lan" (comma
 separated; each then gets the group defaults only, so the examples' settings do not apply
-to them).
+to them). On the GPU box itself (WSL2, or a GPU container), no SSH:
+
+    BEEKEEPER_HOSTS=@local pyinfra inventories/home.py deploy.py --sudo
 
 Defaults for every key are in group_data/all.py; anything here overrides them per host.
 """
@@ -19,8 +21,8 @@ import sys
 
 gpu_boxes: list[tuple[str, dict]] = [
     # The reference box: Windows 11 + WSL2 Ubuntu, RTX 4090, Windows driver 596.21.
-    # From Windows' side, reach WSL over SSH (enable sshd in the distro), or run pyinfra
-    # inside WSL itself with "@local" as the host name instead.
+    # Simplest: run the kit inside WSL itself with pyinfra's @local (no SSH, no edit here:
+    # see BEEKEEPER_HOSTS above). Or reach WSL over SSH (enable sshd in the distro):
     # WSL stops an idle distro, and the server with it (docs/hosts-as-you-find-them.md).
     # Uncomment:
     # (
@@ -35,8 +37,12 @@ gpu_boxes: list[tuple[str, dict]] = [
     # ),
     # A native Linux box with an RTX 3090: the kit installs the driver where there is none
     # (Linux only; with Secure Boot on, only once DKMS's key is enrolled). A driver older
-    # than cuda_version needs is refused unless "upgrade_driver": True (replace it with the
-    # pinned branch) or "cuda_follows_driver": True (an image for the CUDA it runs). Uncomment:
+    # than cuda_version needs (a GeForce card in container mode: one reporting CUDA 13.2,
+    # branch 595+) is refused unless "upgrade_driver": True (replace it with the pinned
+    # branch) or "cuda_follows_driver": True (an image for the CUDA it runs: drivers that
+    # report 12.8, 12.9 or 13.0; Ubuntu's 550 reports 12.4, for which the kit has none, so
+    # there only upgrade_driver). verify reads this box's port 8084 from what was deployed.
+    # Uncomment:
     # (
     #     "linux-3090.lan",
     #     {
@@ -59,7 +65,7 @@ if not gpu_boxes:
              "box (WSL2 or native Linux) and put in its address, or set "
              "BEEKEEPER_HOSTS=\"gpu-box.lan\"")
 
-# One OpenAI endpoint for both boxes (README, "the gateway"): give one host the gateway role,
+# One OpenAI endpoint for both boxes (docs/gateway.md): give one host the gateway role,
 #     "gateway": {"port": 4000, "api_key_file": "keys/gateway.key"},
 # and let it reach the others' services: each binds a private address with a key
 # ("bind_address": "10.0.0.12", "api_key_file": "keys/backend.key"), or stays on loopback

@@ -8,7 +8,7 @@ Why these factors (the report repeats them):
   one SSE event per token. On the H200 runs the client's decode rate and the server's own
   predicted_per_second agree within 0.1% (benchmarks/h200: 1.0003 to 1.0011), so streaming
   costs nothing measurable there. On the CPU sandbox (2 cores, gemma-3-270m) the served rate
-  was measured against llama-bench's (README, "How verify judges"); a server with fewer
+  was measured against llama-bench's (docs/verify.md, "The rules"); a server with fewer
   threads, layers off the GPU or other KV types falls well below 0.95.
 - CPU_SAMPLER_MS 2.0: llama-bench's decode loop samples nothing, so a GPU server that samples
   on the CPU (every profile without backend sampling) pays a per-token cost the baseline
