@@ -285,14 +285,24 @@ def test_with_no_driver_a_pre_turing_card_is_told_by_its_pci_id_before_any_chang
     # an RTX 4090 (AD102, 10de:2684)
     ada = _sysfs_listing(tmp_path / "b", {"0000:01:00.0": ("0x10de", "0x030000", "0x2684")})
     assert pci_facts(ada) == {"PciNvidiaGpus": 1, "PciNvidiaDevices": (0x2684,)}
-    with pytest.raises(PreflightError, match=r"PCI id 10de:1b80\) is older than Turing .*"
-                                             r"set driver_flavour = 'proprietary'"):
+    # the refusal names the card by its PCI id and the whole way that works (CUDA 13 and
+    # the branches after 580 dropped Pascal), before any change
+    refusal = (r"PCI id 10de:1b80\) is older than Turing \(ids below 10de:1e00\): Maxwell, "
+               r"Pascal or Volta, which CUDA 13 dropped .*fix: set driver_flavour = "
+               r"'proprietary', cuda_version = '12\.9\.1' and driver_branch = 580")
+    with pytest.raises(PreflightError, match=refusal):
         run_deploy(DEFAULTS, facts(**{**NO_DRIVER, "PciListing": pascal}))
-    install = "Install the NVIDIA driver, branch 595"
-    assert f"{install} (cuda-drivers)" in names(run_deploy(
-        {**DEFAULTS, "driver_flavour": "proprietary"},
-        facts(**{**NO_DRIVER, "PciListing": pascal})))
-    assert f"{install} (nvidia-open)" in names(run_deploy(
+    # the proprietary flavour alone, under CUDA 13, is the dead end: refused the same way
+    with pytest.raises(PreflightError, match=refusal):
+        run_deploy({**DEFAULTS, "driver_flavour": "proprietary"},
+                   facts(**{**NO_DRIVER, "PciListing": pascal}))
+    # what the refusal offers deploys: branch 580's proprietary driver, CUDA 12.9.1
+    old_card = {"driver_flavour": "proprietary", "cuda_version": "12.9.1", "driver_branch": 580}
+    steps = names(run_deploy({**DEFAULTS, **old_card},
+                             facts(**{**NO_DRIVER, "PciListing": pascal})))
+    assert "Install the NVIDIA driver, branch 580 (cuda-drivers)" in steps
+    assert not any("branch 595" in s for s in steps)
+    assert "Install the NVIDIA driver, branch 595 (nvidia-open)" in names(run_deploy(
         DEFAULTS, facts(**{**NO_DRIVER, "PciListing": ada})))
 
 
