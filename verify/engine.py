@@ -53,7 +53,7 @@ from beekeeper.core.profiles import Profile
 from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root, ssh_as_root
 from beekeeper.core.supervisor import SUPERVISORCTL, control
 
-from .settle import LOAD_SNAPSHOT, SETTLE_BUDGET_S, HostLoad, Round, Rule, parse_snapshots, settle
+from .settle import SETTLE_BUDGET_S, SNAPSHOT_SH, HostLoad, Round, Rule, parse_snapshots, settle
 
 BENCH_REPS = 3
 # WSL2 keeps nvidia-smi here, on the PATH of an interactive login only: root through sudo
@@ -384,9 +384,11 @@ def host_gpus(shell: Shell) -> list[tuple[str, float]]:
     return out
 
 
-# llama-bench run by a shell that then prints its own CPU time (POSIX `times`: the shell's,
-# then its children's), so the host's load over the run leaves llama-bench's own out
-TIMED = '"$0" "$@"; rc=$?; echo beekeeper-cpu >&2; times >&2; exit $rc'
+# llama-bench run by a shell that reads the host's CPU counters just before and after it and
+# then prints its own CPU time (POSIX `times`: the shell's, then its children's), so the
+# host's load over the run leaves llama-bench's own out (and, in a container, docker's start)
+TIMED = (f'{{ {SNAPSHOT_SH}; }} >&2; "$0" "$@"; rc=$?; {{ {SNAPSHOT_SH}; }} >&2; '
+         'echo beekeeper-cpu >&2; times >&2; exit $rc')
 _TIMES_RE = re.compile(r"^beekeeper-cpu\n[^\n]*\n(\d+)m([\d.]+)s (\d+)m([\d.]+)s", re.M)
 
 
@@ -420,9 +422,8 @@ class BenchRun:
 
 def _bench_once(engine: Engine, args: list[str], timeout_s: float) -> BenchRun:
     line = " ".join(shlex.quote(a) for a in [*timed(engine.prefix), *args])
-    script = f"{{ {LOAD_SNAPSHOT}; }} >&2\n{line}\nrc=$?\n{{ {LOAD_SNAPSHOT}; }} >&2\nexit $rc"
     t0 = time.monotonic()
-    p = engine.shell.run(script, timeout_s=timeout_s)
+    p = engine.shell.run(line, timeout_s=timeout_s)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         raise EngineRunFailed(f"llama-bench exit {p.returncode}: "

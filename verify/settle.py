@@ -55,6 +55,13 @@ LOAD_SNAPSHOT = (
     "&& m=$((m + f[13] + f[14]));; esac; done; "
     "echo \"beekeeper-load $((u+n+s+q+sq+st)) $((u+n+s+i+w+q+sq+st)) "
     "$(getconf CLK_TCK 2>/dev/null || echo 100) $(grep -c '^cpu[0-9]' /proc/stat) $m\"")
+# the same reading in POSIX sh without the process scan (measured: 0), for inside the image
+# beside llama-bench (dash, no bash), where llama-bench's own CPU time comes from `times`:
+# read there, it leaves out `docker run`'s start and teardown, which are not the host's load
+SNAPSHOT_SH = (
+    "read -r _ u n s i w q sq st _ < /proc/stat; "
+    "echo \"beekeeper-load $((u+n+s+q+sq+st)) $((u+n+s+i+w+q+sq+st)) "
+    "$(getconf CLK_TCK 2>/dev/null || echo 100) $(grep -c '^cpu[0-9]' /proc/stat) 0\"")
 
 
 @dataclass(frozen=True)

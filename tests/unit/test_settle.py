@@ -159,8 +159,9 @@ def test_the_host_load_reading_sees_a_busy_loop_and_leaves_the_measured_programs
 
 
 def test_llama_benchs_own_cpu_time_is_read_from_its_shells_times(tmp_path):
-    """`timed()` runs the binary under `sh -c TIMED`; bench_cpu_s reads the CPU time of the
-    children from `times`: a program that burns 0.5 s of CPU is read as about that."""
+    """`timed()` runs the binary under `sh -c TIMED` (POSIX sh: the image's is dash); bench_cpu_s
+    reads the CPU time of the children from `times`: a program that burns 0.5 s of CPU is read
+    as about that, and the host's CPU counters are read around it."""
     import sys
 
     prog = tmp_path / "burn"
@@ -173,6 +174,11 @@ def test_llama_benchs_own_cpu_time_is_read_from_its_shells_times(tmp_path):
     assert p.returncode == 0 and p.stdout.strip() == "[]"
     cpu = bench_cpu_s(p.stderr)
     assert cpu is not None and 0.45 <= cpu <= 1.5, p.stderr
+    # the host's counters read by the same POSIX shell just before and after the program
+    snaps = parse_snapshots(p.stderr)
+    assert len(snaps) == 2 and snaps[1].busy - snaps[0].busy >= 0.3 * snaps[0].hz, p.stderr
+    load = HostLoad.between(snaps[0], snaps[1], cpu)
+    assert load is not None and load.capacity_s > 0 and load.cpus >= 1
     docker = timed(["docker", "run", "--rm", "--entrypoint", "/usr/local/bin/llama-bench",
                     "img:tag"])
     assert docker == ["docker", "run", "--rm", "--entrypoint", "/bin/sh", "img:tag", "-c",
