@@ -242,6 +242,10 @@ def _plan(args: argparse.Namespace) -> int:
         return 2
     profile = PROFILES[args.profile]
     gguf = Path(args.gguf) if args.gguf else None
+    if gguf is not None and not gguf.is_file():
+        print(f"beekeeper plan: --gguf {args.gguf}: no such file (give the model's .gguf on "
+              "this machine)", file=sys.stderr)
+        return 2
     budget_gib = _budget(args)
     try:
         pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel,
@@ -282,7 +286,8 @@ def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str] | None:
         return ssh_options(load_state()), "sandbox"
     if args.ssh:
         return shlex.split(args.ssh), args.ssh.split()[-1]
-    print("give --sandbox, or --ssh 'ARGS' that reach the host", file=sys.stderr)
+    print(f"beekeeper {args.cmd}: give --sandbox, or --ssh 'ARGS' that reach the host",
+          file=sys.stderr)
     return None
 
 
@@ -299,7 +304,8 @@ def _matrix(args: argparse.Namespace) -> int:
     elif args.inventory and args.host:
         inventory, host = args.inventory, args.host
     else:
-        print("without --sandbox, give --inventory and --host too", file=sys.stderr)
+        print("beekeeper matrix: without --sandbox, give --inventory and --host too",
+              file=sys.stderr)
         return 2
     p = subprocess.run(ssh_as_root(ssh, "cat " + shlex.quote(ServicePaths(args.service).manifest)),
                        capture_output=True, text=True)

@@ -34,6 +34,9 @@ def run(*argv: str, **kw) -> subprocess.CompletedProcess:
     (["profiles", "--card", "RTX 9999"], "--card 'RTX 9999': not a card the kit knows"),
     (["profiles", "--budget-gib", "ten"], "invalid float value"),
     (["nosuch"], "invalid choice"),
+    (["plan", "--profile", "cpu-tiny", "--gguf", "/no/such.gguf"], "--gguf /no/such.gguf: no"),
+    (["matrix", "--profiles", "cpu-tiny"], "give --sandbox, or --ssh"),
+    (["report", "/no/such", "/no/such2"], "not a readable report.json"),
 ])
 def test_a_usage_error_is_one_line_and_exit_2(argv, says):
     p = run(*argv)
