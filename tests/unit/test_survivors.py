@@ -361,3 +361,135 @@ def test_the_wsl_settings_command_names_the_distro_wsl_sets(tmp_path):
                               "WSL_DISTRO_NAME": "Ubuntu-24.04"}).stdout.splitlines()
     got = WslSettings().process(out)
     assert (got.distro, got.wsl_version, got.wslconfig) == ("Ubuntu-24.04", "2.5.7", None)
+
+
+# --- facts/gpu.py: the commands run by sh, and their parsers on what the commands print ----
+
+def _sh(command: str, path: Path, **env: str) -> list[str]:
+    out = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=30,
+                         env={"PATH": str(path), "HOME": "/nonexistent", **env})
+    return out.stdout.splitlines()
+
+
+# `nvidia-smi` as the H200 box's driver 580 answers the three calls GpuInfo makes (its query
+# line, the banner's CUDA Version, -q's Product Brand), typed from that box's output
+H200_SMI = r"""case "$*" in
+  --query-gpu=*) echo 'NVIDIA H200, 580.95.05, 9.0, 143771' ;;
+  -q) printf '    Product Name                          : NVIDIA H200\n'
+      printf '    Product Brand                         : NVIDIA\n' ;;
+  '') echo '| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0     |' ;;
+esac"""
+
+
+def test_the_gpu_fact_reads_what_nvidia_smi_prints(tmp_path):
+    """GpuInfo's command had no test (the canned facts stand in for it): run by sh with an
+    nvidia-smi stand-in answering as the H200's driver does, then without one."""
+    from beekeeper.facts.gpu import GpuCard, GpuInfo, NvidiaSmiInfo
+
+    from .test_host_states import _stub, _tools
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "sed", "grep", "ls")
+    _stub(bin_, "nvidia-smi", H200_SMI)
+    got = GpuInfo().process(_sh(GpuInfo().command(), bin_))
+    assert got == NvidiaSmiInfo(
+        path=f"{bin_}/nvidia-smi", cuda_version="13.0", driver_version="580.95.05",
+        driver_branch=580, brand="NVIDIA",
+        gpus=(GpuCard(name="NVIDIA H200", driver_version="580.95.05", compute_cap="9.0",
+                      memory_total_mib=143771),))
+    (bin_ / "nvidia-smi").unlink()
+    assert GpuInfo().process(_sh(GpuInfo().command(), bin_)) is None  # no driver
+
+
+def test_the_nvidia_smi_parser_on_odd_output():
+    from beekeeper.facts.gpu import NvidiaSmiInfo, parse_nvidia_smi
+
+    # a driver with no GPU to list ("No devices were found" goes to stderr)
+    assert parse_nvidia_smi(["path=/usr/bin/nvidia-smi"]) == NvidiaSmiInfo(
+        path="/usr/bin/nvidia-smi")
+    got = parse_nvidia_smi([
+        "path=/usr/bin/nvidia-smi",
+        "gpu=NVIDIA GeForce RTX 4090, 580.95.05",                   # cut short: skipped
+        "gpu=NVIDIA GeForce RTX 4090, 580.95.05, 8.9, [N/A]",        # memory not reported
+        "gpu=NVIDIA GeForce RTX 3090, 580.95.05, 8.6, 24576.0",
+        "CUDA Version: 13.0"])
+    assert [(c.name, c.memory_total_mib) for c in got.gpus] == [
+        ("NVIDIA GeForce RTX 4090", None), ("NVIDIA GeForce RTX 3090", 24576)]
+    assert (got.cuda_version, got.driver_branch, got.brand) == ("13.0", 580, None)
+
+
+def test_the_driver_packages_fact_reads_dpkg(tmp_path):
+    """LinuxDriverPackages had no test: its command on real dpkg-query over a status file,
+    and its parser on the states dpkg prints."""
+    from beekeeper.facts.gpu import LinuxDriverPackages, parse_driver_packages
+
+    from .harness import require_tools
+    from .test_gpu_hosts import DPKG_STATUS
+
+    require_tools("dpkg-query", "grep", why="Debian's dpkg")
+    (tmp_path / "updates").mkdir()
+    (tmp_path / "status").write_text(DPKG_STATUS)
+    fact = LinuxDriverPackages()
+    cmd = fact.command().replace("dpkg-query -W", f"dpkg-query --admindir={tmp_path} -W")
+    out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, check=True)
+    # both architectures' copies of the library; held or not; never the Container Toolkit
+    assert fact.process(out.stdout.splitlines()) == [
+        "libcuda1", "libnvidia-compute-580", "libnvidia-compute-580", "nvidia-dkms-580-open"]
+    assert parse_driver_packages([
+        "nvidia-driver-580-open install ok installed",
+        "nvidia-dkms-580-open hold ok installed",
+        "nvidia-utils-580 deinstall ok config-files",   # removed, its conffiles left
+        "libnvidia-gl-580 unknown ok not-installed",
+        "nvidia-container-toolkit install ok installed",  # not the driver
+        "cuda-drivers-580",                               # no status: not a dpkg line
+        "firmware-nvidia-gsp install ok installed"]) == [
+        "firmware-nvidia-gsp", "nvidia-dkms-580-open", "nvidia-driver-580-open"]
+    assert fact.default() == [] and parse_driver_packages([]) == []
+
+
+def test_the_kernel_module_fact_reads_the_module_and_the_boot_time(tmp_path):
+    """NvidiaKernelModule had no test: its command by sh, modinfo a stand-in naming a module
+    file written now (after this machine booted), /proc/stat the real one."""
+    from beekeeper.facts.gpu import NvidiaKernelModule, NvidiaModuleInfo
+
+    from .test_host_states import _stub, _tools
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "stat", "awk", "find", "uname", "head")
+    module = tmp_path / "nvidia.ko.zst"
+    module.write_bytes(b"\0")
+    _stub(bin_, "modinfo", f'[ "$*" = "-n nvidia" ] && echo {module}')
+    got = NvidiaKernelModule().process(_sh(NvidiaKernelModule().command(), bin_))
+    assert got == NvidiaModuleInfo(path=str(module), loaded=Path("/sys/module/nvidia").is_dir(),
+                                   since_boot=True)
+    (bin_ / "modinfo").unlink()  # no modinfo, and find finds none for this kernel
+    if not list(Path("/lib/modules").glob("*/**/nvidia.ko*")):
+        assert NvidiaKernelModule().process(
+            _sh(NvidiaKernelModule().command(), bin_)).path is None
+
+
+def test_the_kernel_module_parser_on_partial_output():
+    from beekeeper.facts.gpu import NvidiaModuleInfo, parse_nvidia_module
+
+    ko = "/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst"
+    assert parse_nvidia_module([]) == NvidiaModuleInfo()  # the command printed nothing
+    assert parse_nvidia_module(["module=", "btime=1700000000"]) == NvidiaModuleInfo()
+    # stat failed (no mtime), or /proc/stat unread (no btime): not "since the boot"
+    assert parse_nvidia_module([f"module={ko}", "btime=1700000000"]) == \
+        NvidiaModuleInfo(path=ko)
+    assert parse_nvidia_module([f"module={ko}", "mtime=1700000000"]) == \
+        NvidiaModuleInfo(path=ko)
+    # a module file as old as the boot was there when the kernel booted
+    assert not parse_nvidia_module([f"module={ko}", "mtime=1700000000",
+                                    "btime=1700000000"]).since_boot
+    assert parse_nvidia_module([f"module={ko}", "mtime=1700000001", "btime=1700000000",
+                                "loaded=1"]) == NvidiaModuleInfo(ko, True, True)
+
+
+def test_no_pci_output_is_no_gpu():
+    from beekeeper.facts.gpu import PciNvidiaDevices, PciNvidiaGpus
+
+    # what pyinfra gives when the command fails (no sysfs: a container without /sys/bus/pci)
+    assert PciNvidiaGpus.default() == 0 and PciNvidiaDevices.default() == ()
