@@ -332,6 +332,8 @@ def test_the_wslconfig_parser_keeps_values_as_windows_users_write_them():
         "instanceIdleTimeout=-1#forever",  # a comment right after the value
         "[WSL2]",
         "memory=24GB # was 16GB=too small",  # '=' in a trailing comment
+        "memory",                          # a line WSL does not read: no value, unset nothing
+        "#memory=4GB", ";swap=0",          # comments
         "vmIdleTimeout=",                  # no value: not set
     ])
     assert got.instance_idle_timeout == -1 and got.kept_alive
