@@ -192,7 +192,7 @@ def driver_installed(package: str, after_purge: bool = False):
 
 
 @operation()
-def driver_installable(packages: list[str], branch: int, replacing: bool = False):
+def driver_installable(packages: list[str], branch: int, older: str, replacing: bool = False):
     """
     Debian 12: ask apt, without installing anything, whether NVIDIA's driver packages can
     be installed with the dkms Debian 12 ships (3.0.10; bookworm-backports has none); newer
@@ -202,6 +202,8 @@ def driver_installable(packages: list[str], branch: int, replacing: bool = False
 
     + packages: the pinning and driver meta-packages
     + branch: the branch they lock to
+    + older: the way with an older branch, as preflight's rule allows it for cuda_version
+      (tasks/driver_preflight.older_branch_advice: never a branch below 580 for CUDA 13)
     + replacing: the driver installed now is purged first (upgrade_driver): apt is asked
       with its packages removed, as they will be, not beside them (Debian's nvidia-driver
       535 needs its own libcuda1 and would make any other branch look uninstallable)
@@ -211,8 +213,8 @@ def driver_installable(packages: list[str], branch: int, replacing: bool = False
         return
     fix = (f"beekeeper: NVIDIA's branch {branch} driver packages cannot be installed on "
            "Debian 12 (apt says why above; the dkms Debian 12 ships is 3.0.10 and "
-           "bookworm-backports has no newer one): set driver_branch to an older branch that "
-           "runs cuda_version, or use Debian 13, or install the driver yourself; the driver and "
+           f"bookworm-backports has no newer one): {older}; or use Debian 13, or install the "
+           "driver yourself; the driver and "
            "the boot were not touched (NVIDIA's repository and Debian's contrib area were "
            "added, and Docker's engine where the host had none)")
     yield StringCommand(installable_command(packages[0], packages[1:], fix,

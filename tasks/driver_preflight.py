@@ -7,13 +7,15 @@ key). Called from tasks/preflight.py before any change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyinfra import host
 
 from beekeeper.core import cudacompat
 from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
 from beekeeper.core.config import HostConfig
+from beekeeper.core.cudacompat import spell
+from beekeeper.core.distro import backports_suite, headers_meta, image_meta, series
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.boot import SecureBoot, SecureBootInfo
 from beekeeper.facts.gpu import (
@@ -25,7 +27,7 @@ from beekeeper.facts.gpu import (
     PciNvidiaDevices,
     PciNvidiaGpus,
 )
-from beekeeper.facts.host import WslInfo
+from beekeeper.facts.host import AptPolicy, AptPolicyInfo, OsRelease, WslInfo
 
 from .say import warn
 
@@ -58,7 +60,55 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
     plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
     if plan.action == "upgrade":
         check_secure_boot(host.get_fact(SecureBoot), os_id)
+    if plan.action in ("install", "upgrade"):  # the kit installs the kernel headers
+        os_release = host.get_fact(OsRelease).as_mapping()
+        meta = headers_meta(os_release, wsl.kernel_release)
+        if meta:
+            check_kernel_headers(
+                os_release, wsl.kernel_release, meta,
+                host.get_fact(AptPolicy, package=f"linux-headers-{wsl.kernel_release}"),
+                host.get_fact(AptPolicy, package=meta))
     return DriverPlan(pci=pci, action=plan.action, cuda_version=plan.cuda_version)
+
+
+def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
+                         own: AptPolicyInfo, follow: AptPolicyInfo) -> None:
+    """Before the kit installs a driver, the kernel headers it installs beside it can be had,
+    from apt's lists as they are (no apt update before any change):
+
+    - a Debian backports kernel (6.12 on Debian 12): the release's headers meta-package
+      (`linux-headers-amd64`) follows the release's own kernel series, as a meta-package of
+      each kernel flavour depends on the headers of its suite's current ABI (Debian wiki,
+      DebianKernelABIChanges), and apt prefers the release's (priority 500) over backports'
+      (100); DKMS would get 6.1 headers, and none for the next backports kernel, so the module
+      would not load after the next kernel update. Passes once the meta-package installed
+      is of the running kernel's series (installed from backports, it follows backports);
+    - the running kernel's own headers (`linux-headers-$(uname -r)`) installed or offered:
+      a suite carries its current kernel only, and a new ABI renames the packages, so an
+      older running kernel's headers are gone from the archive and the headers step would
+      stop mid-deploy. Judged only where apt's lists offer the meta-package (lists that
+      know the distro's kernels), so a host without lists is not refused by this rule.
+    """
+    suite = backports_suite(os_release, kernel)
+    installed = series(follow.installed)
+    if suite and installed != series(kernel):
+        have = follow.installed or follow.candidate
+        brings = f" ({meta} {have} is the {spell(series(have) or (0, 0))} series')" \
+            if series(have) else ""
+        raise PreflightError(
+            f"the running kernel {kernel} is a {suite} kernel, and Debian "
+            f"{os_release.get('version_id')}'s {meta} follows its own kernels{brings}: DKMS "
+            "would build the NVIDIA module for no later backports kernel, and after the next "
+            f"kernel update it would not load; fix: `sudo apt install -t {suite} {meta}` "
+            f"(with {suite} in apt's sources), then deploy again")
+    if own.installed is None and own.candidate is None and follow.candidate:
+        raise PreflightError(
+            f"the running kernel {kernel} has no headers apt can install (linux-headers-"
+            f"{kernel}: no candidate; the archive carries its current kernel ABI only, and "
+            f"{meta} brings {follow.candidate}), so DKMS cannot build the NVIDIA module for "
+            f"it; fix: `sudo apt update && sudo apt install {image_meta(meta)}`, reboot into "
+            "the kernel it brings, then deploy again (the kit installs `linux-headers-$(uname "
+            "-r)`)")
 
 
 def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
@@ -210,6 +260,30 @@ def driver_branch_to_install(cfg: HostConfig) -> int:
             f"but cuda_version is {cfg.cuda_version} (the image asks cuda>="
             f"{cudacompat.spell(mm)}): set driver_branch = {shipped or floor} or remove it")
     return branch
+
+
+def older_branch_advice(cfg: HostConfig, branch: int) -> str:
+    """What Debian 12's dkms stop offers when `branch` cannot be installed: an older branch
+    the kit knows that still runs cuda_version here (driver_branch_to_install's own rule, so
+    the advice is never a branch it would refuse: for CUDA 13 none below 580), else CUDA
+    13.0 on branch 580 where the CUDA 13 major allows it, else no older branch."""
+    def runs(b: int, c: HostConfig) -> bool:
+        try:
+            return driver_branch_to_install(replace(c, driver_branch=b)) == b
+        except PreflightError:
+            return False
+
+    known = sorted(set(cudacompat.TOOLKIT_DRIVER_BRANCH.values()), reverse=True)
+    older = [b for b in known if b < branch and runs(b, cfg)]
+    if older:
+        return (f"set driver_branch = {older[0]} (an older branch that still runs CUDA "
+                f"{cfg.cuda_version} in {cfg.mode} mode)")
+    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+    release = cudacompat.newest_release(cudacompat.cuda_of_branch(floor) or (0, 0))
+    if release and floor < branch and runs(floor, replace(cfg, cuda_version=release)):
+        return (f"no older branch runs CUDA {cfg.cuda_version} in {cfg.mode} mode: set "
+                f"cuda_version = '{release}' and driver_branch = {floor} (its branch)")
+    return f"no older branch the kit knows runs CUDA {cfg.cuda_version} in {cfg.mode} mode"
 
 
 def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | None:

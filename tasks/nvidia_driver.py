@@ -32,7 +32,7 @@ from beekeeper.operations import apt_sources, nvidia
 from beekeeper.operations.apt import missing_packages
 
 from . import nvidia_repos
-from .driver_preflight import driver_branch_to_install
+from .driver_preflight import driver_branch_to_install, older_branch_advice
 
 
 def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
@@ -58,7 +58,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     headers += [meta] if meta else []
     upgrade = facts.driver_action == "upgrade"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
-    ops += _debian_steps(facts, [pinning, driver], branch, upgrade)
+    ops += _debian_steps(facts, [pinning, driver], branch, upgrade,
+                         older_branch_advice(cfg, branch))
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
                   src=io.StringIO("blacklist nouveau\noptions nouveau modeset=0\n"),
@@ -84,7 +85,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
 
 
 def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
-                  upgrade: bool) -> list[OperationMeta]:
+                  upgrade: bool, older: str) -> list[OperationMeta]:
     """Debian: the contrib archive area (NVIDIA's Debian steps); Debian 12: apt's answer to
     whether the driver packages can be installed with its dkms.
 
@@ -104,7 +105,7 @@ def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
     if facts.os.version_id == "12":
         ops.append(nvidia.driver_installable(
             name="Check that Debian 12's dkms can take the driver packages",
-            packages=packages, branch=branch, replacing=upgrade))
+            packages=packages, branch=branch, replacing=upgrade, older=older))
     return ops
 
 

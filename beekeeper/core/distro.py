@@ -5,6 +5,7 @@ the NVIDIA CUDA repository that serves it. Pure functions of /etc/os-release fac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 
@@ -78,8 +79,6 @@ def headers_meta(os_release: Mapping[str, str], kernel_release: str) -> str | No
     - Ubuntu `linux-headers-generic` for `6.8.0-45-generic` on 24.04 (`-aws`, `-gcp`... for
       cloud kernels), `linux-headers-generic-hwe-22.04` for the HWE kernel `6.8.0-45-generic`
       on 22.04."""
-    import re
-
     m = re.match(r"^(\d+)\.(\d+)\.\d+(?:-\d+(?:\.\d+)*|\+[a-z0-9~.]+)-([a-z][a-z0-9-]*)$",
                  kernel_release)
     os_id = os_release.get("id")
@@ -92,6 +91,46 @@ def headers_meta(os_release: Mapping[str, str], kernel_release: str) -> str | No
             and (int(m.group(1)), int(m.group(2))) > ga):
         return f"linux-headers-generic-hwe-{version}"
     return f"linux-headers-{flavour}"
+
+
+# Debian's own kernel series in each release (bookworm: linux 6.1, trixie: linux 6.12) and
+# its codename: a newer series on that release is a backports kernel, named `6.12.x+bpo-amd64`
+# on bookworm-backports, `+deb12` from 2025 on (the kernel team's "Generate unique ABI names"
+# change, kernel-team/linux merge request 1524)
+DEBIAN_KERNEL: dict[str, tuple[tuple[int, int], str]] = {
+    "12": ((6, 1), "bookworm"), "13": ((6, 12), "trixie")}
+_SERIES = re.compile(r"^(\d+)\.(\d+)")
+
+
+def series(version: str | None) -> tuple[int, int] | None:
+    """The upstream major.minor a kernel release or a kernel package version starts with:
+    '6.12.48+bpo-amd64' and '6.12.48-1~bpo12+1' -> (6, 12); None for anything else."""
+    m = _SERIES.match(version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def debian_kernel(kernel_release: str) -> bool:
+    """A kernel release as Debian's kernel packages name it: its flavour is the architecture
+    (`6.1.0-18-amd64`, `6.12.48+bpo-cloud-amd64`, `6.12.57+deb13-rt-arm64`)."""
+    return re.match(r"^\d+\.\d+\.\d+\S*-(?:(?:cloud|rt)-)?(?:amd64|arm64)$",
+                    kernel_release) is not None
+
+
+def backports_suite(os_release: Mapping[str, str], kernel_release: str) -> str | None:
+    """The backports suite a Debian kernel of a newer series than its release's own comes
+    from (`bookworm-backports` for 6.12 on Debian 12), else None."""
+    own = DEBIAN_KERNEL.get(os_release.get("version_id", ""))
+    running = series(kernel_release)
+    if (os_release.get("id") != "debian" or own is None or running is None
+            or not debian_kernel(kernel_release) or running <= own[0]):
+        return None
+    return f"{own[1]}-backports"
+
+
+def image_meta(headers: str) -> str:
+    """The kernel image meta-package beside a headers one: linux-headers-amd64 ->
+    linux-image-amd64, linux-headers-generic-hwe-22.04 -> linux-image-generic-hwe-22.04."""
+    return headers.replace("linux-headers-", "linux-image-", 1)
 
 
 def driver_package(flavour: str) -> str:
