@@ -418,11 +418,14 @@ def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
     version = f" (this WSL: {s.wsl_version})" if s.wsl_version else ""
     distro = s.distro or "<the distro `wsl.exe -l -v` lists>"
     warn("WSL2 stops this distro, and the server with it, seconds after its last terminal "
-         "closes (systemd services do not keep it up: microsoft/WSL#9667, by design); on "
-         "Windows add `instanceIdleTimeout=-1` under `[general]` in %UserProfile%\\.wslconfig "
-         f"(WSL 2.5.7 or newer{version}; `wsl --update`) and run `wsl --shutdown`; or keep it "
-         "up with a logon task: schtasks /create /tn beekeeper-keepalive /sc onlogon /tr "
-         f"\"wsl.exe -d {distro} --exec sleep infinity\"")
+         "closes (systemd services do not keep it up: microsoft/WSL#9667, by design), and "
+         "does not start it when Windows starts; on Windows, both: add "
+         "`instanceIdleTimeout=-1` under `[general]` in %UserProfile%\\.wslconfig "
+         f"(WSL 2.5.7 or newer{version}; `wsl --update`) and run `wsl --shutdown`, which keeps "
+         "a started distro up, and a logon task that starts it after each reboot: schtasks "
+         f"/create /tn beekeeper-start /sc onlogon /tr \"wsl.exe -d {distro} --exec /bin/true\""
+         "; before WSL 2.5.7, one logon task starts it and keeps it up: schtasks /create /tn "
+         f"beekeeper-keepalive /sc onlogon /tr \"wsl.exe -d {distro} --exec sleep infinity\"")
 
 
 def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo | None,
