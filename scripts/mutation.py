@@ -127,6 +127,11 @@ def sync(files: dict[str, bytes | Path]) -> int:
         if p.is_file() and p not in keep and p.relative_to(tree).parts[0] != "mutants" \
                 and "__pycache__" not in p.parts:
             p.unlink()
+    # a module added to only_mutate since the copy's mutants were made: mutmut takes its
+    # unmutated copy there for up to date, so it goes, and mutmut makes its mutants
+    for mod in configured():
+        if not (tree / "mutants" / "src" / (mod + ".meta")).is_file():
+            (tree / "mutants" / "src" / mod).unlink(missing_ok=True)
     # the tests that run .venv/bin tools find the checkout's venv (not copied: a link)
     for where in (tree, tree / "mutants"):
         where.mkdir(parents=True, exist_ok=True)
@@ -170,17 +175,20 @@ def report(modules: list[str]) -> int:
     """One line a module, then each survivor not listed as equivalent. Exit 1 when any is
     left: a survivor is killed by a test or listed, with why, in docs/testing.md."""
     eq = equivalents()
-    left = []
+    left, stale = [], []
     print(f"{'module':42} {'mutants':>7} {'killed':>6} {'equiv':>5} {'left':>4}  score")
     for mod, found in results(modules).items():
         killed = sum(s in (KILLED, TIMEOUT) for s in found.values())
-        equiv = sum(k in eq for k in found)
+        equiv = sum(k in eq for k, s in found.items() if s not in (KILLED, TIMEOUT))
+        stale += [k for k, s in found.items() if k in eq and s in (KILLED, TIMEOUT)]
         rest = [k for k, s in found.items() if s not in (KILLED, TIMEOUT) and k not in eq]
         left += [(k, found[k]) for k in rest]
         denom = len(found) - equiv
         score = f"{100 * killed / denom:.1f}%" if denom else "-"
         print(f"{checkout_name(mod):42} {len(found):7} {killed:6} {equiv:5} {len(rest):4}  "
               f"{score}")
+    for name in sorted(stale):  # a test kills it: it was not equivalent, or the code changed
+        print(f"  listed as equivalent in docs/testing.md, but killed: {name}")
     if left:
         print(f"each one's diff: cd {TREE.relative_to(ROOT)} && ../../../.venv/bin/mutmut show "
               "NAME")

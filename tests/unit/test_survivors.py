@@ -313,12 +313,19 @@ def test_secure_boot_read_from_the_efivar_alone_says_enabled_in_the_refusal():
     assert parse_secure_boot(["efi=1", "mokutil=absent"]).state == "unknown"  # unreadable
 
 
-def test_mokutil_without_efi_variables_on_a_bios_boot_is_bios():
+@pytest.mark.parametrize(("said", "state"), [
+    (["SecureBoot enabled"], "enabled"),
+    (["SecureBoot enabled", "SecureBoot validation is disabled in shim"], "disabled"),
+    (["SecureBoot disabled"], "disabled"),
+    (["EFI variables are not supported on this system"], "bios"),  # with efi=0: agreed
+])
+def test_the_secure_boot_state_keeps_mokutils_line(said, state):
+    """SecureBootInfo.line is what mokutil said (the refusal quotes it): each of mokutil's
+    answers (lcp/mokutil src/mokutil.c) with the state it means."""
     from beekeeper.facts.boot import parse_secure_boot
 
-    # no /sys/firmware/efi (efi=0): mokutil's answer and the command's own line agree
-    sb = parse_secure_boot(["efi=0", "EFI variables are not supported on this system"])
-    assert sb.state == "bios" and not sb.enabled
+    sb = parse_secure_boot([f"efi={int(state != 'bios')}", *said])
+    assert (sb.state, sb.line) == (state, said[-1])
 
 
 @pytest.mark.xfail(strict=True, reason="facts/boot.py: mokutil's 'EFI variables are not "
@@ -454,7 +461,7 @@ def test_the_driver_packages_fact_reads_dpkg(tmp_path):
         "nvidia-driver-580-open install ok installed",
         "nvidia-dkms-580-open hold ok installed",
         "nvidia-utils-580 deinstall ok config-files",   # removed, its conffiles left
-        "libnvidia-gl-580 unknown ok not-installed",
+        "libnvidia-compute-570 unknown ok not-installed",  # known to dpkg, never installed
         "nvidia-container-toolkit install ok installed",  # not the driver
         "cuda-drivers-580",                               # no status: not a dpkg line
         "firmware-nvidia-gsp install ok installed"]) == [
@@ -463,8 +470,10 @@ def test_the_driver_packages_fact_reads_dpkg(tmp_path):
 
 
 def test_the_kernel_module_fact_reads_the_module_and_the_boot_time(tmp_path):
-    """NvidiaKernelModule had no test: its command by sh, modinfo a stand-in naming a module
-    file written now (after this machine booted), /proc/stat the real one."""
+    """NvidiaKernelModule had no test: its command by sh, /proc/stat the real one, and for
+    the kernel's folders (/lib/modules/<release>, /sys/module/nvidia) folders in tmp_path:
+    modinfo, a stand-in, names a module file written now (after this machine booted); with
+    no modinfo, find looks in the release's folder."""
     from beekeeper.facts.gpu import NvidiaKernelModule, NvidiaModuleInfo
 
     from .test_host_states import _stub, _tools
@@ -472,16 +481,22 @@ def test_the_kernel_module_fact_reads_the_module_and_the_boot_time(tmp_path):
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     _tools(bin_, "stat", "awk", "find", "uname", "head")
-    module = tmp_path / "nvidia.ko.zst"
+    release = tmp_path / "modules"
+    module = release / "updates" / "dkms" / "nvidia.ko.zst"
+    module.parent.mkdir(parents=True)
     module.write_bytes(b"\0")
+    loaded = tmp_path / "sys-module-nvidia"
+    cmd = NvidiaKernelModule().command().replace("/lib/modules/$(uname -r)", str(release)) \
+        .replace("/sys/module/nvidia", str(loaded))
     _stub(bin_, "modinfo", f'[ "$*" = "-n nvidia" ] && echo {module}')
-    got = NvidiaKernelModule().process(_sh(NvidiaKernelModule().command(), bin_))
-    assert got == NvidiaModuleInfo(path=str(module), loaded=Path("/sys/module/nvidia").is_dir(),
-                                   since_boot=True)
-    (bin_ / "modinfo").unlink()  # no modinfo, and find finds none for this kernel
-    if not list(Path("/lib/modules").glob("*/**/nvidia.ko*")):
-        assert NvidiaKernelModule().process(
-            _sh(NvidiaKernelModule().command(), bin_)).path is None
+    fact = NvidiaKernelModule()
+    assert fact.process(_sh(cmd, bin_)) == NvidiaModuleInfo(str(module), False, True)
+    loaded.mkdir()  # the module is loaded
+    assert fact.process(_sh(cmd, bin_)) == NvidiaModuleInfo(str(module), True, True)
+    (bin_ / "modinfo").unlink()  # no modinfo: find finds the file
+    assert fact.process(_sh(cmd, bin_)).path == str(module)
+    module.unlink()
+    assert fact.process(_sh(cmd, bin_)) == NvidiaModuleInfo(loaded=True)  # no module file
 
 
 def test_the_kernel_module_parser_on_partial_output():
