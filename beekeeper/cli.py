@@ -194,6 +194,11 @@ def _verify(args: argparse.Namespace) -> int:
             url = stack.enter_context(ssh_tunnel(ssh_options(load_state()), args.port))
             if args.host_label == os.uname().nodename:
                 args.host_label = "sandbox"
+        elif args.ssh and not url:  # the deployed port on the host, through a tunnel
+            from .tunnel import ssh_tunnel
+            url = stack.enter_context(ssh_tunnel(shlex.split(args.ssh), args.port))
+            if args.host_label == os.uname().nodename:
+                args.host_label = args.ssh.split()[-1]
         if not url:
             print("beekeeper verify: give --url URL, --sandbox, or --on-host (with --ssh for "
                   "another host)", file=sys.stderr)
@@ -404,7 +409,8 @@ def _add_verify(sub: Any) -> None:
                         "to --out/<host>/<UTC time>/. Alone: this machine is the host "
                         "(@local), the server on 127.0.0.1:--port")
     p.add_argument("--ssh", help="ssh arguments that reach the host: with --on-host, where "
-                                 "the suites run; without, where llama-bench runs")
+                                 "the suites run; without, where llama-bench runs and (with "
+                                 "no --url) the server is reached, through an ssh tunnel")
     add_verify_options(p)  # the options verify_main takes too, defined once there
     p.set_defaults(func=_verify, out=str(KIT_ROOT / "reports"))
 

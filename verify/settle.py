@@ -193,13 +193,14 @@ class Settled:
         return any(r.get("load_share") is not None for r in self.rounds)
 
     def text(self) -> str:
-        """e.g. `6 repeats (3, then 3 more: error 8.2% over 6%) in 41 s`."""
-        sizes = [r["repeats"] for r in self.rounds]
-        how = (f"{sizes[0]}" + "".join(f", then {k} more" for k in sizes[1:])
-               if len(sizes) > 1 else "")
-        aside = f", {len(self.set_aside)} set aside (busy)" if self.set_aside else ""
-        return (f"{self.repeats} repeats" + (f" ({how}{aside})" if how else aside)
-                + f" in {self.wall_s:.0f} s")
+        """e.g. `6 repeats (rounds of 3, then 3) in 41 s`, `3 repeats (rounds of 3 set aside:
+        the host busy, then 3) in 59 s`."""
+        if len(self.rounds) < 2 and not self.set_aside:
+            return f"{self.repeats} repeats in {self.wall_s:.0f} s"
+        said = [f"{r['repeats']}" + (" set aside: the host busy" if r.get("busy") else "")
+                for r in self.rounds]
+        return (f"{self.repeats} repeats (rounds of {', then '.join(said)}) in "
+                f"{self.wall_s:.0f} s")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Settled:

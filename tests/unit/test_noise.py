@@ -106,8 +106,8 @@ def test_the_busy_demo_with_its_load_measured_says_busy_with_the_load():
     assert dec.status == "SKIP"
     assert dec.detail.startswith("the host was busy (other processes used 1.60 of 2 CPUs, 80% "
                                  "of the host's CPU time (busy over 10%) while llama-bench "
-                                 "decode@1024 was measured, 0 repeats (3, then 3 more, 6 set "
-                                 "aside (busy))")
+                                 "decode@1024 was measured, 0 repeats (rounds of 3 set aside: "
+                                 "the host busy, then 3 set aside: the host busy)")
     cov = coverage([*checks, Check("niah.pass", "PASS", "")], ["decode", "niah"])
     assert cov.word == "INCOMPLETE"
     assert dict(cov.not_judged)["decode"].startswith("the host was busy (other processes")

@@ -61,7 +61,7 @@ def test_the_quiet_vms_spread_gets_more_repeats_until_its_error_is_under_the_lim
     assert error_of(got.samples) <= NOISE_MAX
     assert got.samples == QUIET_VM[:got.repeats]
     assert all(r["load_share"] < BUSY_SHARE and not r["busy"] for r in got.rounds)
-    assert got.text().startswith(f"{got.repeats} repeats (3, then ")
+    assert got.text().startswith(f"{got.repeats} repeats (rounds of 3, then ")
 
 
 def test_a_steady_figure_stops_after_its_first_round():
@@ -100,6 +100,7 @@ def test_a_busy_round_is_set_aside_and_measured_again_on_a_quiet_host():
     got = settle(measure, Rule(3, NOISE_MAX))
     assert got.stop == "settled" and got.set_aside == values[:3] and got.samples == values[3:]
     assert [r["used"] for r in got.rounds] == [False, True] and got.busy_load is None
+    assert got.text() == "3 repeats (rounds of 3 set aside: the host busy, then 3) in 12 s"
 
 
 def test_a_host_busy_throughout_is_not_judged_with_its_load():
@@ -146,13 +147,15 @@ def test_the_host_load_reading_sees_a_busy_loop_and_leaves_the_measured_programs
         return a, b
 
     a, b = over([sys.executable, "-c", loop])
-    assert (b.busy - a.busy) / a.hz >= 0.3 and b.measured == a.measured == 0
+    # (a llama-server of this machine's, such as a sandbox host's, counts too: an idle one)
+    unnamed = (b.measured - a.measured) / a.hz
+    assert (b.busy - a.busy) / a.hz >= 0.3 and unnamed < 0.2, (a, b)
     named = tmp_path / "llama-bench"  # a script's comm is its file's name
     named.write_text(f"#!{sys.executable}\n{loop}")
     named.chmod(0o755)
     a, b = over([str(named)])
     mine = (b.measured - a.measured) / a.hz
-    assert mine >= 0.3, (a, b)  # a share of one CPU, beside whatever else runs
+    assert mine >= unnamed + 0.3, (a, b)  # a share of one CPU, beside whatever else runs
     load = HostLoad.between(a, b)
     assert load is not None and load.cpus == a.cpus >= 1
     assert load.other_cpu_s == (b.busy - a.busy) / a.hz - mine
