@@ -129,9 +129,13 @@ def sync(files: dict[str, bytes | Path]) -> int:
             p.unlink()
     # a module added to only_mutate since the copy's mutants were made: mutmut takes its
     # unmutated copy there for up to date, so it goes, and mutmut makes its mutants
+    # and mutmut's stats, collected before its trampolines were there, are collected again
+    # (else every mutant of it reads "no tests")
     for mod in configured():
-        if not (tree / "mutants" / "src" / (mod + ".meta")).is_file():
-            (tree / "mutants" / "src" / mod).unlink(missing_ok=True)
+        if not (tree / "mutants" / "src" / (mod + ".meta")).is_file() and \
+                (tree / "mutants" / "src" / mod).is_file():
+            (tree / "mutants" / "src" / mod).unlink()
+            (tree / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     # the tests that run .venv/bin tools find the checkout's venv (not copied: a link)
     for where in (tree, tree / "mutants"):
         where.mkdir(parents=True, exist_ok=True)
