@@ -330,12 +330,12 @@ def test_the_secure_boot_state_keeps_mokutils_line(said, state):
 
 @pytest.mark.xfail(strict=True, reason="facts/boot.py: mokutil's 'EFI variables are not "
                    "supported' is read as a BIOS boot even where /sys/firmware/efi is there "
-                   "(a UEFI boot without efivarfs mounted: Secure Boot may be on); fix: drop "
-                   "that branch of _sb_state, so efi=1 with no readable variable is 'unknown' "
-                   "(preflight warns) and efi=0 stays 'bios'")
+                   "(a UEFI boot without efivarfs mounted: Secure Boot may be on); fix: in "
+                   "parse_secure_boot, a 'bios' from mokutil with efi=1 is 'unknown' "
+                   "(preflight warns), efi=0 stays 'bios' with mokutil's line")
 def test_mokutil_without_efivarfs_on_a_uefi_boot_is_unknown_not_bios():
-    """Surviving mutants x__sb_state__mutmut_29 to _31 (that branch not taken) are the fix:
-    with it, this test passes, and strict xfail fails the run."""
+    """Surviving mutants x__sb_state__mutmut_29 to _31 (mokutil's answer not read) behave as
+    the fix does here: this test then passes, and strict xfail fails the run."""
     from beekeeper.facts.boot import parse_secure_boot
 
     sb = parse_secure_boot(["efi=1", "EFI variables are not supported on this system"])
