@@ -107,7 +107,7 @@ def glob_of(mod: str) -> str:
     return mod[:-3].replace("/", ".") + ".*"
 
 
-def sync(files: dict[str, bytes | Path]) -> int:
+def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] = ()) -> int:
     """Lay out the copy (see the module's docstring); returns the files written."""
     tree = TREE
     want: dict[str, bytes | Path] = {}
@@ -119,8 +119,12 @@ def sync(files: dict[str, bytes | Path]) -> int:
             want[f"src/{name}"] = src
     text = (ROOT / "pyproject.toml").read_text()  # the working tree's config, with --rev too
     mods = ", ".join(f'"src/{m}"' for m in configured())
-    want["pyproject.toml"] = re.sub(r"(?ms)^only_mutate = \[.*?\]$",
-                                    f"only_mutate = [{mods}]", text).encode()
+    text = re.sub(r"(?ms)^only_mutate = \[.*?\]$", f"only_mutate = [{mods}]", text)
+    if deselect:  # tests left out of this run (one that fails beside other work, say why)
+        extra = ", ".join(f'"--deselect", "{t}"' for t in deselect)
+        text = re.sub(r'(?m)^pytest_add_cli_args = \[', f"pytest_add_cli_args = [{extra}, ",
+                      text)
+    want["pyproject.toml"] = text.encode()
     written = sum(_put(src, tree / name) for name, src in want.items())
     keep = {tree / n for n in want}
     for p in list(tree.rglob("*")):  # files gone from the checkout go from the copy
@@ -210,6 +214,9 @@ def main() -> int:
     ap.add_argument("-j", "--jobs", type=int, default=1, help="mutmut's workers (default 1)")
     ap.add_argument("--report", action="store_true", help="print the last results only")
     ap.add_argument("--fresh", action="store_true", help="start the copy and mutmut's cache anew")
+    ap.add_argument("--deselect", action="append", default=[], metavar="TEST",
+                    help="leave this test out (pytest's node id; a test that fails without a "
+                         "mutant, e.g. beside other work): its kills are not counted")
     a = ap.parse_args()
     mods = configured() if a.all else [installed_name(m) for m in a.modules] \
         if a.modules else changed_modules(a.base)
@@ -224,7 +231,8 @@ def main() -> int:
         return report(mods)
     if a.fresh:
         shutil.rmtree(TREE, ignore_errors=True)
-    print(f"[mutation] {sync(_files_of(a.rev))} files copied to {TREE.relative_to(ROOT)}; "
+    written = sync(_files_of(a.rev), a.deselect)
+    print(f"[mutation] {written} files copied to {TREE.relative_to(ROOT)}; "
           f"mutating {', '.join(checkout_name(m) for m in mods)}", flush=True)
     cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run",
            "--max-children", str(a.jobs), *(glob_of(m) for m in mods)]
