@@ -210,7 +210,9 @@ def test_each_host_check_applies_to_its_services_or_says_why_not():
     assert hc.containers([unit]).skip.startswith("no container-mode service")
     assert hc.native([box]).skip == "no native-mode service"
     assert hc.compose([unit]) == hc.Applies(skip="no compose-runtime service")
-    assert hc.hashed([{**box, "model_sha256": None}]).skip.startswith("no sha256 recorded")
+    assert hc.hashed([{**box, "model_sha256": None}]).skip == (
+        "no sha256 recorded for any model (a Hub model deployed unpinned): nothing to check "
+        "the files against")
     for f in (hc.containers, hc.native, hc.compose, hc.hashed, hc.gpu_checked):
         assert f([]).items == () and f([]).skip
 
@@ -522,3 +524,15 @@ def test_no_pci_output_is_no_gpu():
 
     # what pyinfra gives when the command fails (no sysfs: a container without /sys/bus/pci)
     assert PciNvidiaGpus.default() == 0 and PciNvidiaDevices.default() == ()
+
+
+def test_the_host_check_looks_for_the_gpu_as_the_deploy_does():
+    """verify/host_checks.py's command is the deploy's own GPU check (operations/nvidia.py,
+    run on the H200 box by the GPU tier), for any image name, quoted for the shell."""
+    from beekeeper.operations.nvidia import gpu_visible_in_container
+    from beekeeper.verify.host_checks import gpu_in_container_command
+
+    for image in (_tag("q8-turbo4-64k"), "my image;rm -rf /"):
+        assert gpu_in_container_command(image) == gpu_visible_in_container(image)
+    assert gpu_in_container_command("a b").endswith(
+        "'a b' --query-gpu=name,compute_cap --format=csv,noheader")
