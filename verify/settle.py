@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # other processes' CPU over a round, as a share of the host's CPU capacity: over it the
-# round was busy. A quiet 2-core sandbox measured 0.3 to 2.5% (the demo's own client and
-# ssh included); two busy loops on it 48 to 50% (docs/verify.md)
+# round was busy. Measured on the 2-core demo sandbox (2026-12-03, docs/verify.md): quiet
+# rounds 1.0 to 2.8% (llama-bench) and 3.3 to 5.6% (served: the demo's own client and ssh
+# tunnel share the two cores); another engineer's job beside it 40 to 47%; two busy loops 51%
 BUSY_SHARE = 0.10
 BUSY_RETRIES = 1  # a busy round is measured again once, while the budget allows
 SETTLE_BUDGET_S = 120.0  # default time a figure may take beyond its first round
