@@ -30,6 +30,7 @@ from .hostdata import (
     fail,
     one_word,
     parse,
+    shown,
 )
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
 
@@ -471,6 +472,15 @@ def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> 
     revision, sha = getattr(entry, f"{role}_revision"), getattr(entry, f"{role}_sha256")
     if repo is None and file is None and revision is None:
         return base if sha is None or sha == base.sha256 else replace(base, sha256=sha)
+    if not isinstance(base.source, HfSource) and repo is None and file is None:
+        # a revision alone: the profile's model has no Hub revision to pin (the key given
+        # is the one named, not model_repo, which the host data never set)
+        raise fail(f"{prefix}{role}_revision",
+                   f"{shown(revision)} cannot pin the profile's {role} ({base.filename}), "
+                   "which is not on the Hub",
+                   f"remove {role}_revision, or serve a model from the Hub: set {role}_repo "
+                   f"and {role}_file together (`{role}_repo`, `{role}_file`), then "
+                   f"{role}_revision pins it")
     if not isinstance(base.source, HfSource) and (repo is None or file is None):
         raise fail(f"{prefix}{role}_repo", f"the profile's {role} is not on the Hub",
                    f"set {role}_repo and {role}_file together")

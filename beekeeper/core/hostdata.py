@@ -69,11 +69,13 @@ class Bad(ValueError):
 
 
 def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not valid",
-        **constraints: Any) -> Any:
+        key_problem: str = "is not a valid key here", **constraints: Any) -> Any:
     """One declared key: its default, its type in words (for the README), what it does,
-    and the refusal for a value of the wrong type, range or pattern."""
+    and the refusal for a value of the wrong type, range or pattern (`key_problem`: for a
+    mapping's key that breaks its pattern, the key being what is quoted)."""
     return Field(default, description=doc,
-                 json_schema_extra={"kind": kind, "problem": problem, "fix": fix},
+                 json_schema_extra={"kind": kind, "problem": problem, "fix": fix,
+                                    "key_problem": key_problem},
                  **constraints)
 
 
@@ -696,14 +698,15 @@ class HostData(ServiceData):
         "e.g. '89' or '89;120'", "is not a CUDA arch list")
     vram_budget_gib: Annotated[float, Field(gt=0, le=4096, allow_inf_nan=False)] = key(
         10.0, "number of GiB", "the VRAM the services on one card may plan together",
-        "e.g. vram_budget_gib = 10 (no quotes)", "is not a number of GiB above 0")
+        "e.g. vram_budget_gib = 10 (no quotes)", "is not a number of GiB above 0 and up to "
+        "4096")
     health_timeout_s: Annotated[int, Field(ge=10, le=86400)] = key(
         300, "integer 10-86400", "how long a started server may take to answer /health",
         "e.g. health_timeout_s = 300 (no quotes)",
         "is not a whole number of seconds from 10 to 86400")
     build_jobs: Annotated[int, Field(ge=1, le=1024)] | None = key(
         None, "integer 1-1024", "parallel compile jobs (default: the host's cores)",
-        "e.g. 4, or remove it", "is not a positive integer")
+        "e.g. build_jobs = 4 (no quotes), or remove it", "is not a whole number from 1 to 1024")
     base_images: Annotated[BaseImages, Mapping_] | None = key(
         None, "mapping", "`build` and `runtime` images instead of the defaults",
         "e.g. base_images = {'build': 'debian:bookworm', 'runtime': 'debian:bookworm-slim'}",
@@ -713,7 +716,7 @@ class HostData(ServiceData):
         None, "mapping", "image -> a `docker save` tar on the controller, loaded instead of "
         "pulled", "name each image as the Dockerfile does, e.g. "
         "{'debian:bookworm': '/srv/images/debian.tar'}", "is not a mapping of strings to "
-        "strings")
+        "strings", key_problem="is not an image reference (each key names an image)")
     install_docker: bool = key(True, "True/False", "install Docker Engine when it is missing",
                                "write install_docker = True or False (no quotes)",
                                "is not True or False")
@@ -742,8 +745,8 @@ class HostData(ServiceData):
         "strings")
     driver_branch: Annotated[int, Field(ge=100, le=9999)] | None = key(
         None, "integer", "the NVIDIA driver branch for native Linux (default: the one "
-        "cuda_version ships with)", "give the branch as a number, e.g. driver_branch = 595",
-        "is not a driver branch")
+        "cuda_version ships with)", "e.g. driver_branch = 595 (no quotes), or remove it",
+        "is not a driver branch (a whole number from 100 to 9999)")
     container_toolkit_version: Annotated[str, Field(pattern=PACKAGE_VERSION)] | None = key(
         None, "apt version", "the NVIDIA Container Toolkit's version (default: the kit's pin)",
         "e.g. '1.17.8-1', or remove it", "is not a package version")
@@ -854,6 +857,9 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     if error["type"] == "missing":
         return fail(key, "missing", fix)
     value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
+    if error["loc"][-1] == "[key]":  # a mapping's key broke its pattern: the key is the value
+        return fail(key, f"the key {shown(error['loc'][-2])} "
+                    f"{extra.get('key_problem', 'is not a valid key here')}", fix)
     if error["type"] == "literal_error":  # one of a few words: the one it likely means
         guess = near(value, re.findall(r"'([^']*)'", str((error.get("ctx") or {})
                                                          .get("expected", ""))))
