@@ -536,3 +536,45 @@ def test_the_host_check_looks_for_the_gpu_as_the_deploy_does():
         assert gpu_in_container_command(image) == gpu_visible_in_container(image)
     assert gpu_in_container_command("a b").endswith(
         "'a b' --query-gpu=name,compute_cap --format=csv,noheader")
+
+
+# --- beekeeper/core/cudacompat.py: NVIDIA_REQUIRE_CUDA as the container runtime reads it ----
+
+@pytest.mark.parametrize(("rule", "cuda", "driver", "brand", "ok"), [
+    ("cuda>=13.2", "13.2", None, None, True), ("cuda>=13.2", "13.0", None, None, False),
+    ("cuda<=13.0", "13.0", None, None, True), ("cuda<=13.0", "13.1", None, None, False),
+    ("cuda>13.0", "13.0", None, None, False), ("cuda>13.0", "13.1", None, None, True),
+    ("cuda=13.0", "13.0", None, None, True), ("cuda=13.0", "13.2", None, None, False),
+    ("driver<581", None, "580.95.05", None, True), ("driver<580", None, "580.0", None, False),
+    # a brand matches by name only, with `=` only
+    ("brand=nvidia,driver>=580,driver<581", None, "580.95.05", "nvidia", True),
+    ("brand=tesla,driver>=580,driver<581", None, "580.95.05", "nvidia", False),
+    ("brand>=nvidia", None, None, "nvidia", False),
+    # clauses (spaces) ORed, constraints (commas) ANDed; a fact not known holds nothing
+    ("cuda>=13.2 brand=nvidia,driver>=580,driver<581", "13.0", "580.95.05", "nvidia", True),
+    ("cuda>=13.2 brand=nvidia,driver>=580,driver<581", "13.0", "590.44.01", "nvidia", False),
+    ("driver>=580", "13.0", None, None, False),
+])
+def test_the_require_cuda_rule_is_judged_as_the_container_runtime_does(rule, cuda, driver,
+                                                                      brand, ok):
+    from beekeeper.core.cudacompat import require_accepts
+
+    assert require_accepts(rule, cuda, driver, brand) is ok
+
+
+def test_a_constraint_the_runtime_cannot_read_holds_nothing():
+    from beekeeper.core.cudacompat import require_accepts
+
+    assert require_accepts("garbage cuda>=13.0", "13.2", None, None)  # the other clause
+    assert not require_accepts("garbage", "13.2", "580.95.05", "nvidia")
+
+
+def test_brands_and_branches_as_nvidia_names_them():
+    from beekeeper.core.cudacompat import brand_token, major_minor, minor_compat_branch
+
+    assert [brand_token(b) for b in ("NVIDIA", "NVIDIA RTX", "Quadro  RTX", "GeForce", None)] \
+        == ["nvidia", "nvidiartx", "quadrortx", "geforce", None]
+    assert [minor_compat_branch(v) for v in ("11.8.0", "12.8.1", "13.2.1", "14.0")] == \
+        [450, 525, 580, 580]  # a major the kit does not know: 13's floor
+    with pytest.raises(ValueError, match=r"^not a CUDA version: 'latest'$"):
+        major_minor("latest")
