@@ -545,7 +545,7 @@ def test_the_host_check_looks_for_the_gpu_as_the_deploy_does():
     ("cuda<=13.0", "13.0", None, None, True), ("cuda<=13.0", "13.1", None, None, False),
     ("cuda>13.0", "13.0", None, None, False), ("cuda>13.0", "13.1", None, None, True),
     ("cuda=13.0", "13.0", None, None, True), ("cuda=13.0", "13.2", None, None, False),
-    ("driver<581", None, "580.95.05", None, True), ("driver<580", None, "580.0", None, False),
+    ("driver<581", None, "580.95.05", None, True), ("driver<580", None, "580", None, False),
     # a brand matches by name only, with `=` only
     ("brand=nvidia,driver>=580,driver<581", None, "580.95.05", "nvidia", True),
     ("brand=tesla,driver>=580,driver<581", None, "580.95.05", "nvidia", False),
