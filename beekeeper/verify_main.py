@@ -71,6 +71,10 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "the server's context when host data set ctx_size (deployed.json's ctx_size): "
         "verify's sizes follow it")}),
     ("--decode-out", {"type": int, "help": "output tokens per decode run, e.g. 16384"}),
+    ("--ttft-tokens", {"type": int, "help": (
+        "prompt tokens of each TTFT request (default: the largest decode context; 512 with "
+        "--quick), e.g. 60000 with --quick for the seed's TTFT in a short run")}),
+    ("--ttft-requests", {"type": int, "help": "TTFT requests (default 20; 5 with --quick)"}),
     ("--settle-budget-s", {"type": float, "metavar": "S", "help": (
         "how long each figure (llama-bench's, the served decode, the TTFT) may take beyond "
         "its first round, for more repeats until its error is under 6%% (default 120; 0: "
@@ -189,7 +193,8 @@ def profile_of(args: argparse.Namespace) -> Profile:
 
 
 def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
-    """The suites' sizes: the profile's, with --decode-ctx and --decode-out applied."""
+    """The suites' sizes: the profile's, with --decode-ctx, --decode-out, --ttft-tokens and
+    --ttft-requests applied."""
     from beekeeper.verify.suites import Sizes
 
     sizes = Sizes.for_profile(profile, args.quick)
@@ -197,6 +202,10 @@ def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
         sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
     if args.decode_out:  # e.g. the seed's sustained run: 16384
         sizes.decode_out_tokens = args.decode_out
+    if args.ttft_tokens:  # e.g. the seed's 60000 in a --quick run
+        sizes.ttft_tokens = args.ttft_tokens
+    if args.ttft_requests:
+        sizes.ttft_requests = args.ttft_requests
     if args.settle_budget_s is not None:
         sizes.settle_budget_s = args.settle_budget_s
     return sizes

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from beekeeper import cli, hostverify, verify_main
+from beekeeper.core.profiles import PROFILES
 from beekeeper.verify_main import Keys, host_command
 
 # the options that say where verify runs (the controller's own), not how it judges
@@ -173,3 +174,20 @@ def test_verify_main_reads_the_keys_from_stdin(monkeypatch):
     assert verify_main.main(["--url", "http://127.0.0.1:8083", "--profile", "cpu-tiny",
                              "--keys-on-stdin"]) == 0
     assert seen["keys"] == Keys("k1", None)
+
+
+def test_ttft_tokens_and_requests_set_the_ttft_suites_size_over_quicks():
+    """--quick alone measures TTFT at 512 tokens; --ttft-tokens/--ttft-requests give the
+    seed's 60,000-token TTFT in a short run (the H200 deploy record's verify)."""
+    profile = PROFILES["q8-turbo4-64k"]
+    quick = verify_main.sizes_of(verify_main.parser().parse_args(
+        ["--url", "http://127.0.0.1:8083", "--profile", "q8-turbo4-64k", "--quick",
+         "--decode-ctx", "4096,60000"]), profile)
+    assert (quick.ttft_tokens, quick.ttft_requests) == (512, 5)
+    args = verify_main.parser().parse_args(
+        ["--url", "http://127.0.0.1:8083", "--profile", "q8-turbo4-64k", "--quick",
+         "--decode-ctx", "4096,60000",
+         "--ttft-tokens", "60000", "--ttft-requests", "3"])
+    sizes = verify_main.sizes_of(args, profile)
+    assert (sizes.ttft_tokens, sizes.ttft_requests) == (60000, 3)
+    assert sizes.decode_ctx_tokens == [4096, 60000] and sizes.decode_out_tokens == 160
