@@ -412,7 +412,7 @@ def test_the_proxy_reaches_docker_builds_environment_by_name_never_its_command_l
     # inside the build's heartbeat wrapper too (operations/shell.py), as image_built runs it
     from beekeeper.operations.shell import with_heartbeat
 
-    _tools(bin_, "date", "tail", "cut", "cat", "mkdir", "sleep")
+    _tools(bin_, "date", "tail", "awk", "cut", "cat", "mkdir", "sleep")
     log = tmp_path / "log" / "build.log"
     run = subprocess.run(["/bin/sh", "-c", with_heartbeat(f"{prefix}docker build{args} -t x .",
                                                           str(log), "building x", every_s=1)],
