@@ -63,6 +63,10 @@ def parse_secure_boot(lines: list[str]) -> SecureBootInfo:
     """Output of the SecureBoot command -> SecureBootInfo."""
     state, line = _sb_state(lines)
     values = dict(x.split("=", 1) for x in lines if re.match(r"^(mokutil|efi|efivar)=", x))
+    if state == "bios" and values.get("efi") == "1":
+        # mokutil found no EFI variables, but the kernel booted by UEFI (efivarfs not
+        # mounted): Secure Boot may be on, so it is not known (preflight warns)
+        state = "unknown"
     if not state:
         if values.get("efi") == "0":
             state = "bios"

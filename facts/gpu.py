@@ -174,7 +174,8 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
         if len(parts) == 2 and parts[1].strip().endswith("installed") and \
                 "not-installed" not in parts[1] and parts[0].startswith(DRIVER_PACKAGE_PREFIXES):
             out.append(parts[0])
-    return sorted(out)
+    # a Multi-Arch: same package installed for two architectures is two lines of one name
+    return sorted(set(out))
 
 
 def unheld_driver_packages_command() -> str:

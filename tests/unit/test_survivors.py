@@ -330,14 +330,10 @@ def test_the_secure_boot_state_keeps_mokutils_line(said, state):
     assert (sb.state, sb.line) == (state, said[-1])
 
 
-@pytest.mark.xfail(strict=True, reason="facts/boot.py: mokutil's 'EFI variables are not "
-                   "supported' is read as a BIOS boot even where /sys/firmware/efi is there "
-                   "(a UEFI boot without efivarfs mounted: Secure Boot may be on); fix: in "
-                   "parse_secure_boot, a 'bios' from mokutil with efi=1 is 'unknown' "
-                   "(preflight warns), efi=0 stays 'bios' with mokutil's line")
 def test_mokutil_without_efivarfs_on_a_uefi_boot_is_unknown_not_bios():
-    """Surviving mutants x__sb_state__mutmut_29 to _31 (mokutil's answer not read) behave as
-    the fix does here: this test then passes, and strict xfail fails the run."""
+    """mokutil's 'EFI variables are not supported' where /sys/firmware/efi is there (a UEFI
+    boot without efivarfs mounted) is not a BIOS boot: Secure Boot may be on. With efi=0 it
+    stays 'bios' with mokutil's line (the test above)."""
     from beekeeper.facts.boot import parse_secure_boot
 
     sb = parse_secure_boot(["efi=1", "EFI variables are not supported on this system"])
@@ -456,9 +452,10 @@ def test_the_driver_packages_fact_reads_dpkg(tmp_path):
     fact = LinuxDriverPackages()
     cmd = fact.command().replace("dpkg-query -W", f"dpkg-query --admindir={tmp_path} -W")
     out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, check=True)
-    # both architectures' copies of the library; held or not; never the Container Toolkit
+    # both architectures' copies of the library, named once; held or not; never the
+    # Container Toolkit
     assert fact.process(out.stdout.splitlines()) == [
-        "libcuda1", "libnvidia-compute-580", "libnvidia-compute-580", "nvidia-dkms-580-open"]
+        "libcuda1", "libnvidia-compute-580", "nvidia-dkms-580-open"]
     assert parse_driver_packages([
         "nvidia-driver-580-open install ok installed",
         "nvidia-dkms-580-open hold ok installed",
