@@ -531,4 +531,4 @@ def warn_supervisor_restart(init: InitInfo) -> None:
     """Nothing on the host starts the kit's supervisord after the container restarts."""
     warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's supervisord, "
          "and nothing starts it again when this container restarts; add "
-         f"`{SUPERVISORD}` to the container's start command (README, \"GPU containers\")")
+         f"`{SUPERVISORD}` to the container's start command (docs/gpu-containers.md)")

@@ -38,7 +38,7 @@ __all__ = ["DEFAULT_HF_ENDPOINT", "STAGES", "one_word"]
 
 MODES = ("container", "native")
 # what runs the server container: a systemd unit around `docker run`, or a compose file
-# whose project a systemd unit brings up and down (README, "Choosing a runtime")
+# whose project a systemd unit brings up and down (docs/runtimes.md)
 # or, on hosts whose PID 1 is not systemd, supervisord running the native binary
 RUNTIMES = ("systemd", "compose", "supervisor")
 # host data read by single tasks: HostConfig fields of the same names

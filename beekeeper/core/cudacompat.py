@@ -1,5 +1,5 @@
 """
-Which NVIDIA driver runs which CUDA, from NVIDIA's own tables (see README, "GPU hosts"):
+Which NVIDIA driver runs which CUDA, from NVIDIA's own tables (see docs/gpu-hosts.md):
 
 - CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions"
   (Linux x86_64): 13.0 GA >= 580.65.06, 13.1 GA >= 590.44.01, 13.2 GA >= 595.45.04,
