@@ -21,10 +21,16 @@ Why these factors (the report repeats them):
   per token is at most the engine's / 0.95 plus this allowance (the largest need measured
   was 1.07 ms; the rest is for a host CPU slower than that machine's). A server sampling
   on the GPU gets none.
-- DECODE_FLOOR_CPU 0.80: on a CPU build the server's HTTP, sampling and streaming threads
-  share the cores with the compute threads that llama-bench has to itself. Measured on the
-  2-core sandbox with the machine otherwise idle: served 46.5 tok/s vs llama-bench 53.3 at
-  1024 ctx (0.873); a server held to one thread reached 0.52 in the same session.
+- DECODE_FLOOR_CPU 0.70: on a CPU build the server's HTTP, sampling and streaming threads
+  share the cores with the compute threads that llama-bench has to itself, and a small VM's
+  cores drift between llama-bench's round and the served one (the service is stopped for
+  llama-bench). Measured on 2-vCPU VMs with the machine otherwise idle: served 46.5 tok/s vs
+  llama-bench 53.3 at 1024 ctx (0.873); ten `./scripts/demo.sh` verifies in a row (issue 34,
+  docs/verify.md): quiet runs' ratios 0.775, 0.841 to 0.927 and 1.051, llama-bench's decode
+  44.9 to 54.5 tok/s from run to run while 1 to 3% within one. 0.80 failed the 0.775 run of
+  a healthy server with every figure settled: a verdict by luck. 0.70 is that worst healthy
+  run less a tenth; the slow servers the floor is for stay under it with a tenth of drift in
+  their favour: one thread 0.52 (0.57), a sampler sorting the whole vocabulary 0.36.
 - TTFT_CEILING 1.25: a served first token is the engine's prefill of the prompt plus one
   decode step, plus what the server does before its prefill (tokenising the prompt,
   applying the template, the HTTP request). The H200 runs hold no llama-bench figure; the
@@ -55,8 +61,8 @@ Why these factors (the report repeats them):
   (51%, error 30%) and 32.0 +/- 19.4 (61%, error 35%); a busy sandbox's llama-bench 6.3
   +/- 1.7 (27%, error 16%, tests/unit/data/llama-bench-cpu-tiny.json); its prefill 109 +/-
   13 (12%, error 6.9%). 6% is inside the rules' margins for a healthy server (CPU decode
-  0.873 vs DECODE_FLOOR_CPU 0.80, TTFT_CEILING 1.25). A truly slow
-  server is far outside any such spread (one thread: 0.52, 35% under the CPU floor). The
+  0.873 vs DECODE_FLOOR_CPU 0.70, TTFT_CEILING 1.25). A truly slow
+  server is far outside any such spread (one thread: 0.52, 26% under the CPU floor). The
   engine counts as busy when any llama-bench test of its run is over the limit (its tests
   run back to back, the service stopped): every engine-relative check then waits for a
   quiet host.
@@ -81,7 +87,7 @@ from .vram import VramResult
 Status = Literal["PASS", "FAIL", "SKIP", "INFO"]
 
 DECODE_FLOOR = 0.95
-DECODE_FLOOR_CPU = 0.80
+DECODE_FLOOR_CPU = 0.70
 CPU_SAMPLER_MS = 2.0
 TTFT_CEILING = 1.25
 TTFT_CEILING_CPU = 1.5
