@@ -1,0 +1,16 @@
+#!/bin/bash
+# On the GPU box (the device's working tree, .whl/ and carry/ carried): install the kit from
+# the carried wheels (pip, offline), start full.sh detached, and wait inside this call.
+# A second call, at once: `bash tests/gpu/deploy_proof/wait.sh SECONDS`.
+export R=$PWD L=/tmp/h200; mkdir -p $L
+python3 -m zipfile -e .whl/gguf-*.whl /tmp/gg
+setsid nohup bash tests/gpu/deploy_proof/full.sh > $L/full.out 2>&1 < /dev/null &
+t0=$(date +%s%N)
+python3 -m pip install -q --no-index --no-deps --find-links .whl \
+  $(ls .whl/*.whl | grep -v -e setuptools -e typing_extensions) -e . > $L/pip.txt 2>&1
+rc=$?
+python3 -c "import pyinfra, pydantic, gguf, supervisor, testinfra, beekeeper.cli" >> $L/pip.txt 2>&1 ||
+  { python3 -m pip install -q --no-index --no-deps .whl/typing_extensions-*.whl >> $L/pip.txt 2>&1; rc=9; }
+echo "$(date -u +%T) pip rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms" >> $L/steps.txt
+touch $L/pip.done
+bash tests/gpu/deploy_proof/wait.sh ${1:-570}
