@@ -34,7 +34,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     ops += [
         server.group(name="Create the beekeeper group", group="beekeeper", system=True),
         server.user(name="Create the beekeeper user", user="beekeeper", group="beekeeper",
-                    system=True, home="/nonexistent", create_home=False,
+                    system=True, home="/nonexistent", create_home=False, ensure_home=False,
                     shell="/usr/sbin/nologin"),
         files.directory(name=f"Create {NATIVE_PREFIX}", path=NATIVE_PREFIX, mode="0755"),
     ]

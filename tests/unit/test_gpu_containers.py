@@ -168,3 +168,13 @@ def test_a_listener_is_seen_where_the_host_has_no_ss(tmp_path):
     assert parse_port_owner(out) == ["?"]
     with pytest.raises(BeekeeperError, match="port 8083 on the host is in use by '\\?'"):
         run_deploy(POD_DATA, pod(PortListeners=["?"]))
+
+
+def test_the_server_users_home_is_named_never_made():
+    """The beekeeper user's home is /nonexistent, and nothing makes it: pyinfra's server.user
+    makes a home it names unless told not to (ensure_home), and the uninstall, which removes
+    the user, left the folder behind (the pod test's before/after snapshot found it)."""
+    ops = run_deploy(POD_DATA, pod())
+    user = next(cmds for n, cmds in ops if n == "Create the beekeeper user")
+    assert any("useradd" in c and "/nonexistent" in c for c in user), user
+    assert not any("mkdir" in c or "chown" in c for c in user), user
