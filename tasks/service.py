@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 
 from pyinfra import host
@@ -134,17 +135,17 @@ def _secrets(cfg: HostConfig, svc: ServiceConfig, p: ServicePaths) -> list[Opera
     ]
 
 
-def _rollback_copy(p: ServicePaths, running: bool) -> OperationMeta:
+def _rollback_copy(p: ServicePaths, running: bool, what: str) -> OperationMeta:
     """`.prev` is exactly what ran before this deploy (unit, compose file, manifest): what
     the smoke check's rollback and `beekeeper rollback` put back (hostside/rollback.py). A
     stale copy never stays beside a newer one; with no unit running, none is kept."""
     drop = "rm -f " + " ".join(q(prev(f)) for f in p.rollback_set)
     if not running:
-        return server.shell(name=f"Remove a stale rollback copy of {p.unit_name} (none runs yet)",
+        return server.shell(name=f"Remove a stale rollback copy of {what} (none runs yet)",
                             commands=[drop])
     keep = " && ".join(f"{{ [ ! -f {q(f)} ] || cp -p {q(f)} {q(prev(f))}; }}"
                        for f in p.rollback_set)
-    return server.shell(name=f"Keep the running {p.unit_name} for rollback ({p.unit_name}.prev)",
+    return server.shell(name=f"Keep the running {what} for rollback ({what}.prev)",
                         commands=[f"{drop} && {keep}"])
 
 
@@ -167,13 +168,16 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     # A new image tag or new flags change a rendered file; a replaced model changes upstream.
     changed = files_change or any(op.will_change for op in upstream + secret_ops)
     if changed:
-        ops.append(_rollback_copy(p, running=running_sha is not None))
+        # what is kept is named as the runtime names it: the unit, or the program file
+        ops.append(_rollback_copy(p, running=running_sha is not None, what=(
+            os.path.basename(p.program_conf) if supervised else p.unit_name)))
     if new_compose is not None:
         ops.append(files.put(name=f"Render the compose file {p.compose_file}",
                              src=io.StringIO(new_compose), dest=p.compose_file, mode="0644"))
-    else:
-        # runtime "systemd" after "compose": the unit no longer reads it (`.prev` keeps it)
-        ops.append(files.file(name=f"Remove {p.compose_file} (runtime systemd)",
+    elif running_compose_sha is not None:
+        # runtime "systemd" (or "supervisor") after "compose": nothing reads it any more
+        # (`.prev` keeps it); where there is none, nothing to say
+        ops.append(files.file(name=f"Remove {p.compose_file} (runtime {cfg.runtime})",
                               path=p.compose_file, present=False))
     what = f"supervisord program {p.program}" if supervised else f"systemd unit {p.unit_name}"
     unit_op = files.put(name=f"Render {what}", src=io.StringIO(new_unit), dest=unit_path,
@@ -183,14 +187,15 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
                               "(deployed.json)",
                          src=io.StringIO(manifest(cfg, svc, image)),
                          dest=p.manifest, mode="0644"))
+    # a first start is no restart
+    why = " (restart: inputs changed)" if changed and running_sha is not None else ""
     if supervised:
         ops.append(program_running(
-            name=f"Start {p.program} under supervisord"
-                 + (" (restart: inputs changed)" if changed else ""),
+            name=f"Start {p.program} under supervisord{why}",
             program=p.program, conf_changed=unit_op.will_change, restarted=changed))
         return changed, ops
     ops.append(systemd.service(
-        name=f"Start and enable {p.unit_name}" + (" (restart: inputs changed)" if changed else ""),
+        name=f"Start and enable {p.unit_name}{why}",
         service=p.unit_name, running=True, enabled=True, restarted=changed,
         daemon_reload=unit_op.will_change,
     ))

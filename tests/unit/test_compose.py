@@ -307,9 +307,14 @@ def test_compose_deploy_renders_both_files_and_creates_the_override_once():
 
 
 def test_plain_runtime_removes_a_compose_file_left_from_compose():
-    ops = _deploy(DEBIAN13, DISTRO_DOCKER, data={**CPU_GIT, "runtime": "systemd"})
-    assert "Remove /etc/beekeeper/llm/compose.yaml (runtime systemd)" in names(ops)
+    compose = "/etc/beekeeper/llm/compose.yaml"
+    ops = _deploy(DEBIAN13, DISTRO_DOCKER, data={**CPU_GIT, "runtime": "systemd"},
+                  Sha1File=lambda path: "0" * 40 if path == compose else None)
+    assert f"Remove {compose} (runtime systemd)" in names(ops)
     assert not any("compose.override" in n for n in names(ops))
+    # with none there (every host that never ran compose), no step says it removes one
+    fresh = _deploy(DEBIAN13, DISTRO_DOCKER, data={**CPU_GIT, "runtime": "systemd"})
+    assert not any(n.startswith(f"Remove {compose}") for n in names(fresh))
 
 
 def test_rollback_copies_and_restores_the_compose_file():

@@ -178,3 +178,12 @@ def test_the_server_users_home_is_named_never_made():
     user = next(cmds for n, cmds in ops if n == "Create the beekeeper user")
     assert any("useradd" in c and "/nonexistent" in c for c in user), user
     assert not any("mkdir" in c or "chown" in c for c in user), user
+
+
+def test_a_first_start_under_supervisord_is_named_as_what_it_is():
+    """A first deploy starts the program (no "restart"), keeps no rollback copy of a unit
+    it does not have, and removes no compose file that was never there."""
+    names = [n for n, _ in run_deploy(POD_DATA, pod())]
+    assert "Start beekeeper-llm under supervisord" in names, names
+    assert "Remove a stale rollback copy of beekeeper-llm.conf (none runs yet)" in names
+    assert not any("beekeeper-llm.service" in n or "compose.yaml" in n for n in names), names

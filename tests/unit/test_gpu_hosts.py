@@ -77,7 +77,7 @@ def test_reference_box_dry_run_shows_every_step_in_order():
              "Download model unsloth/Qwen3.5-9B-GGUF/Qwen3.5-9B-Q8_0.gguf@0123456789ab "
              "(sha256 abababababab…)",
              "Render systemd unit beekeeper-llm.service",
-             "Start and enable beekeeper-llm.service (restart: inputs changed)",
+             "Start and enable beekeeper-llm.service",  # a first start: no restart
              "Wait for /health on port 8083 and smoke-check the API"]
     idx = [steps.index(s) for s in order]
     assert idx == sorted(idx)
