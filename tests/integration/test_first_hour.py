@@ -10,6 +10,7 @@ import json
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,9 @@ def test_the_readmes_openai_client_lines_print_the_reply(deployed):
                      re.S).group(1)
     with ssh_tunnel(ssh_options(load_state()), 8083) as url:
         code = code.replace("http://127.0.0.1:8083", url).replace(readme_model(), SERVED)
-        p = subprocess.run(["python3", "-c", code], capture_output=True, text=True, timeout=300)
+        # the controller's python (the kit's venv), where `pip install openai` put it
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=300)
     assert p.returncode == 0 and p.stdout.strip(), p.stderr
 
 

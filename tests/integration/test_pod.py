@@ -12,6 +12,7 @@ them built). The native build itself runs in test_native.py (slow tier).
 """
 
 import hashlib
+import re
 import shlex
 import subprocess
 
@@ -93,7 +94,7 @@ def deployed(pod):
     return run
 
 
-def test_the_pod_is_a_gpu_container_state():
+def test_the_pod_is_a_gpu_container_state(pod):
     assert pod_exec("cat /proc/1/comm").stdout.strip() == "sshd"
     assert pod_exec("command -v systemctl docker").returncode != 0
     assert pod_exec("ls /var/lib/apt/lists | grep -c _Packages").stdout.strip() == "0"
@@ -102,7 +103,10 @@ def test_the_pod_is_a_gpu_container_state():
 def test_deploy_runs_the_server_under_the_kits_supervisord(pod, deployed):
     out = deployed.out
     assert "runs under the kit's supervisord, and nothing starts it again" in out
-    assert f"{pod['dest']}: llama-server, llama-bench already built" in out
+    # the shared build is found where the native build would put it: no compile
+    tag = pod["dest"].rsplit("/", 1)[1]
+    assert re.search(rf"Build llama-server {re.escape(tag)} natively .*\n\s+\[{POD}\] "
+                     r"No changes", out), out[-3000:]
     status = pod_exec(f"{CTL} status").stdout
     assert status.split()[:2] == ["beekeeper-llm", "RUNNING"], status
     assert pod_exec("ps -o user= -C llama-server").stdout.split() == ["beekeeper"]
@@ -133,6 +137,22 @@ def test_a_second_run_changes_nothing(deployed):
     again = pod_deploy()
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-3000:]
     assert server_pid() == pid  # not restarted
+
+
+def test_verifys_engine_suite_stops_and_starts_the_program_through_supervisorctl(deployed,
+                                                                              tmp_path):
+    """llama-bench on the host with the service stopped (the kit's supervisorctl, not
+    systemctl), the served smoke checks after it: the program is back and serving."""
+    ssh = shlex.join(sandbox.ssh_options(sandbox.load_state(POD)))
+    p = subprocess.run([str(BIN / "beekeeper"), "verify", "--ssh", ssh, "--profile",
+                        "cpu-tiny", "--suite", "engine,smoke", "--quick", "--settle-budget-s",
+                        "0", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "stopped while llama-bench ran" in p.stdout, p.stdout[-3000:]
+    assert "[PASS] smoke.stream" in p.stdout
+    assert pod_exec(f"{CTL} status").stdout.split()[:2] == ["beekeeper-llm", "RUNNING"]
+    assert healthy()
 
 
 def test_a_server_that_cannot_start_is_rolled_back(deployed):
