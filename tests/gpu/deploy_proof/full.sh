@@ -2,20 +2,21 @@
 # The deploy proof on a GPU box (benchmarks/h200/2026-12-03-deploy/), run by pyinfra with the
 # kit's own deploy.py: each step's output in $L/<step>.txt, its exit status and seconds in
 # $L/steps.txt. Started detached (setsid) by start.sh; BIN/PY/MODEL_DIR/BEEKEEPER_SOURCE/
-# BEEKEEPER_PROFILE/VERIFY_ARGS may be set to run it elsewhere.
+# BEEKEEPER_PROFILE/MODEL_FILE/VERIFY_SIZES may be set to run it elsewhere.
 set -u
 R=${R:-$(cd "$(dirname "$0")/../../.." && pwd)}
 L=${L:-/tmp/h200}
 mkdir -p "$L"; cd "$R"
 export PYTHONUNBUFFERED=1
 MODEL_DIR=${MODEL_DIR:-/workspace/models}
-export BEEKEEPER_MODEL=$MODEL_DIR/Qwen3.5-9B-Q8_0.gguf
+# MODEL_FILE: a GGUF to serve (copied into MODEL_DIR); else a Qwen3.5-9B-shaped one is written
+export BEEKEEPER_MODEL=$MODEL_DIR/$(basename "${MODEL_FILE:-Qwen3.5-9B-Q8_0.gguf}")
 export BEEKEEPER_SOURCE=${BEEKEEPER_SOURCE:-$R/carry/beellama-src.tar.gz} BEEKEEPER_SOURCE_REF=ba1fdce591f5
 export BEEKEEPER_PROFILE=${BEEKEEPER_PROFILE:-q8-turbo4-64k}
 PY=${PY:-python3}
 BIN=${BIN:-$(dirname "$(command -v $PY)")}
 CTL=/usr/local/sbin/beekeeper-supervisorctl
-SNAP='{ find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp -o -path /workspace -o -path '"$R"' -o -path /root/.cache \) -prune -o -print | sort; getent passwd | cut -d: -f1; getent group | cut -d: -f1; }'
+SNAP='{ find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp -o -path /workspace -o -path /var/lib/docker -o -path /var/lib/containerd -o -path '"$R"' -o -path /root/.cache \) -prune -o -print | sort; getent passwd | cut -d: -f1; getent group | cut -d: -f1; }'
 step() {  # step NAME CMD...: run, log, time
   local name=$1; shift
   local t0; t0=$(date +%s%N)
@@ -34,7 +35,8 @@ facts() {
 }
 model() {
   mkdir -p "$MODEL_DIR" && chmod 755 "$MODEL_DIR" /workspace 2>/dev/null
-  PYTHONPATH=/tmp/gg $PY tests/gpu/qwen35_gguf.py "$BEEKEEPER_MODEL" && chmod 644 "$BEEKEEPER_MODEL" &&
+  if [ -n "${MODEL_FILE:-}" ]; then cp "$MODEL_FILE" "$BEEKEEPER_MODEL"; else
+    PYTHONPATH=/tmp/gg $PY tests/gpu/qwen35_gguf.py "$BEEKEEPER_MODEL"; fi && chmod 644 "$BEEKEEPER_MODEL" &&
     ls -l "$BEEKEEPER_MODEL" && sha256sum "$BEEKEEPER_MODEL" | tee "$L/model.sha256"
 }
 health() { $PY -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:8083/health", timeout=2)' 2>/dev/null; }
@@ -67,7 +69,8 @@ step status sh -c "$CTL status; ps -eo pid,user,etime,args | grep -v grep | grep
 step request first_request
 step crash crash
 step verify "$BIN/beekeeper" verify --on-host --suite engine,smoke,decode,ttft,vram \
-  --decode-ctx 4096,60000 --quick ${VERIFY_ARGS:---ttft-tokens 60000 --ttft-requests 3} --settle-budget-s 0 --out "$L/verify"
+  --quick ${VERIFY_SIZES:---decode-ctx 4096,60000 --ttft-tokens 60000 --ttft-requests 3} \
+  --settle-budget-s 0 --out "$L/verify"
 step bad deploy --data 'server_extra_args=["--no-such-flag"]'
 step after_bad after_check --no-such-flag
 step change deploy --data 'server_extra_args=["--metrics"]'
