@@ -21,6 +21,7 @@ class StreamedCommand(StringCommand):
         return host.run_shell_command(self, print_output=True,
                                       print_input=state.print_input, **connector_arguments)
 
+
 def last_progress(quoted_log: str) -> str:
     """The shell words printing the line a heartbeat shows: among the log's last 40 lines,
     the last progress line of cmake or make ("[ 45%] Building ..."), else the last line that
