@@ -438,6 +438,15 @@ def verdict(report: Report, names: list[str], profile: Profile) -> Coverage:
     return coverage(report.checks, judgeable(names, profile))
 
 
+def server_after_engine(where: Locality, url: str, engine: EngineRun) -> Locality:
+    """Where the server is once the engine suite ran: llama-bench stops the kit's service and
+    starts it again, so a pid read before it names a process that has gone, and the VRAM
+    sampler would follow nothing (seen on the H200, 2026-12-03: no per-process peak)."""
+    if not engine.requested or not where.local or where.pid is None:
+        return where
+    return locate_server(url)
+
+
 def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                out_dir: str | None = None, quick: bool = False, host_label: str = "local",
                card: str | None = None, host_facts: dict[str, Any] | None = None,
@@ -465,6 +474,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
               if "engine" in names else EngineRun(requested=False))
     report.engine = engine.baseline
     report.checks += judge.engine_checks(engine)
+    where = server_after_engine(where, str(client.http.base_url), engine)
     run = _Run(profile, names, sizes, engine, _card(card, engine, shell, profile), where,
                shell=shell)
     _sampled_suites(client, run, report, direct)

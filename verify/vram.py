@@ -236,7 +236,12 @@ class VramSampler:
             procs = [s.process_mib for s in r.samples if s.process_mib is not None]
             r.per_process_available = bool(procs)
             r.peak_process_mib = max(procs) if procs else None
-            if not procs:
+            if not procs and r.pid is not None and r.processes_seen:
+                r.note = (f"the server's pid {r.pid} is not among the card's "
+                          f"{r.processes_seen} compute process(es) (it was restarted, or "
+                          "NVML reports another PID namespace's pids): peak is the "
+                          "device-level delta over the baseline")
+            elif not procs:
                 r.note = ("per-process memory not reported by the driver (WSL2/WDDM gives "
                           "none): peak is the device-level delta over the baseline")
             span = r.samples[-1].t_s - r.samples[0].t_s

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -46,32 +47,63 @@ def restarts(unit: str) -> int | None:
 
 
 SUPERVISORCTL = "/usr/local/sbin/beekeeper-supervisorctl"  # beekeeper.core.paths
+SUPERVISORD_LOG = "/var/log/beekeeper/supervisord.log"  # templates/supervisord.conf.j2
 
 
 class ProgramWatch:
-    """Runtime supervisor: a program's restarts, counted as the wait sees them (supervisord
-    keeps no count): each new pid after the first, and FATAL (supervisord gave up)."""
+    """Runtime supervisor: a program's restarts since the wait began (supervisord keeps no
+    count), the most of two readings: the exits supervisord logged (`exited: NAME`), and
+    each new pid `status` shows after the first; and FATAL (supervisord gave up). The log
+    counts a server that dies soon after startsecs, whose RUNNING a poll can miss, and
+    still counts when `status` cannot be read."""
 
-    def __init__(self, program: str, ctl: str = SUPERVISORCTL) -> None:
-        self.program, self.ctl = program, ctl
+    def __init__(self, program: str, ctl: str = SUPERVISORCTL,
+                 log: str = SUPERVISORD_LOG) -> None:
+        self.program, self.ctl, self.log = program, ctl, log
         self.pids: list[int] = []
         self.fatal = False
+        self.exits = 0
+        self._offset = self._size()
+
+    def _size(self) -> int:
+        try:
+            with open(self.log, "rb") as f:
+                return f.seek(0, 2)
+        except OSError:
+            return 0
+
+    def _logged_exits(self) -> int:
+        """`exited: NAME (...)` lines supervisord wrote since the last reading."""
+        if self._size() < self._offset:  # rotated: the new file from its start
+            self._offset = 0
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return 0
+        done = data.rfind(b"\n") + 1  # a line still being written is read next time
+        self._offset += done
+        mark = f"exited: {self.program} (".encode()
+        return sum(1 for line in data[:done].splitlines() if mark in line)
 
     def __call__(self, _unit: str) -> int | None:
+        self.exits += self._logged_exits()
         try:
             out = subprocess.run([self.ctl, "status", self.program], capture_output=True,
                                  text=True, timeout=10).stdout.split()
         except (OSError, subprocess.SubprocessError):
-            return None
-        if len(out) < 2:
-            return None
-        if out[1] == "FATAL":
+            out = []
+        if len(out) >= 2 and out[1] == "FATAL":
             self.fatal = True
-        if out[1] == "RUNNING" and "pid" in out:
+        if len(out) >= 2 and out[1] == "RUNNING" and "pid" in out:
             pid = int(out[out.index("pid") + 1].rstrip(","))
             if pid not in self.pids:
                 self.pids.append(pid)
-        return max(len(self.pids) - 1, 0) + (CRASH_LOOP_RESTARTS if self.fatal else 0)
+        if len(out) < 2 and not self.exits and not self.pids:
+            return 0 if os.path.exists(self.log) else None
+        return max(len(self.pids) - 1, self.exits, 0) + (
+            CRASH_LOOP_RESTARTS if self.fatal else 0)
 
 
 def wait_healthy(base: str, deadline_s: float, unit: str | None = None,

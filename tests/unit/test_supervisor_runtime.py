@@ -111,6 +111,31 @@ def test_a_crash_loop_fails_the_smoke_wait_at_once_not_at_its_timeout(supervisor
     assert time.monotonic() - t0 < 15
 
 
+def test_a_server_dying_just_after_startsecs_is_counted_from_supervisords_log(supervisord):
+    """A server that lives a little over startsecs is RUNNING for a moment each time: never
+    FATAL, and a `status` poll can miss every RUNNING (or `status` cannot be read at all).
+    The exits supervisord logs are counted instead, so the wait fails in seconds, not at
+    its deadline (on the H200 a bad flag waited the whole 300 s)."""
+    tmp, ctl = supervisord
+    program(tmp, "flapper", 'exec "$@"', "/bin/sh", ["-c", "sleep 1.2; exit 1"])
+    subprocess.run([str(ctl), "update"], capture_output=True)
+    watch = hostcheck.ProgramWatch("flapper", str(tmp / "no-such-ctl"),
+                                   log=str(tmp / "supervisord.log"))
+    t0 = time.monotonic()
+    ok, why, _ = hostcheck.wait_healthy("http://127.0.0.1:9", 90, "flapper", watch)
+    assert not ok and "restarted" in why, why
+    assert watch.exits >= hostcheck.CRASH_LOOP_RESTARTS and not watch.pids
+    assert time.monotonic() - t0 < 45
+
+
+def test_the_watch_reads_the_log_the_rendered_supervisord_conf_names():
+    from beekeeper.core import paths
+    from beekeeper.tasks import supervisor as task
+
+    assert f"logfile={hostcheck.SUPERVISORD_LOG}\n" in task.config()
+    assert hostcheck.SUPERVISORCTL == paths.SUPERVISORCTL
+
+
 def test_a_restart_after_a_crash_is_counted(supervisord):
     tmp, ctl = supervisord
     program(tmp, "sleeper", "exec sleep 60", "/bin/sleep", [])  # its arguments ignored

@@ -309,3 +309,47 @@ def test_the_card_is_read_on_wsl2_where_root_has_no_nvidia_smi_on_its_path(tmp_p
     monkeypatch.setattr(eng, "WSL_LIB", str(lib), raising=False)
     monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")  # sudo's secure_path
     assert eng.host_gpus(eng.LocalShell()) == [("NVIDIA GeForce RTX 4090", 1234.0)]
+
+
+def _listener(exe: Path, port: int) -> subprocess.Popen:
+    """A real process named llama-server (a symlink to python) listening on `port`."""
+    code = ("import socket, sys, time\n"
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            f"s.bind(('127.0.0.1', {port})); s.listen(); print('up', flush=True)\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([str(exe), "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "up"
+    return p
+
+
+def test_the_server_is_found_again_after_the_engine_suite_restarted_it(tmp_path):
+    """llama-bench stops the kit's service and starts it again: the VRAM sampler must follow
+    the new server process, not the pid read before the engine suite (on the H200 it followed
+    the old one and reported no per-process peak)."""
+    import socket as _socket
+
+    from beekeeper.verify.results import EngineRun
+    from beekeeper.verify.suites import server_after_engine
+
+    exe = tmp_path / "llama-server"
+    exe.symlink_to(sys.executable)
+    with _socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    first = _listener(exe, port)
+    try:
+        before = locate_server(url)
+        assert before.pid == first.pid
+    finally:
+        first.kill()
+        first.wait()
+    second = _listener(exe, port)  # the service, started again after llama-bench
+    try:
+        after = server_after_engine(before, url, EngineRun(requested=True))
+        assert after.pid == second.pid != first.pid
+        # no engine suite: nothing was restarted, the pid read before stands
+        assert server_after_engine(before, url, EngineRun(requested=False)) is before
+    finally:
+        second.kill()
+        second.wait()
