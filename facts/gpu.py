@@ -5,7 +5,6 @@ Facts about NVIDIA GPUs, read through nvidia-smi.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
@@ -176,31 +175,6 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
             out.append(parts[0])
     # a Multi-Arch: same package installed for two architectures is two lines of one name
     return sorted(set(out))
-
-
-def unheld_driver_packages_command() -> str:
-    """The installed driver packages dpkg does not hold, by the name apt-mark takes for each
-    architecture's copy (`${binary:Package}`: `libnvidia-compute-580:i386` beside the native
-    `libnvidia-compute-580:amd64` of a Multi-Arch: same package): what the kit holds."""
-    pattern = "^(" + "|".join(p.replace(".", "\\.") for p in DRIVER_PACKAGE_PREFIXES) + ")"
-    return ("dpkg-query -W -f '${binary:Package} ${db:Status-Want} ${Status}\\n' 2>/dev/null "
-            "| awk '$NF == \"installed\" && $2 != \"hold\" {print $1}' "
-            f"| grep -E {shlex.quote(pattern)}")
-
-
-class UnheldDriverPackages(FactBase[list[str]]):
-    """Returns the installed NVIDIA driver packages not held, each architecture's copy by its
-    own name: ``["libnvidia-compute-580:i386"]`` (unheld_driver_packages_command)."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
-
-    def command(self) -> str:
-        return unheld_driver_packages_command() + " || true"
-
-    def process(self, output: list[str]) -> list[str]:
-        return sorted(line.strip() for line in output if line.strip())
 
 
 class LinuxDriverPackages(FactBase[list[str]]):

@@ -1,6 +1,6 @@
 """
-NVIDIA operations: hold the driver's packages, register the nvidia runtime with Docker,
-check the GPU from inside a container.
+NVIDIA operations: release the driver holds an earlier kit set, register the nvidia runtime
+with Docker, check the GPU from inside a container.
 """
 
 from __future__ import annotations
@@ -9,39 +9,43 @@ import shlex
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
+from pyinfra.facts.files import FileContents
 
+from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.docker import DockerEngine, GpuInContainer
-from beekeeper.facts.gpu import (
-    LinuxDriverPackages,
-    UnheldDriverPackages,
-    unheld_driver_packages_command,
-)
-from beekeeper.operations.apt import recorded
+from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 
 
-def hold_command() -> str:
-    """apt-mark hold every installed package that carries the driver, whatever the distro
-    calls it (Ubuntu 580: libnvidia-compute-580, nvidia-dkms-580-open, ...; Ubuntu 590+:
-    libnvidia-compute, nvidia-dkms-open, ...; Debian: nvidia-kernel-dkms, libcuda1, ...),
-    each architecture's copy by its own name (an i386 libcuda beside the amd64 one). The
-    list is read on the host after the install, when the names are known. The holds set are
-    recorded (operations/apt.recorded) for the uninstall."""
-    return (f"pkgs=$({unheld_driver_packages_command()} | tr '\\n' ' '); "
-            f"[ -z \"${{pkgs% }}\" ] || {{ apt-mark hold $pkgs && {recorded('$pkgs')}; }}")
+def kit_driver_holds(record: list[str]) -> list[str]:
+    """The driver packages in the kit's record of its holds (HOLDS_RECORD, one name a line,
+    `libnvidia-compute-580:amd64` or `nvidia-open`): holds an earlier beekeeper set, before
+    the branch's pinning package alone kept the branch. The user's own holds are not in it."""
+    names = [line.strip() for line in record if line.strip()]
+    return sorted({n for n in names if n.split(":", 1)[0].startswith(DRIVER_PACKAGE_PREFIXES)})
+
+
+def release_command(names: list[str]) -> str:
+    """apt-mark unhold `names`, then drop them from the record (what the uninstall releases
+    later is what is left in it)."""
+    words = " ".join(shlex.quote(n) for n in names)
+    keep = " ".join(f"-e {shlex.quote(n)}" for n in names)
+    rec = shlex.quote(HOLDS_RECORD)
+    return (f"apt-mark unhold {words} && {{ grep -vxF {keep} {rec} > {rec}.new || true; }} "
+            f"&& mv -f {rec}.new {rec}")
 
 
 @operation()
-def driver_held():
+def kit_driver_holds_released():
     """
-    Hold the packages that carry the driver (kernel module, libcuda, NVML, nvidia-smi), not
-    only the meta-package: an unattended upgrade of any of them leaves the loaded kernel
-    module and the user-space libraries apart ("Driver/library version mismatch").
+    Release the holds an earlier beekeeper set on the driver's packages: the branch's
+    pinning package (nvidia-driver-pinning-<branch>) keeps the driver on its branch, and a
+    hold would also keep out the branch's own updates, security fixes among them.
     """
-    installed = host.get_fact(LinuxDriverPackages)
-    if installed and not host.get_fact(UnheldDriverPackages):  # every copy held already
-        host.noop(f"the {len(installed)} NVIDIA driver packages are held")
+    names = kit_driver_holds(host.get_fact(FileContents, path=HOLDS_RECORD) or [])
+    if not names:
+        host.noop("no hold of the kit's on the driver packages")
         return
-    yield StringCommand(hold_command())
+    yield StringCommand(release_command(names))
 
 
 @operation()

@@ -358,7 +358,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> D
         "driver runs), " if release and cfg.mode == "container" else ""
     raise PreflightError(
         f"{why}: set upgrade_driver = True (the kit purges the installed NVIDIA driver "
-        f"packages and installs branch {branch}, pinned and held; a reboot follows), "
+        f"packages and installs branch {branch}, pinned to it; a reboot follows), "
         f"{follow}or update the NVIDIA driver on the host to branch {branch} or newer, or set "
         f"cuda_version to a {reported} release")
 

@@ -1,6 +1,8 @@
 """
-NVIDIA driver: installed on native Linux only, locked to a branch and held; never inside
-WSL2, where the Windows driver is used. A reboot happens only when host data allows it.
+NVIDIA driver: installed on native Linux only, locked to a branch by NVIDIA's pinning
+package (not held: a hold would also keep out the branch's own updates, security fixes among
+them); never inside WSL2, where the Windows driver is used. A reboot happens only when host
+data allows it. Holds an earlier beekeeper set on the driver packages are released.
 
 NVIDIA's driver installation guide (Ubuntu/Debian, network repository): the kernel
 headers of the running kernel (`linux-headers-$(uname -r)`, DKMS builds the module against
@@ -22,11 +24,14 @@ from __future__ import annotations
 
 import io
 
+from pyinfra import host
 from pyinfra.api.operation import OperationMeta
+from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.distro import driver_package, headers_meta
+from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import apt_sources, nvidia
 from beekeeper.operations.apt import missing_packages
@@ -46,10 +51,24 @@ def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
     return facts.pci_nvidia_gpus > 0
 
 
+def old_holds_released(facts: HostFacts) -> list[OperationMeta]:
+    """A host an earlier beekeeper deployed holds the driver packages it installed (its record
+    names them): released, so the branch's updates come in; the branch pin stays."""
+    if facts.wsl.is_wsl2:
+        return []
+    held = nvidia.kit_driver_holds(host.get_fact(FileContents, path=HOLDS_RECORD) or [])
+    if not held:
+        return []
+    return [nvidia.kit_driver_holds_released(
+        name=f"Release the holds an earlier beekeeper set on {len(held)} NVIDIA driver "
+             "packages (the branch pin keeps the branch; its updates come in)")]
+
+
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     """Returns (stopped for a reboot or a second run, operations)."""
+    released = old_holds_released(facts)
     if not needs_driver(cfg, facts):
-        return False, []
+        return False, released
     branch = driver_branch_to_install(cfg)
     pinning = f"nvidia-driver-pinning-{branch}"
     driver = driver_package(cfg.driver_flavour)
@@ -57,7 +76,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     meta = headers_meta(facts.os.as_mapping(), facts.wsl.kernel_release)
     headers += [meta] if meta else []
     upgrade = facts.driver_action == "upgrade"
-    ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
+    ops = released + nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
     ops += _debian_steps(facts, [pinning, driver], branch, upgrade,
                          older_branch_advice(cfg, branch))
     ops += [
@@ -78,8 +97,6 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                      packages=[pinning], no_recommends=True),
         nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
                                 package=driver, after_purge=upgrade),
-        nvidia.driver_held(name="Hold the NVIDIA driver packages (module, libcuda, NVML, "
-                         "nvidia-smi) so unattended upgrades cannot break NVML"),
     ]
     return _after_install(cfg, ops, bool(cfg.cuda_arch or facts.compute_cap))
 

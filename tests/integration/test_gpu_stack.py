@@ -164,7 +164,8 @@ def test_upgrade_driver_replaces_debians_driver_with_the_pinned_branch(gpu_host)
     package that needs its libcuda, installed with the host's real apt and dpkg. upgrade_driver
     first stops without purging anything, naming that package; once it is gone, purges
     Debian's driver, installs NVIDIA's at the pinned branch (not the newer one the
-    repository also has), holds it and asks for the reboot; after the reboot it leaves the
+    repository also has), pins it without a hold and asks for the reboot; after the reboot it
+    releases the driver holds an earlier kit recorded and otherwise leaves the
     driver alone."""
     # no NVIDIA repository yet (an earlier test of this module added one)
     sandbox_exec(f"rm -f {KEYRING_LIST} /etc/apt/sources.list.d/nvidia-cuda.sources "
@@ -195,22 +196,31 @@ def test_upgrade_driver_replaces_debians_driver_with_the_pinned_branch(gpu_host)
         for gone in ("nvidia-driver", "nvidia-kernel-dkms"):
             assert "ok installed" not in status(gone), (gone, status(gone))
         pinned = f"{BRANCH}.21.01-1"
-        for package in ("nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"):
-            assert status(package) == f"hold ok installed {pinned}", (package,
-                                                                       status(package))
+        carriers = ("nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi")
+        for package in carriers:  # pinned to the branch, not held: its updates can come in
+            assert status(package) == f"install ok installed {pinned}", (package,
+                                                                          status(package))
         assert "ok installed" in status(f"nvidia-driver-pinning-{BRANCH}")
         holds = set(sandbox_exec("apt-mark showhold").stdout.split())
-        assert {"nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"} <= holds
-        assert "nvidia-driver" not in holds
-        record = sandbox_exec("cat /etc/beekeeper/apt-holds").stdout.split()
-        assert {"nvidia-open", "libcuda1", "nvidia-smi"} <= set(record), record
+        assert not holds & {*carriers, "nvidia-driver"}, holds
+        # the pin, not a hold, keeps the newer branch the repository has out
+        policy = sandbox_exec("apt-cache policy nvidia-open").stdout
+        assert f"Candidate: {pinned}" in policy, policy
         assert f"Driver Version: {BRANCH}.21.01" in sandbox_exec("nvidia-smi").stdout
 
+        # what an earlier beekeeper left: the driver's packages held, and recorded as its own
+        sandbox_exec("apt-mark hold nvidia-open libcuda1 >/dev/null && mkdir -p /etc/beekeeper "
+                     "&& printf '%s\\n' nvidia-open libcuda1 >> /etc/beekeeper/apt-holds")
         after = deploy(*UPGRADE_ARGS)  # the host rebooted: the new driver answers
         assert after.rc == 0, after.out[-3000:]
         assert "Starting operation: Purge the installed NVIDIA driver" not in after.out
         assert "Starting operation: Install the NVIDIA driver" not in after.out, after.out[-3000:]
-        assert status("nvidia-open") == f"hold ok installed {pinned}"
+        assert "Release the holds an earlier beekeeper set on 2 NVIDIA driver packages" in \
+            after.out, after.out[-3000:]
+        assert status("nvidia-open") == f"install ok installed {pinned}"
+        assert status("libcuda1") == f"install ok installed {pinned}"
+        record = sandbox_exec("cat /etc/beekeeper/apt-holds").stdout.split()
+        assert "nvidia-open" not in record and "libcuda1" not in record, record
     finally:
         _driver_gone()
 
@@ -226,7 +236,7 @@ def _driver_gone() -> None:
 def test_upgrade_driver_replaces_nvidias_older_branch_and_its_lock(gpu_host):
     """NVIDIA's own driver, an older branch (570) locked by its pinning package, all held,
     from NVIDIA's repository the user configured (cuda-keyring's list file): the purge takes
-    the old lock too, the new branch is installed, locked and held."""
+    the old lock too, the new branch is installed and locked by its pin (not held)."""
     old = aptrepo.NVIDIA_OLDER.split(".")[0]
     sandbox_exec("rm -f /etc/apt/sources.list.d/nvidia-cuda.sources; "
                  "cp /srv/aptrepo/gpgkey.gpg /usr/share/keyrings/cuda-archive-keyring.gpg && "
@@ -249,8 +259,8 @@ def test_upgrade_driver_replaces_nvidias_older_branch_and_its_lock(gpu_host):
         assert sandbox_exec("ls /etc/apt/preferences.d/").stdout.split() == \
             [f"nvidia-driver-pinning-{BRANCH}"]
         for package in ("nvidia-open", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"):
-            assert status(package) == f"hold ok installed {BRANCH}.21.01-1", (package,
-                                                                              status(package))
+            assert status(package) == f"install ok installed {BRANCH}.21.01-1", \
+                (package, status(package))
         after = deploy(*UPGRADE_ARGS)
         assert after.rc == 0, after.out[-3000:]
         assert "Starting operation: Install the NVIDIA driver" not in after.out

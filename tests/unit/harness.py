@@ -42,7 +42,6 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "DiskOf": None, "DebianComponents": [], "ProxyVars": (),  # unknown; none; no proxy
     "PciListing": (),  # no NVIDIA function on PCI (WSL2): see PCI_FACTS below
     "AptPolicy": AptPolicyInfo(installed=None, candidate="3.0.11-1"),
-    "UnheldDriverPackages": [],  # every driver package held (or none installed)
     # a stock Ubuntu host with the build tools, no CUDA toolkit, apt's lists there
     "HostTools": HostToolsInfo(tools=(("cmake", "/usr/bin/cmake"), ("c++", "/usr/bin/c++"),
                                       ("make", "/usr/bin/make"), ("git", "/usr/bin/git")),

@@ -16,7 +16,7 @@ from beekeeper.facts.docker import DockerEngineInfo
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import AptSource, InitInfo, OsReleaseInfo, WslInfo
 
-from .harness import PCI_RTX4090, require_tools, run_deploy
+from .harness import PCI_RTX4090, run_deploy
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
@@ -44,11 +44,7 @@ def facts(**over):
             "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30,
             "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
             "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None, "AptSourcesFor": []}
-    out = {**base, **over}
-    # what dpkg holds, as the hold step reads it: the installed ones apt does not hold
-    out.setdefault("UnheldDriverPackages", [p for p in out["LinuxDriverPackages"]
-                                            if p not in out["AptHolds"]])
-    return out
+    return {**base, **over}
 
 
 def names(ops):
@@ -315,65 +311,79 @@ def test_allow_reboot_with_cuda_arch_builds_that_arch_after_the_reboot():
     assert steps.index("Reboot to load the NVIDIA driver (allow_reboot)") < steps.index(build)
 
 
-def test_driver_install_brings_kernel_headers_and_holds_every_driver_package():
+def test_driver_install_brings_kernel_headers_and_pins_the_branch_without_a_hold():
+    """The branch's pinning package keeps the driver on its branch; no apt-mark hold, which
+    would also keep out the branch's own (security) updates."""
     ops = run_deploy(DEFAULTS, facts(**NO_DRIVER))
     steps = names(ops)
     headers = "Install the kernel headers (linux-headers-6.8.0-45-generic, linux-headers-generic)"
+    pin = "Lock the NVIDIA driver to branch 595 (nvidia-driver-pinning-595)"
     install = "Install the NVIDIA driver, branch 595 (nvidia-open)"
-    assert steps.index(headers) < steps.index(install)
+    assert steps.index(headers) < steps.index(pin) < steps.index(install)
     assert "linux-headers-6.8.0-45-generic" in " ".join(commands(ops, headers))
-    hold = " ".join(commands(ops, "Hold the NVIDIA driver packages"))
-    assert "apt-mark hold" in hold
-    for carrier in ("cuda-drivers", "nvidia-driver", "nvidia-dkms", "nvidia-kernel",
-                    "libnvidia-compute", "libcuda1", "nvidia-open"):
-        assert carrier in hold, carrier
-    assert "libnvidia-container" not in hold
+    assert "nvidia-driver-pinning-595" in " ".join(commands(ops, pin))
+    every = " ".join(c for _, cs in ops for c in cs)
+    assert "apt-mark hold" not in every.replace("apt-mark hold nvidia-container", "")
+    assert not any("Hold the NVIDIA driver" in s or "Release the holds" in s for s in steps)
 
 
-def test_driver_packages_all_held_means_no_hold_command():
-    pkgs = ["cuda-drivers", "libnvidia-compute", "nvidia-dkms-open", "nvidia-driver-pinning-595"]
-    ops = run_deploy(DEFAULTS, facts(**NO_DRIVER, LinuxDriverPackages=pkgs, AptHolds=pkgs))
-    assert commands(ops, "Hold the NVIDIA driver packages") == []
-    ops = run_deploy(DEFAULTS, facts(**NO_DRIVER, LinuxDriverPackages=pkgs, AptHolds=pkgs[:1]))
-    assert commands(ops, "Hold the NVIDIA driver packages") != []
-    # an i386 copy unheld beside held amd64 ones is held too
-    ops = run_deploy(DEFAULTS, facts(**NO_DRIVER, LinuxDriverPackages=pkgs, AptHolds=pkgs,
-                                     UnheldDriverPackages=["libnvidia-compute:i386"]))
-    assert commands(ops, "Hold the NVIDIA driver packages") != []
+# The kit's record of its holds on a host an earlier beekeeper deployed: the driver's
+# packages (each architecture's copy by its name) and the Container Toolkit's four.
+OLD_RECORD = ["libnvidia-compute-580:amd64", "libnvidia-compute-580:i386", "nvidia-open",
+              "nvidia-dkms-580-open", "nvidia-container-toolkit",
+              "nvidia-container-toolkit-base", "libnvidia-container1",
+              "libnvidia-container-tools"]
+OLD_DRIVER_HOLDS = ["libnvidia-compute-580:amd64", "libnvidia-compute-580:i386",
+                    "nvidia-dkms-580-open", "nvidia-open"]
 
 
-DPKG_STATUS = (Path(__file__).parent / "data" / "dpkg-status-multiarch-written-by-hand").read_text()
-
-
-def test_the_hold_names_each_architectures_copy_and_skips_what_dpkg_holds(tmp_path):
-    """Real dpkg-query over a status file (--admindir): the amd64 and i386 copies of a
-    Multi-Arch: same library by their own names (apt-mark hold would otherwise take only the
-    native one), nothing dpkg holds already, nothing that is not the driver."""
-    require_tools("dpkg-query", why="Debian's dpkg")
+def _with_record(record):
     from beekeeper.core.paths import HOLDS_RECORD
-    from beekeeper.facts.gpu import UnheldDriverPackages
-    from beekeeper.operations.nvidia import hold_command
 
-    (tmp_path / "updates").mkdir()
-    (tmp_path / "status").write_text(DPKG_STATUS)
-    fact = UnheldDriverPackages()
-    here = fact.command().replace("dpkg-query -W", f"dpkg-query --admindir={tmp_path} -W")
-    out = subprocess.run(["/bin/sh", "-c", here], capture_output=True, text=True,
-                         check=True).stdout.splitlines()
-    assert fact.process(out) == ["libnvidia-compute-580:amd64", "libnvidia-compute-580:i386"]
-    assert hold_command().startswith(f"pkgs=$({fact.command().removesuffix(' || true')} |")
-    # the hold itself, with apt-mark echoed and the kit's record in tmp_path: both copies
-    # held by their own names, and recorded for the uninstall
-    record = tmp_path / "etc" / "apt-holds"
-    hold = hold_command().replace("dpkg-query -W", f"dpkg-query --admindir={tmp_path} -W") \
-        .replace("apt-mark hold", "echo apt-mark hold") \
-        .replace(HOLDS_RECORD.rsplit("/", 1)[0], str(record.parent)) \
-        .replace(HOLDS_RECORD, str(record))
-    done = subprocess.run(["/bin/sh", "-c", hold], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["apt-mark", "hold", "libnvidia-compute-580:amd64",
-                                   "libnvidia-compute-580:i386"]
-    assert record.read_text().splitlines() == ["libnvidia-compute-580:amd64",
-                                               "libnvidia-compute-580:i386"]
+    return lambda path: record if path == HOLDS_RECORD else None
+
+
+def test_an_earlier_kits_driver_holds_are_released_and_the_toolkits_kept():
+    from beekeeper.operations.nvidia import kit_driver_holds
+
+    assert kit_driver_holds(OLD_RECORD) == OLD_DRIVER_HOLDS
+    release = "Release the holds an earlier beekeeper set on 4 NVIDIA driver packages"
+    native = {**DEFAULTS, "mode": "native"}  # the 580 driver in place builds for CUDA 13.0
+    for data, case in ((native, facts(Wsl=NATIVE, GpuInfo=NATIVE_580)),
+                       (DEFAULTS, facts(**NO_DRIVER))):  # a driver in place, or to install
+        ops = run_deploy(data, {**case, "FileContents": _with_record(OLD_RECORD)})
+        step = next(n for n in names(ops) if n.startswith(release))
+        line = " ".join(commands(ops, step))
+        assert line.startswith("apt-mark unhold libnvidia-compute-580:amd64 "
+                               "libnvidia-compute-580:i386 nvidia-dkms-580-open nvidia-open &&")
+        assert "nvidia-container" not in line.split("&&")[0]
+    # no record, or one with the toolkit only: no release step at all
+    for record in (None, OLD_RECORD[4:]):
+        ops = run_deploy(native, {**facts(Wsl=NATIVE, GpuInfo=NATIVE_580),
+                                  "FileContents": _with_record(record)})
+        assert not any(n.startswith("Release the holds") for n in names(ops))
+    # WSL2: the kit never held a driver there (the Windows driver serves it)
+    ops = run_deploy(DEFAULTS, {**facts(), "FileContents": _with_record(OLD_RECORD)})
+    assert not any(n.startswith("Release the holds") for n in names(ops))
+
+
+def test_the_release_unholds_and_leaves_the_rest_of_the_record(tmp_path):
+    """The release command run by a real shell, apt-mark echoed and the record in tmp_path:
+    the driver's names unheld, each copy by its own name, and dropped from the record; the
+    toolkit's stay there for the uninstall; a record of the driver only ends empty."""
+    from beekeeper.core.paths import HOLDS_RECORD
+    from beekeeper.operations.nvidia import release_command
+
+    record = tmp_path / "apt-holds"
+    for lines, left in ((OLD_RECORD, OLD_RECORD[4:]), (OLD_DRIVER_HOLDS, [])):
+        record.write_text("".join(f"{n}\n" for n in lines))
+        line = release_command(OLD_DRIVER_HOLDS).replace("apt-mark unhold",
+                                                         "echo apt-mark unhold")
+        done = subprocess.run(["/bin/sh", "-c", line.replace(HOLDS_RECORD, str(record))],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["apt-mark", "unhold", *OLD_DRIVER_HOLDS]
+        assert record.read_text().splitlines() == left
 
 
 def test_existing_cuda_keyring_source_is_used_not_duplicated():

@@ -458,8 +458,8 @@ def test_apt_says_what_a_purge_would_take_along():
 
 # The kit's driver on a Debian 12 host (apt-history-kit-driver-written-by-hand.log): the
 # headers, the branch pin and nvidia-open (its own apt-get line), the Container Toolkit,
-# then the user's htop. The driver task held the driver packages (operations/nvidia.py
-# hold_command), the toolkit task its four.
+# then the user's htop. The driver task of that kit held the driver packages (a kit before
+# the branch pin alone kept the branch), the toolkit task its four.
 DRIVER_LOG = (DATA / "apt-history-kit-driver-written-by-hand.log").read_text().splitlines()
 DRIVER_HISTORY = parse_apt_history(DRIVER_LOG)
 DRIVER_INSTALLED = sorted({n for t in DRIVER_HISTORY for n in t.installed} |
