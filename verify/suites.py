@@ -271,20 +271,24 @@ def _engine_target(client: ServerClient, profile: Profile, shell: Shell | None,
 
 
 def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shell | None,
-               engine_gpu: str | None, service: str, hand: HandStarted | None = None
-               ) -> EngineRun:
+               engine_gpu: str | None, service: str, hand: HandStarted | None = None,
+               prefill: bool = True) -> EngineRun:
     """llama-bench where the server runs: the kit's service through `shell` (stopped for the
-    idle VRAM baseline), or a hand-started server's llama-bench (`hand`) beside it."""
+    idle VRAM baseline), or a hand-started server's llama-bench (`hand`) beside it.
+    `prefill`: also time the prompt (the TTFT check's baseline; only when TTFT is asked for,
+    it is the engine suite's longest test)."""
     try:
         engine = _engine_target(client, profile, shell, hand, engine_gpu, service)
         if engine is None:
             return EngineRun(requested=True)
         _log(f"engine: llama-bench on {engine.shell.label}, decode at "
              f"{','.join(map(str, sizes.decode_ctx_tokens))} ctx x "
-             f"{sizes.decode_out_tokens} out, prefill {sizes.ttft_tokens} tokens")
+             f"{sizes.decode_out_tokens} out"
+             + (f", prefill {sizes.ttft_tokens} tokens" if prefill else ""))
         base = measure_engine(
             engine, profile, depths_tokens=sizes.decode_ctx_tokens,
-            out_tokens=sizes.decode_out_tokens, prompt_tokens=sizes.ttft_tokens,
+            out_tokens=sizes.decode_out_tokens,
+            prompt_tokens=sizes.ttft_tokens if prefill else None,
             wait_ready=(lambda: wait_healthy(client, 600)) if engine.start else None,
             limit=judge.NOISE_MAX, budget_s=sizes.settle_budget_s)
         for key, got in base.settle.items():
@@ -470,8 +474,9 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                     started_utc=now.isoformat(timespec="seconds"), host=host_facts or {},
                     budget_mib=judge.vram_budget_mib(profile.expected, budget_gib),
                     requested=judgeable(names, profile))
-    engine = (run_engine(client, profile, sizes, shell, engine_gpu, service, hand)
-              if "engine" in names else EngineRun(requested=False))
+    engine = (run_engine(client, profile, sizes, shell, engine_gpu, service, hand,
+                         prefill="ttft" in names) if "engine" in names
+              else EngineRun(requested=False))
     report.engine = engine.baseline
     report.checks += judge.engine_checks(engine)
     where = server_after_engine(where, str(client.http.base_url), engine)

@@ -353,3 +353,27 @@ def test_the_server_is_found_again_after_the_engine_suite_restarted_it(tmp_path)
     finally:
         second.kill()
         second.wait()
+
+
+@pytest.mark.parametrize(("names", "prefills"), [(["smoke", "decode"], 0),
+                                                  (["smoke", "decode", "ttft"], 1)])
+def test_the_engine_times_the_prompt_only_when_ttft_is_asked_for(monkeypatch, names, prefills):
+    """The prefill test is the engine suite's longest (at 60K on the H200, 46 s of 68): run
+    only for the TTFT check, the one that judges against it."""
+    import itertools
+
+    from verify import client
+
+    ticks = itertools.count()
+    monkeypatch.setattr(client.time, "perf_counter", lambda: next(ticks) / 1000)
+    sizes = Sizes(decode_ctx_tokens=[200], decode_out_tokens=40, ttft_tokens=100,
+                  ttft_requests=2, niah_tokens=150, niah_cases=1)
+    sh = FakeShell(gpus="NVIDIA GeForce RTX 4090, 700\n")
+    with ServerClient("http://127.0.0.1:9", transport=httpx.MockTransport(fake_server)) as c:
+        rep = run_suites(c, PROFILES["q8-turbo4-64k"], names, sizes=sizes, shell=sh,
+                         hand=HandStarted(llama_bench="/lb", model="/m.gguf"),
+                         where=Locality(False, "port 9 here is an ssh tunnel"))
+    benches = [s for s in sh.scripts if "-o json" in s]
+    assert sum(" -n 0 " in f"{s} " for s in benches) == prefills, benches
+    assert any(" -n 40 " in f"{s} " for s in benches)  # decode is timed either way
+    assert rep.engine is not None and (rep.engine.prefill is not None) == bool(prefills)
