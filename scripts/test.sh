@@ -20,6 +20,11 @@ tier() {  # a selection that names no test of this tier (exit 5) is not a failur
   .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=15 -m "$@" || { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
 }
 tier "not gpu and not slow and not integration" "$@"
-if wait "$prep"; then tail -1 "$prep_log"; else
-  echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"; fi
+# the integration tier starts once what the first deploy needs is made; the GPU-container
+# host's image (needed by a later module) goes on being made beside it
+while [ ! -e .cache/prepare.first-done ] && kill -0 "$prep" 2>/dev/null; do sleep 1; done
+[ -e .cache/prepare.first-done ] && grep -m1 "^\[prepare\]" "$prep_log" ||
+  echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"
 tier "integration and not gpu and not slow" "$@"
+if wait "$prep"; then tail -1 "$prep_log"; else
+  echo "[test] making the GPU-container host's image ahead failed (its tests made it): $prep_log"; fi
