@@ -444,11 +444,11 @@ def test_the_driver_packages_fact_reads_dpkg(tmp_path):
     from beekeeper.facts.gpu import LinuxDriverPackages, parse_driver_packages
 
     from .harness import require_tools
-    from .test_gpu_hosts import DPKG_STATUS
 
     require_tools("dpkg-query", "grep", why="Debian's dpkg")
     (tmp_path / "updates").mkdir()
-    (tmp_path / "status").write_text(DPKG_STATUS)
+    (tmp_path / "status").write_text(
+        (Path(__file__).parent / "data" / "dpkg-status-multiarch-written-by-hand").read_text())
     fact = LinuxDriverPackages()
     cmd = fact.command().replace("dpkg-query -W", f"dpkg-query --admindir={tmp_path} -W")
     out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, check=True)
