@@ -67,8 +67,7 @@ class ProgramWatch:
 
     def _size(self) -> int:
         try:
-            with open(self.log, "rb") as f:
-                return f.seek(0, 2)
+            return os.path.getsize(self.log)
         except OSError:
             return 0
 
