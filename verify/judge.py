@@ -117,8 +117,9 @@ class Check:
 
     @property
     def passed(self) -> bool:
-        """False only for FAIL (a run passes when no check failed)."""
-        return self.status != "FAIL"
+        """True for PASS, SKIP and INFO: a run passes when no check failed, and a status that
+        is none of the four (a misspelt one) counts as failed, never as passed."""
+        return self.status in ("PASS", "SKIP", "INFO")
 
     def line(self) -> str:
         return f"[{self.status}] {self.name}: {self.detail}"
@@ -603,4 +604,4 @@ def coverage(checks: list[Check], requested: list[str]) -> Coverage:
         why = next((c.detail for c in mine if c.status == "SKIP"), None) or next(
             (c.detail for c in mine), "no check ran (the smoke check failed first?)")
         missing.append((area, why))
-    return Coverage(judged, missing, failed=any(c.status == "FAIL" for c in checks))
+    return Coverage(judged, missing, failed=any(not c.passed for c in checks))

@@ -1,0 +1,405 @@
+"""verify's judge step (verify/judge.py), check by check: each suite's result in, the named
+checks out, and the run's word and exit status from them. Each test holds one rule a user's
+verdict depends on, on inputs either side of it, so a judge that says PASS whatever it is
+given, drops a busy host's record or crashes on one failed request fails here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from beekeeper.core.profiles import PROFILES
+from beekeeper.verify.client import RequestRecord, StreamEvent
+from beekeeper.verify.engine import BenchTest, EngineBaseline
+from beekeeper.verify.judge import (
+    EXIT_FAILED,
+    EXIT_NOT_JUDGED,
+    EXIT_PASSED,
+    Check,
+    coverage,
+    decode_checks,
+    engine_checks,
+    load_checks,
+    niah_checks,
+    ttft_checks,
+    vram_checks,
+    vram_figures,
+)
+from beekeeper.verify.results import (
+    DecodeResult,
+    EngineRun,
+    LoadResult,
+    NiahCase,
+    NiahResult,
+    TtftResult,
+)
+from beekeeper.verify.vram import VramResult
+
+CPU = PROFILES["cpu-tiny"].expected  # no reference-card figures: nothing judged by them
+PROD = PROFILES["q8-turbo4-64k"].expected  # NIAH: 10 of 10 needed
+
+
+def bench(n_prompt: int, n_gen: int, depth: int, tok_s: float, stddev: float = 0.5,
+          samples: int = 3) -> BenchTest:
+    n = n_prompt or n_gen
+    return BenchTest(n_prompt, n_gen, depth, tok_s, stddev, n / tok_s, [n / tok_s] * samples,
+                     2, "f16", "f16", 0, "1", "CPU", "")
+
+
+def engine(idle_used_mib: float | None = None) -> EngineRun:
+    """A quiet llama-bench: 50 tok/s decode at 1024 ctx, 512 tokens prefilled in 1.0 s
+    (TTFT expectation 1.02 s)."""
+    return EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[], decode=[bench(0, 160, 1024, 50.0)],
+        prefill=bench(512, 0, 0, 512.0), idle_used_mib=idle_used_mib))
+
+
+def record(*, ok: bool = True, error: str | None = None, ttft_s: float = 1.0,
+           completion_tokens: int = 160, cache_n: int = 0) -> RequestRecord:
+    return RequestRecord(ok=ok, status_code=200 if ok else 500, error=error, t_send_s=0.0,
+                         events=[StreamEvent(ttft_s, "content", 4)] if ok else [],
+                         usage={"completion_tokens": completion_tokens} if ok else None,
+                         timings={"predicted_n": completion_tokens, "cache_n": cache_n}
+                         if ok else None)
+
+
+def decode_run(samples_tok_s: list[float], settle: dict | None = None,
+               rec: RequestRecord | None = None) -> DecodeResult:
+    return DecodeResult(ctx_tokens=1024, out_tokens_requested=160,
+                        decode_tok_s=sorted(samples_tok_s)[len(samples_tok_s) // 2],
+                        server_predicted_per_second=None, windowed_tok_s=[],
+                        record=rec or record(), samples_tok_s=samples_tok_s, settle=settle)
+
+
+def ttft_run(ttfts_s: list[float], settle: dict | None = None,
+             extra: list[RequestRecord] = ()) -> TtftResult:
+    recs = [record(ttft_s=t) for t in ttfts_s] + list(extra)
+    return TtftResult(target_tokens=512, prompt_tokens=[512] * len(recs), records=recs,
+                      settle=settle)
+
+
+def busy_settle(samples: list[float]) -> dict:
+    """verify/settle.py's record of a figure measured while other processes used 1.6 of the
+    host's 2 CPUs, round after round (stop "busy")."""
+    busy = {"repeats": len(samples), "wall_s": 10.0, "used": False, "load_share": 0.8,
+            "busy": True, "other_cpu_s": 16.0, "capacity_s": 20.0, "cpus": 2}
+    return {"samples": [], "set_aside": samples * 2, "rounds": [busy, busy], "stop": "busy",
+            "wall_s": 20.0}
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
+
+# --- Check.of and the run's exit status ---------------------------------------------------
+
+def test_a_check_made_of_a_false_condition_fails_the_run_with_exit_1():
+    bad = Check.of("niah.pass", False, "4/10")
+    good = Check.of("niah.pass", True, "10/10")
+    assert (bad.status, good.status) == ("FAIL", "PASS")
+    assert not bad.passed and good.passed
+    assert bad.line() == "[FAIL] niah.pass: 4/10"
+    cov = coverage([bad], ["niah"])
+    assert cov.failed and cov.exit_status == EXIT_FAILED and cov.word == "FAILED"
+    assert coverage([good], ["niah"]).exit_status == EXIT_PASSED
+
+
+def test_a_status_that_is_none_of_the_four_fails_the_run_rather_than_pass_it():
+    """A misspelt status (a typo, or a mutant's "XXFAILXX") is never a pass: the run fails."""
+    odd = Check("niah.pass", "XXFAILXX", "4/10")  # type: ignore[arg-type]
+    assert not odd.passed
+    assert coverage([odd], ["niah"]).exit_status == EXIT_FAILED
+    for status in ("PASS", "SKIP", "INFO"):
+        assert Check("x", status, "").passed, status  # type: ignore[arg-type]
+
+
+def test_the_summary_line_of_each_outcome():
+    passed = coverage([Check("niah.pass", "PASS", "")], ["niah"])
+    assert passed.line() == "judged: NIAH" and passed.word == "PASSED"
+    skipped = coverage([Check("niah.pass", "PASS", ""), Check("vram.rise_vs_budget", "SKIP",
+                                                                 "no NVIDIA GPU")],
+                       ["niah", "vram"])
+    assert skipped.word == "INCOMPLETE" and skipped.exit_status == EXIT_NOT_JUDGED
+    assert skipped.line() == "nothing failed, but not judged: VRAM; judged: NIAH"
+    assert skipped.not_judged == [("vram", "no NVIDIA GPU")]
+    failed = coverage([Check("niah.pass", "FAIL", ""), Check("vram.rise_vs_budget", "SKIP",
+                                                            "no NVIDIA GPU")], ["niah", "vram"])
+    assert failed.line() == "not judged: VRAM; judged: NIAH"
+    assert coverage([], []).line() == "no speed, NIAH or VRAM check requested"
+    none = coverage([], ["decode"])
+    assert none.not_judged == [("decode", "no check ran (the smoke check failed first?)")]
+    assert none.line() == "nothing failed, but not judged: decode; judged: none"
+    info = coverage([Check("decode.reference_card", "INFO", "information only")], ["decode"])
+    assert info.not_judged == [("decode", "information only")]
+
+
+# --- load ---------------------------------------------------------------------------------
+
+def test_load_without_a_failed_request_passes_with_its_figures():
+    recs = [record(ttft_s=0.5 + i / 10, completion_tokens=100) for i in range(10)]
+    [c] = load_checks(LoadResult(clients=4, seconds=10.0, records=recs))
+    assert c.name == "load.no_failures" and c.status == "PASS"
+    assert c.detail == "10 requests, 0 failed, 100.0 tok/s aggregate, p95 TTFT 1.40 s"
+
+
+def test_one_failed_request_under_load_fails_the_run_naming_its_cause():
+    recs = [record(completion_tokens=100)] * 9 + [record(ok=False, error="HTTP 503: busy")]
+    [c] = load_checks(LoadResult(clients=4, seconds=10.0, records=recs))
+    assert c.status == "FAIL"
+    assert c.detail == ("10 requests, 1 failed, 90.0 tok/s aggregate, p95 TTFT 1.00 s; "
+                        "first error: HTTP 503: busy")
+    assert coverage([c], []).exit_status == EXIT_FAILED
+
+
+def test_a_failed_request_without_a_cause_and_a_long_one_under_load():
+    [c] = load_checks(LoadResult(clients=1, seconds=1.0,
+                                 records=[record(ok=False, error=None)]))
+    assert c.status == "FAIL" and c.detail.endswith("1 failed, 0.0 tok/s aggregate, p95 TTFT "
+                                                    "0.00 s; first error: ")
+    [c] = load_checks(LoadResult(clients=1, seconds=1.0,
+                                 records=[record(ok=False, error="x" * 200)]))
+    assert c.detail.endswith("first error: " + "x" * 160)
+
+
+def test_a_load_run_that_sent_nothing_does_not_pass():
+    [c] = load_checks(LoadResult(clients=4, seconds=0.0, records=[]))
+    assert c.status == "FAIL"
+    assert c.detail == "0 requests, 0 failed, 0.0 tok/s aggregate, p95 TTFT 0.00 s"
+
+
+# --- NIAH ---------------------------------------------------------------------------------
+
+def niah(passed: int, n: int = 10, tokens: int = 60000, error: str | None = None
+         ) -> NiahResult:
+    cases = [NiahCase(seed=i, depth=i / n, prompt_tokens=tokens, fitted_tokens=60000,
+                      expected="7281", answer="7281" if i < passed else "",
+                      found=[], passed=i < passed,
+                      error=error if i == n - 1 and i >= passed else None)
+             for i in range(n)]
+    return NiahResult(target_tokens=60000, cases=cases)
+
+
+def test_niah_passes_at_the_profiles_minimum_and_fails_one_under_it():
+    cpu = {c.name: c for c in niah_checks(niah(5, n=5, tokens=60000), CPU)}
+    assert cpu["niah.pass"].status == "PASS"  # 5 of 5, needs 5
+    at = by_name(niah_checks(niah(10), PROD))["niah.pass"]
+    assert at.status == "PASS"
+    assert at.detail == "10/10 (95% Clopper-Pearson recall 69%-100%); needs >= 10"
+    under = by_name(niah_checks(niah(9), PROD))["niah.pass"]
+    assert under.status == "FAIL" and under.detail.startswith("9/10 ")
+    assert coverage([under], ["niah"]).exit_status == EXIT_FAILED
+
+
+def test_niah_prompts_of_another_length_than_asked_fail_the_exactness_check():
+    exact = by_name(niah_checks(niah(10), PROD))["niah.prompt_tokens_exact"]
+    assert exact.status == "PASS"
+    assert exact.detail == "every prompt exactly 60000 tokens (server usage.prompt_tokens)"
+    res = niah(10)
+    res.cases[3].prompt_tokens = 59999
+    assert by_name(niah_checks(res, PROD))["niah.prompt_tokens_exact"].status == "FAIL"
+
+
+def test_one_failed_niah_request_is_named_on_both_checks():
+    checks = by_name(niah_checks(niah(9, error="HTTP 400: context size exceeded"), PROD))
+    for name in ("niah.prompt_tokens_exact", "niah.pass"):
+        assert checks[name].detail.endswith("; 1 request(s) failed: HTTP 400: context size "
+                                            "exceeded"), name
+
+
+# --- VRAM ---------------------------------------------------------------------------------
+
+IDLE = "idle (memory.used with the service stopped, before llama-bench)"
+
+
+def sampled(peak_mib: float, process_mib: float | None = 9100.0, pid: int | None = 4242,
+            hz: float | None = 19.6) -> VramResult:
+    return VramResult(gpu_name="NVIDIA H200", peak_mib=peak_mib, baseline_mib=3900.0,
+                      peak_process_mib=process_mib, pid=pid, achieved_hz=hz,
+                      per_process_available=process_mib is not None)
+
+
+def test_the_vram_rise_is_the_peak_over_the_idle_baseline():
+    base = engine(idle_used_mib=3000.0).baseline
+    fig = vram_figures(sampled(12000.0), base, 10240.0, 9300.0)
+    assert fig.rise_mib == 9000.0  # 12,000 peak - 3,000 idle
+    assert fig.process_peak_mib == 9100.0 and fig.process_is_server
+    assert fig.predicted_mib == 9300.0 and fig.budget_mib == 10240.0
+    assert fig.baseline_kind == IDLE and fig.why_not is None
+
+
+def test_the_vram_check_passes_under_the_budget_and_fails_over_it():
+    base = engine(idle_used_mib=3000.0).baseline
+    [ok] = vram_checks(sampled(12000.0), base, 10240.0, 9300.0)
+    assert ok.name == "vram.rise_vs_budget" and ok.status == "PASS"
+    assert ok.detail == (f"rise of memory.used over {IDLE} 9000 MiB, budget 10240 MiB; "
+                         "process peak 9100 MiB, planner predicted 9300 MiB; 20 Hz sampling")
+    [over] = vram_checks(sampled(13300.0), base, 10240.0, None)
+    assert over.status == "FAIL" and "10300 MiB, budget 10240 MiB" in over.detail
+    assert coverage([over], ["vram"]).exit_status == EXIT_FAILED
+    [nohz] = vram_checks(sampled(12000.0, hz=None), base, 10240.0, None)
+    assert not nohz.detail.endswith("Hz sampling")
+
+
+def test_without_the_idle_baseline_the_servers_own_peak_is_judged():
+    fig = vram_figures(sampled(12000.0), None, 10240.0, None)
+    assert fig.rise_mib is None and fig.baseline_kind.startswith("none: the server was already "
+                                                                 "loaded")
+    [c] = vram_checks(sampled(12000.0), None, 10240.0, None)
+    assert c.status == "PASS" and c.detail.startswith("process peak 9100 MiB (the server's own")
+    [big] = vram_checks(sampled(12000.0, process_mib=11000.0), None, 10240.0, None)
+    assert big.status == "FAIL"
+    # a process peak that may be another program's too judges nothing
+    [shared] = vram_checks(sampled(12000.0, pid=None), None, 10240.0, None)
+    assert shared.status == "SKIP"
+    assert coverage([shared], ["vram"]).exit_status == EXIT_NOT_JUDGED
+
+
+def test_an_unsampled_card_says_why_and_judges_nothing():
+    [c] = vram_checks(VramResult(skipped="no NVIDIA GPU on this machine"), None, 10240.0, None)
+    assert (c.status, c.detail) == ("SKIP", "no NVIDIA GPU on this machine")
+
+
+# --- the engine ---------------------------------------------------------------------------
+
+def test_a_failed_llama_bench_fails_the_run():
+    [c] = engine_checks(EngineRun(requested=True, error="llama-bench exited 1: out of memory"))
+    assert (c.name, c.status, c.detail) == ("engine.baseline", "FAIL",
+                                            "llama-bench exited 1: out of memory")
+    assert coverage([c], ["decode"]).exit_status == EXIT_FAILED
+
+
+def test_the_engine_baseline_is_information_or_why_there_is_none():
+    assert engine_checks(EngineRun(requested=False)) == []
+    [none] = engine_checks(EngineRun(requested=True))
+    assert none.status == "SKIP" and none.detail.startswith("no llama-bench to run")
+    [info] = engine_checks(engine())
+    assert info.status == "INFO"
+    assert info.detail == ("llama-bench, decode 50.0 +/- 0.5 tok/s at 1024 ctx (3 repeats); "
+                           "prefill 512 tokens in 1.000 s (512 tok/s, 3 repeats); 2 threads; "
+                           "recorded")
+    bare = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="GPU", commands=[], decode=[bench(0, 160, 1024, 50.0, samples=0)]))
+    [c] = engine_checks(bare)
+    assert c.detail == "llama-bench, decode 50.0 +/- 0.5 tok/s at 1024 ctx; 2 threads; GPU"
+
+
+# --- decode and TTFT: busy hosts and noisy figures are not judged --------------------------
+
+def test_a_served_decode_figure_measured_on_a_busy_host_is_not_judged():
+    """The served repeats agree (48 tok/s, 0.96 of the engine: a pass), but the settle loop
+    set them aside as busy: the check says so and the run is INCOMPLETE."""
+    quiet = by_name(decode_checks([decode_run([48.0, 48.1, 47.9])], engine(), CPU, None,
+                                  cpu=True))
+    assert quiet["decode.vs_engine@1024"].status == "PASS"
+    busy = by_name(decode_checks([decode_run([48.0, 48.1, 47.9],
+                                             settle=busy_settle([48.0, 48.1, 47.9]))],
+                                 engine(), CPU, None, cpu=True))
+    c = busy["decode.vs_engine@1024"]
+    assert c.status == "SKIP"
+    assert c.detail.startswith("the host was busy (other processes used 1.60 of 2 CPUs")
+    assert "while served decode was measured" in c.detail
+    assert coverage(list(busy.values()), ["decode"]).exit_status == EXIT_NOT_JUDGED
+
+
+def test_a_noisy_served_decode_figure_is_not_judged():
+    checks = by_name(decode_checks([decode_run([20.0, 48.0, 70.0])], engine(), CPU, None,
+                                   cpu=True))
+    c = checks["decode.vs_engine@1024"]
+    assert c.status == "SKIP" and c.detail.startswith("the figures did not settle (served "
+                                                      "decode")
+    assert coverage(list(checks.values()), ["decode"]).word == "INCOMPLETE"
+
+
+def test_a_served_ttft_measured_on_a_busy_host_is_not_judged():
+    ttfts = [1.0, 1.01, 0.99, 1.0, 1.0]
+    quiet = by_name(ttft_checks(ttft_run(ttfts), engine(), CPU, None, cpu=True))
+    assert quiet["ttft.vs_engine"].status == "PASS"
+    busy = by_name(ttft_checks(ttft_run(ttfts, settle=busy_settle(ttfts)), engine(), CPU, None,
+                               cpu=True))
+    c = busy["ttft.vs_engine"]
+    assert c.status == "SKIP" and c.detail.startswith("the host was busy (other processes")
+    assert "while served TTFT was measured" in c.detail
+    assert coverage(list(busy.values()), ["ttft"]).exit_status == EXIT_NOT_JUDGED
+
+
+def test_a_noisy_served_ttft_is_not_judged_and_says_the_load_was_not_measured():
+    ttfts = [0.5, 1.0, 1.5, 2.0, 1.0]
+    unmeasured = {"samples": ttfts, "rounds": [{"repeats": 5, "load_share": None}],
+                  "stop": "cap", "wall_s": 6.0}
+    c = by_name(ttft_checks(ttft_run(ttfts, settle=unmeasured), engine(), CPU, None,
+                            cpu=True))["ttft.vs_engine"]
+    assert c.status == "SKIP" and c.detail.startswith("the figures did not settle (served TTFT")
+    assert ("5 repeats in 6 s, the repeats' cap; the host's load not measured (no way onto "
+            "the host)") in c.detail
+    measured = {**unmeasured, "stop": "budget", "budget_s": 90.0,
+                "rounds": [{"repeats": 3, "load_share": 0.02},
+                           {"repeats": 2, "load_share": 0.04}]}
+    c = by_name(ttft_checks(ttft_run(ttfts, settle=measured), engine(), CPU, None,
+                            cpu=True))["ttft.vs_engine"]
+    assert ("the 90 s budget spent; the host quiet: other processes at most 4% of its CPU "
+            "time") in c.detail
+
+
+def test_one_failed_request_is_named_on_the_decode_and_ttft_checks():
+    failed = record(ok=False, error="HTTP 500: slot unavailable")
+    dec = by_name(decode_checks([decode_run([48.0], rec=failed)], engine(), CPU, None,
+                                cpu=True))
+    assert dec["decode.records_consistent"].status == "FAIL"
+    assert dec["decode.records_consistent"].detail.endswith(
+        "; 1 request(s) failed: HTTP 500: slot unavailable")
+    tt = by_name(ttft_checks(ttft_run([1.0] * 4, extra=[failed]), engine(), CPU, None,
+                             cpu=True))
+    assert tt["ttft.no_prompt_reuse"].status == "FAIL"  # one request untimed
+    assert tt["ttft.vs_engine"].detail.endswith("; 1 request(s) failed: HTTP 500: slot "
+                                                "unavailable")
+
+
+def test_prompt_cache_reuse_in_the_ttft_run_fails():
+    reused = ttft_run([1.0] * 4, extra=[record(ttft_s=0.1, cache_n=500)])
+    c = by_name(ttft_checks(reused, engine(), CPU, None, cpu=True))["ttft.no_prompt_reuse"]
+    assert c.status == "FAIL" and c.detail == "timings.cache_n == 0 on all 5 requests"
+    clean = by_name(ttft_checks(ttft_run([1.0] * 5), engine(), CPU, None, cpu=True))
+    assert clean["ttft.no_prompt_reuse"].status == "PASS"
+
+
+def test_decode_records_that_disagree_fail_the_consistency_check():
+    bad = record(completion_tokens=160)
+    assert bad.timings is not None
+    bad.timings["predicted_n"] = 150
+    c = by_name(decode_checks([decode_run([48.0], rec=bad)], engine(), CPU, None,
+                              cpu=True))["decode.records_consistent"]
+    assert c.status == "FAIL"
+    assert c.detail == ("usage.completion_tokens == timings.predicted_n, cache_n == 0 on every "
+                        "request")
+    assert coverage([c], ["decode"]).exit_status == EXIT_FAILED
+
+
+# --- the names users search for and `beekeeper report` compares by -------------------------
+
+def test_a_full_run_makes_the_checks_by_their_names_in_order():
+    run = engine(idle_used_mib=3000.0)
+    base = run.baseline
+    checks = [*engine_checks(run),
+              *decode_checks([decode_run([48.0, 48.1, 47.9])], run, CPU, None, cpu=True),
+              *ttft_checks(ttft_run([1.0] * 5), run, CPU, None, cpu=True),
+              *niah_checks(niah(5, n=5), CPU),
+              *load_checks(LoadResult(clients=2, seconds=5.0, records=[record()] * 4)),
+              *vram_checks(sampled(12000.0), base, 10240.0, None)]
+    assert [c.name for c in checks] == [
+        "engine.baseline", "decode.records_consistent", "decode.vs_engine@1024",
+        "decode.reference_card", "ttft.no_prompt_reuse", "ttft.vs_engine",
+        "ttft.reference_card", "niah.prompt_tokens_exact", "niah.pass", "load.no_failures",
+        "vram.rise_vs_budget"]
+    assert [c.status for c in checks] == ["INFO", "PASS", "PASS", "SKIP", "PASS", "PASS",
+                                          "SKIP", "PASS", "PASS", "PASS", "PASS"]
+    assert coverage(checks, ["decode", "ttft", "niah", "vram"]).exit_status == EXIT_PASSED
+
+
+@pytest.mark.parametrize("drop", ["decode.records_consistent", "ttft.no_prompt_reuse",
+                                  "niah.prompt_tokens_exact", "niah.pass", "load.no_failures"])
+def test_each_consistency_check_alone_fails_a_run_that_judged_everything_else(drop):
+    checks = [Check(n, "PASS", "") for n in ("decode.vs_engine@1024", "ttft.vs_engine",
+                                              "niah.pass", "vram.rise_vs_budget")]
+    checks = [c for c in checks if c.name != drop] + [Check.of(drop, False, "")]
+    cov = coverage(checks, ["decode", "ttft", "niah", "vram"])
+    assert cov.exit_status == EXIT_FAILED and cov.word == "FAILED"
