@@ -396,19 +396,47 @@ def _status(v: str | None) -> str:
     return "-" if v is None else v
 
 
+# Which way each headline figure is better, and the words for B being so: (higher is
+# better, B's word when better, B's word when worse).
+BETTER: dict[str, tuple[bool, str, str]] = {
+    "decode_tok_s": (True, "faster", "slower"),
+    "server_decode_tok_s": (True, "faster", "slower"),
+    "ttft_median_s": (False, "faster", "slower"),
+    "ttft_p95_s": (False, "faster", "slower"),
+    "niah_passed": (True, "better", "worse"),
+    "peak_vram_mib": (False, "smaller", "larger"),
+    "load_aggregate_tok_s": (True, "faster", "slower"),
+}
+
+
+def b_versus_a(figure: str, a: float | None, b: float | None) -> str:
+    """B against A in words, by how much the figure moved: `B is 20% slower` for a decode
+    rate of 0.80 x A or a TTFT of 1.20 x A; `same` within half a percent; '-' without both."""
+    if not a or b is None:
+        return "-"
+    change = b / a - 1
+    moved = f"{abs(change):.0%}"
+    if moved == "0%":
+        return "same"
+    higher_better, better, worse = BETTER[figure]
+    return f"B is {moved} {better if (change > 0) == higher_better else worse}"
+
+
 def compare(a_path: Path, b_path: Path) -> str:
-    """Two verify runs side by side, as markdown: the headline figures with B / A, then the
-    verdict and every check's status (PASS, FAIL, SKIP, INFO; '-' where a run lacks it), a
-    changed one marked."""
+    """Two verify runs side by side, as markdown: the headline figures with B / A and which
+    way B moved (`B is 20% slower`), then the verdict and every check's status (PASS, FAIL,
+    SKIP, INFO; '-' where a run lacks it), a changed one marked."""
     a, b = load_report(a_path), load_report(b_path)
     fa, fb = key_figures(a), key_figures(b)
     lines = [f"| figure | A: {a.get('profile')} {a.get('started_utc')} | "
-             f"B: {b.get('profile')} {b.get('started_utc')} | B / A |", "|---|---|---|---|"]
+             f"B: {b.get('profile')} {b.get('started_utc')} | B / A | B against A |",
+             "|---|---|---|---|---|"]
     for k in fa:
         va, vb = fa[k], fb[k]
         ratio = f"{vb / va:.3f}" if va and vb is not None else "-"
         lines.append(f"| {k} | {'-' if va is None else f'{va:.4g}'} | "
-                     f"{'-' if vb is None else f'{vb:.4g}'} | {ratio} |")
+                     f"{'-' if vb is None else f'{vb:.4g}'} | {ratio} | "
+                     f"{b_versus_a(k, va, vb)} |")
     verdict = {"verdict": tuple(verdict_of(r)[0] if "passed" in r or "verdict" in r else None
                                 for r in (a, b))}
     sa = {c["name"]: c.get("status") for c in a["checks"]}

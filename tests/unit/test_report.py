@@ -212,3 +212,52 @@ def test_beekeeper_report_shows_the_verdict_word_verify_wrote(tmp_path, capsys):
     data, _ = _incomplete_run(tmp_path, capsys)
     assert main(["report", data["out_dir"], str(NO_SERVER)]) == 0
     assert "| verdict (changed) | INCOMPLETE | FAIL |" in capsys.readouterr().out
+
+
+def _with_figures(folder: Path, decode_tok_s: float, ttft_median_s: float, ttft_p95_s: float,
+                  niah_passed: int, process_peak_mib: float, load_tok_s: float) -> Path:
+    """The recorded sandbox report.json with its headline figures set."""
+    data = json.loads(RECORDED.read_text())
+    s = data["suites"]
+    s["decode"][-1].update(decode_tok_s=decode_tok_s, server_predicted_per_second=50.0)
+    s["ttft"] = {"median_s": ttft_median_s, "p95_s": ttft_p95_s}
+    s["niah"] = {"passed": niah_passed, "cases": []}
+    s["vram"] = {"peak_process_mib": process_peak_mib, "peak_delta_mib": 1.0}
+    s["load"] = {"aggregate_tok_s": load_tok_s}
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_report_says_which_way_each_figure_moved(tmp_path, capsys):
+    """B / A is B's figure over A's; the words say whether that is better: a decode rate at
+    0.8 x A is 20% slower, a TTFT at 1.2 x A is 20% slower too, a p95 at 0.8 x A 20%
+    faster. With the ratio inverted (A / B) a 20% slowdown read 1.25, a speedup."""
+    a = _with_figures(tmp_path / "a", 50.0, 1.0, 1.5, 10, 9000.0, 100.0)
+    b = _with_figures(tmp_path / "b", 40.0, 1.2, 1.2, 9, 9900.0, 125.0)
+    assert main(["report", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "| B / A | B against A |" in out
+    for row in ("| decode_tok_s | 50 | 40 | 0.800 | B is 20% slower |",
+                "| server_decode_tok_s | 50 | 50 | 1.000 | same |",
+                "| ttft_median_s | 1 | 1.2 | 1.200 | B is 20% slower |",
+                "| ttft_p95_s | 1.5 | 1.2 | 0.800 | B is 20% faster |",
+                "| niah_passed | 10 | 9 | 0.900 | B is 10% worse |",
+                "| peak_vram_mib | 9000 | 9900 | 1.100 | B is 10% larger |",
+                "| load_aggregate_tok_s | 100 | 125 | 1.250 | B is 25% faster |"):
+        assert row in out, row
+    assert main(["report", str(b), str(a)]) == 0  # the other way round
+    back = capsys.readouterr().out
+    assert "| decode_tok_s | 40 | 50 | 1.250 | B is 25% faster |" in back
+    assert "| peak_vram_mib | 9900 | 9000 | 0.909 | B is 9% smaller |" in back
+
+
+def test_report_says_nothing_of_a_figure_one_run_lacks():
+    from beekeeper.verify.report import b_versus_a
+
+    assert b_versus_a("decode_tok_s", None, 40.0) == "-"
+    assert b_versus_a("decode_tok_s", 50.0, None) == "-"
+    assert b_versus_a("niah_passed", 0, 3) == "-"  # no ratio to zero
+    assert b_versus_a("niah_passed", 10, 0) == "B is 100% worse"
+    assert b_versus_a("decode_tok_s", 50.0, 50.2) == "same"  # within half a percent
+    assert b_versus_a("decode_tok_s", 50.0, 50.3) == "B is 1% faster"
