@@ -1,0 +1,187 @@
+"""A model file is served only with the sha256 it should have: one of yours uploaded from the
+controller (host data `model_path`) is checked against the file's own hash on the host before
+it is moved into place, and one already on the host (`model_host_path`) is checked where it
+is. The operations' shell lines run here, in sh, on real files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from pyinfra.api import Config, Inventory, State
+from pyinfra.context import ctx_host, ctx_state
+
+from beekeeper.core import cache
+from beekeeper.core.config import load_host_config
+from beekeeper.operations import model as model_ops
+from beekeeper.tasks import model as model_task
+
+from .harness import _canned, _op
+
+CPU_GIT = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": "a" * 40}}
+
+
+def queued(deploy: Callable[[], Any], facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The operations `deploy` queues for one host with these facts: [(name, commands)]."""
+    inventory = Inventory((["canned"], {}))
+    state = State(inventory, Config())
+    h = inventory.get_host("canned")
+    h.connected = True
+    with ctx_state.use(state), mock.patch.object(h, "get_fact", side_effect=_canned(facts)), \
+            ctx_host.use(h):
+        deploy()
+        return [(name, cmds) for name, cmds, _ in
+                (_op(state, h, op_hash) for op_hash in state.get_op_order()
+                 if op_hash in state.ops.get(h, {}))]
+
+
+def sh(cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def own_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A GGUF of yours on the controller; its hash cached under tmp_path, not the checkout."""
+    monkeypatch.setattr(cache, "CACHE", tmp_path / "cache")
+    local = tmp_path / "controller" / "mine-Q8_0.gguf"
+    local.parent.mkdir()
+    local.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    return local
+
+
+def placing(own_model: Path, model_dir: Path, on_host: str | None = None) -> list[str]:
+    """The commands that place the `model_path` model, as tasks/model.py queues them."""
+    cfg = load_host_config({**CPU_GIT, "model_dir": str(model_dir),
+                            "model_path": str(own_model)})
+    ops = queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path: on_host})
+    return next(cmds for name, cmds in ops
+                if name.startswith(f"Place model {own_model.name} from the controller"))
+
+
+def test_your_model_is_moved_into_place_only_with_its_own_sha256(own_model, tmp_path):
+    """An upload cut short (or another file at the partial path) is removed and the deploy
+    fails; the whole file is moved into place."""
+    models = tmp_path / "models"
+    models.mkdir()
+    dest, partial = models / own_model.name, models / f"{own_model.name}.partial"
+    cmds = placing(own_model, models)
+    check = next(c for c in cmds if "sha256sum" in c)
+    assert sha256(own_model) in check
+
+    partial.write_bytes(own_model.read_bytes()[:-1])  # a truncated upload
+    bad = sh(check)
+    assert bad.returncode == 1 and "model sha256 mismatch" in bad.stderr
+    assert not partial.exists() and not dest.exists()
+
+    shutil.copy(own_model, partial)
+    good = sh(check)
+    assert good.returncode == 0, good.stderr
+    assert dest.read_bytes() == own_model.read_bytes() and not partial.exists()
+
+
+def test_your_model_already_in_place_is_not_uploaded_again(own_model, tmp_path):
+    assert placing(own_model, tmp_path, on_host=sha256(own_model)) == []
+    again = placing(own_model, tmp_path, on_host="0" * 64)  # another file at the path
+    assert any("sha256sum" in c for c in again)
+
+
+def in_place(path: Path, expected: str, on_host: str | None) -> list[str]:
+    ops = queued(lambda: model_ops.model_in_place(name="Check model", path=str(path),
+                                                  sha256=expected),
+                 {"Sha256File": lambda path: on_host})
+    return [c for _, cmds in ops for c in cmds]
+
+
+def test_a_model_served_in_place_with_another_sha256_fails_the_deploy(tmp_path):
+    path = tmp_path / "yours.gguf"
+    path.write_bytes(b"GGUF other weights")
+    want = "ab" * 32
+    assert in_place(path, want, on_host=want) == []  # the right file: nothing to do
+    for found in (sha256(path), None):  # another file; no file at all
+        [cmd] = in_place(path, want, on_host=found)
+        run = sh(cmd)
+        assert run.returncode == 1
+        assert run.stderr.strip() == f"model {path}: sha256 is not {want}"
+    assert path.read_bytes() == b"GGUF other weights"  # yours: never written or removed
+
+
+# --- the host-side download (beekeeper/hostside/fetch_model.py) ---------------------------
+
+WEIGHTS = b"GGUF" + bytes(range(256)) * 40
+PINNED = hashlib.sha256(WEIGHTS).hexdigest()
+
+
+class Hub:
+    """huggingface_hub's calls fetch_model.py makes, answering for one file: `served` is what
+    the download writes (the Hub's metadata says `etag`)."""
+
+    def __init__(self, served: bytes = WEIGHTS, etag: str = PINNED):
+        self.served, self.etag = served, etag
+        self.resumed_at: list[int] = []
+
+    def metadata(self, url: str, **_: Any) -> Any:
+        return mock.Mock(etag=f'"{self.etag}"', size=len(self.served), location=url)
+
+    def http_get(self, url: str, f: Any, resume_size: int = 0, **_: Any) -> None:
+        self.resumed_at.append(resume_size)
+        f.write(self.served[resume_size:])
+
+
+def fetch(monkeypatch: pytest.MonkeyPatch, hub: Hub, dest: Path) -> int:
+    import huggingface_hub
+    from huggingface_hub import file_download
+
+    from beekeeper.hostside import fetch_model
+
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", hub.metadata)
+    monkeypatch.setattr(file_download, "http_get", hub.http_get)
+    return fetch_model.main(["--endpoint", "https://hub.invalid", "--repo", "o/r",
+                             "--revision", "c" * 40, "--file", dest.name, "--dest", str(dest),
+                             "--sha256", PINNED, "--size", str(len(WEIGHTS))])
+
+
+def test_the_download_is_moved_into_place_only_with_the_pinned_sha256(monkeypatch, tmp_path,
+                                                                       capsys):
+    dest = tmp_path / "m.gguf"
+    partial = tmp_path / "m.gguf.partial"
+    corrupt = WEIGHTS[:-1] + b"\x00"
+    assert fetch(monkeypatch, Hub(served=corrupt), dest) == 1
+    assert not dest.exists() and not partial.exists()
+    assert f"sha256 mismatch for m.gguf: got {hashlib.sha256(corrupt).hexdigest()}, " \
+           f"expected {PINNED}; removed {partial}" in capsys.readouterr().err
+    assert fetch(monkeypatch, Hub(), dest) == 0
+    assert dest.read_bytes() == WEIGHTS and not partial.exists()
+    assert dest.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_file_the_hub_hashes_otherwise_is_not_downloaded(monkeypatch, tmp_path, capsys):
+    hub = Hub(etag="f" * 64)
+    models = tmp_path / "models"
+    models.mkdir()
+    assert fetch(monkeypatch, hub, models / "m.gguf") == 1
+    assert hub.resumed_at == [] and list(models.iterdir()) == []
+    assert "the Hub's sha256 is " + "f" * 64 in capsys.readouterr().err
+
+
+def test_a_cut_download_resumes_where_it_stopped(monkeypatch, tmp_path):
+    dest = tmp_path / "m.gguf"
+    (tmp_path / "m.gguf.partial").write_bytes(WEIGHTS[:1000])
+    hub = Hub()
+    assert fetch(monkeypatch, hub, dest) == 0
+    assert hub.resumed_at == [1000] and dest.read_bytes() == WEIGHTS
+    # a partial file longer than the pinned size is not the file: started again
+    (tmp_path / "m.gguf.partial").write_bytes(WEIGHTS + b"more")
+    dest.unlink()
+    assert fetch(monkeypatch, hub, dest) == 0
+    assert hub.resumed_at == [1000, 0] and dest.read_bytes() == WEIGHTS
