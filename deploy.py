@@ -22,6 +22,7 @@ from beekeeper.core.errors import BeekeeperError, ConfigError
 from beekeeper.core.gateway import plan
 from beekeeper.core.hostdata import redact
 from beekeeper.core.machines import kept_by_neighbours
+from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.secrets import SecretFile
 from beekeeper.pins import pin_all
 from beekeeper.tasks import (
@@ -32,6 +33,7 @@ from beekeeper.tasks import (
     model,
     native,
     nvidia_driver,
+    persist,
     preflight,
     prune,
     server_image,
@@ -71,6 +73,9 @@ def deploy_host() -> None:
     cfg = replace(cfg, runtime=facts.runtime, cuda_version=facts.cuda_version or cfg.cuda_version,
                   cuda_arch=archs_of_cards(cfg, facts.gpu))
 
+    # a GPU pod's persistent root: the kit's folders are links into it before anything is
+    # written there (tasks/persist.py)
+    moved, _ = persist.ensure(facts)
     docker_engine.ensure(cfg, facts)
     reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
     # a new driver needs a reboot before anything can use the GPU
@@ -88,19 +93,25 @@ def deploy_host() -> None:
         model_ops = model.ensure(cfg)
 
     if not reboot_pending and "service" in cfg.stages:
-        # the inventory is the truth: services it dropped are removed, those whose port a
-        # kept service takes before it starts, the others once every kept one passed its
-        # smoke check (a failed check stops the deploy there, and what ran keeps running)
-        prune.ensure(cfg, "before")
-        if cfg.runtime == "supervisor":
-            supervisor.ensure(facts)
-        smoke.install()
-        for svc in cfg.services:
-            changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
-            smoke.check(cfg, svc, changed)
-        # what no rollback needs goes, once every kept service passed its smoke check
-        prune.ensure(cfg, "after", artifact)
+        services(cfg, facts, artifact, model_ops, moved)
     gateway_role(cfg, hosts)
+
+
+def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[OperationMeta],
+             supervisord_stopped: bool) -> None:
+    """The inventory is the truth: services it dropped are removed, those whose port a kept
+    service takes before it starts, the others once every kept one passed its smoke check
+    (a failed check stops the deploy there, and what ran keeps running)."""
+    prune.ensure(cfg, "before")
+    if cfg.runtime == "supervisor":
+        supervisor.ensure(facts, restart=supervisord_stopped)
+    smoke.install()
+    persist.unsupervised(facts)
+    for svc in cfg.services:
+        changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
+        smoke.check(cfg, svc, changed)
+    # what no rollback needs goes, once every kept service passed its smoke check
+    prune.ensure(cfg, "after", artifact)
 
 
 def check_token_file(cfg: HostConfig) -> None:

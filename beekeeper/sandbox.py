@@ -301,6 +301,14 @@ def volume(name: str) -> str:
     return f"{name}-docker"
 
 
+def workspace_volume(name: str) -> str:
+    """A pod host's volume at /workspace: what a rented pod keeps when it restarts."""
+    return f"{name}-workspace"
+
+
+POD_START = ["/bin/sh", "-c", "ssh-keygen -A && exec /usr/sbin/sshd -D -e"]  # the image's CMD
+
+
 def state_dir(name: str | None = None) -> Path:
     """Where a sandbox's state lives: STATE_DIR for the first, STATE_DIR/<name> for others."""
     name = name or CONTAINER
@@ -316,9 +324,12 @@ def _ensure_network(client: docker.DockerClient):
                                       labels={"io.beekeeper.sandbox": "1"})
 
 
-def _start_pod(client: docker.DockerClient, name: str, release: str, ssh_port: int):
+def _start_pod(client: docker.DockerClient, name: str, release: str, ssh_port: int,
+               command: list[str] | None = None):
     """A host whose PID 1 is sshd: no systemd, no engine, no privileges beyond Docker's
-    defaults (a rented GPU container's state)."""
+    defaults (a rented GPU container's state), with a volume at /workspace (what a pod
+    keeps when it restarts). `command`: the container's start command, in place of the
+    image's (a pod's start command that runs the kit's start script first)."""
     _ensure_network(client)
     try:
         c = client.containers.get(name)
@@ -331,7 +342,8 @@ def _start_pod(client: docker.DockerClient, name: str, release: str, ssh_port: i
             ports={"22/tcp": ("127.0.0.1", ssh_port)},
             labels={"io.beekeeper.sandbox": "1", "io.beekeeper.sandbox.release": release,
                     "io.beekeeper.sandbox.init": "sshd"},
-            network=NETWORK)
+            volumes={workspace_volume(name): {"bind": "/workspace", "mode": "rw"}},
+            command=command, network=NETWORK)
         c.start()
     return c
 
@@ -391,10 +403,12 @@ def prepare(release: str = "bookworm", client: docker.DockerClient | None = None
 
 
 def up(ssh_port: int | None = None, name: str | None = None,
-       release: str = "bookworm", init: str = "systemd") -> SandboxState:
+       release: str = "bookworm", init: str = "systemd",
+       pod_command: list[str] | None = None) -> SandboxState:
     """Start (or find) a sandbox host. The first one (no name) is Debian 12 on
     DEFAULT_SSH_PORT; others need a name and a port of their own. `init` "sshd": a host
-    whose PID 1 is sshd, without systemd or Docker (a GPU container's state)."""
+    whose PID 1 is sshd, without systemd or Docker (a GPU container's state), made with
+    `pod_command` as its start command where given."""
     name = name or CONTAINER
     if release not in RELEASES:
         raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
@@ -422,7 +436,8 @@ def up(ssh_port: int | None = None, name: str | None = None,
         preload_images={BASE: _save(client, BASE), BUILD_BASE: _save(client, BUILD_BASE)},
         base_images={"build": BUILD_BASE, "runtime": BASE}, release=release, init=init,
     )
-    c = (_start_pod if init == "sshd" else _start_container)(client, name, release, ssh_port)
+    c = (_start_pod(client, name, release, ssh_port, pod_command) if init == "sshd" else
+         _start_container(client, name, release, ssh_port))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         data = Path(str(key) + ".pub").read_bytes()
@@ -542,10 +557,11 @@ def down(purge: bool = True, name: str | None = None) -> None:
     except docker.errors.NotFound:
         pass
     if purge:
-        try:
-            client.volumes.get(volume(name)).remove(force=True)
-        except docker.errors.NotFound:
-            pass
+        for v in (volume(name), workspace_volume(name)):
+            try:
+                client.volumes.get(v).remove(force=True)
+            except docker.errors.NotFound:
+                pass
     sdir = state_dir(name)
     (sdir / "state.json").unlink(missing_ok=True)
     (sdir / "known_hosts").unlink(missing_ok=True)

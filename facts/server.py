@@ -21,10 +21,14 @@ class ServerSmoke(FactBase[dict[str, Any] | None]):
         {"ok": True, "model": "/models/x.gguf", "completion_tokens": 8, "health_wait_s": 0.0}
     """
 
-    def command(self, script: str, port: int, api_key_file: str | None = None) -> str:
+    def command(self, script: str, port: int, api_key_file: str | None = None,
+                owner: str = "") -> str:
+        """`owner`: hostcheck.py's arguments naming the process that must answer and the
+        model it must list (operations/smoke.py owner_args), already quoted."""
         key = f" --api-key-file {shlex.quote(api_key_file)}" if api_key_file else ""
+        who = f" {owner}" if owner else ""
         return (f"test -f {shlex.quote(script)} && python3 {shlex.quote(script)} "
-                f"--port {int(port)} --timeout 5{key} || true")
+                f"--port {int(port)} --timeout 5{key}{who} || true")
 
     def process(self, output: list[str]) -> dict[str, Any] | None:
         for line in reversed(output):

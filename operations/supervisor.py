@@ -10,6 +10,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
+from beekeeper.core import supervisor as sv
 from beekeeper.core.paths import SUPERVISORCTL, SUPERVISORD
 from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.facts.toolchain import SupervisorPrograms
@@ -31,13 +32,12 @@ def supervisord_running(config_changed: bool = False):
     if programs is not None and not config_changed:
         host.noop("supervisord is running")
         return
-    if programs is None:
-        # daemonizes, then answers on its socket: wait for that (a few seconds at most)
-        yield (f"{q(SUPERVISORD)} && for i in $(seq 50); do {CTL} pid >/dev/null 2>&1 && "
-               "exit 0; sleep 0.2; done; echo 'beekeeper: supervisord did not answer on its "
-               "socket within 10 s (log: /var/log/beekeeper/supervisord.log)' >&2; exit 1")
-    else:
-        yield f"{CTL} reread && {CTL} update"
+    # read again when it runs (an earlier operation may have stopped it); else started: it
+    # daemonizes, then answers on its socket (a few seconds at most)
+    yield (f"if {CTL} pid >/dev/null 2>&1; then {CTL} reread && {CTL} update; exit; fi; "
+           f"{q(SUPERVISORD)} && for i in $(seq 50); do {CTL} pid >/dev/null 2>&1 && "
+           "exit 0; sleep 0.2; done; echo 'beekeeper: supervisord did not answer on its "
+           "socket within 10 s (log: /var/log/beekeeper/supervisord.log)' >&2; exit 1")
 
 
 @operation()
@@ -81,6 +81,5 @@ def supervisord_removed(paths: list[str]):
         return
     if running:
         # shutdown stops every program, then supervisord exits: wait for its socket to go
-        yield (f"{CTL} shutdown >/dev/null 2>&1; for i in $(seq 100); do {CTL} pid "
-               ">/dev/null 2>&1 || break; sleep 0.2; done")
+        yield sv.shutdown_line()
     yield "rm -rf " + " ".join(q(p) for p in paths)

@@ -51,11 +51,13 @@ def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
 
 def launch_script(svc: ServiceConfig) -> str:
     """Runtime supervisor: supervisord starts this as root; it drops to user beekeeper
-    (setpriv, no new privileges) and execs the server. With an API key it first reads the
+    (setpriv, no new privileges) and execs the server, which is killed when supervisord
+    dies (--pdeathsig, set after the change of user, which would clear it: a killed
+    supervisord leaves no server running unsupervised). With an API key it first reads the
     key from its root-only file into LLAMA_API_KEY (`read -r`: taken literally, never run),
     so the key is on no command line and in no file the server user can read."""
     drop = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
-            '-- "$@"')
+            '--pdeathsig KILL -- "$@"')
     if not svc.api_key_file:
         return drop
     key = q(paths(svc).api_key)

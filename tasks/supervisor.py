@@ -16,6 +16,7 @@ from pyinfra.operations import files, server
 from beekeeper.core import supervisor as sv
 from beekeeper.core.paths import (
     LOG_DIR,
+    SUPERVISOR_BIN,
     SUPERVISOR_CONF,
     SUPERVISOR_CONF_DIR,
     SUPERVISOR_HOME,
@@ -24,9 +25,13 @@ from beekeeper.core.paths import (
     SUPERVISOR_SOCKET,
     SUPERVISORCTL,
     SUPERVISORD,
+    owner_mark,
+    persisted_links,
+    start_script,
 )
 from beekeeper.core.render import render
 from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.operations.persist import linked
 from beekeeper.operations.supervisor import supervisord_running
 
 LIB = f"{SUPERVISOR_HOME}/lib"
@@ -37,15 +42,33 @@ def config() -> str:
                   log_dir=LOG_DIR, programs=SUPERVISOR_PROGRAMS)
 
 
-def ensure(facts: HostFacts) -> list[OperationMeta]:
-    """supervisord installed, configured and running (preflight found python3 >= 3.8)."""
+# where the kit and its users run supervisord and supervisorctl: links to the launchers
+LAUNCHERS = ((SUPERVISORD, f"{SUPERVISOR_BIN}/beekeeper-supervisord", "supervisord"),
+             (SUPERVISORCTL, f"{SUPERVISOR_BIN}/beekeeper-supervisorctl", "supervisorctl"))
+
+
+def start(root: str | None) -> str:
+    """The start script: after a restart of the container, what brings the services back
+    (the kit's links, launchers and user where the restart lost them, then supervisord)."""
+    return render("beekeeper-start.sh.j2", root=root, start=start_script(root),
+                  links=persisted_links(root) if root else [],
+                  launchers=[(path, target) for path, target, _ in LAUNCHERS],
+                  owner=owner_mark(root) if root else "", ctl=SUPERVISORCTL,
+                  supervisord=LAUNCHERS[0][1], log=f"{LOG_DIR}/supervisord.log")
+
+
+def ensure(facts: HostFacts, restart: bool = False) -> list[OperationMeta]:
+    """supervisord installed, configured and running (preflight found python3 >= 3.8), and
+    the start script a restarted container runs; `restart`: supervisord was stopped by an
+    earlier operation of this run (its folders moved onto the persistent root)."""
     python = facts.tools.python3 if facts.tools else None
     assert python, "preflight refuses runtime supervisor without python3"
     tarball = sv.package_tarball()
     version = tarball.name.removeprefix("supervisor-").removesuffix(".tar.gz")
     ops: list[OperationMeta] = [
         files.directory(name=f"Create {d}", path=d, mode="0755")
-        for d in (SUPERVISOR_HOME, SUPERVISOR_CONF_DIR, SUPERVISOR_PROGRAMS, LOG_DIR)
+        for d in (SUPERVISOR_HOME, SUPERVISOR_BIN, SUPERVISOR_CONF_DIR, SUPERVISOR_PROGRAMS,
+                  LOG_DIR)
     ]
     upload = files.put(name=f"Upload supervisor {version} (the controller's package, no index)",
                        src=str(tarball), dest=f"{SUPERVISOR_HOME}/{tarball.name}", mode="0644")
@@ -59,12 +82,23 @@ def ensure(facts: HostFacts) -> list[OperationMeta]:
     conf = files.put(name=f"Render {SUPERVISOR_CONF}", src=io.StringIO(config()),
                      dest=SUPERVISOR_CONF, mode="0644")
     ops.append(conf)
-    for tool, dest in (("supervisord", SUPERVISORD), ("supervisorctl", SUPERVISORCTL)):
+    for link, dest, tool in LAUNCHERS:
         ops.append(files.put(name=f"Install the launcher {dest} ({python})",
                              src=io.StringIO(sv.launcher(tool, python, LIB)), dest=dest,
                              mode="0755"))
+        ops.append(linked(name=f"Link {link} to it", path=link, target=dest,
+                          keep_contents=False))
+    root = facts.persistent_root
+    if root:  # the server user's ids, for the start script where /etc/passwd was reset
+        ops.append(files.directory(
+            name=f"Create {owner_mark(root)} (owned by the server's user: its ids for the "
+                 "start script)", path=owner_mark(root), user="beekeeper", group="beekeeper",
+            mode="0755"))
+    ops.append(files.put(
+        name=f"Install the start script {start_script(root)} (what the container's start "
+             "command runs after a restart)", src=io.StringIO(start(root)),
+        dest=start_script(root), mode="0755"))
     ops.append(supervisord_running(
-        name="Start supervisord (what the container's start command runs after a restart: "
-             f"{SUPERVISORD})",
-        config_changed=conf.will_change or upload.will_change))
+        name="Start supervisord", config_changed=conf.will_change or upload.will_change
+        or restart))
     return ops

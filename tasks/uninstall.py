@@ -53,6 +53,7 @@ copied over, which leave no log). With each, its `.partial` and logs. Other file
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -71,6 +72,10 @@ from beekeeper.core.paths import (
     LOG_DIR,
     MODEL_DIR,
     NATIVE_PREFIX,
+    OPT_ROOT,
+    PERSISTED,
+    SRV_ROOT,
+    START_SCRIPT,
     STATE_DIR,
     SUPERVISOR_HOME,
     SUPERVISOR_PIDFILE,
@@ -81,7 +86,9 @@ from beekeeper.core.paths import (
     VERIFY_KIT,
     VERIFY_VENV,
     ServicePaths,
+    owner_mark,
     prev,
+    start_script,
 )
 from beekeeper.core.profiles import PROFILES
 from beekeeper.facts.host import AptHolds
@@ -95,6 +102,7 @@ from beekeeper.facts.lifecycle import (
     PresentPaths,
     asked_names,
 )
+from beekeeper.facts.persist import PathKinds
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.operations import lifecycle as ops_
 from beekeeper.operations.services import service_removed
@@ -127,7 +135,6 @@ CUDA_LOADER = ("/etc/ld.so.conf.d/cuda.conf", r"/usr/local/cuda-\d+\.\d+/lib64")
 DAEMON_JSON = "/etc/docker/daemon.json"
 # the Container Toolkit's nvidia-cdi-refresh.service writes it (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH)
 CDI_SPEC = "/var/run/cdi/nvidia.yaml"
-OPT_ROOT = os.path.dirname(HOST_VENV)  # /opt/beekeeper: native builds, venvs, verify kit
 MODEL_SUFFIXES = ("", ".partial", ".download.log", ".download.log.rc")
 
 
@@ -205,9 +212,31 @@ def supervisor() -> list[OperationMeta]:
     """The kit's supervisord (runtime supervisor), once its programs went."""
     return [supervisord_removed(
         name=f"Stop the kit's supervisord and remove it ({SUPERVISOR_HOME}, {SUPERVISORD}, "
-             f"{SUPERVISORCTL})",
-        paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, SUPERVISOR_SOCKET,
+             f"{SUPERVISORCTL}, {START_SCRIPT})",
+        paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
                SUPERVISOR_PIDFILE])]
+
+
+def persistent_root(keep_models: bool) -> list[OperationMeta]:
+    """A GPU pod's persistent root (the kit's folders are links into it): the folders
+    there, its start script, the server user's mark, the links, and the root once empty;
+    what else is on the volume (the user's model) stays, and the models' folder with
+    keep_models."""
+    kinds = host.get_fact(PathKinds, paths=[path for path, _ in PERSISTED])
+    links = {path: k.target for path, k in kinds.items() if k.kind == "link"
+             and not (keep_models and path == SRV_ROOT)}
+    if not links:
+        return []
+    roots = sorted({posixpath.dirname(t) for t in links.values()})
+    marks = [p for r in roots for p in (start_script(r), owner_mark(r))]
+    return [
+        ops_.paths_removed(name=f"Remove the kit's folders on the persistent root "
+                                f"({', '.join(roots)}) and their links",
+                           paths=[*links.values(), *marks, *links],
+                           what=f"the kit's files on {', '.join(roots)}"),
+        ops_.empty_folders_removed(name=f"Remove {', '.join(roots)} once empty",
+                                   paths=roots),
+    ]
 
 
 def services() -> list[OperationMeta]:
@@ -370,6 +399,7 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> lis
     driver_kept = bool(why_kept)
     result = services()
     result += supervisor()
+    result += persistent_root(keep_models)
     result.append(ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                                       repo=cfg.image_repo))
     result += models(cfg, keep_models)

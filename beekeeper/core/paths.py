@@ -17,8 +17,10 @@ UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/beekeeper"  # host data `state_dir` (the default)
 REPORTS_DIR = "/var/lib/beekeeper/reports"  # smoke results, verify reports on the host
 LOG_DIR = "/var/log/beekeeper"  # long steps' logs (builds, fetches)
-MODEL_DIR = "/srv/beekeeper/models"  # host data `model_dir` (the default)
-NATIVE_PREFIX = "/opt/beekeeper/llama-server"  # native builds, one folder per build
+SRV_ROOT = "/srv/beekeeper"
+MODEL_DIR = f"{SRV_ROOT}/models"  # host data `model_dir` (the default)
+OPT_ROOT = "/opt/beekeeper"  # native builds, host venvs, the verify kit, supervisord
+NATIVE_PREFIX = f"{OPT_ROOT}/llama-server"  # native builds, one folder per build
 HOSTSIDE_DIR = "/usr/local/lib/beekeeper"  # the host-side scripts (beekeeper/hostside)
 HF_TOKEN = f"{CONF_ROOT}/hf_token"
 # the packages the kit put an apt hold on, one a line, appended as it holds them: the
@@ -30,16 +32,42 @@ VERIFY_VENV = "/opt/beekeeper/verify-venv"  # and their dependencies
 PREV = ".prev"  # the copy of what ran before a deploy, for rollbacks
 # runtime "supervisor" (hosts whose PID 1 is not systemd: GPU containers): supervisord from
 # the controller's `supervisor` package, its config, one program file per service
-SUPERVISOR_HOME = "/opt/beekeeper/supervisor"  # lib/ (the package), the launchers' target
+SUPERVISOR_HOME = f"{OPT_ROOT}/supervisor"  # lib/ (the package), bin/ (the launchers)
 SUPERVISOR_CONF_DIR = f"{CONF_ROOT}/supervisor"
 SUPERVISOR_CONF = f"{SUPERVISOR_CONF_DIR}/supervisord.conf"
 SUPERVISOR_PROGRAMS = f"{SUPERVISOR_CONF_DIR}/programs"  # <program>.conf, one per service
 SUPERVISOR_SOCKET = "/run/beekeeper-supervisor.sock"  # root-only (chmod 0700)
 SUPERVISOR_PIDFILE = "/run/beekeeper-supervisord.pid"
-# what the container's start command runs after a restart (the README gives the line), and
-# the control command the kit, verify and the rollback use
+# supervisord and the control command the kit, verify and the rollback use: links to the
+# launchers in SUPERVISOR_HOME/bin (a pod's start script makes them again after a restart)
 SUPERVISORD = "/usr/local/sbin/beekeeper-supervisord"
 SUPERVISORCTL = "/usr/local/sbin/beekeeper-supervisorctl"
+SUPERVISOR_BIN = f"{SUPERVISOR_HOME}/bin"
+# Host data `persistent_root` (runtime supervisor: a GPU pod, whose restart keeps only its
+# volume): the kit's folders are links to folders under that root, so nothing the server
+# needs is lost; the root's start script makes the links, the launchers and the server's
+# user again and starts supervisord. Each kit folder, and its folder's name in the root:
+PERSISTED = ((OPT_ROOT, "opt"), (CONF_ROOT, "etc"), (STATE_DIR, "state"), (LOG_DIR, "log"),
+             (HOSTSIDE_DIR, "lib"), (SRV_ROOT, "srv"))
+# without a persistent root (a container whose disk is kept, such as Vast.ai's), the start
+# script is here
+START_SCRIPT = "/usr/local/sbin/beekeeper-start"
+
+
+def persisted_links(root: str) -> list[tuple[str, str]]:
+    """(the kit's folder, the folder under `root` it links to), for a persistent root."""
+    return [(path, f"{root}/{name}") for path, name in PERSISTED]
+
+
+def start_script(root: str | None) -> str:
+    """The line a pod's start command runs after a restart: the persistent root's start
+    script, or START_SCRIPT where there is no root."""
+    return f"{root}/start" if root else START_SCRIPT
+
+
+def owner_mark(root: str) -> str:
+    """A folder owned by the server's user: its ids outlive /etc/passwd on a pod's volume."""
+    return f"{root}/owner"
 
 
 def hostside_script(name: str) -> str:

@@ -43,6 +43,13 @@ def control(runtime: str | None, name: str, action: str) -> str:
     return f"systemctl {action} {q(name)}"
 
 
+def shutdown_line() -> str:
+    """Stop supervisord (its programs first) and wait until its socket no longer answers."""
+    ctl = q(SUPERVISORCTL)
+    return (f"{ctl} shutdown >/dev/null 2>&1; for i in $(seq 100); do {ctl} pid >/dev/null "
+            "2>&1 || break; sleep 0.2; done")
+
+
 def ctl_argv(*args: str) -> list[str]:
     """supervisorctl with the kit's config, as an argument list."""
     return [SUPERVISORCTL, *args]

@@ -136,12 +136,126 @@ def wait_healthy(base: str, deadline_s: float, unit: str | None = None,
     return False, last, time.monotonic() - start
 
 
-def smoke(base: str, key: str | None) -> dict:
+def listeners(port: int, proc: str = "/proc") -> set[int]:
+    """The pids that hold a listening TCP socket on `port` (any address, IPv4 or IPv6) in
+    this network namespace, read from /proc (no `ss` on many pods)."""
+    inodes: set[str] = set()
+    for table in ("net/tcp", "net/tcp6"):
+        try:
+            with open(f"{proc}/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{cols[9]}]")
+    pids: set[int] = set()
+    for entry in os.listdir(proc) if inodes else []:
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"{proc}/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"{proc}/{entry}/fd/{fd}") in inodes:
+                    pids.add(int(entry))
+                    break
+            except OSError:
+                continue
+    return pids
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _describe(pid: int, proc: str = "/proc") -> str:
+    import pwd
+
+    comm = _read(f"{proc}/{pid}/comm") or "?"
+    try:
+        user = pwd.getpwuid(os.stat(f"{proc}/{pid}").st_uid).pw_name
+    except (OSError, KeyError):
+        user = "?"
+    return f"pid {pid} ({comm}, user {user})"
+
+
+def program_pid(program: str, ctl: str = SUPERVISORCTL) -> int | None:
+    """The pid supervisord started for `program`, None when it runs none."""
+    try:
+        out = subprocess.run([ctl, "pid", program], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        return int(out) or None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def in_unit(pid: int, unit: str, proc: str = "/proc") -> bool:
+    """Whether `pid` runs in `unit`'s cgroup (systemd: the unit's own processes)."""
+    return any(line.rstrip().endswith(f"/{unit}") for line in
+               _read(f"{proc}/{pid}/cgroup").splitlines())
+
+
+def container_publishes(container: str, port: int) -> bool:
+    """Whether the runtime's container runs and publishes `port` on the host."""
+    try:
+        out = subprocess.run(["docker", "port", container], capture_output=True, text=True,
+                             timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and any(line.rstrip().endswith(f":{port}")
+                                       for line in out.stdout.splitlines())
+
+
+def answering_is_ours(port: int, program: str | None = None, unit: str | None = None,
+                      container: str | None = None, proc: str = "/proc",
+                      ctl: str = SUPERVISORCTL) -> str | None:
+    """None when the process answering on `port` is the one the runtime started (the
+    supervisord program's pid, a process of the systemd unit, or the unit's container
+    behind Docker's proxy); else why not, in one line."""
+    found = listeners(port, proc)
+    if container:
+        others = [p for p in found if _read(f"{proc}/{p}/comm") != "docker-proxy"]
+        if others:
+            return (f"port {port} is held by {_describe(others[0], proc)}, not by the "
+                    f"container {container}")
+        if not container_publishes(container, port):
+            return f"the container {container} does not run or does not publish port {port}"
+        return None
+    if program:
+        pid = program_pid(program, ctl)
+        if pid is None:
+            return f"supervisord runs no process for {program}"
+        if pid not in found:
+            held = ", ".join(_describe(p, proc) for p in sorted(found)) or "nothing found"
+            return (f"port {port} is not held by {program}'s server (pid {pid}) but by "
+                    f"{held}: another server answers there")
+        return None
+    if unit:
+        ours = [p for p in found if in_unit(p, unit, proc)]
+        if not ours:
+            held = ", ".join(_describe(p, proc) for p in sorted(found)) or "nothing found"
+            return (f"port {port} is not held by a process of {unit} but by {held}: "
+                    "another server answers there")
+    return None
+
+
+def smoke(base: str, key: str | None, model: str | None = None) -> dict:
     with _request(f"{base}/v1/models", key) as resp:
         models = json.load(resp)
     ids = [m.get("id") for m in models.get("data", [])]
     if len(ids) != 1:
         raise RuntimeError(f"/v1/models lists {len(ids)} models, expected 1")
+    if model is not None and ids[0] != model:
+        raise RuntimeError(f"/v1/models names {ids[0]!r}, not the deployed model {model!r}: "
+                           "another server answers there")
     body = {
         "model": ids[0],
         "messages": [{"role": "user", "content": "Say hello."}],
@@ -186,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unit", help="the server's systemd unit: a crash loop fails at once")
     ap.add_argument("--program", help="the server's supervisord program (runtime supervisor): "
                     "a crash loop fails at once")
+    ap.add_argument("--container", help="the unit's container (runtime systemd or compose "
+                    "in container mode): it, behind Docker's proxy, must hold the port")
+    ap.add_argument("--model", help="the model name the server must list on /v1/models")
     ap.add_argument("--out", help="also write the result to this JSON file")
     args = ap.parse_args(argv)
     key = None
@@ -201,9 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"ok": ok, "url": base, "health_wait_s": round(waited, 2)}
     if not ok:
         result["error"] = f"/health not 200 after {waited:.0f} s: {why}"
+    elif (whose := answering_is_ours(args.port, args.program, args.unit, args.container)):
+        result.update(ok=False, error=f"not the deployed server: {whose}")
     elif not args.health_only:
         try:
-            result.update(smoke(base, key))
+            result.update(smoke(base, key, args.model))
         except Exception as e:  # a failed check is reported, not raised
             result.update(ok=False, error=f"smoke: {e}")
     result["checked_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,9 +1,12 @@
 """
 A host in a GPU container's state, on CPU: PID 1 is sshd (no systemd), no Docker engine, the
-build tools there and no apt lists, a model file of the user's already on it. The kit runs
-cpu-tiny natively under its own supervisord: the deploy, a crash and the restart, a second
-run that changes nothing, a bad change rolled back, `beekeeper rollback`, and an uninstall
-that leaves the box as it was found (the user's model included).
+build tools there and no apt lists, a volume at /workspace (what a rented pod keeps when it
+restarts) with a model file of the user's already on it. The kit runs cpu-tiny natively
+under its own supervisord, its folders on the volume (the persistent root
+/workspace/beekeeper): the deploy, a crash and the restart, a second run that changes
+nothing, a killed supervisord, unsupervised servers on the port, the pod recreated from its
+image with only the volume kept, a bad change rolled back, `beekeeper rollback`, and an
+uninstall that leaves the box as it was found (the user's model included).
 
 The build is shared, as the tier's other hosts share it: the main sandbox host's server
 image has the same inputs and so the same tag as this host's native build, and its two
@@ -15,6 +18,7 @@ import hashlib
 import re
 import shlex
 import subprocess
+import time
 
 import pytest
 
@@ -31,7 +35,8 @@ pytestmark = pytest.mark.integration
 POD = f"{sandbox.CONTAINER}-pod"
 PORT = sandbox.DEFAULT_SSH_PORT + 5
 INVENTORY = "tests/integration/inventory_pod.py"
-MODEL = "/data/models/own-gemma.gguf"  # the user's file, where the user keeps it
+MODEL = "/workspace/models/own-gemma.gguf"  # the user's file, on the pod's volume
+ROOT_ON_VOLUME = "/workspace/beekeeper"  # the persistent root the kit picks there
 CTL = "/usr/local/sbin/beekeeper-supervisorctl"
 # what is on a box, to compare before and after: every path outside the kernel's and the
 # run-time folders, the accounts
@@ -56,6 +61,14 @@ def server_pid() -> str:
     return pod_exec("pgrep -x llama-server").stdout.strip()
 
 
+def supervisord_pid() -> str:
+    return pod_exec("cat /run/beekeeper-supervisord.pid").stdout.strip()
+
+
+def ppid(pid: str) -> str:
+    return pod_exec(f"ps -o ppid= -p {pid}").stdout.strip()
+
+
 @pytest.fixture(scope="module")
 def pod(fresh_sandbox, standins):
     """The pod host, new, with the user's model on it, and the main host's build shared."""
@@ -67,7 +80,7 @@ def pod(fresh_sandbox, standins):
     sandbox.up(ssh_port=PORT, name=POD, init="sshd")
     model = pypi_model(PROFILES["cpu-tiny"].model)
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
-    subprocess.run(["docker", "exec", POD, "mkdir", "-p", "/data/models"], check=True)
+    subprocess.run(["docker", "exec", POD, "mkdir", "-p", "/workspace/models"], check=True)
     subprocess.run(["docker", "cp", str(model), f"{POD}:{MODEL}"], check=True)
     pod_exec(f"chmod 644 {MODEL}")
     before = pod_exec(SNAPSHOT).stdout
@@ -79,9 +92,10 @@ def pod(fresh_sandbox, standins):
                        f"docker exec -i {POD} sh -c 'mkdir -p {dest} && tar -x -C {dest}'",
                        shell=True, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    sandbox.write_host_data({**standins_host_data(standins), "mode": "native",
-                             "model_host_path": MODEL, "model_sha256": sha}, POD)
-    yield {"before": before, "dest": dest, "sha": sha}
+    data = {**standins_host_data(standins), "mode": "native", "model_host_path": MODEL,
+            "model_sha256": sha}
+    sandbox.write_host_data(data, POD)
+    yield {"before": before, "dest": dest, "sha": sha, "host_data": data}
     sandbox.write_host_data(None, POD)
     sandbox.down(purge=True, name=POD)
 
@@ -137,6 +151,101 @@ def test_a_second_run_changes_nothing(deployed):
     again = pod_deploy()
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-3000:]
     assert server_pid() == pid  # not restarted
+
+
+def test_the_kits_folders_live_on_the_pods_volume(deployed):
+    for path, name in (("/opt/beekeeper", "opt"), ("/etc/beekeeper", "etc"),
+                       ("/var/lib/beekeeper", "state"), ("/var/log/beekeeper", "log")):
+        assert pod_exec(f"readlink {path}").stdout.strip() == f"{ROOT_ON_VOLUME}/{name}"
+    # the shared build put in /opt/beekeeper before the first deploy moved onto the volume
+    real = pod_exec(f"readlink -f /proc/{server_pid()}/exe").stdout.strip()
+    assert real.startswith(f"{ROOT_ON_VOLUME}/opt/llama-server/"), real
+    assert pod_exec(f"test -x {ROOT_ON_VOLUME}/start").returncode == 0
+
+
+def test_a_killed_supervisord_takes_its_server_and_the_next_deploy_leaves_one(deployed):
+    """kill -9 of supervisord: the server dies with it (never unsupervised); the next
+    deploy starts both again: exactly one server, supervisord's child, serving."""
+    server, sup = server_pid(), supervisord_pid()
+    assert server and sup and ppid(server) == sup
+    pod_exec(f"kill -9 {sup}")
+    wait_until(lambda: not server_pid(), 20, "the server to die with its supervisord")
+    run = pod_deploy()
+    assert run.rc == 0, run.out[-3000:]
+    pids = server_pid().split()
+    assert len(pids) == 1 and ppid(pids[0]) == supervisord_pid(), pids
+    assert healthy()
+
+
+def _start_by_hand(user: str, alias: str) -> None:
+    """A llama-server on the service's port with no supervisor: the kit's own binary and
+    model, started as `user` (setsid, so nothing of the kit's is its parent)."""
+    binary = pod_exec("readlink -f /opt/beekeeper/llama-server/current/llama-server || "
+                      "ls /opt/beekeeper/llama-server/*/llama-server | head -1").stdout.split()[0]
+    drop = f"setpriv --reuid={user} --regid={user} --init-groups -- " if user != "root" else ""
+    pod_exec(f"setsid nohup {drop}{binary} -m {MODEL} --host 127.0.0.1 --port 8083 "
+             f"--alias {alias} -c 512 --no-jinja --chat-template gemma >/tmp/by-hand.log "
+             "2>&1 < /dev/null &")
+    wait_until(healthy, 60, "the server started by hand to answer")
+
+
+def test_an_unsupervised_server_of_the_kits_is_ended_and_replaced(deployed):
+    """What a killed supervisord of an earlier kit left: the kit's binary as user beekeeper
+    on the port, no supervisor. The deploy ends it and its own server takes the port (the
+    smoke gate checks the pid that answers and the model it lists)."""
+    pod_exec(f"{CTL} shutdown")
+    wait_until(lambda: not server_pid(), 30, "supervisord to stop its server")
+    _start_by_hand("beekeeper", "left-over")
+    orphan = server_pid()
+    run = pod_deploy()
+    assert run.rc == 0, run.out[-3000:]
+    assert f"ended the unsupervised server pid {orphan}" in run.out, run.out[-3000:]
+    pids = server_pid().split()
+    assert len(pids) == 1 and pids[0] != orphan and ppid(pids[0]) == supervisord_pid()
+    models = pod_exec("curl -sf http://127.0.0.1:8083/v1/models").stdout
+    assert '"cpu-tiny"' in models and "left-over" not in models
+
+
+def test_a_server_the_kit_did_not_start_is_refused_before_any_change(deployed):
+    """A llama-server a user started by hand (as root) on the service's port: one line,
+    nothing changed, and that server left running."""
+    pod_exec(f"{CTL} shutdown")
+    wait_until(lambda: not server_pid(), 30, "supervisord to stop its server")
+    _start_by_hand("root", "by-hand")
+    mine = server_pid()
+    try:
+        run = pod_deploy()
+        assert run.rc != 0
+        assert "port 8083" in run.out and mine in run.out, run.out[-3000:]
+        assert server_pid() == mine and not supervisord_pid()
+    finally:
+        pod_exec(f"kill {mine}")
+    wait_until(lambda: not server_pid(), 30, "the server started by hand to stop")
+    back = pod_deploy()
+    assert back.rc == 0, back.out[-3000:]
+
+
+def test_the_pod_recreated_with_only_its_volume_serves_again_without_a_rebuild(pod, deployed):
+    """The pod restarted as RunPod and Kubernetes restart one: a new container from the
+    image, only /workspace kept (the kit's user, links and launchers gone). Its start
+    command is the line docs/gpu-containers.md gives: the kit's start script, then the
+    image's own start command (sshd here, RunPod's /start.sh there)."""
+    binary = pod_exec(f"readlink -f /proc/{server_pid()}/exe").stdout.strip()
+    sandbox.down(purge=False, name=POD)
+    assert subprocess.run(["docker", "volume", "inspect", sandbox.workspace_volume(POD)],
+                          capture_output=True).returncode == 0
+    t0 = time.monotonic()
+    sandbox.up(ssh_port=PORT, name=POD, init="sshd",
+               pod_command=[f"{ROOT_ON_VOLUME}/start", "--", *sandbox.POD_START])
+    sandbox.write_host_data(pod["host_data"], POD)  # the inventory's, as before
+    waited = wait_until(healthy, 120, "the server to answer after the pod's restart")
+    print(f"\n[figure] pod recreated -> healthy: {time.monotonic() - t0:.1f} s "
+          f"(after the container started: {waited:.1f} s)")
+    assert pod_exec("cat /proc/1/comm").stdout.strip() == "sshd"  # the image's own, exec'd
+    assert pod_exec(f"readlink -f /proc/{server_pid()}/exe").stdout.strip() == binary
+    assert pod_exec("ps -o user= -C llama-server").stdout.split() == ["beekeeper"]
+    again = pod_deploy()  # nothing to rebuild, nothing to change
+    assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-3000:]
 
 
 def test_verifys_engine_suite_stops_and_starts_the_program_through_supervisorctl(deployed,

@@ -1,0 +1,57 @@
+"""
+Facts for a GPU pod's persistent root (host data `persistent_root`): what each of the kit's
+folders is on the host now (a link, a folder, missing), and the server processes the kit
+would end (an unsupervised server of its own).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from pyinfra.api import FactBase
+
+
+@dataclass(frozen=True)
+class PathKind:
+    """`kind`: "link", "dir", "file" or "missing"; `target`: a link's target."""
+
+    kind: str
+    target: str = ""
+
+
+def parse_path_kinds(lines: list[str]) -> dict[str, PathKind]:
+    """`<path>\\t<kind>\\t<link target>` lines (PathKinds' command) -> path -> PathKind."""
+    out: dict[str, PathKind] = {}
+    for line in lines:
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) < 2 or parts[1] not in ("link", "dir", "file", "missing"):
+            continue
+        out[parts[0]] = PathKind(parts[1], parts[2] if len(parts) > 2 else "")
+    return out
+
+
+class PathKinds(FactBase[dict[str, PathKind]]):
+    """
+    What each path is, a link tested before what it points to:
+
+    .. code:: python
+
+        {"/opt/beekeeper": PathKind("link", "/workspace/beekeeper/opt"),
+         "/etc/beekeeper": PathKind("missing")}
+    """
+
+    @staticmethod
+    def default() -> dict[str, PathKind]:
+        return {}
+
+    def command(self, paths: list[str]) -> str:
+        words = " ".join(shlex.quote(p) for p in paths)
+        return (f"for p in {words}; do if [ -L \"$p\" ]; then "
+                "printf '%s\\tlink\\t%s\\n' \"$p\" \"$(readlink \"$p\")\"; "
+                "elif [ -d \"$p\" ]; then printf '%s\\tdir\\t\\n' \"$p\"; "
+                "elif [ -e \"$p\" ]; then printf '%s\\tfile\\t\\n' \"$p\"; "
+                "else printf '%s\\tmissing\\t\\n' \"$p\"; fi; done")
+
+    def process(self, output: list[str]) -> dict[str, PathKind]:
+        return parse_path_kinds(output)

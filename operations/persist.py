@@ -1,0 +1,83 @@
+"""
+GPU pods (runtime supervisor): the kit's folders as links into the persistent root, and the
+end of an unsupervised server of the kit's (one a killed supervisord left, from a kit
+before the server died with its supervisor).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+from pyinfra.api.exceptions import OperationError
+
+from beekeeper.core.paths import NATIVE_PREFIX
+from beekeeper.facts.persist import PathKinds
+
+q = shlex.quote
+
+
+@operation()
+def linked(path: str, target: str, keep_contents: bool = True):
+    """
+    `path` is a link to `target`. A folder there (a deploy before the persistent root was
+    set) moves into `target` first; a link elsewhere (another root) moves its folder when
+    `target` is not there yet; a file there (an earlier kit's launcher) is replaced.
+
+    + path: the kit's folder or launcher, where the kit and its users look for it
+    + target: where it lives, under the persistent root
+    + keep_contents: whether a folder's contents move to the target (folders), or a file
+      there is replaced (launchers)
+    """
+    now = host.get_fact(PathKinds, paths=[path]).get(path)
+    p, t, parent = q(path), q(target), q(posixpath.dirname(path))
+    if now is not None and now.kind == "link" and now.target == target:
+        host.noop(f"{path} is a link to {target}")
+        return
+    if now is None or now.kind == "missing":
+        yield f"mkdir -p {parent} && ln -s {t} {p}"
+    elif now.kind == "link":
+        old = q(now.target)
+        move = (f"if [ ! -e {t} ] && [ -d {old} ]; then mkdir -p {q(posixpath.dirname(target))}"
+                f" && mv {old} {t}; fi; " if keep_contents else "")
+        yield f"{move}ln -sfn {t} {p}"
+    elif now.kind == "dir" and keep_contents:
+        yield (f"if [ -e {t} ]; then cp -a {p}/. {t}/ && rm -rf {p}; else mkdir -p "
+               f"{q(posixpath.dirname(target))} && mv {p} {t}; fi && ln -s {t} {p}")
+    elif now.kind == "file" and not keep_contents:
+        yield f"rm -f {p} && ln -s {t} {p}"
+    else:
+        raise OperationError(f"{path} on the host is a {now.kind}, not the kit's: move it "
+                             "away, then deploy again")
+
+
+def _still_the_kits(pid: int) -> str:
+    """A shell test that `pid` is still a server of the kit's: user beekeeper, its binary
+    under the native builds' folder (through a persistent root's link, or not)."""
+    pre = q(NATIVE_PREFIX)
+    return (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = beekeeper ] && "
+            f"exe=$(readlink -f /proc/{pid}/exe) && real=$(readlink -f {pre}) && "
+            f"case \"$exe\" in \"$real\"/*|{pre}/*) true;; *) false;; esac")
+
+
+@operation()
+def unsupervised_ended(pids: list[int]):
+    """
+    End each server of the kit's that answers on a service's port with no supervisor of
+    the kit's (preflight found it: user beekeeper, the kit's binary), so the service's own
+    can take the port: TERM, then KILL after 10 s. A pid no longer the kit's is left alone.
+
+    + pids: the unsupervised servers preflight found on the services' ports
+    """
+    if not pids:
+        host.noop("no unsupervised server of the kit's on a service's port")
+        return
+    for pid in pids:
+        yield (f"if {_still_the_kits(pid)}; then kill -TERM {pid}; for i in $(seq 50); do "
+               f"kill -0 {pid} 2>/dev/null || break; sleep 0.2; done; "
+               f"kill -0 {pid} 2>/dev/null && kill -KILL {pid}; "
+               f"echo 'beekeeper: ended the unsupervised server pid {pid}'; "
+               "else echo 'beekeeper: pid "
+               f"{pid} is gone or no longer a server of the kit: left alone'; fi; true")

@@ -1,0 +1,56 @@
+"""
+A GPU pod's persistent root (host data `persistent_root`, resolved by preflight): the kit's
+folders become links into it before anything is written there, so a restart of the pod
+that keeps only its volume loses nothing the server needs (beekeeper/core/paths.py,
+PERSISTED). Its start script (tasks/supervisor.py) makes them again after such a restart.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import server
+
+from beekeeper.core import supervisor as sv
+from beekeeper.core.paths import persisted_links
+from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.facts.persist import PathKinds
+from beekeeper.facts.toolchain import SupervisorPrograms
+from beekeeper.operations.persist import linked, unsupervised_ended
+
+
+def moves_folders(root: str) -> bool:
+    """Whether a kit folder is a real folder now, whose contents move into the root."""
+    links = persisted_links(root)
+    kinds = host.get_fact(PathKinds, paths=[path for path, _ in links])
+    return any(k.kind == "dir" for k in kinds.values())
+
+
+def ensure(facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
+    """The kit's folders linked into the persistent root; whether folders moved (then
+    supervisord, which had its files open there, was stopped and starts again later)."""
+    root = facts.persistent_root
+    if not root:
+        return False, []
+    ops: list[OperationMeta] = []
+    moved = moves_folders(root)
+    if moved and host.get_fact(SupervisorPrograms) is not None:
+        ops.append(server.shell(
+            name="Stop the kit's supervisord while its folders move onto the persistent root",
+            commands=[sv.shutdown_line()]))
+    for path, target in persisted_links(root):
+        ops.append(linked(name=f"Keep {path} on the persistent root ({target})", path=path,
+                          target=target))
+    return moved, ops
+
+
+def unsupervised(facts: HostFacts) -> list[OperationMeta]:
+    """End the kit's servers preflight found on the services' ports with no supervisor of
+    the kit's (a killed supervisord left them, or they were started by hand)."""
+    pids = sorted(facts.port_orphans)
+    if not pids:
+        return []
+    return [unsupervised_ended(
+        name=f"End the kit's unsupervised server on a service's port (pid "
+             f"{', '.join(map(str, pids))}) so the service's own takes the port",
+        pids=pids)]
