@@ -1,8 +1,15 @@
 #!/bin/bash
-# The deploy proof on a GPU box (benchmarks/h200/2026-12-03-deploy/), run by pyinfra with the
-# kit's own deploy.py: each step's output in $L/<step>.txt, its exit status and seconds in
+# The pod proof on a GPU box (benchmarks/h200/<date>-pods/), run by pyinfra with the kit's own
+# deploy.py: each step's output in $L/<step>.txt, its exit status and seconds in
 # $L/steps.txt. Started detached (setsid) by start.sh; BIN/PY/MODEL_DIR/BEEKEEPER_SOURCE/
 # BEEKEEPER_PROFILE/MODEL_FILE/VERIFY_SIZES may be set to run it elsewhere.
+#
+# deploy from nothing, a second run, verify (1) right after it; kill -9 of the server, verify
+# (2); kill -9 of supervisord (the server must die with it), the next deploy (one server,
+# supervised), verify (3); a bad flag rolled back, verify (4); the pod's restart simulated
+# (everything the kit wrote outside its persistent root removed, its user and group too,
+# then the start script the docs give), a deploy after it; the uninstall. A VRAM tracer
+# (vram_trace.py) runs beside it all.
 set -u
 R=${R:-$(cd "$(dirname "$0")/../../.." && pwd)}
 L=${L:-/tmp/h200}
@@ -16,11 +23,13 @@ export BEEKEEPER_PROFILE=${BEEKEEPER_PROFILE:-q8-turbo4-64k}
 PY=${PY:-python3}
 BIN=${BIN:-$(dirname "$(command -v $PY)")}
 CTL=/usr/local/sbin/beekeeper-supervisorctl
-SNAP='{ find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp -o -path /workspace -o -path /var/lib/docker -o -path /var/lib/containerd -o -path '"$R"' -o -path /root/.cache \) -prune -o -print | sort; getent passwd | cut -d: -f1; getent group | cut -d: -f1; }'
+ROOT=/workspace/beekeeper  # the persistent root the kit picks where /workspace is
+SNAP='{ find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp -o -path /workspace -o -path /var/lib/docker -o -path /var/lib/containerd -o -path '"$R"' -o -path /root/.cache -o -path /root/.nv -o -path /root/.config/matplotlib \) -prune -o -print | sort; getent passwd | cut -d: -f1; getent group | cut -d: -f1; }'
 step() {  # step NAME CMD...: run, log, time
   local name=$1; shift
   local t0; t0=$(date +%s%N)
   echo "$(date -u +%T) $name start" >> "$L/steps.txt"
+  echo "$name" > "$L/phase"
   "$@" > "$L/$name.txt" 2>&1; local rc=$?
   local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   echo "$(date -u +%T) $name rc=$rc $((ms / 1000)).$(( (ms % 1000) / 100 )) s" >> "$L/steps.txt"
@@ -30,8 +39,9 @@ deploy() { "$BIN/pyinfra" -y inventories/gpu-container.py deploy.py "$@"; }
 facts() {
   nvidia-smi; nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
   nvcc --version || /usr/local/cuda/bin/nvcc --version; cat /proc/1/comm; cat /etc/os-release
-  uname -a; nproc; free -g; for t in python3 cmake c++ g++ make git setpriv ss curl; do
-    printf '%s: %s\n' "$t" "$(command -v $t)"; done; $PY --version
+  uname -a; nproc; free -g; for t in python3 cmake c++ g++ make git setpriv ss curl useradd; do
+    printf '%s: %s\n' "$t" "$(command -v $t)"; done; $PY --version; setpriv --version
+  findmnt -n -o TARGET,FSTYPE,SOURCE / ; mkdir -p /workspace; findmnt -n -o TARGET,FSTYPE -T /workspace
 }
 model() {
   mkdir -p "$MODEL_DIR" && chmod 755 "$MODEL_DIR" /workspace 2>/dev/null
@@ -40,21 +50,51 @@ model() {
     ls -l "$BEEKEEPER_MODEL" && sha256sum "$BEEKEEPER_MODEL" | tee "$L/model.sha256"
 }
 health() { $PY -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:8083/health", timeout=2)' 2>/dev/null; }
+servers() {  # every llama-server: pid, ppid, user, and supervisord's pid
+  ps -eo pid,ppid,user,etime,args | grep -v grep | grep -E 'llama-server|supervisord' | cut -c1-200
+  echo "supervisord pid: $(cat /run/beekeeper-supervisord.pid 2>/dev/null)"
+  echo "llama-server count: $(pgrep -x llama-server | wc -l)"
+}
+status() { $CTL status; servers; nvidia-smi --query-gpu=memory.used --format=csv;
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv; ls -l /opt /etc /var/lib /var/log | grep beekeeper; }
 after_check() {  # after_check FLAG: the program file, whether FLAG is in it, the health
   $CTL status; grep -H -c -- "$1" /etc/beekeeper/supervisor/programs/*.conf
   health && echo healthy || echo NOT healthy
 }
 crash() {
-  $CTL status; pid=$(pgrep -x llama-server); echo "server pid $pid"; kill -9 "$pid"
-  for i in $(seq 1 120); do
-    sleep 1; health && break; done
-  echo "healthy again after ${i} s; new pid $(pgrep -x llama-server)"; $CTL status
+  servers; pid=$(pgrep -x llama-server); echo "server pid $pid"; kill -9 "$pid"
+  for i in $(seq 1 120); do sleep 1; health && break; done
+  echo "healthy again after ${i} s"; servers
+}
+kill_supervisord() {  # kill -9 of supervisord: its server must die with it
+  servers; sup=$(cat /run/beekeeper-supervisord.pid); echo "kill -9 supervisord $sup"; kill -9 "$sup"
+  for i in $(seq 1 40); do sleep 0.5; pgrep -x llama-server >/dev/null || break; done
+  echo "after $((i / 2)) s:"; servers
+  if pgrep -x llama-server >/dev/null; then echo "SERVER LEFT RUNNING UNSUPERVISED"; return 1; fi
+  echo "the server died with its supervisord"
+}
+pod_restart() {  # what a pod's restart leaves: the volume; then the start script
+  servers; sup=$(cat /run/beekeeper-supervisord.pid); kill -9 "$sup"; sleep 2; servers
+  rm -rf /opt/beekeeper /etc/beekeeper /var/lib/beekeeper /var/log/beekeeper \
+    /usr/local/lib/beekeeper /srv/beekeeper /usr/local/sbin/beekeeper-* /run/beekeeper-*
+  userdel beekeeper 2>/dev/null; groupdel beekeeper 2>/dev/null
+  echo "after the wipe: $(getent passwd beekeeper || echo 'no beekeeper user')"; ls -la /opt /etc | grep beekeeper
+  t0=$(date +%s%N)
+  "$ROOT/start"; rc=$?
+  echo "start script rc=$rc after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  for i in $(seq 1 600); do health && break; sleep 0.2; done
+  echo "restart to healthy: $(( ($(date +%s%N) - t0) / 1000000 )) ms"; servers; getent passwd beekeeper; $CTL status
 }
 first_request() {
   $PY -c 'import json, urllib.request as u
 r = u.Request("http://127.0.0.1:8083/v1/chat/completions", headers={"Content-Type": "application/json"},
               data=json.dumps({"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16}).encode())
 print(u.urlopen(r, timeout=60).read().decode())'
+}
+verify() {  # verify N
+  "$BIN/beekeeper" verify --on-host --suite engine,smoke,decode,ttft,vram \
+    --quick ${VERIFY_SIZES:---decode-ctx 4096,60000 --ttft-tokens 60000 --ttft-requests 3} \
+    --settle-budget-s 0 --out "$L/verify$1"
 }
 step model model &
 mp=$!
@@ -64,20 +104,28 @@ step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
 wait $mp || { echo model-failed > "$L/done"; exit 1; }
 export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
 step deploy1 deploy || { echo deploy1-failed > "$L/done"; exit 1; }
+$PY tests/gpu/deploy_proof/vram_trace.py --out "$L/vram_trace.csv" --stop-file "$L/vram_trace.stop" \
+  --duration 1500 > "$L/vram_trace.log" 2>&1 &
+tp=$!
 step deploy2 deploy
-step status sh -c "$CTL status; ps -eo pid,user,etime,args | grep -v grep | grep -E 'supervisord|llama-server'; nvidia-smi"
+step status status
 step request first_request
+step verify1 verify 1
 step crash crash
-step verify "$BIN/beekeeper" verify --on-host --suite engine,smoke,decode,ttft,vram \
-  --quick ${VERIFY_SIZES:---decode-ctx 4096,60000 --ttft-tokens 60000 --ttft-requests 3} \
-  --settle-budget-s 0 --out "$L/verify"
-step bad deploy --data 'server_extra_args=["--no-such-flag"]'
+step verify2 verify 2
+step kill_supervisord kill_supervisord
+step deploy3 deploy
+step status3 status
+step verify3 verify 3
+step bad deploy --data 'server_extra_args=["--no-such-flag"]' --data health_timeout_s=120
 step after_bad after_check --no-such-flag
-step change deploy --data 'server_extra_args=["--metrics"]'
-step rollback "$BIN/beekeeper" rollback --local
-step after_rollback after_check --metrics
+step verify4 verify 4
+step pod_restart pod_restart
+step deploy4 deploy
+touch "$L/vram_trace.stop"; wait $tp
+$PY tests/gpu/deploy_proof/vram_trace.py --summary "$L/vram_trace.csv" > "$L/vram_summary.txt" 2>&1
 step uninstall "$BIN/pyinfra" -y inventories/gpu-container.py uninstall.py
 step after sh -c "$SNAP | grep -v /__pycache__ > $L/after.txt"
 diff "$L/before.txt" "$L/after.txt" > "$L/snapshot.diff"; echo "snapshot diff rc=$?" >> "$L/steps.txt"
-ls -l "$BEEKEEPER_MODEL" >> "$L/steps.txt" 2>&1
+ls -la /workspace "$BEEKEEPER_MODEL" >> "$L/steps.txt" 2>&1
 echo ok > "$L/done"

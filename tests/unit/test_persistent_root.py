@@ -1,0 +1,168 @@
+"""
+A GPU pod's persistent root: the kit's folders become links into it (the fact read on a real
+tree, the operation's commands run in sh on it), the end of an unsupervised server, the
+start script's arguments, and the smoke gate's check of which process answers on the port.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beekeeper.core.paths import persisted_links, start_script
+from beekeeper.facts.persist import PathKinds
+from beekeeper.hostside import hostcheck
+from beekeeper.operations.persist import linked, unsupervised_ended
+from beekeeper.tasks import supervisor
+
+from .test_gpu_hosts import DEFAULTS
+from .test_lifecycle import run_queued
+
+DATA = {**DEFAULTS, "profile": "cpu-tiny"}
+
+
+def kinds_of(paths: list[str]) -> dict:
+    """The PathKinds fact, its command run in sh on this machine."""
+    fact = PathKinds()
+    out = subprocess.run(["sh", "-c", fact.command(paths)], capture_output=True, text=True,
+                         check=True).stdout
+    return fact.process(out.splitlines())
+
+
+def run_linked(path: Path, target: Path, keep_contents: bool = True) -> list[str]:
+    """The operation prepared against the real tree's fact, then its commands run in sh."""
+    facts = {"PathKinds": kinds_of([str(path)])}
+    ops = run_queued(lambda cfg: linked(name="link", path=str(path), target=str(target),
+                                        keep_contents=keep_contents),
+                     DATA, facts)
+    cmds = [c for _, cs in ops for c in cs]
+    for c in cmds:
+        subprocess.run(["sh", "-c", c], check=True)
+    return cmds
+
+
+def test_the_fact_tells_links_folders_files_and_missing_paths(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "l").symlink_to(tmp_path / "d")
+    got = kinds_of([str(tmp_path / n) for n in ("d", "f", "l", "gone")])
+    assert {Path(p).name: (k.kind, k.target) for p, k in got.items()} == {
+        "d": ("dir", ""), "f": ("file", ""), "l": ("link", str(tmp_path / "d")),
+        "gone": ("missing", "")}
+
+
+def test_a_kit_folder_there_moves_onto_the_root_and_becomes_its_link(tmp_path):
+    kit = tmp_path / "opt-beekeeper"
+    (kit / "llama-server" / "b1").mkdir(parents=True)
+    (kit / "llama-server" / "b1" / "llama-server").write_text("binary")
+    target = tmp_path / "workspace" / "beekeeper" / "opt"
+    run_linked(kit, target)
+    assert kit.is_symlink() and os.readlink(kit) == str(target)
+    assert (target / "llama-server" / "b1" / "llama-server").read_text() == "binary"
+    assert run_linked(kit, target) == []  # a second run: no change
+
+
+def test_a_missing_folder_links_to_the_roots_folder_kept_from_before(tmp_path):
+    """After a pod's restart, the root's folder is there and the link is not."""
+    target = tmp_path / "root" / "etc"
+    (target / "llm").mkdir(parents=True)
+    kit = tmp_path / "etc-beekeeper"
+    run_linked(kit, target)
+    assert os.readlink(kit) == str(target) and (kit / "llm").is_dir()
+
+
+def test_an_earlier_kits_launcher_file_is_replaced_by_the_link(tmp_path):
+    old = tmp_path / "beekeeper-supervisord"
+    old.write_text("#!/bin/sh\nold\n")
+    new = tmp_path / "bin" / "beekeeper-supervisord"
+    new.parent.mkdir()
+    new.write_text("#!/bin/sh\nnew\n")
+    run_linked(old, new, keep_contents=False)
+    assert old.is_symlink() and old.read_text() == "#!/bin/sh\nnew\n"
+
+
+def test_a_file_where_a_kit_folder_belongs_is_refused(tmp_path):
+    (tmp_path / "opt-beekeeper").write_text("not the kit's")
+    with pytest.raises(Exception, match="is a file, not the kit's"):
+        run_linked(tmp_path / "opt-beekeeper", tmp_path / "root" / "opt")
+
+
+def test_a_process_that_is_not_a_server_of_the_kits_is_left_running():
+    """pid reuse, or a process preflight named that is no longer the kit's: never killed."""
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        ops = run_queued(lambda cfg: unsupervised_ended(name="end", pids=[p.pid]),
+                         DATA, {})
+        out = subprocess.run(["sh", "-c", ops[0][1][0]], capture_output=True, text=True)
+        assert "left alone" in out.stdout and p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_no_unsupervised_server_is_no_change():
+    ops = run_queued(lambda cfg: unsupervised_ended(name="end", pids=[]),
+                     DATA, {})
+    assert ops[0][1] == []
+
+
+def test_the_start_script_parses_and_refuses_an_unknown_argument_before_anything(tmp_path):
+    root = "/workspace/beekeeper"
+    text = supervisor.start(root)
+    script = tmp_path / "start"
+    script.write_text(text)
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+    bad = subprocess.run(["sh", str(script), "--bogus"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown argument '--bogus'" in bad.stderr
+    # each kit folder is linked back into the root, and its user made again with its ids
+    for path, target in persisted_links(root):
+        assert f"link {path} {target}" in text
+    assert "useradd -r -u \"$uid\"" in text and start_script(root) == f"{root}/start"
+
+
+def listen(port: int = 0) -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    return s
+
+
+def test_the_listener_on_a_port_is_found_in_proc():
+    with listen() as s:
+        port = s.getsockname()[1]
+        assert os.getpid() in hostcheck.listeners(port)
+    assert os.getpid() not in hostcheck.listeners(port)  # closed
+
+
+def fake_ctl(tmp_path: Path, pid: int) -> str:
+    """A stand-in for supervisorctl's `pid PROGRAM` answer (the real one: test_pod.py)."""
+    ctl = tmp_path / "ctl"
+    ctl.write_text(f"#!/bin/sh\necho {pid}\n")
+    ctl.chmod(0o755)
+    return str(ctl)
+
+
+def test_the_gate_passes_only_for_the_process_the_runtime_started(tmp_path):
+    other = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                              "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], "
+                              "flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(other.stdout.readline())  # type: ignore[union-attr]
+        ours = hostcheck.answering_is_ours(port, program="beekeeper-llm",
+                                           ctl=fake_ctl(tmp_path, other.pid))
+        assert ours is None
+        theirs = hostcheck.answering_is_ours(port, program="beekeeper-llm",
+                                             ctl=fake_ctl(tmp_path, 999999))
+        assert theirs is not None and f"pid {other.pid}" in theirs
+        assert "not held by beekeeper-llm's server (pid 999999)" in theirs
+        # systemd: the listener is not in the unit's cgroup
+        unit = hostcheck.answering_is_ours(port, unit="beekeeper-llm.service")
+        assert unit is not None and "not held by a process of beekeeper-llm.service" in unit
+    finally:
+        other.kill()
+        other.wait()
