@@ -5,6 +5,21 @@ more, in a background thread, for the whole run.
 NVML sees this machine's cards only, so it samples only a server on this machine
 (`locate_server`): through `ssh -L` from a controller with its own GPU, index 0 is the
 controller's card, and a figure from it would judge the wrong card.
+
+memory.used is read as nvidia-smi reads it: NVML's `nvmlDeviceGetMemoryInfo_v2`, whose `used`
+is the memory allocated on the card. The first call, `nvmlDeviceGetMemoryInfo` (pynvml's
+default), gives `used` = allocated + the driver's reserved memory (nvml.h: "Sum of Reserved
+and Allocated device memory"), which nvidia-smi's memory.used leaves out (it lists
+"Reserved" apart). The VRAM check's rise is the sampler's peak less the idle figure the
+engine suite reads with nvidia-smi (verify/engine.py `host_gpus`), so both must be the same
+measure. On the H200 (driver 580, benchmarks/h200/2026-12-03-deploy) the sampler read the
+restarted server at 10,340 MiB by the first call, 607 MiB over nvidia-smi's 9,733 for the
+same program after the deploy, with one compute process on the card throughout, and the
+rise came out at 10,362 MiB against a budget of 10,240 for a server whose own peak is
+~9,740: the driver's reserve counted as the server's (tests/gpu/deploy_proof/vram_trace.py
+records both measures and the reserve, to show it on the box). Where
+the driver or the binding has no _v2 the first call is used, and `used_measure` says so (a
+rise over nvidia-smi's idle figure may then hold the reserved memory).
 """
 
 from __future__ import annotations
@@ -48,6 +63,11 @@ class VramResult:
     wall_s: float | None = None
     pid: int | None = None  # the server's process, when verify found it (per-process figures)
     processes_seen: int = 0  # most compute processes on the card in one sample
+    # which NVML figure memory.used is (USED_ALLOCATED: nvidia-smi's; USED_WITH_RESERVED:
+    # allocated plus the driver's reserved memory, on a driver without _v2), and the
+    # driver's reserved memory when _v2 reports it (never in used_mib then)
+    used_measure: str | None = None
+    reserved_mib: float | None = None
     samples: list[VramSample] = field(default_factory=list)
 
     @property
@@ -67,6 +87,23 @@ class VramResult:
 def server_peak_mib(vram: Mapping[str, Any]) -> float | None:
     """`VramResult.server_peak_mib` of a report.json's `suites.vram`."""
     return vram.get("peak_process_mib") or vram.get("peak_delta_mib")
+
+
+USED_ALLOCATED = "allocated (NVML _v2 used: nvidia-smi's memory.used)"
+USED_WITH_RESERVED = ("allocated + driver-reserved (NVML v1 used: no _v2 in this driver or "
+                      "binding; nvidia-smi's memory.used may leave the reserved memory out)")
+
+
+def memory_used(nvml: Any, handle: Any) -> tuple[float, float | None, str]:
+    """(memory.used MiB, the driver's reserved MiB or None, which measure) of one card: NVML's
+    _v2 `used` (allocated, what nvidia-smi and the engine suite's idle reading say), else on
+    a driver or binding without _v2 the v1 `used` (allocated + reserved)."""
+    try:
+        m = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
+        return m.used / 2**20, m.reserved / 2**20, USED_ALLOCATED
+    except Exception:  # no _v2 in this driver (NVMLError) or this pynvml (TypeError, ...)
+        m = nvml.nvmlDeviceGetMemoryInfo(handle)
+        return m.used / 2**20, None, USED_WITH_RESERVED
 
 
 @dataclass(frozen=True)
@@ -156,6 +193,7 @@ class VramSampler:
         self._thread: threading.Thread | None = None
         self._nvml: Any = None
         self._handle: Any = None
+        self._v2 = False
 
     def __enter__(self) -> VramSampler:
         if self.no_gpu:
@@ -179,9 +217,11 @@ class VramSampler:
         self.result.gpu_name = name.decode() if isinstance(name, bytes) else name
         drv = nv.nvmlSystemGetDriverVersion()
         self.result.driver = drv.decode() if isinstance(drv, bytes) else drv
-        mem = nv.nvmlDeviceGetMemoryInfo(h)
-        self.result.total_mib = mem.total / 2**20
-        self.result.baseline_mib = mem.used / 2**20
+        self.result.total_mib = nv.nvmlDeviceGetMemoryInfo(h).total / 2**20
+        used, reserved, measure = memory_used(nv, h)
+        self._v2 = measure == USED_ALLOCATED
+        self.result.baseline_mib, self.result.reserved_mib = used, reserved
+        self.result.used_measure = measure
         self._thread = threading.Thread(target=self._run, name="vram-sampler", daemon=True)
         self._thread.start()
         return self
@@ -211,12 +251,19 @@ class VramSampler:
                 if p.usedGpuMemory is not None and (self.pid is None or p.pid == self.pid)]
         return sum(vals) / 2**20 if vals else None
 
+    def _used_mib(self) -> float:
+        """memory.used in the measure __enter__ found (the same for every sample)."""
+        nv = self._nvml
+        if self._v2:
+            return nv.nvmlDeviceGetMemoryInfo(self._handle, version=nv.nvmlMemory_v2).used / 2**20
+        return nv.nvmlDeviceGetMemoryInfo(self._handle).used / 2**20
+
     def _run(self) -> None:
         t0 = time.monotonic()
         cpu0 = time.thread_time()
         nxt = t0
         while not self._stop.is_set():
-            used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used / 2**20
+            used = self._used_mib()
             self.result.samples.append(VramSample(time.monotonic() - t0, used,
                                                   self._process_mib()))
             nxt += self.interval_s
