@@ -318,9 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"ok": ok, "url": base, "health_wait_s": round(waited, 2)}
     if not ok:
         result["error"] = f"/health not 200 after {waited:.0f} s: {why}"
+    elif args.health_only:
+        pass
     elif (whose := answering_is_ours(args.port, args.program, args.unit, args.container)):
         result.update(ok=False, error=f"not the deployed server: {whose}")
-    elif not args.health_only:
+    else:
         try:
             result.update(smoke(base, key, args.model))
         except Exception as e:  # a failed check is reported, not raised

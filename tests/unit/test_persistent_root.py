@@ -166,3 +166,32 @@ def test_the_gate_passes_only_for_the_process_the_runtime_started(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_server_listing_another_model_fails_the_smoke_check():
+    """What answers may be a server of an earlier deploy: /v1/models must name this one."""
+    import http.server
+    import json
+    import threading
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = json.dumps({"data": [{"id": "left-over"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Models)
+    t = threading.Thread(target=server.handle_request, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(RuntimeError, match="names 'left-over', not the deployed model "
+                                               "'cpu-tiny'"):
+            hostcheck.smoke(f"http://127.0.0.1:{server.server_address[1]}", None, "cpu-tiny")
+    finally:
+        t.join(10)
+        server.server_close()
