@@ -105,7 +105,7 @@ wait $mp || { echo model-failed > "$L/done"; exit 1; }
 export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
 step deploy1 deploy || { echo deploy1-failed > "$L/done"; exit 1; }
 $PY tests/gpu/deploy_proof/vram_trace.py --out "$L/vram_trace.csv" --stop-file "$L/vram_trace.stop" \
-  --duration 1500 > "$L/vram_trace.log" 2>&1 &
+  --duration 1500 --step-file "$L/phase" > "$L/vram_trace.log" 2>&1 &
 tp=$!
 step deploy2 deploy
 step status status

@@ -266,6 +266,15 @@ def samples(nv: Any, h: Any, hz: float, maps_hz: float, until: float, stop_file:
         time.sleep(max(0.0, nxt - time.monotonic()))
 
 
+def _read_step(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
 def trace(args: argparse.Namespace) -> int:
     nv = _nvml()
     h = nv.nvmlDeviceGetHandleByIndex(args.device)
@@ -280,7 +289,7 @@ def trace(args: argparse.Namespace) -> int:
     stop_file = Path(args.stop_file) if args.stop_file else None
     if stop_file is not None and stop_file.exists():
         stop_file.unlink()  # a stop file left from the last run would end this one at once
-    n = 0
+    n, last_step = 0, ""
     with open(args.out, "w", newline="", buffering=1) as fh:
         w = csv.DictWriter(fh, FIELDS)
         w.writeheader()
@@ -288,6 +297,10 @@ def trace(args: argparse.Namespace) -> int:
             if n == 0:
                 row["event"] = (f"start: GPU {args.device} {name}, driver {drv}, "
                                 f"{total:.0f} MiB, tracer pid {os.getpid()}")
+            step = _read_step(args.step_file)
+            if step != last_step:  # the step of the proof now running (full.sh writes it)
+                row["event"] = "; ".join(e for e in (row["event"], f"step: {step}") if e)
+                last_step = step
             w.writerow(row)
             n += 1
     nv.nvmlShutdown()
@@ -306,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--maps-hz", type=float, default=2.0,
                     help="libcuda scans of /proc a second (2; never over 5%% of a core)")
     ap.add_argument("--device", type=int, default=0, help="the GPU's NVML index (0)")
+    ap.add_argument("--step-file", help="a file naming the step now running (read each "
+                    "sample; a change is an event in the trace)")
     args = ap.parse_args(argv)
     if args.summary:
         with open(args.summary, newline="") as fh:
