@@ -153,37 +153,156 @@ class FreeDiskBytes(FactBase[int | None]):
         return parse_df(output)
 
 
-def parse_port_owner(lines: list[str]) -> list[str]:
-    """`ss -ltnpH sport = :PORT` lines -> names of the processes listening."""
-    import re
+@dataclass(frozen=True)
+class PortOwner:
+    """One process holding a listening TCP socket, as /proc shows it: ``pid`` None where the
+    socket's holder could not be found (another PID namespace, /proc/<pid>/fd unreadable)."""
 
-    names: list[str] = []
-    for line in lines:
-        names += re.findall(r'\(\("([^"]+)"', line)
-        if "users:" not in line and line.strip():
-            names.append("?")
-    return names
+    pid: int | None
+    ppid: int = 0
+    user: str = ""  # the owner of /proc/<pid> (its effective user), by name ("" unknown)
+    exe: str = ""  # the /proc/<pid>/exe target (" (deleted)" cut off)
+    comm: str = ""
+    # the parent's parent and so on, up to (not including) PID 1: where a wrapper sits
+    # between supervisord and the server, supervisord is still found
+    ancestors: tuple[int, ...] = ()
+    cgroups: tuple[str, ...] = ()  # /proc/<pid>/cgroup's paths ("/system.slice/x.service")
+    inode: str = ""  # the listening socket's inode
+
+    @property
+    def program(self) -> str:
+        """The program as a refusal names it: its executable, else its name."""
+        return self.exe or self.comm or "?"
 
 
-class PortListeners(FactBase[list[str]]):
+@dataclass(frozen=True)
+class PortOwnersInfo:
+    """Every listener on one TCP port, the kit's supervisord (from its pidfile, where that
+    process is a supervisord), and the native build folder as the host resolves it."""
+
+    owners: tuple[PortOwner, ...] = ()
+    supervisord: int | None = None
+    native_prefix_real: str = ""
+
+
+def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
+    """The PortOwners command's `key=value` lines -> PortOwnersInfo. `socket=INODE` opens a
+    listening socket, each `pid=` after it one process holding it (its `ppid`, `user`, `exe`,
+    `comm`, `ancestors`, `cgroup` lines follow); a socket with no `pid=` line is a listener
+    whose holder /proc did not show."""
+    owners: list[PortOwner] = []
+    supervisord: int | None = None
+    prefix = ""
+    inode = ""
+    current: dict[str, str] | None = None
+    pending = False  # a socket= line not followed by a pid= line yet
+
+    def close() -> None:
+        nonlocal current
+        if current is not None:
+            owners.append(_owner(current, inode))
+        current = None
+
+    for raw in lines:
+        k, eq, v = raw.strip().partition("=")
+        if not eq:
+            continue
+        v = v.strip()
+        if k == "supervisord":
+            supervisord = int(v) if v.isdigit() else None
+        elif k == "native_prefix":
+            prefix = v
+        elif k == "socket":
+            close()
+            if pending:
+                owners.append(PortOwner(pid=None, inode=inode))
+            inode, pending = v, True
+        elif k == "pid":
+            close()
+            if v.isdigit():
+                current, pending = {"pid": v}, False
+        elif current is not None:
+            current[k] = v
+    close()
+    if pending:
+        owners.append(PortOwner(pid=None, inode=inode))
+    seen: set[int | None] = set()
+    unique = []
+    for o in owners:  # one process holding both sockets (tcp and tcp6) is one owner
+        if o.pid is None or o.pid not in seen:
+            unique.append(o)
+            seen.add(o.pid)
+    return PortOwnersInfo(owners=tuple(unique), supervisord=supervisord,
+                          native_prefix_real=prefix)
+
+
+def _owner(values: dict[str, str], inode: str) -> PortOwner:
+    def num(text: str) -> int:
+        return int(text) if text.isdigit() else 0
+
+    exe = values.get("exe", "").removesuffix(" (deleted)")
+    return PortOwner(
+        pid=int(values["pid"]), ppid=num(values.get("ppid", "")),
+        user=values.get("user", "").strip(), exe=exe, comm=values.get("comm", "").strip(),
+        ancestors=tuple(int(a) for a in values.get("ancestors", "").split() if a.isdigit()),
+        cgroups=tuple(line.split(":", 2)[2] for line in values.get("cgroup", "").split()
+                      if line.count(":") >= 2),
+        inode=inode)
+
+
+# The PortOwners command: the listening sockets on a port (state 0A) from the kernel's
+# table, the processes holding each (their fd links `socket:[INODE]`), and per process its
+# parent, user, executable, name, ancestors and cgroups. @PORT@ is the port in hex.
+PORT_OWNERS_SH = r"""sv=$(cat @PIDFILE@ 2>/dev/null | tr -dc 0-9)
+if [ -n "$sv" ] && tr '\0' ' ' < "/proc/$sv/cmdline" 2>/dev/null | grep -q supervisord; then
+  echo "supervisord=$sv"; fi
+echo "native_prefix=$(readlink -f @PREFIX@ 2>/dev/null)"
+for i in $(awk -v p=@PORT@ 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); \
+    if (a[n] == p) print $10 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u); do
+  echo "socket=$i"
+  for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$i\]" 2>/dev/null \
+      | cut -d/ -f3 | sort -un); do
+    pp=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
+    echo "pid=$p"; echo "ppid=$pp"; echo "user=$(stat -c %U "/proc/$p" 2>/dev/null)"
+    echo "exe=$(readlink "/proc/$p/exe" 2>/dev/null)"
+    echo "comm=$(cat "/proc/$p/comm" 2>/dev/null)"
+    a=$pp; chain=""; n=0
+    while [ -n "$a" ] && [ "$a" -gt 1 ] && [ "$n" -lt 64 ]; do
+      chain="$chain $a"; n=$((n + 1))
+      a=$(awk '/^PPid:/ { print $2 }' "/proc/$a/status" 2>/dev/null)
+    done
+    echo "ancestors=$chain"; echo "cgroup=$(tr '\n' ' ' < "/proc/$p/cgroup" 2>/dev/null)"
+  done
+done
+true"""
+
+
+class PortOwners(FactBase[PortOwnersInfo]):
     """
-    Returns the names of the processes listening on a TCP port: ``["docker-proxy"]``.
+    Returns every process listening on a TCP port, read from the kernel's socket table
+    (/proc/net/tcp, tcp6) and each process's open files, so a host without `ss` (a GPU
+    container's image often lacks iproute2) is read the same:
+
+    .. code:: python
+
+        PortOwnersInfo(owners=(PortOwner(pid=4242, ppid=311, user="beekeeper",
+                                         exe="/opt/beekeeper/llama-server/b1/bin/llama-server",
+                                         comm="llama-server", ancestors=(311,),
+                                         cgroups=("/",), inode="918273"),),
+                       supervisord=311, native_prefix_real="/opt/beekeeper/llama-server")
     """
 
     @staticmethod
-    def default() -> list[str]:  # no output: nothing listening/held/found
-        return []
+    def default() -> PortOwnersInfo:  # no output: nothing listening
+        return PortOwnersInfo()
 
-    def command(self, port: int) -> str:
-        # without ss (a GPU container's image often lacks iproute2), the kernel's socket
-        # table says a port is listened on, not by whom: one "?" line a listening socket
-        return (f"if command -v ss >/dev/null 2>&1; then ss -ltnpH 'sport = :{int(port)}' "
-                "2>/dev/null; else awk -v p=" + f"{int(port):04X}" + " 'FNR > 1 && $4 == "
-                "\"0A\" { n = split($2, a, \":\"); if (a[n] == p) print \"listening\" }' "
-                "/proc/net/tcp /proc/net/tcp6 2>/dev/null; fi; true")
+    def command(self, port: int, pidfile: str, native_prefix: str) -> str:
+        return (PORT_OWNERS_SH.replace("@PORT@", f"{int(port):04X}")
+                .replace("@PIDFILE@", shlex.quote(pidfile))
+                .replace("@PREFIX@", shlex.quote(native_prefix)))
 
-    def process(self, output: list[str]) -> list[str]:
-        return parse_port_owner(output)
+    def process(self, output: list[str]) -> PortOwnersInfo:
+        return parse_port_owners(output)
 
 
 class AptHolds(FactBase[list[str]]):

@@ -23,7 +23,8 @@ class HostFacts:
                   init=InitInfo(...), wsl=WslInfo(...), docker=DockerEngineInfo(...),
                   gpu=NvidiaSmiInfo(...) or None, free_model_dir_bytes=84221202432,
                   pci_nvidia_gpus=0, cpus=16, mem_total_bytes=67108864000,
-                  machine="x86_64", compose_version="2.26.1" or None)
+                  machine="x86_64", compose_version="2.26.1" or None,
+                  persistent_root="/workspace/beekeeper" or None, port_orphans=(4242,))
     """
 
     os: OsReleaseInfo
@@ -52,6 +53,15 @@ class HostFacts:
     host_nvcc: str | None = None
     # packages of the build tools the host lacks, for apt to install (native builds)
     install_tools: tuple[str, ...] = ()
+    # runtime supervisor: the folder on the pod's volume that keeps all the kit needs to
+    # start the server again (host data `persistent_root`, resolved: `/workspace/beekeeper`
+    # by default where /workspace is a folder off the container's overlay); None: the
+    # standard layout (/opt, /etc, /var ...), and always None under systemd
+    persistent_root: str | None = None
+    # servers of the kit (user beekeeper, a binary under NATIVE_PREFIX) that listen on a
+    # service's port with no supervisor owning them (their supervisord was killed): the
+    # deploy ends these pids before it starts the service under supervision
+    port_orphans: tuple[int, ...] = ()
 
     @property
     def compute_cap(self) -> str | None:

@@ -8,19 +8,30 @@ from dataclasses import replace
 from typing import Any
 
 from pyinfra import host
-from pyinfra.facts.files import File, Sha256File
+from pyinfra.facts.files import Directory, File, Sha256File
 
 from beekeeper.core.build import (
     GIB_PER_CPU_JOB,
     GIB_PER_CUDA_JOB,
     build_spec,
 )
-from beekeeper.core.config import HostConfig
+from beekeeper.core.config import HostConfig, gguf_problem, rule_model_in_model_dir
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError
+from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
-from beekeeper.core.paths import SUPERVISORD, ServicePaths
+from beekeeper.core.paths import (
+    CONF_ROOT,
+    HOSTSIDE_DIR,
+    LOG_DIR,
+    MODEL_DIR,
+    NATIVE_PREFIX,
+    STATE_DIR,
+    SUPERVISOR_PIDFILE,
+    SUPERVISORD,
+    ServicePaths,
+)
 from beekeeper.core.planner import Prediction
 from beekeeper.core.profiles import FileSource
 from beekeeper.core.toolkit import host_toolkit
@@ -32,6 +43,7 @@ from beekeeper.facts.docker import (
     DockerImageId,
     PortContainers,
 )
+from beekeeper.facts.gguf import FileHead
 from beekeeper.facts.gpu import (
     GpuInfo,
     NvidiaSmiInfo,
@@ -44,7 +56,9 @@ from beekeeper.facts.host import (
     InitSystem,
     OsRelease,
     OsReleaseInfo,
-    PortListeners,
+    PortOwner,
+    PortOwners,
+    PortOwnersInfo,
     ProxyVars,
     Resources,
     Wsl,
@@ -53,6 +67,7 @@ from beekeeper.facts.host import (
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.facts.toolchain import HostTools, HostToolsInfo, OthersCannotRead
+from beekeeper.facts.volume import FsOf
 
 from .driver_preflight import check_cuda
 from .say import say, warn
@@ -91,10 +106,52 @@ def _brief(pred: Prediction) -> str:
             f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
 
 
-def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[str]) -> None:
-    """The port is free, or held by this service's own server: its container (label
-    io.beekeeper.service=<name>) or its native binary. A container of anything else that
-    Docker publishes there is refused by name, whether or not a docker-proxy listens."""
+# the user the kit's server runs as (tasks/native.py makes it)
+SERVER_USER = "beekeeper"
+
+
+def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, runtime: str,
+                        units: frozenset[str], docker_ours: bool) -> str:
+    """What a listener on a service's port is to the kit, from /proc alone:
+
+    - "supervised": the kit's server as the runtime runs it: under runtime supervisor a
+      child (or a child's child) of the kit's supervisord; under systemd or compose a
+      process in the unit's cgroup of a service in `units` (this one, or one the deploy
+      removes first); or the docker-proxy that publishes the service's own container
+      (`docker_ours`);
+    - "orphan": a server of the kit's that nothing supervises: user beekeeper, a binary
+      under NATIVE_PREFIX (as written, or as the host resolves it: /opt/beekeeper may link
+      into a persistent root), in no beekeeper unit and under no supervisord of the kit's;
+    - "unknown": a listener whose process /proc did not show;
+    - "foreign": anything else, a llama-server someone started by hand too.
+    """
+    if owner.pid is None:
+        return "unknown"
+    if docker_ours and "docker-proxy" in (owner.comm, owner.exe.rsplit("/", 1)[-1]):
+        return "supervised"
+    lineage = (owner.ppid, *owner.ancestors)
+    under_supervisord = info.supervisord is not None and info.supervisord in lineage
+    segments = {seg for path in owner.cgroups for seg in path.split("/")}
+    kit_units = {seg for seg in segments if seg.startswith("beekeeper-")
+                 and seg.endswith(".service")}
+    if runtime == "supervisor" and under_supervisord:
+        return "supervised"
+    if runtime != "supervisor" and kit_units & {f"beekeeper-{n}.service" for n in units}:
+        return "supervised"
+    prefixes = {p.rstrip("/") for p in (NATIVE_PREFIX, info.native_prefix_real) if p}
+    kit_binary = any(owner.exe.startswith(p + "/") for p in prefixes)
+    if owner.user == SERVER_USER and kit_binary and not kit_units and not under_supervisord:
+        return "orphan"
+    return "foreign"
+
+
+def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[str],
+               runtime: str = "systemd") -> tuple[int, ...]:
+    """The port is free, or held by this service's own server as its runtime runs it
+    (classify_port_owner). A container of anything else that Docker publishes there is
+    refused by name, whether or not a docker-proxy listens; a server of the kit's that no
+    supervisor owns is told, and its pid returned for the deploy to end; any other process
+    is refused by pid, user and program. Returns the orphans' pids."""
     containers = host.get_fact(PortContainers, port=port) if docker_present else []
     foreign = [c for c in containers if c.service != name and c.service not in leaving]
     if foreign:
@@ -104,17 +161,39 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
             f"port {port} on the host is published by the Docker container {c.name!r} "
             f"({owner}), not by this service's container: stop it (docker stop {c.name}), "
             "or set `port` to a free port")
-    # A hardened native unit hides its process name from ss ("?").
-    ours = {"llama-server"}
-    if containers:  # the proxy that publishes our own container
-        ours.add("docker-proxy")
     manifest = deployed_manifest(ServicePaths(name).manifest)
-    if manifest and manifest.get("port") == port:
-        ours |= {"?", "docker-proxy"}  # our own server, native or between restarts
-    others = [p for p in host.get_fact(PortListeners, port=port) if p not in ours]
-    if others:
-        raise PreflightError(f"port {port} on the host is in use by {others[0]!r}: "
-                             "stop it, or set `port` to a free port")
+    ours_before = bool(manifest and manifest.get("port") == port)
+    info: PortOwnersInfo = host.get_fact(PortOwners, port=port, pidfile=SUPERVISOR_PIDFILE,
+                                         native_prefix=NATIVE_PREFIX)
+    orphans: list[int] = []
+    for o in info.owners:
+        kind = classify_port_owner(o, info, runtime, frozenset({name}) | leaving,
+                                   bool(containers) or (ours_before and docker_present))
+        if kind == "supervised":
+            continue
+        if kind == "orphan" and o.pid is not None:
+            orphans.append(o.pid)
+            continue
+        if kind == "unknown":
+            if ours_before:  # as before: our own server, seen from outside its namespace
+                continue
+            raise PreflightError(
+                f"port {port} on the host is in use by a process /proc does not show "
+                f"(listening socket inode {o.inode or '?'}; another PID namespace, or no "
+                "root): stop it, or set `port` to a free port")
+        unit = next((seg for path in o.cgroups for seg in path.split("/")
+                     if seg.startswith("beekeeper-") and seg.endswith(".service")), None)
+        also = f", in {unit}" if unit else ""
+        raise PreflightError(
+            f"port {port} on the host is in use by pid {o.pid} (user {o.user or '?'}, program "
+            f"{o.program}{also}), not by this service's server: stop it (kill {o.pid}), or "
+            "set `port` to a free port")
+    for pid in orphans:
+        o = next(x for x in info.owners if x.pid == pid)
+        warn(f"port {port} is held by pid {pid} ({o.exe}, user {SERVER_USER}), a server of the "
+             "kit's that no supervisor owns (its supervisor ended without it): the deploy "
+             f"ends it and starts beekeeper-{name} under supervision")
+    return tuple(orphans)
 
 
 def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
@@ -132,7 +211,8 @@ def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
     return version
 
 
-def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo) -> str:
+def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
+               docker_present: bool = False) -> str:
     """What runs the server: systemd where it is PID 1 (the runtime host data names), else
     the kit's own supervisord (native mode only: no Docker engine without systemd)."""
     if init.systemd:
@@ -149,10 +229,67 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo) -> str:
             "the kit's own supervisord) and set mode = 'native'")
     if cfg.mode != "native":
         raise PreflightError(
-            f"host data `mode`: PID 1 is {init.pid1!r}, not systemd (a container), and "
-            f"{cfg.mode!r} mode needs a Docker engine that systemd runs; fix: set mode = "
-            "'native' (the server is built on the host and runs under the kit's supervisord)")
+            f"host data `mode`: {cfg.mode!r} runs the server in a Docker container, and this "
+            f"host has {'a docker CLI but' if docker_present else 'no Docker engine and'} no "
+            f"systemd (PID 1 is {init.pid1!r}: a container) to run one; fix: set mode = "
+            "\"native\" (the server is built on the host and runs under the kit's "
+            "supervisord)")
     return "supervisor"
+
+
+# the kit's folders on the host: a persistent root inside one would link into itself
+KIT_FOLDERS = (NATIVE_PREFIX.rsplit("/", 1)[0], CONF_ROOT, STATE_DIR, LOG_DIR, HOSTSIDE_DIR,
+               MODEL_DIR.rsplit("/", 1)[0])
+# where a GPU pod's volume is by default (RunPod and most templates mount it there), and the
+# persistent root the kit picks on it where host data leaves `persistent_root` out
+POD_VOLUME = "/workspace"
+AUTO_PERSISTENT_ROOT = f"{POD_VOLUME}/beekeeper"
+
+
+def check_persistent_root(cfg: HostConfig, runtime: str, init: InitInfo) -> str | None:
+    """Host data `persistent_root`, resolved from the host: the folder on the pod's volume
+    that keeps all the kit needs to start the server again (runtime supervisor only), or
+    None for the standard layout. Unset: AUTO_PERSISTENT_ROOT where POD_VOLUME is a folder
+    off the container's overlay layer (on the overlay: none, with a warning). A root given
+    is refused before any change on a runtime other than supervisor, inside one of the
+    kit's own folders, or where the host shows it on the container's overlay layer (which
+    RunPod and Kubernetes clear when the pod restarts)."""
+    given = cfg.persistent_root
+    if given == PERSISTENT_NONE:
+        return None
+    if runtime != "supervisor":
+        if given is not None:
+            raise PreflightError(
+                f"host data `persistent_root`: {given} keeps the server of runtime supervisor "
+                f"(a GPU container, PID 1 not systemd), and this host runs it under {runtime} "
+                f"(PID 1 is {init.pid1!r}), which keeps the standard layout; fix: remove "
+                "persistent_root")
+        return None
+    if given is None:
+        if not host.get_fact(Directory, path=POD_VOLUME):
+            return None
+        fs = host.get_fact(FsOf, path=AUTO_PERSISTENT_ROOT)
+        if fs is not None and fs.overlay:
+            warn(f"{POD_VOLUME} is on the container's own layer ({fs.fstype}), not a volume: "
+                 "the kit keeps the standard layout (/opt, /etc, /var), which a pod's restart "
+                 "clears on RunPod and Kubernetes; where the pod has a volume, set "
+                 "persistent_root to a folder on it (Vast.ai keeps the container's disk: "
+                 "persistent_root = 'none' says so and ends this warning)")
+            return None
+        return AUTO_PERSISTENT_ROOT
+    inside = next((k for k in KIT_FOLDERS if given == k or given.startswith(k + "/")), None)
+    if inside:
+        raise PreflightError(
+            f"host data `persistent_root`: {given} is inside {inside}, one of the folders the "
+            f"kit keeps under the root itself; fix: {PERSISTENT_FIX}")
+    fs = host.get_fact(FsOf, path=given)
+    if fs is not None and fs.overlay:
+        where = f"{fs.existing}, file system {fs.fstype}" + \
+            (f" mounted at {fs.target}" if fs.target else "")
+        raise PreflightError(
+            f"host data `persistent_root`: {given} is on the container's own layer ({where}), "
+            f"which RunPod and Kubernetes clear when the pod restarts; fix: {PERSISTENT_FIX}")
+    return given
 
 
 # build tools the native build needs -> the Debian/Ubuntu package that brings each
@@ -211,14 +348,43 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     return ".".join((tools.nvcc_version or "").split(".")[:2])
 
 
+GGUF_FIX = ("give the path of a GGUF model file (version 2 or 3, as llama.cpp's "
+            "convert_hf_to_gguf.py and the Hub's GGUF repositories have them)")
+
+
+def local_head(path: str) -> bytes | None:
+    """The first bytes of a file on the controller (None: it cannot be read)."""
+    from beekeeper.core.config import GGUF_HEAD_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(GGUF_HEAD_BYTES)
+    except OSError:
+        return None
+
+
+def check_gguf(key: str, path: str, head: bytes | None) -> None:
+    """A model file the server would load: GGUF's magic and version 2 or 3 in its first 8
+    bytes (a text file named .gguf, a safetensors file, an HTML error page saved as the
+    model are refused here, not by the server's crash loop after the deploy's changes).
+    `head` None: the bytes could not be read, and the checks after this one say why."""
+    problem = gguf_problem(head) if head is not None else None
+    if problem:
+        raise PreflightError(f"host data `{key}`: {path} is not a GGUF model file: {problem}; "
+                             f"fix: {GGUF_FIX}")
+
+
 def check_own_model(cfg: HostConfig) -> None:
     """A model file already on the host (host data `model_host_path`): there, with the
     sha256 host data gives, and readable by the server's user (others may read the file and
     pass through each folder above it)."""
     if "model" not in cfg.stages and "service" not in cfg.stages:
         return
+    rule_model_in_model_dir(cfg)
     for svc in cfg.services:
         for m in svc.models():
+            if isinstance(m.source, FileSource) and not m.source.on_host:
+                check_gguf("model_path", m.source.path, local_head(m.source.path))
             if not m.users_file:
                 continue
             path = m.host_path(cfg.model_dir)
@@ -228,6 +394,7 @@ def check_own_model(cfg: HostConfig) -> None:
                     f"host data `model_host_path`: {path} is not a file on the host; fix: "
                     "give the path of the .gguf there, or model_path for a file on the "
                     "controller")
+            check_gguf("model_host_path", path, host.get_fact(FileHead, path=path))
             got = host.get_fact(Sha256File, path=path)
             if got != m.sha256:
                 raise PreflightError(
@@ -275,15 +442,20 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
                              "install it by hand (Debian and Ubuntu are automated)")
 
 
-def check_ports(cfg: HostConfig, docker: DockerEngineInfo) -> None:
-    """Each service's port, when this deploy reaches the service stage."""
+def check_ports(cfg: HostConfig, docker: DockerEngineInfo,
+                runtime: str = "systemd") -> tuple[int, ...]:
+    """Each service's port, when this deploy reaches the service stage; returns the pids of
+    the kit's unsupervised servers there (HostFacts.port_orphans)."""
     if "service" not in cfg.stages:
-        return
+        return ()
     # services this deploy removes first (tasks/prune.py) may hold a port a kept one wants
     deployed: list[str] = host.get_fact(DeployedServices)
     removed_first = frozenset(leaving(cfg, deployed))
+    orphans: list[int] = []
     for svc in cfg.services:
-        check_port(svc.name, svc.port, docker.present, removed_first)
+        orphans += [p for p in check_port(svc.name, svc.port, docker.present, removed_first,
+                                          runtime) if p not in orphans]
+    return tuple(orphans)
 
 
 def download_bytes(cfg: HostConfig) -> int:
@@ -485,7 +657,8 @@ def check(cfg: HostConfig) -> HostFacts:
     docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
     free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
-    runtime = check_init(cfg, init, wsl)
+    runtime = check_init(cfg, init, wsl, docker.present)
+    persistent_root = check_persistent_root(cfg, runtime, init)
     if runtime == "supervisor" and cfg.gateway is not None:
         raise PreflightError(
             f"host data `gateway`: the gateway runs HAProxy as a systemd unit, and PID 1 here "
@@ -503,7 +676,7 @@ def check(cfg: HostConfig) -> HostFacts:
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
     check_own_model(cfg)
-    check_ports(cfg, docker)
+    port_orphans = check_ports(cfg, docker, runtime)
     check_free_space(cfg, free)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
@@ -524,7 +697,8 @@ def check(cfg: HostConfig) -> HostFacts:
                      compose_version=compose_version,
                      cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine,
                      tools=tools, runtime=runtime, host_nvcc=tools.nvcc if host_cuda else None,
-                     install_tools=tuple(install_tools))
+                     install_tools=tuple(install_tools), persistent_root=persistent_root,
+                     port_orphans=port_orphans)
 
 
 def warn_supervisor_restart(init: InitInfo) -> None:

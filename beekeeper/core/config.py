@@ -103,6 +103,14 @@ class ServiceConfig:
     extra_args: tuple[str, ...] = ()
     # the port the gateway reaches this service on, when not `port` (an SSH forward)
     gateway_port: int | None = None
+    # host data `model_alias` (None: the profile's name): see `alias`
+    model_alias: str | None = None
+
+    @property
+    def alias(self) -> str:
+        """The model name clients send (`model` in a request) and /v1/models lists: host
+        data `model_alias`, else the profile's name."""
+        return self.model_alias or self.profile.name
 
     @property
     def model_sha256(self) -> str | None:
@@ -151,6 +159,12 @@ class HostConfig:
     install_docker: bool
     image_repo: str = "beekeeper/llama-server"
     stages: tuple[str, ...] = STAGES
+    # host data `persistent_root` as given: None (unset: preflight picks /workspace/beekeeper
+    # where the host has /workspace, else none), "none" (the standard layout), or a folder;
+    # what preflight resolved is HostFacts.persistent_root
+    persistent_root: str | None = None
+    # host data gave `services` (a refusal names services[i].key), not one service's keys
+    services_listed: bool = False
     # the Hugging Face Hub, or a mirror of it (HF_ENDPOINT for huggingface_hub)
     hf_endpoint: str = DEFAULT_HF_ENDPOINT
     # build beellama's embedded web UI into the server (off: the kit serves the API)
@@ -301,6 +315,7 @@ def load_host_config(data: Any) -> HostConfig:
         mode=hd.mode, runtime=runtime, runtime_given=hd.runtime is not None,
         services=services, absent=absent,
         model_dir=hd.model_dir, state_dir=hd.state_dir, source=_source(hd),
+        persistent_root=hd.persistent_root, services_listed=hd.services is not None,
         base_images=hd.base_images.model_dump(exclude_none=True) if hd.base_images else {},
         preload_images=dict(hd.preload_images or {}), install_docker=hd.install_docker,
         gateway=gateway, gateway_address=hd.gateway_address,
@@ -381,7 +396,7 @@ def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
     return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
                          bind_address=entry.bind_address, api_key_file=entry.api_key_file,
                          model=model, draft=draft, extra_args=tuple(entry.server_extra_args),
-                         gateway_port=entry.gateway_port)
+                         gateway_port=entry.gateway_port, model_alias=entry.model_alias)
 
 
 def rule_loopback_needs_key(key: str, bind: str, key_file: str | None, key_name: str) -> None:
@@ -442,11 +457,9 @@ def _own_model(entry: ServiceData, prefix: str, base: ModelFile, mode: str,
             raise fail(f"{prefix}model_sha256", f"missing for model_host_path {path} (the "
                        "kit checks the file before serving it)", f"run `sha256sum {path}` on "
                        "the host and set model_sha256 to its 64 hex digits")
-        folder = path.rsplit("/", 1)[0] or "/"
-        if mode == "container" and folder != model_dir:
-            raise fail(f"{prefix}model_host_path", f"{path} is outside model_dir {model_dir}, "
-                       "the one folder the server's container mounts", f"move the file into "
-                       f"{model_dir}, set model_dir = {folder!r}, or mode = 'native'")
+        # outside model_dir in container mode: rule_model_in_model_dir, which preflight runs
+        # after the host's init system and engine are known (on a host with neither, the
+        # fix is mode = 'native', not the folder)
         return replace(base, filename=path.rsplit("/", 1)[1], source=FileSource(path, True),
                        sha256=sha, size_bytes=0)
     from pathlib import Path
@@ -460,6 +473,47 @@ def _own_model(entry: ServiceData, prefix: str, base: ModelFile, mode: str,
                    "the host use model_host_path)")
     return replace(base, filename=local.name, source=FileSource(path, False), sha256=sha,
                    size_bytes=local.stat().st_size)
+
+
+def rule_model_in_model_dir(cfg: HostConfig) -> None:
+    """Container mode mounts model_dir alone into the server's container: a model_host_path
+    outside it is refused, naming the service's key."""
+    if cfg.mode != "container":
+        return
+    for i, svc in enumerate(cfg.services):
+        source = svc.model.source
+        if not (isinstance(source, FileSource) and source.on_host):
+            continue
+        path = source.path
+        folder = path.rsplit("/", 1)[0] or "/"
+        if folder != cfg.model_dir:
+            key = f"services[{i}].model_host_path" if cfg.services_listed else \
+                "model_host_path"
+            raise fail(key, f"{path} is outside model_dir {cfg.model_dir}, the one folder the "
+                       "server's container mounts", f"move the file into {cfg.model_dir}, set "
+                       f"model_dir = {folder!r}, or mode = 'native'")
+
+
+# a GGUF file starts with its magic and a little-endian uint32 version (ggml's gguf.cpp:
+# GGUF_MAGIC "GGUF"; versions 2 and 3 are read, 1 is refused as too old)
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)
+GGUF_HEAD_BYTES = 8
+
+
+def gguf_problem(head: bytes) -> str | None:
+    """What keeps a file whose first bytes are `head` from being a GGUF the server loads,
+    in words ("it does not start with ..."); None: the GGUF magic and version 2 or 3."""
+    if head[:4] != GGUF_MAGIC[:len(head[:4])] or not head:
+        return ("it is empty" if not head else "it does not start with GGUF's magic b'GGUF' "
+                f"(its first {len(head)} bytes are {head!r})")
+    if len(head) < GGUF_HEAD_BYTES:
+        return f"it is {len(head)} bytes long, shorter than a GGUF header"
+    version = int.from_bytes(head[4:8], "little")
+    if version not in GGUF_VERSIONS:
+        return (f"it is GGUF version {version}, and the server reads versions "
+                f"{' and '.join(map(str, GGUF_VERSIONS))}")
+    return None
 
 
 def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> ModelFile:

@@ -50,6 +50,12 @@ GIT_URL = r"^(https?|ssh|git|file)://\S+$"
 HTTP_URL = r"^https?://[^\s'\"]+$"
 PACKAGE_VERSION = r"^[0-9][0-9A-Za-z.~+-]*$"
 HOSTNAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:\.[A-Za-z0-9][A-Za-z0-9-]{0,62})*$"
+# the model name clients send (`model` in a request, what /v1/models lists): one word of
+# letters, digits and . _ - : / + (names such as 'qwen3.5-9b', 'org/model:q8'), up to 64
+MODEL_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,63}$"
+MODEL_ALIAS_MAX = 64
+# host data `persistent_root`: the standard layout (/opt, /etc, /var ...), no root
+PERSISTENT_NONE = "none"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 STAGES = ("provision", "build", "model", "service")
 
@@ -497,8 +503,8 @@ KIT_FLAGS = {
     "--cache-type-v": "the profile (its KV types)", "-fa": "the profile",
     "--flash-attn": "the profile", "-ngl": "the profile", "--gpu-layers": "the profile",
     "--n-gpu-layers": "the profile", "-b": "the profile", "--batch-size": "the profile",
-    "-ub": "the profile", "--ubatch-size": "the profile", "--alias": "the profile",
-    "-a": "the profile", "--jinja": "the profile", "--no-jinja": "the profile",
+    "-ub": "the profile", "--ubatch-size": "the profile", "--alias": "model_alias",
+    "-a": "model_alias", "--jinja": "the profile", "--no-jinja": "the profile",
     "--chat-template": "the profile", "--reasoning": "the profile",
     "--backend-sampling": "the profile", "-md": "draft_repo/draft_file",
     "--model-draft": "draft_repo/draft_file", "--spec-type": "the profile (its draft)",
@@ -573,6 +579,52 @@ def _gguf_path(value: str) -> str:
         raise Bad(f"{shown(value)} is not a .gguf file name",
                   "give the path of the model's .gguf file (letters, digits, ._+- in its name)")
     return value
+
+
+def _model_alias(value: Any) -> str:
+    """A name a client can send as `model` and the server can carry on its command line:
+    not empty, no space or control character, at most MODEL_ALIAS_MAX characters, and of
+    letters, digits and . _ - : / + (starting with a letter or digit)."""
+    fix = ("give one word of letters, digits and . _ - : / + (at most "
+           f"{MODEL_ALIAS_MAX}), e.g. model_alias = 'qwen3.5-9b'")
+    if not isinstance(value, str):
+        raise Bad(f"{shown(value)} is {_type_name(value)}, not a name", fix)
+    if not value:
+        raise Bad("empty", fix + ", or remove it (the profile's name)")
+    bad = next((c for c in value if c.isspace() or not c.isprintable()), None)
+    if bad is not None:
+        kind = "a space" if bad == " " else "whitespace" if bad.isspace() else \
+            "a control character"
+        raise Bad(f"{shown(value)} holds {kind} ({bad!r}), which a client's `model` and the "
+                  "server's command line cannot carry as one name", fix)
+    if len(value) > MODEL_ALIAS_MAX:
+        raise Bad(f"{shown(value)} is {len(value)} characters long", fix)
+    if not full(MODEL_ALIAS, value):
+        odd = next((c for c in value if not (c.isascii() and (c.isalnum() or c in "._:/+-"))),
+                   None)
+        what = f"holds {odd!r}" if odd is not None else "does not start with a letter or digit"
+        raise Bad(f"{shown(value)} {what}", fix)
+    return value
+
+
+PERSISTENT_FIX = ("give a folder on the pod's volume, e.g. persistent_root = "
+                  "'/workspace/beekeeper', or persistent_root = 'none' where the container's "
+                  "own disk is kept (Vast.ai)")
+
+
+def _persistent_root(value: Any) -> Any:
+    """'none' (the standard layout), or an absolute folder (normalized)."""
+    if value is None or value == PERSISTENT_NONE:
+        return value
+    if isinstance(value, str) and value.strip().lower() == PERSISTENT_NONE:
+        raise Bad(f"{shown(value)} is not a path", "write persistent_root = 'none' (lowercase)")
+    if isinstance(value, str) and value and not value.startswith(("/", "~")):
+        raise Bad(f"{shown(value)} is not an absolute path", PERSISTENT_FIX)
+    try:
+        return abs_path(value, "/workspace/beekeeper")
+    except Bad as e:
+        raise Bad(e.problem, PERSISTENT_FIX if e.fix.startswith("give an absolute") else e.fix) \
+            from None
 
 
 HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
@@ -652,6 +704,10 @@ class ServiceData(BaseModel):
         None, "path", "a GGUF already on the host, served where it is (needs model_sha256, "
         "checked on the host; the uninstall never removes it); no Hub request",
         "give the absolute path of a .gguf file on the host", "is not a .gguf path")
+    model_alias: Annotated[str, BeforeValidator(_model_alias)] | None = key(
+        None, "name", "the model name clients send (`model` in a request; what /v1/models "
+        "lists) (default: the profile's name)", "e.g. model_alias = 'qwen3.5-9b', or remove "
+        "it", "is not a model name")
     draft_repo: HubRepo | None = _pin("draft", "repo")
     draft_file: HubFile | None = _pin("draft", "file")
     draft_revision: Revision | None = _pin("draft", "revision")
@@ -683,6 +739,12 @@ class HostData(ServiceData):
         MODEL_DIR, "path", "where models are kept on the host", "use an absolute path")
     state_dir: Annotated[str, path_of(STATE_DIR)] = key(
         STATE_DIR, "path", "the kit's state on the host (builds, logs)", "use an absolute path")
+    persistent_root: Annotated[str, BeforeValidator(_persistent_root)] | None = key(
+        None, "path or 'none'", "runtime supervisor (GPU containers): the folder on the pod's "
+        "volume that keeps all the kit needs to start the server again after the pod restarts"
+        "; 'none': the standard layout (/opt, /etc, /var) (default: /workspace/beekeeper "
+        "where /workspace is a folder not on the container's overlay, else 'none')",
+        PERSISTENT_FIX, "is not an absolute path or 'none'")
     source: Annotated[SourceData, Mapping_] | None = key(
         None, "mapping", "what the server is built from: {'git': URL, 'ref': COMMIT} or "
         "{'path': FILE, 'ref': NAME}; required", "set source = {'git': URL, 'ref': COMMIT} "

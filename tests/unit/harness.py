@@ -17,7 +17,7 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.facts.gpu import PciNvidiaDevices, PciNvidiaGpus
-from beekeeper.facts.host import AptPolicyInfo, Resources
+from beekeeper.facts.host import AptPolicyInfo, PortOwner, PortOwnersInfo, Resources
 from beekeeper.facts.toolchain import HostToolsInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,23 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
                                python3="/usr/bin/python3", python3_version=(3, 12),
                                setpriv="/usr/bin/setpriv", apt_lists=6),
     "SupervisorPrograms": None, "OthersCannotRead": "",  # no supervisord; files readable
+    # nothing listens on the port; a model file on the host is a GGUF (version 3); no
+    # file system read (no persistent root is refused for its overlay)
+    "PortOwners": PortOwnersInfo(), "FileHead": b"GGUF\x03\x00\x00\x00", "FsOf": None,
 }
+
+
+# Listeners on a port as the PortOwners fact reads them off /proc: Docker's userland proxy
+# publishing a container's port (a child of dockerd, in docker.service's cgroup)
+DOCKER_PROXY = PortOwner(pid=812, ppid=790, user="root", exe="/usr/bin/docker-proxy",
+                         comm="docker-proxy", ancestors=(790,),
+                         cgroups=("/system.slice/docker.service",), inode="40112")
+
+
+def port_owners(*owners: PortOwner, supervisord: int | None = None) -> PortOwnersInfo:
+    """The PortOwners fact of a host where `owners` listen on the port."""
+    return PortOwnersInfo(owners=owners, supervisord=supervisord,
+                          native_prefix_real="/opt/beekeeper/llama-server")
 
 
 # What PCI_NVIDIA_COMMAND prints (facts/gpu.py): `<class> <device>` of each NVIDIA PCI

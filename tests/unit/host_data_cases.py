@@ -94,9 +94,12 @@ def decision(load: Any, data: dict[str, Any]) -> list[Any]:
                  list(s.extra_args), s.model.filename,
                  getattr(s.model.source, "repo", None), getattr(s.model.source, "revision", None),
                  s.model.sha256, s.draft.sha256 if s.draft else None, s.gateway_port]
+                # keys added later are recorded where set, so earlier digests stay
+                + ([s.model_alias] if s.model_alias is not None else [])
                 for s in cfg.services]
     gw = cfg.gateway
-    return ["ok", {
+    later = {"persistent_root": cfg.persistent_root} if cfg.persistent_root is not None else {}
+    return ["ok", {**later,
         "services": services, "absent": list(cfg.absent), "mode": cfg.mode,
         "runtime": cfg.runtime, "dirs": [cfg.model_dir, cfg.state_dir],
         "source": [cfg.source.kind, cfg.source.ref, cfg.source.url, cfg.source.path],

@@ -94,17 +94,6 @@ def test_image_id_and_smoke_facts():
     assert ServerSmoke().process([]) is None
 
 
-def test_port_listeners():
-    from beekeeper.facts.host import parse_port_owner
-
-    line = ('LISTEN 0 4096 127.0.0.1:8083 0.0.0.0:* '
-            'users:(("docker-proxy",pid=812,fd=4))')
-    assert parse_port_owner([line]) == ["docker-proxy"]
-    assert parse_port_owner([]) == []
-    assert parse_port_owner(['LISTEN 0 511 0.0.0.0:8083 0.0.0.0:* users:(("nginx",pid=1,fd=6))'
-                             ]) == ["nginx"]
-
-
 def test_build_resources_reads_cores_and_memory_from_real_command_output():
     import subprocess
 

@@ -6,6 +6,7 @@ nothing with apt, serves a model file already there, and refuses what cannot wor
 before any change.
 """
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -15,7 +16,7 @@ from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import InitInfo, OsReleaseInfo
 from beekeeper.facts.toolchain import HostToolsInfo, parse_host_tools
 
-from .harness import run_deploy
+from .harness import require_tools, run_deploy
 from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts
 
 H200 = NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="13.0", driver_version="580.159.04",
@@ -108,8 +109,10 @@ def test_a_second_run_with_supervisord_and_the_program_running_restarts_nothing(
 
 
 @pytest.mark.parametrize(("data", "over", "words"), [
-    ({"mode": "container", "model_host_path": "/srv/beekeeper/models/q.gguf"}, {},
-     "set mode = 'native'"),
+    ({"mode": "container"}, {},  # before model_dir's refusal (the model is in /workspace)
+     "host data `mode`: 'container' runs the server in a Docker container, and this host has "
+     "no Docker engine and no systemd (PID 1 is 'process_api': a container) to run one; fix: "
+     "set mode = \"native\""),
     ({"runtime": "systemd"}, {}, "needs systemd as PID 1"),
     ({}, {"HostTools": replace(POD_TOOLS, setpriv=None)}, "setpriv"),
     ({"gateway": {"port": 4000}}, {}, "the gateway runs HAProxy as a systemd unit"),
@@ -148,26 +151,39 @@ def test_host_tools_default_state_is_unknown():
     assert HostToolsInfo().missing() == ["cmake", "c++", "make", "git"]
 
 
-def test_a_listener_is_seen_where_the_host_has_no_ss(tmp_path):
-    """The H200 box has no `ss` (no iproute2): the port check still sees a listener, from
-    the kernel's socket table, and refuses a port another process holds."""
+def test_a_listener_is_read_off_proc_where_the_host_has_no_ss(tmp_path):
+    """The H200 box has no `ss` (no iproute2): the port check reads the kernel's socket table
+    and each process's open files, finds the listener's pid, user and program, and refuses a
+    port another process holds, naming them."""
+    import os
     import shutil
     import socket
     import subprocess
+    import sys
 
-    from beekeeper.facts.host import PortListeners, parse_port_owner
+    from beekeeper.core.paths import NATIVE_PREFIX, SUPERVISOR_PIDFILE
+    from beekeeper.facts.host import PortOwners, parse_port_owners
 
-    for tool in ("awk", "sh"):  # a PATH with what such a host has, and no ss
-        (tmp_path / tool).symlink_to(shutil.which(tool))
+    require_tools("awk", "find", "stat", "readlink", why="the PortOwners fact's command")
+    for tool in ("awk", "sh", "find", "cut", "sort", "cat", "tr", "grep", "readlink", "stat"):
+        (tmp_path / tool).symlink_to(shutil.which(tool))  # what such a host has: no ss
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        out = subprocess.run(["sh", "-c", PortListeners().command(port)], capture_output=True,
-                             text=True, env={"PATH": str(tmp_path)}).stdout.splitlines()
-    assert parse_port_owner(out) == ["?"]
-    with pytest.raises(BeekeeperError, match="port 8083 on the host is in use by '\\?'"):
-        run_deploy(POD_DATA, pod(PortListeners=["?"]))
+        cmd = PortOwners().command(port, SUPERVISOR_PIDFILE, NATIVE_PREFIX)
+        out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True,
+                             env={"PATH": str(tmp_path)}).stdout.splitlines()
+    info = parse_port_owners(out)
+    me = next(o for o in info.owners if o.pid == os.getpid())
+    assert os.path.realpath(me.exe) == os.path.realpath(sys.executable)
+    assert me.ppid == os.getppid() and me.ancestors[0] == os.getppid()
+    assert me.comm and me.user and me.inode.isdigit()
+    with pytest.raises(BeekeeperError, match=re.escape(
+            f"port 8083 on the host is in use by pid {me.pid} (user {me.user}, program "
+            f"{me.exe}), not by this service's server: stop it (kill {me.pid}), or set "
+            "`port` to a free port")):
+        run_deploy(POD_DATA, pod(PortOwners=info))
 
 
 def test_the_server_users_home_is_named_never_made():

@@ -28,7 +28,7 @@ from beekeeper.core.render import sd_join, sd_quote
 from beekeeper.facts.docker import PortContainer, parse_port_containers
 from beekeeper.tasks.service import manifest, render_unit
 
-from .harness import BUILTIN_DEFAULTS, ROOT, run_deploy
+from .harness import BUILTIN_DEFAULTS, DOCKER_PROXY, ROOT, port_owners, run_deploy
 from .test_gpu_hosts import DEFAULTS, NATIVE, facts, uploaded
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
@@ -107,7 +107,7 @@ def test_every_key_the_kit_reads_is_known():
         text = path.read_text()
         read |= set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
     assert read <= KIT_KEYS | pyinfra_keys(), read - KIT_KEYS - pyinfra_keys()
-    assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 48
+    assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 50
     config = (ROOT / "beekeeper" / "core" / "config.py").read_text()
     unread = {k for k in KIT_KEYS if f"hd.{k}" not in config and f"entry.{k}" not in config
               and f"{{role}}_{k.split('_', 1)[-1]}" not in config and k != "server_webui"}
@@ -453,20 +453,21 @@ CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
       PortContainer(name="web", service="", image="nginx")], "container 'web'"),
 ])
 def test_port_published_by_another_container_is_refused(containers, refusal):
-    fx = facts(**CPU_HOST, PortListeners=["docker-proxy"], PortContainers=containers)
+    fx = facts(**CPU_HOST, PortOwners=port_owners(DOCKER_PROXY), PortContainers=containers)
     with pytest.raises(PreflightError, match=re.escape(refusal)):
         run_deploy(CPU_GIT, fx)
 
 
 def test_port_published_by_our_own_container_passes():
     ours = [PortContainer(name="beekeeper-llm", service="llm", image="beekeeper/llama-server:x")]
-    run_deploy(CPU_GIT, facts(**CPU_HOST, PortListeners=["docker-proxy"],
+    run_deploy(CPU_GIT, facts(**CPU_HOST, PortOwners=port_owners(DOCKER_PROXY),
                               PortContainers=ours))
 
 
 def test_docker_proxy_with_no_container_of_ours_and_no_manifest_is_refused():
-    with pytest.raises(PreflightError, match="in use by 'docker-proxy'"):
-        run_deploy(CPU_GIT, facts(**CPU_HOST, PortListeners=["docker-proxy"]))
+    with pytest.raises(PreflightError, match=re.escape(
+            "in use by pid 812 (user root, program /usr/bin/docker-proxy)")):
+        run_deploy(CPU_GIT, facts(**CPU_HOST, PortOwners=port_owners(DOCKER_PROXY)))
 
 
 # ------------------------------------------------------------------ .prev and rollback

@@ -91,7 +91,7 @@ def test_a_final_newline_is_refused_on_every_pattern_checked_key(key, data):
     (["--port=9000"], "port"), (["-c", "262144"], "ctx_size"), (["--ctx-size", "8"], "ctx_size"),
     (["--api-key", "k"], "api_key_file"), (["-m", "/other.gguf"], "model_repo"),
     (["-np", "4"], "slots"), (["--parallel", "4"], "slots"), (["-ctk", "f16"], "KV types"),
-    (["--cache-type-v=f16"], "KV types"), (["--alias", "x"], "the profile"),
+    (["--cache-type-v=f16"], "KV types"), (["--alias", "x"], "model_alias"),
     (["-md", "/d.gguf"], "draft_repo"), (["--threads", "8", "-ngl", "0"], "the profile"),
 ])
 def test_extra_args_may_not_set_what_the_kit_sets(args, owner):
