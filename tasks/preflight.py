@@ -29,8 +29,8 @@ from beekeeper.core.paths import (
     NATIVE_PREFIX,
     STATE_DIR,
     SUPERVISOR_PIDFILE,
-    SUPERVISORD,
     ServicePaths,
+    start_script,
 )
 from beekeeper.core.planner import Prediction
 from beekeeper.core.profiles import FileSource
@@ -689,7 +689,7 @@ def check(cfg: HostConfig) -> HostFacts:
         warn_wsl_idle(settings)
         warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
     if runtime == "supervisor":
-        warn_supervisor_restart(init)
+        warn_supervisor_restart(init, persistent_root)
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
                      driver_action=plan.action, cuda_version=plan.cuda_version or host_cuda,
@@ -701,8 +701,14 @@ def check(cfg: HostConfig) -> HostFacts:
                      port_orphans=port_orphans)
 
 
-def warn_supervisor_restart(init: InitInfo) -> None:
-    """Nothing on the host starts the kit's supervisord after the container restarts."""
+def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None) -> None:
+    """Nothing on the host starts the kit's supervisord after the container restarts: the
+    line for the pod's start command (the persistent root's start script, or the one in
+    /usr/local/sbin without a root)."""
+    script = start_script(persistent_root)
+    kept = f"the kit kept under {persistent_root}" if persistent_root else \
+        "no persistent root: the standard layout"
     warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's supervisord, "
-         "and nothing starts it again when this container restarts; add "
-         f"`{SUPERVISORD}` to the container's start command (docs/gpu-containers.md)")
+         "and nothing starts it again when this container restarts until the container's "
+         f"start command runs `{script}` ({kept}; RunPod: `bash -c '{script} -- /start.sh'`; "
+         "the line per provider: docs/gpu-containers.md)")

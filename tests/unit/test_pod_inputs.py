@@ -386,14 +386,21 @@ def _workspace(path: str | None = None, **_: Any) -> dict | None:
     return {"mode": 755} if path == "/workspace" else None
 
 
-def test_the_persistent_root_is_the_pods_volume_by_default():
+def test_the_persistent_root_is_the_pods_volume_by_default(capsys):
     hf = deploy_facts(POD_DATA, pod(Directory=_workspace,
                                     FsOf=_fs({"/workspace": RUNPOD_VOLUME})))
     assert hf.persistent_root == "/workspace/beekeeper"
+    # the line for the pod's start command is the root's start script
+    err = capsys.readouterr().err
+    assert "until the container's start command runs `/workspace/beekeeper/start` (the kit " \
+        "kept under /workspace/beekeeper; RunPod: `bash -c '/workspace/beekeeper/start -- " \
+        "/start.sh'`" in err
 
 
-def test_without_a_workspace_folder_the_standard_layout_stays():
+def test_without_a_workspace_folder_the_standard_layout_stays(capsys):
     assert deploy_facts(POD_DATA, pod()).persistent_root is None
+    assert "start command runs `/usr/local/sbin/beekeeper-start` (no persistent root" in \
+        capsys.readouterr().err
 
 
 def test_a_workspace_on_the_containers_layer_keeps_the_standard_layout_with_a_warning(capsys):
