@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Set up this machine as a beekeeper controller (Debian/Ubuntu, as root or with sudo). Safe to
-# run again; installs with apt only what is missing.
+# run again; installs with apt only what is missing. On macOS, or a Linux without apt, the
+# controller mode installs nothing: it names what is missing in one line (Python >= 3.11 with
+# its venv module: stop; an SSH client: a note) and makes .venv. It runs under macOS's bash 3.2
+# (no empty array expanded under `set -u`) and without GNU coreutils (sha256sum, else shasum).
 #
 #   scripts/setup.sh          the controller, all a user who deploys to a GPU box needs:
 #                             Python >= 3.11 (PYTHON=python3.11 picks another interpreter), its
@@ -20,6 +23,12 @@ PYTHON=${PYTHON:-python3}
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] %s\n' "$*" >&2; exit 1; }
+# the sha256 of file $1: GNU coreutils' sha256sum, else shasum (macOS, Perl's)
+file_sha256() {
+  if command -v sha256sum >/dev/null; then sha256sum "$1"; else shasum -a 256 "$1"; fi | cut -d' ' -f1
+}
+# Arrays: bash 3.2 (macOS) calls an empty "${a[@]}" unbound under `set -u`, so every expansion
+# is ${a[@]+"${a[@]}"} or comes after a test that the array is not empty.
 
 updated=""
 apt_update() {
@@ -42,11 +51,15 @@ check_python() {
   local v
   v=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) ||
     die "$PYTHON does not run: install Python >= 3.11, or name one with PYTHON=python3.11"
-  "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
-    die "beekeeper needs Python >= 3.11 and $PYTHON is $v: install python3.11 and" \
-        "python3.11-venv (Ubuntu 22.04: apt install python3.11 python3.11-venv, from universe)," \
-        "then run this again with PYTHON=python3.11 (e.g. PYTHON=python3.11 scripts/setup.sh)"
+  "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' && return
+  command -v apt-get >/dev/null ||
+    die "beekeeper needs Python >= 3.11 and $PYTHON is $v: $NO_APT_PYTHON"
+  die "beekeeper needs Python >= 3.11 and $PYTHON is $v: install python3.11 and" \
+      "python3.11-venv (Ubuntu 22.04: apt install python3.11 python3.11-venv, from universe)," \
+      "then run this again with PYTHON=python3.11 (e.g. PYTHON=python3.11 scripts/setup.sh)"
 }
+# what to install where there is no apt (macOS: Homebrew's python@3.12 has venv and ensurepip)
+NO_APT_PYTHON="install Python >= 3.11 with its venv module (macOS: brew install python@3.12, or the installer from python.org), then run this again with PYTHON=python3.12 (e.g. PYTHON=python3.12 ./scripts/setup.sh)"
 
 # --- the controller: Python, its venv module, an SSH client
 ! command -v "$PYTHON" >/dev/null || check_python
@@ -58,6 +71,14 @@ if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
     die "$PYTHON lacks the venv or ensurepip module: install its venv package, then run this again"
   pkgs+=("$PYTHON-venv")
 fi
+if ((${#pkgs[@]} > 0)) && ! command -v apt-get >/dev/null; then
+  # macOS, or a Linux without apt: nothing is installed here; one line says what to install
+  case " ${pkgs[*]} " in
+    *-venv\ *) die "no apt-get here, and $PYTHON does not run or lacks its venv module: $NO_APT_PYTHON" ;;
+  esac
+  say "note: no ssh client here: install OpenSSH to deploy over SSH (a deploy to @local, on this machine, needs none); going on"
+  pkgs=()
+fi
 ((${#pkgs[@]} == 0)) || apt_install "${pkgs[@]}"
 check_python
 
@@ -66,7 +87,7 @@ if [ "$mode" != controller ]; then
   pkgs=()
   command -v dockerd >/dev/null || pkgs+=(docker.io)
   command -v debootstrap >/dev/null || pkgs+=(debootstrap)
-  for p in "${pkgs[@]}"; do
+  for p in ${pkgs[@]+"${pkgs[@]}"}; do
     has_candidate "$p" || die "apt has no $p here: install it (Docker: docs.docker.com/engine/install), then run this again"
   done
   ((${#pkgs[@]} == 0)) || apt_install "${pkgs[@]}"
@@ -112,14 +133,14 @@ fi
 # the extras or the Python version change
 extras=""; [ "$mode" != test ] || extras=test
 pyver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-sha=$(sha256sum pyproject.toml | cut -d' ' -f1)
+sha=$(file_sha256 pyproject.toml)
 stamp=".venv/.pyproject.sha256"
 have=$(cat "$stamp" 2>/dev/null || true)
 venvver=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
 if [ "$venvver" != "$pyver" ] || { [ "$have" != "$sha${extras:+ $extras}" ] && [ "$have" != "$sha test" ]; }; then
   clear=(); [ -z "$venvver" ] || [ "$venvver" = "$pyver" ] || clear=(--clear)
   say "creating .venv (Python $pyver)"
-  "$PYTHON" -m venv "${clear[@]}" .venv
+  "$PYTHON" -m venv ${clear[@]+"${clear[@]}"} .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
   .venv/bin/pip install -q -e ".${extras:+[$extras]}"
   echo "$sha${extras:+ $extras}" > "$stamp"

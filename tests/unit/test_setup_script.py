@@ -1,7 +1,19 @@
-"""scripts/setup.sh, offline: which parts each mode installs, and the refusal of Python < 3.11.
+"""scripts/setup.sh, offline: which parts each mode installs, the refusal of Python < 3.11, and
+the macOS controller (no apt, no sha256sum, bash 3.2).
 
 The script runs with a PATH of its own: the few real tools it needs, and fakes that record
-what it asks of apt-get, pip and the interpreter (nothing is installed, nothing is fetched)."""
+what it asks of apt-get, pip and the interpreter (nothing is installed, nothing is fetched).
+
+bash 3.2 (macOS's /bin/bash) calls an empty "${a[@]}" unbound under `set -u`; bash 4.4 and
+later do not, so this machine's bash cannot catch that. Set BEEKEEPER_TEST_BASH32 to a bash 3.2
+binary and every run below is made with it too. One builds on Debian 12 from the bash-3.2.48
+source (the bminor/bash mirror's commit f1be666c, "Imported from ../bash-3.2.48.tar.gz"):
+`rm y.tab.c y.tab.h` (bison regenerates them), `CFLAGS="-O1 -std=gnu89 -w -fcommon"
+./configure --without-bash-malloc --disable-nls && make` (not -j: its Makefile races).
+Without it, test_array_expansions_are_safe_under_bash_3_2 checks the script's text."""
+import hashlib
+import os
+import re
 import shutil
 import stat
 import subprocess
@@ -13,6 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 REAL_TOOLS = ["bash", "sh", "env", "dirname", "basename", "id", "awk", "sha256sum", "cut", "cat",
               "seq", "sleep", "head", "cp", "mkdir", "chmod"]
+# the same tools by the names macOS has: no sha256sum (GNU coreutils), shasum instead
+MAC_TOOLS = [t for t in REAL_TOOLS if t != "sha256sum"] + ["shasum"]
+BASH32 = os.environ.get("BEEKEEPER_TEST_BASH32", "")
+SHELLS = ["bash"] + (["bash32"] if BASH32 else [])
 
 # An interpreter that says it is $FAKE_PY_VERSION; `-m venv DIR` makes a venv of fakes.
 FAKE_PYTHON = r"""#!/bin/bash
@@ -52,23 +68,24 @@ def _exe(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-@pytest.fixture
-def box(tmp_path):
-    """A repository copy with setup.sh and a PATH with no apt, Docker, ssh or Chromium of
-    this machine in it."""
+def _make_box(tmp_path: Path, shell: str, tools: list[str], fakes: dict[str, str]):
+    """A repository copy with setup.sh and a PATH of `tools` (this machine's) and `fakes`
+    only: no apt, Docker, ssh or Chromium of this machine in it. The script runs under
+    `shell`: this machine's bash, or bash 3.2 (BEEKEEPER_TEST_BASH32)."""
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPTS / "setup.sh", repo / "scripts" / "setup.sh")
     (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     bin_ = tmp_path / "bin"
     bin_.mkdir()
-    for tool in REAL_TOOLS:
+    for tool in tools:
         found = shutil.which(tool)
         assert found, f"{tool} is needed to run setup.sh"
         (bin_ / tool).symlink_to(found)
-    for name, text in {"python3": FAKE_PYTHON, "python3.11": FAKE_PYTHON,
-                       "apt-get": FAKE_APT_GET, "apt-cache": FAKE_APT_CACHE,
-                       "docker": FAKE_DOCKER, "sudo": FAKE_SUDO}.items():
+    if shell == "bash32":
+        (bin_ / "bash").unlink()
+        (bin_ / "bash").symlink_to(BASH32)
+    for name, text in fakes.items():
         _exe(bin_ / name, text)
     log = tmp_path / "log"
     log.touch()
@@ -83,6 +100,22 @@ def box(tmp_path):
     run.repo = repo  # type: ignore[attr-defined]
     run.bin = bin_  # type: ignore[attr-defined]
     return run
+
+
+@pytest.fixture(params=SHELLS)
+def box(tmp_path, request):
+    """A Debian/Ubuntu controller: apt-get, apt-cache, sudo and docker faked."""
+    return _make_box(tmp_path, request.param, REAL_TOOLS, {
+        "python3": FAKE_PYTHON, "python3.11": FAKE_PYTHON, "apt-get": FAKE_APT_GET,
+        "apt-cache": FAKE_APT_CACHE, "docker": FAKE_DOCKER, "sudo": FAKE_SUDO})
+
+
+@pytest.fixture(params=SHELLS)
+def mac(tmp_path, request):
+    """A macOS controller as setup.sh meets it: no apt, no sha256sum (shasum instead), ssh
+    built in (the tests add or remove it), python3 the Command Line Tools' 3.9 unless told."""
+    return _make_box(tmp_path, request.param, MAC_TOOLS, {
+        "python3": FAKE_PYTHON, "python3.12": FAKE_PYTHON, "ssh": "#!/bin/bash\n"})
 
 
 def _installs(log: str) -> list[str]:
@@ -177,3 +210,113 @@ def test_a_second_run_changes_nothing(box):
     # a later controller run keeps the test tools' venv as it is
     p, log = box()
     assert "pip install" not in log[len(log_before):]
+
+
+# --- macOS as the controller: no apt, no GNU coreutils, bash 3.2 ------------------------
+
+def test_bash_3_2_runs_these_tests_when_given():
+    if not BASH32:
+        pytest.skip("BEEKEEPER_TEST_BASH32 is not set: the runs above used this machine's bash "
+                    "only (the module docstring says how to build bash 3.2)")
+    p = subprocess.run([BASH32, "-c", "echo $BASH_VERSION"], capture_output=True, text=True)
+    assert p.stdout.startswith("3.2."), p.stdout
+    # and it is the bash that fails on what setup.sh avoids
+    p = subprocess.run([BASH32, "-c", 'set -u; a=(); echo "${a[@]}"'], capture_output=True,
+                       text=True)
+    assert p.returncode != 0 and "unbound variable" in p.stderr
+
+
+def test_array_expansions_are_safe_under_bash_3_2():
+    """Every "${a[@]}" in setup.sh is ${a[@]+"${a[@]}"}, or follows a test on that line that
+    the array is not empty (`((${#a[@]} == 0)) ||`)."""
+    unsafe = []
+    for n, line in enumerate((SCRIPTS / "setup.sh").read_text().splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue
+        for m in re.finditer(r'"\$\{(\w+)\[@\]\}"', line):
+            name = m.group(1)
+            guarded = line[:m.start()].endswith(f"${{{name}[@]+")
+            checked = re.search(rf"\(\(\$\{{#{name}\[@\]\}} == 0\)\) \|\|", line[:m.start()])
+            if not (guarded or checked):
+                unsafe.append(f"{n}: {line.strip()}")
+    assert unsafe == []
+
+
+def _function(name: str) -> str:
+    m = re.search(rf"^{name}\(\) \{{\n.*?^\}}\n", (SCRIPTS / "setup.sh").read_text(),
+                  re.S | re.M)
+    assert m, f"setup.sh has no function {name}"
+    return m.group(0)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("tool", ["sha256sum", "shasum"])
+def test_sha256_helper_with_either_tool(tmp_path, shell, tool):
+    """setup.sh's own file_sha256, run with sha256sum (Linux) or only shasum (macOS) on PATH,
+    under `set -euo pipefail`, beside the empty-array form the script uses."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for t in ("cut", tool):
+        (bin_ / t).symlink_to(shutil.which(t))
+    f = tmp_path / "pyproject.toml"
+    f.write_text("[project]\nname = 'x'\n")
+    script = ("set -euo pipefail\n" + _function("file_sha256") +
+              'a=(); printf "[%s]" ${a[@]+"${a[@]}"} end; echo\n'
+              'file_sha256 "$1"\n')
+    sh = BASH32 if shell == "bash32" else shutil.which("bash")
+    p = subprocess.run([sh, "-c", script, "setup", str(f)], env={"PATH": str(bin_)},
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["[end]", hashlib.sha256(f.read_bytes()).hexdigest()]
+
+
+def test_mac_makes_the_venv_with_shasum_and_installs_nothing(mac):
+    p, log = mac(PYTHON="python3.12", FAKE_PY_VERSION="3.12")
+    assert p.returncode == 0, p.stderr
+    assert "apt-get" not in log and "sudo" not in log
+    assert "python3.12 -m venv .venv" in log  # no --clear: an empty array, under bash 3.2 too
+    assert "pip install -q -e ." in log.splitlines()
+    sha = hashlib.sha256((mac.repo / "pyproject.toml").read_bytes()).hexdigest()
+    assert (mac.repo / ".venv" / ".pyproject.sha256").read_text() == sha + "\n"
+    assert "[setup] ready: usage: beekeeper" in p.stdout
+    p, log2 = mac(PYTHON="python3.12", FAKE_PY_VERSION="3.12")  # a second run: nothing
+    assert p.returncode == 0, p.stderr
+    assert "pip " not in log2[len(log):] and "-m venv" not in log2[len(log):]
+
+
+def test_mac_with_python_3_9_is_told_what_to_install_in_one_line(mac):
+    p, log = mac(FAKE_PY_VERSION="3.9")  # /usr/bin/python3 of Apple's Command Line Tools
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "python3 is 3.9" in lines[0] and "brew install python@3.12" in lines[0]
+    assert "PYTHON=python3.12" in lines[0] and "apt" not in lines[0].replace("no apt", "")
+    assert not (mac.repo / ".venv").exists()
+
+
+def test_mac_without_a_venv_module_is_told_in_one_line(mac):
+    p, _ = mac(PYTHON="python3.12", FAKE_PY_VERSION="3.12", FAKE_PY_NO_VENV="1")
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no apt-get here" in lines[0], p.stderr
+    assert "brew install python@3.12" in lines[0]
+    assert not (mac.repo / ".venv").exists()
+
+
+def test_no_ssh_and_no_apt_is_a_note_and_the_venv_is_made(mac):
+    (mac.bin / "ssh").unlink()
+    p, log = mac(PYTHON="python3.12", FAKE_PY_VERSION="3.12")
+    assert p.returncode == 0, p.stderr
+    notes = [line for line in p.stdout.splitlines() if "ssh" in line]
+    assert len(notes) == 1 and "install OpenSSH" in notes[0] and "@local" in notes[0]
+    assert "pip install -q -e ." in log.splitlines()
+
+
+def test_demo_with_everything_there_expands_no_empty_array(box):
+    """demo mode with Docker and debootstrap present: its package loop runs over an empty
+    array (the form bash 3.2 refuses unguarded)."""
+    for name in ("ssh", "dockerd", "debootstrap"):
+        _exe(box.bin / name, "#!/bin/bash\n")
+    p, log = box("demo")
+    assert p.returncode == 0, p.stderr
+    assert "apt-get" not in log and "apt-cache" not in log
