@@ -23,8 +23,18 @@ mode = "container"
 bind_address = "127.0.0.1"
 port = 8083
 
+# The model name clients send (`model` in a request; what /v1/models lists). Default: the
+# profile's name. One word of letters, digits and . _ - : / + (at most 64).
+# model_alias = "qwen3.5-9b"
+
 # Models live here (ext4; under WSL2 never /mnt/c). Deploys never delete models.
 model_dir = "/srv/beekeeper/models"
+
+# GPU pods (runtime supervisor): the folder on the pod's volume that keeps all the kit needs
+# to start the server again after the pod restarts. Unset: /workspace/beekeeper where
+# /workspace is a folder off the container's own layer, else the standard layout; "none":
+# the standard layout (a container whose disk is kept, e.g. Vast.ai). docs/gpu-containers.md.
+# persistent_root = "/workspace/beekeeper"
 
 # beellama (llama.cpp fork with TurboQuant KV types), pinned to a commit.
 source = {
