@@ -403,3 +403,337 @@ def test_each_consistency_check_alone_fails_a_run_that_judged_everything_else(dr
     checks = [c for c in checks if c.name != drop] + [Check.of(drop, False, "")]
     cov = coverage(checks, ["decode", "ttft", "niah", "vram"])
     assert cov.exit_status == EXIT_FAILED and cov.word == "FAILED"
+
+
+# --- the lines a user reads, word for word -------------------------------------------------
+
+def test_a_served_figure_missing_says_so_without_a_cause_too():
+    from beekeeper.verify.judge import judge_decode, judge_ttft
+
+    assert judge_decode(None, 40.0, 1024).detail == "no served figure at 1024 ctx"
+    assert judge_ttft(None, 1.0, 512, served_error="timed out").detail == (
+        "no served figure: timed out at 512 tokens")
+
+
+def test_a_spread_names_its_repeats_only_when_it_knows_them():
+    from beekeeper.verify.judge import Spread
+
+    assert Spread("served TTFT", 1.2, 0.3, "s").text() == (
+        "served TTFT 1.200 +/- 0.300 s, 25%; error of the figure 25.0%")
+    assert Spread("llama-bench", 50.0, 5.0, "tok/s", n_repeats=4).text() == (
+        "llama-bench 50.0 +/- 5.0 tok/s over 4 runs, 10%; error of the figure 5.0%")
+
+
+def test_a_noisy_ttft_names_its_spread_in_seconds():
+    ttfts = [0.5, 1.0, 1.5, 2.0, 1.0]
+    c = by_name(ttft_checks(ttft_run(ttfts), engine(), CPU, None, cpu=True))["ttft.vs_engine"]
+    assert c.detail.startswith("the figures did not settle (served TTFT 1.200 +/- 0.570 s over "
+                               "5 requests, 48%; error of the figure 21.2%; its repeats and "
+                               "the host's load not recorded)")
+
+
+def test_a_ttft_check_without_cpu_said_is_a_gpu_servers():
+    """ttft_checks' default is a GPU build's 1.25 ceiling: 1.3 x the engine fails it."""
+    slow = ttft_run([1.02 * 1.3] * 5)
+    assert by_name(ttft_checks(slow, engine(), CPU, None))["ttft.vs_engine"].status == "FAIL"
+    assert by_name(ttft_checks(slow, engine(), CPU, None,
+                               cpu=True))["ttft.vs_engine"].status == "PASS"
+
+
+def test_one_good_request_under_load_passes():
+    [c] = load_checks(LoadResult(clients=1, seconds=2.0, records=[record(completion_tokens=50)]))
+    assert c.status == "PASS" and c.detail.startswith("1 requests, 0 failed, 25.0 tok/s")
+
+
+def test_vram_judged_at_exactly_the_budget_passes():
+    base = engine(idle_used_mib=3000.0).baseline
+    [rise] = vram_checks(sampled(13240.0), base, 10240.0, None)
+    assert rise.status == "PASS"  # a rise of 10,240 MiB on a 10,240 MiB budget
+    [own] = vram_checks(sampled(20000.0, process_mib=10240.0), None, 10240.0, 9300.0)
+    assert own.status == "PASS"
+    assert own.detail == ("process peak 10240 MiB (the server's own, NVML), budget 10240 MiB: "
+                          "judged on the process peak, as no rise over idle could be read "
+                          "(none: the server was already loaded when sampling began; the "
+                          "idle baseline is read with the service stopped, add --suite "
+                          "engine), planner predicted 9300 MiB; 20 Hz sampling")
+
+
+def test_vram_without_a_rise_or_the_servers_peak_says_what_it_saw():
+    [c] = vram_checks(sampled(12000.0, process_mib=None, pid=None, hz=None), None, 10240.0,
+                      9300.0)
+    assert (c.status, c.detail) == (
+        "SKIP", "no rise over an idle baseline (none: the server was already loaded when "
+        "sampling began; the idle baseline is read with the service stopped, add --suite "
+        "engine); process peak not reported by the driver, planner predicted 9300 MiB")
+
+
+def test_an_unsampled_cards_figures_keep_the_budget_and_prediction():
+    from beekeeper.verify.judge import VramFigures
+
+    fig = vram_figures(VramResult(skipped="no GPU"), None, 10240.0, 9300.0)
+    assert fig == VramFigures(None, None, 9300.0, 10240.0, "", why_not="no GPU")
+
+
+# --- the reference TTFT yielding to the engine checks ---------------------------------------
+
+def test_the_reference_ttft_rule_leaves_a_run_without_its_checks_as_it_is():
+    from beekeeper.verify.judge import yield_reference_ttft
+
+    decode_only = [Check("decode.vs_engine@1024", "PASS", "a"),
+                   Check("decode.reference_card", "FAIL", "b")]
+    assert yield_reference_ttft(decode_only) == decode_only
+    no_ref = [Check("ttft.vs_engine", "PASS", "a")]
+    assert yield_reference_ttft(no_ref) == no_ref
+
+
+def test_the_reference_ttft_yields_with_its_reason_and_touches_no_other_check():
+    from beekeeper.verify.judge import yield_reference_ttft
+
+    ttft = [Check("ttft.vs_engine", "PASS", "ratio 1.08"),
+            Check("ttft.reference_card", "FAIL", "median 11.86 s; needs <= 11.20")]
+    alone = yield_reference_ttft(ttft)
+    assert alone[0] == ttft[0]
+    assert alone[1] == Check("ttft.reference_card", "FAIL", (
+        "median 11.86 s; needs <= 11.20; it yields to the engine-relative checks when those "
+        "pass: ttft.vs_engine passed, the decode ones did not run (add --suite decode)"))
+    decode = [Check("decode.vs_engine@4096", "PASS", "x"),
+              Check("decode.vs_engine@60000", "PASS", "y")]
+    both = yield_reference_ttft(decode + ttft)
+    assert both[:3] == decode + ttft[:1]
+    assert both[3] == Check("ttft.reference_card", "INFO", (
+        "median 11.86 s; needs <= 11.20; the engine-relative checks decide (ttft.vs_engine and "
+        "decode.vs_engine@4096, @60000 passed): the server matches its own llama-bench on this "
+        "card, so the gap to the seed's figure is the build or the card, not the server "
+        "(information)"))
+
+
+# --- decode: the rule's line, its edges, and what it says without a figure ----------------
+
+def test_the_decode_line_says_the_rule_it_applied():
+    from beekeeper.verify.judge import judge_decode
+
+    v = judge_decode(45.0, 50.0, 1024, sampler_ms=2.0)
+    assert (v.status, v.ratio) == ("PASS", 0.9)
+    assert v.detail == ("served 45.0 tok/s vs engine 50.0 tok/s (llama-bench) at 1024 ctx: "
+                        "ratio 0.900, needs >= 0.868 (0.95 with 2 ms a token for sampling on "
+                        "the CPU, which llama-bench does not do)")
+    assert judge_decode(25.0, 50.0, 1024, floor=0.5).status == "PASS"  # exactly at the floor
+    stalled = judge_decode(0.0, 50.0, 1024)  # one token: no rate between tokens
+    assert stalled.status == "FAIL" and stalled.detail.startswith(
+        "served 0.0 tok/s vs engine 50.0 tok/s (llama-bench) at 1024 ctx: ratio 0.000")
+
+
+def test_decode_without_an_engine_says_why_there_is_no_expectation():
+    from beekeeper.verify.judge import judge_decode
+
+    assert judge_decode(0.0, None, 1024).detail == (
+        "served 0.0 tok/s at 1024 ctx; no engine baseline (add --suite engine), so no "
+        "expectation")
+    c = by_name(decode_checks([decode_run([48.0])], EngineRun(requested=False), CPU, None,
+                              cpu=True))["decode.vs_engine@1024"]
+    assert c.detail == ("served 48.0 tok/s at 1024 ctx; no engine baseline (the engine suite "
+                        "was not run (add --suite engine)), so no expectation")
+
+
+def test_a_failed_decode_request_fails_its_depth_with_the_cause():
+    failed = record(ok=False, error="HTTP 500: slot unavailable")
+    run = DecodeResult(ctx_tokens=1024, out_tokens_requested=160, decode_tok_s=None,
+                       server_predicted_per_second=None, windowed_tok_s=[], record=failed)
+    c = by_name(decode_checks([run], engine(), CPU, None, cpu=True))["decode.vs_engine@1024"]
+    assert (c.status, c.detail) == ("FAIL", "no served figure: HTTP 500: slot unavailable at "
+                                            "1024 ctx")
+    quiet = record(ok=False, error=None)  # failed, its cause unknown: nothing to quote
+    c = by_name(decode_checks([decode_run([48.0], rec=quiet)], engine(), CPU, None,
+                              cpu=True))["decode.records_consistent"]
+    assert c.detail == ("usage.completion_tokens == timings.predicted_n, cache_n == 0 on every "
+                        "request")
+
+
+def test_a_noisy_served_decode_names_its_spread_in_tok_s():
+    c = by_name(decode_checks([decode_run([20.0, 48.0, 70.0])], engine(), CPU, None,
+                              cpu=True))["decode.vs_engine@1024"]
+    assert c.detail.startswith("the figures did not settle (served decode 46.0 +/- 25.1 tok/s "
+                               "over 3 requests, 54%; error of the figure 31.5%; its repeats "
+                               "and the host's load not recorded): run again, or give "
+                               "--settle-budget-s more time; served 48.0 tok/s vs engine")
+    assert c.detail.endswith("at 1024 ctx: ratio 0.960 not judged (a figure whose own error "
+                             "is over 6% cannot judge it)")
+
+
+def test_a_noisy_zero_rate_is_quoted_as_measured():
+    from beekeeper.verify.judge import Spread, judge_decode
+
+    v = judge_decode(0.0, 50.0, 1024, spreads=[Spread("served decode", 10.0, 9.0, "tok/s")])
+    assert v.status == "SKIP" and v.ratio == 0.0
+    assert "; served 0.0 tok/s vs engine 50.0 tok/s (llama-bench) at 1024 ctx: ratio 0.000 " \
+           "not judged" in v.detail
+
+
+def test_a_check_not_judged_keeps_its_ratio():
+    from beekeeper.verify.judge import Spread, judge_decode, judge_ttft
+    from beekeeper.verify.settle import Settled
+
+    noisy = Spread("served decode", 10.0, 9.0, "tok/s")
+    assert judge_decode(40.0, 50.0, 1024, spreads=[noisy]).ratio == 0.8
+    busy = Spread("served TTFT", 1.0, 0.01, "s", 3,
+                  settled=Settled.from_json(busy_settle([1.0, 1.0, 1.0])))
+    v = judge_ttft(1.2, 1.0, 512, spreads=[busy])
+    assert v.status == "SKIP" and v.ratio == 1.2
+
+
+def test_the_repeats_of_each_figure_are_listed_on_its_check():
+    settled = {"samples": [48.0, 48.1, 47.9], "rounds": [{"repeats": 3, "load_share": 0.01}],
+               "stop": "settled", "wall_s": 6.0}
+    run = engine()
+    assert run.baseline is not None
+    run.baseline.settle["decode@1024"] = {"samples": [0.1] * 5, "stop": "settled",
+                                          "rounds": [{"repeats": 5}], "wall_s": 12.0}
+    c = by_name(decode_checks([decode_run([48.0, 48.1, 47.9], settle=settled)], run, CPU,
+                              None, cpu=True))["decode.vs_engine@1024"]
+    assert c.status == "PASS"
+    assert c.detail.endswith("; repeats: llama-bench decode@1024 5 repeats in 12 s, served "
+                             "decode 3 repeats in 6 s")
+    plain = by_name(decode_checks([decode_run([48.0, 48.1, 47.9])], engine(), CPU, None,
+                                  cpu=True))["decode.vs_engine@1024"]
+    assert plain.detail.endswith("needs >= 0.7")
+
+
+# --- TTFT: the engine's prefill, the p95, the causes --------------------------------------
+
+def test_the_ttft_line_says_the_rule_the_p95_and_the_engines_prefill_repeats():
+    run = engine()
+    assert run.baseline is not None
+    run.baseline.settle["prefill@512"] = {"samples": [1.0] * 3, "stop": "settled",
+                                          "rounds": [{"repeats": 3}], "wall_s": 3.0}
+    c = by_name(ttft_checks(ttft_run([1.0, 1.0, 1.1, 1.0, 1.0]), run, CPU, None,
+                            cpu=True))["ttft.vs_engine"]
+    assert c.detail == ("median 1.000 s vs engine 1.020 s (prefill + first token, llama-bench) "
+                        "at 512 tokens: ratio 0.980, needs <= 1.5; p95 1.100 s (nearest-rank) "
+                        "over 5 requests; repeats: llama-bench prefill@512 3 repeats in 3 s")
+
+
+def test_a_noisy_engine_prefill_leaves_the_ttft_unjudged():
+    noisy = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[], decode=[bench(0, 160, 1024, 50.0)],
+        prefill=bench(512, 0, 0, 512.0, stddev=100.0)))
+    c = by_name(ttft_checks(ttft_run([1.0] * 5), noisy, CPU, None, cpu=True))["ttft.vs_engine"]
+    assert c.status == "SKIP" and c.detail.startswith("the figures did not settle (llama-bench "
+                                                      "512.0 +/- 100.0 tok/s over 3 runs")
+
+
+def test_a_single_ttft_request_is_judged_on_its_own():
+    c = by_name(ttft_checks(ttft_run([1.0]), engine(), CPU, None, cpu=True))["ttft.vs_engine"]
+    assert c.status == "PASS" and "over 1 requests" in c.detail
+
+
+def test_a_ttft_run_whose_requests_all_failed_fails_with_the_cause():
+    failed = record(ok=False, error="HTTP 400: context size exceeded")
+    tt = by_name(ttft_checks(ttft_run([], extra=[failed, failed]), engine(), CPU, None,
+                             cpu=True))
+    assert tt["ttft.vs_engine"].status == "FAIL"
+    assert tt["ttft.vs_engine"].detail == (
+        "no served figure: HTTP 400: context size exceeded at 512 tokens; 2 request(s) failed: "
+        "HTTP 400: context size exceeded")  # no p95 of nothing
+
+
+def test_a_ttft_without_an_engine_says_why():
+    c = by_name(ttft_checks(ttft_run([1.1] * 5), EngineRun(requested=False), CPU, None,
+                            cpu=True))["ttft.vs_engine"]
+    assert c.detail.startswith("median 1.100 s at 512 tokens; no engine baseline (the engine "
+                               "suite was not run (add --suite engine)), so no expectation; "
+                               "p95 1.100 s")
+
+
+def test_the_ttft_ceiling_holds_at_exactly_its_line():
+    from beekeeper.verify.judge import judge_ttft
+
+    assert judge_ttft(1.25, 1.0, 512).status == "PASS"
+    assert judge_ttft(1.2501, 1.0, 512).status == "FAIL"
+
+
+def test_why_a_noisy_figure_stopped_is_said():
+    base = {"samples": [0.5, 1.0, 1.5, 2.0, 1.0], "rounds": [{"repeats": 5}], "wall_s": 6.0}
+    for stop, said in (("failed", "a round gave no figure"), ("settled", "settled")):
+        c = by_name(ttft_checks(ttft_run(base["samples"], settle={**base, "stop": stop}),
+                                engine(), CPU, None, cpu=True))["ttft.vs_engine"]
+        assert f"5 repeats in 6 s, {said}; the host's load not measured" in c.detail, stop
+
+
+def test_a_figure_exactly_at_the_noise_limit_still_judges():
+    from beekeeper.verify.judge import Spread, too_noisy
+
+    assert too_noisy([Spread("served TTFT", 100.0, 6.0, "s")]) is None
+
+
+# --- the engine's line ---------------------------------------------------------------------
+
+def test_the_engine_line_without_repeats_or_decode_tests():
+    prefill_only = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[], prefill=bench(512, 0, 0, 512.0, samples=0)))
+    [c] = engine_checks(prefill_only)
+    assert c.detail == "llama-bench, prefill 512 tokens in 1.000 s (512 tok/s); ? threads; recorded"
+
+
+# --- the reference card's figures -----------------------------------------------------------
+
+def test_the_reference_decode_on_and_off_the_reference_card():
+    from beekeeper.verify.judge import judge_reference_decode
+
+    line = 71 * 0.8  # the seed's figure x its tolerance
+    on = judge_reference_decode(line, PROD, "NVIDIA GeForce RTX 4090")
+    assert on.status == "PASS" and on.ratio == pytest.approx(0.8)
+    assert judge_reference_decode(line - 0.01, PROD, "NVIDIA GeForce RTX 4090").status == "FAIL"
+    assert on.detail == ("served 56.8 tok/s; RTX 4090 (seed study) 71 tok/s; needs >= 56.8 on "
+                         "this card")
+    off = judge_reference_decode(142.0, PROD, "NVIDIA H200")
+    assert (off.status, off.ratio) == ("INFO", 2.0)
+    assert off.detail == ("served 142.0 tok/s; RTX 4090 (seed study) 71 tok/s; information "
+                          "only on NVIDIA H200 (judged against the engine on this host "
+                          "instead)")
+    none = judge_reference_decode(None, PROD, "NVIDIA GeForce RTX 4090")
+    assert (none.status, none.detail) == ("SKIP", "reference RTX 4090: 71 tok/s; no served "
+                                                  "figure")
+    cpu = judge_reference_decode(50.0, CPU, None)
+    assert (cpu.status, cpu.detail) == ("SKIP", "the profile records no reference-card figure")
+
+
+def test_the_reference_ttft_on_and_off_the_reference_card():
+    from beekeeper.verify.judge import judge_reference_ttft
+
+    on = judge_reference_ttft(8.96 * 1.25, PROD, "NVIDIA GeForce RTX 4090")
+    assert on.status == "PASS"  # exactly at 1.25 x the seed's median
+    assert on.detail == "median 11.200 s; RTX 4090 (seed study) 8.96 s; needs <= 11.20 on this card"
+    assert judge_reference_ttft(11.3, PROD, "NVIDIA GeForce RTX 4090").status == "FAIL"
+    off = judge_reference_ttft(11.3, PROD, None)
+    assert (off.status, off.detail) == ("INFO", "median 11.300 s; RTX 4090 (seed study) 8.96 s; "
+                                                "information only on an unknown card")
+    none = judge_reference_ttft(None, PROD, "NVIDIA GeForce RTX 4090")
+    assert (none.status, none.detail) == ("SKIP", "reference RTX 4090: 8.96 s; no served figure")
+    cpu = judge_reference_ttft(1.0, CPU, None)
+    assert (cpu.status, cpu.detail) == ("SKIP", "the profile records no reference-card TTFT")
+
+
+def test_a_profile_measured_on_another_card_is_judged_on_that_card():
+    from dataclasses import replace
+
+    from beekeeper.verify.judge import judge_reference_decode
+
+    h200 = replace(PROD, reference_card="H200")
+    assert judge_reference_decode(30.0, h200, "NVIDIA H200").status == "FAIL"
+    assert judge_reference_decode(30.0, h200, "NVIDIA GeForce RTX 4090").status == "INFO"
+
+
+# --- what a run says it judged --------------------------------------------------------------
+
+def test_an_area_not_judged_gives_its_skips_reason_before_information():
+    checks = [Check("decode.reference_card", "INFO", "information only on NVIDIA H200"),
+              Check("decode.vs_engine@1024", "SKIP", "no engine baseline")]
+    assert coverage(checks, ["decode"]).not_judged == [("decode", "no engine baseline")]
+    both = coverage([Check("decode.vs_engine@1024", "PASS", ""),
+                     Check("ttft.vs_engine", "FAIL", "")], ["decode", "ttft"])
+    assert both.line() == "judged: decode, TTFT"
+
+
+def test_a_long_cause_is_cut_at_160_characters():
+    checks = by_name(niah_checks(niah(9, error="E" * 200), PROD))
+    assert checks["niah.pass"].detail.endswith("; 1 request(s) failed: " + "E" * 160)
