@@ -339,7 +339,8 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     from beekeeper.core.build import cuda_arch_from_compute_cap
     archs = ([a.strip() for a in cfg.cuda_arch.replace(";", ",").split(",") if a.strip()]
              if cfg.cuda_arch else
-             sorted({cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus}))
+             sorted({cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus
+                     if g.compute_cap}))
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
         warn(f"{choice.why}: the kit installs CUDA {cfg.cuda_version}'s toolkit instead")
