@@ -15,11 +15,13 @@ WSL_NVIDIA_SMI = "/usr/lib/wsl/lib/nvidia-smi"
 
 @dataclass(frozen=True)
 class GpuCard:
-    """One GPU as nvidia-smi lists it; `compute_cap` as nvidia-smi spells it ("8.9")."""
+    """One GPU as nvidia-smi lists it; `compute_cap` as nvidia-smi spells it ("8.9"), None
+    where it prints a placeholder instead (`[N/A]`, `[Not Supported]`, `[Unknown Error]`:
+    a vGPU, MIG or an old driver), which the kit takes as unknown."""
 
     name: str
     driver_version: str
-    compute_cap: str
+    compute_cap: str | None
     memory_total_mib: int | None
 
 
@@ -52,7 +54,7 @@ def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
             gpus.append(GpuCard(
                 name=name,
                 driver_version=driver,
-                compute_cap=cap,
+                compute_cap=cap if re.fullmatch(r"\d+\.\d+", cap) else None,
                 memory_total_mib=int(float(mem)) if re.match(r"^[\d.]+$", mem) else None,
             ))
         elif line.startswith("brand=") and "brand" not in values:

@@ -134,9 +134,18 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             f"nvidia-smi resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
             "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
             "the Windows driver")
+    unknown = next((c for c in gpu.gpus if c.compute_cap is None), None)
+    if unknown is not None and not cfg.cuda_arch:
+        raise PreflightError(
+            f"nvidia-smi prints no compute capability for the {unknown.name} ([N/A]: a vGPU, "
+            "MIG or an older driver), so the kit cannot tell which CUDA arch to build for: "
+            "set host data `cuda_arch` to the card's (e.g. cuda_arch = '90' for an H100 or "
+            "H200, '89' for an RTX 40xx; NVIDIA's CUDA GPUs page lists them)")
     check_generation(cfg, _cards(gpu))
     for card in gpu.gpus:  # every card: the unit gives the server every GPU
         cap = card.compute_cap
+        if cap is None:  # not printed: the given cuda_arch is taken as the card's
+            continue
         if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
             raise PreflightError(
                 f"cuda_arch {cfg.cuda_arch} has no kernels for the {card.name} (compute "
@@ -176,7 +185,8 @@ def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
     build takes the one card's)."""
     if cfg.cuda_arch or gpu is None or not gpu.gpus:
         return cfg.cuda_arch
-    archs = sorted({cuda_arch_from_compute_cap(c.compute_cap) for c in gpu.gpus}, key=int)
+    archs = sorted({cuda_arch_from_compute_cap(c.compute_cap) for c in gpu.gpus
+                    if c.compute_cap}, key=int)
     return ";".join(archs) if len(archs) > 1 else None
 
 
@@ -197,7 +207,7 @@ def _cap(compute_cap: str) -> tuple[int, int]:
 def _cards(gpu: NvidiaSmiInfo) -> list[tuple[str, str]]:
     """(how a refusal says what the card is, its compute capability) for each card."""
     return [(f"the {c.name} is compute capability {c.compute_cap}", c.compute_cap)
-            for c in gpu.gpus]
+            for c in gpu.gpus if c.compute_cap]
 
 
 def check_generation(cfg: HostConfig, cards: list[tuple[str, str]]) -> None:
@@ -373,6 +383,8 @@ def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     if cfg.driver_flavour != "open" or gpu is None or not gpu.gpus:
         return
     card = gpu.gpus[0]
+    if card.compute_cap is None:  # not printed ([N/A]): nothing to judge by
+        return
     major, _, minor = card.compute_cap.partition(".")
     if (int(major), int(minor or 0)) < OPEN_MIN_CAP:
         raise PreflightError(
