@@ -11,7 +11,7 @@ Without --restore (`beekeeper rollback`, which sends this script on stdin, so ho
 before it was installed can roll back too) the copies are swapped, so a second rollback goes
 back to where the first started; a manifest without an older copy stays. With --restore
 (a deploy whose new server failed its smoke check) the failed files are dropped instead.
-Exit 0: the restored server is healthy; 1: it is not; 3: there is no previous unit.
+Exit 0: the restored server is healthy; 1: it is not; 3: there is nothing to roll back to.
 """
 
 from __future__ import annotations
@@ -66,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     supervised = bool(a.program_conf) and os.path.exists(a.program_conf + PREV)
     if not os.path.exists(a.unit + PREV) and not supervised:
-        say(f"no server is serving (no previous unit to restore: {a.unit + PREV})"
-            if a.restore else f"no previous unit to roll back to ({a.unit + PREV})")
+        # runtime-neutral: no systemd unit path on a host whose runtime is a supervisor
+        kept = ("no earlier deploy was kept on this host" if os.path.exists(a.manifest) else
+                "nothing of this service is deployed on this host")
+        say(f"no server is serving (no previous unit to restore: {kept})" if a.restore
+            else f"nothing to roll back on this host: {kept} (a rollback returns to the "
+                 "deploy before the last one)")
         return 3
     say("rolling back to the previous " + ("program" if supervised else "unit"))
     for path in (a.unit, a.manifest, a.compose, *([a.program_conf] if a.program_conf else [])):
