@@ -22,13 +22,21 @@ from .core.profiles import PROFILES
 from .core.remote import NEEDS_ROOT_EXIT, ssh_as_root
 from .hostside import rollback_command
 from .verify_main import (
+    BUDGET_GIB,
+    PORT,
+    TOKENS,
     Keys,
     add_verify_options,
+    amount,
     from_deployed,
     local_manifest,
+    profile_name,
     run_verify,
+    server_url,
+    suite_names,
     usage_error,
     use_checkout_verify,
+    whole,
 )
 
 
@@ -204,7 +212,7 @@ def _verify(args: argparse.Namespace) -> int:
                   "another host)", file=sys.stderr)
             return 2
         return run_verify(args, url, shell=shell, keys=Keys.from_files(args),
-                          budget_gib=_budget(args), where=_where(args, url))
+                          budget_gib=_budget(args), where=_where(args, server_url(url).base))
 
 
 def _engine_shell(args: argparse.Namespace) -> Any:
@@ -246,9 +254,14 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"beekeeper plan: {problem}", file=sys.stderr)
         return 2
     profile = PROFILES[args.profile]
-    gguf = Path(args.gguf) if args.gguf else None
+    if args.gguf is not None and not args.gguf.strip():
+        print("beekeeper plan: --gguf '': empty (give the model's .gguf on this machine)",
+              file=sys.stderr)
+        return 2
+    gguf = Path(args.gguf) if args.gguf is not None else None
     if gguf is not None and not gguf.is_file():
-        print(f"beekeeper plan: --gguf {args.gguf}: no such file (give the model's .gguf on "
+        what = "a folder, not a file" if gguf.is_dir() else "no such file"
+        print(f"beekeeper plan: --gguf {args.gguf}: {what} (give the model's .gguf on "
               "this machine)", file=sys.stderr)
         return 2
     budget_gib = _budget(args)
@@ -256,7 +269,7 @@ def _plan(args: argparse.Namespace) -> int:
         pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel,
                        cuda_context_mib=args.cuda_context_mib, card=args.card)
     except PlanError as e:
-        print(f"beekeeper: {e}", file=sys.stderr)
+        print(f"beekeeper plan: {e}", file=sys.stderr)
         return 2
     budget_mib = budget_gib * 1024
     fits = pred.total_rise_mib <= budget_mib
@@ -343,6 +356,7 @@ def _rollback(args: argparse.Namespace) -> int:
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
     print("rollback " + ("done: the previous server is healthy" if p.returncode == 0
+                         else "not done: nothing to roll back to" if p.returncode == 3
                          else f"failed (exit {p.returncode})"))
     return p.returncode
 
@@ -370,11 +384,29 @@ def _demo(args: argparse.Namespace) -> int:
                  "--suite", args.suite, "--out", args.out])
 
 
+def profile_list(text: str) -> str:
+    """An argparse type: a comma list of profiles, each known (else one line, with the name
+    it most likely means)."""
+    names = [n.strip() for n in text.split(",")]
+    if "" in names:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: an empty name in the list; give "
+                                         "a comma list of profiles, e.g. cpu-tiny,cpu-smollm")
+    return ",".join(profile_name(n) for n in names)
+
+
+def suite_list(text: str) -> str:
+    """An argparse type: verify's `--suite` comma list (verify_main.suite_names)."""
+    try:
+        return ",".join(suite_names(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
+
+
 def _add_profiles(sub: Any) -> None:
     p = sub.add_parser("profiles", help="list profiles, their figures and whether they fit")
     p.add_argument("--json", action="store_true", help="every profile's data as JSON")
     p.add_argument("--card", help="plan with this card's CUDA context, e.g. 'NVIDIA H200'")
-    p.add_argument("--budget-gib", type=float,
+    p.add_argument("--budget-gib", type=BUDGET_GIB,
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.set_defaults(func=_print_profiles)
 
@@ -387,7 +419,7 @@ def _add_sandbox(sub: Any) -> None:
                    "beekeeper-sandbox-b; it needs its own --ssh-port")
     p.add_argument("--release", choices=["bookworm", "trixie"], default="bookworm",
                    help="Debian 12 (bookworm, default) or 13 (trixie)")
-    p.add_argument("--ssh-port", type=int,
+    p.add_argument("--ssh-port", type=PORT,
                    help="SSH on 127.0.0.1:PORT (default for the first host: "
                    "BEEKEEPER_SANDBOX_PORT or 2222)")
     p.set_defaults(func=_sandbox)
@@ -401,7 +433,7 @@ def _add_verify(sub: Any) -> None:
                        "usage or set-up error.")
     p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
-    p.add_argument("--port", type=int, help="the server's port on the host (default: the "
+    p.add_argument("--port", type=PORT, help="the server's port on the host (default: the "
                    "one its deployed.json names, else 8083)")
     p.add_argument("--on-host", action="store_true",
                    help="install and run the suites on the --ssh/--sandbox host (NVML "
@@ -424,14 +456,15 @@ def _add_report(sub: Any) -> None:
 
 def _add_plan(sub: Any) -> None:
     p = sub.add_parser("plan", help="predict peak VRAM of a profile, by part")
-    p.add_argument("--profile", required=True, choices=sorted(PROFILES), metavar="PROFILE",
+    p.add_argument("--profile", required=True, type=profile_name, metavar="PROFILE",
                    help="the profile to plan (`beekeeper profiles` lists them)")
     p.add_argument("--gguf", help="read the architecture from this GGUF file")
-    p.add_argument("--ctx", type=int, help="context size (default: the profile's)")
-    p.add_argument("--parallel", type=int, help="slots (default: the profile's)")
-    p.add_argument("--budget-gib", type=float,
+    p.add_argument("--ctx", type=TOKENS, help="context size (default: the profile's)")
+    p.add_argument("--parallel", type=whole("a number of slots", "4"),
+                   help="slots (default: the profile's)")
+    p.add_argument("--budget-gib", type=BUDGET_GIB,
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
-    p.add_argument("--cuda-context-mib", type=float,
+    p.add_argument("--cuda-context-mib", type=amount("a CUDA context in MiB", "500"),
                    help="the CUDA context's MiB, measured on your card, instead of the table's")
     p.add_argument("--card", help="the card's CUDA context figures, e.g. 'NVIDIA H200' "
                                   "(an unlisted card: the H200's are assumed, and said)")
@@ -443,16 +476,17 @@ def _add_plan(sub: Any) -> None:
 
 def _add_matrix(sub: Any) -> None:
     p = sub.add_parser("matrix", help="deploy and measure profiles in turn; rank them")
-    p.add_argument("--profiles", required=True, help="comma list")
+    p.add_argument("--profiles", required=True, type=profile_list,
+                   help="comma list of profiles (`beekeeper profiles`)")
     p.add_argument("--sandbox", action="store_true",
                    help="the local sandbox host (inventories/sandbox.py)")
     p.add_argument("--inventory", help="the pyinfra inventory that deploys the host")
     p.add_argument("--host", help="inventory host name")
     p.add_argument("--ssh", help="ssh arguments that reach the host, e.g. 'gpu-box'")
     p.add_argument("--service", default="llm", help="the service measured (default: llm)")
-    p.add_argument("--port", type=int, default=8083,
+    p.add_argument("--port", type=PORT, default=8083,
                    help="the service's port on the host (default: 8083)")
-    p.add_argument("--budget-gib", type=float,
+    p.add_argument("--budget-gib", type=BUDGET_GIB,
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--apply-recommended", action="store_true",
@@ -474,7 +508,7 @@ def _add_rollback(sub: Any) -> None:
 
 def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="sandbox up + deploy cpu-tiny + verify")
-    p.add_argument("--suite", default="smoke",
+    p.add_argument("--suite", default="smoke", type=suite_list,
                    help="the verify suites run after the deploy (scripts/demo.sh: "
                         "engine,smoke,decode,ttft,niah)")
     p.add_argument("--out", default=str(KIT_ROOT / "reports"),

@@ -19,16 +19,20 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
+import re
 import shlex
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.errors import VerifyError
-from .core.profiles import PROFILES, Profile, with_ctx_size
+from .core.profiles import PROFILES, Profile, profile_problem, with_ctx_size
 
 # verify/suites.py's ALL_SUITES (a unit test holds them equal), known before it is imported
 SUITES = ("engine", "smoke", "decode", "ttft", "niah", "vram", "load")
@@ -36,9 +40,180 @@ SUITE_HELP = ("comma list of engine,smoke,decode,ttft,niah,vram,load or all (eng
               "llama-bench on the host, the baseline decode and TTFT are judged against; "
               "gateway, not in all: its overhead against --direct-url)")
 
+def _shown(text: str, limit: int = 60) -> str:
+    """A value as a usage error quotes it: its repr, cut after `limit` characters."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def whole(what: str, example: str, low: int = 1, high: int | None = None
+          ) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` (to `high`), else one line saying so."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip().replace("_", ""))
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            span = f"from {low} to {high}" if high is not None else f"of {low} or more"
+            raise argparse.ArgumentTypeError(
+                f"{_shown(text)} is not {what}: give a whole number {span}, e.g. {example}")
+        return value
+    parse.__name__ = what
+    return parse
+
+
+def amount(what: str, example: str, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number above 0 (or 0 and above with `zero`); nan, inf
+    and negative numbers are refused in one line."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(
+                f"{_shown(text)} is not {what}: give a number "
+                f"{'of 0 or more' if zero else 'above 0'}, e.g. {example}")
+        return value
+    parse.__name__ = what
+    return parse
+
+
+def profile_name(text: str) -> str:
+    """An argparse type: a profile's name, else one line with the name it most likely means
+    (the value spelled in ASCII where it holds other characters)."""
+    problem = profile_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+PORT = whole("a port", "8083", 1, 65535)
+TOKENS = whole("a number of tokens", "4096")
+BUDGET_GIB = amount("a VRAM budget in GiB", "10")
+
+
+def suite_names(text: str) -> list[str]:
+    """`--suite`'s comma list as the suites run it: `all` stands for every suite of `all`
+    (gateway may be added: `all,gateway`), a name given twice runs once. ValueError: one
+    line saying what is wrong and what to give."""
+    give = f"give a comma list of {','.join(SUITES)} (or all), and gateway"
+    names = [n.strip() for n in str(text).split(",")]
+    if not text.strip() or "" in names:
+        raise ValueError(f"--suite {_shown(text)}: an empty name in the list; {give}")
+    unknown = [n for n in names if n not in (*SUITES, "gateway", "all")]
+    if unknown:
+        raise ValueError(f"--suite {_shown(text)}: {', '.join(map(_shown, unknown))} is not "
+                         f"a suite; {give}")
+    out: list[str] = []
+    for n in names:
+        out += [s for s in (SUITES if n == "all" else (n,)) if s not in out]
+    return ["all"] if names == ["all"] else out
+
+
+# where a URL carries secrets: the user information (before the authority's last `@`), the
+# query (`?token=`, `?access_token=`) and the fragment
+_AUTHORITY_END = re.compile(r"[/?#]")
+
+
+@dataclass(frozen=True)
+class ServerUrl:
+    """A server URL as verify uses it: `base` (scheme, host, port and path: what is printed
+    and kept in reports) and the secrets it carried, sent with each request but never
+    shown: `auth` (its user information, as HTTP basic authentication) and `query`."""
+
+    base: str
+    auth: tuple[str, str] | None = None
+    query: str = ""
+
+    @property
+    def secret(self) -> bool:
+        return self.auth is not None or bool(self.query)
+
+    def client(self, api_key: str | None) -> Any:
+        """A ServerClient for `base`, the secrets added to each request where no error
+        message, log line or report can show them (httpx names the request's URL, which is
+        `base`'s)."""
+        import httpx
+
+        from beekeeper.verify.client import ServerClient
+
+        c = ServerClient(self.base, api_key=api_key,
+                         transport=_query_transport(self.query) if self.query else None)
+        if self.auth is not None:
+            c.http.auth = httpx.BasicAuth(*self.auth)
+        return c
+
+
+def _query_transport(query: str) -> Any:
+    """An httpx transport that sends each request with `query` added to its own (httpx is
+    imported on first use: the CLI starts without it)."""
+    import httpx
+
+    class WithQuery(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.HTTPTransport()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            own = request.url.query.decode()
+            url = request.url.copy_with(query=((own + "&" if own else "") + query).encode())
+            sent = httpx.Request(request.method, url, headers=request.headers,
+                                 stream=request.stream, extensions=request.extensions)
+            return self.inner.handle_request(sent)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return WithQuery()
+
+
+def shown_url(text: str) -> str:
+    """A URL as verify may print it, whatever its form: no user information (`***@`), no
+    query or fragment (`?***`); cut when long."""
+    head, sep, rest = text.partition("://")
+    if not sep:
+        head, rest = "", text
+    if "@" in rest:
+        rest = "***@" + rest.rsplit("@", 1)[1]
+    at = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
+    if at >= 0:
+        rest = rest[:at] + "?***"
+    shown = head + sep + rest
+    return shown if len(shown) <= 80 else f"{shown[:70]}... ({len(text)} characters)"
+
+
+def server_url(text: str, flag: str = "--url") -> ServerUrl:
+    """`text` (a server base URL) split into what may be shown and its secrets; VerifyError:
+    one line naming `flag`, what is wrong and the fix, never the secrets."""
+    fix = f"give {flag} as http://HOST:PORT, e.g. http://127.0.0.1:8083"
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise VerifyError(f"{flag} {_shown(shown_url(text))}: not an http(s) URL; {fix}")
+    m = _AUTHORITY_END.search(rest)
+    authority, tail = (rest[:m.start()], rest[m.start():]) if m else (rest, "")
+    if "@" in tail:
+        raise VerifyError(
+            f"{flag}: an '@' after the host's name (a password holding a raw '/', '?' or "
+            "'#'?), which could send it to another host: percent-encode those characters in "
+            "the password (%2F, %3F, %23), or give the key in a file (--api-key-file)")
+    userinfo, at, hostport = authority.rpartition("@")
+    parts = urlsplit(f"{scheme}://{hostport}{tail}")
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises)
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if not parts.hostname:
+        raise VerifyError(f"{flag} {_shown(shown_url(text))}: no host, or a port that is not "
+                          f"a number from 1 to 65535; {fix}")
+    user, _, password = userinfo.partition(":")
+    return ServerUrl(base=urlunsplit((scheme.lower(), hostport, parts.path, "", "")),
+                     auth=(unquote(user), unquote(password)) if at else None,
+                     query=parts.query)
+
+
 # every option `beekeeper verify` and this entry point share: (flags, add_argument keywords)
 OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--profile", {"choices": sorted(PROFILES), "metavar": "PROFILE", "help": (
+    ("--profile", {"type": profile_name, "metavar": "PROFILE", "help": (
         "the profile the server runs (`beekeeper profiles`); default: the one the host's "
         "deployed.json names (--sandbox, --ssh, --on-host, or a server the kit deployed "
         "on this machine)")}),
@@ -67,19 +242,20 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "with --llama-bench/--engine-image: the server's GGUF on the host (default with "
         "--llama-bench: the model_path in the server's /props)")}),
     ("--decode-ctx", {"help": "decode runs at these context sizes, e.g. 4096,60000"}),
-    ("--ctx-size", {"type": int, "help": (
+    ("--ctx-size", {"type": TOKENS, "help": (
         "the server's context when host data set ctx_size (deployed.json's ctx_size): "
         "verify's sizes follow it")}),
-    ("--decode-out", {"type": int, "help": "output tokens per decode run, e.g. 16384"}),
-    ("--ttft-tokens", {"type": int, "help": (
+    ("--decode-out", {"type": TOKENS, "help": "output tokens per decode run, e.g. 16384"}),
+    ("--ttft-tokens", {"type": TOKENS, "help": (
         "prompt tokens of each TTFT request (default: the largest decode context; 512 with "
         "--quick), e.g. 60000 with --quick for the seed's TTFT in a short run")}),
-    ("--ttft-requests", {"type": int, "help": "TTFT requests (default 20; 5 with --quick)"}),
+    ("--ttft-requests", {"type": whole("a number of requests", "20"),
+                         "help": "TTFT requests (default 20; 5 with --quick)"}),
     ("--settle-budget-s", {"type": float, "metavar": "S", "help": (
         "how long each figure (llama-bench's, the served decode, the TTFT) may take beyond "
         "its first round, for more repeats until its error is under 6%% (default 120; 0: "
         "the first round only)")}),
-    ("--budget-gib", {"type": float, "help": (
+    ("--budget-gib", {"type": BUDGET_GIB, "help": (
         "VRAM budget (default: group_data/all.py vram_budget_gib on the controller, else "
         "the profile's)")}),
     ("--card", {"help": "the card the reference checks judge, e.g. 'RTX 3090' (default: "
@@ -112,6 +288,8 @@ def forwarded(args: argparse.Namespace) -> list[str]:
         value = getattr(args, _dest(flag), None)
         if flag in NOT_FORWARDED or value is None or value is False:
             continue
+        if flag == "--direct-url" and secret_url(value):
+            continue  # its credentials travel on standard input with the keys (Keys)
         out += [flag] if kw.get("action") == "store_true" else [flag, f"{value:g}"
                                                                if isinstance(value, float)
                                                                else str(value)]
@@ -120,10 +298,16 @@ def forwarded(args: argparse.Namespace) -> list[str]:
 
 def usage_error(args: argparse.Namespace) -> str | None:
     """One line saying what to add or change, for options that cannot work together."""
-    unknown = [n for n in str(args.suite).split(",") if n not in (*SUITES, "gateway", "all")]
-    if unknown:
-        return (f"--suite {args.suite!r}: {', '.join(map(repr, unknown))} is not a suite; "
-                f"give a comma list of {','.join(SUITES)} (or all), or gateway")
+    try:  # as the suites run it: `all,gateway` is every suite and the gateway's
+        args.suite = ",".join(suite_names(args.suite))
+    except ValueError as e:
+        return str(e)
+    for flag, url in (("--url", getattr(args, "url", None)), ("--direct-url", args.direct_url)):
+        try:
+            if url is not None:
+                server_url(url, flag)
+        except VerifyError as e:
+            return str(e)
     if args.engine_image and not args.model:
         return ("--engine-image needs --model PATH: the server's GGUF on the host (its "
                 "folder is mounted at /models in the image; the server's /props names the "
@@ -220,12 +404,21 @@ def hand_started(args: argparse.Namespace) -> Any:
     return HandStarted(llama_bench=args.llama_bench, image=args.engine_image, model=args.model)
 
 
+def secret_url(url: str | None) -> bool:
+    """Whether `url` carries what only standard input may take to a host's command line: user
+    information, a query or a fragment (where tokens travel)."""
+    return bool(url) and bool(re.search(r"@|\?|#", str(url).partition("://")[2]))
+
+
 @dataclass(frozen=True)
 class Keys:
-    """The API keys of the server (--api-key-file) and of --direct-url's (None: none)."""
+    """The API keys of the server (--api-key-file) and of --direct-url's (None: none), and
+    --direct-url itself where it carries credentials (`secret_url`): with --on-host they
+    travel on ssh's standard input, never the host's command line."""
 
     api: str | None = None
     direct: str | None = None
+    direct_url: str | None = None
 
     @classmethod
     def from_files(cls, args: argparse.Namespace) -> Keys:
@@ -235,27 +428,51 @@ class Keys:
             except OSError as e:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 
-        return cls(read(args.api_key_file), read(args.direct_api_key_file))
+        direct_url = getattr(args, "direct_url", None)
+        return cls(read(args.api_key_file), read(args.direct_api_key_file),
+                   direct_url if secret_url(direct_url) else None)
 
     def to_stdin(self) -> bytes | None:
         """What `--keys-on-stdin` reads (None: no key, nothing to send)."""
-        if self.api is None and self.direct is None:
+        if self.api is None and self.direct is None and self.direct_url is None:
             return None
-        return json.dumps({"api": self.api, "direct": self.direct}).encode()
+        sent = {"api": self.api, "direct": self.direct}
+        return json.dumps({**sent, "direct_url": self.direct_url} if self.direct_url
+                          else sent).encode()
 
 
 def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
                budget_gib: float | None, where: Any = None) -> int:
     """The suites against `url`, judged and reported; the verdict's exit status. `shell`:
-    where llama-bench and systemctl run (None: nowhere, the engine checks say why)."""
-    from beekeeper.verify.client import ServerClient
-    from beekeeper.verify.suites import run_suites, verdict
+    where llama-bench and systemctl run (None: nowhere, the engine checks say why). A
+    request the suites do not judge that fails (a 401) is a VerifyError, in one line."""
+    import httpx
 
     profile = profile_of(args)
-    names = args.suite.split(",")
+    names = suite_names(args.suite)
+    server = server_url(url)  # its credentials sent, never printed or kept in the report
+    try:
+        return _run_verify(args, server, names, profile, shell, keys, budget_gib, where)
+    except httpx.HTTPStatusError as e:  # a request the suites do not judge, refused
+        r = e.response
+        hint = ": give its key with --api-key-file" if r.status_code in (401, 403) else ""
+        raise VerifyError(f"the server at {server.base} answered HTTP {r.status_code} "
+                          f"{r.reason_phrase} to {e.request.method} {e.request.url.path}"
+                          f"{hint}") from None
+    except httpx.TransportError as e:
+        raise VerifyError(f"the server at {server.base} could not be reached "
+                          f"({type(e).__name__}: {shown_url(str(e))})") from None
+
+
+def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
+                profile: Profile, shell: Any, keys: Keys, budget_gib: float | None,
+                where: Any) -> int:
+    from beekeeper.verify.suites import run_suites, verdict
+
     with ExitStack() as stack:
-        client = stack.enter_context(ServerClient(url, api_key=keys.api))
-        direct = (stack.enter_context(ServerClient(args.direct_url, api_key=keys.direct))
+        client = stack.enter_context(server.client(keys.api))
+        direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
+                                      .client(keys.direct))
                   if args.direct_url else None)  # --suite gateway: the server behind --url
         report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
                             host_label=args.host_label, card=args.card,
@@ -314,7 +531,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.keys_on_stdin:
             sent = json.loads(sys.stdin.read() or "{}")
-            keys = Keys(sent.get("api"), sent.get("direct"))
+            keys = Keys(sent.get("api"), sent.get("direct"), sent.get("direct_url"))
+            args.direct_url = keys.direct_url or args.direct_url
+            if args.direct_url:
+                server_url(args.direct_url, "--direct-url")
         else:
             keys = Keys.from_files(args)
     except VerifyError as e:
@@ -324,7 +544,11 @@ def main(argv: list[str] | None = None) -> int:
     from beekeeper.verify.engine import LocalShell
 
     shell = LocalShell(label=args.host_label, root=hand_started(args) is None)
-    return run_verify(args, args.url, shell=shell, keys=keys, budget_gib=args.budget_gib)
+    try:
+        return run_verify(args, args.url, shell=shell, keys=keys, budget_gib=args.budget_gib)
+    except VerifyError as e:
+        print(f"verify: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

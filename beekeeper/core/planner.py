@@ -311,6 +311,36 @@ def _layout_of(path: str, mtime_ns: int, size: int) -> tuple[HybridLayout, int]:
     return layout_from_gguf(Path(path))
 
 
+def _read_gguf(path: Path) -> tuple[HybridLayout, int]:
+    """The layout and GPU weight bytes of the GGUF at `path`; PlanError: one line naming
+    --gguf, what is wrong with the file (missing, empty, not a GGUF, its metadata lacking a
+    number the planner needs) and what to give instead."""
+    fix = "give the model's .gguf file, the one llama-server loads"
+    if path.exists() and not path.is_file():
+        raise PlanError(f"--gguf {path}: not a file ({fix})")
+    try:
+        on_disk = path.stat()
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise PlanError(f"--gguf {path}: {e.strerror or e} ({fix})") from None
+    if on_disk.st_size == 0:
+        raise PlanError(f"--gguf {path}: the file is empty ({fix})")
+    if magic != b"GGUF":
+        raise PlanError(f"--gguf {path}: not a GGUF file (it starts {magic!r}, a GGUF with "
+                        f"b'GGUF') ({fix})")
+    try:
+        return _layout_of(str(path.resolve()), on_disk.st_mtime_ns, on_disk.st_size)
+    except OSError as e:
+        raise PlanError(f"--gguf {path}: {e.strerror or e} ({fix})") from None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        # a truncated file, or a GGUF without an architecture's numbers (a LoRA adapter, a
+        # vocabulary-only file): what the reader said, in one line
+        said = " ".join(str(e).split())[:120] or type(e).__name__
+        raise PlanError(f"--gguf {path}: not a GGUF model the planner can read ({said}) "
+                        f"({fix})") from None
+
+
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,
             n_seq: int | None = None, cuda_context_mib: float | None = None,
             card: str | None = None) -> Prediction:
@@ -319,9 +349,7 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     A CPU profile keeps everything in host memory: its VRAM prediction is zero by part (the
     table says so), computed from its GGUF when one is given."""
     if gguf_path is not None:
-        on_disk = gguf_path.stat()
-        layout, weights = _layout_of(str(gguf_path.resolve()), on_disk.st_mtime_ns,
-                                     on_disk.st_size)
+        layout, weights = _read_gguf(gguf_path)
     elif profile.layout is not None:
         layout = profile.layout
         weights = profile.model.size_bytes - layout.embd_bytes

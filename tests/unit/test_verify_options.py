@@ -36,12 +36,16 @@ def a_value(action: argparse.Action, folder: Path) -> list[str]:
         return [flag]
     if action.choices:
         return [flag, sorted(action.choices)[-1]]
-    if action.type is int:
-        return [flag, "4097"]
-    if action.type is float:
+    if action.dest == "profile":
+        return [flag, sorted(PROFILES)[-1]]
+    if action.dest == "settle_budget_s" or action.type is float:
         return [flag, "7.5"]
+    if action.type is not None:  # a whole number (tokens, requests) or an amount (GiB)
+        return [flag, "4097"]
     if action.dest == "decode_ctx":
         return [flag, "4096,60000"]
+    if action.dest == "direct_url":
+        return [flag, "http://10.0.0.2:8083"]
     if action.dest == "suite":  # a name that is not a suite is a usage error
         return [flag, "engine,decode"]
     return [flag, f"/given/{action.dest}"]
