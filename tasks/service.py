@@ -40,7 +40,7 @@ def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
         return m.host_path(cfg.model_dir) if native else f"/models/{m.filename}"
 
     args = svc.profile.server.args(where(svc.model), where(svc.draft) if svc.draft else None)
-    args += ["--alias", svc.profile.name, *svc.extra_args]
+    args += ["--alias", svc.alias, *svc.extra_args]
     p = paths(svc)
     return dict(svc=svc, unit=p.unit_name, container=p.container, image=artifact,
                 binary=artifact, model_dir=cfg.model_dir, args=args,

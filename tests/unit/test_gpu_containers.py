@@ -68,8 +68,7 @@ def test_the_h200_pod_deploys_under_supervisor_with_its_own_toolkit_and_no_apt()
     assert "export PATH=/usr/local/cuda/bin:$PATH" in build
     assert "cuda13.0-sm90" in build and "-DCMAKE_CUDA_ARCHITECTURES=90" in build
     # supervisord from the controller's package, then the program, then the smoke check
-    i = names.index("Start supervisord (what the container's start command runs after a "
-                    "restart: /usr/local/sbin/beekeeper-supervisord)")
+    i = names.index("Start supervisord")
     prog = next(k for k, n in enumerate(names) if n.startswith("Render supervisord program"))
     smoke = next(k for k, n in enumerate(names) if n.startswith("Wait for /health"))
     assert i < prog < smoke
@@ -77,12 +76,16 @@ def test_the_h200_pod_deploys_under_supervisor_with_its_own_toolkit_and_no_apt()
     conf = uploaded(ops, "Render supervisord program")
     assert "[program:beekeeper-llm]" in conf and f" -m {MODEL} " in conf
     assert "setpriv --reuid=beekeeper" in conf
+    # the server dies with supervisord: never left running unsupervised
+    assert "--pdeathsig KILL" in conf
     assert "/var/log/beekeeper/beekeeper-llm.log" in conf
     # the model is yours, checked where it is: never downloaded, copied or moved
     assert any(n.startswith(f"Check model {MODEL} (yours") for n in names)
     assert "huggingface" not in every and "Download model" not in every
     smoke_cmd = next(c for n, cmds in ops if n.startswith("Wait for /health") for c in cmds)
     assert "--program beekeeper-llm" in smoke_cmd and "journalctl" not in smoke_cmd
+    # the gate passes only for the program's own process, listing the deployed model
+    assert "--model q8-turbo4-64k" in smoke_cmd
 
 
 def test_a_second_run_with_supervisord_and_the_program_running_restarts_nothing():
