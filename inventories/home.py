@@ -13,6 +13,14 @@ to them). On the GPU box itself (WSL2, or a GPU container), no SSH:
 
     BEEKEEPER_HOSTS=@local pyinfra inventories/home.py deploy.py --sudo
 
+Host data for such a host goes on the command line: a WSL2 box whose Windows driver reports
+CUDA 12.8, 12.9 or 13.0 in nvidia-smi (inside WSL) needs an image for that CUDA:
+
+    BEEKEEPER_HOSTS=@local pyinfra inventories/home.py deploy.py --sudo \
+        --data cuda_follows_driver=true
+
+Or name "@local" as a host here, with its data (the WSL2 example below says how).
+
 Defaults for every key are in group_data/all.py; anything here overrides them per host.
 """
 
@@ -24,6 +32,8 @@ gpu_boxes: list[tuple[str, dict]] = [
     # Simplest: run the kit inside WSL itself with pyinfra's @local (no SSH, no edit here:
     # see BEEKEEPER_HOSTS above). Or reach WSL over SSH (enable sshd in the distro):
     # WSL stops an idle distro, and the server with it (docs/hosts-as-you-find-them.md).
+    # To give the @local host data here instead, write "@local" in place of
+    # "wsl-4090.local", leave out "ssh_user" and "_sudo", and run pyinfra with --sudo.
     # Uncomment:
     # (
     #     "wsl-4090.local",
@@ -33,6 +43,9 @@ gpu_boxes: list[tuple[str, dict]] = [
     #         "profile": "q8-turbo4-64k",
     #         # models on the WSL ext4 disk, never under /mnt/c (9p: 3-5x slower loads)
     #         "model_dir": "/srv/beekeeper/models",
+    #         # a Windows driver whose nvidia-smi (inside WSL) reports CUDA 12.8, 12.9 or
+    #         # 13.0 rather than 13.2: build the image for the CUDA it reports
+    #         # "cuda_follows_driver": True,
     #     },
     # ),
     # A native Linux box with an RTX 3090: the kit installs the driver where there is none

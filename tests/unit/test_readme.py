@@ -16,7 +16,10 @@ Each command is classified by the first rule in RULES that matches it:
 - `host`: needs a remote host (a deploy of a real inventory, anything over ssh, the host's
   units and files: the folders of beekeeper/core/paths.py, a Windows command);
 - `docker-or-root`: needs Docker or root here (sudo, apt, the set-up scripts, the sandbox);
-- `tier`: a test tier itself (pytest, ruff, mypy), never run from inside the tests.
+- `network`: installs from a package registry (`.venv/bin/pip install`, `brew install`);
+- `reports`: reads the report folders of earlier verify runs (`beekeeper report`);
+- `tier`: a test tier itself (pytest, ruff, mypy, mutation testing), never run from inside
+  the tests.
 
 A command that no rule matches fails: a new command in the docs must be classified here.
 Every `beekeeper <sub> --flag` the pages name, in command blocks and in inline code, must be a
@@ -67,7 +70,11 @@ RULES: list[tuple[str, str, str]] = [
     ("docker-or-root", r"^beekeeper verify\b.*--profile cpu-", "a CPU server in the sandbox"),
     ("gpu", r"^beekeeper verify\b", "a running server of a GPU profile"),
     ("gpu", r"(^|\s)(nvidia-smi|llama-bench)\b", "an NVIDIA GPU"),
-    ("tier", r"^(\.venv/bin/)?(pytest|ruff|mypy)\b|scripts/mypy\.sh", "a test tier itself"),
+    ("tier", r"^(\.venv/bin/)?(python -m )?(pytest|ruff|mypy)\b|scripts/(mypy\.sh|mutation\.py)",
+     "a test tier itself"),
+    ("network", r"^\.venv/bin/pip install\b", "installs from PyPI"),
+    ("network", r"^brew install\b", "Homebrew, on macOS"),
+    ("reports", r"^beekeeper report\b", "the report folders of earlier verify runs"),
     ("offline", r"^beekeeper (profiles|plan)\b", "reads profiles and group_data only"),
     ("offline", r"^\. \.venv/bin/activate$", "the controller's venv"),
 ]
@@ -194,6 +201,8 @@ def flags_of(text: str) -> set[str]:
     ("PYTHON=python3.11 ./scripts/setup.sh", "docker-or-root"),
     ("./scripts/test.sh", "docker-or-root"),
     (".venv/bin/pytest -m 'not integration' -q", "tier"),
+    (".venv/bin/python -m pytest -n 2 -m 'not integration and not network' -q", "tier"),
+    (".venv/bin/pip install -e '.[test]'", "network"),
     ("rm -rf /", None),
 ])
 def test_rule_classifies(command, expected):
@@ -277,3 +286,83 @@ def test_docs_pages_are_linked_and_links_resolve():
     readme = (ROOT / "README.md").read_text()
     for page in PAGES[1:]:
         assert f"](docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
+
+
+# --- claims of the first-hour path (issue 43), checked against the kit -----------------------
+
+def _readme_flat() -> str:
+    return " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_the_fast_tier_follows_the_setup_it_needs():
+    """The README's fast-tier command comes after a command that installs the test extra, and
+    that extra holds what the command's options need (-n: pytest-xdist)."""
+    import tomllib
+
+    readme = [c.text for c in ALL if c.page == "README.md"]
+    fast = [i for i, t in enumerate(readme) if re.match(r"\.venv/bin/python -m pytest -n 2 ", t)]
+    assert fast, "README.md shows no fast-tier command in a command block"
+    setup = [i for i, t in enumerate(readme)
+             if t == ".venv/bin/pip install -e '.[test]'" or t == "./scripts/setup.sh test"]
+    assert setup and min(setup) < fast[0], "no set-up of the test tools before the fast tier"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["test"]
+    assert any(e.startswith("pytest-xdist") for e in extras)
+    assert 'extras=test' in (ROOT / "scripts" / "setup.sh").read_text()  # setup.sh test
+
+
+def test_the_wsl_way_out_names_the_cuda_the_kit_can_follow():
+    """The WSL2 section's CUDA versions and releases are cudacompat's, below cuda_version; its
+    `--data cuda_follows_driver=true` is read by pyinfra as True, which host data takes."""
+    import runpy
+    import sys
+
+    from beekeeper.core import cudacompat
+    from beekeeper.core.config import load_host_config
+
+    text = _readme_flat()
+    section = text.split("#### WSL2 with an older Windows driver", 1)[1].split("**1. Clone", 1)[0]
+    group = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    target = cudacompat.major_minor(group["cuda_version"])
+    follow = sorted(mm for mm in cudacompat.NEWEST_RELEASE if mm < target)
+    names = [cudacompat.spell(mm) for mm in follow]
+    releases = [cudacompat.NEWEST_RELEASE[mm] for mm in follow]
+    said = ", ".join(names[:-1]) + f" or {names[-1]}"
+    assert f"{said}: set `cuda_follows_driver = True`" in section
+    assert "(nvidia/cuda " + ", ".join(releases[:-1]) + f" or {releases[-1]})" in section
+    assert f"instead of {group['cuda_version']}" in section
+    assert f"{said}: `cuda_follows_driver = True`" in text  # the table's WSL2 row
+    assert "--data cuda_follows_driver=true" in section
+    # pyinfra's own parse of --data values, in a process of its own (pyinfra_cli patches the
+    # interpreter with gevent on import)
+    done = subprocess.run([sys.executable, "-c", "from pyinfra_cli.util import parse_cli_arg; "
+                           "assert parse_cli_arg('true') is True"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    data = {k: v for k, v in group.items() if not k.startswith("_") and not callable(v)
+            and type(v).__name__ != "module"}
+    assert load_host_config({**data, "cuda_follows_driver": True}).cuda_follows_driver
+
+
+def test_verify_outcomes_table_gives_the_codes_exit_statuses():
+    from beekeeper.verify.judge import EXIT_FAILED, EXIT_NOT_JUDGED, EXIT_PASSED
+
+    text = _readme_flat()
+    for word, code in (("PASSED", EXIT_PASSED), ("FAILED", EXIT_FAILED),
+                       ("INCOMPLETE", EXIT_NOT_JUDGED)):
+        assert f"| `verify {word}` | {code} |" in text, word
+    assert "Exit 2 is a usage or set-up error" in text
+    assert "2 a usage or set-up error" in " ".join(help_text("beekeeper", "verify").split())
+    # the options the table sends a user to exist
+    for flag in ("--settle-budget-s", "--on-host", "--ssh"):
+        assert flag in flags_of(help_text("beekeeper", "verify"))
+
+
+def test_the_windows_paragraph_names_the_served_url():
+    text = _readme_flat()
+    para = text.split("**From Windows apps, with the server in WSL2.**", 1)[1].split("**5.", 1)[0]
+    import runpy
+
+    group = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    assert f"`http://localhost:{group['port']}/v1`, model `{group['profile']}`" in para
+    assert "`localhostForwarding`" in para and "not cover" in para

@@ -320,3 +320,10 @@ def test_demo_with_everything_there_expands_no_empty_array(box):
     p, log = box("demo")
     assert p.returncode == 0, p.stderr
     assert "apt-get" not in log and "apt-cache" not in log
+
+
+def test_mac_demo_makes_the_controller_then_stops_in_one_line(mac):
+    p, log = mac("demo", PYTHON="python3.12", FAKE_PY_VERSION="3.12")
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert lines == ["[setup] no apt-get here: install docker.io yourself, then run this again"]
