@@ -737,3 +737,12 @@ def test_an_area_not_judged_gives_its_skips_reason_before_information():
 def test_a_long_cause_is_cut_at_160_characters():
     checks = by_name(niah_checks(niah(9, error="E" * 200), PROD))
     assert checks["niah.pass"].detail.endswith("; 1 request(s) failed: " + "E" * 160)
+
+
+def test_a_noisy_ttft_quotes_both_figures_it_did_not_judge():
+    c = by_name(ttft_checks(ttft_run([0.5, 1.0, 1.5, 2.0, 1.2]), engine(), CPU, None,
+                            cpu=True))["ttft.vs_engine"]
+    assert c.status == "SKIP"
+    assert ("more time; median 1.200 s vs engine 1.020 s (prefill + first token, llama-bench) "
+            "at 512 tokens: ratio 1.176 not judged (a figure whose own error is over 6% cannot "
+            "judge it)") in c.detail
