@@ -12,15 +12,14 @@ Several inventory hosts on one machine: the first one uninstalls it, the others 
 
 from typing import Any
 
-import click
 from pyinfra import host, state
-from pyinfra.api.exceptions import DeployError
 from pyinfra.context import ctx_host
 
 from beekeeper.core.config import host_data_keys, load_host_config
-from beekeeper.core.errors import BeekeeperError, ConfigError
+from beekeeper.core.errors import ConfigError
 from beekeeper.core.machines import machine_of
 from beekeeper.tasks import uninstall
+from beekeeper.tasks.hostfail import on_this_host
 
 KEEP_MODELS = "keep_models"  # read here only: keep the model files (default: removed)
 # read here only: keep the NVIDIA driver the kit installed, whole (default: purged; see
@@ -51,17 +50,4 @@ def uninstall_host() -> None:
     uninstall.ensure(cfg, models, driver)
 
 
-def fail_this_host(error: BeekeeperError) -> None:
-    """One host's bad data fails that host only (as in deploy.py)."""
-    this = ctx_host.get()
-    message = f"host {this.name}: {error}"
-    if not state.active_hosts - {this}:
-        raise type(type(error).__name__, (type(error), DeployError), {})(message) from None
-    click.echo(click.style(message, fg="red"), err=True)
-    state.fail_hosts({this})
-
-
-try:
-    uninstall_host()
-except BeekeeperError as e:
-    fail_this_host(e)
+on_this_host(uninstall_host)

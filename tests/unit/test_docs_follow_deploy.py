@@ -19,8 +19,11 @@ def _section() -> str:
 
 
 def test_the_architecture_doc_says_every_error_fails_one_host_as_deploy_py_does():
-    deploy = (ROOT / "deploy.py").read_text()
-    # what deploy.py does: its own errors, then any other as KitBug, each on this host only
+    # what deploy.py (and uninstall.py) do: prepare the host through tasks/hostfail.py, which
+    # fails it on its own errors, then any other as KitBug, each on this host only
+    for entry, prepare in (("deploy.py", "deploy_host"), ("uninstall.py", "uninstall_host")):
+        assert (ROOT / entry).read_text().rstrip().endswith(f"\non_this_host({prepare})")
+    deploy = (ROOT / "tasks" / "hostfail.py").read_text()
     assert re.search(r"except BeekeeperError as e:\s+fail_this_host\(e\)", deploy)
     assert re.search(r"except Exception as e:.*\n\s+fail_this_host\(KitBug\.of\(e\)\)", deploy)
     doc = _section()

@@ -734,10 +734,9 @@ def test_the_run_ends_with_a_line_for_each_failed_host_and_why(capsys):
         "bad": "host data: host data `prot`: unknown key: beekeeper and pyinfra do not read "
                "it; fix: did you mean `port`? (or remove it)"}
     capsys.readouterr()
-    namespace = {"__name__": "deploy_summary"}
-    exec(compile((ROOT / "deploy.py").read_text().split("\ntry:\n    deploy_host()")[0],
-                 "deploy.py", "exec"), namespace)
-    namespace["print_summary"](state, state.beekeeper_failures)
+    from beekeeper.tasks.hostfail import print_summary
+
+    print_summary(state, state.beekeeper_failures)
     assert capsys.readouterr().err.splitlines() == [
         "beekeeper: 2 of 3 hosts failed:",
         "  host bad: host data: host data `prot`: unknown key: beekeeper and pyinfra do not "

@@ -115,10 +115,9 @@ def test_a_turing_card_with_no_driver_gets_open_modules():
 
 def _summary(state, capsys) -> list[str]:
     capsys.readouterr()
-    namespace = {"__name__": "deploy_summary"}
-    exec(compile((ROOT / "deploy.py").read_text().split("\ntry:\n    deploy_host()")[0],
-                 "deploy.py", "exec"), namespace)
-    namespace["print_summary"](state, state.beekeeper_failures)
+    from beekeeper.tasks.hostfail import print_summary
+
+    print_summary(state, state.beekeeper_failures)
     return capsys.readouterr().err.splitlines()
 
 

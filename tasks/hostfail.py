@@ -1,0 +1,105 @@
+"""
+One host's failure, for deploy.py and uninstall.py alike: while pyinfra prepares a host's
+operations, any error fails that host alone (the kit's own refusals as they are, any other
+as a one-line bug report), redacted, and is named again in the summary the run ends with.
+
+pyinfra 3.10 has no per-host failure while it prepares operations (an exception there stops
+every host), so the host is marked with state.fail_hosts, the call pyinfra itself uses for a
+host that cannot connect.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from pyinfra import state
+from pyinfra.api.exceptions import DeployError
+from pyinfra.context import ctx_host
+
+from beekeeper.core.errors import BeekeeperError, ConfigError
+from beekeeper.core.hostdata import redact
+
+# the entry points whose frames are named in a bug's line, beside the kit's own modules
+ENTRY_POINTS = ("deploy.py", "uninstall.py")
+
+
+def on_this_host(prepare: Callable[[], None]) -> None:
+    """Prepare this host's operations (`prepare`, deploy.py's or uninstall.py's); any error
+    fails this host alone: the kit's own as it is, any other as KitBug."""
+    try:
+        prepare()
+    except BeekeeperError as e:
+        fail_this_host(e)
+    except Exception as e:  # noqa: BLE001 - any other error is the kit's bug, on this host only
+        fail_this_host(KitBug.of(e))
+
+
+def failures() -> dict[str, str]:
+    """Why each host failed while its operations were prepared (this run's State keeps it),
+    printed as one line a host when the run ends."""
+    found: dict[str, str] | None = getattr(state, "beekeeper_failures", None)
+    if found is None:
+        found = {}
+        setattr(state, "beekeeper_failures", found)  # noqa: B010 - pyinfra's State, one run
+        if "pyinfra_cli" in sys.modules:  # the pyinfra command, not a test preparing hosts
+            atexit.register(print_summary, state, found)
+    return found
+
+
+def print_summary(run: Any, found: dict[str, str]) -> None:
+    """The run's last lines: each failed host and why (host data, host facts, a bug,
+    unreachable, or an operation that failed, as pyinfra printed above)."""
+    failed = sorted({*run.failed_hosts, *(h for h in run.inventory if h.name in found)},
+                    key=lambda h: h.name)
+    if not failed:
+        return
+    total = len(run.inventory)
+    click.echo(click.style(f"beekeeper: {len(failed)} of {total} hosts failed:", fg="red"),
+               err=True)
+    for h in failed:
+        why = found.get(h.name) or ("unreachable: pyinfra could not connect to it"
+                                    if h not in run.activated_hosts or not h.connected
+                                    else "an operation failed (its error is above)")
+        click.echo(click.style(f"  host {h.name}: {why}", fg="red"), err=True)
+
+
+def fail_this_host(error: BeekeeperError) -> None:
+    """One host's bad data, refusal or bug fails that host only, as an unreachable host
+    does: the line names it, pyinfra marks it failed (no operation of it runs, the exit
+    status is 1), and the other hosts go on. The last host left raises the line instead,
+    so the run fails with it."""
+    this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
+    said = redact(str(error))
+    message = f"host {this.name}: {said}"
+    kind = "host data" if isinstance(error, ConfigError) else \
+        "a bug in beekeeper" if isinstance(error, KitBug) else "host facts"
+    failures()[this.name] = f"{kind}: {said}"
+    if not state.active_hosts - {this}:  # the last host left: fail the run with the line
+        # the same error, also a DeployError: pyinfra prints it as one red line
+        raise type(type(error).__name__, (type(error), DeployError), {})(message) from None
+    click.echo(click.style(message, fg="red"), err=True)
+    state.fail_hosts({this})
+
+
+class KitBug(BeekeeperError):
+    """An error that is not one of the kit's own refusals, raised while this host's
+    operations were prepared (a ValueError from a parser, a fact value nobody expected): a
+    bug in beekeeper. It fails this host alone, as a refusal does, with one line."""
+
+    @classmethod
+    def of(cls, error: Exception) -> KitBug:
+        """The one line: the error, where in the kit it was raised, and what it is."""
+        frames = [f for f in traceback.extract_tb(error.__traceback__)
+                  if "beekeeper" in f.filename or f.filename.endswith(ENTRY_POINTS)]
+        where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        text = str(error).strip().splitlines()
+        said = text[0][:200] + ("..." if len(text) > 1 or len(text[0]) > 200 else "") \
+            if text else ""
+        return cls(redact(f"{type(error).__name__}: {said}{where}; this is a bug in "
+                          "beekeeper: please report it with this line (the other hosts go on)"))

@@ -1,0 +1,100 @@
+"""
+One host's failure, in deploy.py and uninstall.py alike (tasks/hostfail.py, issue 42): an
+error raised while one host's operations are prepared fails that host alone, as one redacted
+line, and the run's summary names it. The uninstall had its own copy, which let any error
+that was not the kit's stop every host, unredacted and missing from the summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+from pyinfra.api import Config, Inventory, State
+from pyinfra.context import ctx_host, ctx_state
+
+from beekeeper.core.errors import BeekeeperError
+from beekeeper.tasks.hostfail import print_summary
+
+from .harness import BUILTIN_DEFAULTS, ROOT
+from .test_gpu_hosts import DEFAULTS
+from .test_lifecycle import deployed_host
+
+SECRET_URL = "https://robot:s3cret-token@models.example.org/m.gguf"
+
+
+def _unreadable(path: str) -> list[str]:
+    """A fact value no parser expects: the kind of error that is no refusal of the kit."""
+    raise ValueError(f"cannot read {path} from {SECRET_URL}\nsecond line")
+
+
+def uninstall_hosts(hosts: dict[str, dict[str, Any]], data: dict[str, dict[str, Any]] | None = None
+                    ) -> tuple[State, dict[str, Exception]]:
+    """uninstall.py for each host of one inventory (each its own machine), one after another
+    as pyinfra prepares them: `hosts` maps a name to its facts, `data` to its own host data.
+    Returns the run's State and what each host raised out of uninstall.py."""
+    base = {**DEFAULTS, "profile": "cpu-tiny"}
+    inventory = Inventory(([(name, {**base, **(data or {}).get(name, {})}) for name in hosts],
+                           {}))
+    state = State(inventory, Config())
+    for h in inventory:
+        state.activate_host(h)
+    code = compile((ROOT / "uninstall.py").read_text(), str(ROOT / "uninstall.py"), "exec")
+    errors: dict[str, Exception] = {}
+    for h in inventory:
+        h.connected = True
+        values = {**BUILTIN_DEFAULTS, **hosts[h.name]}
+
+        def get_fact(cls, *args, values=values, **kwargs):
+            v = values[cls.__name__]
+            return v(**kwargs) if callable(v) else v
+
+        with ctx_state.use(state), ctx_host.use(h), \
+                mock.patch.object(h, "get_fact", side_effect=get_fact):
+            try:
+                exec(code, {"__name__": "uninstall"})
+            except Exception as e:  # noqa: BLE001 - the test reports which host raised
+                errors[h.name] = e
+    return state, errors
+
+
+def test_an_unexpected_error_in_one_hosts_uninstall_fails_that_host_alone(capsys):
+    state, errors = uninstall_hosts({"bad": deployed_host(FileContents=_unreadable),
+                                     "good": deployed_host()})
+    assert errors == {}
+    assert {h.name for h in state.failed_hosts} == {"bad"}
+    assert {h.name for h in state.active_hosts} == {"good"}
+    good = state.inventory.get_host("good")
+    assert state.ops.get(good), "the other host's uninstall was not prepared"
+    # one red line, redacted, saying it is a bug and where
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("host bad:")]
+    assert len(err) == 1
+    line = err[0]
+    assert line.startswith("host bad: ValueError: cannot read ") and line.endswith(
+        "this is a bug in beekeeper: please report it with this line (the other hosts go on)")
+    assert "s3cret" not in line and "robot" not in line and "https://***@models" in line
+    assert "second line" not in line and "(at " in line
+    # and the run's last lines name it
+    assert state.beekeeper_failures["bad"].startswith("a bug in beekeeper: ValueError: ")
+    print_summary(state, state.beekeeper_failures)
+    summary = capsys.readouterr().err.splitlines()
+    assert summary[0] == "beekeeper: 1 of 2 hosts failed:"
+    assert summary[1].startswith("  host bad: a bug in beekeeper: ValueError: cannot read ")
+    assert len(summary) == 2 and "s3cret" not in summary[1]
+
+
+def test_the_last_host_left_raises_the_uninstalls_bug_line():
+    """A one-host run (or the last host still active) ends with the line, as deploy.py's."""
+    state, errors = uninstall_hosts({"bad": deployed_host(FileContents=_unreadable)})
+    assert list(errors) == ["bad"] and isinstance(errors["bad"], BeekeeperError)
+    assert str(errors["bad"]).startswith("host bad: ValueError: ")
+    assert "this is a bug in beekeeper" in str(errors["bad"]) and "s3cret" not in str(
+        errors["bad"])
+    assert state.beekeeper_failures["bad"].startswith("a bug in beekeeper: ")
+
+
+def test_bad_uninstall_data_fails_that_host_alone_and_is_summed_up(capsys):
+    state, errors = uninstall_hosts({"bad": deployed_host(), "good": deployed_host()},
+                                    data={"bad": {"keep_models": "yes"}})
+    assert errors == {} and {h.name for h in state.failed_hosts} == {"bad"}
+    assert state.beekeeper_failures["bad"].startswith("host data: host data `keep_models`: ")
