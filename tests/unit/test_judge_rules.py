@@ -746,3 +746,12 @@ def test_a_noisy_ttft_quotes_both_figures_it_did_not_judge():
     assert ("more time; median 1.200 s vs engine 1.020 s (prefill + first token, llama-bench) "
             "at 512 tokens: ratio 1.176 not judged (a figure whose own error is over 6% cannot "
             "judge it)") in c.detail
+
+
+def test_the_sampling_allowance_is_2_ms_a_token_at_the_engines_rate():
+    """At 1,000 tok/s the engine takes 1 ms a token: the served time may be 1/0.95 ms plus
+    2 ms, a ratio of 0.32759; a thousandth either side of it passes or fails."""
+    from beekeeper.verify.judge import judge_decode
+
+    assert judge_decode(327.7, 1000.0, 1024, sampler_ms=2.0).status == "PASS"
+    assert judge_decode(327.5, 1000.0, 1024, sampler_ms=2.0).status == "FAIL"
