@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, hostside
+from .core.deployed import read_record
 from .core.errors import BeekeeperError
 from .core.paths import KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
@@ -330,7 +331,8 @@ def _matrix(args: argparse.Namespace) -> int:
     if p.returncode == NEEDS_ROOT_EXIT:  # it could not leave the host as it found it
         sys.stderr.write(p.stderr)
         return 2
-    current = json.loads(p.stdout)["profile"] if p.returncode == 0 else None
+    record = read_record(p.stdout) if p.returncode == 0 else None
+    current = record.profile if record else None
     _, best, folder = run_matrix(
         args.profiles.split(","), pyinfra_deployer(inventory, host),
         lambda: ssh_tunnel(ssh, args.port), current, Path(args.out), host,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from .core.deployed import DeployedService
 from .core.errors import VerifyError
 from .core.profiles import PROFILES, Profile, profile_problem, with_ctx_size
 
@@ -336,21 +337,21 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
                     f"{where} to read it from (`beekeeper profiles` lists them)")
         return None
     try:
-        d = json.loads(manifest)
-    except json.JSONDecodeError as e:
+        d = DeployedService.from_json(manifest)
+    except ValueError as e:
         return f"the deployed.json on {where} is not JSON ({e}): give --profile and --port"
     said = []
     if args.profile is None:
-        if d.get("profile") not in PROFILES:
-            return (f"the deployed.json on {where} names profile {d.get('profile')!r}, which "
+        if d.profile not in PROFILES:
+            return (f"the deployed.json on {where} names profile {d.profile!r}, which "
                     "this kit does not know: give --profile")
-        args.profile = d["profile"]
+        args.profile = d.profile
         said.append(f"profile {args.profile}")
-    if getattr(args, "port", None) is None and isinstance(d.get("port"), int):
-        args.port = d["port"]
+    if getattr(args, "port", None) is None and d.port is not None:
+        args.port = d.port
         said.append(f"port {args.port}")
-    ctx = d.get("ctx_size")
-    if (args.ctx_size is None and isinstance(ctx, int)
+    ctx = d.ctx_size_tokens
+    if (args.ctx_size is None and ctx is not None
             and ctx != PROFILES[args.profile].server.ctx_size):
         args.ctx_size = ctx
         said.append(f"context {ctx}")

@@ -4,15 +4,14 @@ Facts about what the kit has deployed on a host: its model services and folder l
 
 from __future__ import annotations
 
-import json
 import shlex
-from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FactBase
 from pyinfra.facts.files import FileContents
 
 from beekeeper.core.config import SERVICE_NAME_RE as _NAME_RE
+from beekeeper.core.deployed import DeployedService, read_record
 from beekeeper.core.paths import manifest_glob
 
 
@@ -47,12 +46,8 @@ class FolderFiles(FactBase[list[str]]):
         return sorted(line.strip() for line in output if line.strip())
 
 
-def deployed_manifest(path: str) -> dict[str, Any] | None:
-    """A deployed service's manifest (ServicePaths.manifest, or its `.prev`) as the kit wrote
-    it; None when it is missing or cannot be read."""
+def deployed_manifest(path: str) -> DeployedService | None:
+    """A deployed service's record (ServicePaths.manifest, or its `.prev`) as the kit wrote
+    it, of any kit; None when it is missing or cannot be read."""
     text = host.get_fact(FileContents, path=path)
-    try:
-        data = json.loads("\n".join(text)) if text else None
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+    return read_record("\n".join(text)) if text else None

@@ -161,8 +161,8 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
             f"port {port} on the host is published by the Docker container {c.name!r} "
             f"({owner}), not by this service's container: stop it (docker stop {c.name}), "
             "or set `port` to a free port")
-    manifest = deployed_manifest(ServicePaths(name).manifest)
-    ours_before = bool(manifest and manifest.get("port") == port)
+    record = deployed_manifest(ServicePaths(name).manifest)
+    ours_before = bool(record and record.port == port)
     info: PortOwnersInfo = host.get_fact(PortOwners, port=port, pidfile=SUPERVISOR_PIDFILE,
                                          native_prefix=NATIVE_PREFIX)
     orphans: list[int] = []

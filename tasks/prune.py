@@ -37,8 +37,8 @@ q = shlex.quote
 
 def held_port(name: str) -> int | None:
     """The port a deployed service's manifest names (None when it cannot be read)."""
-    port = (deployed_manifest(ServicePaths(name).manifest) or {}).get("port")
-    return port if isinstance(port, int) else None
+    record = deployed_manifest(ServicePaths(name).manifest)
+    return record.port if record else None
 
 
 def ensure(cfg: HostConfig, phase: str = "after",
@@ -85,7 +85,8 @@ def slug_of(artifact: str, repo: str) -> str | None:
 
 
 def _runs(path: str) -> str | None:
-    return str((deployed_manifest(path) or {}).get("image") or "") or None
+    record = deployed_manifest(path)
+    return (record.image or None) if record else None
 
 
 def kept_artifacts(cfg: HostConfig, artifact: str) -> tuple[set[str], str | None]:

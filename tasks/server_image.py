@@ -83,6 +83,6 @@ def prune(cfg: HostConfig, tag: str) -> OperationMeta:
         manifest = ServicePaths(s.name).manifest
         for deployed in (deployed_manifest(manifest), deployed_manifest(prev(manifest))):
             if deployed:
-                keep.append(str(deployed.get("image", "")))
+                keep.append(deployed.image)
     return docker_ops.images_pruned(name="Remove server images beyond the newest two",
                              repo=cfg.image_repo, keep=keep)

@@ -7,7 +7,6 @@ start it, restart it only when something that matters changed.
 from __future__ import annotations
 
 import io
-import json
 import os
 import shlex
 
@@ -17,6 +16,7 @@ from pyinfra.facts.files import Sha1File
 from pyinfra.operations import files, server, systemd
 
 from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.deployed import RECORD_VERSION, DeployedService
 from beekeeper.core.paths import ServicePaths, prev
 from beekeeper.core.profiles import ModelFile
 from beekeeper.core.render import render
@@ -89,25 +89,31 @@ def secrets_env(cfg: HostConfig, key: str) -> str:
 
 def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
     """What this service runs, for the host checks (verify/test_host.py) and rollbacks."""
+    return record(cfg, svc, image).to_json()
+
+
+def record(cfg: HostConfig, svc: ServiceConfig, image: str) -> DeployedService:
+    """The deployment record of this service (beekeeper/core/deployed.py)."""
     p = paths(svc)
-    return json.dumps({
-        "service": svc.name, "container": p.container,
+    supervised = cfg.runtime == "supervisor"
+    return DeployedService(
+        service=svc.name, container=p.container,
         # what the runtime knows the service by: a systemd unit, or a supervisord program
-        "unit": p.program if cfg.runtime == "supervisor" else p.unit_name,
-        "profile": svc.profile.name, "mode": cfg.mode, "image": image,
-        "runtime": cfg.runtime if cfg.mode == "container" or cfg.runtime == "supervisor"
-        else None,
-        "log": p.server_log if cfg.runtime == "supervisor" else None,
-        "compose_file": p.compose_file if cfg.runtime == "compose" else None,
-        "bind_address": svc.bind_address, "port": svc.port,
-        "ctx_size": svc.profile.server.ctx_size,
-        "model_path": svc.model.host_path(cfg.model_dir),
-        "model_sha256": svc.model_sha256,
+        unit=p.program if supervised else p.unit_name,
+        profile=svc.profile.name, mode=cfg.mode, image=image,
+        runtime=cfg.runtime if cfg.mode == "container" or supervised else None,
+        log=p.server_log if supervised else None,
+        compose_file=p.compose_file if cfg.runtime == "compose" else None,
+        bind_address=svc.bind_address, port=svc.port,
+        ctx_size_tokens=svc.profile.server.ctx_size,
+        model_path=svc.model.host_path(cfg.model_dir),
+        model_sha256=svc.model_sha256,
         # a file of yours served in place (model_host_path): the uninstall leaves it
-        "model_is_users": svc.model.users_file,
-        "draft_path": svc.draft.host_path(cfg.model_dir) if svc.draft else None,
-        "draft_sha256": svc.draft.sha256 if svc.draft else None,
-    }, indent=2, sort_keys=True) + "\n"
+        model_is_users=svc.model.users_file,
+        draft_path=svc.draft.host_path(cfg.model_dir) if svc.draft else None,
+        draft_sha256=svc.draft.sha256 if svc.draft else None,
+        version=RECORD_VERSION,
+    )
 
 
 def _folders(cfg: HostConfig, p: ServicePaths) -> list[OperationMeta]:

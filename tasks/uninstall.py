@@ -176,8 +176,9 @@ def kit_models(cfg: HostConfig) -> list[str]:
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
     for name in host.get_fact(DeployedServices):
         for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
-            m = deployed_manifest(path) or {}
-            placed.update(str(m[k]) for k in ("model_path", "draft_path") if m.get(k))
+            m = deployed_manifest(path)
+            if m:
+                placed.update(model for model, _ in m.models())
     files = host.get_fact(FileSizes, path=d)
     shipped = {m.filename: m.size_bytes for p in PROFILES.values()
                for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
@@ -202,9 +203,9 @@ def yours(cfg: HostConfig) -> set[str]:
              if m.users_file}
     for name in host.get_fact(DeployedServices):
         for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
-            m = deployed_manifest(path) or {}
-            if m.get("model_is_users") and m.get("model_path"):
-                found.add(str(m["model_path"]))
+            m = deployed_manifest(path)
+            if m and m.model_is_users and m.model_path:
+                found.add(m.model_path)
     return found
 
 

@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from beekeeper.core.deployed import DeployedService
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
@@ -110,46 +111,34 @@ class SshShell:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
 
 
-@dataclass(frozen=True)
-class Deployed:
-    """What the kit deployed on the host (its manifest, ServicePaths.manifest)."""
+def read_deployed(shell: Shell, service: str = "llm") -> DeployedService:
+    """What the kit deployed on the host: its record (ServicePaths.manifest)."""
+    path = ServicePaths(service).manifest
+    p = shell.run(f"cat {shlex.quote(path)}", timeout_s=30)
+    if p.returncode == NEEDS_ROOT_EXIT:
+        raise EngineError(p.stderr.strip()[:300])
+    if p.returncode != 0:
+        raise EngineError(f"no {path} on {shell.label}: deploy with the kit first, or "
+                          "for a server you started give --llama-bench and --model "
+                          f"({p.stderr.strip()[:200]})")
+    try:
+        dep = DeployedService.from_json(p.stdout)
+    except ValueError as e:
+        raise EngineError(f"{path} on {shell.label} cannot be read ({e}): deploy with the "
+                          "kit again") from None
+    missing = [k for k in ("unit", "image", "model_path") if not getattr(dep, k)]
+    if missing:
+        raise EngineError(f"{path} on {shell.label} names no {', '.join(missing)}: deploy "
+                          "with the kit again")
+    return dep
 
-    service: str
-    unit: str
-    mode: str  # "container" | "native"
-    image: str  # the image tag, or in native mode the server binary
-    model_path: str
-    # "systemd" | "compose" in container mode, "supervisor" (PID 1 not systemd: `unit` is
-    # the supervisord program), None for a native systemd unit
-    runtime: str | None = None
-    log: str | None = None  # the server's log file (runtime "supervisor"; else journald)
 
-    def control(self, action: str) -> str:
-        """The shell line that stops or starts the service, as its runtime is told to."""
-        return control(self.runtime, self.unit, action)
-
-    @property
-    def log_hint(self) -> str:
-        """Where the server's own output is, on the host."""
-        if self.runtime == "supervisor":
-            return (f"{self.log or 'the program log under /var/log/beekeeper'} (and "
-                    f"{SUPERVISORCTL} status {self.unit})")
-        return f"journalctl -u {self.unit}"
-
-    @classmethod
-    def read(cls, shell: Shell, service: str = "llm") -> Deployed:
-        path = ServicePaths(service).manifest
-        p = shell.run(f"cat {shlex.quote(path)}", timeout_s=30)
-        if p.returncode == NEEDS_ROOT_EXIT:
-            raise EngineError(p.stderr.strip()[:300])
-        if p.returncode != 0:
-            raise EngineError(f"no {path} on {shell.label}: deploy with the kit first, or "
-                              "for a server you started give --llama-bench and --model "
-                              f"({p.stderr.strip()[:200]})")
-        d = json.loads(p.stdout)
-        return cls(service=d["service"], unit=d["unit"], mode=d.get("mode", "container"),
-                   image=d["image"], model_path=d["model_path"], runtime=d.get("runtime"),
-                   log=d.get("log"))
+def log_hint(dep: DeployedService) -> str:
+    """Where the server's own output is, on the host."""
+    if dep.runtime == "supervisor":
+        return (f"{dep.log or 'the program log under /var/log/beekeeper'} (and "
+                f"{SUPERVISORCTL} status {dep.unit})")
+    return f"journalctl -u {dep.unit}"
 
 
 @dataclass(frozen=True)
@@ -316,7 +305,7 @@ def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = Non
     stopped and started again as its runtime is told to (beekeeper.core.supervisor.control:
     systemctl for a unit, the compose unit running the compose project; the kit's
     supervisorctl for a supervisord program, where PID 1 is not systemd)."""
-    dep = Deployed.read(shell, service)
+    dep = read_deployed(shell, service)
     gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
     if dep.mode == "native":
         binary = posixpath.join(posixpath.dirname(dep.image), "llama-bench")
@@ -335,8 +324,8 @@ def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = Non
                 "again (the kit builds both)",
         placement=(f"{owner} stopped while llama-bench ran (started again after)" if stop
                    else f"GPU {engine_gpu}, not used by {dep.unit}, which kept running"),
-        stop=dep.control("stop") if stop else None,
-        start=dep.control("start") if stop else None, log_hint=dep.log_hint)
+        stop=control(dep.runtime, dep.unit, "stop") if stop else None,
+        start=control(dep.runtime, dep.unit, "start") if stop else None, log_hint=log_hint(dep))
 
 
 def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str | None,

@@ -13,9 +13,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from beekeeper.core.deployed import DeployedService as Service
 from beekeeper.core.profiles import PROFILES
-
-Service = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ def _pick(items: list[Any], skip: str) -> Applies:
 
 def containers(services: list[Service]) -> Applies:
     """The container-mode services (Docker engine, image, hardening checks)."""
-    return _pick([s for s in services if s.get("mode") == "container"],
+    return _pick([s for s in services if s.mode == "container"],
                  "no container-mode service: the container checks have nothing to check")
 
 
@@ -43,10 +42,10 @@ CUDA_TAG = re.compile(r":[^:/]*-cuda[0-9]+\.[0-9]+-sm[0-9]")
 def uses_gpu(service: Service) -> bool:
     """A CUDA server: its profile's backend, or for a profile this kit does not know (one
     of the user's, or of a newer kit), its image tag (`<ref>-cuda13.2-sm89-<hash>`)."""
-    profile = PROFILES.get(service.get("profile") or "")
+    profile = PROFILES.get(service.profile or "")
     if profile is not None:
         return profile.backend == "cuda"
-    return CUDA_TAG.search(service.get("image") or "") is not None
+    return CUDA_TAG.search(service.image) is not None
 
 
 def gpu_checked(services: list[Service]) -> Applies:
@@ -67,18 +66,19 @@ def gpu_in_container_command(image: str) -> str:
 
 def native(services: list[Service]) -> Applies:
     """The native-mode services (the installed binary's hardening check)."""
-    return _pick([s for s in services if s.get("mode") == "native"], "no native-mode service")
+    return _pick([s for s in services if s.mode == "native"], "no native-mode service")
 
 
 def hashed(services: list[Service]) -> Applies:
     """(path, sha256) of every model and draft whose sha256 the deploy recorded."""
-    found = [(s["model_path"], s["model_sha256"]) for s in services if s.get("model_sha256")]
-    found += [(s["draft_path"], s["draft_sha256"]) for s in services if s.get("draft_sha256")]
+    found = [(s.model_path, s.model_sha256) for s in services if s.model_sha256]
+    found += [(s.draft_path, s.draft_sha256) for s in services
+              if s.draft_path and s.draft_sha256]
     return _pick(found, "no sha256 recorded for any model (a Hub model deployed unpinned): "
                         "nothing to check the files against")
 
 
 def compose(services: list[Service]) -> Applies:
     """The compose-runtime services (the compose project's checks)."""
-    return _pick([s for s in services if s.get("runtime") == "compose"],
+    return _pick([s for s in services if s.runtime == "compose"],
                  "no compose-runtime service")

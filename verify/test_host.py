@@ -16,6 +16,7 @@ import warnings
 
 import pytest
 
+from beekeeper.core.deployed import DeployedService
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 from beekeeper.core.paths import manifest_glob
 from beekeeper.verify import host_checks
@@ -25,11 +26,11 @@ __all__ = ["gpu_in_container_command"]  # what the deploy's own check runs, for 
 
 
 @pytest.fixture(scope="module")
-def services(host) -> list[dict]:
+def services(host) -> list[DeployedService]:
     out = host.run(f"cat {manifest_glob()} 2>/dev/null | jq -s . 2>/dev/null "
                    "|| python3 -c 'import glob,json,sys; print(json.dumps([json.load(open(p)) "
                    f"for p in sorted(glob.glob(sys.argv[1]))]))' {shlex.quote(manifest_glob())}")
-    found = json.loads(out.stdout or "[]")
+    found = [DeployedService.from_json(d) for d in json.loads(out.stdout or "[]")]
     assert found, f"no beekeeper service on this host ({manifest_glob()})"
     return found
 
@@ -42,7 +43,7 @@ def _applies(found: Applies) -> tuple:
     return found.items
 
 
-def _containers(services: list[dict]) -> tuple:
+def _containers(services: list[DeployedService]) -> tuple:
     return _applies(host_checks.containers(services))
 
 
@@ -77,22 +78,22 @@ def test_docker_engine_running_and_enabled(host, services):
 
 def test_units_enabled_and_active(host, services):
     for s in services:
-        unit = host.service(s["unit"])
-        assert unit.is_enabled, f"{s['unit']} is not enabled"
-        assert unit.is_running, f"{s['unit']} is not active"
+        unit = host.service(s.unit)
+        assert unit.is_enabled, f"{s.unit} is not enabled"
+        assert unit.is_running, f"{s.unit} is not active"
 
 
 def test_server_listens_on_the_expected_address_only(host, services):
     for s in services:
-        assert host.socket(f"tcp://{s['bind_address']}:{s['port']}").is_listening
+        assert host.socket(f"tcp://{s.bind_address}:{s.port}").is_listening
         listeners = [addr for addr in host.socket.get_listening_sockets()
-                     if addr.endswith(f":{s['port']}")]
-        assert listeners == [f"tcp://{s['bind_address']}:{s['port']}"], listeners
+                     if addr.endswith(f":{s.port}")]
+        assert listeners == [f"tcp://{s.bind_address}:{s.port}"], listeners
 
 
 def test_image_tag_present(host, services):
     for s in _containers(services):
-        assert host.run(f"docker image inspect {s['image']}").rc == 0, s["image"]
+        assert host.run(f"docker image inspect {s.image}").rc == 0, s.image
 
 
 def test_gpu_visible_inside_a_container(host, services):
@@ -100,10 +101,10 @@ def test_gpu_visible_inside_a_container(host, services):
     server image, on the host's own engine (NVIDIA Container Toolkit) or Docker Desktop's
     (its own GPU support on WSL2) alike."""
     for s in _applies(host_checks.gpu_checked(services)):
-        out = host.run(gpu_in_container_command(s["image"]))
+        out = host.run(gpu_in_container_command(s.image))
         seen = out.stdout.strip() if out.rc == 0 else ""
         assert seen, (
-            f"no GPU inside a container of {s['image']} (exit {out.rc}: "
+            f"no GPU inside a container of {s.image} (exit {out.rc}: "
             f"{(out.stderr or out.stdout).strip()[-300:]}): check the NVIDIA Container "
             "Toolkit (`docker info | grep -i runtime` lists nvidia), or on Docker Desktop "
             "the Windows NVIDIA driver")
@@ -111,7 +112,7 @@ def test_gpu_visible_inside_a_container(host, services):
 
 def test_container_runs_hardened(host, services):
     for s in _containers(services):
-        info = json.loads(host.check_output(f"docker inspect {s['container']}"))[0]
+        info = json.loads(host.check_output(f"docker inspect {s.container}"))[0]
         hc = info["HostConfig"]
         assert hc["ReadonlyRootfs"] is True
         assert hc["CapDrop"] == ["ALL"]
@@ -125,10 +126,10 @@ def test_native_server_runs_hardened(host, services):
     """Native mode: the installed binary, run by the unit as the kit's user with no
     privileges (templates/beekeeper-native.service.j2)."""
     for s in _applies(host_checks.native(services)):
-        assert host.file(s["image"]).mode & 0o111, f"{s['image']} is not executable"
+        assert host.file(s.image).mode & 0o111, f"{s.image} is not executable"
         props = dict(line.split("=", 1) for line in host.check_output(
             f"systemctl show -p User -p NoNewPrivileges -p ProtectSystem "
-            f"-p CapabilityBoundingSet {s['unit']}").splitlines() if "=" in line)
+            f"-p CapabilityBoundingSet {s.unit}").splitlines() if "=" in line)
         assert props.get("User") not in (None, "", "root"), props
         assert props.get("NoNewPrivileges") == "yes", props
         assert props.get("ProtectSystem") == "strict", props
@@ -138,7 +139,7 @@ def test_native_server_runs_hardened(host, services):
 def test_model_hash_right(host, services):
     for path, sha in _applies(host_checks.hashed(services)):
         assert host.file(path).sha256sum == sha, path
-    unpinned = [s["model_path"] for s in services if not s.get("model_sha256")]
+    unpinned = [s.model_path for s in services if not s.model_sha256]
     if unpinned:
         warnings.warn(f"no sha256 recorded for {unpinned}: not checked", stacklevel=1)
 
@@ -148,12 +149,13 @@ def test_compose_project_runs_the_container(host, services):
     compose file, and the user's override file is there."""
     for s in _applies(host_checks.compose(services)):
         labels = json.loads(host.check_output(
-            f"docker inspect --format '{{{{json .Config.Labels}}}}' {s['container']}"))
-        assert labels.get("com.docker.compose.project") == s["container"], labels
+            f"docker inspect --format '{{{{json .Config.Labels}}}}' {s.container}"))
+        assert labels.get("com.docker.compose.project") == s.container, labels
+        assert s.compose_file, f"{s.service}: runtime compose, and no compose_file recorded"
         assert labels.get("com.docker.compose.project.config_files", "").startswith(
-            s["compose_file"]), labels
-        folder = s["compose_file"].rsplit("/", 1)[0]
+            s.compose_file), labels
+        folder = s.compose_file.rsplit("/", 1)[0]
         assert host.file(f"{folder}/compose.override.yaml").exists
         state = host.check_output(f"docker inspect --format '{{{{.State.Status}}}}' "
-                                  f"{s['container']}")
+                                  f"{s.container}")
         assert state == "running"

@@ -9,7 +9,7 @@ import subprocess
 
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import PROFILES
-from beekeeper.verify.engine import Deployed, deployed_engine
+from beekeeper.verify.engine import deployed_engine, read_deployed
 
 from .harness import run_deploy
 from .test_gpu_containers import POD_DATA, pod, uploaded
@@ -43,7 +43,7 @@ def test_a_supervisor_hosts_server_is_stopped_and_started_through_supervisorctl(
     d = json.loads(text)
     assert d["runtime"] == "supervisor" and d["log"]
     shell = HostWithManifest(text)
-    dep = Deployed.read(shell)
+    dep = read_deployed(shell)
     assert dep.runtime == "supervisor" and dep.log == d["log"]
     engine = deployed_engine(shell, PROFILES["q8-turbo4-64k"])
     ctl = "/usr/local/sbin/beekeeper-supervisorctl"

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from beekeeper.core.deployed import DeployedService
 from beekeeper.verify import test_host as checks
 
 DATA = Path(__file__).parent / "data"
 DESKTOP = (DATA / "docker-info-desktop-wsl2.txt").read_text()
 OWN_ENGINE = (DATA / "docker-info-own-engine-wsl2.txt").read_text()
-CONTAINER = [{"mode": "container", "unit": "beekeeper-llm.service"}]
+CONTAINER = [DeployedService(mode="container", unit="beekeeper-llm.service")]
 
 
 @dataclass
@@ -102,4 +103,4 @@ def test_the_check_reads_the_engines_own_words():
 
 def test_native_services_skip_the_engine_check():
     with pytest.raises(pytest.skip.Exception, match="no container-mode service"):
-        checks.test_docker_engine_running_and_enabled(Host(None), [{"mode": "native"}])
+        checks.test_docker_engine_running_and_enabled(Host(None), [DeployedService(mode="native")])

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from beekeeper.core.deployed import DeployedService
 from beekeeper.facts.docker import parse_docker_engine
 from beekeeper.facts.host import OsReleaseInfo, parse_debian_components
 from beekeeper.operations import nvidia
@@ -94,10 +95,12 @@ NO_GPU_DRIVER = ('docker: Error response from daemon: could not select device dr
                  'with capabilities: [[gpu]].')
 from .test_host_checks import Out  # noqa: E402 - testinfra's command result
 
-CUDA_SVC = {"mode": "container", "profile": "q8-turbo4-64k", "container": "beekeeper-llm",
-            "image": "beekeeper/llama-server:ba1fdce591f5-cuda13.2-sm89-1a2b3c4d"}
-CPU_SVC = {"mode": "container", "profile": "cpu-tiny", "container": "beekeeper-tiny",
-           "image": "beekeeper/llama-server:ba1fdce591f5-cpu-x86-64-v3-5e6f7a8b"}
+CUDA_SVC = DeployedService.from_json({
+    "mode": "container", "profile": "q8-turbo4-64k", "container": "beekeeper-llm",
+    "image": "beekeeper/llama-server:ba1fdce591f5-cuda13.2-sm89-1a2b3c4d"})
+CPU_SVC = DeployedService.from_json({
+    "mode": "container", "profile": "cpu-tiny", "container": "beekeeper-tiny",
+    "image": "beekeeper/llama-server:ba1fdce591f5-cpu-x86-64-v3-5e6f7a8b"})
 
 
 @dataclass
@@ -116,8 +119,8 @@ class Host:
 def test_the_host_checks_look_for_the_gpu_inside_a_container_of_the_server_image():
     host = Host(Out(0, "NVIDIA GeForce RTX 4090, 8.9\n"))
     checks.test_gpu_visible_inside_a_container(host, [CUDA_SVC, CPU_SVC])
-    assert host.commands == [checks.gpu_in_container_command(CUDA_SVC["image"])]
-    assert CUDA_SVC["image"] in host.commands[0]
+    assert host.commands == [checks.gpu_in_container_command(CUDA_SVC.image)]
+    assert CUDA_SVC.image in host.commands[0]
     # a name the shell would read is quoted
     assert "'a b;c'" in checks.gpu_in_container_command("a b;c")
 
@@ -140,19 +143,19 @@ def test_cpu_and_native_services_skip_the_gpu_check_with_a_reason():
     # the decision (verify/host_checks.py), asserted on: a wrong one fails here, never skips
     assert host_checks.gpu_checked([CPU_SVC]).skip == ("no container-mode service with a CUDA "
                                                        "profile: no GPU to look for")
-    assert host_checks.gpu_checked([{"mode": "native"}]).skip.startswith(
+    assert host_checks.gpu_checked([DeployedService(mode="native")]).skip.startswith(
         "no container-mode service: ")
     assert host_checks.gpu_checked([CPU_SVC, CUDA_SVC]).items == (CUDA_SVC,)
     # a profile this kit does not know: the image tag says CUDA or not
-    unknown = {**CUDA_SVC, "profile": "my-own"}
+    unknown = replace(CUDA_SVC, profile="my-own")
     assert host_checks.gpu_checked([unknown]) == host_checks.Applies(items=(unknown,))
-    assert host_checks.gpu_checked([{**CPU_SVC, "profile": "my-own"}]).skip
+    assert host_checks.gpu_checked([replace(CPU_SVC, profile="my-own")]).skip
     # the testinfra check skips on that reason, and checks the unknown profile's image
     with pytest.raises(pytest.skip.Exception, match="no container-mode service with a CUDA"):
         checks.test_gpu_visible_inside_a_container(Host(Out(1, "")), [CPU_SVC])
     host = Host(Out(0, "NVIDIA H200, 9.0"))
     checks.test_gpu_visible_inside_a_container(host, [unknown])
-    assert host.commands == [checks.gpu_in_container_command(unknown["image"])]
+    assert host.commands == [checks.gpu_in_container_command(unknown.image)]
 
 
 # --- point 1: upgrade_driver purges the driver, nothing else -----------------------------

@@ -178,30 +178,39 @@ def test_an_image_of_a_profile_the_kit_does_not_know_is_gpu_checked_by_its_tag()
     """Mutant: uses_gpu answers False for a profile not in PROFILES. Such an image (a user's
     own profile, or one of a newer kit) was never GPU-checked, and the unit test meant for it
     reported SKIPPED: the check's skip was raised inside it."""
+    from dataclasses import replace
+
+    from beekeeper.core.deployed import DeployedService
     from beekeeper.verify import host_checks
 
     cuda, cpu = _tag("q8-turbo4-64k"), _tag("cpu-tiny")  # the tags core/build.py writes
     assert "-cuda13.2-sm" in cuda and "-cuda" not in cpu
-    mine = {"mode": "container", "profile": "my-own-profile", "image": cuda}
+    mine = DeployedService(mode="container", profile="my-own-profile", image=cuda)
     assert host_checks.uses_gpu(mine)
-    assert not host_checks.uses_gpu({**mine, "image": cpu})
-    assert not host_checks.uses_gpu({**mine, "image": None})
+    assert not host_checks.uses_gpu(replace(mine, image=cpu))
+    assert not host_checks.uses_gpu(DeployedService.from_json({"profile": "my-own-profile",
+                                                               "image": None}))
     # a known profile is judged by its backend, whatever the tag says
-    assert host_checks.uses_gpu({**mine, "profile": "q8-turbo4-64k", "image": cpu})
-    assert not host_checks.uses_gpu({**mine, "profile": "cpu-tiny", "image": cuda})
+    assert host_checks.uses_gpu(replace(mine, profile="q8-turbo4-64k", image=cpu))
+    assert not host_checks.uses_gpu(replace(mine, profile="cpu-tiny", image=cuda))
     assert host_checks.gpu_checked([mine]).items == (mine,)
-    assert host_checks.gpu_checked([{**mine, "image": cpu}]).skip == (
+    assert host_checks.gpu_checked([replace(mine, image=cpu)]).skip == (
         "no container-mode service with a CUDA profile: no GPU to look for")
 
 
 def test_each_host_check_applies_to_its_services_or_says_why_not():
+    from dataclasses import replace
+
+    from beekeeper.core.deployed import DeployedService
     from beekeeper.verify import host_checks as hc
 
-    box = {"mode": "container", "profile": "cpu-tiny", "runtime": "compose",
-           "model_path": "/m/a.gguf", "model_sha256": "a" * 64}
-    unit = {"mode": "native", "profile": "cpu-tiny", "runtime": "systemd",
-            "model_path": "/m/b.gguf", "model_sha256": None,
-            "draft_path": "/m/d.gguf", "draft_sha256": "d" * 64}
+    box = DeployedService.from_json({"mode": "container", "profile": "cpu-tiny",
+                                     "runtime": "compose", "model_path": "/m/a.gguf",
+                                     "model_sha256": "a" * 64})
+    unit = DeployedService.from_json({"mode": "native", "profile": "cpu-tiny",
+                                      "runtime": "systemd", "model_path": "/m/b.gguf",
+                                      "model_sha256": None, "draft_path": "/m/d.gguf",
+                                      "draft_sha256": "d" * 64})
     assert hc.containers([box, unit]) == hc.Applies(items=(box,))
     assert hc.native([box, unit]) == hc.Applies(items=(unit,))
     assert hc.compose([box, unit]) == hc.Applies(items=(box,))
@@ -209,7 +218,7 @@ def test_each_host_check_applies_to_its_services_or_says_why_not():
     assert hc.containers([unit]).skip.startswith("no container-mode service")
     assert hc.native([box]).skip == "no native-mode service"
     assert hc.compose([unit]) == hc.Applies(skip="no compose-runtime service")
-    assert hc.hashed([{**box, "model_sha256": None}]).skip == (
+    assert hc.hashed([replace(box, model_sha256=None)]).skip == (
         "no sha256 recorded for any model (a Hub model deployed unpinned): nothing to check "
         "the files against")
     for f in (hc.containers, hc.native, hc.compose, hc.hashed, hc.gpu_checked):
