@@ -76,6 +76,15 @@ def test_a_missing_folder_links_to_the_roots_folder_kept_from_before(tmp_path):
     assert os.readlink(kit) == str(target) and (kit / "llm").is_dir()
 
 
+def test_a_first_deploy_makes_the_roots_folder_behind_the_link(tmp_path):
+    kit = tmp_path / "srv-beekeeper"
+    target = tmp_path / "root" / "srv"
+    run_linked(kit, target)
+    assert os.readlink(kit) == str(target) and target.is_dir()
+    (kit / "models").mkdir()  # what the next operation does through the link
+    assert (target / "models").is_dir()
+
+
 def test_an_earlier_kits_launcher_file_is_replaced_by_the_link(tmp_path):
     old = tmp_path / "beekeeper-supervisord"
     old.write_text("#!/bin/sh\nold\n")
