@@ -81,3 +81,23 @@ def unsupervised_ended(pids: list[int]):
                f"echo 'beekeeper: ended the unsupervised server pid {pid}'; "
                "else echo 'beekeeper: pid "
                f"{pid} is gone or no longer a server of the kit: left alone'; fi; true")
+
+
+@operation()
+def kit_folder(path: str, mode: str = "0755"):
+    """
+    One of the kit's own folders there: a folder, or on a GPU pod a link to its folder on
+    the persistent root (pyinfra's files.directory refuses a link where a folder is asked).
+
+    + path: the folder
+    + mode: its mode where the kit makes it
+    """
+    now = host.get_fact(PathKinds, paths=[path]).get(path)
+    if now is not None and now.kind in ("dir", "link"):
+        host.noop(f"{path} is there" + (f" (a link to {now.target})" if now.kind == "link"
+                                        else ""))
+        return
+    if now is not None and now.kind == "file":
+        raise OperationError(f"{path} on the host is a file, not the kit's folder: move it "
+                             "away, then deploy again")
+    yield f"mkdir -p {q(path)} && chmod {q(mode)} {q(path)}"

@@ -16,6 +16,7 @@ from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.paths import HOST_VENV, HOSTSIDE_DIR, hostside_script
 from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
+from beekeeper.operations.persist import kit_folder
 
 FETCHER = hostside_script("fetch_model.py")
 # the client the downloader was tested with (resumable http_get, file metadata)
@@ -91,6 +92,6 @@ def _hf_downloader() -> None:
     pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")
     pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv", packages=[HF_HUB_SPEC],
                  virtualenv=HOST_VENV)
-    files.directory(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
+    kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
     files.put(name="Upload the model downloader", src=str(hostside.script("fetch_model.py")),
               dest=FETCHER, mode="0755")

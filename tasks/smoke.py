@@ -11,12 +11,13 @@ from pyinfra.operations import files
 from beekeeper import hostside
 from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.paths import HOSTSIDE_DIR, ServicePaths, hostside_script
+from beekeeper.operations.persist import kit_folder
 from beekeeper.operations.smoke import smoke_checked
 
 
 def install() -> list[OperationMeta]:
     """The host-side smoke check and rollback (beekeeper/hostside)."""
-    ops = [files.directory(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR, mode="0755")]
+    ops = [kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR, mode="0755")]
     for name, what in (("hostcheck.py", "smoke check"), ("rollback.py", "rollback")):
         ops.append(files.put(name=f"Install the host-side {what}", src=str(hostside.script(name)),
                              dest=hostside_script(name), mode="0755"))

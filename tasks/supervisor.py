@@ -31,7 +31,7 @@ from beekeeper.core.paths import (
 )
 from beekeeper.core.render import render
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.operations.persist import linked
+from beekeeper.operations.persist import kit_folder, linked
 from beekeeper.operations.supervisor import supervisord_running
 
 LIB = f"{SUPERVISOR_HOME}/lib"
@@ -67,9 +67,9 @@ def ensure(facts: HostFacts, restart: bool = False) -> list[OperationMeta]:
     version = tarball.name.removeprefix("supervisor-").removesuffix(".tar.gz")
     ops: list[OperationMeta] = [
         files.directory(name=f"Create {d}", path=d, mode="0755")
-        for d in (SUPERVISOR_HOME, SUPERVISOR_BIN, SUPERVISOR_CONF_DIR, SUPERVISOR_PROGRAMS,
-                  LOG_DIR)
+        for d in (SUPERVISOR_HOME, SUPERVISOR_BIN, SUPERVISOR_CONF_DIR, SUPERVISOR_PROGRAMS)
     ]
+    ops.append(kit_folder(name=f"Create {LOG_DIR}", path=LOG_DIR))  # a link on a pod's root
     upload = files.put(name=f"Upload supervisor {version} (the controller's package, no index)",
                        src=str(tarball), dest=f"{SUPERVISOR_HOME}/{tarball.name}", mode="0644")
     ops.append(upload)

@@ -204,3 +204,25 @@ def test_a_server_listing_another_model_fails_the_smoke_check():
     finally:
         t.join(10)
         server.server_close()
+
+
+def test_a_kit_folder_that_is_a_link_to_the_root_is_taken_as_there(tmp_path):
+    """pyinfra's files.directory refuses a link where a folder is asked: the kit's own
+    folders (the log folder, the host-side scripts') go through kit_folder, which takes the
+    persistent root's link as the folder (a pod's deploy stopped on /var/log/beekeeper)."""
+    from beekeeper.operations.persist import kit_folder
+
+    target = tmp_path / "root" / "log"
+    target.mkdir(parents=True)
+    link = tmp_path / "log-beekeeper"
+    link.symlink_to(target)
+    missing = tmp_path / "lib-beekeeper"
+    for path, want in ((link, []), (missing, None)):
+        ops = run_queued(lambda cfg, p=path: kit_folder(name="dir", path=str(p)), DATA,
+                         {"PathKinds": kinds_of([str(path)])})
+        cmds = ops[0][1]
+        if want is not None:
+            assert cmds == want
+        for c in cmds:
+            subprocess.run(["sh", "-c", c], check=True)
+    assert missing.is_dir() and oct(missing.stat().st_mode & 0o777) == "0o755"
