@@ -36,13 +36,14 @@ def linked(path: str, target: str, keep_contents: bool = True):
     if now is not None and now.kind == "link" and now.target == target:
         host.noop(f"{path} is a link to {target}")
         return
+    made = f"mkdir -p {t} && " if keep_contents else ""  # a folder's target, never a file's
     if now is None or now.kind == "missing":
-        yield f"mkdir -p {t} {parent} && ln -s {t} {p}"
+        yield f"{made}mkdir -p {parent} && ln -s {t} {p}"
     elif now.kind == "link":
         old = q(now.target)
         move = (f"if [ ! -e {t} ] && [ -d {old} ]; then mkdir -p {q(posixpath.dirname(target))}"
                 f" && mv {old} {t}; fi; " if keep_contents else "")
-        yield f"{move}mkdir -p {t} && ln -sfn {t} {p}"
+        yield f"{move}{made}ln -sfn {t} {p}"
     elif now.kind == "dir" and keep_contents:
         yield (f"if [ -e {t} ]; then cp -a {p}/. {t}/ && rm -rf {p}; else mkdir -p "
                f"{q(posixpath.dirname(target))} && mv {p} {t}; fi && ln -s {t} {p}")

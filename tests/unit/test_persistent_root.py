@@ -95,6 +95,15 @@ def test_an_earlier_kits_launcher_file_is_replaced_by_the_link(tmp_path):
     assert old.is_symlink() and old.read_text() == "#!/bin/sh\nnew\n"
 
 
+def test_a_launcher_link_is_made_where_there_was_none(tmp_path):
+    target = tmp_path / "bin" / "beekeeper-supervisorctl"
+    target.parent.mkdir()
+    target.write_text("#!/bin/sh\n")
+    link = tmp_path / "sbin" / "beekeeper-supervisorctl"
+    run_linked(link, target, keep_contents=False)
+    assert link.is_symlink() and target.is_file()
+
+
 def test_a_file_where_a_kit_folder_belongs_is_refused(tmp_path):
     (tmp_path / "opt-beekeeper").write_text("not the kit's")
     with pytest.raises(Exception, match="is a file, not the kit's"):
