@@ -257,14 +257,25 @@ PORT_OWNERS_SH = r"""sv=$(cat @PIDFILE@ 2>/dev/null | tr -dc 0-9)
 if [ -n "$sv" ] && tr '\0' ' ' < "/proc/$sv/cmdline" 2>/dev/null | grep -q supervisord; then
   echo "supervisord=$sv"; fi
 echo "native_prefix=$(readlink -f @PREFIX@ 2>/dev/null)"
-for i in $(awk -v p=@PORT@ 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); \
-    if (a[n] == p) print $10 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u); do
+for rec in $(awk -v p=@PORT@ 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); \
+    if (a[n] == p) print $10 ":" $8 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u); do
+  i=${rec%%:*}; u=${rec##*:}
   echo "socket=$i"
-  for p in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$i\]" 2>/dev/null \
-      | cut -d/ -f3 | sort -un); do
+  holders=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$i\]" 2>/dev/null \
+      | cut -d/ -f3 | sort -un)
+  if [ -z "$holders" ] && [ "$u" != 0 ]; then
+    # no CAP_SYS_PTRACE (a container's root): another user's fds are hidden, so every
+    # process of the socket's user stands for its holder
+    echo "guess=uid $u"
+    holders=$(awk -v u="$u" '/^Uid:/ { if ($2 == u) { split(FILENAME, f, "/"); print f[3] }
+      nextfile }' /proc/[0-9]*/status 2>/dev/null | sort -un)
+  fi
+  for p in $holders; do
     pp=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
     echo "pid=$p"; echo "ppid=$pp"; echo "user=$(stat -c %U "/proc/$p" 2>/dev/null)"
-    echo "exe=$(readlink "/proc/$p/exe" 2>/dev/null)"
+    exe=$(readlink "/proc/$p/exe" 2>/dev/null)
+    [ -n "$exe" ] || exe=$(tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | head -n 1)
+    echo "exe=$exe"
     echo "comm=$(cat "/proc/$p/comm" 2>/dev/null)"
     a=$pp; chain=""; n=0
     while [ -n "$a" ] && [ "$a" -gt 1 ] && [ "$n" -lt 64 ]; do

@@ -58,8 +58,12 @@ def _still_the_kits(pid: int) -> str:
     """A shell test that `pid` is still a server of the kit's: user beekeeper, its binary
     under the native builds' folder (through a persistent root's link, or not)."""
     pre = q(NATIVE_PREFIX)
+    # the binary: /proc/PID/exe, else (a container's root without CAP_SYS_PTRACE cannot
+    # read another user's) the command line's first word, as supervisord started it
     return (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = beekeeper ] && "
-            f"exe=$(readlink -f /proc/{pid}/exe) && real=$(readlink -f {pre}) && "
+            f"{{ exe=$(readlink -f /proc/{pid}/exe 2>/dev/null); [ -n \"$exe\" ] || "
+            f"exe=$(tr '\\0' '\\n' < /proc/{pid}/cmdline | head -n 1); }} && "
+            f"real=$(readlink -f {pre}) && "
             f"case \"$exe\" in \"$real\"/*|{pre}/*) true;; *) false;; esac")
 
 

@@ -136,10 +136,13 @@ def wait_healthy(base: str, deadline_s: float, unit: str | None = None,
     return False, last, time.monotonic() - start
 
 
-def listeners(port: int, proc: str = "/proc") -> set[int]:
+def listeners(port: int, proc: str = "/proc") -> tuple[set[int], bool]:
     """The pids that hold a listening TCP socket on `port` (any address, IPv4 or IPv6) in
-    this network namespace, read from /proc (no `ss` on many pods)."""
-    inodes: set[str] = set()
+    this network namespace, read from /proc (no `ss` on many pods), and whether they are
+    exact. Where the holder's fds cannot be read (a container's root has no CAP_SYS_PTRACE:
+    another user's fds are hidden), every process of the socket's user stands for it, and
+    the answer is not exact."""
+    sockets: dict[str, int] = {}  # socket:[inode] -> its user's uid
     for table in ("net/tcp", "net/tcp6"):
         try:
             with open(f"{proc}/{table}") as f:
@@ -149,23 +152,35 @@ def listeners(port: int, proc: str = "/proc") -> set[int]:
         for row in rows:
             cols = row.split()
             if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(f"socket:[{cols[9]}]")
+                sockets[f"socket:[{cols[9]}]"] = int(cols[7])
     pids: set[int] = set()
-    for entry in os.listdir(proc) if inodes else []:
-        if not entry.isdigit():
-            continue
+    for entry in _pids(proc) if sockets else []:
         try:
             fds = os.listdir(f"{proc}/{entry}/fd")
         except OSError:
             continue
         for fd in fds:
             try:
-                if os.readlink(f"{proc}/{entry}/fd/{fd}") in inodes:
-                    pids.add(int(entry))
+                if os.readlink(f"{proc}/{entry}/fd/{fd}") in sockets:
+                    pids.add(entry)
                     break
             except OSError:
                 continue
-    return pids
+    if pids or not sockets:
+        return pids, True
+    uids = set(sockets.values()) - {0}
+    return {p for p in _pids(proc) if _uid(p, proc) in uids}, False
+
+
+def _pids(proc: str) -> list[int]:
+    return [int(e) for e in os.listdir(proc) if e.isdigit()]
+
+
+def _uid(pid: int, proc: str) -> int | None:
+    for line in _read(f"{proc}/{pid}/status").splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    return None
 
 
 def _read(path: str) -> str:
@@ -220,28 +235,29 @@ def answering_is_ours(port: int, program: str | None = None, unit: str | None = 
     """None when the process answering on `port` is the one the runtime started (the
     supervisord program's pid, a process of the systemd unit, or the unit's container
     behind Docker's proxy); else why not, in one line."""
-    found = listeners(port, proc)
+    found, exact = listeners(port, proc)
     if container:
         others = [p for p in found if _read(f"{proc}/{p}/comm") != "docker-proxy"]
-        if others:
+        if others and exact:
             return (f"port {port} is held by {_describe(others[0], proc)}, not by the "
                     f"container {container}")
         if not container_publishes(container, port):
             return f"the container {container} does not run or does not publish port {port}"
         return None
+    held = ", ".join(_describe(p, proc) for p in sorted(found)) or "nothing found"
+    if not exact:
+        held = f"one of {held} (the processes of the socket's user: its own fds are hidden)"
     if program:
         pid = program_pid(program, ctl)
         if pid is None:
             return f"supervisord runs no process for {program}"
-        if pid not in found:
-            held = ", ".join(_describe(p, proc) for p in sorted(found)) or "nothing found"
-            return (f"port {port} is not held by {program}'s server (pid {pid}) but by "
+        if found != {pid} if not exact else pid not in found:
+            return (f"port {port} is not held by {program}'s server (pid {pid}) alone but by "
                     f"{held}: another server answers there")
         return None
     if unit:
         ours = [p for p in found if in_unit(p, unit, proc)]
-        if not ours:
-            held = ", ".join(_describe(p, proc) for p in sorted(found)) or "nothing found"
+        if not ours or (not exact and len(ours) != len(found)):
             return (f"port {port} is not held by a process of {unit} but by {held}: "
                     "another server answers there")
     return None

@@ -153,8 +153,8 @@ def listen(port: int = 0) -> socket.socket:
 def test_the_listener_on_a_port_is_found_in_proc():
     with listen() as s:
         port = s.getsockname()[1]
-        assert os.getpid() in hostcheck.listeners(port)
-    assert os.getpid() not in hostcheck.listeners(port)  # closed
+        assert hostcheck.listeners(port) == ({os.getpid()}, True)
+    assert hostcheck.listeners(port) == (set(), True)  # closed
 
 
 def fake_ctl(tmp_path: Path, pid: int) -> str:
@@ -177,7 +177,7 @@ def test_the_gate_passes_only_for_the_process_the_runtime_started(tmp_path):
         theirs = hostcheck.answering_is_ours(port, program="beekeeper-llm",
                                              ctl=fake_ctl(tmp_path, 999999))
         assert theirs is not None and f"pid {other.pid}" in theirs
-        assert "not held by beekeeper-llm's server (pid 999999)" in theirs
+        assert "not held by beekeeper-llm's server (pid 999999) alone" in theirs
         # systemd: the listener is not in the unit's cgroup
         unit = hostcheck.answering_is_ours(port, unit="beekeeper-llm.service")
         assert unit is not None and "not held by a process of beekeeper-llm.service" in unit
@@ -235,3 +235,58 @@ def test_a_kit_folder_that_is_a_link_to_the_root_is_taken_as_there(tmp_path):
         for c in cmds:
             subprocess.run(["sh", "-c", c], check=True)
     assert missing.is_dir() and oct(missing.stat().st_mode & 0o777) == "0o755"
+
+
+NO_PTRACE = ["setpriv", "--bounding-set=-sys_ptrace", "--"]  # a container root's view
+
+
+def as_nobody_listening() -> tuple[subprocess.Popen, int]:
+    srv = subprocess.Popen(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+         sys.executable, "-c", "import socket, time; s = socket.socket(); "
+         "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True); "
+         "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    return srv, int(srv.stdout.readline())  # type: ignore[union-attr]
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (setpriv, another user)")
+
+
+@needs_root
+def test_the_ports_holder_is_found_where_its_fds_are_hidden():
+    """RunPod's and Docker's default root has no CAP_SYS_PTRACE: another user's fds and exe
+    are hidden. The fact then takes every process of the socket's user, and the program
+    from its command line (the pod test's first deploys found no holder at all)."""
+    from beekeeper.facts.host import PortOwners
+
+    srv, port = as_nobody_listening()
+    try:
+        fact = PortOwners()
+        cmd = fact.command(port=port, pidfile="/nonexistent", native_prefix="/nonexistent")
+        for pre, guess in (([], False), (NO_PTRACE, True)):
+            out = subprocess.run([*pre, "sh", "-c", cmd], capture_output=True, text=True)
+            owners = fact.process(out.stdout.splitlines()).owners
+            assert [(o.pid, o.user) for o in owners] == [(srv.pid, "nobody")], out.stdout
+            assert owners[0].exe.endswith(("python", "python3")) or "python" in owners[0].exe
+            assert ("guess=uid" in out.stdout) == guess
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+@needs_root
+def test_the_gate_tells_the_holder_by_its_user_where_its_fds_are_hidden(tmp_path):
+    srv, port = as_nobody_listening()
+    try:
+        code = ("import sys; from beekeeper.hostside import hostcheck as h; "
+                f"print(h.answering_is_ours({port}, program='p', ctl=sys.argv[1]))")
+        for pid, ok in ((srv.pid, True), (999999, False)):
+            out = subprocess.run([*NO_PTRACE, sys.executable, "-c", code,
+                                  fake_ctl(tmp_path, pid)], capture_output=True, text=True)
+            said = out.stdout.strip()
+            assert (said == "None") == ok, out.stdout + out.stderr
+            if not ok:
+                assert "the processes of the socket's user" in said
+    finally:
+        srv.kill()
+        srv.wait()
