@@ -27,12 +27,25 @@ def parse_os_release(lines: list[str]) -> OsReleaseInfo:
     """`/etc/os-release` lines -> OsReleaseInfo(id="ubuntu", version_id="24.04", ...)."""
     out: dict[str, str] = {}
     for line in lines:
+        line = line.strip()
         if "=" not in line or line.startswith("#"):
             continue
         key, _, value = line.partition("=")
-        out[key.strip().lower()] = value.strip().strip('"')
+        out[key.strip().lower()] = _os_release_value(value.strip())
     return OsReleaseInfo(id=out.get("id", ""), version_id=out.get("version_id", ""),
                          pretty_name=out.get("pretty_name", ""))
+
+
+def _os_release_value(raw: str) -> str:
+    """One os-release value as os-release(5) allows it: shell-style, so double or
+    single quotes, backslash escapes, or none (``ID='ubuntu'``, ``ID="ubuntu"``,
+    ``NAME=Ubuntu\\ Linux``). A value the shell could not read (an unbalanced quote)
+    is taken with its outer quotes stripped, never refused: a fact is read, not judged."""
+    try:
+        words = shlex.split(raw, posix=True)
+    except ValueError:
+        return raw.strip("\"'")
+    return " ".join(words)
 
 
 class OsRelease(FactBase[OsReleaseInfo]):
