@@ -4,10 +4,12 @@ Preflight: read the host's facts and stop with one clear message before any chan
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from typing import Any
 
 from pyinfra import host
+from pyinfra.api import FactBase
 from pyinfra.facts.files import Directory, File, Sha256File
 
 from beekeeper.core.build import (
@@ -375,10 +377,41 @@ def check_gguf(key: str, path: str, head: bytes | None) -> None:
                              f"fix: {GGUF_FIX}")
 
 
-def check_own_model(cfg: HostConfig) -> None:
-    """A model file already on the host (host data `model_host_path`): there, with the
-    sha256 host data gives, and readable by the server's user (others may read the file and
-    pass through each folder above it)."""
+class ModelTarget(FactBase[str]):
+    """
+    The file a model path names with every symlink followed (`readlink -f`: a Hugging Face
+    cache snapshot path is a link into its blobs), or "" where nothing is there (a missing
+    file, a dangling link): ``"/root/.cache/huggingface/hub/models--o--r/blobs/9f3c..."``.
+    """
+
+    @staticmethod
+    def default() -> str:
+        return ""
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return f"if [ -e {q} ]; then readlink -f -- {q}; fi"
+
+    def process(self, output: list[str]) -> str:
+        return output[0].strip() if output else ""
+
+
+# the folders a unit with ProtectHome=yes (templates/beekeeper-native.service.j2) cannot see
+HIDDEN_BY_PROTECT_HOME = ("/home", "/root", "/run/user")
+
+
+def hidden_by_protect_home(path: str) -> str | None:
+    """The folder of HIDDEN_BY_PROTECT_HOME that `path` lies in, or None."""
+    return next((top for top in HIDDEN_BY_PROTECT_HOME
+                 if path == top or path.startswith(top + "/")), None)
+
+
+def check_own_model(cfg: HostConfig, runtime: str = "systemd") -> None:
+    """A model file already on the host (host data `model_host_path`): there (a symlink is
+    followed to its target, which must be a regular file), with the sha256 host data gives,
+    and readable by the server's user (others may read the file and pass through each folder
+    above the path given and above the link's target); under a native systemd service, not
+    in a folder the unit's ProtectHome=yes hides (the server could never open it)."""
     if "model" not in cfg.stages and "service" not in cfg.stages:
         return
     rule_model_in_model_dir(cfg)
@@ -389,12 +422,23 @@ def check_own_model(cfg: HostConfig) -> None:
             if not m.users_file:
                 continue
             path = m.host_path(cfg.model_dir)
-            info: Any = host.get_fact(File, path=path)
+            target = host.get_fact(ModelTarget, path=path) or path
+            named = path if target == path else f"{path} (a symlink to {target})"
+            hidden = hidden_by_protect_home(path) or hidden_by_protect_home(target)
+            if cfg.mode == "native" and runtime == "systemd" and hidden:
+                raise PreflightError(
+                    f"host data `model_host_path`: {named} lies under {hidden}, which the "
+                    "native service's systemd unit hides from the server (ProtectHome=yes "
+                    "hides /home, /root and /run/user), so it could never start; fix: move "
+                    f"or copy the file out of them, e.g. into model_dir {cfg.model_dir}, and "
+                    "set model_host_path to its new path (a symlink into them does not help: "
+                    "the server follows it)")
+            info: Any = host.get_fact(File, path=target)
             if not info:
                 raise PreflightError(
-                    f"host data `model_host_path`: {path} is not a file on the host; fix: "
-                    "give the path of the .gguf there, or model_path for a file on the "
-                    "controller")
+                    f"host data `model_host_path`: {named} is not a file on the host; fix: "
+                    "give the path of the .gguf there (or a symlink to it), or model_path "
+                    "for a file on the controller")
             check_gguf("model_host_path", path, host.get_fact(FileHead, path=path))
             got = host.get_fact(Sha256File, path=path)
             if got != m.sha256:
@@ -402,12 +446,13 @@ def check_own_model(cfg: HostConfig) -> None:
                     f"host data `model_sha256`: {path} has sha256 {got}, not {m.sha256}; fix: "
                     "set model_sha256 to the file's (sha256sum on the host) if it is the file "
                     "you mean")
-            blocked = host.get_fact(OthersCannotRead, path=path)
-            if blocked:
-                raise PreflightError(
-                    f"host data `model_host_path`: the server runs as user beekeeper and "
-                    f"cannot read {path} ({blocked}); fix: chmod o+r on the file and o+x on "
-                    "each folder above it, or move it into model_dir")
+            for seen in dict.fromkeys((path, target)):  # the link's folders, then the target's
+                blocked = host.get_fact(OthersCannotRead, path=seen)
+                if blocked:
+                    raise PreflightError(
+                        f"host data `model_host_path`: the server runs as user beekeeper and "
+                        f"cannot read {named} ({blocked}); fix: chmod o+r on the file and o+x "
+                        "on each folder above it, or move it into model_dir")
 
 
 def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngineInfo) -> None:
@@ -676,7 +721,7 @@ def check(cfg: HostConfig) -> HostFacts:
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
-    check_own_model(cfg)
+    check_own_model(cfg, runtime)
     port_orphans = check_ports(cfg, docker, runtime)
     check_free_space(cfg, free)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")

@@ -574,11 +574,25 @@ def _extra_args(args: list[str]) -> tuple[str, ...]:
     return tuple(args)
 
 
+# what a model's file name may hold (HF_FILE): every runtime's command line carries it as
+# one plain word, and it is the name the file is checked and placed under
+GGUF_NAME_FIX = ("a model file name is letters, digits and . _ + - (no space), starts with a "
+                 "letter or digit and ends .gguf: rename the file, or point a symlink so "
+                 "named at it")
+
+
 def _gguf_path(value: str) -> str:
-    if not value.endswith(".gguf") or not re.match(HF_FILE, os.path.basename(value)):
-        raise Bad(f"{shown(value)} is not a .gguf file name",
-                  "give the path of the model's .gguf file (letters, digits, ._+- in its name)")
-    return value
+    name = os.path.basename(value)
+    if re.match(HF_FILE, name):
+        return value
+    if not name.endswith(".gguf"):
+        problem = "does not end .gguf"
+    elif not (name[:1].isascii() and name[:1].isalnum()):
+        problem = f"starts with {name[:1]!r}"
+    else:
+        bad = dict.fromkeys(c for c in name if not (c.isascii() and (c.isalnum() or c in "._+-")))
+        problem = "holds " + ", ".join("' ' (a space)" if c == " " else repr(c) for c in bad)
+    raise Bad(f"{shown(value)}: its file name {problem}", GGUF_NAME_FIX)
 
 
 def _model_alias(value: Any) -> str:
