@@ -331,6 +331,74 @@ def _address(value: str) -> str:
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#\s]*)@")
 # what the kit's refusals quote of a URL: the user information written ***
 _USERINFO_ANYWHERE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]*@")
+# a URL in a line of text, up to a space or a quote
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
+# a query or fragment parameter: its separator, name and value
+_PARAM = re.compile(r"([?&;#])([^=&;#?\s'\"]+)=([^&;#\s'\"]*)")
+# the words of a parameter's name that make its value a secret (token=, access_token=,
+# key=, api_key=, apikey=, X-Amz-Signature=, password=, sig= ...)
+_SECRET_WORDS = frozenset(
+    "token accesstoken authtoken apitoken apikey key secret password passwd pwd pass "
+    "passphrase sig signature auth authorization credential credentials session sessionid "
+    "jwt bearer".split())
+
+
+def secret_param(name: str) -> bool:
+    """A query or fragment parameter whose value is a secret, by its name: one of
+    _SECRET_WORDS whole, or as a word of it (`access_token`, `X-Amz-Signature`, `hf-token`)."""
+    low = name.lower()
+    return low in _SECRET_WORDS or any(w in _SECRET_WORDS for w in re.split(r"[-_.]", low))
+
+
+def _raw_userinfo(url: str) -> bool:
+    """`url` holds user information with a raw `#`, `?` or `/` in it (`https://u:pa#ss@h/`):
+    a URL parser ends the authority at that character, so the password is read as the
+    host's port, the path, the query or the fragment, and no check for `user:pass@` sees
+    it. Told by an `@` after it where the authority before it cannot be `host:port`, or,
+    after a `?` or `#`, by an `@` before any `/`, `=` or `&`."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    cut = re.search(r"[/?#]", rest)
+    if not cut or "@" not in rest[cut.start():]:
+        return False
+    authority, after = rest[:cut.start()], rest[cut.start():]
+    authority = authority.rpartition("@")[2]  # `u:p@ss#w@h`: a raw `@` before the `#`
+    host_end = authority.rfind("]") + 1 if authority.startswith("[") else 0
+    _, colon, port = authority[host_end:].rpartition(":")
+    if colon and not port.isdigit():
+        return True
+    head = after[1:after.index("@")]
+    return after[0] in "?#" and not re.search(r"[/=&]", head)
+
+
+def url_secrets(url: str) -> list[str]:
+    """What in `url` is a secret, in words (none: []): user information (`user:pass@`, a
+    token as an http(s) user name), user information with a raw `#`, `?` or `/`, and
+    query or fragment parameters named as secrets (`?token=`, `?access_token=`, `?key=`)."""
+    found: list[str] = []
+    if _raw_userinfo(url):
+        found.append("user information holding a raw '#', '?' or '/'")
+    elif any(":" in m.group(2) or m.group(1).lower() in ("http", "https")
+             for m in _USERINFO.finditer(url)):
+        found.append("user information (user:password@ or a token as the user name)")
+    names = [m.group(2) for m in _PARAM.finditer(url) if m.group(3) and secret_param(m.group(2))]
+    if names:
+        found.append("the secret parameter " + ", ".join(f"`{n}`" for n in dict.fromkeys(names)))
+    return found
+
+
+def _redact_url(url: str) -> str:
+    if _raw_userinfo(url):
+        scheme, _, rest = url.partition("://")
+        cut = re.search(r"[/?#]", rest)
+        at = rest.index("@", cut.start() if cut else 0)
+        tail = rest[at + 1:]
+        segment = tail.split("/", 1)[0]  # a raw `@` in the password after the `#` too
+        url = f"{scheme}://***@{tail[segment.rindex('@') + 1:] if '@' in segment else tail}"
+    url = _USERINFO_ANYWHERE.sub(r"\1***@", url)
+    return _PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}=***" if m.group(3)
+                      and secret_param(m.group(2)) else m.group(0), url)
+
+
 # where credentials belong instead of a URL, per key (README, Security defaults)
 CREDENTIALS_FIX = {
     "git": "give the URL without them and let the host's root in another way that stays off "
@@ -347,16 +415,18 @@ CREDENTIALS_FIX = {
 
 
 def redact(text: str) -> str:
-    """`text` with the user information of every URL in it (`user:password@`, a token as
-    the user name) written `***@`: what a refusal may quote of a URL."""
-    return _USERINFO_ANYWHERE.sub(r"\1***@", text)
+    """`text` with the secrets of every URL in it written `***`: user information
+    (`user:password@`, a token as the user name, one holding a raw `#`, `?`, `/` or `@`) as
+    `***@`, and the values of secret query and fragment parameters (`?token=***`): what a
+    refusal or a log may quote of a URL."""
+    return _URL.sub(lambda m: _redact_url(m.group(0)), text)
 
 
 def has_credentials(text: str) -> bool:
-    """`text` holds a URL with a password (`user:pass@`, any scheme) or with any user
-    information in http(s) (hosts take a token as the user name)."""
-    return any(":" in m.group(2) or m.group(1).lower() in ("http", "https")
-               for m in _USERINFO.finditer(text))
+    """`text` holds a URL with a secret (url_secrets): a password (`user:pass@`, any
+    scheme), any user information in http(s) (hosts take a token as the user name), user
+    information with a raw `#`, `?` or `/`, or a secret query or fragment parameter."""
+    return any(url_secrets(m.group(0)) for m in _URL.finditer(text))
 
 
 def no_credentials(kind: str) -> BeforeValidator:
@@ -365,11 +435,20 @@ def no_credentials(kind: str) -> BeforeValidator:
     operation names, host command lines show the URL to every user of the host (ps), and
     files such as apt sources are world-readable; `ssh://git@host/...` names a user only."""
     def check(value: Any) -> Any:
-        if isinstance(value, str) and has_credentials(value):
-            raise Bad(f"{shown(redact(value))} carries credentials in the URL (they would be "
-                      "printed in pyinfra's output and the host's command lines and logs)",
-                      CREDENTIALS_FIX[kind])
-        return value
+        if not isinstance(value, str) or not has_credentials(value):
+            return value
+        if any(_raw_userinfo(m.group(0)) for m in _URL.finditer(value)):
+            # not quoted even redacted: where the password ends cannot be told
+            raise Bad("the URL holds user information with a raw '#', '?' or '/' (a URL "
+                      "parser ends the host there and reads the rest of the password as the "
+                      "port, path, query or fragment, where it would be printed)",
+                      f"{CREDENTIALS_FIX[kind]}; where a URL must hold a password (a git "
+                      "credential-store line), percent-encode those characters: # as %23, ? as "
+                      "%3F, / as %2F")
+        what = "; ".join(s for m in _URL.finditer(value) for s in url_secrets(m.group(0)))
+        raise Bad(f"{shown(redact(value))} carries credentials in the URL ({what}; they "
+                  "would be printed in pyinfra's output and the host's command lines, logs "
+                  "and files)", CREDENTIALS_FIX[kind])
     return BeforeValidator(check)
 
 
