@@ -257,6 +257,27 @@ def test_the_pod_recreated_with_only_its_volume_serves_again_without_a_rebuild(p
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-3000:]
 
 
+def test_the_start_scripts_foreground_form_is_a_containers_whole_command(pod, deployed):
+    """Kubernetes or `docker run`: the start script in the foreground is the container's
+    command, supervisord its PID 1, and the server comes back from the volume alone."""
+    sandbox.down(purge=False, name=POD)
+    run = subprocess.run(
+        ["docker", "run", "-d", "--name", POD, "--network", sandbox.NETWORK, "-v",
+         f"{sandbox.workspace_volume(POD)}:/workspace", sandbox.host_image("bookworm", "sshd"),
+         f"{ROOT_ON_VOLUME}/start", "--foreground"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    try:
+        wait_until(healthy, 120, "the server to answer under supervisord in the foreground")
+        assert "supervisord" in pod_exec("tr '\\0' ' ' < /proc/1/cmdline").stdout
+        assert ppid(server_pid()) == "1"
+    finally:  # the pod as the other tests know it: the RunPod form, sshd after the kit
+        sandbox.down(purge=False, name=POD)
+        sandbox.up(ssh_port=PORT, name=POD, init="sshd",
+                   pod_command=[f"{ROOT_ON_VOLUME}/start", "--", *sandbox.POD_START])
+        sandbox.write_host_data(pod["host_data"], POD)
+    wait_until(healthy, 120, "the server to answer after the pod's restart")
+
+
 def test_verifys_engine_suite_stops_and_starts_the_program_through_supervisorctl(deployed,
                                                                               tmp_path):
     """llama-bench on the host with the service stopped (the kit's supervisorctl, not
