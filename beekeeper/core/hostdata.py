@@ -750,8 +750,10 @@ def _persistent_root(value: Any) -> Any:
 
 
 HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
-HubFile = Annotated[str, Field(pattern=HF_FILE)]
-Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$")]
+# a file name and a git ref are at most 255 bytes (NAME_MAX; git refuses a longer ref): a
+# longer value is refused here, cut in the refusal, not carried into the pins and the Hub
+HubFile = Annotated[str, Field(pattern=HF_FILE, max_length=255)]
+Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$", max_length=255)]
 Sha256 = Annotated[str, Field(pattern=SHA256)]
 
 
@@ -1048,6 +1050,9 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     if error["loc"][-1] == "[key]":  # a mapping's key broke its pattern: the key is the value
         return fail(key, f"the key {shown(error['loc'][-2])} "
                     f"{extra.get('key_problem', 'is not a valid key here')}", fix)
+    if error["type"] == "string_too_long":
+        most = (error.get("ctx") or {}).get("max_length")
+        return fail(key, f"{shown(value)} is longer than {most} characters", fix)
     if error["type"] == "literal_error":  # one of a few words: the one it likely means
         guess = near(value, re.findall(r"'([^']*)'", str((error.get("ctx") or {})
                                                          .get("expected", ""))))

@@ -34,6 +34,8 @@ MOST = 900
     ("source.ref", {"source": {"git": "https://x/" + LONG, "ref": "main"}}),
     ("model_repo", {"model_repo": "o/" + LONG, "model_file": "a.gguf"}),
     ("model_repo", {"model_repo": LONG, "model_file": "a.gguf"}),
+    ("model_revision", {"model_repo": "o/r", "model_file": "a.gguf", "model_revision": LONG}),
+    ("model_file", {"model_repo": "o/r", "model_file": LONG + ".gguf"}),
 ])
 def test_a_long_value_is_cut_in_every_refusal(key, data):
     with pytest.raises(ConfigError) as e:
