@@ -249,7 +249,15 @@ def as_nobody_listening() -> tuple[subprocess.Popen, int]:
     return srv, int(srv.stdout.readline())  # type: ignore[union-attr]
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (setpriv, another user)")
+def _can_drop_ptrace() -> bool:
+    """Root, and allowed to drop a capability from the bounding set (CAP_SETPCAP)."""
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run([*NO_PTRACE, "true"], capture_output=True).returncode == 0
+
+
+needs_root = pytest.mark.skipif(not _can_drop_ptrace(),
+                                reason="needs root that may drop sys_ptrace (setpriv)")
 
 
 @needs_root
