@@ -298,3 +298,18 @@ def test_the_gate_tells_the_holder_by_its_user_where_its_fds_are_hidden(tmp_path
     finally:
         srv.kill()
         srv.wait()
+
+
+def test_the_pods_own_start_command_runs_even_when_the_kits_services_cannot_start():
+    """RunPod's form, `start -- /start.sh`: the provider's own start (its SSH) must run
+    whatever happens to the kit's services. Here they cannot start (not root)."""
+    text = supervisor.start("/workspace/beekeeper")
+    drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] \
+        if os.geteuid() == 0 else []
+    out = subprocess.run([*drop, "sh", "-s", "--", "--", "echo", "the pod's own start"],
+                         input=text, capture_output=True, text=True, cwd="/")
+    assert out.stdout == "the pod's own start\n", out.stderr
+    assert "run as root" in out.stderr and "running echo anyway" in out.stderr
+    alone = subprocess.run([*drop, "sh", "-s"], input=text, capture_output=True, text=True,
+                           cwd="/")
+    assert alone.returncode == 1  # with no command to run after it, the failure is its exit
