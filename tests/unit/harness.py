@@ -193,3 +193,30 @@ def _op(state: State, host: Any, op_hash: str) -> Op:
     cmds = [_show(c) for c in op_data.command_generator()]
     stdin = op_data.global_arguments.get("_stdin") or ""
     return (name, cmds, stdin if isinstance(stdin, str) else "".join(stdin))
+
+
+def prepare_each_host(state: State, entry: str, facts_of: Any,
+                      skip: frozenset[str] = frozenset()) -> dict[str, Exception]:
+    """An entry point (deploy.py, uninstall.py) prepared for each host of `state`'s
+    inventory in turn, as pyinfra prepares them, each with its canned facts
+    (`facts_of(name)`); hosts in `skip` are left out (unreachable). Returns what each host
+    raised out of the entry point."""
+    code = compile((ROOT / entry).read_text(), str(ROOT / entry), "exec")
+    errors: dict[str, Exception] = {}
+    for h in state.inventory:
+        if h.name in skip:
+            continue
+        h.connected = True
+        values = {**BUILTIN_DEFAULTS, **facts_of(h.name)}
+
+        def get_fact(cls, *args, values=values, **kwargs):
+            v = values[cls.__name__]
+            return v(**kwargs) if callable(v) else v
+
+        with ctx_state.use(state), ctx_host.use(h), \
+                mock.patch.object(h, "get_fact", side_effect=get_fact):
+            try:
+                exec(code, {"__name__": entry.removesuffix(".py")})
+            except Exception as e:  # noqa: BLE001 - the test reports which host raised
+                errors[h.name] = e
+    return errors

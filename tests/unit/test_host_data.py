@@ -14,7 +14,6 @@ import runpy
 
 import pytest
 from pyinfra.api import Config, Inventory, State
-from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.core.config import (
     KIT_KEYS,
@@ -28,7 +27,13 @@ from beekeeper.core.render import sd_join, sd_quote
 from beekeeper.facts.docker import PortContainer, parse_port_containers
 from beekeeper.tasks.service import manifest, render_unit
 
-from .harness import BUILTIN_DEFAULTS, DOCKER_PROXY, ROOT, port_owners, run_deploy
+from .harness import (
+    DOCKER_PROXY,
+    ROOT,
+    port_owners,
+    prepare_each_host,
+    run_deploy,
+)
 from .test_gpu_hosts import DEFAULTS, NATIVE, facts, uploaded
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
@@ -665,31 +670,14 @@ def test_the_smoke_gate_and_the_cli_run_the_same_rollback():
 def _deploy_hosts(hosts, fx, unreachable=()):
     """deploy.py for each host of a multi-host inventory, as pyinfra prepares them (those
     in `unreachable` failed to connect, as pyinfra's connect_all leaves them)."""
-    from unittest import mock
 
     inventory = Inventory((hosts, {}))
     state = State(inventory, Config())
     for h in inventory:
         state.activate_host(h)
     state.fail_hosts({h for h in inventory if h.name in unreachable})
-    values = {**BUILTIN_DEFAULTS, **fx}
-    code = compile((ROOT / "deploy.py").read_text(), str(ROOT / "deploy.py"), "exec")
-    errors = {}
-    for h in inventory:
-        if h.name in unreachable:
-            continue
-        h.connected = True
-
-        def get_fact(cls, *args, **kwargs):
-            v = values[cls.__name__]
-            return v(**kwargs) if callable(v) else v
-
-        with ctx_state.use(state), ctx_host.use(h), \
-                mock.patch.object(h, "get_fact", side_effect=get_fact):
-            try:
-                exec(code, {"__name__": "deploy"})
-            except Exception as e:  # noqa: BLE001 - the test reports which host raised
-                errors[h.name] = e
+    errors = prepare_each_host(state, "deploy.py", lambda _name: fx,
+                               skip=frozenset(unreachable))
     return state, errors
 
 

@@ -8,15 +8,13 @@ that was not the kit's stop every host, unredacted and missing from the summary.
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 from pyinfra.api import Config, Inventory, State
-from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.core.errors import BeekeeperError
 from beekeeper.tasks.hostfail import print_summary
 
-from .harness import BUILTIN_DEFAULTS, ROOT
+from .harness import prepare_each_host
 from .test_gpu_hosts import DEFAULTS
 from .test_lifecycle import deployed_host
 
@@ -39,22 +37,7 @@ def uninstall_hosts(hosts: dict[str, dict[str, Any]], data: dict[str, dict[str, 
     state = State(inventory, Config())
     for h in inventory:
         state.activate_host(h)
-    code = compile((ROOT / "uninstall.py").read_text(), str(ROOT / "uninstall.py"), "exec")
-    errors: dict[str, Exception] = {}
-    for h in inventory:
-        h.connected = True
-        values = {**BUILTIN_DEFAULTS, **hosts[h.name]}
-
-        def get_fact(cls, *args, values=values, **kwargs):
-            v = values[cls.__name__]
-            return v(**kwargs) if callable(v) else v
-
-        with ctx_state.use(state), ctx_host.use(h), \
-                mock.patch.object(h, "get_fact", side_effect=get_fact):
-            try:
-                exec(code, {"__name__": "uninstall"})
-            except Exception as e:  # noqa: BLE001 - the test reports which host raised
-                errors[h.name] = e
+    errors = prepare_each_host(state, "uninstall.py", lambda name: hosts[name])
     return state, errors
 
 
