@@ -259,7 +259,13 @@ def test_killed_or_restarted_container_comes_back_under_the_unit(first):
         invocation, _, container = under_the_unit()
         assert invocation and container is not None and serving(), (invocation, container)
         t0 = time.monotonic()
-        assert on_host(how).returncode == 0
+        done = on_host(how)
+        # `docker restart` is stop, then start: the stop ends the unit's `docker logs`, and
+        # the unit's ExecStop (`compose down`) may remove the container before Docker's
+        # start reaches it. Docker then says so and the unit brings a new one up: the
+        # promise is the unit's, not `docker restart`'s exit status (seen in CI once).
+        raced = "restart" in how and "marked for removal" in done.stderr
+        assert done.returncode == 0 or raced, done
         wait_until(partial(came_back, invocation, container), 120,
                    f"after `{how}`: {UNIT} started again (a new InvocationID) with a new "
                    "container, active and answering /health")
