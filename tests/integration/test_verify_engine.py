@@ -7,8 +7,11 @@ and a server slowed on purpose fails the decode check with both figures named.
 import json
 import re
 import subprocess
+import time
 
 import pytest
+
+from beekeeper.verify.judge import BUSY
 
 from .helpers import BIN, ROOT, deploy, first_deploy, sandbox_exec
 
@@ -30,6 +33,23 @@ def verify(tmp_path, suites: str, *extra: str) -> tuple[subprocess.CompletedProc
     return p, json.loads(reports[0].read_text())
 
 
+def verify_judged(tmp_path, suites: str, *extra: str, check: str = "decode.vs_engine@1024"
+                  ) -> tuple[subprocess.CompletedProcess, dict]:
+    """verify, with `check` judged. On a busy machine verify rightly leaves it unjudged
+    ("the host was busy (...)": exit 3, INCOMPLETE); that says nothing about the kit, so
+    it runs once more after a pause, and a second busy run skips the test, naming the load
+    it measured: the verdict needs a quiet machine (as verify itself says)."""
+    for attempt in (1, 2):
+        out = tmp_path / f"run{attempt}"
+        p, data = verify(out, suites, *extra)
+        found = {c["name"]: c for c in data["checks"]}.get(check, {})
+        if not (found.get("status") == "SKIP" and found.get("detail", "").startswith(BUSY)):
+            return p, data
+        print(f"[busy] {check}: {found['detail']}")
+        time.sleep(20)
+    pytest.skip(f"{check} not judged twice, the machine was busy: {found['detail']}")
+
+
 def test_llama_bench_is_in_the_image_beside_the_server(deployed):
     tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
     p = sandbox_exec(f"docker run --rm --entrypoint /bin/sh {tag} -c "
@@ -43,7 +63,7 @@ def test_llama_bench_is_in_the_image_beside_the_server(deployed):
 def test_verify_engine_decode_passes_and_prints_the_ratio(deployed, tmp_path):
     # 128 tokens out, not 512: about 3 s a run at cpu-tiny's 40 tok/s, a figure the noise
     # rule still judges (the full sizes run in test_smoke_decode_passes_without_quick)
-    p, data = verify(tmp_path, "engine,decode", "--decode-out", "128")
+    p, data = verify_judged(tmp_path, "engine,decode", "--decode-out", "128")
     assert p.returncode == 0, p.stdout[-3000:]
     checks = {c["name"]: c for c in data["checks"]}
     assert checks["engine.baseline"]["status"] == "INFO"
@@ -84,7 +104,7 @@ def test_a_slow_server_fails_the_decode_check_naming_both_figures(deployed, tmp_
             "systemctl show -p ExecStart --value beekeeper-llm.service").stdout
         # 128 tokens out, not 512: at about 26 tok/s each served run still takes 5 s (the
         # noise rule judges it), and the slow-down (0.36) is far below the floor (0.70)
-        p, data = verify(tmp_path, "engine,decode", "--decode-out", "128")
+        p, data = verify_judged(tmp_path, "engine,decode", "--decode-out", "128")
         assert p.returncode == 1, p.stdout[-3000:]
         line = next(ln for ln in p.stdout.splitlines() if "decode.vs_engine@1024" in ln
                     and ln.strip().startswith("["))

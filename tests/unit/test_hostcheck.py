@@ -29,7 +29,9 @@ def _systemctl(tmp: Path, counts: list[int]) -> dict[str, str]:
     state.write_text("0")
     (bin_ / "systemctl").write_text(
         "#!/bin/sh\n"
-        f"n=$(cat {state}); echo $((n + 1)) > {state}\n"
+        # the count replaced at once (a rename): a reader never finds the file emptied
+        # half-way through a write, which a busy machine made likely
+        f"n=$(cat {state}); echo $((n + 1)) > {state}.new && mv {state}.new {state}\n"
         f"set -- {' '.join(map(str, counts))}\n"
         "i=0; for c in \"$@\"; do last=$c; [ $i -eq $n ] && { echo $c; exit 0; }; "
         "i=$((i + 1)); done; echo $last\n")

@@ -8,7 +8,8 @@ reading and llama-bench's CPU time are the real shell lines, run on this machine
 
 import statistics
 import subprocess
-import time
+
+import pytest
 
 from beekeeper.verify.engine import TIMED, bench_cpu_s, timed
 from beekeeper.verify.judge import NOISE_MAX, UNSETTLED, Spread, judge_decode
@@ -120,45 +121,95 @@ def test_a_round_with_no_figure_stops_the_loop():
     assert got.stop == "failed" and got.repeats == 0
 
 
+# Run inside a PID namespace of its own (its own /proc): the scan there sees this test's
+# processes only, so nothing else on the machine (a sandbox's llama-server, a build, another
+# test) can add to the measured programs' figure. Both loops are stopped at each reading,
+# so their counters and the reading's agree to the tick whatever the machine's load.
+_LOAD_DRIVER = r"""
+import json, os, signal, subprocess, sys, time
+named, unnamed, snapshot = sys.argv[1:4]
+
+def ticks(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])  # utime + stime (fields 14 and 15)
+
+procs = [subprocess.Popen([named]), subprocess.Popen([sys.executable, unnamed])]
+
+def reading():
+    for p in procs:
+        os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(0.05)
+    own = [ticks(p.pid) for p in procs]
+    out = subprocess.run(["bash", "-c", snapshot], capture_output=True, text=True).stdout
+    for p in procs:
+        os.kill(p.pid, signal.SIGCONT)
+    return {"own": own, "out": out}
+
+def after(first, need):  # until each loop ran `need` ticks more (a busy machine is slower)
+    deadline = time.monotonic() + 60
+    while True:
+        time.sleep(0.2)
+        r = reading()
+        if all(b - a >= need for a, b in zip(first["own"], r["own"])) or \
+                time.monotonic() > deadline:
+            return r
+
+a = after({"own": [0, 0]}, 1)
+b = after(a, 30)
+for p in procs:
+    p.kill()
+print(json.dumps([a, b]))
+"""
+
+
+def _in_own_pid_namespace(tmp_path, argv):
+    """`argv` run as PID 1's child in a new PID namespace with its own /proc (as root, or
+    as a mapped root in a user namespace); None where the machine allows neither."""
+    for how in (["unshare", "--pid", "--fork", "--mount-proc"],
+                ["unshare", "--map-root-user", "--pid", "--fork", "--mount-proc"]):
+        try:
+            p = subprocess.run([*how, *argv], capture_output=True, text=True, timeout=120)
+        except FileNotFoundError:
+            return None
+        if p.returncode == 0:
+            return p.stdout
+    return None
+
+
 def test_the_host_load_reading_sees_a_busy_loop_and_leaves_the_measured_programs_out(
         tmp_path):
-    """LOAD_SNAPSHOT on this machine: a busy loop beside it shows in the host's busy CPU
-    time; the same loop run as `llama-bench` (its comm) is counted as the measured
-    program's too, so HostLoad leaves it out of the other processes' share."""
+    """LOAD_SNAPSHOT: two busy loops run beside each other, one as `llama-bench` (its comm);
+    the reading counts the named one's CPU time, to the tick, as the measured programs' and
+    the other's not at all; the host's busy time holds both; HostLoad leaves the named one
+    out of the other processes' share. Exact on a busy machine as on an idle one."""
+    import json
     import sys
 
-    loop = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3: pass\n"
-
-    def reading():
-        p = subprocess.run(["bash", "-c", LOAD_SNAPSHOT], capture_output=True, text=True,
-                           check=True)
-        return parse_snapshots(p.stdout)[0]
-
-    def over(argv):
-        proc = subprocess.Popen(argv)
-        try:
-            time.sleep(0.3)
-            a = reading()
-            time.sleep(1.0)
-            b = reading()
-        finally:
-            proc.kill()
-            proc.wait()
-        return a, b
-
-    a, b = over([sys.executable, "-c", loop])
-    # (a llama-server of this machine's, such as a sandbox host's, counts too: an idle one)
-    unnamed = (b.measured - a.measured) / a.hz
-    assert (b.busy - a.busy) / a.hz >= 0.3 and unnamed < 0.2, (a, b)
+    loop = "import time\nwhile True: pass\n"
     named = tmp_path / "llama-bench"  # a script's comm is its file's name
     named.write_text(f"#!{sys.executable}\n{loop}")
     named.chmod(0o755)
-    a, b = over([str(named)])
-    mine = (b.measured - a.measured) / a.hz
-    assert mine >= unnamed + 0.3, (a, b)  # a share of one CPU, beside whatever else runs
+    unnamed = tmp_path / "busy.py"
+    unnamed.write_text(loop)
+    driver = tmp_path / "driver.py"
+    driver.write_text(_LOAD_DRIVER)
+    out = _in_own_pid_namespace(
+        tmp_path, [sys.executable, str(driver), str(named), str(unnamed), LOAD_SNAPSHOT])
+    if out is None:
+        pytest.skip("no PID namespace of its own here (unshare refused): the reading would "
+                    "count every llama-server and llama-bench on the machine")
+    a_run, b_run = json.loads(out)
+    a, b = (parse_snapshots(r["out"])[0] for r in (a_run, b_run))
+    (named_a, unnamed_a), (named_b, unnamed_b) = a_run["own"], b_run["own"]
+    assert named_b - named_a >= 30 and unnamed_b - unnamed_a >= 30, (a_run, b_run)
+    # the measured programs' figure is the named loop's own counter, nothing else's
+    assert (a.measured, b.measured) == (named_a, named_b), (a, b, a_run, b_run)
+    # the host's busy time holds both loops (and whatever else ran meanwhile)
+    assert b.busy - a.busy >= (named_b - named_a) + (unnamed_b - unnamed_a), (a, b)
     load = HostLoad.between(a, b)
     assert load is not None and load.cpus == a.cpus >= 1
-    assert load.other_cpu_s == (b.busy - a.busy) / a.hz - mine
+    assert load.other_cpu_s == (b.busy - a.busy) / a.hz - (named_b - named_a) / a.hz
+    assert load.other_cpu_s >= (unnamed_b - unnamed_a) / a.hz
 
 
 def test_llama_benchs_own_cpu_time_is_read_from_its_shells_times(tmp_path):
