@@ -6,6 +6,12 @@ as a one-line bug report), redacted, and is named again in the summary the run e
 pyinfra 3.10 has no per-host failure while it prepares operations (an exception there stops
 every host), so the host is marked with state.fail_hosts, the call pyinfra itself uses for a
 host that cannot connect.
+
+Before the host's operations are prepared, a host pyinfra is told to reach root on through
+sudo (`--sudo`, or host data `_sudo`) is asked, without sudo, whether sudo is there: where it
+is not (a GPU pod whose login is root, with no sudo installed), every command pyinfra runs
+would fail with `sudo: not found`, so that is one line saying so and what to drop, not a
+fact that cannot be read.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ from typing import Any
 
 import click
 from pyinfra import state
+from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.api.exceptions import DeployError
 from pyinfra.context import ctx_host
+from pyinfra.facts.server import Command, Which
 
-from beekeeper.core.errors import BeekeeperError, ConfigError
+from beekeeper.core.errors import BeekeeperError, ConfigError, PreflightError
 from beekeeper.core.hostdata import redact
 
 # the entry points whose frames are named in a bug's line, beside the kit's own modules
@@ -31,13 +39,46 @@ ENTRY_POINTS = ("deploy.py", "uninstall.py")
 
 def on_this_host(prepare: Callable[[], None]) -> None:
     """Prepare this host's operations (`prepare`, deploy.py's or uninstall.py's); any error
-    fails this host alone: the kit's own as it is, any other as KitBug."""
+    fails this host alone: the kit's own as it is, any other as KitBug, except where pyinfra
+    itself failed the host first (a command of a fact failed there: its output is above)."""
     try:
+        sudo_is_there()
         prepare()
     except BeekeeperError as e:
         fail_this_host(e)
     except Exception as e:  # noqa: BLE001 - any other error is the kit's bug, on this host only
-        fail_this_host(KitBug.of(e))
+        if ctx_host.get() in state.failed_hosts:
+            fail_this_host(HostCommandFailed(
+                "a command pyinfra ran on the host failed (pyinfra's error above names it; "
+                "`-vv` shows the command); fix: what that error says, then run again"))
+        else:
+            fail_this_host(KitBug.of(e))
+
+
+class HostCommandFailed(BeekeeperError):
+    """pyinfra failed the host itself: a fact's command failed there, printed above."""
+
+
+def sudo_is_there() -> None:
+    """Where this host's commands run through sudo (`--sudo`, host data `_sudo`), sudo must be
+    on the host: asked without sudo, before any other command. Where it is not, one line:
+    the login is root already (drop --sudo), or it is not (log in as root, or install sudo)."""
+    this = ctx_host.get()
+    wanted, _ = pop_global_arguments(state, this, {})
+    if not wanted.get("_sudo") or this.get_fact(Which, command="sudo", _sudo=False):
+        return
+    uid = (this.get_fact(Command, command="id -u", _sudo=False) or "").strip()
+    by = "`--sudo`" if state.config.SUDO else "host data `_sudo`"
+    drop = ("run pyinfra without --sudo" if state.config.SUDO
+            else "remove `_sudo` from its host data")
+    if uid == "0":
+        raise PreflightError(f"sudo is not installed on {this.name}, and {by} asks for it: "
+                             f"you are root there already; fix: {drop}")
+    user = (this.get_fact(Command, command="id -un", _sudo=False) or "").strip() or \
+        f"uid {uid or '?'}"
+    raise PreflightError(f"sudo is not installed on {this.name}, and {by} asks for it to "
+                         f"become root ({user} is not root); fix: install sudo there, or log "
+                         f"in as root and {drop}")
 
 
 def failures() -> dict[str, str]:
