@@ -372,41 +372,68 @@ _SECRET_WORDS = frozenset(
 
 
 def secret_param(name: str) -> bool:
-    """A query or fragment parameter whose value is a secret, by its name: one of
-    _SECRET_WORDS whole, or as a word of it (`access_token`, `X-Amz-Signature`, `hf-token`)."""
-    low = name.lower()
+    """A query or fragment parameter whose value is a secret, by its name (percent-decoded:
+    `%74oken` is `token`): one of _SECRET_WORDS whole, or as a word of it (`access_token`,
+    `X-Amz-Signature`, `hf-token`)."""
+    from urllib.parse import unquote
+
+    low = unquote(name).lower()
     return low in _SECRET_WORDS or any(w in _SECRET_WORDS for w in re.split(r"[-_.]", low))
 
 
-def _raw_userinfo(url: str) -> bool:
-    """`url` holds user information with a raw `#`, `?` or `/` in it (`https://u:pa#ss@h/`):
-    a URL parser ends the authority at that character, so the password is read as the
-    host's port, the path, the query or the fragment, and no check for `user:pass@` sees
-    it. Told by an `@` after it where the authority before it cannot be `host:port`, or,
-    after a `?` or `#`, by an `@` before any `/`, `=` or `&`."""
+# what _userinfo_kind finds: user information a URL parser cannot see
+RAW, AMBIGUOUS = "raw", "ambiguous"
+
+
+def _userinfo_kind(url: str) -> str:
+    """User information a URL parser does not see, because it holds a raw `#`, `?` or `/`
+    (the parser ends the authority there and reads the rest of the password as the port,
+    path, query or fragment): RAW where nothing else can be meant (`https://u:pa#ss@h/`: an
+    authority `u:pa` is no host:port; `https://u:1?2@h`: a query of no parameter that an
+    `@` ends), AMBIGUOUS where the URL reads as well with a path holding an `@`
+    (`https://user:12/34@host/`, `https://tok/en@host/` read as `https://host:8080/pkg@1.0`
+    does: an `@` after the authority with no `=` or `&` before it), else ''. An IPv6 host
+    (`[::1]`) is never user information."""
     rest = url.split("://", 1)[1] if "://" in url else url
     cut = re.search(r"[/?#]", rest)
     if not cut or "@" not in rest[cut.start():]:
-        return False
+        return ""
     authority, after = rest[:cut.start()], rest[cut.start():]
-    authority = authority.rpartition("@")[2]  # `u:p@ss#w@h`: a raw `@` before the `#`
-    host_end = authority.rfind("]") + 1 if authority.startswith("[") else 0
-    _, colon, port = authority[host_end:].rpartition(":")
+    hostport = authority.rpartition("@")[2]  # `u:p@ss#w@h`: a raw `@` before the `#`
+    if hostport.startswith("["):
+        return ""
+    _, colon, port = hostport.rpartition(":")
     if colon and not port.isdigit():
-        return True
-    head = after[1:after.index("@")]
-    return after[0] in "?#" and not re.search(r"[/=&]", head)
+        return RAW
+    head = after[:after.index("@")]
+    if head[0] in "?#" and not re.search(r"[/=&]", head[1:]):
+        return RAW
+    return "" if re.search(r"[=&]", head) else AMBIGUOUS
+
+
+def _raw_userinfo(url: str) -> bool:
+    """`url` holds, or may hold, user information with a raw `#`, `?` or `/` in it."""
+    return bool(_userinfo_kind(url))
+
+
+def _http(scheme: str) -> bool:
+    """An http(s) scheme, also as the last of a `+` chain (`git+https`)."""
+    return scheme.lower().rpartition("+")[2] in ("http", "https")
 
 
 def url_secrets(url: str) -> list[str]:
     """What in `url` is a secret, in words (none: []): user information (`user:pass@`, a
-    token as an http(s) user name), user information with a raw `#`, `?` or `/`, and
-    query or fragment parameters named as secrets (`?token=`, `?access_token=`, `?key=`)."""
+    token as an http(s) user name), user information with a raw `#`, `?` or `/` (or what
+    cannot be told from it: an `@` after the host), and query or fragment parameters named
+    as secrets (`?token=`, `?access_token=`, `?key=`, also percent-encoded)."""
     found: list[str] = []
-    if _raw_userinfo(url):
+    kind = _userinfo_kind(url)
+    if kind == RAW:
         found.append("user information holding a raw '#', '?' or '/'")
-    elif any(":" in m.group(2) or m.group(1).lower() in ("http", "https")
-             for m in _USERINFO.finditer(url)):
+    elif kind == AMBIGUOUS:
+        found.append("an '@' after the host: user information holding a raw '/', '?' or '#', "
+                     "or an '@' in the path, which cannot be told apart")
+    elif any(":" in m.group(2) or _http(m.group(1)) for m in _USERINFO.finditer(url)):
         found.append("user information (user:password@ or a token as the user name)")
     names = [m.group(2) for m in _PARAM.finditer(url) if m.group(3) and secret_param(m.group(2))]
     if names:
@@ -415,13 +442,18 @@ def url_secrets(url: str) -> list[str]:
 
 
 def _redact_url(url: str) -> str:
-    if _raw_userinfo(url):
-        scheme, _, rest = url.partition("://")
+    if _userinfo_kind(url):
+        # everything up to the last `@` before a query or fragment that follows the first
+        # `@` after the authority: a password holding raw `/`, `?`, `#` and `@` is gone whole
+        scheme, sep, rest = url.partition("://")
+        if not sep:
+            scheme, rest = "", url
         cut = re.search(r"[/?#]", rest)
-        at = rest.index("@", cut.start() if cut else 0)
-        tail = rest[at + 1:]
-        segment = tail.split("/", 1)[0]  # a raw `@` in the password after the `#` too
-        url = f"{scheme}://***@{tail[segment.rindex('@') + 1:] if '@' in segment else tail}"
+        start = cut.start() if cut else 0
+        first = rest.index("@", start)
+        stop = re.search(r"[?#]", rest[first:])
+        at = rest.rindex("@", start, first + stop.start() if stop else len(rest))
+        url = f"{scheme}{sep}***@{rest[at + 1:]}"
     url = _USERINFO_ANYWHERE.sub(r"\1***@", url)
     return _PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}=***" if m.group(3)
                       and secret_param(m.group(2)) else m.group(0), url)
@@ -465,14 +497,23 @@ def no_credentials(kind: str) -> BeforeValidator:
     def check(value: Any) -> Any:
         if not isinstance(value, str) or not has_credentials(value):
             return value
-        if any(_raw_userinfo(m.group(0)) for m in _URL.finditer(value)):
-            # not quoted even redacted: where the password ends cannot be told
+        kinds = {_userinfo_kind(m.group(0)) for m in _URL.finditer(value)}
+        # neither quoted even redacted: where the password ends cannot be told
+        if RAW in kinds:
             raise Bad("the URL holds user information with a raw '#', '?' or '/' (a URL "
                       "parser ends the host there and reads the rest of the password as the "
                       "port, path, query or fragment, where it would be printed)",
-                      f"{CREDENTIALS_FIX[kind]}; where a URL must hold a password (a git "
-                      "credential-store line), percent-encode those characters: # as %23, ? as "
-                      "%3F, / as %2F")
+                      f"keep the login off the URL, in a root-only file: {CREDENTIALS_FIX[kind]}"
+                      "; where a URL must hold a password (a git credential-store line), "
+                      "percent-encode it: # as %23, ? as %3F, / as %2F")
+        if AMBIGUOUS in kinds:
+            raise Bad("the URL has an '@' after its host, which cannot be told from user "
+                      "information whose password holds a raw '/', '?' or '#' (`user:12/34@h` "
+                      "reads as host `user`, port 12, path `/34@h`), so a password would be "
+                      "printed as the path",
+                      "percent-encode it (in a password / as %2F, ? as %3F, # as %23; an '@' "
+                      "in a path as %40), or give the token in a root-only file: "
+                      f"{CREDENTIALS_FIX[kind]}")
         what = "; ".join(s for m in _URL.finditer(value) for s in url_secrets(m.group(0)))
         raise Bad(f"{shown(redact(value))} carries credentials in the URL ({what}; they "
                   "would be printed in pyinfra's output and the host's command lines, logs "

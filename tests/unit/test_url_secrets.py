@@ -74,8 +74,8 @@ def test_the_fix_still_points_where_credentials_belong():
 
 
 @pytest.mark.parametrize("url", [
-    "https://mirror.example/ubuntu/?arch=amd64", "https://host/pkg@1.0",
-    "https://host:8080/pkg@1.0", "ssh://git@github.com/o/r.git", "https://h/k.gpg?v=2",
+    "https://mirror.example/ubuntu/?arch=amd64", "https://host/pkg%401.0",
+    "ssh://git@github.com/o/r.git", "https://h/k.gpg?v=2",
     "https://h/x?monkey=1",
 ])
 def test_urls_without_secrets_pass(url):
@@ -91,7 +91,65 @@ def test_urls_without_secrets_pass(url):
     (f"https://u:{HEAD}/{TAIL}@host/x", "https://***@host/x"),
     (f"https://u:{HEAD}@ss#{TAIL}@host/", "https://***@host/"),
     (f"https://{HEAD}#{TAIL}@host/x", "https://***@host/x"),
-    ("https://host/pkg@1.0?arch=amd64", "https://host/pkg@1.0?arch=amd64"),
+    # an '@' in a path cannot be told from a password holding a raw '/': written *** too
+    ("https://host/pkg@1.0?arch=amd64", "https://***@1.0?arch=amd64"),
+    (f"https://u:1234/{HEAD}@host/x?next=/a@b", "https://***@host/x?next=/a@b"),
+    (f"https://u:1234/a@{HEAD}/{TAIL}@host/x", "https://***@host/x"),
 ])
 def test_redact_writes_every_secret_of_a_url_as_stars(text, want):
     assert redact(text) == want
+
+
+# ------------------------------------------------------------------ a raw '/' where a port may be
+# A password of digits with a raw '/' (`user:12/34@host`) reads as host `user`, port 12 and
+# the path `/34@host`; a token with a raw '/' as the user name (`tok/en@host`) as host `tok`
+# and the path `/en@host`. Nothing tells such a URL from a path holding an '@'
+# (`https://host:8080/pkg@1.0`): an '@' after the authority, with no `=` or `&` before it, is
+# refused as ambiguous (the fix: percent-encode it, or the root-only file), never quoted.
+
+AMBIGUOUS = [
+    f"https://user:1234/{HEAD}@host/repo",  # the password is digits, then a raw '/'
+    f"https://user:1234/56/{HEAD}@host/repo",
+    f"https://{HEAD}/{TAIL}@host/repo",  # a token as the user name, a raw '/' in it
+    f"https://u:{HEAD}@ss/{TAIL}@host/",  # a raw '@' and a raw '/'
+    f"https://user:1234/{HEAD}@host",
+    f"https://user:1234/{HEAD}?{TAIL}@host/x",
+    "https://host:8080/pkg@1.0",  # a path holding '@': cannot be told from the above
+]
+RAW_NO_PATH = [f"https://u:{HEAD}?{TAIL}@host", f"https://u:{HEAD}#{TAIL}@host",
+               f"https://u:1234?{HEAD}@host/x", f"https://u:1234#{HEAD}@host"]
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("url", AMBIGUOUS + RAW_NO_PATH)
+def test_a_raw_slash_after_a_port_like_password_is_refused_unquoted(key, url):
+    msg = refusal(place(key, url))
+    assert msg.startswith(f"host data `{key}`: "), msg
+    assert HEAD not in msg and TAIL not in msg and "pkg@1.0" not in msg, msg
+    if key != "server_extra_args":
+        assert "percent-encode" in msg and "%2F" in msg and "root-only file" in msg, msg
+
+
+@pytest.mark.parametrize("url", AMBIGUOUS + RAW_NO_PATH)
+def test_the_parser_sees_userinfo_with_a_raw_slash_and_redact_hides_it(url):
+    assert has_credentials(url)
+    shown = redact(f"GET {url} failed")
+    assert HEAD not in shown and TAIL not in shown and "***@" in shown, shown
+    assert shown.endswith(" failed")
+
+
+@pytest.mark.parametrize("url", [f"https://h/x?%74oken={HEAD}", f"https://h/x?access%5Ftoken={HEAD}",
+                                 f"https://h/x?TOKEN={HEAD}", f"git+https://{HEAD}@host/r.git"])
+def test_a_percent_encoded_parameter_name_or_a_git_plus_scheme_is_still_a_secret(url):
+    assert has_credentials(url)
+    assert HEAD not in redact(url)
+    msg = refusal(place("hf_endpoint", url))
+    assert msg.startswith("host data `hf_endpoint`: ") and HEAD not in msg, msg
+
+
+@pytest.mark.parametrize("url", [
+    "https://host/x?email=a@b.example", "https://[::1]:8080/pkg@1.0", "https://host/pkg%401.0",
+    "https://host:8080/a/b?next=/c@d",
+])
+def test_an_at_sign_after_a_query_parameter_or_an_ipv6_host_is_no_secret(url):
+    assert not has_credentials(url)
