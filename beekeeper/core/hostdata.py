@@ -730,18 +730,38 @@ GGUF_NAME_FIX = ("a model file name is letters, digits and . _ + - (no space), s
                  "named at it")
 
 
-def _gguf_path(value: str) -> str:
-    name = os.path.basename(value)
+def _gguf_name_problem(name: str) -> str | None:
+    """What in a model file's name the kit cannot carry, in words (None: nothing)."""
     if re.match(HF_FILE, name):
-        return value
+        return None
     if not name.endswith(".gguf"):
-        problem = "does not end .gguf"
-    elif not (name[:1].isascii() and name[:1].isalnum()):
-        problem = f"starts with {name[:1]!r}"
-    else:
-        bad = dict.fromkeys(c for c in name if not (c.isascii() and (c.isalnum() or c in "._+-")))
-        problem = "holds " + ", ".join("' ' (a space)" if c == " " else repr(c) for c in bad)
+        return "does not end .gguf"
+    if not (name[:1].isascii() and name[:1].isalnum()):
+        return f"starts with {name[:1]!r}"
+    bad = dict.fromkeys(c for c in name if not (c.isascii() and (c.isalnum() or c in "._+-")))
+    return "holds " + ", ".join("' ' (a space)" if c == " " else repr(c) for c in bad)
+
+
+def _gguf_path(value: str) -> str:
+    problem = _gguf_name_problem(os.path.basename(value))
+    if problem is None:
+        return value
     raise Bad(f"{shown(value)}: its file name {problem}", GGUF_NAME_FIX)
+
+
+def _hub_file(value: Any) -> Any:
+    """A Hub file name the kit can carry (HF_FILE), or what in it it cannot and what to do:
+    the file cannot be renamed in another's repository, so a renamed copy through
+    model_path. Not a string, or longer than a name can be: left to the declared checks."""
+    if not isinstance(value, str) or len(value) > 255:
+        return value
+    problem = _gguf_name_problem(value)
+    if problem is None:
+        return value
+    raise Bad(f"{shown(value)} {problem}",
+              f"{GGUF_NAME_FIX.split(':')[0]}; for a Hub file so named, download it, rename "
+              "it, and give that file as model_path (draft files: rename it in a repository "
+              "of yours)")
 
 
 def _model_alias(value: Any) -> str:
@@ -793,7 +813,7 @@ def _persistent_root(value: Any) -> Any:
 HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
 # a file name and a git ref are at most 255 bytes (NAME_MAX; git refuses a longer ref): a
 # longer value is refused here, cut in the refusal, not carried into the pins and the Hub
-HubFile = Annotated[str, Field(pattern=HF_FILE, max_length=255)]
+HubFile = Annotated[str, Field(pattern=HF_FILE, max_length=255), BeforeValidator(_hub_file)]
 Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$", max_length=255)]
 Sha256 = Annotated[str, Field(pattern=SHA256)]
 

@@ -117,3 +117,41 @@ def test_a_file_name_the_kit_cannot_carry_says_what_it_can(name, said):
     assert said in line, line
     assert "letters, digits and . _ + -" in line
     assert "is not a .gguf file name" not in line
+
+
+@pytest.mark.parametrize("key,data", [
+    ("model_file", {"model_repo": "o/r", "model_file": "My Model Q8_0.gguf"}),
+    ("model_path", {"model_path": "/srv/gguf/My Model Q8_0.gguf"}),
+    ("model_host_path", {"model_host_path": "/srv/gguf/My Model Q8_0.gguf",
+                         "model_sha256": "b" * 64}),
+])
+def test_a_space_in_any_model_file_name_is_refused_saying_which_characters_are_allowed(key, data):
+    """A space is refused, not carried (the name is one plain word in every runtime's command
+    line, the shell lines that check and place it, the verify's engine commands and the Hub
+    download): the line names the space and the characters a name may hold."""
+    from beekeeper.core.config import load_host_config
+    with pytest.raises(ConfigError) as e:
+        load_host_config({"profile": "cpu-tiny", "source": {"path": "/s.tgz", "ref": "x"},
+                          **data})
+    line = str(e.value)
+    assert line.startswith(f"host data `{key}`: "), line
+    assert "' ' (a space)" in line and "letters, digits and . _ + -" in line, line
+    assert "is not a .gguf file name" not in line
+
+
+@pytest.mark.parametrize("name,said", [
+    ("my model-Q8_0.gguf", "' ' (a space)"), ("modèle-Q8_0.gguf", "'è'"),
+    ("-model.gguf", "starts with '-'"), ("model.bin", "does not end .gguf"),
+    ("sub/model.gguf", "'/'"),
+])
+@pytest.mark.parametrize("role", ["model", "draft"])
+def test_a_hub_file_name_the_kit_cannot_carry_says_what_it_can(role, name, said):
+    from beekeeper.core.config import load_host_config
+    with pytest.raises(ConfigError) as e:
+        load_host_config({"profile": "q8-dflash-32k",
+                          "source": {"git": "https://x/y", "ref": "a" * 40},
+                          f"{role}_repo": "o/r", f"{role}_file": name})
+    line = str(e.value)
+    assert line.startswith(f"host data `{role}_file`: "), line
+    assert said in line and "letters, digits and . _ + -" in line, line
+    assert "model_path" in line  # what to do with a Hub file so named: a renamed copy
