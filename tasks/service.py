@@ -16,10 +16,11 @@ from pyinfra.facts.files import Sha1File
 from pyinfra.operations import files, server, systemd
 
 from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.container import ContainerSpec, compose_service, docker_run, model_path
 from beekeeper.core.deployed import RECORD_VERSION, DeployedService
 from beekeeper.core.paths import ServicePaths, prev
 from beekeeper.core.profiles import ModelFile
-from beekeeper.core.render import render
+from beekeeper.core.render import render, sd_quote
 from beekeeper.facts.docker import DockerEngine
 from beekeeper.operations import secrets
 from beekeeper.operations.secrets import env_line, secret_content, sha1_text
@@ -32,20 +33,35 @@ def paths(svc: ServiceConfig) -> ServicePaths:
     return ServicePaths(svc.name)
 
 
-def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
-    """What the unit and compose templates share: the server's arguments, mounts, secrets."""
+def server_args(cfg: HostConfig, svc: ServiceConfig) -> list[str]:
+    """The server's arguments: its model files on the host (native), or in the container's
+    read-only model mount."""
     native = cfg.mode == "native"
 
-    def where(m: ModelFile) -> str:  # native: on the host; container: in its /models mount
-        return m.host_path(cfg.model_dir) if native else f"/models/{m.filename}"
+    def where(m: ModelFile) -> str:
+        return m.host_path(cfg.model_dir) if native else model_path(m.filename)
 
     args = svc.profile.server.args(where(svc.model), where(svc.draft) if svc.draft else None)
-    args += ["--alias", svc.alias, *svc.extra_args]
+    return [*args, "--alias", svc.alias, *svc.extra_args]
+
+
+def container(cfg: HostConfig, svc: ServiceConfig, image: str) -> ContainerSpec:
+    """The service's container, one spec for the plain unit and the compose file."""
     p = paths(svc)
-    return dict(svc=svc, unit=p.unit_name, container=p.container, image=artifact,
-                binary=artifact, model_dir=cfg.model_dir, args=args,
+    return ContainerSpec(name=p.container, image=image, args=tuple(server_args(cfg, svc)),
+                         model_dir=cfg.model_dir, bind_address=svc.bind_address,
+                         port=svc.port, service=svc.name, profile=svc.profile.name,
+                         env_file=p.secrets_env if svc.api_key_file else None,
+                         gpu=svc.profile.backend == "cuda")
+
+
+def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
+    """What the unit templates share: the server's arguments, paths, secrets."""
+    p = paths(svc)
+    return dict(svc=svc, unit=p.unit_name, container=p.container, binary=artifact,
+                model_dir=cfg.model_dir, args=server_args(cfg, svc),
                 gpu=svc.profile.backend == "cuda", conf_dir=p.conf_dir, paths=p,
-                env_file=p.secrets_env if svc.api_key_file else None, project=p.container,
+                env_file=p.secrets_env if svc.api_key_file else None,
                 program=p.program, log_file=p.server_log, launch=launch_script(svc))
 
 
@@ -71,13 +87,17 @@ def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str,
                 else "beekeeper-native.service.j2" if cfg.mode == "native"
                 else "beekeeper-compose.service.j2" if cfg.runtime == "compose"
                 else "beekeeper-server.service.j2")
-    return render(template, docker_flavour=docker_flavour, **_context(cfg, svc, artifact))
+    spec = container(cfg, svc, artifact)
+    return render(template, docker_flavour=docker_flavour, spec=spec,
+                  run=docker_run(spec, sd_quote), **_context(cfg, svc, artifact))
 
 
 def render_compose(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
-    """The compose file of this service (runtime "compose"): the plain unit's container,
-    its hardening included, in compose's words."""
-    return render("compose.yaml.j2", **_context(cfg, svc, image))
+    """The compose file of this service (runtime "compose"): the plain unit's container
+    (container.py), in compose's words."""
+    spec = container(cfg, svc, image)
+    return render("compose.yaml.j2", project=spec.name, unit=paths(svc).unit_name,
+                  s=compose_service(spec))
 
 
 def secrets_env(cfg: HostConfig, key: str) -> str:

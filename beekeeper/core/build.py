@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from .config import HostConfig, SourceSpec
+from .container import IMAGE
 from .cpu import X86_64_V3, CpuBaseline, baseline_or_refuse
 from .render import render
 
@@ -116,7 +117,8 @@ class BuildSpec:
         return f"cpu-{self.cpu.name}"
 
     def dockerfile(self) -> str:
-        return render("Dockerfile.j2", spec=self, source=self.source, targets=TARGETS)
+        return render("Dockerfile.j2", spec=self, source=self.source, targets=TARGETS,
+                      image=IMAGE)
 
     def tag(self) -> str:
         """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag. The

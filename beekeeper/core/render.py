@@ -53,6 +53,27 @@ def yaml_quote(value: object) -> str:
     return json.dumps(text.replace("$", "$$"), ensure_ascii=False)
 
 
+# a plain YAML scalar that reads back as the same string (YAML 1.1 and 1.2 alike): no
+# indicator, number or word such as `no` or `null` that a reader takes for something else;
+# a duration (`10s`) is no number
+_YAML_PLAIN = re.compile(r"^([A-Za-z/][A-Za-z0-9/_.-]*|[0-9]+(ms|s|m|h))$")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+
+
+def yaml_plain(value: object) -> str:
+    """One string for a compose file, plain where that is safe, else `yaml_quote`d."""
+    text = str(value)
+    if _YAML_PLAIN.match(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return yaml_quote(text)
+
+
+def yaml_bool(value: object) -> str:
+    if not isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a boolean")
+    return "true" if value else "false"
+
+
 def yaml_list(values: object) -> str:
     """A flow sequence of such strings: `["-m", "/models/x.gguf"]`."""
     return "[" + ", ".join(yaml_quote(v) for v in values) + "]"  # type: ignore[attr-defined]
@@ -93,6 +114,10 @@ def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
     # compose files: YAML double quotes, `$$` for compose's interpolation
     env.filters["yq"] = yaml_quote
     env.filters["yqlist"] = yaml_list
+    env.filters["yplain"] = yaml_plain
+    env.filters["ybool"] = yaml_bool
+    # Dockerfiles: the exec (JSON) form of CMD and ENTRYPOINT
+    env.filters["json"] = lambda v: json.dumps(list(v), ensure_ascii=False)
     return env
 
 

@@ -1,0 +1,145 @@
+"""
+The server's container, written once. The image (templates/Dockerfile.j2) declares its user,
+port, health check and entry point from the constants here; `ContainerSpec` is one service's
+container: the server's arguments, the model mount, the published address and port, the
+hardening, labels, API key env file and GPU request. Two pure renderers give it in each
+tool's words: `docker_run` (the arguments of the plain unit's `docker run`) and
+`compose_service` (the service of the compose file). Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+UID = GID = 10001  # the image's user `llama`: never root
+PORT = 8083  # the server's port inside the container (the entry point's --port)
+MODELS = "/models"  # where the model folder is mounted, read-only
+SERVICE_LABEL = "io.beekeeper.service"
+PROFILE_LABEL = "io.beekeeper.profile"
+# /health answers 503 while the model loads and 200 when it is ready; bash's /dev/tcp keeps
+# curl out of the image (`\\r\\n`: printf's escapes, written as they reach bash)
+HEALTH_PROBE = (f"exec 3<>/dev/tcp/127.0.0.1/{PORT} && printf 'GET /health HTTP/1.0\\r\\n"
+                "\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '")
+
+
+@dataclass(frozen=True)
+class Healthcheck:
+    """The container's health check, in the exec form (no shell around `test`)."""
+
+    test: tuple[str, ...] = ("bash", "-c", HEALTH_PROBE)
+    interval_s: int = 10
+    timeout_s: int = 5
+    start_period_s: int = 300  # a model takes minutes to load
+    retries: int = 3
+
+
+@dataclass(frozen=True)
+class Image:
+    """What the server image itself declares (the Dockerfile's USER, EXPOSE, HEALTHCHECK,
+    ENTRYPOINT): a plain `docker run` takes the user and health check from here."""
+
+    uid: int = UID
+    gid: int = GID
+    port: int = PORT
+    healthcheck: Healthcheck = Healthcheck()
+    entrypoint: tuple[str, ...] = ("/usr/local/bin/llama-server", "--host", "0.0.0.0",
+                                   "--port", str(PORT))
+
+
+IMAGE = Image()
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One service's container, as both runtimes run it."""
+
+    name: str  # the container's name (and the compose project's)
+    image: str  # the tag built on the host
+    args: tuple[str, ...]  # the server's arguments, after the image's entry point
+    model_dir: str  # the host folder mounted read-only at MODELS
+    bind_address: str  # where the port is published on the host
+    port: int  # the published port on the host
+    service: str
+    profile: str
+    env_file: str | None = None  # root-only file with the API key (LLAMA_API_KEY)
+    gpu: bool = False  # every NVIDIA GPU of the host
+    # the hardening, the same for every service
+    user: str = f"{UID}:{GID}"
+    read_only: bool = True
+    tmpfs: tuple[str, ...] = ("/tmp",)  # noqa: S108 (a tmpfs of the container's own)
+    security_opt: tuple[str, ...] = ("no-new-privileges",)
+    cap_drop: tuple[str, ...] = ("ALL",)
+    init: bool = True
+    healthcheck: Healthcheck = Healthcheck()
+    stop_timeout_s: int = 20  # SIGTERM, then SIGKILL after this
+
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]:
+        return ((SERVICE_LABEL, self.service), (PROFILE_LABEL, self.profile))
+
+    @property
+    def publish_host(self) -> str:
+        """The address as `--publish` takes it: an IPv6 address in brackets."""
+        return f"[{self.bind_address}]" if ":" in self.bind_address else self.bind_address
+
+
+def model_path(filename: str) -> str:
+    """A model file of the model folder, as the server in the container sees it."""
+    return f"{MODELS}/{filename}"
+
+
+def _plain(value: str) -> str:
+    return value
+
+
+def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = _plain) -> list[list[str]]:
+    """The arguments of `docker run` for this container, a group of words a line (the unit
+    writes one line each): every value passes through `quote` (for a unit, systemd's own
+    quoting); flags and numbers need none. User and health check are the image's (IMAGE).
+    `--rm`: the container goes when it stops, and the unit starts a new one."""
+    lines = [["--rm", "--name", quote(spec.name), *(["--init"] if spec.init else [])],
+             ["--publish", f"{quote(spec.publish_host)}:{spec.port}:{PORT}"],
+             ["--volume", quote(f"{spec.model_dir}:{MODELS}:ro")],
+             [*(["--read-only"] if spec.read_only else []),
+              *[w for t in spec.tmpfs for w in ("--tmpfs", quote(t))]],
+             [*[w for o in spec.security_opt for w in ("--security-opt", quote(o))],
+              *[w for c in spec.cap_drop for w in ("--cap-drop", quote(c))]]]
+    if spec.gpu:
+        lines.append(["--gpus", "all"])
+    if spec.env_file:
+        lines.append(["--env-file", quote(spec.env_file)])
+    lines += [["--label", quote(f"{k}={v}")] for k, v in spec.labels]
+    return [*lines, [quote(spec.image)], [quote(a) for a in spec.args]]
+
+
+def docker_run_args(spec: ContainerSpec) -> list[str]:
+    """The same as one argument list, unquoted: what docker receives."""
+    return [word for line in docker_run(spec) for word in line]
+
+
+def compose_service(spec: ContainerSpec) -> dict:
+    """The compose file's service for this container: the plain unit's container in
+    compose's words, with the image's user and health check said again. Built on the host,
+    never pulled; systemd owns restarts (one owner), so compose's restart is "no"."""
+    service: dict = {
+        "image": spec.image, "pull_policy": "never", "container_name": spec.name,
+        "command": list(spec.args), "init": spec.init, "user": spec.user,
+        "read_only": spec.read_only, "tmpfs": list(spec.tmpfs),
+        "security_opt": list(spec.security_opt), "cap_drop": list(spec.cap_drop),
+        "ports": [{"target": PORT, "host_ip": spec.bind_address, "published": str(spec.port),
+                   "protocol": "tcp"}],
+        "volumes": [{"type": "bind", "source": spec.model_dir, "target": MODELS,
+                     "read_only": True}],
+    }
+    if spec.env_file:
+        service["env_file"] = [spec.env_file]
+    if spec.gpu:
+        service["deploy"] = {"resources": {"reservations": {"devices": [
+            {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
+    hc = spec.healthcheck
+    return {**service, "labels": dict(spec.labels),
+            "healthcheck": {"test": ["CMD", *hc.test], "interval": f"{hc.interval_s}s",
+                            "timeout": f"{hc.timeout_s}s",
+                            "start_period": f"{hc.start_period_s}s", "retries": hc.retries},
+            "restart": "no", "stop_grace_period": f"{spec.stop_timeout_s}s"}
