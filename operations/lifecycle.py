@@ -16,6 +16,7 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import Groups, Users
 
+from beekeeper.core.paths import prev
 from beekeeper.facts.docker import ImageTags
 from beekeeper.facts.host import AptHolds
 from beekeeper.facts.lifecycle import (
@@ -110,6 +111,25 @@ def file_removed_if_kit(path: str, pattern: str):
     yield f"rm -f {q(path)}"
 
 
+SYSTEMD_RUNS = "[ -d /run/systemd/system ]"  # systemd is PID 1 (else runtime supervisor)
+
+
+def unit_removal(unit_name: str, unit_path: str, dropin_dir: str) -> list[str]:
+    """Shell lines that stop, disable and remove a systemd unit the kit wrote, and its
+    rollback copy; its drop-in folder goes when empty (files there are yours). Each line
+    tolerates what an earlier, partial removal left; where systemd is not PID 1, only the
+    files go."""
+    unit = q(unit_name)
+    return [
+        f"if {SYSTEMD_RUNS}; then systemctl disable --now {unit} 2>/dev/null || "
+        f"systemctl stop {unit} 2>/dev/null || true; fi",
+        f"rm -f {q(unit_path)} {q(prev(unit_path))}",
+        f"rmdir {q(dropin_dir)} 2>/dev/null || true",
+        f"if {SYSTEMD_RUNS}; then systemctl daemon-reload; systemctl reset-failed {unit} "
+        "2>/dev/null || true; fi",
+    ]
+
+
 @operation()
 def unit_removed(unit_name: str, unit_path: str, dropin_dir: str):
     """
@@ -119,17 +139,11 @@ def unit_removed(unit_name: str, unit_path: str, dropin_dir: str):
     + unit_name, unit_path: the unit
     + dropin_dir: its drop-in folder
     """
-    if not host.get_fact(PresentPaths, paths=[unit_path, unit_path + ".prev"]):
+    if not host.get_fact(PresentPaths, paths=[unit_path, prev(unit_path)]):
         host.noop(f"{unit_name} is not installed")
         return
-    yield StreamedCommand(" ; ".join([
-        f"systemctl disable --now {q(unit_name)} 2>/dev/null || true",
-        f"rm -f {q(unit_path)} {q(unit_path + '.prev')}",
-        f"rmdir {q(dropin_dir)} 2>/dev/null || true",
-        "systemctl daemon-reload",
-        f"systemctl reset-failed {q(unit_name)} 2>/dev/null || true",
-        f"echo {q(f'beekeeper: removed {unit_name}')}",
-    ]))
+    yield StreamedCommand(" ; ".join([*unit_removal(unit_name, unit_path, dropin_dir),
+                                      f"echo {q(f'beekeeper: removed {unit_name}')}"]))
 
 
 @operation()

@@ -13,6 +13,7 @@ from pyinfra.api import operation
 from beekeeper.core.paths import SUPERVISORCTL, ServicePaths, prev
 from beekeeper.facts.services import DeployedServices
 
+from .lifecycle import unit_removal
 from .shell import StreamedCommand
 
 q = shlex.quote
@@ -22,24 +23,17 @@ def removal_script(name: str) -> str:
     """Shell lines that remove service `name` (and only it); each step tolerates what an
     earlier, partial removal left."""
     p = ServicePaths(name)
-    unit, path = p.unit_name, p.unit
     ctl, conf = q(SUPERVISORCTL), q(p.program_conf)
-    systemd = "[ -d /run/systemd/system ]"  # systemd is PID 1 (else runtime supervisor)
     return " ; ".join([
-        f"if {systemd}; then systemctl disable --now {q(unit)} 2>/dev/null || systemctl stop "
-        f"{q(unit)} 2>/dev/null || true; fi",
+        *unit_removal(p.unit_name, p.unit, p.dropin_dir),  # its drop-in folder kept if yours
         # runtime supervisor: the program stopped, its file gone, supervisord told
         f"if [ -f {conf} ]; then {ctl} stop {q(p.program)} >/dev/null 2>&1; rm -f {conf}; "
         f"{ctl} update >/dev/null 2>&1 || true; fi",
         f"rm -f {q(prev(p.program_conf))}",
         f"if command -v docker >/dev/null 2>&1; then docker rm -f {q(p.container)} "
         ">/dev/null 2>&1 || true; fi",
-        f"rm -f {q(path)} {q(prev(path))}",
-        f"rmdir {q(p.dropin_dir)} 2>/dev/null || true",  # kept when it holds your files
         f"rm -rf {q(p.conf_dir)}",
         f"rm -f {q(p.smoke_result)}",
-        f"if {systemd}; then systemctl daemon-reload; systemctl reset-failed {q(unit)} "
-        "2>/dev/null || true; fi",
         f"echo {q(f'beekeeper: removed service {name} (its model stays in model_dir)')}",
     ])
 
