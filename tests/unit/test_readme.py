@@ -19,7 +19,10 @@ Each command is classified by the first rule in RULES that matches it:
 - `network`: installs from a package registry (`.venv/bin/pip install`, `brew install`);
 - `reports`: reads the report folders of earlier verify runs (`beekeeper report`);
 - `tier`: a test tier itself (pytest, ruff, mypy, mutation testing), never run from inside
-  the tests.
+  the tests;
+- `clone`: the user's own clone or the files it writes there (`cd beekeeper`, a key file
+  under `keys/`), never run from the tests, which would write into this checkout;
+- `user-file`: reads a file only the user has (`beekeeper plan --gguf` of their own model).
 
 A command that no rule matches fails: a new command in the docs must be classified here.
 Every `beekeeper <sub> --flag` the pages name, in command blocks and in inline code, must be a
@@ -57,7 +60,14 @@ RULES: list[tuple[str, str, str]] = [
     ("host", r"ssh://|--ssh\b|--on-host\b|(^|[\s;&|(])(ssh|autossh|scp)\s", "over ssh"),
     ("host", r"^([A-Z_]+=\S+ )*pyinfra\b.*\sinventories/\S+", "a deploy of a real inventory"),
     ("host", r"^git clone\b", "the repository, over the network"),
+    ("clone", r"^cd beekeeper$", "the folder the user cloned the kit into"),
+    ("clone", r"^mkdir -p keys && openssl rand\b", "a key file written into the user's clone"),
+    ("host", r"^ssh-copy-id\b", "a key put on the GPU box"),
+    ("host", r"^export BEEKEEPER_\w+=", "the pod's inventory variables, set in the pod's shell"),
+    ("host", r"(^|[\s=(])/workspace(/|\s|$)", "a GPU pod's volume"),
+    ("user-file", r"^beekeeper plan\b.*--gguf\s", "a GGUF of the user's own"),
     ("gpu", r"^curl\b.*127\.0\.0\.1:8083/v1/", "a request to the deployed server"),
+    ("gpu", r"^curl\b.*/v1/", "a request to a deployed server elsewhere"),
     ("host", r"^(journalctl|systemctl|docker compose|modprobe|dmesg|mokutil|dkms)\b",
      "the host's units and kernel"),
     ("host", rf"(^|[\s=])({HOST_DIRS})(/|\s|$)", "the host's files (beekeeper/core/paths.py)"),
@@ -203,7 +213,15 @@ def flags_of(text: str) -> set[str]:
     (".venv/bin/pytest -m 'not integration' -q", "tier"),
     (".venv/bin/python -m pytest -n 2 -m 'not integration and not network' -q", "tier"),
     (".venv/bin/pip install -e '.[test]'", "network"),
+    ("cd beekeeper", "clone"),
+    ("export BEEKEEPER_MODEL=/workspace/models/m.gguf", "host"),
+    ("mkdir -p /workspace/src && cd /workspace/src", "host"),
+    ("beekeeper plan --profile q8-turbo4-64k --gguf /workspace/m.gguf", "host"),
+    ("beekeeper plan --profile q8-turbo4-64k --gguf models/m.gguf", "user-file"),
+    ("beekeeper plan --profile q8-turbo4-64k --card 'RTX 4090'", "offline"),
+    ("ssh-copy-id me@gpu-box.lan", "host"),
     ("rm -rf /", None),
+    ("cd /", None),
 ])
 def test_rule_classifies(command, expected):
     assert classify(command) == expected
@@ -222,7 +240,7 @@ def test_commands_are_found():
 def test_command_is_classified(cmd):
     assert classify(cmd.text), (f"{cmd.id}: `{cmd.text}` matches no rule in "
                                 "tests/unit/test_readme.py RULES; add one (offline, gpu, host, "
-                                "docker-or-root, tier)")
+                                "docker-or-root, tier, clone, user-file)")
 
 
 OFFLINE = [c for c in ALL if classify(c.text) == "offline"]
