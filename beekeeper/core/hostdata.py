@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import ConfigError
+from .errors import ECHO_CLOSE, ECHO_OPEN, SHOWN_MAX, ConfigError, cut, echo
 from .paths import HF_TOKEN, MODEL_DIR, STATE_DIR
 from .profiles import PROFILES
 
@@ -87,8 +87,8 @@ def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not vali
 
 # ------------------------------------------------------------------ checks of one value
 
-# the longest value a refusal quotes whole (its repr); a longer one is cut, with its length
-SHOWN_MAX = 80
+# SHOWN_MAX: the longest value a refusal quotes whole (its repr); a longer one is cut, with
+# its length (errors.py: the one place refusals' echoes are cut)
 
 
 def shown(value: Any) -> str:
@@ -102,33 +102,6 @@ def shown(value: Any) -> str:
         return f"{text[:SHOWN_MAX - 20]}... ({size})"
     spelled = ascii(value) if isinstance(value, str) else text
     return text if spelled == text else f"{text} (written {spelled})"
-
-
-# the longest path a refusal echoes unquoted whole (a fix such as `chmod 600 PATH` must stay
-# runnable for a path of a usual depth); a longer one, or any other run without a space
-# longer than this, is cut with its length
-PATH_SHOWN_MAX = 3 * SHOWN_MAX
-
-
-def cut(text: str, most: int = SHOWN_MAX) -> str:
-    """Text a refusal echoes unquoted (a key's name, a path, a word of a library's message):
-    cut after `most` characters with its length, as shown() cuts a quoted value."""
-    return text if len(text) <= most else f"{text[:most - 20]}... ({len(text)} characters)"
-
-
-def cut_path(path: str) -> str:
-    return cut(path, PATH_SHOWN_MAX)
-
-
-# a run of text without a space longer than PATH_SHOWN_MAX: an echoed value, not prose
-_LONG_WORD = re.compile(rf"\S{{{PATH_SHOWN_MAX + 1},}}")
-
-
-def cut_words(text: str) -> str:
-    """`text` with every run of non-space characters longer than PATH_SHOWN_MAX cut: the net
-    under every refusal line, whatever a caller echoed of a value unquoted (quoted values
-    are cut after SHOWN_MAX by shown())."""
-    return _LONG_WORD.sub(lambda m: cut_path(m.group(0)), text)
 
 
 def _folded(text: str) -> str:
@@ -235,9 +208,9 @@ def key_file(value: str, one_word_key: bool) -> str:
         raise Bad(f"{shown(value)} starts with ~, which nothing expands here",
                   f"give the path in full, e.g. {os.path.expanduser(value)!r}")
     path = Path(value)
-    where = cut_path(value) if path.is_absolute() else \
-        f"{cut_path(value)} (relative to the folder pyinfra runs in: " \
-        f"{cut_path(str(Path.cwd() / value))})"
+    # echoed whole, marked: ConfigError cuts a long one (errors.refusal_line)
+    where = echo(value) if path.is_absolute() else \
+        f"{echo(value)} (relative to the folder pyinfra runs in: {echo(Path.cwd() / value)})"
     try:
         text = path.read_text().strip() if path.is_file() else ""
     except (OSError, UnicodeDecodeError) as e:
@@ -249,7 +222,7 @@ def key_file(value: str, one_word_key: bool) -> str:
         raise Bad(f"{where} is missing or empty",
                   "point it at a file on the controller that holds the key")
     if path.stat().st_mode & 0o077:
-        raise Bad(f"{where} is readable by others", f"chmod 600 {cut_path(value)}")
+        raise Bad(f"{where} is readable by others", f"chmod 600 {echo(value)}")
     if "\n" in text or "\r" in text:
         raise Bad(f"the key in {where} holds more than one line",
                   "keep the key alone on one line in the file")
@@ -286,6 +259,8 @@ def _hub_repo(value: str) -> str:
         validate_repo_id(value)
     except HFValidationError as e:
         reason = str(e).splitlines()[0].rstrip(".") if str(e) else "refused"
+        # its reason may end quoting the value, which shown() has quoted (cut) already
+        reason = reason.removesuffix(f": '{value}'").removesuffix(f": {value}").rstrip(".")
         raise Bad(f"{shown(value)} is not a Hub repository id (huggingface_hub: {reason})",
                   "use 'owner/name' as the Hub shows it, e.g. 'unsloth/Qwen3.5-9B-GGUF'") \
             from None
@@ -599,7 +574,7 @@ class SourceData(BaseModel):
             raise Bad("both `git` and `path` given", "keep one of them")
         if self.git is not None and not full(GIT_SHA, self.ref):
             raise Bad(f"{shown(self.ref)} is not a full commit hash (40 hex digits)",
-                      f"`git rev-parse {cut(self.ref)}` in a clone of {cut_path(self.git)} prints "
+                      f"`git rev-parse {cut(self.ref)}` in a clone of {echo(self.git)} prints "
                       "the full hash to pin (a branch, tag or short hash cannot be fetched by "
                       "commit)",
                       at="ref")
@@ -1026,13 +1001,13 @@ class HostData(ServiceData):
 # ------------------------------------------------------------------ pydantic's errors, as one line
 
 def fail(key: str, problem: str, fix: str) -> ConfigError:
-    """The kit's one line: URLs redacted, then every echoed value cut (the key's name, which
-    may be one host data made up, after SHOWN_MAX characters; any run without a space longer
-    than PATH_SHOWN_MAX in the problem and the fix: cut_words); a character that would break
-    it is written escaped."""
-    line = (f"host data `{cut(redact(key))}`: {cut_words(redact(problem))}; "
-            f"fix: {cut_words(redact(fix))}")
-    return ConfigError("".join(c if c.isprintable() else repr(c)[1:-1] for c in line))
+    """The kit's one line: URLs redacted, the key's name (which may be one host data made
+    up) cut after SHOWN_MAX, a character that would break the line written escaped; every
+    other echo is cut by ConfigError itself (errors.refusal_line, the one cut of every
+    refusal, whoever wrote it)."""
+    line = f"host data `{cut(redact(key))}`: {redact(problem)}; fix: {redact(fix)}"
+    return ConfigError("".join(c if c.isprintable() or c in (ECHO_OPEN, ECHO_CLOSE)
+                               else repr(c)[1:-1] for c in line))
 
 
 def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any, int]:

@@ -55,6 +55,13 @@ VALUES: list[Any] = [
     "https://u:p@m/x", "https://tok@m/x", "ssh://git@m/x", "CPU-TINY", "x" * 300, "120f",
     "89x", "86a", ["--system-prompt", "-c"], ["--hf-token", "hf_x"], ["--seed", "-1"],
     {"cuda": "https://u:p@m/x"}, {"git": "https://u:p@x/y", "ref": "a" * 40},
+    # issue 44: a 5,000-character value of each shape, as a value, an item and a mapping's
+    # key and value (every refusal echoing it is at most errors.LINE_MAX characters long)
+    *(LONG := [
+        "x" * 5000, "/" + "x" * 4999, ("ab " * 1667)[:5000], "https://m/" + "x" * 4990,
+        "x" * 4995 + ".gguf", ["x" * 5000], {"x" * 5000: "x" * 5000},
+        {"x" * 5000: "/srv/a.tar"},
+    ]),
 ]
 SERVICE_ENTRY_KEYS = ("port", "ctx_size", "server_extra_args", "service_name", "state",
                       "draft_repo", "model_sha256", "bind_address", "gateway_port")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from beekeeper.core.config import load_host_config
-from beekeeper.core.errors import ConfigError
-from beekeeper.core.hostdata import PATH_SHOWN_MAX, SHOWN_MAX, cut_words, fail
+from beekeeper.core.errors import PATH_SHOWN_MAX, SHOWN_MAX, ConfigError, cut_words
+from beekeeper.core.hostdata import fail
 
 COMMIT = "a" * 40
 BASE = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": COMMIT}}
@@ -67,3 +67,42 @@ def test_fail_cuts_what_any_caller_gives_it_and_keeps_short_words():
     assert "(300 characters)" in line and "k" * (SHOWN_MAX + 1) not in line
     prose = "use 127.0.0.1, e.g. 'unsloth/Qwen3.5-9B-GGUF' or /srv/beekeeper/models"
     assert cut_words(prose) == prose
+
+
+def test_a_5000_character_value_in_every_key_is_cut_to_a_short_line():
+    """The recorded battery's 5,000-character values (tests/unit/host_data_cases.py: LONG, of
+    each shape, in every key of each base, every services entry key and an unknown key):
+    every refusal is one line of at most LINE_MAX characters that names its key."""
+    from beekeeper.core.errors import LINE_MAX
+
+    from . import host_data_cases as battery
+
+    first = len(battery.VALUES) - len(battery.LONG)
+    long_cases = [(name, data) for name, data in battery.cases()
+                  if int(name.rsplit("=", 1)[1]) >= first]
+    assert len(long_cases) > 800
+    refused, over = 0, []
+    for name, data in long_cases:
+        try:
+            load_host_config(data)
+        except ConfigError as e:
+            line, refused = str(e), refused + 1
+            if len(line) > LINE_MAX or "\n" in line or not line.startswith("host data `"):
+                over.append((name, len(line), line[:160]))
+    assert refused > 700 and not over, over[:5]
+
+
+def test_every_refusal_is_cut_by_its_error_whoever_wrote_it():
+    """ConfigError and PreflightError cut their own line (errors.refusal_line): a run without
+    a space or a marked echo (spaces and all) past PATH_SHOWN_MAX, shorter where the line
+    would be longer than LINE_MAX; a path of a usual depth in a short line stays whole."""
+    from beekeeper.core.errors import LINE_MAX, PreflightError, echo
+
+    for error in (ConfigError, PreflightError):
+        line = str(error(f"host data `x`: {'y' * 5000} and {echo('a b ' * 2000)}; fix: "
+                         f"chmod 600 {echo('/srv/' + 'z' * 5000)}"))
+        assert len(line) <= LINE_MAX and "(5000 characters)" in line, line
+        assert "(8000 characters)" in line and "\ue000" not in line, line
+        path = "/srv/keys/" + "k" * 150
+        assert path in str(error(f"host data `x`: {echo(path)} is readable by others; fix: "
+                                 f"chmod 600 {echo(path)}"))

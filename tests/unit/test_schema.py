@@ -283,7 +283,7 @@ def test_the_readmes_key_table_is_the_schemas():
 # ------------------------------------------------------------------ the recorded battery
 
 def test_the_recorded_host_data_cases_decide_as_recorded():
-    """12,152 cases (tests/unit/host_data_cases.py): each still accepted with the same values
+    """15,660 cases (tests/unit/host_data_cases.py): each still accepted with the same values
     or refused naming the same key. A change on purpose rewrites the file
     (`python -m tests.unit.host_data_cases --write`) and its diff lists what changed."""
     from . import host_data_cases as cases
