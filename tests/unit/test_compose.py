@@ -1,6 +1,6 @@
 """
-Runtime "compose" (issue 16): the compose file and its unit, the same hardening as the plain
-unit (one test compares the two flag by flag), compose v2 from the distro or refused, and
+Runtime "compose" (issue 16): the compose file and its unit (the container in it is the plain
+unit's, one spec: tests/unit/test_container_spec.py), compose v2 from the distro or refused, and
 Debian 13 hosts (docker-cli, NVIDIA's debian13 repository). `docker compose config` on a
 real compose 2.26 runs on the trixie sandbox host (tests/integration/test_trixie_compose.py).
 """
@@ -8,7 +8,6 @@ real compose 2.26 runs on the trixie sandbox host (tests/integration/test_trixie
 from __future__ import annotations
 
 import configparser
-import shlex
 from dataclasses import replace
 
 import pytest
@@ -56,12 +55,6 @@ def _service_of(doc):
     return doc["services"]["server"]
 
 
-def _exec_start(unit: str, key: str = "ExecStart") -> list[str]:
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.read_string(unit)
-    return shlex.split(parser["Service"][key].replace("\\\n", " "))
-
-
 # ------------------------------------------------------------------ the compose file
 
 def test_compose_file_carries_image_args_port_mount_health_and_restart():
@@ -87,67 +80,6 @@ def test_gpu_is_reserved_through_compose_device_requests():
     s = _service_of(_compose(GPU)[0])
     assert s["deploy"]["resources"]["reservations"]["devices"] == [
         {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
-
-
-def test_every_hardening_flag_of_the_plain_unit_is_in_the_compose_file(tmp_path):
-    """The plain unit's `docker run` options, one by one, against the compose file: an
-    option added to the unit and not to compose.yaml.j2 fails here."""
-    data = {**GPU, "bind_address": "0.0.0.0", "api_key_file": _key_file(tmp_path)}
-    plain = load_host_config({**data, "runtime": "systemd"})
-    argv = _exec_start(render_unit(plain, plain.service, TAG))
-    assert argv[:2] == ["/usr/bin/docker", "run"]
-    options: list[tuple[str, str | None]] = []
-    rest = argv[2:]
-    while rest[0].startswith("--"):
-        flag = rest.pop(0)
-        options.append((flag, None if flag in ("--rm", "--init", "--read-only")
-                        else rest.pop(0)))
-    assert rest[0] == TAG  # the image, then the server's arguments
-    doc, cfg = _compose(data)
-    s = _service_of(doc)
-    assert s["command"] == rest[1:]  # the same server arguments
-    compose_unit = render_unit(cfg, cfg.service, TAG)
-    checked = set()
-    for flag, value in options:
-        checked.add(flag)
-        if flag == "--rm":  # the container goes when the unit stops
-            assert _exec_start(compose_unit, "ExecStop")[-3:] == ["down", "--timeout", "20"]
-        elif flag == "--name":
-            assert s["container_name"] == value
-        elif flag == "--init":
-            assert s["init"] is True
-        elif flag == "--publish":
-            addr, port, target = value.rsplit(":", 2)
-            assert s["ports"] == [{"target": int(target), "host_ip": addr,
-                                   "published": port, "protocol": "tcp"}]
-        elif flag == "--volume":
-            src, dst, mode = value.rsplit(":", 2)
-            assert mode == "ro"
-            assert s["volumes"] == [{"type": "bind", "source": src, "target": dst,
-                                     "read_only": True}]
-        elif flag == "--read-only":
-            assert s["read_only"] is True
-        elif flag == "--tmpfs":
-            assert s["tmpfs"] == [value]
-        elif flag == "--security-opt":
-            assert s["security_opt"] == [value]
-        elif flag == "--cap-drop":
-            assert s["cap_drop"] == [value]
-        elif flag == "--gpus":
-            assert value == "all"
-            assert s["deploy"]["resources"]["reservations"]["devices"][0]["count"] == "all"
-        elif flag == "--env-file":
-            assert s["env_file"] == [value]
-        elif flag == "--label":
-            k, v = value.split("=", 1)
-            assert s["labels"][k] == v
-        else:
-            pytest.fail(f"the plain unit runs the container with {flag} {value or ''}, which "
-                        "the compose file does not carry: add it to templates/compose.yaml.j2")
-    assert {"--read-only", "--security-opt", "--cap-drop", "--volume", "--gpus",
-            "--env-file", "--publish"} <= checked
-    # non-root: the image's USER, said again in the compose file
-    assert s["user"] == "10001:10001"
 
 
 @pytest.mark.parametrize("model_dir", ["/srv/bee keeper/mod'els $HOME %h", '/srv/a"b\\c',
