@@ -1,0 +1,204 @@
+"""The quickstarts (docs/quickstart-*.md) and docs/own-model.md, held to the kit (issue 43;
+fast offline tier: no host, no network): the host data they give is accepted as written, the
+figures they quote are the planner's and the code's, and every time to a first reply is one the
+linked record holds. Their shell commands are classified and the offline ones run by
+test_readme.py."""
+from __future__ import annotations
+
+import re
+import runpy
+import types
+from pathlib import Path
+
+import pytest
+
+from beekeeper.core import cudacompat, gateway as gw
+from beekeeper.core.config import load_host_config
+from beekeeper.core.planner import predict
+from beekeeper.core.profiles import PROFILES
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+QUICKSTARTS = ("quickstart-wsl2.md", "quickstart-ssh.md", "quickstart-pod.md")
+
+
+def flat(name: str) -> str:
+    return " ".join((DOCS / name).read_text().split())
+
+
+def python_blocks(name: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (DOCS / name).read_text(), re.S)
+
+
+def group_data() -> dict:
+    """group_data/all.py as pyinfra gives it to every host."""
+    return {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
+            if not k.startswith("_") and not isinstance(v, types.ModuleType)}
+
+
+def test_the_readme_first_screen_points_to_each_quickstart_and_the_command_page():
+    text = (ROOT / "README.md").read_text()
+    first_screen = text.split("## From clone to a first chat reply", 1)[0]
+    for page in (*QUICKSTARTS, "own-model.md", "commands.md"):
+        assert f"](docs/{page})" in first_screen, page
+    assert "URL-OF-THIS-REPOSITORY" not in text
+    assert "](own-model.md)" in (DOCS / "quickstart-pod.md").read_text()
+
+
+@pytest.mark.parametrize("page", QUICKSTARTS)
+def test_each_quickstart_goes_from_clone_to_a_first_reply(page):
+    """Its commands, in order: into the clone, set-up, the venv, a dry run, a deploy, the first
+    request, verify."""
+    from .test_readme import commands
+
+    said = [c.text for c in commands(DOCS / page)]
+    steps = [r"^cd beekeeper$", r"scripts/setup\.sh", r"^\. \.venv/bin/activate$",
+             r"pyinfra .*deploy\.py.* --dry$", r"pyinfra (-y )?inventories/\S+ deploy\.py"
+             r"( --ssh-user \S+ --sudo)?$|deploy\.py --sudo$",
+             r"^curl -s http://127\.0\.0\.1:8083/v1/chat/completions", r"^beekeeper verify "]
+    at = [next((i for i, t in enumerate(said) if re.search(step, t)), -1) for step in steps]
+    assert all(i >= 0 for i in at) and at == sorted(at), list(zip(steps, at, strict=True))
+    assert "## How long it takes" in (DOCS / page).read_text()
+
+
+# --- the times: each quoted figure is in the record the page links ---------------------------
+
+# a figure quoted in seconds -> (the record it comes from, how the record spells it)
+RECORDS = {
+    "535.9": ("benchmarks/h200/2026-12-04-pods/README.md", "**535.9**"),
+    "27.1": ("benchmarks/h200/2026-12-04-pods/README.md", "**27.1**"),
+    "0.2": ("benchmarks/h200/2026-12-04-pods/README.md", "| 16 tokens | 0.2 |"),
+    "3.8": ("benchmarks/h200/2026-12-04-pods/README.md", "healthy 3.8 s after it started"),
+    "597": ("benchmarks/h200/2026-11-30-build/README.md", "**597 s**"),
+    "686": ("docs/testing.md", "passed in 686 s"),
+    "655": ("README.md", "655 s"),
+}
+
+
+@pytest.mark.parametrize("page", QUICKSTARTS)
+def test_every_time_a_quickstart_quotes_is_in_its_record(page):
+    section = (DOCS / page).read_text().split("## How long it takes", 1)[1]
+    quoted = re.findall(r"\*{0,2}(\d[\d,.]*)\*{0,2} s\b", section)
+    assert quoted, "no time quoted"
+    for figure in quoted:
+        assert figure in RECORDS, f"{page}: {figure} s is in no record this test knows"
+        record, spelled = RECORDS[figure]
+        assert spelled in (ROOT / record).read_text(), f"{record} does not say {spelled}"
+        named = "README" if record == "README.md" else record.removesuffix("/README.md")
+        assert named.removeprefix("docs/") in section, \
+            f"{page} quotes {figure} s without naming {record}"
+
+
+# --- the WSL2 page: the CUDA versions the kit can follow --------------------------------------
+
+def test_the_wsl2_page_names_the_cuda_the_kit_can_follow():
+    text = flat("quickstart-wsl2.md")
+    target = cudacompat.major_minor(group_data()["cuda_version"])
+    follow = sorted(mm for mm in cudacompat.NEWEST_RELEASE if mm < target)
+    names = [cudacompat.spell(mm) for mm in follow]
+    releases = [cudacompat.NEWEST_RELEASE[mm] for mm in follow]
+    assert ", ".join(names[:-1]) + f" or {names[-1]}" in text
+    assert "(nvidia/cuda " + ", ".join(releases[:-1]) + f" or {releases[-1]})" in text
+    assert "--data cuda_follows_driver=true" in text
+    assert "596.21" in (ROOT / "inventories" / "home.py").read_text()  # the reference box
+
+
+# --- the SSH page: the family inventory, as written ------------------------------------------
+
+@pytest.fixture
+def family(tmp_path, monkeypatch):
+    (block,) = [b for b in python_blocks("quickstart-ssh.md") if "inventories/family.py" in b]
+    ns: dict = {}
+    exec(block, ns)  # noqa: S102 - the page's own example
+    monkeypatch.chdir(tmp_path)  # the key file, made as the page says, relative to here
+    (tmp_path / "keys").mkdir()
+    key = tmp_path / "keys" / "family.key"
+    key.write_text("0123456789abcdef0123456789abcdef\n")
+    key.chmod(0o600)
+    assert "mkdir -p keys && openssl rand -hex 32 > keys/family.key && chmod 600 " \
+           "keys/family.key" in flat("quickstart-ssh.md")
+    return [(name, {**group_data(), **data}) for name, data in ns["gpu_boxes"]]
+
+
+def test_the_family_inventory_is_accepted_and_fits_its_budget_and_a_24_gb_card(family):
+    ((_name, data),) = family
+    cfg = load_host_config(data)
+    assert [s.alias for s in cfg.services] == ["qwen", "qwen-fast"]
+    a, b = (predict(PROFILES[s.profile.name]).total_mib for s in cfg.services)
+    text = flat("quickstart-ssh.md")
+    assert f"plan {a + b:,.0f} MiB together" in text  # the example's own comment
+    assert a + b <= data["vram_budget_gib"] * 1024 < 24 * 1024  # within the budget it sets
+    assert a + b + 1024 <= 24 * 1024  # preflight's sum against a 24 GB card, 1 GiB to spare
+    assert a + b > group_data()["vram_budget_gib"] * 1024  # why it raises the budget
+    for svc, port in zip(cfg.services, (8083, 8084), strict=True):
+        assert f"http://192.168.1.50:{port}/v1` (model `{svc.alias}`)" in text
+
+
+def test_the_family_page_says_what_the_gateway_needs_as_the_code_does():
+    text = flat("quickstart-ssh.md")
+    (major, minor), _why = gw.HAPROXY_NEEDS_WITH_KEY
+    assert f"HAProxy {major}.{minor} or newer" in text
+    assert "Ubuntu 22.04 (HAProxy 2.4)" in text and (2, 4) < (major, minor)
+
+
+# --- the pod page: its variables, through the pod inventory -----------------------------------
+
+def test_the_pod_pages_variables_are_host_data_the_kit_accepts(monkeypatch):
+    text = (DOCS / "quickstart-pod.md").read_text()
+    exports = dict(re.findall(r"^export (BEEKEEPER_\w+)=(.*)$", text, re.M))
+    assert set(exports) >= {"BEEKEEPER_MODEL", "BEEKEEPER_MODEL_SHA256", "BEEKEEPER_MODEL_ALIAS"}
+    assert exports["BEEKEEPER_MODEL_SHA256"] == \
+        f"$(sha256sum {exports['BEEKEEPER_MODEL']} | cut -d' ' -f1)"
+    for var, value in exports.items():
+        monkeypatch.setenv(var, "a" * 64 if var == "BEEKEEPER_MODEL_SHA256" else value)
+    for var in ("BEEKEEPER_HOST", "BEEKEEPER_SOURCE", "BEEKEEPER_PORT", "BEEKEEPER_BIND_ADDRESS",
+                "BEEKEEPER_API_KEY_FILE", "BEEKEEPER_PERSISTENT_ROOT"):
+        monkeypatch.delenv(var, raising=False)
+    inventory = runpy.run_path(str(ROOT / "inventories" / "gpu-container.py"))
+    ((host, data),) = inventory["gpu_containers"]
+    assert host == "@local"
+    cfg = load_host_config({**group_data(), **data})
+    (svc,) = cfg.services
+    assert svc.alias == exports["BEEKEEPER_MODEL_ALIAS"] == "my-finetune"
+    assert svc.profile.name == exports["BEEKEEPER_PROFILE"]
+    assert cfg.vram_budget_gib == float(exports["BEEKEEPER_VRAM_BUDGET_GIB"])
+    assert f'"model": "{svc.alias}"' in text  # the first request names the alias
+    assert "pyinfra inventories/gpu-container.py deploy.py --dry" in text
+    assert "--sudo" not in [w for line in re.findall(r"^pyinfra .*$", text, re.M)
+                            for w in line.split()]
+
+
+def test_the_pod_pages_driver_branches_are_cudas_minor_version_floors():
+    text = flat("quickstart-pod.md")
+    assert f"**{cudacompat.MINOR_COMPAT_BRANCH[13]} or newer** runs any CUDA 13.x" in text
+    assert f"**{cudacompat.MINOR_COMPAT_BRANCH[12]} or newer** a CUDA 12.x" in text
+
+
+# --- own-model.md: its host data, as written --------------------------------------------------
+
+def test_own_model_host_data_examples_are_accepted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # model_path is read on the controller, relative to here
+    blocks = python_blocks("own-model.md")
+    assert len(blocks) == 3
+    for block in blocks:
+        entry = eval(block.split("\n", 1)[1])  # noqa: S307 - the page's own dict literal
+        if "model_path" in entry:  # absolute on the controller: the same name, here
+            assert entry["model_path"].startswith("/")
+            local = tmp_path / Path(entry["model_path"]).name
+            local.write_bytes(b"GGUF\x03\x00\x00\x00")
+            entry["model_path"] = str(local)
+        cfg = load_host_config({**group_data(), **entry})
+        (svc,) = cfg.services
+        assert svc.alias == "my-finetune"
+        if "ctx_size" in entry:
+            assert svc.profile.server.ctx_size == entry["ctx_size"]
+
+
+def test_own_model_states_the_trained_context_the_check_uses():
+    text = flat("own-model.md")
+    trained = {PROFILES[n].model.n_ctx_train for n in PROFILES if n.startswith("q")}
+    assert trained == {262144}
+    assert "(262,144 tokens for the Qwen3.5 profiles)" in text
+    for name, profile in PROFILES.items():
+        if profile.backend == "cuda" and profile.server.draft_model is None:
+            assert f"`{name}`" in text, f"own-model.md does not place {name}"
