@@ -19,6 +19,17 @@ a run then tests the named modules' mutants only (`mutmut run 'beekeeper.facts.g
 against the tests that call its function. Only files that changed are copied again, and new
 tests get their stats added. The working tree is never written.
 
+Two things mutmut does not do for a copy that is kept: it runs its pytest sessions (stats,
+the list of tests, the clean run) one after another in one process, and pytest caches the ids
+it makes for stacked parametrize marks on the marks themselves, escaped; a second collection
+in that process escapes them again, so a test whose explicit id holds a backslash (`'/srv/m\\x85'`)
+gets another node id, and the clean run of a module those tests call stops with pytest's
+exit 4 ("not found": mutmut's BadTestExecutionCommandsException). The copy's pytest loads a
+small plugin (PLUGIN, written beside the tree) that drops that cache before each collection.
+And mutmut copies the package and the tests into mutants/ once, never removing a file nor
+replacing a package file that is there: sync() makes mutants/ follow the copy (the mutated
+modules, which mutmut remakes when their source is newer, and mutmut's own files aside).
+
 Runs under `nice` with one worker by default (`-j N` for more): the machine is shared. The
 score of a module is killed / (mutants - equivalent ones), the equivalent ones being those
 docs/testing.md lists between its mutation-equivalents markers, each with why.
@@ -29,6 +40,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -100,6 +112,30 @@ def _put(src: bytes | Path, dest: Path) -> bool:
 
 
 TREE = WORK / "tree"
+# pytest plugin of the copy (see the module's docstring), in a folder of its own on the
+# copy's PYTHONPATH: mutmut takes the tree and its src/ off sys.path
+PLUGIN_DIR = "mutation-pytest-plugin"
+PLUGIN = "beekeeper_mutation_ids"
+PLUGIN_TEXT = '''"""scripts/mutation.py's pytest plugin: each collection makes parametrize ids anew.
+
+pytest keeps the ids it made for stacked parametrize marks on the mark (_param_ids_generated,
+already escaped) and takes them as given ids at the next collection in the same process,
+escaping them again: mutmut collects several times in one process, and an id holding a
+backslash would change between its stats run and its clean run.
+"""
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc):
+    for mark in metafunc.definition.iter_markers(name="parametrize"):
+        source = getattr(mark, "_param_ids_from", None)
+        if source is not None and getattr(source, "_param_ids_generated", None) is not None:
+            object.__setattr__(source, "_param_ids_generated", None)
+'''
+# mutmut's own files in mutants/, never a copy of the tree's
+MUTMUT_FILES = ("mutmut-stats.json", "mutmut-cicd-stats.json")
 
 
 def glob_of(mod: str) -> str:
@@ -117,20 +153,17 @@ def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] =
             want[f"src/beekeeper/{name}"] = src
         elif name.startswith("beekeeper/"):
             want[f"src/{name}"] = src
-    text = (ROOT / "pyproject.toml").read_text()  # the working tree's config, with --rev too
-    mods = ", ".join(f'"src/{m}"' for m in configured())
-    text = re.sub(r"(?ms)^only_mutate = \[.*?\]$", f"only_mutate = [{mods}]", text)
-    if deselect:  # tests left out of this run (one that fails beside other work, say why)
-        extra = ", ".join(f'"--deselect", "{t}"' for t in deselect)
-        text = re.sub(r'(?m)^pytest_add_cli_args = \[', f"pytest_add_cli_args = [{extra}, ",
-                      text)
-    want["pyproject.toml"] = text.encode()
+    # the working tree's config, with --rev too
+    want["pyproject.toml"] = tree_pyproject((ROOT / "pyproject.toml").read_text(),
+                                            deselect).encode()
+    want[f"{PLUGIN_DIR}/{PLUGIN}.py"] = PLUGIN_TEXT.encode()
     written = sum(_put(src, tree / name) for name, src in want.items())
     keep = {tree / n for n in want}
     for p in list(tree.rglob("*")):  # files gone from the checkout go from the copy
         if p.is_file() and p not in keep and p.relative_to(tree).parts[0] != "mutants" \
                 and "__pycache__" not in p.parts:
             p.unlink()
+    follow_in_mutants(tree, set(want))
     # a module added to only_mutate since the copy's mutants were made: mutmut takes its
     # unmutated copy there for up to date, so it goes, and mutmut makes its mutants
     # and mutmut's stats, collected before its trampolines were there, are collected again
@@ -147,6 +180,36 @@ def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] =
         if not link.exists():
             link.symlink_to(ROOT / ".venv")
     return written
+
+
+def tree_pyproject(text: str, deselect: tuple[str, ...] | list[str] = ()) -> str:
+    """The copy's pyproject.toml: only_mutate as laid out under src/, the ids plugin loaded,
+    and the tests left out of this run (one that fails beside other work, say why)."""
+    mods = ", ".join(f'"src/{m}"' for m in configured())
+    text = re.sub(r"(?ms)^only_mutate = \[.*?\]$", f"only_mutate = [{mods}]", text)
+    extra = ["-p", PLUGIN] + [w for t in deselect for w in ("--deselect", t)]
+    words = ", ".join(json.dumps(w) for w in extra)
+    return re.sub(r"(?m)^pytest_add_cli_args = \[", f"pytest_add_cli_args = [{words}, ", text)
+
+
+def follow_in_mutants(tree: Path, names: set[str]) -> None:
+    """mutants/ as the copy is: a file mutmut copied there (the package under src/, the tests
+    and the other also_copy paths) that differs from the copy's is copied again, and one the
+    copy no longer has goes. The mutated modules (mutmut makes them again when their source
+    is newer) and mutmut's own files stay as they are."""
+    mutants = tree / "mutants"
+    if not mutants.is_dir():
+        return
+    mutated = {f"src/{m}" for m in configured()}
+    for p in list(mutants.rglob("*")):
+        rel = p.relative_to(mutants).as_posix()
+        if p.is_symlink() or not p.is_file() or "__pycache__" in p.parts \
+                or rel in MUTMUT_FILES or rel.endswith(".meta") or rel in mutated:
+            continue
+        if rel not in names:
+            p.unlink()
+        elif not filecmp.cmp(tree / rel, p, shallow=False):
+            shutil.copy2(tree / rel, p)
 
 
 def equivalents() -> dict[str, str]:
@@ -236,7 +299,10 @@ def main() -> int:
           f"mutating {', '.join(checkout_name(m) for m in mods)}", flush=True)
     cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run",
            "--max-children", str(a.jobs), *(glob_of(m) for m in mods)]
-    p = subprocess.run(cmd, cwd=TREE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(TREE / PLUGIN_DIR)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                                    else []))}
+    p = subprocess.run(cmd, cwd=TREE, env=env)
     if p.returncode != 0:
         print(f"[mutation] mutmut exited {p.returncode}")
         return p.returncode
