@@ -47,12 +47,7 @@ def on_this_host(prepare: Callable[[], None]) -> None:
     except BeekeeperError as e:
         fail_this_host(e)
     except Exception as e:  # noqa: BLE001 - any other error is the kit's bug, on this host only
-        if ctx_host.get() in state.failed_hosts:
-            fail_this_host(HostCommandFailed(
-                "a command pyinfra ran on the host failed (pyinfra's error above names it; "
-                "`-vv` shows the command); fix: what that error says, then run again"))
-        else:
-            fail_this_host(KitBug.of(e))
+        fail_this_host(KitBug.of(e))
 
 
 class HostCommandFailed(BeekeeperError):
@@ -116,6 +111,12 @@ def fail_this_host(error: BeekeeperError) -> None:
     status is 1), and the other hosts go on. The last host left raises the line instead,
     so the run fails with it."""
     this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
+    if isinstance(error, KitBug) and this in state.failed_hosts:
+        # pyinfra failed the host first (a fact's command failed there, its error printed
+        # above; on the last host left it then raised 'No hosts remaining!'): not the kit's bug
+        error = HostCommandFailed(
+            "a command pyinfra ran on the host failed (pyinfra's error above names it; "
+            "`-vv` shows the command); fix: what that error says, then run again")
     said = redact(str(error))
     message = f"host {this.name}: {said}"
     kind = "host data" if isinstance(error, ConfigError) else \
