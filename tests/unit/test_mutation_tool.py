@@ -13,23 +13,35 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool():
+    """The script as a module, its configured modules as the checkout's pyproject.toml says
+    them (in mutmut's copy the script reads the copy's own, rewritten one)."""
     spec = importlib.util.spec_from_file_location("mutation_tool", ROOT / "scripts" / "mutation.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    mod.configured = lambda: ["beekeeper/core/planner.py", "beekeeper/verify/judge.py"]
     return mod
+
+
+PYPROJECT = """[tool.mutmut]
+only_mutate = [
+    "beekeeper/core/planner.py",
+    "beekeeper/verify/judge.py",
+]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "--import-mode=append"]
+"""
 
 
 def test_the_copys_pytest_loads_the_ids_plugin_and_the_deselected_tests():
     tool = _tool()
-    text = tool.tree_pyproject((ROOT / "pyproject.toml").read_text(),
-                               ["tests/unit/test_x.py::test_y[a b]"])
+    text = tool.tree_pyproject(PYPROJECT, ["tests/unit/test_x.py::test_y[a b]"])
     line = next(x for x in text.splitlines() if x.startswith("pytest_add_cli_args = "))
     assert line.startswith('pytest_add_cli_args = ["-p", "beekeeper_mutation_ids", "--deselect", '
                            '"tests/unit/test_x.py::test_y[a b]", "-p", "no:cacheprovider"'), line
-    assert '"src/beekeeper/core/planner.py"' in text
+    assert 'only_mutate = ["src/beekeeper/core/planner.py", "src/beekeeper/verify/judge.py"]' \
+        in text
     assert 'pytest_add_cli_args = ["-p", "beekeeper_mutation_ids", "-p"' in \
-        tool.tree_pyproject((ROOT / "pyproject.toml").read_text())
+        tool.tree_pyproject(PYPROJECT)
 
 
 # mutmut runs its stats, its list of tests and its clean run as pytest sessions in one process;
