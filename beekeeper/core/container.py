@@ -89,11 +89,7 @@ def model_path(filename: str) -> str:
     return f"{MODELS}/{filename}"
 
 
-def _plain(value: str) -> str:
-    return value
-
-
-def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = _plain) -> list[list[str]]:
+def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = str) -> list[list[str]]:
     """The arguments of `docker run` for this container, a group of words a line (the unit
     writes one line each): every value passes through `quote` (for a unit, systemd's own
     quoting); flags and numbers need none. User and health check are the image's (IMAGE).
