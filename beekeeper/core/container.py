@@ -64,14 +64,12 @@ class ContainerSpec:
     profile: str
     env_file: str | None = None  # root-only file with the API key (LLAMA_API_KEY)
     gpu: bool = False  # every NVIDIA GPU of the host
-    # the hardening, the same for every service
-    user: str = f"{UID}:{GID}"
+    # the hardening, the same for every service (its user is the image's: IMAGE)
     read_only: bool = True
     tmpfs: tuple[str, ...] = ("/tmp",)  # noqa: S108 (a tmpfs of the container's own)
     security_opt: tuple[str, ...] = ("no-new-privileges",)
     cap_drop: tuple[str, ...] = ("ALL",)
     init: bool = True
-    healthcheck: Healthcheck = Healthcheck()
     stop_timeout_s: int = 20  # SIGTERM, then SIGKILL after this
 
     @property
@@ -120,7 +118,7 @@ def compose_service(spec: ContainerSpec) -> dict:
     never pulled; systemd owns restarts (one owner), so compose's restart is "no"."""
     service: dict = {
         "image": spec.image, "pull_policy": "never", "container_name": spec.name,
-        "command": list(spec.args), "init": spec.init, "user": spec.user,
+        "command": list(spec.args), "init": spec.init, "user": f"{IMAGE.uid}:{IMAGE.gid}",
         "read_only": spec.read_only, "tmpfs": list(spec.tmpfs),
         "security_opt": list(spec.security_opt), "cap_drop": list(spec.cap_drop),
         "ports": [{"target": PORT, "host_ip": spec.bind_address, "published": str(spec.port),
@@ -133,7 +131,7 @@ def compose_service(spec: ContainerSpec) -> dict:
     if spec.gpu:
         service["deploy"] = {"resources": {"reservations": {"devices": [
             {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
-    hc = spec.healthcheck
+    hc = IMAGE.healthcheck
     return {**service, "labels": dict(spec.labels),
             "healthcheck": {"test": ["CMD", *hc.test], "interval": f"{hc.interval_s}s",
                             "timeout": f"{hc.timeout_s}s",
