@@ -1,0 +1,141 @@
+"""
+A scan for secrets in what the kit writes on the controller (issue 44): deploy.py is
+prepared offline (tests/unit/harness.py, canned facts) for an inventory with a credential in
+every URL form in every URL key of host data (user information, a token as the user name,
+`?token=`, `?access_token=`, a fragment, percent-encoded, a raw `/`, `#` or `?` in the
+password, `user:1234/...@`), beside a clean host whose operations are queued. Everything it
+prints (stdout, stderr, every log record at DEBUG, each host's failure line and the run's
+summary), every operation's name, commands and stdin (what pyinfra shows at -vv and sends
+to hosts) and every file written under the controller's cache and report folders holds none
+of the secrets, encoded or decoded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from pyinfra.api import Config, Inventory, State
+
+from .harness import ROOT, pci_facts, prepare_each_host, run_deploy_hosts_stdin
+from .test_gpu_hosts import DEFAULTS, facts
+
+COMMIT = "a" * 40
+GOOD = {**DEFAULTS, "source": {"git": "https://git.example/o/r.git", "ref": COMMIT}}
+MIRROR = "mirror.example/repo/x"
+
+
+def secret(n: int) -> str:
+    return f"Zq{n:02d}s3cr3tVALUE"
+
+
+# each form of a URL carrying a credential: (name, URL); the secret strings are numbered
+FORMS = [
+    ("userinfo", f"https://user:{secret(1)}@{MIRROR}"),
+    ("token as user", f"https://{secret(2)}@{MIRROR}"),
+    ("?token=", f"https://{MIRROR}?token={secret(3)}"),
+    ("?access_token=", f"https://{MIRROR}?arch=amd64&access_token={secret(4)}"),
+    ("fragment", f"https://{MIRROR}#access_token={secret(5)}"),
+    ("percent-encoded password", f"https://user:{secret(6)}%2F{secret(7)}%40x@{MIRROR}"),
+    ("percent-encoded name", f"https://{MIRROR}?%74oken={secret(8)}"),
+    ("raw / in password", f"https://user:{secret(9)}/{secret(10)}@{MIRROR}"),
+    ("raw / after digits", f"https://user:1234/{secret(11)}@{MIRROR}"),
+    ("raw # in password", f"https://user:{secret(12)}#{secret(13)}@{MIRROR}"),
+    ("raw ? in password", f"https://user:{secret(14)}?{secret(15)}@{MIRROR}"),
+    ("raw / in a token", f"https://{secret(16)}/{secret(17)}@{MIRROR}"),
+    ("X-Amz-Signature", f"https://{MIRROR}?X-Amz-Signature={secret(18)}"),
+]
+SECRETS = [secret(n) for n in range(1, 19)]
+KEYS = ["source.git", "hf_endpoint", "nvidia_repos.cuda", "nvidia_repos.cuda_key",
+        "nvidia_repos.toolkit", "nvidia_repos.toolkit_key", "server_extra_args"]
+
+
+def place(key: str, url: str) -> dict:
+    if key == "source.git":
+        return {"source": {"git": url, "ref": COMMIT}}
+    if key.startswith("nvidia_repos."):
+        return {"nvidia_repos": {key.split(".")[1]: url}}
+    if key == "server_extra_args":
+        return {"server_extra_args": ["--mmproj-url", url]}
+    return {key: url}
+
+
+def hosts() -> dict[str, dict]:
+    """A host per key and form, the clean host last (it is queued while they fail)."""
+    out = {f"h{k}-{f}": {**GOOD, **place(key, url)}
+           for k, key in enumerate(KEYS) for f, (_, url) in enumerate(FORMS)}
+    out["clean"] = GOOD
+    return out
+
+
+def leaks(text: str) -> list[str]:
+    """The secrets in `text`, as written or percent-decoded."""
+    return [s for s in SECRETS if s in text or s in unquote(text)]
+
+
+def written_since(start: float, *folders: Path) -> dict[str, str]:
+    """Every file under `folders` written since `start`: its text (bytes as latin-1)."""
+    found: dict[str, str] = {}
+    for folder in folders:
+        for dirpath, _, names in os.walk(folder):
+            for name in names:
+                path = Path(dirpath, name)
+                try:
+                    if path.stat().st_mtime >= start and path.is_file():
+                        found[str(path)] = path.read_bytes().decode("latin-1")
+                except OSError:
+                    continue
+    return found
+
+
+def test_no_secret_of_any_url_form_reaches_output_operations_or_the_controllers_files(
+        offline_cache, canned_pins, capfd, caplog):
+    """The controller's cache and pins are this test's own (conftest.py: offline_cache,
+    canned_pins), scanned whole; the checkout's .cache/ and reports/ for files written since
+    the test began."""
+    from beekeeper.tasks.hostfail import print_summary
+
+    start = time.time() - 1
+    caplog.set_level(logging.DEBUG)
+    data = hosts()
+
+    # each host prepared as pyinfra prepares it: its refusal, and the run's summary
+    state = State(Inventory((list(data.items()), {})), Config())
+    errors = prepare_each_host(state, "deploy.py", lambda name: {**facts(), **pci_facts(())})
+    print_summary(state, getattr(state, "beekeeper_failures", {}))
+    assert set(errors) == set(data) - {"clean"}, errors.get("clean")
+    said = [str(e) for e in errors.values()]
+    for (_, url), k in [(f, k) for k in KEYS for f in FORMS]:
+        assert any(k in line for line in said), (k, url)
+
+    # the deploy queued for every host: the clean one's operations, the others' lines
+    failed, ops = run_deploy_hosts_stdin({name: (d, facts()) for name, d in data.items()})
+    assert failed == set(data) - {"clean"} and len(ops["clean"]) > 20
+    queued = "\n".join(f"{name}\n" + "\n".join(cmds) + f"\n{stdin}"
+                       for host_ops in ops.values() for name, cmds, stdin in host_ops)
+
+    out = capfd.readouterr()
+    printed = {"stdout": out.out, "stderr": out.err, "logs": caplog.text,
+               "refusals": "\n".join(said), "operations": queued}
+    assert "host data `" in out.err  # the failures were printed, and scanned
+    files = written_since(0, Path(offline_cache), canned_pins.parent)
+    files.update(written_since(start, ROOT / ".cache", ROOT / "reports"))
+    assert str(canned_pins) in files
+    found = {where: leaks(text) for where, text in {**printed, **files}.items()}
+    assert not {k: v for k, v in found.items() if v}
+
+
+@pytest.mark.parametrize("name,url", FORMS, ids=[n for n, _ in FORMS])
+def test_every_form_is_refused_in_every_url_key_naming_it(name, url):
+    from beekeeper.core.config import load_host_config
+    from beekeeper.core.errors import ConfigError
+
+    for key in KEYS:
+        with pytest.raises(ConfigError) as e:
+            load_host_config({**GOOD, **place(key, url)})
+        line = str(e.value)
+        assert line.startswith(f"host data `{key}`: ") and not leaks(line), (name, key, line)
