@@ -145,7 +145,8 @@ def test_the_family_page_says_what_the_gateway_needs_as_the_code_does():
 
 def test_the_pod_pages_variables_are_host_data_the_kit_accepts(monkeypatch):
     text = (DOCS / "quickstart-pod.md").read_text()
-    exports = dict(re.findall(r"^export (BEEKEEPER_\w+)=(.*)$", text, re.M))
+    step3 = text.split("## 3.", 1)[1].split("## 4.", 1)[0]
+    exports = dict(re.findall(r"^export (BEEKEEPER_\w+)=(.*)$", step3, re.M))
     assert set(exports) >= {"BEEKEEPER_MODEL", "BEEKEEPER_MODEL_SHA256", "BEEKEEPER_MODEL_ALIAS"}
     assert exports["BEEKEEPER_MODEL_SHA256"] == \
         f"$(sha256sum {exports['BEEKEEPER_MODEL']} | cut -d' ' -f1)"
@@ -166,6 +167,24 @@ def test_the_pod_pages_variables_are_host_data_the_kit_accepts(monkeypatch):
     assert "pyinfra inventories/gpu-container.py deploy.py --dry" in text
     assert "--sudo" not in [w for line in re.findall(r"^pyinfra .*$", text, re.M)
                             for w in line.split()]
+
+
+def test_the_pod_pages_keyed_bind_is_accepted(tmp_path, monkeypatch):
+    """Step 6's key and bind, over step 3's variables, are host data the kit accepts."""
+    text = (DOCS / "quickstart-pod.md").read_text()
+    step6 = text.split("## 6.", 1)[1].split("## 7.", 1)[0]
+    exports = dict(re.findall(r"^export (BEEKEEPER_\w+)=(.*)$", step6, re.M))
+    assert exports["BEEKEEPER_BIND_ADDRESS"] == "0.0.0.0"
+    key = tmp_path / Path(exports["BEEKEEPER_API_KEY_FILE"]).name
+    key.write_text("0123456789abcdef0123456789abcdef\n")
+    key.chmod(0o600)
+    assert f"chmod 600 {exports['BEEKEEPER_API_KEY_FILE']}" in step6
+    monkeypatch.delenv("BEEKEEPER_MODEL", raising=False)
+    monkeypatch.setenv("BEEKEEPER_BIND_ADDRESS", exports["BEEKEEPER_BIND_ADDRESS"])
+    monkeypatch.setenv("BEEKEEPER_API_KEY_FILE", str(key))
+    data = runpy.run_path(str(ROOT / "inventories" / "gpu-container.py"))["gpu_containers"][0][1]
+    (svc,) = load_host_config({**group_data(), **data}).services
+    assert svc.bind_address == "0.0.0.0" and svc.api_key_file == str(key)
 
 
 def test_the_pod_pages_driver_branches_are_cudas_minor_version_floors():

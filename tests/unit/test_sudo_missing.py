@@ -41,12 +41,14 @@ def _path_without_sudo(tmp: Path) -> str:
     return str(shim)
 
 
-def test_the_readmes_local_sudo_line_on_a_host_without_sudo_is_one_line(tmp_path):
-    """The README's line as a pod user runs it, with --dry, where sudo is not on PATH."""
+@pytest.mark.parametrize("entry", ["deploy.py", "uninstall.py"])
+def test_the_readmes_local_sudo_line_on_a_host_without_sudo_is_one_line(tmp_path, entry):
+    """The README's line as a pod user runs it, with --dry, where sudo is not on PATH (the
+    uninstall's too: both entry points prepare a host through tasks/hostfail.py)."""
     env = {**os.environ, "PATH": _path_without_sudo(tmp_path), "BEEKEEPER_HOSTS": "@local"}
     pins = [a for k, v in PIN.items() for a in ("--data", f"{k}={v}")]
     done = subprocess.run([str(ROOT / ".venv" / "bin" / "pyinfra"), "inventories/home.py",
-                           "deploy.py", "--sudo", "--dry", *pins], cwd=ROOT, env=env,
+                           entry, "--sudo", "--dry", *pins], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=240)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
