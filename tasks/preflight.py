@@ -10,7 +10,7 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FactBase
-from pyinfra.facts.files import Directory, File, Sha256File
+from pyinfra.facts.files import Directory, File
 
 from beekeeper.core.build import (
     GIB_PER_CPU_JOB,
@@ -32,6 +32,7 @@ from beekeeper.core.paths import (
     STATE_DIR,
     SUPERVISOR_PIDFILE,
     ServicePaths,
+    sha256_stamps,
     start_script,
 )
 from beekeeper.core.planner import Prediction
@@ -45,7 +46,7 @@ from beekeeper.facts.docker import (
     DockerImageId,
     PortContainers,
 )
-from beekeeper.facts.gguf import FileHead
+from beekeeper.facts.gguf import FileHead, Sha256File
 from beekeeper.facts.gpu import (
     GpuInfo,
     NvidiaSmiInfo,
@@ -440,7 +441,7 @@ def check_own_model(cfg: HostConfig, runtime: str = "systemd") -> None:
                     "give the path of the .gguf there (or a symlink to it), or model_path "
                     "for a file on the controller")
             check_gguf("model_host_path", path, host.get_fact(FileHead, path=path))
-            got = host.get_fact(Sha256File, path=path)
+            got = host.get_fact(Sha256File, path=path, stamps=sha256_stamps(cfg.state_dir))
             if got != m.sha256:
                 raise PreflightError(
                     f"host data `model_sha256`: {path} has sha256 {got}, not {m.sha256}; fix: "
@@ -516,7 +517,8 @@ def download_bytes(cfg: HostConfig) -> int:
             continue  # yours, where it is: nothing to download
         dest = f"{cfg.model_dir}/{model.filename}"
         if model.filename in seen or (
-                model.sha256 and host.get_fact(Sha256File, path=dest) == model.sha256):
+                model.sha256 and host.get_fact(
+                    Sha256File, path=dest, stamps=sha256_stamps(cfg.state_dir)) == model.sha256):
             continue
         seen.add(model.filename)
         # written straight to <file>.partial (one copy); a partial file is resumed

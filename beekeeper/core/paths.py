@@ -15,6 +15,12 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 CONF_ROOT = "/etc/beekeeper"  # one folder per service, and the gateway's
 UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/beekeeper"  # host data `state_dir` (the default)
+
+
+def sha256_stamps(state_dir: str) -> str:
+    """The folder of model files' sha256 stamps in the state folder (facts.gguf)."""
+    return f"{state_dir}/sha256"
+
 REPORTS_DIR = "/var/lib/beekeeper/reports"  # smoke results, verify reports on the host
 LOG_DIR = "/var/log/beekeeper"  # long steps' logs (builds, fetches)
 SRV_ROOT = "/srv/beekeeper"

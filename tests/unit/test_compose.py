@@ -276,7 +276,7 @@ def test_only_the_compose_file_changing_restarts_the_service():
     paths = {"/etc/systemd/system/beekeeper-llm.service": unit_sha,
              "/etc/beekeeper/llm/compose.yaml": compose_sha}
     common = dict(Sha1File=lambda path: paths.get(path),
-                  Sha256File=lambda path: model if path.endswith(".gguf") else None,
+                  Sha256File=lambda path, stamps: model if path.endswith(".gguf") else None,
                   Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
                   if path == "/srv/beekeeper/models" else None)
     same = _deploy(DEBIAN13, DISTRO_DOCKER, "2.26.1", **common)

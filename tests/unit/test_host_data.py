@@ -491,7 +491,7 @@ def _ops(unit_sha, model_present):
     sha = load_host_config(CPU).service.model.sha256
     return run_deploy(CPU_GIT, facts(
         **CPU_HOST, Sha1File=lambda path: unit_sha if path == UNIT else None,
-        Sha256File=lambda path: sha if model_present and path.endswith(".gguf") else None,
+        Sha256File=lambda path, stamps: sha if model_present and path.endswith(".gguf") else None,
         Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
         if path == "/srv/beekeeper/models" else None))
 

@@ -64,7 +64,7 @@ def placing(own_model: Path, model_dir: Path, on_host: str | None = None) -> lis
     """The commands that place the `model_path` model, as tasks/model.py queues them."""
     cfg = load_host_config({**CPU_GIT, "model_dir": str(model_dir),
                             "model_path": str(own_model)})
-    ops = queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path: on_host})
+    ops = queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path, stamps: on_host})
     return next(cmds for name, cmds in ops
                 if name.startswith(f"Place model {own_model.name} from the controller"))
 
@@ -98,8 +98,8 @@ def test_your_model_already_in_place_is_not_uploaded_again(own_model, tmp_path):
 
 def in_place(path: Path, expected: str, on_host: str | None) -> list[str]:
     ops = queued(lambda: model_ops.model_in_place(name="Check model", path=str(path),
-                                                  sha256=expected),
-                 {"Sha256File": lambda path: on_host})
+                                                  sha256=expected, stamps="/st"),
+                 {"Sha256File": lambda path, stamps: on_host})
     return [c for _, cmds in ops for c in cmds]
 
 
