@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -89,12 +91,24 @@ def _files_of(rev: str | None) -> dict[str, bytes | Path]:
     if rev is None:
         names = git("ls-files", "-co", "--exclude-standard", "-z").split("\0")
         return {n: ROOT / n for n in names if n and (ROOT / n).is_file()}
+    # one archive of the commit the name means now: HEAD moves while others commit, and a
+    # file read at each name in turn could mix two commits
+    tar = subprocess.run(["git", "archive", "--format=tar", resolve(rev)], cwd=ROOT, check=True,
+                         capture_output=True).stdout
     out: dict[str, bytes | Path] = {}
-    for n in git("ls-tree", "-r", "--name-only", "-z", rev).split("\0"):
-        if n:
-            out[n] = subprocess.run(["git", "show", f"{rev}:{n}"], cwd=ROOT, check=True,
-                                    capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        for m in t.getmembers():
+            if m.isfile():
+                f = t.extractfile(m)
+                out[m.name] = f.read() if f else b""
+            elif m.issym():  # as `git show` gives a link: its target
+                out[m.name] = m.linkname.encode()
     return out
+
+
+def resolve(rev: str) -> str:
+    """The commit `rev` names (HEAD, a branch, a short hash), as a full hash."""
+    return git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
 
 
 def _put(src: bytes | Path, dest: Path) -> bool:
@@ -294,8 +308,10 @@ def main() -> int:
         return report(mods)
     if a.fresh:
         shutil.rmtree(TREE, ignore_errors=True)
-    written = sync(_files_of(a.rev), a.deselect)
-    print(f"[mutation] {written} files copied to {TREE.relative_to(ROOT)}; "
+    rev = resolve(a.rev) if a.rev else None
+    written = sync(_files_of(rev), a.deselect)
+    print(f"[mutation] {written} files copied to {TREE.relative_to(ROOT)} "
+          f"({'commit ' + rev[:7] if rev else 'the working tree'}); "
           f"mutating {', '.join(checkout_name(m) for m in mods)}", flush=True)
     cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run",
            "--max-children", str(a.jobs), *(glob_of(m) for m in mods)]
