@@ -1,0 +1,339 @@
+"""
+The planner's rules held by their figures and words (issue 45: beekeeper/core/planner.py
+through scripts/mutation.py; docs/testing.md, "Mutation testing"): the plan's table and
+JSON, where the CUDA context comes from, the compute buffers by KV type and sampler
+placement, a CPU build, the GGUF refusals and the ubatch policy's choice and its reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from beekeeper.core import planner
+from beekeeper.core.planner import (
+    MIB,
+    PlanError,
+    UbatchMeasure,
+    choose_ubatch,
+    compute_buffer_bytes,
+    cuda_context_for,
+    kv_type_bytes,
+    predict,
+    recurrent_state_bytes,
+)
+from beekeeper.core.profiles import PROFILES, QWEN35_9B_LAYOUT
+
+
+def _tiny_gguf(path: Path, layers: int) -> None:
+    """A small llama-shaped GGUF: `layers` blocks, each with KV."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(layers)
+    w.add_embedding_length(64)
+    w.add_head_count(2)
+    w.add_head_count_kv(1)
+    w.add_vocab_size(100)
+    w.add_tensor("token_embd.weight", np.zeros((100, 64), dtype=np.float16))
+    w.add_tensor("blk.0.attn_k.weight", np.zeros((layers, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+TURBO4 = PROFILES["q8-turbo4-64k"]
+MEASURED = ("H200 (driver 580.159.04, compute capability 9.0), measured: "
+            "benchmarks/h200/2026-11-30-beellama (q8-turbo4-64k, the other four ranking "
+            "profiles, ubatch 2048/4096 and backend sampling)")
+
+
+def test_the_plan_table_says_each_part_and_both_totals():
+    assert predict(TURBO4, card="NVIDIA H200").table() == "\n".join([
+        "part                                                    MiB",
+        "weights on GPU                                       8055.5",
+        "KV cache K (65536 cells x 8 layers)                   264.0",
+        "KV cache V                                            264.0",
+        "recurrent state R+S (1 seq)                            50.2",
+        "draft model + cache                                     0.0",
+        "compute buffers                                       493.0",
+        "CUDA context                                          622.0",
+        "total (server process, NVML)                         9748.8  (9.52 GiB)",
+        "total (rise of memory.used over idle)                9754.8  (9.53 GiB)",
+        f"CUDA context: {MEASURED}",
+    ])
+
+
+def test_a_cpu_profiles_table_is_zero_by_part_with_no_rise_line():
+    pred = predict(PROFILES["cpu-tiny"])
+    assert pred.table() == "\n".join([
+        "part                                                    MiB",
+        "weights on GPU                                          0.0",
+        "KV cache K (4096 cells x 0 layers)                      0.0",
+        "KV cache V                                              0.0",
+        "recurrent state R+S (1 seq)                             0.0",
+        "draft model + cache                                     0.0",
+        "compute buffers                                         0.0",
+        "CUDA context                                            0.0",
+        "total (server process, NVML)                            0.0  (0.00 GiB)",
+        "CUDA context: none: a CPU profile uses no GPU memory",
+    ])
+    assert (pred.kv_cells, pred.n_seq) == (4096, 1)
+    other = predict(PROFILES["cpu-tiny"], ctx_size=5000, n_seq=3)
+    assert (other.kv_cells, other.n_seq) == (5120, 3)
+    assert other.total_mib == other.total_rise_mib == 0.0
+
+
+def test_the_plans_json_holds_every_part_and_its_totals():
+    pred = predict(TURBO4, card="NVIDIA H200")
+    d = pred.to_json()
+    assert d["profile"] == "q8-turbo4-64k" and d["context_basis"] == MEASURED
+    assert (d["kv_k_mib"], d["kv_v_mib"], d["kv_mib"]) == (264.0, 264.0, 528.0)
+    assert (d["recurrent_r_mib"], d["recurrent_s_mib"], d["recurrent_mib"]) == (2.25, 48.0, 50.25)
+    assert (d["kv_cells"], d["kv_layers"], d["n_seq"]) == (65536, 8, 1)
+    assert (d["cuda_context_mib"], d["cuda_context_rise_mib"]) == (622, 628)
+    assert d["total_mib"] == pytest.approx(9748.758, abs=1e-3)
+    assert d["total_rise_mib"] == pytest.approx(d["total_mib"] + 6)
+    assert d["total_gb"] == pytest.approx(d["total_mib"] * MIB / 1e9)
+    assert pred.total_gb == pytest.approx(10.2223, abs=1e-4)
+
+
+@pytest.mark.parametrize(("card", "measured"), [
+    ("NVIDIA H200", True), ("nvidia h200 nvl", True), ("H200", True),
+    ("NVIDIA GeForce RTX 4090", False), ("", False), (None, False)])
+def test_the_cuda_context_is_the_measured_cards_by_name_whatever_its_case(card, measured):
+    ctx, found = cuda_context_for(card)
+    assert found is measured and ctx.card == "H200"
+
+
+def test_where_the_cuda_context_comes_from_is_said():
+    assert predict(TURBO4, card="RTX 4090").context_basis == (
+        "RTX 4090: not measured; assumed the H200's (622 MiB per process, 628 MiB of rise)")
+    assert predict(TURBO4).context_basis == (
+        "card not given: not measured; assumed the H200's (622 MiB per process, 628 MiB of "
+        "rise)")
+    given = predict(TURBO4, card="NVIDIA H200", cuda_context_mib=500)
+    assert given.context_basis == "given: 500 MiB"
+    # a context given is the process figure; the rise keeps the measured card's difference
+    assert (given.cuda_context_mib, given.cuda_context_rise_mib) == (500, 506)
+    assert given.table().splitlines()[7] == f"{'CUDA context':48} {500.0:>10.1f}"
+
+
+def test_a_cuda_profile_with_no_layer_on_the_gpu_plans_no_vram():
+    off = replace(TURBO4, server=replace(TURBO4.server, n_gpu_layers=0))
+    pred = predict(off, card="NVIDIA H200")
+    assert pred.total_mib == pred.total_rise_mib == 0.0
+    assert (pred.kv_cells, pred.kv_layers) == (65536, 8)  # the shape is still said
+    assert pred.context_basis == "none: a CPU build uses no GPU memory"
+    assert "total (rise" not in pred.table()
+
+
+def test_a_cpu_profile_given_its_gguf_is_planned_from_it_at_zero_vram(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    _tiny_gguf(path, 18)
+    pred = predict(PROFILES["cpu-tiny"], path)
+    assert pred.kv_layers == 18 and pred.total_mib == 0.0
+    assert pred.context_basis == "none: a CPU build uses no GPU memory"
+
+
+def test_a_gpu_profile_without_a_layout_asks_for_its_gguf():
+    bare = replace(TURBO4, layout=None)
+    with pytest.raises(PlanError, match=r"^profile q8-turbo4-64k records no layout: give its "
+                                        r"GGUF file \(--gguf\)$"):
+        predict(bare)
+
+
+FIX = "(give the model's .gguf file, the one llama-server loads)"
+
+
+def test_a_gguf_the_planner_cannot_read_is_one_line_naming_it(tmp_path):
+    def says(path: Path) -> str:
+        with pytest.raises(PlanError) as e:
+            predict(PROFILES["q8-f16-4k"], path)
+        return str(e.value)
+
+    assert says(tmp_path) == f"--gguf {tmp_path}: not a file {FIX}"
+    missing = tmp_path / "no.gguf"
+    assert says(missing) == f"--gguf {missing}: No such file or directory {FIX}"
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    assert says(empty) == f"--gguf {empty}: the file is empty {FIX}"
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"PK\x03\x04 a zip")
+    assert says(other) == (f"--gguf {other}: not a GGUF file (it starts b'PK\\x03\\x04', a "
+                           f"GGUF with b'GGUF') {FIX}")
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(b"GGUF\x03\x00\x00\x00")
+    line = says(cut)
+    assert line.startswith(f"--gguf {cut}: not a GGUF model the planner can read (")
+    assert line.endswith(f") {FIX}") and "\n" not in line
+
+
+def test_a_gguf_without_an_architecture_or_its_numbers_is_refused_by_name(tmp_path):
+    from gguf import GGUFWriter
+
+    from beekeeper.core.planner import layout_from_gguf
+
+    path = tmp_path / "vocab-only.gguf"
+    w = GGUFWriter(str(path), "llama")
+    for kv in w.kv_data:
+        kv.pop("general.architecture", None)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ValueError) as e:
+        layout_from_gguf(path)
+    assert str(e.value) == f"{path}: no general.architecture; is it a GGUF model?"
+    with pytest.raises(PlanError, match=r"not a GGUF model the planner can read \(.*"
+                                        r"no general\.architecture"):
+        predict(PROFILES["q8-f16-4k"], path)
+    # an architecture without its numbers (a LoRA adapter): what the reader said, one line
+    lora = tmp_path / "lora.gguf"
+    w = GGUFWriter(str(lora), "llama")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(PlanError) as e:
+        predict(PROFILES["q8-f16-4k"], lora)
+    assert str(e.value) == (f"--gguf {lora}: not a GGUF model the planner can read (int() "
+                            "argument must be a string, a bytes-like object or a real number, "
+                            f"not 'NoneType') {FIX}")
+
+
+def test_the_compute_buffers_by_kv_type_and_sampler_placement():
+    cells, ub = 4096, 512
+    per_ubatch = 493.0 / (248320 * 512) * 248320 * MIB
+    f16 = compute_buffer_bytes(QWEN35_9B_LAYOUT, cells, "f16", "f16", ub, False)
+    assert f16 == int(per_ubatch * ub) == 516947968
+    # f16, bf16, f32 and turbo4 attend in place; the others make an f16 copy of K or V
+    for kind in ("bf16", "f32", "turbo4"):
+        assert compute_buffer_bytes(QWEN35_9B_LAYOUT, cells, kind, kind, ub, False) == f16
+    half = cells * 4 * 256 * 2
+    assert compute_buffer_bytes(QWEN35_9B_LAYOUT, cells, "turbo3", "f16", ub, False) == \
+        f16 + half
+    assert compute_buffer_bytes(QWEN35_9B_LAYOUT, cells, "f16", "q8_0", ub, False) == f16 + half
+    assert compute_buffer_bytes(QWEN35_9B_LAYOUT, cells, "turbo3", "turbo3", ub, False) == \
+        f16 + 2 * half
+    # backend sampling: a second logits buffer and 2 KiB a cell
+    assert compute_buffer_bytes(QWEN35_9B_LAYOUT, cells, "f16", "f16", ub, True) == \
+        int(2 * per_ubatch * ub + cells * 2048)
+    assert compute_buffer_bytes(QWEN35_9B_LAYOUT, cells, "f16", "f16", 2048, False) == \
+        int(per_ubatch * 2048)
+
+
+def test_a_layout_with_other_head_dims_for_k_and_v_copies_each_at_its_own():
+    layout = replace(QWEN35_9B_LAYOUT, head_dim_k=128, head_dim_v=64)
+    base = compute_buffer_bytes(layout, 1024, "f16", "f16", 512, False)
+    assert compute_buffer_bytes(layout, 1024, "q8_0", "f16", 512, False) == \
+        base + 1024 * 4 * 128 * 2
+    assert compute_buffer_bytes(layout, 1024, "f16", "q8_0", 512, False) == \
+        base + 1024 * 4 * 64 * 2
+
+
+def test_an_unknown_kv_type_names_the_known_ones():
+    with pytest.raises(ValueError) as e:
+        kv_type_bytes("turbo9", 1024)
+    assert str(e.value) == f"unknown KV cache type 'turbo9'; known: {sorted(planner.KV_BLOCK)}"
+    with pytest.raises(ValueError) as e:
+        kv_type_bytes("q8_0", 100)
+    assert str(e.value) == "100 values per row do not fill q8_0 blocks of 32"
+    assert kv_type_bytes("q8_0", 64) == 68 and kv_type_bytes("f32", 3) == 12
+
+
+def test_no_recurrent_state_without_recurrent_layers_or_a_state():
+    assert recurrent_state_bytes(4, replace(QWEN35_9B_LAYOUT, ssm_d_state=0)) == (0, 0)
+    assert recurrent_state_bytes(4, replace(QWEN35_9B_LAYOUT, attention_layers=32)) == (0, 0)
+    one = replace(QWEN35_9B_LAYOUT, attention_layers=31)
+    r, s = recurrent_state_bytes(2, one)
+    conv = 4096 + 2 * 16 * 128
+    assert (r, s) == (2 * 1 * 3 * conv * 4, 2 * 1 * 128 * 4096 * 4)
+
+
+def test_the_drafters_cache_takes_the_main_context_and_its_own_kv_types():
+    d = PROFILES["q8-dflash-32k"]
+    assert predict(d).draft_mib == pytest.approx(1057.0417, abs=1e-3)  # -cd 256, f16
+    main = replace(d, server=replace(d.server, draft_ctx_size=None,
+                                     cache_type_k_draft="q8_0", cache_type_v_draft="turbo4"))
+    k = 32768 * 8 * 4 * 256 // 32 * 34
+    v = 32768 * 8 * 4 * 256 // 128 * 66
+    assert predict(main).draft_mib == (d.server.draft_model.size_bytes + k + v) / MIB
+    assert predict(TURBO4).draft_mib == 0.0
+
+
+def test_the_plan_of_a_changed_gguf_is_read_again(tmp_path):
+    path = tmp_path / "m.gguf"
+    _tiny_gguf(path, 4)
+    first = predict(PROFILES["q8-f16-4k"], path)
+    _tiny_gguf(path, 6)
+    again = predict(PROFILES["q8-f16-4k"], path)
+    assert (first.kv_layers, again.kv_layers) == (4, 6)
+    assert again.weights_mib > first.weights_mib
+
+
+# --- the ubatch policy ------------------------------------------------------------------
+
+SRC = "(benchmarks/h200/2026-11-30-beellama)"
+
+
+def test_the_ubatch_policys_reasons_say_each_measure_and_its_plan():
+    ub, why = choose_ubatch(TURBO4, "NVIDIA H200", 10 * 1024)
+    assert ub == 512 and why == (
+        "-ub 512: TTFT 12.00 s, planned 9755 MiB; -ub 2048: TTFT 11.64 s, planned 11234 MiB "
+        "(over budget); -ub 4096: TTFT 12.10 s, planned 13206 MiB (over budget) " + SRC)
+    ub, why = choose_ubatch(TURBO4, "NVIDIA H200", 9000)
+    assert ub == 512 and why.endswith(
+        "; the profile's -ub 512 is over budget (9755 MiB); nothing measured fits " + SRC)
+
+
+def test_an_own_ubatch_over_budget_takes_the_fastest_that_fits():
+    big = replace(TURBO4, server=replace(TURBO4.server, ubatch_size=4096))
+    ub, why = choose_ubatch(big, "nvidia h200", 10 * 1024)
+    assert ub == 512
+    assert why.endswith("; the profile's -ub 4096 is over budget (13206 MiB) " + SRC)
+
+
+def test_an_own_ubatch_not_measured_is_kept():
+    own = replace(TURBO4, server=replace(TURBO4.server, ubatch_size=1024))
+    assert choose_ubatch(own, "NVIDIA H200", 40 * 1024)[0] == 1024
+
+
+def test_no_measurement_for_the_card_keeps_the_profiles_own_and_says_its_plan():
+    assert choose_ubatch(TURBO4, "RTX 4090", 9000) == (
+        512, "no TTFT measured by ubatch for RTX 4090 / turbo4; the profile's -ub 512 planned "
+             "9755 MiB (over budget)")
+    assert choose_ubatch(TURBO4, None, 90000) == (
+        512, "no TTFT measured by ubatch for this card / turbo4; the profile's -ub 512 planned "
+             "9755 MiB")
+    assert choose_ubatch(PROFILES["cpu-tiny"], "NVIDIA H200", 90000) == (
+        512, "a CPU build: no GPU memory to trade for prefill speed")
+    # another KV type on the measured card: nothing measured for it
+    f16 = PROFILES["q8-f16-4k"]
+    assert choose_ubatch(replace(f16, server=replace(f16.server, backend_sampling=False)),
+                         "NVIDIA H200", 90000)[1].startswith(
+        "no TTFT measured by ubatch for NVIDIA H200 / f16;")
+
+
+@pytest.mark.parametrize(("fast", "chosen"), [(19.0, 2048), (19.01, 512)])
+def test_a_larger_ubatch_is_taken_at_5_percent_faster_not_less(monkeypatch, fast, chosen):
+    monkeypatch.setattr(planner, "UBATCH_MEASURED", (UbatchMeasure(
+        card="H200", cache_type="turbo4", prompt_tokens=60_000,
+        ttft_s_by_ubatch={512: 20.0, 2048: fast}, source="made"),))
+    assert choose_ubatch(TURBO4, "NVIDIA H200", 40 * 1024)[0] == chosen
+    # over budget, the faster one is not taken
+    assert choose_ubatch(TURBO4, "NVIDIA H200", 10 * 1024)[0] == 512
+
+
+def test_the_ubatch_is_planned_with_the_context_slots_and_context_given():
+    _, why = choose_ubatch(TURBO4, "NVIDIA H200", 90000, ctx_size=4096, n_seq=2,
+                           cuda_context_mib=100)
+    small = predict(replace(TURBO4, server=replace(TURBO4.server, ubatch_size=512)),
+                    ctx_size=4096, n_seq=2, cuda_context_mib=100, card="NVIDIA H200")
+    assert why.startswith(f"-ub 512: TTFT 12.00 s, planned {small.total_rise_mib:.0f} MiB;")
+    _, why = choose_ubatch(TURBO4, "RTX 4090", 90000, ctx_size=4096, n_seq=2,
+                           cuda_context_mib=100)
+    assert f"planned {small.total_rise_mib:.0f} MiB" in why
