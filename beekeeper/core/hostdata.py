@@ -74,6 +74,11 @@ class Bad(ValueError):
         self.problem, self.fix, self.at = problem, fix, at
 
 
+class Secret(Bad):
+    """A value refused for the secret it may hold: never quoted, not even as a mapping's key
+    (the key is named by its mapping alone)."""
+
+
 def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not valid",
         key_problem: str = "is not a valid key here", **constraints: Any) -> Any:
     """One declared key: its default, its type in words (for the README), what it does,
@@ -516,7 +521,26 @@ def _mapping(value: Any) -> Any:
 Strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 Text = Annotated[str, AfterValidator(lambda v: safe_text(v, "the value"))]
 Port = Annotated[int, Field(ge=1, le=65535)]
-ImageRef = Annotated[str, Field(pattern=IMAGE_REF)]
+# an image's digest after its '@' (OCI: algorithm:encoded), the only '@' a reference holds
+_DIGEST = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[A-Fa-f0-9]{32,}")
+
+
+def _image_login(value: Any) -> Any:
+    """An '@' in an image reference is its digest's (`name@sha256:...`): anything else is a
+    registry login (`user:password@registry/img`), which the Dockerfile's FROM and pyinfra's
+    output would carry. Refused before the pattern, never quoted."""
+    if isinstance(value, str) and "@" in value and not (
+            value.count("@") == 1 and _DIGEST.fullmatch(value.split("@", 1)[1])):
+        raise Secret("the image reference holds an '@' that is not a digest's (name@sha256:...): "
+                  "a registry login (user:password@) there would be printed and written into "
+                  "the Dockerfile",
+                  "name the image as 'registry/name:tag' or 'name@sha256:<64 hex digits>'; a "
+                  "registry that needs a login gets it on the host with `docker login` (root's "
+                  "~/.docker/config.json), never in host data")
+    return value
+
+
+ImageRef = Annotated[str, Field(pattern=IMAGE_REF), BeforeValidator(_image_login)]
 Seq = BeforeValidator(_seq)
 AptUrl = Annotated[Text, no_credentials("apt")]
 
@@ -933,7 +957,8 @@ class HostData(ServiceData):
         None, "mapping", "`build` and `runtime` images instead of the defaults",
         "e.g. base_images = {'build': 'debian:bookworm', 'runtime': 'debian:bookworm-slim'}",
         "is not a mapping of strings to strings")
-    preload_images: Annotated[dict[Annotated[Text, Field(pattern=IMAGE_REF)], Annotated[
+    preload_images: Annotated[dict[Annotated[Text, Field(pattern=IMAGE_REF),
+                                         BeforeValidator(_image_login)], Annotated[
         str, path_of("/srv/images/debian-bookworm.tar")]], Mapping_] | None = key(
         None, "mapping", "image -> a `docker save` tar on the controller, loaded instead of "
         "pulled", "name each image as the Dockerfile does, e.g. "
@@ -1077,6 +1102,8 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
                     _did_you_mean(key, model))
     bad = (error.get("ctx") or {}).get("error")
     if isinstance(bad, Bad):
+        if isinstance(bad, Secret) and error["loc"][-1] == "[key]":  # named by its mapping
+            key = key.split("[", 1)[0]
         return fail(f"{key}.{bad.at}" if bad.at else key, bad.problem, bad.fix)
     extra = (field.json_schema_extra or {}) if field is not None else {}
     fix = str(extra.get("fix", "see the README, Host data keys"))

@@ -3,11 +3,11 @@ A scan for secrets in what the kit writes on the controller (issue 44): deploy.p
 prepared offline (tests/unit/harness.py, canned facts) for an inventory with a credential in
 every URL form in every URL key of host data (user information, a token as the user name,
 `?token=`, `?access_token=`, a fragment, percent-encoded, a raw `/`, `#` or `?` in the
-password, `user:1234/...@`), beside a clean host whose operations are queued. Everything it
-prints (stdout, stderr, every log record at DEBUG, each host's failure line and the run's
-summary), every operation's name, commands and stdin (what pyinfra shows at -vv and sends
-to hosts) and every file written under the controller's cache and report folders holds none
-of the secrets, encoded or decoded.
+password, `user:1234/...@`) and a registry login in an image reference, beside a clean host
+whose operations are queued. Everything it prints (stdout, stderr, every log record at
+DEBUG, each host's failure line and the run's summary), every operation's name, commands
+and stdin (what pyinfra shows at -vv and sends to hosts) and every file written under the
+controller's cache and report folders holds none of the secrets, encoded or decoded.
 """
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ FORMS = [
     ("raw / in a token", f"https://{secret(16)}/{secret(17)}@{MIRROR}"),
     ("X-Amz-Signature", f"https://{MIRROR}?X-Amz-Signature={secret(18)}"),
 ]
-SECRETS = [secret(n) for n in range(1, 19)]
+# a registry login in an image reference (no URL, but it would reach the Dockerfile's FROM)
+IMAGES = {"base_images": {"build": f"user:{secret(19)}@registry.example/img:1"},
+          "preload_images": {f"user:{secret(20)}@registry.example/img": "/srv/a.tar"}}
+SECRETS = [secret(n) for n in range(1, 21)]
 KEYS = ["source.git", "hf_endpoint", "nvidia_repos.cuda", "nvidia_repos.cuda_key",
         "nvidia_repos.toolkit", "nvidia_repos.toolkit_key", "server_extra_args"]
 
@@ -68,6 +71,7 @@ def hosts() -> dict[str, dict]:
     """A host per key and form, the clean host last (it is queued while they fail)."""
     out = {f"h{k}-{f}": {**GOOD, **place(key, url)}
            for k, key in enumerate(KEYS) for f, (_, url) in enumerate(FORMS)}
+    out.update({f"img-{key}": {**GOOD, key: value} for key, value in IMAGES.items()})
     out["clean"] = GOOD
     return out
 

@@ -153,3 +153,26 @@ def test_a_percent_encoded_parameter_name_or_a_git_plus_scheme_is_still_a_secret
 ])
 def test_an_at_sign_after_a_query_parameter_or_an_ipv6_host_is_no_secret(url):
     assert not has_credentials(url)
+
+
+# ------------------------------------------------------------------ a login in an image reference
+# An image reference is no URL, but `user:pass@registry/img` fits its pattern and would be
+# written into the Dockerfile's FROM and printed: an '@' is a digest's only (name@sha256:...).
+
+@pytest.mark.parametrize("key,data", [
+    ("base_images.build", {"base_images": {"build": f"user:{HEAD}@registry.example/img:1"}}),
+    ("base_images.runtime", {"base_images": {"runtime": f"{HEAD}@registry.example/img"}}),
+    ("preload_images", {"preload_images": {f"user:{HEAD}@registry.example/img": "/srv/a.tar"}}),
+    ("base_images.build", {"base_images": {"build": f"user:{HEAD} x@registry.example/img"}}),
+])
+def test_a_login_in_an_image_reference_is_refused_unquoted(key, data):
+    msg = refusal(data)
+    assert msg.startswith(f"host data `{key}"), msg
+    assert HEAD not in msg and "docker login" in msg, msg
+
+
+def test_an_image_pinned_by_digest_passes():
+    ref = "debian@sha256:" + "a" * 64
+    cfg = load_host_config({**CPU, "base_images": {"build": ref},
+                            "preload_images": {ref: "/srv/a.tar"}})
+    assert cfg.base_images["build"] == ref and ref in cfg.preload_images
