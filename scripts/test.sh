@@ -19,7 +19,9 @@ bash scripts/mypy.sh
 tier() {  # a selection that names no test of this tier (exit 5) is not a failure
   .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=15 -m "$@" || { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
 }
-tier "not gpu and not slow and not integration" "$@"
+# the unit tests on both cores (pytest-xdist): each test makes its own state (tmp_path,
+# its own controller cache), so they need no order
+tier "not gpu and not slow and not integration" -n 2 "$@"
 # the integration tier starts once what the first deploy needs is made; the GPU-container
 # host's image (needed by a later module) goes on being made beside it
 while [ ! -e .cache/prepare.first-done ] && kill -0 "$prep" 2>/dev/null; do sleep 1; done

@@ -240,6 +240,19 @@ def test_a_kit_folder_that_is_a_link_to_the_root_is_taken_as_there(tmp_path):
 NO_PTRACE = ["setpriv", "--bounding-set=-sys_ptrace", "--"]  # a container root's view
 
 
+@pytest.fixture
+def alone_as_nobody():
+    """One test at a time runs processes as `nobody` (a lock across pytest-xdist's
+    workers): where fds are hidden, the port's holder is found among every process of the
+    socket's user, and another test's `nobody` process would be found beside it."""
+    import fcntl
+    import tempfile
+
+    with open(os.path.join(tempfile.gettempdir(), "beekeeper-tests-nobody.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def as_nobody_listening() -> tuple[subprocess.Popen, int]:
     srv = subprocess.Popen(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
@@ -261,7 +274,7 @@ needs_root = pytest.mark.skipif(not _can_drop_ptrace(),
 
 
 @needs_root
-def test_the_ports_holder_is_found_where_its_fds_are_hidden():
+def test_the_ports_holder_is_found_where_its_fds_are_hidden(alone_as_nobody):
     """RunPod's and Docker's default root has no CAP_SYS_PTRACE: another user's fds and exe
     are hidden. The fact then takes every process of the socket's user, and the program
     from its command line (the pod test's first deploys found no holder at all)."""
@@ -283,7 +296,8 @@ def test_the_ports_holder_is_found_where_its_fds_are_hidden():
 
 
 @needs_root
-def test_the_gate_tells_the_holder_by_its_user_where_its_fds_are_hidden(tmp_path):
+def test_the_gate_tells_the_holder_by_its_user_where_its_fds_are_hidden(tmp_path,
+                                                                      alone_as_nobody):
     srv, port = as_nobody_listening()
     try:
         code = ("import sys; from beekeeper.hostside import hostcheck as h; "
@@ -300,7 +314,8 @@ def test_the_gate_tells_the_holder_by_its_user_where_its_fds_are_hidden(tmp_path
         srv.wait()
 
 
-def test_the_pods_own_start_command_runs_even_when_the_kits_services_cannot_start():
+def test_the_pods_own_start_command_runs_even_when_the_kits_services_cannot_start(
+        alone_as_nobody):
     """RunPod's form, `start -- /start.sh`: the provider's own start (its SSH) must run
     whatever happens to the kit's services. Here they cannot start (not root)."""
     text = supervisor.start("/workspace/beekeeper")
