@@ -379,14 +379,16 @@ OPEN_MIN_CAP = (7, 5)
 
 def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     """The open kernel modules the kit installs by default need Turing or newer: refused on
-    an older card where the card is known (nvidia-smi ran), before any change."""
-    if cfg.driver_flavour != "open" or gpu is None or not gpu.gpus:
+    an older card where the card is known (nvidia-smi ran), before any change. Every card of
+    the host counts (as check_flavour_by_pci counts every PCI id): the driver drives them all,
+    and the unit gives the server every GPU."""
+    if cfg.driver_flavour != "open" or gpu is None:
         return
-    card = gpu.gpus[0]
-    if card.compute_cap is None:  # not printed ([N/A]): nothing to judge by
-        return
-    major, _, minor = card.compute_cap.partition(".")
-    if (int(major), int(minor or 0)) < OPEN_MIN_CAP:
+    for card in gpu.gpus:
+        if card.compute_cap is None:  # not printed ([N/A]): nothing to judge by
+            continue
+        if _cap(card.compute_cap) >= OPEN_MIN_CAP:
+            continue
         raise PreflightError(
             f"host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and "
             f"the {card.name} is compute capability {card.compute_cap}: set driver_flavour = "
