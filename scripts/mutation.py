@@ -47,7 +47,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,11 +258,13 @@ def results(modules: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def report(modules: list[str]) -> int:
+def report(modules: list[str], commit: str | None = None, wall_s: float | None = None) -> int:
     """One line a module, then each survivor not listed as equivalent. Exit 1 when any is
-    left: a survivor is killed by a test or listed, with why, in docs/testing.md."""
+    left: a survivor is killed by a test or listed, with why, in docs/testing.md. After a
+    run, each module's row of docs/testing.md's score table (the commit, today, the run's
+    wall time)."""
     eq = equivalents()
-    left, stale = [], []
+    left, stale, rows = [], [], []
     print(f"{'module':42} {'mutants':>7} {'killed':>6} {'equiv':>5} {'left':>4}  score")
     for mod, found in results(modules).items():
         killed = sum(s in (KILLED, TIMEOUT) for s in found.values())
@@ -272,6 +276,8 @@ def report(modules: list[str]) -> int:
         score = f"{100 * killed / denom:.1f}%" if denom else "-"
         print(f"{checkout_name(mod):42} {len(found):7} {killed:6} {equiv:5} {len(rest):4}  "
               f"{score}")
+        rows.append(table_row(checkout_name(mod), len(found), killed, equiv, len(rest), score,
+                              commit, wall_s))
     for name in sorted(stale):  # a test kills it: it was not equivalent, or the code changed
         print(f"  listed as equivalent in docs/testing.md, but killed: {name}")
     if left:
@@ -279,7 +285,23 @@ def report(modules: list[str]) -> int:
               "NAME")
     for name, s in sorted(left):
         print(f"  {s}: {name}")
+    if wall_s is not None:
+        print("docs/testing.md's score table, this run:")
+        for row in rows:
+            print(row)
     return 1 if left else 0
+
+
+def table_row(module: str, mutants: int, killed: int, equiv: int, left: int, score: str,
+              commit: str | None, wall_s: float | None) -> str:
+    """A row of docs/testing.md's score table: module, mutants, killed, survived, equivalent,
+    left, score, commit, date (UTC), wall time of the run (every module it ran, stats
+    included)."""
+    wall = "" if wall_s is None else f"{wall_s / 60:.0f} min" if wall_s >= 90 else \
+        f"{wall_s:.0f} s"
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    return (f"| `{module}` | {mutants} | {killed} | {mutants - killed} | {equiv} | {left} | "
+            f"{score} | {commit[:7] if commit else 'working tree'} | {day} | {wall} |")
 
 
 def main() -> int:
@@ -318,11 +340,13 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(TREE / PLUGIN_DIR)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
                                     else []))}
+    start = time.monotonic()
     p = subprocess.run(cmd, cwd=TREE, env=env)
+    wall_s = time.monotonic() - start
     if p.returncode != 0:
-        print(f"[mutation] mutmut exited {p.returncode}")
+        print(f"[mutation] mutmut exited {p.returncode} after {wall_s:.0f} s")
         return p.returncode
-    return report(mods)
+    return report(mods, rev, wall_s)
 
 
 if __name__ == "__main__":

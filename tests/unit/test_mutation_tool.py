@@ -125,3 +125,14 @@ def test_mutants_follow_the_copy_and_keep_mutmuts_own_files(tmp_path):
     assert (tree / "mutants/src/beekeeper/core/planner.py").read_text() == "mutated\n"
     assert (tree / "mutants/src/beekeeper/core/planner.py.meta").exists()
     assert (tree / "mutants/mutmut-stats.json").exists()
+
+
+def test_a_runs_row_of_the_score_table_says_its_figures_commit_day_and_wall_time():
+    from datetime import UTC, datetime
+
+    tool = _tool()
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    assert tool.table_row("core/planner.py", 620, 600, 10, 0, "98.4%", "abcdef1234", 600.0) == \
+        f"| `core/planner.py` | 620 | 600 | 20 | 10 | 0 | 98.4% | abcdef1 | {day} | 10 min |"
+    assert tool.table_row("x.py", 3, 3, 0, 0, "100.0%", None, 42.4).endswith(
+        f"| 0 | 0 | 0 | 100.0% | working tree | {day} | 42 s |")
