@@ -202,16 +202,41 @@ def test_interrupted_deploy_converges_on_the_next_run(deployed, tmp_path):
     assert deploy().rc == 0 and healthy()
 
 
+def files_holding(secret: str) -> dict[str, tuple[str, str]]:
+    """Every file on the sandbox host holding `secret` (given on stdin, never on a command
+    line), with its mode and owner; the kernel's views and Docker's image layers (which the
+    kit never writes a key into: its builds take no secret) are not read."""
+    scan = ("grep -rlsF -f /dev/stdin --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
+            "--exclude-dir=overlay2 / | while read -r f; do echo \"$(stat -c '%a %U' \"$f\")"
+            " $f\"; done")
+    out = subprocess.run(["docker", "exec", "-i", CONTAINER, "bash", "-c", scan],
+                         input=secret + "\n", capture_output=True, text=True, timeout=600)
+    found = {}
+    for line in out.stdout.splitlines():
+        mode, owner, path = line.split(" ", 2)
+        found[path] = (mode, owner)
+    return found
+
+
 def test_api_key_never_reaches_a_command_line_log_or_report(deployed, tmp_path):
     secret = "bk-" + "7f3a9c1e5d" * 3
     key = tmp_path / "api_key"
     key.write_text(secret + "\n")
     key.chmod(0o600)
-    run = deploy("--data", "bind_address=0.0.0.0", "--data", f"api_key_file={key}")
+    # at -vv pyinfra prints every fact's output and every command it runs
+    run = deploy("--data", "bind_address=0.0.0.0", "--data", f"api_key_file={key}", "-vv")
     try:
         assert run.rc == 0, run.out[-3000:]
         assert secret not in run.out
         assert secret not in sandbox_exec("ps auxww").stdout
+        # every file on the host that holds the key is root's and unreadable to others:
+        # the kit's two (the key and the env file), and Docker's own record of the
+        # container's environment (its config in /var/lib/docker/containers, 0600)
+        holders = files_holding(secret)
+        assert {"/etc/beekeeper/llm/api_key", "/etc/beekeeper/llm/secrets.env"} <= set(holders)
+        for path, (mode, owner) in holders.items():
+            assert owner == "root" and int(mode, 8) & 0o077 == 0, (path, mode, owner)
+            assert path.startswith(("/etc/beekeeper/", "/var/lib/docker/containers/")), path
         unit = sandbox_exec("cat /etc/systemd/system/beekeeper-llm.service").stdout
         assert secret not in unit and "--env-file /etc/beekeeper/llm/secrets.env" in unit
         for f in ("api_key", "secrets.env"):
