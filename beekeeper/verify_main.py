@@ -442,6 +442,19 @@ class Keys:
                           else sent).encode()
 
 
+def typed_command(argv: list[str]) -> str | None:
+    """The verify command line of this process's `argv` as its user would type it again,
+    quoted for a shell, every URL shown as `shown_url` shows it (no credentials): `beekeeper
+    verify ...` (the console script, or `python -m beekeeper.cli verify`) or `python3 -m
+    beekeeper.verify_main ...` run by hand; None for any other program (a test runner)."""
+    rest = [shown_url(a) if "://" in a else a for a in argv[1:]]
+    if rest[:1] == ["verify"]:
+        return shlex.join(["beekeeper", *rest])
+    if Path(argv[0] if argv else "").name == "verify_main.py":
+        return shlex.join(["python3", "-m", "beekeeper.verify_main", *rest])
+    return None
+
+
 def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
                budget_gib: float | None, where: Any = None) -> int:
     """The suites against `url`, judged and reported; the verdict's exit status. `shell`:
@@ -468,9 +481,13 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
 def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
                 profile: Profile, shell: Any, keys: Keys, budget_gib: float | None,
                 where: Any) -> int:
+    from beekeeper.verify.report import INVOCATION, Invocation
     from beekeeper.verify.suites import run_suites, verdict
 
+    typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
     with ExitStack() as stack:
+        token = INVOCATION.set(Invocation(typed, args.service))  # the verdict's next step
+        stack.callback(INVOCATION.reset, token)
         client = stack.enter_context(server.client(keys.api))
         direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
                                       .client(keys.direct))
@@ -507,6 +524,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--keys-on-stdin", action="store_true",
                     help="read the API keys as JSON on standard input ({\"api\": ..., "
                          "\"direct\": ...}): how `beekeeper verify --on-host` sends them")
+    # the controller's `beekeeper verify --on-host ...` line, for the verdict's "run again"
+    ap.add_argument("--typed-command", help=argparse.SUPPRESS)
     return ap
 
 
@@ -519,6 +538,9 @@ def host_command(args: argparse.Namespace, python: str, port: int, out: str,
             *forwarded(args), "--out", out, "--host-label", host_label]
     if keys.to_stdin() is not None:
         argv.append("--keys-on-stdin")
+    typed = typed_command(sys.argv)  # the controller's own line, credentials hidden
+    if typed is not None:
+        argv += ["--typed-command", typed]
     return shlex.join(argv)
 
 

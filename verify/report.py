@@ -12,6 +12,9 @@ from __future__ import annotations
 import html
 import io
 import json
+import re
+import shlex
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +24,14 @@ from beekeeper.core.errors import VerifyError
 from .engine import EngineBaseline
 from .judge import (
     AREAS,
+    BUSY,
     CPU_SAMPLER_MS,
     DECODE_FLOOR,
     DECODE_FLOOR_CPU,
+    NOISE_MAX,
     TTFT_CEILING,
+    UNSETTLED,
+    VERDICT_CHECKS,
     Check,
     Coverage,
     coverage,
@@ -34,6 +41,20 @@ from .smoke import SmokeResult
 from .vram import VramResult, server_peak_mib
 
 STATUS_COLOR = {"PASS": "#2ca02c", "FAIL": "#d62728", "SKIP": "#7f7f7f", "INFO": "#1f77b4"}
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How this verify was started, for the verdict sentence's next step: the command line as
+    its user typed it (credentials hidden; None: not known, e.g. a report built in a test) and
+    the kit's service it verifies (whose log a broken server's sentence names)."""
+
+    command: str | None = None
+    service: str = "llm"
+
+
+# set by the entry point (verify_main.run_verify) for the run it starts; a Report takes it
+INVOCATION: ContextVar[Invocation | None] = ContextVar("invocation", default=None)
 
 
 @dataclass
@@ -88,6 +109,7 @@ class Report:
     # the suites whose decode/TTFT/NIAH/VRAM verdict the run owes (suites.judgeable); None:
     # a report built without them, judged on its checks alone
     requested: list[str] | None = None
+    invocation: Invocation = field(default_factory=lambda: INVOCATION.get() or Invocation())
 
     @property
     def passed(self) -> bool:
@@ -103,7 +125,7 @@ class Report:
         """report.json's `verdict`: the console's summary line, word for word."""
         cov = self.coverage
         return {"word": cov.word, "exit_status": cov.exit_status, "summary": summary_line(self),
-                "judged": cov.judged,
+                "sentence": verdict_sentence(self), "judged": cov.judged,
                 "not_judged": [{"area": a, "why": why} for a, why in cov.not_judged]}
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +148,201 @@ def summary_line(report: Report) -> str:
               for s in ("PASS", "FAIL", "SKIP", "INFO")}
     return (f"verify {cov.word} ({cov.line()}; "
             + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")")
+
+
+# -- the verdict in one plain sentence (issue 43): what `coverage` decided, in words -----------
+# works (nothing failed, every asked area judged) / broken (a check failed: what, and where to
+# look) / not judged (why, and the command that would judge it). The rules stay `coverage`'s.
+
+def verdict_sentence(report: Report) -> str:
+    """The sentence that opens the summary, on the console and in every report."""
+    cov = report.coverage
+    if cov.failed:
+        return _broken(report, cov)
+    if cov.not_judged:
+        return _not_judged(report, cov)
+    said = [p for p in (_works(report, c) for c in report.checks if c.status == "PASS") if p]
+    said = list(dict.fromkeys(said))  # one phrase a family (smoke's three checks: one)
+    if not said:
+        return ("Nothing failed, but this run judged nothing of the server: add `--suite "
+                f"smoke` (or `all`) to judge it{_run(_again(report, suite='smoke'))}.")
+    return f"The server works: it {_and(said)}."
+
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _decode_ratios(report: Report) -> list[tuple[int, float]]:
+    """(depth, served / engine decode) of each depth with both figures."""
+    eng = report.engine
+    out = []
+    for r in report.suites.decode or []:
+        base = eng.decode_tok_s_at(r.ctx_tokens) if eng else None
+        if r.decode_tok_s and base:
+            out.append((r.ctx_tokens, r.decode_tok_s / base))
+    return out
+
+
+def _works(report: Report, check: Check) -> str | None:
+    """A passed check's family in words, with its key figure where the run has one."""
+    s, name = report.suites, check.name
+    if name.startswith("smoke."):
+        return "answered and streamed"
+    if name.startswith("decode.vs_engine@") and _decode_ratios(report):
+        ratios = _decode_ratios(report)
+        depths = sorted(d for d, _ in ratios)
+        lo, hi = min(r for _, r in ratios), max(r for _, r in ratios)
+        return (f"ran at {lo:.2f} of its engine's decode speed at {depths[0]:,} tokens"
+                if len(ratios) == 1 else
+                f"ran at {lo:.2f} to {hi:.2f} of its engine's decode speed at {depths[0]:,} "
+                f"to {depths[-1]:,} tokens")
+    if name.startswith(VERDICT_CHECKS["decode"]):
+        last = s.decode[-1].decode_tok_s if s.decode else None
+        return (f"decoded at {last:.1f} tokens a second" if last
+                else "decoded as fast as expected")
+    if name.startswith(VERDICT_CHECKS["ttft"]):
+        med = s.ttft.median_s if s.ttft else None
+        return (f"gave its first token in {med:.2f} s (median, {s.ttft.target_tokens:,}-token "
+                "prompts)" if s.ttft and med is not None else "gave its first token in time")
+    if name == "niah.pass":
+        return (f"found the needle in {s.niah.passed} of {len(s.niah.cases)} long prompts"
+                if s.niah else "found the needle in its long prompts")
+    if name.startswith(VERDICT_CHECKS["vram"]):
+        return f"stayed within its VRAM budget of {report.budget_mib:,.0f} MiB"
+    if name == "load.no_failures" and s.load:
+        return (f"served {s.load.requests} requests from {s.load.clients} clients at once "
+                "without a failure")
+    if name.startswith("gateway."):
+        return "answered through its gateway"
+    return None
+
+
+def _needs(detail: str) -> str:
+    """` (needs 10)`: the bound a check's detail states (`needs >= 10`), else nothing."""
+    m = re.search(r"needs ([<>]=) ?([0-9][0-9.,]*)", detail)
+    return f" (needs {'at least' if m.group(1) == '>=' else 'at most'} {m.group(2)})" if m else ""
+
+
+def _head(detail: str, limit: int = 160) -> str:
+    """A check's detail up to its first `;`, cut at `limit` characters."""
+    head = detail.split("; ", 1)[0]
+    return head if len(head) <= limit else head[:limit - 3] + "..."
+
+
+def _broken_what(report: Report, check: Check) -> tuple[str, str]:
+    """A failed check in words, and where to look next."""
+    s, name, needs = report.suites, check.name, _needs(check.detail)
+    svc = report.invocation.service
+    log = (f"read the server's log (for the kit's service: `journalctl -u beekeeper-{svc} -n 200 "
+           f"--no-pager` on the host; runtime supervisor: /var/log/beekeeper/beekeeper-{svc}"
+           ".log)")
+    gpu = ("look for another program using the GPU (`nvidia-smi`) or the CPUs (`top`) on the "
+           "host, then verify again")
+    depth = name.partition("@")[2]
+    ratio = dict(_decode_ratios(report)).get(int(depth)) if depth.isdigit() else None
+    if name.startswith("smoke."):
+        return f"it did not answer a basic request ({name}: {_head(check.detail)})", log
+    if name.startswith("decode.vs_engine@") and ratio is not None:
+        return (f"it decoded at {ratio:.2f} of its engine's speed at {int(depth):,} tokens"
+                f"{needs}", gpu)
+    eng_ttft = (report.engine.ttft_s(s.ttft.target_tokens)
+                if report.engine and s.ttft else None)
+    if name == "ttft.vs_engine" and s.ttft and s.ttft.median_s and eng_ttft:
+        return (f"its first token took {s.ttft.median_s / eng_ttft:.2f} times its engine's "
+                f"time{needs}", gpu)
+    if name == "niah.pass" and s.niah:
+        return (f"NIAH found the needle in {s.niah.passed} of {len(s.niah.cases)} prompts"
+                f"{needs}", f"read the [FAIL] {name} line below (which prompts missed)")
+    if name.startswith("vram."):
+        return (f"it used more GPU memory than its {report.budget_mib:,.0f} MiB budget",
+                "try a smaller profile or ctx_size")
+    if name == "load.no_failures" and s.load:
+        return (f"{s.load.failed} of {s.load.requests} requests failed under load", log)
+    return f"{name} failed ({_head(check.detail)})", f"read the [FAIL] {name} line below"
+
+
+def _broken(report: Report, cov: Coverage) -> str:
+    said = [_broken_what(report, c) for c in report.checks if not c.passed]
+    what = list(dict.fromkeys(w for w, _ in said))
+    look = list(dict.fromkeys(n for _, n in said))
+    also = (f" ({_and([AREAS[a] for a, _ in cov.not_judged])} was not judged either)"
+            if cov.not_judged else "")
+    return f"The server is broken: {'; '.join(what)}{also}; next: {'; '.join(look)}."
+
+
+NO_BASELINE = "no engine baseline ("  # judge._ratio's words for a check without llama-bench
+
+
+def _why_not(area: str, why: str) -> tuple[str, dict[str, str]]:
+    """Why an area was not judged, in words, and what its next run changes ({} for nothing
+    but a quieter host or another way onto it; `suite` or `settle` otherwise)."""
+    name = AREAS[area]
+    if why.startswith(BUSY):
+        load = why[len(BUSY):].split(" while ", 1)[0].split(", ", 1)[0]
+        return f"the host was busy while {name} was measured ({load})", {}
+    if why.startswith(UNSETTLED):
+        return (f"{name}'s figures did not settle (their error stayed over {NOISE_MAX:.0%})",
+                {"settle": "give more time"})
+    if NO_BASELINE in why:
+        inner = why.split(NO_BASELINE, 1)[1].rsplit("), so no expectation", 1)[0]
+        if "--suite engine" in inner:
+            return (f"{name} had no engine baseline to be judged against (the engine suite "
+                    "was not run; it measures the engine on the host)", {"suite": "engine"})
+        return f"{name} had no engine baseline to be judged against ({inner})", {}
+    return f"{name}: {why.removeprefix('skipped: ')}", {}
+
+
+def _not_judged(report: Report, cov: Coverage) -> str:
+    said = [_why_not(a, why) for a, why in cov.not_judged]
+    fixes: dict[str, str] = {}
+    for _, fix in said:
+        fixes.update(fix)
+    steps = ([f"add `--suite {fixes['suite']}`"] if "suite" in fixes else [])
+    steps += ["give `--settle-budget-s` more seconds"] if "settle" in fixes else []
+    busy = any(why.startswith(BUSY) for _, why in cov.not_judged)
+    steps += ["run again on a quiet host"] if busy or not steps else []
+    command = _again(report, suite=fixes.get("suite"), settle="settle" in fixes)
+    return f"Not judged: {'; '.join(w for w, _ in said)}; {_and(steps)}{_run(command)}."
+
+
+def _run(command: str | None) -> str:
+    """`: `the command``, or how to make it when this run's own line is not known."""
+    return (f": `{command}`" if command is not None else
+            ", with the same `beekeeper verify` options as this run")
+
+
+def _again(report: Report, suite: str | None = None, settle: bool = False) -> str | None:
+    """The command that ran this verify, with `suite` added to its --suite and the settle
+    budget raised (to 600 s, or twice what it was); None when it is not known."""
+    typed = report.invocation.command
+    if typed is None:
+        return None
+    argv = shlex.split(typed)
+    if suite:
+        argv = _option(argv, "--suite", lambda v: v if suite in (v or "").split(",")
+                       or v == "all" else f"{suite},{v or 'smoke'}")
+    if settle:
+        argv = _option(argv, "--settle-budget-s",
+                       lambda v: f"{max(600.0, 2 * float(v or 120)):g}")
+    return shlex.join(argv)
+
+
+def _option(argv: list[str], flag: str, value: Any) -> list[str]:
+    """`argv` with `flag`'s value replaced by value(old) (added at the end when absent;
+    old None); `--flag v` and `--flag=v` both read."""
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return [*argv[:i + 1], value(argv[i + 1]), *argv[i + 2:]]
+        if a.startswith(flag + "="):
+            return [*argv[:i], f"{flag}={value(a.split('=', 1)[1])}", *argv[i + 1:]]
+    return [*argv, flag, value(None)]
+
+
+def sentence_of(data: dict[str, Any]) -> str | None:
+    """A report.json's verdict sentence (None: written before it was recorded)."""
+    v = data.get("verdict")
+    return str(v["sentence"]) if isinstance(v, dict) and v.get("sentence") else None
 
 
 def verdict_of(data: dict[str, Any]) -> tuple[str, str | None, list[str]]:
@@ -272,7 +489,9 @@ def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
 
 def markdown(data: dict[str, Any]) -> str:
     word, summary, not_judged = verdict_of(data)
+    sentence = sentence_of(data)
     lines = [f"# beekeeper verify: {data['profile']}", "",
+             *([f"**{sentence}**", ""] if sentence else []),
              f"- server: {data['url']}", f"- started (UTC): {data['started_utc']}",
              f"- result: **{word}**" + (f": {summary}" if summary else ""),
              *[f"  - {ln}" for ln in not_judged], ""]
@@ -314,6 +533,8 @@ def page(data: dict[str, Any]) -> str:
     result = f"<b>{html.escape(word)}</b>" + (f": {html.escape(summary)}" if summary else "")
     why = "".join(f"<li>{html.escape(ln)}</li>" for ln in not_judged)
     why = f"<ul>{why}</ul>" if why else ""
+    sentence = sentence_of(data)
+    lead = f"<p><b>{html.escape(sentence)}</b></p>" if sentence else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>beekeeper verify: {profile}</title>
@@ -321,6 +542,7 @@ def page(data: dict[str, Any]) -> str:
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;font-size:13px}}
 figure{{margin:1em 0}}svg{{max-width:100%;height:auto}}</style></head><body>
 <h1>beekeeper verify: {profile}</h1>
+{lead}
 <p>server {html.escape(data['url'])}, started {html.escape(data['started_utc'])} UTC:
 {result}</p>{why}
 {eng_line}
@@ -346,6 +568,8 @@ def write_reports(report: Report, folder: Path) -> None:
 
 
 def print_checks(report: Report) -> None:
+    """The verdict in one plain sentence (`verdict_sentence`), then each check's line."""
+    print(verdict_sentence(report), flush=True)
     for c in report.checks:
         print(f"  {c.line()}", flush=True)
 
