@@ -2,9 +2,9 @@
 Which NVIDIA driver runs which CUDA, from NVIDIA's own tables (see docs/gpu-hosts.md):
 
 - CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions"
-  (Linux x86_64): 13.0 GA >= 580.65.06, 13.1 GA >= 590.44.01, 13.2 GA >= 595.45.04,
-  13.2 Update 1 >= 595.58.03. A driver of that branch reports that CUDA version in
-  nvidia-smi ("CUDA Version"), which is what the container runtime compares with an
+  (Linux x86_64): 13.0 GA >= 580.65.06, 13.1 GA >= 590.44.01, 13.1 Update 1 >= 590.48.01,
+  13.2 GA >= 595.45.04, 13.2 Update 1 >= 595.58.03. A driver of that branch reports that CUDA
+  version in nvidia-smi ("CUDA Version"), which is what the container runtime compares with an
   image's NVIDIA_REQUIRE_CUDA (`cuda>=13.2` for a 13.2 image).
 - CUDA Compatibility, "Minor Version Compatibility": an application built with any 13.x
   toolkit runs, with a limited feature set (no PTX JIT of newer PTX), on a driver >= 580.
@@ -51,15 +51,18 @@ def cuda_of_branch(branch: int) -> tuple[int, int] | None:
 # nvidia/cuda images' NVIDIA_REQUIRE_CUDA (the base image's Dockerfile in NVIDIA's
 # container-images repository): `cuda>=M.m`, or, on the brands listed, a driver of one of the
 # branches listed (those cards run the newer CUDA through the image's cuda-compat libraries,
-# CUDA forward compatibility). 13.2: dist/13.2.1/ubuntu2404/base/Dockerfile; 13.0: the
-# CUDA 13.0.2 image's environment read on an H200 host (tests/unit/data/README-host-states.md).
+# CUDA forward compatibility). 13.2: dist/13.2.1/ubuntu2404/base/Dockerfile; 13.1:
+# dist/13.1.2/ubuntu2404/base/Dockerfile (branches of its own: 550, 560 and 565 beside 13.2.1's
+# 535, 570 and 580, and no 590); 13.0: the CUDA 13.0.2 image's environment read on an H200
+# host (tests/unit/data/README-host-states.md).
 REQUIRE_BRANDS = ("unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx", "nvidiartx",
                   "vapps", "vpc", "vcs", "vws", "cloudgaming")
 REQUIRE_BRANCHES: dict[tuple[int, int], tuple[int, ...]] = {
-    (13, 0): (535, 550, 565, 570, 575), (13, 2): (535, 570, 580, 590)}
+    (13, 0): (535, 550, 565, 570, 575), (13, 1): (535, 550, 560, 565, 570, 580),
+    (13, 2): (535, 570, 580, 590)}
 # the newest nvidia/cuda release of each CUDA minor, for an image that follows the driver
 NEWEST_RELEASE: dict[tuple[int, int], str] = {
-    (12, 8): "12.8.1", (12, 9): "12.9.1", (13, 0): "13.0.2", (13, 2): "13.2.1"}
+    (12, 8): "12.8.1", (12, 9): "12.9.1", (13, 0): "13.0.2", (13, 1): "13.1.2", (13, 2): "13.2.1"}
 
 
 def require_cuda(cuda_version: str) -> str:
