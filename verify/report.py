@@ -189,18 +189,17 @@ def _works(report: Report, check: Check) -> str | None:
     s, name = report.suites, check.name
     if name.startswith("smoke."):
         return "answered and streamed"
-    if name.startswith("decode.vs_engine@") and _decode_ratios(report):
+    if name.startswith(VERDICT_CHECKS["decode"]):  # against the engine, or tok/s alone
         ratios = _decode_ratios(report)
-        depths = sorted(d for d, _ in ratios)
-        lo, hi = min(r for _, r in ratios), max(r for _, r in ratios)
-        return (f"ran at {lo:.2f} of its engine's decode speed at {depths[0]:,} tokens"
-                if len(ratios) == 1 else
-                f"ran at {lo:.2f} to {hi:.2f} of its engine's decode speed at {depths[0]:,} "
-                f"to {depths[-1]:,} tokens")
-    if name.startswith(VERDICT_CHECKS["decode"]):
         last = s.decode[-1].decode_tok_s if s.decode else None
-        return (f"decoded at {last:.1f} tokens a second" if last
-                else "decoded as fast as expected")
+        if not ratios:
+            return (f"decoded at {last:.1f} tokens a second" if last
+                    else "decoded as fast as expected")
+        depths = sorted(d for d, _ in ratios)
+        lo, hi = (f"{f(r for _, r in ratios):.2f}" for f in (min, max))
+        at = f"{depths[0]:,}" + (f" to {depths[-1]:,}" if len(depths) > 1 else "")
+        span = lo if hi == lo else f"{lo} to {hi}"
+        return f"ran at {span} of its engine's decode speed at {at} tokens"
     if name.startswith(VERDICT_CHECKS["ttft"]):
         med = s.ttft.median_s if s.ttft else None
         return (f"gave its first token in {med:.2f} s (median, {s.ttft.target_tokens:,}-token "
@@ -274,36 +273,36 @@ def _broken(report: Report, cov: Coverage) -> str:
 NO_BASELINE = "no engine baseline ("  # judge._ratio's words for a check without llama-bench
 
 
-def _why_not(area: str, why: str) -> tuple[str, dict[str, str]]:
-    """Why an area was not judged, in words, and what its next run changes ({} for nothing
-    but a quieter host or another way onto it; `suite` or `settle` otherwise)."""
+# what the next run does differently, by why an area was not judged (in this order)
+NEXT_STEP = {"engine": "add `--suite engine`", "settle": "give `--settle-budget-s` more seconds",
+             "quiet": "run again on a quiet host", "fix": "run again once that is seen to"}
+
+
+def _why_not(area: str, why: str) -> tuple[str, str]:
+    """Why an area was not judged, in words, and its next step (a key of NEXT_STEP)."""
     name = AREAS[area]
     if why.startswith(BUSY):
         load = why[len(BUSY):].split(" while ", 1)[0].split(", ", 1)[0]
-        return f"the host was busy while {name} was measured ({load})", {}
+        return f"the host was busy while {name} was measured ({load})", "quiet"
     if why.startswith(UNSETTLED):
         return (f"{name}'s figures did not settle (their error stayed over {NOISE_MAX:.0%})",
-                {"settle": "give more time"})
+                "settle")
     if NO_BASELINE in why:
         inner = why.split(NO_BASELINE, 1)[1].rsplit("), so no expectation", 1)[0]
         if "--suite engine" in inner:
             return (f"{name} had no engine baseline to be judged against (the engine suite "
-                    "was not run; it measures the engine on the host)", {"suite": "engine"})
-        return f"{name} had no engine baseline to be judged against ({inner})", {}
-    return f"{name}: {why.removeprefix('skipped: ')}", {}
+                    "was not run; it measures the engine on the host)", "engine")
+        return f"{name} had no engine baseline to be judged against ({inner})", "fix"
+    return f"{name}: {why.removeprefix('skipped: ')}", "fix"
 
 
 def _not_judged(report: Report, cov: Coverage) -> str:
     said = [_why_not(a, why) for a, why in cov.not_judged]
-    fixes: dict[str, str] = {}
-    for _, fix in said:
-        fixes.update(fix)
-    steps = ([f"add `--suite {fixes['suite']}`"] if "suite" in fixes else [])
-    steps += ["give `--settle-budget-s` more seconds"] if "settle" in fixes else []
-    busy = any(why.startswith(BUSY) for _, why in cov.not_judged)
-    steps += ["run again on a quiet host"] if busy or not steps else []
-    command = _again(report, suite=fixes.get("suite"), settle="settle" in fixes)
-    return f"Not judged: {'; '.join(w for w, _ in said)}; {_and(steps)}{_run(command)}."
+    steps = {step for _, step in said}
+    command = _again(report, suite="engine" if "engine" in steps else None,
+                     settle="settle" in steps)
+    return (f"Not judged: {'; '.join(w for w, _ in said)}; "
+            f"{_and([t for k, t in NEXT_STEP.items() if k in steps])}{_run(command)}.")
 
 
 def _run(command: str | None) -> str:

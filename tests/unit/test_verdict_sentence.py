@@ -27,6 +27,7 @@ from beekeeper.verify.judge import (
     engine_checks,
     niah_checks,
     ttft_checks,
+    vram_checks,
 )
 from beekeeper.verify.report import (
     Invocation,
@@ -38,6 +39,7 @@ from beekeeper.verify.report import (
     verdict_sentence,
 )
 from beekeeper.verify.results import DecodeResult, EngineRun
+from beekeeper.verify.vram import VramResult
 
 from .test_judge_rules import CPU, PROD, busy_settle, decode_run, engine, niah, ttft_run
 
@@ -169,6 +171,39 @@ def test_figures_that_did_not_settle_raise_the_settle_budget_in_the_command():
         "`--settle-budget-s` more seconds: "
         "`beekeeper verify --sandbox --suite engine,smoke,decode,ttft,niah "
         "--settle-budget-s 800`.")
+
+
+def test_a_vram_figure_not_measured_here_says_why_and_not_that_the_host_was_busy():
+    """The sampler on the far side of a tunnel: the reason is its own, and the next step is
+    to see to it (its words name `--on-host`), never "a quiet host"."""
+    gone = VramResult(skipped="skipped: the server (10.0.0.2) is not on this machine; NVML "
+                      "here would read this machine's card (run `beekeeper verify --on-host`)")
+    rep = report([*SMOKE, *vram_checks(gone, None, 10240.0, None)], ["smoke", "vram"],
+                 SuiteResults(vram=gone), command="beekeeper verify --url http://10.0.0.2:8083")
+    assert rep.coverage.word == "INCOMPLETE"
+    assert verdict_sentence(rep) == (
+        "Not judged: VRAM: the server (10.0.0.2) is not on this machine; NVML here would read "
+        "this machine's card (run `beekeeper verify --on-host`); run again once that is seen "
+        "to: `beekeeper verify --url http://10.0.0.2:8083`.")
+
+
+def test_decode_judged_by_two_checks_and_two_depths_is_one_phrase():
+    """On the reference card decode is judged against the engine and the seed's figure: one
+    phrase, the engine's ratio, over both depths."""
+    run = engine()
+    base = run.baseline
+    assert base is not None
+    base.decode.append(base.decode[0].__class__(**{**base.decode[0].__dict__,
+                                                   "n_depth": 4096, "avg_tok_s": 40.0}))
+    near, far = quiet_decode(), decode_run([35.0, 36.0, 37.0])
+    far.ctx_tokens = 4096
+    checks = [*SMOKE, *decode_checks([near, far], run, CPU, None, cpu=True),
+              Check("decode.reference_card", "PASS", "served 38.0 tok/s; needs >= 30")]
+    rep = report(checks, ["smoke", "decode"], SuiteResults(decode=[near, far]), run)
+    assert rep.coverage.exit_status == EXIT_PASSED
+    assert verdict_sentence(rep) == (
+        "The server works: it answered and streamed and ran at 0.90 to 0.95 of its engine's "
+        "decode speed at 1,024 to 4,096 tokens.")
 
 
 # -- failed beats not judged; never "works" unless everything asked was judged ------------------
