@@ -14,7 +14,7 @@ to them). On the GPU box itself (WSL2, or a GPU container), no SSH:
     BEEKEEPER_HOSTS=@local pyinfra inventories/home.py deploy.py --sudo
 
 Host data for such a host goes on the command line: a WSL2 box whose Windows driver reports
-CUDA 12.8, 12.9 or 13.0 in nvidia-smi (inside WSL) needs an image for that CUDA:
+CUDA 12.8, 12.9, 13.0 or 13.1 in nvidia-smi (inside WSL) needs an image for that CUDA:
 
     BEEKEEPER_HOSTS=@local pyinfra inventories/home.py deploy.py --sudo \
         --data cuda_follows_driver=true
@@ -53,7 +53,7 @@ gpu_boxes: list[tuple[str, dict]] = [
     # than cuda_version needs (a GeForce card in container mode: one reporting CUDA 13.2,
     # branch 595+) is refused unless "upgrade_driver": True (replace it with the pinned
     # branch) or "cuda_follows_driver": True (an image for the CUDA it runs: drivers that
-    # report 12.8, 12.9 or 13.0; Ubuntu's 550 reports 12.4, for which the kit has none, so
+    # report 12.8, 12.9, 13.0 or 13.1; Ubuntu's 550 reports 12.4, for which the kit has none, so
     # there only upgrade_driver). verify reads this box's port 8084 from what was deployed.
     # Uncomment:
     # (
