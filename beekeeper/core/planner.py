@@ -229,8 +229,9 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
         raise ValueError(f"{path}: no general.architecture; is it a GGUF model?")
     arch = bytes(arch_field.parts[-1]).decode()
     n_layer = int(field(f"{arch}.block_count"))
-    head_kv = field(f"{arch}.attention.head_count_kv", 0)
     n_head = field(f"{arch}.attention.head_count", 0)
+    # a GGUF without head_count_kv (no grouped-query attention): llama.cpp takes head_count
+    head_kv = field(f"{arch}.attention.head_count_kv", n_head)
     interval = field(f"{arch}.full_attention_interval")
     if isinstance(head_kv, list):  # per-layer: 0 marks a recurrent layer
         attention_layers = sum(1 for h in head_kv if h)

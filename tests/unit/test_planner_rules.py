@@ -337,3 +337,215 @@ def test_the_ubatch_is_planned_with_the_context_slots_and_context_given():
     _, why = choose_ubatch(TURBO4, "RTX 4090", 90000, ctx_size=4096, n_seq=2,
                            cuda_context_mib=100)
     assert f"planned {small.total_rise_mib:.0f} MiB" in why
+
+
+# --- what the planner reads from a GGUF's metadata ---------------------------------------
+
+def _gguf(path: Path, keys: dict, *, tokens: int = 0, embd: bool = True,
+          size: tuple[int, int] = (4, 64)) -> None:
+    """A GGUF of llama's architecture with the metadata `keys` (under `llama.`; a list is an
+    array, per layer), `tokens` vocabulary tokens, and two small tensors."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), "llama")
+    for k, v in keys.items():
+        if isinstance(v, list):
+            w.add_array(f"llama.{k}", v)
+        else:
+            w.add_uint32(f"llama.{k}", v)
+    if tokens:
+        w.add_token_list([f"t{i}" for i in range(tokens)])
+    if embd:
+        w.add_tensor("token_embd.weight", np.zeros((10, 64), dtype=np.float16))
+    w.add_tensor("blk.0.attn_k.weight", np.zeros(size, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def _layout(tmp_path: Path, keys: dict, **kw):
+    from beekeeper.core.planner import layout_from_gguf
+
+    path = tmp_path / "m.gguf"
+    _gguf(path, keys, **kw)
+    return layout_from_gguf(path)
+
+
+def test_per_layer_kv_heads_count_the_attention_layers(tmp_path):
+    """A hybrid model's GGUF may give head_count_kv per layer, 0 for a recurrent one."""
+    layout, _ = _layout(tmp_path, {"block_count": 4, "embedding_length": 64,
+                                   "attention.head_count": 2,
+                                   "attention.head_count_kv": [0, 0, 0, 2]})
+    assert (layout.n_layer, layout.attention_layers, layout.n_head_kv) == (4, 1, 2)
+    two, _ = _layout(tmp_path, {"block_count": 2, "embedding_length": 64,
+                                "attention.head_count": 4,
+                                "attention.head_count_kv": [4, 0]})
+    assert (two.attention_layers, two.n_head_kv, two.head_dim_k) == (1, 4, 16)
+
+
+def test_per_layer_heads_take_the_largest_for_the_head_dim(tmp_path):
+    layout, _ = _layout(tmp_path, {"block_count": 2, "embedding_length": 64,
+                                   "attention.head_count": [2, 4],
+                                   "attention.head_count_kv": [1, 1]})
+    assert (layout.head_dim_k, layout.head_dim_v) == (16, 16)
+
+
+def test_a_gguf_without_head_count_kv_has_as_many_kv_heads_as_heads(tmp_path):
+    """llama.cpp reads a missing head_count_kv as head_count (no grouped-query attention):
+    the planner read 0, and planned no KV cache at all for such a model (a product bug the
+    mutation run of issue 45 showed: the default was never tested)."""
+    layout, _ = _layout(tmp_path, {"block_count": 6, "embedding_length": 64,
+                                   "attention.head_count": 4})
+    assert (layout.n_head_kv, layout.attention_layers, layout.head_dim_k) == (4, 6, 16)
+    k, v = planner.kv_cache_bytes(256, layout, "f16", "f16")
+    assert k == v == 256 * 6 * 4 * 16 * 2
+    # neither given: no attention heads, one head for the head dim
+    bare, _ = _layout(tmp_path, {"block_count": 2, "embedding_length": 64})
+    assert (bare.n_head_kv, bare.head_dim_k, bare.head_dim_v) == (0, 64, 64)
+
+
+def test_the_full_attention_interval_counts_whole_layers(tmp_path):
+    """llama.cpp's layer il attends when (il + 1) % interval == 0: 6 layers, interval 4: one."""
+    layout, _ = _layout(tmp_path, {"block_count": 6, "embedding_length": 64,
+                                   "attention.head_count": 2, "attention.head_count_kv": 1,
+                                   "full_attention_interval": 4})
+    assert layout.attention_layers == 1 and isinstance(layout.attention_layers, int)
+
+
+def test_key_and_value_lengths_are_read_apart(tmp_path):
+    layout, _ = _layout(tmp_path, {"block_count": 2, "embedding_length": 64,
+                                   "attention.head_count": 2, "attention.head_count_kv": 1,
+                                   "attention.key_length": 128,
+                                   "attention.value_length": 96})
+    assert (layout.head_dim_k, layout.head_dim_v) == (128, 96)
+
+
+def test_the_vocabulary_from_its_key_else_the_token_list_else_none(tmp_path):
+    keys = {"block_count": 2, "embedding_length": 64, "attention.head_count": 2}
+    assert _layout(tmp_path, {**keys, "vocab_size": 1000}, tokens=30)[0].n_vocab == 1000
+    assert _layout(tmp_path, keys, tokens=30)[0].n_vocab == 30
+    assert _layout(tmp_path, keys)[0].n_vocab == 0
+
+
+def test_the_token_embedding_is_kept_apart_from_the_gpu_weights(tmp_path):
+    keys = {"block_count": 2, "embedding_length": 64, "attention.head_count": 2}
+    layout, gpu = _layout(tmp_path, keys)
+    assert (layout.embd_bytes, gpu) == (10 * 64 * 2, 4 * 64 * 4)
+    layout, gpu = _layout(tmp_path, keys, embd=False)
+    assert (layout.embd_bytes, gpu) == (0, 4 * 64 * 4)
+
+
+def test_the_recurrent_numbers_are_read_by_their_keys_and_zero_without(tmp_path):
+    keys = {"block_count": 4, "embedding_length": 64, "attention.head_count": 2,
+            "attention.head_count_kv": 1, "full_attention_interval": 4}
+    ssm = {"ssm.conv_kernel": 4, "ssm.state_size": 16, "ssm.group_count": 2,
+           "ssm.inner_size": 128, "ssm.time_step_rank": 8}
+    layout, _ = _layout(tmp_path, {**keys, **ssm})
+    assert (layout.ssm_conv_kernel, layout.ssm_d_state, layout.ssm_n_group,
+            layout.ssm_d_inner, layout.ssm_n_v_heads) == (4, 16, 2, 128, 8)
+    plain, _ = _layout(tmp_path, keys)
+    assert (plain.ssm_conv_kernel, plain.ssm_d_state, plain.ssm_n_group, plain.ssm_d_inner,
+            plain.ssm_n_v_heads) == (0, 0, 0, 0, 0)
+
+
+def test_one_layer_on_the_gpu_is_a_gpu_plan():
+    one = replace(TURBO4, server=replace(TURBO4.server, n_gpu_layers=1))
+    assert predict(one, card="NVIDIA H200").total_mib == \
+        predict(TURBO4, card="NVIDIA H200").total_mib
+    assert predict(PROFILES["cpu-tiny"]).profile == "cpu-tiny"
+    assert type(kv_type_bytes("q8_0", 64)) is int  # bytes: a whole number
+
+
+# --- the plan of a GGUF read once per file as it is on disk -------------------------------
+
+def test_a_gguf_rewritten_in_place_is_read_again_by_its_mtime_and_its_size(tmp_path):
+    import os
+
+    path = tmp_path / "m.gguf"
+    keys = {"embedding_length": 64, "attention.head_count": 2}
+    _gguf(path, {"block_count": 4, **keys})
+    first = predict(PROFILES["q8-f16-4k"], path).kv_layers
+    size, mtime = path.stat().st_size, path.stat().st_mtime_ns
+    _gguf(path, {"block_count": 6, **keys})  # the same size, another layout
+    assert path.stat().st_size == size
+    os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
+    assert (first, predict(PROFILES["q8-f16-4k"], path).kv_layers) == (4, 6)
+    _gguf(path, {"block_count": 8, **keys}, size=(8, 64))  # another size, the same mtime
+    os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
+    assert predict(PROFILES["q8-f16-4k"], path).kv_layers == 8
+
+
+def test_what_the_reader_said_is_cut_to_one_short_line(tmp_path, monkeypatch):
+    import errno
+
+    path = tmp_path / "m.gguf"
+    _gguf(path, {"block_count": 2})
+
+    def says(err: Exception) -> str:
+        def boom(*_):
+            raise err
+        monkeypatch.setattr(planner, "_layout_of", boom)
+        with pytest.raises(PlanError) as e:
+            predict(PROFILES["q8-f16-4k"], path)
+        return str(e.value)
+
+    assert says(ValueError("x" * 200)) == \
+        f"--gguf {path}: not a GGUF model the planner can read ({'x' * 120}) {FIX}"
+    assert says(KeyError()) == \
+        f"--gguf {path}: not a GGUF model the planner can read (KeyError) {FIX}"
+    assert says(OSError(errno.EIO, "Input/output error")) == \
+        f"--gguf {path}: Input/output error {FIX}"
+    assert says(OSError("the disk went away")) == f"--gguf {path}: the disk went away {FIX}"
+
+
+def test_the_ubatch_is_planned_from_the_gguf_given(tmp_path):
+    path = tmp_path / "m.gguf"
+    # turbo4 packs 128 values a block: two KV heads of 128
+    _gguf(path, {"block_count": 2, "embedding_length": 256, "attention.head_count": 2},
+          tokens=100)
+    _, why = choose_ubatch(TURBO4, "NVIDIA H200", 90000, path)
+    small = predict(TURBO4, path, card="NVIDIA H200").total_rise_mib
+    assert why.startswith(f"-ub 512: TTFT 12.00 s, planned {small:.0f} MiB;")
+    _, why = choose_ubatch(TURBO4, "RTX 4090", 90000, path)
+    assert why.endswith(f"planned {small:.0f} MiB")
+    bs = PROFILES["q8-turbo4-64k-bs"]
+    assert choose_ubatch(bs, "RTX 4090", 90000)[1].startswith(
+        "no TTFT measured by ubatch for RTX 4090 / turbo4 with backend sampling; the profile's "
+        "-ub 256 planned ")
+
+
+def test_a_plan_exactly_at_the_budget_fits(monkeypatch):
+    def plan(ub: int) -> float:
+        return predict(replace(TURBO4, server=replace(TURBO4.server, ubatch_size=ub)),
+                       card="NVIDIA H200").total_rise_mib
+
+    own = plan(512)
+    _, why = choose_ubatch(TURBO4, "RTX 4090", own)
+    assert not why.endswith("(over budget)")
+    _, why = choose_ubatch(TURBO4, "NVIDIA H200", own)
+    assert f"-ub 512: TTFT 12.00 s, planned {own:.0f} MiB;" in why
+    assert "is over budget" not in why
+    monkeypatch.setattr(planner, "UBATCH_MEASURED", (UbatchMeasure(
+        card="H200", cache_type="turbo4", prompt_tokens=60_000,
+        ttft_s_by_ubatch={512: 20.0, 2048: 19.0}, source="made"),))
+    ub, why = choose_ubatch(TURBO4, "NVIDIA H200", plan(2048))
+    assert ub == 2048 and "(over budget)" not in why
+
+
+def test_the_ubatch_plans_take_the_cards_own_cuda_context(monkeypatch):
+    """With a second card measured, its context figures are the ones each ubatch is planned
+    with (one card in the table today: an unlisted card takes the H200's)."""
+    other = planner.CudaContext(card="RTX 4090", process_mib=300, rise_mib=310, driver="x",
+                                compute_cap="8.9", source="made")
+    monkeypatch.setattr(planner, "CUDA_CONTEXTS", (*planner.CUDA_CONTEXTS, other))
+    plan = predict(TURBO4, card="NVIDIA GeForce RTX 4090").total_rise_mib
+    assert plan == predict(TURBO4, card="NVIDIA H200").total_rise_mib - 318
+    assert choose_ubatch(TURBO4, "NVIDIA GeForce RTX 4090", 90000)[1].endswith(
+        f"planned {plan:.0f} MiB")
+    monkeypatch.setattr(planner, "UBATCH_MEASURED", (UbatchMeasure(
+        card="RTX 4090", cache_type="turbo4", prompt_tokens=60_000,
+        ttft_s_by_ubatch={512: 20.0}, source="made"),))
+    assert choose_ubatch(TURBO4, "NVIDIA GeForce RTX 4090", 90000)[1] == \
+        f"-ub 512: TTFT 20.00 s, planned {plan:.0f} MiB (made)"
