@@ -442,3 +442,93 @@ def test_a_driver_installed_since_the_boot_goes_on_where_a_reboot_loads_it(monke
     assert refused(dp.check_driver_install, PACKAGES, None, ON, False, "debian").endswith(
         DEBIAN_KEY)
     assert refused(dp.check_driver_install, PACKAGES, None, ON).endswith(UBUNTU_KEY)
+
+
+# --- the second survivors' round (the first mutation run of tasks/driver_preflight.py) -----
+
+def test_a_turing_card_keeps_every_branch():
+    dp.check_branch_keeps_card(cfg(), [("the Tesla T4 is compute capability 7.5", "7.5")])
+
+
+def test_cards_exactly_filled_by_the_plan_and_its_margin_go_on():
+    cpu = cfg(services=[{"profile": "cpu-tiny", "port": 8083, "service_name": "llm"}])
+    dp.check_cards_memory(cpu, smi(card(mem=1024), card(mem=1024)))  # 0 MiB planned + 1024
+    assert "the services plan 0 MiB of VRAM, more than the NVIDIA GeForce RTX 4090's 1023 MiB" \
+        in refused(dp.check_cards_memory, cpu, smi(card(mem=1024), card(mem=1023)))
+
+
+def test_a_card_without_a_compute_capability_is_passed_over_not_the_cards_after_it():
+    assert "the Tesla V100-SXM2-16GB is compute capability 7.0" in refused(
+        dp.check_flavour, cfg(), smi(card(cap=None), V100))
+    assert "cuda_arch 90 has no kernels for the NVIDIA GeForce RTX 4090" in refused(
+        dp.check_gpu, cfg(cuda_arch="90"), NATIVE, smi(card(cap=None), card()), 0, [])
+
+
+def test_the_open_modules_by_pci_id_on_cuda_12_and_branch_580():
+    """CUDA 13 refuses an old card first; on CUDA 12 and branch 580 the open modules' own
+    rule is what refuses it, naming every old id."""
+    cuda12 = cfg(cuda_version="12.9.1", driver_branch=580)
+    assert refused(dp.check_flavour_by_pci, cuda12, (0x1DB4, 0x2684, 0x1B80)) == (
+        "host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and this "
+        "host's NVIDIA GPU (PCI id 10de:1db4, 10de:1b80) is older than Turing (ids below "
+        "10de:1e00): set driver_flavour = 'proprietary'")
+    dp.check_flavour_by_pci(replace(cuda12, driver_flavour="proprietary"), (0x1DB4,))
+
+
+def test_the_backports_refusal_says_the_series_the_meta_package_brings():
+    from beekeeper.facts.host import AptPolicyInfo
+
+    def says(have):
+        return refused(dp.check_kernel_headers, {"id": "debian", "version_id": "12"},
+                       "6.12.48+deb12-amd64", "linux-headers-amd64",
+                       AptPolicyInfo(None, "6.12.48-1~bpo12+1"), AptPolicyInfo(None, have))
+
+    tail = (": DKMS would build the NVIDIA module for no later backports kernel, and after the "
+            "next kernel update it would not load; fix: `sudo apt install -t bookworm-backports "
+            "linux-headers-amd64` (with bookworm-backports in apt's sources), then deploy again")
+    head = ("the running kernel 6.12.48+deb12-amd64 is a bookworm-backports kernel, and Debian "
+            "12's linux-headers-amd64 follows its own kernels")
+    assert says("6.1.158-1") == \
+        f"{head} (linux-headers-amd64 6.1.158-1 is the 6.1 series'){tail}"
+    assert says(None) == head + tail
+
+
+# check_cuda, through the deploy's own facts
+
+def _never(**_):
+    raise AssertionError("read where no driver is to be installed")
+
+
+def test_the_install_checks_run_only_on_native_linux_with_a_card_and_no_working_driver():
+    from .harness import PCI_RTX4090, run_deploy
+    from .test_gpu_hosts import RTX4090, facts
+
+    unread = {"SecureBoot": _never, "NvidiaKernelModule": _never}
+    native_smi = replace(RTX4090, path="/usr/bin/nvidia-smi")
+    # a working driver on native Linux, the card on PCI: nothing to install
+    assert run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=native_smi, PciListing=PCI_RTX4090,
+                                      **unread))
+    # no card anywhere: refused as no GPU, the install's facts not read
+    with pytest.raises(PreflightError, match="no NVIDIA GPU found"):
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=None, **unread))
+    with pytest.raises(PreflightError, match="no NVIDIA GPU visible in WSL2"):
+        run_deploy(DEFAULTS, facts(GpuInfo=None, **unread))
+
+
+def test_an_upgrade_under_secure_boot_without_a_key_is_refused_the_distros_way():
+    from beekeeper.facts.boot import parse_secure_boot
+
+    from .harness import PCI_RTX4090, run_deploy
+    from .test_gpu_hosts import RTX4090, facts
+    from .test_host_states import SB_ENABLED
+
+    old = replace(RTX4090, path="/usr/bin/nvidia-smi", cuda_version="13.0",
+                  driver_version="580.95.05", driver_branch=580)
+    with pytest.raises(PreflightError) as e:
+        run_deploy({**DEFAULTS, "upgrade_driver": True},
+                   facts(Wsl=NATIVE, GpuInfo=old, PciListing=PCI_RTX4090,
+                         SecureBoot=parse_secure_boot(SB_ENABLED)))
+    assert str(e.value) == (
+        "host canned: Secure Boot is on (SecureBoot enabled) and no DKMS signing key is "
+        f"enrolled, so the NVIDIA module the kit would build would be rejected at boot: "
+        f"{UBUNTU_KEY}")
