@@ -51,35 +51,49 @@ def stamp_path_sh(path: str, stamps: str) -> str:
     return f"{shlex.quote(stamps)}/$(printf '%s' {shlex.quote(path)} | sha256sum | cut -c1-40)"
 
 
-def stamp_command(path: str, sha256: str, stamps: str) -> str:
-    """Record that `path`, as it is now, has `sha256` (which this run has just checked)."""
+def stamp_command(path: str, sha256: str, stamps: str, identity: str | None = None) -> str:
+    """Record that `path`, as it is now, has `sha256` (which this run has just checked);
+    with `identity` (the file's when it was hashed), only if the file is still that one.
+    Best effort: a stamp saves the next run a hash, so one that cannot be written (a full
+    disk, another host of the machine stamping the same file) is a warning, never a failure."""
     q = shlex.quote
-    return (f"mkdir -p {q(stamps)} && chmod 0700 {q(stamps)} && s={stamp_path_sh(path, stamps)}"
-            f" && id=$({IDENTITY_SH}{q(path)}) && printf '%s\\n%s\\n' \"$id\" {q(sha256)} "
-            "> \"$s.new\" && mv -f \"$s.new\" \"$s\"")
+    same = f" && [ \"$id\" = {q(identity)} ]" if identity else ""
+    warning = f"beekeeper: the sha256 of {path} is not remembered (the next run hashes it again)"
+    return (f"{{ mkdir -p {q(stamps)} && chmod 0700 {q(stamps)} && "
+            f"s={stamp_path_sh(path, stamps)} && id=$({IDENTITY_SH}{q(path)}){same} && "
+            f"printf '%s\\n%s\\n' \"$id\" {q(sha256)} > \"$s.new.$$\" && "
+            f"mv -f \"$s.new.$$\" \"$s\"; }} || "
+            f"echo {q(warning)} >&2")
 
 
 class Sha256(str):
     """A file's sha256 (hex); `stamped`: read from the stamp of the file as it is, not
-    hashed in this run (a hash that matched but has no stamp yet gets one)."""
+    hashed in this run (a hash that matched but has no stamp yet gets one); `identity`: the
+    file's identity when it was hashed (None when read from its stamp)."""
 
     stamped: bool = False
+    identity: str | None = None
 
-    def __new__(cls, value: str, stamped: bool = False) -> Sha256:
+    def __new__(cls, value: str, stamped: bool = False,
+                identity: str | None = None) -> Sha256:
         made = super().__new__(cls, value)
         made.stamped = stamped
+        made.identity = identity
         return made
 
 
+def _hex(word: str) -> bool:
+    return len(word) == 64 and all(c in "0123456789abcdef" for c in word)
+
+
 def parse_sha256(lines: list[str]) -> Sha256 | None:
-    """`stamped <hex>` (the stamp holds it) or `<hex>` (hashed now); None: no file, or
-    one that could not be read."""
-    text = " ".join(line.strip() for line in lines).split()
-    stamped = text[:1] == ["stamped"]
-    digest = text[1:2] if stamped else text[:1]
-    if len(digest) == 1 and len(digest[0]) == 64 and all(
-            c in "0123456789abcdef" for c in digest[0]):
-        return Sha256(digest[0], stamped)
+    """`stamped <hex>` (the stamp holds it) or `hashed <identity> <hex>` (hashed now, the
+    file's identity read before); None: no file, or one that could not be read."""
+    words = " ".join(line.strip() for line in lines).split()
+    if len(words) == 2 and words[0] == "stamped" and _hex(words[1]):
+        return Sha256(words[1], stamped=True)
+    if len(words) == 3 and words[0] == "hashed" and _hex(words[2]):
+        return Sha256(words[2], identity=words[1])
     return None
 
 
@@ -96,7 +110,8 @@ class Sha256File(FactBase[Sha256 | None]):
                 f"s={stamp_path_sh(path, stamps)}; "
                 "if [ -f \"$s\" ] && [ \"$(head -n1 \"$s\")\" = \"$id\" ]; then "
                 "echo \"stamped $(sed -n 2p \"$s\")\"; exit 0; fi; "
-                f"sha256sum -- {q(path)} 2>/dev/null | cut -d' ' -f1; true")
+                f"h=$(sha256sum -- {q(path)} 2>/dev/null | cut -d' ' -f1) && "
+                "echo \"hashed $id $h\"; true")
 
     def process(self, output: list[str]) -> Sha256 | None:
         return parse_sha256(output)

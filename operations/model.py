@@ -35,7 +35,7 @@ def model_placed(dest: str, sha256: str, local_src: str, stamps: str):
     yield from files.put._inner(src=local_src, dest=partial, mode="0644")
     yield StringCommand(
         f"if [ \"$(sha256sum {q(partial)} | cut -d' ' -f1)\" = {q(sha256)} ]; "
-        f"then mv -f {q(partial)} {q(dest)} && {stamp_command(dest, sha256, stamps)}; "
+        f"then mv -f {q(partial)} {q(dest)} && {{ {stamp_command(dest, sha256, stamps)}; }}; "
         f"else rm -f {q(partial)}; echo {q(f'model sha256 mismatch for {dest}: removed')} >&2; "
         "exit 1; fi"
     )
@@ -64,7 +64,8 @@ def sha256_stamped(path: str, sha256: str, stamps: str):
     if got != sha256 or getattr(got, "stamped", True):
         host.noop(f"{path}: sha256 stamped" if got == sha256 else f"{path}: not in place")
         return
-    yield StringCommand(stamp_command(path, sha256, stamps))
+    hashed_as = getattr(got, "identity", None)  # the file's identity when it was hashed
+    yield StringCommand(stamp_command(path, sha256, stamps, identity=hashed_as))
 
 
 @operation()

@@ -213,8 +213,9 @@ def files_holding(secret: str) -> dict[str, tuple[str, str]]:
                          input=secret + "\n", capture_output=True, text=True, timeout=600)
     found = {}
     for line in out.stdout.splitlines():
-        mode, owner, path = line.split(" ", 2)
-        found[path] = (mode, owner)
+        words = line.split(" ", 2)
+        if len(words) == 3 and words[0].isdigit():  # a file gone before its stat: no line
+            found[words[2]] = (words[0], words[1])
     return found
 
 

@@ -241,14 +241,16 @@ NO_PTRACE = ["setpriv", "--bounding-set=-sys_ptrace", "--"]  # a container root'
 
 
 @pytest.fixture
-def alone_as_nobody():
+def alone_as_nobody(tmp_path_factory):
     """One test at a time runs processes as `nobody` (a lock across pytest-xdist's
     workers): where fds are hidden, the port's holder is found among every process of the
     socket's user, and another test's `nobody` process would be found beside it."""
     import fcntl
-    import tempfile
 
-    with open(os.path.join(tempfile.gettempdir(), "beekeeper-tests-nobody.lock"), "w") as f:
+    # this run's folder above each worker's (pytest-xdist: popen-gw0, popen-gw1), the user's
+    # own: no file another user's run left can be in the way
+    run = tmp_path_factory.getbasetemp().parent
+    with open(run / "beekeeper-tests-nobody.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from beekeeper.facts.gguf import Sha256, Sha256File, parse_sha256, stamp_command
 from beekeeper.operations import model as model_ops
 
 from .test_model_placement import queued
+
+SHA = "ab" * 32
 
 
 def _hashing_log(tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -88,12 +91,46 @@ def test_only_a_hash_of_64_hex_digits_is_taken():
     assert parse_sha256([]) is None
     assert parse_sha256(["stamped"]) is None
     assert parse_sha256(["stamped " + "g" * 64]) is None
-    assert parse_sha256(["ab" * 31]) is None
+    assert parse_sha256(["hashed 1:2:3:4 " + "ab" * 31]) is None
+    assert parse_sha256(["ab" * 32]) is None  # neither read from a stamp nor hashed here
     assert parse_sha256(["stamped " + "ab" * 32]).stamped
-    assert not parse_sha256(["ab" * 32]).stamped
+    got = parse_sha256(["hashed 1:2:3:4 " + "ab" * 32])
+    assert got == "ab" * 32 and not got.stamped and got.identity == "1:2:3:4"
 
 
-SHA = "ab" * 32
+def test_a_stamp_is_written_only_for_the_file_that_was_hashed(tmp_path):
+    """The file changed between the hash and the stamp: no stamp (the next run hashes)."""
+    env, _ = _hashing_log(tmp_path)
+    model, stamps = tmp_path / "m.gguf", tmp_path / "stamps"
+    model.write_bytes(b"GGUF one")
+    hashed = _fact(model, stamps, env)
+    model.write_bytes(b"GGUF two")  # rewritten after its hash was taken
+    p = subprocess.run(["sh", "-c", stamp_command(str(model), hashed, str(stamps),
+                                                  identity=hashed.identity)],
+                       capture_output=True, text=True, env=env, timeout=30)
+    assert p.returncode == 0 and "not remembered" in p.stderr
+    assert not _fact(model, stamps, env).stamped
+
+
+def test_stamping_is_best_effort_and_two_writers_never_fail(tmp_path):
+    """A stamp only saves a hash: a folder that cannot be written warns and exits 0, and
+    two hosts of one machine stamping the same file at once both succeed."""
+    env, _ = _hashing_log(tmp_path)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("")
+    p = subprocess.run(["sh", "-c", stamp_command(str(model), SHA, str(blocked))],
+                       capture_output=True, text=True, env=env, timeout=30)
+    assert p.returncode == 0 and "not remembered" in p.stderr
+    stamps = tmp_path / "stamps"
+    one = shlex.quote(stamp_command(str(model), SHA, str(stamps)))
+    both = f"sh -c {one} & sh -c {one}"  # two hosts' commands: two shells
+    for _ in range(40):
+        p = subprocess.run(["sh", "-c", f"{both} & wait"], capture_output=True, text=True,
+                           env=env, timeout=30)
+        assert "not remembered" not in p.stderr, p.stderr
+    assert _fact(model, stamps, env).stamped
 
 
 def _stamping(got: object) -> list[str]:
@@ -107,8 +144,8 @@ def test_a_hash_that_matched_without_its_stamp_gets_one_and_nothing_else_does():
     assert _stamping(Sha256(SHA, stamped=True)) == []
     assert _stamping(None) == []  # not there (the placing operation failed or stamps)
     assert _stamping(Sha256("cd" * 32)) == []  # another file: never stamped as this one
-    cmds = _stamping(Sha256(SHA))
-    assert len(cmds) == 1 and SHA in cmds[0] and "/st" in cmds[0]
+    cmds = _stamping(Sha256(SHA, identity="1:2:3:4"))
+    assert len(cmds) == 1 and SHA in cmds[0] and "/st" in cmds[0] and "1:2:3:4" in cmds[0]
 
 
 def test_a_placed_file_is_stamped_after_its_check_and_a_placed_one_is_left_alone(tmp_path):
