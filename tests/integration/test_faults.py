@@ -202,20 +202,22 @@ def test_interrupted_deploy_converges_on_the_next_run(deployed, tmp_path):
     assert deploy().rc == 0 and healthy()
 
 
-def files_holding(secret: str) -> dict[str, tuple[str, str]]:
+def files_holding(secret: str) -> dict[str, tuple[str, bool]]:
     """Every file on the sandbox host holding `secret` (given on stdin, never on a command
-    line), with its mode and owner; the kernel's views and Docker's image layers (which the
-    kit never writes a key into: its builds take no secret) are not read."""
+    line), with its owner and whether another user (nobody) can read it, folders and all;
+    the kernel's views and Docker's image layers (which the kit never writes a key into:
+    its builds take no secret) are not read."""
     scan = ("grep -rlsF -f /dev/stdin --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
-            "--exclude-dir=overlay2 / | while read -r f; do echo \"$(stat -c '%a %U' \"$f\")"
-            " $f\"; done")
+            "--exclude-dir=overlay2 / | while read -r f; do "
+            "if setpriv --reuid=nobody --regid=nogroup --clear-groups test -r \"$f\"; "
+            "then r=readable; else r=closed; fi; echo \"$r $(stat -c %U \"$f\") $f\"; done")
     out = subprocess.run(["docker", "exec", "-i", CONTAINER, "bash", "-c", scan],
                          input=secret + "\n", capture_output=True, text=True, timeout=600)
     found = {}
     for line in out.stdout.splitlines():
         words = line.split(" ", 2)
-        if len(words) == 3 and words[0].isdigit():  # a file gone before its stat: no line
-            found[words[2]] = (words[0], words[1])
+        if len(words) == 3 and words[0] in ("readable", "closed"):  # (gone before its stat)
+            found[words[2]] = (words[1], words[0] == "readable")
     return found
 
 
@@ -230,14 +232,17 @@ def test_api_key_never_reaches_a_command_line_log_or_report(deployed, tmp_path):
         assert run.rc == 0, run.out[-3000:]
         assert secret not in run.out
         assert secret not in sandbox_exec("ps auxww").stdout
-        # every file on the host that holds the key is root's and unreadable to others:
-        # the kit's two (the key and the env file), and Docker's own record of the
-        # container's environment (its config in /var/lib/docker/containers, 0600)
+        # every file on the host that holds the key is root's and no other user can read
+        # it: the kit's two (the key and the env file), and the container engine's own
+        # records of the container's environment (Docker's config.v2.json, containerd's
+        # meta.db: 0644 itself, in a 0700 folder), which `--env-file` always makes
         holders = files_holding(secret)
         assert {"/etc/beekeeper/llm/api_key", "/etc/beekeeper/llm/secrets.env"} <= set(holders)
-        for path, (mode, owner) in holders.items():
-            assert owner == "root" and int(mode, 8) & 0o077 == 0, (path, mode, owner)
-            assert path.startswith(("/etc/beekeeper/", "/var/lib/docker/containers/")), path
+        for path, (owner, readable) in holders.items():
+            assert owner == "root" and not readable, (path, owner, readable)
+            assert path.startswith(("/etc/beekeeper/", "/var/lib/docker/",
+                                    "/var/lib/containerd/", "/run/containerd/",
+                                    "/run/docker/")), path
         unit = sandbox_exec("cat /etc/systemd/system/beekeeper-llm.service").stdout
         assert secret not in unit and "--env-file /etc/beekeeper/llm/secrets.env" in unit
         for f in ("api_key", "secrets.env"):
