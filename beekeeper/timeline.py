@@ -17,7 +17,7 @@ class Timeline:
 
     clock: Callable[[], float] = time.monotonic
     phases: list[tuple[str, float]] = field(default_factory=list)
-    _since: float | None = None
+    _since: float = field(init=False)  # when the last phase ended (or the line began)
 
     def __post_init__(self) -> None:
         self._since = self.clock()
@@ -29,7 +29,7 @@ class Timeline:
     def end(self, name: str) -> float:
         """The phase `name` ends now: it lasted since the previous one ended."""
         now = self.clock()
-        took = now - (self._since if self._since is not None else now)
+        took = now - self._since
         self.phases.append((name, took))
         self._since = now
         return took

@@ -23,8 +23,8 @@ from pyinfra.api import Config, Inventory, State
 
 from .harness import ROOT, pci_facts, prepare_each_host, run_deploy_hosts_stdin
 from .test_gpu_hosts import DEFAULTS, facts
+from .test_url_secrets import COMMIT, place
 
-COMMIT = "a" * 40
 GOOD = {**DEFAULTS, "source": {"git": "https://git.example/o/r.git", "ref": COMMIT}}
 MIRROR = "mirror.example/repo/x"
 
@@ -55,16 +55,6 @@ IMAGES = {"base_images": {"build": f"user:{secret(19)}@registry.example/img:1"},
 SECRETS = [secret(n) for n in range(1, 21)]
 KEYS = ["source.git", "hf_endpoint", "nvidia_repos.cuda", "nvidia_repos.cuda_key",
         "nvidia_repos.toolkit", "nvidia_repos.toolkit_key", "server_extra_args"]
-
-
-def place(key: str, url: str) -> dict:
-    if key == "source.git":
-        return {"source": {"git": url, "ref": COMMIT}}
-    if key.startswith("nvidia_repos."):
-        return {"nvidia_repos": {key.split(".")[1]: url}}
-    if key == "server_extra_args":
-        return {"server_extra_args": ["--mmproj-url", url]}
-    return {key: url}
 
 
 def hosts() -> dict[str, dict]:
