@@ -127,6 +127,12 @@ class ServerSettings:
     # GPU chain lacks (grammar, n_probs, speculative drafts). Costs a second logits-sized
     # compute buffer (+486 MiB at 4K context, +614 MiB at 64K for Qwen3.5-9B).
     backend_sampling: bool = False
+    # `--cache-ram` (MiB of host memory for llama-server's prompt cache; 0 turns it off,
+    # None leaves the server's 8,192). Whenever a request's prompt differs from the slot's
+    # (it would keep under half of it), the server first copies the slot's whole state (KV
+    # cache and recurrent state) into that cache, inside the new request's time to first
+    # token (tools/server/server-context.cpp, get_available_slot -> prompt_save).
+    cache_ram_mib: int | None = None
     extra_args: tuple[str, ...] = ()
 
     def args(self, model_path: str, draft_path: str | None = None) -> list[str]:
@@ -140,6 +146,8 @@ class ServerSettings:
             out += ["-ub", str(self.ubatch_size)]
         if self.backend_sampling:
             out += ["--backend-sampling"]
+        if self.cache_ram_mib is not None:
+            out += ["--cache-ram", str(self.cache_ram_mib)]
         out += ["--jinja"] if self.jinja else ["--no-jinja"]
         if self.chat_template:
             out += ["--chat-template", self.chat_template]
@@ -301,6 +309,10 @@ def _backend_sampling(p: Profile) -> Profile:
     return replace(p, server=replace(p.server, backend_sampling=True))
 
 
+def _no_prompt_cache(p: Profile) -> Profile:
+    return replace(p, server=replace(p.server, cache_ram_mib=0))
+
+
 def _ubatch(p: Profile, ubatch: int) -> Profile:
     return replace(p, server=replace(p.server, ubatch_size=ubatch,
                                      batch_size=max(2048, ubatch)))
@@ -345,6 +357,18 @@ PROFILES: dict[str, Profile] = {
             "q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
             "(faster decode, slower first token at 60K)", QWEN35_9B_Q8, 65_536, "turbo4",
             "turbo4", decode=None, ttft=None, vram=None)), 256),
+        # candidates measured side by side on the H200 (issue 41)
+        _no_prompt_cache(_qwen(
+            "q8-turbo4-64k-nocache", "q8-turbo4-64k without the host prompt cache",
+            QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=None, ttft=None, vram=None)),
+        _no_prompt_cache(_ubatch(_backend_sampling(_qwen(
+            "q8-turbo4-64k-bs-nocache", "q8-turbo4-64k-bs without the host prompt cache",
+            QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=None, ttft=None, vram=None)),
+            256)),
+        _no_prompt_cache(_ubatch(_backend_sampling(_qwen(
+            "q8-turbo4-64k-bs384-nocache", "q8-turbo4-64k-bs at ubatch 384 without the host "
+            "prompt cache", QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=None, ttft=None,
+            vram=None)), 384)),
         _qwen("q8-turbo3-64k", "Qwen3.5-9B Q8_0 + turbo3 KV @ 64K",
               QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9862),
         _qwen("q8-turbo3tcq-64k", "Qwen3.5-9B Q8_0 + turbo3_tcq KV @ 64K",

@@ -1,10 +1,10 @@
 #!/bin/bash
 # On the GPU box (the device's working tree, .whl/ and carry/ carried): install the kit from
-# the carried wheels (pip, offline), start full.sh detached, and wait inside this call.
+# the carried wheels (pip, offline), start full.sh (or $PROOF.sh) detached, and wait inside this call.
 # A second call, at once: `bash tests/gpu/deploy_proof/wait.sh SECONDS`.
 export R=$PWD L=/tmp/h200; mkdir -p $L
 python3 -m zipfile -e .whl/gguf-*.whl /tmp/gg
-setsid nohup bash tests/gpu/deploy_proof/full.sh > $L/full.out 2>&1 < /dev/null &
+setsid nohup bash tests/gpu/deploy_proof/${PROOF:-full}.sh > $L/full.out 2>&1 < /dev/null &
 t0=$(date +%s%N)
 python3 -m pip install -q --no-index --no-deps --find-links .whl \
   $(ls .whl/*.whl | grep -v -e setuptools -e typing_extensions) -e . > $L/pip.txt 2>&1
