@@ -654,7 +654,7 @@ KIT_FLAGS = {
     "-ub": "the profile", "--ubatch-size": "the profile", "--alias": "model_alias",
     "-a": "model_alias", "--jinja": "the profile", "--no-jinja": "the profile",
     "--chat-template": "the profile", "--reasoning": "the profile",
-    "--backend-sampling": "the profile", "-cram": "the profile", "--cache-ram": "the profile", "-md": "draft_repo/draft_file",
+    "--backend-sampling": "the profile", "-md": "draft_repo/draft_file",
     "--model-draft": "draft_repo/draft_file", "--spec-type": "the profile (its draft)",
     "-cd": "the profile (its draft)", "--ctx-size-draft": "the profile (its draft)",
     "-ngld": "the profile (its draft)", "--gpu-layers-draft": "the profile (its draft)",

@@ -330,45 +330,41 @@ PROFILES: dict[str, Profile] = {
                                 "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
                                 QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None,
                                 vram=9300)),
-        # Backend sampling stays off here: with it the server's decode is the engine's
-        # (served/llama-bench 0.906 -> 0.98-1.0 at 4K; 0.982 -> 0.99-1.01 at 60K), but its
-        # logits-sized buffer fits the 10 GiB budget only with a smaller ubatch, and that
-        # slows the 60K prefill: -ub 256 12.6 % (TTFT 11.93 -> 13.44 s), -ub 384 6.8 %
-        # (12.74 s, 149 MiB under the budget and 0.970 at 4K); -ub 512 is over it (10,366
-        # MiB rise). A 60K prompt with a 512-token answer takes 16.0 s here, 17.5 s with
-        # -ub 256. The choice is q8-turbo4-64k-bs below. ubatch stays 512: 2048 cut TTFT by
-        # 3 % (12.00 -> 11.64 s) for +1,512 MiB, 4096 not at all (12.10 s) for +3,544 MiB.
-        # (H200, benchmarks/h200/2026-11-30-beellama: 3 repeats each, but one TTFT request
-        # and 2 llama-bench repeats in the second -ub 256 run.)
-        _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
-              QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700),
-        # The production profile with its sampler on the GPU: the CPU sampler's walk over a
-        # 248,320-entry vocabulary per token is gone, and -ub 256 pays for the sampler's
-        # buffer (compute buffer 554 MiB; measured rise 9,811 MiB). H200, two runs: decode
-        # 163.2 / 163.0 tok/s at 4K (0.996 / 0.980 of llama-bench at -ub 256) and 128.6 /
-        # 126.4 at 60K (1.011 / 0.988); TTFT at 60K 13.46 / 13.42 s (the default's 11.93).
-        # No reference-card figures: the seed measured the default only. -ub 384 is 5.3 %
-        # faster to the first token at 60K with 149 MiB left under 10 GiB (so `beekeeper plan
-        # --tune-ubatch` picks it on the H200); 256 is kept for cards not measured.
-        # beellama calls backend sampling experimental; the server falls back to the CPU for
-        # requests with a grammar, logprobs or a reasoning budget (common/sampling.cpp and
-        # server-context.cpp at the pinned commit).
-        _ubatch(_backend_sampling(_qwen(
-            "q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
-            "(faster decode, slower first token at 60K)", QWEN35_9B_Q8, 65_536, "turbo4",
-            "turbo4", decode=None, ttft=None, vram=None)), 256),
-        # candidates measured side by side on the H200 (issue 41)
+        # The production default (H200, benchmarks/h200/2026-12-04-candidates: four profiles
+        # through the kit's deploy and verify, one build, side by side). Its host prompt cache
+        # is off: with it on, every request whose prompt differs from the slot's first copies
+        # the slot's state into host memory (535 MiB at 60,000 tokens, 764-818 ms), inside
+        # that request's time to first token: TTFT at 60K 12.06 s (1.096x the engine's
+        # prefill + first token) against 11.26 s (1.021x) without. Sampling stays on the CPU:
+        # no profile reached 0.98 of llama-bench's decode at 4K (this one 0.914, with backend
+        # sampling at -ub 384 0.951), and by a user's whole request at 60K (TTFT + 512 tokens
+        # out) this one is the quickest measured (15.76 s; -bs at -ub 384 15.87 s, the
+        # earlier default 16.48 s) with 493 MiB of the 10 GiB budget left (9,747 MiB rise).
+        # ubatch stays 512: 2048 cut TTFT by 3 % (12.00 -> 11.64 s) for +1,512 MiB, 4096 not
+        # at all (12.10 s) for +3,544 MiB (benchmarks/h200/2026-11-30-beellama).
         _no_prompt_cache(_qwen(
-            "q8-turbo4-64k-nocache", "q8-turbo4-64k without the host prompt cache",
-            QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=None, ttft=None, vram=None)),
+            "q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
+            QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700)),
+        # The earlier default, with llama-server's host prompt cache (8,192 MiB): a user who
+        # switches between long conversations gets each back without its prefill (a 60K
+        # prompt: 11 s), and pays the save (about 0.8 s at 60K) on every switch.
+        _qwen("q8-turbo4-64k-cache", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K with the host prompt "
+              "cache (for switching between long conversations)", QWEN35_9B_Q8, 65_536,
+              "turbo4", "turbo4", decode=None, ttft=None, vram=None),
+        # The production profile with its sampler on the GPU (and no host prompt cache): the
+        # CPU sampler's walk over a 248,320-entry vocabulary per token is gone, and -ub 384
+        # pays for the sampler's buffer (compute buffer 830 MiB). H200, 2026-12-04 beside the
+        # default: decode 161.3 tok/s at 4K (0.951 of llama-bench at -ub 384) and 131.0 at
+        # 60K (1.007); TTFT at 60K 11.96 s (1.021x); rise 10,091 MiB, 149 under the 10 GiB
+        # budget (planner 10,129). -ub 256 in the same run: 0.914 / 0.920, TTFT 12.87 s
+        # (2026-11-30: 0.996 / 1.011, 13.46 s). No reference-card figures: the seed measured
+        # the default only. beellama calls backend sampling experimental; the server falls
+        # back to the CPU for requests with a grammar, logprobs or a reasoning budget
+        # (common/sampling.cpp and server-context.cpp at the pinned commit).
         _no_prompt_cache(_ubatch(_backend_sampling(_qwen(
-            "q8-turbo4-64k-bs-nocache", "q8-turbo4-64k-bs without the host prompt cache",
-            QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=None, ttft=None, vram=None)),
-            256)),
-        _no_prompt_cache(_ubatch(_backend_sampling(_qwen(
-            "q8-turbo4-64k-bs384-nocache", "q8-turbo4-64k-bs at ubatch 384 without the host "
-            "prompt cache", QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=None, ttft=None,
-            vram=None)), 384)),
+            "q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
+            "(faster decode, 149 MiB left of 10 GiB)", QWEN35_9B_Q8, 65_536, "turbo4",
+            "turbo4", decode=None, ttft=None, vram=None)), 384)),
         _qwen("q8-turbo3-64k", "Qwen3.5-9B Q8_0 + turbo3 KV @ 64K",
               QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9862),
         _qwen("q8-turbo3tcq-64k", "Qwen3.5-9B Q8_0 + turbo3_tcq KV @ 64K",

@@ -513,7 +513,7 @@ def test_the_ubatch_is_planned_from_the_gguf_given(tmp_path):
     bs = PROFILES["q8-turbo4-64k-bs"]
     assert choose_ubatch(bs, "RTX 4090", 90000)[1].startswith(
         "no TTFT measured by ubatch for RTX 4090 / turbo4 with backend sampling; the profile's "
-        "-ub 256 planned ")
+        "-ub 384 planned ")
 
 
 def test_a_plan_exactly_at_the_budget_fits(monkeypatch):
