@@ -80,6 +80,10 @@ def test_verify_engine_decode_passes_and_prints_the_ratio(deployed, tmp_path):
     assert sandbox_exec("systemctl is-active beekeeper-llm.service").stdout.strip() == "active"
 
 
+# the slow tier (scripts/test-slow.sh): verify's full sizes (60-140 s on 2 cores); the quick
+# sizes above run the same code, and the unit tier checks that every profile's full sizes
+# fit its context
+@pytest.mark.slow
 def test_smoke_decode_passes_without_quick(deployed, tmp_path):
     """The full sizes fit cpu-tiny's 4096-token context (it asked for 4096 + 512 before)."""
     p, data = verify(tmp_path, "smoke,decode")
@@ -96,6 +100,10 @@ def test_smoke_decode_passes_without_quick(deployed, tmp_path):
 SLOW = ["--top-k", "0", "--typical", "0.99"]
 
 
+# the slow tier (scripts/test-slow.sh): two deploys and a judged decode (90-480 s on 2 cores).
+# In the main tier a real bad server is still failed by verify (test_deploy.py's weak model,
+# NIAH), and the decode rule's arithmetic is the judge's, proven by mutants in the unit tier.
+@pytest.mark.slow
 def test_a_slow_server_fails_the_decode_check_naming_both_figures(deployed, tmp_path):
     run = deploy("--data", f"server_extra_args={json.dumps(SLOW)}")
     try:
