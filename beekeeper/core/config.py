@@ -389,10 +389,13 @@ def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
     draft = profile.server.draft_model
     if draft is not None:
         draft = _model_file(entry, prefix, "draft", draft)
-    if entry.ctx_size is not None:
-        # the server's -c, the planner and the VRAM budget check, and verify's sizes
-        profile = with_ctx_size(profile, rule_ctx_size(f"{prefix}ctx_size", entry.ctx_size,
-                                                       profile))
+    if entry.ctx_size is not None or entry.slots is not None:
+        # the server's -c and -np, the planner and the VRAM budget check, and verify's sizes
+        slots = entry.slots or profile.server.parallel
+        key = f"{prefix}ctx_size" if entry.ctx_size is not None else f"{prefix}slots"
+        ctx = rule_ctx_size(key, profile.server.ctx_size if entry.ctx_size is None
+                            else entry.ctx_size, profile, slots)
+        profile = with_ctx_size(profile, ctx, slots)
     return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
                          bind_address=entry.bind_address, api_key_file=entry.api_key_file,
                          model=model, draft=draft, extra_args=tuple(entry.server_extra_args),
@@ -406,18 +409,21 @@ def rule_loopback_needs_key(key: str, bind: str, key_file: str | None, key_name:
                    f"set {key_name} to a file holding the key, or bind 127.0.0.1")
 
 
-def rule_ctx_size(key: str, value: int, profile: Profile) -> int:
-    """ctx_size: from MIN_CTX_SIZE per slot to the model's trained context."""
+def rule_ctx_size(key: str, value: int, profile: Profile, slots: int | None = None) -> int:
+    """ctx_size: from MIN_CTX_SIZE per slot to the model's trained context (`key`: the
+    key given, ctx_size or slots)."""
+    slots = slots or profile.server.parallel
     train = profile.model.n_ctx_train
     if value > train:
         raise fail(key, f"{value!r} exceeds the model's trained context {train}",
                    f"lower ctx_size to {train} or less, or remove it")
-    floor = MIN_CTX_SIZE * profile.server.parallel
+    floor = MIN_CTX_SIZE * slots
     if value < floor:
-        raise fail(key, f"{value!r} is below {floor} tokens ({MIN_CTX_SIZE} per slot, "
-                   f"{profile.server.parallel} slot(s))",
-                   f"raise ctx_size to {floor} or more, or remove it "
-                   f"(the profile's is {profile.server.ctx_size})")
+        what = "ctx_size" if key.endswith("ctx_size") else f"ctx_size {value}"
+        raise fail(key, f"{what} is below {floor} tokens ({MIN_CTX_SIZE} per slot, "
+                   f"{slots} slot(s))",
+                   f"raise ctx_size to {floor} or more, or use fewer slots "
+                   f"(the profile's ctx_size is {profile.server.ctx_size})")
     return value
 
 

@@ -521,6 +521,8 @@ def _mapping(value: Any) -> Any:
 Strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 Text = Annotated[str, AfterValidator(lambda v: safe_text(v, "the value"))]
 Port = Annotated[int, Field(ge=1, le=65535)]
+# host data `slots`: llama-server runs up to this many requests at once in one process here
+MAX_SLOTS = 16
 # an image's digest after its '@' (OCI: algorithm:encoded), the only '@' a reference holds
 _DIGEST = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[A-Fa-f0-9]{32,}")
 
@@ -645,8 +647,8 @@ KIT_FLAGS = {
     "--model-url": "model_repo/model_file", "-hf": "model_repo/model_file",
     "-hfr": "model_repo/model_file", "--hf-repo": "model_repo/model_file",
     "-hff": "model_repo/model_file", "--hf-file": "model_repo/model_file",
-    "-c": "ctx_size", "--ctx-size": "ctx_size", "-np": "the profile (its slots)",
-    "--parallel": "the profile (its slots)", "-ctk": "the profile (its KV types)",
+    "-c": "ctx_size", "--ctx-size": "ctx_size", "-np": "slots",
+    "--parallel": "slots", "-ctk": "the profile (its KV types)",
     "--cache-type-k": "the profile (its KV types)", "-ctv": "the profile (its KV types)",
     "--cache-type-v": "the profile (its KV types)", "-fa": "the profile",
     "--flash-attn": "the profile", "-ngl": "the profile", "--gpu-layers": "the profile",
@@ -863,6 +865,12 @@ class ServiceData(BaseModel):
         None, "integer", "the context in tokens (256 per slot up to the model's trained "
         "context; default: the profile's)", "give a number of tokens, e.g. ctx_size = 8192",
         "is not a whole number")
+    slots: Annotated[int, Field(ge=1, le=MAX_SLOTS)] | None = key(
+        None, f"integer 1-{MAX_SLOTS}", "request slots: how many requests the server runs "
+        "at once (llama-server -np), each with ctx_size / slots tokens of context, one "
+        "recurrent state each in the VRAM plan; default: the profile's (1 but cpu-tiny-4slot)",
+        f"give a whole number from 1 to {MAX_SLOTS}, e.g. slots = 2",
+        "is not a number of slots")
     server_extra_args: Annotated[list[str], Seq, AfterValidator(_extra_args)] = key(
         (), "list of strings", "more llama-server flags, added after the kit's (never one "
         "the kit sets: host, port, key, model, context, slots, KV types ...)",

@@ -390,23 +390,26 @@ PROFILES: dict[str, Profile] = {
     ]
 }
 
-def with_ctx_size(profile: Profile, ctx_size: int) -> Profile:
-    """The profile served with host data `ctx_size`: the server's -c, the planner's KV cache
-    and verify's sizes all follow it. Verify's NIAH and decode depths shrink to fit the new
-    context per slot and never grow past the profile's (its reference figures were measured
-    there); the reference peak VRAM no longer applies and is dropped (the budget check and
-    the planner use the new context)."""
-    if ctx_size == profile.server.ctx_size:
+def with_ctx_size(profile: Profile, ctx_size: int, slots: int | None = None) -> Profile:
+    """The profile served with host data `ctx_size` (and `slots`, llama-server's -np): the
+    server's -c and -np, the planner's KV cache and recurrent states, and verify's sizes all
+    follow them. Verify's NIAH and decode depths shrink to fit the new context per slot and
+    never grow past the profile's (its reference figures were measured there); the
+    reference peak VRAM no longer applies and is dropped (the budget check and the planner
+    use the new shape)."""
+    slots = slots or profile.server.parallel
+    if ctx_size == profile.server.ctx_size and slots == profile.server.parallel:
         return profile
-    per_slot = ctx_size // profile.server.parallel
+    per_slot = ctx_size // slots
     e = profile.expected
     expected = replace(
         e, peak_vram_mib=None,
         niah_tokens=min(e.niah_tokens, per_slot - min(2048, per_slot // 4)),
         decode_ctx_tokens=min(e.decode_ctx_tokens, per_slot - min(4096, per_slot // 2)))
-    return replace(profile, server=replace(profile.server, ctx_size=ctx_size),
-                   expected=expected, summary=f"{profile.summary}, ctx_size {ctx_size}")
-
+    said = [f"ctx_size {ctx_size}"] if ctx_size != profile.server.ctx_size else []
+    said += [f"{slots} slots"] if slots != profile.server.parallel else []
+    return replace(profile, server=replace(profile.server, ctx_size=ctx_size, parallel=slots),
+                   expected=expected, summary=f"{profile.summary}, {', '.join(said)}")
 
 
 def _folded(text: str) -> str:

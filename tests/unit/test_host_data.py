@@ -114,7 +114,7 @@ def test_every_key_the_kit_reads_is_known():
         text = path.read_text()
         read |= set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
     assert read <= KIT_KEYS | pyinfra_keys(), read - KIT_KEYS - pyinfra_keys()
-    assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 50
+    assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 51
     config = (ROOT / "beekeeper" / "core" / "config.py").read_text()
     unread = {k for k in KIT_KEYS if f"hd.{k}" not in config and f"entry.{k}" not in config
               and f"{{role}}_{k.split('_', 1)[-1]}" not in config and k != "server_webui"}
