@@ -314,8 +314,7 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | N
     """
     mm = cudacompat.major_minor(cfg.cuda_version)
     floor = cudacompat.minor_compat_branch(cfg.cuda_version)
-    reported = gpu.cuda_version or (
-        cudacompat.spell(cudacompat.cuda_of_branch(gpu.driver_branch or 0) or (0, 0)))
+    reported = reported_cuda(gpu)
     new_enough = gpu.driver_branch is None or gpu.driver_branch >= floor
     if cfg.mode == "container":
         # forward compatibility: data-center cards only (cudacompat.FORWARD_COMPAT_BRANDS)
@@ -334,9 +333,35 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | N
         return (f"driver {gpu.driver_version} is older than {floor}, which CUDA "
                 f"{cfg.cuda_version} needs")
     brand = f", brand {gpu.brand}" if gpu.brand else ""
+    require = f"(NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)})"
+    if reported is None:
+        return (f"{_the_driver(gpu)} reports no CUDA version (no \"CUDA Version\" in "
+                f"nvidia-smi{_no_cuda_of_branch(gpu)}){brand}, so the kit cannot tell that it "
+                f"runs the image's CUDA {cfg.cuda_version} {require}")
     return (f"driver {gpu.driver_version} reports CUDA {reported}{brand}, older than the "
-            f"image's CUDA {cfg.cuda_version} (NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)}"
-            ")")
+            f"image's CUDA {cfg.cuda_version} {require}")
+
+
+def reported_cuda(gpu: NvidiaSmiInfo) -> str | None:
+    """The CUDA the driver runs: nvidia-smi's "CUDA Version", else the newest its branch
+    reports (cudacompat.cuda_of_branch); None when neither tells (no CUDA line, and no driver
+    version or a branch below the kit's table)."""
+    if gpu.cuda_version:
+        return gpu.cuda_version
+    known = cudacompat.cuda_of_branch(gpu.driver_branch) if gpu.driver_branch else None
+    return cudacompat.spell(known) if known else None
+
+
+def _the_driver(gpu: NvidiaSmiInfo) -> str:
+    """The driver as a refusal names it: by its version, or as nvidia-smi left it."""
+    if gpu.driver_version:
+        return f"driver {gpu.driver_version}"
+    return "the driver (nvidia-smi prints no driver version)"
+
+
+def _no_cuda_of_branch(gpu: NvidiaSmiInfo) -> str:
+    return f", and the kit knows no CUDA of branch {gpu.driver_branch}" \
+        if gpu.driver_branch else ""
 
 
 def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> DriverPlan:
@@ -345,22 +370,26 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> D
     deploy stops with one line offering both. The default stops: replacing a working driver
     purges packages other software may use and needs a reboot, and following it builds for
     another CUDA than the one asked for; either is the user's call, not the kit's."""
-    reported = gpu.cuda_version or cudacompat.spell(
-        cudacompat.cuda_of_branch(gpu.driver_branch or 0) or (0, 0))
-    runs = cudacompat.major_minor(reported)
-    release = cudacompat.newest_release(runs)
+    reported = reported_cuda(gpu)
+    release = cudacompat.newest_release(cudacompat.major_minor(reported)) if reported else None
+    # a driver that reports no CUDA: no release of its CUDA to name, nor to follow
+    a_release = f" to a {reported} release" if reported else ""
     if cfg.cuda_follows_driver:
         if cfg.mode != "container":
             raise PreflightError(f"host data `cuda_follows_driver`: {why}; it applies to "
-                                 "container mode only: set cuda_version to a "
-                                 f"{reported} release, or upgrade_driver = True")
+                                 f"container mode only: set cuda_version{a_release}, or "
+                                 "upgrade_driver = True")
         if release is None:
-            raise PreflightError(f"host data `cuda_follows_driver`: {why}, and the kit knows no "
-                                 f"nvidia/cuda release for CUDA {reported}: set cuda_version")
+            knows_none = f"the kit knows no nvidia/cuda release for CUDA {reported}" \
+                if reported else "the driver reports no CUDA version to follow"
+            raise PreflightError(f"host data `cuda_follows_driver`: {why}, and {knows_none}: "
+                                 "set cuda_version")
         return DriverPlan(cuda_version=release)
     if wsl.is_wsl2:
-        raise PreflightError(f"{why}: update the NVIDIA driver on Windows, or set cuda_version "
-                             f"to a {reported} release (or cuda_follows_driver = True)")
+        follows = " (or cuda_follows_driver = True)" if release and cfg.mode == "container" \
+            else ""
+        raise PreflightError(f"{why}: update the NVIDIA driver on Windows, or set cuda_version"
+                             f"{a_release}{follows}")
     branch = driver_branch_to_install(cfg)
     if cfg.upgrade_driver:
         return DriverPlan(action="upgrade")
@@ -370,7 +399,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> D
         f"{why}: set upgrade_driver = True (the kit purges the installed NVIDIA driver "
         f"packages and installs branch {branch}, pinned to it; a reboot follows), "
         f"{follow}or update the NVIDIA driver on the host to branch {branch} or newer, or set "
-        f"cuda_version to a {reported} release")
+        f"cuda_version{a_release}")
 
 
 # NVIDIA's open kernel modules run on Turing (compute capability 7.5) and newer

@@ -293,6 +293,68 @@ def test_a_driver_too_old_is_upgraded_or_followed_when_host_data_says_so():
                                    "WHY")
 
 
+# nvidia-smi that lists a card but prints neither a driver version nor a CUDA version
+NO_VERSION = NvidiaSmiInfo(path="/usr/bin/nvidia-smi", gpus=(card(),), brand="GeForce")
+UPGRADE = ("set upgrade_driver = True (the kit purges the installed NVIDIA driver packages and "
+           "installs branch 595, pinned to it; a reboot follows), ")
+
+
+def test_a_driver_that_reports_no_cuda_is_refused_for_what_it_does_not_say():
+    # issue 45: this line read "driver None reports CUDA 0.0" and advised "a 0.0 release"
+    assert dp.reported_cuda(NO_VERSION) is None
+    why = dp.driver_too_old(cfg(), NATIVE, NO_VERSION)
+    assert why == (
+        'the driver (nvidia-smi prints no driver version) reports no CUDA version (no "CUDA '
+        'Version" in nvidia-smi), brand GeForce, so the kit cannot tell that it runs the '
+        "image's CUDA 13.2.1 (NVIDIA_REQUIRE_CUDA cuda>=13.2)")
+    # the deploy stops on that line, offering no release of a CUDA nobody reported
+    assert refused(dp.check_gpu, cfg(), NATIVE, NO_VERSION, 0, []) == (
+        f"{why}: {UPGRADE}or update the NVIDIA driver on the host to branch 595 or newer, or "
+        "set cuda_version")
+    # native mode: any driver the floor lets through builds (a driver of no version included)
+    assert dp.driver_too_old(cfg(mode="native"), NATIVE, NO_VERSION) is None
+    # a branch the kit's table knows no CUDA of (below 580), the CUDA line missing
+    assert dp.reported_cuda(smi(branch=550, cuda=None)) is None
+    assert dp.reported_cuda(smi(branch=580, cuda=None)) == "13.0"
+    assert dp.reported_cuda(smi(branch=550, cuda="12.4")) == "12.4"
+    assert dp.driver_too_old(cfg(cuda_version="12.8.1"), NATIVE,
+                             smi(branch=550, cuda=None, brand=None)) == (
+        'driver 550.95.05 reports no CUDA version (no "CUDA Version" in nvidia-smi, and the kit '
+        "knows no CUDA of branch 550), so the kit cannot tell that it runs the image's CUDA "
+        "12.8.1 (NVIDIA_REQUIRE_CUDA cuda>=12.8)")
+    assert dp.driver_too_old(cfg(), NATIVE, smi(branch=470, cuda=None)) == \
+        "driver 470.95.05 is older than 580, which CUDA 13.2.1 needs"
+
+
+def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
+    for gpu in (NO_VERSION, smi(branch=470, cuda=None)):
+        assert refused(dp.old_driver, cfg(), NATIVE, gpu, "WHY") == (
+            f"WHY: {UPGRADE}or update the NVIDIA driver on the host to branch 595 or newer, or "
+            "set cuda_version")
+        assert refused(dp.old_driver, cfg(), WSL, gpu, "WHY") == (
+            "WHY: update the NVIDIA driver on Windows, or set cuda_version")
+        assert refused(dp.old_driver, cfg(cuda_follows_driver=True), NATIVE, gpu, "WHY") == (
+            "host data `cuda_follows_driver`: WHY, and the driver reports no CUDA version to "
+            "follow: set cuda_version")
+        assert refused(dp.old_driver, cfg(cuda_follows_driver=True, mode="native"), NATIVE,
+                       gpu, "WHY") == (
+            "host data `cuda_follows_driver`: WHY; it applies to container mode only: set "
+            "cuda_version, or upgrade_driver = True")
+        assert dp.old_driver(cfg(upgrade_driver=True), NATIVE, gpu, "WHY") == \
+            DriverPlan(action="upgrade")
+
+
+def test_wsl2_offers_following_the_driver_only_where_the_kit_has_its_image():
+    # CUDA 12.4 (a 550 Windows driver): no nvidia/cuda release the kit builds, so following
+    # it would be refused next; the way out offered is the driver or cuda_version
+    assert refused(dp.old_driver, cfg(), WSL, smi(branch=550, cuda="12.4"), "WHY") == (
+        "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 12.4 release")
+    assert refused(dp.old_driver, cfg(mode="native"), WSL, GEFORCE_580, "WHY") == (
+        "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 13.0 release")
+    assert refused(dp.old_driver, cfg(), WSL, GEFORCE_580, "WHY").endswith(
+        "to a 13.0 release (or cuda_follows_driver = True)")
+
+
 def test_an_upgrade_is_planned_only_for_a_driver_too_old_and_checks_the_new_branch():
     assert dp.check_gpu(cfg(upgrade_driver=True), NATIVE, GEFORCE_580, 0, []) == \
         DriverPlan(action="upgrade")
