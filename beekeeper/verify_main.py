@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from .core.deployed import DeployedService
+from .core.deployed import DeployedService, RecordError
 from .core.errors import VerifyError
 from .core.profiles import PROFILES, Profile, profile_problem, with_ctx_size
 
@@ -337,9 +337,12 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
                     f"{where} to read it from (`beekeeper profiles` lists them)")
         return None
     try:
-        d = DeployedService.from_json(manifest)
-    except ValueError as e:
-        return f"the deployed.json on {where} is not JSON ({e}): give --profile and --port"
+        d = DeployedService.from_json(manifest, f"the deployed.json on {where}")
+    except RecordError as e:
+        if e.key is None:
+            return (f"the deployed.json on {where} is not JSON ({e.detail}): give --profile "
+                    "and --port")
+        return f"{e.source}: {e.problem}: redeploy the service with the kit, or give --profile"
     said = []
     if args.profile is None:
         if d.profile not in PROFILES:

@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from beekeeper.core.deployed import DeployedService
+from beekeeper.core.deployed import DeployedService, RecordError
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
@@ -122,10 +122,12 @@ def read_deployed(shell: Shell, service: str = "llm") -> DeployedService:
                           "for a server you started give --llama-bench and --model "
                           f"({p.stderr.strip()[:200]})")
     try:
-        dep = DeployedService.from_json(p.stdout)
-    except ValueError as e:
-        raise EngineError(f"{path} on {shell.label} cannot be read ({e}): deploy with the "
-                          "kit again") from None
+        dep = DeployedService.from_json(p.stdout, f"{path} on {shell.label}")
+    except RecordError as e:
+        if e.key is not None:  # one line: the record, the key, the fix
+            raise EngineError(str(e)) from None
+        raise EngineError(f"{path} on {shell.label} cannot be read ({e.detail}): deploy with "
+                          "the kit again") from None
     missing = [k for k in ("unit", "image", "model_path") if not getattr(dep, k)]
     if missing:
         raise EngineError(f"{path} on {shell.label} names no {', '.join(missing)}: deploy "

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import shlex
 import warnings
+from typing import Any
 
 import pytest
 
-from beekeeper.core.deployed import DeployedService
+from beekeeper.core.deployed import DeployedService, RecordError
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 from beekeeper.core.paths import manifest_glob
 from beekeeper.verify import host_checks
@@ -25,12 +26,31 @@ from beekeeper.verify.host_checks import Applies, gpu_in_container_command
 __all__ = ["gpu_in_container_command"]  # what the deploy's own check runs, for the tests
 
 
+def records_script(pattern: str) -> str:
+    """A POSIX sh script printing every record matching the glob `pattern` as one JSON object,
+    {path: record}: parsed by jq where the host has it and every record is JSON, else
+    {path: its text} by python3 (a record that is not JSON is then refused by its path)."""
+    jq = "reduce inputs as $r ({}; . + {(input_filename): $r})"
+    py = ("import glob,json,sys; print(json.dumps({p: open(p).read() "
+          "for p in sorted(glob.glob(sys.argv[1]))}))")
+    return (f"out=$(jq -n {shlex.quote(jq)} {pattern} 2>/dev/null) && printf '%s\\n' \"$out\" "
+            f"|| python3 -c {shlex.quote(py)} {shlex.quote(pattern)}")
+
+
+def read_records(found: dict[str, Any]) -> list[DeployedService]:
+    """The records of `records_script`'s output, by attribute; a refused one fails the checks
+    in one line naming its path, the key and the fix (beekeeper/core/deployed.py)."""
+    try:
+        return [DeployedService.from_json(d, path)
+                for path, d in found.items()]
+    except RecordError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
 @pytest.fixture(scope="module")
 def services(host) -> list[DeployedService]:
-    out = host.run(f"cat {manifest_glob()} 2>/dev/null | jq -s . 2>/dev/null "
-                   "|| python3 -c 'import glob,json,sys; print(json.dumps([json.load(open(p)) "
-                   f"for p in sorted(glob.glob(sys.argv[1]))]))' {shlex.quote(manifest_glob())}")
-    found = [DeployedService.from_json(d) for d in json.loads(out.stdout or "[]")]
+    out = host.run("sh -c %s", records_script(manifest_glob()))
+    found = read_records(json.loads(out.stdout or "{}"))
     assert found, f"no beekeeper service on this host ({manifest_glob()})"
     return found
 

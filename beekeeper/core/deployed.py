@@ -2,15 +2,19 @@
 The deployment record: what a model service runs, as the deploy leaves it on the host
 (ServicePaths.manifest, /etc/beekeeper/<name>/deployed.json, and its `.prev` kept for a
 rollback). Written by tasks/service.py (`to_json`); read by attribute everywhere else
-(`from_json`): the deploy's facts and cleanups, the uninstall, the host checks, verify.
+(`from_json`, `load`): the deploy's facts and cleanups, the uninstall, the host checks, verify.
 
 Standard library only, and Python 3.10: verify's kit ships beekeeper/core to the host
 (beekeeper/hostverify.py). The host-side scripts (beekeeper/hostside/) are uploaded as single
-files and cannot import it: hostside/rollback.py reads the three keys it needs itself.
+files, or sent on stdin, and cannot import it: hostside/rollback.py reads the three keys it
+needs itself.
 
-A record of an older kit lacks the keys added since (the first kit wrote service, container,
-unit, profile, mode, image, bind_address, port, model_path and model_sha256): those read as
-their defaults. A key of a newer kit is ignored, and so is a value of the wrong type.
+Reading validates, and refuses a record in one line naming the record, the key and the fix
+(RecordError): a key every kit has written (REQUIRED: what the first kit wrote) missing, or
+any key of the record with a value of the wrong type. A record of an older kit lacks the keys
+added since: those read as their defaults, what they meant then (runtime None: a systemd
+unit; ctx_size None: the profile's context; version 0: before the record said its version).
+A key of a newer kit is ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +28,24 @@ from typing import Any
 
 # 1: the first record that says its version (before it, none: read as 0)
 RECORD_VERSION = 1
+
+# The keys of every record the kit has written (the first kit's, tasks/service.py at 58006fc);
+# a record without one was not written by the kit, or was cut short.
+REQUIRED = frozenset({"service", "container", "unit", "profile", "mode", "image",
+                      "bind_address", "port", "model_path", "model_sha256"})
+
+# what each refusal says to do: the deploy writes the record whole
+FIX = "redeploy the service with the kit (pyinfra INVENTORY deploy.py) to rewrite it"
+
+
+class RecordError(ValueError):
+    """A deployment record refused. `str()` is one line: the record (`source`), what is wrong
+    with it, the fix. `key` names the key (None: the text is not a JSON object, `detail`
+    says why)."""
+
+    def __init__(self, source: str, problem: str, key: str | None = None, detail: str = ""):
+        self.source, self.problem, self.key, self.detail = source, problem, key, detail
+        super().__init__(f"{source}: {problem}: {FIX}")
 
 
 def _key(name: str) -> dict[str, str]:
@@ -76,38 +98,73 @@ class DeployedService:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, data: str | Mapping[str, Any]) -> DeployedService:
-        """A record from deployed.json's text (or its parsed object), of any kit: a missing
-        key reads as its default, an unknown key or a value of the wrong type is ignored.
-        ValueError when the text is not JSON or not a JSON object."""
+    def from_json(cls, data: str | Mapping[str, Any],
+                  source: str = "deployed.json") -> DeployedService:
+        """A record from deployed.json's text (or its parsed object); `source` names it in a
+        refusal (its path, and the host). RecordError (a ValueError), one line, when the text
+        is not a JSON object, a key of REQUIRED is missing, or a key's value is of the wrong
+        type; a key added since the first kit, missing, reads as its default; an unknown key
+        is ignored."""
         if isinstance(data, str):
-            data = json.loads(data)  # json.JSONDecodeError is a ValueError
+            try:
+                data = json.loads(data)
+            except ValueError as e:  # json.JSONDecodeError
+                raise RecordError(source, f"is not JSON ({e})", detail=str(e)) from None
         if not isinstance(data, Mapping):
-            raise ValueError(f"not a JSON object but {type(data).__name__}")
+            why = f"not a JSON object but {type(data).__name__}"
+            raise RecordError(source, f"is {why}", detail=why)
         hints = typing.get_type_hints(cls)
         kept = {}
         for f in fields(cls):
-            value = data.get(f.metadata.get("key", f.name), f.default)
-            if _is(value, hints[f.name]):
-                kept[f.name] = value
+            key = f.metadata.get("key", f.name)
+            if key not in data:
+                if key in REQUIRED:
+                    raise RecordError(source, f"has no key {key!r} (not a record the kit "
+                                      "wrote, or one cut short)", key)
+                continue
+            value = data[key]
+            if not _is(value, hints[f.name]):
+                raise RecordError(source, f"key {key!r} is {json.dumps(value)[:60]}, not "
+                                  f"{_type_name(hints[f.name])}", key)
+            kept[f.name] = value
         return cls(**kept)
+
+    @classmethod
+    def load(cls, path: str) -> DeployedService:
+        """The record in the file `path` on this machine (OSError when it cannot be read,
+        RecordError naming `path` when it is refused)."""
+        with open(path, encoding="utf-8") as f:
+            return cls.from_json(f.read(), source=path)
+
+
+def _allowed(hint: Any) -> tuple[Any, ...]:
+    """The types of `hint`: a plain type, or `X | None`."""
+    return typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
 
 
 def _is(value: Any, hint: Any) -> bool:
-    """Whether `value` is of the type `hint` (a plain type, or `X | None`); a bool is no
-    int here."""
-    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    """Whether `value` is of the type `hint`; a bool is no int here."""
+    allowed = _allowed(hint)
     if isinstance(value, bool):
         return bool in allowed
     return isinstance(value, allowed)
 
 
-def read_record(text: str | None) -> DeployedService | None:
+_JSON_NAMES = {str: "a string", int: "a whole number", bool: "true or false",
+               type(None): "null"}
+
+
+def _type_name(hint: Any) -> str:
+    """`hint` in deployed.json's words: "a whole number or null"."""
+    return " or ".join(_JSON_NAMES[t] for t in _allowed(hint))
+
+
+def read_record(text: str | None, source: str = "deployed.json") -> DeployedService | None:
     """The record in `text` (deployed.json's content), or None when there is none or it is
-    not a JSON object."""
+    refused (RecordError: not a JSON object, a key missing or mistyped)."""
     if not text:
         return None
     try:
-        return DeployedService.from_json(text)
-    except ValueError:
+        return DeployedService.from_json(text, source)
+    except RecordError:
         return None

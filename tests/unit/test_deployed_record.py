@@ -1,8 +1,11 @@
 """
 The deployment record (beekeeper/core/deployed.py, issue 42): deployed.json as the deploy
 writes it (tasks/service.py manifest) reads back field for field, every key it writes is a
-field, and a record of an older kit (keys missing) or a newer one (keys unknown) reads with
-defaults, for every reader. Standard library only: verify's kit on the host imports it.
+field; a record of an older kit (keys added since missing) reads with their defaults and one
+of a newer kit (keys unknown) without them, for every reader. A record the kit did not write
+(a key every kit writes missing) or a value of the wrong type is refused in one line naming
+the record, the key and the fix, by every reader. Standard library only: verify's kit on the
+host imports it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ from dataclasses import fields
 import pytest
 
 from beekeeper.core.config import load_host_config
-from beekeeper.core.deployed import RECORD_VERSION, DeployedService, read_record
+from beekeeper.core.deployed import (
+    RECORD_VERSION,
+    REQUIRED,
+    DeployedService,
+    RecordError,
+    read_record,
+)
 from beekeeper.tasks.service import manifest
 
 from .harness import ROOT
@@ -89,26 +98,73 @@ def test_a_record_of_the_first_kit_reads_with_defaults():
     assert (r.runtime, r.log, r.compose_file, r.ctx_size_tokens) == (None, None, None, None)
     assert (r.model_is_users, r.draft_path, r.draft_sha256, r.version) == (False, None, None, 0)
     assert r.models() == [(FIRST_KIT["model_path"], None)]
-    # fewer keys still (a hand-made or truncated record): defaults, no KeyError
-    bare = DeployedService.from_json('{"service": "old", "port": 8090}')
-    assert (bare.port, bare.mode, bare.unit, bare.profile, bare.models()) == (
-        8090, "container", "", None, [])
+    # the keys every kit wrote are the first kit's
+    assert set(FIRST_KIT) == REQUIRED
 
 
-def test_unknown_keys_and_wrong_types_are_ignored():
-    r = DeployedService.from_json({**FIRST_KIT, "gpu_uuid": "GPU-1", "port": "8083",
-                                   "ctx_size": True, "model_is_users": 1, "mode": None})
-    assert (r.port, r.ctx_size_tokens, r.model_is_users, r.mode) == (
-        None, None, False, "container")
-    assert "gpu_uuid" not in r.to_dict()
+def test_unknown_keys_of_a_newer_kit_are_ignored():
+    r = DeployedService.from_json({**FIRST_KIT, "gpu_uuid": "GPU-1", "version": 7})
+    assert (r.port, r.version) == (8083, 7) and "gpu_uuid" not in r.to_dict()
+
+
+def refusal(data, source="/etc/beekeeper/llm/deployed.json") -> RecordError:
+    with pytest.raises(RecordError) as e:
+        DeployedService.from_json(data, source)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(source + ": ") and "redeploy" in line, line
+    return e.value
+
+
+@pytest.mark.parametrize("key", sorted(REQUIRED))
+def test_a_record_without_a_key_every_kit_writes_is_refused_naming_it(key):
+    e = refusal({k: v for k, v in FIRST_KIT.items() if k != key})
+    assert e.key == key and f"has no key {key!r}" in str(e)
+    assert read_record(json.dumps({k: v for k, v in FIRST_KIT.items() if k != key})) is None
+
+
+def test_a_foreign_record_is_refused_in_one_line():
+    """A record of something else (or a hand-made one): the first key it lacks is named."""
+    e = refusal('{"service": "old", "port": 8090}')
+    assert str(e) == ("/etc/beekeeper/llm/deployed.json: has no key 'container' (not a record "
+                      "the kit wrote, or one cut short): redeploy the service with the kit "
+                      "(pyinfra INVENTORY deploy.py) to rewrite it")
+
+
+@pytest.mark.parametrize(("key", "value", "said"), [
+    ("port", "8083", "key 'port' is \"8083\", not a whole number or null"),
+    ("ctx_size", True, "key 'ctx_size' is true, not a whole number or null"),
+    ("model_is_users", 1, "key 'model_is_users' is 1, not true or false"),
+    ("mode", None, "key 'mode' is null, not a string"),
+    ("image", ["a"], "key 'image' is [\"a\"], not a string"),
+    ("version", 1.0, "key 'version' is 1.0, not a whole number"),
+])
+def test_a_value_of_the_wrong_type_is_refused_naming_its_key(key, value, said):
+    e = refusal({**FIRST_KIT, key: value})
+    assert e.key == key and said in str(e), str(e)
 
 
 @pytest.mark.parametrize("text", ["", "not json", "[1, 2]", '"llm"', None])
 def test_a_record_that_is_not_a_json_object_is_none_or_a_value_error(text):
     assert read_record(text) is None
     if text:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError):  # RecordError is one
             DeployedService.from_json(text)
+        e = refusal(text)
+        assert e.key is None and e.detail
+
+
+def test_a_record_the_writer_wrote_loads_from_its_file_by_attribute(tmp_path):
+    path = tmp_path / "deployed.json"
+    path.write_text(written({**CPU, "runtime": "compose", "port": 8090}))
+    r = DeployedService.load(str(path))
+    assert (r.service, r.runtime, r.port, r.version) == ("llm", "compose", 8090, RECORD_VERSION)
+    # the same file cut short by hand: refused by its path
+    d = json.loads(path.read_text())
+    del d["unit"]
+    path.write_text(json.dumps(d))
+    with pytest.raises(RecordError) as e:
+        DeployedService.load(str(path))
+    assert str(e.value).startswith(f"{path}: has no key 'unit' ")
 
 
 def test_the_readers_take_a_first_kit_record():
@@ -126,6 +182,65 @@ def test_the_readers_take_a_first_kit_record():
         "the deployed.json on old-box is not JSON")
 
 
+def test_every_reader_refuses_a_foreign_record_in_one_line():
+    """verify's --profile/--port (from_deployed), its engine suite (read_deployed) and the
+    host checks (verify/test_host.py) each say the record, the key and the fix."""
+    import argparse
+
+    from beekeeper.verify.engine import EngineError, read_deployed
+    from beekeeper.verify.test_host import read_records
+
+    from .test_engine_runtimes import HostWithManifest
+
+    foreign = json.dumps({k: v for k, v in FIRST_KIT.items() if k != "port"})
+    from beekeeper.verify_main import from_deployed
+
+    line = from_deployed(argparse.Namespace(profile=None, port=None, ctx_size=None,
+                                            service="llm"), foreign, "gpu-box")
+    assert line == ("the deployed.json on gpu-box: has no key 'port' (not a record the kit "
+                    "wrote, or one cut short): redeploy the service with the kit, or give "
+                    "--profile")
+    with pytest.raises(EngineError) as e:
+        read_deployed(HostWithManifest(foreign))
+    assert str(e.value).startswith("/etc/beekeeper/llm/deployed.json on ") and \
+        "has no key 'port'" in str(e.value) and "redeploy" in str(e.value)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        read_records({"/etc/beekeeper/llm/deployed.json": FIRST_KIT,
+                      "/etc/beekeeper/old/deployed.json": foreign})
+    assert str(failed.value).startswith("/etc/beekeeper/old/deployed.json: has no key 'port'")
+    assert [r.port for r in read_records({"/etc/beekeeper/llm/deployed.json": FIRST_KIT})] \
+        == [8083]
+
+
+def test_the_host_checks_read_every_record_by_its_path(tmp_path):
+    """verify/test_host.py's command on this machine: {path: record} through jq, else
+    {path: text} through python3 (a record that is not JSON; a host without jq)."""
+    import shutil
+
+    from beekeeper.verify.test_host import records_script
+
+    (tmp_path / "llm").mkdir()
+    (tmp_path / "llm" / "deployed.json").write_text(written({**CPU}))
+    pattern = f"{tmp_path}/*/deployed.json"
+
+    def run(script: str) -> dict:
+        p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+        return json.loads(p.stdout)
+
+    assert run(records_script(f"{tmp_path}/none/*/deployed.json")) == {}
+    found = run(records_script(pattern))
+    assert list(found) == [str(tmp_path / "llm" / "deployed.json")]
+    if shutil.which("jq"):
+        assert isinstance(found[str(tmp_path / "llm" / "deployed.json")], dict)
+    # python3's answer, as on a host without jq
+    no_jq = run(records_script(pattern).replace("jq -n", "false"))
+    assert DeployedService.from_json(no_jq[str(tmp_path / "llm" / "deployed.json")]).port == 8083
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "deployed.json").write_text("{not json")
+    text = run(records_script(pattern))[str(tmp_path / "old" / "deployed.json")]
+    assert text == "{not json"
+
+
 def test_the_record_needs_only_the_standard_library():
     """It is loaded by path in an isolated interpreter with no site-packages (as on a host),
     and imports nothing outside the standard library."""
@@ -139,10 +254,10 @@ def test_the_record_needs_only_the_standard_library():
                 assert top in sys.stdlib_module_names or top == "__future__", n
     code = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('d', "
             f"{str(RECORD)!r}); m = importlib.util.module_from_spec(s); sys.modules['d'] = m; "
-            "s.loader.exec_module(m); r = m.DeployedService.from_json('{\"port\": 1}'); "
-            "print(r.port, m.read_record('x'))")
+            "s.loader.exec_module(m); r = m.DeployedService.from_json(m.DeployedService(port=1)"
+            ".to_json()); print(r.port, m.read_record('x'), m.read_record('{\"port\": 1}'))")
     # and on the oldest host Python (Ubuntu 22.04's 3.10) where this machine has one
     for python in filter(None, (sys.executable, _python310())):
         out = subprocess.run([python, "-I", "-S", "-c", code], capture_output=True,
                              text=True, timeout=60)
-        assert out.stdout.split() == ["1", "None"], (python, out.stderr)
+        assert out.stdout.split() == ["1", "None", "None"], (python, out.stderr)

@@ -94,7 +94,8 @@ def args_for(**over):
 
 def manifest(**over) -> str:
     """A deployed.json as tasks/service.py writes it (the 3090 example: port 8084)."""
-    d = {"service": "llm", "unit": "beekeeper-llm.service", "profile": "q4km-f16-32k",
+    d = {"service": "llm", "unit": "beekeeper-llm.service", "container": "beekeeper-llm",
+         "profile": "q4km-f16-32k", "model_sha256": None,
          "mode": "container", "runtime": "systemd", "port": 8084, "ctx_size": 32768,
          "bind_address": "127.0.0.1", "image": "beekeeper/llama-server:x",
          "model_path": "/srv/beekeeper/models/m.gguf", **over}

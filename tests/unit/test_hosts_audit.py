@@ -95,12 +95,12 @@ NO_GPU_DRIVER = ('docker: Error response from daemon: could not select device dr
                  'with capabilities: [[gpu]].')
 from .test_host_checks import Out  # noqa: E402 - testinfra's command result
 
-CUDA_SVC = DeployedService.from_json({
-    "mode": "container", "profile": "q8-turbo4-64k", "container": "beekeeper-llm",
-    "image": "beekeeper/llama-server:ba1fdce591f5-cuda13.2-sm89-1a2b3c4d"})
-CPU_SVC = DeployedService.from_json({
-    "mode": "container", "profile": "cpu-tiny", "container": "beekeeper-tiny",
-    "image": "beekeeper/llama-server:ba1fdce591f5-cpu-x86-64-v3-5e6f7a8b"})
+CUDA_SVC = DeployedService(
+    mode="container", profile="q8-turbo4-64k", container="beekeeper-llm",
+    image="beekeeper/llama-server:ba1fdce591f5-cuda13.2-sm89-1a2b3c4d")
+CPU_SVC = DeployedService(
+    mode="container", profile="cpu-tiny", container="beekeeper-tiny",
+    image="beekeeper/llama-server:ba1fdce591f5-cpu-x86-64-v3-5e6f7a8b")
 
 
 @dataclass

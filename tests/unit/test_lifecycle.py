@@ -6,8 +6,8 @@ put there, and only that.
 The kit's folders are real folders under tmp_path (state_dir points there, and the native
 prefix is moved there): the fact commands run on them for real, and so do the removal
 commands the operations queue, so a second run reads what the first one left. The
-manifests and the `.prev` unit (under /etc) are written by hand, as tasks/service.py writes
-them (only the keys the cleanup reads).
+manifests are the record's own text (DeployedService.to_json, as tasks/service.py writes
+them; only the fields the cleanup reads set), the `.prev` unit (under /etc) by hand.
 
 The uninstall's facts: `apt-history-debian12-real.log` is one transaction of a Debian 12
 machine's /var/log/apt/history.log and `apt-get-s-purge-make-patch-debian12.txt` that
@@ -38,6 +38,7 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.core.config import load_host_config
+from beekeeper.core.deployed import DeployedService
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import ServicePaths, prev
 from beekeeper.facts.lifecycle import (
@@ -111,10 +112,10 @@ class Machine:
 
     def runs(self, image: str, before: str | None = None) -> None:
         """The llm unit runs `image`; its previous unit (if any) `before`."""
-        self.etc = {LLM.manifest: json.dumps({"service": "llm", "image": image}),
+        self.etc = {LLM.manifest: DeployedService(service="llm", image=image).to_json(),
                     LLM.unit: "[Service]\n"}
         if before:
-            self.etc[prev(LLM.manifest)] = json.dumps({"service": "llm", "image": before})
+            self.etc[prev(LLM.manifest)] = DeployedService(service="llm", image=before).to_json()
             self.etc[prev(LLM.unit)] = "[Service]\n"
 
     def facts(self) -> dict[str, Any]:
@@ -290,7 +291,7 @@ KIT_INSTALLED = ["containerd", "docker.io", "git", "git-man", "iptables", "liber
 
 def deployed_host(**over: Any) -> dict[str, Any]:
     """A host after a container deploy of cpu-tiny (as read by the facts)."""
-    manifest = json.dumps({"service": "llm", "image": IMAGE, "model_path": MODEL})
+    manifest = DeployedService(service="llm", image=IMAGE, model_path=MODEL).to_json()
     files = {LLM.manifest: manifest}
     base = {
         "DeployedServices": ["llm"],

@@ -188,8 +188,7 @@ def test_an_image_of_a_profile_the_kit_does_not_know_is_gpu_checked_by_its_tag()
     mine = DeployedService(mode="container", profile="my-own-profile", image=cuda)
     assert host_checks.uses_gpu(mine)
     assert not host_checks.uses_gpu(replace(mine, image=cpu))
-    assert not host_checks.uses_gpu(DeployedService.from_json({"profile": "my-own-profile",
-                                                               "image": None}))
+    assert not host_checks.uses_gpu(DeployedService(profile="my-own-profile"))  # no image
     # a known profile is judged by its backend, whatever the tag says
     assert host_checks.uses_gpu(replace(mine, profile="q8-turbo4-64k", image=cpu))
     assert not host_checks.uses_gpu(replace(mine, profile="cpu-tiny", image=cuda))
@@ -204,13 +203,11 @@ def test_each_host_check_applies_to_its_services_or_says_why_not():
     from beekeeper.core.deployed import DeployedService
     from beekeeper.verify import host_checks as hc
 
-    box = DeployedService.from_json({"mode": "container", "profile": "cpu-tiny",
-                                     "runtime": "compose", "model_path": "/m/a.gguf",
-                                     "model_sha256": "a" * 64})
-    unit = DeployedService.from_json({"mode": "native", "profile": "cpu-tiny",
-                                      "runtime": "systemd", "model_path": "/m/b.gguf",
-                                      "model_sha256": None, "draft_path": "/m/d.gguf",
-                                      "draft_sha256": "d" * 64})
+    box = DeployedService(mode="container", profile="cpu-tiny", runtime="compose",
+                          model_path="/m/a.gguf", model_sha256="a" * 64)
+    unit = DeployedService(mode="native", profile="cpu-tiny", runtime="systemd",
+                           model_path="/m/b.gguf", model_sha256=None, draft_path="/m/d.gguf",
+                           draft_sha256="d" * 64)
     assert hc.containers([box, unit]) == hc.Applies(items=(box,))
     assert hc.native([box, unit]) == hc.Applies(items=(unit,))
     assert hc.compose([box, unit]) == hc.Applies(items=(box,))

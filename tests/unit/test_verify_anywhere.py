@@ -198,9 +198,11 @@ def test_engine_gpu_and_image_for_a_hand_started_server():
 
 @pytest.mark.parametrize("runtime", ["systemd", "compose"])
 def test_a_deployed_service_is_stopped_and_started_through_its_unit(runtime):
-    manifest = {"service": "llm", "unit": "beekeeper-llm.service", "mode": "container",
-                "image": "beekeeper/llama-server:t", "model_path": "/srv/m/q.gguf",
-                "runtime": runtime}
+    from beekeeper.core.deployed import DeployedService
+
+    manifest = DeployedService(service="llm", unit="beekeeper-llm.service", mode="container",
+                               image="beekeeper/llama-server:t", model_path="/srv/m/q.gguf",
+                               runtime=runtime).to_dict()
     sh = FakeShell(gpus="NVIDIA GeForce RTX 4090, 512\n", manifest=manifest)
     e = eng.deployed_engine(sh, PROFILES["q8-turbo4-64k"])
     assert e.stop == "systemctl stop beekeeper-llm.service" and runtime in e.placement
