@@ -78,7 +78,7 @@ def deploy_host() -> None:
                                          + container_toolkit.ensure(cfg, facts))
 
     if not reboot_pending and "build" in cfg.stages:
-        if cfg.mode == "native":
+        if cfg.server_runtime.native:
             artifact, build_ops = native.ensure(cfg, facts)  # the server binary
         else:
             artifact, build_ops = server_image.ensure(cfg, facts)  # the image tag
@@ -98,7 +98,7 @@ def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[O
     service takes before it starts, the others once every kept one passed its smoke check
     (a failed check stops the deploy there, and what ran keeps running)."""
     prune.ensure(cfg, "before")
-    if cfg.runtime == "supervisor":
+    if cfg.server_runtime.supervised:
         supervisor.ensure(facts, restart=supervisord_stopped)
     smoke.install()
     persist.unsupervised(facts)

@@ -36,7 +36,7 @@ def paths(svc: ServiceConfig) -> ServicePaths:
 def server_args(cfg: HostConfig, svc: ServiceConfig) -> list[str]:
     """The server's arguments: its model files on the host (native), or in the container's
     read-only model mount."""
-    native = cfg.mode == "native"
+    native = cfg.server_runtime.native
 
     def where(m: ModelFile) -> str:
         return m.host_path(cfg.model_dir) if native else model_path(m.filename)
@@ -83,12 +83,8 @@ def launch_script(svc: ServiceConfig) -> str:
 def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str,
                 docker_flavour: str | None = None) -> str:
     """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
-    template = ("supervisor-program.conf.j2" if cfg.runtime == "supervisor"
-                else "beekeeper-native.service.j2" if cfg.mode == "native"
-                else "beekeeper-compose.service.j2" if cfg.runtime == "compose"
-                else "beekeeper-server.service.j2")
     spec = container(cfg, svc, artifact)
-    return render(template, docker_flavour=docker_flavour, spec=spec,
+    return render(cfg.server_runtime.template, docker_flavour=docker_flavour, spec=spec,
                   run=docker_run(spec, sd_quote), **_context(cfg, svc, artifact))
 
 
@@ -104,7 +100,7 @@ def secrets_env(cfg: HostConfig, key: str) -> str:
     """The secrets env file's content. `docker run --env-file` takes the value after `=` as
     it is; compose parses env files (quotes, `$` interpolation), and takes a single-quoted
     value literally (config.py refuses `'` and `\\` in a key for compose)."""
-    return env_line("LLAMA_API_KEY", key, quoted=cfg.runtime == "compose")
+    return env_line("LLAMA_API_KEY", key, quoted=cfg.server_runtime.env_quoted)
 
 
 def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
@@ -114,16 +110,11 @@ def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
 
 def record(cfg: HostConfig, svc: ServiceConfig, image: str) -> DeployedService:
     """The deployment record of this service (beekeeper/core/deployed.py)."""
-    p = paths(svc)
-    supervised = cfg.runtime == "supervisor"
+    p, rt = paths(svc), cfg.server_runtime
     return DeployedService(
-        service=svc.name, container=p.container,
-        # what the runtime knows the service by: a systemd unit, or a supervisord program
-        unit=p.program if supervised else p.unit_name,
-        profile=svc.profile.name, mode=cfg.mode, image=image,
-        runtime=cfg.runtime if cfg.mode == "container" or supervised else None,
-        log=p.server_log if supervised else None,
-        compose_file=p.compose_file if cfg.runtime == "compose" else None,
+        service=svc.name, container=p.container, unit=rt.known_by(p),
+        profile=svc.profile.name, mode=cfg.mode, image=image, runtime=rt.recorded,
+        log=rt.log(p), compose_file=rt.compose_file(p),
         bind_address=svc.bind_address, port=svc.port,
         ctx_size_tokens=svc.profile.server.ctx_size,
         model_path=svc.model.host_path(cfg.model_dir),
@@ -138,11 +129,11 @@ def record(cfg: HostConfig, svc: ServiceConfig, image: str) -> DeployedService:
 
 def _folders(cfg: HostConfig, p: ServicePaths) -> list[OperationMeta]:
     ops = [files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")]
-    if cfg.runtime != "supervisor":
+    if cfg.server_runtime.dropin:
         ops.append(files.directory(
             name=f"Create the drop-in folder {p.unit_name}.d (yours; never written)",
             path=p.dropin_dir, mode="0755"))
-    if cfg.runtime == "compose":
+    if cfg.server_runtime.compose:
         ops.append(files.file(
             name=f"Create {p.compose_override} (yours; created empty, never written)",
             path=p.compose_override, present=True, touch=False))
@@ -159,7 +150,7 @@ def _secrets(cfg: HostConfig, svc: ServiceConfig, p: ServicePaths) -> list[Opera
         secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
                                 key_path=p.api_key, env_path=p.secrets_env,
                                 expected_sha1=sha1_text(secrets_env(cfg, key)),
-                                var="LLAMA_API_KEY", quoted=cfg.runtime == "compose"),
+                                var="LLAMA_API_KEY", quoted=cfg.server_runtime.env_quoted),
     ]
 
 
@@ -180,14 +171,13 @@ def _rollback_copy(p: ServicePaths, running: bool, what: str) -> OperationMeta:
 def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
            upstream: list[OperationMeta]) -> tuple[bool, list[OperationMeta]]:
     """Returns whether this run changes the service, and the operations queued."""
-    p = paths(svc)
+    p, rt = paths(svc), cfg.server_runtime
     ops = _folders(cfg, p)
     new_unit = render_unit(cfg, svc, image, host.get_fact(DockerEngine).flavour)
-    new_compose = render_compose(cfg, svc, image) if cfg.runtime == "compose" else None
+    new_compose = render_compose(cfg, svc, image) if rt.compose else None
     secret_ops = _secrets(cfg, svc, p)
     ops += secret_ops
-    supervised = cfg.runtime == "supervisor"
-    unit_path = p.program_conf if supervised else p.unit
+    unit_path = rt.unit_file(p)
     running_sha = host.get_fact(Sha1File, path=unit_path)
     running_compose_sha = host.get_fact(Sha1File, path=p.compose_file)
     # the rendered files: the unit, and with compose the compose file (none otherwise)
@@ -198,7 +188,7 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     if changed:
         # what is kept is named as the runtime names it: the unit, or the program file
         ops.append(_rollback_copy(p, running=running_sha is not None, what=(
-            os.path.basename(p.program_conf) if supervised else p.unit_name)))
+            os.path.basename(unit_path) if rt.supervised else p.unit_name)))
     if new_compose is not None:
         ops.append(files.put(name=f"Render the compose file {p.compose_file}",
                              src=io.StringIO(new_compose), dest=p.compose_file, mode="0644"))
@@ -207,17 +197,16 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
         # (`.prev` keeps it); where there is none, nothing to say
         ops.append(files.file(name=f"Remove {p.compose_file} (runtime {cfg.runtime})",
                               path=p.compose_file, present=False))
-    what = f"supervisord program {p.program}" if supervised else f"systemd unit {p.unit_name}"
-    unit_op = files.put(name=f"Render {what}", src=io.StringIO(new_unit), dest=unit_path,
+    unit_op = files.put(name=f"Render {rt.described(p)}", src=io.StringIO(new_unit), dest=unit_path,
                         mode="0644")
     ops.append(unit_op)
-    ops.append(files.put(name=f"Record what {p.program if supervised else p.unit_name} runs "
+    ops.append(files.put(name=f"Record what {rt.known_by(p)} runs "
                               "(deployed.json)",
                          src=io.StringIO(manifest(cfg, svc, image)),
                          dest=p.manifest, mode="0644"))
     # a first start is no restart
     why = " (restart: inputs changed)" if changed and running_sha is not None else ""
-    if supervised:
+    if rt.supervised:
         ops.append(program_running(
             name=f"Start {p.program} under supervisord{why}",
             program=p.program, conf_changed=unit_op.will_change, restarted=changed))

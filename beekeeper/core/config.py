@@ -33,6 +33,7 @@ from .hostdata import (
     shown,
 )
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
+from .runtime import Runtime, runtime_of
 
 __all__ = ["DEFAULT_HF_ENDPOINT", "STAGES", "one_word"]
 
@@ -206,6 +207,11 @@ class HostConfig:
     # the kernel modules the kit installs: NVIDIA's open modules (Turing and newer, required
     # for Blackwell) or the proprietary ones (needed before Turing)
     driver_flavour: str = "open"
+
+    @property
+    def server_runtime(self) -> Runtime:
+        """The way this host runs its servers (core/runtime.py), from mode and runtime."""
+        return runtime_of(self.mode, self.runtime)
 
     @property
     def service(self) -> ServiceConfig:

@@ -1,0 +1,89 @@
+"""
+The four ways the kit runs a server, each written once: which file runs it (a systemd unit
+around `docker run`, a unit around a compose project, a unit around the native binary, or a
+supervisord program), what the runtime knows it by, how it is told to start or stop, where
+its log is, what a rollback puts back, and whether a compose file and a drop-in folder go
+with it. Picked once from host data's `mode` and `runtime` (config.py's rules decide those);
+tasks read the picked one's fields instead of asking `mode` and `runtime` again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .paths import ServicePaths
+from .supervisor import control
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str  # as the docs and the deployment record say it
+    mode: str  # host data `mode`: "container" or "native"
+    runtime: str  # host data `runtime`: "systemd", "compose" or "supervisor"
+    template: str  # the unit or program file's template (templates/)
+    compose: bool = False  # a compose file beside the unit (its project is the container)
+
+    @property
+    def supervised(self) -> bool:
+        """supervisord runs it (no systemd: GPU containers, rented pods)."""
+        return self.runtime == "supervisor"
+
+    @property
+    def native(self) -> bool:
+        return self.mode == "native"
+
+    @property
+    def env_quoted(self) -> bool:
+        """compose parses env files (quotes, `$`); `docker run --env-file` takes them as they
+        are (secrets_env)."""
+        return self.compose
+
+    @property
+    def dropin(self) -> bool:
+        """A systemd drop-in folder of the user's beside the unit."""
+        return not self.supervised
+
+    @property
+    def recorded(self) -> str | None:
+        """The runtime as the deployment record names it (None: a native systemd unit)."""
+        return self.runtime if self.mode == "container" or self.supervised else None
+
+    def unit_file(self, p: ServicePaths) -> str:
+        """The file that runs the service: the systemd unit, or the supervisord program."""
+        return p.program_conf if self.supervised else p.unit
+
+    def known_by(self, p: ServicePaths) -> str:
+        """What the runtime knows the service by: a systemd unit, or a supervisord program."""
+        return p.program if self.supervised else p.unit_name
+
+    def described(self, p: ServicePaths) -> str:
+        return (f"supervisord program {p.program}" if self.supervised
+                else f"systemd unit {p.unit_name}")
+
+    def log(self, p: ServicePaths) -> str | None:
+        """The server's own log file (supervisord writes it); None: the journal."""
+        return p.server_log if self.supervised else None
+
+    def compose_file(self, p: ServicePaths) -> str | None:
+        return p.compose_file if self.compose else None
+
+    def control(self, p: ServicePaths, action: str) -> str:
+        """The shell line that starts, stops or restarts the service."""
+        return control(self.runtime, self.known_by(p), action)
+
+
+RUNTIMES: tuple[Runtime, ...] = (
+    Runtime("docker unit", "container", "systemd", "beekeeper-server.service.j2"),
+    Runtime("compose", "container", "compose", "beekeeper-compose.service.j2", compose=True),
+    Runtime("native unit", "native", "systemd", "beekeeper-native.service.j2"),
+    Runtime("supervisor", "native", "supervisor", "supervisor-program.conf.j2"),
+)
+
+
+def runtime_of(mode: str, runtime: str) -> Runtime:
+    """The way a host of this `mode` and `runtime` runs its server (config.py refuses the
+    pairs that are none: compose natively, supervisor around a container)."""
+    for r in RUNTIMES:
+        if (r.mode, r.runtime) == (mode, runtime):
+            return r
+    raise ValueError(f"no way to run a server with mode {mode!r} and runtime {runtime!r}")

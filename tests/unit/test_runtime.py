@@ -1,0 +1,51 @@
+"""core/runtime.py: each way of running the server is picked once from mode and runtime,
+and what it says (its file, its name to the runtime, its control line, its log) is the
+same thing the deploy writes and the record keeps."""
+
+import pytest
+
+from beekeeper.core.config import load_host_config
+from beekeeper.core.paths import ServicePaths
+from beekeeper.core.render import TEMPLATES_DIR
+from beekeeper.core.runtime import RUNTIMES, runtime_of
+from beekeeper.tasks.service import record
+
+from .test_host_data import with_
+
+# host data -> (way, file that runs it, its name to the runtime, the record's runtime, a
+# compose file, a server log file, the control line's start)
+WAYS = [
+    ({"mode": "container"}, "docker unit", "/etc/systemd/system/beekeeper-llm.service",
+     "beekeeper-llm.service", "systemd", False, False, "systemctl restart"),
+    ({"mode": "container", "runtime": "compose"}, "compose",
+     "/etc/systemd/system/beekeeper-llm.service", "beekeeper-llm.service", "compose", True,
+     False, "systemctl restart"),
+    ({"mode": "native"}, "native unit", "/etc/systemd/system/beekeeper-llm.service",
+     "beekeeper-llm.service", None, False, False, "systemctl restart"),
+    ({"mode": "native", "runtime": "supervisor"}, "supervisor",
+     "/etc/beekeeper/supervisor/programs/beekeeper-llm.conf", "beekeeper-llm", "supervisor",
+     False, True, "/usr/local/sbin/beekeeper-supervisorctl restart"),
+]
+
+
+@pytest.mark.parametrize("data,name,unit_file,known_by,recorded,compose,log,control", WAYS)
+def test_host_data_picks_one_way_and_the_record_keeps_it(data, name, unit_file, known_by,
+                                                         recorded, compose, log, control):
+    cfg = load_host_config(with_(**data))
+    rt, svc = cfg.server_runtime, cfg.service
+    p = ServicePaths(svc.name)
+    assert rt.name == name and (TEMPLATES_DIR / rt.template).is_file()
+    assert (rt.unit_file(p), rt.known_by(p)) == (unit_file, known_by)
+    assert rt.control(p, "restart") == f"{control} {known_by}"
+    rec = record(cfg, svc, "img")
+    assert (rec.unit, rec.runtime) == (known_by, recorded)
+    assert (rec.compose_file is not None, rec.log is not None) == (compose, log)
+    # the file the deploy renders for this way is the one its template names
+    assert (rt.template == "supervisor-program.conf.j2") == log
+
+
+def test_every_way_is_a_distinct_pair_and_no_other_pair_is_one():
+    assert len({(r.mode, r.runtime) for r in RUNTIMES}) == len(RUNTIMES) == 4
+    for mode, runtime in (("native", "compose"), ("container", "supervisor")):
+        with pytest.raises(ValueError, match="no way to run a server"):
+            runtime_of(mode, runtime)
