@@ -90,7 +90,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     # else the one apt offers (unknown on a host with no package lists: `haproxy -c` then)
     policy = host.get_fact(AptPolicy, package="haproxy")
     version = policy.installed or policy.candidate
-    refusal = gw.haproxy_refusal(version, bool(gcfg.api_key_file)) if version else None
+    refusal = gw.haproxy_refusal(version) if version else None
     if refusal:
         raise PreflightError(refusal)
     plan = gw.plan(this_host, inventory)

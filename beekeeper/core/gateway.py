@@ -175,28 +175,26 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
 
 
 # What the config needs of HAProxy (first releases, from HAProxy's own history): the
-# json_query converter that reads a request's `model` (2.4) and, with a gateway key, the
-# http_auth_bearer fetch that checks it (2.5). Debian 11 has 2.2, Ubuntu 22.04 2.4, Debian 12
-# 2.6 (its `haproxy -c` accepts the config), Ubuntu 24.04 2.8, Debian 13 3.0.
+# json_query converter that reads a request's `model` (2.4). The gateway's key is checked with
+# req.fhdr and the word converter, both in 2.4, so a keyed gateway needs no more (issue 43:
+# http_auth_bearer, which it used before, is 2.5's). Debian 11 has 2.2, Ubuntu 22.04 2.4,
+# Debian 12 2.6 (its `haproxy -c` accepts the config), Ubuntu 24.04 2.8, Debian 13 3.0.
 HAPROXY_NEEDS = ((2, 4), "the json_query converter (reading the request's model)")
-HAPROXY_NEEDS_WITH_KEY = ((2, 5), "the http_auth_bearer fetch (checking the gateway's key)")
 
 
-def haproxy_refusal(version: str, with_key: bool) -> str | None:
-    """Why this HAProxy (a Debian version such as "2.4.24-0ubuntu0.22.04.1") cannot run the
-    gateway's config, in one line with the fix; None when it can or the version is unreadable."""
+def haproxy_refusal(version: str) -> str | None:
+    """Why this HAProxy (a Debian version such as "2.2.9-2+deb11u6") cannot run the gateway's
+    config, with a key or without, in one line with the fix; None when it can or the version
+    is unreadable."""
     m = re.match(r"(?:\d+:)?(\d+)\.(\d+)", version)
     if not m:
         return None
     have = (int(m.group(1)), int(m.group(2)))
-    for (need, what), applies in ((HAPROXY_NEEDS, True), (HAPROXY_NEEDS_WITH_KEY, with_key)):
-        if applies and have < need:
-            key_fix = (", or leave the gateway without api_key_file"
-                       if with_key and have >= HAPROXY_NEEDS[0] else "")
-            return (f"host data `gateway`: this host's HAProxy is {version}, older than "
-                    f"{need[0]}.{need[1]}, which {what} needs; fix: put the gateway on a host "
-                    "whose distro has HAProxy 2.6 or newer (Debian 12, Ubuntu 24.04 or "
-                    f"later){key_fix}")
+    need, what = HAPROXY_NEEDS
+    if have < need:
+        return (f"host data `gateway`: this host's HAProxy is {version}, older than "
+                f"{need[0]}.{need[1]}, which {what} needs; fix: put the gateway on a host "
+                "whose distro has HAProxy 2.4 or newer (Ubuntu 22.04, Debian 12 or later)")
     return None
 
 

@@ -74,9 +74,10 @@ def test_the_budget_figures_the_page_quotes_are_the_planners():
 
 def test_the_haproxy_versions_the_page_gives_are_the_codes():
     text = " ".join(PAGE.read_text().split())
-    key, route = gw.HAPROXY_NEEDS_WITH_KEY[0], gw.HAPROXY_NEEDS[0]
-    assert f"**HAProxy {key[0]}.{key[1]} or newer for a gateway with a key.**" in text
+    route = gw.HAPROXY_NEEDS[0]
+    assert f"**HAProxy {route[0]}.{route[1]} or newer, with a key or without.**" in text
     assert f"`json_query` ({route[0]}.{route[1]})" in text
-    jammy = "2.4.24-0ubuntu0.22.04.1"
-    assert gw.haproxy_refusal(jammy, with_key=True) and "Ubuntu 22.04 ships HAProxy 2.4" in text
-    assert gw.haproxy_refusal(jammy, with_key=False) is None
+    # issue 43: Ubuntu 22.04's 2.4 runs a keyed gateway; Debian 11's 2.2 is refused
+    assert gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1") is None
+    assert "Ubuntu 22.04 ships HAProxy 2.4: it runs a keyed gateway" in text
+    assert gw.haproxy_refusal("2.2.9-2+deb11u6") and "Below 2.4 (Debian 11's 2.2)" in text

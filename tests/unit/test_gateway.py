@@ -478,28 +478,27 @@ def test_apt_policy_is_read_from_real_output():
 
 
 def test_haproxy_too_old_for_the_config_is_named_with_the_fix():
-    """json_query needs HAProxy 2.4, http_auth_bearer (a gateway key) 2.5. Debian 12's 2.6
-    passed `haproxy -c` on the rendered config; Ubuntu 22.04's version string is written here
-    by hand (Ubuntu's archive is not reachable from this machine)."""
-    assert gw.haproxy_refusal("2.6.12-1+deb12u3", with_key=True) is None
-    assert gw.haproxy_refusal("3.0.11-1", with_key=True) is None
-    assert gw.haproxy_refusal("1:2.8.5-1ubuntu3", with_key=True) is None
-    assert gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1", with_key=False) is None
-    jammy = gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1", with_key=True)
-    assert jammy and "older than 2.5" in jammy and "http_auth_bearer" in jammy
-    assert "or leave the gateway without api_key_file" in jammy
-    bullseye = gw.haproxy_refusal("2.2.9-2+deb11u6", with_key=False)
-    assert bullseye and "older than 2.4" in bullseye and "api_key_file" not in bullseye
-    assert gw.haproxy_refusal("", with_key=True) is None  # unreadable: haproxy -c decides
+    """json_query needs HAProxy 2.4, and the gateway's key check (req.fhdr, word) no more
+    since issue 43: Ubuntu 22.04's 2.4 serves a keyed gateway. Debian 12's 2.6 passed
+    `haproxy -c` on the rendered config; Ubuntu 22.04's version string is written here by hand
+    (Ubuntu's archive is not reachable from this machine)."""
+    assert gw.haproxy_refusal("2.6.12-1+deb12u3") is None
+    assert gw.haproxy_refusal("3.0.11-1") is None
+    assert gw.haproxy_refusal("1:2.8.5-1ubuntu3") is None
+    assert gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1") is None
+    bullseye = gw.haproxy_refusal("2.2.9-2+deb11u6")
+    assert bullseye and "older than 2.4" in bullseye and "json_query" in bullseye
+    assert "HAProxy 2.4 or newer (Ubuntu 22.04" in bullseye
+    assert gw.haproxy_refusal("") is None  # unreadable: haproxy -c decides
 
 
 def test_an_old_haproxy_stops_the_host_before_any_operation(keys, capsys):
     from beekeeper.facts.host import AptPolicyInfo
 
-    jammy = AptPolicyInfo(installed=None, candidate="2.4.24-0ubuntu0.22.04.1")
+    bullseye = AptPolicyInfo(installed=None, candidate="2.2.9-2+deb11u6")
     failed, hosts = _deploy_gateway_beside_a_backend(
         keys, with_(services=[], gateway={"api_key_file": keys["gw"]}),
-        {"DeployedServices": ["llm"], "AptPolicy": jammy})
+        {"DeployedServices": ["llm"], "AptPolicy": bullseye})
     # the gateway host fails alone, with one line, while its operations are prepared: pyinfra
     # runs none of a failed host's (the prune queued before the check included), the other
     # host deploys
@@ -507,9 +506,12 @@ def test_an_old_haproxy_stops_the_host_before_any_operation(keys, capsys):
     assert not any(n.startswith("Install HAProxy") for n, _, _ in hosts["gw"])
     assert any(n.startswith("Build server image") for n, _, _ in hosts["gpu"])
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("host gw: ")]
-    assert len(lines) == 1 and re.search(r"host data `gateway`: .* 2\.4\.24", lines[0]), lines
-    # without a key, 2.4 serves: the deploy is queued
-    failed, hosts = _deploy_gateway_beside_a_backend(
-        keys, with_(services=[], gateway={}), {"DeployedServices": [], "AptPolicy": jammy})
-    assert failed == set()
-    assert "Install HAProxy from the distro" in [n for n, _, _ in hosts["gw"]]
+    assert len(lines) == 1 and re.search(r"host data `gateway`: .* 2\.2\.9", lines[0]), lines
+    # Ubuntu 22.04's 2.4 serves, with a key (issue 43) and without: the deploy is queued
+    jammy = AptPolicyInfo(installed=None, candidate="2.4.24-0ubuntu0.22.04.1")
+    for gateway in ({"api_key_file": keys["gw"]}, {}):
+        failed, hosts = _deploy_gateway_beside_a_backend(
+            keys, with_(services=[], gateway=gateway),
+            {"DeployedServices": [], "AptPolicy": jammy})
+        assert failed == set()
+        assert "Install HAProxy from the distro" in [n for n, _, _ in hosts["gw"]]
