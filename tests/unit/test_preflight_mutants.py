@@ -1,0 +1,339 @@
+"""
+Host preflight's deciding rules, each pinned where a mutant of it survived (issue 45:
+tasks/preflight.py through scripts/mutation.py; docs/testing.md, "Mutation testing"): the
+VRAM budget and the card's margin, what a listener on the port is to the kit, whether the
+deploy builds the server image, room for that build under Docker's root dir, and the WSL2
+memory warning. Each rule is called as preflight calls it, with the host's facts canned as
+tests/unit/harness.py cans them for the deploy; each test holds the line a user reads and
+whether the deploy stops, at the boundary of each comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+from unittest import mock
+
+import pytest
+from pyinfra.api import Config, Inventory, State
+from pyinfra.context import ctx_host, ctx_state
+
+from beekeeper.core.build import build_spec
+from beekeeper.core.config import load_host_config
+from beekeeper.core.errors import PreflightError
+from beekeeper.core.planner import predict
+from beekeeper.core.profiles import PROFILES
+from beekeeper.facts.boot import WslSettingsInfo
+from beekeeper.facts.docker import DockerEngineInfo
+from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
+from beekeeper.facts.host import DiskInfo, PortOwner, PortOwnersInfo, Resources
+from beekeeper.tasks import preflight as pf
+
+from .harness import BUILTIN_DEFAULTS, DOCKER_PROXY, _canned, port_owners
+from .test_gpu_hosts import DEFAULTS, DOCKER_CE, RTX4090
+
+GIB = 2**30
+MIB = 2**20
+
+
+def cfg(**over: Any):
+    return load_host_config({**DEFAULTS, **over})
+
+
+@contextmanager
+def on_host(**facts: Any) -> Iterator[None]:
+    """Preflight's rules run as the host "canned", reading these facts (the harness's
+    defaults under them; a fact neither gives is a KeyError, so a rule that reads one it
+    should not fails the test)."""
+    inventory = Inventory(([("canned", {})], {}))
+    state = State(inventory, Config())
+    h = inventory.get_host("canned")
+    with ctx_state.use(state), ctx_host.use(h), \
+            mock.patch.object(h, "get_fact", side_effect=_canned(facts)):
+        yield
+
+
+def refused(f: Any, *args: Any) -> str:
+    with pytest.raises(PreflightError) as e:
+        f(*args)
+    return str(e.value)
+
+
+# --- check_vram: each service within the budget, all of them within the card ------------
+
+def test_a_profile_exactly_at_the_budget_passes_and_the_profiles_that_fit_are_named():
+    small = predict(PROFILES["q4km-f16-32k"]).total_mib
+    budget = small / 1024  # the budget in MiB is then the profile's plan exactly
+    pf.check_vram(cfg(profile="q4km-f16-32k", vram_budget_gib=budget), RTX4090)
+    big = predict(PROFILES["q8-f16-4k"])
+    line = refused(pf.check_vram, cfg(profile="q8-f16-4k", vram_budget_gib=budget), RTX4090)
+    assert line.startswith(
+        f"profile q8-f16-4k needs {big.total_mib:.0f} MiB of VRAM, over vram_budget_gib "
+        f"{budget:g} ({small:.0f} MiB): weights {big.weights_mib:.0f} + KV ")
+    # the profile exactly at the budget fits; CPU profiles (no VRAM plan) are never offered
+    assert line.endswith(" MiB; profiles that fit: q4km-f16-32k; or raise vram_budget_gib")
+
+
+def test_the_profiles_that_fit_are_named_one_by_one():
+    budget = predict(PROFILES["q8-turbo4-64k"]).total_mib / 1024
+    line = refused(pf.check_vram, cfg(profile="q8-f16-4k", vram_budget_gib=budget), RTX4090)
+    fits = line.split("; profiles that fit: ")[1].removesuffix("; or raise vram_budget_gib")
+    names = fits.split(", ")
+    assert {"q4km-f16-32k", "q8-turbo4-64k"} <= set(names) and "q8-f16-4k" not in names
+    assert all(PROFILES[n].backend == "cuda" for n in names)
+
+
+def test_a_budget_no_profile_fits_says_none():
+    line = refused(pf.check_vram, cfg(profile="q4km-f16-32k", vram_budget_gib=5), RTX4090)
+    assert "over vram_budget_gib 5 (5120 MiB): " in line
+    assert line.endswith("; profiles that fit: none; or raise vram_budget_gib")
+
+
+TWO = [{"profile": "q8-turbo4-64k", "port": 8083, "service_name": "llm"},
+       {"profile": "q4km-f16-32k", "port": 8084, "service_name": "b"}]
+
+
+def with_card(mib: int) -> NvidiaSmiInfo:
+    return replace(RTX4090, gpus=(replace(RTX4090.gpus[0], memory_total_mib=mib),))
+
+
+def test_two_services_fill_the_card_up_to_its_1024_mib_margin_and_no_further():
+    two = cfg(services=TWO, vram_budget_gib=20)
+    together = sum(predict(s.profile).total_mib for s in two.services)
+    room = math.ceil(together + 1024)  # the plans and the margin fit, less than 1 MiB over
+    pf.check_vram(two, with_card(room))
+    assert refused(pf.check_vram, two, with_card(room - 1)) == (
+        f"the 2 services need {together:.0f} MiB together, more than the card's {room - 1} "
+        "MiB less 1024 MiB margin: drop a service or pick smaller profiles")
+    # one service: its budget is the check (the card's is host data's and the planner's)
+    one = cfg(profile="q8-turbo4-64k")
+    pf.check_vram(one, with_card(1024))
+    # a card whose memory nvidia-smi did not print: not judged
+    pf.check_vram(two, with_card(0))
+    pf.check_vram(two, None)
+
+
+# --- classify_port_owner: what a listener on the port is to the kit ----------------------
+
+def kind(owner: PortOwner, info: PortOwnersInfo, runtime: str = "systemd",
+         docker_ours: bool = False) -> str:
+    return pf.classify_port_owner(owner, info, runtime, frozenset({"llm"}), docker_ours)
+
+
+def test_the_services_docker_proxy_is_known_by_its_name_or_by_its_program():
+    proxy = port_owners(DOCKER_PROXY)
+    # comm unread: the executable's own name
+    assert kind(replace(DOCKER_PROXY, comm=""), proxy, docker_ours=True) == "supervised"
+    assert kind(replace(DOCKER_PROXY, comm="", exe="/usr/libexec/docker/docker-proxy"), proxy,
+                docker_ours=True) == "supervised"
+    # the executable unread (no /proc/<pid>/exe): its comm
+    assert kind(replace(DOCKER_PROXY, exe=""), proxy, docker_ours=True) == "supervised"
+    # a program in a folder named docker-proxy is not the proxy
+    assert kind(replace(DOCKER_PROXY, comm="", exe="/usr/bin/docker-proxy/x"), proxy,
+                docker_ours=True) == "foreign"
+    assert kind(replace(DOCKER_PROXY, comm=""), proxy, docker_ours=False) == "foreign"
+
+
+SERVER = "/opt/beekeeper/llama-server/beellama-x-cuda13.2-sm89-x86-64-v3/bin/llama-server"
+ORPHAN = PortOwner(pid=4242, ppid=1, user="beekeeper", exe=SERVER, comm="llama-server",
+                   cgroups=("/system.slice/ssh.service",))
+
+
+def test_a_kit_supervisord_elsewhere_supervises_none_but_its_own_children():
+    info = port_owners(ORPHAN, supervisord=311)
+    # the kit's supervisord runs, but the listener is not its child: an orphan of the kit's
+    assert kind(ORPHAN, info, runtime="supervisor") == "orphan"
+    assert kind(replace(ORPHAN, user="ubuntu"), info, runtime="supervisor") == "foreign"
+    assert kind(replace(ORPHAN, ppid=311), info, runtime="supervisor") == "supervised"
+    assert kind(replace(ORPHAN, ppid=312, ancestors=(311,)), info,
+                runtime="supervisor") == "supervised"
+
+
+def test_a_kit_server_in_another_units_cgroup_is_still_an_orphan():
+    # started by hand from a login (tmux under user@1000.service): no unit of the kit's
+    by_hand = replace(ORPHAN, cgroups=(
+        "/user.slice/user-1000.slice/user@1000.service/app.slice/tmux-spawn-1.scope",))
+    assert kind(by_hand, port_owners(by_hand)) == "orphan"
+    # a unit of the kit's that is not a service of this deploy: not an orphan to end
+    unit = replace(ORPHAN, cgroups=("/system.slice/beekeeper-chat.service",))
+    assert kind(unit, port_owners(unit)) == "foreign"
+
+
+# --- image_missing: whether this deploy builds the server image --------------------------
+
+RES = BUILTIN_DEFAULTS["BuildResources"]
+RTX3090 = replace(RTX4090, gpus=(GpuCard(name="NVIDIA GeForce RTX 3090", driver_version="596.21",
+                                         compute_cap="8.6", memory_total_mib=24576),))
+
+
+def images(*tags: str) -> Any:
+    """The DockerImageId fact of a host holding these images (by tag)."""
+    return lambda tag: "sha256:" + "1" * 64 if tag in tags else None
+
+
+def tag_of(c: Any, cap: str | None, res: Resources = RES) -> str:
+    return build_spec(c, cap, res.cpus, res.mem_total_bytes, res.machine).tag()
+
+
+def test_the_image_is_missing_unless_its_own_tag_is_there():
+    c = cfg()
+    with on_host(DockerImageId=images(tag_of(c, "8.9"))):
+        assert pf.image_missing(c, RTX4090, RES, None) is False
+        # another card: another arch, another tag
+        assert pf.image_missing(c, RTX3090, RES, None) is True
+    with on_host(DockerImageId=images(tag_of(c, "8.6"))):
+        assert pf.image_missing(c, RTX3090, RES, None) is False
+        assert pf.image_missing(c, RTX4090, RES, None) is True
+
+
+def test_the_image_of_the_cuda_the_driver_runs_is_the_one_looked_for():
+    c = cfg()
+    follow = tag_of(replace(c, cuda_version="13.0.2"), "8.9")
+    assert follow != tag_of(c, "8.9")
+    with on_host(DockerImageId=images(follow)):
+        assert pf.image_missing(c, RTX4090, RES, "13.0.2") is False
+        assert pf.image_missing(c, RTX4090, RES, None) is True
+
+
+def test_the_image_of_the_hosts_machine_is_the_one_looked_for():
+    c = cfg(profile="cpu-tiny")
+    arm = replace(RES, machine="aarch64", cpu_flags=frozenset({"asimd"}))
+    assert tag_of(c, None, arm) != tag_of(c, None)
+    with on_host(DockerImageId=images(tag_of(c, None, arm))):
+        assert pf.image_missing(c, None, arm, None) is False
+        assert pf.image_missing(c, None, RES, None) is True
+
+
+def test_no_image_is_built_in_native_mode_or_without_the_build_stage():
+    # the image fact is not even read (no DockerImageId canned: reading it is a KeyError)
+    with on_host():
+        assert pf.image_missing(cfg(mode="native"), RTX4090, RES, None) is False
+        assert pf.image_missing(cfg(stages=["provision"]), RTX4090, RES,
+                                None) is False
+
+
+# --- check_image_space: room for the build under Docker's root dir -----------------------
+
+def disks(**free_gib: float) -> Any:
+    """The DiskOf fact: a path's file system by its first folder (/var/lib/docker on "/",
+    model_dir /srv/... on "/srv", /data on "/data"), with the GiB free given by its key
+    (root, srv, data); one not given is unknown (None)."""
+    mounts = {"var": ("/", "root"), "srv": ("/srv", "srv"), "data": ("/data", "data")}
+
+    def disk_of(path: str) -> DiskInfo | None:
+        mount, key = mounts[path.strip("/").split("/")[0]]
+        return DiskInfo(mount=mount, free_bytes=int(free_gib[key] * GIB)) \
+            if key in free_gib else None
+    return disk_of
+
+
+MODEL_BYTES = 9527501312  # Qwen3.5-9B-Q8_0.gguf, the default profile's file
+BUILD_LINE = ("and 1 GiB margin: free space (`docker system prune` removes unused images and "
+              "build cache), or move Docker's data-root")
+
+
+def test_the_cuda_build_needs_11_gib_and_the_margin_under_the_default_root_dir():
+    c = cfg()
+    # model_dir on another file system (/srv): the download is not counted under /
+    with on_host(DiskOf=disks(root=12, srv=100)):
+        pf.check_image_space(c, DOCKER_CE, True)  # 11 GiB and 1 GiB margin, exactly
+    with on_host(DiskOf=disks(root=12 - 1 / GIB, srv=100)):
+        assert refused(pf.check_image_space, c, DOCKER_CE, True) == (
+            "Docker's root dir /var/lib/docker (file system /) has 12.0 GiB free; building the "
+            "CUDA server image takes about 11 GiB (base images and build layers), " + BUILD_LINE)
+    # the model_dir's file system unknown: the download is not counted there
+    with on_host(DiskOf=disks(root=12)):
+        pf.check_image_space(c, DOCKER_CE, True)
+
+
+def test_the_build_is_checked_where_dockers_root_dir_is():
+    engine = replace(DOCKER_CE, root_dir="/data/docker")
+    with on_host(DiskOf=disks(root=100, data=4)):
+        assert refused(pf.check_image_space, cfg(), engine, True).startswith(
+            "Docker's root dir /data/docker (file system /data) has 4.0 GiB free; ")
+
+
+def test_the_cpu_build_needs_2_gib():
+    c = cfg(profile="cpu-tiny")
+    with on_host(DiskOf=disks(root=3)):
+        pf.check_image_space(c, DOCKER_CE, True)
+    with on_host(DiskOf=disks(root=2.5)):
+        assert refused(pf.check_image_space, c, DOCKER_CE, True) == (
+            "Docker's root dir /var/lib/docker (file system /) has 2.5 GiB free; building the "
+            "CPU server image takes about 2 GiB (base images and build layers), " + BUILD_LINE)
+
+
+def test_the_model_download_counts_where_model_dir_shares_dockers_file_system():
+    c = cfg(model_dir="/var/models")
+    need = 12 * GIB + MODEL_BYTES  # build, margin and the download
+    with on_host(DiskOf=disks(root=need / GIB)):
+        pf.check_image_space(c, DOCKER_CE, True)
+    with on_host(DiskOf=disks(root=(need - 1) / GIB)):
+        assert refused(pf.check_image_space, c, DOCKER_CE, True) == (
+            "Docker's root dir /var/lib/docker (file system /) has 20.9 GiB free; building the "
+            "CUDA server image takes about 11 GiB (base images and build layers) plus the model "
+            "download 8.9 GiB (model_dir /var/models is on the same file system), "
+            + BUILD_LINE)
+
+
+def test_no_build_or_docker_desktop_or_an_unknown_disk_is_not_checked():
+    with on_host(DiskOf=disks(root=0.5)):
+        pf.check_image_space(cfg(), DOCKER_CE, False)
+        pf.check_image_space(cfg(), replace(DOCKER_CE, flavour="docker-desktop"), True)
+    with on_host():  # DiskOf None: not read
+        pf.check_image_space(cfg(), DOCKER_CE, True)
+
+
+# --- warn_wsl_memory: the memory WSL2 gave the distro ------------------------------------
+
+CUDA_NEED = MODEL_BYTES + int(2.5 * GIB)  # the model file, one CUDA compile job and 1 GiB
+
+
+def wsl_memory(c: Any, mem_total: int, settings: WslSettingsInfo | None = None,
+               docker: DockerEngineInfo = DOCKER_CE) -> None:
+    with on_host():
+        pf.warn_wsl_memory(c, mem_total, settings, docker)
+
+
+def warning(capsys: Any) -> str:
+    return capsys.readouterr().err.strip()
+
+
+def test_the_wsl2_memory_warning_at_its_line_and_in_its_words(capsys):
+    wsl_memory(cfg(), CUDA_NEED)
+    assert warning(capsys) == ""
+    wsl_memory(cfg(), CUDA_NEED - 1)
+    assert warning(capsys) == (
+        "host canned: warning: WSL2 gave this distro 11.4 GiB (MemTotal); the model files "
+        "(8.9 GiB, mmapped) and the build (2.5 GiB) want 11.4 GiB, so loads and the build will "
+        "be slow; on Windows set `memory=14GB` under `[wsl2]` in %UserProfile%\\.wslconfig, "
+        "then `wsl --shutdown`")
+    wsl_memory(cfg(), 0)  # MemTotal unread: nothing to judge
+    assert warning(capsys) == ""
+
+
+def test_the_wsl2_memory_warning_names_docker_desktop_and_the_memory_set(capsys):
+    wsl_memory(cfg(), 8 * GIB, WslSettingsInfo(memory="8GB"),
+               replace(DOCKER_CE, flavour="docker-desktop"))
+    assert warning(capsys).startswith(
+        "host canned: warning: WSL2 gave this distro 8.0 GiB (MemTotal, shared with Docker "
+        "Desktop's engine, now memory=8GB); the model files (8.9 GiB, mmapped) ")
+    wsl_memory(cfg(), 8 * GIB, WslSettingsInfo())
+    assert "8.0 GiB (MemTotal); the model" in warning(capsys)
+
+
+def test_a_cpu_build_wants_one_gib_a_job_and_a_shared_file_counts_once(capsys):
+    tiny = 253113024  # gemma-3-270m-q4_k_m.gguf
+    c = cfg(profile="cpu-tiny")
+    wsl_memory(c, tiny + 2 * GIB)
+    assert warning(capsys) == ""
+    wsl_memory(c, 2 * GIB)
+    assert "the model files (0.2 GiB, mmapped) and the build (2.0 GiB) want 2.2 GiB" in \
+        warning(capsys)
+    two = cfg(services=[{"profile": "cpu-tiny", "port": 8083, "service_name": "llm"},
+                        {"profile": "cpu-tiny", "port": 8084, "service_name": "b"}])
+    wsl_memory(two, tiny + 2 * GIB)
+    assert warning(capsys) == ""
