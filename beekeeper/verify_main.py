@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.deployed import DeployedService, RecordError
 from .core.errors import VerifyError
+from .core.hostdata import MAX_SLOTS
 from .core.profiles import PROFILES, Profile, profile_problem, with_ctx_size
 
 # verify/suites.py's ALL_SUITES (a unit test holds them equal), known before it is imported
@@ -246,6 +247,9 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--ctx-size", {"type": TOKENS, "help": (
         "the server's context when host data set ctx_size (deployed.json's ctx_size): "
         "verify's sizes follow it")}),
+    ("--slots", {"type": whole("a number of slots", "2", 1, MAX_SLOTS), "help": (
+        "the server's request slots (-np) when host data set slots (deployed.json's "
+        "slots): each request is sized to one slot's context")}),
     ("--decode-out", {"type": TOKENS, "help": "output tokens per decode run, e.g. 16384"}),
     ("--ttft-tokens", {"type": TOKENS, "help": (
         "prompt tokens of each TTFT request (default: the largest decode context; 512 with "
@@ -358,6 +362,10 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
             and ctx != PROFILES[args.profile].server.ctx_size):
         args.ctx_size = ctx
         said.append(f"context {ctx}")
+    if (getattr(args, "slots", None) is None and d.slots is not None
+            and d.slots != PROFILES[args.profile].server.parallel):
+        args.slots = d.slots
+        said.append(f"{d.slots} slots")
     if said:
         print(f"verify: {', '.join(said)}, from what was deployed on {where} "
               f"(service {args.service})", flush=True)
@@ -375,9 +383,13 @@ def local_manifest(service: str) -> str | None:
 
 
 def profile_of(args: argparse.Namespace) -> Profile:
-    """The profile named, at the server's context when --ctx-size says it differs."""
+    """The profile named, at the server's context and slots where --ctx-size or --slots
+    says they differ."""
     profile = PROFILES[args.profile]
-    return with_ctx_size(profile, args.ctx_size) if args.ctx_size else profile
+    slots = getattr(args, "slots", None)
+    if not args.ctx_size and not slots:
+        return profile
+    return with_ctx_size(profile, args.ctx_size or profile.server.ctx_size, slots)
 
 
 def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:

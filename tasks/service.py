@@ -116,7 +116,7 @@ def record(cfg: HostConfig, svc: ServiceConfig, image: str) -> DeployedService:
         profile=svc.profile.name, mode=cfg.mode, image=image, runtime=rt.recorded,
         log=rt.log(p), compose_file=rt.compose_file(p),
         bind_address=svc.bind_address, port=svc.port,
-        ctx_size_tokens=svc.profile.server.ctx_size,
+        ctx_size_tokens=svc.profile.server.ctx_size, slots=svc.profile.server.parallel,
         model_path=svc.model.host_path(cfg.model_dir),
         model_sha256=svc.model_sha256,
         # a file of yours served in place (model_host_path): the uninstall leaves it

@@ -395,6 +395,13 @@ def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
     draft = profile.server.draft_model
     if draft is not None:
         draft = _model_file(entry, prefix, "draft", draft)
+    if entry.slots is not None and entry.slots > 1 and profile.server.draft_model is not None:
+        # beellama drafts for one slot (dflash_max_slots 1, common/common.h) and gives a
+        # draft profile's context two sequences a slot: more slots would halve each one's
+        # context and leave all but the first without their draft
+        raise fail(f"{prefix}slots", f"{entry.slots} slots with profile {profile.name}, whose "
+                   "draft model serves one slot", "remove slots, or pick a profile without a "
+                   "draft (`beekeeper profiles`)")
     if entry.ctx_size is not None or entry.slots is not None:
         # the server's -c and -np, the planner and the VRAM budget check, and verify's sizes
         slots = entry.slots or profile.server.parallel
@@ -425,11 +432,11 @@ def rule_ctx_size(key: str, value: int, profile: Profile, slots: int | None = No
                    f"lower ctx_size to {train} or less, or remove it")
     floor = MIN_CTX_SIZE * slots
     if value < floor:
-        what = "ctx_size" if key.endswith("ctx_size") else f"ctx_size {value}"
+        what = f"{value!r}" if key.endswith("ctx_size") else f"ctx_size {value!r}"
+        fewer = ", or use fewer slots" if slots > 1 else ""
         raise fail(key, f"{what} is below {floor} tokens ({MIN_CTX_SIZE} per slot, "
-                   f"{slots} slot(s))",
-                   f"raise ctx_size to {floor} or more, or use fewer slots "
-                   f"(the profile's ctx_size is {profile.server.ctx_size})")
+                   f"{slots} slot(s))", f"raise ctx_size to {floor} or more{fewer}, or "
+                   f"remove it (the profile's is {profile.server.ctx_size})")
     return value
 
 

@@ -74,6 +74,9 @@ class DeployedService:
     port: int | None = None
     # the server's context (host data ctx_size, else the profile's): key "ctx_size"
     ctx_size_tokens: int | None = field(default=None, metadata=_key("ctx_size"))
+    # the server's request slots, llama-server's -np (host data slots, else the profile's);
+    # None in records of kits before it was written: the profile's
+    slots: int | None = None
     model_path: str = ""
     model_sha256: str | None = None
     # a file of yours served in place (model_host_path): the uninstall leaves it

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .profiles import HybridLayout, Profile
+from .profiles import FileSource, HybridLayout, ModelFile, Profile
 
 MIB = 1 << 20
 
@@ -102,9 +102,13 @@ def kv_type_bytes(cache_type: str, n_values: int) -> int:
 KV_PAD_CELLS = 256
 
 
-def kv_cells(ctx_size: int) -> int:
-    """llama.cpp pads the KV cache to a multiple of 256 cells."""
-    return math.ceil(ctx_size / KV_PAD_CELLS) * KV_PAD_CELLS
+def kv_cells(ctx_size: int, n_seq: int = 1) -> int:
+    """The KV cache's cells as llama.cpp sizes it (src/llama-context.cpp): the context
+    padded to a multiple of 256 cells, split over the sequences (slots), each slot's share
+    padded up to 256 again; the cache is the slots' shares together."""
+    pad = KV_PAD_CELLS
+    per_seq = math.ceil(math.ceil(ctx_size / pad) * pad // n_seq / pad) * pad
+    return per_seq * n_seq
 
 
 def kv_cache_bytes(cells: int, layout: HybridLayout, type_k: str, type_v: str) -> tuple[int, int]:
@@ -273,7 +277,7 @@ def _cpu_only(profile: Profile, ctx_size: int | None, n_seq: int | None) -> Pred
     """A CPU profile without a layout: zero by part, the table says why."""
     s = profile.server
     return Prediction(profile=profile.name, weights_mib=0.0, kv_k_mib=0.0, kv_v_mib=0.0,
-                      kv_cells=kv_cells(ctx_size or s.ctx_size), kv_layers=0,
+                      kv_cells=kv_cells(ctx_size or s.ctx_size, n_seq or s.parallel), kv_layers=0,
                       recurrent_r_mib=0.0, recurrent_s_mib=0.0,
                       n_seq=n_seq or s.parallel, draft_mib=0.0, compute_mib=0.0,
                       cuda_context_mib=0.0,
@@ -312,45 +316,54 @@ def _layout_of(path: str, mtime_ns: int, size: int) -> tuple[HybridLayout, int]:
     return layout_from_gguf(Path(path))
 
 
-def _read_gguf(path: Path) -> tuple[HybridLayout, int]:
+def _read_gguf(path: Path, named: str = "--gguf") -> tuple[HybridLayout, int]:
     """The layout and GPU weight bytes of the GGUF at `path`; PlanError: one line naming
-    --gguf, what is wrong with the file (missing, empty, not a GGUF, its metadata lacking a
-    number the planner needs) and what to give instead."""
+    `named` (the option or key that gave it), what is wrong with the file (missing, empty,
+    not a GGUF, its metadata lacking a number the planner needs) and what to give instead."""
     fix = "give the model's .gguf file, the one llama-server loads"
     if path.exists() and not path.is_file():
-        raise PlanError(f"--gguf {path}: not a file ({fix})")
+        raise PlanError(f"{named} {path}: not a file ({fix})")
     try:
         on_disk = path.stat()
         with open(path, "rb") as f:
             magic = f.read(4)
     except OSError as e:
-        raise PlanError(f"--gguf {path}: {e.strerror or e} ({fix})") from None
+        raise PlanError(f"{named} {path}: {e.strerror or e} ({fix})") from None
     if on_disk.st_size == 0:
-        raise PlanError(f"--gguf {path}: the file is empty ({fix})")
+        raise PlanError(f"{named} {path}: the file is empty ({fix})")
     if magic != b"GGUF":
-        raise PlanError(f"--gguf {path}: not a GGUF file (it starts {magic!r}, a GGUF with "
+        raise PlanError(f"{named} {path}: not a GGUF file (it starts {magic!r}, a GGUF with "
                         f"b'GGUF') ({fix})")
     try:
         return _layout_of(str(path.resolve()), on_disk.st_mtime_ns, on_disk.st_size)
     except OSError as e:
-        raise PlanError(f"--gguf {path}: {e.strerror or e} ({fix})") from None
+        raise PlanError(f"{named} {path}: {e.strerror or e} ({fix})") from None
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
         # a truncated file, or a GGUF without an architecture's numbers (a LoRA adapter, a
         # vocabulary-only file): what the reader said, in one line
         said = " ".join(str(e).split())[:120] or type(e).__name__
-        raise PlanError(f"--gguf {path}: not a GGUF model the planner can read ({said}) "
+        raise PlanError(f"{named} {path}: not a GGUF model the planner can read ({said}) "
                         f"({fix})") from None
+
+
+def served_gguf(model: ModelFile) -> Path | None:
+    """The GGUF a service serves, where the controller can read it: a file of the user's
+    given by host data `model_path` (uploaded from the controller). None for the profile's
+    own model (its recorded layout is that file's) and for a file already on the host
+    (`model_host_path`: the controller cannot read it)."""
+    src = model.source
+    return Path(src.path) if isinstance(src, FileSource) and not src.on_host else None
 
 
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,
             n_seq: int | None = None, cuda_context_mib: float | None = None,
-            card: str | None = None) -> Prediction:
+            card: str | None = None, gguf_named: str = "--gguf") -> Prediction:
     """Peak VRAM for a profile, from the GGUF on disk when given, else recorded metadata.
 
     A CPU profile keeps everything in host memory: its VRAM prediction is zero by part (the
     table says so), computed from its GGUF when one is given."""
     if gguf_path is not None:
-        layout, weights = _read_gguf(gguf_path)
+        layout, weights = _read_gguf(gguf_path, gguf_named)
     elif profile.layout is not None:
         layout = profile.layout
         weights = profile.model.size_bytes - layout.embd_bytes
@@ -362,8 +375,8 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     gpu = profile.backend == "cuda" and profile.server.n_gpu_layers > 0
     ctx, basis = _context(card, cuda_context_mib)
     s = profile.server
-    cells = kv_cells(ctx_size or s.ctx_size)
     seqs = n_seq or s.parallel
+    cells = kv_cells(ctx_size or s.ctx_size, seqs)
     k, v = kv_cache_bytes(cells, layout, s.cache_type_k, s.cache_type_v)
     r, st = recurrent_state_bytes(seqs, layout)
     draft = _draft_mib(profile, layout)

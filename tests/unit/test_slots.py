@@ -28,7 +28,7 @@ def test_slots_reach_the_command_line_the_plan_and_verifys_sizes():
     # verify asks each request for what one slot holds: 32,768 tokens here
     s = Sizes.for_profile(two.profile, quick=False)
     assert max(s.decode_ctx_tokens) + s.decode_out_tokens <= 32_768
-    assert s.niah_tokens <= 32_768 < Sizes.for_profile(one.profile, quick=False).niah_tokens * 2
+    assert s.niah_tokens <= 32_768 < Sizes.for_profile(one.profile, quick=False).niah_tokens
     assert "2 slots" in two.profile.summary
 
 
@@ -56,6 +56,45 @@ def test_slots_that_leave_under_256_tokens_each_are_refused_naming_the_key_given
 
 def test_np_in_server_extra_args_points_to_slots():
     msg = refused(with_(server_extra_args=["-np", "2"]), "server_extra_args")
-    assert "slots" in msg
+    assert "use slots" in msg, msg
     msg = refused(with_(server_extra_args=["--parallel=2"]), "server_extra_args")
-    assert "slots" in msg
+    assert "use slots" in msg, msg
+
+
+def test_the_kv_cache_is_sized_as_llama_cpp_sizes_it_per_slot():
+    # llama.cpp (src/llama-context.cpp): -c 4352 -np 16 runs 16 slots of 512 (8,192 cells),
+    # as the sandbox's llama-server logged it; one slot keeps the padded context
+    svc = served(profile="cpu-tiny", ctx_size=4352, slots=16)
+    assert predict(svc.profile).kv_cells == 8192
+    assert predict(served(profile="cpu-tiny", ctx_size=4352).profile).kv_cells == 4352
+
+
+def test_a_draft_profile_keeps_one_slot():
+    msg = refused(with_(profile="q8-dflash-32k", slots=2), "slots")
+    assert "whose draft model serves one slot" in msg
+    assert served(profile="q8-dflash-32k", slots=1).profile.server.parallel == 1
+
+
+def test_the_record_keeps_the_slots_and_verify_sizes_by_them(tmp_path, capsys):
+    import argparse
+
+    from beekeeper import verify_main
+    from beekeeper.core.deployed import DeployedService
+    from beekeeper.tasks.service import record
+
+    cfg = load_host_config(with_(profile="q8-turbo4-64k", slots=2))
+    text = record(cfg, cfg.service, "img").to_json()
+    assert DeployedService.from_json(text).slots == 2
+    args = verify_main.parser().parse_args(["--url", "http://127.0.0.1:8083"])
+    assert verify_main.from_deployed(args, text, "gpu-box") is None
+    assert args.slots == 2 and "2 slots" in capsys.readouterr().out
+    sizes = verify_main.sizes_of(args, verify_main.profile_of(args))
+    assert max(sizes.decode_ctx_tokens) + sizes.decode_out_tokens <= 32_768
+    assert sizes.niah_tokens <= 32_768 and sizes.ttft_tokens <= 32_768
+    # a record of a kit before slots were written: the profile's one slot
+    old = argparse.Namespace(**{**vars(verify_main.parser().parse_args(
+        ["--url", "http://127.0.0.1:8083"]))})
+    legacy = text.replace('"slots": 2,', "").replace('"slots": 2', "")
+    assert '"slots"' not in legacy
+    assert verify_main.from_deployed(old, legacy, "gpu-box") is None
+    assert old.slots is None and verify_main.profile_of(old).server.parallel == 1

@@ -38,6 +38,8 @@ def a_value(action: argparse.Action, folder: Path) -> list[str]:
         return [flag, sorted(action.choices)[-1]]
     if action.dest == "profile":
         return [flag, sorted(PROFILES)[-1]]
+    if action.dest == "slots":  # 1 to 16
+        return [flag, "3"]
     if action.dest == "settle_budget_s" or action.type is float:
         return [flag, "7.5"]
     if action.type is not None:  # a whole number (tokens, requests) or an amount (GiB)
@@ -85,7 +87,8 @@ def test_every_option_given_to_verify_on_host_reaches_the_hosts_command_line(mon
     given, acts = every_option(tmp_path)
     assert {"--decode-ctx", "--card", "--llama-bench", "--engine-image", "--model",
             "--budget-gib", "--suite", "--decode-out", "--ctx-size", "--quick",
-            "--engine-gpu", "--direct-url", "--profile"} <= {a.option_strings[-1] for a in acts}
+            "--engine-gpu", "--direct-url", "--profile", "--slots"} <= {
+                a.option_strings[-1] for a in acts}
     seen = on_host(monkeypatch, given)
     host = host_args(seen)
     mine = seen["args"]

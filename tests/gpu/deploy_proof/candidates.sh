@@ -7,7 +7,8 @@
 # `PROOF=candidates bash tests/gpu/deploy_proof/start.sh`; CANDIDATES may list other profiles.
 set -u
 source "$(dirname "$0")/lib.sh"
-CANDIDATES=${CANDIDATES:-q8-turbo4-64k-bs384-nocache q8-turbo4-64k-bs-nocache q8-turbo4-64k q8-turbo4-64k-nocache}
+# (2026-12-04 the four candidates were profiles of that commit; now: the three named ones)
+CANDIDATES=${CANDIDATES:-q8-turbo4-64k q8-turbo4-64k-bs q8-turbo4-64k-cache}
 step model model &
 mp=$!
 step facts facts
