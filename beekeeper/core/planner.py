@@ -197,7 +197,8 @@ class Prediction:
             ("weights on GPU", self.weights_mib),
             (f"KV cache K ({self.kv_cells} cells x {self.kv_layers} layers)", self.kv_k_mib),
             ("KV cache V", self.kv_v_mib),
-            (f"recurrent state R+S ({self.n_seq} seq)", self.recurrent_mib),
+            (f"recurrent state R+S ({self.n_seq} seq"
+             f"{', x2: a draft model' if self.draft_mib else ''})", self.recurrent_mib),
             ("draft model + cache", self.draft_mib),
             ("compute buffers", self.compute_mib),
             ("CUDA context", self.cuda_context_mib),
@@ -376,9 +377,12 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     ctx, basis = _context(card, cuda_context_mib)
     s = profile.server
     seqs = n_seq or s.parallel
-    cells = kv_cells(ctx_size or s.ctx_size, seqs)
+    cells = kv_cells(ctx_size or s.ctx_size, 1 if s.kv_unified else seqs)
     k, v = kv_cache_bytes(cells, layout, s.cache_type_k, s.cache_type_v)
-    r, st = recurrent_state_bytes(seqs, layout)
+    # beellama's speculative server keeps a second recurrent state a slot (the backup it
+    # drafts from, server-context.cpp): planned at its peak
+    r, st = recurrent_state_bytes(seqs * (2 if s.draft_model is not None and gpu else 1),
+                                  layout)
     draft = _draft_mib(profile, layout)
     return Prediction(
         # parts kept in host memory by a CPU build count zero here (this is a VRAM plan)

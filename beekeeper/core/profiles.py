@@ -133,6 +133,11 @@ class ServerSettings:
     # cache and recurrent state) into that cache, inside the new request's time to first
     # token (tools/server/server-context.cpp, get_available_slot -> prompt_save).
     cache_ram_mib: int | None = None
+    # `--kv-unified`: the slots share one KV cache of -c cells. beellama's server gives a
+    # speculative profile two sequences a slot (tools/server/server-context.cpp, slot i backs
+    # up to seq i + n_parallel), which without it halves each slot's context (src/
+    # llama-context.cpp: n_ctx / n_seq_max); its DFlash quickstart runs -np 1 --kv-unified
+    kv_unified: bool = False
     extra_args: tuple[str, ...] = ()
 
     def args(self, model_path: str, draft_path: str | None = None) -> list[str]:
@@ -148,6 +153,8 @@ class ServerSettings:
             out += ["--backend-sampling"]
         if self.cache_ram_mib is not None:
             out += ["--cache-ram", str(self.cache_ram_mib)]
+        if self.kv_unified:
+            out += ["--kv-unified"]
         out += ["--jinja"] if self.jinja else ["--no-jinja"]
         if self.chat_template:
             out += ["--chat-template", self.chat_template]
@@ -297,7 +304,8 @@ def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *
                               # pinned commit): --spec-type dflash, -cd 256, -ngld 99
                               spec_type="dflash" if draft else None,
                               draft_ctx_size=256 if draft else None,
-                              draft_gpu_layers=99 if draft else None),
+                              draft_gpu_layers=99 if draft else None,
+                              kv_unified=draft is not None),
         expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_mib=vram,
                           niah_min_pass=10, niah_tokens=min(60_000, ctx - 2048),
                           decode_ctx_tokens=min(60_000, ctx - 4096)),

@@ -6,7 +6,7 @@ context per slot) follow it; a value out of range, a context too small for its s
 import pytest
 
 from beekeeper.core.config import load_host_config
-from beekeeper.core.planner import predict
+from beekeeper.core.planner import predict, recurrent_state_bytes
 from beekeeper.verify.suites import Sizes
 
 from .test_host_data import refused, with_
@@ -98,3 +98,20 @@ def test_the_record_keeps_the_slots_and_verify_sizes_by_them(tmp_path, capsys):
     assert '"slots"' not in legacy
     assert verify_main.from_deployed(old, legacy, "gpu-box") is None
     assert old.slots is None and verify_main.profile_of(old).server.parallel == 1
+
+
+def test_a_dflash_profile_gives_its_one_slot_the_whole_context():
+    from beekeeper.core.profiles import PROFILES
+
+    for name in ("q8-dflash-32k", "q8-turbo3tcq-dflash-128k"):
+        s = PROFILES[name].server
+        assert "--kv-unified" in s.args("/m", "/d") and s.parallel == 1
+        p = predict(PROFILES[name])
+        # the KV cache is -c cells (unified), and the plan holds the speculative server's
+        # second recurrent state (its backup, beellama's server-context.cpp)
+        assert p.kv_cells == s.ctx_size
+        one = sum(recurrent_state_bytes(1, PROFILES[name].layout)) / 2**20
+        assert one > 0 and p.recurrent_mib == pytest.approx(2 * one)
+        assert "x2: a draft model" in p.table()
+    # the CPU build's draft (upstream llama.cpp) does not double its sequences
+    assert "--kv-unified" not in PROFILES["cpu-tiny-draft"].server.args("/m", "/d")
