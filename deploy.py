@@ -5,6 +5,7 @@ and smoke-check it.
     pyinfra inventories/home.py deploy.py
 """
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -12,7 +13,7 @@ from pyinfra import host, state
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
-from beekeeper.core.config import HostConfig, load_host_config
+from beekeeper.core.config import HostConfig, memoized_loader
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.gateway import plan
 from beekeeper.core.machines import kept_by_neighbours
@@ -45,16 +46,17 @@ def deploy_host() -> None:
     artifact = ""
     model_ops: list[OperationMeta] = []
     # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
-    cfg = load_host_config(host.data)
+    load = run_loader()
+    cfg = load(host.data)
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
-    cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(ctx_host.get().name, hosts))
-    gateway_has_backends(cfg, hosts)
+    cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(ctx_host.get().name, hosts, load))
+    gateway_has_backends(cfg, hosts, load)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.stages:
             prune.ensure(cfg, "before")
             prune.ensure(cfg, "after")
-        gateway_role(cfg, hosts)
+        gateway_role(cfg, hosts, load)
         return
     # Hub models named by a branch or without a sha256 are pinned once, on the controller.
     if "model" in cfg.stages:
@@ -89,7 +91,19 @@ def deploy_host() -> None:
 
     if not reboot_pending and "service" in cfg.stages:
         services(cfg, facts, artifact, model_ops, moved)
-    gateway_role(cfg, hosts)
+    gateway_role(cfg, hosts, load)
+
+
+def run_loader() -> Callable[[Any], HostConfig]:
+    """This run's loader of host data: each host's data validated once, however many of
+    its neighbours read it (config.memoized_loader), kept for as long as pyinfra's state."""
+    global _RUN
+    if _RUN is None or _RUN[0] is not state:
+        _RUN = (state, memoized_loader())
+    return _RUN[1]
+
+
+_RUN: tuple[Any, Callable[[Any], HostConfig]] | None = None
 
 
 def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[OperationMeta],
@@ -138,18 +152,20 @@ def check_token_file(cfg: HostConfig) -> None:
     raise ConfigError(f"host data `hf_token_file`: {problem}; fix: {fix}")
 
 
-def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]]) -> None:
+def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]],
+                 load: Callable[[Any], HostConfig]) -> None:
     """The gateway (host data `gateway`): every service of every inventory host, by model."""
     if cfg.gateway is not None and "service" in cfg.stages:
-        gateway.ensure(cfg, ctx_host.get().name, hosts)
+        gateway.ensure(cfg, ctx_host.get().name, hosts, load)
 
 
-def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]]) -> None:
+def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],
+                         load: Callable[[Any], HostConfig]) -> None:
     """A gateway (host data `gateway`) with no service to route on any inventory host is
     refused before anything of this host runs: it would answer every request with 503."""
     if cfg.gateway is None or "service" not in cfg.stages:
         return
-    gw_plan = plan(ctx_host.get().name, hosts)
+    gw_plan = plan(ctx_host.get().name, hosts, load)
     if not gw_plan.routes:
         left = f" (left out, with bad data: {'; '.join(gw_plan.left_out)})" \
             if gw_plan.left_out else ""

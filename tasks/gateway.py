@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import ipaddress
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
@@ -81,9 +81,10 @@ def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
     return changes
 
 
-def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
-           ) -> list[OperationMeta]:
-    """The gateway on this host, for every service of every host in `inventory`."""
+def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]],
+           load: Callable[[Any], HostConfig] | None = None) -> list[OperationMeta]:
+    """The gateway on this host, for every service of every host in `inventory` (`load`:
+    deploy.py's loader of host data, once per host a run)."""
     gcfg = cfg.gateway
     assert gcfg is not None
     # an HAProxy too old for the config stops here, before any change: the one installed,
@@ -93,7 +94,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     refusal = gw.haproxy_refusal(version) if version else None
     if refusal:
         raise PreflightError(refusal)
-    plan = gw.plan(this_host, inventory)
+    plan = gw.plan(this_host, inventory, load) if load else gw.plan(this_host, inventory)
     for line in plan.left_out:
         click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),
                    err=True)

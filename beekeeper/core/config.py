@@ -11,10 +11,11 @@ import difflib
 import functools
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .errors import ConfigError
 from .hostdata import (
     DEFAULT_HF_ENDPOINT,
     GIT_SHA,
@@ -302,6 +303,28 @@ def _kit_data(data: Any) -> dict[str, Any]:
     check_keys(host_data_keys(data), KIT_KEYS, extra_known=pyinfra_keys())
     values = {k: data.get(k, _UNSET) for k in sorted(KIT_KEYS)}
     return {k: v for k, v in values.items() if v is not _UNSET}
+
+
+def memoized_loader() -> Callable[[Any], HostConfig]:
+    """load_host_config once per host data object, its refusal kept too: a run's hosts each
+    read their neighbours' data (the services kept on a shared machine, a gateway's routes),
+    which validated every host's data once per host that reads it. Keyed by the object, held
+    while the loader lives (one run's inventory)."""
+    seen: dict[int, tuple[Any, HostConfig | ConfigError]] = {}
+
+    def load(data: Any) -> HostConfig:
+        hit = seen.get(id(data))
+        if hit is None or hit[0] is not data:
+            try:
+                hit = (data, load_host_config(data))
+            except ConfigError as e:
+                hit = (data, e)
+            seen[id(data)] = hit
+        if isinstance(hit[1], ConfigError):
+            raise hit[1]
+        return hit[1]
+
+    return load
 
 
 def load_host_config(data: Any) -> HostConfig:

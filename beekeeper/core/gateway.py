@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,8 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
     return ssh_host
 
 
-def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
+def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
+         load: Callable[[Any], HostConfig] = load_host_config) -> Plan:
     """Routes for the gateway on `gw_host` from every inventory host's (name, host data).
     A host whose data is bad is left out (it fails alone, with its own line); a service the
     gateway cannot reach, or a model whose servers want different keys, is an error here."""
@@ -129,7 +130,7 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]]) -> Plan:
     left_out: list[str] = []
     for name, data in hosts:
         try:
-            cfg = load_host_config(data)
+            cfg = load(data)
         except ConfigError as e:
             left_out.append(f"{name}: {e}")
             continue

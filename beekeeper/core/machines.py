@@ -6,7 +6,7 @@ one of them must not remove the services another one deploys there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .config import HostConfig, load_host_config
@@ -27,9 +27,12 @@ def ssh_address(name: str, data: Any) -> str:
     return str(data.get("ssh_hostname") or name)
 
 
-def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]]) -> frozenset[str] | None:
+def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
+                       load: Callable[[Any], HostConfig] = load_host_config
+                       ) -> frozenset[str] | None:
     """Service names the other inventory hosts on `this` host's machine keep, or None when
-    one of them has bad host data (what it keeps is unknown: nothing may be removed)."""
+    one of them has bad host data (what it keeps is unknown: nothing may be removed);
+    `load`: how host data becomes a HostConfig (deploy.py's, once per host a run)."""
     by_name = dict(hosts)
     where = machine_of(this, by_name[this]) if this in by_name else None
     kept: set[str] = set()
@@ -37,7 +40,7 @@ def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]]) -> frozenset
         if name == this or machine_of(name, data) != where:
             continue
         try:
-            cfg = load_host_config(data)
+            cfg = load(data)
         except ConfigError:
             return None
         kept.update(s.name for s in cfg.services)
