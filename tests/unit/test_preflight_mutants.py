@@ -162,6 +162,16 @@ def test_a_kit_server_in_another_units_cgroup_is_still_an_orphan():
     assert kind(unit, port_owners(unit)) == "foreign"
 
 
+def test_a_kit_server_under_the_prefix_as_resolved_is_an_orphan_whatever_the_folders_name():
+    # /opt/beekeeper/llama-server links into a persistent root whose folder ends in an X
+    real = "/workspace/BOX"
+    orphan = replace(ORPHAN, exe=f"{real}/beellama-x-cuda13.2-sm89-x86-64-v3/bin/llama-server")
+    assert kind(orphan, replace(port_owners(orphan), native_prefix_real=real)) == "orphan"
+    assert kind(orphan, replace(port_owners(orphan), native_prefix_real=real + "/")) == "orphan"
+    assert kind(orphan, replace(port_owners(orphan), native_prefix_real="/workspace/BO")) == \
+        "foreign"
+
+
 # --- image_missing: whether this deploy builds the server image --------------------------
 
 RES = BUILTIN_DEFAULTS["BuildResources"]
