@@ -29,7 +29,7 @@ PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
 def gpu_in_containers(cfg: HostConfig) -> bool:
     """A CUDA server in a container: the GPU must be seen from inside one, whatever the
     engine (Docker Desktop's included)."""
-    return cfg.mode == "container" and cfg.service.profile.backend == "cuda"
+    return cfg.server_runtime.container and cfg.service.profile.backend == "cuda"
 
 
 def wanted(cfg: HostConfig, facts: HostFacts) -> bool:

@@ -21,7 +21,7 @@ def wanted(cfg: HostConfig) -> bool:
     """Native builds need it; container mode only when host data asks."""
     if cfg.service.profile.backend != "cuda":
         return False
-    return cfg.mode == "native" or cfg.install_cuda_toolkit
+    return cfg.server_runtime.native or cfg.install_cuda_toolkit
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:

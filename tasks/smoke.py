@@ -31,5 +31,5 @@ def check(cfg: HostConfig, svc: ServiceConfig, changed: bool) -> OperationMeta:
         port=svc.port, paths=paths, timeout_s=cfg.health_timeout_s, after_change=changed,
         api_key_file=paths.api_key if svc.api_key_file else None,
         profile=svc.profile.name, bind_address=svc.bind_address, runtime=cfg.runtime,
-        container=cfg.mode == "container", model=svc.alias,
+        container=cfg.server_runtime.container, model=svc.alias,
     )

@@ -30,7 +30,13 @@ class Runtime:
 
     @property
     def native(self) -> bool:
+        """The server is built on the host and runs there (no container)."""
         return self.mode == "native"
+
+    @property
+    def container(self) -> bool:
+        """The server runs in a container the kit built (Docker on the host)."""
+        return self.mode == "container"
 
     @property
     def env_quoted(self) -> bool:
