@@ -347,3 +347,67 @@ def test_a_cpu_build_wants_one_gib_a_job_and_a_shared_file_counts_once(capsys):
                         {"profile": "cpu-tiny", "port": 8084, "service_name": "b"}])
     wsl_memory(two, tiny + 2 * GIB)
     assert warning(capsys) == ""
+
+
+# --- the partial run's other survivors: warn_proxy, check_cpu, warn_wsl_idle -------------
+
+PROXY_LINE = (
+    "host canned: warning: this host uses a proxy (/etc/environment sets http_proxy, "
+    "https_proxy) but Docker's engine has none, so pulling the base images will fail: give "
+    "dockerd the proxy (a drop-in /etc/systemd/system/docker.service.d/http-proxy.conf with "
+    "[Service] Environment=HTTPS_PROXY=... NO_PROXY=..., then `systemctl daemon-reload && "
+    "systemctl restart docker`), or preload the base images (host data preload_images)")
+
+
+def proxy_warning(capsys: Any, c: Any, docker: DockerEngineInfo, building: bool,
+                  proxy_vars: tuple[str, ...] = ("http_proxy", "https_proxy")) -> str:
+    with on_host():
+        pf.warn_proxy(c, docker, building, proxy_vars)
+    return warning(capsys)
+
+
+def test_a_build_behind_a_proxy_the_engine_lacks_is_warned_once_in_its_line(capsys):
+    assert proxy_warning(capsys, cfg(), DOCKER_CE, True) == PROXY_LINE
+    # each way out of it: no build, no proxy, the engine's own, images preloaded, Desktop
+    assert proxy_warning(capsys, cfg(), DOCKER_CE, False) == ""
+    assert proxy_warning(capsys, cfg(), DOCKER_CE, True, ()) == ""
+    assert proxy_warning(capsys, cfg(), replace(DOCKER_CE, proxy=True), True) == ""
+    assert proxy_warning(capsys, cfg(preload_images={"nvidia/cuda:13.2.1-devel-ubuntu24.04":
+                                                     "/srv/images/devel.tar"}),
+                         DOCKER_CE, True) == ""
+    assert proxy_warning(capsys, cfg(), replace(DOCKER_CE, flavour="docker-desktop"),
+                         True) == ""
+
+
+def test_a_cpu_without_the_baseline_is_refused_naming_what_it_lacks():
+    old = Resources(cpus=4, mem_total_bytes=8 * GIB, machine="x86_64",
+                    cpu_flags=frozenset({"sse4_2", "avx", "f16c"}),
+                    cpu_model="Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz")
+    assert refused(pf.check_cpu, old) == (
+        "the host's CPU (Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz) lacks avx2, fma, bmi2: the "
+        "server is built for x86-64-v3 (sse4_2 avx avx2 fma f16c bmi2); deploy to a host with "
+        "a newer CPU, or, in a VM, pass the host CPU's flags through (e.g. `-cpu host`)")
+    assert refused(pf.check_cpu, replace(old, cpu_model="")).startswith(
+        "the host's CPU lacks avx2, fma, bmi2: ")
+    pf.check_cpu(RES)  # a Ryzen 9 7950X's flags
+
+
+def test_the_wsl2_idle_warning_names_this_wsls_version_and_the_distro(capsys):
+    with on_host():
+        pf.warn_wsl_idle(WslSettingsInfo(wsl_version="2.4.13", distro="Ubuntu-24.04"))
+    assert warning(capsys) == (
+        "host canned: warning: WSL2 stops this distro, and the server with it, seconds after "
+        "its last terminal closes (systemd services do not keep it up: microsoft/WSL#9667, by "
+        "design), and does not start it when Windows starts; on Windows, both: add "
+        "`instanceIdleTimeout=-1` under `[general]` in %UserProfile%\\.wslconfig (WSL 2.5.7 "
+        "or newer (this WSL: 2.4.13); `wsl --update`) and run `wsl --shutdown`, which keeps a "
+        "started distro up, and a logon task that starts it after each reboot: schtasks "
+        "/create /tn beekeeper-start /sc onlogon /tr \"wsl.exe -d Ubuntu-24.04 --exec "
+        "/bin/true\"; before WSL 2.5.7, one logon task starts it and keeps it up: schtasks "
+        "/create /tn beekeeper-keepalive /sc onlogon /tr \"wsl.exe -d Ubuntu-24.04 --exec "
+        "sleep infinity\"")
+    with on_host():
+        pf.warn_wsl_idle(None)  # nothing read: no version, the distro as wsl.exe lists it
+    line = warning(capsys)
+    assert "(WSL 2.5.7 or newer; `wsl --update`)" in line
+    assert "wsl.exe -d <the distro `wsl.exe -l -v` lists> --exec /bin/true" in line
