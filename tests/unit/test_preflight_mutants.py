@@ -24,6 +24,7 @@ from pyinfra.context import ctx_host, ctx_state
 from beekeeper.core.build import build_spec
 from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import PreflightError
+from beekeeper.core.paths import sha256_stamps
 from beekeeper.core.planner import predict
 from beekeeper.core.profiles import PROFILES
 from beekeeper.facts.boot import WslSettingsInfo
@@ -411,3 +412,45 @@ def test_the_wsl2_idle_warning_names_this_wsls_version_and_the_distro(capsys):
     line = warning(capsys)
     assert "(WSL 2.5.7 or newer; `wsl --update`)" in line
     assert "wsl.exe -d <the distro `wsl.exe -l -v` lists> --exec /bin/true" in line
+
+
+# --- download_bytes: what the model stage still has to download ---------------------------
+
+TINY, SMOL = 253113024, 98362432  # gemma-3-270m-q4_k_m.gguf, SmolLM2-135M-Instruct.Q4_1.gguf
+CPU_TWO = [{"profile": "cpu-tiny", "port": 8083, "service_name": "llm"},
+           {"profile": "cpu-smollm", "port": 8084, "service_name": "b"}]
+
+
+def placed(c: Any, *there: str) -> Any:
+    """The Sha256File fact of a host holding these model files, read through the kit's
+    stamps in its state dir (another stamps folder, or none, reads nothing)."""
+    sha = {f"{c.model_dir}/{m.filename}": m.sha256 for s in c.services for m in s.models()
+           if m.filename in there}
+    return lambda path, stamps: sha.get(path) if stamps == sha256_stamps(c.state_dir) else None
+
+
+def test_the_download_is_each_model_not_there_once_less_what_a_partial_file_holds():
+    c = cfg(services=CPU_TWO)
+    with on_host(Sha256File=placed(c)):
+        assert pf.download_bytes(c) == TINY + SMOL
+    # the first model there: the second is still downloaded
+    with on_host(Sha256File=placed(c, "gemma-3-270m-q4_k_m.gguf")):
+        assert pf.download_bytes(c) == SMOL
+    with on_host(Sha256File=placed(c, "gemma-3-270m-q4_k_m.gguf",
+                                   "SmolLM2-135M-Instruct.Q4_1.gguf")):
+        assert pf.download_bytes(c) == 0
+    # a partial download is resumed: only the rest counts
+    partial = f"{c.model_dir}/SmolLM2-135M-Instruct.Q4_1.gguf.partial"
+    with on_host(Sha256File=placed(c), File=lambda path: {"size": 1000}
+                 if path == partial else None):
+        assert pf.download_bytes(c) == TINY + SMOL - 1000
+    # without the model stage there is nothing to download
+    with on_host(Sha256File=placed(c)):
+        assert pf.download_bytes(cfg(services=CPU_TWO, stages=["provision", "build"])) == 0
+
+
+def test_a_file_two_services_serve_is_downloaded_once():
+    c = cfg(services=[{"profile": "cpu-tiny", "port": 8083, "service_name": "llm"},
+                      {"profile": "cpu-tiny", "port": 8084, "service_name": "b"}])
+    with on_host(Sha256File=placed(c)):
+        assert pf.download_bytes(c) == TINY
