@@ -454,3 +454,18 @@ def test_a_file_two_services_serve_is_downloaded_once():
                       {"profile": "cpu-tiny", "port": 8084, "service_name": "b"}])
     with on_host(Sha256File=placed(c)):
         assert pf.download_bytes(c) == TINY
+
+
+def test_a_model_served_where_it_is_on_the_host_is_not_downloaded_but_its_draft_is():
+    c = cfg(profile="q8-dflash-32k", mode="native", model_host_path="/workspace/m/9b.gguf",
+            model_sha256="ab" * 32)
+    with on_host():  # the model's own file is not even looked at
+        assert pf.download_bytes(c) == 1100000000  # Qwen3.5-9B-DFlash-q8_0.gguf
+
+
+def test_a_partial_file_as_large_as_the_model_leaves_nothing_to_download():
+    c = cfg(profile="cpu-smollm")
+    partial = f"{c.model_dir}/SmolLM2-135M-Instruct.Q4_1.gguf.partial"
+    with on_host(Sha256File=placed(c), File=lambda path: {"size": SMOL}
+                 if path == partial else None):
+        assert pf.download_bytes(c) == 0
