@@ -469,3 +469,34 @@ def test_a_partial_file_as_large_as_the_model_leaves_nothing_to_download():
     with on_host(Sha256File=placed(c), File=lambda path: {"size": SMOL}
                  if path == partial else None):
         assert pf.download_bytes(c) == 0
+
+
+# --- the partial run's last: local_head, check_gguf, warn_supervisor_restart ---------------
+
+def test_a_controllers_model_is_read_for_its_head_only(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 4096)  # a model's GiBs, in short
+    assert pf.local_head(str(model)) == b"GGUF\x03\x00\x00\x00"
+    assert pf.local_head(str(tmp_path / "gone.gguf")) is None
+    # a head that could not be read is left to the checks after this one
+    pf.check_gguf("model_path", str(tmp_path / "gone.gguf"), None)
+    assert refused(pf.check_gguf, "model_path", str(model), b"<html>\n<").startswith(
+        f"host data `model_path`: {model} is not a GGUF model file: ")
+
+
+def test_a_pod_without_systemd_is_told_the_start_command_for_its_supervisord(capsys):
+    from beekeeper.facts.host import InitInfo
+
+    with on_host():
+        pf.warn_supervisor_restart(InitInfo(pid1="process_api", systemd=False, state=""),
+                                   "/workspace/beekeeper")
+    assert warning(capsys) == (
+        "host canned: warning: PID 1 is 'process_api', not systemd: the server runs under the "
+        "kit's supervisord, and nothing starts it again when this container restarts until "
+        "the container's start command runs `/workspace/beekeeper/start` (the kit kept under "
+        "/workspace/beekeeper; RunPod: `bash -c '/workspace/beekeeper/start -- /start.sh'`; "
+        "the line per provider: docs/gpu-containers.md)")
+    with on_host():
+        pf.warn_supervisor_restart(InitInfo(pid1="tini", systemd=False, state=""))
+    assert "runs `/usr/local/sbin/beekeeper-start` (no persistent root: the standard " \
+        "layout; RunPod" in warning(capsys)
