@@ -17,7 +17,7 @@ from beekeeper.core.build import (
     GIB_PER_CUDA_JOB,
     build_spec,
 )
-from beekeeper.core.config import HostConfig, gguf_problem, rule_model_in_model_dir
+from beekeeper.core.config import HostConfig, ServiceConfig, gguf_problem, rule_model_in_model_dir
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError
@@ -79,28 +79,58 @@ GIB = 1 << 30
 
 
 def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
-    """Each service within the VRAM budget; all of them within the card, 1 GiB to spare."""
-    from beekeeper.core.planner import predict
-    from beekeeper.core.profiles import PROFILES
+    """Each service within the VRAM budget; all of them within the card, 1 GiB to spare. A
+    service's plan is its shape (host data ctx_size and slots) and its model: the user's own
+    GGUF where the controller holds it (model_path), else the profile's."""
+    from beekeeper.core.planner import PlanError, predict, served_gguf
 
     budget_mib = cfg.vram_budget_gib * 1024
     total = 0.0
     for svc in cfg.services:
-        pred = predict(svc.profile)
+        gguf = served_gguf(svc.model)
+        try:
+            pred = predict(svc.profile, gguf, gguf_named="host data `model_path`")
+        except PlanError as e:
+            raise PreflightError(f"{e}: the VRAM plan reads the file's layout") from None
+        except ValueError as e:  # the file's KV rows do not fill the profile's cache type
+            raise PreflightError(
+                f"host data `model_path` {gguf} with profile {svc.profile.name}: {e}; fix: "
+                "pick a profile whose KV cache types fit the model (`beekeeper plan --profile "
+                "NAME --gguf FILE` tries one)") from None
         total += pred.total_mib
         if pred.total_mib > budget_mib:
-            fits = [n for n, p in PROFILES.items() if p.backend == "cuda" and p.layout
-                    and predict(p).total_mib <= budget_mib]
-            raise PreflightError(
-                f"profile {svc.profile.name} needs {pred.total_mib:.0f} MiB of VRAM, over "
-                f"vram_budget_gib {cfg.vram_budget_gib:g} ({budget_mib:.0f} MiB): "
-                f"{_brief(pred)}; profiles that fit: {', '.join(fits) or 'none'}; or raise "
-                "vram_budget_gib")
+            raise PreflightError(_over_budget(cfg, svc, pred, budget_mib, gguf is not None))
     card = gpu.gpus[0].memory_total_mib if gpu and gpu.gpus else None
     if card and len(cfg.services) > 1 and total + 1024 > card:
         raise PreflightError(
             f"the {len(cfg.services)} services need {total:.0f} MiB together, more than the "
             f"card's {card} MiB less 1024 MiB margin: drop a service or pick smaller profiles")
+
+
+def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_mib: float,
+                 own_model: bool) -> str:
+    """The refusal of a service over the budget: its plan by part, and the ways out at its
+    own shape (the profiles that fit with its slots, fewer slots, a smaller context)."""
+    from beekeeper.core.planner import predict
+    from beekeeper.core.profiles import PROFILES, with_ctx_size
+
+    base = PROFILES[svc.profile.name].server
+    s = svc.profile.server
+    shape = ([f"ctx_size {s.ctx_size}"] if s.ctx_size != base.ctx_size else []) + \
+        ([f"{s.parallel} slots"] if s.parallel != base.parallel else [])
+    said = f" at {', '.join(shape)}" if shape else ""
+    said += " with your model_path" if own_model else ""
+    fits = [n for n, p in PROFILES.items() if p.backend == "cuda" and p.layout
+            and (s.parallel == p.server.parallel or p.server.draft_model is None)
+            and predict(with_ctx_size(p, p.server.ctx_size, s.parallel)).total_mib
+            <= budget_mib]
+    more = (", or fewer slots" if s.parallel > 1 else "") + \
+        (", or a smaller ctx_size" if s.ctx_size != base.ctx_size else "")
+    with_slots = f" with {s.parallel} slots" if s.parallel != 1 else ""
+    return (f"profile {svc.profile.name}{said} needs {pred.total_mib:.0f} MiB of VRAM, over "
+            f"vram_budget_gib {cfg.vram_budget_gib:g} ({budget_mib:.0f} MiB): "
+            f"{_brief(pred)}; profiles that fit{with_slots}: {', '.join(fits) or 'none'}"
+            f"{more}; or raise vram_budget_gib")
 
 
 def _brief(pred: Prediction) -> str:

@@ -1,0 +1,75 @@
+"""Preflight's VRAM check plans what the service serves: the user's own GGUF where the
+controller holds it (host data model_path), at the service's ctx_size and slots; a refusal
+names that shape and the ways out at it."""
+
+import struct
+
+import pytest
+
+from beekeeper.core.errors import PreflightError
+from beekeeper.core.planner import predict
+from beekeeper.tasks import preflight as pf
+
+from .test_preflight_mutants import RTX4090, cfg
+
+
+def _gguf(path, kv: dict, tokens: int = 1000, weights_bytes: int = 0):
+    """A GGUF header with the numbers the planner reads (qwen2: attention only)."""
+    def s(t: str) -> bytes:
+        return struct.pack("<Q", len(t)) + t.encode()
+
+    arch = "qwen2"
+    meta = [(b"general.architecture", 8, s(arch))]
+    for k, v in kv.items():
+        meta.append((f"{arch}.{k}".encode(), 4, struct.pack("<I", v)))
+    out = b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", 0) + struct.pack("<Q", len(meta) + 1)
+    for key, typ, val in meta:
+        out += struct.pack("<Q", len(key)) + key + struct.pack("<I", typ) + val
+    key = b"tokenizer.ggml.tokens"
+    out += struct.pack("<Q", len(key)) + key + struct.pack("<I", 9) + struct.pack("<I", 8)
+    out += struct.pack("<Q", tokens) + b"".join(s(f"t{i}") for i in range(tokens))
+    path.write_bytes(out + b"\0" * weights_bytes)
+    return path
+
+
+def own(tmp_path, **kw):
+    gguf = _gguf(tmp_path / "mine.gguf", {"block_count": 40, "embedding_length": 5120,
+                                          "attention.head_count": 40,
+                                          "attention.head_count_kv": 8,
+                                          "context_length": 131072},
+                 weights_bytes=kw.pop("weights_bytes", 0))
+    return cfg(profile="q8-turbo4-64k", model_path=str(gguf), **kw), gguf
+
+
+def test_the_users_file_is_planned_not_the_profiles_model(tmp_path):
+    c, gguf = own(tmp_path)
+    mine = predict(c.service.profile, gguf)
+    qwen = predict(c.service.profile)
+    assert mine.kv_mib != qwen.kv_mib  # 40 attention layers of 8 KV heads, not Qwen's 8 of 4
+    budget = mine.total_mib / 1024
+    pf.check_vram(cfg(profile="q8-turbo4-64k", model_path=str(gguf), vram_budget_gib=budget),
+                  RTX4090)
+    with pytest.raises(PreflightError) as e:
+        pf.check_vram(cfg(profile="q8-turbo4-64k", model_path=str(gguf),
+                          vram_budget_gib=budget * 0.99), RTX4090)
+    assert str(e.value).startswith(
+        f"profile q8-turbo4-64k with your model_path needs {mine.total_mib:.0f} MiB")
+
+
+def test_a_file_the_planner_cannot_read_is_one_line_naming_the_key(tmp_path):
+    bad = tmp_path / "not.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(PreflightError) as e:
+        pf.check_vram(cfg(profile="q8-turbo4-64k", model_path=str(bad)), RTX4090)
+    assert str(e.value).startswith(f"host data `model_path` {bad}: not a GGUF model")
+
+
+def test_slots_over_the_budget_say_the_shape_and_offer_fewer_slots():
+    with pytest.raises(PreflightError) as e:
+        pf.check_vram(cfg(profile="q8-turbo4-64k-bs", slots=8), RTX4090)
+    line = str(e.value)
+    assert line.startswith("profile q8-turbo4-64k-bs at 8 slots needs ")
+    fits = line.split("; profiles that fit with 8 slots: ")[1].split(", or fewer slots")[0]
+    assert "q8-turbo4-64k-bs" not in fits.split(", ")  # the refused shape is not offered
+    assert "dflash" not in fits  # a draft profile keeps one slot
+    assert line.endswith(", or fewer slots; or raise vram_budget_gib")
