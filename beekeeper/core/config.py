@@ -633,7 +633,7 @@ def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -
         raise fail("vram_budget_gib", f"the {len(gpu)} GPU services on this host's card plan "
                    f"{total:.0f} MiB together ({each} MiB), over the budget per card "
                    f"{budget_gib:g} GiB ({budget_mib:.0f} MiB)", "drop a service, pick "
-                   "smaller profiles or ctx_size, or raise vram_budget_gib")
+                   "smaller profiles, ctx_size or slots, or raise vram_budget_gib")
 
 
 def rule_compose_keys(services: tuple[ServiceConfig, ...], listed: bool) -> None:

@@ -146,7 +146,7 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
                 raise ConfigError(
                     f"host data `profile`: service {svc.name} on {name} and {first[1]} both "
                     f"answer as model {model} but serve different models or server settings "
-                    "(model file, sha256, ctx_size or extra args), and the gateway would "
+                    "(model file, sha256, ctx_size, slots or extra args), and the gateway would "
                     "balance them as one; fix: give them the same model and settings, or "
                     "serve one of them under another profile")
             by_model.setdefault(model, []).append(Upstream(
