@@ -33,8 +33,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.deployed import DeployedService, RecordError
 from .core.errors import VerifyError
-from .core.hostdata import MAX_SLOTS
-from .core.profiles import PROFILES, Profile, profile_problem, with_ctx_size
+from .core.profiles import MAX_SLOTS, PROFILES, Profile, profile_problem, with_ctx_size
 
 # verify/suites.py's ALL_SUITES (a unit test holds them equal), known before it is imported
 SUITES = ("engine", "smoke", "decode", "ttft", "niah", "vram", "load")

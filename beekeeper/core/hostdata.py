@@ -28,7 +28,7 @@ from pydantic import (
 
 from .errors import ECHO_CLOSE, ECHO_OPEN, SHOWN_MAX, ConfigError, cut, echo
 from .paths import HF_TOKEN, MODEL_DIR, STATE_DIR
-from .profiles import PROFILES
+from .profiles import MAX_SLOTS, PROFILES
 
 MAX_PATH_LEN = 1024
 # patterns are matched whole (pydantic's Rust engine: `$` is the end of the text, so a final
@@ -521,8 +521,7 @@ def _mapping(value: Any) -> Any:
 Strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 Text = Annotated[str, AfterValidator(lambda v: safe_text(v, "the value"))]
 Port = Annotated[int, Field(ge=1, le=65535)]
-# host data `slots`: llama-server runs up to this many requests at once in one process here
-MAX_SLOTS = 16
+# host data `slots`: at most MAX_SLOTS (profiles.py: verify's host side reads it too)
 # an image's digest after its '@' (OCI: algorithm:encoded), the only '@' a reference holds
 _DIGEST = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[A-Fa-f0-9]{32,}")
 

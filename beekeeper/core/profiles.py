@@ -398,6 +398,10 @@ PROFILES: dict[str, Profile] = {
     ]
 }
 
+# host data `slots` (llama-server's -np): at most this many requests at once in one server
+MAX_SLOTS = 16
+
+
 def with_ctx_size(profile: Profile, ctx_size: int, slots: int | None = None) -> Profile:
     """The profile served with host data `ctx_size` (and `slots`, llama-server's -np): the
     server's -c and -np, the planner's KV cache and recurrent states, and verify's sizes all
