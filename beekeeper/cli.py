@@ -18,7 +18,7 @@ from typing import Any
 from . import __version__, hostside
 from .core.deployed import read_record
 from .core.errors import BeekeeperError
-from .core.paths import KIT_ROOT, ServicePaths
+from .core.paths import DEFAULT_PORT, KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
 from .core.remote import NEEDS_ROOT_EXIT, ssh_as_root
 from .hostside import rollback_command
@@ -143,7 +143,6 @@ def _verify_on_host(args: argparse.Namespace) -> int:
     return rc
 
 
-DEFAULT_PORT = 8083  # group_data/all.py's port: a server whose deployed.json is not there
 
 
 def _deployed_manifest(args: argparse.Namespace) -> tuple[str | None, str]:
@@ -466,7 +465,7 @@ def _add_verify(sub: Any) -> None:
     p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
     p.add_argument("--port", type=PORT, help="the server's port on the host (default: the "
-                   "one its deployed.json names, else 8083)")
+                   f"one its deployed.json names, else {DEFAULT_PORT})")
     p.add_argument("--on-host", action="store_true",
                    help="install and run the suites on the --ssh/--sandbox host (NVML "
                         "there), with every other option given here; copy the report back "
@@ -516,8 +515,8 @@ def _add_matrix(sub: Any) -> None:
     p.add_argument("--host", help="inventory host name")
     p.add_argument("--ssh", help="ssh arguments that reach the host, e.g. 'gpu-box'")
     p.add_argument("--service", default="llm", help="the service measured (default: llm)")
-    p.add_argument("--port", type=PORT, default=8083,
-                   help="the service's port on the host (default: 8083)")
+    p.add_argument("--port", type=PORT, default=DEFAULT_PORT,
+                   help=f"the service's port on the host (default: {DEFAULT_PORT})")
     p.add_argument("--budget-gib", type=BUDGET_GIB,
                    help="VRAM budget (default: group_data/all.py vram_budget_gib)")
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")

@@ -33,6 +33,7 @@ from .hostdata import (
     parse,
     shown,
 )
+from .paths import DEFAULT_PORT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
 from .runtime import Runtime, runtime_of
 
@@ -265,7 +266,7 @@ _UNSET = object()
 # the service keys group_data/all.py gives every host, with its values: the kit's defaults for
 # a host of one service, unread (not refused) beside `services` when they come from there
 GROUP_SERVICE_DEFAULTS: Mapping[str, Any] = {
-    "profile": "q8-turbo4-64k", "bind_address": "127.0.0.1", "port": 8083}
+    "profile": "q8-turbo4-64k", "bind_address": "127.0.0.1", "port": DEFAULT_PORT}
 # pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__): the deploy's
 # own overrides, --data, the inventory's host data, the host's groups' data (group_data/
 # GROUP.py, inventory groups); then the data every host gets (group_data/all.py, the

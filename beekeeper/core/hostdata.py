@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from .errors import ECHO_CLOSE, ECHO_OPEN, SHOWN_MAX, ConfigError, cut, echo
-from .paths import HF_TOKEN, MODEL_DIR, STATE_DIR
+from .paths import DEFAULT_PORT, HF_TOKEN, MODEL_DIR, STATE_DIR
 from .profiles import MAX_SLOTS, PROFILES
 
 MAX_PATH_LEN = 1024
@@ -851,7 +851,7 @@ class ServiceData(BaseModel):
         None, "profile name", "what to serve: model, context, slots, KV types "
         "(`beekeeper profiles`); required", f"use one of: {', '.join(sorted(PROFILES))}",
         "is not a profile name")
-    port: Port = key(8083, "integer 1-65535", "the server's port",
+    port: Port = key(DEFAULT_PORT, "integer 1-65535", "the server's port",
                      "use an integer from 1 to 65535", "is not a TCP port")
     bind_address: Annotated[str, BeforeValidator(_ip)] = key(
         "127.0.0.1", "IP address", "the address the server listens on; not loopback needs "
