@@ -428,11 +428,10 @@ def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
                    "draft (`beekeeper profiles`)")
     if entry.ctx_size is not None or entry.slots is not None:
         # the server's -c and -np, the planner and the VRAM budget check, and verify's sizes
-        slots = entry.slots or profile.server.parallel
         key = f"{prefix}ctx_size" if entry.ctx_size is not None else f"{prefix}slots"
         ctx = rule_ctx_size(key, profile.server.ctx_size if entry.ctx_size is None
-                            else entry.ctx_size, profile, slots)
-        profile = with_ctx_size(profile, ctx, slots)
+                            else entry.ctx_size, profile, entry.slots)
+        profile = with_ctx_size(profile, ctx, entry.slots)
     return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
                          bind_address=entry.bind_address, api_key_file=entry.api_key_file,
                          model=model, draft=draft, extra_args=tuple(entry.server_extra_args),

@@ -2,9 +2,10 @@
 The four ways the kit runs a server, each written once: which file runs it (a systemd unit
 around `docker run`, a unit around a compose project, a unit around the native binary, or a
 supervisord program), what the runtime knows it by, how it is told to start or stop, where
-its log is, what a rollback puts back, and whether a compose file and a drop-in folder go
-with it. Picked once from host data's `mode` and `runtime` (config.py's rules decide those);
-tasks read the picked one's fields instead of asking `mode` and `runtime` again.
+its log is, and whether a compose file and a drop-in folder go with it (what a rollback puts
+back is ServicePaths.rollback_set, the same for all four). Picked once from host data's
+`mode` and `runtime` (config.py's rules decide those); tasks read the picked one's fields
+instead of asking `mode` and `runtime` again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .supervisor import control
 
 @dataclass(frozen=True)
 class Runtime:
-    name: str  # as the docs and the deployment record say it
+    name: str  # as the docs say it (the record keeps `recorded`)
     mode: str  # host data `mode`: "container" or "native"
     runtime: str  # host data `runtime`: "systemd", "compose" or "supervisor"
     template: str  # the unit or program file's template (templates/)
