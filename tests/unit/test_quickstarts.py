@@ -5,6 +5,8 @@ linked record holds. Their shell commands are classified and the offline ones ru
 test_readme.py."""
 from __future__ import annotations
 
+import ipaddress
+import json
 import re
 import runpy
 import types
@@ -123,24 +125,56 @@ def family(tmp_path, monkeypatch):
 def test_the_family_inventory_is_accepted_and_fits_its_budget_and_a_24_gb_card(family):
     ((_name, data),) = family
     cfg = load_host_config(data)
-    assert [s.alias for s in cfg.services] == ["qwen", "qwen-fast"]
+    assert [s.name for s in cfg.services] == ["qwen", "qwen-fast"]
     a, b = (predict(PROFILES[s.profile.name]).total_mib for s in cfg.services)
     text = flat("quickstart-ssh.md")
     assert f"plan {a + b:,.0f} MiB together" in text  # the example's own comment
     assert a + b <= data["vram_budget_gib"] * 1024 < 24 * 1024  # within the budget it sets
     assert a + b + 1024 <= 24 * 1024  # preflight's sum against a 24 GB card, 1 GiB to spare
     assert a + b > group_data()["vram_budget_gib"] * 1024  # why it raises the budget
-    for svc, port in zip(cfg.services, (8083, 8084), strict=True):
-        assert f"http://192.168.1.50:{port}/v1` (model `{svc.alias}`)" in text
+
+
+def test_the_family_gateway_routes_both_models_by_the_names_the_page_gives(family):
+    """The gateway the page sets up: one keyed endpoint on the host's address, both servers
+    behind it on loopback, routed by the names the page tells people to send."""
+    ((name, data),) = family
+    cfg = load_host_config(data)
+    assert all(ipaddress.ip_address(s.bind_address).is_loopback for s in cfg.services)
+    assert cfg.gateway is not None and cfg.gateway.api_key_file == "keys/family.key"
+    plan = gw.plan(name, [(name, data)])
+    assert plan.left_out == []
+    routes = {r.model: [(u.address, u.port) for u in r.upstreams] for r in plan.routes}
+    assert routes == {"q8-turbo4-64k": [("127.0.0.1", 8083)],
+                      "q4km-f16-32k": [("127.0.0.1", 8084)]}
+    text = flat("quickstart-ssh.md")
+    base = f"http://{cfg.gateway.bind_address}:{cfg.gateway.port}/v1"
+    assert f"`{base}`" in text
+    for model in routes:
+        assert f"`{model}`" in text
+    # the page's requests go to that endpoint, with the key, and name a routed model
+    from .test_readme import commands
+    curls = [c.text for c in commands(DOCS / "quickstart-ssh.md")
+             if c.text.startswith(f"curl -s {base}/")]
+    assert len(curls) == 2, curls
+    for curl in curls:
+        assert '-H "Authorization: Bearer $(cat keys/family.key)"' in curl
+    sent = json.loads(re.search(r"-d '(\{.*\})'", curls[1]).group(1))["model"]
+    assert sent in routes
+    # model_alias renames a server, not its route: the page says to leave it out
+    assert "model_alias" not in str(data)
+    aliased = {**data, "services": [{**s, "model_alias": "x" + s["service_name"]}
+                                    for s in data["services"]]}
+    assert {r.model for r in gw.plan(name, [(name, aliased)]).routes} == set(routes)
 
 
 def test_the_family_page_says_what_the_gateway_needs_as_the_code_does():
     text = flat("quickstart-ssh.md")
-    (major, minor), _why = gw.HAPROXY_NEEDS
-    assert f"It checks a key with HAProxy {major}.{minor} or newer" in text
+    assert "(2.4 on Ubuntu 22.04, 2.6 on Debian 12: a keyed gateway runs on either" in text
     # issue 43: a keyed gateway runs on Ubuntu 22.04's HAProxy 2.4
-    assert "this Ubuntu 22.04 box too (HAProxy 2.4)" in text
+    (major, minor), _why = gw.HAPROXY_NEEDS
+    assert (major, minor) <= (2, 4)
     assert gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1") is None
+    assert gw.haproxy_refusal("2.6.12-1+deb12u3") is None
 
 
 # --- the pod page: its variables, through the pod inventory -----------------------------------
