@@ -3,7 +3,8 @@
 # run again; installs with apt only what is missing. On macOS, or a Linux without apt, the
 # controller mode installs nothing: it names what is missing in one line (Python >= 3.11 with
 # its venv module: stop; an SSH client: a note) and makes .venv. It runs under macOS's bash 3.2
-# (no empty array expanded under `set -u`) and without GNU coreutils (sha256sum, else shasum).
+# (no empty array expanded under `set -u`, no ${x,,}, mapfile or declare -A) and with the
+# BSD tools macOS has (sha256sum, else shasum, else Python; no GNU-only option of any tool).
 #
 #   scripts/setup.sh          the controller, all a user who deploys to a GPU box needs:
 #                             Python >= 3.11 (PYTHON=python3.11 picks another interpreter), its
@@ -23,9 +24,13 @@ PYTHON=${PYTHON:-python3}
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] %s\n' "$*" >&2; exit 1; }
-# the sha256 of file $1: GNU coreutils' sha256sum, else shasum (macOS, Perl's)
+# the sha256 of file $1: GNU coreutils' sha256sum, else shasum (macOS, Perl's), else Python's
+# hashlib (after check_python, so $PYTHON runs)
 file_sha256() {
-  if command -v sha256sum >/dev/null; then sha256sum "$1"; else shasum -a 256 "$1"; fi | cut -d' ' -f1
+  if command -v sha256sum >/dev/null; then sha256sum "$1"
+  elif command -v shasum >/dev/null; then shasum -a 256 "$1"
+  else "$PYTHON" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$1"
+  fi | cut -d' ' -f1
 }
 # Arrays: bash 3.2 (macOS) calls an empty "${a[@]}" unbound under `set -u`, so every expansion
 # is ${a[@]+"${a[@]}"} or comes after a test that the array is not empty.

@@ -17,6 +17,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,16 +26,25 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 REAL_TOOLS = ["bash", "sh", "env", "dirname", "basename", "id", "awk", "sha256sum", "cut", "cat",
               "seq", "sleep", "head", "cp", "mkdir", "chmod"]
-# the same tools by the names macOS has: no sha256sum (GNU coreutils), shasum instead
-MAC_TOOLS = [t for t in REAL_TOOLS if t != "sha256sum"] + ["shasum"]
+# the tools by the names macOS has: no sha256sum (GNU coreutils), shasum instead, and a few
+# setup.sh does not use today, so that a later use of their GNU-only options fails here
+MAC_TOOLS = [t for t in REAL_TOOLS if t != "sha256sum"] + ["shasum", "sed", "readlink", "stat",
+                                                           "grep", "xargs", "date", "tr"]
+# what macOS's BSD tools lack, given to this machine's GNU ones: any long option (`--x`), and
+# these short ones (GNU-only, or with another meaning there)
+GNU_ONLY = {"readlink": "-f -e -m", "stat": "-c", "date": "-d", "grep": "-P", "xargs": "-r",
+            "sed": "-r"}
 BASH32 = os.environ.get("BEEKEEPER_TEST_BASH32", "")
-SHELLS = ["bash"] + (["bash32"] if BASH32 else [])
+NO_BASH32 = ("no bash 3.2 here: set BEEKEEPER_TEST_BASH32 to a bash 3.2 binary (the module "
+             "docstring says how to build one) to run setup.sh as macOS's /bin/bash does")
+SHELLS = ["bash", pytest.param("bash32", marks=pytest.mark.skipif(not BASH32, reason=NO_BASH32))]
 
 # An interpreter that says it is $FAKE_PY_VERSION; `-m venv DIR` makes a venv of fakes.
 FAKE_PYTHON = r"""#!/bin/bash
 echo "$(basename "$0") $*" >> "$FAKE_LOG"
 if [ "$1" = -c ]; then
   case $2 in
+    *hashlib*) exec "$REAL_PYTHON" "$@" ;;  # setup.sh's sha256 where no tool has one
     *print*) echo "$FAKE_PY_VERSION" ;;
     *sys.exit*) case $FAKE_PY_VERSION in 3.1[1-9]|3.[2-9]?) exit 0 ;; *) exit 1 ;; esac ;;
     *ensurepip*) exit "${FAKE_PY_NO_VENV:-0}" ;;
@@ -68,10 +78,27 @@ def _exe(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _make_box(tmp_path: Path, shell: str, tools: list[str], fakes: dict[str, str]):
+def _bsd_shim(tool: str, real: str) -> str:
+    """`tool` as macOS has it, in what it accepts: this machine's (GNU) one, refusing every
+    long option and GNU_ONLY's short ones, as the BSD tool would (exit 2, naming it)."""
+    refused = " ".join(GNU_ONLY.get(tool, "").split())
+    return (f"#!{shutil.which('bash')}\n"
+            'for a in "$@"; do\n'
+            '  case " $a " in\n'
+            f'    " -- ") break ;;\n'
+            f'    " --"*) echo "{tool}: $a is a GNU-only option (not on macOS)" >&2; exit 2 ;;\n'
+            + "".join(f'    " {o} ") echo "{tool}: {o} is GNU-only (not on macOS)" >&2; exit 2 ;;\n'
+                      for o in refused.split())
+            + "  esac\ndone\n"
+            f'exec {real} "$@"\n')
+
+
+def _make_box(tmp_path: Path, shell: str, tools: list[str], fakes: dict[str, str],
+              bsd: bool = False):
     """A repository copy with setup.sh and a PATH of `tools` (this machine's) and `fakes`
     only: no apt, Docker, ssh or Chromium of this machine in it. The script runs under
-    `shell`: this machine's bash, or bash 3.2 (BEEKEEPER_TEST_BASH32)."""
+    `shell`: this machine's bash, or bash 3.2 (BEEKEEPER_TEST_BASH32). `bsd`: each tool
+    refuses the options macOS's BSD one lacks (_bsd_shim)."""
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPTS / "setup.sh", repo / "scripts" / "setup.sh")
@@ -81,7 +108,10 @@ def _make_box(tmp_path: Path, shell: str, tools: list[str], fakes: dict[str, str
     for tool in tools:
         found = shutil.which(tool)
         assert found, f"{tool} is needed to run setup.sh"
-        (bin_ / tool).symlink_to(found)
+        if bsd and tool not in ("bash", "sh", "env"):
+            _exe(bin_ / tool, _bsd_shim(tool, found))
+        else:
+            (bin_ / tool).symlink_to(found)
     if shell == "bash32":
         (bin_ / "bash").unlink()
         (bin_ / "bash").symlink_to(BASH32)
@@ -92,7 +122,7 @@ def _make_box(tmp_path: Path, shell: str, tools: list[str], fakes: dict[str, str
 
     def run(*args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], str]:
         e = {"PATH": str(bin_), "FAKE_LOG": str(log), "FAKE_PY_VERSION": "3.11",
-             "HOME": str(tmp_path), **env}
+             "HOME": str(tmp_path), "REAL_PYTHON": sys.executable, **env}
         p = subprocess.run([str(bin_ / "bash"), str(repo / "scripts" / "setup.sh"), *args],
                            env=e, capture_output=True, text=True, timeout=60)
         return p, log.read_text()
@@ -115,7 +145,7 @@ def mac(tmp_path, request):
     """A macOS controller as setup.sh meets it: no apt, no sha256sum (shasum instead), ssh
     built in (the tests add or remove it), python3 the Command Line Tools' 3.9 unless told."""
     return _make_box(tmp_path, request.param, MAC_TOOLS, {
-        "python3": FAKE_PYTHON, "python3.12": FAKE_PYTHON, "ssh": "#!/bin/bash\n"})
+        "python3": FAKE_PYTHON, "python3.12": FAKE_PYTHON, "ssh": "#!/bin/bash\n"}, bsd=True)
 
 
 def _installs(log: str) -> list[str]:
@@ -327,3 +357,53 @@ def test_mac_demo_makes_the_controller_then_stops_in_one_line(mac):
     assert p.returncode == 1
     lines = p.stderr.strip().splitlines()
     assert lines == ["[setup] no apt-get here: install docker.io yourself, then run this again"]
+
+
+def test_mac_without_shasum_either_hashes_with_python(mac):
+    """Neither sha256sum nor shasum on PATH: the venv's stamp is Python's hashlib's."""
+    (mac.bin / "shasum").unlink()
+    p, _log = mac(PYTHON="python3.12", FAKE_PY_VERSION="3.12")
+    assert p.returncode == 0, p.stderr
+    sha = hashlib.sha256((mac.repo / "pyproject.toml").read_bytes()).hexdigest()
+    assert (mac.repo / ".venv" / ".pyproject.sha256").read_text() == sha + "\n"
+
+
+@pytest.mark.parametrize("argv", [["readlink", "-f", "."], ["sed", "--version"],
+                                  ["stat", "-c", "%s", "."], ["cut", "--fields=1"],
+                                  ["date", "-d", "now"], ["grep", "-P", "x"]])
+def test_the_mac_path_refuses_gnu_only_options(mac, argv):
+    """The macOS PATH the tests above run setup.sh with really lacks the GNU-only options:
+    a use of one in setup.sh would fail them, as it would fail on a Mac."""
+    p = subprocess.run([str(mac.bin / argv[0]), *argv[1:]], capture_output=True, text=True,
+                       input="", env={"PATH": str(mac.bin)})
+    assert p.returncode == 2 and "GNU-only" in p.stderr, (p.returncode, p.stderr)
+    assert not (mac.bin / "sha256sum").exists()
+    ok = subprocess.run([str(mac.bin / "cut"), "-d", " ", "-f1"], capture_output=True,
+                        text=True, input="a b\n", env={"PATH": str(mac.bin)})
+    assert ok.stdout == "a\n"  # what setup.sh does use passes
+
+
+# bash 4+ only, or GNU-only: what macOS's bash 3.2 and BSD tools refuse (the runs above catch
+# them where they are run; this catches them anywhere in the script, also with no bash 3.2)
+NOT_ON_MACOS = [
+    (r"\$\{\w+(,,?|\^\^?)\}", "case conversion ${x,,} / ${x^^} (bash 4)"),
+    (r"\b(mapfile|readarray)\b", "mapfile/readarray (bash 4)"),
+    (r"\b(declare|local|typeset) -[a-zA-Z]*A", "associative arrays (bash 4)"),
+    (r"\|&|&>>", "|& and &>> (bash 4)"),
+    (r"\bsed\b[^|;]*\s-i(\s|$)", "sed -i without a suffix (GNU)"),
+    (r"\breadlink\s+-[a-z]*f", "readlink -f (GNU)"),
+    (r"\b(stat\s+-c|date\s+-d|grep\s+-[a-zA-Z]*P|xargs\s+-r)\b", "a GNU-only option"),
+    (r"\b(timeout|nproc|tac|md5sum|sha1sum|realpath)\b", "a GNU coreutils tool"),
+]
+
+
+@pytest.mark.parametrize("pattern, what", NOT_ON_MACOS, ids=[w for _p, w in NOT_ON_MACOS])
+def test_setup_uses_nothing_macos_lacks(pattern, what):
+    found = [f"{n}: {line.strip()}"
+             for n, line in enumerate((SCRIPTS / "setup.sh").read_text().splitlines(), 1)
+             if not line.lstrip().startswith("#") and re.search(pattern, line)]
+    assert found == [], f"{what}: {found}"
+    # sha256sum only where file_sha256 falls back from it
+    uses = [line for line in (SCRIPTS / "setup.sh").read_text().splitlines()
+            if "sha256sum" in line and not line.lstrip().startswith("#")]
+    assert all("command -v sha256sum" in u for u in uses), uses
