@@ -9,6 +9,7 @@ import ipaddress
 import json
 import re
 import runpy
+import shlex
 import types
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from beekeeper.core import cudacompat, gateway as gw
 from beekeeper.core.config import load_host_config
+from beekeeper.core.paths import DEFAULT_PORT
 from beekeeper.core.planner import predict
 from beekeeper.core.profiles import PROFILES
 
@@ -61,6 +63,123 @@ def test_each_quickstart_goes_from_clone_to_a_first_reply(page):
     at = [next((i for i, t in enumerate(said) if re.search(step, t)), -1) for step in steps]
     assert all(i >= 0 for i in at) and at == sorted(at), list(zip(steps, at, strict=True))
     assert "## How long it takes" in (DOCS / page).read_text()
+
+
+# --- every command of each quickstart is one the kit knows ----------------------------------
+# (tests/integration/test_quickstarts.py runs them on the sandbox hosts, in the same order)
+
+def page_commands(page: str) -> list[str]:
+    """The page's copy-paste commands, in order: test_readme's extraction (shell blocks,
+    continuations joined, comments dropped)."""
+    from .test_readme import commands
+
+    return [c.text for c in commands(DOCS / page)]
+
+
+def written_inventories(page: str) -> set[str]:
+    """Inventory files a page's python block tells the user to save (`# inventories/x.py`)."""
+    return {m for b in python_blocks(page)
+            for m in re.findall(r"^# (inventories/[\w-]+\.py)\b", b, re.M)}
+
+
+# pyinfra options that take a value (the next word)
+PYINFRA_VALUED = {"--ssh-user", "--data", "--limit", "--ssh-port", "--ssh-key", "--user"}
+# commands that are not the kit's: the tools a user runs around it, by first word
+OTHERS = {"cd", "mkdir", "chmod", "ssh", "ssh-copy-id", "sudo", "systemctl", "wsl.exe",
+          "nvidia-smi", "openssl", "brew", "curl"}
+ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+ )*)(.*)$")
+
+
+def _pyinfra_line(page: str, text: str, env: dict[str, str]) -> None:
+    from pyinfra_cli.util import parse_cli_arg
+
+    from beekeeper.core.hostdata import HostData
+
+    words = shlex.split(text)
+    assert words[0] == "pyinfra", text
+    positional, data, i = [], {}, 1
+    while i < len(words):
+        w = words[i]
+        if w in PYINFRA_VALUED:
+            if w == "--data":
+                k, _, v = words[i + 1].partition("=")
+                data[k] = parse_cli_arg(v)
+            i += 2
+            continue
+        if not w.startswith("-"):
+            positional.append(w)
+        i += 1
+    inventory, script = positional  # pyinfra INVENTORY SCRIPT, nothing else
+    assert (ROOT / inventory).is_file() or inventory in written_inventories(page), \
+        f"{page}: {text}: no {inventory} in the kit, nor one the page writes"
+    assert script in ("deploy.py", "uninstall.py") and (ROOT / script).is_file(), text
+    for k in data:
+        assert k in HostData.model_fields, f"{page}: {text}: --data {k} is no host data key"
+    if data:
+        load_host_config({**group_data(), **data})  # accepted as given (a refusal raises)
+    source = (ROOT / inventory).read_text() if (ROOT / inventory).is_file() else ""
+    for var in env:
+        assert var.startswith("BEEKEEPER_") and f'"{var}"' in source, \
+            f"{page}: {text}: {inventory} reads no {var}"
+
+
+def _beekeeper_line(page: str, text: str) -> None:
+    from .test_readme import flags_of, help_text, subcommands
+
+    words = shlex.split(text)
+    assert words[1] in subcommands(), f"{page}: {text}"
+    assert flags_of(text) <= flags_of(help_text("beekeeper", words[1])), f"{page}: {text}"
+    if "--profile" in words:
+        assert words[words.index("--profile") + 1] in PROFILES, text
+    if "--suite" in words:
+        suites = set(words[words.index("--suite") + 1].split(","))
+        assert suites <= {"all", "engine", "smoke", "decode", "ttft", "niah", "vram", "load",
+                          "gateway"}, text
+
+
+@pytest.mark.parametrize("page", QUICKSTARTS)
+def test_every_command_of_a_quickstart_is_one_the_kit_knows(page):
+    """Each command, as written: a `pyinfra` line names an inventory the kit has (or one the
+    page has you write), deploy.py or uninstall.py, host data keys it accepts and variables
+    its inventory reads; a `beekeeper` line a sub-command, its options, a profile; a script
+    of the kit's that is there; an `export` a variable an inventory reads; a request to the
+    port the page's server listens on, naming a model it serves."""
+    cmds = page_commands(page)
+    assert len(cmds) >= 8, cmds
+    exported: dict[str, str] = {}
+    served = set(PROFILES)
+    for text in cmds:
+        env_part, rest = ENV_PREFIX.match(text).groups()
+        env = dict(a.split("=", 1) for a in env_part.split())
+        first = rest.split()[0]
+        if first == "pyinfra":
+            _pyinfra_line(page, rest, {**env, **exported})
+        elif first == "beekeeper":
+            _beekeeper_line(page, rest)
+        elif first.startswith("./scripts/"):
+            script = ROOT / first
+            assert script.is_file() and script.stat().st_mode & 0o111, text
+            assert set(env) <= {"PYTHON"}, text
+        elif text == ". .venv/bin/activate":
+            pass
+        elif first == "export":
+            var, _, value = rest.split(" ", 1)[1].partition("=")
+            exported[var] = value
+            assert var.startswith("BEEKEEPER_"), text
+            assert f'"{var}"' in (ROOT / "inventories" / "gpu-container.py").read_text(), text
+            if var == "BEEKEEPER_MODEL_ALIAS":
+                served.add(value)
+        else:
+            assert first in OTHERS, f"{page}: `{text}`: a command this test does not know"
+        if first == "curl":
+            port = int(re.search(r"https?://[\w.]+:(\d+)/", text).group(1))
+            assert port in (DEFAULT_PORT, 4000), text
+            body = re.search(r"-d '(\{.*\})'", text)
+            if body:
+                assert json.loads(body.group(1))["model"] in served, text
+        if first == "ssh" and " -L " in text:
+            local, _host, remote = re.search(r"-L (\d+):([\d.]+):(\d+)", text).groups()
+            assert int(remote) == DEFAULT_PORT == int(local), text
 
 
 # --- the times: each quoted figure is in the record the page links ---------------------------
