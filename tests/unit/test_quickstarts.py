@@ -90,9 +90,23 @@ OTHERS = {"cd", "mkdir", "chmod", "ssh", "ssh-copy-id", "sudo", "systemctl", "ws
 ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+ )*)(.*)$")
 
 
-def _pyinfra_line(page: str, text: str, env: dict[str, str]) -> None:
-    from pyinfra_cli.util import parse_cli_arg
+def parse_cli_arg(value: str) -> object:
+    """A `--data` value as pyinfra reads it (pyinfra_cli.util.parse_cli_arg, which is not
+    imported here: pyinfra_cli patches the process with gevent, which stops pytest-xdist's
+    workers): true, false, an integer, JSON, else the text."""
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
+
+def _pyinfra_line(page: str, text: str, env: dict[str, str]) -> None:
     from beekeeper.core.hostdata import HostData
 
     words = shlex.split(text)
