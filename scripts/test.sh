@@ -6,27 +6,43 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 # what the sandbox tests start from (Debian images by debootstrap, the PyPI files: mostly
-# downloads) is made in the background while lint and the unit tests use the CPU; the
-# tests make whatever it did not
+# downloads) is made in the background while lint and the unit tests use the CPU
 mkdir -p .cache
+rm -f .cache/prepare.first-done
 prep_log=.cache/prepare.log
+integ_log=.cache/integration.log
 .venv/bin/python -m tests.integration.prepare >"$prep_log" 2>&1 &
 prep=$!
-.venv/bin/ruff check .
-bash scripts/mypy.sh
-# the slow tier (marked `slow`: the native build, the lifecycle, long benchmarks) runs in
-# scripts/test-slow.sh
 tier() {  # a selection that names no test of this tier (exit 5) is not a failure
   .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=15 -m "$@" || { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
 }
+# the integration tier (the sandbox hosts; the slow tier, marked `slow`: the native build,
+# the lifecycle, long benchmarks, runs in scripts/test-slow.sh) starts once what the first
+# deploy needs is made, beside lint and the unit tier: its first deploy downloads, loads
+# images and builds llama.cpp (5-8 min), the unit tier is done long before the first
+# judged figure. Its output comes after the unit tier's; stopped if they fail.
+integration() {
+  while [ ! -e .cache/prepare.first-done ] && kill -0 "$prep" 2>/dev/null; do sleep 1; done
+  [ -e .cache/prepare.first-done ] && grep -m1 "^\[prepare\]" "$prep_log" ||
+    echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"
+  tier "integration and not gpu and not slow" "$@"
+}
+set -m  # job control: the tier runs in a process group of its own, stopped as one
+integration "$@" >"$integ_log" 2>&1 &
+integ=$!
+set +m
+trap 'kill -- -"$integ" 2>/dev/null || true' EXIT
+.venv/bin/ruff check .
+bash scripts/mypy.sh
 # the unit tests on both cores (pytest-xdist): each test makes its own state (tmp_path,
 # its own controller cache), so they need no order
 tier "not gpu and not slow and not integration" -n 2 "$@"
-# the integration tier starts once what the first deploy needs is made; the GPU-container
-# host's image (needed by a later module) goes on being made beside it
-while [ ! -e .cache/prepare.first-done ] && kill -0 "$prep" 2>/dev/null; do sleep 1; done
-[ -e .cache/prepare.first-done ] && grep -m1 "^\[prepare\]" "$prep_log" ||
-  echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"
-tier "integration and not gpu and not slow" "$@"
+echo "[test] the unit tier passed at ${SECONDS} s; the integration tier, running since the" \
+     "set-up ($integ_log):"
+tail -n +1 -f --pid="$integ" "$integ_log"
+if wait "$integ"; then integ_rc=0; else integ_rc=$?; fi
+trap - EXIT
+[ "$integ_rc" -eq 0 ] || { echo "[test] the integration tier failed (exit $integ_rc)"; exit "$integ_rc"; }
 if wait "$prep"; then tail -1 "$prep_log"; else
   echo "[test] making the GPU-container host's image ahead failed (its tests made it): $prep_log"; fi
+echo "[test] passed in ${SECONDS} s"

@@ -159,6 +159,10 @@ def status(package: str) -> str:
                         "2>/dev/null").stdout.strip()
 
 
+# the slow tier (CI time, issue 41): `upgrade_driver` is an opt-in of host data; its
+# decisions are held in the unit tier (test_driver_preflight_rules.py, test_hosts_found.py),
+# this one runs them through the host's real apt and dpkg (about 23 s on 2 cores)
+@pytest.mark.slow
 def test_upgrade_driver_replaces_debians_driver_with_the_pinned_branch(gpu_host):
     """A Debian 12 host as users have it: Debian's own driver (535, held by its user) and a
     package that needs its libcuda, installed with the host's real apt and dpkg. upgrade_driver
@@ -233,6 +237,8 @@ def _driver_gone() -> None:
                  "mv /usr/local/bin/nvidia-smi.aside /usr/local/bin/nvidia-smi")
 
 
+# the slow tier (CI time, issue 41): as the test above (about 15 s on 2 cores)
+@pytest.mark.slow
 def test_upgrade_driver_replaces_nvidias_older_branch_and_its_lock(gpu_host):
     """NVIDIA's own driver, an older branch (570) locked by its pinning package, all held,
     from NVIDIA's repository the user configured (cuda-keyring's list file): the purge takes

@@ -303,6 +303,10 @@ def test_a_server_that_cannot_start_is_rolled_back(deployed):
     assert "--no-such-flag" not in conf
 
 
+# the slow tier (CI time, issue 41): supervisord's rollback (rollback.py --restore) stays in
+# the main tier through the server that cannot start above, and the `beekeeper rollback`
+# command through test_faults.py (a unit); two deploys and the rollback, 21 s
+@pytest.mark.slow
 def test_beekeeper_rollback_returns_to_the_previous_program(deployed):
     changed = pod_deploy("--data", 'server_extra_args=["--metrics"]')
     assert changed.rc == 0, changed.out[-3000:]

@@ -190,6 +190,10 @@ def test_dry_run_tells_the_truth_about_a_profile_change(first):
     assert manifest()["profile"] == "cpu-smollm" and healthy()
 
 
+# the slow tier (CI time, issue 41): the compose project's rollback (the host-side
+# rollback.py --restore) stays in the main tier through the failed new server below, and
+# the `beekeeper rollback` command through test_faults.py (a unit); three deploys, 23 s
+@pytest.mark.slow
 def test_rollback_command_returns_to_the_previous_compose_file(first):
     # its own switch, cpu-tiny -> cpu-smollm (whatever ran before), then back by rollback
     # with no rebuild or download
