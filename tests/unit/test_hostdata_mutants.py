@@ -516,3 +516,173 @@ def test_fill_readme_says_whether_it_changed_the_file(tmp_path):
         f"a{hostdata.README_BEGIN}\n{hostdata.markdown_table()}{hostdata.README_END}b"
     assert hostdata.fill_readme(str(readme)) is False
 
+
+
+# more refusals, each where a mutant of its rule survived (a near miss that is not near
+# enough, a value given as a quoted number, a flag after another, a file name's first
+# character, the characters named), word for word
+REFUSALS = [
+    ({'mode': 'nat'},
+     "host data `mode`: 'nat' is not a mode; fix: use 'container' or 'native'"),
+    ({'ctx_size': '4096'},
+     "host data `ctx_size`: '4096' is a string, not a number; fix: write "
+     'ctx_size = 4096 without quotes'),
+    ({'ctx_size': '4k'},
+     "host data `ctx_size`: '4k' is a string, not a number; fix: write ctx_size "
+     '= 8192 without quotes'),
+    ({'ctx_size': ' 4096 '},
+     "host data `ctx_size`: ' 4096 ' is a string, not a number; fix: write "
+     'ctx_size = 4096 without quotes'),
+    ({'gateway_address': 'bad host!'},
+     "host data `gateway_address`: 'bad host!' is not an IP address or a host "
+     'name; fix: give the address the gateway reaches this host at, e.g. '
+     "'10.0.0.5' or 'gpu-box.lan'"),
+    ({'server_extra_args': ['--x\n']},
+     "host data `server_extra_args`: '--x\\n' holds the control character "
+     "'\\n'; fix: give each argument without control or non-printable characters"),
+    ({'server_extra_args': ['https://u:p@h/x']},
+     "host data `server_extra_args`: 'https://***@h/x' carries credentials in a "
+     "URL, which would be on the server's command line; fix: give the URL "
+     'without them'),
+    ({'server_extra_args': ['-hft', 'x']},
+     "host data `server_extra_args`: -hft puts a secret on the server's command "
+     'line, which every user of the host can read (ps, systemctl status); fix: '
+     'remove it and use hf_token_file (the kit downloads the model; the server '
+     'needs no Hub token)'),
+    ({'server_extra_args': ['--api-key', 'x']},
+     "host data `server_extra_args`: --api-key puts a secret on the server's "
+     'command line, which every user of the host can read (ps, systemctl '
+     'status) and sets what the kit sets itself; fix: remove it and use '
+     'api_key_file (the kit passes the key in a root-only env file) (extra '
+     "arguments may add flags, never replace the kit's)"),
+    ({'server_extra_args': ['--port', '9']},
+     "host data `server_extra_args`: '--port' sets what the kit sets itself "
+     '(port); fix: remove --port and use port (extra arguments may add flags, '
+     "never replace the kit's)"),
+    ({'server_extra_args': ['--verbose', '--port', '9']},
+     "host data `server_extra_args`: '--port' sets what the kit sets itself "
+     '(port); fix: remove --port and use port (extra arguments may add flags, '
+     "never replace the kit's)"),
+    ({'server_extra_args': ['--system-prompt=hi', '-c', '5']},
+     "host data `server_extra_args`: '-c' sets what the kit sets itself "
+     '(ctx_size); fix: remove -c and use ctx_size (extra arguments may add '
+     "flags, never replace the kit's)"),
+    ({'server_extra_args': [1]},
+     'host data `server_extra_args`: [1] is not a list of strings; fix: e.g. '
+     "['--threads', '8']"),
+    ({'model_path': '/srv/m.bin'},
+     "host data `model_path`: '/srv/m.bin': its file name does not end .gguf; "
+     'fix: a model file name is letters, digits and . _ + - (no space), starts '
+     'with a letter or digit and ends .gguf: rename the file, or point a '
+     'symlink so named at it'),
+    ({'model_path': '/srv/aé.gguf'},
+     "host data `model_path`: '/srv/aé.gguf' (written '/srv/a\\xe9.gguf'): its "
+     "file name holds 'é'; fix: a model file name is letters, digits and . _ + "
+     '- (no space), starts with a letter or digit and ends .gguf: rename the '
+     'file, or point a symlink so named at it'),
+    ({'model_path': '/srv/a!x.gguf'},
+     "host data `model_path`: '/srv/a!x.gguf': its file name holds '!'; fix: a "
+     'model file name is letters, digits and . _ + - (no space), starts with a '
+     'letter or digit and ends .gguf: rename the file, or point a symlink so '
+     'named at it'),
+    ({'model_path': '/srv/a b!.gguf'},
+     "host data `model_path`: '/srv/a b!.gguf': its file name holds ' ' (a "
+     "space), '!'; fix: a model file name is letters, digits and . _ + - (no "
+     'space), starts with a letter or digit and ends .gguf: rename the file, or '
+     'point a symlink so named at it'),
+    ({'model_path': '/srv/-a.gguf'},
+     "host data `model_path`: '/srv/-a.gguf': its file name starts with '-'; "
+     'fix: a model file name is letters, digits and . _ + - (no space), starts '
+     'with a letter or digit and ends .gguf: rename the file, or point a '
+     'symlink so named at it'),
+    ({'model_file': 'a b.gguf'},
+     "host data `model_file`: 'a b.gguf' holds ' ' (a space); fix: a model file "
+     'name is letters, digits and . _ + - (no space), starts with a letter or '
+     'digit and ends .gguf; for a Hub file so named, download it, rename it, '
+     'and give that file as model_path (draft files: rename it in a repository '
+     'of yours)'),
+    ({'model_alias': ''},
+     'host data `model_alias`: empty; fix: give one word of letters, digits and '
+     ". _ - : / + (at most 64), e.g. model_alias = 'qwen3.5-9b', or remove it "
+     "(the profile's name)"),
+    ({'model_alias': 'a b'},
+     "host data `model_alias`: 'a b' holds a space (' '), which a client's "
+     "`model` and the server's command line cannot carry as one name; fix: give "
+     'one word of letters, digits and . _ - : / + (at most 64), e.g. '
+     "model_alias = 'qwen3.5-9b'"),
+    ({'model_alias': 'a\tb'},
+     "host data `model_alias`: 'a\\tb' holds whitespace ('\\t'), which a "
+     "client's `model` and the server's command line cannot carry as one name; "
+     'fix: give one word of letters, digits and . _ - : / + (at most 64), e.g. '
+     "model_alias = 'qwen3.5-9b'"),
+    ({'model_alias': 'a\x01b'},
+     "host data `model_alias`: 'a\\x01b' holds a control character ('\\x01'), "
+     "which a client's `model` and the server's command line cannot carry as "
+     'one name; fix: give one word of letters, digits and . _ - : / + (at most '
+     "64), e.g. model_alias = 'qwen3.5-9b'"),
+    ({'model_alias': 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'},
+     'host data `model_alias`: '
+     "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' is 65 "
+     'characters long; fix: give one word of letters, digits and . _ - : / + '
+     "(at most 64), e.g. model_alias = 'qwen3.5-9b'"),
+    ({'model_alias': 'a!b'},
+     "host data `model_alias`: 'a!b' holds '!'; fix: give one word of letters, "
+     "digits and . _ - : / + (at most 64), e.g. model_alias = 'qwen3.5-9b'"),
+    ({'model_alias': '-ab'},
+     "host data `model_alias`: '-ab' does not start with a letter or digit; "
+     'fix: give one word of letters, digits and . _ - : / + (at most 64), e.g. '
+     "model_alias = 'qwen3.5-9b'"),
+    ({'persistent_root': 'None '},
+     "host data `persistent_root`: 'None ' is not a path; fix: write "
+     "persistent_root = 'none' (lowercase)"),
+    ({'persistent_root': '~/x'},
+     "host data `persistent_root`: '~/x' is relative to a home folder (nothing "
+     "expands ~ here); fix: spell the folder out, e.g. '/workspace/beekeeper'"),
+    ({'persistent_root': '/a/../b'},
+     "host data `persistent_root`: '/a/../b' is not a normalized path (`.`, "
+     "`..` or `//` in it); fix: write it as '/b'"),
+    ({'persistent_root': 'rel'},
+     "host data `persistent_root`: 'rel' is not an absolute path; fix: give a "
+     "folder on the pod's volume, e.g. persistent_root = "
+     "'/workspace/beekeeper', or persistent_root = 'none' where the container's "
+     'own disk is kept (Vast.ai)'),
+    ({'persistent_root': ''},
+     "host data `persistent_root`: empty; fix: give a folder on the pod's "
+     "volume, e.g. persistent_root = '/workspace/beekeeper', or persistent_root "
+     "= 'none' where the container's own disk is kept (Vast.ai)"),
+    ({'cuda': 1},
+     'host data `cuda`: unknown key: beekeeper and pyinfra do not read it; fix: '
+     'remove it (the keys the kit reads are listed in the README, Host data '
+     'keys)'),
+    ({'prot': 1},
+     'host data `prot`: unknown key: beekeeper and pyinfra do not read it; fix: '
+     'did you mean `port`? (or remove it)'),
+]
+
+
+@pytest.mark.parametrize(("data", "line"), REFUSALS)
+def test_each_refusal_names_what_is_wrong_in_the_value(fresh, data, line):
+    assert refusal(fresh, {**CPU, **data}) == line
+
+
+def test_a_gateway_address_is_a_host_name_of_up_to_253_characters(fresh):
+    name = ".".join(["a" * 63] * 4)[:253]
+    assert fresh.parse({**CPU, "gateway_address": name}).gateway_address == name
+    assert "is not an IP address or a host name" in \
+        refusal(fresh, {**CPU, "gateway_address": name + "b"})
+
+
+def test_a_hub_file_name_up_to_255_characters_says_what_in_it_cannot_be_carried(fresh):
+    longest = "a b" + "x" * 247 + ".gguf"
+    assert len(longest) == 255
+    assert refusal(fresh, {**CPU, "model_file": longest}).split(" holds ")[1].startswith(
+        "' ' (a space); fix: a model file name is")
+    over = "a b" + "x" * 248 + ".gguf"
+    assert "(256 characters) is longer than 255 characters; fix: give the file's name" in \
+        refusal(fresh, {**CPU, "model_file": over})
+
+
+def test_a_word_after_a_text_flag_given_with_its_value_is_checked_as_a_flag(fresh):
+    """`--system-prompt=hi -c 5`: the prompt is in the flag's own word, so `-c` is a flag."""
+    assert fresh.parse({**CPU, "server_extra_args": ["--system-prompt", "-c"]}) \
+        .server_extra_args == ("--system-prompt", "-c")
