@@ -19,6 +19,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -394,12 +395,25 @@ def prepare(release: str = "bookworm", client: docker.DockerClient | None = None
         raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
     client = client or _client()
     ensure_base_image(client)
-    if release != "bookworm":
-        ensure_base_image(client, release)
-    _build(client, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
-    _build(client, host_image(release, init), host_dockerfile(release, init))
-    for name in (BASE, BUILD_BASE):  # what each host preloads (saved once)
-        _save(client, name)
+
+    def build_base() -> None:  # the server image's build stage, saved for each host to load
+        own = _client()
+        _build(own, BUILD_BASE, _BUILD_BASE_DOCKERFILE)
+        _save(own, BUILD_BASE)
+
+    def host() -> None:
+        own = _client()
+        if release != "bookworm":
+            ensure_base_image(own, release)
+        _build(own, host_image(release, init), host_dockerfile(release, init))
+
+    # the two images are each made from a base (mostly apt's downloads and unpacking): side
+    # by side, each through a client of its own, while the base is saved
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        jobs = [pool.submit(build_base), pool.submit(host)]
+        _save(client, BASE)  # what each host preloads (saved once)
+        for job in jobs:
+            job.result()
 
 
 def up(ssh_port: int | None = None, name: str | None = None,
