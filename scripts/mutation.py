@@ -29,6 +29,11 @@ small plugin (PLUGIN, written beside the tree) that drops that cache before each
 And mutmut copies the package and the tests into mutants/ once, never removing a file nor
 replacing a package file that is there: sync() makes mutants/ follow the copy (the mutated
 modules, which mutmut remakes when their source is newer, and mutmut's own files aside).
+And mutmut adds the stats of new tests only: a test it knew that now calls a function it did
+not call then (a function added, or a caller changed) is never run against that function's
+mutants, which then survive falsely. The stats are collected anew whenever the package or
+the tests (src/ and tests/ of the copy) differ from those they were collected on
+(STATS_DIGEST).
 
 Runs under `nice` with one worker by default (`-j N` for more): the machine is shared. The
 score of a module is killed / (mutants - equivalent ones), the equivalent ones being those
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import hashlib
 import io
 import json
 import os
@@ -152,6 +158,32 @@ def pytest_generate_tests(metafunc):
 '''
 # mutmut's own files in mutants/, never a copy of the tree's
 MUTMUT_FILES = ("mutmut-stats.json", "mutmut-cicd-stats.json")
+# the digest of the code and tests mutmut's stats were collected on (source_digest)
+STATS_DIGEST = WORK / "stats-source"
+
+
+def source_digest() -> str:
+    """The package and the tests as the copy holds them (src/ and tests/): mutmut's stats,
+    which test calls which function, hold for that code only."""
+    h = hashlib.sha256()
+    for top in ("src", "tests"):
+        for p in sorted((TREE / top).rglob("*.py")):
+            if "__pycache__" not in p.parts:
+                h.update(p.relative_to(TREE).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def stale_stats() -> bool:
+    """Drop mutmut's stats when the code or the tests changed since they were collected
+    (see the module's docstring): mutmut then collects them anew, the whole tier once under
+    its tracer. True when they were dropped."""
+    stats = TREE / "mutants" / "mutmut-stats.json"
+    if not stats.is_file():
+        return False
+    if STATS_DIGEST.is_file() and STATS_DIGEST.read_text() == source_digest():
+        return False
+    stats.unlink()
+    return True
 
 
 def glob_of(mod: str) -> str:
@@ -335,6 +367,10 @@ def main() -> int:
     print(f"[mutation] {written} files copied to {TREE.relative_to(ROOT)} "
           f"({'commit ' + rev[:7] if rev else 'the working tree'}); "
           f"mutating {', '.join(checkout_name(m) for m in mods)}", flush=True)
+    if stale_stats():
+        print("[mutation] the code or the tests changed since mutmut's stats were collected: "
+              "collecting them anew (the fast tier once under mutmut's tracer)", flush=True)
+    digest = source_digest()
     cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run",
            "--max-children", str(a.jobs), *(glob_of(m) for m in mods)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -343,6 +379,8 @@ def main() -> int:
     start = time.monotonic()
     p = subprocess.run(cmd, cwd=TREE, env=env)
     wall_s = time.monotonic() - start
+    if (TREE / "mutants" / "mutmut-stats.json").is_file():
+        STATS_DIGEST.write_text(digest)  # the stats now hold for this code and these tests
     if p.returncode != 0:
         print(f"[mutation] mutmut exited {p.returncode} after {wall_s:.0f} s")
         return p.returncode
