@@ -109,9 +109,15 @@ def _files_of(rev: str | None) -> dict[str, bytes | Path]:
             if m.isfile():
                 f = t.extractfile(m)
                 out[m.name] = f.read() if f else b""
+                if m.mode & 0o111:  # a script the tests run, or check is executable
+                    EXECUTABLE.add(m.name)
             elif m.issym():  # as `git show` gives a link: its target
                 out[m.name] = m.linkname.encode()
     return out
+
+
+# the files of a commit (--rev) whose mode is executable: written so in the copy
+EXECUTABLE: set[str] = set()
 
 
 def resolve(rev: str) -> str:
@@ -206,6 +212,12 @@ def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] =
                                             deselect).encode()
     want[f"{PLUGIN_DIR}/{PLUGIN}.py"] = PLUGIN_TEXT.encode()
     written = sum(_put(src, tree / name) for name, src in want.items())
+    for name, src in want.items():
+        if not isinstance(src, Path):  # a commit's file: its mode from the archive
+            names = {name, name.removeprefix("src/"), name.removeprefix("src/beekeeper/")}
+            mode = 0o755 if names & EXECUTABLE else 0o644
+            if (tree / name).stat().st_mode & 0o777 != mode:
+                (tree / name).chmod(mode)
     keep = {tree / n for n in want}
     for p in list(tree.rglob("*")):  # files gone from the checkout go from the copy
         if p.is_file() and p not in keep and p.relative_to(tree).parts[0] != "mutants" \
