@@ -268,7 +268,8 @@ def follow_in_mutants(tree: Path, names: set[str]) -> None:
             continue
         if rel not in names:
             p.unlink()
-        elif not filecmp.cmp(tree / rel, p, shallow=False):
+        elif not filecmp.cmp(tree / rel, p, shallow=False) or \
+                (tree / rel).stat().st_mode != p.stat().st_mode:
             shutil.copy2(tree / rel, p)
 
 
