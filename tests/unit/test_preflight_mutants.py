@@ -117,6 +117,68 @@ def test_two_services_fill_the_card_up_to_its_1024_mib_margin_and_no_further():
     pf.check_vram(two, None)
 
 
+# --- _over_budget: the refusal names the shape refused and the ways out at it ------------
+
+NON_DRAFT = [n for n, p in PROFILES.items()
+             if p.backend == "cuda" and p.layout and p.server.draft_model is None]
+
+
+def test_a_larger_ctx_size_over_the_budget_is_named_and_a_smaller_one_offered():
+    line = refused(pf.check_vram, cfg(profile="q8-turbo4-64k", ctx_size=131072,
+                                      vram_budget_gib=9.5), RTX4090)
+    assert line.startswith("profile q8-turbo4-64k at ctx_size 131072 needs ")
+    assert " MiB of VRAM, over vram_budget_gib 9.5 (9728 MiB): weights " in line
+    # one slot: the profiles that fit are named without slots, and fewer slots are no way out
+    assert line.endswith("; profiles that fit: q4km-f16-32k, or a smaller ctx_size; or raise "
+                         "vram_budget_gib")
+
+
+def test_a_shape_of_ctx_size_and_slots_is_named_whole_with_both_ways_out():
+    line = refused(pf.check_vram, cfg(profile="q8-f16-4k", slots=2, ctx_size=8192,
+                                      vram_budget_gib=9.6), RTX4090)
+    assert line.startswith("profile q8-f16-4k at ctx_size 8192, 2 slots needs ")
+    assert line.endswith(", or fewer slots, or a smaller ctx_size; or raise vram_budget_gib")
+    assert "; profiles that fit with 2 slots: q4km-f16-32k, " in line
+
+
+def test_two_slots_over_the_budget_offer_fewer_slots_but_no_smaller_ctx_size():
+    line = refused(pf.check_vram, cfg(profile="q8-f16-4k", slots=2, vram_budget_gib=9.6),
+                   RTX4090)
+    assert line.startswith("profile q8-f16-4k at 2 slots needs ")
+    assert line.endswith(", or fewer slots; or raise vram_budget_gib")
+
+
+def test_a_draft_profile_is_offered_at_one_slot_and_never_at_more():
+    """A draft profile keeps one slot (beellama drafts for one): offered where the service
+    asks one, never where it asks more, even where its one-slot plan would fit."""
+    budget = 11.2  # 11469 MiB: q8-dflash-32k's plan (one slot) fits, the 128K one's does not
+    one = refused(pf.check_vram, cfg(profile="q8-turbo3tcq-dflash-128k",
+                                     vram_budget_gib=budget), RTX4090)
+    fits = one.split("; profiles that fit: ")[1].removesuffix("; or raise vram_budget_gib")
+    assert fits.split(", ") == NON_DRAFT + ["q8-dflash-32k"]
+    two = refused(pf.check_vram, cfg(profile="q8-turbo4-64k-bs", slots=2, ctx_size=262144,
+                                     vram_budget_gib=budget), RTX4090)
+    fits = two.split("; profiles that fit with 2 slots: ")[1].split(", or fewer slots")[0]
+    assert fits.split(", ") == NON_DRAFT
+    assert predict(PROFILES["q8-dflash-32k"]).total_mib <= budget * 1024
+
+
+def test_a_model_whose_kv_rows_do_not_fill_the_profiles_cache_blocks_is_one_line(tmp_path):
+    """The user's GGUF (model_path) with a head size the profile's KV type cannot hold: the
+    line names the file, the profile and what to do, before any change."""
+    from .test_vram_plan_of_own_model import _gguf
+
+    gguf = _gguf(tmp_path / "odd.gguf", {"block_count": 4, "embedding_length": 4000,
+                                        "attention.head_count": 40,
+                                        "attention.head_count_kv": 8,
+                                        "context_length": 131072})
+    assert refused(pf.check_vram, cfg(profile="q8-turbo4-64k", model_path=str(gguf)),
+                   RTX4090) == (
+        f"host data `model_path` {gguf} with profile q8-turbo4-64k: 800 values per row do not "
+        "fill turbo4 blocks of 128; fix: pick a profile whose KV cache types fit the model "
+        "(`beekeeper plan --profile NAME --gguf FILE` tries one)")
+
+
 # --- classify_port_owner: what a listener on the port is to the kit ----------------------
 
 def kind(owner: PortOwner, info: PortOwnersInfo, runtime: str = "systemd",
