@@ -358,10 +358,19 @@ def main() -> int:
     ap.add_argument("-j", "--jobs", type=int, default=1, help="mutmut's workers (default 1)")
     ap.add_argument("--report", action="store_true", help="print the last results only")
     ap.add_argument("--fresh", action="store_true", help="start the copy and mutmut's cache anew")
+    ap.add_argument("--copy", default="tree", metavar="NAME",
+                    help="the copy to run in (.cache/mutation/NAME, default tree): a second "
+                         "one runs another module beside a run (each has its own stats)")
     ap.add_argument("--deselect", action="append", default=[], metavar="TEST",
                     help="leave this test out (pytest's node id; a test that fails without a "
                          "mutant, e.g. beside other work): its kills are not counted")
     a = ap.parse_args()
+    global TREE, STATS_DIGEST
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", a.copy):
+        print(f"--copy {a.copy!r}: a folder name of letters, digits, _ and -")
+        return 2
+    if a.copy != "tree":
+        TREE, STATS_DIGEST = WORK / a.copy, WORK / f"{a.copy}.stats-source"
     mods = configured() if a.all else [installed_name(m) for m in a.modules] \
         if a.modules else changed_modules(a.base)
     unknown = sorted(set(mods) - set(configured()))
