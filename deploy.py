@@ -14,7 +14,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
 from beekeeper.core.config import HostConfig, memoized_loader
-from beekeeper.core.errors import ConfigError
+from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.gateway import plan
 from beekeeper.core.machines import kept_by_neighbours
 from beekeeper.facts.hostfacts import HostFacts
@@ -149,7 +149,7 @@ def check_token_file(cfg: HostConfig) -> None:
                         f"on the host, `sudo chmod 600 {path}`")
     else:
         return
-    raise ConfigError(f"host data `hf_token_file`: {problem}; fix: {fix}")
+    raise ConfigError(host_data("hf_token_file"), problem, fix)
 
 
 def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]],
@@ -170,8 +170,9 @@ def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],
         left = f" (left out, with bad data: {'; '.join(gw_plan.left_out)})" \
             if gw_plan.left_out else ""
         raise ConfigError(
-            "host data `gateway`: no inventory host has a service for this gateway to route"
-            f"{left}; fix: give this or another inventory host a service, or remove `gateway`")
+            host_data("gateway"),
+            f"no inventory host has a service for this gateway to route{left}",
+            "give this or another inventory host a service, or remove `gateway`")
 
 
 on_this_host(deploy_host)

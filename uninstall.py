@@ -16,7 +16,7 @@ from pyinfra import host, state
 from pyinfra.context import ctx_host
 
 from beekeeper.core.config import host_data_keys, load_host_config
-from beekeeper.core.errors import ConfigError
+from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.machines import machine_of
 from beekeeper.tasks import uninstall
 from beekeeper.tasks.hostfail import on_this_host
@@ -31,7 +31,7 @@ KEEPS = {KEEP_MODELS: "the models", KEEP_DRIVER: "the NVIDIA driver"}
 def keep(data: Any, key: str) -> bool:
     value = data.get(key, False)
     if not isinstance(value, bool):
-        raise ConfigError(f"host data `{key}`: {value!r} is not True or False; fix: "
+        raise ConfigError(host_data(key), f"{value!r} is not True or False",
                           f"--data {key}=true to keep {KEEPS[key]}, or leave it out")
     return value
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .core.cache import CACHE
 from .core.config import HostConfig, ServiceConfig
-from .core.errors import ConfigError
+from .core.errors import ConfigError, host_data
 from .core.profiles import SHA256_RE, HfSource, ModelFile
 
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")  # matched whole (fullmatch)
@@ -64,17 +64,17 @@ def _ask_hub(endpoint: str, source: HfSource, filename: str, key: str) -> Pin:
     except Exception as e:  # the client's errors are many (HTTP, connection, 404 kinds)
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(
-            f"host data `{key}_revision`: cannot pin {source.repo}/{filename}@"
-            f"{source.revision} on {endpoint} ({type(e).__name__}: {reason}); fix: check the "
+            host_data(f"{key}_revision"), f"cannot pin {source.repo}/{filename}@"
+            f"{source.revision} on {endpoint} ({type(e).__name__}: {reason})", "check the "
             f"repository, file and revision, or pin {key}_revision (a commit) and "
             f"{key}_sha256 in host data so no look-up is needed") from None
     commit, sha = meta.commit_hash or "", (meta.etag or "").strip('"')
     if not COMMIT_RE.fullmatch(commit):
-        raise ConfigError(f"host data `{key}_revision`: the Hub gave no commit for "
-                          f"{source.repo}@{source.revision}; fix: pin {key}_revision to a commit")
+        raise ConfigError(host_data(f"{key}_revision"), "the Hub gave no commit for "
+                          f"{source.repo}@{source.revision}", f"pin {key}_revision to a commit")
     if not SHA256_RE.fullmatch(sha) or not meta.size:
-        raise ConfigError(f"host data `{key}_sha256`: the Hub gives no sha256 for {filename} "
-                          f"(not an LFS file?); fix: set {key}_sha256 (sha256sum of the file)")
+        raise ConfigError(host_data(f"{key}_sha256"), f"the Hub gives no sha256 for {filename} "
+                          "(not an LFS file?)", f"set {key}_sha256 (sha256sum of the file)")
     return Pin(commit=commit, sha256=sha, size_bytes=int(meta.size))
 
 
@@ -84,9 +84,9 @@ def _lock_agrees(model: ModelFile, pin: Pin, role: str, lock: Path) -> None:
     if model.sha256 and model.sha256 != pin.sha256:
         assert isinstance(model.source, HfSource)
         raise ConfigError(
-            f"host data `{role}_sha256`: {model.sha256} is not the {pin.sha256} that {lock} "
+            host_data(f"{role}_sha256"), f"{model.sha256} is not the {pin.sha256} that {lock} "
             f"pinned for {model.source.repo}/{model.filename}@{model.source.revision} (commit "
-            f"{pin.commit}); fix: correct {role}_sha256, or pin {role}_revision to the commit "
+            f"{pin.commit})", f"correct {role}_sha256, or pin {role}_revision to the commit "
             f"the file came from (or remove that entry from {lock} to ask the Hub again)")
 
 
@@ -119,8 +119,8 @@ def pin_model(model: ModelFile, endpoint: str, role: str = "model",
         pin = _ask_hub(endpoint, model.source, model.filename, role)
         if model.sha256 and model.sha256 != pin.sha256:
             raise ConfigError(
-                f"host data `{role}_sha256`: {model.sha256} does not match the Hub's "
-                f"{pin.sha256} for {model.filename} at commit {pin.commit}; fix: correct "
+                host_data(f"{role}_sha256"), f"{model.sha256} does not match the Hub's "
+                f"{pin.sha256} for {model.filename} at commit {pin.commit}", "correct "
                 f"{role}_sha256, or pin {role}_revision to the commit that file came from")
         pins[key] = pin.__dict__
         lock.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
 from beekeeper.core.config import HostConfig
 from beekeeper.core.cudacompat import spell
 from beekeeper.core.distro import backports_suite, headers_meta, image_meta, series
-from beekeeper.core.errors import PreflightError
+from beekeeper.core.errors import PreflightError, host_data
 from beekeeper.facts.boot import SecureBoot, SecureBootInfo
 from beekeeper.facts.gpu import (
     WSL_NVIDIA_SMI,
@@ -96,19 +96,19 @@ def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
         brings = f" ({meta} {have} is the {spell(series(have) or (0, 0))} series')" \
             if series(have) else ""
         raise PreflightError(
-            f"the running kernel {kernel} is a {suite} kernel, and Debian "
+            f"the running kernel {kernel}", f"is a {suite} kernel, and Debian "
             f"{os_release.get('version_id')}'s {meta} follows its own kernels{brings}: DKMS "
             "would build the NVIDIA module for no later backports kernel, and after the next "
-            f"kernel update it would not load; fix: `sudo apt install -t {suite} {meta}` "
-            f"(with {suite} in apt's sources), then deploy again")
+            "kernel update it would not load", f"`sudo apt install -t {suite} {meta}` "
+            f"(with {suite} in apt's sources), then deploy again", lead=" ")
     if own.installed is None and own.candidate is None and follow.candidate:
         raise PreflightError(
-            f"the running kernel {kernel} has no headers apt can install (linux-headers-"
+            f"the running kernel {kernel}", "has no headers apt can install (linux-headers-"
             f"{kernel}: no candidate; the archive carries its current kernel ABI only, and "
             f"{meta} brings {follow.candidate}), so DKMS cannot build the NVIDIA module for "
-            f"it; fix: `sudo apt update && sudo apt install {image_meta(meta)}`, reboot into "
+            f"it", f"`sudo apt update && sudo apt install {image_meta(meta)}`, reboot into "
             "the kernel it brings, then deploy again (the kit installs `linux-headers-$(uname "
-            "-r)`)")
+            "-r)`)", lead=" ")
 
 
 def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
@@ -116,31 +116,34 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
     """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
     if wsl.is_wsl2 and wsl_driver_packages:
         raise PreflightError(
-            f"Linux NVIDIA driver packages are installed inside WSL2 "
+            "Linux NVIDIA driver packages", "are installed inside WSL2 "
             f"({', '.join(wsl_driver_packages)}); they shadow the Windows driver and break "
-            f"NVML: remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again")
+            f"NVML", f"remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again",
+            lead=" ", then=": ")
     if (gpu is None or not gpu.gpus) and not wsl.is_wsl2 and pci_gpus > 0:
         driver_branch_to_install(cfg)  # refuses a branch that cannot run the chosen CUDA
         return DriverPlan(action="install")  # tasks/nvidia_driver.py installs it
     if gpu is None or not gpu.gpus:
         if wsl.is_wsl2:
             raise PreflightError(
-                "no NVIDIA GPU visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi): install or "
-                "update the NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl --shutdown`")
-        raise PreflightError("no NVIDIA GPU found (nvidia-smi missing): install the driver, "
-                             "or choose a CPU profile such as cpu-tiny")
+                "no NVIDIA GPU", "visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi)", "install "
+                "or update the NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl "
+                "--shutdown`", lead=" ", then=": ")
+        raise PreflightError("no NVIDIA GPU", "found (nvidia-smi missing)", "install the "
+                             "driver, or choose a CPU profile such as cpu-tiny", lead=" ",
+                             then=": ")
     if wsl.is_wsl2 and gpu.path != WSL_NVIDIA_SMI:
         raise PreflightError(
-            f"nvidia-smi resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA driver "
-            "is installed inside WSL2; remove it (apt purge 'nvidia-*' 'libnvidia-*') and use "
-            "the Windows driver")
+            "nvidia-smi", f"resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA "
+            "driver is installed inside WSL2", "remove it (apt purge 'nvidia-*' 'libnvidia-*') "
+            "and use the Windows driver", lead=" ", then="; ")
     unknown = next((c for c in gpu.gpus if c.compute_cap is None), None)
     if unknown is not None and not cfg.cuda_arch:
         raise PreflightError(
-            f"nvidia-smi prints no compute capability for the {unknown.name} ([N/A]: a vGPU, "
-            "MIG or an older driver), so the kit cannot tell which CUDA arch to build for: "
-            "set host data `cuda_arch` to the card's (e.g. cuda_arch = '90' for an H100 or "
-            "H200, '89' for an RTX 40xx; NVIDIA's CUDA GPUs page lists them)")
+            "nvidia-smi", f"prints no compute capability for the {unknown.name} ([N/A]: a "
+            "vGPU, MIG or an older driver), so the kit cannot tell which CUDA arch to build "
+            "for", "set host data `cuda_arch` to the card's (e.g. cuda_arch = '90' for an H100 or "
+            "H200, '89' for an RTX 40xx; NVIDIA's CUDA GPUs page lists them)", lead=" ", then=": ")
     check_generation(cfg, _cards(gpu))
     for card in gpu.gpus:  # every card: the unit gives the server every GPU
         cap = card.compute_cap
@@ -148,9 +151,10 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             continue
         if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
             raise PreflightError(
-                f"cuda_arch {cfg.cuda_arch} has no kernels for the {card.name} (compute "
-                f"capability {cap}, sm_{cuda_arch_from_compute_cap(cap)}): add "
-                f"{cuda_arch_from_compute_cap(cap)} to cuda_arch or remove the override")
+                f"cuda_arch {cfg.cuda_arch}", f"has no kernels for the {card.name} (compute "
+                f"capability {cap}, sm_{cuda_arch_from_compute_cap(cap)})", "add "
+                f"{cuda_arch_from_compute_cap(cap)} to cuda_arch or remove the override",
+                lead=" ", then=": ")
     check_cards_memory(cfg, gpu)
     why = driver_too_old(cfg, wsl, gpu)
     plan = DriverPlan() if why is None else old_driver(cfg, wsl, gpu, why)
@@ -174,9 +178,10 @@ def check_cards_memory(cfg: HostConfig, gpu: NvidiaSmiInfo) -> None:
     small = min(cards, key=lambda c: c.memory_total_mib or 0)
     if total + 1024 > (small.memory_total_mib or 0):
         raise PreflightError(
-            f"the services plan {total:.0f} MiB of VRAM, more than the {small.name}'s "
+            "the services", f"plan {total:.0f} MiB of VRAM, more than the {small.name}'s "
             f"{small.memory_total_mib} MiB less 1024 MiB margin, the smallest of this host's "
-            f"{len(gpu.gpus)} cards: pick smaller profiles or ctx_size, or drop a service")
+            f"{len(gpu.gpus)} cards", "pick smaller profiles or ctx_size, or drop a service",
+            lead=" ", then=": ")
 
 
 def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
@@ -220,14 +225,15 @@ def check_generation(cfg: HostConfig, cards: list[tuple[str, str]]) -> None:
     name, cap = old[0]
     if _cap(cap) < (5, 0):
         raise PreflightError(
-            f"{name}, Kepler or older, past NVIDIA's support: "
+            name, "Kepler or older, past NVIDIA's support: "
             f"its last driver branch is {KEPLER_LAST_BRANCH} (CUDA 11.4), older than any "
-            "CUDA the kit builds for; fix: use a Turing or newer card, or a CPU profile")
+            "CUDA the kit builds for", "use a Turing or newer card, or a CPU profile",
+            lead=", ")
     if cudacompat.major_minor(cfg.cuda_version)[0] >= 13:
         raise PreflightError(
-            f"{name}: Maxwell, Pascal or Volta, which CUDA 13 dropped (cuda_version is "
+            name, "Maxwell, Pascal or Volta, which CUDA 13 dropped (cuda_version is "
             f"{cfg.cuda_version}; CUDA 12 is their last), and NVIDIA's branch "
-            f"{LAST_BRANCH_BELOW_TURING} is their last driver; fix: set driver_flavour = "
+            f"{LAST_BRANCH_BELOW_TURING} is their last driver", "set driver_flavour = "
             f"'proprietary', cuda_version = '12.9.1' and driver_branch = "
             f"{LAST_BRANCH_BELOW_TURING}, or use a Turing or newer card")
     check_branch_keeps_card(cfg, cards)
@@ -240,8 +246,8 @@ def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]]) -> No
     branch = cfg.driver_branch or cudacompat.branch_for_cuda(cfg.cuda_version)
     if old and branch is not None and branch > LAST_BRANCH_BELOW_TURING:
         raise PreflightError(
-            f"host data `driver_branch`: branch {branch} drops Maxwell, Pascal and Volta, "
-            f"and {old[0][0]}: NVIDIA's {LAST_BRANCH_BELOW_TURING} is its last; fix: set "
+            host_data("driver_branch"), f"branch {branch} drops Maxwell, Pascal and Volta, "
+            f"and {old[0][0]}: NVIDIA's {LAST_BRANCH_BELOW_TURING} is its last", "set "
             f"driver_branch = {LAST_BRANCH_BELOW_TURING} (with cuda_version = '12.9.1')")
 
 
@@ -255,8 +261,8 @@ def driver_branch_to_install(cfg: HostConfig) -> int:
     if given is None:
         if shipped is None:
             raise PreflightError(
-                f"host data `cuda_version`: no known driver branch for CUDA {cfg.cuda_version}: "
-                "set driver_branch to the branch NVIDIA's release notes give for it")
+                host_data("cuda_version"), f"no known driver branch for CUDA {cfg.cuda_version}",
+                "set driver_branch to the branch NVIDIA's release notes give for it", then=": ")
         return shipped
     branch = int(given)
     runs = cudacompat.cuda_of_branch(branch)
@@ -265,10 +271,11 @@ def driver_branch_to_install(cfg: HostConfig) -> int:
     # native: minor version compatibility runs any 13.x build on the major's floor branch
     if (cfg.mode == "container" and (runs is None or runs < mm)) or branch < floor:
         raise PreflightError(
-            f"host data `driver_branch`: {branch} runs CUDA "
+            host_data("driver_branch"), f"{branch} runs CUDA "
             f"{cudacompat.spell(runs) if runs else 'older than ' + cudacompat.spell(mm)}, "
             f"but cuda_version is {cfg.cuda_version} (the image asks cuda>="
-            f"{cudacompat.spell(mm)}): set driver_branch = {shipped or floor} or remove it")
+            f"{cudacompat.spell(mm)})", f"set driver_branch = {shipped or floor} or remove it",
+            then=": ")
     return branch
 
 
@@ -359,6 +366,13 @@ def _the_driver(gpu: NvidiaSmiInfo) -> str:
     return "the driver (nvidia-smi prints no driver version)"
 
 
+def _the_driver_and(gpu: NvidiaSmiInfo, why: str) -> tuple[str, str]:
+    """A refusal's subject and problem from driver_too_old's line, which names the driver
+    first: the driver as it names it (_the_driver), and what it says of it."""
+    the = _the_driver(gpu)
+    return the, why.removeprefix(f"{the} ")
+
+
 def _no_cuda_of_branch(gpu: NvidiaSmiInfo) -> str:
     return f", and the kit knows no CUDA of branch {gpu.driver_branch}" \
         if gpu.driver_branch else ""
@@ -376,30 +390,30 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> D
     a_release = f" to a {reported} release" if reported else ""
     if cfg.cuda_follows_driver:
         if cfg.mode != "container":
-            raise PreflightError(f"host data `cuda_follows_driver`: {why}; it applies to "
-                                 f"container mode only: set cuda_version{a_release}, or "
-                                 "upgrade_driver = True")
+            raise PreflightError(host_data("cuda_follows_driver"), f"{why}; it applies to "
+                                 "container mode only", f"set cuda_version{a_release}, or "
+                                 "upgrade_driver = True", then=": ")
         if release is None:
             knows_none = f"the kit knows no nvidia/cuda release for CUDA {reported}" \
                 if reported else "the driver reports no CUDA version to follow"
-            raise PreflightError(f"host data `cuda_follows_driver`: {why}, and {knows_none}: "
-                                 "set cuda_version")
+            raise PreflightError(host_data("cuda_follows_driver"), f"{why}, and {knows_none}",
+                                 "set cuda_version", then=": ")
         return DriverPlan(cuda_version=release)
     if wsl.is_wsl2:
         follows = " (or cuda_follows_driver = True)" if release and cfg.mode == "container" \
             else ""
-        raise PreflightError(f"{why}: update the NVIDIA driver on Windows, or set cuda_version"
-                             f"{a_release}{follows}")
+        raise PreflightError(*_the_driver_and(gpu, why), "update the NVIDIA driver on Windows, "
+                             f"or set cuda_version{a_release}{follows}", lead=" ", then=": ")
     branch = driver_branch_to_install(cfg)
     if cfg.upgrade_driver:
         return DriverPlan(action="upgrade")
     follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \
         "driver runs), " if release and cfg.mode == "container" else ""
     raise PreflightError(
-        f"{why}: set upgrade_driver = True (the kit purges the installed NVIDIA driver "
-        f"packages and installs branch {branch}, pinned to it; a reboot follows), "
+        *_the_driver_and(gpu, why), "set upgrade_driver = True (the kit purges the installed "
+        f"NVIDIA driver packages and installs branch {branch}, pinned to it; a reboot follows), "
         f"{follow}or update the NVIDIA driver on the host to branch {branch} or newer, or set "
-        f"cuda_version{a_release}")
+        f"cuda_version{a_release}", lead=" ", then=": ")
 
 
 # NVIDIA's open kernel modules run on Turing (compute capability 7.5) and newer
@@ -419,9 +433,9 @@ def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
         if _cap(card.compute_cap) >= OPEN_MIN_CAP:
             continue
         raise PreflightError(
-            f"host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and "
-            f"the {card.name} is compute capability {card.compute_cap}: set driver_flavour = "
-            "'proprietary'")
+            host_data("driver_flavour"), "'open' (the default) needs a Turing or newer GPU, and "
+            f"the {card.name} is compute capability {card.compute_cap}", "set driver_flavour = "
+            "'proprietary'", then=": ")
 
 
 # The first Turing PCI device id (TU102, 0x1e02): every earlier NVIDIA GPU (Pascal up to
@@ -445,9 +459,9 @@ def check_flavour_by_pci(cfg: HostConfig, devices: tuple[int, ...]) -> None:
     if cfg.driver_flavour != "open":
         return
     raise PreflightError(
-        f"host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and "
-        f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing (ids below 10de:1e00): "
-        "set driver_flavour = 'proprietary'")
+        host_data("driver_flavour"), "'open' (the default) needs a Turing or newer GPU, and "
+        f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing (ids below 10de:1e00)",
+        "set driver_flavour = 'proprietary'", then=": ")
 
 
 # DKMS's own key and certificate (dkms framework.conf defaults mok_signing_key and
@@ -507,9 +521,9 @@ def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
         pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
             if sb.pending_key else ""
         raise PreflightError(
-            f"Secure Boot is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, so "
-            f"the NVIDIA module the kit would build would be rejected at boot{pending}: "
-            f"{new_mok(os_id)}")
+            "Secure Boot", f"is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, "
+            f"so the NVIDIA module the kit would build would be rejected at boot{pending}",
+            new_mok(os_id), lead=" ", then=": ")
     if sb.state == "unknown":
         warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
              "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
@@ -522,21 +536,25 @@ def refuse_unloaded(packages: list[str], module: NvidiaModuleInfo, sb: SecureBoo
     a key waiting for enrolment, a module installed since the last boot that a reboot loads
     (Secure Boot off, or its key enrolled), Secure Boot rejecting it, or neither."""
     what = ", ".join([str(module.path)] + packages[:3] + (["..."] if len(packages) > 3 else []))
-    head = f"the NVIDIA driver is installed ({what}) but not loaded (nvidia-smi sees no GPU)"
+    driver = "the NVIDIA driver"
+    head = f"is installed ({what}) but not loaded (nvidia-smi sees no GPU)"
     if sb.pending_key:
-        raise PreflightError(f"{head}: the key {sb.pending_key} waits for enrolment: reboot "
-                             "and choose Enroll MOK in the MOK manager, then deploy again")
+        raise PreflightError(driver, f"{head}: the key {sb.pending_key} waits for enrolment",
+                             "reboot and choose Enroll MOK in the MOK manager, then deploy "
+                             "again", lead=" ", then=": ")
     if module.since_boot and loadable:
         signed = f" (DKMS signs it with the enrolled key {sb.enrolled_key})" \
             if sb.enabled else ""
-        raise PreflightError(f"{head}: it was installed after the last boot{signed}; reboot "
-                             "the host (or set allow_reboot = True), then deploy again")
+        raise PreflightError(driver, f"{head}: it was installed after the last boot{signed}",
+                             "reboot the host (or set allow_reboot = True), then deploy again",
+                             lead=" ", then="; ")
     if sb.enabled:
-        raise PreflightError(f"{head}, and Secure Boot is on, the likely cause (the kernel "
-                             f"rejects an unsigned DKMS module): {enrol_mok(os_id)}")
+        raise PreflightError(driver, f"{head}, and Secure Boot is on, the likely cause (the "
+                             "kernel rejects an unsigned DKMS module)", enrol_mok(os_id),
+                             lead=" ", then=": ")
     loaded = " (the module is loaded: a driver/library mismatch after an upgrade, "\
         "a reboot fixes it)" if module.loaded else ""
     raise PreflightError(
-        f"{head}{loaded}; Secure Boot is {sb.state}: see `sudo modprobe nvidia` and `sudo "
-        "dmesg | grep -i nvidia`, or purge the driver packages to let the kit install its "
-        "own; the kit does not install a second driver over it")
+        driver, f"{head}{loaded}; Secure Boot is {sb.state}", "see `sudo modprobe nvidia` and "
+        "`sudo dmesg | grep -i nvidia`, or purge the driver packages to let the kit install its "
+        "own; the kit does not install a second driver over it", lead=" ", then=": ")

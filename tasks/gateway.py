@@ -21,7 +21,6 @@ from pyinfra.operations import apt, files, systemd
 
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, HostConfig
-from beekeeper.core.errors import PreflightError
 from beekeeper.facts.host import AptPolicy, AptPolicyInfo
 from beekeeper.operations.gateway import (
     config_installed,
@@ -93,7 +92,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     version = policy.installed or policy.candidate
     refusal = gw.haproxy_refusal(version) if version else None
     if refusal:
-        raise PreflightError(refusal)
+        raise refusal
     plan = gw.plan(this_host, inventory, load) if load else gw.plan(this_host, inventory)
     for line in plan.left_out:
         click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),

@@ -30,8 +30,14 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.context import ctx_host
 from pyinfra.facts.server import Command, Which
 
-from beekeeper.core.errors import BeekeeperError, ConfigError, PreflightError
-from beekeeper.core.hostdata import redact
+from beekeeper.core.errors import (
+    BeekeeperError,
+    ConfigError,
+    PreflightError,
+    Refusal,
+    rebuilt,
+)
+from beekeeper.core.redact import redact
 
 # the entry points whose frames are named in a bug's line, beside the kit's own modules
 ENTRY_POINTS = ("deploy.py", "uninstall.py")
@@ -50,7 +56,7 @@ def on_this_host(prepare: Callable[[], None]) -> None:
         fail_this_host(KitBug.of(e))
 
 
-class HostCommandFailed(BeekeeperError):
+class HostCommandFailed(Refusal):
     """pyinfra failed the host itself: a fact's command failed there, printed above."""
 
 
@@ -67,13 +73,13 @@ def sudo_is_there() -> None:
     drop = ("run pyinfra without --sudo" if state.config.SUDO
             else "remove `_sudo` from its host data")
     if uid == "0":
-        raise PreflightError(f"sudo is not installed on {this.name}, and {by} asks for it: "
-                             f"you are root there already; fix: {drop}")
+        raise PreflightError("sudo", f"is not installed on {this.name}, and {by} asks for it: "
+                             "you are root there already", drop, lead=" ")
     user = (this.get_fact(Command, command="id -un", _sudo=False) or "").strip() or \
         f"uid {uid or '?'}"
-    raise PreflightError(f"sudo is not installed on {this.name}, and {by} asks for it to "
-                         f"become root ({user} is not root); fix: install sudo there, or log "
-                         f"in as root and {drop}")
+    raise PreflightError("sudo", f"is not installed on {this.name}, and {by} asks for it to "
+                         f"become root ({user} is not root)", "install sudo there, or log "
+                         f"in as root and {drop}", lead=" ")
 
 
 def failures() -> dict[str, str]:
@@ -115,18 +121,24 @@ def fail_this_host(error: BeekeeperError) -> None:
         # pyinfra failed the host first (a fact's command failed there, its error printed
         # above; on the last host left it then raised 'No hosts remaining!'): not the kit's bug
         error = HostCommandFailed(
-            "a command pyinfra ran on the host failed (pyinfra's error above names it; "
-            "`-vv` shows the command); fix: what that error says, then run again")
+            "a command pyinfra ran on the host", "failed (pyinfra's error above names it; "
+            "`-vv` shows the command)", "what that error says, then run again", lead=" ")
     said = redact(str(error))
     message = f"host {this.name}: {said}"
     kind = "host data" if isinstance(error, ConfigError) else \
         "a bug in beekeeper" if isinstance(error, KitBug) else "host facts"
     failures()[this.name] = f"{kind}: {said}"
     if not state.active_hosts - {this}:  # the last host left: fail the run with the line
-        # the same error, also a DeployError: pyinfra prints it as one red line
-        raise type(type(error).__name__, (type(error), DeployError), {})(message) from None
+        raise as_deploy_error(error, message) from None
     click.echo(click.style(message, fg="red"), err=True)
     state.fail_hosts({this})
+
+
+def as_deploy_error(error: BeekeeperError, line: str) -> BeekeeperError:
+    """`error` saying `line`, also as pyinfra's DeployError (which pyinfra prints as one red
+    line): its type and what it holds (a refusal's subject, problem and fix) kept."""
+    kind: type[BeekeeperError] = type(type(error).__name__, (type(error), DeployError), {})
+    return rebuilt(kind, line, vars(error))
 
 
 class KitBug(BeekeeperError):

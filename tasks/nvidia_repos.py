@@ -50,8 +50,8 @@ def cuda_distro(facts: HostFacts) -> str:
         return "ubuntu" + version.replace(".", "")
     if os_id == "debian" and version in ("12", "13"):
         return "debian" + version
-    raise PreflightError(f"no NVIDIA CUDA repository for {os_id} {version}: use Ubuntu "
-                         "22.04/24.04 or Debian 12/13 (WSL2: Ubuntu)")
+    raise PreflightError("no NVIDIA CUDA repository", f"for {os_id} {version}", "use Ubuntu "
+                         "22.04/24.04 or Debian 12/13 (WSL2: Ubuntu)", lead=" ", then=": ")
 
 
 def repos(cfg: HostConfig, facts: HostFacts) -> Repos:

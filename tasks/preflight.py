@@ -20,7 +20,7 @@ from beekeeper.core.build import (
 from beekeeper.core.config import HostConfig, ServiceConfig, gguf_problem, rule_model_in_model_dir
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
-from beekeeper.core.errors import PreflightError
+from beekeeper.core.errors import PreflightError, host_data
 from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import (
@@ -89,26 +89,28 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     for svc in cfg.services:
         gguf = served_gguf(svc.model)
         try:
-            pred = predict(svc.profile, gguf, gguf_named="host data `model_path`")
-        except PlanError as e:
-            raise PreflightError(f"{e}: the VRAM plan reads the file's layout") from None
+            pred = predict(svc.profile, gguf)
+        except PlanError as e:  # a model_path the planner cannot read
+            raise PreflightError(host_data("model_path"), f"{e.problem}, and the VRAM plan "
+                                 "reads its layout", e.fix or GGUF_FIX) from None
         except ValueError as e:  # the file's KV rows do not fill the profile's cache type
             raise PreflightError(
-                f"host data `model_path` {gguf} with profile {svc.profile.name}: {e}; fix: "
+                host_data("model_path"), f"{gguf} with profile {svc.profile.name}: {e}",
                 "pick a profile whose KV cache types fit the model (`beekeeper plan --profile "
-                "NAME --gguf FILE` tries one)") from None
+                "NAME --gguf FILE` tries one)", lead=" ") from None
         total += pred.total_mib
         if pred.total_mib > budget_mib:
-            raise PreflightError(_over_budget(cfg, svc, pred, budget_mib, gguf is not None))
+            raise _over_budget(cfg, svc, pred, budget_mib, gguf is not None)
     card = gpu.gpus[0].memory_total_mib if gpu and gpu.gpus else None
     if card and len(cfg.services) > 1 and total + 1024 > card:
         raise PreflightError(
-            f"the {len(cfg.services)} services need {total:.0f} MiB together, more than the "
-            f"card's {card} MiB less 1024 MiB margin: drop a service or pick smaller profiles")
+            f"the {len(cfg.services)} services", f"need {total:.0f} MiB together, more than "
+            f"the card's {card} MiB less 1024 MiB margin", "drop a service or pick smaller "
+            "profiles", lead=" ", then=": ")
 
 
 def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_mib: float,
-                 own_model: bool) -> str:
+                 own_model: bool) -> PreflightError:
     """The refusal of a service over the budget: its plan by part, and the ways out at its
     own shape (the profiles that fit with its slots, fewer slots, a smaller context)."""
     from beekeeper.core.planner import predict
@@ -127,10 +129,11 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     more = (", or fewer slots" if s.parallel > 1 else "") + \
         (", or a smaller ctx_size" if s.ctx_size != base.ctx_size else "")
     with_slots = f" with {s.parallel} slots" if s.parallel != 1 else ""
-    return (f"profile {svc.profile.name}{said} needs {pred.total_mib:.0f} MiB of VRAM, over "
-            f"vram_budget_gib {cfg.vram_budget_gib:g} ({budget_mib:.0f} MiB): "
-            f"{_brief(pred)}; profiles that fit{with_slots}: {', '.join(fits) or 'none'}"
-            f"{more}; or raise vram_budget_gib")
+    return PreflightError(
+        f"profile {svc.profile.name}{said}", f"needs {pred.total_mib:.0f} MiB of VRAM, over "
+        f"vram_budget_gib {cfg.vram_budget_gib:g} ({budget_mib:.0f} MiB): {_brief(pred)}",
+        f"profiles that fit{with_slots}: {', '.join(fits) or 'none'}{more}; or raise "
+        "vram_budget_gib", lead=" ", then="; ")
 
 
 def _brief(pred: Prediction) -> str:
@@ -191,9 +194,9 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
         c = foreign[0]
         owner = f"beekeeper service {c.service!r}" if c.service else f"image {c.image}"
         raise PreflightError(
-            f"port {port} on the host is published by the Docker container {c.name!r} "
-            f"({owner}), not by this service's container: stop it (docker stop {c.name}), "
-            "or set `port` to a free port")
+            f"port {port} on the host", f"is published by the Docker container {c.name!r} "
+            f"({owner}), not by this service's container", f"stop it (docker stop {c.name}), "
+            "or set `port` to a free port", lead=" ", then=": ")
     record = deployed_manifest(ServicePaths(name).manifest)
     ours_before = bool(record and record.port == port)
     info: PortOwnersInfo = host.get_fact(PortOwners, port=port, pidfile=SUPERVISOR_PIDFILE,
@@ -211,16 +214,16 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
             if ours_before:  # as before: our own server, seen from outside its namespace
                 continue
             raise PreflightError(
-                f"port {port} on the host is in use by a process /proc does not show "
+                f"port {port} on the host", "is in use by a process /proc does not show "
                 f"(listening socket inode {o.inode or '?'}; another PID namespace, or no "
-                "root): stop it, or set `port` to a free port")
+                "root)", "stop it, or set `port` to a free port", lead=" ", then=": ")
         unit = next((seg for path in o.cgroups for seg in path.split("/")
                      if seg.startswith("beekeeper-") and seg.endswith(".service")), None)
         also = f", in {unit}" if unit else ""
         raise PreflightError(
-            f"port {port} on the host is in use by pid {o.pid} (user {o.user or '?'}, program "
-            f"{o.program}{also}), not by this service's server: stop it (kill {o.pid}), or "
-            "set `port` to a free port")
+            f"port {port} on the host", f"is in use by pid {o.pid} (user {o.user or '?'}, "
+            f"program {o.program}{also}), not by this service's server", f"stop it (kill "
+            f"{o.pid}), or set `port` to a free port", lead=" ", then=": ")
     for pid in orphans:
         o = next(x for x in info.owners if x.pid == pid)
         warn(f"port {port} is held by pid {pid} ({o.exe}, user {SERVER_USER}), a server of the "
@@ -239,8 +242,8 @@ def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
     release = os_release.as_mapping()
     if version is None and compose_package(release, docker.flavour) is None:
         raise PreflightError(
-            "host data `runtime`: 'compose' needs the compose v2 plugin (`docker compose`), "
-            f"which this host lacks; fix: {no_compose_fix(release, docker.flavour)}")
+            host_data("runtime"), "'compose' needs the compose v2 plugin (`docker compose`), "
+            "which this host lacks", no_compose_fix(release, docker.flavour))
     return version
 
 
@@ -252,19 +255,19 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
         return cfg.runtime
     if wsl.is_wsl2 and cfg.runtime != "supervisor":
         raise PreflightError(
-            "systemd is not PID 1 in this WSL2 distro: add '[boot]\\nsystemd=true' to "
+            "systemd", "is not PID 1 in this WSL2 distro", "add '[boot]\\nsystemd=true' to "
             "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again (or "
-            "runtime = 'supervisor' with mode = 'native')")
+            "runtime = 'supervisor' with mode = 'native')", lead=" ", then=": ")
     if cfg.runtime_given and cfg.runtime != "supervisor":
         raise PreflightError(
-            f"host data `runtime`: {cfg.runtime!r} needs systemd as PID 1, and PID 1 here is "
-            f"{init.pid1!r} (a container); fix: remove `runtime` (the server then runs under "
+            host_data("runtime"), f"{cfg.runtime!r} needs systemd as PID 1, and PID 1 here is "
+            f"{init.pid1!r} (a container)", "remove `runtime` (the server then runs under "
             "the kit's own supervisord) and set mode = 'native'")
     if cfg.mode != "native":
         raise PreflightError(
-            f"host data `mode`: {cfg.mode!r} runs the server in a Docker container, and this "
+            host_data("mode"), f"{cfg.mode!r} runs the server in a Docker container, and this "
             f"host has {'a docker CLI but' if docker_present else 'no Docker engine and'} no "
-            f"systemd (PID 1 is {init.pid1!r}: a container) to run one; fix: set mode = "
+            f"systemd (PID 1 is {init.pid1!r}: a container) to run one", "set mode = "
             "\"native\" (the server is built on the host and runs under the kit's "
             "supervisord)")
     return "supervisor"
@@ -293,10 +296,10 @@ def check_persistent_root(cfg: HostConfig, runtime: str, init: InitInfo) -> str 
     if runtime != "supervisor":
         if given is not None:
             raise PreflightError(
-                f"host data `persistent_root`: {given} keeps the server of runtime supervisor "
+                host_data("persistent_root"), f"{given} keeps the server of runtime supervisor "
                 f"(a GPU container, PID 1 not systemd), and this host runs it under {runtime} "
-                f"(PID 1 is {init.pid1!r}), which keeps the standard layout; fix: remove "
-                "persistent_root")
+                f"(PID 1 is {init.pid1!r}), which keeps the standard layout",
+                "remove persistent_root")
         return None
     if given is None:
         if not host.get_fact(Directory, path=POD_VOLUME):
@@ -313,15 +316,15 @@ def check_persistent_root(cfg: HostConfig, runtime: str, init: InitInfo) -> str 
     inside = next((k for k in KIT_FOLDERS if given == k or given.startswith(k + "/")), None)
     if inside:
         raise PreflightError(
-            f"host data `persistent_root`: {given} is inside {inside}, one of the folders the "
-            f"kit keeps under the root itself; fix: {PERSISTENT_FIX}")
+            host_data("persistent_root"), f"{given} is inside {inside}, one of the folders the "
+            "kit keeps under the root itself", PERSISTENT_FIX)
     fs = host.get_fact(FsOf, path=given)
     if fs is not None and fs.overlay:
         where = f"{fs.existing}, file system {fs.fstype}" + \
             (f" mounted at {fs.target}" if fs.target else "")
         raise PreflightError(
-            f"host data `persistent_root`: {given} is on the container's own layer ({where}), "
-            f"which RunPod and Kubernetes clear when the pod restarts; fix: {PERSISTENT_FIX}")
+            host_data("persistent_root"), f"{given} is on the container's own layer ({where}), "
+            "which RunPod and Kubernetes clear when the pod restarts", PERSISTENT_FIX)
     return given
 
 
@@ -339,24 +342,24 @@ def check_tools(cfg: HostConfig, tools: HostToolsInfo, runtime: str) -> list[str
             found = ("none" if tools.python3 is None else
                      f"{tools.python3} {'.'.join(map(str, tools.python3_version or ()))}")
             raise PreflightError(
-                f"runtime supervisor runs the kit's supervisord with the host's python3 (>= "
-                f"3.8), and this host has {found}; fix: install python3 (apt-get install "
-                "python3), then deploy again")
+                "runtime supervisor", "runs the kit's supervisord with the host's python3 (>= "
+                f"3.8), and this host has {found}", "install python3 (apt-get install "
+                "python3), then deploy again", lead=" ")
         if tools.setpriv is None:
             raise PreflightError(
-                "runtime supervisor starts the server as user beekeeper with setpriv, which "
-                "this host lacks; fix: apt-get install util-linux, then deploy again")
+                "runtime supervisor", "starts the server as user beekeeper with setpriv, which "
+                "this host lacks", "apt-get install util-linux, then deploy again", lead=" ")
     if cfg.mode != "native" or "build" not in cfg.stages:
         return []
     wanted = ["cmake", "c++", "make"] + (["git"] if cfg.source.kind == "git" else [])
     missing = tools.missing(tuple(wanted))
     if missing and tools.apt_lists == 0:
         raise PreflightError(
-            f"the native build needs {', '.join(missing)}, which this host lacks, and apt has "
-            "no package lists to install them from (apt-get update never ran here, or the "
-            f"host is offline); fix: install {', '.join(missing)} on the host (apt-get update "
+            "the native build", f"needs {', '.join(missing)}, which this host lacks, and apt "
+            "has no package lists to install them from (apt-get update never ran here, or the "
+            f"host is offline)", f"install {', '.join(missing)} on the host (apt-get update "
             f"&& apt-get install {' '.join(TOOL_PACKAGES[t] for t in missing)}), then deploy "
-            "again")
+            "again", lead=" ")
     return [TOOL_PACKAGES[t] for t in missing]
 
 
@@ -404,8 +407,8 @@ def check_gguf(key: str, path: str, head: bytes | None) -> None:
     `head` None: the bytes could not be read, and the checks after this one say why."""
     problem = gguf_problem(head) if head is not None else None
     if problem:
-        raise PreflightError(f"host data `{key}`: {path} is not a GGUF model file: {problem}; "
-                             f"fix: {GGUF_FIX}")
+        raise PreflightError(host_data(key), f"{path} is not a GGUF model file: {problem}",
+                             GGUF_FIX)
 
 
 class ModelTarget(FactBase[str]):
@@ -458,31 +461,31 @@ def check_own_model(cfg: HostConfig, runtime: str = "systemd") -> None:
             hidden = hidden_by_protect_home(path) or hidden_by_protect_home(target)
             if cfg.mode == "native" and runtime == "systemd" and hidden:
                 raise PreflightError(
-                    f"host data `model_host_path`: {named} lies under {hidden}, which the "
+                    host_data("model_host_path"), f"{named} lies under {hidden}, which the "
                     "native service's systemd unit hides from the server (ProtectHome=yes "
-                    "hides /home, /root and /run/user), so it could never start; fix: move "
+                    "hides /home, /root and /run/user), so it could never start", "move "
                     f"or copy the file out of them, e.g. into model_dir {cfg.model_dir}, and "
                     "set model_host_path to its new path (a symlink into them does not help: "
                     "the server follows it)")
             info: Any = host.get_fact(File, path=target)
             if not info:
                 raise PreflightError(
-                    f"host data `model_host_path`: {named} is not a file on the host; fix: "
+                    host_data("model_host_path"), f"{named} is not a file on the host",
                     "give the path of the .gguf there (or a symlink to it), or model_path "
                     "for a file on the controller")
             check_gguf("model_host_path", path, host.get_fact(FileHead, path=path))
             got = host.get_fact(Sha256File, path=path, stamps=sha256_stamps(cfg.state_dir))
             if got != m.sha256:
                 raise PreflightError(
-                    f"host data `model_sha256`: {path} has sha256 {got}, not {m.sha256}; fix: "
+                    host_data("model_sha256"), f"{path} has sha256 {got}, not {m.sha256}",
                     "set model_sha256 to the file's (sha256sum on the host) if it is the file "
                     "you mean")
             for seen in dict.fromkeys((path, target)):  # the link's folders, then the target's
                 blocked = host.get_fact(OthersCannotRead, path=seen)
                 if blocked:
                     raise PreflightError(
-                        f"host data `model_host_path`: the server runs as user beekeeper and "
-                        f"cannot read {named} ({blocked}); fix: chmod o+r on the file and o+x "
+                        host_data("model_host_path"), "the server runs as user beekeeper and "
+                        f"cannot read {named} ({blocked})", "chmod o+r on the file and o+x "
                         "on each folder above it, or move it into model_dir")
 
 
@@ -491,32 +494,35 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
     if cfg.mode != "container":
         return
     if docker.flavour == "snap":
-        raise PreflightError("Docker from snap cannot use the NVIDIA runtime or read "
-                             "/etc/docker: remove it (snap remove docker) and deploy again")
+        raise PreflightError("Docker from snap", "cannot use the NVIDIA runtime or read "
+                             "/etc/docker", "remove it (snap remove docker) and deploy again",
+                             lead=" ", then=": ")
     if docker.flavour == "docker-desktop" and not cfg.use_docker_desktop:
         raise PreflightError(
-            "Docker Desktop's WSL integration is active: beekeeper will not install a "
-            "second engine beside it; set use_docker_desktop = True to use it, or turn "
-            "the integration off for this distro")
+            "Docker Desktop's WSL integration", "is active: beekeeper will not install a "
+            "second engine beside it", "set use_docker_desktop = True to use it, or turn "
+            "the integration off for this distro", lead=" ", then="; ")
     if docker.flavour == "docker-desktop" and docker.server_version is None:
         raise PreflightError(
-            "Docker Desktop's engine does not answer `docker info` (Docker Desktop is not "
-            "running on Windows, or its WSL integration is off for this distro): start Docker "
+            "Docker Desktop's engine", "does not answer `docker info` (Docker Desktop is not "
+            "running on Windows, or its WSL integration is off for this distro)", "start Docker "
             "Desktop (Settings > Resources > WSL integration on for this distro), then deploy "
-            "again")
+            "again", lead=" ", then=": ")
     if docker.flavour == "unknown" and docker.server_version is None:
         raise PreflightError(
-            f"{docker.path} is a docker CLI of no package the kit knows, and no engine answers "
-            "`docker info`: start that engine (or Docker Desktop on Windows), or remove that "
-            "docker and let the kit install docker.io, then deploy again")
+            str(docker.path), "is a docker CLI of no package the kit knows, and no engine "
+            "answers `docker info`", "start that engine (or Docker Desktop on Windows), or "
+            "remove that docker and let the kit install docker.io, then deploy again",
+            lead=" ", then=": ")
     if docker.present:
         return
     if not cfg.install_docker:
-        raise PreflightError("Docker is missing and install_docker is False: install "
-                             "Docker or set install_docker = True")
+        raise PreflightError("Docker", "is missing and install_docker is False", "install "
+                             "Docker or set install_docker = True", lead=" ", then=": ")
     if os_release.id not in ("debian", "ubuntu"):
-        raise PreflightError(f"cannot install Docker on {os_release.id or None!r}: "
-                             "install it by hand (Debian and Ubuntu are automated)")
+        raise PreflightError("Docker", "cannot be installed by the kit on "
+                             f"{os_release.id or None!r} (Debian and Ubuntu are automated)",
+                             "install it by hand", lead=" ", then=": ")
 
 
 def check_ports(cfg: HostConfig, docker: DockerEngineInfo,
@@ -561,8 +567,9 @@ def download_bytes(cfg: HostConfig) -> int:
 def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
     """Under WSL2, model_dir on the Linux disk, not a Windows drive."""
     if wsl.is_wsl2 and cfg.model_dir.startswith("/mnt/"):
-        raise PreflightError(f"model_dir {cfg.model_dir} is on a Windows drive (9p, 3-5x slower "
-                             "loads): use a folder on the WSL ext4 disk, e.g. /srv/beekeeper")
+        raise PreflightError(f"model_dir {cfg.model_dir}", "is on a Windows drive (9p, 3-5x "
+                             "slower loads)", "use a folder on the WSL ext4 disk, e.g. "
+                             "/srv/beekeeper", lead=" ", then=": ")
 
 
 def check_free_space(cfg: HostConfig, free: int | None) -> None:
@@ -570,8 +577,9 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
     need = download_bytes(cfg)
     if need and free is not None and free < need + GIB:
         raise PreflightError(
-            f"model_dir {cfg.model_dir} has {free / GIB:.1f} GiB free; the download needs "
-            f"{need / GIB:.1f} GiB plus 1 GiB margin: free space or set model_dir elsewhere")
+            f"model_dir {cfg.model_dir}", f"has {free / GIB:.1f} GiB free; the download needs "
+            f"{need / GIB:.1f} GiB plus 1 GiB margin", "free space or set model_dir elsewhere",
+            lead=" ", then=": ")
 
 
 # Disk one server image build takes under Docker's root dir, in GiB. CUDA: the devel base
@@ -613,11 +621,11 @@ def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool)
         also = f" plus the model download {download / GIB:.1f} GiB (model_dir {cfg.model_dir} " \
             "is on the same file system)" if download else ""
         raise PreflightError(
-            f"Docker's root dir {root} (file system {disk.mount}) has "
+            f"Docker's root dir {root}", f"(file system {disk.mount}) has "
             f"{disk.free_bytes / GIB:.1f} GiB free; building the {backend.upper()} server image "
             f"takes about {IMAGE_BUILD_GIB[backend]:g} GiB (base images and build layers)"
-            f"{also}, and 1 GiB margin: free space (`docker system prune` removes unused "
-            "images and build cache), or move Docker's data-root")
+            f"{also}, and 1 GiB margin", "free space (`docker system prune` removes unused "
+            "images and build cache), or move Docker's data-root", lead=" ", then=": ")
 
 
 def warn_proxy(cfg: HostConfig, docker: DockerEngineInfo, building: bool,
@@ -645,9 +653,10 @@ def check_cpu(res: Resources) -> None:
     if missing:
         model = f" ({res.cpu_model})" if res.cpu_model else ""
         raise PreflightError(
-            f"the host's CPU{model} lacks {', '.join(missing)}: the server is built for "
-            f"{cpu.name} ({' '.join(cpu.needs_flags)}); deploy to a host with a newer CPU, "
-            "or, in a VM, pass the host CPU's flags through (e.g. `-cpu host`)")
+            f"the host's CPU{model}", f"lacks {', '.join(missing)}: the server is built for "
+            f"{cpu.name} ({' '.join(cpu.needs_flags)})", "deploy to a host with a newer CPU, "
+            "or, in a VM, pass the host CPU's flags through (e.g. `-cpu host`)", lead=" ",
+            then="; ")
 
 
 def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
@@ -708,10 +717,11 @@ def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo |
          "`wsl --shutdown`")
 
 
-UNREAD_FIX = ("the command failed on the host, most likely sudo: host data `_sudo = True` "
-              "where the login has no sudo, or sudo asks for a password; connect as root "
-              "(`ssh_user = 'root'`, `_sudo = False`), or install sudo and let the login run "
-              "`sudo -n true`, then deploy again")
+# why a fact preflight needs reads as nothing, and the fix
+UNREAD = ("the command failed on the host, most likely sudo: host data `_sudo = True` where "
+          "the login has no sudo, or sudo asks for a password")
+UNREAD_FIX = ("connect as root (`ssh_user = 'root'`, `_sudo = False`), or install sudo and let "
+              "the login run `sudo -n true`, then deploy again")
 
 
 def read(fact: Any, what: str) -> Any:
@@ -721,8 +731,8 @@ def read(fact: Any, what: str) -> Any:
     alone, not an AttributeError that stops every host."""
     value = host.get_fact(fact)
     if value is None:
-        raise PreflightError(f"could not read {what} (fact {fact.__name__} returned nothing): "
-                             f"{UNREAD_FIX}")
+        raise PreflightError(what, f"could not be read (fact {fact.__name__} returned "
+                             f"nothing): {UNREAD}", UNREAD_FIX)
     return value
 
 
@@ -739,8 +749,8 @@ def check(cfg: HostConfig) -> HostFacts:
     persistent_root = check_persistent_root(cfg, runtime, init)
     if runtime == "supervisor" and cfg.gateway is not None:
         raise PreflightError(
-            f"host data `gateway`: the gateway runs HAProxy as a systemd unit, and PID 1 here "
-            f"is {init.pid1!r}; fix: give `gateway` to an inventory host with systemd (it "
+            host_data("gateway"), "the gateway runs HAProxy as a systemd unit, and PID 1 here "
+            f"is {init.pid1!r}", "give `gateway` to an inventory host with systemd (it "
             "routes to this host's services over the network), or remove it")
     tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
     install_tools = check_tools(cfg, tools, runtime)

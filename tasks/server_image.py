@@ -14,7 +14,7 @@ from pyinfra.operations import files
 
 from beekeeper.core.build import BuildSpec, build_spec
 from beekeeper.core.config import HostConfig
-from beekeeper.core.errors import ConfigError
+from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.paths import LOG_DIR, ServicePaths, prev
 from beekeeper.facts.docker import DockerImageId
 from beekeeper.facts.hostfacts import HostFacts
@@ -37,7 +37,7 @@ def preloads(cfg: HostConfig) -> list[OperationMeta]:
     result: list[OperationMeta] = []
     for image, tar in cfg.preload_images.items():
         if not Path(tar).exists():
-            raise ConfigError(f"host data `preload_images`: {tar} does not exist; fix: run "
+            raise ConfigError(host_data("preload_images"), f"{tar} does not exist", "run "
                               "`beekeeper sandbox up` (it saves the base images) or drop it")
         result.append(docker_ops.image_preloaded(
             name=f"Load base image {image} from the controller",

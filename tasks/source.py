@@ -12,7 +12,7 @@ from pyinfra.operations import apt, files
 
 from beekeeper.core.cache import sha256_file
 from beekeeper.core.config import HostConfig
-from beekeeper.core.errors import ConfigError
+from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.operations.source import git_fetched, tarball_unpacked
 
 
@@ -35,7 +35,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
         return result
     tarball = Path(cfg.source.path or "")
     if not tarball.is_file():
-        raise ConfigError(f"host data `source.path`: {tarball} is not a file; fix: run "
+        raise ConfigError(host_data("source.path"), f"{tarball} is not a file", "run "
                           "`beekeeper sandbox up` (it packs the CPU source tree) or point "
                           "it at a .tar.gz of a llama.cpp-family tree")
     remote_tar = f"{cfg.state_dir}/src/{tarball.name}"

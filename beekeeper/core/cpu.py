@@ -86,6 +86,7 @@ def baseline_or_refuse(machine: str) -> CpuBaseline:
     no build for (preflight's, before any change, and the build's, from the same words)."""
     cpu = baseline_for(machine)
     if cpu is None:
-        raise PreflightError(f"the host's CPU architecture is {machine or 'unknown'}: the kit "
-                             "builds the server for x86_64 and aarch64 only")
+        raise PreflightError("the host's CPU architecture", f"is {machine or 'unknown'}: the "
+                             "kit builds the server for x86_64 and aarch64 only",
+                             "deploy to an x86_64 or aarch64 host", lead=" ")
     return cpu

@@ -2,14 +2,19 @@
 Errors raised by beekeeper. Each names the key or input at fault and the fix. Plain
 exceptions (no pyinfra here): deploy.py turns one into pyinfra's one-line failure.
 
-A refusal (ConfigError, PreflightError) echoes what the user gave; refusal_line() is the one
-place its echoes are cut, whoever wrote the line (a value quoted by hostdata.shown() is cut
-after SHOWN_MAX already).
+A refusal is one type, Refusal: its subject (what is refused: host data `port`, the host's
+CPU, port 8080 on the host), the problem and the fix, every refusal has one; its two kinds are
+ConfigError (host or group data) and PreflightError (the host's facts). Its line is made in
+one place, Refusal.__init__: every URL's secrets written `***` (redact.py), a character that
+would break the line escaped, every echo cut (refusal_line(): a value quoted by
+hostdata.shown() is cut after SHOWN_MAX already).
 """
 
 from __future__ import annotations
 
 import re
+
+from .redact import redact
 
 # the longest value a refusal quotes whole; a longer one is cut, with its length
 SHOWN_MAX = 80
@@ -62,20 +67,64 @@ class BeekeeperError(Exception):
     """Base class for every error beekeeper raises on purpose."""
 
 
-class _Refusal(BeekeeperError):
-    """An error whose one argument is a refusal's line: cut by refusal_line()."""
+# how a refusal's subject leads to its problem, and its problem to its fix: the kit's one line
+# is `subject: problem; fix: fix` (KEYED); the others keep the words of refusals written
+# before the type, as sentences (`port 8080 on the host is in use ...: stop it, or ...`)
+LEADS = (": ", " ", ", ")
+THENS = ("; fix: ", ": ", "; ", ", ")
+KEYED = (": ", "; fix: ")
 
-    def __init__(self, *args: object) -> None:
-        if len(args) == 1 and isinstance(args[0], str):
-            args = (refusal_line(args[0]),)
-        super().__init__(*args)
+
+class Refusal(BeekeeperError):
+    """The kit's refusal: `subject` (what is refused, e.g. host_data("port")), `problem` and
+    `fix`, none empty, each redacted and written on one line; its line (str()) joins them with
+    `lead` and `then` (KEYED: `host data `port`: ...; fix: ...`), every echo cut."""
+
+    def __init__(self, subject: str, problem: str, fix: str, *, lead: str = KEYED[0],
+                 then: str = KEYED[1]) -> None:
+        if not (subject.strip() and problem.strip() and fix.strip()):
+            raise ValueError(f"a refusal needs a subject, a problem and a fix: {subject!r}, "
+                             f"{problem!r}, {fix!r}")
+        if lead not in LEADS or then not in THENS:
+            raise ValueError(f"a refusal's joints are one of {LEADS} and of {THENS}")
+        said = [one_line(redact(t)) for t in (subject, problem, fix)]
+        # what tests and callers read: each part redacted, without refusal_line()'s marks
+        self.subject, self.problem, self.fix = (_ECHOED.sub(r"\1", t) for t in said)
+        self.lead, self.then = lead, then
+        super().__init__(refusal_line(f"{said[0]}{lead}{said[1]}{then}{said[2]}"))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Copied and pickled as it is (Exception's own way calls the type with its line)."""
+        return rebuilt, (type(self), str(self), vars(self))
 
 
-class ConfigError(_Refusal, ValueError):
+def rebuilt(kind: type[BeekeeperError], line: str, held: dict[str, object]) -> BeekeeperError:
+    """An error of `kind` saying `line` and holding `held` (a refusal's parts), made without
+    its constructor: a refusal copied, or one raised again as another type."""
+    out = kind.__new__(kind)
+    Exception.__init__(out, line)
+    vars(out).update(held)
+    return out
+
+
+def one_line(text: str) -> str:
+    """`text` with a character that would break a line written escaped (a newline as `\\n`),
+    the echo marks kept for refusal_line()."""
+    return "".join(c if c.isprintable() or c in (ECHO_OPEN, ECHO_CLOSE) else repr(c)[1:-1]
+                   for c in text)
+
+
+def host_data(key: str) -> str:
+    """The subject of a refusal of host data `key`: `host data `key``, the key (which may be
+    one the data made up) redacted and cut after SHOWN_MAX."""
+    return f"host data `{cut(redact(key))}`"
+
+
+class ConfigError(Refusal, ValueError):
     """Host or group data is invalid; raised before any operation touches a host."""
 
 
-class PreflightError(_Refusal):
+class PreflightError(Refusal):
     """A host fact rules the deploy out (wrong OS, WSL2 rules, GPU or driver too old)."""
 
 

@@ -22,7 +22,7 @@ from .config import (
     load_host_config,
     one_word,
 )
-from .errors import ConfigError
+from .errors import ConfigError, PreflightError, host_data
 from .machines import ssh_address
 from .paths import GatewayPaths
 from .render import render
@@ -94,9 +94,9 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
              "(a private address, or '127.0.0.1' with an SSH forward and gateway_port)")
     if bind.is_loopback:
         raise ConfigError(
-            f"host data `bind_address`: service {svc.name} on host {host} listens on "
-            f"{svc.bind_address} only, which the gateway on {gw_host} cannot reach; fix: "
-            f"bind a private address (with api_key_file), or forward the port to the "
+            host_data("bind_address"), f"service {svc.name} on host {host} listens on "
+            f"{svc.bind_address} only, which the gateway on {gw_host} cannot reach",
+            "bind a private address (with api_key_file), or forward the port to the "
             f"gateway (ssh -L) and, {where}")
     if not bind.is_unspecified:
         return str(bind)
@@ -109,14 +109,14 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
             # an SSH config alias, or a name with characters no resolver (or haproxy.cfg)
             # takes: the gateway could not reach it by that name
             raise ConfigError(
-                f"host data `gateway_address`: host {host} is reached at {ssh_host!r}, which "
-                f"is not an address or a host name the gateway on {gw_host} can resolve; "
-                f"fix: {where}") from None
+                host_data("gateway_address"), f"host {host} is reached at {ssh_host!r}, which "
+                f"is not an address or a host name the gateway on {gw_host} can resolve",
+                where) from None
         loop = _is_local_name(ssh_host)
     if loop:
         raise ConfigError(
-            f"host data `gateway_address`: host {host} is reached at {ssh_host}, which is "
-            f"the gateway's own loopback from {gw_host}; fix: {where}")
+            host_data("gateway_address"), f"host {host} is reached at {ssh_host}, which is "
+            f"the gateway's own loopback from {gw_host}", where)
     return ssh_host
 
 
@@ -137,17 +137,19 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
         for svc in cfg.services:
             model = svc.profile.name  # the server's --alias
             if not _NAME_RE.match(model):
-                raise ConfigError(f"profile {model!r} of service {svc.name} on {name} is not "
-                                  "a name the gateway can route")
+                raise ConfigError(f"profile {model!r}", f"of service {svc.name} on {name} is "
+                                  "not a name the gateway can route", "serve it under a "
+                                  "profile named by letters, digits and . _ - only",
+                                  lead=" ")
             # servers balanced as one model must serve the same thing: file, hash, flags
             what = (svc.model.filename, svc.model.sha256, svc.profile.server, svc.extra_args)
             first = served.setdefault(model, (what, f"{name}/{svc.name}"))
             if first[0] != what:
                 raise ConfigError(
-                    f"host data `profile`: service {svc.name} on {name} and {first[1]} both "
+                    host_data("profile"), f"service {svc.name} on {name} and {first[1]} both "
                     f"answer as model {model} but serve different models or server settings "
                     "(model file, sha256, ctx_size, slots or extra args), and the gateway would "
-                    "balance them as one; fix: give them the same model and settings, or "
+                    "balance them as one", "give them the same model and settings, or "
                     "serve one of them under another profile")
             by_model.setdefault(model, []).append(Upstream(
                 host=name, service=svc.name, model=model,
@@ -159,18 +161,20 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
         if len(keys) > 1:
             who = ", ".join(f"{u.host}/{u.service}" for u in ups if u.api_key_file)
             raise ConfigError(
-                f"host data `api_key_file`: the servers of model {model} ({who}) want "
-                "different API keys, and the gateway sends one key per model; fix: give "
-                "them one key file")
+                host_data("api_key_file"), f"the servers of model {model} ({who}) want "
+                "different API keys, and the gateway sends one key per model",
+                "give them one key file")
         key_file = next(iter(keys.values())).api_key_file if keys else None
         for key in keys:
             if not one_word(key):
-                raise ConfigError(f"host data `api_key_file`: the key of model {model} holds "
-                                  "a space or a control character; fix: use a key without "
+                raise ConfigError(host_data("api_key_file"), f"the key of model {model} holds "
+                                  "a space or a control character", "use a key without "
                                   "them, e.g. `openssl rand -hex 32`")
         names = [u.server_name for u in ups]
         if len(set(names)) != len(names):
-            raise ConfigError(f"model {model}: two servers share the name {names}")
+            raise ConfigError(f"model {model}", f"two servers share the name {names}",
+                              "rename one of those hosts or services (HAProxy's name for a "
+                              "server writes each character but letters, digits and . _ - as _)")
         routes.append(Route(model=model, upstreams=tuple(ups), key_file=key_file))
     return Plan(routes=routes, left_out=left_out)
 
@@ -183,7 +187,7 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
 HAPROXY_NEEDS = ((2, 4), "the json_query converter (reading the request's model)")
 
 
-def haproxy_refusal(version: str) -> str | None:
+def haproxy_refusal(version: str) -> PreflightError | None:
     """Why this HAProxy (a Debian version such as "2.2.9-2+deb11u6") cannot run the gateway's
     config, with a key or without, in one line with the fix; None when it can or the version
     is unreadable."""
@@ -193,9 +197,10 @@ def haproxy_refusal(version: str) -> str | None:
     have = (int(m.group(1)), int(m.group(2)))
     need, what = HAPROXY_NEEDS
     if have < need:
-        return (f"host data `gateway`: this host's HAProxy is {version}, older than "
-                f"{need[0]}.{need[1]}, which {what} needs; fix: put the gateway on a host "
-                "whose distro has HAProxy 2.4 or newer (Ubuntu 22.04, Debian 12 or later)")
+        return PreflightError(
+            host_data("gateway"), f"this host's HAProxy is {version}, older than "
+            f"{need[0]}.{need[1]}, which {what} needs", "put the gateway on a host "
+            "whose distro has HAProxy 2.4 or newer (Ubuntu 22.04, Debian 12 or later)")
     return None
 
 

@@ -271,7 +271,17 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
 
 
 class PlanError(ValueError):
-    """The planner lacks an input (a layout for this profile) and says which to give."""
+    """The planner lacks an input (a layout for this profile) and says which to give: its
+    line, and for a GGUF it cannot read, the problem (the file's path first) and the fix."""
+
+    def __init__(self, line: str, problem: str = "", fix: str = "") -> None:
+        super().__init__(line)
+        self.problem, self.fix = problem or line, fix
+
+
+def _unreadable(named: str, path: Path, problem: str, fix: str) -> PlanError:
+    """`named path: problem (fix)`: a GGUF the planner cannot read."""
+    return PlanError(f"{named} {path}: {problem} ({fix})", f"{path}: {problem}", fix)
 
 
 def _cpu_only(profile: Profile, ctx_size: int | None, n_seq: int | None) -> Prediction:
@@ -323,28 +333,28 @@ def _read_gguf(path: Path, named: str = "--gguf") -> tuple[HybridLayout, int]:
     not a GGUF, its metadata lacking a number the planner needs) and what to give instead."""
     fix = "give the model's .gguf file, the one llama-server loads"
     if path.exists() and not path.is_file():
-        raise PlanError(f"{named} {path}: not a file ({fix})")
+        raise _unreadable(named, path, "not a file", fix)
     try:
         on_disk = path.stat()
         with open(path, "rb") as f:
             magic = f.read(4)
     except OSError as e:
-        raise PlanError(f"{named} {path}: {e.strerror or e} ({fix})") from None
+        raise _unreadable(named, path, str(e.strerror or e), fix) from None
     if on_disk.st_size == 0:
-        raise PlanError(f"{named} {path}: the file is empty ({fix})")
+        raise _unreadable(named, path, "the file is empty", fix)
     if magic != b"GGUF":
-        raise PlanError(f"{named} {path}: not a GGUF file (it starts {magic!r}, a GGUF with "
-                        f"b'GGUF') ({fix})")
+        raise _unreadable(named, path, f"not a GGUF file (it starts {magic!r}, a GGUF with "
+                          "b'GGUF')", fix)
     try:
         return _layout_of(str(path.resolve()), on_disk.st_mtime_ns, on_disk.st_size)
     except OSError as e:
-        raise PlanError(f"{named} {path}: {e.strerror or e} ({fix})") from None
+        raise _unreadable(named, path, str(e.strerror or e), fix) from None
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
         # a truncated file, or a GGUF without an architecture's numbers (a LoRA adapter, a
         # vocabulary-only file): what the reader said, in one line
         said = " ".join(str(e).split())[:120] or type(e).__name__
-        raise PlanError(f"{named} {path}: not a GGUF model the planner can read ({said}) "
-                        f"({fix})") from None
+        raise _unreadable(named, path, f"not a GGUF model the planner can read ({said})",
+                          fix) from None
 
 
 def served_gguf(model: ModelFile) -> Path | None:

@@ -75,15 +75,16 @@ def test_an_architecture_without_a_build_is_refused_alike_by_preflight_and_the_b
     """One refusal, one line naming the architecture, before any change: preflight's (from
     BuildResources) and build_spec's (its other callers) say the same."""
     said = ("the host's CPU architecture is riscv64: the kit builds the server for x86_64 "
-            "and aarch64 only")
+            "and aarch64 only; fix: deploy to an x86_64 or aarch64 host")
     with pytest.raises(PreflightError) as built:
         build_spec(load_host_config(CPU), None, machine="riscv64")
     riscv = Resources(cpus=4, mem_total_bytes=16 * 2**30, machine="riscv64",
                       cpu_flags=frozenset(), cpu_model="")
     with pytest.raises(PreflightError) as checked:
         run_deploy(DEFAULTS, facts(BuildResources=riscv))
-    assert str(built.value) == said
+    assert str(built.value) == said and built.value.subject == "the host's CPU architecture"
     assert str(checked.value).endswith(f": {said}")  # preflight's names the host before it
+    assert checked.value.subject == built.value.subject
     # no `uname -m` answer: named "unknown", not left blank
     with pytest.raises(PreflightError, match=r"architecture is unknown: the kit builds"):
         run_deploy(DEFAULTS, facts(BuildResources=replace(riscv, machine="")))

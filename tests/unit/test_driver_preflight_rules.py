@@ -41,6 +41,16 @@ def refused(f, *args) -> str:
     return str(e.value)
 
 
+def refused_old(c, wsl, gpu) -> str:
+    """old_driver's refusal of `gpu` after a line of driver_too_old's (which names the driver
+    first: the refusal's subject), that line written WHY."""
+    why = f"{dp._the_driver(gpu)} is too old"
+    with pytest.raises(PreflightError) as e:
+        dp.old_driver(c, wsl, gpu, why)
+    assert e.value.subject in (dp._the_driver(gpu), "host data `cuda_follows_driver`")
+    return str(e.value).replace(why, "WHY")
+
+
 H200 = card(name="NVIDIA H200", cap="9.0", mem=143771)
 V100 = card(name="Tesla V100-SXM2-16GB", cap="7.0", mem=16384)
 
@@ -251,22 +261,21 @@ def test_a_datacenter_card_runs_a_newer_image_on_580_but_not_under_wsl2():
 
 
 def test_a_driver_too_old_offers_the_three_ways():
-    assert refused(dp.old_driver, cfg(), NATIVE, GEFORCE_580, "WHY") == (
+    assert refused_old(cfg(), NATIVE, GEFORCE_580) == (
         "WHY: set upgrade_driver = True (the kit purges the installed NVIDIA driver packages and "
         "installs branch 595, pinned to it; a reboot follows), cuda_follows_driver = True (the "
         "image is built for CUDA 13.0.2, which this driver runs), or update the NVIDIA driver on "
         "the host to branch 595 or newer, or set cuda_version to a 13.0 release")
     # native mode: the image cannot follow; a CUDA the kit knows no release of: no follow
-    native = refused(dp.old_driver, cfg(mode="native"), NATIVE, smi(branch=570, cuda="12.8"),
-                     "WHY")
+    native = refused_old(cfg(mode="native"), NATIVE, smi(branch=570, cuda="12.8"))
     assert native == (
         "WHY: set upgrade_driver = True (the kit purges the installed NVIDIA driver packages and "
         "installs branch 595, pinned to it; a reboot follows), or update the NVIDIA driver on "
         "the host to branch 595 or newer, or set cuda_version to a 12.8 release")
-    assert "cuda_follows_driver" not in refused(dp.old_driver, cfg(), NATIVE,
-                                                smi(branch=470, cuda="11.4"), "WHY")
+    assert "cuda_follows_driver" not in refused_old(cfg(), NATIVE,
+                                                smi(branch=470, cuda="11.4"))
     # no CUDA line: the branch's CUDA
-    assert refused(dp.old_driver, cfg(), NATIVE, smi(branch=580, cuda=None), "WHY").endswith(
+    assert refused_old(cfg(), NATIVE, smi(branch=580, cuda=None)).endswith(
         "set cuda_version to a 13.0 release")
 
 
@@ -277,20 +286,19 @@ def test_a_driver_too_old_is_upgraded_or_followed_when_host_data_says_so():
         DriverPlan(cuda_version="13.0.2")
     assert dp.old_driver(cfg(cuda_follows_driver=True), NATIVE, smi(branch=580, cuda=None),
                          "WHY") == DriverPlan(cuda_version="13.0.2")
-    assert refused(dp.old_driver, cfg(cuda_follows_driver=True, mode="native"), NATIVE,
-                   GEFORCE_580, "WHY") == (
+    assert refused_old(cfg(cuda_follows_driver=True, mode="native"), NATIVE,
+                   GEFORCE_580) == (
         "host data `cuda_follows_driver`: WHY; it applies to container mode only: set "
         "cuda_version to a 13.0 release, or upgrade_driver = True")
-    assert refused(dp.old_driver, cfg(cuda_follows_driver=True), NATIVE,
-                   smi(branch=470, cuda="11.4"), "WHY") == (
+    assert refused_old(cfg(cuda_follows_driver=True), NATIVE,
+                   smi(branch=470, cuda="11.4")) == (
         "host data `cuda_follows_driver`: WHY, and the kit knows no nvidia/cuda release for "
         "CUDA 11.4: set cuda_version")
-    assert refused(dp.old_driver, cfg(), WSL, GEFORCE_580, "WHY") == (
+    assert refused_old(cfg(), WSL, GEFORCE_580) == (
         "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 13.0 release (or "
         "cuda_follows_driver = True)")
     # upgrade_driver under WSL2: the Windows driver is not the kit's
-    assert "on Windows" in refused(dp.old_driver, cfg(upgrade_driver=True), WSL, GEFORCE_580,
-                                   "WHY")
+    assert "on Windows" in refused_old(cfg(upgrade_driver=True), WSL, GEFORCE_580)
 
 
 # nvidia-smi that lists a card but prints neither a driver version nor a CUDA version
@@ -328,16 +336,16 @@ def test_a_driver_that_reports_no_cuda_is_refused_for_what_it_does_not_say():
 
 def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
     for gpu in (NO_VERSION, smi(branch=470, cuda=None)):
-        assert refused(dp.old_driver, cfg(), NATIVE, gpu, "WHY") == (
+        assert refused_old(cfg(), NATIVE, gpu) == (
             f"WHY: {UPGRADE}or update the NVIDIA driver on the host to branch 595 or newer, or "
             "set cuda_version")
-        assert refused(dp.old_driver, cfg(), WSL, gpu, "WHY") == (
+        assert refused_old(cfg(), WSL, gpu) == (
             "WHY: update the NVIDIA driver on Windows, or set cuda_version")
-        assert refused(dp.old_driver, cfg(cuda_follows_driver=True), NATIVE, gpu, "WHY") == (
+        assert refused_old(cfg(cuda_follows_driver=True), NATIVE, gpu) == (
             "host data `cuda_follows_driver`: WHY, and the driver reports no CUDA version to "
             "follow: set cuda_version")
-        assert refused(dp.old_driver, cfg(cuda_follows_driver=True, mode="native"), NATIVE,
-                       gpu, "WHY") == (
+        assert refused_old(cfg(cuda_follows_driver=True, mode="native"), NATIVE,
+                       gpu) == (
             "host data `cuda_follows_driver`: WHY; it applies to container mode only: set "
             "cuda_version, or upgrade_driver = True")
         assert dp.old_driver(cfg(upgrade_driver=True), NATIVE, gpu, "WHY") == \
@@ -347,11 +355,11 @@ def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
 def test_wsl2_offers_following_the_driver_only_where_the_kit_has_its_image():
     # CUDA 12.4 (a 550 Windows driver): no nvidia/cuda release the kit builds, so following
     # it would be refused next; the way out offered is the driver or cuda_version
-    assert refused(dp.old_driver, cfg(), WSL, smi(branch=550, cuda="12.4"), "WHY") == (
+    assert refused_old(cfg(), WSL, smi(branch=550, cuda="12.4")) == (
         "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 12.4 release")
-    assert refused(dp.old_driver, cfg(mode="native"), WSL, GEFORCE_580, "WHY") == (
+    assert refused_old(cfg(mode="native"), WSL, GEFORCE_580) == (
         "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 13.0 release")
-    assert refused(dp.old_driver, cfg(), WSL, GEFORCE_580, "WHY").endswith(
+    assert refused_old(cfg(), WSL, GEFORCE_580).endswith(
         "to a 13.0 release (or cuda_follows_driver = True)")
 
 

@@ -99,10 +99,10 @@ def test_every_refusal_is_cut_by_its_error_whoever_wrote_it():
     from beekeeper.core.errors import LINE_MAX, PreflightError, echo
 
     for error in (ConfigError, PreflightError):
-        line = str(error(f"host data `x`: {'y' * 5000} and {echo('a b ' * 2000)}; fix: "
+        line = str(error("host data `x`", f"{'y' * 5000} and {echo('a b ' * 2000)}",
                          f"chmod 600 {echo('/srv/' + 'z' * 5000)}"))
         assert len(line) <= LINE_MAX and "(5000 characters)" in line, line
         assert "(8000 characters)" in line and "\ue000" not in line, line
         path = "/srv/keys/" + "k" * 150
-        assert path in str(error(f"host data `x`: {echo(path)} is readable by others; fix: "
+        assert path in str(error("host data `x`", f"{echo(path)} is readable by others",
                                  f"chmod 600 {echo(path)}"))

@@ -486,9 +486,11 @@ def test_haproxy_too_old_for_the_config_is_named_with_the_fix():
     assert gw.haproxy_refusal("3.0.11-1") is None
     assert gw.haproxy_refusal("1:2.8.5-1ubuntu3") is None
     assert gw.haproxy_refusal("2.4.24-0ubuntu0.22.04.1") is None
-    bullseye = gw.haproxy_refusal("2.2.9-2+deb11u6")
-    assert bullseye and "older than 2.4" in bullseye and "json_query" in bullseye
-    assert "HAProxy 2.4 or newer (Ubuntu 22.04" in bullseye
+    refusal = gw.haproxy_refusal("2.2.9-2+deb11u6")
+    assert refusal is not None and refusal.subject == "host data `gateway`"
+    bullseye = str(refusal)
+    assert "older than 2.4" in bullseye and "json_query" in bullseye
+    assert "HAProxy 2.4 or newer (Ubuntu 22.04" in refusal.fix
     assert gw.haproxy_refusal("") is None  # unreadable: haproxy -c decides
 
 

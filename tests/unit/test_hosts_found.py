@@ -31,7 +31,9 @@ def test_a_fact_that_cannot_be_read_is_one_line_naming_it_not_an_attribute_error
     with pytest.raises(PreflightError) as e:
         run_deploy(DEFAULTS, facts(**{fact: None}))
     msg = str(e.value)
-    assert "could not read" in msg and f"fact {fact} returned nothing" in msg
+    assert e.value.subject and msg.startswith(
+        f"host canned: {e.value.subject}: could not be read")
+    assert f"fact {fact} returned nothing" in msg
     assert "_sudo" in msg and "sudo -n true" in msg and "\n" not in msg
     assert isinstance(e.value, BeekeeperError)
 

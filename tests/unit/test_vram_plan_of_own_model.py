@@ -61,7 +61,9 @@ def test_a_file_the_planner_cannot_read_is_one_line_naming_the_key(tmp_path):
     bad.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(PreflightError) as e:
         pf.check_vram(cfg(profile="q8-turbo4-64k", model_path=str(bad)), RTX4090)
-    assert str(e.value).startswith(f"host data `model_path` {bad}: not a GGUF model")
+    assert e.value.subject == "host data `model_path`"
+    assert str(e.value).startswith(f"host data `model_path`: {bad}: not a GGUF model")
+    assert e.value.fix == "give the model's .gguf file, the one llama-server loads"
 
 
 def test_slots_over_the_budget_say_the_shape_and_offer_fewer_slots():
