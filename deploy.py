@@ -50,19 +50,19 @@ def deploy_host() -> None:
     cfg = load(host.data)
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
-    cfg = replace(cfg, kept_by_neighbours=kept_by_neighbours(ctx_host.get().name, hosts, load))
+    kept = kept_by_neighbours(ctx_host.get().name, hosts, load)
     gateway_has_backends(cfg, hosts, load)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.stages:
-            prune.ensure(cfg, "before")
-            prune.ensure(cfg, "after")
+            prune.ensure(cfg, "before", kept=kept)
+            prune.ensure(cfg, "after", kept=kept)
         gateway_role(cfg, hosts, load)
         return
     # Hub models named by a branch or without a sha256 are pinned once, on the controller.
     if "model" in cfg.stages:
         cfg = pin_all(cfg)
     # Host facts that rule the deploy out stop here too, before any change.
-    facts = preflight.check(cfg)
+    facts = preflight.check(cfg, kept)
     check_token_file(cfg)
     # what preflight chose from the host: the runtime (supervisor where PID 1 is not
     # systemd), and the host's own CUDA toolkit where it builds for the card
@@ -90,7 +90,7 @@ def deploy_host() -> None:
         model_ops = model.ensure(cfg)
 
     if not reboot_pending and "service" in cfg.stages:
-        services(cfg, facts, artifact, model_ops, moved)
+        services(cfg, facts, artifact, model_ops, moved, kept)
     gateway_role(cfg, hosts, load)
 
 
@@ -107,11 +107,11 @@ _RUN: tuple[Any, Callable[[Any], HostConfig]] | None = None
 
 
 def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[OperationMeta],
-             supervisord_stopped: bool) -> None:
+             supervisord_stopped: bool, kept: frozenset[str] | None) -> None:
     """The inventory is the truth: services it dropped are removed, those whose port a kept
     service takes before it starts, the others once every kept one passed its smoke check
     (a failed check stops the deploy there, and what ran keeps running)."""
-    prune.ensure(cfg, "before")
+    prune.ensure(cfg, "before", kept=kept)
     if cfg.server_runtime.supervised:
         supervisor.ensure(facts, restart=supervisord_stopped)
     smoke.install()
@@ -120,7 +120,7 @@ def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[O
         changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
         smoke.check(cfg, svc, changed)
     # what no rollback needs goes, once every kept service passed its smoke check
-    prune.ensure(cfg, "after", artifact)
+    prune.ensure(cfg, "after", artifact, kept)
 
 
 def check_token_file(cfg: HostConfig) -> None:

@@ -525,15 +525,16 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
                              "install it by hand", lead=" ", then=": ")
 
 
-def check_ports(cfg: HostConfig, docker: DockerEngineInfo,
-                runtime: str = "systemd") -> tuple[int, ...]:
+def check_ports(cfg: HostConfig, docker: DockerEngineInfo, runtime: str = "systemd",
+                kept: frozenset[str] | None = frozenset()) -> tuple[int, ...]:
     """Each service's port, when this deploy reaches the service stage; returns the pids of
-    the kit's unsupervised servers there (HostFacts.port_orphans)."""
+    the kit's unsupervised servers there (HostFacts.port_orphans). `kept`: what other
+    inventory hosts on this machine keep (tasks/prune.py)."""
     if "service" not in cfg.stages:
         return ()
     # services this deploy removes first (tasks/prune.py) may hold a port a kept one wants
     deployed: list[str] = host.get_fact(DeployedServices)
-    removed_first = frozenset(leaving(cfg, deployed))
+    removed_first = frozenset(leaving(cfg, deployed, kept))
     orphans: list[int] = []
     for svc in cfg.services:
         orphans += [p for p in check_port(svc.name, svc.port, docker.present, removed_first,
@@ -736,9 +737,10 @@ def read(fact: Any, what: str) -> Any:
     return value
 
 
-def check(cfg: HostConfig) -> HostFacts:
+def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFacts:
     """Read the host's facts and refuse, before any change, a host the deploy cannot work
-    on; returns what the tasks need of those facts."""
+    on; returns what the tasks need of those facts. `kept`: the services other inventory
+    hosts on this machine keep (tasks/prune.py)."""
     init = read(InitSystem, "the init system (PID 1)")
     wsl = read(Wsl, "the kernel release (uname -r) and WSL")
     os_release = read(OsRelease, "/etc/os-release")
@@ -764,7 +766,7 @@ def check(cfg: HostConfig) -> HostFacts:
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
     check_own_model(cfg, runtime)
-    port_orphans = check_ports(cfg, docker, runtime)
+    port_orphans = check_ports(cfg, docker, runtime, kept)
     check_free_space(cfg, free)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)

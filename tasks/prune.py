@@ -41,26 +41,29 @@ def held_port(name: str) -> int | None:
     return record.port if record else None
 
 
-def ensure(cfg: HostConfig, phase: str = "after",
-           artifact: str | None = None) -> list[OperationMeta]:
+def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
+           kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Queue the removals of one phase. "before" (ahead of the kept services' start): the
     stale services whose port a kept service takes, or whose port cannot be read. "after"
     (once every kept service passed its smoke check, so a failed deploy stops before and
     what ran keeps running): all the others, then, given the `artifact` this deploy runs
-    (its image tag or native binary; "" where it runs no service), the upgrade cleanup."""
-    ops = _services(cfg, phase)
+    (its image tag or native binary; "" where it runs no service), the upgrade cleanup.
+    `kept`: the services other inventory hosts on this machine keep (machines.
+    kept_by_neighbours), None where what they keep is unknown (then none is removed)."""
+    ops = _services(cfg, phase, kept)
     if phase == "after" and artifact is not None:
-        ops += upgrade_cleanup(cfg, artifact)
+        ops += upgrade_cleanup(cfg, artifact, kept)
     return ops
 
 
-def _services(cfg: HostConfig, phase: str) -> list[OperationMeta]:
+def _services(cfg: HostConfig, phase: str,
+              kept: frozenset[str] | None) -> list[OperationMeta]:
     ops = []
-    if cfg.kept_by_neighbours is None and phase == "before":
+    if kept is None and phase == "before":
         host.noop("removing services left out: skipped, another inventory host on this "
                   "machine has bad host data and what it keeps is unknown")
     wanted_ports = {s.port for s in cfg.services}
-    for name in leaving(cfg, host.get_fact(DeployedServices)):
+    for name in leaving(cfg, host.get_fact(DeployedServices), kept):
         port = held_port(name)
         first = port is None or port in wanted_ports
         if first != (phase == "before"):
@@ -89,11 +92,12 @@ def _runs(path: str) -> str | None:
     return (record.image or None) if record else None
 
 
-def kept_artifacts(cfg: HostConfig, artifact: str) -> tuple[set[str], str | None]:
+def kept_artifacts(cfg: HostConfig, artifact: str,
+                   kept: frozenset[str] | None = frozenset()) -> tuple[set[str], str | None]:
     """The artifacts a rollback of any service on this machine needs once this deploy is
     done, or (set(), why) when one of them cannot be known."""
     mine = {s.name for s in cfg.services}
-    going = set(leaving(cfg, host.get_fact(DeployedServices)))
+    going = set(leaving(cfg, host.get_fact(DeployedServices), kept))
     keep = {artifact} if artifact else set()
     for name in host.get_fact(DeployedServices):
         if name in going:
@@ -134,9 +138,10 @@ def _stale(entries: list[FolderEntry], keep: set[str]) -> list[FolderEntry]:
     return [e for e in entries if e.name not in keep]
 
 
-def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
+def upgrade_cleanup(cfg: HostConfig, artifact: str,
+                    kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Remove the native builds, source trees and build folders no rollback needs."""
-    keep, unknown = kept_artifacts(cfg, artifact)
+    keep, unknown = kept_artifacts(cfg, artifact, kept)
     if unknown:
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
         return []
@@ -152,7 +157,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
                (src, trees, "source trees"),
                (f"{cfg.state_dir}/build", slugs, "image build folders"),
                (f"{cfg.state_dir}/native", slugs, "native build trees")]
-    kept = ", ".join(sorted(slugs)) or "none"
+    builds = ", ".join(sorted(slugs)) or "none"
     ops = []
     for folder, names, what in folders:
         stale = _stale(host.get_fact(FolderEntries, path=folder), names)
@@ -162,6 +167,6 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str) -> list[OperationMeta]:
         ops.append(entries_pruned(
             name=f"Remove {what} no rollback needs from {folder} (removes {len(stale)}, "
                  f"{mib(sum(e.size_kib for e in stale))}; keeps the running and previous "
-                 f"units' builds: {kept})",
+                 f"units' builds: {builds})",
             folder=folder, keep=sorted(names), what=what))
     return ops

@@ -182,10 +182,6 @@ class HostConfig:
     # host reaches this host's services at (host data `gateway_address`)
     gateway: GatewayConfig | None = None
     gateway_address: str | None = None
-    # services that other inventory hosts on this host's machine keep (beekeeper/machines.py),
-    # never removed by this host's deploy; None when one of them has bad data and what it
-    # keeps is unknown: then this deploy removes no service at all
-    kept_by_neighbours: frozenset[str] | None = frozenset()
     # host data read by single tasks (TASK_KEYS)
     # mirrors of NVIDIA's repositories: keys cuda, cuda_key, toolkit, toolkit_key
     nvidia_repos: Mapping[str, str] = field(default_factory=dict)

@@ -47,11 +47,13 @@ def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
     return frozenset(kept)
 
 
-def leaving(cfg: HostConfig, deployed: list[str]) -> list[str]:
+def leaving(cfg: HostConfig, deployed: list[str],
+            kept: frozenset[str] | None = frozenset()) -> list[str]:
     """Deployed services a deploy of `cfg` removes (tasks/prune.py): gone from the inventory
-    or marked absent, and not kept by another inventory host on this machine; none while
-    one of those has bad data (what it keeps is unknown)."""
-    if cfg.kept_by_neighbours is None:
+    or marked absent, and not `kept` by another inventory host on this machine
+    (kept_by_neighbours); none while one of those has bad data (`kept` None: what it keeps
+    is unknown)."""
+    if kept is None:
         return []
-    keep = {s.name for s in cfg.services} | cfg.kept_by_neighbours
+    keep = {s.name for s in cfg.services} | kept
     return sorted(n for n in deployed if n not in keep)

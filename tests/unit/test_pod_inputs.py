@@ -40,8 +40,8 @@ def deploy_facts(data: dict[str, Any], canned: dict[str, Any]) -> HostFacts:
 
     real, got = preflight.check, []
 
-    def spy(cfg: Any) -> HostFacts:
-        got.append(real(cfg))
+    def spy(cfg: Any, *args: Any) -> HostFacts:
+        got.append(real(cfg, *args))
         return got[-1]
     with mock.patch.object(preflight, "check", spy):
         run_deploy(data, canned)
