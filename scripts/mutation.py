@@ -162,6 +162,8 @@ def pytest_generate_tests(metafunc):
         if source is not None and getattr(source, "_param_ids_generated", None) is not None:
             object.__setattr__(source, "_param_ids_generated", None)
 '''
+# mutmut's timeout_constant (seconds; see tree_pyproject)
+TIMEOUT_S = 30.0
 # mutmut's own files in mutants/, never a copy of the tree's
 MUTMUT_FILES = ("mutmut-stats.json", "mutmut-cicd-stats.json")
 # the digest of the code and tests mutmut's stats were collected on (source_digest)
@@ -249,7 +251,13 @@ def tree_pyproject(text: str, deselect: tuple[str, ...] | list[str] = ()) -> str
     text = re.sub(r"(?ms)^only_mutate = \[.*?\]$", f"only_mutate = [{mods}]", text)
     extra = ["-p", PLUGIN] + [w for t in deselect for w in ("--deselect", t)]
     words = ", ".join(json.dumps(w) for w in extra)
-    return re.sub(r"(?m)^pytest_add_cli_args = \[", f"pytest_add_cli_args = [{words}, ", text)
+    text = re.sub(r"(?m)^pytest_add_cli_args = \[", f"pytest_add_cli_args = [{words}, ", text)
+    # mutmut's time limit is 15 times (the tests' time in its stats + this): the stats time
+    # tests that run the product at import (test_hostdata_mutants) at a fraction of their
+    # run, and on 2 busy cores a surviving mutant's tests then ran past its 1 s default and
+    # read as a timeout, which counts as killed; a hang still ends, after 7 minutes
+    return re.sub(r"(?m)^\[tool\.mutmut\]\n", f"[tool.mutmut]\ntimeout_constant = {TIMEOUT_S}\n",
+                  text, count=1)
 
 
 def follow_in_mutants(tree: Path, names: set[str]) -> None:
