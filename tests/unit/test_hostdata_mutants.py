@@ -686,3 +686,24 @@ def test_a_word_after_a_text_flag_given_with_its_value_is_checked_as_a_flag(fres
     """`--system-prompt=hi -c 5`: the prompt is in the flag's own word, so `-c` is a flag."""
     assert fresh.parse({**CPU, "server_extra_args": ["--system-prompt", "-c"]}) \
         .server_extra_args == ("--system-prompt", "-c")
+
+
+def test_the_modules_help_names_its_command_and_its_option(capsys):
+    with pytest.raises(SystemExit) as e:
+        hostdata.main(["--help"])
+    assert e.value.code == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert said.startswith("usage: python -m beekeeper.core.hostdata [-h] [--readme README.md] "
+                           "The host data key table, from the schema. ")
+    assert said.endswith(" --readme README.md replace the block between the host-data-keys "
+                         "markers in this file")
+
+
+def test_readme_fills_the_first_block_and_keeps_the_markers_words_after_it(tmp_path):
+    """A README that names the markers again after the block (in a code example): the block
+    filled is the first, everything after its end marker is kept as written."""
+    begin, end = hostdata.README_BEGIN, hostdata.README_END
+    readme = tmp_path / "README.md"
+    readme.write_text(f"a{begin}x{end}b{begin}c{end}d")
+    assert hostdata.fill_readme(str(readme)) is True
+    assert readme.read_text() == f"a{begin}\n{hostdata.markdown_table()}{end}b{begin}c{end}d"
