@@ -707,3 +707,117 @@ def test_readme_fills_the_first_block_and_keeps_the_markers_words_after_it(tmp_p
     readme.write_text(f"a{begin}x{end}b{begin}c{end}d")
     assert hostdata.fill_readme(str(readme)) is True
     assert readme.read_text() == f"a{begin}\n{hostdata.markdown_table()}{end}b{begin}c{end}d"
+
+
+@pytest.mark.parametrize(("data", "line"), [
+    ({"profile": "q8 f16 4k"}, "host data `profile`: unknown profile 'q8 f16 4k'; fix: did "
+     "you mean 'q8-f16-4k'? (profiles: `beekeeper profiles`)"),
+    ({"profile": "q8__f16__4k"}, "host data `profile`: unknown profile 'q8__f16__4k'; fix: did "
+     "you mean 'q8-f16-4k'? (profiles: `beekeeper profiles`)"),
+    # a value's repr of 80 characters is quoted whole, of 81 cut with its length
+    ({"model_alias": "x" * 78}, f"host data `model_alias`: '{'x' * 78}' is 78 characters long; "
+     "fix: give one word of letters, digits and . _ - : / + (at most 64), e.g. model_alias = "
+     "'qwen3.5-9b'"),
+    ({"model_alias": "x" * 79}, f"host data `model_alias`: '{'x' * 59}... (79 characters) is "
+     "79 characters long; fix: give one word of letters, digits and . _ - : / + (at most 64), "
+     "e.g. model_alias = 'qwen3.5-9b'"),
+    # a value that is not a string is cut with its length as written, and quoted as written
+    ({"stages": ["provision"] * 20}, "host data `stages`: ['provision', 'provision', "
+     "'provision', 'provision', 'provis... (260 characters as written) is not a prefix of "
+     "['provision', 'build', 'model', 'service']; fix: e.g. ['provision'] or ['provision', "
+     "'build']"),
+    ({"stages": ["é"]}, "host data `stages`: ['é'] is not a prefix of ['provision', 'build', "
+     "'model', 'service']; fix: e.g. ['provision'] or ['provision', 'build']"),
+    # where in the data: a mapping's key, a services entry, an item of a list of strings
+    ({"gateway": {"port": "x"}}, "host data `gateway.port`: 'x' is not a TCP port; fix: use an "
+     "integer from 1 to 65535"),
+    ({"server_extra_args": ["a", 5]}, "host data `server_extra_args`: ['a', 5] is not a list "
+     "of strings; fix: e.g. ['--threads', '8']"),
+    ({"source": {"git": "https://x/y"}}, "host data `source.ref`: missing; fix: pin the source "
+     "to a commit or a named snapshot"),
+])
+def test_more_refusals_word_for_word(fresh, data, line):
+    assert refusal(fresh, {**CPU, **data}) == line
+
+
+@pytest.mark.parametrize(("entry", "line"), [
+    ({"profile": "cpu-tiny", "port": "x"}, "host data `services[0].port`: 'x' is not a TCP "
+     "port; fix: use an integer from 1 to 65535"),
+    (5, "host data `services[0]`: 5 is not a mapping; fix: give each service as a dict, e.g. "
+     "{'service_name': 'llm', 'profile': 'cpu-tiny', 'port': 8083}"),
+    ({"profile": "cpu-tiny", "server_extra_args": ["a", 5]}, "host data "
+     "`services[0].server_extra_args`: ['a', 5] is not a list of strings; fix: e.g. "
+     "['--threads', '8']"),
+    ({"profile": "cpu-tiny", "prot": 1}, "host data `services[0].prot`: unknown key: "
+     "beekeeper and pyinfra do not read it; fix: did you mean `services[0].port`? (or remove "
+     "it)"),
+])
+def test_a_services_entry_is_named_by_its_place(fresh, entry, line):
+    assert refusal(fresh, {"source": CPU["source"], "services": [entry]}) == line
+
+
+# ------------------------------------------------------------------ key files
+
+def _key(tmp_path: Path, name: str, body: bytes, mode: int = 0o600) -> str:
+    path = tmp_path / name
+    path.write_bytes(body)
+    path.chmod(mode)
+    return str(path)
+
+
+def test_a_key_file_named_by_nothing_or_with_a_control_character_or_a_tilde(fresh):
+    fix = "point it at a file on the controller that holds the key"
+    assert refusal(fresh, {**CPU, "api_key_file": ""}) == \
+        f"host data `api_key_file`: '' is not a file name; fix: {fix}"
+    assert refusal(fresh, {**CPU, "api_key_file": "/k\x01"}) == \
+        "host data `api_key_file`: '/k\\x01' holds the control character '\\x01'; fix: give " \
+        "the path without control or non-printable characters"
+    home = str(Path("~/k").expanduser())
+    assert refusal(fresh, {**CPU, "api_key_file": "~/k"}) == \
+        "host data `api_key_file`: '~/k' starts with ~, which nothing expands here; fix: " \
+        f"give the path in full, e.g. {home!r}"
+
+
+def test_a_key_file_that_is_not_there_empty_or_not_text(fresh, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fix = "point it at a file on the controller that holds the key"
+    assert refusal(fresh, {**CPU, "api_key_file": "rel.key"}) == \
+        "host data `api_key_file`: rel.key (relative to the folder pyinfra runs in: " \
+        f"{tmp_path / 'rel.key'}) is missing or empty; fix: {fix}"
+    empty = _key(tmp_path, "empty.key", b"")
+    assert refusal(fresh, {**CPU, "api_key_file": empty}) == \
+        f"host data `api_key_file`: {empty} is missing or empty; fix: {fix}"
+    binary = _key(tmp_path, "bin.key", b"\xff\xfe")
+    assert refusal(fresh, {**CPU, "api_key_file": binary}) == \
+        f"host data `api_key_file`: {binary} is not text; fix: point it at a text file on the " \
+        "controller, readable by the user running pyinfra, that holds the key"
+
+
+def test_a_key_file_the_user_cannot_read_says_why(fresh, tmp_path, monkeypatch):
+    """As a user other than root sees a key file of root's (mode 600)."""
+    key = _key(tmp_path, "root.key", b"k")
+
+    def denied(self: Path, *a: Any, **kw: Any) -> str:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    assert refusal(fresh, {**CPU, "api_key_file": key}) == \
+        f"host data `api_key_file`: {key} cannot be read (PermissionError: Permission denied); " \
+        "fix: point it at a text file on the controller, readable by the user running " \
+        "pyinfra, that holds the key"
+
+
+def test_a_key_of_two_lines_or_open_to_others_or_a_gateway_key_with_a_space(fresh, tmp_path):
+    two = _key(tmp_path, "cr.key", b"a\rb")
+    assert refusal(fresh, {**CPU, "api_key_file": two}) == \
+        f"host data `api_key_file`: the key in {two} holds more than one line; fix: keep the " \
+        "key alone on one line in the file"
+    shared = _key(tmp_path, "open.key", b"k", 0o644)
+    assert refusal(fresh, {**CPU, "api_key_file": shared}) == \
+        f"host data `api_key_file`: {shared} is readable by others; fix: chmod 600 {shared}"
+    spaced = _key(tmp_path, "sp.key", b"a b")
+    assert fresh.parse({**CPU, "api_key_file": spaced}).api_key_file == spaced  # a server's
+    assert refusal(fresh, {**CPU, "gateway": {"api_key_file": spaced}}) == \
+        f"host data `gateway.api_key_file`: the key in {spaced} holds a space or a control " \
+        "character; fix: use a key of printable characters without spaces, e.g. `openssl rand " \
+        "-hex 32`"
