@@ -37,7 +37,8 @@ DRAFT: dict[str, Any] = {"profile": "q8-dflash-32k",
 def fresh() -> ModuleType:
     """core/hostdata.py executed anew (the file imported, under the name it is imported by,
     so its functions are those a run of the module makes), left out of sys.modules: the
-    rest of the kit keeps the module it imported."""
+    rest of the kit keeps the module it imported. For each test (mutmut counts a test as
+    calling the declarations only where they are made in it)."""
     spec = importlib.util.spec_from_file_location(hostdata.__name__, hostdata.__file__)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -49,6 +50,13 @@ def fresh() -> ModuleType:
     finally:
         sys.modules[hostdata.__name__] = saved
     return module
+
+
+@pytest.fixture
+def imported() -> ModuleType:
+    """The module as the kit imported it: for the rules that run when a value is read (the
+    tests of what is declared at import take `fresh`)."""
+    return hostdata
 
 
 def refusal(module: ModuleType, data: dict[str, Any]) -> str:
@@ -459,12 +467,12 @@ def test_a_token_as_the_user_of_a_plain_http_url_is_refused(fresh):
     ({"bind_address": "x"}, "host data `bind_address`: 'x' is not an IP address; fix: use "
      "127.0.0.1"),
 ])
-def test_a_refusal_says_what_is_wrong_and_the_fix_word_for_word(fresh, data, line):
-    assert refusal(fresh, {**CPU, **data}) == line
+def test_a_refusal_says_what_is_wrong_and_the_fix_word_for_word(imported, data, line):
+    assert refusal(imported, {**CPU, **data}) == line
 
 
-def test_a_mirrors_url_is_read_without_its_final_slashes(fresh):
-    assert fresh.parse({**CPU, "hf_endpoint": "https://m/hub///"}).hf_endpoint == "https://m/hub"
+def test_a_mirrors_url_is_read_without_its_final_slashes(imported):
+    assert imported.parse({**CPU, "hf_endpoint": "https://m/hub///"}).hf_endpoint == "https://m/hub"
 
 
 def test_a_docs_pipe_is_escaped_in_the_readmes_table():
@@ -661,30 +669,30 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize(("data", "line"), REFUSALS)
-def test_each_refusal_names_what_is_wrong_in_the_value(fresh, data, line):
-    assert refusal(fresh, {**CPU, **data}) == line
+def test_each_refusal_names_what_is_wrong_in_the_value(imported, data, line):
+    assert refusal(imported, {**CPU, **data}) == line
 
 
-def test_a_gateway_address_is_a_host_name_of_up_to_253_characters(fresh):
+def test_a_gateway_address_is_a_host_name_of_up_to_253_characters(imported):
     name = ".".join(["a" * 63] * 4)[:253]
-    assert fresh.parse({**CPU, "gateway_address": name}).gateway_address == name
+    assert imported.parse({**CPU, "gateway_address": name}).gateway_address == name
     assert "is not an IP address or a host name" in \
-        refusal(fresh, {**CPU, "gateway_address": name + "b"})
+        refusal(imported, {**CPU, "gateway_address": name + "b"})
 
 
-def test_a_hub_file_name_up_to_255_characters_says_what_in_it_cannot_be_carried(fresh):
+def test_a_hub_file_name_up_to_255_characters_says_what_in_it_cannot_be_carried(imported):
     longest = "a b" + "x" * 247 + ".gguf"
     assert len(longest) == 255
-    assert refusal(fresh, {**CPU, "model_file": longest}).split(" holds ")[1].startswith(
+    assert refusal(imported, {**CPU, "model_file": longest}).split(" holds ")[1].startswith(
         "' ' (a space); fix: a model file name is")
     over = "a b" + "x" * 248 + ".gguf"
     assert "(256 characters) is longer than 255 characters; fix: give the file's name" in \
-        refusal(fresh, {**CPU, "model_file": over})
+        refusal(imported, {**CPU, "model_file": over})
 
 
-def test_a_word_after_a_text_flag_given_with_its_value_is_checked_as_a_flag(fresh):
+def test_a_word_after_a_text_flag_given_with_its_value_is_checked_as_a_flag(imported):
     """`--system-prompt=hi -c 5`: the prompt is in the flag's own word, so `-c` is a flag."""
-    assert fresh.parse({**CPU, "server_extra_args": ["--system-prompt", "-c"]}) \
+    assert imported.parse({**CPU, "server_extra_args": ["--system-prompt", "-c"]}) \
         .server_extra_args == ("--system-prompt", "-c")
 
 
@@ -736,8 +744,8 @@ def test_readme_fills_the_first_block_and_keeps_the_markers_words_after_it(tmp_p
     ({"source": {"git": "https://x/y"}}, "host data `source.ref`: missing; fix: pin the source "
      "to a commit or a named snapshot"),
 ])
-def test_more_refusals_word_for_word(fresh, data, line):
-    assert refusal(fresh, {**CPU, **data}) == line
+def test_more_refusals_word_for_word(imported, data, line):
+    assert refusal(imported, {**CPU, **data}) == line
 
 
 @pytest.mark.parametrize(("entry", "line"), [
@@ -752,8 +760,8 @@ def test_more_refusals_word_for_word(fresh, data, line):
      "beekeeper and pyinfra do not read it; fix: did you mean `services[0].port`? (or remove "
      "it)"),
 ])
-def test_a_services_entry_is_named_by_its_place(fresh, entry, line):
-    assert refusal(fresh, {"source": CPU["source"], "services": [entry]}) == line
+def test_a_services_entry_is_named_by_its_place(imported, entry, line):
+    assert refusal(imported, {"source": CPU["source"], "services": [entry]}) == line
 
 
 # ------------------------------------------------------------------ key files
@@ -765,35 +773,35 @@ def _key(tmp_path: Path, name: str, body: bytes, mode: int = 0o600) -> str:
     return str(path)
 
 
-def test_a_key_file_named_by_nothing_or_with_a_control_character_or_a_tilde(fresh):
+def test_a_key_file_named_by_nothing_or_with_a_control_character_or_a_tilde(imported):
     fix = "point it at a file on the controller that holds the key"
-    assert refusal(fresh, {**CPU, "api_key_file": ""}) == \
+    assert refusal(imported, {**CPU, "api_key_file": ""}) == \
         f"host data `api_key_file`: '' is not a file name; fix: {fix}"
-    assert refusal(fresh, {**CPU, "api_key_file": "/k\x01"}) == \
+    assert refusal(imported, {**CPU, "api_key_file": "/k\x01"}) == \
         "host data `api_key_file`: '/k\\x01' holds the control character '\\x01'; fix: give " \
         "the path without control or non-printable characters"
     home = str(Path("~/k").expanduser())
-    assert refusal(fresh, {**CPU, "api_key_file": "~/k"}) == \
+    assert refusal(imported, {**CPU, "api_key_file": "~/k"}) == \
         "host data `api_key_file`: '~/k' starts with ~, which nothing expands here; fix: " \
         f"give the path in full, e.g. {home!r}"
 
 
-def test_a_key_file_that_is_not_there_empty_or_not_text(fresh, tmp_path, monkeypatch):
+def test_a_key_file_that_is_not_there_empty_or_not_text(imported, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     fix = "point it at a file on the controller that holds the key"
-    assert refusal(fresh, {**CPU, "api_key_file": "rel.key"}) == \
+    assert refusal(imported, {**CPU, "api_key_file": "rel.key"}) == \
         "host data `api_key_file`: rel.key (relative to the folder pyinfra runs in: " \
         f"{tmp_path / 'rel.key'}) is missing or empty; fix: {fix}"
     empty = _key(tmp_path, "empty.key", b"")
-    assert refusal(fresh, {**CPU, "api_key_file": empty}) == \
+    assert refusal(imported, {**CPU, "api_key_file": empty}) == \
         f"host data `api_key_file`: {empty} is missing or empty; fix: {fix}"
     binary = _key(tmp_path, "bin.key", b"\xff\xfe")
-    assert refusal(fresh, {**CPU, "api_key_file": binary}) == \
+    assert refusal(imported, {**CPU, "api_key_file": binary}) == \
         f"host data `api_key_file`: {binary} is not text; fix: point it at a text file on the " \
         "controller, readable by the user running pyinfra, that holds the key"
 
 
-def test_a_key_file_the_user_cannot_read_says_why(fresh, tmp_path, monkeypatch):
+def test_a_key_file_the_user_cannot_read_says_why(imported, tmp_path, monkeypatch):
     """As a user other than root sees a key file of root's (mode 600)."""
     key = _key(tmp_path, "root.key", b"k")
 
@@ -801,23 +809,23 @@ def test_a_key_file_the_user_cannot_read_says_why(fresh, tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied", str(self))
 
     monkeypatch.setattr(Path, "read_text", denied)
-    assert refusal(fresh, {**CPU, "api_key_file": key}) == \
+    assert refusal(imported, {**CPU, "api_key_file": key}) == \
         f"host data `api_key_file`: {key} cannot be read (PermissionError: Permission denied); " \
         "fix: point it at a text file on the controller, readable by the user running " \
         "pyinfra, that holds the key"
 
 
-def test_a_key_of_two_lines_or_open_to_others_or_a_gateway_key_with_a_space(fresh, tmp_path):
+def test_a_key_of_two_lines_or_open_to_others_or_a_gateway_key_with_a_space(imported, tmp_path):
     two = _key(tmp_path, "cr.key", b"a\rb")
-    assert refusal(fresh, {**CPU, "api_key_file": two}) == \
+    assert refusal(imported, {**CPU, "api_key_file": two}) == \
         f"host data `api_key_file`: the key in {two} holds more than one line; fix: keep the " \
         "key alone on one line in the file"
     shared = _key(tmp_path, "open.key", b"k", 0o644)
-    assert refusal(fresh, {**CPU, "api_key_file": shared}) == \
+    assert refusal(imported, {**CPU, "api_key_file": shared}) == \
         f"host data `api_key_file`: {shared} is readable by others; fix: chmod 600 {shared}"
     spaced = _key(tmp_path, "sp.key", b"a b")
-    assert fresh.parse({**CPU, "api_key_file": spaced}).api_key_file == spaced  # a server's
-    assert refusal(fresh, {**CPU, "gateway": {"api_key_file": spaced}}) == \
+    assert imported.parse({**CPU, "api_key_file": spaced}).api_key_file == spaced  # a server's
+    assert refusal(imported, {**CPU, "gateway": {"api_key_file": spaced}}) == \
         f"host data `gateway.api_key_file`: the key in {spaced} holds a space or a control " \
         "character; fix: use a key of printable characters without spaces, e.g. `openssl rand " \
         "-hex 32`"
