@@ -6,7 +6,6 @@ and smoke-check it.
 """
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from pyinfra import host, state
@@ -36,7 +35,6 @@ from beekeeper.tasks import (
     smoke,
     supervisor,
 )
-from beekeeper.tasks.driver_preflight import archs_of_cards
 from beekeeper.tasks.hostfail import on_this_host
 
 
@@ -61,14 +59,12 @@ def deploy_host() -> None:
     # Hub models named by a branch or without a sha256 are pinned once, on the controller.
     if "model" in cfg.stages:
         cfg = pin_all(cfg)
-    # Host facts that rule the deploy out stop here too, before any change.
+    # Host facts that rule the deploy out stop here too, before any change. What preflight
+    # resolved from them is the tasks' (HostFacts): the runtime (supervisor where PID 1 is
+    # not systemd), the CUDA release (the host's own toolkit where it builds for the card,
+    # the driver's where the image follows it) and the archs (each card's where they differ)
     facts = preflight.check(cfg, kept)
     check_token_file(cfg)
-    # what preflight chose from the host: the runtime (supervisor where PID 1 is not
-    # systemd), and the host's own CUDA toolkit where it builds for the card
-    # and, on a host of cards of more than one arch (a 4090 and a 3090), a build for each
-    cfg = replace(cfg, runtime=facts.runtime, cuda_version=facts.cuda_version or cfg.cuda_version,
-                  cuda_arch=archs_of_cards(cfg, facts.gpu))
 
     # a GPU pod's persistent root: the kit's folders are links into it before anything is
     # written there (tasks/persist.py)
@@ -80,7 +76,7 @@ def deploy_host() -> None:
                                          + container_toolkit.ensure(cfg, facts))
 
     if not reboot_pending and "build" in cfg.stages:
-        if cfg.server_runtime.native:
+        if facts.runtime.native:
             artifact, build_ops = native.ensure(cfg, facts)  # the server binary
         else:
             artifact, build_ops = server_image.ensure(cfg, facts)  # the image tag
@@ -112,13 +108,13 @@ def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[O
     service takes before it starts, the others once every kept one passed its smoke check
     (a failed check stops the deploy there, and what ran keeps running)."""
     prune.ensure(cfg, "before", kept=kept)
-    if cfg.server_runtime.supervised:
+    if facts.runtime.supervised:
         supervisor.ensure(facts, restart=supervisord_stopped)
     smoke.install()
     persist.unsupervised(facts)
     for svc in cfg.services:
-        changed, _ = service.ensure(cfg, svc, artifact, upstream=model_ops)
-        smoke.check(cfg, svc, changed)
+        changed, _ = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
+        smoke.check(cfg, facts.runtime, svc, changed)
     # what no rollback needs goes, once every kept service passed its smoke check
     prune.ensure(cfg, "after", artifact, kept)
 

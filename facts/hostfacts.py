@@ -4,7 +4,9 @@ What preflight learned about the host, one typed record of the facts' records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from beekeeper.core.runtime import Runtime
 
 from .docker import DockerEngineInfo
 from .gpu import NvidiaSmiInfo
@@ -15,7 +17,11 @@ from .toolchain import HostToolsInfo
 @dataclass(frozen=True)
 class HostFacts:
     """
-    The host as preflight read it, for the tasks that follow:
+    The host as preflight read it, and what preflight resolved from it and host data, made
+    once per host (tasks/preflight.py check): the way the server runs, the CUDA release and
+    archs it is built for, the driver action, the tools to install. Tasks read these here;
+    HostConfig keeps only what host data asked (requested_runtime, requested_cuda_version,
+    requested_cuda_arch):
 
     .. code:: python
 
@@ -24,7 +30,9 @@ class HostFacts:
                   gpu=NvidiaSmiInfo(...) or None, free_model_dir_bytes=84221202432,
                   pci_nvidia_gpus=0, cpus=16, mem_total_bytes=67108864000,
                   machine="x86_64", compose_version="2.26.1" or None,
-                  persistent_root="/workspace/beekeeper" or None, port_orphans=(4242,))
+                  persistent_root="/workspace/beekeeper" or None, port_orphans=(4242,),
+                  runtime=Runtime("docker unit", ...), cuda_version="13.0.2",
+                  cuda_arch="86;89" or None)
     """
 
     os: OsReleaseInfo
@@ -41,14 +49,10 @@ class HostFacts:
     compose_version: str | None = None
     # the NVIDIA driver: "install" (none), "upgrade" (too old, host data upgrade_driver), None
     driver_action: str | None = None
-    # the CUDA release the image is built for where it follows the driver (cuda_follows_driver)
-    cuda_version: str | None = None
     # proxy variables /etc/environment sets, by name (the image build passes them on)
     proxy_vars: tuple[str, ...] = ()
     # the host's own tools (nvcc, cmake, c++, make, git, python3, setpriv)
     tools: HostToolsInfo | None = None
-    # what runs the server: "systemd", "compose", or "supervisor" where PID 1 is not systemd
-    runtime: str = "systemd"
     # the host's CUDA toolkit the native build uses (its nvcc), None: the kit installs one
     host_nvcc: str | None = None
     # packages of the build tools the host lacks, for apt to install (native builds)
@@ -62,6 +66,15 @@ class HostFacts:
     # service's port with no supervisor owning them (their supervisord was killed): the
     # deploy ends these pids before it starts the service under supervision
     port_orphans: tuple[int, ...] = ()
+    # what runs the server (core/runtime.py), from host data `mode` and the runtime: host
+    # data's, or supervisor where PID 1 is not systemd
+    runtime: Runtime = field(kw_only=True)
+    # the CUDA release the server is built for: host data `cuda_version`, the host's own
+    # toolkit's where the native build uses it, or the driver's (cuda_follows_driver)
+    cuda_version: str = field(kw_only=True)
+    # the arch list to build for: host data `cuda_arch`, else every card's where the host
+    # has cards of more than one arch ('86;89'); None: the build takes the first card's
+    cuda_arch: str | None = field(kw_only=True)
 
     @property
     def compute_cap(self) -> str | None:

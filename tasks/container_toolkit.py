@@ -26,16 +26,16 @@ PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
             "libnvidia-container-tools", "libnvidia-container1")
 
 
-def gpu_in_containers(cfg: HostConfig) -> bool:
+def gpu_in_containers(cfg: HostConfig, facts: HostFacts) -> bool:
     """A CUDA server in a container: the GPU must be seen from inside one, whatever the
     engine (Docker Desktop's included)."""
-    return cfg.server_runtime.container and cfg.service.profile.backend == "cuda"
+    return facts.runtime.container and cfg.service.profile.backend == "cuda"
 
 
 def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
     """The toolkit is installed and registered with the host's own engine; Docker Desktop's
     engine has its own GPU support and no nvidia-ctk to configure."""
-    return gpu_in_containers(cfg) and facts.docker.flavour != "docker-desktop"
+    return gpu_in_containers(cfg, facts) and facts.docker.flavour != "docker-desktop"
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
@@ -66,7 +66,7 @@ def check_in_container(cfg: HostConfig, facts: HostFacts, image: str,
     """The GPU seen from a container of the server image, for every CUDA server in a
     container (on Docker Desktop too, where the toolkit steps are left out); run again when
     the toolkit or the image changed in this run (`upstream`)."""
-    if not gpu_in_containers(cfg):
+    if not gpu_in_containers(cfg, facts):
         return []
     return [nvidia.gpu_checked_in_container(
         name="Check that the GPU is visible inside a container", image=image,

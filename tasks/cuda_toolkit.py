@@ -17,18 +17,18 @@ from beekeeper.operations.apt import missing_packages
 from . import nvidia_repos
 
 
-def wanted(cfg: HostConfig) -> bool:
+def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
     """Native builds need it; container mode only when host data asks."""
     if cfg.service.profile.backend != "cuda":
         return False
-    return cfg.server_runtime.native or cfg.install_cuda_toolkit
+    return facts.runtime.native or cfg.install_cuda_toolkit
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
-    if not wanted(cfg) or facts.host_nvcc:  # the host's own toolkit builds (preflight)
+    if not wanted(cfg, facts) or facts.host_nvcc:  # the host's own toolkit builds (preflight)
         return []
     # the release the image follows the driver to (cuda_follows_driver), else cuda_version
-    major, minor = (facts.cuda_version or cfg.cuda_version).split(".")[:2]
+    major, minor = facts.cuda_version.split(".")[:2]
     package = f"cuda-toolkit-{major}-{minor}"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
     loader = files.put(name="Add the CUDA libraries to the loader path",

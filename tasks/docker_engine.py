@@ -21,7 +21,7 @@ def host_packages(cfg: HostConfig, facts: HostFacts) -> list[str]:
     where the deploy downloads over HTTPS (a Hub model, a git source, Docker's images): a
     host that has what it needs (an offline GPU container) gets no apt transaction."""
     wanted = [] if facts.tools and facts.tools.python3 else ["python3"]
-    downloads = cfg.server_runtime.container or cfg.source.kind == "git" or any(
+    downloads = facts.runtime.container or cfg.source.kind == "git" or any(
         isinstance(m.source, HfSource) for s in cfg.services for m in s.models())
     return wanted + (["ca-certificates"] if downloads else [])
 
@@ -30,11 +30,11 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     installed = host.get_fact(DebPackages) or {}
     wanted = host_packages(cfg, facts)
-    if cfg.server_runtime.container and not facts.docker.present:
+    if facts.runtime.container and not facts.docker.present:
         # the engine, and on Debian 13 its client, a package of its own there (docker.io
         # only recommends it): beekeeper.core.distro knows which release needs which
         wanted += engine_packages(facts.os.as_mapping())
-    if cfg.server_runtime.compose and facts.compose_version is None:
+    if facts.runtime.compose and facts.compose_version is None:
         wanted.append(str(compose_package(facts.os.as_mapping(), facts.docker.flavour)))
     missing = [p for p in wanted if p not in installed]
     if missing:
@@ -42,7 +42,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
             name=f"Install host packages: {', '.join(missing)}",
             packages=missing, update=True, no_recommends=True,
         ))
-    if cfg.server_runtime.container and facts.docker.flavour != "docker-desktop":
+    if facts.runtime.container and facts.docker.flavour != "docker-desktop":
         ops.append(systemd.service(
             name="Enable and start the Docker engine",
             service="docker.service", running=True, enabled=True,

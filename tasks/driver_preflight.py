@@ -7,7 +7,7 @@ key). Called from tasks/preflight.py before any change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pyinfra import host
 
@@ -44,8 +44,9 @@ class DriverPlan:
 
 
 def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
-               os_id: str) -> DriverPlan:
-    """A CUDA profile: GPU, driver, arch; what the driver tasks are to do."""
+               os_id: str, cuda: str) -> DriverPlan:
+    """A CUDA profile: GPU, driver, arch; what the driver tasks are to do, for the CUDA
+    release `cuda` (host data's, or the host toolkit's that builds: tasks/preflight.py)."""
     if cfg.service.profile.backend != "cuda":
         return DriverPlan()
     pci = host.get_fact(PciNvidiaGpus)
@@ -57,7 +58,7 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
                              host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
                              cfg.allow_reboot, os_id)
         check_flavour_by_pci(cfg, host.get_fact(PciNvidiaDevices))
-    plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs)
+    plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs, cuda)
     if plan.action == "upgrade":
         check_secure_boot(host.get_fact(SecureBoot), os_id)
     if plan.action in ("install", "upgrade"):  # the kit installs the kernel headers
@@ -112,8 +113,11 @@ def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
 
 
 def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
-              pci_gpus: int, wsl_driver_packages: list[str]) -> DriverPlan:
-    """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image."""
+              pci_gpus: int, wsl_driver_packages: list[str],
+              cuda: str | None = None) -> DriverPlan:
+    """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image
+    (`cuda`: the release judged, cuda_judged())."""
+    cuda = cuda_judged(cfg, cuda)
     if wsl.is_wsl2 and wsl_driver_packages:
         raise PreflightError(
             "Linux NVIDIA driver packages", "are installed inside WSL2 "
@@ -121,7 +125,7 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             f"NVML", f"remove them (apt purge {' '.join(wsl_driver_packages)}) and deploy again",
             lead=" ", then=": ")
     if (gpu is None or not gpu.gpus) and not wsl.is_wsl2 and pci_gpus > 0:
-        driver_branch_to_install(cfg)  # refuses a branch that cannot run the chosen CUDA
+        driver_branch_to_install(cfg, cuda)  # refuses a branch that cannot run the chosen CUDA
         return DriverPlan(action="install")  # tasks/nvidia_driver.py installs it
     if gpu is None or not gpu.gpus:
         if wsl.is_wsl2:
@@ -138,29 +142,30 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             "driver is installed inside WSL2", "remove it (apt purge 'nvidia-*' 'libnvidia-*') "
             "and use the Windows driver", lead=" ", then="; ")
     unknown = next((c for c in gpu.gpus if c.compute_cap is None), None)
-    if unknown is not None and not cfg.cuda_arch:
+    if unknown is not None and not cfg.requested_cuda_arch:
         raise PreflightError(
             "nvidia-smi", f"prints no compute capability for the {unknown.name} ([N/A]: a "
             "vGPU, MIG or an older driver), so the kit cannot tell which CUDA arch to build "
             "for", "set host data `cuda_arch` to the card's (e.g. cuda_arch = '90' for an H100 or "
             "H200, '89' for an RTX 40xx; NVIDIA's CUDA GPUs page lists them)", lead=" ", then=": ")
-    check_generation(cfg, _cards(gpu))
+    check_generation(cfg, _cards(gpu), cuda)
     for card in gpu.gpus:  # every card: the unit gives the server every GPU
         cap = card.compute_cap
         if cap is None:  # not printed: the given cuda_arch is taken as the card's
             continue
-        if cfg.cuda_arch and not arch_runs_on(cfg.cuda_arch, cap):
+        asked = cfg.requested_cuda_arch
+        if asked and not arch_runs_on(asked, cap):
             raise PreflightError(
-                f"cuda_arch {cfg.cuda_arch}", f"has no kernels for the {card.name} (compute "
+                f"cuda_arch {asked}", f"has no kernels for the {card.name} (compute "
                 f"capability {cap}, sm_{cuda_arch_from_compute_cap(cap)})", "add "
                 f"{cuda_arch_from_compute_cap(cap)} to cuda_arch or remove the override",
                 lead=" ", then=": ")
     check_cards_memory(cfg, gpu)
-    why = driver_too_old(cfg, wsl, gpu)
-    plan = DriverPlan() if why is None else old_driver(cfg, wsl, gpu, why)
+    why = driver_too_old(cfg, wsl, gpu, cuda)
+    plan = DriverPlan() if why is None else old_driver(cfg, wsl, gpu, why, cuda)
     if plan.action == "upgrade":
         check_flavour(cfg, gpu)
-        check_branch_keeps_card(cfg, _cards(gpu))
+        check_branch_keeps_card(cfg, _cards(gpu), cuda)
     return plan
 
 
@@ -188,8 +193,8 @@ def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
     """The arch list to build for: host data `cuda_arch`, else every card's own arch when
     the host has cards of more than one (a 4090 and a 3090: '86;89'), else None (the
     build takes the one card's)."""
-    if cfg.cuda_arch or gpu is None or not gpu.gpus:
-        return cfg.cuda_arch
+    if cfg.requested_cuda_arch or gpu is None or not gpu.gpus:
+        return cfg.requested_cuda_arch
     archs = sorted({cuda_arch_from_compute_cap(c.compute_cap) for c in gpu.gpus
                     if c.compute_cap}, key=int)
     return ";".join(archs) if len(archs) > 1 else None
@@ -215,7 +220,15 @@ def _cards(gpu: NvidiaSmiInfo) -> list[tuple[str, str]]:
             for c in gpu.gpus if c.compute_cap]
 
 
-def check_generation(cfg: HostConfig, cards: list[tuple[str, str]]) -> None:
+def cuda_judged(cfg: HostConfig, cuda: str | None) -> str:
+    """The CUDA release preflight judges the driver and cards against: `cuda` where it is
+    another than host data's (the host's own toolkit builds: tasks/preflight.py; the driver
+    tasks pass HostFacts.cuda_version), else host data `cuda_version`."""
+    return cuda or cfg.requested_cuda_version
+
+
+def check_generation(cfg: HostConfig, cards: list[tuple[str, str]],
+                     cuda: str | None = None) -> None:
     """A card CUDA 13 cannot serve (Maxwell, Pascal, Volta; Kepler and older) is refused
     before any change, naming it, its last driver branch and the way that works: CUDA 12
     on branch 580 (the proprietary modules: the open ones need Turing)."""
@@ -229,21 +242,23 @@ def check_generation(cfg: HostConfig, cards: list[tuple[str, str]]) -> None:
             f"its last driver branch is {KEPLER_LAST_BRANCH} (CUDA 11.4), older than any "
             "CUDA the kit builds for", "use a Turing or newer card, or a CPU profile",
             lead=", ")
-    if cudacompat.major_minor(cfg.cuda_version)[0] >= 13:
+    cuda = cuda_judged(cfg, cuda)
+    if cudacompat.major_minor(cuda)[0] >= 13:
         raise PreflightError(
             name, "Maxwell, Pascal or Volta, which CUDA 13 dropped (cuda_version is "
-            f"{cfg.cuda_version}; CUDA 12 is their last), and NVIDIA's branch "
+            f"{cuda}; CUDA 12 is their last), and NVIDIA's branch "
             f"{LAST_BRANCH_BELOW_TURING} is their last driver", "set driver_flavour = "
             f"'proprietary', cuda_version = '12.9.1' and driver_branch = "
             f"{LAST_BRANCH_BELOW_TURING}, or use a Turing or newer card")
-    check_branch_keeps_card(cfg, cards)
+    check_branch_keeps_card(cfg, cards, cuda)
 
 
-def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]]) -> None:
+def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]],
+                            cuda: str | None = None) -> None:
     """The branch the kit would install (or upgrade to) still drives every card: never a
     branch after 580 on a Maxwell, Pascal or Volta card, which that branch dropped."""
     old = [(n, c) for n, c in cards if _cap(c) < CUDA13_MIN_CAP]
-    branch = cfg.driver_branch or cudacompat.branch_for_cuda(cfg.cuda_version)
+    branch = cfg.driver_branch or cudacompat.branch_for_cuda(cuda_judged(cfg, cuda))
     if old and branch is not None and branch > LAST_BRANCH_BELOW_TURING:
         raise PreflightError(
             host_data("driver_branch"), f"branch {branch} drops Maxwell, Pascal and Volta, "
@@ -251,59 +266,65 @@ def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]]) -> No
             f"driver_branch = {LAST_BRANCH_BELOW_TURING} (with cuda_version = '12.9.1')")
 
 
-def driver_branch_to_install(cfg: HostConfig) -> int:
+def driver_branch_to_install(cfg: HostConfig, cuda: str | None = None,
+                             branch: int | None = None) -> int:
     """The driver branch the kit installs on native Linux: host data `driver_branch`, else
     the branch NVIDIA ships with the chosen CUDA (release notes, Table 3), so the driver
-    reports at least the image's CUDA and its NVIDIA_REQUIRE_CUDA holds."""
-    mm = cudacompat.major_minor(cfg.cuda_version)
-    shipped = cudacompat.branch_for_cuda(cfg.cuda_version)
-    given = cfg.driver_branch
+    reports at least the image's CUDA and its NVIDIA_REQUIRE_CUDA holds. `cuda`: the release
+    judged (cuda_judged()); `branch`: one to judge instead of host data's driver_branch."""
+    cuda = cuda_judged(cfg, cuda)
+    mm = cudacompat.major_minor(cuda)
+    shipped = cudacompat.branch_for_cuda(cuda)
+    given = cfg.driver_branch if branch is None else branch
     if given is None:
         if shipped is None:
             raise PreflightError(
-                host_data("cuda_version"), f"no known driver branch for CUDA {cfg.cuda_version}",
+                host_data("cuda_version"), f"no known driver branch for CUDA {cuda}",
                 "set driver_branch to the branch NVIDIA's release notes give for it", then=": ")
         return shipped
     branch = int(given)
     runs = cudacompat.cuda_of_branch(branch)
-    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+    floor = cudacompat.minor_compat_branch(cuda)
     # container: the runtime checks NVIDIA_REQUIRE_CUDA against the driver's CUDA version;
     # native: minor version compatibility runs any 13.x build on the major's floor branch
     if (cfg.mode == "container" and (runs is None or runs < mm)) or branch < floor:
         raise PreflightError(
             host_data("driver_branch"), f"{branch} runs CUDA "
             f"{cudacompat.spell(runs) if runs else 'older than ' + cudacompat.spell(mm)}, "
-            f"but cuda_version is {cfg.cuda_version} (the image asks cuda>="
+            f"but cuda_version is {cuda} (the image asks cuda>="
             f"{cudacompat.spell(mm)})", f"set driver_branch = {shipped or floor} or remove it",
             then=": ")
     return branch
 
 
-def older_branch_advice(cfg: HostConfig, branch: int) -> str:
+def older_branch_advice(cfg: HostConfig, branch: int, cuda: str | None = None) -> str:
     """What Debian 12's dkms stop offers when `branch` cannot be installed: an older branch
     the kit knows that still runs cuda_version here (driver_branch_to_install's own rule, so
     the advice is never a branch it would refuse: for CUDA 13 none below 580), else CUDA
     13.0 on branch 580 where the CUDA 13 major allows it, else no older branch."""
-    def runs(b: int, c: HostConfig) -> bool:
+    cuda = cuda_judged(cfg, cuda)
+
+    def runs(b: int, c: str) -> bool:
         try:
-            return driver_branch_to_install(replace(c, driver_branch=b)) == b
+            return driver_branch_to_install(cfg, c, b) == b
         except PreflightError:
             return False
 
     known = sorted(set(cudacompat.TOOLKIT_DRIVER_BRANCH.values()), reverse=True)
-    older = [b for b in known if b < branch and runs(b, cfg)]
+    older = [b for b in known if b < branch and runs(b, cuda)]
     if older:
         return (f"set driver_branch = {older[0]} (an older branch that still runs CUDA "
-                f"{cfg.cuda_version} in {cfg.mode} mode)")
-    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+                f"{cuda} in {cfg.mode} mode)")
+    floor = cudacompat.minor_compat_branch(cuda)
     release = cudacompat.newest_release(cudacompat.cuda_of_branch(floor) or (0, 0))
-    if release and floor < branch and runs(floor, replace(cfg, cuda_version=release)):
-        return (f"no older branch runs CUDA {cfg.cuda_version} in {cfg.mode} mode: set "
+    if release and floor < branch and runs(floor, release):
+        return (f"no older branch runs CUDA {cuda} in {cfg.mode} mode: set "
                 f"cuda_version = '{release}' and driver_branch = {floor} (its branch)")
-    return f"no older branch the kit knows runs CUDA {cfg.cuda_version} in {cfg.mode} mode"
+    return f"no older branch the kit knows runs CUDA {cuda} in {cfg.mode} mode"
 
 
-def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | None:
+def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
+                   cuda: str | None = None) -> str | None:
     """Why the installed driver cannot run the chosen CUDA, before any change; None if it can.
 
     Container mode: the NVIDIA container runtime judges the image's NVIDIA_REQUIRE_CUDA
@@ -318,15 +339,17 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | N
     set NVIDIA_DISABLE_REQUIRE.
     Native mode: NVIDIA's minor version compatibility runs a 13.x build on any driver
     >= 580; the kit builds SASS for the GPU's own arch, so no PTX JIT is needed.
+    `cuda`: the release judged (cuda_judged()).
     """
-    mm = cudacompat.major_minor(cfg.cuda_version)
-    floor = cudacompat.minor_compat_branch(cfg.cuda_version)
+    cuda = cuda_judged(cfg, cuda)
+    mm = cudacompat.major_minor(cuda)
+    floor = cudacompat.minor_compat_branch(cuda)
     reported = reported_cuda(gpu)
     new_enough = gpu.driver_branch is None or gpu.driver_branch >= floor
     if cfg.mode == "container":
         # forward compatibility: data-center cards only (cudacompat.FORWARD_COMPAT_BRANDS)
         brand = None if wsl.is_wsl2 else cudacompat.forward_compat_brand(gpu.brand)
-        cuda_clause, *brand_clauses = cudacompat.require_cuda(cfg.cuda_version).split()
+        cuda_clause, *brand_clauses = cudacompat.require_cuda(cuda).split()
         # the brand clauses stand alone (forward compatibility); the cuda clause holds only
         # with a driver of the CUDA major's branches (a reported CUDA a branch below the
         # floor could not report is facts out of step, not a driver that runs the image)
@@ -338,15 +361,15 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo) -> str | N
         return None
     if gpu.driver_branch is not None and gpu.driver_branch < floor:
         return (f"driver {gpu.driver_version} is older than {floor}, which CUDA "
-                f"{cfg.cuda_version} needs")
+                f"{cuda} needs")
     brand = f", brand {gpu.brand}" if gpu.brand else ""
     require = f"(NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)})"
     if reported is None:
         return (f"{_the_driver(gpu)} reports no CUDA version (no \"CUDA Version\" in "
                 f"nvidia-smi{_no_cuda_of_branch(gpu)}){brand}, so the kit cannot tell that it "
-                f"runs the image's CUDA {cfg.cuda_version} {require}")
+                f"runs the image's CUDA {cuda} {require}")
     return (f"driver {gpu.driver_version} reports CUDA {reported}{brand}, older than the "
-            f"image's CUDA {cfg.cuda_version} {require}")
+            f"image's CUDA {cuda} {require}")
 
 
 def reported_cuda(gpu: NvidiaSmiInfo) -> str | None:
@@ -378,7 +401,8 @@ def _no_cuda_of_branch(gpu: NvidiaSmiInfo) -> str:
         if gpu.driver_branch else ""
 
 
-def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> DriverPlan:
+def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
+               cuda: str | None = None) -> DriverPlan:
     """A driver older than cuda_version needs: the image follows it (host data
     `cuda_follows_driver`), the kit replaces it (`upgrade_driver`, native Linux), or the
     deploy stops with one line offering both. The default stops: replacing a working driver
@@ -404,7 +428,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str) -> D
             else ""
         raise PreflightError(*_the_driver_and(gpu, why), "update the NVIDIA driver on Windows, "
                              f"or set cuda_version{a_release}{follows}", lead=" ", then=": ")
-    branch = driver_branch_to_install(cfg)
+    branch = driver_branch_to_install(cfg, cuda)
     if cfg.upgrade_driver:
         return DriverPlan(action="upgrade")
     follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \

@@ -22,7 +22,8 @@ from . import source
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
     """Returns the path of the server binary the unit should run, and the operations."""
-    spec = build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine)
+    spec = build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine,
+                      cuda_version=facts.cuda_version, cuda_arch=facts.cuda_arch)
     tag = spec.tag()
     dest = install_dir(NATIVE_PREFIX, tag)
     slug = tag.split(":", 1)[1]

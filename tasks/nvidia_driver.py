@@ -69,7 +69,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     released = old_holds_released(facts)
     if not needs_driver(cfg, facts):
         return False, released
-    branch = driver_branch_to_install(cfg)
+    branch = driver_branch_to_install(cfg, facts.cuda_version)
     pinning = f"nvidia-driver-pinning-{branch}"
     driver = driver_package(cfg.driver_flavour)
     headers = [f"linux-headers-{facts.wsl.kernel_release}"]  # Wsl fact: `uname -r`
@@ -78,7 +78,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     upgrade = facts.driver_action == "upgrade"
     ops = released + nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
     ops += _debian_steps(facts, [pinning, driver], branch, upgrade,
-                         older_branch_advice(cfg, branch))
+                         older_branch_advice(cfg, branch, facts.cuda_version))
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
                   src=io.StringIO("blacklist nouveau\noptions nouveau modeset=0\n"),
@@ -98,7 +98,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
         nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
                                 package=driver, after_purge=upgrade),
     ]
-    return _after_install(cfg, ops, bool(cfg.cuda_arch or facts.compute_cap))
+    return _after_install(cfg, ops, bool(facts.cuda_arch or facts.compute_cap))
 
 
 def _debian_steps(facts: HostFacts, packages: list[str], branch: int,

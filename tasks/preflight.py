@@ -5,7 +5,6 @@ Preflight: read the host's facts and stop with one clear message before any chan
 from __future__ import annotations
 
 import shlex
-from dataclasses import replace
 from typing import Any
 
 from pyinfra import host
@@ -37,6 +36,7 @@ from beekeeper.core.paths import (
 )
 from beekeeper.core.planner import Prediction
 from beekeeper.core.profiles import FileSource
+from beekeeper.core.runtime import runtime_of
 from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
 from beekeeper.facts.docker import (
@@ -72,7 +72,7 @@ from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.facts.toolchain import HostTools, HostToolsInfo, OthersCannotRead
 from beekeeper.facts.volume import FsOf
 
-from .driver_preflight import check_cuda
+from .driver_preflight import archs_of_cards, check_cuda
 from .say import say, warn
 
 GIB = 1 << 30
@@ -236,7 +236,7 @@ def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
                   docker: DockerEngineInfo) -> str | None:
     """Runtime "compose": the compose v2 plugin is there, or a package of the host's sources
     brings it (tasks/docker_engine.py installs it); otherwise refused before any change."""
-    if cfg.runtime != "compose":
+    if cfg.requested_runtime != "compose":
         return None
     version = host.get_fact(ComposeVersion) if docker.present else None
     release = os_release.as_mapping()
@@ -252,16 +252,16 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
     """What runs the server: systemd where it is PID 1 (the runtime host data names), else
     the kit's own supervisord (native mode only: no Docker engine without systemd)."""
     if init.systemd:
-        return cfg.runtime
-    if wsl.is_wsl2 and cfg.runtime != "supervisor":
+        return cfg.requested_runtime
+    if wsl.is_wsl2 and cfg.requested_runtime != "supervisor":
         raise PreflightError(
             "systemd", "is not PID 1 in this WSL2 distro", "add '[boot]\\nsystemd=true' to "
             "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again (or "
             "runtime = 'supervisor' with mode = 'native')", lead=" ", then=": ")
-    if cfg.runtime_given and cfg.runtime != "supervisor":
+    if cfg.runtime_given and cfg.requested_runtime != "supervisor":
         raise PreflightError(
-            host_data("runtime"), f"{cfg.runtime!r} needs systemd as PID 1, and PID 1 here is "
-            f"{init.pid1!r} (a container)", "remove `runtime` (the server then runs under "
+            host_data("runtime"), f"{cfg.requested_runtime!r} needs systemd as PID 1, and PID 1 "
+            f"here is {init.pid1!r} (a container)", "remove `runtime` (the server then runs under "
             "the kit's own supervisord) and set mode = 'native'")
     if cfg.mode != "native":
         raise PreflightError(
@@ -373,13 +373,15 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     if not gpu or not gpu.gpus:
         return None
     from beekeeper.core.build import cuda_arch_from_compute_cap
-    archs = ([a.strip() for a in cfg.cuda_arch.replace(";", ",").split(",") if a.strip()]
-             if cfg.cuda_arch else
+    asked = cfg.requested_cuda_arch
+    archs = ([a.strip() for a in asked.replace(";", ",").split(",") if a.strip()]
+             if asked else
              sorted({cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus
                      if g.compute_cap}))
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
-        warn(f"{choice.why}: the kit installs CUDA {cfg.cuda_version}'s toolkit instead")
+        warn(f"{choice.why}: the kit installs CUDA {cfg.requested_cuda_version}'s toolkit "
+             "instead")
         return None
     say(choice.why)
     return ".".join((tools.nvcc_version or "").split(".")[:2])
@@ -595,12 +597,14 @@ IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
 
 def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
                   cuda_version: str | None) -> bool:
-    """Whether this deploy builds the server image (container mode, its tag not there)."""
+    """Whether this deploy builds the server image (container mode, its tag not there):
+    for `cuda_version` where the image follows the driver, else host data's release."""
     if cfg.mode != "container" or "build" not in cfg.stages:
         return False
-    build_cfg = replace(cfg, cuda_version=cuda_version) if cuda_version else cfg
     cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
-    tag = build_spec(build_cfg, cap, res.cpus, res.mem_total_bytes, res.machine).tag()
+    tag = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
+                     cuda_version=cuda_version or cfg.requested_cuda_version,
+                     cuda_arch=cfg.requested_cuda_arch).tag()
     return not host.get_fact(DockerImageId, tag=tag)
 
 
@@ -759,9 +763,8 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     check_docker(cfg, os_release, docker)
     compose_version = check_compose(cfg, os_release, docker)
     host_cuda = check_host_toolkit(cfg, tools, gpu)
-    if host_cuda:  # the driver and the build are judged against the toolkit that builds
-        cfg = replace(cfg, cuda_version=host_cuda)
-    plan = check_cuda(cfg, wsl, gpu, os_release.id)
+    # the driver and the build are judged against the toolkit that builds
+    plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.requested_cuda_version)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
@@ -780,13 +783,16 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
         warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
     if runtime == "supervisor":
         warn_supervisor_restart(init, persistent_root)
+    # what the tasks read instead of host data's runtime, CUDA release and archs
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
-                     driver_action=plan.action, cuda_version=plan.cuda_version or host_cuda,
+                     driver_action=plan.action, runtime=runtime_of(cfg.mode, runtime),
+                     cuda_version=plan.cuda_version or host_cuda or cfg.requested_cuda_version,
+                     cuda_arch=archs_of_cards(cfg, gpu),
                      proxy_vars=proxy_vars if building else (),
                      compose_version=compose_version,
                      cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine,
-                     tools=tools, runtime=runtime, host_nvcc=tools.nvcc if host_cuda else None,
+                     tools=tools, host_nvcc=tools.nvcc if host_cuda else None,
                      install_tools=tuple(install_tools), persistent_root=persistent_root,
                      port_orphans=port_orphans)
 

@@ -5,7 +5,6 @@ Server image: render the Dockerfile, send the build context, build once per inpu
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 from pathlib import Path
 
 from pyinfra import host
@@ -25,11 +24,10 @@ from . import source
 
 
 def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
-    """The build for this host; for the CUDA release the installed driver runs where host
-    data `cuda_follows_driver` lets preflight pick it (facts.cuda_version)."""
-    if facts.cuda_version:
-        cfg = replace(cfg, cuda_version=facts.cuda_version)
-    return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine)
+    """The build for this host, for the CUDA release and archs preflight resolved (the
+    release the installed driver runs where host data `cuda_follows_driver` lets it)."""
+    return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine,
+                      cuda_version=facts.cuda_version, cuda_arch=facts.cuda_arch)
 
 
 def preloads(cfg: HostConfig) -> list[OperationMeta]:

@@ -1,7 +1,8 @@
 """
 Service: render the systemd unit that runs the server (runtime "systemd": the unit runs the
 container; runtime "compose": a compose file, whose project the unit brings up and down),
-start it, restart it only when something that matters changed.
+start it, restart it only when something that matters changed. `rt`: the way this host runs
+its servers as preflight resolved it (HostFacts.runtime).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from beekeeper.core.deployed import RECORD_VERSION, DeployedService
 from beekeeper.core.paths import ServicePaths, prev
 from beekeeper.core.profiles import ModelFile
 from beekeeper.core.render import render, sd_quote
+from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
 from beekeeper.operations import secrets
 from beekeeper.operations.secrets import env_line, secret_content, sha1_text
@@ -33,10 +35,10 @@ def paths(svc: ServiceConfig) -> ServicePaths:
     return ServicePaths(svc.name)
 
 
-def server_args(cfg: HostConfig, svc: ServiceConfig) -> list[str]:
+def server_args(cfg: HostConfig, rt: Runtime, svc: ServiceConfig) -> list[str]:
     """The server's arguments: its model files on the host (native), or in the container's
     read-only model mount."""
-    native = cfg.server_runtime.native
+    native = rt.native
 
     def where(m: ModelFile) -> str:
         return m.host_path(cfg.model_dir) if native else model_path(m.filename)
@@ -45,21 +47,21 @@ def server_args(cfg: HostConfig, svc: ServiceConfig) -> list[str]:
     return [*args, "--alias", svc.alias, *svc.extra_args]
 
 
-def container(cfg: HostConfig, svc: ServiceConfig, image: str) -> ContainerSpec:
+def container(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> ContainerSpec:
     """The service's container, one spec for the plain unit and the compose file."""
     p = paths(svc)
-    return ContainerSpec(name=p.container, image=image, args=tuple(server_args(cfg, svc)),
+    return ContainerSpec(name=p.container, image=image, args=tuple(server_args(cfg, rt, svc)),
                          model_dir=cfg.model_dir, bind_address=svc.bind_address,
                          port=svc.port, service=svc.name, profile=svc.profile.name,
                          env_file=p.secrets_env if svc.api_key_file else None,
                          gpu=svc.profile.backend == "cuda")
 
 
-def _context(cfg: HostConfig, svc: ServiceConfig, artifact: str) -> dict:
+def _context(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str) -> dict:
     """What the unit templates share: the server's arguments, paths, secrets."""
     p = paths(svc)
     return dict(svc=svc, unit=p.unit_name, container=p.container, binary=artifact,
-                model_dir=cfg.model_dir, args=server_args(cfg, svc),
+                model_dir=cfg.model_dir, args=server_args(cfg, rt, svc),
                 gpu=svc.profile.backend == "cuda", conf_dir=p.conf_dir, paths=p,
                 env_file=p.secrets_env if svc.api_key_file else None,
                 program=p.program, log_file=p.server_log, launch=launch_script(svc))
@@ -80,37 +82,37 @@ def launch_script(svc: ServiceConfig) -> str:
     return f"IFS= read -r LLAMA_API_KEY < {key} && export LLAMA_API_KEY && {drop}"
 
 
-def render_unit(cfg: HostConfig, svc: ServiceConfig, artifact: str,
+def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
                 docker_flavour: str | None = None) -> str:
     """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
-    spec = container(cfg, svc, artifact)
-    return render(cfg.server_runtime.template, docker_flavour=docker_flavour, spec=spec,
-                  run=docker_run(spec, sd_quote), **_context(cfg, svc, artifact))
+    spec = container(cfg, rt, svc, artifact)
+    return render(rt.template, docker_flavour=docker_flavour, spec=spec,
+                  run=docker_run(spec, sd_quote), **_context(cfg, rt, svc, artifact))
 
 
-def render_compose(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
+def render_compose(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> str:
     """The compose file of this service (runtime "compose"): the plain unit's container
     (container.py), in compose's words."""
-    spec = container(cfg, svc, image)
+    spec = container(cfg, rt, svc, image)
     return render("compose.yaml.j2", project=spec.name, unit=paths(svc).unit_name,
                   s=compose_service(spec))
 
 
-def secrets_env(cfg: HostConfig, key: str) -> str:
+def secrets_env(rt: Runtime, key: str) -> str:
     """The secrets env file's content. `docker run --env-file` takes the value after `=` as
     it is; compose parses env files (quotes, `$` interpolation), and takes a single-quoted
     value literally (config.py refuses `'` and `\\` in a key for compose)."""
-    return env_line("LLAMA_API_KEY", key, quoted=cfg.server_runtime.env_quoted)
+    return env_line("LLAMA_API_KEY", key, quoted=rt.env_quoted)
 
 
-def manifest(cfg: HostConfig, svc: ServiceConfig, image: str) -> str:
+def manifest(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> str:
     """What this service runs, for the host checks (verify/test_host.py) and rollbacks."""
-    return record(cfg, svc, image).to_json()
+    return record(cfg, rt, svc, image).to_json()
 
 
-def record(cfg: HostConfig, svc: ServiceConfig, image: str) -> DeployedService:
+def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> DeployedService:
     """The deployment record of this service (beekeeper/core/deployed.py)."""
-    p, rt = paths(svc), cfg.server_runtime
+    p = paths(svc)
     return DeployedService(
         service=svc.name, container=p.container, unit=rt.known_by(p),
         profile=svc.profile.name, mode=cfg.mode, image=image, runtime=rt.recorded,
@@ -127,20 +129,20 @@ def record(cfg: HostConfig, svc: ServiceConfig, image: str) -> DeployedService:
     )
 
 
-def _folders(cfg: HostConfig, p: ServicePaths) -> list[OperationMeta]:
+def _folders(rt: Runtime, p: ServicePaths) -> list[OperationMeta]:
     ops = [files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")]
-    if cfg.server_runtime.dropin:
+    if rt.dropin:
         ops.append(files.directory(
             name=f"Create the drop-in folder {p.unit_name}.d (yours; never written)",
             path=p.dropin_dir, mode="0755"))
-    if cfg.server_runtime.compose:
+    if rt.compose:
         ops.append(files.file(
             name=f"Create {p.compose_override} (yours; created empty, never written)",
             path=p.compose_override, present=True, touch=False))
     return ops
 
 
-def _secrets(cfg: HostConfig, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:
+def _secrets(rt: Runtime, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:
     if not svc.api_key_file:
         return []
     key = secret_content(svc.api_key_file).strip()
@@ -149,8 +151,8 @@ def _secrets(cfg: HostConfig, svc: ServiceConfig, p: ServicePaths) -> list[Opera
                            src=svc.api_key_file, dest=p.api_key),
         secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
                                 key_path=p.api_key, env_path=p.secrets_env,
-                                expected_sha1=sha1_text(secrets_env(cfg, key)),
-                                var="LLAMA_API_KEY", quoted=cfg.server_runtime.env_quoted),
+                                expected_sha1=sha1_text(secrets_env(rt, key)),
+                                var="LLAMA_API_KEY", quoted=rt.env_quoted),
     ]
 
 
@@ -168,14 +170,14 @@ def _rollback_copy(p: ServicePaths, running: bool, what: str) -> OperationMeta:
                         commands=[f"{drop} && {keep}"])
 
 
-def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
+def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
            upstream: list[OperationMeta]) -> tuple[bool, list[OperationMeta]]:
     """Returns whether this run changes the service, and the operations queued."""
-    p, rt = paths(svc), cfg.server_runtime
-    ops = _folders(cfg, p)
-    new_unit = render_unit(cfg, svc, image, host.get_fact(DockerEngine).flavour)
-    new_compose = render_compose(cfg, svc, image) if rt.compose else None
-    secret_ops = _secrets(cfg, svc, p)
+    p = paths(svc)
+    ops = _folders(rt, p)
+    new_unit = render_unit(cfg, rt, svc, image, host.get_fact(DockerEngine).flavour)
+    new_compose = render_compose(cfg, rt, svc, image) if rt.compose else None
+    secret_ops = _secrets(rt, svc, p)
     ops += secret_ops
     unit_path = rt.unit_file(p)
     running_sha = host.get_fact(Sha1File, path=unit_path)
@@ -195,14 +197,14 @@ def ensure(cfg: HostConfig, svc: ServiceConfig, image: str,
     elif running_compose_sha is not None:
         # runtime "systemd" (or "supervisor") after "compose": nothing reads it any more
         # (`.prev` keeps it); where there is none, nothing to say
-        ops.append(files.file(name=f"Remove {p.compose_file} (runtime {cfg.runtime})",
+        ops.append(files.file(name=f"Remove {p.compose_file} (runtime {rt.runtime})",
                               path=p.compose_file, present=False))
     unit_op = files.put(name=f"Render {rt.described(p)}", src=io.StringIO(new_unit), dest=unit_path,
                         mode="0644")
     ops.append(unit_op)
     ops.append(files.put(name=f"Record what {rt.known_by(p)} runs "
                               "(deployed.json)",
-                         src=io.StringIO(manifest(cfg, svc, image)),
+                         src=io.StringIO(manifest(cfg, rt, svc, image)),
                          dest=p.manifest, mode="0644"))
     # a first start is no restart
     why = " (restart: inputs changed)" if changed and running_sha is not None else ""

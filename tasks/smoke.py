@@ -11,6 +11,7 @@ from pyinfra.operations import files
 from beekeeper import hostside
 from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.paths import HOSTSIDE_DIR, ServicePaths, hostside_script
+from beekeeper.core.runtime import Runtime
 from beekeeper.operations.persist import kit_folder
 from beekeeper.operations.smoke import smoke_checked
 
@@ -24,12 +25,13 @@ def install() -> list[OperationMeta]:
     return ops
 
 
-def check(cfg: HostConfig, svc: ServiceConfig, changed: bool) -> OperationMeta:
+def check(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, changed: bool) -> OperationMeta:
+    """The smoke check of `svc`, run by `rt` (HostFacts.runtime)."""
     paths = ServicePaths(svc.name)
     return smoke_checked(
         name=f"Wait for /health on port {svc.port} and smoke-check the API",
         port=svc.port, paths=paths, timeout_s=cfg.health_timeout_s, after_change=changed,
         api_key_file=paths.api_key if svc.api_key_file else None,
-        profile=svc.profile.name, bind_address=svc.bind_address, runtime=cfg.runtime,
-        container=cfg.server_runtime.container, model=svc.alias,
+        profile=svc.profile.name, bind_address=svc.bind_address, runtime=rt.runtime,
+        container=rt.container, model=svc.alias,
     )

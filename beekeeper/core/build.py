@@ -130,26 +130,29 @@ class BuildSpec:
 
 
 def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
-               mem_total_bytes: int = 0, machine: str = "x86_64") -> BuildSpec:
+               mem_total_bytes: int = 0, machine: str = "x86_64", *, cuda_version: str,
+               cuda_arch: str | None) -> BuildSpec:
     """The build for this host: `cpus` and `mem_total_bytes` size the parallel jobs
-    (host data `build_jobs` overrides); `machine` (`uname -m`) picks the CPU baseline."""
+    (host data `build_jobs` overrides); `machine` (`uname -m`) picks the CPU baseline;
+    `cuda_version` and `cuda_arch` as preflight resolved them (HostFacts), the arch of the
+    card of `compute_cap` where no arch list is given."""
     cpu = baseline_or_refuse(machine)
     profile = cfg.service.profile
     backend = profile.backend
     arch = None
     if backend == "cuda":
-        arch = cfg.cuda_arch or (
+        arch = cuda_arch or (
             cuda_arch_from_compute_cap(compute_cap) if compute_cap else DEFAULT_CUDA_ARCH
         )
     ubuntu = "ubuntu24.04"
-    default_build = (f"nvidia/cuda:{cfg.cuda_version}-devel-{ubuntu}" if backend == "cuda"
+    default_build = (f"nvidia/cuda:{cuda_version}-devel-{ubuntu}" if backend == "cuda"
                      else "debian:bookworm")
-    default_runtime = (f"nvidia/cuda:{cfg.cuda_version}-runtime-{ubuntu}" if backend == "cuda"
+    default_runtime = (f"nvidia/cuda:{cuda_version}-runtime-{ubuntu}" if backend == "cuda"
                        else "debian:bookworm-slim")
     return BuildSpec(
         source=cfg.source,
         backend=backend,
-        cuda_version=cfg.cuda_version,
+        cuda_version=cuda_version,
         cuda_arch=arch,
         # only where some K/V pair differs: then an f16 and a turbo4 profile share one image
         fa_all_quants=any(s.profile.server.needs_fa_all_quants for s in cfg.services),

@@ -35,7 +35,6 @@ from .hostdata import (
 )
 from .paths import DEFAULT_PORT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
-from .runtime import Runtime, runtime_of
 
 __all__ = ["DEFAULT_HF_ENDPOINT", "STAGES", "one_word"]
 
@@ -152,8 +151,11 @@ class HostConfig:
     model_dir: str
     state_dir: str
     source: SourceSpec
-    cuda_version: str
-    cuda_arch: str | None
+    # host data `cuda_version` and `cuda_arch`, as asked: the release and archs the server is
+    # built for are preflight's (HostFacts.cuda_version and cuda_arch: the host toolkit's
+    # release, the driver's where the image follows it, every card's arch)
+    requested_cuda_version: str
+    requested_cuda_arch: str | None
     vram_budget_gib: float
     health_timeout_s: int
     build_jobs: int | None
@@ -172,7 +174,9 @@ class HostConfig:
     hf_endpoint: str = DEFAULT_HF_ENDPOINT
     # build beellama's embedded web UI into the server (off: the kit serves the API)
     webui: bool = False
-    runtime: str = "systemd"
+    # host data `runtime`, or its default (compose with Docker Desktop, else systemd): what
+    # runs the server is preflight's (HostFacts.runtime: supervisor where PID 1 is not systemd)
+    requested_runtime: str = "systemd"
     # host data named the runtime (else preflight picks supervisor where PID 1 is not systemd)
     runtime_given: bool = False
     # services this host had and must not have any more (`state = "absent"`): see
@@ -205,11 +209,6 @@ class HostConfig:
     # the kernel modules the kit installs: NVIDIA's open modules (Turing and newer, required
     # for Blackwell) or the proprietary ones (needed before Turing)
     driver_flavour: str = "open"
-
-    @property
-    def server_runtime(self) -> Runtime:
-        """The way this host runs its servers (core/runtime.py), from mode and runtime."""
-        return runtime_of(self.mode, self.runtime)
 
     @property
     def service(self) -> ServiceConfig:
@@ -338,15 +337,15 @@ def load_host_config(data: Any) -> HostConfig:
         rule_compose_keys(services, hd.services is not None)
     gateway = _gateway(hd, services)
     return HostConfig(
-        mode=hd.mode, runtime=runtime, runtime_given=hd.runtime is not None,
+        mode=hd.mode, requested_runtime=runtime, runtime_given=hd.runtime is not None,
         services=services, absent=absent,
         model_dir=hd.model_dir, state_dir=hd.state_dir, source=_source(hd),
         persistent_root=hd.persistent_root, services_listed=hd.services is not None,
         base_images=hd.base_images.model_dump(exclude_none=True) if hd.base_images else {},
         preload_images=dict(hd.preload_images or {}), install_docker=hd.install_docker,
         gateway=gateway, gateway_address=hd.gateway_address,
-        vram_budget_gib=float(hd.vram_budget_gib), cuda_version=hd.cuda_version,
-        cuda_arch=hd.cuda_arch, build_jobs=hd.build_jobs,
+        vram_budget_gib=float(hd.vram_budget_gib), requested_cuda_version=hd.cuda_version,
+        requested_cuda_arch=hd.cuda_arch, build_jobs=hd.build_jobs,
         health_timeout_s=hd.health_timeout_s, stages=tuple(hd.stages),
         hf_endpoint=hd.hf_endpoint, webui=hd.server_webui,
         nvidia_repos=hd.nvidia_repos.model_dump(exclude_none=True) if hd.nvidia_repos else {},

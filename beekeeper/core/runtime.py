@@ -3,8 +3,9 @@ The four ways the kit runs a server, each written once: which file runs it (a sy
 around `docker run`, a unit around a compose project, a unit around the native binary, or a
 supervisord program), what the runtime knows it by, how it is told to start or stop, where
 its log is, and whether a compose file and a drop-in folder go with it (what a rollback puts
-back is ServicePaths.rollback_set, the same for all four). Picked once from host data's
-`mode` and `runtime` (config.py's rules decide those); tasks read the picked one's fields
+back is ServicePaths.rollback_set, the same for all four). Picked once per host by preflight
+from host data's `mode` and the runtime (host data's, which config.py's rules check, or
+supervisor where PID 1 is not systemd): HostFacts.runtime; tasks read the picked one's fields
 instead of asking `mode` and `runtime` again.
 """
 

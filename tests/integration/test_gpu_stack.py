@@ -133,12 +133,14 @@ def test_docker_desktop_unit_is_valid_for_the_hosts_systemd(gpu_host, tmp_path):
     """The unit rendered for Docker Desktop's WSL integration (no docker.service there) is
     one systemd accepts: `systemd-analyze verify` on the sandbox host."""
     from beekeeper.core.config import load_host_config
+    from beekeeper.core.runtime import runtime_of
     from beekeeper.tasks.service import render_unit
 
     cfg = load_host_config({"profile": "q8-turbo4-64k", "use_docker_desktop": True,
                             "source": {"git": "https://github.com/Anbeeld/beellama.cpp",
                                        "ref": "ba1fdce591f5a845cdbf6642767ecc1f8238519d"}})
-    unit = render_unit(cfg, cfg.service, "beekeeper/llama-server:x", "docker-desktop")
+    unit = render_unit(cfg, runtime_of(cfg.mode, cfg.requested_runtime), cfg.service,
+                       "beekeeper/llama-server:x", "docker-desktop")
     assert "Requires=docker.service" not in unit
     path = tmp_path / "beekeeper-desktop-check.service"
     path.write_text(unit)

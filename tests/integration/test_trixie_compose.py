@@ -20,6 +20,7 @@ import yaml
 from beekeeper import sandbox
 from beekeeper.core.config import load_host_config
 from beekeeper.core.profiles import PROFILES
+from beekeeper.core.runtime import runtime_of
 from beekeeper.tasks.service import render_compose
 from beekeeper.tunnel import ssh_tunnel
 from beekeeper.verify.client import ServerClient
@@ -145,7 +146,8 @@ def test_rendered_compose_files_pass_docker_compose_config_on_the_host(first, tm
                             "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}})
     folder = f"/root/compose-check-{variant}"  # on the sandbox host
     # the env file the compose file names must exist: a stand-in beside it
-    text = render_compose(cfg, cfg.service, "beekeeper/llama-server:x").replace(
+    rt = runtime_of(cfg.mode, cfg.requested_runtime)  # a host with systemd: as asked
+    text = render_compose(cfg, rt, cfg.service, "beekeeper/llama-server:x").replace(
         f"{CONF}/secrets.env", f"{folder}/secrets.env")
     assert on_host(f"mkdir -p {folder} && cat > {folder}/compose.yaml <<'EOF'\n{text}EOF\n"
                    f"printf '%s\\n' \"LLAMA_API_KEY='k3y-0123456789'\" > {folder}/secrets.env"

@@ -108,9 +108,10 @@ def decision(load: Any, data: dict[str, Any]) -> list[Any]:
     later = {"persistent_root": cfg.persistent_root} if cfg.persistent_root is not None else {}
     return ["ok", {**later,
         "services": services, "absent": list(cfg.absent), "mode": cfg.mode,
-        "runtime": cfg.runtime, "dirs": [cfg.model_dir, cfg.state_dir],
+        "runtime": cfg.requested_runtime, "dirs": [cfg.model_dir, cfg.state_dir],
         "source": [cfg.source.kind, cfg.source.ref, cfg.source.url, cfg.source.path],
-        "cuda": [cfg.cuda_version, cfg.cuda_arch, cfg.vram_budget_gib, cfg.build_jobs],
+        "cuda": [cfg.requested_cuda_version, cfg.requested_cuda_arch,
+                  cfg.vram_budget_gib, cfg.build_jobs],
         "run": [cfg.health_timeout_s, list(cfg.stages), cfg.hf_endpoint, cfg.webui],
         "images": [dict(cfg.base_images), dict(cfg.preload_images), cfg.install_docker],
         "gateway": gw and [gw.port, gw.bind_address, gw.api_key_file, gw.check_interval_s,

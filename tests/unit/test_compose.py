@@ -21,7 +21,7 @@ from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import OsReleaseInfo
 from beekeeper.tasks.service import render_compose, render_unit, secrets_env
 
-from .harness import run_deploy
+from .harness import requested_runtime, run_deploy
 from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts, names, uploaded
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"},
@@ -47,7 +47,7 @@ def _key_file(tmp_path, key="k3y-0123456789"):
 
 def _compose(data, image=TAG):
     cfg = load_host_config(data)
-    return yaml.safe_load(render_compose(cfg, cfg.service, image)), cfg
+    return yaml.safe_load(render_compose(cfg, requested_runtime(cfg), cfg.service, image)), cfg
 
 
 def _service_of(doc):
@@ -100,14 +100,15 @@ def test_the_api_key_is_never_in_the_compose_file_or_unit(tmp_path):
     key = "k3y-Zq9$x#1 w"
     data = {**CPU, "bind_address": "0.0.0.0", "api_key_file": _key_file(tmp_path, key)}
     cfg = load_host_config(data)
-    text = render_compose(cfg, cfg.service, TAG) + render_unit(cfg, cfg.service, TAG)
+    rt = requested_runtime(cfg)
+    text = render_compose(cfg, rt, cfg.service, TAG) + render_unit(cfg, rt, cfg.service, TAG)
     assert key not in text and "Zq9" not in text
-    assert _service_of(yaml.safe_load(render_compose(cfg, cfg.service, TAG)))["env_file"] == \
+    assert _service_of(yaml.safe_load(render_compose(cfg, rt, cfg.service, TAG)))["env_file"] == \
         ["/etc/beekeeper/llm/secrets.env"]
     # compose parses env files (quotes, `$`): single quotes keep the key as it is
-    assert secrets_env(cfg, key) == f"LLAMA_API_KEY='{key}'\n"
+    assert secrets_env(requested_runtime(cfg), key) == f"LLAMA_API_KEY='{key}'\n"
     plain = load_host_config({**data, "runtime": "systemd"})
-    assert secrets_env(plain, key) == f"LLAMA_API_KEY={key}\n"
+    assert secrets_env(requested_runtime(plain), key) == f"LLAMA_API_KEY={key}\n"
 
 
 @pytest.mark.parametrize("key", ["it's", "back\\slash"])
@@ -123,7 +124,7 @@ def test_a_key_compose_cannot_carry_is_refused_for_compose_only(tmp_path, key):
 
 def test_compose_unit_brings_the_project_up_and_down_and_logs_to_journald():
     cfg = load_host_config(CPU)
-    unit = render_unit(cfg, cfg.service, TAG)
+    unit = render_unit(cfg, requested_runtime(cfg), cfg.service, TAG)
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(unit)
     assert parser["Unit"]["Requires"] == "docker.service"
@@ -141,8 +142,8 @@ def test_compose_unit_brings_the_project_up_and_down_and_logs_to_journald():
 
 def test_docker_desktop_chooses_compose_and_needs_no_docker_service():
     cfg = load_host_config({**DEFAULTS, "use_docker_desktop": True})
-    assert cfg.runtime == "compose"
-    unit = render_unit(cfg, cfg.service, TAG, "docker-desktop")
+    assert cfg.requested_runtime == "compose"
+    unit = render_unit(cfg, requested_runtime(cfg), cfg.service, TAG, "docker-desktop")
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(unit)
     assert "Requires" not in parser["Unit"] and "docker.service" not in parser["Unit"]["After"]
@@ -150,8 +151,8 @@ def test_docker_desktop_chooses_compose_and_needs_no_docker_service():
     assert "compose --ansi never" in unit
     # an explicit choice wins
     assert load_host_config({**DEFAULTS, "use_docker_desktop": True,
-                             "runtime": "systemd"}).runtime == "systemd"
-    assert load_host_config(DEFAULTS).runtime == "systemd"
+                             "runtime": "systemd"}).requested_runtime == "systemd"
+    assert load_host_config(DEFAULTS).requested_runtime == "systemd"
 
 
 @pytest.mark.parametrize(("data", "problem"), [

@@ -15,7 +15,6 @@ import shlex
 import pytest
 import yaml
 
-from beekeeper.core.build import build_spec
 from beekeeper.core.config import load_host_config
 from beekeeper.core.container import (
     IMAGE,
@@ -28,6 +27,8 @@ from beekeeper.core.container import (
 )
 from beekeeper.core.render import render, sd_quote, yaml_plain
 from beekeeper.tasks.service import container, render_compose, render_unit
+
+from .harness import requested_build, requested_runtime
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
 GPU = {"profile": "q8-turbo4-64k", "source": {"git": "https://x/y", "ref": "a" * 40}}
@@ -96,26 +97,28 @@ def compose_read_back(text: str) -> tuple[str, dict]:
 
 @pytest.mark.parametrize("data", [CPU, {**CPU, "runtime": "compose"}])
 def test_the_api_key_env_file_is_in_both_only_when_a_key_is_set(tmp_path, data):
-    plain = container(cfg := load_host_config(data), cfg.service, TAG)
+    plain = container(cfg := load_host_config(data), requested_runtime(cfg), cfg.service, TAG)
     assert plain.env_file is None
     assert "--env-file" not in docker_run_args(plain)
     assert "env_file" not in compose_service(plain)
     keyed = load_host_config({**data, "api_key_file": key_file(tmp_path)})
-    s = container(keyed, keyed.service, TAG)
+    rt = requested_runtime(keyed)
+    s = container(keyed, rt, keyed.service, TAG)
     assert s.env_file == "/etc/beekeeper/llm/secrets.env"
     args = docker_run_args(s)
     assert args[args.index("--env-file") + 1] == s.env_file
     assert compose_service(s)["env_file"] == [s.env_file]
     # and in what the deploy writes
-    assert unit_words(render_unit(keyed, keyed.service, TAG)).count("--env-file") == (
-        1 if keyed.runtime == "systemd" else 0)
-    assert compose_read_back(render_compose(keyed, keyed.service, TAG))[1]["env_file"] == \
+    assert unit_words(render_unit(keyed, rt, keyed.service, TAG)).count("--env-file") == (
+        1 if keyed.requested_runtime == "systemd" else 0)
+    assert compose_read_back(render_compose(keyed, rt, keyed.service, TAG))[1]["env_file"] == \
         [s.env_file]
 
 
 def test_the_gpu_is_requested_only_on_a_gpu_host():
     cpu, gpu = load_host_config(CPU), load_host_config(GPU)
-    assert not container(cpu, cpu.service, TAG).gpu and container(gpu, gpu.service, TAG).gpu
+    assert not container(cpu, requested_runtime(cpu), cpu.service, TAG).gpu
+    assert container(gpu, requested_runtime(gpu), gpu.service, TAG).gpu
     assert "--gpus" not in docker_run_args(spec())
     assert "deploy" not in compose_service(spec())
     args = docker_run_args(spec(gpu=True))
@@ -126,7 +129,7 @@ def test_the_gpu_is_requested_only_on_a_gpu_host():
 
 def test_the_model_folder_is_mounted_read_only_and_the_server_reads_it_there():
     cfg = load_host_config({**CPU, "model_dir": "/data/m"})
-    s = container(cfg, cfg.service, TAG)
+    s = container(cfg, requested_runtime(cfg), cfg.service, TAG)
     assert s.args[:2] == ("-m", "/models/gemma-3-270m-q4_k_m.gguf")
     args = docker_run_args(s)
     assert args[args.index("--volume") + 1] == "/data/m:/models:ro"
@@ -163,7 +166,7 @@ def test_the_container_is_hardened_in_both():
 
 
 def test_the_image_runs_as_the_spec_user_and_serves_on_the_spec_port():
-    text = build_spec(load_host_config(CPU), None).dockerfile()
+    text = requested_build(load_host_config(CPU), None).dockerfile()
     assert f"USER {UID}:{UID}\n" in text and f"EXPOSE {PORT}\n" in text
     entry = json.loads(text.split("\nENTRYPOINT ", 1)[1].splitlines()[0])
     assert entry[-2:] == ["--port", str(PORT)] and entry == list(IMAGE.entrypoint)
@@ -197,11 +200,12 @@ def test_every_value_survives_the_compose_file_as_it_was():
     {**GPU, "runtime": "compose", "model_dir": "/srv/a\"b\\c ${X}/$$/ü;"}])
 def test_what_the_deploy_writes_is_the_spec(data):
     cfg = load_host_config(data)
-    s = container(cfg, cfg.service, HOSTILE)
-    _, service = compose_read_back(render_compose(cfg, cfg.service, HOSTILE))
+    rt = requested_runtime(cfg)
+    s = container(cfg, rt, cfg.service, HOSTILE)
+    _, service = compose_read_back(render_compose(cfg, rt, cfg.service, HOSTILE))
     assert service == compose_service(s)
-    if cfg.runtime == "systemd":
-        assert unit_words(render_unit(cfg, cfg.service, HOSTILE)) == \
+    if cfg.requested_runtime == "systemd":
+        assert unit_words(render_unit(cfg, rt, cfg.service, HOSTILE)) == \
             ["/usr/bin/docker", "run", *docker_run_args(s)]
 
 

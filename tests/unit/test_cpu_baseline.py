@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from beekeeper.core.build import BuildSpec, build_spec
+from beekeeper.core.build import BuildSpec
 from beekeeper.core.config import load_host_config
 from beekeeper.core.cpu import ARMV8_A, X86_64_V3, baseline_for
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.host import BuildResources, Resources, parse_resources
 
-from .harness import run_deploy
+from .harness import requested_build, run_deploy
 from .test_gpu_hosts import DEFAULTS, facts
 
 DATA = Path(__file__).parent / "data"
@@ -49,13 +49,13 @@ def test_an_amx_xeon_and_this_machine_both_run_the_baseline():
 
 def test_the_baseline_compiles_no_avx512_and_no_amx_for_cpu_and_cuda_images():
     for data, cap in ((CPU, None), (GPU, "8.9")):
-        flags = build_spec(load_host_config(data), cap).cmake_flags
+        flags = requested_build(load_host_config(data), cap).cmake_flags
         assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_NATIVE=ON" not in flags
         assert "-DGGML_AVX2=ON" in flags and "-DGGML_FMA=ON" in flags
         on = [f for f in flags if f.endswith("=ON")]
         assert not [f for f in on if "AVX512" in f or "AMX" in f or "VNNI" in f], on
         assert flags.count("-DGGML_NATIVE=OFF") == 1
-    spec = build_spec(load_host_config(CPU), None)
+    spec = requested_build(load_host_config(CPU), None)
     assert spec.variant == "cpu-x86-64-v3" and "-cpu-x86-64-v3-" in spec.tag()
     text = spec.dockerfile()
     assert "io.beekeeper.cpu-baseline=x86-64-v3" in text and "GGML_NATIVE=ON" not in text
@@ -64,11 +64,11 @@ def test_the_baseline_compiles_no_avx512_and_no_amx_for_cpu_and_cuda_images():
 def test_arm_hosts_get_their_own_baseline_and_other_archs_are_refused():
     assert baseline_for("aarch64") is ARMV8_A and baseline_for("arm64") is ARMV8_A
     assert baseline_for("amd64") is X86_64_V3
-    arm = build_spec(load_host_config(CPU), None, machine="aarch64")
+    arm = requested_build(load_host_config(CPU), None, machine="aarch64")
     assert arm.variant == "cpu-armv8-a" and "-DGGML_CPU_ARM_ARCH=armv8-a" in arm.cmake_flags
     assert not any("AVX" in f for f in arm.cmake_flags)
     with pytest.raises(PreflightError, match="riscv64"):
-        build_spec(load_host_config(CPU), None, machine="riscv64")
+        requested_build(load_host_config(CPU), None, machine="riscv64")
 
 
 def test_an_architecture_without_a_build_is_refused_alike_by_preflight_and_the_build():
@@ -77,7 +77,7 @@ def test_an_architecture_without_a_build_is_refused_alike_by_preflight_and_the_b
     said = ("the host's CPU architecture is riscv64: the kit builds the server for x86_64 "
             "and aarch64 only; fix: deploy to an x86_64 or aarch64 host")
     with pytest.raises(PreflightError) as built:
-        build_spec(load_host_config(CPU), None, machine="riscv64")
+        requested_build(load_host_config(CPU), None, machine="riscv64")
     riscv = Resources(cpus=4, mem_total_bytes=16 * 2**30, machine="riscv64",
                       cpu_flags=frozenset(), cpu_model="")
     with pytest.raises(PreflightError) as checked:
@@ -103,8 +103,8 @@ def test_a_cpu_without_avx2_is_refused_before_any_change_naming_what_it_lacks():
 
 
 def test_the_build_jobs_are_a_build_argument_not_part_of_the_tag():
-    small = build_spec(load_host_config(CPU), None, 2, 4 * 2**30)
-    big = build_spec(load_host_config(CPU), None, 16, 64 * 2**30)
+    small = requested_build(load_host_config(CPU), None, 2, 4 * 2**30)
+    big = requested_build(load_host_config(CPU), None, 16, 64 * 2**30)
     assert (small.jobs, big.jobs) == (2, 16)
     assert small.dockerfile() == big.dockerfile() and small.tag() == big.tag()
     assert "BUILD_JOBS=1" in small.dockerfile()  # the default: a build without the argument
@@ -124,7 +124,7 @@ def _changed(spec: BuildSpec) -> list[BuildSpec]:
 
 
 def test_every_input_of_the_binary_changes_the_tag_and_only_those(monkeypatch):
-    spec = build_spec(load_host_config(GPU), "8.9", 16, 64 * 2**30)
+    spec = requested_build(load_host_config(GPU), "8.9", 16, 64 * 2**30)
     tags = [s.tag() for s in _changed(spec)]
     assert spec.tag() not in tags and len(set(tags)) == len(tags)
     assert replace(spec, jobs=3).tag() == spec.tag()

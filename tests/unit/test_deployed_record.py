@@ -28,7 +28,7 @@ from beekeeper.core.deployed import (
 )
 from beekeeper.tasks.service import manifest
 
-from .harness import ROOT
+from .harness import ROOT, requested_runtime
 from .test_architecture import _python310
 from .test_engine_runtimes import written_manifest
 from .test_gpu_containers import MODEL, POD_DATA, SHA, pod
@@ -45,7 +45,7 @@ FIRST_KIT = {"service": "llm", "unit": "beekeeper-llm.service", "container": "be
 
 def written(data: dict, image: str = "img:1") -> str:
     cfg = load_host_config(data)
-    return manifest(cfg, cfg.service, image)
+    return manifest(cfg, requested_runtime(cfg), cfg.service, image)
 
 
 def test_a_compose_record_reads_back_field_for_field():

@@ -32,6 +32,7 @@ from .harness import (
     ROOT,
     port_owners,
     prepare_each_host,
+    requested_runtime,
     run_deploy,
 )
 from .test_gpu_hosts import DEFAULTS, NATIVE, facts, uploaded
@@ -187,9 +188,9 @@ def test_ctx_size_reaches_the_server_the_manifest_and_verify(ctx):
     svc = cfg.service
     args = svc.profile.server.args("/m/a.gguf")
     assert args[args.index("-c") + 1] == str(ctx)
-    unit = render_unit(cfg, svc, "img:1")
+    unit = render_unit(cfg, requested_runtime(cfg), svc, "img:1")
     assert f" -c {ctx} " in unit
-    assert f'"ctx_size": {ctx}' in manifest(cfg, svc, "img:1")
+    assert f'"ctx_size": {ctx}' in manifest(cfg, requested_runtime(cfg), svc, "img:1")
     e = svc.profile.expected
     assert 0 < e.niah_tokens < ctx and 0 < e.decode_ctx_tokens < ctx
     assert e.niah_tokens <= 500 and e.decode_ctx_tokens <= 1024  # never past the profile's
@@ -305,7 +306,8 @@ def test_systemd_quoting_refuses_control_characters(value):
 def test_hostile_model_dir_reaches_the_unit_as_one_argument(model_dir, mode):
     cfg = load_host_config(with_(model_dir=model_dir, mode=mode,
                                  server_extra_args=["--alias2", "a b'c$d%e"]))
-    unit = render_unit(cfg, cfg.service, "img:1" if mode == "container" else "/opt/b/s")
+    unit = render_unit(cfg, requested_runtime(cfg), cfg.service,
+                       "img:1" if mode == "container" else "/opt/b/s")
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(unit)
     argv = systemd_split(parser["Service"]["ExecStart"].replace("\\\n", " ").replace("\n", " "))

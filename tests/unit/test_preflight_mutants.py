@@ -248,7 +248,8 @@ def images(*tags: str) -> Any:
 
 
 def tag_of(c: Any, cap: str | None, res: Resources = RES) -> str:
-    return build_spec(c, cap, res.cpus, res.mem_total_bytes, res.machine).tag()
+    return build_spec(c, cap, res.cpus, res.mem_total_bytes, res.machine,
+                      cuda_version=c.requested_cuda_version, cuda_arch=c.requested_cuda_arch).tag()
 
 
 def test_the_image_is_missing_unless_its_own_tag_is_there():
@@ -264,7 +265,7 @@ def test_the_image_is_missing_unless_its_own_tag_is_there():
 
 def test_the_image_of_the_cuda_the_driver_runs_is_the_one_looked_for():
     c = cfg()
-    follow = tag_of(replace(c, cuda_version="13.0.2"), "8.9")
+    follow = tag_of(replace(c, requested_cuda_version="13.0.2"), "8.9")
     assert follow != tag_of(c, "8.9")
     with on_host(DockerImageId=images(follow)):
         assert pf.image_missing(c, RTX4090, RES, "13.0.2") is False

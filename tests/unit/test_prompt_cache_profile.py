@@ -8,6 +8,7 @@ from beekeeper.core.config import load_host_config
 from beekeeper.core.profiles import PROFILES
 from beekeeper.tasks.service import server_args
 
+from .harness import requested_runtime
 from .test_host_data import with_
 
 
@@ -28,4 +29,5 @@ def test_the_production_profile_turns_the_prompt_cache_off_and_its_twin_keeps_it
 def test_a_user_may_set_the_prompt_cache_after_the_profiles():
     cfg = load_host_config(with_(profile="q8-turbo4-64k",
                                  server_extra_args=["--cache-ram", "4096"]))
-    assert cache_ram(server_args(cfg, cfg.service)) == ["0", "4096"]  # the last counts
+    # the last counts
+    assert cache_ram(server_args(cfg, requested_runtime(cfg), cfg.service)) == ["0", "4096"]

@@ -10,6 +10,7 @@ from beekeeper.core.render import TEMPLATES_DIR
 from beekeeper.core.runtime import RUNTIMES, runtime_of
 from beekeeper.tasks.service import record
 
+from .harness import requested_runtime
 from .test_host_data import with_
 
 # host data -> (way, file that runs it, its name to the runtime, the record's runtime, a
@@ -32,12 +33,12 @@ WAYS = [
 def test_host_data_picks_one_way_and_the_record_keeps_it(data, name, unit_file, known_by,
                                                          recorded, compose, log, control):
     cfg = load_host_config(with_(**data))
-    rt, svc = cfg.server_runtime, cfg.service
+    rt, svc = requested_runtime(cfg), cfg.service
     p = ServicePaths(svc.name)
     assert rt.name == name and (TEMPLATES_DIR / rt.template).is_file()
     assert (rt.unit_file(p), rt.known_by(p)) == (unit_file, known_by)
     assert rt.control(p, "restart") == f"{control} {known_by}"
-    rec = record(cfg, svc, "img")
+    rec = record(cfg, rt, svc, "img")
     assert (rec.unit, rec.runtime) == (known_by, recorded)
     assert (rec.compose_file is not None, rec.log is not None) == (compose, log)
     # the file the deploy renders for this way is the one its template names

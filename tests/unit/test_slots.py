@@ -82,8 +82,10 @@ def test_the_record_keeps_the_slots_and_verify_sizes_by_them(tmp_path, capsys):
     from beekeeper.core.deployed import DeployedService
     from beekeeper.tasks.service import record
 
+    from .harness import requested_runtime
+
     cfg = load_host_config(with_(profile="q8-turbo4-64k", slots=2))
-    text = record(cfg, cfg.service, "img").to_json()
+    text = record(cfg, requested_runtime(cfg), cfg.service, "img").to_json()
     assert DeployedService.from_json(text).slots == 2
     args = verify_main.parser().parse_args(["--url", "http://127.0.0.1:8083"])
     assert verify_main.from_deployed(args, text, "gpu-box") is None

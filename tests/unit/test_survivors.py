@@ -167,11 +167,12 @@ def test_the_container_toolkits_hold_is_recorded_for_the_uninstall(tmp_path):
 # --- the host checks' decisions (verify/host_checks.py) ------------------------------------
 
 def _tag(profile: str, data: dict | None = None) -> str:
-    from beekeeper.core.build import build_spec
     from beekeeper.core.config import load_host_config
 
+    from .harness import requested_build
+
     cfg = load_host_config({**DEFAULTS, "profile": profile, **(data or {})})
-    return build_spec(cfg, "8.9" if cfg.service.profile.backend == "cuda" else None).tag()
+    return requested_build(cfg, "8.9" if cfg.service.profile.backend == "cuda" else None).tag()
 
 
 def test_an_image_of_a_profile_the_kit_does_not_know_is_gpu_checked_by_its_tag():

@@ -9,13 +9,14 @@ import pytest
 
 from beekeeper.core.build import (
     arch_runs_on,
-    build_spec,
     cuda_arch_from_compute_cap,
     min_driver_for_cuda,
 )
 from beekeeper.core.config import load_host_config
 from beekeeper.core.render import environment, render
 from beekeeper.tasks.service import render_unit
+
+from .harness import requested_build, requested_runtime
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
 GPU = {"profile": "q8-turbo4-64k",
@@ -30,7 +31,7 @@ def test_strict_undefined_catches_a_missing_key():
 
 def test_unit_parses_and_carries_the_secure_defaults():
     cfg = load_host_config(CPU)
-    text = render_unit(cfg, cfg.service, "beekeeper/llama-server:x")
+    text = render_unit(cfg, requested_runtime(cfg), cfg.service, "beekeeper/llama-server:x")
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(text)
     start = parser["Service"]["ExecStart"]
@@ -46,7 +47,7 @@ def test_unit_parses_and_carries_the_secure_defaults():
 
 def test_gpu_unit_asks_for_the_gpu():
     cfg = load_host_config(GPU)
-    text = render_unit(cfg, cfg.service, "img")
+    text = render_unit(cfg, requested_runtime(cfg), cfg.service, "img")
     assert "--gpus all" in text and "-ctk turbo4 -ctv turbo4" in text
 
 
@@ -67,7 +68,7 @@ def test_arch_compatibility():
 
 @pytest.mark.parametrize(("cap", "arch"), [("8.9", "89"), ("9.0", "90"), ("12.0", "120")])
 def test_dockerfile_per_arch(cap, arch):
-    spec = build_spec(load_host_config(GPU), cap)
+    spec = requested_build(load_host_config(GPU), cap)
     text = spec.dockerfile()
     assert f"-DCMAKE_CUDA_ARCHITECTURES={arch}" in text
     # turbo4 K and V are one type: its kernels build without FA_ALL_QUANTS
@@ -89,16 +90,16 @@ def test_dockerfile_per_arch(cap, arch):
 
 
 def test_tag_changes_with_any_input_and_only_then():
-    a = build_spec(load_host_config(GPU), "8.9")
-    b = build_spec(load_host_config(GPU), "8.9")
-    c = build_spec(load_host_config({**GPU, "cuda_arch": "120"}), "12.0")
-    d = build_spec(load_host_config({**GPU, "cuda_version": "13.1.0"}), "8.9")
+    a = requested_build(load_host_config(GPU), "8.9")
+    b = requested_build(load_host_config(GPU), "8.9")
+    c = requested_build(load_host_config({**GPU, "cuda_arch": "120"}), "12.0")
+    d = requested_build(load_host_config({**GPU, "cuda_version": "13.1.0"}), "8.9")
     assert a.tag() == b.tag()
     assert len({a.tag(), c.tag(), d.tag()}) == 3
 
 
 def test_cpu_dockerfile_copies_local_tree():
-    text = build_spec(load_host_config(CPU), None).dockerfile()
+    text = requested_build(load_host_config(CPU), None).dockerfile()
     assert "COPY . /src/" in text and "GGML_CUDA" not in text
 
 
@@ -110,7 +111,7 @@ def test_shell_filters_quote():
 def test_native_unit_is_hardened_and_runs_the_versioned_binary():
     cfg = load_host_config({**CPU, "mode": "native"})
     binary = "/opt/beekeeper/llama-server/lcp0.3.36-cpu-x86_64-0123abcd/llama-server"
-    text = render_unit(cfg, cfg.service, binary)
+    text = render_unit(cfg, requested_runtime(cfg), cfg.service, binary)
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(text)
     svc = parser["Service"]
@@ -119,17 +120,17 @@ def test_native_unit_is_hardened_and_runs_the_versioned_binary():
     assert svc["User"] == "beekeeper" and svc["NoNewPrivileges"] == "yes"
     assert svc["ProtectSystem"] == "strict" and svc["ReadOnlyPaths"] == "/srv/beekeeper/models"
     assert svc["CapabilityBoundingSet"] == "" and svc["Restart"] == "always"
-    gpu = render_unit(load_host_config({**GPU, "mode": "native"}),
-                      load_host_config({**GPU, "mode": "native"}).service, binary)
+    native = load_host_config({**GPU, "mode": "native"})
+    gpu = render_unit(native, requested_runtime(native), native.service, binary)
     assert "DeviceAllow=/dev/nvidiactl rw" in gpu and "MemoryDenyWriteExecute" not in gpu
 
 
 def test_fa_all_quants_only_for_mixed_kv_so_f16_and_turbo_share_an_image():
     def tag(profile, **kw):
-        return build_spec(load_host_config({**GPU, "profile": profile, **kw}), "8.9").tag()
+        return requested_build(load_host_config({**GPU, "profile": profile, **kw}), "8.9").tag()
 
     assert tag("q8-f16-4k") == tag("q8-turbo4-64k") == tag("q8-turbo3tcq-64k")
-    mixed = build_spec(load_host_config({**GPU, "vram_budget_gib": 20, "services": [
+    mixed = requested_build(load_host_config({**GPU, "vram_budget_gib": 20, "services": [
         {"profile": "q8-turbo4-64k", "port": 8083},
         {"profile": "q8-f16-4k", "port": 8084, "service_name": "b",
          "server_extra_args": []}]}), "8.9")
@@ -146,18 +147,18 @@ def test_fa_all_quants_only_for_mixed_kv_so_f16_and_turbo_share_an_image():
 
 def test_build_jobs_default_from_the_hosts_cores_and_memory():
     def jobs(cpus, gib, **kw):
-        return build_spec(load_host_config({**GPU, **kw}), "8.9", cpus, gib * 2**30).jobs
+        return requested_build(load_host_config({**GPU, **kw}), "8.9", cpus, gib * 2**30).jobs
 
     assert jobs(16, 64) == 16  # a 16-core box builds with 16 jobs, not 2
     assert jobs(16, 12) == 8  # bounded by memory: 1.5 GiB a CUDA job
     assert jobs(16, 64, build_jobs=3) == 3  # host data overrides
-    assert build_spec(load_host_config(CPU), None, 2, 24 * 2**30).jobs == 2
+    assert requested_build(load_host_config(CPU), None, 2, 24 * 2**30).jobs == 2
 
 
 def test_native_build_flags_and_memory_bounded_jobs():
     from beekeeper.core.native import build_commands, build_jobs, install_dir, shell_script
 
-    spec = build_spec(load_host_config({**GPU, "mode": "native"}), "9.0")
+    spec = requested_build(load_host_config({**GPU, "mode": "native"}), "9.0")
     configure, build = build_commands(spec, "/src", "/b", 16)
     assert "-DCMAKE_CUDA_ARCHITECTURES=90" in configure and "-DGGML_CUDA=ON" in configure
     assert "-DLLAMA_BUILD_WEBUI=OFF" in configure  # the API only, unless server_webui
