@@ -12,13 +12,13 @@ from pyinfra import host, state
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
-from beekeeper.core.config import HostConfig, memoized_loader
+from beekeeper.core.config import HostConfig, load_host_config, memoized_loader
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.gateway import plan
 from beekeeper.core.machines import kept_by_neighbours
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.secrets import SecretFile
-from beekeeper.pins import pin_all
+from beekeeper.pins import pin_model
 from beekeeper.tasks import (
     container_toolkit,
     cuda_toolkit,
@@ -56,9 +56,11 @@ def deploy_host() -> None:
             prune.ensure(cfg, "after", kept=kept)
         gateway_role(cfg, hosts, load)
         return
-    # Hub models named by a branch or without a sha256 are pinned once, on the controller.
+    # Hub models named by a branch or without a sha256 are pinned once, on the controller:
+    # this host's configuration is made with its models pinned (its data read once more),
+    # not rewritten
     if "model" in cfg.stages:
-        cfg = pin_all(cfg)
+        cfg = load_host_config(host.data, pin=pin_model)
     # Host facts that rule the deploy out stop here too, before any change. What preflight
     # resolved from them is the tasks' (HostFacts): the runtime (supervisor where PID 1 is
     # not systemd), the CUDA release (the host's own toolkit where it builds for the card,

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .core.cache import CACHE
-from .core.config import HostConfig, ServiceConfig
 from .core.errors import ConfigError, host_data
 from .core.profiles import SHA256_RE, HfSource, ModelFile
 
@@ -134,15 +133,3 @@ def pin_model(model: ModelFile, endpoint: str, role: str = "model",
               file=sys.stderr, flush=True)
     return replace(model, source=HfSource(repo=model.source.repo, revision=pin.commit),
                    sha256=pin.sha256, size_bytes=pin.size_bytes)
-
-
-def pin_service(svc: ServiceConfig, endpoint: str, lock: Path | None = None) -> ServiceConfig:
-    model = pin_model(svc.model, endpoint, "model", lock)
-    draft = pin_model(svc.draft, endpoint, "draft", lock) if svc.draft else None
-    return replace(svc, model=model, draft=draft)
-
-
-def pin_all(cfg: HostConfig, lock: Path | None = None) -> HostConfig:
-    """Pin every service's models (before any change on the host)."""
-    return replace(cfg, services=tuple(pin_service(s, cfg.hf_endpoint, lock)
-                                       for s in cfg.services))

@@ -69,6 +69,9 @@ _PYINFRA_FALLBACK = (
 # read straight from host data by pyinfra's chroot and dockerssh connectors
 _PYINFRA_CONNECTOR_EXTRA = ("chroot_directory", "docker_image", "docker_container_id")
 MIN_CTX_SIZE = 256
+# how a model named by a Hub branch or without a sha256 is pinned (beekeeper/pins.py's
+# pin_model: the model, the Hub endpoint, its role "model" or "draft")
+Pinner = Callable[[ModelFile, str, str], ModelFile]
 # the declared patterns, for code that matches one value (`\Z`: no final newline passes)
 IMAGE_REF_RE = re.compile(IMAGE_REF.removesuffix("$") + r"\Z")
 LOCAL_REF_RE = re.compile(LOCAL_REF.removesuffix("$") + r"\Z")
@@ -323,16 +326,17 @@ def memoized_loader() -> Callable[[Any], HostConfig]:
     return load
 
 
-def load_host_config(data: Any) -> HostConfig:
+def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     """Validate host data (pyinfra host.data or a plain dict) into a HostConfig: the
-    declaration (hostdata.py), then the rules between keys.
+    declaration (hostdata.py), then the rules between keys. With `pin`, each service's
+    models are made pinned (a commit, a sha256, a size: the deploy's model stage).
 
     `data` needs only `.get(key, default)`; its keys are checked when it is a mapping or
     pyinfra's HostData.
     """
     hd = parse(_kit_data(data))
     runtime = rule_runtime(hd)
-    services, absent = _services(hd, own_keys(data))
+    services, absent = _services(hd, own_keys(data), pin)
     if runtime == "compose":
         rule_compose_keys(services, hd.services is not None)
     gateway = _gateway(hd, services)
@@ -384,7 +388,7 @@ def rule_beside_services(own: Mapping[str, str]) -> None:
                        f"needs it (services[i].{name}), or remove it")
 
 
-def _services(hd: HostData, own: Mapping[str, str]
+def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
               ) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
     """The services this host runs and the names of those it must remove."""
     if hd.services is None:
@@ -392,8 +396,9 @@ def _services(hd: HostData, own: Mapping[str, str]
     else:
         rule_beside_services(own)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
-    services = tuple(_service(e, prefix, hd.mode, hd.model_dir) for e, prefix in entries
-                     if e.state == "present")
+    pinned = (lambda m, role: pin(m, hd.hf_endpoint, role)) if pin is not None else None
+    services = tuple(_service(e, prefix, hd.mode, hd.model_dir, pinned)
+                     for e, prefix in entries if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
     rule_one_build(services, hd.services is not None)
     rule_distinct(services, absent)
@@ -402,7 +407,8 @@ def _services(hd: HostData, own: Mapping[str, str]
 
 
 def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
-             model_dir: str = "/srv/beekeeper/models") -> ServiceConfig:
+             model_dir: str = "/srv/beekeeper/models",
+             pin: Callable[[ModelFile, str], ModelFile] | None = None) -> ServiceConfig:
     if entry.profile is None:
         raise fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
     profile = PROFILES[entry.profile]
@@ -427,6 +433,9 @@ def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
         ctx = rule_ctx_size(key, profile.server.ctx_size if entry.ctx_size is None
                             else entry.ctx_size, profile, entry.slots)
         profile = with_ctx_size(profile, ctx, entry.slots)
+    if pin is not None:  # the model, then the draft, as the Hub or the lock file pins them
+        model = pin(model, "model")
+        draft = pin(draft, "draft") if draft is not None else None
     return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
                          bind_address=entry.bind_address, api_key_file=entry.api_key_file,
                          model=model, draft=draft, extra_args=tuple(entry.server_extra_args),

@@ -84,3 +84,28 @@ def test_a_given_sha256_that_the_lock_contradicts_is_refused_naming_both(hub, tm
     msg = str(e.value)
     assert msg.startswith("host data `model_sha256`: ") and "\n" not in msg
     assert "f" * 64 in msg and f.sha256 in msg and str(lock) in msg
+
+
+def test_the_configuration_is_made_with_its_models_pinned_not_rewritten():
+    """deploy.py pins a host's models by making its configuration with `pin` (the model, then
+    the draft, of each service, with host data's Hub endpoint); without it nothing is asked."""
+    from beekeeper.core.config import load_host_config
+
+    data = {"profile": "cpu-tiny-draft", "hf_endpoint": "http://127.0.0.1:9",
+            "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
+    asked: list[tuple[str, str, str]] = []
+
+    def pin(m: ModelFile, endpoint: str, role: str) -> ModelFile:
+        asked.append((m.filename, endpoint, role))
+        return ModelFile(filename=f"{role}.gguf", source=m.source, sha256="cd" * 32,
+                         size_bytes=1, n_ctx_train=m.n_ctx_train)
+
+    plain = load_host_config(data)
+    assert asked == []
+    cfg = load_host_config(data, pin=pin)
+    name = plain.service.model.filename
+    assert asked == [(name, "http://127.0.0.1:9", "model"), (name, "http://127.0.0.1:9", "draft")]
+    svc = cfg.service
+    assert (svc.model.filename, svc.draft and svc.draft.filename) == ("model.gguf", "draft.gguf")
+    assert (svc.name, svc.port, svc.profile) == (plain.service.name, plain.service.port,
+                                                  plain.service.profile)
