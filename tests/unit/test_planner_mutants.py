@@ -1,0 +1,35 @@
+"""
+The planner's rules pinned where a mutant of core/planner.py survived its run of 2026-12-05
+(issue 45; docs/testing.md, "Mutation testing"), after the day's changes: slots, the KV cache
+per slot, the draft model's second recurrent state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from beekeeper.core.planner import kv_cells, predict
+from beekeeper.core.profiles import PROFILES
+
+
+def test_a_draft_profiles_plan_says_its_recurrent_state_is_held_twice():
+    """beellama's speculative server keeps a second recurrent state a slot: the plan's table
+    says so beside the figure, which is twice one state's."""
+    draft = predict(PROFILES["q8-dflash-32k"], card="NVIDIA H200")
+    rows = draft.table().splitlines()
+    assert "recurrent state R+S (1 seq, x2: a draft model)        100.5" in rows
+    plain = predict(PROFILES["q8-turbo4-64k"]).table().splitlines()
+    assert "recurrent state R+S (1 seq)                            50.2" in plain
+    # the same model without its draft: one state
+    alone = replace(PROFILES["q8-dflash-32k"],
+                    server=replace(PROFILES["q8-dflash-32k"].server, draft_model=None))
+    assert predict(alone).recurrent_mib * 2 == draft.recurrent_mib
+
+
+def test_each_slots_share_of_the_kv_cache_is_padded_to_256_cells():
+    """llama.cpp pads the context to 256 cells, splits it over the slots and pads each share
+    to 256 again: -c 4352 -np 16 is 8,192 cells, -c 8192 -np 3 is 8,448."""
+    assert kv_cells(4352, 16) == 8192
+    assert kv_cells(8192, 3) == 3 * 2816
+    assert kv_cells(8192, 2) == 8192 and kv_cells(8192) == 8192
+    assert kv_cells(8193, 1) == 8448
