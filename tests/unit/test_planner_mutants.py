@@ -33,3 +33,14 @@ def test_each_slots_share_of_the_kv_cache_is_padded_to_256_cells():
     assert kv_cells(8192, 3) == 3 * 2816
     assert kv_cells(8192, 2) == 8192 and kv_cells(8192) == 8192
     assert kv_cells(8193, 1) == 8448
+
+
+def test_a_unified_kv_cache_is_one_share_for_all_slots_and_another_is_one_a_slot():
+    """--kv-unified (the draft profiles) keeps one cache the slots share: the context padded
+    once; without it each slot's share is padded (-c 8448 -np 2: 2 x 4,352 cells)."""
+    unified = PROFILES["q8-dflash-32k"]
+    assert unified.server.kv_unified
+    assert predict(unified, ctx_size=8448, n_seq=2).kv_cells == 8448
+    split = PROFILES["q8-turbo4-64k"]
+    assert not split.server.kv_unified
+    assert predict(split, ctx_size=8448, n_seq=2).kv_cells == 8704
