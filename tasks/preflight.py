@@ -598,13 +598,14 @@ IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
 def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
                   cuda_version: str | None) -> bool:
     """Whether this deploy builds the server image (container mode, its tag not there):
-    for `cuda_version` where the image follows the driver, else host data's release."""
+    for `cuda_version` where the image follows the driver, else host data's release, and
+    for the archs the deploy builds for (every card's, on a host of cards of more than one)."""
     if cfg.mode != "container" or "build" not in cfg.stages:
         return False
     cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
     tag = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
                      cuda_version=cuda_version or cfg.requested_cuda_version,
-                     cuda_arch=cfg.requested_cuda_arch).tag()
+                     cuda_arch=archs_of_cards(cfg, gpu)).tag()
     return not host.get_fact(DockerImageId, tag=tag)
 
 
