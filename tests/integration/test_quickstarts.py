@@ -483,7 +483,9 @@ def pod_sandbox(fresh_sandbox) -> Iterator[str]:
     subprocess.run(["docker", "cp", str(cpu_source_tarball()), f"{POD}:{SOURCE}"], check=True)
     pod_exec(f"chown root:root {OWN_MODEL} {SOURCE} && chmod 600 {OWN_MODEL} && "
              "chmod 700 /workspace")
+    t0 = time.monotonic()
     _carry_the_kit()
+    print(f"\n[pod] {time.monotonic() - t0:.0f} s: the kit carried in")
     yield tag
     if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":  # kept to look at, re-runs
         sandbox.down(purge=True, name=POD)
@@ -509,7 +511,11 @@ class PodShell:
 
     def run(self, cmd: str, timeout: int = 1800) -> subprocess.CompletedProcess:
         script = " && ".join([*self.state, cmd]) if self.state else cmd
-        return pod_exec(script, timeout=timeout)
+        t0 = time.monotonic()
+        p = pod_exec(script, timeout=timeout)
+        if time.monotonic() - t0 >= 5:  # where the test's time goes
+            print(f"\n[pod] {time.monotonic() - t0:.0f} s: {cmd[:70]}")
+        return p
 
 
 def _place_the_build(tag: str, dest: str) -> None:
