@@ -563,3 +563,21 @@ def test_a_pod_without_systemd_is_told_the_start_command_for_its_supervisord(cap
         pf.warn_supervisor_restart(InitInfo(pid1="tini", systemd=False, state=""))
     assert "runs `/usr/local/sbin/beekeeper-start` (no persistent root: the standard " \
         "layout; RunPod" in warning(capsys)
+
+
+# --- check_free_space: room in model_dir for the download and 1 GiB ----------------------
+
+def test_model_dir_needs_room_for_the_download_and_1_gib_to_spare():
+    c = cfg(services=CPU_TWO)
+    need = TINY + SMOL
+    with on_host(Sha256File=placed(c)):
+        pf.check_free_space(c, need + GIB)  # exactly enough
+        pf.check_free_space(c, None)  # the free space not read: not judged
+        line = refused(pf.check_free_space, c, need + GIB - 1)
+    assert line == (f"model_dir {c.model_dir} has {(need + GIB - 1) / GIB:.1f} GiB free; the "
+                    f"download needs {need / GIB:.1f} GiB plus 1 GiB margin: free space or set "
+                    "model_dir elsewhere")
+    # every model there already: nothing to download, no room needed
+    with on_host(Sha256File=placed(c, "gemma-3-270m-q4_k_m.gguf",
+                                   "SmolLM2-135M-Instruct.Q4_1.gguf")):
+        pf.check_free_space(c, 0)
