@@ -473,6 +473,9 @@ def test_a_refusal_says_what_is_wrong_and_the_fix_word_for_word(imported, data, 
 
 def test_a_mirrors_url_is_read_without_its_final_slashes(imported):
     assert imported.parse({**CPU, "hf_endpoint": "https://m/hub///"}).hf_endpoint == "https://m/hub"
+    # its slashes only: a path ending in a capital letter keeps it
+    assert imported.parse({**CPU, "hf_endpoint": "https://m/HubX/"}).hf_endpoint == \
+        "https://m/HubX"
 
 
 def test_a_docs_pipe_is_escaped_in_the_readmes_table():
