@@ -27,11 +27,13 @@ integration() {
     echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"
   tier "integration and not gpu and not slow" "$@"
 }
-set -m  # job control: the tier runs in a process group of its own, stopped as one
-integration "$@" >"$integ_log" 2>&1 &
+set -m  # job control: the tier runs in a process group of its own, stopped as one; its
+# stdin is not the terminal (an ssh of a background group that reads it would be stopped)
+integration "$@" </dev/null >"$integ_log" 2>&1 &
 integ=$!
 set +m
-trap 'kill -- -"$integ" 2>/dev/null || true' EXIT
+# stopped as Ctrl-C would stop it: pytest tears its sandbox hosts' fixtures down
+trap 'kill -INT -- -"$integ" 2>/dev/null || true' EXIT
 .venv/bin/ruff check .
 bash scripts/mypy.sh
 # the unit tests on both cores (pytest-xdist): each test makes its own state (tmp_path,

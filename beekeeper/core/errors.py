@@ -87,7 +87,7 @@ class Refusal(BeekeeperError):
                              f"{problem!r}, {fix!r}")
         if lead not in LEADS or then not in THENS:
             raise ValueError(f"a refusal's joints are one of {LEADS} and of {THENS}")
-        said = [one_line(redact(t)) for t in (subject, problem, fix)]
+        said = [redact(one_line(redact(t))) for t in (subject, problem, fix)]
         # what tests and callers read: each part redacted, without refusal_line()'s marks
         self.subject, self.problem, self.fix = (_ECHOED.sub(r"\1", t) for t in said)
         self.lead, self.then = lead, then
