@@ -832,3 +832,13 @@ def test_a_key_of_two_lines_or_open_to_others_or_a_gateway_key_with_a_space(impo
         f"host data `gateway.api_key_file`: the key in {spaced} holds a space or a control " \
         "character; fix: use a key of printable characters without spaces, e.g. `openssl rand " \
         "-hex 32`"
+
+
+@pytest.mark.parametrize("image", ["u:pw@reg/img", "u:p[w@reg/img", "u[1]:pw@reg/img"])
+def test_a_login_in_an_image_key_of_preload_images_is_never_quoted(imported, image):
+    """The key is the secret: the refusal names the mapping alone, whatever brackets the
+    password holds (a bracket in it must not be taken for where the key's name ends)."""
+    line = refusal(imported, {**CPU, "preload_images": {image: "/srv/a.tar"}})
+    assert line.startswith("host data `preload_images`: the image reference holds an '@' "
+                           "that is not a digest's")
+    assert "u:p" not in line and "u[1]" not in line
