@@ -15,7 +15,7 @@ from pyinfra.context import ctx_host
 from beekeeper.core.config import HostConfig, load_host_config, memoized_loader
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.gateway import plan
-from beekeeper.core.machines import kept_by_neighbours
+from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.secrets import SecretFile
 from beekeeper.pins import pin_model
@@ -152,9 +152,16 @@ def check_token_file(cfg: HostConfig) -> None:
 
 def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]],
                  load: Callable[[Any], HostConfig]) -> None:
-    """The gateway (host data `gateway`): every service of every inventory host, by model."""
-    if cfg.gateway is not None and "service" in cfg.stages:
-        gateway.ensure(cfg, ctx_host.get().name, hosts, load)
+    """The gateway (host data `gateway`): every service of every inventory host, by model;
+    where host data has none, one an earlier deploy put there goes, unless another inventory
+    host on this machine has one (the inventory is the truth)."""
+    if "service" not in cfg.stages:
+        return
+    this = ctx_host.get().name
+    if cfg.gateway is not None:
+        gateway.ensure(cfg, this, hosts, load)
+    elif gateway_kept_by_neighbours(this, hosts, load) is False:
+        gateway.removed()
 
 
 def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],

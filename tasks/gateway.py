@@ -22,12 +22,14 @@ from pyinfra.operations import apt, files, systemd
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, HostConfig
 from beekeeper.facts.host import AptPolicy, AptPolicyInfo
+from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.operations.gateway import (
     config_installed,
     files_pruned,
     gateway_checked,
     keys_map_built,
 )
+from beekeeper.operations.lifecycle import unit_removed
 from beekeeper.operations.secrets import put_secret, secret_content, sha1_text
 
 q = shlex.quote
@@ -124,3 +126,16 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
         name="Wait for the gateway's /health", address=address, port=gcfg.port,
         after_change=changed or unit_op.will_change, summary=_summary(gcfg, plan.routes)))
     return ops
+
+
+def removed() -> list[OperationMeta]:
+    """A host whose data has no `gateway` (and no other inventory host on its machine has
+    one, machines.gateway_kept_by_neighbours): a gateway an earlier deploy put there goes,
+    its unit and its folder (config, the clients' key); HAProxy stays installed (the
+    uninstall removes it). Nothing is queued where there is none."""
+    if not host.get_fact(PresentPaths, paths=[GP.unit, GP.conf_dir]):
+        return []
+    return [unit_removed(name=f"Remove the gateway {GP.unit_name} (host data has no `gateway`)",
+                         unit_name=GP.unit_name, unit_path=GP.unit, dropin_dir=GP.dropin_dir),
+            files.directory(name=f"Remove the gateway's folder {GP.conf_dir} (its config and "
+                            "keys)", path=GP.conf_dir, present=False)]

@@ -47,6 +47,25 @@ def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
     return frozenset(kept)
 
 
+def gateway_kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
+                               load: Callable[[Any], HostConfig] = load_host_config
+                               ) -> bool | None:
+    """Whether another inventory host on `this` host's machine has a gateway (host data
+    `gateway`): then a deploy of `this` one, which has none, leaves the machine's gateway
+    alone; None when one of them has bad host data (unknown: nothing may be removed)."""
+    by_name = dict(hosts)
+    where = machine_of(this, by_name[this]) if this in by_name else None
+    for name, data in by_name.items():
+        if name == this or machine_of(name, data) != where:
+            continue
+        try:
+            if load(data).gateway is not None:
+                return True
+        except ConfigError:
+            return None
+    return False
+
+
 def leaving(cfg: HostConfig, deployed: list[str],
             kept: frozenset[str] | None = frozenset()) -> list[str]:
     """Deployed services a deploy of `cfg` removes (tasks/prune.py): gone from the inventory

@@ -44,6 +44,7 @@ def requested_build(cfg: HostConfig, compute_cap: str | None, *args: Any,
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "DebPackages": {"python3": ["3.12"], "ca-certificates": ["1"]},
     "File": None, "Directory": None, "Link": None, "Sha1File": None, "Sha256File": None,
+    "PresentPaths": {},
     "GpgKeyrings": {}, "Users": {}, "Groups": [], "FindInFile": None,
     "SystemdStatus": {}, "SystemdEnabled": {}, "AptSources": [], "DebArch": "amd64",
     "Os": "Linux", "Which": lambda command: f"/usr/sbin/{command}", "Command": "",
