@@ -216,6 +216,10 @@ def test_rollback_command_returns_to_the_previous_compose_file(first):
 
 
 def test_a_failed_new_server_rolls_back_to_the_previous_compose_project(first):
+    # its own starting point, the inventory's server (an earlier test may have left another
+    # profile serving: the rollback test that used to run before this one ended on it)
+    start = cdeploy()
+    assert start.rc == 0, start.out[-3000:]
     good = on_host(f"cat {CONF}/compose.yaml").stdout
     run = cdeploy("--data", 'server_extra_args=["--no-such-flag"]')
     assert run.rc != 0
