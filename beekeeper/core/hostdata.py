@@ -141,8 +141,14 @@ def safe_text(value: str, what: str) -> str:
     return value
 
 
+# a value's kind as a user reads it in a refusal ("5 is a number, not a path")
+_KINDS = {"str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
+          "NoneType": "empty"}
+
+
 def _type_name(value: Any) -> str:
-    return "a string" if isinstance(value, str) else f"a {type(value).__name__}"
+    name = type(value).__name__
+    return _KINDS.get(name, f"a {name}")
 
 
 def abs_path(value: Any, example: str) -> str:

@@ -329,7 +329,7 @@ def test_the_alias_is_the_profiles_name_unless_host_data_names_one():
     ("-flag", "does not start with a letter or digit"),
     ("qwen\u00e9", "holds 'é'"),
     ("a;rm", "holds ';'"),
-    (7, "7 is a int, not a name"),
+    (7, "7 is a number, not a name"),
 ])
 def test_a_model_alias_clients_cannot_send_is_refused_in_one_line(alias, words):
     base = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "x1"}}
@@ -461,7 +461,7 @@ def test_a_persistent_root_on_a_systemd_host_is_refused():
     ("/workspace/../beekeeper", "is not a normalized path"),
     ("~/keep", "relative to a home folder"),
     ("", "empty; fix: give a folder on the pod's volume"),
-    (5, "5 is a int, not a path"),
+    (5, "5 is a number, not a path"),
 ])
 def test_a_persistent_root_that_is_not_a_folder_is_refused_by_host_data(value, words):
     with pytest.raises(ConfigError) as e:
