@@ -191,3 +191,16 @@ def start_deploy(log: Path, *extra: str,
         return subprocess.Popen([str(BIN / "pyinfra"), "-y", inventory, "deploy.py", *extra],
                                 cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def place_the_build(tag: str, pod: str, dest: str) -> None:
+    """The main host's server binaries (of image `tag`) in `dest` on the pod host `pod`, where
+    the pod's native build of the same tree puts its own: the pod's deploy then finds them
+    built (one llama.cpp build a tier)."""
+    share = (f"set -e; id=$(docker create {shlex.quote(tag)}); d=$(mktemp -d); for b in "
+             f"llama-server llama-bench; do docker cp $id:/usr/local/bin/$b $d/; done; "
+             f"docker rm $id >/dev/null; tar -C $d -c .; rm -rf $d")
+    p = subprocess.run(f"docker exec {CONTAINER} sh -c {shlex.quote(share)} | "
+                       f"docker exec -i {pod} sh -c 'mkdir -p {dest} && tar -x -C {dest}'",
+                       shell=True, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr

@@ -28,7 +28,15 @@ from beekeeper.core.paths import NATIVE_PREFIX
 from beekeeper.core.profiles import PROFILES
 
 from .conftest import standins_host_data
-from .helpers import BIN, ROOT, deploy, grand_total, sandbox_exec, wait_until
+from .helpers import (
+    BIN,
+    ROOT,
+    deploy,
+    grand_total,
+    place_the_build,
+    sandbox_exec,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -92,13 +100,7 @@ def pod(fresh_sandbox, standins):
     pod_exec(f"chmod 644 {MODEL}")
     before = pod_exec(SNAPSHOT).stdout
     dest = f"{NATIVE_PREFIX}/{tag.split(':', 1)[1]}"
-    share = (f"set -e; id=$(docker create {shlex.quote(tag)}); d=$(mktemp -d); for b in "
-             f"llama-server llama-bench; do docker cp $id:/usr/local/bin/$b $d/; done; "
-             f"docker rm $id >/dev/null; tar -C $d -c .; rm -rf $d")
-    p = subprocess.run(f"docker exec {sandbox.CONTAINER} sh -c {shlex.quote(share)} | "
-                       f"docker exec -i {POD} sh -c 'mkdir -p {dest} && tar -x -C {dest}'",
-                       shell=True, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
+    place_the_build(tag, POD, dest)
     data = {**standins_host_data(standins), "mode": "native", "model_host_path": MODEL,
             "model_sha256": sha}
     sandbox.write_host_data(data, POD)

@@ -518,18 +518,6 @@ class PodShell:
         return p
 
 
-def _place_the_build(tag: str, dest: str) -> None:
-    """The main host's server binaries where the pod's native build of the same tree puts
-    its own (test_pod.py's sharing): the deploy then finds them built."""
-    share = (f"set -e; id=$(docker create {shlex.quote(tag)}); d=$(mktemp -d); for b in "
-             f"llama-server llama-bench; do docker cp $id:/usr/local/bin/$b $d/; done; "
-             f"docker rm $id >/dev/null; tar -C $d -c .; rm -rf $d")
-    p = subprocess.run(f"docker exec {sandbox.CONTAINER} sh -c {shlex.quote(share)} | "
-                       f"docker exec -i {POD} sh -c 'mkdir -p {dest} && tar -x -C {dest}'",
-                       shell=True, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-
-
 # the slow tier (CI time, issue 41): the pod's mechanics as a user meets them (supervisord,
 # the volume, a restart, the keyed bind) stay in the main tier in test_pod.py; this follows
 # the page's own lines in their order (a pod host of its own, two deploys and two verifies:
@@ -565,7 +553,7 @@ def test_pod_quickstart_in_the_pod(pod_sandbox, tmp_path):
     out = p.stdout + p.stderr  # pyinfra writes its lines to stderr
     built = re.search(r"Build llama-server (\S+) natively", out)
     assert built, out[-4000:]
-    _place_the_build(pod_sandbox, f"{NATIVE_PREFIX}/{built.group(1)}")
+    helpers.place_the_build(pod_sandbox, POD, f"{NATIVE_PREFIX}/{built.group(1)}")
     t0 = time.monotonic()
     p = sh.run(next_cmd(r"^pyinfra -y inventories/gpu-container\.py deploy\.py$"))
     print(f"\n[figure] the pod quickstart's deploy in the pod (@local, shared build): "
