@@ -27,24 +27,31 @@ def ssh_address(name: str, data: Any) -> str:
     return str(data.get("ssh_hostname") or name)
 
 
-def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
-                       load: Callable[[Any], HostConfig] = load_host_config
-                       ) -> frozenset[str] | None:
-    """Service names the other inventory hosts on `this` host's machine keep, or None when
-    one of them has bad host data (what it keeps is unknown: nothing may be removed);
+def neighbours(this: str, hosts: Iterable[tuple[str, Any]],
+               load: Callable[[Any], HostConfig] = load_host_config) -> list[HostConfig] | None:
+    """The configurations of the other inventory hosts on `this` host's machine, or None
+    when one of them has bad host data (what it keeps is unknown: nothing may be removed);
     `load`: how host data becomes a HostConfig (deploy.py's, once per host a run)."""
     by_name = dict(hosts)
     where = machine_of(this, by_name[this]) if this in by_name else None
-    kept: set[str] = set()
+    found = []
     for name, data in by_name.items():
         if name == this or machine_of(name, data) != where:
             continue
         try:
-            cfg = load(data)
+            found.append(load(data))
         except ConfigError:
             return None
-        kept.update(s.name for s in cfg.services)
-    return frozenset(kept)
+    return found
+
+
+def kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
+                       load: Callable[[Any], HostConfig] = load_host_config
+                       ) -> frozenset[str] | None:
+    """Service names the other inventory hosts on `this` host's machine keep, or None when
+    one of them has bad host data (neighbours)."""
+    others = neighbours(this, hosts, load)
+    return None if others is None else frozenset(s.name for c in others for s in c.services)
 
 
 def gateway_kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
@@ -52,18 +59,9 @@ def gateway_kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
                                ) -> bool | None:
     """Whether another inventory host on `this` host's machine has a gateway (host data
     `gateway`): then a deploy of `this` one, which has none, leaves the machine's gateway
-    alone; None when one of them has bad host data (unknown: nothing may be removed)."""
-    by_name = dict(hosts)
-    where = machine_of(this, by_name[this]) if this in by_name else None
-    for name, data in by_name.items():
-        if name == this or machine_of(name, data) != where:
-            continue
-        try:
-            if load(data).gateway is not None:
-                return True
-        except ConfigError:
-            return None
-    return False
+    alone; None when one of them has bad host data (neighbours)."""
+    others = neighbours(this, hosts, load)
+    return None if others is None else any(c.gateway is not None for c in others)
 
 
 def leaving(cfg: HostConfig, deployed: list[str],
