@@ -6,6 +6,7 @@ commands each would run. No host is touched; facts come from the case.
 from __future__ import annotations
 
 import os
+import runpy
 import shutil
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,8 +20,17 @@ from pyinfra.context import ctx_host, ctx_state
 from beekeeper.core.build import BuildSpec, build_spec
 from beekeeper.core.config import HostConfig
 from beekeeper.core.runtime import Runtime, runtime_of
-from beekeeper.facts.gpu import PciNvidiaDevices, PciNvidiaGpus
-from beekeeper.facts.host import AptPolicyInfo, PortOwner, PortOwnersInfo, Resources
+from beekeeper.facts.docker import DockerEngineInfo
+from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo, PciNvidiaDevices, PciNvidiaGpus
+from beekeeper.facts.host import (
+    AptPolicyInfo,
+    InitInfo,
+    OsReleaseInfo,
+    PortOwner,
+    PortOwnersInfo,
+    Resources,
+    WslInfo,
+)
 from beekeeper.facts.toolchain import HostToolsInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,3 +249,49 @@ def prepare_each_host(state: State, entry: str, facts_of: Any,
             except Exception as e:  # noqa: BLE001 - the test reports which host raised
                 errors[h.name] = e
     return errors
+
+
+# The reference box (WSL2 Ubuntu 24.04, Windows driver 596.21 / CUDA 13.2, RTX 4090) and
+# its neighbours as canned facts, the group_data defaults, and readers of a run's steps:
+# shared by every test that runs deploy.py on canned facts.
+DEFAULTS = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
+            if not k.startswith("_")}
+
+RTX4090 = NvidiaSmiInfo(path="/usr/lib/wsl/lib/nvidia-smi", cuda_version="13.2",
+                        driver_version="596.21", driver_branch=596,
+                        gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="596.21",
+                                      compute_cap="8.9", memory_total_mib=24564),))
+UBUNTU2404 = OsReleaseInfo(id="ubuntu", version_id="24.04")
+WSL = WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, dxg=True,
+              wsl_conf_systemd=True)
+NATIVE = WslInfo(kernel_release="6.8.0-45-generic", is_wsl2=False, dxg=False,
+                 wsl_conf_systemd=False)
+DOCKER_CE = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="docker-ce",
+                             active=True, server_version="28.0", runtimes=("runc",),
+                             nvidia_runtime=False)
+NO_DOCKER = DockerEngineInfo(present=False, path=None, flavour=None, active=False,
+                             server_version=None, runtimes=(), nvidia_runtime=False)
+SYSTEMD = InitInfo(pid1="systemd", systemd=True, state="running")
+
+NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}  # no driver yet
+
+
+def facts(**over):
+    base = {"InitSystem": SYSTEMD, "Wsl": WSL, "OsRelease": UBUNTU2404, "DockerEngine": DOCKER_CE,
+            "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30,
+            "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
+            "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None, "AptSourcesFor": []}
+    return {**base, **over}
+
+
+def names(ops):
+    return [n for n, _ in ops]
+
+
+def commands(ops, prefix):
+    return next(c for n, c in ops if n.startswith(prefix))
+
+
+def uploaded(ops, prefix):
+    """The content an operation uploads (the harness shows it after 'upload DEST:')."""
+    return next(c for c in commands(ops, prefix) if c.startswith("upload ")).split("\n", 1)[1]

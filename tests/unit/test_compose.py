@@ -21,8 +21,16 @@ from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import OsReleaseInfo
 from beekeeper.tasks.service import render_compose, render_unit, secrets_env
 
-from .harness import requested_runtime, run_deploy
-from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts, names, uploaded
+from .harness import (
+    DEFAULTS,
+    NATIVE,
+    NO_DOCKER,
+    facts,
+    names,
+    requested_runtime,
+    run_deploy,
+    uploaded,
+)
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"},
        "runtime": "compose"}

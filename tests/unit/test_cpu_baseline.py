@@ -17,8 +17,7 @@ from beekeeper.core.cpu import ARMV8_A, X86_64_V3, baseline_for
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.host import BuildResources, Resources, parse_resources
 
-from .harness import requested_build, run_deploy
-from .test_gpu_hosts import DEFAULTS, facts
+from .harness import DEFAULTS, facts, requested_build, run_deploy
 
 DATA = Path(__file__).parent / "data"
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}

@@ -25,8 +25,7 @@ from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.tasks import driver_preflight as dp
 from beekeeper.tasks.driver_preflight import DriverPlan
 
-from .harness import run_deploy
-from .test_gpu_hosts import DEFAULTS, NATIVE, WSL, facts, names
+from .harness import DEFAULTS, NATIVE, WSL, facts, names, run_deploy
 
 DATA = Path(__file__).parent / "data"
 

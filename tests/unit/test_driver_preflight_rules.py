@@ -19,7 +19,7 @@ from beekeeper.facts.gpu import GpuCard, NvidiaModuleInfo, NvidiaSmiInfo
 from beekeeper.tasks import driver_preflight as dp
 from beekeeper.tasks.driver_preflight import DriverPlan
 
-from .test_gpu_hosts import DEFAULTS, NATIVE, WSL
+from .harness import DEFAULTS, NATIVE, WSL
 
 
 def cfg(**over):
@@ -570,8 +570,7 @@ def _never(**_):
 
 
 def test_the_install_checks_run_only_on_native_linux_with_a_card_and_no_working_driver():
-    from .harness import PCI_RTX4090, run_deploy
-    from .test_gpu_hosts import RTX4090, facts
+    from .harness import PCI_RTX4090, RTX4090, facts, run_deploy
 
     unread = {"SecureBoot": _never, "NvidiaKernelModule": _never}
     native_smi = replace(RTX4090, path="/usr/bin/nvidia-smi")
@@ -588,8 +587,7 @@ def test_the_install_checks_run_only_on_native_linux_with_a_card_and_no_working_
 def test_an_upgrade_under_secure_boot_without_a_key_is_refused_the_distros_way():
     from beekeeper.facts.boot import parse_secure_boot
 
-    from .harness import PCI_RTX4090, run_deploy
-    from .test_gpu_hosts import RTX4090, facts
+    from .harness import PCI_RTX4090, RTX4090, facts, run_deploy
     from .test_host_states import SB_ENABLED
 
     old = replace(RTX4090, path="/usr/bin/nvidia-smi", cuda_version="13.0",

@@ -11,9 +11,8 @@ from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import PROFILES
 from beekeeper.verify.engine import deployed_engine, read_deployed
 
-from .harness import run_deploy
+from .harness import SYSTEMD, run_deploy
 from .test_gpu_containers import POD_DATA, pod, uploaded
-from .test_gpu_hosts import SYSTEMD
 
 
 def written_manifest(data, host_facts) -> str:

@@ -17,8 +17,7 @@ from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import BeekeeperError, ConfigError, PreflightError
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 
-from .harness import PCI_GTX1080, run_deploy, run_deploy_hosts
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts, names
+from .harness import DEFAULTS, NATIVE, PCI_GTX1080, facts, names, run_deploy, run_deploy_hosts
 
 
 def smi(driver: str, cuda: str, brand: str, *cards: tuple[str, str, int]) -> NvidiaSmiInfo:

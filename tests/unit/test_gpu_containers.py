@@ -16,8 +16,7 @@ from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import InitInfo, OsReleaseInfo
 from beekeeper.facts.toolchain import HostToolsInfo, parse_host_tools
 
-from .harness import require_tools, run_deploy
-from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts
+from .harness import DEFAULTS, NATIVE, NO_DOCKER, facts, require_tools, run_deploy
 
 H200 = NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="13.0", driver_version="580.159.04",
                      driver_branch=580, brand="NVIDIA",

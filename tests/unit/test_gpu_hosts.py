@@ -4,55 +4,28 @@ deploy.py on canned facts, one case per host kind the kit must handle. The refer
 """
 
 import configparser
-import runpy
 import subprocess
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from beekeeper.core.errors import PreflightError
-from beekeeper.facts.docker import DockerEngineInfo
-from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
-from beekeeper.facts.host import AptSource, InitInfo, OsReleaseInfo, WslInfo
+from beekeeper.facts.host import AptSource, InitInfo, OsReleaseInfo
 
-from .harness import PCI_RTX4090, run_deploy
-
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULTS = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
-            if not k.startswith("_")}
-
-RTX4090 = NvidiaSmiInfo(path="/usr/lib/wsl/lib/nvidia-smi", cuda_version="13.2",
-                        driver_version="596.21", driver_branch=596,
-                        gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="596.21",
-                                      compute_cap="8.9", memory_total_mib=24564),))
-UBUNTU2404 = OsReleaseInfo(id="ubuntu", version_id="24.04")
-WSL = WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, dxg=True,
-              wsl_conf_systemd=True)
-NATIVE = WslInfo(kernel_release="6.8.0-45-generic", is_wsl2=False, dxg=False,
-                 wsl_conf_systemd=False)
-DOCKER_CE = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="docker-ce",
-                             active=True, server_version="28.0", runtimes=("runc",),
-                             nvidia_runtime=False)
-NO_DOCKER = DockerEngineInfo(present=False, path=None, flavour=None, active=False,
-                             server_version=None, runtimes=(), nvidia_runtime=False)
-SYSTEMD = InitInfo(pid1="systemd", systemd=True, state="running")
-
-
-def facts(**over):
-    base = {"InitSystem": SYSTEMD, "Wsl": WSL, "OsRelease": UBUNTU2404, "DockerEngine": DOCKER_CE,
-            "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30,
-            "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
-            "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None, "AptSourcesFor": []}
-    return {**base, **over}
-
-
-def names(ops):
-    return [n for n, _ in ops]
-
-
-def commands(ops, prefix):
-    return next(c for n, c in ops if n.startswith(prefix))
+from .harness import (
+    DEFAULTS,
+    DOCKER_CE,
+    NATIVE,
+    NO_DOCKER,
+    NO_DRIVER,
+    PCI_RTX4090,
+    RTX4090,
+    commands,
+    facts,
+    names,
+    run_deploy,
+    uploaded,
+)
 
 
 def test_reference_box_dry_run_shows_every_step_in_order():
@@ -222,15 +195,9 @@ def test_two_services_that_fit_get_their_own_units():
 
 # --- issue 11 -------------------------------------------------------------------------
 
-def uploaded(ops, prefix):
-    """The content an operation uploads (the harness shows it after 'upload DEST:')."""
-    return next(c for c in commands(ops, prefix) if c.startswith("upload ")).split("\n", 1)[1]
-
-
 NATIVE_580 = replace(RTX4090, path="/usr/bin/nvidia-smi", driver_version="580.95.05",
                      driver_branch=580, cuda_version="13.0",
                      gpus=(replace(RTX4090.gpus[0], driver_version="580.95.05"),))
-NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}
 KEYRING_LIST = "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list"
 
 

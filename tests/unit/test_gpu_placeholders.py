@@ -11,8 +11,7 @@ import pytest
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.gpu import parse_nvidia_smi
 
-from .harness import run_deploy
-from .test_gpu_hosts import DEFAULTS, RTX4090, facts
+from .harness import DEFAULTS, RTX4090, facts, run_deploy
 
 # `nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total
 #  --format=csv,noheader,nounits` on a GRID vGPU guest (compute_cap not reported)

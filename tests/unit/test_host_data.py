@@ -28,14 +28,17 @@ from beekeeper.facts.docker import PortContainer, parse_port_containers
 from beekeeper.tasks.service import manifest, render_unit
 
 from .harness import (
+    DEFAULTS,
     DOCKER_PROXY,
+    NATIVE,
     ROOT,
+    facts,
     port_owners,
     prepare_each_host,
     requested_runtime,
     run_deploy,
+    uploaded,
 )
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts, uploaded
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 # for whole deploys on canned facts (a local source must exist on the controller)

@@ -27,12 +27,10 @@ from beekeeper.facts.docker import DockerEngine
 from beekeeper.facts.gpu import NvidiaModuleInfo, parse_nvidia_module
 from beekeeper.facts.host import Resources
 
-from .harness import PCI_RTX4090, run_deploy
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts, names
+from .harness import DEFAULTS, NATIVE, NO_DRIVER, facts, names, run_deploy
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
-NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}
 DKMS_MODULE = "/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst"  # typed by hand
 INSTALL = "Install the NVIDIA driver"
 

@@ -38,8 +38,16 @@ from beekeeper.facts.host import OsReleaseInfo, parse_debian_components
 from beekeeper.operations import nvidia
 from beekeeper.verify import test_host as checks
 
-from .harness import PCI_RTX4090, require_tools, run_deploy
-from .test_gpu_hosts import DEFAULTS, NATIVE, NO_DOCKER, facts as gpu_facts, names
+from .harness import (
+    DEFAULTS,
+    NATIVE,
+    NO_DOCKER,
+    PCI_RTX4090,
+    facts as gpu_facts,
+    names,
+    require_tools,
+    run_deploy,
+)
 from .test_hosts_found import UBUNTU_570, _rtx3090_570
 
 ROOT = Path(__file__).resolve().parents[2]

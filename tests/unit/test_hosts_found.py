@@ -14,11 +14,19 @@ import pytest
 
 from beekeeper.core.errors import BeekeeperError, PreflightError
 
-from .harness import PCI_GTX1080, PCI_RTX4090, run_deploy, run_deploy_hosts
-from .test_gpu_hosts import DEFAULTS, NATIVE, commands, facts, names
+from .harness import (
+    DEFAULTS,
+    NATIVE,
+    NO_DRIVER,
+    PCI_GTX1080,
+    commands,
+    facts,
+    names,
+    run_deploy,
+    run_deploy_hosts,
+)
 
 DATA = Path(__file__).parent / "data"
-NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}
 
 
 # --- issue 24: a host whose facts cannot be read -----------------------------------------

@@ -19,8 +19,7 @@ import pytest
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.host import AptPolicyInfo, OsReleaseInfo, parse_apt_policy
 
-from .harness import PCI_RTX4090, run_deploy
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts, names
+from .harness import DEFAULTS, NATIVE, PCI_RTX4090, facts, names, run_deploy
 
 DEBIAN12 = OsReleaseInfo(id="debian", version_id="12")
 DEBIAN13 = OsReleaseInfo(id="debian", version_id="13")

@@ -16,8 +16,7 @@ from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import BeekeeperError, ConfigError
 from beekeeper.facts.secrets import SecretFile, SecretFileInfo, parse_secret_file
 
-from .harness import run_deploy
-from .test_gpu_hosts import DEFAULTS, facts
+from .harness import DEFAULTS, facts, run_deploy
 
 COMMIT = "a" * 40
 CPU = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": COMMIT}}

@@ -49,8 +49,7 @@ from beekeeper.facts.lifecycle import (
 )
 from beekeeper.tasks import prune
 
-from .harness import BUILTIN_DEFAULTS, ROOT, _show
-from .test_gpu_hosts import DEFAULTS
+from .harness import BUILTIN_DEFAULTS, DEFAULTS, ROOT, _show
 
 REF_A, REF_B, REF_C = ("a" * 40), ("b" * 40), ("c" * 40)
 VARIANT = "cpu-x86-64-v3"
@@ -724,8 +723,7 @@ def test_the_deploy_queues_the_upgrade_cleanup_after_the_smoke_checks(machine):
     the service's smoke check, and keeps B's for the rollback."""
     from beekeeper.facts.gpu import NvidiaSmiInfo
 
-    from .harness import run_deploy
-    from .test_gpu_hosts import NATIVE, facts
+    from .harness import NATIVE, facts, run_deploy
 
     m = machine
     m.runs(m.build(REF_B, 1), before=m.build(REF_A, 1))

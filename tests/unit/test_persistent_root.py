@@ -20,7 +20,7 @@ from beekeeper.hostside import hostcheck
 from beekeeper.operations.persist import linked, unsupervised_ended
 from beekeeper.tasks import supervisor
 
-from .test_gpu_hosts import DEFAULTS
+from .harness import DEFAULTS
 from .test_lifecycle import run_queued
 
 DATA = {**DEFAULTS, "profile": "cpu-tiny"}

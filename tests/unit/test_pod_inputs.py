@@ -25,9 +25,8 @@ from beekeeper.facts.host import PortOwner, PortOwnersInfo, parse_port_owners
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.volume import FsInfo, FsOf, parse_fs_of
 
-from .harness import DOCKER_PROXY, port_owners, run_deploy
+from .harness import DEFAULTS, DOCKER_PROXY, NATIVE, facts, port_owners, run_deploy
 from .test_gpu_containers import MODEL, POD_DATA, pod
-from .test_gpu_hosts import DEFAULTS, NATIVE, facts
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = "/opt/beekeeper/llama-server/beellama-ba1fdce591f5-cuda13.0-sm90-x86-64-v3"
@@ -296,7 +295,7 @@ def test_container_mode_on_a_pod_is_refused_for_docker_and_systemd_before_model_
 
 
 def test_a_model_outside_model_dir_in_container_mode_is_still_refused_on_a_docker_host():
-    from .test_gpu_hosts import DOCKER_CE
+    from .harness import DOCKER_CE
 
     data = {**DEFAULTS, "model_host_path": MODEL, "model_sha256": "ab" * 32}
     with pytest.raises(ConfigError, match=re.escape(

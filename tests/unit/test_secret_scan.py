@@ -21,8 +21,7 @@ from urllib.parse import unquote
 import pytest
 from pyinfra.api import Config, Inventory, State
 
-from .harness import ROOT, pci_facts, prepare_each_host, run_deploy_hosts_stdin
-from .test_gpu_hosts import DEFAULTS, facts
+from .harness import DEFAULTS, ROOT, facts, pci_facts, prepare_each_host, run_deploy_hosts_stdin
 from .test_url_secrets import COMMIT, place
 
 GOOD = {**DEFAULTS, "source": {"git": "https://git.example/o/r.git", "ref": COMMIT}}

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from .harness import ROOT, run_deploy_hosts
-from .test_gpu_hosts import DEFAULTS, facts
+from .harness import DEFAULTS, ROOT, facts, run_deploy_hosts
 
 PIN = {"model_revision": "a" * 40, "model_sha256": "b" * 64}  # no Hub request to pin
 

@@ -15,15 +15,19 @@ from beekeeper.core.errors import PreflightError
 from beekeeper.core.profiles import PROFILES
 
 from .harness import (
+    DEFAULTS,
+    NATIVE,
     PCI_A100,
     PCI_GTX1080,
     PCI_H200,
     PCI_RTX4090,
     PCI_V100,
+    commands,
+    facts,
+    names,
     pci_facts,
     run_deploy,
 )
-from .test_gpu_hosts import DEFAULTS, NATIVE, commands, facts, names
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None}

@@ -13,7 +13,7 @@ from beekeeper.core.build import build_spec
 from beekeeper.facts.gpu import GpuCard
 from beekeeper.tasks import preflight as pf
 
-from .test_gpu_hosts import RTX4090
+from .harness import RTX4090
 from .test_preflight_mutants import RES, cfg, images, on_host
 
 RTX3090 = GpuCard(name="NVIDIA GeForce RTX 3090", driver_version="596.21", compute_cap="8.6",

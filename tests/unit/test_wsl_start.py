@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from beekeeper.facts.boot import WslSettingsInfo
 
-from .harness import run_deploy
-from .test_gpu_hosts import DEFAULTS, facts
+from .harness import DEFAULTS, facts, run_deploy
 
 
 def _warning(capsys, settings: WslSettingsInfo | None) -> str:
