@@ -10,7 +10,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from beekeeper.core.paths import ServicePaths, hostside_script
+from beekeeper.core.paths import SUPERVISORCTL, SUPERVISORD_LOG, ServicePaths, hostside_script
 from beekeeper.hostside import rollback_command
 
 from .shell import StreamedCommand
@@ -27,7 +27,8 @@ def owner_args(paths: ServicePaths, runtime: str, container: bool, model: str) -
     runtime's: the supervisord program, the unit, or the unit's container) and which model
     it must list: a server the kit did not start never passes the gate."""
     if runtime == "supervisor":
-        who = f"--program {q(paths.program)}"
+        who = (f"--program {q(paths.program)} --supervisorctl {q(SUPERVISORCTL)} "
+               f"--supervisord-log {q(SUPERVISORD_LOG)}")
     else:
         who = f"--unit {q(paths.unit_name)}"
         if container:

@@ -25,6 +25,7 @@ from beekeeper.core.paths import (
     SUPERVISOR_SOCKET,
     SUPERVISORCTL,
     SUPERVISORD,
+    SUPERVISORD_LOG,
     owner_mark,
     persisted_links,
     start_script,
@@ -39,7 +40,8 @@ LIB = f"{SUPERVISOR_HOME}/lib"
 
 def config() -> str:
     return render("supervisord.conf.j2", socket=SUPERVISOR_SOCKET, pidfile=SUPERVISOR_PIDFILE,
-                  log_dir=LOG_DIR, programs=SUPERVISOR_PROGRAMS)
+                  log_dir=LOG_DIR, supervisord_log=SUPERVISORD_LOG,
+                  programs=SUPERVISOR_PROGRAMS)
 
 
 # where the kit and its users run supervisord and supervisorctl: links to the launchers
@@ -54,7 +56,7 @@ def start(root: str | None) -> str:
                   links=persisted_links(root) if root else [],
                   launchers=[(path, target) for path, target, _ in LAUNCHERS],
                   owner=owner_mark(root) if root else "", ctl=SUPERVISORCTL,
-                  supervisord=LAUNCHERS[0][1], log=f"{LOG_DIR}/supervisord.log")
+                  supervisord=LAUNCHERS[0][1], log=SUPERVISORD_LOG)
 
 
 def ensure(facts: HostFacts, restart: bool = False) -> list[OperationMeta]:

@@ -26,6 +26,7 @@ def sha256_stamps(state_dir: str) -> str:
 
 REPORTS_DIR = "/var/lib/beekeeper/reports"  # smoke results, verify reports on the host
 LOG_DIR = "/var/log/beekeeper"  # long steps' logs (builds, fetches)
+SUPERVISORD_LOG = f"{LOG_DIR}/supervisord.log"  # supervisord's own log (program starts, exits)
 SRV_ROOT = "/srv/beekeeper"
 MODEL_DIR = f"{SRV_ROOT}/models"  # host data `model_dir` (the default)
 OPT_ROOT = "/opt/beekeeper"  # native builds, host venvs, the verify kit, supervisord

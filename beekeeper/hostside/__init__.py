@@ -6,7 +6,7 @@ the deploy's smoke check, the rollback. Uploaded by path, from here.
 import shlex
 from pathlib import Path
 
-from beekeeper.core.paths import ServicePaths, hostside_script
+from beekeeper.core.paths import PREV, SUPERVISORCTL, ServicePaths, hostside_script
 
 SCRIPTS = ("fetch_model.py", "hostcheck.py", "rollback.py")
 
@@ -25,7 +25,8 @@ def rollback_command(paths: ServicePaths, restore: bool, timeout_s: int = 300,
     `script="-"`: the script on stdin)."""
     args = ["python3", script, "--unit", paths.unit,
             "--manifest", paths.manifest, "--compose", paths.compose_file,
-            "--program-conf", paths.program_conf,
+            "--program-conf", paths.program_conf, "--supervisorctl", SUPERVISORCTL,
+            "--prev-suffix", PREV,
             "--hostcheck", hostside_script("hostcheck.py"), "--api-key-file", paths.api_key,
             "--timeout", str(timeout_s)]
     return " ".join(shlex.quote(a) for a in args) + (" --restore" if restore else "")

@@ -46,8 +46,6 @@ def restarts(unit: str) -> int | None:
         return None
 
 
-SUPERVISORCTL = "/usr/local/sbin/beekeeper-supervisorctl"  # beekeeper.core.paths
-SUPERVISORD_LOG = "/var/log/beekeeper/supervisord.log"  # templates/supervisord.conf.j2
 
 
 class ProgramWatch:
@@ -57,8 +55,7 @@ class ProgramWatch:
     counts a server that dies soon after startsecs, whose RUNNING a poll can miss, and
     still counts when `status` cannot be read."""
 
-    def __init__(self, program: str, ctl: str = SUPERVISORCTL,
-                 log: str = SUPERVISORD_LOG) -> None:
+    def __init__(self, program: str, ctl: str, log: str) -> None:
         self.program, self.ctl, self.log = program, ctl, log
         self.pids: list[int] = []
         self.fatal = False
@@ -202,7 +199,7 @@ def _describe(pid: int, proc: str = "/proc") -> str:
     return f"pid {pid} ({comm}, user {user})"
 
 
-def program_pid(program: str, ctl: str = SUPERVISORCTL) -> int | None:
+def program_pid(program: str, ctl: str) -> int | None:
     """The pid supervisord started for `program`, None when it runs none."""
     try:
         out = subprocess.run([ctl, "pid", program], capture_output=True, text=True,
@@ -231,10 +228,11 @@ def container_publishes(container: str, port: int) -> bool:
 
 def answering_is_ours(port: int, program: str | None = None, unit: str | None = None,
                       container: str | None = None, proc: str = "/proc",
-                      ctl: str = SUPERVISORCTL) -> str | None:
+                      ctl: str = "") -> str | None:
     """None when the process answering on `port` is the one the runtime started (the
     supervisord program's pid, a process of the systemd unit, or the unit's container
-    behind Docker's proxy); else why not, in one line."""
+    behind Docker's proxy); else why not, in one line. `ctl`: supervisorctl's path, for a
+    program."""
     found, exact = listeners(port, proc)
     if container:
         others = [p for p in found if _read(f"{proc}/{p}/comm") != "docker-proxy"]
@@ -316,11 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unit", help="the server's systemd unit: a crash loop fails at once")
     ap.add_argument("--program", help="the server's supervisord program (runtime supervisor): "
                     "a crash loop fails at once")
+    ap.add_argument("--supervisorctl", help="with --program: the kit's supervisorctl launcher")
+    ap.add_argument("--supervisord-log", help="with --program: supervisord's log, whose lines "
+                    "count the program's exits")
     ap.add_argument("--container", help="the unit's container (runtime systemd or compose "
                     "in container mode): it, behind Docker's proxy, must hold the port")
     ap.add_argument("--model", help="the model name the server must list on /v1/models")
     ap.add_argument("--out", help="also write the result to this JSON file")
     args = ap.parse_args(argv)
+    if args.program and not (args.supervisorctl and args.supervisord_log):
+        ap.error("--program needs --supervisorctl and --supervisord-log")
     key = None
     if args.api_key_file:
         with open(args.api_key_file) as f:
@@ -328,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     base = f"http://{args.host}:{args.port}"
     if args.program:
         ok, why, waited = wait_healthy(base, args.timeout, args.program,
-                                       ProgramWatch(args.program))
+                                       ProgramWatch(args.program, args.supervisorctl,
+                                                    args.supervisord_log))
     else:
         ok, why, waited = wait_healthy(base, args.timeout, args.unit)
     result: dict = {"ok": ok, "url": base, "health_wait_s": round(waited, 2)}
@@ -336,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         result["error"] = f"/health not 200 after {waited:.0f} s: {why}"
     elif args.health_only:
         pass
-    elif (whose := answering_is_ours(args.port, args.program, args.unit, args.container)):
+    elif (whose := answering_is_ours(args.port, args.program, args.unit, args.container,
+                                          ctl=args.supervisorctl or "")):
         result.update(ok=False, error=f"not the deployed server: {whose}")
     else:
         try:

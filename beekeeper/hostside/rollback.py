@@ -4,7 +4,8 @@ The one rollback of a model service, run on the host (standard library only): sw
 unit, manifest and compose file with the `.prev` copies the last deploy kept, restart it,
 and check that the restored server passes /health and the smoke check.
 
-    python3 rollback.py --unit U --manifest M --compose C --hostcheck H [--restore]
+    python3 rollback.py --unit U --manifest M --compose C --hostcheck H --prev-suffix .prev
+                        [--program-conf P --supervisorctl CTL] [--restore]
                         [--api-key-file F] [--timeout S]
 
 Without --restore (`beekeeper rollback`, which sends this script on stdin, so hosts deployed
@@ -22,17 +23,15 @@ import os
 import subprocess
 import sys
 
-PREV = ".prev"
-SUPERVISORCTL = "/usr/local/sbin/beekeeper-supervisorctl"  # beekeeper.core.paths
-
 
 def say(line: str) -> None:
     print(f"beekeeper: {line}", file=sys.stderr, flush=True)
 
 
-def swap(path: str) -> None:
-    """Exchange `path` and `path.prev`; a side that is missing moves over as missing."""
-    old, tmp = path + PREV, path + ".swap"
+def swap(path: str, prev: str) -> None:
+    """Exchange `path` and its copy `path + prev`; a side that is missing moves over as
+    missing."""
+    old, tmp = path + prev, path + ".swap"
     if os.path.exists(path):
         os.replace(path, tmp)
     if os.path.exists(old):
@@ -59,13 +58,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--manifest", required=True)
     ap.add_argument("--compose", required=True)
     ap.add_argument("--program-conf", help="runtime supervisor: the program file")
+    ap.add_argument("--supervisorctl", help="with --program-conf: the kit's supervisorctl")
+    ap.add_argument("--prev-suffix", required=True,
+                    help="what the deploy appends to a file's name for its kept copy")
     ap.add_argument("--hostcheck", required=True)
     ap.add_argument("--restore", action="store_true")
     ap.add_argument("--api-key-file")
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args(argv)
-    supervised = bool(a.program_conf) and os.path.exists(a.program_conf + PREV)
-    if not os.path.exists(a.unit + PREV) and not supervised:
+    if a.program_conf and not a.supervisorctl:
+        ap.error("--program-conf needs --supervisorctl")
+    prev = a.prev_suffix
+    supervised = bool(a.program_conf) and os.path.exists(a.program_conf + prev)
+    if not os.path.exists(a.unit + prev) and not supervised:
         # runtime-neutral: no systemd unit path on a host whose runtime is a supervisor
         kept = ("no earlier deploy was kept on this host" if os.path.exists(a.manifest) else
                 "nothing of this service is deployed on this host")
@@ -75,17 +80,17 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     say("rolling back to the previous " + ("program" if supervised else "unit"))
     for path in (a.unit, a.manifest, a.compose, *([a.program_conf] if a.program_conf else [])):
-        if path == a.manifest and not a.restore and not os.path.exists(path + PREV):
+        if path == a.manifest and not a.restore and not os.path.exists(path + prev):
             continue  # a swap keeps the manifest it has when no older one was kept
-        swap(path)
-        if a.restore and os.path.exists(path + PREV):
-            os.remove(path + PREV)  # the failed deploy's copy
+        swap(path, prev)
+        if a.restore and os.path.exists(path + prev):
+            os.remove(path + prev)  # the failed deploy's copy
     if supervised:
         # reread/update restarts the program whose file changed back
         program = os.path.basename(a.program_conf).removesuffix(".conf")
-        subprocess.call([SUPERVISORCTL, "reread"], stdout=subprocess.DEVNULL)
-        subprocess.call([SUPERVISORCTL, "update", program])
-        subprocess.call([SUPERVISORCTL, "restart", program], stdout=subprocess.DEVNULL)
+        subprocess.call([a.supervisorctl, "reread"], stdout=subprocess.DEVNULL)
+        subprocess.call([a.supervisorctl, "update", program])
+        subprocess.call([a.supervisorctl, "restart", program], stdout=subprocess.DEVNULL)
     else:
         name = os.path.basename(a.unit)
         subprocess.call(["systemctl", "daemon-reload"])

@@ -106,7 +106,8 @@ def test_a_crash_loop_fails_the_smoke_wait_at_once_not_at_its_timeout(supervisor
     wait_state(ctl, "crasher", "FATAL", 30)
     t0 = time.monotonic()
     ok, why, _ = hostcheck.wait_healthy("http://127.0.0.1:9", 120, "crasher",
-                                        hostcheck.ProgramWatch("crasher", str(ctl)))
+                                        hostcheck.ProgramWatch("crasher", str(ctl),
+                                                               str(tmp / "supervisord.log")))
     assert not ok and "FATAL" in why and "crasher" in why
     assert time.monotonic() - t0 < 15
 
@@ -128,20 +129,12 @@ def test_a_server_dying_just_after_startsecs_is_counted_from_supervisords_log(su
     assert time.monotonic() - t0 < 45
 
 
-def test_the_watch_reads_the_log_the_rendered_supervisord_conf_names():
-    from beekeeper.core import paths
-    from beekeeper.tasks import supervisor as task
-
-    assert f"logfile={hostcheck.SUPERVISORD_LOG}\n" in task.config()
-    assert hostcheck.SUPERVISORCTL == paths.SUPERVISORCTL
-
-
 def test_a_restart_after_a_crash_is_counted(supervisord):
     tmp, ctl = supervisord
     program(tmp, "sleeper", "exec sleep 60", "/bin/sleep", [])  # its arguments ignored
     subprocess.run([str(ctl), "update"], capture_output=True)
     wait_state(ctl, "sleeper", "RUNNING")
-    watch = hostcheck.ProgramWatch("sleeper", str(ctl))
+    watch = hostcheck.ProgramWatch("sleeper", str(ctl), str(tmp / "supervisord.log"))
     assert watch("sleeper") == 0
     pid = subprocess.run([str(ctl), "pid", "sleeper"], capture_output=True, text=True).stdout
     subprocess.run(["kill", "-9", pid.strip()], check=True)
