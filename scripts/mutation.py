@@ -6,18 +6,26 @@ testing").
     .venv/bin/python scripts/mutation.py --all            # every configured module
     .venv/bin/python scripts/mutation.py --rev HEAD ...   # a commit, not the working tree
     .venv/bin/python scripts/mutation.py --report         # the last results, nothing run
+    .venv/bin/python scripts/mutation.py --function translate core/hostdata.py  # some functions
+
+After a run of whole modules each one's row of docs/testing.md's score table is written
+there (update_table: its figures, the commit, the day, the wall time, the score before where
+it changed), and a drop is told (`--no-table` leaves the table as it is); a survivor neither
+killed nor listed as equivalent makes the exit status 1.
 
 "This change" is what `git diff --name-only BASE` (default HEAD: the uncommitted change) and
-the untracked files name. The modules are [tool.mutmut] only_mutate in pyproject.toml, spelled
-as installed (beekeeper/facts/gpu.py is the checkout's facts/gpu.py). mutmut imports the
-mutated copy by its installed name, so it runs in a copy of the tree laid out as site-packages
-(.cache/mutation/tree/: the checkout's files as they are, for the tests that read them by path,
-and src/beekeeper/ with facts, operations, tasks, verify and templates inside it, which mutmut
-mutates and puts first on sys.path). One copy for every module: mutmut's stats (which test
-calls which function, the fast tier run once under its tracer) are collected once and kept;
-a run then tests the named modules' mutants only (`mutmut run 'beekeeper.facts.gpu.*'`), each
-against the tests that call its function. Only files that changed are copied again, and new
-tests get their stats added. The working tree is never written.
+the untracked files name; with --rev, what `git diff --name-only BASE REV` names (the commit's
+change, whatever the working tree holds beside it). The modules are [tool.mutmut] only_mutate
+in pyproject.toml, spelled as installed (beekeeper/facts/gpu.py is the checkout's
+facts/gpu.py). mutmut imports the mutated copy by its installed name, so it runs in a copy of
+the tree laid out as site-packages (.cache/mutation/tree/: the checkout's files as they are,
+for the tests that read them by path, and src/beekeeper/ with facts, operations, tasks, verify
+and templates inside it, which mutmut mutates and puts first on sys.path). One copy for every
+module: mutmut's stats (which test calls which function, the fast tier run once under its
+tracer) are collected once and kept; a run then tests the named modules' mutants only (`mutmut
+run 'beekeeper.facts.gpu.*'`), each against the tests that call its function. Only files that
+changed are copied again, and new tests get their stats added. Of the working tree only
+docs/testing.md's score table is written, after a run.
 
 Two things mutmut does not do for a copy that is kept: it runs its pytest sessions (stats,
 the list of tests, the clean run) one after another in one process, and pytest caches the ids
@@ -87,8 +95,12 @@ def git(*args: str) -> str:
                           text=True).stdout
 
 
-def changed_modules(base: str) -> list[str]:
-    names = git("diff", "--name-only", base).split() + \
+def changed_modules(base: str, rev: str | None = None) -> list[str]:
+    """The configured modules the change touched: the working tree's against `base` (the
+    untracked files too), or with `rev` the commit's (`git diff base rev`: what the run
+    mutates, whatever the working tree holds beside it)."""
+    names = git("diff", "--name-only", base, rev).split() if rev else \
+        git("diff", "--name-only", base).split() + \
         git("ls-files", "-o", "--exclude-standard").split()
     wanted = set(configured())
     return sorted({installed_name(n) for n in names} & wanted)
@@ -197,6 +209,20 @@ def stale_stats() -> bool:
 def glob_of(mod: str) -> str:
     """mutmut's names of a module's mutants: beekeeper.facts.gpu.x_parse_...__mutmut_3."""
     return mod[:-3].replace("/", ".") + ".*"
+
+
+def function_globs(mod: str, functions: list[str]) -> list[str]:
+    """mutmut's names of the mutants of these functions of a module (a function
+    `x_NAME__mutmut_N`, a method `xǁCLASSǁNAME__mutmut_N`)."""
+    base = glob_of(mod)[:-1]
+    return [g for f in functions for g in (f"{base}x_{f}__mutmut_*", f"{base}xǁ*ǁ{f}__mutmut_*")]
+
+
+def of_functions(name: str, functions: list[str]) -> bool:
+    """Whether mutant `name` is of one of `functions` (none named: every mutant is)."""
+    tail = name.rsplit(".", 1)[-1]
+    return not functions or any(re.fullmatch(rf"(x_|xǁ[^ǁ]*ǁ){re.escape(f)}__mutmut_\d+", tail)
+                                for f in functions)
 
 
 def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] = ()) -> int:
@@ -311,15 +337,18 @@ def results(modules: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def report(modules: list[str], commit: str | None = None, wall_s: float | None = None) -> int:
+def report(modules: list[str], commit: str | None = None, wall_s: float | None = None,
+           functions: list[str] | None = None, table: bool = False) -> int:
     """One line a module, then each survivor not listed as equivalent. Exit 1 when any is
     left: a survivor is killed by a test or listed, with why, in docs/testing.md. After a
     run, each module's row of docs/testing.md's score table (the commit, today, the run's
-    wall time)."""
+    wall time), written into the table with `table` (update_table). With `functions`, the
+    mutants of those functions only, and no row: it is no figure for the module."""
     eq = equivalents()
-    left, stale, rows = [], [], []
+    left, stale, rows = [], [], {}
     print(f"{'module':42} {'mutants':>7} {'killed':>6} {'equiv':>5} {'left':>4}  score")
     for mod, found in results(modules).items():
+        found = {k: v for k, v in found.items() if of_functions(k, functions or [])}
         killed = sum(s in (KILLED, TIMEOUT) for s in found.values())
         equiv = sum(k in eq for k, s in found.items() if s not in (KILLED, TIMEOUT))
         stale += [k for k, s in found.items() if k in eq and s in (KILLED, TIMEOUT)]
@@ -327,10 +356,10 @@ def report(modules: list[str], commit: str | None = None, wall_s: float | None =
         left += [(k, found[k]) for k in rest]
         denom = len(found) - equiv
         score = f"{100 * killed / denom:.1f}%" if denom else "-"
-        print(f"{checkout_name(mod):42} {len(found):7} {killed:6} {equiv:5} {len(rest):4}  "
-              f"{score}")
-        rows.append(table_row(checkout_name(mod), len(found), killed, equiv, len(rest), score,
-                              commit, wall_s))
+        name = checkout_name(mod) + (f" ({', '.join(functions)})" if functions else "")
+        print(f"{name:42} {len(found):7} {killed:6} {equiv:5} {len(rest):4}  {score}")
+        rows[checkout_name(mod)] = table_row(checkout_name(mod), len(found), killed, equiv,
+                                             len(rest), score, commit, wall_s)
     for name in sorted(stale):  # a test kills it: it was not equivalent, or the code changed
         print(f"  listed as equivalent in docs/testing.md, but killed: {name}")
     if left:
@@ -338,11 +367,60 @@ def report(modules: list[str], commit: str | None = None, wall_s: float | None =
               "NAME")
     for name, s in sorted(left):
         print(f"  {s}: {name}")
-    if wall_s is not None:
+    if wall_s is not None and not functions:
         print("docs/testing.md's score table, this run:")
-        for row in rows:
+        for row in rows.values():
             print(row)
+        if table:
+            text, said = update_table(DOC.read_text(), rows)
+            DOC.write_text(text)
+            for line in said:
+                print(f"[mutation] {line}")
     return 1 if left else 0
+
+
+SCORES = re.compile(r"(<!-- mutation-scores:begin -->\n)(.*?)(<!-- mutation-scores:end -->)",
+                    re.S)
+
+
+def _score_of(cell: str) -> float | None:
+    """A score cell's own figure ("98.5% (...)" -> 98.5), None where it has none."""
+    m = re.match(r"\s*(\d+(?:\.\d+)?)%", cell)
+    return float(m.group(1)) if m else None
+
+
+def update_table(text: str, rows: dict[str, str]) -> tuple[str, list[str]]:
+    """docs/testing.md's text with each module's row of the score table replaced by this
+    run's (`rows`: checkout path -> table_row), a module not in the table added at its end;
+    the score before is kept in the new row's score cell where it differs, and each change
+    is told, a drop as a drop. Returns the text and what changed."""
+    m = SCORES.search(text)
+    if not m:
+        return text, ["docs/testing.md has no score table (its mutation-scores markers)"]
+    lines = m.group(2).splitlines()
+    said = []
+    for module, row in rows.items():
+        cells = row.split(" | ")
+        at = next((i for i, x in enumerate(lines)
+                   if x.startswith(f"| `{module}` ") or x.startswith(f"| `{module}`|")), None)
+        if at is None:
+            lines.append(row)
+            said.append(f"{module}: a new row in the score table, {cells[6]}")
+            continue
+        old = lines[at].split(" | ")
+        before, now = _score_of(old[6]) if len(old) > 8 else None, _score_of(cells[6])
+        if before is not None and now is not None and before != now:
+            commit = old[7].split()[0] if old[7].strip() else "the last run"
+            cells[6] = f"{cells[6]} ({before:g}% before, at {commit})"
+            kind = "dropped" if now < before else "rose"
+            said.append(f"{module}: the score {kind} from {before:g}% to {now:g}%"
+                        + (": a survivor no test kills, or a test lost" if now < before else ""))
+        else:
+            said.append(f"{module}: {cells[6]}, as before" if before == now else
+                        f"{module}: {cells[6]}")
+        lines[at] = " | ".join(cells)
+    body = "\n".join(lines) + "\n"
+    return text[:m.start(2)] + body + text[m.end(2):], said
 
 
 def table_row(module: str, mutants: int, killed: int, equiv: int, left: int, score: str,
@@ -369,6 +447,11 @@ def main() -> int:
     ap.add_argument("--copy", default="tree", metavar="NAME",
                     help="the copy to run in (.cache/mutation/NAME, default tree): a second "
                          "one runs another module beside a run (each has its own stats)")
+    ap.add_argument("--function", action="append", default=[], metavar="NAME",
+                    help="run the mutants of this function (or method) of the module only: "
+                         "no figure for the module, the score table is left as it is")
+    ap.add_argument("--no-table", action="store_true",
+                    help="leave docs/testing.md's score table as it is after the run")
     ap.add_argument("--deselect", action="append", default=[], metavar="TEST",
                     help="leave this test out (pytest's node id; a test that fails without a "
                          "mutant, e.g. beside other work): its kills are not counted")
@@ -379,8 +462,9 @@ def main() -> int:
         return 2
     if a.copy != "tree":
         TREE, STATS_DIGEST = WORK / a.copy, WORK / f"{a.copy}.stats-source"
+    rev = resolve(a.rev) if a.rev else None
     mods = configured() if a.all else [installed_name(m) for m in a.modules] \
-        if a.modules else changed_modules(a.base)
+        if a.modules else changed_modules(a.base, rev)
     unknown = sorted(set(mods) - set(configured()))
     if unknown:
         print(f"not configured for mutation ([tool.mutmut] only_mutate): {unknown}")
@@ -388,11 +472,13 @@ def main() -> int:
     if not mods:
         print("no configured module changed (name one, or --all)")
         return 0
+    if a.function and len(mods) != 1:
+        print("--function: name the one module it is of")
+        return 2
     if a.report:
-        return report(mods)
+        return report(mods, functions=a.function)
     if a.fresh:
         shutil.rmtree(TREE, ignore_errors=True)
-    rev = resolve(a.rev) if a.rev else None
     written = sync(_files_of(rev), a.deselect)
     print(f"[mutation] {written} files copied to {TREE.relative_to(ROOT)} "
           f"({'commit ' + rev[:7] if rev else 'the working tree'}); "
@@ -402,7 +488,8 @@ def main() -> int:
               "collecting them anew (the fast tier once under mutmut's tracer)", flush=True)
     digest = source_digest()
     cmd = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run",
-           "--max-children", str(a.jobs), *(glob_of(m) for m in mods)]
+           "--max-children", str(a.jobs),
+           *(function_globs(mods[0], a.function) if a.function else map(glob_of, mods))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(TREE / PLUGIN_DIR)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
                                     else []))}
@@ -414,7 +501,7 @@ def main() -> int:
     if p.returncode != 0:
         print(f"[mutation] mutmut exited {p.returncode} after {wall_s:.0f} s")
         return p.returncode
-    return report(mods, rev, wall_s)
+    return report(mods, rev, wall_s, a.function, table=not a.no_table)
 
 
 if __name__ == "__main__":
