@@ -14,7 +14,9 @@ integ_log=.cache/integration.log
 .venv/bin/python -m tests.integration.prepare >"$prep_log" 2>&1 &
 prep=$!
 tier() {  # a selection that names no test of this tier (exit 5) is not a failure
-  .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=15 -m "$@" || { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
+  # shellcheck disable=SC2086  # $prio: empty, or the lower priority's words
+  ${prio:-} .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=15 -m "$@" ||
+    { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
 }
 # the integration tier (the sandbox hosts; the slow tier, marked `slow`: the native build,
 # the lifecycle, long benchmarks, runs in scripts/test-slow.sh) starts once what the first
@@ -34,8 +36,17 @@ integ=$!
 set +m
 # stopped as Ctrl-C would stop it: pytest tears its sandbox hosts' fixtures down
 trap 'kill -INT -- -"$integ" 2>/dev/null || true' EXIT
-.venv/bin/ruff check .
-bash scripts/mypy.sh
+# Lint, types and the unit tier are off the critical path (the integration tier's first
+# deploy builds llama.cpp in a sandbox container meanwhile): they run at a lower priority.
+# Where Docker's containers are one CPU group beside the processes outside it (cgroup v1's
+# `cpu` controller, as on this project's 2-core machines: /docker with cpu.shares 1024), the
+# scheduler weighs that whole group, the build's `make -j2` with it, as much as one nice-0
+# process: against two xdist workers the build gets about a third of 2 cores (CFS weights;
+# not measured side by side). Niced (weight 110 each), they leave it about 80 %, and the unit
+# tier takes what the build and the tests leave.
+prio="nice -n 10"
+$prio .venv/bin/ruff check .
+$prio bash scripts/mypy.sh
 # the unit tests on both cores (pytest-xdist): each test makes its own state (tmp_path,
 # its own controller cache), so they need no order
 tier "not gpu and not slow and not integration" -n 2 "$@"
