@@ -28,8 +28,10 @@ from .paths import GatewayPaths
 from .render import render
 
 PATHS = GatewayPaths()
-# what HAProxy takes as a proxy or server name, and as a plain ACL word
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# a model name the gateway routes: a word HAProxy takes in a backend's name (model_<name>),
+# in an ACL and in a path (/model/<name>/), with no quoting; model_alias may hold more
+# (`/` and `+`), which the gateway refuses in one line
+_ROUTE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,22 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
     return ssh_host
 
 
+def route_name(host: str, svc: ServiceConfig) -> str:
+    """The model name the gateway routes `svc` of `host` by: the name its server answers to
+    (its --alias: host data model_alias, else the profile's name). ConfigError, one line,
+    for a name HAProxy cannot take as written."""
+    model = svc.alias
+    if not _ROUTE_RE.match(model):
+        said = f"{model!r} " if svc.model_alias else ""
+        raise ConfigError(
+            host_data("model_alias") if svc.model_alias else f"profile {model!r}",
+            f"{said}of service {svc.name} on {host} is not a name the gateway can route (it "
+            "writes the name into HAProxy's backend names and paths)", "set model_alias to a "
+            "name of letters, digits and . _ - : only, starting with a letter or digit",
+            lead=": " if svc.model_alias else " ")
+    return model
+
+
 def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
          load: Callable[[Any], HostConfig] = load_host_config) -> Plan:
     """Routes for the gateway on `gw_host` from every inventory host's (name, host data).
@@ -135,22 +153,18 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
             left_out.append(f"{name}: {e}")
             continue
         for svc in cfg.services:
-            model = svc.profile.name  # the server's --alias
-            if not _NAME_RE.match(model):
-                raise ConfigError(f"profile {model!r}", f"of service {svc.name} on {name} is "
-                                  "not a name the gateway can route", "serve it under a "
-                                  "profile named by letters, digits and . _ - only",
-                                  lead=" ")
+            model = route_name(name, svc)
             # servers balanced as one model must serve the same thing: file, hash, flags
             what = (svc.model.filename, svc.model.sha256, svc.profile.server, svc.extra_args)
             first = served.setdefault(model, (what, f"{name}/{svc.name}"))
             if first[0] != what:
                 raise ConfigError(
-                    host_data("profile"), f"service {svc.name} on {name} and {first[1]} both "
-                    f"answer as model {model} but serve different models or server settings "
-                    "(model file, sha256, ctx_size, slots or extra args), and the gateway would "
-                    "balance them as one", "give them the same model and settings, or "
-                    "serve one of them under another profile")
+                    host_data("model_alias" if svc.model_alias else "profile"),
+                    f"service {svc.name} on {name} and {first[1]} both answer as model "
+                    f"{model} but serve different models or server settings (model file, "
+                    "sha256, profile, ctx_size, slots or extra args), and the gateway would "
+                    "balance them as one", "give them the same model and settings, or give "
+                    "one of them another model_alias (the name clients send)")
             by_model.setdefault(model, []).append(Upstream(
                 host=name, service=svc.name, model=model,
                 address=upstream_address(gw_host, name, data, cfg, svc),
