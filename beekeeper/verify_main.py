@@ -26,12 +26,12 @@ import shlex
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from .core.deployed import DeployedService, RecordError
+from .core.deployed import DeployedService, RecordError, read_record
 from .core.errors import VerifyError
 from .core.profiles import MAX_SLOTS, PROFILES, Profile, profile_problem, with_ctx_size
 
@@ -437,6 +437,9 @@ class Keys:
 
     @classmethod
     def from_files(cls, args: argparse.Namespace) -> Keys:
+        """The keys --api-key-file and --direct-api-key-file name; without --api-key-file,
+        the key the kit deployed the server with where verify found the server from its
+        deployed.json (`controller_deployed_key`)."""
         def read(path: str | None) -> str | None:
             try:
                 return Path(path).read_text().strip() if path else None
@@ -444,7 +447,10 @@ class Keys:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 
         direct_url = getattr(args, "direct_url", None)
-        return cls(read(args.api_key_file), read(args.direct_api_key_file),
+        api = read(args.api_key_file)
+        if args.api_key_file is None:  # the key the deploy stored beside deployed.json
+            api = controller_deployed_key(args)
+        return cls(api, read(args.direct_api_key_file),
                    direct_url if secret_url(direct_url) else None)
 
     def to_stdin(self) -> bytes | None:
@@ -454,6 +460,96 @@ class Keys:
         sent = {"api": self.api, "direct": self.direct}
         return json.dumps({**sent, "direct_url": self.direct_url} if self.direct_url
                           else sent).encode()
+
+
+# what to do when the key the deploy stored cannot be read here
+KEY_FIX = "run verify as root (sudo), or give the key with --api-key-file"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _deployed_key_path(service: str) -> str:
+    from .core.paths import ServicePaths
+
+    return ServicePaths(service).api_key
+
+
+def read_deployed_key(service: str) -> str | None:
+    """The API key the deploy stored on this machine for `service` (ServicePaths.api_key, a
+    root-only file beside deployed.json), or None when it stored none (the server takes no
+    key). VerifyError, one line, when the file is there but cannot be read (not root)."""
+    path = _deployed_key_path(service)
+    try:
+        key = Path(path).read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise VerifyError(f"the deployed server's API key {path} could not be read "
+                          f"({e.strerror}: it is root-only): {KEY_FIX}") from None
+    return key or None
+
+
+def _remote_text(ssh: list[str], command: str) -> tuple[int, str]:
+    """`command` run as root on the host `ssh` reaches: its exit status and standard output
+    (kept in memory: never printed, logged or written)."""
+    import subprocess
+
+    from .core.remote import ssh_as_root
+
+    try:
+        p = subprocess.run(ssh_as_root(ssh, command), capture_output=True, text=True,
+                           timeout=120)
+    except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in 2 minutes
+        return 255, ""
+    return p.returncode, p.stdout
+
+
+def remote_deployed_key(ssh: list[str], service: str, host: str) -> str | None:
+    """`read_deployed_key` on the host `ssh` reaches, as root (ssh's standard output: the key
+    is on no command line and in no file on the controller)."""
+    from .core.remote import NEEDS_ROOT_EXIT
+
+    path = shlex.quote(_deployed_key_path(service))
+    rc, out = _remote_text(ssh, f"if [ -e {path} ]; then cat -- {path}; else exit 3; fi")
+    if rc == 3:
+        return None
+    if rc != 0:
+        why = ("this needs root there: log in as root, or let the login use sudo without a "
+               "password" if rc == NEEDS_ROOT_EXIT else f"ssh or cat exited {rc}")
+        raise VerifyError(f"the deployed server's API key {_deployed_key_path(service)} on "
+                          f"{host} could not be read ({why}): give the key with "
+                          "--api-key-file, or fix that")
+    return out.strip() or None
+
+
+def controller_deployed_key(args: argparse.Namespace) -> str | None:
+    """`beekeeper verify` without --api-key-file, on the controller: the key the kit deployed
+    the server with, where verify reaches the server the deploy recorded (no --url): read
+    over SSH as root through --sandbox or --ssh, else on this machine where its deployed.json
+    is. With --on-host and a host, None here: the host reads it itself (`main`)."""
+    if getattr(args, "url", None):
+        return None  # a server named by hand: its key by hand
+    service = args.service
+    if getattr(args, "sandbox", False) or getattr(args, "ssh", None):
+        if getattr(args, "on_host", False):
+            return None
+        if args.sandbox:
+            from .sandbox import load_state, ssh_options
+
+            return remote_deployed_key(ssh_options(load_state()), service, "the sandbox host")
+        return remote_deployed_key(shlex.split(args.ssh), service, args.ssh.split()[-1])
+    if local_manifest(service) is None:
+        return None
+    return read_deployed_key(service)
+
+
+def deployed_here(url: str, service: str) -> bool:
+    """Whether `url` is the server the kit deployed as `service` on this machine: its
+    deployed.json there, and the URL on loopback (or its bind address) at its port."""
+    record = read_record(local_manifest(service))
+    if record is None or record.port is None:
+        return False
+    parts = urlsplit(server_url(url).base)
+    return parts.port == record.port and parts.hostname in (*LOOPBACK, record.bind_address)
 
 
 def typed_command(argv: list[str]) -> str | None:
@@ -574,6 +670,10 @@ def main(argv: list[str] | None = None) -> int:
                 server_url(args.direct_url, "--direct-url")
         else:
             keys = Keys.from_files(args)
+        if keys.api is None and not args.api_key_file and deployed_here(args.url,
+                                                                         args.service):
+            # the server the kit deployed here: the key it stored (on-host verify, as root)
+            keys = replace(keys, api=read_deployed_key(args.service))
     except VerifyError as e:
         print(f"verify: {e}", file=sys.stderr)
         return 2

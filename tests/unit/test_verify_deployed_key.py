@@ -1,0 +1,137 @@
+"""`beekeeper verify` without --api-key-file uses the key the kit deployed the server with
+(the root-only file beside deployed.json) where verify found that server from its record:
+on this machine, through --ssh/--sandbox's tunnel (read over SSH as root, on standard
+output), and on the host with --on-host (the host reads it itself). A key it cannot read is
+one line saying why and what to do. Built without SSH (issue 43, point 3)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beekeeper import cli, hostverify, verify_main
+from beekeeper.core.deployed import DeployedService
+from beekeeper.core.errors import VerifyError
+from beekeeper.verify_main import Keys
+
+RECORD = DeployedService(service="llm", container="beekeeper-llm", unit="beekeeper-llm",
+                         profile="cpu-tiny", mode="native", image="/x/llama-server",
+                         bind_address="0.0.0.0", port=8090, model_path="/m/x.gguf",
+                         model_sha256="0" * 64).to_json()
+
+
+def verify_args(*argv: str) -> argparse.Namespace:
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["verify"].parse_args(list(argv))
+
+
+@pytest.fixture
+def here(monkeypatch, tmp_path):
+    """This machine as a host the kit deployed `llm` on, with its key at `key`."""
+    key = tmp_path / "api_key"
+    key.write_text("sk-deployed-secret\n")
+    monkeypatch.setattr(verify_main, "_deployed_key_path", lambda service: str(key))
+    monkeypatch.setattr(verify_main, "local_manifest",
+                        lambda service: RECORD if service == "llm" else None)
+    return key
+
+
+def no_ssh(*a: Any, **k: Any) -> Any:
+    raise AssertionError("no SSH here")
+
+
+def test_verify_on_this_machine_uses_the_deployed_key(here, monkeypatch):
+    monkeypatch.setattr(verify_main, "_remote_text", no_ssh)
+    assert Keys.from_files(verify_args("--profile", "cpu-tiny")).api == "sk-deployed-secret"
+    # a key given wins; a server named by --url is not assumed to be the deployed one
+    given = here.parent / "given"
+    given.write_text("sk-given\n")
+    assert Keys.from_files(verify_args("--api-key-file", str(given))).api == "sk-given"
+    assert Keys.from_files(verify_args("--url", "http://10.0.0.9:8090")).api is None
+    # another service (no deployed.json here), or a server deployed without a key: none
+    assert Keys.from_files(verify_args("--service", "other")).api is None
+    here.unlink()
+    assert Keys.from_files(verify_args()).api is None
+
+
+def test_a_deployed_key_that_cannot_be_read_is_one_line_with_the_fix(here, monkeypatch,
+                                                                     capsys):
+    def denied(self: Path, *a: Any, **k: Any) -> str:
+        if str(self) == str(here):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *a, **k)
+
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", denied)
+    with pytest.raises(VerifyError) as e:
+        Keys.from_files(verify_args())
+    line = str(e.value)
+    assert "\n" not in line and str(here) in line and "Permission denied" in line
+    assert "as root" in line and "--api-key-file" in line
+    # through the CLI: its one line, exit 2, the key never shown
+    monkeypatch.setattr(cli, "local_manifest", verify_main.local_manifest)
+    rc = cli.main(["verify", "--profile", "cpu-tiny", "--port", "8090"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "as root" in err and "secret" not in err
+
+
+def test_verify_through_the_ssh_tunnel_reads_the_key_over_ssh_as_root(monkeypatch):
+    sent: list[tuple[list[str], str]] = []
+
+    def remote(answer: tuple[int, str]) -> Any:
+        def run(ssh: list[str], command: str) -> tuple[int, str]:
+            sent.append((ssh, command))
+            return answer
+        return run
+
+    monkeypatch.setattr(verify_main, "_remote_text", remote((0, "sk-remote-secret\n")))
+    args = verify_args("--ssh", "-p 2201 me@gpu-box", "--profile", "cpu-tiny")
+    assert Keys.from_files(args).api == "sk-remote-secret"
+    ssh, command = sent[-1]
+    assert ssh == ["-p", "2201", "me@gpu-box"]
+    assert "/etc/beekeeper/llm/api_key" in command and "secret" not in command
+    monkeypatch.setattr(verify_main, "_remote_text", remote((3, "")))  # none stored there
+    assert Keys.from_files(args).api is None
+    monkeypatch.setattr(verify_main, "_remote_text", remote((126, "")))  # not root there
+    with pytest.raises(VerifyError) as e:
+        Keys.from_files(args)
+    line = str(e.value)
+    assert "\n" not in line and "on me@gpu-box" in line and "root" in line
+    assert "--api-key-file" in line
+
+
+def test_on_host_the_host_reads_its_own_key(here, monkeypatch):
+    """--on-host --ssh: nothing is read over SSH on the controller; the entry point on the
+    host, run as root against the deployed port, reads the key there."""
+    monkeypatch.setattr(verify_main, "_remote_text", no_ssh)
+    seen: dict[str, Any] = {}
+
+    def run_on_host(ssh: list[str], label: str, args: argparse.Namespace, port: int,
+                    out_root: Path, keys: Keys) -> tuple[int, Path]:
+        seen.update(keys=keys)
+        return 0, out_root
+
+    monkeypatch.setattr(hostverify, "run_on_host", run_on_host)
+    assert cli.main(["verify", "--on-host", "--ssh", "gpu-box", "--profile", "cpu-tiny"]) == 0
+    assert seen["keys"].api is None
+
+    def run_verify(args: argparse.Namespace, url: str, **kw: Any) -> int:
+        seen.update(url=url, **kw)
+        return 0
+
+    monkeypatch.setattr(verify_main, "run_verify", run_verify)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({"api": None, "direct": None})))
+    assert verify_main.main(["--url", "http://127.0.0.1:8090", "--keys-on-stdin"]) == 0
+    assert seen["keys"].api == "sk-deployed-secret"
+    # no keys on stdin at all (none given on the controller): the same
+    assert verify_main.main(["--url", "http://127.0.0.1:8090"]) == 0
+    assert seen["keys"].api == "sk-deployed-secret"
+    # another port is not the deployed server: no key assumed
+    assert verify_main.main(["--url", "http://127.0.0.1:9999", "--profile", "cpu-tiny"]) == 0
+    assert seen["keys"].api is None
