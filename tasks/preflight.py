@@ -5,11 +5,15 @@ Preflight: read the host's facts and stop with one clear message before any chan
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FactBase
 from pyinfra.facts.files import Directory, File
+from pyinfra.facts.server import Command
 
 from beekeeper.core.build import (
     GIB_PER_CPU_JOB,
@@ -35,7 +39,7 @@ from beekeeper.core.paths import (
     start_script,
 )
 from beekeeper.core.planner import Prediction
-from beekeeper.core.profiles import FileSource
+from beekeeper.core.profiles import FileSource, ModelFile
 from beekeeper.core.runtime import runtime_of
 from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
@@ -81,26 +85,32 @@ GIB = 1 << 30
 def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     """Each service within the VRAM budget; all of them within the card, 1 GiB to spare. A
     service's plan is its shape (host data ctx_size and slots) and its model: the user's own
-    GGUF where the controller holds it (model_path), else the profile's."""
+    GGUF where the controller holds it (model_path), or where the host does (model_host_path:
+    its header read there: `host_gguf`), else the profile's."""
     from beekeeper.core.planner import PlanError, predict, served_gguf
 
     budget_mib = cfg.vram_budget_gib * 1024
     total = 0.0
     for svc in cfg.services:
-        gguf = served_gguf(svc.model)
-        try:
-            pred = predict(svc.profile, gguf)
-        except PlanError as e:  # a model_path the planner cannot read
-            raise PreflightError(host_data("model_path"), f"{e.problem}, and the VRAM plan "
-                                 "reads its layout", e.fix or GGUF_FIX) from None
-        except ValueError as e:  # the file's KV rows do not fill the profile's cache type
-            raise PreflightError(
-                host_data("model_path"), f"{gguf} with profile {svc.profile.name}: {e}",
-                "pick a profile whose KV cache types fit the model (`beekeeper plan --profile "
-                "NAME --gguf FILE` tries one)", lead=" ") from None
+        with host_gguf(svc.model, cfg.model_dir) as on_host:
+            gguf = served_gguf(svc.model) or on_host
+            key, named = ("model_host_path", svc.model.host_path(cfg.model_dir)) if on_host \
+                else ("model_path", str(gguf))
+            try:
+                pred = predict(svc.profile, gguf)
+            except PlanError as e:  # a model file the planner cannot read
+                problem = e.problem.replace(str(gguf), named)
+                raise PreflightError(host_data(key), f"{problem}, and the VRAM plan reads "
+                                     "its layout", e.fix or GGUF_FIX) from None
+            except ValueError as e:  # the file's KV rows do not fill the profile's cache type
+                raise PreflightError(
+                    host_data(key), f"{named} with profile {svc.profile.name}: {e}",
+                    "pick a profile whose KV cache types fit the model (`beekeeper plan "
+                    "--profile NAME --gguf FILE` tries one)", lead=" ") from None
         total += pred.total_mib
         if pred.total_mib > budget_mib:
-            raise _over_budget(cfg, svc, pred, budget_mib, gguf is not None)
+            raise _over_budget(cfg, svc, pred, budget_mib, gguf is not None,
+                               named if on_host else None)
     card = gpu.gpus[0].memory_total_mib if gpu and gpu.gpus else None
     if card and len(cfg.services) > 1 and total + 1024 > card:
         raise PreflightError(
@@ -109,8 +119,147 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
             "profiles", lead=" ", then=": ")
 
 
+# How much of a model file on the host the VRAM check reads: a GGUF's header (its metadata,
+# the tokenizer's vocabulary among them, and its tensor table) is a few MiB; the first read
+# takes GGUF_HEADER_FIRST bytes, each next one what the header's numbers say it needs, up to
+# GGUF_HEADER_MAX (a file whose header is longer is not one the planner reads).
+GGUF_HEADER_FIRST = 4 << 20
+GGUF_HEADER_MAX = 256 << 20
+
+
+def gguf_header_command(path: str, length: int) -> str:
+    """The shell line that prints a model file's size, then its first `length` bytes gzipped
+    in base64 (`unreadable` where it is not a file it can read, or the host has no gzip); run
+    through pyinfra's Command fact, read by `parse_gguf_header`."""
+    q = shlex.quote(path)
+    return (f"if [ -f {q} ] && [ -r {q} ] && command -v gzip >/dev/null; then "
+            f"stat -L -c %s -- {q} && "
+            f"head -c {int(length)} -- {q} | gzip -1 -c | base64; else echo unreadable; fi")
+
+
+def parse_gguf_header(text: str | None) -> tuple[int, bytes] | None:
+    """`gguf_header_command`'s output -> (the file's size, its first bytes); None where the
+    file could not be read, or the output is not what the command prints."""
+    import base64
+    import binascii
+    import gzip
+    import zlib
+
+    lines = (text or "").split()
+    if not lines or not lines[0].isdigit():
+        return None
+    try:
+        data = gzip.decompress(base64.b64decode("".join(lines[1:])))
+    except (binascii.Error, OSError, EOFError, zlib.error):
+        return None
+    size = int(lines[0])
+    return (size, data) if data or not size else None  # nothing came (no gzip there)
+
+
+class _Short(Exception):
+    """The bytes read end inside the header; `need`: how many the header looks to have."""
+
+    def __init__(self, need: int) -> None:
+        self.need = need
+
+
+# GGUF's value types by their number: the fixed sizes (8: a string, 9: an array)
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def gguf_header_length(data: bytes) -> int:
+    """The length of the GGUF header (version 2 or 3) at the start of `data`: its metadata
+    and tensor table, padded to the file's alignment, where the tensors' data begins.
+    _Short when `data` ends before it; ValueError for a value type GGUF does not have."""
+    import struct
+
+    pos = 24
+    if data[:4] != b"GGUF"[:len(data)] or data[4:5] not in (b"", b"\x02", b"\x03"):
+        raise ValueError("not a GGUF of version 2 or 3")
+    if len(data) < pos:
+        raise _Short(GGUF_HEADER_FIRST)
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
+
+    def take(n: int) -> int:
+        nonlocal pos
+        if pos + n > len(data):
+            raise _Short(pos + n + n_tensors * 128)
+        pos += n
+        return pos - n
+
+    def u(fmt: str) -> int:
+        at = take(struct.calcsize(fmt))
+        return int(struct.unpack_from(fmt, data, at)[0])
+
+    alignment = 32
+    for _ in range(n_kv):
+        key = data[take(u("<Q")):pos]
+        kind = u("<I")
+        if kind == 9:
+            kind, count = u("<I"), u("<Q")
+            start = pos
+            for i in range(count if kind == 8 else 0):
+                try:
+                    take(u("<Q"))
+                except _Short:  # the header's size as far as this array shows it (twice:
+                    # the tokenizer's merges follow its tokens)
+                    per = (pos - start) / max(i, 1)
+                    raise _Short(int(pos + per * (count - i) * 2 + n_tensors * 128)) from None
+            if kind != 8:
+                take(_GGUF_SIZES[kind] * count)
+        elif kind == 8:
+            take(u("<Q"))
+        elif key == b"general.alignment" and kind == 4:
+            alignment = u("<I") or 32
+        else:
+            take(_GGUF_SIZES[kind])
+    for _ in range(n_tensors):
+        take(u("<Q"))  # the name
+        take(8 * u("<I") + 12)  # the dimensions, the type, the offset
+    return -(-pos // alignment) * alignment
+
+
+@contextmanager
+def host_gguf(model: ModelFile, model_dir: str) -> Iterator[Path | None]:
+    """A model file of the user's on the host (host data `model_host_path`) as the planner
+    reads it, on the controller: a stand-in holding the host file's header (read there before
+    any change, `gguf_header_command`), as long as the host file and sparse beyond its header
+    (the planner reads the header; the weights' bytes are counted from its tensor table).
+    None for any other model, and where the host file cannot be read (the model checks after
+    this one say why): the profile's model is planned then."""
+    import tempfile
+
+    if not model.users_file:
+        yield None
+        return
+    path = model.host_path(model_dir)
+    length, found = GGUF_HEADER_FIRST, None
+    while found is None:
+        got = parse_gguf_header(host.get_fact(Command,
+                                              command=gguf_header_command(path, length)))
+        if got is None:
+            yield None
+            return
+        size, data = got
+        try:
+            found = data[:gguf_header_length(data)]
+        except _Short as short:
+            if len(data) < length or length >= GGUF_HEADER_MAX:
+                found = data  # the file, or the most read, ends inside it: the planner says
+            else:
+                length = min(GGUF_HEADER_MAX, max(length * 2, short.need * 5 // 4))
+        except (ValueError, KeyError, OverflowError):
+            found = data  # not a header this walk knows: the planner says what it is
+    with tempfile.TemporaryDirectory(prefix="beekeeper-gguf-") as tmp:
+        stand_in = Path(tmp) / Path(path).name
+        with open(stand_in, "wb") as f:
+            f.write(found)
+            f.truncate(max(size, len(found)))
+        yield stand_in
+
+
 def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_mib: float,
-                 own_model: bool) -> PreflightError:
+                 own_model: bool, host_file: str | None = None) -> PreflightError:
     """The refusal of a service over the budget: its plan by part, and the ways out at its
     own shape (the profiles that fit with its slots, fewer slots, a smaller context)."""
     from beekeeper.core.planner import predict
@@ -121,7 +270,8 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     shape = ([f"ctx_size {s.ctx_size}"] if s.ctx_size != base.ctx_size else []) + \
         ([f"{s.parallel} slots"] if s.parallel != base.parallel else [])
     said = f" at {', '.join(shape)}" if shape else ""
-    said += " with your model_path" if own_model else ""
+    said += (f" with your model_host_path {host_file}" if host_file else
+             " with your model_path" if own_model else "")
     fits = [n for n, p in PROFILES.items() if p.backend == "cuda" and p.layout
             and (s.parallel == p.server.parallel or p.server.draft_model is None)
             and predict(with_ctx_size(p, p.server.ctx_size, s.parallel)).total_mib
