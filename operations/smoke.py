@@ -10,7 +10,8 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from beekeeper.core.paths import SUPERVISORCTL, SUPERVISORD_LOG, ServicePaths, hostside_script
+from beekeeper.core.paths import ServicePaths, hostside_script
+from beekeeper.core.runtime import Runtime
 from beekeeper.hostside import rollback_command
 
 from .shell import StreamedCommand
@@ -22,25 +23,17 @@ def serving(profile: str, bind_address: str, port: int) -> str:
     addr = f"[{bind_address}]" if ":" in bind_address else bind_address
     return f"{profile} on {addr}:{port}"
 
-def owner_args(paths: ServicePaths, runtime: str, container: bool, model: str) -> str:
+def owner_args(paths: ServicePaths, runtime: Runtime, model: str) -> str:
     """hostcheck.py's arguments that say which process must answer on the port (the
     runtime's: the supervisord program, the unit, or the unit's container) and which model
     it must list: a server the kit did not start never passes the gate."""
-    if runtime == "supervisor":
-        who = (f"--program {q(paths.program)} --supervisorctl {q(SUPERVISORCTL)} "
-               f"--supervisord-log {q(SUPERVISORD_LOG)}")
-    else:
-        who = f"--unit {q(paths.unit_name)}"
-        if container:
-            who += f" --container {q(paths.container)}"
-    return f"{who} --model {q(model)}"
+    return " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model])
 
 
 @operation()
 def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: bool,
-                  api_key_file: str | None = None, profile: str = "",
-                  bind_address: str = "127.0.0.1", runtime: str = "systemd",
-                  container: bool = False, model: str = ""):
+                  runtime: Runtime, api_key_file: str | None = None, profile: str = "",
+                  bind_address: str = "127.0.0.1", model: str = ""):
     """
     Wait for /health and smoke-check the API on the host. When nothing changed in this
     run, the check runs as a read-only fact and reports no change. A new server that fails
@@ -53,15 +46,15 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     + after_change: whether an earlier operation of this run changes the service
     + api_key_file: the key on the host, when the server wants one
     + profile, bind_address: what this deploy serves, for the last line
-    + runtime: what runs the server ("supervisor": its program and log file, not a unit)
-    + container: whether the unit runs the server in a container (container mode)
+    + runtime: what runs the server (HostFacts.runtime: the process that must answer, and
+      where its log is)
     + model: the name the server must list on /v1/models (host data `model_alias`)
     """
     from beekeeper.facts.server import ServerSmoke
 
     script = hostside_script("hostcheck.py")
     now = serving(profile, bind_address, port)
-    owner = owner_args(paths, runtime, container, model or profile)
+    owner = owner_args(paths, runtime, model or profile)
     if not after_change:
         result = host.get_fact(ServerSmoke, script=script, port=port,
                                api_key_file=api_key_file, owner=owner)
@@ -71,10 +64,7 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
             return
     key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
     check = f"python3 {q(script)} --timeout {timeout_s}{key}"
-    if runtime == "supervisor":
-        unit, log = paths.program, f"tail -n 30 {q(paths.server_log)}"
-    else:
-        unit, log = paths.unit_name, f"journalctl -u {q(paths.unit_name)} -n 30 --no-pager"
+    unit, log = runtime.known_by(paths), runtime.log_lines(paths, 30)
     yield StreamedCommand(
         f"if {check} --port {port} {owner} --out {q(paths.smoke_result)}; then "
         f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "

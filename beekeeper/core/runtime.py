@@ -11,9 +11,10 @@ instead of asking `mode` and `runtime` again.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
-from .paths import ServicePaths
+from .paths import SUPERVISORCTL, SUPERVISORD_LOG, ServicePaths
 from .supervisor import control
 
 
@@ -78,6 +79,21 @@ class Runtime:
     def control(self, p: ServicePaths, action: str) -> str:
         """The shell line that starts, stops or restarts the service."""
         return control(self.runtime, self.known_by(p), action)
+
+    def log_lines(self, p: ServicePaths, n: int) -> str:
+        """The shell line that prints the server's last `n` log lines."""
+        log = self.log(p)
+        return (f"tail -n {n} {shlex.quote(log)}" if log is not None
+                else f"journalctl -u {shlex.quote(p.unit_name)} -n {n} --no-pager")
+
+    def owner_args(self, p: ServicePaths) -> list[str]:
+        """hostside/hostcheck.py's arguments naming the process that must answer on the
+        service's port: the supervisord program, or a process of the unit (behind Docker's
+        proxy, the unit's container)."""
+        if self.supervised:
+            return ["--program", p.program, "--supervisorctl", SUPERVISORCTL,
+                    "--supervisord-log", SUPERVISORD_LOG]
+        return ["--unit", p.unit_name, *(["--container", p.container] if self.container else [])]
 
 
 RUNTIMES: tuple[Runtime, ...] = (
