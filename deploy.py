@@ -23,6 +23,7 @@ from beekeeper.tasks import (
     container_toolkit,
     cuda_toolkit,
     docker_engine,
+    engine,
     gateway,
     model,
     native,
@@ -83,6 +84,8 @@ def deploy_host() -> None:
         else:
             artifact, build_ops = server_image.ensure(cfg, facts)  # the image tag
             container_toolkit.check_in_container(cfg, facts, artifact, gpu_ops + build_ops)
+        # the built server takes every service's flags, or one line before any service changes
+        engine.ensure(cfg, facts, artifact, build_ops)
 
     if not reboot_pending and "model" in cfg.stages:
         model_ops = model.ensure(cfg)

@@ -25,6 +25,15 @@ CARD_BANDWIDTH_GB_S: dict[str, float] = {
 }
 REFERENCE_CARD = "RTX 4090"
 
+# The server sources a profile fits (host data `source.ref`, its first 12 characters): the
+# releases its flags and figures were made with. After a build the kit checks that the built
+# server takes the profile's flags (core/engine_flags.py) and names these in its refusal.
+# beellama at the commit group_data/all.py pins; the CPU profiles: stock llama.cpp as the
+# llama-cpp-python 0.3.36 sdist vendors it (core/cache.py, CPU_SOURCE_REF), which has no
+# TurboQuant types and spells the speculative types `draft-*`.
+BEELLAMA_REFS = ("ba1fdce591f5",)
+STOCK_CPU_REFS = ("lcp0.3.36",)
+
 
 @dataclass(frozen=True)
 class HfSource:
@@ -227,6 +236,8 @@ class Profile:
     layout: HybridLayout | None = None
     # text that starts the assistant turn in NIAH prompts (tiny models need it)
     niah_prefill: str | None = None
+    # the server releases (source.ref) this profile fits: BEELLAMA_REFS, STOCK_CPU_REFS
+    engine_refs: tuple[str, ...] = ()
 
     @property
     def samples_on_cpu(self) -> bool:
@@ -288,7 +299,7 @@ def _cpu(name: str, summary: str, model: ModelFile, chat_template: str, *, ctx: 
                               chat_template=chat_template, reasoning_off=False, **server),
         expected=Expected(decode_tok_s=None, ttft_s_median=None, peak_vram_mib=None,
                           niah_min_pass=5, niah_tokens=niah_tokens, decode_ctx_tokens=1024),
-        niah_prefill="The special magic number is",
+        niah_prefill="The special magic number is", engine_refs=STOCK_CPU_REFS,
     )
 
 
@@ -309,7 +320,7 @@ def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *
         expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_mib=vram,
                           niah_min_pass=10, niah_tokens=min(60_000, ctx - 2048),
                           decode_ctx_tokens=min(60_000, ctx - 4096)),
-        layout=QWEN35_9B_LAYOUT,
+        layout=QWEN35_9B_LAYOUT, engine_refs=BEELLAMA_REFS,
     )
 
 

@@ -77,6 +77,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
                                python3="/usr/bin/python3", python3_version=(3, 12),
                                setpriv="/usr/bin/setpriv", apt_lists=6),
     "SupervisorPrograms": None, "OthersCannotRead": "",  # no supervisord; files readable
+    "ServerHelp": None,  # a built server's --help: none read (tasks/engine.py checks none)
     "ModelTarget": lambda path=None, **_: path,  # a model path is no symlink
     "PathKinds": {},  # none of the kit's folders is a link into a persistent root
     # nothing listens on the port; a model file on the host is a GGUF (version 3); no

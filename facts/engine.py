@@ -1,0 +1,36 @@
+"""
+Facts about the server the kit built: what its own `--help` lists.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra.api import FactBase
+
+
+class ServerHelp(FactBase[str | None]):
+    """
+    The built llama-server's `--help` (its stdout), or ``None`` where it is not built yet (no
+    image of that tag, no binary at that path) or printed nothing:
+
+    .. code:: text
+
+        -ctk,  --cache-type-k TYPE              KV cache data type for K
+                                                allowed values: f32, f16, bf16, q8_0, ...
+    """
+
+    def command(self, binary: str, image: str | None = None, gpu: bool = False) -> str:
+        """`binary`: the server on the host (native), or in `image` (container mode; `gpu`:
+        a CUDA build, which loads the driver's libcuda only in a container given the GPU)."""
+        b = shlex.quote(binary)
+        if image is None:
+            return f"test -x {b} && {b} --help 2>/dev/null; true"
+        i = shlex.quote(image)
+        gpus = " --gpus all" if gpu else ""
+        return (f"docker image inspect {i} >/dev/null 2>&1 && docker run --rm{gpus} "
+                f"--entrypoint {b} {i} --help 2>/dev/null; true")
+
+    def process(self, output: list[str]) -> str | None:
+        text = "\n".join(output)
+        return text if text.strip() else None

@@ -1,0 +1,117 @@
+"""
+Engine check: the server just built takes every service's profile flags (its KV types,
+speculative type and options), read from the server's own `--help`
+(core/engine_flags.py). Checked after the build and before any service changes: a newer
+`source.ref` that renamed or dropped one is one line naming it, and the running server
+keeps serving. Host data `server_extra_args` the help does not list is a warning: the
+user's own flags, which the smoke check judges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+from pyinfra import host
+from pyinfra.api.host import Host
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import python
+
+from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.container import IMAGE
+from beekeeper.core.engine_flags import (
+    Offered,
+    extra_warning,
+    parse_help,
+    refusal,
+    unaccepted,
+)
+from beekeeper.core.errors import PreflightError
+from beekeeper.facts.engine import ServerHelp
+from beekeeper.facts.hostfacts import HostFacts
+
+from .hostfail import failures
+from .say import warn
+from .service import server_args
+
+
+def reader(facts: HostFacts, artifact: str, gpu: bool) -> dict[str, object]:
+    """ServerHelp's arguments for the artifact built: the binary (native), or the image's."""
+    if facts.runtime.native:
+        return {"binary": artifact}
+    return {"binary": IMAGE.entrypoint[0], "image": artifact, "gpu": gpu}
+
+
+def judged(cfg: HostConfig, facts: HostFacts, offered: Offered,
+           warned: Callable[[str], None]) -> PreflightError | None:
+    """The first service whose profile flags the server refuses, as its one line (None: all
+    taken); each service's server_extra_args it does not list told to `warned`."""
+    built = f"source.ref {cfg.source.ref[:12]}"
+    for svc in cfg.services:
+        args = server_args(cfg, facts.runtime, svc)
+        kit = args[:len(args) - len(svc.extra_args)]
+        told = extra_warning(subject(cfg, svc), built,
+                             unaccepted(svc.extra_args, offered, check_values=False))
+        if told:
+            warned(told)
+        refused = refusal(subject(cfg, svc), built, svc.profile.name,
+                          svc.profile.engine_refs, unaccepted(kit, offered))
+        if refused is not None:
+            return refused
+    return None
+
+
+def subject(cfg: HostConfig, svc: ServiceConfig) -> str:
+    """What a refusal names: the profile, and the service where the host has several."""
+    what = f"profile `{svc.profile.name}`"
+    return f"service `{svc.name}` ({what})" if len(cfg.services) > 1 else what
+
+
+def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,
+           build_ops: list[OperationMeta]) -> list[OperationMeta]:
+    """A server built before this run is read now, before any change (a refusal stops the
+    host here, and a dry run says it); one this run builds is read after its build, by an
+    operation that fails the host before any service changes."""
+    gpu = any(s.profile.backend == "cuda" for s in cfg.services)
+    reads = reader(facts, artifact, gpu)
+    if not any(op.will_change for op in build_ops):
+        text = host.get_fact(ServerHelp, **reads)
+        offered = parse_help(text) if text else None
+        refused = judged(cfg, facts, offered, warn) if offered else None
+        if refused is not None:
+            raise refused
+        return []
+    names = ", ".join(sorted({s.profile.name for s in cfg.services}))
+    return [python.call(
+        name=f"Check that the server built from {cfg.source.ref[:12]} takes the flags of "
+             f"{names} (its --help, before any service changes)",
+        function=after_build(cfg, facts, reads))]
+
+
+def after_build(cfg: HostConfig, facts: HostFacts,
+                reads: dict[str, object]) -> Callable[[object, Host], bool]:
+    """What pyinfra runs once the build is done (python.call hands it `state` and `host`;
+    a closure, so the command pyinfra shows is its name, not the host's data): a refusal is
+    the line in red naming the host, repeated in the run's summary, and the host fails
+    there."""
+
+    def check_flags(state: object, host: Host) -> bool:
+        name = host.name
+
+        def told(line: str) -> None:
+            click.echo(click.style(f"host {name}: warning: {line}", fg="yellow"), err=True)
+
+        text = host.get_fact(ServerHelp, **reads)
+        offered = parse_help(text) if text else None
+        if offered is None:  # it printed no options: the smoke check judges whether it runs
+            told("the built server's --help listed no options, so its flags are not "
+                 "checked (the smoke check judges the server)")
+            return True
+        refused = judged(cfg, facts, offered, told)
+        if refused is None:
+            return True
+        failures()[name] = f"host facts: {refused}"
+        click.echo(click.style(f"host {name}: {refused}", fg="red"), err=True)
+        return False
+
+    return check_flags
