@@ -178,14 +178,30 @@ def test_mutmuts_stats_are_collected_anew_when_the_code_or_the_tests_changed(tmp
 def test_a_commits_executable_files_are_executable_in_the_copy(tmp_path, monkeypatch):
     """--rev copies a commit's files from `git archive`: its scripts keep their mode (a test
     runs scripts/setup.sh, another checks it is executable), its other files have none, and
-    a file whose mode changed is set again though its content did not change."""
+    a file whose mode changed is set again though its content did not change. A repository
+    of its own: the tool's copy of the checkout, where the tests also run, has no .git."""
     tool = _tool()
-    _copy_at(tool, monkeypatch, tmp_path / "tree")
+    repo = tmp_path / "repo"
+    monkeypatch.setattr(tool, "ROOT", repo)
+    _copy_at(tool, monkeypatch, repo / ".cache/mutation/tree")
+    names = ("scripts/setup.sh", "tasks/preflight.py", "README.md")
+    for n in names:
+        (repo / n).parent.mkdir(parents=True, exist_ok=True)
+        (repo / n).write_text(f"# {n}\n")
+    (repo / "scripts/setup.sh").chmod(0o755)
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    _git(repo, "init", "-q")
+    _git(repo, "add", *names, "pyproject.toml")
+    _git(repo, "commit", "-qm", "one")
     files = tool._files_of("HEAD")
     assert "scripts/setup.sh" in tool.EXECUTABLE
     assert not {"pyproject.toml", "tasks/preflight.py", "README.md"} & tool.EXECUTABLE
-    names = ("scripts/setup.sh", "tasks/preflight.py", "README.md")
-    tool.sync({n: files[n] for n in names})
+    (tmp_path / "venv").mkdir()
+    (repo / ".venv").symlink_to(tmp_path / "venv")
+    tool.sync({n: files[n] for n in names})  # a fresh cache: the copy made from nothing
+    for where in (tool.TREE, tool.TREE / "mutants"):  # the tests that run .venv/bin tools
+        assert (where / ".venv").resolve() == tmp_path / "venv"
+    assert tool.stale_stats() is False  # no stats yet: mutmut collects them
     mode = {n: (tool.TREE / n).stat().st_mode & 0o777 for n in
             (*names, "src/beekeeper/tasks/preflight.py")}
     assert mode == {"scripts/setup.sh": 0o755, "tasks/preflight.py": 0o644, "README.md": 0o644,
@@ -194,7 +210,7 @@ def test_a_commits_executable_files_are_executable_in_the_copy(tmp_path, monkeyp
     tool.sync({n: files[n] for n in names})
     assert (tool.TREE / "README.md").stat().st_mode & 0o777 == 0o644
     assert (tool.TREE / "src/beekeeper/tasks/preflight.py").read_bytes() == \
-        files["tasks/preflight.py"]
+        b"# tasks/preflight.py\n"
 
 
 def test_mutmut_waits_30_s_beyond_a_tests_own_time_before_it_reads_a_timeout():

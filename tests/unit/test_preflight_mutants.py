@@ -581,3 +581,13 @@ def test_model_dir_needs_room_for_the_download_and_1_gib_to_spare():
     with on_host(Sha256File=placed(c, "gemma-3-270m-q4_k_m.gguf",
                                    "SmolLM2-135M-Instruct.Q4_1.gguf")):
         pf.check_free_space(c, 0)
+
+
+def test_a_model_target_the_host_could_not_read_is_nothing_there():
+    """ModelTarget's default, what pyinfra gives where its command failed, is "", as for a
+    path that names nothing: check_own_model then checks the path given as it is (`or
+    path`), not a link target no one read (`xǁModelTargetǁdefault__mutmut_1`: no test
+    called it)."""
+    assert pf.ModelTarget.default() == ""
+    assert pf.ModelTarget().process([]) == ""
+    assert pf.ModelTarget().process(["/srv/blobs/9f3c\n"]) == "/srv/blobs/9f3c"
