@@ -11,9 +11,10 @@ import pytest
 
 from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import PreflightError
+from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.tasks import driver_preflight as dp
 
-from .harness import DEFAULTS
+from .harness import DEFAULTS, NATIVE
 
 
 def cfg(**over):
@@ -34,3 +35,38 @@ def test_the_branch_a_card_must_keep_is_that_of_the_cuda_preflight_judges():
         "1080 is compute capability 6.1: NVIDIA's 580 is its last",
         "set driver_branch = 580 (with cuda_version = '12.9.1')")
     dp.check_branch_keeps_card(cfg(), pascal, "12.9.1")  # host data's 13.2 is not judged
+
+
+def test_the_older_branch_offered_is_one_that_runs_the_cuda_preflight_judges():
+    """older_branch_advice (Debian 12's dkms stop) offers a branch for the CUDA release it is
+    given, and judges the branches by that release too (`x_older_branch_advice__mutmut_3`:
+    host data's release judged instead; `_25`: the branches judged by host data's while the
+    line names the one given)."""
+    assert dp.older_branch_advice(cfg(), 595, "13.1.1") == (
+        "set driver_branch = 590 (an older branch that still runs CUDA 13.1.1 in container "
+        "mode)")
+    assert dp.older_branch_advice(cfg(cuda_version="13.0.2"), 590, "13.1.1") == (
+        "no older branch runs CUDA 13.1.1 in container mode: set cuda_version = '13.0.2' and "
+        "driver_branch = 580 (its branch)")
+    assert dp.older_branch_advice(cfg(), 595) == (
+        "no older branch runs CUDA 13.2.1 in container mode: set cuda_version = '13.0.2' and "
+        "driver_branch = 580 (its branch)")
+
+
+def test_a_driver_too_old_is_offered_the_branch_of_the_cuda_preflight_judges():
+    """old_driver's way out installs the branch of the release judged (the host's toolkit,
+    13.1 here: branch 590), not that of host data's 13.2 (595) (`x_old_driver__mutmut_83`,
+    `_85`)."""
+    gpu = NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="13.0",
+                        driver_version="580.95.05", driver_branch=580, brand="GeForce",
+                        gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="x",
+                                      compute_cap="8.9", memory_total_mib=24564),))
+    fix = ("set upgrade_driver = True (the kit purges the installed NVIDIA driver packages and "
+           "installs branch {b}, pinned to it; a reboot follows), cuda_follows_driver = True "
+           "(the image is built for CUDA 13.0.2, which this driver runs), or update the NVIDIA "
+           "driver on the host to branch {b} or newer, or set cuda_version to a 13.0 release")
+    for cuda, branch in (("13.1.1", 590), (None, 595)):
+        with pytest.raises(PreflightError) as e:
+            dp.old_driver(cfg(), NATIVE, gpu, "is too old", cuda)
+        assert (e.value.subject, e.value.problem, e.value.fix) == (
+            "driver 580.95.05", "is too old", fix.format(b=branch)), cuda
