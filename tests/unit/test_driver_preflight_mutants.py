@@ -70,3 +70,41 @@ def test_a_driver_too_old_is_offered_the_branch_of_the_cuda_preflight_judges():
             dp.old_driver(cfg(), NATIVE, gpu, "is too old", cuda)
         assert (e.value.subject, e.value.problem, e.value.fix) == (
             "driver 580.95.05", "is too old", fix.format(b=branch)), cuda
+
+
+def gpu_of(branch: int, cuda: str, cap: str = "8.9",
+           name: str = "NVIDIA GeForce RTX 4090") -> NvidiaSmiInfo:
+    return NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version=cuda,
+                         driver_version=f"{branch}.95.05", driver_branch=branch, brand="GeForce",
+                         gpus=(GpuCard(name=name, driver_version="x", compute_cap=cap,
+                                       memory_total_mib=24564),))
+
+
+def test_a_driver_is_judged_against_the_cuda_preflight_judges():
+    """driver_too_old and check_gpu judge the driver against the release they are given
+    (HostFacts.cuda_version): a 590 driver reporting CUDA 13.1 runs a 13.1 build and is too
+    old for host data's 13.2 (`x_driver_too_old__mutmut_3`, `x_check_gpu__mutmut_1`, `_3`)."""
+    on_590 = gpu_of(590, "13.1")
+    assert dp.driver_too_old(cfg(), NATIVE, on_590, "13.1.1") is None
+    assert dp.driver_too_old(cfg(), NATIVE, on_590) == (
+        "driver 590.95.05 reports CUDA 13.1, brand GeForce, older than the image's CUDA 13.2.1 "
+        "(NVIDIA_REQUIRE_CUDA cuda>=13.2)")
+    assert dp.check_gpu(cfg(), NATIVE, on_590, 1, [], "13.1.1") == dp.DriverPlan()
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(cfg(), NATIVE, on_590, 1, [], None)
+    assert e.value.subject == "driver 590.95.05"
+    assert e.value.problem.startswith("reports CUDA 13.1, brand GeForce, older than the "
+                                      "image's CUDA 13.2.1")
+
+
+def test_a_cards_generation_is_judged_against_the_cuda_preflight_judges():
+    """check_generation: a Pascal card on CUDA 12.9 (the release given: branch 575, which
+    still drives it) passes where host data says 13.2, and is refused on 13.2 given where
+    host data says 12.9 (`x_check_generation__mutmut_31`; `_51`, `_54`: the branch it must
+    keep judged by host data's release)."""
+    pascal = [("the GTX 1080 is compute capability 6.1", "6.1")]
+    dp.check_generation(cfg(), pascal, "12.9.1")
+    with pytest.raises(PreflightError) as e:
+        dp.check_generation(cfg(cuda_version="12.9.1", driver_flavour="proprietary"), pascal,
+                            "13.2.1")
+    assert "13.2.1" in e.value.problem
