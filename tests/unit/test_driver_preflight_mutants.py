@@ -108,3 +108,16 @@ def test_a_cards_generation_is_judged_against_the_cuda_preflight_judges():
         dp.check_generation(cfg(cuda_version="12.9.1", driver_flavour="proprietary"), pascal,
                             "13.2.1")
     assert "13.2.1" in e.value.problem
+
+
+def test_a_driver_to_install_is_judged_against_the_cuda_preflight_judges():
+    """A native host with a GPU and no driver: the branch host data names must run the
+    release preflight judges, 13.2 given where host data says 13.1 (`x_check_gpu__mutmut_38`,
+    `_40`: host data's release judged)."""
+    on_590 = cfg(cuda_version="13.1.1", driver_branch=590)
+    assert dp.check_gpu(on_590, NATIVE, None, 1, []) == dp.DriverPlan(action="install")
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(on_590, NATIVE, None, 1, [], "13.2.1")
+    assert (e.value.subject, e.value.problem, e.value.fix) == (
+        "host data `driver_branch`", "590 runs CUDA 13.1, but cuda_version is 13.2.1 (the "
+        "image asks cuda>=13.2)", "set driver_branch = 595 or remove it")
