@@ -121,3 +121,19 @@ def test_a_driver_to_install_is_judged_against_the_cuda_preflight_judges():
     assert (e.value.subject, e.value.problem, e.value.fix) == (
         "host data `driver_branch`", "590 runs CUDA 13.1, but cuda_version is 13.2.1 (the "
         "image asks cuda>=13.2)", "set driver_branch = 595 or remove it")
+
+
+def test_check_gpu_passes_the_cuda_it_judges_to_each_rule():
+    """check_gpu hands the release it is given to the generation rule and to the way out of a
+    driver too old (`x_check_gpu__mutmut_153`, `_156`: a Pascal card on CUDA 12.9 judged on
+    host data's 13.2; `_205`, `_210`: the branch offered for 13.2, not 13.1)."""
+    pascal = gpu_of(575, "12.9", cap="6.1", name="NVIDIA GeForce GTX 1080")
+    assert dp.check_gpu(cfg(), NATIVE, pascal, 1, [], "12.9.1") == dp.DriverPlan()
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(cfg(), NATIVE, pascal, 1, [], None)
+    assert e.value.subject == "the NVIDIA GeForce GTX 1080 is compute capability 6.1"
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(cfg(), NATIVE, gpu_of(580, "13.0"), 1, [], "13.1.1")
+    assert e.value.subject == "driver 580.95.05"
+    assert "installs branch 590, pinned to it" in e.value.fix
+    assert "to branch 590 or newer" in e.value.fix

@@ -156,6 +156,9 @@ def test_a_listener_proc_does_not_show_passes_only_where_this_services_record_ha
         assert e.fix == "stop it, or set `port` to a free port"
     e = refusal(host(owners=[PortOwner(pid=None)]))
     assert "(listening socket inode ?; another PID namespace" in e.problem
+    # the service's own server seen from outside its namespace, and a process beside it
+    e = refusal(host(owners=[UNSEEN, HAND], records={"llm": PORT}))
+    assert e.problem.startswith("is in use by pid 999 (user alice, program /usr/bin/python3)")
 
 
 def test_dockers_proxy_is_the_services_own_only_with_its_container_or_its_record_and_docker():
