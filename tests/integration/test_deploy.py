@@ -12,7 +12,10 @@ import tarfile
 
 import pytest
 
+from beekeeper.core.container import IMAGE
+from beekeeper.core.engine_flags import parse_help, refusal, unaccepted
 from beekeeper.core.profiles import PROFILES
+from beekeeper.facts.engine import ServerHelp
 from beekeeper.sandbox import load_state, ssh_options
 from beekeeper.tunnel import ssh_tunnel
 from beekeeper.verify.client import ServerClient
@@ -54,6 +57,41 @@ def test_first_deploy_provisions_builds_places_and_starts(first, standins):
     tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
     size = sandbox_exec(f"docker image inspect --format '{{{{.Size}}}}' {tag}").stdout.strip()
     print(f"[figure] server image {tag}: {int(size) / 2**20:.1f} MiB")
+
+
+def test_the_built_server_takes_every_cpu_profile_and_refuses_a_turbo_one(first, standins):
+    """The engine check on a real server (issue 43, point 5). The first deploy read the
+    server it built with its --help, after the build and before the service, and went on;
+    the same fact's command, run on the sandbox host against that image, reads a help in
+    which every CPU profile's flags are taken and the production profile's turbo KV types
+    are refused in one line (no host data puts a KV type the stock server lacks on a CPU
+    profile's command line, so the refusal is shown on the real help, not by a deploy).
+    Main tier: it reuses the module's build; the help read is 0.5 s, the dry run about as
+    long as test_dry_run_tells_the_truth_about_a_profile_change's."""
+    ran = {k: v for k, v in results(first.out).items()
+           if k.startswith(f"Check that the server built from {standins.commit[:12]} takes "
+                           "the flags of cpu-tiny")}
+    assert list(ran.values()) == [("1", "-", "-")], results(first.out)
+    tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
+    read = sandbox_exec(ServerHelp().command(binary=IMAGE.entrypoint[0], image=tag))
+    offered = parse_help(read.stdout)
+    assert offered is not None, read.stdout[-2000:] + read.stderr[-2000:]
+    for name, p in PROFILES.items():
+        if p.backend == "cpu":
+            assert unaccepted(p.server.args("/m/a.gguf", "/m/b.gguf"), offered) == [], name
+    turbo = PROFILES["q8-turbo4-64k"]
+    line = str(refusal("profile `q8-turbo4-64k`", f"source.ref {standins.commit[:12]}",
+                       turbo.name, turbo.engine_refs,
+                       unaccepted(turbo.server.args("/m/a.gguf"), offered)))
+    assert "does not accept `-ctk turbo4`, `-ctv turbo4` (it offers f32, f16" in line, line
+    print(f"\n[figure] the stock server's refusal of the turbo profile: {line}")
+    # a server built before a run is read while that run prepares, so a dry run says it
+    # (a beellama-only flag in server_extra_args: a warning, the smoke gate judges it)
+    dry = deploy("--data", 'server_extra_args=["--spec-dflash-cross-ctx","512"]', dry=True)
+    assert dry.rc == 0, dry.out[-3000:]
+    assert ("host sandbox: warning: profile `cpu-tiny`: the server built from source.ref "
+            f"{standins.commit[:12]} does not list `--spec-dflash-cross-ctx` of "
+            "server_extra_args") in dry.out, dry.out[-3000:]
 
 
 def test_the_image_holds_no_instruction_beyond_its_cpu_baseline(first, tmp_path):
