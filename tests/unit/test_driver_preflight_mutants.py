@@ -137,3 +137,24 @@ def test_check_gpu_passes_the_cuda_it_judges_to_each_rule():
     assert e.value.subject == "driver 580.95.05"
     assert "installs branch 590, pinned to it" in e.value.fix
     assert "to branch 590 or newer" in e.value.fix
+
+
+def test_check_cuda_judges_the_release_it_is_given():
+    """check_cuda (preflight's entry to these rules) judges the CUDA release it is given,
+    the host toolkit's where one builds, not host data's (`x_check_cuda__mutmut_42`)."""
+    from unittest import mock
+
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.context import ctx_host, ctx_state
+
+    from .harness import PCI_RTX4090, _canned
+
+    inventory = Inventory(([("canned", {})], {}))
+    h = inventory.get_host("canned")
+    on_590 = gpu_of(590, "13.1")
+    with ctx_state.use(State(inventory, Config())), ctx_host.use(h), \
+            mock.patch.object(h, "get_fact", side_effect=_canned({"PciListing": PCI_RTX4090})):
+        assert dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.1.1") == dp.DriverPlan(pci=1)
+        with pytest.raises(PreflightError) as e:
+            dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.2.1")
+        assert e.value.subject == "driver 590.95.05"
