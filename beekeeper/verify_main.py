@@ -473,10 +473,24 @@ def _deployed_key_path(service: str) -> str:
     return ServicePaths(service).api_key
 
 
+def takes_key(manifest: str | None) -> bool:
+    """Whether the deployment record `manifest` (deployed.json's text; None: none) says the
+    server takes the key the deploy keeps beside it. A key file a later deploy without a key
+    left there (a rollback to the keyed deploy needs it) is not the server's."""
+    if manifest is None:
+        return False
+    try:
+        return DeployedService.from_json(manifest).api_key
+    except RecordError:
+        return False  # verify's own reading of the record says what is wrong with it
+
+
 def read_deployed_key(service: str) -> str | None:
     """The API key the deploy stored on this machine for `service` (ServicePaths.api_key, a
-    root-only file beside deployed.json), or None when it stored none (the server takes no
-    key). VerifyError, one line, when the file is there but cannot be read (not root)."""
+    root-only file beside deployed.json), where its record says the server takes it; None
+    where it takes none. VerifyError, one line, when it cannot be read (not root)."""
+    if not takes_key(local_manifest(service)):
+        return None
     path = _deployed_key_path(service)
     try:
         key = Path(path).read_text().strip()
@@ -488,16 +502,16 @@ def read_deployed_key(service: str) -> str | None:
     return key or None
 
 
-def _remote_text(ssh: list[str], command: str) -> tuple[int, str]:
-    """`command` run as root on the host `ssh` reaches: its exit status and standard output
-    (kept in memory: never printed, logged or written)."""
+def _remote_text(ssh: list[str], command: str, root: bool = True) -> tuple[int, str]:
+    """`command` run on the host `ssh` reaches (as root, or as the login): its exit status
+    and standard output (kept in memory: never printed, logged or written)."""
     import subprocess
 
     from .core.remote import ssh_as_root
 
+    argv = ssh_as_root(ssh, command) if root else ["ssh", *ssh, command]
     try:
-        p = subprocess.run(ssh_as_root(ssh, command), capture_output=True, text=True,
-                           timeout=120)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in 2 minutes
         return 255, ""
     return p.returncode, p.stdout
@@ -506,8 +520,14 @@ def _remote_text(ssh: list[str], command: str) -> tuple[int, str]:
 def remote_deployed_key(ssh: list[str], service: str, host: str) -> str | None:
     """`read_deployed_key` on the host `ssh` reaches, as root (ssh's standard output: the key
     is on no command line and in no file on the controller)."""
+    from .core.paths import ServicePaths
     from .core.remote import NEEDS_ROOT_EXIT
 
+    # the record first, as the login (anyone may read it): root only where a key is taken
+    rc, record = _remote_text(ssh, f"cat -- {shlex.quote(ServicePaths(service).manifest)}",
+                              root=False)
+    if rc != 0 or not takes_key(record):
+        return None
     path = shlex.quote(_deployed_key_path(service))
     rc, out = _remote_text(ssh, f"if [ -e {path} ]; then cat -- {path}; else exit 3; fi")
     if rc == 3:

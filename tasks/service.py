@@ -125,7 +125,7 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
         model_is_users=svc.model.users_file,
         draft_path=svc.draft.host_path(cfg.model_dir) if svc.draft else None,
         draft_sha256=svc.draft.sha256 if svc.draft else None,
-        version=RECORD_VERSION,
+        api_key=bool(svc.api_key_file), version=RECORD_VERSION,
     )
 
 

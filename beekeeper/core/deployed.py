@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-# 1: the first record that says its version (before it, none: read as 0)
-RECORD_VERSION = 1
+# 1: the first record that says its version (before it, none: read as 0); 2: `api_key`
+RECORD_VERSION = 2
 
 # The keys of every record the kit has written (the first kit's, tasks/service.py at 58006fc);
 # a record without one was not written by the kit, or was cut short.
@@ -83,6 +83,9 @@ class DeployedService:
     model_is_users: bool = False
     draft_path: str | None = None
     draft_sha256: str | None = None
+    # whether the server takes the API key the deploy keeps beside this record
+    # (ServicePaths.api_key); False in records before version 2, which did not say
+    api_key: bool = False
     # RECORD_VERSION when written; 0: a record of a kit from before it was written
     version: int = 0
 

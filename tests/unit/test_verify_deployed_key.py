@@ -10,6 +10,7 @@ import argparse
 import io
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,11 @@ from beekeeper.core.deployed import DeployedService
 from beekeeper.core.errors import VerifyError
 from beekeeper.verify_main import Keys
 
-RECORD = DeployedService(service="llm", container="beekeeper-llm", unit="beekeeper-llm",
-                         profile="cpu-tiny", mode="native", image="/x/llama-server",
-                         bind_address="0.0.0.0", port=8090, model_path="/m/x.gguf",
-                         model_sha256="0" * 64).to_json()
+KEYLESS = DeployedService(service="llm", container="beekeeper-llm", unit="beekeeper-llm",
+                          profile="cpu-tiny", mode="native", image="/x/llama-server",
+                          bind_address="0.0.0.0", port=8090, model_path="/m/x.gguf",
+                          model_sha256="0" * 64)
+RECORD = replace(KEYLESS, api_key=True).to_json()  # a server deployed with a key
 
 
 def verify_args(*argv: str) -> argparse.Namespace:
@@ -60,6 +62,16 @@ def test_verify_on_this_machine_uses_the_deployed_key(here, monkeypatch):
     assert Keys.from_files(verify_args()).api is None
 
 
+def test_a_key_file_a_keyless_deploy_left_is_not_the_servers(here, monkeypatch):
+    """A deploy without a key leaves the earlier deploy's key file (a rollback to it needs
+    it): the record says the server takes none, so verify reads and sends none, and a user
+    who is not root is not stopped by a file the server does not use."""
+    monkeypatch.setattr(verify_main, "_remote_text", no_ssh)
+    monkeypatch.setattr(verify_main, "local_manifest", lambda service: KEYLESS.to_json())
+    here.chmod(0o000)  # root-only, as the deploy leaves it; unreadable where not root
+    assert Keys.from_files(verify_args("--profile", "cpu-tiny")).api is None
+
+
 def test_a_deployed_key_that_cannot_be_read_is_one_line_with_the_fix(here, monkeypatch,
                                                                      capsys):
     def denied(self: Path, *a: Any, **k: Any) -> str:
@@ -82,28 +94,35 @@ def test_a_deployed_key_that_cannot_be_read_is_one_line_with_the_fix(here, monke
 
 
 def test_verify_through_the_ssh_tunnel_reads_the_key_over_ssh_as_root(monkeypatch):
-    sent: list[tuple[list[str], str]] = []
+    sent: list[tuple[list[str], str, bool]] = []
 
-    def remote(answer: tuple[int, str]) -> Any:
-        def run(ssh: list[str], command: str) -> tuple[int, str]:
-            sent.append((ssh, command))
-            return answer
+    def remote(record: str, answer: tuple[int, str]) -> Any:
+        """The host: its record (read as the login), then the key (as root)."""
+        def run(ssh: list[str], command: str, root: bool = True) -> tuple[int, str]:
+            sent.append((ssh, command, root))
+            return answer if root else (0, record)
         return run
 
-    monkeypatch.setattr(verify_main, "_remote_text", remote((0, "sk-remote-secret\n")))
+    monkeypatch.setattr(verify_main, "_remote_text", remote(RECORD, (0, "sk-remote-secret\n")))
     args = verify_args("--ssh", "-p 2201 me@gpu-box", "--profile", "cpu-tiny")
     assert Keys.from_files(args).api == "sk-remote-secret"
-    ssh, command = sent[-1]
+    (ssh, first, as_root), (_, command, then_root) = sent[-2:]
     assert ssh == ["-p", "2201", "me@gpu-box"]
+    assert "/etc/beekeeper/llm/deployed.json" in first and not as_root and then_root
     assert "/etc/beekeeper/llm/api_key" in command and "secret" not in command
-    monkeypatch.setattr(verify_main, "_remote_text", remote((3, "")))  # none stored there
+    monkeypatch.setattr(verify_main, "_remote_text", remote(RECORD, (3, "")))  # none stored
     assert Keys.from_files(args).api is None
-    monkeypatch.setattr(verify_main, "_remote_text", remote((126, "")))  # not root there
+    monkeypatch.setattr(verify_main, "_remote_text", remote(RECORD, (126, "")))  # not root
     with pytest.raises(VerifyError) as e:
         Keys.from_files(args)
     line = str(e.value)
     assert "\n" not in line and "on me@gpu-box" in line and "root" in line
     assert "--api-key-file" in line
+    # a server deployed without a key: nothing asked as root, so a login without sudo works
+    sent.clear()
+    monkeypatch.setattr(verify_main, "_remote_text", remote(KEYLESS.to_json(), (126, "")))
+    assert Keys.from_files(args).api is None
+    assert [r for _, _, r in sent] == [False]
 
 
 def test_on_host_the_host_reads_its_own_key(here, monkeypatch):
