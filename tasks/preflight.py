@@ -129,10 +129,12 @@ GGUF_HEADER_MAX = 256 << 20
 
 def gguf_header_command(path: str, length: int) -> str:
     """The shell line that prints a model file's size, then its first `length` bytes gzipped
-    in base64 (`unreadable` where it is not a file it can read, or the host has no gzip); run
-    through pyinfra's Command fact, read by `parse_gguf_header`."""
+    in base64 (`unreadable` where it is not a file it can read, or the host lacks gzip or
+    base64: then the profile's model is planned); run through pyinfra's Command fact, read
+    by `parse_gguf_header`."""
     q = shlex.quote(path)
-    return (f"if [ -f {q} ] && [ -r {q} ] && command -v gzip >/dev/null; then "
+    return (f"if [ -f {q} ] && [ -r {q} ] && command -v gzip >/dev/null && "
+            f"command -v base64 >/dev/null; then "
             f"stat -L -c %s -- {q} && "
             f"head -c {int(length)} -- {q} | gzip -1 -c | base64; else echo unreadable; fi")
 

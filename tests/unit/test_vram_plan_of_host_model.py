@@ -138,3 +138,23 @@ def test_the_header_walk_stops_where_the_tensors_data_begins(tmp_path):
         pf.gguf_header_length(head[:end // 2])
     with pytest.raises(ValueError):
         pf.gguf_header_length(b"PK\x03\x04" + head[4:])
+
+
+@pytest.mark.parametrize("missing", ["gzip", "base64"])
+def test_a_host_without_gzip_or_base64_gets_the_profiles_plan_not_a_failed_command(
+        tmp_path, missing):
+    """A minimal host (no gzip, or no base64): the header's command says `unreadable` and
+    exits 0, so the VRAM check plans the profile's model as before, where a failing command
+    would fail the host with pyinfra's 'a command failed' (review of 9dd7211)."""
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "stat", "head", "gzip", "base64"):
+        if tool != missing:
+            (bin_dir / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    model = big_gguf(tmp_path / "m.gguf", weight_gib=0.01)
+    p = subprocess.run([str(bin_dir / "sh"), "-c", pf.gguf_header_command(str(model), 4096)],
+                       capture_output=True, text=True, env={"PATH": str(bin_dir)})
+    assert (p.returncode, p.stdout) == (0, "unreadable\n"), p.stderr
+    assert pf.parse_gguf_header(p.stdout) is None
