@@ -17,6 +17,7 @@ from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.persist import PathKinds
 from beekeeper.facts.toolchain import SupervisorPrograms
 from beekeeper.operations.persist import linked, unsupervised_ended
+from beekeeper.operations.supervisor import supervisord_running
 
 
 def moves_folders(root: str) -> bool:
@@ -28,19 +29,26 @@ def moves_folders(root: str) -> bool:
 
 def ensure(facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     """The kit's folders linked into the persistent root; whether folders moved (then
-    supervisord, which had its files open there, was stopped and starts again later)."""
+    supervisord, which had its files open there, was stopped for the move and started
+    again from the links at once: the service it ran serves on while the build runs, and
+    after a build or engine check that fails)."""
     root = facts.persistent_root
     if not root:
         return False, []
     ops: list[OperationMeta] = []
     moved = moves_folders(root)
-    if moved and host.get_fact(SupervisorPrograms) is not None:
+    stopped = moved and host.get_fact(SupervisorPrograms) is not None
+    if stopped:
         ops.append(server.shell(
             name="Stop the kit's supervisord while its folders move onto the persistent root",
             commands=[sv.shutdown_line()]))
     for path, target in persisted_links(root):
         ops.append(linked(name=f"Keep {path} on the persistent root ({target})", path=path,
                           target=target))
+    if stopped:
+        ops.append(supervisord_running(
+            name="Start the kit's supervisord again, its folders on the persistent root",
+            config_changed=True))
     return moved, ops
 
 

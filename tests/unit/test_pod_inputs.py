@@ -516,3 +516,25 @@ def test_a_bad_value_in_the_pod_environment_is_refused_in_one_line(monkeypatch, 
     with pytest.raises(BeekeeperError) as e:
         load_host_config(_inventory(monkeypatch, **env))
     assert str(e.value).startswith(line) and "\n" not in str(e.value)
+
+
+def test_a_pod_whose_folders_move_onto_its_root_keeps_serving_through_the_build():
+    """An older kit's pod (its folders real folders, supervisord running): supervisord is
+    stopped for the move and started again from the links before the build, so a build or
+    an engine check that fails leaves the old server serving, not stopped (review of
+    df93f55: the stop lasted until the service stage)."""
+    from beekeeper.facts.persist import PathKind
+
+    ops = run_deploy(POD_DATA, pod(
+        Directory=_workspace, FsOf=_fs({"/workspace": RUNPOD_VOLUME}),
+        PathKinds=lambda paths=(), **_: {p: PathKind("file" if "/sbin/" in p else "dir")
+                                         for p in paths},
+        SupervisorPrograms={"beekeeper-llm": "RUNNING"}))
+    names = [n for n, _ in ops]
+    stop = names.index("Stop the kit's supervisord while its folders move onto the persistent "
+                       "root")
+    again = names.index("Start the kit's supervisord again, its folders on the persistent root")
+    links = [k for k, n in enumerate(names) if n.startswith("Keep ")]
+    build = next(k for k, n in enumerate(names) if n.startswith("Build llama-server"))
+    assert stop < min(links) and max(links) < again < build
+    assert any("supervisord" in c for c in dict(ops)[names[again]])
