@@ -402,6 +402,14 @@ def test_a_token_in_a_mirrors_query_is_refused_naming_the_parameter(fresh):
         f"secret parameter `token`; {PRINTED}); fix: {FIX['hub']}"
 
 
+def test_each_secret_a_url_carries_is_named_in_turn(fresh):
+    """A login and a secret parameter in one URL: both named, one after the other
+    (`x_no_credentials__mutmut_49`: the separator changed)."""
+    assert refusal(fresh, {**CPU, "hf_endpoint": "https://u:p@m/?token=abc"}) == \
+        "host data `hf_endpoint`: 'https://***@m/?token=***' carries credentials in the URL " \
+        f"({USERINFO}; the secret parameter `token`; {PRINTED}); fix: {FIX['hub']}"
+
+
 @pytest.mark.parametrize("url", ["https://m/x", "ssh://git@m/x", "https://m/x?v=1@2"])
 def test_a_url_without_a_secret_passes(fresh, url):
     got = fresh.parse({**CPU, "nvidia_repos": {"cuda": url}})
