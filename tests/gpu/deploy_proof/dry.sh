@@ -1,0 +1,19 @@
+#!/bin/bash
+# The dry run on a GPU box: the host's facts read, preflight's refusals and its VRAM plan
+# (of the model file actually served, model_host_path), every operation listed, nothing
+# changed; then the same with a profile over the VRAM budget, which must be refused in one
+# line naming the file. Started by `PROOF=dry bash tests/gpu/deploy_proof/start.sh`.
+set -u
+source "$(dirname "$0")/lib.sh"
+step model model &
+mp=$!
+step facts facts
+while [ ! -e "$L/pip.done" ]; do sleep 0.5; done
+wait $mp || { echo model-failed > "$L/done"; exit 1; }
+export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
+step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
+step dry deploy --dry
+step dry_over deploy --dry --data vram_budget_gib=6
+step after sh -c "$SNAP | grep -v /__pycache__ > $L/after.txt"
+diff "$L/before.txt" "$L/after.txt" > "$L/snapshot.diff"; echo "snapshot diff rc=$?" >> "$L/steps.txt"
+echo ok > "$L/done"
