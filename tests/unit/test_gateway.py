@@ -307,7 +307,7 @@ def _backend(keys):
     address named), and canned facts a deploy of it passes preflight with."""
     from beekeeper.facts.gpu import NvidiaSmiInfo
 
-    from .test_gpu_hosts import DEFAULTS, NATIVE, facts
+    from .harness import DEFAULTS, NATIVE, facts
 
     data = {**DEFAULTS, "gateway_address": "gpu.lan",
             "services": [{"service_name": "tiny", "profile": "cpu-tiny",
@@ -380,7 +380,7 @@ def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
     from beekeeper.facts.gpu import NvidiaSmiInfo
 
     from .harness import run_deploy
-    from .test_gpu_hosts import DEFAULTS, NATIVE, facts
+    from .harness import DEFAULTS, NATIVE, facts
 
     canned = facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"),
                    DeployedServices=["llm"],
@@ -400,7 +400,7 @@ def test_a_removed_service_on_its_own_port_goes_only_after_the_smoke_checks():
     """A failed new server stops the deploy at its smoke check: a service the inventory
     dropped, on a port nobody takes, must still be running then."""
     from .harness import run_deploy
-    from .test_gpu_hosts import DEFAULTS, NATIVE, facts
+    from .harness import DEFAULTS, NATIVE, facts
 
     def manifests(path):
         port = {"/etc/beekeeper/old/deployed.json": 8090}.get(path)
