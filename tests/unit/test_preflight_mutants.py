@@ -33,8 +33,15 @@ from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import DiskInfo, PortOwner, PortOwnersInfo, Resources
 from beekeeper.tasks import preflight as pf
 
-from .harness import BUILTIN_DEFAULTS, DOCKER_PROXY, _canned, port_owners
-from .test_gpu_hosts import DEFAULTS, DOCKER_CE, RTX4090
+from .harness import (
+    BUILTIN_DEFAULTS,
+    DEFAULTS,
+    DOCKER_CE,
+    DOCKER_PROXY,
+    RTX4090,
+    _canned,
+    port_owners,
+)
 
 GIB = 2**30
 MIB = 2**20
