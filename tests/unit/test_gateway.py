@@ -379,8 +379,7 @@ def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
     from beekeeper.facts.docker import PortContainer
     from beekeeper.facts.gpu import NvidiaSmiInfo
 
-    from .harness import run_deploy
-    from .harness import DEFAULTS, NATIVE, facts
+    from .harness import DEFAULTS, NATIVE, facts, run_deploy
 
     canned = facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"),
                    DeployedServices=["llm"],
@@ -399,8 +398,7 @@ def test_a_kept_service_may_take_the_port_of_one_the_deploy_removes():
 def test_a_removed_service_on_its_own_port_goes_only_after_the_smoke_checks():
     """A failed new server stops the deploy at its smoke check: a service the inventory
     dropped, on a port nobody takes, must still be running then."""
-    from .harness import run_deploy
-    from .harness import DEFAULTS, NATIVE, facts
+    from .harness import DEFAULTS, NATIVE, facts, run_deploy
 
     def manifests(path):
         port = {"/etc/beekeeper/old/deployed.json": 8090}.get(path)
