@@ -156,11 +156,30 @@ def test_a_help_that_lists_no_option_is_not_read_as_a_server_that_takes_none(tex
 def test_the_fact_runs_the_binary_or_the_image_and_reads_stdout():
     fact = ServerHelp()
     assert fact.command(binary="/opt/b/llama-server") == \
-        "test -x /opt/b/llama-server && /opt/b/llama-server --help 2>/dev/null; true"
+        "test -x /opt/b/llama-server && timeout 120 /opt/b/llama-server --help 2>/dev/null; true"
     cmd = fact.command(binary="/usr/local/bin/llama-server", image="beekeeper/x:t", gpu=True)
-    assert cmd.startswith("docker image inspect beekeeper/x:t >/dev/null 2>&1 && docker run "
-                          "--rm --gpus all --entrypoint /usr/local/bin/llama-server")
+    assert cmd.startswith("docker image inspect beekeeper/x:t >/dev/null 2>&1 && timeout 120 "
+                          "docker run --rm --gpus all --entrypoint /usr/local/bin/llama-server")
     assert fact.process([]) is None and fact.process(["-h, --help  x"]) == "-h, --help  x"
+
+
+def test_a_server_that_hangs_on_help_is_read_as_printing_nothing(tmp_path, monkeypatch):
+    """A server (or a container runtime) that never prints its help does not hold the
+    deploy's prepare: past HELP_TIMEOUT_S the fact reads nothing (review of df93f55)."""
+    import subprocess
+    import time
+
+    from beekeeper.facts import engine as engine_fact
+
+    hangs = tmp_path / "llama-server"
+    hangs.write_text("#!/bin/sh\nsleep 30\n")
+    hangs.chmod(0o755)
+    monkeypatch.setattr(engine_fact, "HELP_TIMEOUT_S", 1)
+    t0 = time.monotonic()
+    p = subprocess.run(["sh", "-c", ServerHelp().command(binary=str(hangs))],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 0 and time.monotonic() - t0 < 10
+    assert ServerHelp().process(p.stdout.splitlines()) is None
 
 
 # ---------------------------------------------------------------- where the deploy checks
