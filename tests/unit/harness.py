@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import runpy
 import shutil
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -296,3 +297,16 @@ def commands(ops, prefix):
 def uploaded(ops, prefix):
     """The content an operation uploads (the harness shows it after 'upload DEST:')."""
     return next(c for c in commands(ops, prefix) if c.startswith("upload ")).split("\n", 1)[1]
+
+
+@contextmanager
+def on_host(**facts: Any) -> Iterator[None]:
+    """Preflight's rules run as the host "canned", reading these facts (the harness's
+    defaults under them; a fact neither gives is a KeyError, so a rule that reads one it
+    should not fails the test)."""
+    inventory = Inventory(([("canned", {})], {}))
+    state = State(inventory, Config())
+    h = inventory.get_host("canned")
+    with ctx_state.use(state), ctx_host.use(h), \
+            mock.patch.object(h, "get_fact", side_effect=_canned(facts)):
+        yield

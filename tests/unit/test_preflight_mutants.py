@@ -11,15 +11,10 @@ whether the deploy stops, at the boundary of each comparison.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
-from unittest import mock
 
 import pytest
-from pyinfra.api import Config, Inventory, State
-from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.core.build import build_spec
 from beekeeper.core.config import load_host_config
@@ -39,7 +34,7 @@ from .harness import (
     DOCKER_CE,
     DOCKER_PROXY,
     RTX4090,
-    _canned,
+    on_host,
     port_owners,
 )
 
@@ -51,17 +46,6 @@ def cfg(**over: Any):
     return load_host_config({**DEFAULTS, **over})
 
 
-@contextmanager
-def on_host(**facts: Any) -> Iterator[None]:
-    """Preflight's rules run as the host "canned", reading these facts (the harness's
-    defaults under them; a fact neither gives is a KeyError, so a rule that reads one it
-    should not fails the test)."""
-    inventory = Inventory(([("canned", {})], {}))
-    state = State(inventory, Config())
-    h = inventory.get_host("canned")
-    with ctx_state.use(state), ctx_host.use(h), \
-            mock.patch.object(h, "get_fact", side_effect=_canned(facts)):
-        yield
 
 
 def refused(f: Any, *args: Any) -> str:

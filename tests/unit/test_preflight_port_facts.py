@@ -12,14 +12,10 @@ refusal's subject, problem and fix, and its line) and the orphans it ends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
-from unittest import mock
 
 import pytest
-from pyinfra.api import Config, Inventory, State
-from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.core.config import load_host_config
 from beekeeper.core.deployed import DeployedService
@@ -29,7 +25,7 @@ from beekeeper.facts.docker import DockerEngineInfo, PortContainer
 from beekeeper.facts.host import PortOwner, PortOwnersInfo
 from beekeeper.tasks import preflight as pf
 
-from .harness import DEFAULTS, DOCKER_PROXY, _canned
+from .harness import DEFAULTS, DOCKER_PROXY, on_host
 
 PORT = 8083  # the port the host's listeners and containers hold
 FREE = 9090  # a port nothing holds
@@ -84,19 +80,11 @@ def host(*, containers: Sequence[PortContainer] = (), owners: Sequence[PortOwner
             "FileContents": file_contents, "DeployedServices": list(deployed)}
 
 
-@contextmanager
-def on(facts: dict[str, Any]) -> Iterator[None]:
-    inventory = Inventory(([("canned", {})], {}))
-    state = State(inventory, Config())
-    h = inventory.get_host("canned")
-    with ctx_state.use(state), ctx_host.use(h), \
-            mock.patch.object(h, "get_fact", side_effect=_canned(facts)):
-        yield
 
 
 def port(facts: dict[str, Any], name: str = "llm", at: int = PORT, docker: bool = True,
          leaving: frozenset[str] = NOBODY, runtime: str = "systemd") -> tuple[int, ...]:
-    with on(facts):
+    with on_host(**facts):
         return pf.check_port(name, at, docker, leaving, runtime)
 
 
@@ -228,7 +216,7 @@ DOCKER = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="docker-
 
 def ports(facts: dict[str, Any], data: dict[str, Any] = TWO, runtime: str = "systemd",
           kept: frozenset[str] | None = NOBODY) -> tuple[int, ...]:
-    with on(facts):
+    with on_host(**facts):
         return pf.check_ports(load_host_config(data), DOCKER, runtime, kept)
 
 
