@@ -9,12 +9,7 @@ set -u
 source "$(dirname "$0")/lib.sh"
 # (2026-12-04 the four candidates were profiles of that commit; now: the three named ones)
 CANDIDATES=${CANDIDATES:-q8-turbo4-64k q8-turbo4-64k-bs q8-turbo4-64k-cache}
-step model model &
-mp=$!
-step facts facts
-while [ ! -e "$L/pip.done" ]; do sleep 0.5; done
-wait $mp || { echo model-failed > "$L/done"; exit 1; }
-export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
+ready
 server_log() {  # the server's lines on what it did around each prompt
   grep -h -E "prompt cache update took|saving prompt with length|prompt eval time|context checkpoint|compute buffer size|prompt processing done" \
     /var/log/beekeeper/*llm*.log /var/log/beekeeper/*.log 2>/dev/null | tail -n 80

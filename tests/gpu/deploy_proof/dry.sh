@@ -5,12 +5,7 @@
 # line naming the file. Started by `PROOF=dry bash tests/gpu/deploy_proof/start.sh`.
 set -u
 source "$(dirname "$0")/lib.sh"
-step model model &
-mp=$!
-step facts facts
-while [ ! -e "$L/pip.done" ]; do sleep 0.5; done
-wait $mp || { echo model-failed > "$L/done"; exit 1; }
-export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
+ready
 step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
 step dry deploy --dry
 step dry_over deploy --dry --data vram_budget_gib=6

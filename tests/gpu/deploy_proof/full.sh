@@ -12,13 +12,8 @@
 # (vram_trace.py) runs beside it all.
 set -u
 source "$(dirname "$0")/lib.sh"
-step model model &
-mp=$!
-step facts facts
-while [ ! -e "$L/pip.done" ]; do sleep 0.5; done
+ready
 step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
-wait $mp || { echo model-failed > "$L/done"; exit 1; }
-export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
 step deploy1 deploy || { echo deploy1-failed > "$L/done"; exit 1; }
 $PY tests/gpu/deploy_proof/vram_trace.py --out "$L/vram_trace.csv" --stop-file "$L/vram_trace.stop" \
   --duration 1500 --step-file "$L/phase" > "$L/vram_trace.log" 2>&1 &

@@ -87,3 +87,11 @@ verify() {  # verify N
     --quick ${VERIFY_SIZES:---decode-ctx 4096,60000 --ttft-tokens 60000 --ttft-requests 3} \
     --settle-budget-s 0 --out "$L/verify$1"
 }
+ready() {  # every proof's start: the model written beside the facts, the kit installed (start.sh)
+  step model model &
+  local mp=$!
+  step facts facts
+  while [ ! -e "$L/pip.done" ]; do sleep 0.5; done
+  wait $mp || { echo model-failed > "$L/done"; exit 1; }
+  export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
+}
