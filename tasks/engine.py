@@ -61,6 +61,12 @@ def judged(cfg: HostConfig, facts: HostFacts, offered: Offered,
     return None
 
 
+# A server whose --help lists no option (or hangs, or is gone): its flags are not judged,
+# before any change or after the build alike; the smoke check judges whether it runs.
+UNREAD = ("the built server's --help listed no options, so its flags are not checked (the "
+          "smoke check judges the server)")
+
+
 def subject(cfg: HostConfig, svc: ServiceConfig) -> str:
     """What a refusal names: the profile, and the service where the host has several."""
     what = f"profile `{svc.profile.name}`"
@@ -77,7 +83,10 @@ def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,
     if not any(op.will_change for op in build_ops):
         text = host.get_fact(ServerHelp, **reads)
         offered = parse_help(text) if text else None
-        refused = judged(cfg, facts, offered, warn) if offered else None
+        if offered is None:
+            warn(UNREAD)
+            return []
+        refused = judged(cfg, facts, offered, warn)
         if refused is not None:
             raise refused
         return []
@@ -104,8 +113,7 @@ def after_build(cfg: HostConfig, facts: HostFacts,
         text = host.get_fact(ServerHelp, **reads)
         offered = parse_help(text) if text else None
         if offered is None:  # it printed no options: the smoke check judges whether it runs
-            told("the built server's --help listed no options, so its flags are not "
-                 "checked (the smoke check judges the server)")
+            told(UNREAD)
             return True
         refused = judged(cfg, facts, offered, told)
         if refused is None:
