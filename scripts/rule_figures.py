@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""
+Issue 42's figures ("every rule written once"), counted the same way before and after:
+
+- runtime/mode branches: `if`/`elif` statements and conditional expressions outside
+  beekeeper/core/runtime.py (where the four ways of running a server are written) whose test
+  reads the way the server runs: a name or attribute `mode`, `runtime`, `rt`, or one of the
+  Runtime's questions (`native`, `container`, `compose`, `supervised`, ...) asked of a
+  runtime, or a comparison with a runtime's name ("native", "compose", "supervisor", ...);
+- string-key reads of the deployment record: `x["key"]` or `x.get("key")` with a key of
+  deployed.json in a module that reads the record (one that names `deployed.json`, a
+  manifest or DeployedService);
+- total source lines of the kit (beekeeper/, tasks/, operations/, facts/, verify/,
+  deploy.py, uninstall.py; templates and tests not counted).
+
+    .venv/bin/python scripts/rule_figures.py [-v]    # -v lists each place counted
+
+Refusals built by hand are counted by tests/unit/test_refusal.py (0, or it fails).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("beekeeper", "tasks", "operations", "facts", "verify")
+ENTRY = ("deploy.py", "uninstall.py")
+RUNTIME_MODULE = Path("beekeeper/core/runtime.py")
+
+# a name or attribute that is the way of running itself
+WAY = {"mode", "runtime", "rt", "server_runtime", "requested_runtime"}
+# the Runtime's questions, counted where asked of a runtime (`facts.runtime.native`, `rt.compose`)
+QUESTIONS = {"native", "container", "compose", "supervised", "env_quoted", "dropin", "recorded"}
+# objects whose `mode` is a file's (stat), not the server's
+NOT_A_WAY = {"info", "st"}
+# functions about Docker's own runtimes (nvidia-container-runtime), not the server's
+OTHER_RUNTIMES = {"without_runtime"}
+RECORD_KEYS = {"service", "container", "unit", "profile", "mode", "image", "runtime", "log",
+               "compose_file", "bind_address", "port", "ctx_size", "slots", "model_path",
+               "model_sha256", "model_is_users", "draft_path", "draft_sha256", "api_key",
+               "version"}
+
+
+def sources() -> Iterator[Path]:
+    for folder in FOLDERS:
+        yield from sorted((ROOT / folder).rglob("*.py"))
+    for name in ENTRY:
+        yield ROOT / name
+
+
+def _asks_the_way(test: ast.expr) -> bool:
+    parents = {c: p for p in ast.walk(test) for c in ast.iter_child_nodes(p)}
+    for n in ast.walk(test):
+        up = parents.get(n)
+        if isinstance(n, ast.Name) and n.id in WAY:
+            # `runtime.will_change`: an operation named so, not the way asked
+            if not (isinstance(up, ast.Attribute) and up.attr not in QUESTIONS | WAY):
+                return True
+        if isinstance(n, ast.Attribute):
+            inner = n.value
+            if n.attr in WAY and not (isinstance(inner, ast.Name) and inner.id in NOT_A_WAY):
+                return True
+            if n.attr in QUESTIONS and (
+                    (isinstance(inner, ast.Name) and inner.id in WAY)
+                    or (isinstance(inner, ast.Attribute) and inner.attr in WAY)):
+                return True
+    return False
+
+
+def branches(tree: ast.AST) -> list[int]:
+    skipped = {n for fn in ast.walk(tree)
+               if isinstance(fn, ast.FunctionDef) and fn.name in OTHER_RUNTIMES
+               for n in ast.walk(fn)}
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp))
+            and n not in skipped and _asks_the_way(n.test)]
+
+
+def record_reads(tree: ast.AST, text: str) -> list[int]:
+    if not any(w in text for w in ("deployed.json", "manifest", "DeployedService")):
+        return []
+    found = []
+    for n in ast.walk(tree):
+        key = None
+        # a record is held by a name (`m["port"]`), not a call's answer (a server's props)
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) \
+                and not isinstance(n.value, ast.Call):
+            key = n.slice.value
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr == "get" and n.args and isinstance(n.args[0], ast.Constant)):
+            key = n.args[0].value
+        if key in RECORD_KEYS:
+            found.append(n.lineno)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    verbose = "-v" in argv
+    figures: dict[str, list[str]] = {"runtime/mode branches": [],
+                                     "string-key reads of the deployment record": []}
+    lines = 0
+    for path in sources():
+        text = path.read_text()
+        lines += len(text.splitlines())
+        rel = path.relative_to(ROOT)
+        tree = ast.parse(text)
+        if rel != RUNTIME_MODULE:
+            figures["runtime/mode branches"] += [f"{rel}:{n}" for n in branches(tree)]
+        figures["string-key reads of the deployment record"] += [
+            f"{rel}:{n}" for n in record_reads(tree, text)]
+    for name, where in figures.items():
+        print(f"{name}: {len(where)}")
+        if verbose:
+            print("".join(f"  {w}\n" for w in sorted(where)), end="")
+    print(f"source lines: {lines}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
