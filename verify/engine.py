@@ -19,7 +19,7 @@ It runs wherever the server runs (an `Engine` says where and how):
   the one way to stop and start either without leaving the compose project half-down; a
   host whose PID 1 is not systemd (a GPU container, runtime `supervisor`) runs the native
   server as a supervisord program, stopped and started through the kit's supervisorctl
-  (`beekeeper.core.supervisor.control` spells both).
+  (core/runtime.py's Runtime spells both).
 - a server the user started by hand (`user_engine`: `--llama-bench PATH` or `--engine-image
   IMAGE`, with `--model`): verify did not start it and does not stop it. llama-bench runs
   beside it, and the baseline says so. That is sound when nothing else uses the server
@@ -52,7 +52,7 @@ from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import Profile
 from beekeeper.core.remote import NEEDS_ROOT_EXIT, as_root, ssh_as_root
-from beekeeper.core.supervisor import SUPERVISORCTL, control
+from beekeeper.core.runtime import recorded_runtime
 
 from .settle import SETTLE_BUDGET_S, SNAPSHOT_SH, HostLoad, Round, Rule, parse_snapshots, settle
 
@@ -132,15 +132,13 @@ def read_deployed(shell: Shell, service: str = "llm") -> DeployedService:
     if missing:
         raise EngineError(f"{path} on {shell.label} names no {', '.join(missing)}: deploy "
                           "with the kit again")
+    try:
+        recorded_runtime(dep)
+    except ValueError:
+        raise EngineError(f"{path} on {shell.label} names mode {dep.mode!r} with runtime "
+                          f"{dep.runtime!r}, which is no way the kit runs a server: deploy "
+                          "with the kit again") from None
     return dep
-
-
-def log_hint(dep: DeployedService) -> str:
-    """Where the server's own output is, on the host."""
-    if dep.runtime == "supervisor":
-        return (f"{dep.log or 'the program log under /var/log/beekeeper'} (and "
-                f"{SUPERVISORCTL} status {dep.unit})")
-    return f"journalctl -u {dep.unit}"
 
 
 @dataclass(frozen=True)
@@ -304,12 +302,13 @@ class Engine:
 def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = None,
                     service: str = "llm") -> Engine:
     """The kit's service on `shell`'s host: llama-bench of the same build, the service
-    stopped and started again as its runtime is told to (beekeeper.core.supervisor.control:
+    stopped and started again as its runtime is told to (core/runtime.py, Runtime.tell:
     systemctl for a unit, the compose unit running the compose project; the kit's
     supervisorctl for a supervisord program, where PID 1 is not systemd)."""
     dep = read_deployed(shell, service)
+    rt = recorded_runtime(dep)
     gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
-    if dep.mode == "native":
+    if rt.native:
         binary = posixpath.join(posixpath.dirname(dep.image), "llama-bench")
         env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
         prefix, model, check = [*env, binary], dep.model_path, f"test -x {shlex.quote(binary)}"
@@ -326,8 +325,9 @@ def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = Non
                 "again (the kit builds both)",
         placement=(f"{owner} stopped while llama-bench ran (started again after)" if stop
                    else f"GPU {engine_gpu}, not used by {dep.unit}, which kept running"),
-        stop=control(dep.runtime, dep.unit, "stop") if stop else None,
-        start=control(dep.runtime, dep.unit, "start") if stop else None, log_hint=log_hint(dep))
+        stop=rt.tell(dep.unit, "stop") if stop else None,
+        start=rt.tell(dep.unit, "start") if stop else None,
+        log_hint=rt.log_said(ServicePaths(dep.service)))
 
 
 def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str | None,

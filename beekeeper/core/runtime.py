@@ -14,8 +14,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from .deployed import DeployedService
 from .paths import SUPERVISORCTL, SUPERVISORD_LOG, ServicePaths
-from .supervisor import control
+
+ACTIONS = ("start", "stop", "restart")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class Runtime:
     runtime: str  # host data `runtime`: "systemd", "compose" or "supervisor"
     template: str  # the unit or program file's template (templates/)
     compose: bool = False  # a compose file beside the unit (its project is the container)
+    ctl: str = "systemctl"  # what starts, stops and restarts it
 
     @property
     def supervised(self) -> bool:
@@ -78,7 +81,20 @@ class Runtime:
 
     def control(self, p: ServicePaths, action: str) -> str:
         """The shell line that starts, stops or restarts the service."""
-        return control(self.runtime, self.known_by(p), action)
+        return self.tell(self.known_by(p), action)
+
+    def tell(self, name: str, action: str) -> str:
+        """The shell line that does `action` (start, stop, restart) to what this runtime
+        knows as `name` (a deployment record's `unit`)."""
+        if action not in ACTIONS:
+            raise ValueError(f"not an action: {action!r}")
+        return f"{shlex.quote(self.ctl)} {action} {shlex.quote(name)}"
+
+    def log_said(self, p: ServicePaths) -> str:
+        """Where the server's own output is, as a person is told it."""
+        log = self.log(p)
+        return (f"{log} (and {SUPERVISORCTL} status {p.program})" if log is not None
+                else f"journalctl -u {p.unit_name}")
 
     def log_lines(self, p: ServicePaths, n: int) -> str:
         """The shell line that prints the server's last `n` log lines."""
@@ -100,7 +116,8 @@ RUNTIMES: tuple[Runtime, ...] = (
     Runtime("docker unit", "container", "systemd", "beekeeper-server.service.j2"),
     Runtime("compose", "container", "compose", "beekeeper-compose.service.j2", compose=True),
     Runtime("native unit", "native", "systemd", "beekeeper-native.service.j2"),
-    Runtime("supervisor", "native", "supervisor", "supervisor-program.conf.j2"),
+    Runtime("supervisor", "native", "supervisor", "supervisor-program.conf.j2",
+            ctl=SUPERVISORCTL),
 )
 
 
@@ -111,3 +128,9 @@ def runtime_of(mode: str, runtime: str) -> Runtime:
         if (r.mode, r.runtime) == (mode, runtime):
             return r
     raise ValueError(f"no way to run a server with mode {mode!r} and runtime {runtime!r}")
+
+
+def recorded_runtime(dep: DeployedService) -> Runtime:
+    """The way the service a deployment record describes runs: its `runtime` (None: a
+    systemd unit, as the record of a native unit and the records of the first kits say)."""
+    return runtime_of(dep.mode, dep.runtime or "systemd")

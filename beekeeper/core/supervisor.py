@@ -10,8 +10,8 @@ What the kit puts there (paths: beekeeper/core/paths.py):
   kit's config (the container's start command runs SUPERVISORD after a restart);
 - SUPERVISOR_CONF (socket root-only, logs in LOG_DIR) and one program file per service.
 
-How each runtime is told to stop, start or restart a service is spelled here alone, for the
-deploy, the rollback, verify's engine suite and the removal of a service.
+How each runtime is told to stop, start or restart a service is the Runtime's
+(core/runtime.py, Runtime.tell).
 """
 
 from __future__ import annotations
@@ -27,20 +27,9 @@ from .paths import KIT_ROOT, SUPERVISOR_CONF, SUPERVISORCTL
 
 q = shlex.quote
 
-RUNTIMES = ("systemd", "compose", "supervisor")
 PACKAGE = "supervisor"
 # the program states in which the server is not coming up by itself (supervisorctl status)
 DOWN_STATES = ("FATAL", "EXITED", "STOPPED", "BACKOFF")
-
-
-def control(runtime: str | None, name: str, action: str) -> str:
-    """The shell line that does `action` (start, stop, restart) to a service: `name` is the
-    unit (systemd, compose) or the supervisord program (supervisor), as its manifest says."""
-    if action not in ("start", "stop", "restart"):
-        raise ValueError(f"not an action: {action!r}")
-    if runtime == "supervisor":
-        return f"{q(SUPERVISORCTL)} {action} {q(name)}"
-    return f"systemctl {action} {q(name)}"
 
 
 def shutdown_line() -> str:

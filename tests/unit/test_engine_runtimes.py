@@ -1,15 +1,17 @@
 """verify's engine suite stops and starts the deployed server as its runtime is told to
-(beekeeper.core.supervisor.control), reading the host's deployed.json: systemctl for a unit,
-the kit's supervisorctl for a supervisord program on a host whose PID 1 is not systemd (a
-GPU container). The manifests are the ones the deploy writes (deploy.py on canned facts:
-the H200 pod, a native Linux box)."""
+(core/runtime.py, the Runtime its record names), reading the host's deployed.json:
+systemctl for a unit, the kit's supervisorctl for a supervisord program on a host whose
+PID 1 is not systemd (a GPU container). The manifests are the ones the deploy writes
+(deploy.py on canned facts: the H200 pod, a native Linux box)."""
 
 import json
 import subprocess
 
+import pytest
+
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import PROFILES
-from beekeeper.verify.engine import deployed_engine, read_deployed
+from beekeeper.verify.engine import EngineError, deployed_engine, read_deployed
 
 from .harness import SYSTEMD, run_deploy
 from .test_gpu_containers import POD_DATA, pod, uploaded
@@ -70,3 +72,13 @@ def test_engine_gpu_leaves_the_program_running():
     engine = deployed_engine(HostWithManifest(text), PROFILES["q8-turbo4-64k"], "1")
     assert engine.stop is None and engine.start is None
     assert engine.prefix[:2] == ["env", "CUDA_VISIBLE_DEVICES=1"]
+
+
+def test_a_record_naming_no_way_of_running_is_one_line():
+    d = json.loads(written_manifest(POD_DATA, pod()))
+    d["runtime"] = "compose"  # compose around a native server: no kit writes it
+    with pytest.raises(EngineError) as e:
+        deployed_engine(HostWithManifest(json.dumps(d)), PROFILES["q8-turbo4-64k"])
+    assert str(e.value) == (
+        f"{ServicePaths('llm').manifest} on the pod names mode 'native' with runtime "
+        "'compose', which is no way the kit runs a server: deploy with the kit again")

@@ -5,9 +5,10 @@ same thing the deploy writes and the record keeps."""
 import pytest
 
 from beekeeper.core.config import load_host_config
+from beekeeper.core.deployed import DeployedService
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.render import TEMPLATES_DIR
-from beekeeper.core.runtime import RUNTIMES, runtime_of
+from beekeeper.core.runtime import RUNTIMES, recorded_runtime, runtime_of
 from beekeeper.tasks.service import record
 
 from .harness import requested_runtime
@@ -40,6 +41,9 @@ def test_host_data_picks_one_way_and_the_record_keeps_it(data, name, unit_file, 
     assert rt.control(p, "restart") == f"{control} {known_by}"
     rec = record(cfg, rt, svc, "img")
     assert (rec.unit, rec.runtime) == (known_by, recorded)
+    # and the record gives the way back (verify stops and starts the server by it)
+    assert recorded_runtime(rec) is rt and rt.tell(rec.unit, "stop") == \
+        rt.control(p, "stop")
     assert (rec.compose_file is not None, rec.log is not None) == (compose, log)
     # the file the deploy renders for this way is the one its template names
     assert (rt.template == "supervisor-program.conf.j2") == log
@@ -50,3 +54,18 @@ def test_every_way_is_a_distinct_pair_and_no_other_pair_is_one():
     for mode, runtime in (("native", "compose"), ("container", "supervisor")):
         with pytest.raises(ValueError, match="no way to run a server"):
             runtime_of(mode, runtime)
+
+
+def test_a_record_of_the_first_kits_is_a_docker_unit():
+    # no runtime written: a container under a systemd unit around `docker run`
+    assert recorded_runtime(DeployedService(service="llm", unit="beekeeper-llm.service")
+                            ).name == "docker unit"
+
+
+def test_a_runtime_is_told_only_start_stop_or_restart():
+    rt = runtime_of("native", "supervisor")
+    assert rt.tell("beekeeper-llm", "stop") == \
+        "/usr/local/sbin/beekeeper-supervisorctl stop beekeeper-llm"
+    assert runtime_of("container", "systemd").tell("a b", "start") == "systemctl start 'a b'"
+    with pytest.raises(ValueError, match="not an action: 'reload'"):
+        rt.tell("beekeeper-llm", "reload")

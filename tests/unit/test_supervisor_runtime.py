@@ -149,10 +149,3 @@ def test_the_package_tarball_is_the_same_bytes_each_time():
     assert sv.package_tarball().read_bytes() == first
     version, files = sv.package_files()
     assert version == "4.3.0" and any(n == "supervisor/supervisord.py" for n, _ in files)
-
-
-def test_control_lines_for_each_runtime():
-    assert sv.control("supervisor", "beekeeper-llm", "stop") == \
-        "/usr/local/sbin/beekeeper-supervisorctl stop beekeeper-llm"
-    assert sv.control("systemd", "beekeeper-llm.service", "start") == \
-        "systemctl start beekeeper-llm.service"
