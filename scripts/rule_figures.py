@@ -55,7 +55,8 @@ def _asks_the_way(test: ast.expr) -> bool:
     parents = {c: p for p in ast.walk(test) for c in ast.iter_child_nodes(p)}
     for n in ast.walk(test):
         up = parents.get(n)
-        if isinstance(n, ast.Name) and n.id in WAY:
+        # a bare `native` or `supervised` is a question's answer held in a local name
+        if isinstance(n, ast.Name) and n.id in WAY | QUESTIONS:
             # `runtime.will_change`: an operation named so, not the way asked
             if not (isinstance(up, ast.Attribute) and up.attr not in QUESTIONS | WAY):
                 return True

@@ -17,7 +17,7 @@ from pyinfra.facts.files import Sha1File
 from pyinfra.operations import files, server, systemd
 
 from beekeeper.core.config import HostConfig, ServiceConfig
-from beekeeper.core.container import ContainerSpec, compose_service, docker_run, model_path
+from beekeeper.core.container import ContainerSpec, compose_service, docker_run
 from beekeeper.core.deployed import RECORD_VERSION, DeployedService
 from beekeeper.core.paths import ServicePaths, prev
 from beekeeper.core.profiles import ModelFile
@@ -38,10 +38,8 @@ def paths(svc: ServiceConfig) -> ServicePaths:
 def server_args(cfg: HostConfig, rt: Runtime, svc: ServiceConfig) -> list[str]:
     """The server's arguments: its model files on the host (native), or in the container's
     read-only model mount."""
-    native = rt.native
-
     def where(m: ModelFile) -> str:
-        return m.host_path(cfg.model_dir) if native else model_path(m.filename)
+        return rt.model_arg(m, cfg.model_dir)
 
     args = svc.profile.server.args(where(svc.model), where(svc.draft) if svc.draft else None)
     return [*args, "--alias", svc.alias, *svc.extra_args]
@@ -131,14 +129,10 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
 
 def _folders(rt: Runtime, p: ServicePaths) -> list[OperationMeta]:
     ops = [files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")]
-    if rt.dropin:
-        ops.append(files.directory(
-            name=f"Create the drop-in folder {p.unit_name}.d (yours; never written)",
-            path=p.dropin_dir, mode="0755"))
-    if rt.compose:
-        ops.append(files.file(
-            name=f"Create {p.compose_override} (yours; created empty, never written)",
-            path=p.compose_override, present=True, touch=False))
+    ops += [files.directory(name=f"Create the drop-in folder {p.unit_name}.d (yours; never "
+                                 "written)", path=d, mode="0755") for d in rt.dropins(p)]
+    ops += [files.file(name=f"Create {f} (yours; created empty, never written)", path=f,
+                       present=True, touch=False) for f in rt.overrides(p)]
     return ops
 
 
@@ -189,8 +183,8 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     changed = files_change or any(op.will_change for op in upstream + secret_ops)
     if changed:
         # what is kept is named as the runtime names it: the unit, or the program file
-        ops.append(_rollback_copy(p, running=running_sha is not None, what=(
-            os.path.basename(unit_path) if rt.supervised else p.unit_name)))
+        ops.append(_rollback_copy(p, running=running_sha is not None,
+                                  what=os.path.basename(unit_path)))
     if new_compose is not None:
         ops.append(files.put(name=f"Render the compose file {p.compose_file}",
                              src=io.StringIO(new_compose), dest=p.compose_file, mode="0644"))

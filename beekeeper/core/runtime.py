@@ -14,8 +14,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from .container import model_path
 from .deployed import DeployedService
 from .paths import SUPERVISORCTL, SUPERVISORD_LOG, ServicePaths
+from .profiles import ModelFile
 
 ACTIONS = ("start", "stop", "restart")
 
@@ -59,6 +61,20 @@ class Runtime:
     def recorded(self) -> str | None:
         """The runtime as the deployment record names it (None: a native systemd unit)."""
         return self.runtime if self.mode == "container" or self.supervised else None
+
+    def model_arg(self, m: ModelFile, model_dir: str) -> str:
+        """Where the server finds model file `m`: on the host (native), or in the container's
+        read-only model mount."""
+        return m.host_path(model_dir) if self.native else model_path(m.filename)
+
+    def dropins(self, p: ServicePaths) -> list[str]:
+        """The user's drop-in folder beside the unit (a supervisord program has none):
+        created, never written."""
+        return [p.dropin_dir] if self.dropin else []
+
+    def overrides(self, p: ServicePaths) -> list[str]:
+        """The user's override beside the compose file: created empty, never written."""
+        return [p.compose_override] if self.compose else []
 
     def unit_file(self, p: ServicePaths) -> str:
         """The file that runs the service: the systemd unit, or the supervisord program."""

@@ -39,6 +39,12 @@ def test_host_data_picks_one_way_and_the_record_keeps_it(data, name, unit_file, 
     assert rt.name == name and (TEMPLATES_DIR / rt.template).is_file()
     assert (rt.unit_file(p), rt.known_by(p)) == (unit_file, known_by)
     assert rt.control(p, "restart") == f"{control} {known_by}"
+    # the user's files beside it: a compose override, a drop-in folder for a systemd unit
+    assert rt.overrides(p) == ([p.compose_override] if compose else [])
+    assert rt.dropins(p) == ([] if log else [p.dropin_dir])
+    # where the server finds its model: on the host, or in the container's model mount
+    assert rt.model_arg(svc.model, "/srv/m") == (
+        f"/srv/m/{svc.model.filename}" if rt.native else f"/models/{svc.model.filename}")
     rec = record(cfg, rt, svc, "img")
     assert (rec.unit, rec.runtime) == (known_by, recorded)
     # and the record gives the way back (verify stops and starts the server by it)
