@@ -18,7 +18,6 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import python
 
 from beekeeper.core.config import HostConfig, ServiceConfig
-from beekeeper.core.container import IMAGE
 from beekeeper.core.engine_flags import (
     Offered,
     extra_warning,
@@ -37,9 +36,8 @@ from .service import server_args
 
 def reader(facts: HostFacts, artifact: str, gpu: bool) -> dict[str, object]:
     """ServerHelp's arguments for the artifact built: the binary (native), or the image's."""
-    if facts.runtime.native:
-        return {"binary": artifact}
-    return {"binary": IMAGE.entrypoint[0], "image": artifact, "gpu": gpu}
+    binary, image = facts.runtime.server_at(artifact)
+    return {"binary": binary, "image": image, "gpu": gpu}
 
 
 def judged(cfg: HostConfig, facts: HostFacts, offered: Offered,

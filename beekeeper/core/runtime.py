@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .container import model_path
+from .container import IMAGE, model_path
 from .deployed import DeployedService
 from .paths import SUPERVISORCTL, SUPERVISORD_LOG, ServicePaths
 from .profiles import ModelFile
@@ -66,6 +66,11 @@ class Runtime:
         """Where the server finds model file `m`: on the host (native), or in the container's
         read-only model mount."""
         return m.host_path(model_dir) if self.native else model_path(m.filename)
+
+    def server_at(self, artifact: str) -> tuple[str, str | None]:
+        """The built server (`artifact`: the binary natively, else the image tag) as (the
+        binary, the image it runs in; None: on the host)."""
+        return (artifact, None) if self.native else (IMAGE.entrypoint[0], artifact)
 
     def dropins(self, p: ServicePaths) -> list[str]:
         """The user's drop-in folder beside the unit (a supervisord program has none):

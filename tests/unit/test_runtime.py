@@ -75,3 +75,10 @@ def test_a_runtime_is_told_only_start_stop_or_restart():
     assert runtime_of("container", "systemd").tell("a b", "start") == "systemctl start 'a b'"
     with pytest.raises(ValueError, match="not an action: 'reload'"):
         rt.tell("beekeeper-llm", "reload")
+
+
+def test_the_built_server_is_the_binary_natively_and_the_images_entry_point_in_a_container():
+    binary = "/opt/beekeeper/llama-server/b1/llama-server"
+    assert runtime_of("native", "supervisor").server_at(binary) == (binary, None)
+    assert runtime_of("container", "compose").server_at("beekeeper/llama-server:t") == (
+        "/usr/local/bin/llama-server", "beekeeper/llama-server:t")
