@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from beekeeper.core.errors import VerifyError
+from beekeeper.core.paths import ServicePaths
+from beekeeper.core.runtime import runtime_of
 
 from .engine import EngineBaseline
 from .judge import (
@@ -41,6 +43,9 @@ from .smoke import SmokeResult
 from .vram import VramResult, server_peak_mib
 
 STATUS_COLOR = {"PASS": "#2ca02c", "FAIL": "#d62728", "SKIP": "#7f7f7f", "INFO": "#1f77b4"}
+
+# where a kit service's log is: a systemd unit's journal, or supervisord's log file
+UNIT, SUPERVISED = runtime_of("native", "systemd"), runtime_of("native", "supervisor")
 
 
 @dataclass(frozen=True)
@@ -233,9 +238,9 @@ def _broken_what(report: Report, check: Check) -> tuple[str, str]:
     """A failed check in words, and where to look next."""
     s, name, needs = report.suites, check.name, _needs(check.detail)
     svc = report.invocation.service
-    log = (f"read the server's log (for the kit's service: `journalctl -u beekeeper-{svc} -n 200 "
-           f"--no-pager` on the host; runtime supervisor: /var/log/beekeeper/beekeeper-{svc}"
-           ".log)")
+    p = ServicePaths(svc)
+    log = (f"read the server's log (for the kit's service: `{UNIT.log_lines(p, 200)}` on the "
+           f"host; runtime supervisor: {SUPERVISED.log(p)})")
     gpu = ("look for another program using the GPU (`nvidia-smi`) or the CPUs (`top`) on the "
            "host, then verify again")
     depth = name.partition("@")[2]

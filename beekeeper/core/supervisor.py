@@ -28,8 +28,6 @@ from .paths import KIT_ROOT, SUPERVISOR_CONF, SUPERVISORCTL
 q = shlex.quote
 
 PACKAGE = "supervisor"
-# the program states in which the server is not coming up by itself (supervisorctl status)
-DOWN_STATES = ("FATAL", "EXITED", "STOPPED", "BACKOFF")
 
 
 def shutdown_line() -> str:

@@ -119,8 +119,8 @@ def test_a_server_that_does_not_answer_is_broken_and_the_sentence_names_its_log(
     assert verdict_sentence(rep) == (
         "The server is broken: it did not answer a basic request (smoke.health: ConnectError: "
         "[Errno 111] Connection refused) (decode was not judged either); next: read the "
-        "server's log (for the kit's service: `journalctl -u beekeeper-llm -n 200 --no-pager` "
-        "on the host; runtime supervisor: /var/log/beekeeper/beekeeper-llm.log).")
+        "server's log (for the kit's service: `journalctl -u beekeeper-llm.service -n 200 "
+        "--no-pager` on the host; runtime supervisor: /var/log/beekeeper/beekeeper-llm.log).")
 
 
 def test_a_slow_server_is_broken_with_its_ratio_and_the_floor():
