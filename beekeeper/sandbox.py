@@ -106,7 +106,6 @@ def host_image(release: str, init: str = "systemd") -> str:
 
 
 BUILD_BASE = _content_tag("beekeeper/debian-build", _BUILD_BASE_DOCKERFILE)
-HOST_IMAGE = host_image("bookworm")
 
 
 @dataclass

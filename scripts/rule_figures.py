@@ -2,11 +2,11 @@
 """
 Issue 42's figures ("every rule written once"), counted the same way before and after:
 
-- runtime/mode branches: `if`/`elif` statements and conditional expressions outside
-  beekeeper/core/runtime.py (where the four ways of running a server are written) whose test
-  reads the way the server runs: a name or attribute `mode`, `runtime`, `rt`, or one of the
-  Runtime's questions (`native`, `container`, `compose`, `supervised`, ...) asked of a
-  runtime, or a comparison with a runtime's name ("native", "compose", "supervisor", ...);
+- runtime/mode branches: `if`/`elif` statements, conditional expressions and comprehension
+  filters outside beekeeper/core/runtime.py (where the four ways of running a server are
+  written) whose test reads the way the server runs: a name or attribute `mode`, `runtime`
+  or `rt` (a file's `info.mode` is not), one of the Runtime's questions (`native`,
+  `compose`, `supervised`, ...) asked of one, or its answer held in a local name;
 - string-key reads of the deployment record: `x["key"]` or `x.get("key")` with a key of
   deployed.json in a module that reads the record (one that names `deployed.json`, a
   manifest or DeployedService);
@@ -75,8 +75,11 @@ def branches(tree: ast.AST) -> list[int]:
     skipped = {n for fn in ast.walk(tree)
                if isinstance(fn, ast.FunctionDef) and fn.name in OTHER_RUNTIMES
                for n in ast.walk(fn)}
-    return [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp))
-            and n not in skipped and _asks_the_way(n.test)]
+    tests = [(n, n.test) for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp))]
+    # a comprehension's filter (`[s for s in services if s.mode == "native"]`) too
+    tests += [(n, t) for n in ast.walk(tree) if isinstance(n, ast.comprehension)
+              for t in n.ifs]
+    return [t.lineno for n, t in tests if n not in skipped and _asks_the_way(t)]
 
 
 def record_reads(tree: ast.AST, text: str) -> list[int]:

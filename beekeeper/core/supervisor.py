@@ -37,11 +37,6 @@ def shutdown_line() -> str:
             "2>&1 || break; sleep 0.2; done")
 
 
-def ctl_argv(*args: str) -> list[str]:
-    """supervisorctl with the kit's config, as an argument list."""
-    return [SUPERVISORCTL, *args]
-
-
 def launcher(tool: str, python: str, lib: str) -> str:
     """The /usr/local/sbin launcher of supervisord or supervisorctl: the host's python3
     with the unpacked package, the kit's config."""
