@@ -11,7 +11,6 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, systemd
 
 from beekeeper.core.config import HostConfig
-from beekeeper.core.distro import compose_package, engine_packages
 from beekeeper.core.profiles import HfSource
 from beekeeper.facts.hostfacts import HostFacts
 
@@ -30,21 +29,19 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     installed = host.get_fact(DebPackages) or {}
     wanted = host_packages(cfg, facts)
-    if facts.runtime.container and not facts.docker.present:
-        # the engine, and on Debian 13 its client, a package of its own there (docker.io
-        # only recommends it): beekeeper.core.distro knows which release needs which
-        wanted += engine_packages(facts.os.as_mapping())
-    if facts.runtime.compose and facts.compose_version is None:
-        wanted.append(str(compose_package(facts.os.as_mapping(), facts.docker.flavour)))
+    # the engine (and on Debian 13 its client, a package of its own there: docker.io only
+    # recommends it) and compose's plugin, as far as the way the server runs needs them
+    wanted += facts.runtime.docker_packages(facts.os.as_mapping(), facts.docker.present,
+                                            facts.docker.flavour, facts.compose_version)
     missing = [p for p in wanted if p not in installed]
     if missing:
         ops.append(apt.packages(
             name=f"Install host packages: {', '.join(missing)}",
             packages=missing, update=True, no_recommends=True,
         ))
-    if facts.runtime.container and facts.docker.flavour != "docker-desktop":
+    for service in facts.runtime.docker_services(facts.docker.flavour):
         ops.append(systemd.service(
             name="Enable and start the Docker engine",
-            service="docker.service", running=True, enabled=True,
+            service=service, running=True, enabled=True,
         ))
     return ops

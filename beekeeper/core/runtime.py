@@ -12,10 +12,12 @@ instead of asking `mode` and `runtime` again.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .container import IMAGE, model_path
 from .deployed import DeployedService
+from .distro import compose_package, engine_packages
 from .paths import SUPERVISORCTL, SUPERVISORD_LOG, ServicePaths
 from .profiles import ModelFile
 
@@ -71,6 +73,23 @@ class Runtime:
         """The built server (`artifact`: the binary natively, else the image tag) as (the
         binary, the image it runs in; None: on the host)."""
         return (artifact, None) if self.native else (IMAGE.entrypoint[0], artifact)
+
+    def docker_packages(self, os_release: Mapping[str, str], engine_present: bool,
+                        flavour: str | None, compose_version: str | None) -> list[str]:
+        """The distro packages of Docker this way needs that the host lacks (core/distro.py
+        names them for its release): the engine, and where it is a package of its own its
+        client, for a container where no engine is installed; compose's plugin for a compose
+        project where `docker compose` answers no version."""
+        engine = engine_packages(os_release) if self.container and not engine_present else []
+        plugin = ([str(compose_package(os_release, flavour))]
+                  if self.compose and compose_version is None else [])
+        return engine + plugin
+
+    def docker_services(self, flavour: str | None) -> list[str]:
+        """The host's systemd services this way needs enabled and running: Docker's engine
+        for a container, except under Docker Desktop (which runs its own engine, no
+        docker.service)."""
+        return ["docker.service"] if self.container and flavour != "docker-desktop" else []
 
     def dropins(self, p: ServicePaths) -> list[str]:
         """The user's drop-in folder beside the unit (a supervisord program has none):

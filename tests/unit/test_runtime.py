@@ -82,3 +82,25 @@ def test_the_built_server_is_the_binary_natively_and_the_images_entry_point_in_a
     assert runtime_of("native", "supervisor").server_at(binary) == (binary, None)
     assert runtime_of("container", "compose").server_at("beekeeper/llama-server:t") == (
         "/usr/local/bin/llama-server", "beekeeper/llama-server:t")
+
+
+TRIXIE = {"id": "debian", "version_id": "13"}
+
+
+@pytest.mark.parametrize("way,engine,plugin,service", [
+    ("docker unit", ["docker.io", "docker-cli"], [], ["docker.service"]),
+    ("compose", ["docker.io", "docker-cli"], ["docker-compose"], ["docker.service"]),
+    ("native unit", [], [], []),
+    ("supervisor", [], [], []),
+])
+def test_only_a_container_needs_dockers_packages_and_engine_and_only_compose_its_plugin(
+        way, engine, plugin, service):
+    rt = next(r for r in RUNTIMES if r.name == way)
+    # a bare Debian 13 host: no engine, no compose
+    assert rt.docker_packages(TRIXIE, False, None, None) == engine + plugin
+    # what the host has is not installed again
+    assert rt.docker_packages(TRIXIE, True, "distro", "2.26.1") == []
+    assert rt.docker_packages(TRIXIE, True, "distro", None) == plugin
+    assert rt.docker_services("distro") == service
+    # Docker Desktop runs its own engine: no docker.service to enable
+    assert rt.docker_services("docker-desktop") == []
