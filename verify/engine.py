@@ -282,6 +282,22 @@ def _docker_prefix(image: str, model_dir: str, gpu: str | None,
     return [*out, "--entrypoint", binary, image]
 
 
+def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
+              engine_gpu: str | None) -> tuple[list[str], str, str]:
+    """llama-bench `bench` on the host (`image` None: on `engine_gpu` where one is named), or
+    in `image` with the unit's container settings and the model's folder mounted (a CUDA
+    profile's container gets `engine_gpu`, else every GPU): (the prefix of its command
+    lines, the model `model` as it sees it, a script that exits 0 when `bench` is there)."""
+    if image is None:
+        env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
+        return [*env, bench], model, f"test -x {shlex.quote(bench)}"
+    gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
+    return (_docker_prefix(image, posixpath.dirname(model), gpu, bench),
+            "/models/" + posixpath.basename(model),
+            f"docker run --rm --entrypoint /bin/sh {shlex.quote(image)} -c "
+            f"{shlex.quote('test -x ' + shlex.quote(bench))}")
+
+
 @dataclass(frozen=True)
 class Engine:
     """Where llama-bench runs and how the server gets out of its way: `prefix` + a
@@ -307,16 +323,10 @@ def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = Non
     supervisorctl for a supervisord program, where PID 1 is not systemd)."""
     dep = read_deployed(shell, service)
     rt = recorded_runtime(dep)
-    gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
-    if rt.native:
-        binary = posixpath.join(posixpath.dirname(dep.image), "llama-bench")
-        env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
-        prefix, model, check = [*env, binary], dep.model_path, f"test -x {shlex.quote(binary)}"
-    else:
-        prefix = _docker_prefix(dep.image, posixpath.dirname(dep.model_path), gpu)
-        model = "/models/" + posixpath.basename(dep.model_path)
-        check = (f"docker run --rm --entrypoint /bin/sh {shlex.quote(dep.image)} -c "
-                 "'test -x /usr/local/bin/llama-bench'")
+    # llama-bench beside the server the Runtime says it built: on the host, or in its image
+    server, image = rt.server_at(dep.image)
+    bench = posixpath.join(posixpath.dirname(server), "llama-bench")
+    prefix, model, check = _bench_at(bench, image, dep.model_path, profile, engine_gpu)
     owner = f"{dep.unit} ({dep.runtime or dep.mode})"
     stop = engine_gpu is None
     return Engine(
@@ -339,19 +349,16 @@ def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str 
              "idle meanwhile: run nothing else against it while verify runs)")
     if image:
         binary = llama_bench or "/usr/local/bin/llama-bench"
-        gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
-        prefix = _docker_prefix(image, posixpath.dirname(model), gpu, binary)
-        return Engine(shell=shell, prefix=prefix, model_arg="/models/" + posixpath.basename(model),
-                      check=(f"docker run --rm --entrypoint /bin/sh {shlex.quote(image)} -c "
-                             f"{shlex.quote('test -x ' + shlex.quote(binary))}"),
+        prefix, model_arg, check = _bench_at(binary, image, model, profile, engine_gpu)
+        return Engine(shell=shell, prefix=prefix, model_arg=model_arg, check=check,
                       missing=f"no {binary} in the image {image} on {shell.label}",
                       placement=f"{where}; llama-bench in {image}")
     if not llama_bench:
         raise EngineError("a server started by hand needs --llama-bench PATH (or "
                           "--engine-image IMAGE) for its engine baseline")
-    env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
-    return Engine(shell=shell, prefix=[*env, llama_bench], model_arg=model,
-                  check=f"test -x {shlex.quote(llama_bench)} && test -r {shlex.quote(model)}",
+    prefix, model_arg, check = _bench_at(llama_bench, None, model, profile, engine_gpu)
+    return Engine(shell=shell, prefix=prefix, model_arg=model_arg,
+                  check=f"{check} && test -r {shlex.quote(model)}",
                   missing=f"{llama_bench} is not an executable or {model} is not readable on "
                           f"{shell.label}",
                   placement=f"{where}; {llama_bench}")
