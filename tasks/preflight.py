@@ -109,8 +109,8 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
                     "--profile NAME --gguf FILE` tries one)", lead=" ") from None
         total += pred.total_mib
         if pred.total_mib > budget_mib:
-            raise _over_budget(cfg, svc, pred, budget_mib, gguf is not None,
-                               named if on_host else None)
+            raise _over_budget(cfg, svc, pred, budget_mib,
+                               (key, named) if gguf is not None else None)
     card = gpu.gpus[0].memory_total_mib if gpu and gpu.gpus else None
     if card and len(cfg.services) > 1 and total + 1024 > card:
         raise PreflightError(
@@ -261,9 +261,10 @@ def host_gguf(model: ModelFile, model_dir: str) -> Iterator[Path | None]:
 
 
 def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_mib: float,
-                 own_model: bool, host_file: str | None = None) -> PreflightError:
+                 own: tuple[str, str] | None = None) -> PreflightError:
     """The refusal of a service over the budget: its plan by part, and the ways out at its
-    own shape (the profiles that fit with its slots, fewer slots, a smaller context)."""
+    own shape (the profiles that fit with its slots, fewer slots, a smaller context); `own`:
+    the user's model file, as (its host data key, its path), where it is not the profile's."""
     from beekeeper.core.planner import predict
     from beekeeper.core.profiles import PROFILES, with_ctx_size
 
@@ -272,8 +273,7 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     shape = ([f"ctx_size {s.ctx_size}"] if s.ctx_size != base.ctx_size else []) + \
         ([f"{s.parallel} slots"] if s.parallel != base.parallel else [])
     said = f" at {', '.join(shape)}" if shape else ""
-    said += (f" with your model_host_path {host_file}" if host_file else
-             " with your model_path" if own_model else "")
+    said += f" with your {own[0]} {own[1]}" if own else ""
     fits = [n for n, p in PROFILES.items() if p.backend == "cuda" and p.layout
             and (s.parallel == p.server.parallel or p.server.draft_model is None)
             and predict(with_ctx_size(p, p.server.ctx_size, s.parallel)).total_mib

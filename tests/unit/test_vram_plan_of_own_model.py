@@ -53,7 +53,7 @@ def test_the_users_file_is_planned_not_the_profiles_model(tmp_path):
         pf.check_vram(cfg(profile="q8-turbo4-64k", model_path=str(gguf),
                           vram_budget_gib=budget * 0.99), RTX4090)
     assert str(e.value).startswith(
-        f"profile q8-turbo4-64k with your model_path needs {mine.total_mib:.0f} MiB")
+        f"profile q8-turbo4-64k with your model_path {gguf} needs {mine.total_mib:.0f} MiB")
 
 
 def test_a_file_the_planner_cannot_read_is_one_line_naming_the_key(tmp_path):
