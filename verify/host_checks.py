@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from beekeeper.core.deployed import DeployedService as Service
 from beekeeper.core.profiles import PROFILES
+from beekeeper.core.runtime import Runtime, recorded_runtime
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,16 @@ def _pick(items: list[Any], skip: str) -> Applies:
     return Applies(items=tuple(items)) if items else Applies(skip=skip)
 
 
+def _run_by(services: list[Service], asks: Callable[[Runtime], bool], skip: str) -> Applies:
+    """The services whose way of running (core/runtime.py: the Runtime their record names)
+    `asks` says yes of."""
+    return _pick([s for s in services if asks(recorded_runtime(s))], skip)
+
+
 def containers(services: list[Service]) -> Applies:
     """The container-mode services (Docker engine, image, hardening checks)."""
-    return _pick([s for s in services if s.mode == "container"],
-                 "no container-mode service: the container checks have nothing to check")
+    return _run_by(services, lambda rt: rt.container,
+                   "no container-mode service: the container checks have nothing to check")
 
 
 # the CUDA image tag core/build.py writes: <repo>:<ref>-cuda<major.minor>-sm<arch>-<hash>
@@ -66,7 +74,7 @@ def gpu_in_container_command(image: str) -> str:
 
 def native(services: list[Service]) -> Applies:
     """The native-mode services (the installed binary's hardening check)."""
-    return _pick([s for s in services if s.mode == "native"], "no native-mode service")
+    return _run_by(services, lambda rt: rt.native, "no native-mode service")
 
 
 def hashed(services: list[Service]) -> Applies:
@@ -80,5 +88,4 @@ def hashed(services: list[Service]) -> Applies:
 
 def compose(services: list[Service]) -> Applies:
     """The compose-runtime services (the compose project's checks)."""
-    return _pick([s for s in services if s.runtime == "compose"],
-                 "no compose-runtime service")
+    return _run_by(services, lambda rt: rt.compose, "no compose-runtime service")

@@ -104,3 +104,17 @@ def test_only_a_container_needs_dockers_packages_and_engine_and_only_compose_its
     assert rt.docker_services("distro") == service
     # Docker Desktop runs its own engine: no docker.service to enable
     assert rt.docker_services("docker-desktop") == []
+
+
+@pytest.mark.parametrize("data,name", [(w[0], w[1]) for w in WAYS])
+def test_the_host_checks_of_a_service_are_those_of_the_way_its_record_names(data, name):
+    """verify/host_checks.py picks the services a check looks at by the Runtime their record
+    names: the container checks for a docker unit and compose, the compose project's for
+    compose, the installed binary's for a native unit and a supervisord program."""
+    from beekeeper.verify import host_checks as hc
+
+    cfg = load_host_config(with_(**data))
+    rec = record(cfg, requested_runtime(cfg), cfg.service, "img")
+    applies = {f.__name__ for f in (hc.containers, hc.native, hc.compose) if f([rec]).items}
+    assert applies == {"docker unit": {"containers"}, "compose": {"containers", "compose"},
+                       "native unit": {"native"}, "supervisor": {"native"}}[name]
