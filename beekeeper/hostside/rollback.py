@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import NamedTuple
 
 
 def say(line: str) -> None:
@@ -52,6 +53,31 @@ def serving(manifest: str) -> tuple[int, str] | None:
         return None
 
 
+class Way(NamedTuple):
+    """A file that runs the service (`conf`), as a person is told it (`word`), and the lines
+    that have its runtime run it anew once it changed back (each: the argv, and whether its
+    output is left out)."""
+
+    conf: str
+    word: str
+    restart: list[tuple[list[str], bool]]
+
+
+def ways(a: argparse.Namespace) -> list[Way]:
+    """The files that can run the service on this host, the supervisord program (where one
+    is named) before the systemd unit: the first with a kept copy is the one rolled back."""
+    unit = Way(a.unit, "unit", [(["systemctl", "daemon-reload"], False),
+                                (["systemctl", "restart", os.path.basename(a.unit)], False)])
+    if not a.program_conf:
+        return [unit]
+    # reread/update restarts the program whose file changed back
+    program = os.path.basename(a.program_conf).removesuffix(".conf")
+    return [Way(a.program_conf, "program", [([a.supervisorctl, "reread"], True),
+                                            ([a.supervisorctl, "update", program], False),
+                                            ([a.supervisorctl, "restart", program], True)]),
+            unit]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--unit", required=True)
@@ -69,32 +95,24 @@ def main(argv: list[str] | None = None) -> int:
     if a.program_conf and not a.supervisorctl:
         ap.error("--program-conf needs --supervisorctl")
     prev = a.prev_suffix
-    supervised = bool(a.program_conf) and os.path.exists(a.program_conf + prev)
-    if not os.path.exists(a.unit + prev) and not supervised:
-        # runtime-neutral: no systemd unit path on a host whose runtime is a supervisor
+    # runtime-neutral: a host whose runtime is a supervisor keeps no systemd unit
+    way = next((w for w in ways(a) if os.path.exists(w.conf + prev)), None)
+    if way is None:
         kept = ("no earlier deploy was kept on this host" if os.path.exists(a.manifest) else
                 "nothing of this service is deployed on this host")
         say(f"no server is serving (no previous unit to restore: {kept})" if a.restore
             else f"nothing to roll back on this host: {kept} (a rollback returns to the "
                  "deploy before the last one)")
         return 3
-    say("rolling back to the previous " + ("program" if supervised else "unit"))
+    say(f"rolling back to the previous {way.word}")
     for path in (a.unit, a.manifest, a.compose, *([a.program_conf] if a.program_conf else [])):
         if path == a.manifest and not a.restore and not os.path.exists(path + prev):
             continue  # a swap keeps the manifest it has when no older one was kept
         swap(path, prev)
         if a.restore and os.path.exists(path + prev):
             os.remove(path + prev)  # the failed deploy's copy
-    if supervised:
-        # reread/update restarts the program whose file changed back
-        program = os.path.basename(a.program_conf).removesuffix(".conf")
-        subprocess.call([a.supervisorctl, "reread"], stdout=subprocess.DEVNULL)
-        subprocess.call([a.supervisorctl, "update", program])
-        subprocess.call([a.supervisorctl, "restart", program], stdout=subprocess.DEVNULL)
-    else:
-        name = os.path.basename(a.unit)
-        subprocess.call(["systemctl", "daemon-reload"])
-        subprocess.call(["systemctl", "restart", name])
+    for line, quiet in way.restart:
+        subprocess.call(line, stdout=subprocess.DEVNULL if quiet else None)
     now = serving(a.manifest)
     check = [sys.executable, a.hostcheck, "--timeout", str(a.timeout)]
     if a.api_key_file and os.path.exists(a.api_key_file):

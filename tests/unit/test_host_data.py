@@ -738,3 +738,40 @@ def test_a_gateway_with_no_service_to_route_anywhere_is_refused():
     state, errors = _deploy_hosts([("gw", {**CPU_GIT, "gateway": {}}),
                                    ("empty", {**bare, "services": []})], facts(**CPU_HOST))
     assert errors == {} and not state.failed_hosts
+
+
+@pytest.mark.parametrize("kept", ["program", "unit"])
+def test_the_rollback_restarts_what_runs_the_kept_file(tmp_path, kept):
+    """Given a supervisord program file (runtime supervisor), the rollback puts back the
+    program's kept copy and has supervisord reread, update and restart it, no systemctl;
+    where only the unit has a kept copy, systemd reloads and restarts the unit."""
+    import subprocess
+    import sys
+
+    from beekeeper import hostside
+
+    root, bin_dir = tmp_path / "host", tmp_path / "bin"
+    root.mkdir()
+    bin_dir.mkdir()
+    files = {"deployed.json.prev": MANIFEST_8083, f"{kept}.conf": "new",
+             f"{kept}.conf.prev": "old"}
+    for name, text in files.items():
+        (root / name).write_text(text)
+    for tool in ("systemctl", "supervisorctl"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {tmp_path}/ran.log\n")
+        (bin_dir / tool).chmod(0o755)
+    check = tmp_path / "hostcheck.py"
+    check.write_text("import sys\nsys.exit(0)\n")
+    p = subprocess.run(
+        [sys.executable, str(hostside.script("rollback.py")), "--unit", str(root / "unit.conf"),
+         "--manifest", str(root / "deployed.json"), "--compose", str(root / "compose.yaml"),
+         "--program-conf", str(root / "program.conf"), "--supervisorctl", "supervisorctl",
+         "--hostcheck", str(check), "--prev-suffix", ".prev", "--timeout", "5", "--restore"],
+        capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert p.returncode == 0, p.stderr
+    assert (root / f"{kept}.conf").read_text() == "old"
+    assert f"rolling back to the previous {kept}\n" in p.stderr
+    assert (tmp_path / "ran.log").read_text().splitlines() == (
+        ["supervisorctl reread", "supervisorctl update program",
+         "supervisorctl restart program"] if kept == "program"
+        else ["systemctl daemon-reload", "systemctl restart unit.conf"])
