@@ -182,10 +182,11 @@ def refusal(subject: str, built: str, profile: str, fits: Sequence[str],
     releases the profile names (Profile.engine_refs)."""
     if not refused:
         return None
-    releases = ", ".join(fits) or "none named"
+    releases = (f"source.ref starting with {' or '.join(fits)}" if fits
+                else "none is named")
     return PreflightError(
         subject, f"the server built from {built} does not accept {said(refused)}",
-        f"pin source.ref to a release profile `{profile}` fits ({releases}), or choose a "
+        f"set `source` to a release profile `{profile}` fits ({releases}), or choose a "
         "profile made for this server (`beekeeper profiles`)")
 
 

@@ -112,8 +112,9 @@ def test_a_turbo_profile_on_a_server_without_turbo_types_is_one_line_naming_them
     assert line == (
         "profile `q8-turbo4-64k`: the server built from source.ref 0123456789ab does not "
         "accept `-ctk turbo4`, `-ctv turbo4` (it offers f32, f16, bf16, q8_0, q4_0, q4_1, "
-        "iq4_nl, q5_0, q5_1); fix: pin source.ref to a release profile `q8-turbo4-64k` fits "
-        "(ba1fdce591f5), or choose a profile made for this server (`beekeeper profiles`)")
+        "iq4_nl, q5_0, q5_1); fix: set `source` to a release profile `q8-turbo4-64k` fits "
+        "(source.ref starting with ba1fdce591f5), or choose a profile made for this server "
+        "(`beekeeper profiles`)")
 
 
 def test_a_newer_beellama_names_the_renamed_kv_type_and_speculative_type():
@@ -127,7 +128,8 @@ def test_a_newer_beellama_names_the_renamed_kv_type_and_speculative_type():
     assert "`-ctk turbo3_tcq`, `-ctv turbo3_tcq` (renamed `kvarn3` there)" in line
     assert "`--spec-type dflash` (renamed `draft-dflash` there)" in line
     assert "`-cd` (no such option there)" in line
-    assert line.endswith("fits (ba1fdce591f5), or choose a profile made for this server "
+    assert line.endswith("fits (source.ref starting with ba1fdce591f5), or choose a profile "
+                         "made for this server "
                          "(`beekeeper profiles`)")
     # what it still takes stays taken
     assert refused_line("q4km-f16-32k", newer) is None
