@@ -18,12 +18,7 @@ from typing import Any
 from .errors import ConfigError
 from .hostdata import (
     DEFAULT_HF_ENDPOINT,
-    GIT_SHA,
-    HF_FILE,
-    HF_REPO,
     HOSTNAME,
-    IMAGE_REF,
-    LOCAL_REF,
     SERVICE_NAME,
     STAGES,
     HostData,
@@ -38,18 +33,8 @@ from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_c
 
 __all__ = ["DEFAULT_HF_ENDPOINT", "STAGES", "one_word"]
 
-MODES = ("container", "native")
-# what runs the server container: a systemd unit around `docker run`, or a compose file
-# whose project a systemd unit brings up and down (docs/runtimes.md)
-# or, on hosts whose PID 1 is not systemd, supervisord running the native binary
-RUNTIMES = ("systemd", "compose", "supervisor")
-# host data read by single tasks: HostConfig fields of the same names
-TASK_KEYS = ("nvidia_repos", "driver_branch", "container_toolkit_version",
-             "install_cuda_toolkit", "hf_token_file", "allow_reboot", "use_docker_desktop",
-             "upgrade_driver", "cuda_follows_driver", "driver_flavour")
 # the keys one service reads: at the top level of host data, or inside a `services` entry
 SERVICE_KEYS = tuple(ServiceData.model_fields)
-HOST_KEYS = tuple(k for k in HostData.model_fields if k not in SERVICE_KEYS)
 KIT_KEYS = frozenset(HostData.model_fields)
 # pyinfra's own host data when pyinfra cannot be imported (the list in pyinfra 3.10's
 # api/arguments.py and the connectors' data_meta); with pyinfra the live lists are used
@@ -73,12 +58,7 @@ MIN_CTX_SIZE = 256
 # pin_model: the model, the Hub endpoint, its role "model" or "draft")
 Pinner = Callable[[ModelFile, str, str], ModelFile]
 # the declared patterns, for code that matches one value (`\Z`: no final newline passes)
-IMAGE_REF_RE = re.compile(IMAGE_REF.removesuffix("$") + r"\Z")
-LOCAL_REF_RE = re.compile(LOCAL_REF.removesuffix("$") + r"\Z")
 SERVICE_NAME_RE = re.compile(SERVICE_NAME.removesuffix("$") + r"\Z")
-GIT_SHA_RE = re.compile(GIT_SHA.removesuffix("$") + r"\Z")
-HF_REPO_RE = re.compile(HF_REPO.removesuffix("$") + r"\Z")
-HF_FILE_RE = re.compile(HF_FILE.removesuffix("$") + r"\Z")
 HOSTNAME_RE = re.compile(HOSTNAME.removesuffix("$") + r"\Z")
 
 
@@ -142,9 +122,6 @@ class GatewayConfig:
     timeout_s: int = 600
 
 
-GATEWAY_KEYS = tuple(GatewayConfig.__dataclass_fields__)
-
-
 @dataclass(frozen=True)
 class HostConfig:
     """Validated settings for one inventory host."""
@@ -189,7 +166,7 @@ class HostConfig:
     # host reaches this host's services at (host data `gateway_address`)
     gateway: GatewayConfig | None = None
     gateway_address: str | None = None
-    # host data read by single tasks (TASK_KEYS)
+    # host data read by single tasks
     # mirrors of NVIDIA's repositories: keys cuda, cuda_key, toolkit, toolkit_key
     nvidia_repos: Mapping[str, str] = field(default_factory=dict)
     # the driver branch to install on native Linux (None: the one shipped with cuda_version)
@@ -245,7 +222,7 @@ def host_data_keys(data: Any) -> list[str]:
     return list(keys)
 
 
-def check_keys(keys: Iterable[str], known: Iterable[str], prefix: str = "",
+def check_keys(keys: Iterable[str], known: Iterable[str],
                extra_known: Iterable[str] = ()) -> None:
     """Refuse a key the kit (or pyinfra) does not read, with the closest known one."""
     known = sorted(set(known))
@@ -255,9 +232,9 @@ def check_keys(keys: Iterable[str], known: Iterable[str], prefix: str = "",
             continue
         close = difflib.get_close_matches(key, known + sorted(set(extra_known) - set(known)),
                                           n=1, cutoff=0.75)
-        hint = f"did you mean `{prefix}{close[0]}`? (or remove it)" if close else \
+        hint = f"did you mean `{close[0]}`? (or remove it)" if close else \
             "remove it (the keys the kit reads are listed in the README, Host data keys)"
-        raise fail(f"{prefix}{key}", "unknown key: beekeeper and pyinfra do not read it", hint)
+        raise fail(key, "unknown key: beekeeper and pyinfra do not read it", hint)
 
 
 _UNSET = object()
@@ -397,7 +374,7 @@ def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
         rule_beside_services(own)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
     pinned = (lambda m, role: pin(m, hd.hf_endpoint, role)) if pin is not None else None
-    services = tuple(_service(e, prefix, hd.mode, hd.model_dir, pinned)
+    services = tuple(_service(e, prefix, pinned)
                      for e, prefix in entries if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
     rule_one_build(services, hd.services is not None)
@@ -406,15 +383,14 @@ def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
     return services, absent
 
 
-def _service(entry: ServiceData, prefix: str, hd_mode: str = "container",
-             model_dir: str = "/srv/beekeeper/models",
+def _service(entry: ServiceData, prefix: str,
              pin: Callable[[ModelFile, str], ModelFile] | None = None) -> ServiceConfig:
     if entry.profile is None:
         raise fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
     profile = PROFILES[entry.profile]
     rule_loopback_needs_key(f"{prefix}bind_address", entry.bind_address, entry.api_key_file,
                             "api_key_file")
-    model = _own_model(entry, prefix, profile.model, hd_mode, model_dir) or \
+    model = _own_model(entry, prefix, profile.model) or \
         _model_file(entry, prefix, "model", profile.model)
     rule_draft_keys(entry, prefix, profile)
     draft = profile.server.draft_model
@@ -480,8 +456,7 @@ def rule_draft_keys(entry: ServiceData, prefix: str, profile: Profile) -> None:
                    f"{', '.join(with_draft) or 'none'})")
 
 
-def _own_model(entry: ServiceData, prefix: str, base: ModelFile, mode: str,
-               model_dir: str) -> ModelFile | None:
+def _own_model(entry: ServiceData, prefix: str, base: ModelFile) -> ModelFile | None:
     """Host data `model_path` (a GGUF on the controller) or `model_host_path` (one on the
     host): the profile's flags stay, only the file changes; no Hub request. None: neither."""
     given = [k for k in ("model_path", "model_host_path") if getattr(entry, k) is not None]
