@@ -30,6 +30,7 @@ from .hostdata import (
 )
 from .paths import DEFAULT_PORT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
+from .runtime import Runtime, requested, runtime_of, ways_named
 
 __all__ = ["DEFAULT_HF_ENDPOINT", "STAGES", "one_word"]
 
@@ -312,13 +313,12 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     pyinfra's HostData.
     """
     hd = parse(_kit_data(data))
-    runtime = rule_runtime(hd)
+    way = rule_runtime(hd)
     services, absent = _services(hd, own_keys(data), pin)
-    if runtime == "compose":
-        rule_compose_keys(services, hd.services is not None)
+    rule_env_keys(services, hd.services is not None, way)
     gateway = _gateway(hd, services)
     return HostConfig(
-        mode=hd.mode, requested_runtime=runtime, runtime_given=hd.runtime is not None,
+        mode=hd.mode, requested_runtime=way.runtime, runtime_given=hd.runtime is not None,
         services=services, absent=absent,
         model_dir=hd.model_dir, state_dir=hd.state_dir, source=_source(hd),
         persistent_root=hd.persistent_root, services_listed=hd.services is not None,
@@ -339,19 +339,17 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
 
 # ------------------------------------------------------------------ rules between keys
 
-def rule_runtime(hd: HostData) -> str:
-    """`runtime`: "systemd" (a unit around `docker run`) or "compose" (a compose file; a unit
-    runs `docker compose up`/`down`). Unset: compose with Docker Desktop, which always has
-    compose v2, and systemd elsewhere. Compose runs a container only."""
-    if hd.runtime is None:
-        return "compose" if hd.use_docker_desktop and hd.mode == "container" else "systemd"
-    if hd.runtime == "compose" and hd.mode != "container":
-        raise fail("runtime", f"'compose' runs a container, but mode is {hd.mode!r}",
-                   "set mode = 'container', or runtime = 'systemd' (or remove it)")
-    if hd.runtime == "supervisor" and hd.mode != "native":
-        raise fail("runtime", f"'supervisor' runs the native server, but mode is {hd.mode!r}",
-                   "set mode = 'native', or runtime = 'systemd' (or remove it)")
-    return hd.runtime
+def rule_runtime(hd: HostData) -> Runtime:
+    """`mode` and `runtime` name one of the four ways (core/runtime.py's `requested`, which
+    also picks the way for an unset runtime): compose runs a container only, supervisord
+    the native server only."""
+    try:
+        return requested(hd.mode, hd.runtime, bool(hd.use_docker_desktop))
+    except ValueError:
+        assert hd.runtime is not None  # an unset runtime is always a way
+        way = ways_named(hd.runtime)[0]  # the one way this runtime names
+        raise fail("runtime", f"{hd.runtime!r} runs {way.runs}, but mode is {hd.mode!r}",
+                   f"set mode = {way.mode!r}, or runtime = 'systemd' (or remove it)") from None
 
 
 def rule_beside_services(own: Mapping[str, str]) -> None:
@@ -498,16 +496,16 @@ def _own_model(entry: ServiceData, prefix: str, base: ModelFile) -> ModelFile | 
 
 def rule_model_in_model_dir(cfg: HostConfig) -> None:
     """Container mode mounts model_dir alone into the server's container: a model_host_path
-    outside it is refused, naming the service's key."""
-    if cfg.mode != "container":
-        return
+    outside it is refused, naming the service's key (Runtime.serves_from: the mode decides,
+    whichever runtime preflight picks)."""
+    way = runtime_of(cfg.mode, cfg.requested_runtime)
     for i, svc in enumerate(cfg.services):
         source = svc.model.source
         if not (isinstance(source, FileSource) and source.on_host):
             continue
         path = source.path
         folder = path.rsplit("/", 1)[0] or "/"
-        if folder != cfg.model_dir:
+        if not way.serves_from(folder, cfg.model_dir):
             key = f"services[{i}].model_host_path" if cfg.services_listed else \
                 "model_host_path"
             raise fail(key, f"{path} is outside model_dir {cfg.model_dir}, the one folder the "
@@ -615,14 +613,14 @@ def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -
                    "smaller profiles, ctx_size or slots, or raise vram_budget_gib")
 
 
-def rule_compose_keys(services: tuple[ServiceConfig, ...], listed: bool) -> None:
-    """Compose reads the secrets env file itself (quotes, `$` interpolation): the key goes
-    there single-quoted, which compose takes literally unless it holds `'` or `\\`."""
+def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtime) -> None:
+    """Each API key goes into the way's secrets env file as it is (Runtime.env_carries):
+    compose reads that file itself (quotes, `$` interpolation), so the key goes there
+    single-quoted, which compose takes literally unless it holds `'` or `\\`."""
     from pathlib import Path
 
     for i, svc in enumerate(services):
-        if svc.api_key_file and any(c in Path(svc.api_key_file).read_text().strip()
-                                    for c in "'\\"):
+        if svc.api_key_file and not way.env_carries(Path(svc.api_key_file).read_text().strip()):
             key = f"services[{i}].api_key_file" if listed else "api_key_file"
             raise fail(key, f"the key in {svc.api_key_file} holds ' or \\, which compose's "
                        "env file cannot carry literally",

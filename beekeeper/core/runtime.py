@@ -54,6 +54,17 @@ class Runtime:
         are (secrets_env)."""
         return self.compose
 
+    def env_carries(self, value: str) -> bool:
+        """Whether this way's env file carries `value` literally: compose reads it
+        single-quoted (env_quoted), which holds no ' or \\; `docker run --env-file` and
+        systemd take the line as it is."""
+        return not (self.env_quoted and any(c in value for c in "'\\"))
+
+    @property
+    def runs(self) -> str:
+        """What it runs, in words (config.py's refusal of a runtime beside the wrong mode)."""
+        return "a container" if self.container else "the native server"
+
     @property
     def dropin(self) -> bool:
         """A systemd drop-in folder of the user's beside the unit."""
@@ -68,6 +79,11 @@ class Runtime:
         """Where the server finds model file `m`: on the host (native), or in the container's
         read-only model mount."""
         return m.host_path(model_dir) if self.native else model_path(m.filename)
+
+    def serves_from(self, folder: str, model_dir: str) -> bool:
+        """Whether the server opens a model file in the host's `folder`: natively any, in a
+        container model_dir alone (its one model mount: model_arg)."""
+        return self.native or folder == model_dir
 
     def server_at(self, artifact: str) -> tuple[str, str | None]:
         """The built server (`artifact`: the binary natively, else the image tag) as (the
@@ -168,6 +184,22 @@ def runtime_of(mode: str, runtime: str) -> Runtime:
         if (r.mode, r.runtime) == (mode, runtime):
             return r
     raise ValueError(f"no way to run a server with mode {mode!r} and runtime {runtime!r}")
+
+
+def requested(mode: str, runtime: str | None, docker_desktop: bool = False) -> Runtime:
+    """The way host data asks for: its `mode` and `runtime`; with no `runtime`, a compose
+    project for a container under Docker Desktop (which always has compose v2), else a
+    systemd unit (preflight then picks supervisor where PID 1 is not systemd: HostFacts).
+    ValueError: a pair that is no way (runtime_of)."""
+    if runtime is None:
+        runtime = "compose" if docker_desktop and mode == "container" else "systemd"
+    return runtime_of(mode, runtime)
+
+
+def ways_named(runtime: str) -> tuple[Runtime, ...]:
+    """The ways host data's `runtime` names: a systemd unit runs a container or the native
+    server, compose only a container, supervisord only the native server."""
+    return tuple(r for r in RUNTIMES if r.runtime == runtime)
 
 
 def recorded_runtime(dep: DeployedService) -> Runtime:

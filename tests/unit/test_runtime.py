@@ -6,9 +6,10 @@ import pytest
 
 from beekeeper.core.config import load_host_config
 from beekeeper.core.deployed import DeployedService
+from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.render import TEMPLATES_DIR
-from beekeeper.core.runtime import RUNTIMES, recorded_runtime, runtime_of
+from beekeeper.core.runtime import RUNTIMES, recorded_runtime, requested, runtime_of, ways_named
 from beekeeper.tasks.service import record
 
 from .harness import requested_runtime
@@ -118,3 +119,55 @@ def test_the_host_checks_of_a_service_are_those_of_the_way_its_record_names(data
     applies = {f.__name__ for f in (hc.containers, hc.native, hc.compose) if f([rec]).items}
     assert applies == {"docker unit": {"containers"}, "compose": {"containers", "compose"},
                        "native unit": {"native"}, "supervisor": {"native"}}[name]
+
+
+@pytest.mark.parametrize("way,serves_outside,carries_quote,runs", [
+    ("docker unit", False, True, "a container"),
+    ("compose", False, False, "a container"),
+    ("native unit", True, True, "the native server"),
+    ("supervisor", True, True, "the native server"),
+])
+def test_config_asks_each_way_where_it_serves_a_model_from_and_what_its_env_file_carries(
+        way, serves_outside, carries_quote, runs):
+    """config.py's rules ask the way (issue 42): a container opens a model on the host in
+    model_dir alone (rule_model_in_model_dir), compose's env file carries no ' or \\
+    (rule_env_keys), and a runtime beside the wrong mode is refused naming what it runs."""
+    rt = next(r for r in RUNTIMES if r.name == way)
+    assert rt.serves_from("/srv/m", "/srv/m")
+    assert rt.serves_from("/data/models", "/srv/m") is serves_outside
+    assert rt.env_carries("plain-key_1$x")
+    assert rt.env_carries("it's") is carries_quote
+    assert rt.env_carries("back\\slash") is carries_quote
+    assert rt.runs == runs
+    assert rt in ways_named(rt.runtime)
+
+
+@pytest.mark.parametrize("mode,runtime,desktop,way", [
+    ("container", None, False, "docker unit"),
+    ("container", None, True, "compose"),
+    ("native", None, False, "native unit"),
+    ("native", None, True, "native unit"),
+    ("container", "systemd", True, "docker unit"),
+    ("container", "compose", False, "compose"),
+    ("native", "systemd", False, "native unit"),
+    ("native", "supervisor", True, "supervisor"),
+])
+def test_host_data_asks_for_one_way_and_an_unset_runtime_is_compose_only_under_docker_desktop(
+        mode, runtime, desktop, way):
+    assert requested(mode, runtime, desktop).name == way
+    cfg = load_host_config(with_(mode=mode, use_docker_desktop=desktop,
+                                 **({"runtime": runtime} if runtime else {})))
+    assert requested_runtime(cfg).name == way
+
+
+def test_a_runtime_names_the_ways_it_runs_and_a_pair_that_is_none_is_refused():
+    assert [r.name for r in ways_named("systemd")] == ["docker unit", "native unit"]
+    assert [r.name for r in ways_named("compose")] == ["compose"]
+    assert [r.name for r in ways_named("supervisor")] == ["supervisor"]
+    for mode, runtime, fix in (("native", "compose", "container"),
+                               ("container", "supervisor", "native")):
+        with pytest.raises(ValueError, match="no way to run a server"):
+            requested(mode, runtime)
+        with pytest.raises(ConfigError) as e:
+            load_host_config(with_(mode=mode, runtime=runtime))
+        assert f"set mode = '{fix}', or runtime = 'systemd' (or remove it)" in str(e.value)
