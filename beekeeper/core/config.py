@@ -12,7 +12,7 @@ import functools
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ConfigError
@@ -20,7 +20,7 @@ from .hostdata import (
     DEFAULT_HF_ENDPOINT,
     HOSTNAME,
     SERVICE_NAME,
-    STAGES,
+    GatewayData,
     HostData,
     ServiceData,
     fail,
@@ -32,7 +32,7 @@ from .paths import DEFAULT_PORT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
 from .runtime import Runtime, requested, runtime_of, ways_named
 
-__all__ = ["DEFAULT_HF_ENDPOINT", "STAGES", "one_word"]
+__all__ = ["DEFAULT_HF_ENDPOINT", "one_word"]
 
 # the keys one service reads: at the top level of host data, or inside a `services` entry
 SERVICE_KEYS = tuple(ServiceData.model_fields)
@@ -85,12 +85,12 @@ class ServiceConfig:
     # the profile's model (and draft), with host data's repo/file/revision/sha256 applied;
     # beekeeper.pins fills in a commit and a sha256 where they are left out
     model: ModelFile
-    draft: ModelFile | None = None
-    extra_args: tuple[str, ...] = ()
+    draft: ModelFile | None
+    extra_args: tuple[str, ...]
     # the port the gateway reaches this service on, when not `port` (an SSH forward)
-    gateway_port: int | None = None
+    gateway_port: int | None
     # host data `model_alias` (None: the profile's name): see `alias`
-    model_alias: str | None = None
+    model_alias: str | None
 
     @property
     def alias(self) -> str:
@@ -106,26 +106,16 @@ class ServiceConfig:
         return [self.model] + ([self.draft] if self.draft else [])
 
 
-@dataclass(frozen=True)
-class GatewayConfig:
-    """The gateway role (host data `gateway = {...}`): one OpenAI endpoint in front of every
-    service of every inventory host, on the distro's HAProxy (tasks/gateway.py)."""
-
-    port: int = 4000
-    bind_address: str = "127.0.0.1"
-    api_key_file: str | None = None
-    # active health checks on each backend's /health: every `check_interval_s`, out after
-    # 2 failures, back after 2 successes
-    check_interval_s: int = 2
-    # request bodies are read whole (up to this size) to find their `model`
-    max_body_kib: int = 1024
-    # the longest a request (a long generation) may take
-    timeout_s: int = 600
+# The gateway role (host data `gateway = {...}`): one OpenAI endpoint in front of every
+# service of every inventory host, on the distro's HAProxy (tasks/gateway.py). Its keys,
+# their defaults and checks are hostdata.py's GatewayData, a frozen model, kept as validated
+GatewayConfig = GatewayData
 
 
 @dataclass(frozen=True)
 class HostConfig:
-    """Validated settings for one inventory host."""
+    """Validated settings for one inventory host. Made only by load_host_config, which gives
+    every field: the defaults are those hostdata.py declares, not written again here."""
 
     mode: str
     services: tuple[ServiceConfig, ...]
@@ -143,53 +133,54 @@ class HostConfig:
     base_images: Mapping[str, str]
     preload_images: Mapping[str, str]
     install_docker: bool
-    image_repo: str = "beekeeper/llama-server"
-    stages: tuple[str, ...] = STAGES
+    stages: tuple[str, ...]
     # host data `persistent_root` as given: None (unset: preflight picks /workspace/beekeeper
     # where the host has /workspace, else none), "none" (the standard layout), or a folder;
     # what preflight resolved is HostFacts.persistent_root
-    persistent_root: str | None = None
+    persistent_root: str | None
     # host data gave `services` (a refusal names services[i].key), not one service's keys
-    services_listed: bool = False
+    services_listed: bool
     # the Hugging Face Hub, or a mirror of it (HF_ENDPOINT for huggingface_hub)
-    hf_endpoint: str = DEFAULT_HF_ENDPOINT
+    hf_endpoint: str
     # build beellama's embedded web UI into the server (off: the kit serves the API)
-    webui: bool = False
+    webui: bool
     # host data `runtime`, or its default (compose with Docker Desktop, else systemd): what
     # runs the server is preflight's (HostFacts.runtime: supervisor where PID 1 is not systemd)
-    requested_runtime: str = "systemd"
+    requested_runtime: str
     # host data named the runtime (else preflight picks supervisor where PID 1 is not systemd)
-    runtime_given: bool = False
+    runtime_given: bool
     # services this host had and must not have any more (`state = "absent"`): see
     # tasks/prune.py, which also removes those the inventory no longer names
-    absent: tuple[str, ...] = ()
+    absent: tuple[str, ...]
     # this host's gateway role (host data `gateway`), and the address a gateway on another
     # host reaches this host's services at (host data `gateway_address`)
-    gateway: GatewayConfig | None = None
-    gateway_address: str | None = None
+    gateway: GatewayConfig | None
+    gateway_address: str | None
     # host data read by single tasks
     # mirrors of NVIDIA's repositories: keys cuda, cuda_key, toolkit, toolkit_key
-    nvidia_repos: Mapping[str, str] = field(default_factory=dict)
+    nvidia_repos: Mapping[str, str]
     # the driver branch to install on native Linux (None: the one shipped with cuda_version)
-    driver_branch: int | None = None
+    driver_branch: int | None
     # the Container Toolkit's apt version (None: tasks/container_toolkit.py's pin)
-    container_toolkit_version: str | None = None
+    container_toolkit_version: str | None
     # install the CUDA toolkit in container mode too (native mode always does)
-    install_cuda_toolkit: bool = False
+    install_cuda_toolkit: bool
     # a root-only file on the host holding a Hugging Face token, for gated models
-    hf_token_file: str | None = None
+    hf_token_file: str | None
     # reboot after installing the NVIDIA driver, instead of stopping
-    allow_reboot: bool = False
+    allow_reboot: bool
     # use Docker Desktop's WSL integration as the engine
-    use_docker_desktop: bool = False
+    use_docker_desktop: bool
     # native Linux with a driver older than cuda_version needs: replace it with the pinned
     # branch (the distro's driver packages purged first), instead of stopping
-    upgrade_driver: bool = False
+    upgrade_driver: bool
     # build the image for the newest CUDA the installed driver runs, instead of cuda_version
-    cuda_follows_driver: bool = False
+    cuda_follows_driver: bool
     # the kernel modules the kit installs: NVIDIA's open modules (Turing and newer, required
     # for Blackwell) or the proprietary ones (needed before Turing)
-    driver_flavour: str = "open"
+    driver_flavour: str
+    # the repository the server images are tagged in (not host data)
+    image_repo: str = "beekeeper/llama-server"
 
     @property
     def service(self) -> ServiceConfig:
@@ -638,7 +629,7 @@ def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayConfig
     if gw.port in [s.port for s in services]:
         raise fail("gateway.port", f"{gw.port} is also a model service's port on this host",
                    "give the gateway a port of its own, e.g. gateway = {'port': 4000}")
-    return GatewayConfig(**gw.model_dump())
+    return gw
 
 
 def _source(hd: HostData) -> SourceSpec:
