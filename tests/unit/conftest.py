@@ -57,3 +57,16 @@ def offline_cache(request, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("BEEKEEPER_CACHE", str(root))
     monkeypatch.setattr(cache, "_pip_download", _no_pypi)
     return root
+
+
+@pytest.fixture
+def keys(tmp_path):
+    """Key files (owner-only, as the kit requires) by short name: the gateway's tests'."""
+    out = {}
+    for name, text in (("gw", "gw-secret"), ("be", "be-secret"), ("be2", "other-secret"),
+                       ("spaced", "two words")):
+        p = tmp_path / f"{name}.key"
+        p.write_text(text + "\n")
+        p.chmod(0o600)
+        out[name] = str(p)
+    return out
