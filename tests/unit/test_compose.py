@@ -320,7 +320,7 @@ def test_a_debian_nvidia_does_not_serve_is_refused_with_the_ones_it_does():
 def test_rollback_swaps_the_compose_file_on_either_side(tmp_path):
     """The one rollback (hostside/rollback.py), run on a folder standing in for the host:
     unit, manifest and compose file swap with their `.prev` copies; run twice, it is back."""
-    from tests.unit.test_host_data import run_rollback
+    from .harness import run_rollback
 
     files = {"unit": "unit new", "unit.prev": "unit old", "deployed.json": "manifest new",
              "deployed.json.prev": "manifest old", "compose.yaml": "compose new"}

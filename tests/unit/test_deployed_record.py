@@ -28,10 +28,16 @@ from beekeeper.core.deployed import (
 )
 from beekeeper.tasks.service import manifest
 
-from .harness import ROOT, requested_runtime
-from .test_architecture import _python310
-from .test_engine_runtimes import written_manifest
-from .test_gpu_containers import MODEL, POD_DATA, SHA, pod
+from .harness import (
+    MODEL,
+    POD_DATA,
+    ROOT,
+    SHA,
+    _python310,
+    pod,
+    requested_runtime,
+    written_manifest,
+)
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 RECORD = ROOT / "beekeeper" / "core" / "deployed.py"
@@ -190,7 +196,7 @@ def test_every_reader_refuses_a_foreign_record_in_one_line():
     from beekeeper.verify.engine import EngineError, read_deployed
     from beekeeper.verify.test_host import read_records
 
-    from .test_engine_runtimes import HostWithManifest
+    from .harness import HostWithManifest
 
     foreign = json.dumps({k: v for k, v in FIRST_KIT.items() if k != "port"})
     from beekeeper.verify_main import from_deployed

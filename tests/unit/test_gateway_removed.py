@@ -13,8 +13,7 @@ from typing import Any
 from beekeeper.core.machines import gateway_kept_by_neighbours
 from beekeeper.core.paths import GatewayPaths
 
-from .harness import run_deploy_hosts
-from .test_gateway import _backend, keys, with_  # noqa: F401 (keys: a fixture)
+from .harness import _backend, gateway_with as with_, run_deploy_hosts
 
 GP = GatewayPaths()
 REMOVE_UNIT = f"Remove the gateway {GP.unit_name} (host data has no `gateway`)"

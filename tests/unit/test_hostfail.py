@@ -14,8 +14,7 @@ from pyinfra.api import Config, Inventory, State
 from beekeeper.core.errors import BeekeeperError
 from beekeeper.tasks.hostfail import print_summary
 
-from .harness import DEFAULTS, prepare_each_host
-from .test_lifecycle import deployed_host
+from .harness import DEFAULTS, deployed_host, prepare_each_host
 
 SECRET_URL = "https://robot:s3cret-token@models.example.org/m.gguf"
 

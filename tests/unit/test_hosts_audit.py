@@ -43,12 +43,14 @@ from .harness import (
     NATIVE,
     NO_DOCKER,
     PCI_RTX4090,
+    UBUNTU_570,
+    Out,
+    _rtx3090_570,
     facts as gpu_facts,
     names,
     require_tools,
     run_deploy,
 )
-from .test_hosts_found import UBUNTU_570, _rtx3090_570
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
@@ -101,7 +103,6 @@ def test_the_gpu_check_is_skipped_only_without_a_gpu_server_in_a_container():
 # Docker's answer when no engine-side GPU support is there (moby daemon/oci, as printed)
 NO_GPU_DRIVER = ('docker: Error response from daemon: could not select device driver "" '
                  'with capabilities: [[gpu]].')
-from .test_host_checks import Out  # noqa: E402 - testinfra's command result
 
 CUDA_SVC = DeployedService(
     mode="container", profile="q8-turbo4-64k", container="beekeeper-llm",

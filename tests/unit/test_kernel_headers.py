@@ -99,7 +99,7 @@ def test_a_backports_kernel_whose_headers_meta_package_follows_backports_deploys
 
 
 def test_a_backports_kernel_is_refused_on_an_upgrade_too():
-    from .test_hosts_audit import UBUNTU_570, _rtx3090_570
+    from .harness import UBUNTU_570, _rtx3090_570
 
     kernel = "6.12.48+bpo-cloud-amd64"
     with pytest.raises(PreflightError, match=r"apt install -t bookworm-backports "

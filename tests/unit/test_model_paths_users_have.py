@@ -17,8 +17,7 @@ import pytest
 from beekeeper.core.errors import ConfigError, PreflightError
 from beekeeper.tasks.preflight import ModelTarget
 
-from .harness import SYSTEMD, run_deploy
-from .test_gpu_containers import POD_DATA, SHA, pod
+from .harness import POD_DATA, SHA, SYSTEMD, pod, run_deploy
 
 SNAP = ("/root/.cache/huggingface/hub/models--unsloth--Qwen3.5-9B-GGUF/snapshots/"
         "3f1c0e6a/Qwen3.5-9B-Q8_0.gguf")

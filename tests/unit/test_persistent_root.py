@@ -20,8 +20,7 @@ from beekeeper.hostside import hostcheck
 from beekeeper.operations.persist import linked, unsupervised_ended
 from beekeeper.tasks import supervisor
 
-from .harness import DEFAULTS
-from .test_lifecycle import run_queued
+from .harness import DEFAULTS, run_queued
 
 DATA = {**DEFAULTS, "profile": "cpu-tiny"}
 

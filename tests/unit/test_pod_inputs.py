@@ -25,8 +25,17 @@ from beekeeper.facts.host import PortOwner, PortOwnersInfo, parse_port_owners
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.volume import FsInfo, FsOf, parse_fs_of
 
-from .harness import DEFAULTS, DOCKER_PROXY, NATIVE, facts, port_owners, run_deploy
-from .test_gpu_containers import MODEL, POD_DATA, pod
+from .harness import (
+    DEFAULTS,
+    DOCKER_PROXY,
+    MODEL,
+    NATIVE,
+    POD_DATA,
+    facts,
+    pod,
+    port_owners,
+    run_deploy,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = "/opt/beekeeper/llama-server/beellama-ba1fdce591f5-cuda13.0-sm90-x86-64-v3"

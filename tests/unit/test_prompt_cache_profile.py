@@ -8,8 +8,7 @@ from beekeeper.core.config import load_host_config
 from beekeeper.core.profiles import PROFILES
 from beekeeper.tasks.service import server_args
 
-from .harness import requested_runtime
-from .test_host_data import with_
+from .harness import requested_runtime, with_
 
 
 def cache_ram(args: list[str]) -> list[str]:

@@ -53,7 +53,7 @@ def test_the_readme_first_screen_points_to_each_quickstart_and_the_command_page(
 def test_each_quickstart_goes_from_clone_to_a_first_reply(page):
     """Its commands, in order: into the clone, set-up, the venv, a dry run, a deploy, the first
     request, verify."""
-    from .test_readme import commands
+    from .harness import shell_commands as commands
 
     said = [c.text for c in commands(DOCS / page)]
     steps = [r"^cd beekeeper$", r"scripts/setup\.sh", r"^\. \.venv/bin/activate$",
@@ -69,9 +69,9 @@ def test_each_quickstart_goes_from_clone_to_a_first_reply(page):
 # (tests/integration/test_quickstarts.py runs them on the sandbox hosts, in the same order)
 
 def page_commands(page: str) -> list[str]:
-    """The page's copy-paste commands, in order: test_readme's extraction (shell blocks,
-    continuations joined, comments dropped)."""
-    from .test_readme import commands
+    """The page's copy-paste commands, in order: the extraction test_readme uses
+    (harness.shell_commands: shell blocks, continuations joined, comments dropped)."""
+    from .harness import shell_commands as commands
 
     return [c.text for c in commands(DOCS / page)]
 
@@ -138,7 +138,7 @@ def _pyinfra_line(page: str, text: str, env: dict[str, str]) -> None:
 
 
 def _beekeeper_line(page: str, text: str) -> None:
-    from .test_readme import flags_of, help_text, subcommands
+    from .harness import flags_of, help_text, subcommands
 
     words = shlex.split(text)
     assert words[1] in subcommands(), f"{page}: {text}"
@@ -285,7 +285,7 @@ def test_the_family_gateway_routes_both_models_by_the_names_the_page_gives(famil
     for model in routes:
         assert f"`{model}`" in text
     # the page's requests go to that endpoint, with the key, and name a routed model
-    from .test_readme import commands
+    from .harness import shell_commands as commands
     curls = [c.text for c in commands(DOCS / "quickstart-ssh.md")
              if c.text.startswith(f"curl -s {base}/")]
     assert len(curls) == 2, curls

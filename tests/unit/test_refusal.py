@@ -26,9 +26,7 @@ from beekeeper.core.errors import (
 from beekeeper.facts.host import InitInfo, Resources
 from beekeeper.tasks import driver_preflight as dp, preflight as pf
 
-from .harness import DEFAULTS, NATIVE, WSL
-from .test_architecture import modules
-from .test_driver_preflight_rules import H200, V100, cfg, smi
+from .harness import DEFAULTS, H200_CARD as H200, NATIVE, V100, WSL, cfg, modules, smi
 
 SECRET_URL = "https://robot:s3cret@models.example.org/m.gguf?token=abc"
 

@@ -8,7 +8,7 @@ from beekeeper.core import config
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.machines import kept_by_neighbours
 
-from .test_host_data import with_
+from .harness import with_
 
 
 def test_a_hosts_data_is_validated_once_and_its_refusal_kept(monkeypatch):

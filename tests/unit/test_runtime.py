@@ -12,8 +12,7 @@ from beekeeper.core.render import TEMPLATES_DIR
 from beekeeper.core.runtime import RUNTIMES, recorded_runtime, requested, runtime_of, ways_named
 from beekeeper.tasks.service import record
 
-from .harness import requested_runtime
-from .test_host_data import with_
+from .harness import requested_runtime, with_
 
 # host data -> (way, file that runs it, its name to the runtime, the record's runtime, a
 # compose file, a server log file, the control line's start)

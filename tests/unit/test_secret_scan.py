@@ -21,8 +21,16 @@ from urllib.parse import unquote
 import pytest
 from pyinfra.api import Config, Inventory, State
 
-from .harness import DEFAULTS, ROOT, facts, pci_facts, prepare_each_host, run_deploy_hosts_stdin
-from .test_url_secrets import COMMIT, place
+from .harness import (
+    COMMIT,
+    DEFAULTS,
+    ROOT,
+    facts,
+    pci_facts,
+    place,
+    prepare_each_host,
+    run_deploy_hosts_stdin,
+)
 
 GOOD = {**DEFAULTS, "source": {"git": "https://git.example/o/r.git", "ref": COMMIT}}
 MIRROR = "mirror.example/repo/x"

@@ -13,7 +13,7 @@ from pathlib import Path
 from beekeeper.facts.gguf import Sha256, Sha256File, parse_sha256, stamp_command
 from beekeeper.operations import model as model_ops
 
-from .test_model_placement import queued
+from .harness import queued
 
 SHA = "ab" * 32
 

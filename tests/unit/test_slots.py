@@ -9,7 +9,7 @@ from beekeeper.core.config import load_host_config
 from beekeeper.core.planner import predict, recurrent_state_bytes
 from beekeeper.verify.suites import Sizes
 
-from .test_host_data import refused, with_
+from .harness import refused, with_
 
 
 def served(**kw):

@@ -129,7 +129,7 @@ def test_a_bad_host_that_is_the_last_one_active_is_counted_in_the_summary(capsys
     """Mutant: the summary is built from pyinfra's failed hosts only. The last host still
     active that fails raises (pyinfra stops the run) instead of being marked failed, so it
     is in beekeeper's own record only and disappeared from "N of M hosts failed"."""
-    from .test_host_data import CPU_GIT, CPU_HOST, _deploy_hosts, facts as cpu_facts
+    from .harness import CPU_GIT, CPU_HOST, _deploy_hosts, facts as cpu_facts
 
     bad = {**CPU_GIT, "prot": 1}
     state, errors = _deploy_hosts([("gone", CPU_GIT), ("first", bad), ("last", bad)],
@@ -236,7 +236,7 @@ def _decode(served: float, engine: float, *, cpu: bool, sampler_on_cpu: bool = F
     from beekeeper.verify.judge import decode_checks
     from beekeeper.verify.results import EngineRun
 
-    from .test_noise import bench, served as served_run
+    from .harness import bench, served as served_run
 
     base = EngineBaseline(placement="recorded", commands=[],
                           decode=[bench(0, 160, 1024, engine, 0.0)])
@@ -269,7 +269,7 @@ def _ttft(ratio: float, *, cpu: bool) -> str:
     from beekeeper.verify.judge import ttft_checks
     from beekeeper.verify.results import EngineRun, TtftResult
 
-    from .test_noise import bench
+    from .harness import bench
 
     base = EngineBaseline(placement="recorded", commands=[],
                           decode=[bench(0, 160, 1024, 64.7, 0.0)],
@@ -378,7 +378,7 @@ def test_the_wsl_settings_command_names_the_distro_wsl_sets(tmp_path):
     WSL_DISTRO_NAME set as a WSL2 session has it and a wslinfo stand-in."""
     from beekeeper.facts.boot import WslSettings
 
-    from .test_host_states import _stub, _tools
+    from .harness import _stub, _tools
 
     bin_ = tmp_path / "bin"
     bin_.mkdir()
@@ -415,7 +415,7 @@ def test_the_gpu_fact_reads_what_nvidia_smi_prints(tmp_path):
     nvidia-smi stand-in answering as the H200's driver does, then without one."""
     from beekeeper.facts.gpu import GpuCard, GpuInfo, NvidiaSmiInfo
 
-    from .test_host_states import _stub, _tools
+    from .harness import _stub, _tools
 
     bin_ = tmp_path / "bin"
     bin_.mkdir()
@@ -485,7 +485,7 @@ def test_the_kernel_module_fact_reads_the_module_and_the_boot_time(tmp_path):
     no modinfo, find looks in the release's folder."""
     from beekeeper.facts.gpu import NvidiaKernelModule, NvidiaModuleInfo
 
-    from .test_host_states import _stub, _tools
+    from .harness import _stub, _tools
 
     bin_ = tmp_path / "bin"
     bin_.mkdir()

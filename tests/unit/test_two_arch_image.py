@@ -13,8 +13,7 @@ from beekeeper.core.build import build_spec
 from beekeeper.facts.gpu import GpuCard
 from beekeeper.tasks import preflight as pf
 
-from .harness import RTX4090
-from .test_preflight_mutants import RES, cfg, images, on_host
+from .harness import RES, RTX4090, cfg, images, on_host
 
 RTX3090 = GpuCard(name="NVIDIA GeForce RTX 3090", driver_version="596.21", compute_cap="8.6",
                   memory_total_mib=24576)

@@ -41,7 +41,7 @@ from beekeeper.verify.report import (
 from beekeeper.verify.results import DecodeResult, EngineRun
 from beekeeper.verify.vram import VramResult
 
-from .test_judge_rules import CPU, PROD, busy_settle, decode_run, engine, niah, ttft_run
+from .harness import CPU_EXPECTED as CPU, PROD, busy_settle, decode_run, engine, niah, ttft_run
 
 SMOKE = [Check("smoke.health", "PASS", "200 in 0.01 s"),
          Check("smoke.stream", "PASS", "4 content events, finish_reason length")]
@@ -254,11 +254,11 @@ def test_the_sentence_opens_the_console_before_the_check_lines_which_stay_as_the
 
 
 def test_every_report_carries_the_sentence(tmp_path, capsys):
-    """run_suites against test_suites' stand-in server: report.json keeps the sentence the
-    console printed first, report.md and report.html open with it."""
+    """run_suites against harness.fake_server, the stand-in server: report.json keeps the
+    sentence the console printed first, report.md and report.html open with it."""
     import html
 
-    from .test_report import _incomplete_run
+    from .harness import _incomplete_run
 
     data, console = _incomplete_run(tmp_path, capsys)
     sentence = data["verdict"]["sentence"]
@@ -293,7 +293,7 @@ def test_the_typed_command_is_the_users_line_with_credentials_hidden():
 def test_verify_on_host_hands_the_controllers_line_to_the_host(monkeypatch):
     """The host's own command line is not one the user typed: the controller's goes with it
     (--typed-command), and the host's verify_main puts it in the sentence."""
-    from .test_verify_options import host_args, on_host
+    from .harness import host_args, verify_on_host as on_host
 
     monkeypatch.setattr(verify_main.sys, "argv",
                         ["beekeeper", "verify", "--on-host", "--ssh", "gpu-box",

@@ -28,7 +28,7 @@ from beekeeper.verify.report import Report, print_summary
 from beekeeper.verify.suites import HandStarted, Sizes, run_suites, verdict
 from beekeeper.verify.vram import Locality, locate_server
 
-from .test_suites import fake_server
+from .harness import fake_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

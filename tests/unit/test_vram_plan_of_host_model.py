@@ -18,7 +18,7 @@ from beekeeper.core.planner import predict
 from beekeeper.core.profiles import PROFILES
 from beekeeper.tasks import preflight as pf
 
-from .test_preflight_mutants import RTX4090, cfg, on_host
+from .harness import RTX4090, cfg, on_host
 
 PROFILE = "q8-turbo4-64k"
 
