@@ -15,16 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from .harness import _python310, modules
+
 ROOT = Path(__file__).resolve().parents[2]
-# where each installed package lives in the checkout (pyproject.toml's package-dir)
-PACKAGE_DIRS = {
-    "beekeeper.facts": ROOT / "facts",
-    "beekeeper.operations": ROOT / "operations",
-    "beekeeper.tasks": ROOT / "tasks",
-    "beekeeper.verify": ROOT / "verify",
-    "beekeeper.templates": ROOT / "templates",
-    "beekeeper": ROOT / "beekeeper",
-}
 # what each layer may import besides itself (the standard library and third-party packages
 # always); the controller (beekeeper's own top-level modules) and deploy.py may import all
 CORE = "beekeeper.core"
@@ -37,19 +30,6 @@ ALLOWED = {
     "beekeeper.tasks": {CORE, "beekeeper.facts", "beekeeper.operations", "beekeeper.hostside"},
 }
 LAYERS = [*ALLOWED, "beekeeper.templates"]
-
-
-def modules() -> dict[str, Path]:
-    """Every module of the kit by its installed name, and deploy.py."""
-    out: dict[str, Path] = {"deploy": ROOT / "deploy.py"}
-    for pkg, folder in PACKAGE_DIRS.items():
-        for f in folder.rglob("*.py"):
-            rel = f.relative_to(folder).with_suffix("")
-            name = ".".join([pkg, *rel.parts]).removesuffix(".__init__")
-            if pkg == "beekeeper" and rel.parts[0] in ("core", "hostside"):
-                name = ".".join(["beekeeper", *rel.parts]).removesuffix(".__init__")
-            out.setdefault(name, f)
-    return out
 
 
 def layer(module: str) -> str:
@@ -163,21 +143,6 @@ def test_the_wheel_installs_one_top_level_name(tmp_path):
                    "beekeeper/verify/suites.py", "beekeeper/templates/haproxy.cfg.j2",
                    "beekeeper/hostside/rollback.py", "beekeeper/operations/smoke.py"):
         assert inside in names
-
-
-def _python310() -> str | None:
-    """A Python 3.10 interpreter (Ubuntu 22.04's python3): $BEEKEEPER_PYTHON310, else pyenv's
-    or one on PATH."""
-    import shutil
-
-    candidates = [os.environ.get("BEEKEEPER_PYTHON310"),
-                  *sorted(Path.home().glob(".pyenv/versions/3.10.*/bin/python3.10")),
-                  shutil.which("python3.10")]
-    for c in candidates:  # a pyenv shim on PATH may name a version it cannot run
-        if c and subprocess.run([str(c), "-c", "import sys; assert sys.version_info[:2] == "
-                                 "(3, 10)"], capture_output=True).returncode == 0:
-            return str(c)
-    return None
 
 
 NO_PYTHON310 = ("no Python 3.10 here, so the verify kit a 22.04 host gets (python3 3.10) is NOT "

@@ -12,27 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.boot import SecureBootInfo
-from beekeeper.facts.gpu import GpuCard, NvidiaModuleInfo, NvidiaSmiInfo
+from beekeeper.facts.gpu import NvidiaModuleInfo, NvidiaSmiInfo
 from beekeeper.tasks import driver_preflight as dp
 from beekeeper.tasks.driver_preflight import DriverPlan
 
-from .harness import DEFAULTS, NATIVE, WSL
-
-
-def cfg(**over):
-    return load_host_config({**DEFAULTS, **over})
-
-
-def card(name="NVIDIA GeForce RTX 4090", cap="8.9", mem=24564):
-    return GpuCard(name=name, driver_version="x", compute_cap=cap, memory_total_mib=mem)
-
-
-def smi(*cards, branch=595, cuda="13.2", brand="GeForce", path="/usr/bin/nvidia-smi"):
-    return NvidiaSmiInfo(path=path, cuda_version=cuda, driver_version=f"{branch}.95.05",
-                         driver_branch=branch, gpus=cards or (card(),), brand=brand)
+from .harness import DEFAULTS, H200_CARD as H200, NATIVE, V100, WSL, card, cfg, smi
 
 
 def refused(f, *args) -> str:
@@ -49,10 +35,6 @@ def refused_old(c, wsl, gpu) -> str:
         dp.old_driver(c, wsl, gpu, why)
     assert e.value.subject in (dp._the_driver(gpu), "host data `cuda_follows_driver`")
     return str(e.value).replace(why, "WHY")
-
-
-H200 = card(name="NVIDIA H200", cap="9.0", mem=143771)
-V100 = card(name="Tesla V100-SXM2-16GB", cap="7.0", mem=16384)
 
 
 # --- check_gpu: the host's GPU, driver and arch ------------------------------------------
@@ -587,8 +569,7 @@ def test_the_install_checks_run_only_on_native_linux_with_a_card_and_no_working_
 def test_an_upgrade_under_secure_boot_without_a_key_is_refused_the_distros_way():
     from beekeeper.facts.boot import parse_secure_boot
 
-    from .harness import PCI_RTX4090, RTX4090, facts, run_deploy
-    from .test_host_states import SB_ENABLED
+    from .harness import PCI_RTX4090, RTX4090, SB_ENABLED, facts, run_deploy
 
     old = replace(RTX4090, path="/usr/bin/nvidia-smi", cuda_version="13.0",
                   driver_version="580.95.05", driver_branch=580)

@@ -5,7 +5,6 @@ PID 1 is not systemd (a GPU container). The manifests are the ones the deploy wr
 (deploy.py on canned facts: the H200 pod, a native Linux box)."""
 
 import json
-import subprocess
 
 import pytest
 
@@ -13,30 +12,13 @@ from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import PROFILES
 from beekeeper.verify.engine import EngineError, deployed_engine, read_deployed
 
-from .harness import SYSTEMD, run_deploy
-from .test_gpu_containers import POD_DATA, pod, uploaded
-
-
-def written_manifest(data, host_facts) -> str:
-    """The deployed.json the deploy uploads for this host."""
-    ops = run_deploy(data, host_facts)
-    text = uploaded(ops, "Record what beekeeper-llm")
-    return text.split("\n", 1)[1]
-
-
-class HostWithManifest:
-    """The host as the engine suite sees it through its shell: `cat` of the manifest
-    answers with what the deploy wrote; every other line is recorded and succeeds."""
-
-    label = "the pod"
-
-    def __init__(self, manifest: str):
-        self.manifest, self.ran = manifest, []
-
-    def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess:
-        self.ran.append(script)
-        out = self.manifest if script == f"cat {ServicePaths('llm').manifest}" else ""
-        return subprocess.CompletedProcess(script, 0, out, "")
+from .harness import (
+    POD_DATA,
+    SYSTEMD,
+    HostWithManifest,
+    pod,
+    written_manifest,
+)
 
 
 def test_a_supervisor_hosts_server_is_stopped_and_started_through_supervisorctl():

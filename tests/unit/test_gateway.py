@@ -17,27 +17,7 @@ from beekeeper.core.errors import ConfigError
 from beekeeper.core.machines import kept_by_neighbours, leaving, machine_of
 from beekeeper.operations.services import removal_script
 
-GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
-
-
-def with_(**kw):
-    """GOOD with `kw`; with `services`, less GOOD's top-level profile (each entry names its
-    own: a top-level one beside them is refused)."""
-    base = {k: v for k, v in GOOD.items() if not ("services" in kw and k == "profile")}
-    return {**base, **kw}
-
-
-@pytest.fixture
-def keys(tmp_path):
-    out = {}
-    for name, text in (("gw", "gw-secret"), ("be", "be-secret"), ("be2", "other-secret"),
-                       ("spaced", "two words")):
-        p = tmp_path / f"{name}.key"
-        p.write_text(text + "\n")
-        p.chmod(0o600)
-        out[name] = str(p)
-    return out
-
+from .harness import GATEWAY_GOOD as GOOD, _backend, gateway_with as with_
 
 # ------------------------------------------------------------------ host data
 
@@ -302,19 +282,6 @@ def test_removal_touches_only_that_service_and_keeps_models():
 # ------------------------------------------------------------------ the deploy, queued
 
 
-def _backend(keys):
-    """An inventory host with a service the gateway can reach (wildcard bind with a key, its
-    address named), and canned facts a deploy of it passes preflight with."""
-    from beekeeper.facts.gpu import NvidiaSmiInfo
-
-    from .harness import DEFAULTS, NATIVE, facts
-
-    data = {**DEFAULTS, "gateway_address": "gpu.lan",
-            "services": [{"service_name": "tiny", "profile": "cpu-tiny",
-                          "bind_address": "0.0.0.0", "api_key_file": keys["be"]}]}
-    return data, facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"))
-
-
 def _deploy_gateway_beside_a_backend(keys, data, canned):
     """deploy.py over an inventory of the gateway-only host `gw` and the backend `gpu`."""
     from .harness import run_deploy_hosts_stdin
@@ -414,7 +381,6 @@ def test_a_removed_service_on_its_own_port_goes_only_after_the_smoke_checks():
     removal = next(i for i, n in enumerate(names) if n.startswith("Remove service old"))
     smoke = max(i for i, n in enumerate(names) if "smoke-check" in n)
     assert removal > smoke, names
-
 
 
 def test_keys_go_on_stdin_into_a_root_only_file_never_by_upload(keys, tmp_path):

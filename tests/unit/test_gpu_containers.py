@@ -12,43 +12,17 @@ from dataclasses import replace
 import pytest
 
 from beekeeper.core.errors import BeekeeperError
-from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
-from beekeeper.facts.host import InitInfo, OsReleaseInfo
-from beekeeper.facts.toolchain import HostToolsInfo, parse_host_tools
+from beekeeper.facts.toolchain import HostToolsInfo
 
-from .harness import DEFAULTS, NATIVE, NO_DOCKER, facts, require_tools, run_deploy
-
-H200 = NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="13.0", driver_version="580.159.04",
-                     driver_branch=580, brand="NVIDIA",
-                     gpus=(GpuCard(name="NVIDIA H200", driver_version="580.159.04",
-                                   compute_cap="9.0", memory_total_mib=143771),))
-PROCESS_API = InitInfo(pid1="process_api", systemd=False, state="offline")
-# as `HostTools` printed it there: nvcc from /usr/local/cuda, cmake from a venv on PATH
-POD_TOOLS = parse_host_tools([
-    "nvcc=/usr/local/cuda/bin/nvcc", "nvcc_release=release 13.0, V13.0.88",
-    "tool:cmake=/opt/venv/bin/cmake", "tool:c++=/usr/bin/c++", "tool:make=/usr/bin/make",
-    "tool:git=/usr/bin/git", "python3=/usr/bin/python3", "python3_version=3.12",
-    "setpriv=/usr/bin/setpriv", "apt_lists=0"])
-MODEL = "/workspace/models/Qwen3.5-9B-Q8_0.gguf"
-SHA = "ab" * 32
-POD_DATA = {**DEFAULTS, "mode": "native", "model_host_path": MODEL, "model_sha256": SHA,
-            "source": {"path": __file__, "ref": "ba1fdce591f5"}}
-
-
-def pod(**over):
-    return facts(**{"InitSystem": PROCESS_API, "Wsl": NATIVE, "DockerEngine": NO_DOCKER,
-                    "GpuInfo": H200, "HostTools": POD_TOOLS,
-                    "OsRelease": OsReleaseInfo(id="ubuntu", version_id="24.04"),
-                    "DebPackages": {"python3": ["3.12"]},
-                    "Sha256File": lambda path=None, **_: SHA if path == MODEL else None,
-                    "File": lambda path=None, **_: {"size": 1} if path == MODEL else None,
-                    **over})
-
-
-def uploaded(ops, prefix):
-    """What the first operation named `prefix...` uploads (files.put of rendered text)."""
-    return next(c for n, cmds in ops if n.startswith(prefix) for c in cmds
-                if c.startswith("upload "))
+from .harness import (
+    MODEL,
+    POD_DATA,
+    POD_TOOLS,
+    first_upload as uploaded,
+    pod,
+    require_tools,
+    run_deploy,
+)
 
 
 def test_the_nvcc_line_of_cuda_13_0_is_read():

@@ -15,17 +15,12 @@ import pytest
 from beekeeper.core.deployed import DeployedService
 from beekeeper.verify import test_host as checks
 
+from .harness import Out
+
 DATA = Path(__file__).parent / "data"
 DESKTOP = (DATA / "docker-info-desktop-wsl2.txt").read_text()
 OWN_ENGINE = (DATA / "docker-info-own-engine-wsl2.txt").read_text()
 CONTAINER = [DeployedService(mode="container", unit="beekeeper-llm.service")]
-
-
-@dataclass
-class Out:
-    rc: int
-    stdout: str
-    stderr: str = ""
 
 
 @dataclass

@@ -28,37 +28,25 @@ from beekeeper.facts.docker import PortContainer, parse_port_containers
 from beekeeper.tasks.service import manifest, render_unit
 
 from .harness import (
+    CPU,
+    CPU_GIT,
+    CPU_HOST,
     DEFAULTS,
     DOCKER_PROXY,
     NATIVE,
     ROOT,
+    _deploy_hosts,
     facts,
     port_owners,
-    prepare_each_host,
+    refused,
     requested_runtime,
     run_deploy,
+    run_rollback,
     uploaded,
+    with_,
 )
 
-CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
-# for whole deploys on canned facts (a local source must exist on the controller)
-CPU_GIT = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": "a" * 40}}
 GPU = {**DEFAULTS, "profile": "q8-turbo4-64k"}
-
-
-def with_(**kw):
-    return {**CPU, **kw}
-
-
-def refused(data, key):
-    """The one line for `data`: a ConfigError naming `key` and a fix, nothing else."""
-    with pytest.raises(ConfigError) as e:
-        load_host_config(data)
-    msg = str(e.value)
-    assert f"host data `{key}`" in msg, msg
-    assert "; fix: " in msg, msg
-    assert "\n" not in msg and "\r" not in msg, msg
-    return msg
 
 
 # ------------------------------------------------------------------ unknown keys
@@ -453,9 +441,6 @@ def test_docker_ps_lines_parse():
             PortContainer(name="beekeeper-llm", service="llm", image="beekeeper/x:1")]
 
 
-CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
-
-
 @pytest.mark.parametrize(("containers", "refusal"), [
     ([PortContainer(name="web", service="", image="nginx:1")],
      "published by the Docker container 'web' (image nginx:1)"),
@@ -530,47 +515,6 @@ def test_a_stale_prev_is_removed_when_no_unit_runs_yet():
         [f"rm -f {UNIT}.prev /etc/beekeeper/llm/deployed.json.prev "
          "/etc/beekeeper/llm/compose.yaml.prev "
          "/etc/beekeeper/supervisor/programs/beekeeper-llm.conf.prev"]
-
-
-def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True,
-                 listening: int | None = None):
-    """hostside/rollback.py on a folder standing in for the host: its files by short name
-    (unit, deployed.json, compose.yaml and their .prev), `systemctl` a recorder on PATH and
-    the health check a script that records its arguments (hostcheck_calls) and passes when
-    `healthy` and, if `listening` is given, it was asked for that port only. Returns (exit,
-    files after, output)."""
-    import subprocess
-    import sys
-
-    from beekeeper import hostside
-
-    root = tmp_path / "host"
-    if root.exists():
-        import shutil
-
-        shutil.rmtree(root)
-    root.mkdir()
-    for name, text in files.items():
-        (root / name).write_text(text)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/systemctl.log\n")
-    (bin_dir / "systemctl").chmod(0o755)
-    check = tmp_path / "hostcheck.py"
-    check.write_text(
-        "import json, sys\n"
-        f"with open({str(tmp_path / 'hostcheck.log')!r}, 'a') as f:\n"
-        "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
-        "port = sys.argv[sys.argv.index('--port') + 1] if '--port' in sys.argv else None\n"
-        f"sys.exit(0 if {healthy} and {listening!r} in (None, port and int(port)) else 1)\n")
-    p = subprocess.run(
-        [sys.executable, str(hostside.script("rollback.py")), "--unit", str(root / "unit"),
-         "--manifest", str(root / "deployed.json"), "--compose", str(root / "compose.yaml"),
-         "--hostcheck", str(check), "--prev-suffix", ".prev", "--timeout", "5"]
-        + (["--restore"] if restore else []),
-        capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
-    after = {f.name: f.read_text() for f in root.iterdir()}
-    return p.returncode, after, p.stderr
 
 
 def hostcheck_calls(tmp_path) -> list[list[str]]:
@@ -659,19 +603,6 @@ def test_the_smoke_gate_and_the_cli_run_the_same_rollback():
 
 
 # ------------------------------------------------------------------ one host of several
-
-def _deploy_hosts(hosts, fx, unreachable=()):
-    """deploy.py for each host of a multi-host inventory, as pyinfra prepares them (those
-    in `unreachable` failed to connect, as pyinfra's connect_all leaves them)."""
-
-    inventory = Inventory((hosts, {}))
-    state = State(inventory, Config())
-    for h in inventory:
-        state.activate_host(h)
-    state.fail_hosts({h for h in inventory if h.name in unreachable})
-    errors = prepare_each_host(state, "deploy.py", lambda _name: fx,
-                               skip=frozenset(unreachable))
-    return state, errors
 
 
 @pytest.mark.parametrize(("bad_data", "line"), [

@@ -8,7 +8,6 @@ commands run here under `sh` against stand-in binaries and files, never against 
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,31 +26,23 @@ from beekeeper.facts.docker import DockerEngine
 from beekeeper.facts.gpu import NvidiaModuleInfo, parse_nvidia_module
 from beekeeper.facts.host import Resources
 
-from .harness import DEFAULTS, NATIVE, NO_DRIVER, facts, names, run_deploy
+from .harness import (
+    DEFAULTS,
+    NATIVE,
+    NO_DRIVER,
+    SB_ENABLED,
+    _run_sh as _run,
+    _stub,
+    _tools,
+    facts,
+    names,
+    run_deploy,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
 DKMS_MODULE = "/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst"  # typed by hand
 INSTALL = "Install the NVIDIA driver"
-
-
-def _stub(folder: Path, name: str, body: str) -> None:
-    p = folder / name
-    p.write_text("#!/bin/sh\n" + body + "\n")
-    p.chmod(0o755)
-
-
-def _tools(folder: Path, *names: str) -> None:
-    """Real binaries the fact commands need, linked into a PATH of stand-ins."""
-    for n in names:
-        real = next(Path(d) / n for d in ("/usr/bin", "/bin") if (Path(d) / n).exists())
-        (folder / n).symlink_to(real)
-
-
-def _run(command: str, path: Path) -> list[str]:
-    out = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
-                         env={"PATH": str(path), "HOME": "/nonexistent"}, timeout=30)
-    return out.stdout.splitlines()
 
 
 # --- point 7: Docker Desktop, read from the engine -------------------------------------
@@ -98,8 +89,6 @@ def test_a_distro_with_its_own_engine_beside_desktop_is_read_as_its_own(tmp_path
 
 # --- point 2: Secure Boot, and a driver that does not load -----------------------------
 
-# mokutil --sb-state's lines, as lcp/mokutil src/mokutil.c (9ae73db) prints them
-SB_ENABLED = ["efi=1", "SecureBoot enabled"]
 SB_DISABLED = ["efi=1", "SecureBoot disabled"]
 SB_SHIM_OFF = ["efi=1", "SecureBoot enabled", "SecureBoot validation is disabled in shim"]
 SB_BIOS = ["efi=0", "EFI variables are not supported on this system"]  # stderr, 2>&1

@@ -19,6 +19,8 @@ from .harness import (
     NATIVE,
     NO_DRIVER,
     PCI_GTX1080,
+    UBUNTU_570,
+    _rtx3090_570,
     commands,
     facts,
     names,
@@ -99,7 +101,7 @@ def test_debian_gets_a_key_recipe_its_dkms_has_not_generate_mok():
 def test_a_stopped_docker_desktop_is_refused_in_preflight(tmp_path):
     from beekeeper.facts.docker import DockerEngine
 
-    from .test_host_states import _run, _stub, _tools
+    from .harness import _run_sh as _run, _stub, _tools
 
     # Desktop's WSL integration links the distro's CLI into its cli-tools; with Desktop
     # stopped `docker info` fails (the stub's message typed by hand)
@@ -157,20 +159,6 @@ def test_an_h200_on_580_runs_the_13_2_image_by_the_images_rule():
 
 
 # --- point 1: a driver already installed, older than cuda_version needs -------------------
-
-def _rtx3090_570():
-    from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
-
-    # Ubuntu's nvidia-driver-570 on an RTX 3090 (values typed by hand; 570 reports 12.8)
-    return NvidiaSmiInfo(path="/usr/bin/nvidia-smi", cuda_version="12.8",
-                         driver_version="570.172.08", driver_branch=570, brand="GeForce",
-                         gpus=(GpuCard(name="NVIDIA GeForce RTX 3090",
-                                       driver_version="570.172.08", compute_cap="8.6",
-                                       memory_total_mib=24576),))
-
-
-UBUNTU_570 = ["libnvidia-compute-570", "nvidia-dkms-570", "nvidia-driver-570",
-              "nvidia-utils-570"]  # Ubuntu's package names for the 570 branch
 
 
 def test_an_old_driver_is_refused_by_default_with_both_keys_offered():
@@ -399,7 +387,7 @@ def test_the_proxy_reaches_docker_builds_environment_by_name_never_its_command_l
     from beekeeper.facts.host import ProxyVars
     from beekeeper.operations.proxy import proxy_build
 
-    from .test_host_states import _run, _stub, _tools
+    from .harness import _run_sh as _run, _stub, _tools
 
     env = tmp_path / "environment"
     env.write_text(ENVIRONMENT)
@@ -480,7 +468,7 @@ def test_contrib_is_added_to_each_debian_source_once(tmp_path):
     from beekeeper.facts.host import DebianComponents
     from beekeeper.operations import apt_sources
 
-    from .test_host_states import _run, _stub, _tools
+    from .harness import _run_sh as _run, _stub, _tools
 
     etc = tmp_path / "etc" / "apt"
     (etc / "sources.list.d").mkdir(parents=True)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from beekeeper.core.profiles import PROFILES
-from beekeeper.verify.client import RequestRecord, StreamEvent
-from beekeeper.verify.engine import BenchTest, EngineBaseline
+from beekeeper.verify.engine import EngineBaseline
 from beekeeper.verify.judge import (
     EXIT_FAILED,
     EXIT_NOT_JUDGED,
@@ -29,62 +27,20 @@ from beekeeper.verify.results import (
     DecodeResult,
     EngineRun,
     LoadResult,
-    NiahCase,
-    NiahResult,
-    TtftResult,
 )
 from beekeeper.verify.vram import VramResult
 
-CPU = PROFILES["cpu-tiny"].expected  # no reference-card figures: nothing judged by them
-PROD = PROFILES["q8-turbo4-64k"].expected  # NIAH: 10 of 10 needed
-
-
-def bench(n_prompt: int, n_gen: int, depth: int, tok_s: float, stddev: float = 0.5,
-          samples: int = 3) -> BenchTest:
-    n = n_prompt or n_gen
-    return BenchTest(n_prompt, n_gen, depth, tok_s, stddev, n / tok_s, [n / tok_s] * samples,
-                     2, "f16", "f16", 0, "1", "CPU", "")
-
-
-def engine(idle_used_mib: float | None = None) -> EngineRun:
-    """A quiet llama-bench: 50 tok/s decode at 1024 ctx, 512 tokens prefilled in 1.0 s
-    (TTFT expectation 1.02 s)."""
-    return EngineRun(requested=True, baseline=EngineBaseline(
-        placement="recorded", commands=[], decode=[bench(0, 160, 1024, 50.0)],
-        prefill=bench(512, 0, 0, 512.0), idle_used_mib=idle_used_mib))
-
-
-def record(*, ok: bool = True, error: str | None = None, ttft_s: float = 1.0,
-           completion_tokens: int = 160, cache_n: int = 0) -> RequestRecord:
-    return RequestRecord(ok=ok, status_code=200 if ok else 500, error=error, t_send_s=0.0,
-                         events=[StreamEvent(ttft_s, "content", 4)] if ok else [],
-                         usage={"completion_tokens": completion_tokens} if ok else None,
-                         timings={"predicted_n": completion_tokens, "cache_n": cache_n}
-                         if ok else None)
-
-
-def decode_run(samples_tok_s: list[float], settle: dict | None = None,
-               rec: RequestRecord | None = None) -> DecodeResult:
-    return DecodeResult(ctx_tokens=1024, out_tokens_requested=160,
-                        decode_tok_s=sorted(samples_tok_s)[len(samples_tok_s) // 2],
-                        server_predicted_per_second=None, windowed_tok_s=[],
-                        record=rec or record(), samples_tok_s=samples_tok_s, settle=settle)
-
-
-def ttft_run(ttfts_s: list[float], settle: dict | None = None,
-             extra: list[RequestRecord] = ()) -> TtftResult:
-    recs = [record(ttft_s=t) for t in ttfts_s] + list(extra)
-    return TtftResult(target_tokens=512, prompt_tokens=[512] * len(recs), records=recs,
-                      settle=settle)
-
-
-def busy_settle(samples: list[float]) -> dict:
-    """verify/settle.py's record of a figure measured while other processes used 1.6 of the
-    host's 2 CPUs, round after round (stop "busy")."""
-    busy = {"repeats": len(samples), "wall_s": 10.0, "used": False, "load_share": 0.8,
-            "busy": True, "other_cpu_s": 16.0, "capacity_s": 20.0, "cpus": 2}
-    return {"samples": [], "set_aside": samples * 2, "rounds": [busy, busy], "stop": "busy",
-            "wall_s": 20.0}
+from .harness import (
+    CPU_EXPECTED as CPU,
+    PROD,
+    bench,
+    busy_settle,
+    decode_run,
+    engine,
+    niah,
+    record,
+    ttft_run,
+)
 
 
 def by_name(checks: list[Check]) -> dict[str, Check]:
@@ -168,15 +124,6 @@ def test_a_load_run_that_sent_nothing_does_not_pass():
 
 
 # --- NIAH ---------------------------------------------------------------------------------
-
-def niah(passed: int, n: int = 10, tokens: int = 60000, error: str | None = None
-         ) -> NiahResult:
-    cases = [NiahCase(seed=i, depth=i / n, prompt_tokens=tokens, fitted_tokens=60000,
-                      expected="7281", answer="7281" if i < passed else "",
-                      found=[], passed=i < passed,
-                      error=error if i == n - 1 and i >= passed else None)
-             for i in range(n)]
-    return NiahResult(target_tokens=60000, cases=cases)
 
 
 def test_niah_passes_at_the_profiles_minimum_and_fails_one_under_it():

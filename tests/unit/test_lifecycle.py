@@ -31,16 +31,12 @@ import json
 import subprocess
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
-from pyinfra.api import Config, Inventory, State
-from pyinfra.context import ctx_host, ctx_state
 
-from beekeeper.core.config import load_host_config
 from beekeeper.core.deployed import DeployedService
 from beekeeper.core.errors import ConfigError
-from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.core.paths import prev
 from beekeeper.facts.lifecycle import (
     AptPurgeWould,
     FolderEntries,
@@ -49,40 +45,23 @@ from beekeeper.facts.lifecycle import (
 )
 from beekeeper.tasks import prune
 
-from .harness import BUILTIN_DEFAULTS, DEFAULTS, ROOT, _show
-
-REF_A, REF_B, REF_C = ("a" * 40), ("b" * 40), ("c" * 40)
-VARIANT = "cpu-x86-64-v3"
-SLUG = {r: f"{r[:12]}-{VARIANT}-{r[:8]}" for r in (REF_A, REF_B, REF_C)}
-LLM = ServicePaths("llm")
-
-
-def run_queued(fn, data: dict[str, Any], facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """As harness.run_deploy, for one task function `fn(cfg)` instead of deploy.py (or, with
-    `fn=None`, for uninstall.py)."""
-    inventory = Inventory(([("canned", data)], {}))
-    state = State(inventory, Config())
-    host = inventory.get_host("canned")
-    host.connected = True
-    values = {**BUILTIN_DEFAULTS, **facts}
-
-    def get_fact(cls, *args, **kwargs):
-        v = values[cls.__name__]
-        return v(**kwargs) if callable(v) else v
-
-    with ctx_state.use(state), ctx_host.use(host), \
-            mock.patch.object(host, "get_fact", side_effect=get_fact):
-        if fn is None:
-            code = compile((ROOT / "uninstall.py").read_text(), str(ROOT / "uninstall.py"), "exec")
-            exec(code, {"__name__": "uninstall"})
-        else:
-            fn(load_host_config(data))
-        out = []
-        for op_hash in state.get_op_order():
-            names = state.get_op_meta(op_hash).names
-            op_data = state.get_op_data_for_host(host, op_hash)
-            out.append((next(iter(names)), [_show(c) for c in op_data.command_generator()]))
-    return out
+from .harness import (
+    DATA,
+    DEFAULTS,
+    HISTORY,
+    IMAGE,
+    INSTALLED,
+    KIT_DIRS,
+    LLM,
+    MODEL_DIR,
+    REF_A,
+    REF_B,
+    REF_C,
+    SLUG,
+    TINY_MODEL as MODEL,
+    deployed_host,
+    run_queued,
+)
 
 
 def sh(command: str) -> list[str]:
@@ -270,40 +249,8 @@ def test_the_cleanup_is_planned_only_when_the_deploy_names_its_artifact(machine)
 
 # --- uninstall --------------------------------------------------------------------------
 
-DATA = Path(__file__).parent / "data"
-HISTORY = (DATA / "apt-history-kit-written-by-hand.log").read_text().splitlines()
-IMAGE = f"beekeeper/llama-server:{SLUG[REF_B]}"
-MODEL_DIR = "/srv/beekeeper/models"
-MODEL = f"{MODEL_DIR}/gemma-3-270m-it-Q4_K_M.gguf"
-KIT_DIRS = ["/etc/beekeeper", "/var/lib/beekeeper", "/var/log/beekeeper",
-            "/opt/beekeeper/venv", "/usr/local/lib/beekeeper",
-            "/etc/apt/keyrings/nvidia-container-toolkit.gpg", "/opt/beekeeper",
-            "/srv/beekeeper/models", "/srv/beekeeper", MODEL, LLM.unit]
-# what the host had before the kit (python3, ca-certificates) and since (curl, nginx by
-# another pyinfra deploy): never the kit's to remove
-INSTALLED = ["ca-certificates", "containerd", "curl", "docker.io", "git", "git-man",
-             "iptables", "libcurl4", "liberror-perl", "nginx", "nginx-common", "python3",
-             "runc", "tini"]
 KIT_INSTALLED = ["containerd", "docker.io", "git", "git-man", "iptables", "liberror-perl",
                  "runc", "tini"]
-
-
-def deployed_host(**over: Any) -> dict[str, Any]:
-    """A host after a container deploy of cpu-tiny (as read by the facts)."""
-    manifest = DeployedService(service="llm", image=IMAGE, model_path=MODEL).to_json()
-    files = {LLM.manifest: manifest}
-    base = {
-        "DeployedServices": ["llm"],
-        "FileContents": lambda path: files[path].splitlines() if path in files else None,
-        "FolderEntries": lambda path: [],
-        "PresentPaths": lambda paths: {p: 1024 for p in paths if p in KIT_DIRS},
-        "ImageTags": [IMAGE], "AptHistory": parse_apt_history(HISTORY),
-        "InstalledPackages": INSTALLED, "AptPurgeWould": lambda packages: packages,
-        "AptHolds": [], "Users": {}, "Groups": [], "KitComponents": [],
-        "FileSizes": lambda path: {MODEL.rsplit("/", 1)[1]: 253_113_024}
-        if path == MODEL_DIR else {},
-    }
-    return {**base, **over}
 
 
 def fresh_host() -> dict[str, Any]:
@@ -590,7 +537,7 @@ def test_contrib_goes_only_where_the_kit_recorded_adding_it(tmp_path):
     from beekeeper.facts.lifecycle import KitComponents, component_mark
     from beekeeper.operations import apt_sources
 
-    from .test_host_states import _run, _stub, _tools
+    from .harness import _run_sh as _run, _stub, _tools
 
     etc = tmp_path / "etc" / "apt"
     (etc / "sources.list.d").mkdir(parents=True)

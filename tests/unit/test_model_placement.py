@@ -9,37 +9,20 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
-from pyinfra.api import Config, Inventory, State
-from pyinfra.context import ctx_host, ctx_state
 
 from beekeeper.core import cache
 from beekeeper.core.config import load_host_config
 from beekeeper.operations import model as model_ops
 from beekeeper.tasks import model as model_task
 
-from .harness import _canned, _op
+from .harness import queued
 
 CPU_GIT = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": "a" * 40}}
-
-
-def queued(deploy: Callable[[], Any], facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """The operations `deploy` queues for one host with these facts: [(name, commands)]."""
-    inventory = Inventory((["canned"], {}))
-    state = State(inventory, Config())
-    h = inventory.get_host("canned")
-    h.connected = True
-    with ctx_state.use(state), mock.patch.object(h, "get_fact", side_effect=_canned(facts)), \
-            ctx_host.use(h):
-        deploy()
-        return [(name, cmds) for name, cmds, _ in
-                (_op(state, h, op_hash) for op_hash in state.get_op_order()
-                 if op_hash in state.ops.get(h, {}))]
 
 
 def sh(cmd: str) -> subprocess.CompletedProcess[str]:

@@ -26,26 +26,13 @@ from beekeeper.verify.judge import (
     served_spread,
     ttft_checks,
 )
-from beekeeper.verify.results import DecodeResult, EngineRun, TtftResult
+from beekeeper.verify.results import EngineRun, TtftResult
 from beekeeper.verify.settle import HostLoad, Round, Rule, settle
+
+from .harness import bench, served
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = PROFILES["cpu-tiny"]
-
-
-def bench(n_prompt: int, n_gen: int, depth: int, tok_s: float, stddev: float) -> BenchTest:
-    n = n_prompt or n_gen
-    return BenchTest(n_prompt, n_gen, depth, tok_s, stddev, n / tok_s, [n / tok_s] * 3, 2,
-                     "f16", "f16", 0, "1", "CPU", "")
-
-
-def served(depth: int, tok_s: list[float]) -> DecodeResult:
-    rec = RequestRecord(ok=True, status_code=200, error=None, t_send_s=0.0,
-                        usage={"completion_tokens": 160},
-                        timings={"predicted_n": 160, "cache_n": 0})
-    return DecodeResult(ctx_tokens=depth, out_tokens_requested=160,
-                        decode_tok_s=statistics.median(tok_s), server_predicted_per_second=None,
-                        windowed_tok_s=[], record=rec, samples_tok_s=tok_s)
 
 
 def demo_engine() -> EngineRun:

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from beekeeper.core.build import build_spec
-from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.paths import sha256_stamps
 from beekeeper.core.planner import predict
@@ -29,23 +28,18 @@ from beekeeper.facts.host import DiskInfo, PortOwner, PortOwnersInfo, Resources
 from beekeeper.tasks import preflight as pf
 
 from .harness import (
-    BUILTIN_DEFAULTS,
-    DEFAULTS,
     DOCKER_CE,
     DOCKER_PROXY,
+    RES,
     RTX4090,
+    cfg,
+    images,
     on_host,
     port_owners,
 )
 
 GIB = 2**30
 MIB = 2**20
-
-
-def cfg(**over: Any):
-    return load_host_config({**DEFAULTS, **over})
-
-
 
 
 def refused(f: Any, *args: Any) -> str:
@@ -157,7 +151,7 @@ def test_a_draft_profile_is_offered_at_one_slot_and_never_at_more():
 def test_a_model_whose_kv_rows_do_not_fill_the_profiles_cache_blocks_is_one_line(tmp_path):
     """The user's GGUF (model_path) with a head size the profile's KV type cannot hold: the
     line names the file, the profile and what to do, before any change."""
-    from .test_vram_plan_of_own_model import _gguf
+    from .harness import _gguf
 
     gguf = _gguf(tmp_path / "odd.gguf", {"block_count": 4, "embedding_length": 4000,
                                         "attention.head_count": 40,
@@ -228,14 +222,8 @@ def test_a_kit_server_under_the_prefix_as_resolved_is_an_orphan_whatever_the_fol
 
 # --- image_missing: whether this deploy builds the server image --------------------------
 
-RES = BUILTIN_DEFAULTS["BuildResources"]
 RTX3090 = replace(RTX4090, gpus=(GpuCard(name="NVIDIA GeForce RTX 3090", driver_version="596.21",
                                          compute_cap="8.6", memory_total_mib=24576),))
-
-
-def images(*tags: str) -> Any:
-    """The DockerImageId fact of a host holding these images (by tag)."""
-    return lambda tag: "sha256:" + "1" * 64 if tag in tags else None
 
 
 def tag_of(c: Any, cap: str | None, res: Resources = RES) -> str:

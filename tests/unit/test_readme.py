@@ -31,22 +31,18 @@ sub-command `beekeeper --help` lists and a flag `beekeeper <sub> --help` lists; 
 """
 from __future__ import annotations
 
-import functools
-import os
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from beekeeper.core import paths
 
+from .harness import _env, blocks, flags_of, help_text, shell_commands as commands, subcommands
+
 ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SHELL_TAGS = {"", "sh", "bash", "shell", "console"}
-FENCE = re.compile(r"^(\s*)```\s*([\w-]*)\s*$")
 
 HOST_DIRS = "|".join(re.escape(d) for d in sorted({
     paths.CONF_ROOT, paths.STATE_DIR, paths.REPORTS_DIR, paths.LOG_DIR, paths.MODEL_DIR,
@@ -90,66 +86,11 @@ RULES: list[tuple[str, str, str]] = [
 ]
 
 
-@dataclass(frozen=True)
-class Command:
-    page: str
-    line: int
-    text: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.page}:{self.line}"
-
-
 def classify(command: str) -> str | None:
     for cls, pattern, _why in RULES:
         if re.search(pattern, command):
             return cls
     return None
-
-
-def _strip(line: str) -> str:
-    line = line.strip()
-    line = line[2:] if line.startswith("$ ") else line
-    return re.sub(r"\s+#\s.*$", "", line).strip()
-
-
-def blocks(text: str) -> list[tuple[str, int, list[str]]]:
-    """(tag, first line number, lines) of every fenced block."""
-    out: list[tuple[str, int, list[str]]] = []
-    open_at: tuple[str, int] | None = None
-    body: list[str] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        m = FENCE.match(line)
-        if m and open_at is None:
-            open_at, body = (m.group(2), n + 1), []
-        elif m and not m.group(2):
-            assert open_at is not None
-            out.append((open_at[0], open_at[1], body))
-            open_at = None
-        elif open_at is not None:
-            body.append(line)
-    assert open_at is None, f"a fence opened at line {open_at[1] - 1} is never closed"
-    return out
-
-
-def commands(page: Path) -> list[Command]:
-    out: list[Command] = []
-    for tag, first, body in blocks(page.read_text()):
-        if tag not in SHELL_TAGS:
-            continue
-        pending, start = "", first
-        for n, raw in enumerate(body, first):
-            if not pending:
-                start = n
-            if raw.rstrip().endswith("\\"):
-                pending += raw.rstrip()[:-1].strip() + " "
-                continue
-            text = _strip(pending + raw)
-            pending = ""
-            if text and not text.startswith("#"):
-                out.append(Command(page.relative_to(ROOT).as_posix(), start, text))
-    return out
 
 
 ALL = [c for p in PAGES for c in commands(p)]
@@ -173,28 +114,6 @@ def beekeeper_mentions() -> list[tuple[str, str]]:
         for m in re.finditer(r"(?<![\w./-])beekeeper\s+(?=[a-z-])", text):
             out.append((where, " ".join(text[m.start():].split())))
     return out
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
-@functools.cache
-def help_text(*args: str) -> str:
-    done = subprocess.run([*args, "--help"], cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 0, f"{' '.join(args)} --help failed: {done.stderr}"
-    return done.stdout
-
-
-def subcommands() -> set[str]:
-    m = re.search(r"\{([a-z,]+)\}", help_text("beekeeper"))
-    assert m, "beekeeper --help lists no sub-commands"
-    return set(m.group(1).split(","))
-
-
-def flags_of(text: str) -> set[str]:
-    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
 
 
 # --- the rule itself ---------------------------------------------------------------------

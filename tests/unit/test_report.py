@@ -13,6 +13,8 @@ import pytest
 from beekeeper.cli import main
 from beekeeper.verify.report import render_from_json
 
+from .harness import _incomplete_run
+
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "benchmarks/h200/2026-11-29/gpu_tier.json"
 # `beekeeper verify --sandbox --profile cpu-tiny --suite engine,decode`, as it wrote it on the
@@ -150,29 +152,6 @@ def test_report_of_a_file_verify_did_not_write_is_one_line(capsys):
 
 
 # -- the reports say what the console says (issue 25) -----------------------------------------
-
-def _incomplete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict, str]:
-    """run_suites writes the report of a decode run with no engine baseline (nothing failed,
-    decode not judged: INCOMPLETE, exit 3), against test_suites' llama-server stand-in (a
-    hand-written httpx transport: one token a word)."""
-    import httpx
-
-    from beekeeper.core.profiles import PROFILES
-    from beekeeper.verify.client import ServerClient
-    from beekeeper.verify.suites import Sizes, run_suites, verdict
-
-    from .test_suites import fake_server
-
-    sizes = Sizes(decode_ctx_tokens=[200], decode_out_tokens=40, ttft_tokens=100,
-                  ttft_requests=2, niah_tokens=150)
-    names = ["smoke", "decode"]
-    with ServerClient("http://server", transport=httpx.MockTransport(fake_server)) as c:
-        rep = run_suites(c, PROFILES["cpu-tiny"], names, out_dir=str(tmp_path), sizes=sizes)
-    assert verdict(rep, names, PROFILES["cpu-tiny"]).exit_status == 3
-    console = capsys.readouterr().out
-    data = json.loads((Path(rep.out_dir or "") / "report.json").read_text())
-    assert data["out_dir"] == rep.out_dir  # where it was written, said inside it
-    return data, console
 
 
 def test_an_incomplete_run_is_incomplete_in_every_report_it_writes(tmp_path, capsys):

@@ -2,7 +2,6 @@
 shape, and the VRAM budget the caller passes."""
 
 import json
-import re
 from pathlib import Path
 
 import httpx
@@ -14,33 +13,7 @@ from beekeeper.verify.judge import vram_budget_mib
 from beekeeper.verify.results import DecodeResult, LoadResult, NiahResult, TtftResult
 from beekeeper.verify.suites import Sizes, run_suites
 
-
-def fake_server(req: httpx.Request) -> httpx.Response:
-    """A llama-server stand-in: one token per word, the needle echoed back."""
-    path = req.url.path
-    if path == "/health":
-        return httpx.Response(200)
-    if path == "/v1/models":
-        return httpx.Response(200, json={"data": [{"id": "m"}]})
-    if path == "/props":
-        return httpx.Response(200, json={"n_ctx": 1024})
-    body = json.loads(req.content or b"{}")
-    if path == "/apply-template":
-        return httpx.Response(200, json={"prompt": " ".join(m["content"]
-                                                            for m in body["messages"])})
-    if path == "/tokenize":
-        return httpx.Response(200, json={"tokens": body["content"].split()})
-    text = " ".join(m["content"] for m in body["messages"])
-    n = body["max_tokens"]
-    words = (re.findall(r"(?<!\d)\d{7}(?!\d)", text)[:1] + ["w"] * n)[:n]
-    chunks = [{"choices": [{"delta": {"content": w + " "}}]} for w in words]
-    chunks.append({"choices": [{"delta": {}, "finish_reason": "length"}],
-                   "timings": {"predicted_n": n, "cache_n": 0, "prompt_ms": 1.0,
-                               "predicted_per_second": 50.0}})
-    chunks.append({"choices": [], "usage": {"completion_tokens": n,
-                                            "prompt_tokens": len(text.split())}})
-    sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-    return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+from .harness import fake_server
 
 
 @pytest.fixture(scope="module")

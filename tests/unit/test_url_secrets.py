@@ -14,24 +14,14 @@ from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.hostdata import has_credentials, redact
 
-COMMIT = "a" * 40
+from .harness import COMMIT, place
+
 CPU = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": COMMIT}}
 HEAD, TAIL = "s3cr3tHEAD", "pa55TAIL"  # a password's two halves, either side of a raw char
 
 QUERY_FORMS = [f"?token={HEAD}", f"?access_token={HEAD}", f"?arch=amd64&key={HEAD}",
                f"?X-Amz-Signature={HEAD}", f"#access_token={HEAD}", f"?hf_token={HEAD}"]
 RAW_FORMS = ["#", "?", "/"]
-
-
-def place(key: str, url: str) -> dict:
-    """Host data giving `url` to `key`."""
-    if key == "source.git":
-        return {"source": {"git": url, "ref": COMMIT}}
-    if key.startswith("nvidia_repos."):
-        return {"nvidia_repos": {key.split(".")[1]: url}}
-    if key == "server_extra_args":
-        return {"server_extra_args": ["--mmproj-url", url]}
-    return {key: url}
 
 
 KEYS = ["source.git", "hf_endpoint", "nvidia_repos.cuda", "nvidia_repos.cuda_key",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,8 @@ import pytest
 from beekeeper import cli, hostverify, verify_main
 from beekeeper.core.profiles import PROFILES
 from beekeeper.verify_main import Keys, host_command
+
+from .harness import host_args, verify_on_host as on_host
 
 # the options that say where verify runs (the controller's own), not how it judges
 WHERE = {"-h", "--help", "--url", "--sandbox", "--port", "--on-host", "--ssh"}
@@ -57,29 +58,6 @@ def every_option(folder: Path) -> tuple[list[str], list[argparse.Action]]:
     acts = [a for a in verify_parser()._actions
             if a.option_strings and not set(a.option_strings) & WHERE]
     return [x for a in acts for x in a_value(a, folder)], acts
-
-
-def on_host(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> dict[str, Any]:
-    """`beekeeper verify --on-host --ssh gpu-box ARGV` up to SSH: what run_on_host gets."""
-    seen: dict[str, Any] = {}
-
-    def run_on_host(ssh: list[str], label: str, args: argparse.Namespace, port: int,
-                    out_root: Path, keys: Keys) -> tuple[int, Path]:
-        seen.update(ssh=ssh, label=label, args=args, port=port, keys=keys)
-        return 3, out_root
-
-    monkeypatch.setattr(hostverify, "run_on_host", run_on_host)
-    assert cli.main(["verify", "--on-host", "--ssh", "-p 2201 me@gpu-box", *argv]) == 3
-    return seen
-
-
-def host_args(seen: dict[str, Any]) -> argparse.Namespace:
-    line = host_command(seen["args"], "/opt/beekeeper/verify-venv/bin/python", seen["port"],
-                        "/var/lib/beekeeper/reports/T", seen["label"], seen["keys"])
-    argv = shlex.split(line)
-    assert argv[:3] == ["/opt/beekeeper/verify-venv/bin/python", "-m",
-                        "beekeeper.verify_main"]
-    return verify_main.parser().parse_args(argv[3:])
 
 
 def test_every_option_given_to_verify_on_host_reaches_the_hosts_command_line(monkeypatch,

@@ -2,34 +2,13 @@
 controller holds it (host data model_path), at the service's ctx_size and slots; a refusal
 names that shape and the ways out at it."""
 
-import struct
-
 import pytest
 
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.planner import predict
 from beekeeper.tasks import preflight as pf
 
-from .test_preflight_mutants import RTX4090, cfg
-
-
-def _gguf(path, kv: dict, tokens: int = 1000, weights_bytes: int = 0):
-    """A GGUF header with the numbers the planner reads (qwen2: attention only)."""
-    def s(t: str) -> bytes:
-        return struct.pack("<Q", len(t)) + t.encode()
-
-    arch = "qwen2"
-    meta = [(b"general.architecture", 8, s(arch))]
-    for k, v in kv.items():
-        meta.append((f"{arch}.{k}".encode(), 4, struct.pack("<I", v)))
-    out = b"GGUF" + struct.pack("<I", 3) + struct.pack("<Q", 0) + struct.pack("<Q", len(meta) + 1)
-    for key, typ, val in meta:
-        out += struct.pack("<Q", len(key)) + key + struct.pack("<I", typ) + val
-    key = b"tokenizer.ggml.tokens"
-    out += struct.pack("<Q", len(key)) + key + struct.pack("<I", 9) + struct.pack("<I", 8)
-    out += struct.pack("<Q", tokens) + b"".join(s(f"t{i}") for i in range(tokens))
-    path.write_bytes(out + b"\0" * weights_bytes)
-    return path
+from .harness import RTX4090, _gguf, cfg
 
 
 def own(tmp_path, **kw):
