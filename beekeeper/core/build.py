@@ -68,6 +68,45 @@ def build_jobs(mem_total_bytes: int, nproc: int, cuda: bool) -> int:
     return max(1, min(nproc, by_mem))
 
 
+# Code of llama.cpp's server the kit never runs per token, compiled at a lower -O level in
+# the CPU image (the compile jobs spend a third of a 2-core build's CPU time there; the
+# decode path, ggml, libllama, the sampler, the server's slot loop and its chat parsers stay
+# at Release's -O3). mtmd (images and audio: the kit never passes --mmproj) at -O0; the HTTP
+# library, the server's routes and router, argument parsing, downloads, the chat template
+# engine (once a request) and the tool-calling extras at -O1. Measured on a 2-core Xeon with
+# GCC 12.2, one job each (user CPU s, -O3 / -O1 / -O0): httplib.cpp 17.6 / 10.7 / 7.7,
+# common/arg.cpp 16.0 / 9.5 / 6.9, mtmd's clip.cpp 15.1 / 5.9 / 3.7. A target or file the
+# source lacks (another llama.cpp) is left as it is. CMake includes the file after the top
+# project() call (CMAKE_PROJECT_INCLUDE) and applies it once every target is declared.
+COLD_CODE = {  # -O level: (targets, {the directory whose CMakeLists.txt lists them: files})
+    "-O0": (("mtmd",), {}),
+    "-O1": (("cpp-httplib", "llama-server-impl"),
+            {"common": ("arg.cpp", "console.cpp", "download.cpp", "hf-cache.cpp", "preset.cpp",
+                        "jinja/caps.cpp", "jinja/lexer.cpp", "jinja/parser.cpp",
+                        "jinja/runtime.cpp", "jinja/string.cpp", "jinja/value.cpp"),
+             "tools/server": ("server-tools.cpp", "server-mcp.cpp", "server-schema.cpp")}),
+}
+COLD_CODE_CMAKE = "/opt/beekeeper-cold-code.cmake"  # in the image's build stage
+
+
+def cold_code_cmake() -> list[str]:
+    """The lines of the CMake file that lowers COLD_CODE's -O levels (CMAKE_PROJECT_INCLUDE)."""
+    top = "${CMAKE_SOURCE_DIR}"
+    lines = ["include_guard(GLOBAL)", "function(beekeeper_cold_code)"]
+    for level, (targets, files) in COLD_CODE.items():
+        lines += [f"  foreach(t {' '.join(targets)})", "    if(TARGET ${t})",
+                  f"      set_property(TARGET ${{t}} APPEND PROPERTY COMPILE_OPTIONS {level})",
+                  "    endif()", "  endforeach()"]
+        for d, names in files.items():
+            lines += [f"  foreach(f {' '.join(names)})", f'    if(EXISTS "{top}/{d}/${{f}}")',
+                      f'      set_source_files_properties("{top}/{d}/${{f}}" DIRECTORY '
+                      f'"{top}/{d}" PROPERTIES COMPILE_OPTIONS {level})',
+                      "    endif()", "  endforeach()"]
+    lines += ["endfunction()",
+              f'cmake_language(DEFER DIRECTORY "{top}" CALL beekeeper_cold_code)']
+    return lines
+
+
 @dataclass(frozen=True)
 class BuildSpec:
     """Everything that decides what binary the server image contains."""
@@ -110,6 +149,12 @@ class BuildSpec:
         return flags
 
     @property
+    def cold_code(self) -> list[str]:
+        """The CMake file that lowers COLD_CODE's -O levels, for the CPU image's build (the
+        GPU images build as measured on the H200, at -O3 throughout); empty: none."""
+        return cold_code_cmake() if self.backend == "cpu" else []
+
+    @property
     def variant(self) -> str:
         if self.backend == "cuda":
             major_minor = ".".join(self.cuda_version.split(".")[:2])
@@ -118,7 +163,7 @@ class BuildSpec:
 
     def dockerfile(self) -> str:
         return render("Dockerfile.j2", spec=self, source=self.source, targets=TARGETS,
-                      image=IMAGE)
+                      image=IMAGE, cold_code_cmake=COLD_CODE_CMAKE)
 
     def tag(self) -> str:
         """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag. The
