@@ -186,6 +186,13 @@ class HostConfig:
     def service(self) -> ServiceConfig:
         return self.services[0]
 
+    @property
+    def requested_way(self) -> Runtime:
+        """The way host data asks for (mode and requested_runtime: core/runtime.py). What
+        runs the server is preflight's, HostFacts.runtime: this one where PID 1 is systemd,
+        else its without_systemd; both run the server of the same mode."""
+        return runtime_of(self.mode, self.requested_runtime)
+
 
 @functools.cache  # the same for every host of a run
 def pyinfra_keys() -> frozenset[str]:
@@ -489,7 +496,7 @@ def rule_model_in_model_dir(cfg: HostConfig) -> None:
     """Container mode mounts model_dir alone into the server's container: a model_host_path
     outside it is refused, naming the service's key (Runtime.serves_from: the mode decides,
     whichever runtime preflight picks)."""
-    way = runtime_of(cfg.mode, cfg.requested_runtime)
+    way = cfg.requested_way
     for i, svc in enumerate(cfg.services):
         source = svc.model.source
         if not (isinstance(source, FileSource) and source.on_host):

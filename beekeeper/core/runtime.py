@@ -49,6 +49,79 @@ class Runtime:
         return self.mode == "container"
 
     @property
+    def needs_docker(self) -> bool:
+        """Docker's engine runs the server's container: preflight checks the engine (or that
+        the kit can install one), the deploy installs and enables it (docker_packages,
+        docker_services)."""
+        return self.container
+
+    @property
+    def needs_compose_plugin(self) -> bool:
+        """Docker's compose v2 plugin (`docker compose`) runs the project: preflight checks
+        that it is there or that a package brings it (docker_packages)."""
+        return self.compose
+
+    @property
+    def builds_image(self) -> bool:
+        """The build stage builds the server's image (docker build on the host)."""
+        return self.container
+
+    @property
+    def builds_on_host(self) -> bool:
+        """The build stage compiles the server on the host itself: cmake, a C++ compiler and
+        make there, and for CUDA a toolkit (the host's own where it fits, else the kit's)."""
+        return self.native
+
+    @property
+    def checks_require_cuda(self) -> bool:
+        """The NVIDIA container runtime judges the image's NVIDIA_REQUIRE_CUDA against the
+        driver (the CUDA it reports, its branch, the card's brand); natively NVIDIA's minor
+        version compatibility runs a build of a CUDA major on that major's floor branch."""
+        return self.container
+
+    @property
+    def follows_driver(self) -> bool:
+        """Host data cuda_follows_driver applies: the image is built for the CUDA the driver
+        runs, the check the container runtime makes (checks_require_cuda); a native build
+        has no such check for another CUDA to pass."""
+        return self.checks_require_cuda
+
+    @property
+    def protects_home(self) -> bool:
+        """Its unit runs the server with ProtectHome=yes (the native unit's template), which
+        hides /home, /root and /run/user from it: a model file there could never be opened.
+        A container opens model_dir alone (serves_from); supervisord hides nothing."""
+        return self.native and not self.supervised
+
+    @property
+    def under_systemd(self) -> bool:
+        """systemd, PID 1 where it runs, runs it as a unit; the kit's supervisord runs it where
+        PID 1 is not systemd (without_systemd), and no systemd unit (a gateway's HAProxy) can
+        run beside it there."""
+        return not self.supervised
+
+    @property
+    def restarts_with_host(self) -> bool:
+        """The host starts the server again after it restarts: systemd starts the enabled
+        unit. Nothing starts the kit's supervisord after its container restarts but the
+        container's start command running the start script, which a persistent root on the
+        pod's volume keeps with all it needs (host data persistent_root)."""
+        return not self.supervised
+
+    @property
+    def without_systemd(self) -> Runtime | None:
+        """The way this one runs where PID 1 is not systemd (a GPU container, a rented pod):
+        the native server under the kit's supervisord, which preflight picks there (and
+        supervisor itself); None for a container, whose Docker engine needs systemd."""
+        return next((r for r in RUNTIMES if r.mode == self.mode and r.supervised), None)
+
+    def runs_process(self, under_supervisord: bool, in_unit: bool) -> bool:
+        """Whether a process is the service's server as this way runs it: a child (or a
+        child's child) of the kit's supervisord under supervisor; under systemd or compose
+        a process in the cgroup of the service's unit (`in_unit`)."""
+        return under_supervisord if self.supervised else in_unit
+
+    @property
     def env_quoted(self) -> bool:
         """compose parses env files (quotes, `$`); `docker run --env-file` takes them as they
         are (secrets_env)."""
@@ -68,7 +141,7 @@ class Runtime:
     @property
     def dropin(self) -> bool:
         """A systemd drop-in folder of the user's beside the unit."""
-        return not self.supervised
+        return self.under_systemd
 
     @property
     def recorded(self) -> str | None:
@@ -96,16 +169,16 @@ class Runtime:
         names them for its release): the engine, and where it is a package of its own its
         client, for a container where no engine is installed; compose's plugin for a compose
         project where `docker compose` answers no version."""
-        engine = engine_packages(os_release) if self.container and not engine_present else []
+        engine = engine_packages(os_release) if self.needs_docker and not engine_present else []
         plugin = ([str(compose_package(os_release, flavour))]
-                  if self.compose and compose_version is None else [])
+                  if self.needs_compose_plugin and compose_version is None else [])
         return engine + plugin
 
     def docker_services(self, flavour: str | None) -> list[str]:
         """The host's systemd services this way needs enabled and running: Docker's engine
         for a container, except under Docker Desktop (which runs its own engine, no
         docker.service)."""
-        return ["docker.service"] if self.container and flavour != "docker-desktop" else []
+        return ["docker.service"] if self.needs_docker and flavour != "docker-desktop" else []
 
     def dropins(self, p: ServicePaths) -> list[str]:
         """The user's drop-in folder beside the unit (a supervisord program has none):

@@ -170,3 +170,70 @@ def test_a_runtime_names_the_ways_it_runs_and_a_pair_that_is_none_is_refused():
         with pytest.raises(ConfigError) as e:
             load_host_config(with_(mode=mode, runtime=runtime))
         assert f"set mode = '{fix}', or runtime = 'systemd' (or remove it)" in str(e.value)
+
+
+# way -> (needs Docker's engine, compose's plugin, builds an image, builds on the host, the
+# container runtime checks NVIDIA_REQUIRE_CUDA, cuda_follows_driver applies, ProtectHome,
+# systemd runs it, the host starts it again, the way without systemd)
+QUESTIONS = [
+    ("docker unit", True, False, True, False, True, True, False, True, True, None),
+    ("compose", True, True, True, False, True, True, False, True, True, None),
+    ("native unit", False, False, False, True, False, False, True, True, True, "supervisor"),
+    ("supervisor", False, False, False, True, False, False, False, False, False, "supervisor"),
+]
+
+
+@pytest.mark.parametrize("way,docker,plugin,image,on_host,require_cuda,follows,protects_home,"
+                         "systemd,restarts,without_systemd", QUESTIONS)
+def test_preflight_asks_each_way_what_it_needs_builds_and_hides(
+        way, docker, plugin, image, on_host, require_cuda, follows, protects_home, systemd,
+        restarts, without_systemd):
+    """tasks/preflight.py and driver_preflight.py ask the way (issue 42) instead of comparing
+    mode and runtime: what of Docker it needs, where the server is built, whether the
+    NVIDIA container runtime judges the image's CUDA (and cuda_follows_driver applies), what
+    the unit hides, what runs it and starts it again, and what runs it without systemd."""
+    rt = next(r for r in RUNTIMES if r.name == way)
+    assert rt.needs_docker is docker
+    assert rt.needs_compose_plugin is plugin
+    assert rt.builds_image is image
+    assert rt.builds_on_host is on_host
+    assert rt.checks_require_cuda is require_cuda
+    assert rt.follows_driver is follows
+    assert rt.protects_home is protects_home
+    assert rt.under_systemd is systemd
+    assert rt.restarts_with_host is restarts
+    fallback = rt.without_systemd
+    assert (fallback.name if fallback is not None else None) == without_systemd
+    # the answers agree with what the way writes and installs
+    template = (TEMPLATES_DIR / rt.template).read_text()
+    assert ("ProtectHome=yes" in template) is protects_home
+    assert rt.template.endswith(".service.j2") is systemd
+    assert bool(rt.docker_packages(TRIXIE, False, None, "2.26.1")) is docker
+    assert bool(rt.docker_packages(TRIXIE, True, "distro", None)) is plugin
+    # without systemd the server is the same (native or in a container) or none is picked
+    assert fallback is None or (fallback.mode == rt.mode and not fallback.under_systemd)
+
+
+@pytest.mark.parametrize("way,in_supervisord,in_unit", [
+    ("docker unit", False, True),
+    ("compose", False, True),
+    ("native unit", False, True),
+    ("supervisor", True, False),
+])
+def test_the_process_that_is_the_server_is_supervisords_child_or_in_the_units_cgroup(
+        way, in_supervisord, in_unit):
+    """A listener on a service's port is its server as the way runs it (preflight's
+    classify_port_owner): the kit's supervisord's child under supervisor, one in the unit's
+    cgroup under systemd or compose, and never the other."""
+    rt = next(r for r in RUNTIMES if r.name == way)
+    assert rt.runs_process(under_supervisord=True, in_unit=False) is in_supervisord
+    assert rt.runs_process(under_supervisord=False, in_unit=True) is in_unit
+    assert rt.runs_process(under_supervisord=True, in_unit=True)
+    assert not rt.runs_process(under_supervisord=False, in_unit=False)
+
+
+@pytest.mark.parametrize("data,name", [(w[0], w[1]) for w in WAYS])
+def test_a_host_config_gives_the_way_host_data_asks_for(data, name):
+    cfg = load_host_config(with_(**data))
+    assert cfg.requested_way.name == name
+    assert cfg.requested_way is requested_runtime(cfg)
