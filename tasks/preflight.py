@@ -40,7 +40,7 @@ from beekeeper.core.paths import (
 )
 from beekeeper.core.planner import Prediction
 from beekeeper.core.profiles import FileSource, ModelFile
-from beekeeper.core.runtime import runtime_of
+from beekeeper.core.runtime import Runtime
 from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
 from beekeeper.facts.docker import (
@@ -298,15 +298,15 @@ def _brief(pred: Prediction) -> str:
 SERVER_USER = "beekeeper"
 
 
-def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, runtime: str,
+def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, rt: Runtime,
                         units: frozenset[str], docker_ours: bool) -> str:
     """What a listener on a service's port is to the kit, from /proc alone:
 
-    - "supervised": the kit's server as the runtime runs it: under runtime supervisor a
-      child (or a child's child) of the kit's supervisord; under systemd or compose a
-      process in the unit's cgroup of a service in `units` (this one, or one the deploy
-      removes first); or the docker-proxy that publishes the service's own container
-      (`docker_ours`);
+    - "supervised": the kit's server as the runtime runs it (Runtime.runs_process): under
+      runtime supervisor a child (or a child's child) of the kit's supervisord; under
+      systemd or compose a process in the unit's cgroup of a service in `units` (this one,
+      or one the deploy removes first); or the docker-proxy that publishes the service's
+      own container (`docker_ours`);
     - "orphan": a server of the kit's that nothing supervises: user beekeeper, a binary
       under NATIVE_PREFIX (as written, or as the host resolves it: /opt/beekeeper may link
       into a persistent root), in no beekeeper unit and under no supervisord of the kit's;
@@ -322,9 +322,8 @@ def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, runtime: str,
     segments = {seg for path in owner.cgroups for seg in path.split("/")}
     kit_units = {seg for seg in segments if seg.startswith("beekeeper-")
                  and seg.endswith(".service")}
-    if runtime == "supervisor" and under_supervisord:
-        return "supervised"
-    if runtime != "supervisor" and kit_units & {f"beekeeper-{n}.service" for n in units}:
+    in_unit = bool(kit_units & {f"beekeeper-{n}.service" for n in units})
+    if rt.runs_process(under_supervisord, in_unit):
         return "supervised"
     prefixes = {p.rstrip("/") for p in (NATIVE_PREFIX, info.native_prefix_real) if p}
     kit_binary = any(owner.exe.startswith(p + "/") for p in prefixes)
@@ -334,7 +333,7 @@ def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, runtime: str,
 
 
 def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[str],
-               runtime: str = "systemd") -> tuple[int, ...]:
+               rt: Runtime) -> tuple[int, ...]:
     """The port is free, or held by this service's own server as its runtime runs it
     (classify_port_owner). A container of anything else that Docker publishes there is
     refused by name, whether or not a docker-proxy listens; a server of the kit's that no
@@ -355,7 +354,7 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
                                          native_prefix=NATIVE_PREFIX)
     orphans: list[int] = []
     for o in info.owners:
-        kind = classify_port_owner(o, info, runtime, frozenset({name}) | leaving,
+        kind = classify_port_owner(o, info, rt, frozenset({name}) | leaving,
                                    bool(containers) or (ours_before and docker_present))
         if kind == "supervised":
             continue
@@ -388,7 +387,7 @@ def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
                   docker: DockerEngineInfo) -> str | None:
     """Runtime "compose": the compose v2 plugin is there, or a package of the host's sources
     brings it (tasks/docker_engine.py installs it); otherwise refused before any change."""
-    if cfg.requested_runtime != "compose":
+    if not cfg.requested_way.needs_compose_plugin:
         return None
     version = host.get_fact(ComposeVersion) if docker.present else None
     release = os_release.as_mapping()
@@ -400,29 +399,34 @@ def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
 
 
 def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
-               docker_present: bool = False) -> str:
-    """What runs the server: systemd where it is PID 1 (the runtime host data names), else
-    the kit's own supervisord (native mode only: no Docker engine without systemd)."""
+               docker_present: bool = False) -> Runtime:
+    """What runs the server: where systemd is PID 1, the way host data asks for; else its
+    way without systemd (Runtime.without_systemd: the kit's own supervisord, native mode
+    only, no Docker engine without systemd), refused where host data asked for another."""
+    rt = cfg.requested_way
     if init.systemd:
-        return cfg.requested_runtime
-    if wsl.is_wsl2 and cfg.requested_runtime != "supervisor":
+        return rt
+    fallback = rt.without_systemd
+    if fallback is rt:  # host data asked for supervisor
+        return rt
+    if wsl.is_wsl2:
         raise PreflightError(
             "systemd", "is not PID 1 in this WSL2 distro", "add '[boot]\\nsystemd=true' to "
             "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again (or "
             "runtime = 'supervisor' with mode = 'native')", lead=" ", then=": ")
-    if cfg.runtime_given and cfg.requested_runtime != "supervisor":
+    if cfg.runtime_given:
         raise PreflightError(
             host_data("runtime"), f"{cfg.requested_runtime!r} needs systemd as PID 1, and PID 1 "
             f"here is {init.pid1!r} (a container)", "remove `runtime` (the server then runs under "
             "the kit's own supervisord) and set mode = 'native'")
-    if cfg.mode != "native":
+    if fallback is None:
         raise PreflightError(
             host_data("mode"), f"{cfg.mode!r} runs the server in a Docker container, and this "
             f"host has {'a docker CLI but' if docker_present else 'no Docker engine and'} no "
             f"systemd (PID 1 is {init.pid1!r}: a container) to run one", "set mode = "
             "\"native\" (the server is built on the host and runs under the kit's "
             "supervisord)")
-    return "supervisor"
+    return fallback
 
 
 # the kit's folders on the host: a persistent root inside one would link into itself
@@ -434,22 +438,23 @@ POD_VOLUME = "/workspace"
 AUTO_PERSISTENT_ROOT = f"{POD_VOLUME}/beekeeper"
 
 
-def check_persistent_root(cfg: HostConfig, runtime: str, init: InitInfo) -> str | None:
+def check_persistent_root(cfg: HostConfig, rt: Runtime, init: InitInfo) -> str | None:
     """Host data `persistent_root`, resolved from the host: the folder on the pod's volume
     that keeps all the kit needs to start the server again (runtime supervisor only), or
     None for the standard layout. Unset: AUTO_PERSISTENT_ROOT where POD_VOLUME is a folder
     off the container's overlay layer (on the overlay: none, with a warning). A root given
-    is refused before any change on a runtime other than supervisor, inside one of the
-    kit's own folders, or where the host shows it on the container's overlay layer (which
-    RunPod and Kubernetes clear when the pod restarts)."""
+    is refused before any change on a runtime other than supervisor (one the host starts
+    again by itself: Runtime.restarts_with_host), inside one of the kit's own folders, or
+    where the host shows it on the container's overlay layer (which RunPod and Kubernetes
+    clear when the pod restarts)."""
     given = cfg.persistent_root
     if given == PERSISTENT_NONE:
         return None
-    if runtime != "supervisor":
+    if rt.restarts_with_host:
         if given is not None:
             raise PreflightError(
                 host_data("persistent_root"), f"{given} keeps the server of runtime supervisor "
-                f"(a GPU container, PID 1 not systemd), and this host runs it under {runtime} "
+                f"(a GPU container, PID 1 not systemd), and this host runs it under {rt.runtime} "
                 f"(PID 1 is {init.pid1!r}), which keeps the standard layout",
                 "remove persistent_root")
         return None
@@ -484,12 +489,12 @@ def check_persistent_root(cfg: HostConfig, runtime: str, init: InitInfo) -> str 
 TOOL_PACKAGES = {"cmake": "cmake", "c++": "g++", "make": "make", "git": "git"}
 
 
-def check_tools(cfg: HostConfig, tools: HostToolsInfo, runtime: str) -> list[str]:
+def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime) -> list[str]:
     """What the host lacks and apt is to install (a native build's cmake, c++, make, and git
     for a git source), after refusing, before any change, a host that lacks a part apt cannot
     bring: no package lists (a container image never `apt-get update`d, often offline), or
     python3/setpriv for runtime supervisor. Returns the packages to install."""
-    if runtime == "supervisor":
+    if not rt.under_systemd:  # the kit's supervisord runs it
         if tools.python3 is None or (tools.python3_version or (0, 0)) < (3, 8):
             found = ("none" if tools.python3 is None else
                      f"{tools.python3} {'.'.join(map(str, tools.python3_version or ()))}")
@@ -501,7 +506,7 @@ def check_tools(cfg: HostConfig, tools: HostToolsInfo, runtime: str) -> list[str
             raise PreflightError(
                 "runtime supervisor", "starts the server as user beekeeper with setpriv, which "
                 "this host lacks", "apt-get install util-linux, then deploy again", lead=" ")
-    if cfg.mode != "native" or "build" not in cfg.stages:
+    if not rt.builds_on_host or "build" not in cfg.stages:
         return []
     wanted = ["cmake", "c++", "make"] + (["git"] if cfg.source.kind == "git" else [])
     missing = tools.missing(tuple(wanted))
@@ -520,7 +525,8 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     """A native CUDA build on a host whose own CUDA toolkit builds for the card and runs on
     its driver (beekeeper.core.toolkit): that toolkit's release, used instead of installing
     one; None: the kit installs cuda_version's toolkit from NVIDIA's repository."""
-    if cfg.mode != "native" or cfg.service.profile.backend != "cuda" or not tools.nvcc:
+    if not cfg.requested_way.builds_on_host or cfg.service.profile.backend != "cuda" \
+            or not tools.nvcc:
         return None
     if not gpu or not gpu.gpus:
         return None
@@ -594,12 +600,13 @@ def hidden_by_protect_home(path: str) -> str | None:
                  if path == top or path.startswith(top + "/")), None)
 
 
-def check_own_model(cfg: HostConfig, runtime: str = "systemd") -> None:
+def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
     """A model file already on the host (host data `model_host_path`): there (a symlink is
     followed to its target, which must be a regular file), with the sha256 host data gives,
     and readable by the server's user (others may read the file and pass through each folder
     above the path given and above the link's target); under a native systemd service, not
-    in a folder the unit's ProtectHome=yes hides (the server could never open it)."""
+    in a folder the unit's ProtectHome=yes hides (Runtime.protects_home: the server could
+    never open it)."""
     if "model" not in cfg.stages and "service" not in cfg.stages:
         return
     rule_model_in_model_dir(cfg)
@@ -613,7 +620,7 @@ def check_own_model(cfg: HostConfig, runtime: str = "systemd") -> None:
             target = host.get_fact(ModelTarget, path=path) or path
             named = path if target == path else f"{path} (a symlink to {target})"
             hidden = hidden_by_protect_home(path) or hidden_by_protect_home(target)
-            if cfg.mode == "native" and runtime == "systemd" and hidden:
+            if rt.protects_home and hidden:
                 raise PreflightError(
                     host_data("model_host_path"), f"{named} lies under {hidden}, which the "
                     "native service's systemd unit hides from the server (ProtectHome=yes "
@@ -645,7 +652,7 @@ def check_own_model(cfg: HostConfig, runtime: str = "systemd") -> None:
 
 def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngineInfo) -> None:
     """Container mode: an engine the kit can use, or one it can install."""
-    if cfg.mode != "container":
+    if not cfg.requested_way.needs_docker:
         return
     if docker.flavour == "snap":
         raise PreflightError("Docker from snap", "cannot use the NVIDIA runtime or read "
@@ -679,7 +686,7 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
                              "install it by hand", lead=" ", then=": ")
 
 
-def check_ports(cfg: HostConfig, docker: DockerEngineInfo, runtime: str = "systemd",
+def check_ports(cfg: HostConfig, docker: DockerEngineInfo, rt: Runtime,
                 kept: frozenset[str] | None = frozenset()) -> tuple[int, ...]:
     """Each service's port, when this deploy reaches the service stage; returns the pids of
     the kit's unsupervised servers there (HostFacts.port_orphans). `kept`: what other
@@ -692,7 +699,7 @@ def check_ports(cfg: HostConfig, docker: DockerEngineInfo, runtime: str = "syste
     orphans: list[int] = []
     for svc in cfg.services:
         orphans += [p for p in check_port(svc.name, svc.port, docker.present, removed_first,
-                                          runtime) if p not in orphans]
+                                          rt) if p not in orphans]
     return tuple(orphans)
 
 
@@ -752,7 +759,7 @@ def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
     """Whether this deploy builds the server image (container mode, its tag not there):
     for `cuda_version` where the image follows the driver, else host data's release, and
     for the archs the deploy builds for (every card's, on a host of cards of more than one)."""
-    if cfg.mode != "container" or "build" not in cfg.stages:
+    if not cfg.requested_way.builds_image or "build" not in cfg.stages:
         return False
     cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
     tag = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
@@ -904,15 +911,15 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
     free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
-    runtime = check_init(cfg, init, wsl, docker.present)
-    persistent_root = check_persistent_root(cfg, runtime, init)
-    if runtime == "supervisor" and cfg.gateway is not None:
+    rt = check_init(cfg, init, wsl, docker.present)
+    persistent_root = check_persistent_root(cfg, rt, init)
+    if not rt.under_systemd and cfg.gateway is not None:
         raise PreflightError(
             host_data("gateway"), "the gateway runs HAProxy as a systemd unit, and PID 1 here "
             f"is {init.pid1!r}", "give `gateway` to an inventory host with systemd (it "
             "routes to this host's services over the network), or remove it")
     tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
-    install_tools = check_tools(cfg, tools, runtime)
+    install_tools = check_tools(cfg, tools, rt)
     check_docker(cfg, os_release, docker)
     compose_version = check_compose(cfg, os_release, docker)
     host_cuda = check_host_toolkit(cfg, tools, gpu)
@@ -921,8 +928,8 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
-    check_own_model(cfg, runtime)
-    port_orphans = check_ports(cfg, docker, runtime, kept)
+    check_own_model(cfg, rt)
+    port_orphans = check_ports(cfg, docker, rt, kept)
     check_free_space(cfg, free)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
@@ -934,12 +941,12 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
         settings = host.get_fact(WslSettings)
         warn_wsl_idle(settings)
         warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
-    if runtime == "supervisor":
+    if not rt.restarts_with_host:
         warn_supervisor_restart(init, persistent_root)
     # what the tasks read instead of host data's runtime, CUDA release and archs
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
-                     driver_action=plan.action, runtime=runtime_of(cfg.mode, runtime),
+                     driver_action=plan.action, runtime=rt,
                      cuda_version=plan.cuda_version or host_cuda or cfg.requested_cuda_version,
                      cuda_arch=archs_of_cards(cfg, gpu),
                      proxy_vars=proxy_vars if building else (),

@@ -38,7 +38,7 @@ from beekeeper.core.deployed import DeployedService
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import PROFILES
-from beekeeper.core.runtime import Runtime, runtime_of
+from beekeeper.core.runtime import Runtime, runtime_of, ways_named
 from beekeeper.facts.docker import DockerEngineInfo
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo, PciNvidiaDevices, PciNvidiaGpus
 from beekeeper.facts.host import (
@@ -70,6 +70,13 @@ def requested_runtime(cfg: HostConfig) -> Runtime:
     """The way host data asks the server be run, where no preflight resolved it (a host
     whose PID 1 is systemd: HostFacts.runtime is this there)."""
     return runtime_of(cfg.mode, cfg.requested_runtime)
+
+
+def runtime_named(runtime: str) -> Runtime:
+    """The first way host data's `runtime` names (the docker unit for "systemd"), for the
+    checks that ask only whether systemd or the kit's supervisord runs the server (the
+    port's owner)."""
+    return ways_named(runtime)[0]
 
 
 def requested_build(cfg: HostConfig, compute_cap: str | None, *args: Any,

@@ -35,6 +35,7 @@ from .harness import (
     pod,
     port_owners,
     run_deploy,
+    runtime_named,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,8 +164,8 @@ def test_a_listener_is_the_kits_supervised_server_an_orphan_or_foreign(text, run
     from beekeeper.tasks.preflight import classify_port_owner
 
     info = parse_port_owners(text)
-    assert classify_port_owner(info.owners[0], info, runtime, frozenset({"llm"}),
-                               False) == kind
+    assert classify_port_owner(info.owners[0], info, runtime_named(runtime),
+                               frozenset({"llm"}), False) == kind
 
 
 def test_an_orphan_is_recognised_by_the_kits_prefix_as_written_and_as_resolved():
@@ -176,7 +177,11 @@ def test_an_orphan_is_recognised_by_the_kits_prefix_as_written_and_as_resolved()
     elsewhere = replace(o, exe="/workspace/other/bin/llama-server")
     other_user = replace(o, user="ubuntu")
     other_unit = replace(o, cgroups=("/system.slice/beekeeper-chat.service",))
-    check = classify_port_owner
+
+    def check(owner: PortOwner, info: PortOwnersInfo, runtime: str, units: frozenset[str],
+              docker_ours: bool) -> str:
+        return classify_port_owner(owner, info, runtime_named(runtime), units, docker_ours)
+
     assert check(as_written, replace(info, native_prefix_real=""), "supervisor",
                  frozenset({"llm"}), False) == "orphan"
     assert check(elsewhere, info, "supervisor", frozenset({"llm"}), False) == "foreign"

@@ -21,6 +21,7 @@ from beekeeper.core.errors import PreflightError
 from beekeeper.core.paths import sha256_stamps
 from beekeeper.core.planner import predict
 from beekeeper.core.profiles import PROFILES
+from beekeeper.core.runtime import runtime_of
 from beekeeper.facts.boot import WslSettingsInfo
 from beekeeper.facts.docker import DockerEngineInfo
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
@@ -36,6 +37,7 @@ from .harness import (
     images,
     on_host,
     port_owners,
+    runtime_named,
 )
 
 GIB = 2**30
@@ -168,7 +170,8 @@ def test_a_model_whose_kv_rows_do_not_fill_the_profiles_cache_blocks_is_one_line
 
 def kind(owner: PortOwner, info: PortOwnersInfo, runtime: str = "systemd",
          docker_ours: bool = False) -> str:
-    return pf.classify_port_owner(owner, info, runtime, frozenset({"llm"}), docker_ours)
+    return pf.classify_port_owner(owner, info, runtime_named(runtime), frozenset({"llm"}),
+                                  docker_ours)
 
 
 def test_the_services_docker_proxy_is_known_by_its_name_or_by_its_program():
@@ -752,9 +755,9 @@ def test_a_model_on_the_host_is_checked_when_the_deploy_reaches_the_model_or_the
 
     for stages in (("provision", "build", "model"), ("provision", "build", "model", "service")):
         with on_host(ModelTarget="", File=None):
-            assert refused(pf.check_own_model, own(*stages), "systemd") == (
+            assert refused(pf.check_own_model, own(*stages), runtime_of("native", "systemd")) == (
                 "host data `model_host_path`: /srv/m/mine.gguf is not a file on the host; fix: "
                 "give the path of the .gguf there (or a symlink to it), or model_path for a "
                 "file on the controller")
     with on_host():  # no fact given: one read would be a KeyError
-        pf.check_own_model(own("provision", "build"), "systemd")
+        pf.check_own_model(own("provision", "build"), runtime_of("native", "systemd"))

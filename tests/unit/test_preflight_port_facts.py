@@ -25,7 +25,7 @@ from beekeeper.facts.docker import DockerEngineInfo, PortContainer
 from beekeeper.facts.host import PortOwner, PortOwnersInfo
 from beekeeper.tasks import preflight as pf
 
-from .harness import DEFAULTS, DOCKER_PROXY, on_host
+from .harness import DEFAULTS, DOCKER_PROXY, on_host, runtime_named
 
 PORT = 8083  # the port the host's listeners and containers hold
 FREE = 9090  # a port nothing holds
@@ -85,7 +85,7 @@ def host(*, containers: Sequence[PortContainer] = (), owners: Sequence[PortOwner
 def port(facts: dict[str, Any], name: str = "llm", at: int = PORT, docker: bool = True,
          leaving: frozenset[str] = NOBODY, runtime: str = "systemd") -> tuple[int, ...]:
     with on_host(**facts):
-        return pf.check_port(name, at, docker, leaving, runtime)
+        return pf.check_port(name, at, docker, leaving, runtime_named(runtime))
 
 
 def refusal(facts: dict[str, Any], **kw: Any) -> PreflightError:
@@ -217,7 +217,7 @@ DOCKER = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="docker-
 def ports(facts: dict[str, Any], data: dict[str, Any] = TWO, runtime: str = "systemd",
           kept: frozenset[str] | None = NOBODY) -> tuple[int, ...]:
     with on_host(**facts):
-        return pf.check_ports(load_host_config(data), DOCKER, runtime, kept)
+        return pf.check_ports(load_host_config(data), DOCKER, runtime_named(runtime), kept)
 
 
 def test_each_services_port_is_checked_and_each_orphan_returned_once():
