@@ -287,7 +287,8 @@ def driver_branch_to_install(cfg: HostConfig, cuda: str | None = None,
     floor = cudacompat.minor_compat_branch(cuda)
     # container: the runtime checks NVIDIA_REQUIRE_CUDA against the driver's CUDA version;
     # native: minor version compatibility runs any 13.x build on the major's floor branch
-    if (cfg.mode == "container" and (runs is None or runs < mm)) or branch < floor:
+    if (cfg.requested_way.checks_require_cuda and (runs is None or runs < mm)) \
+            or branch < floor:
         raise PreflightError(
             host_data("driver_branch"), f"{branch} runs CUDA "
             f"{cudacompat.spell(runs) if runs else 'older than ' + cudacompat.spell(mm)}, "
@@ -346,7 +347,7 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
     floor = cudacompat.minor_compat_branch(cuda)
     reported = reported_cuda(gpu)
     new_enough = gpu.driver_branch is None or gpu.driver_branch >= floor
-    if cfg.mode == "container":
+    if cfg.requested_way.checks_require_cuda:
         # forward compatibility: data-center cards only (cudacompat.FORWARD_COMPAT_BRANDS)
         brand = None if wsl.is_wsl2 else cudacompat.forward_compat_brand(gpu.brand)
         cuda_clause, *brand_clauses = cudacompat.require_cuda(cuda).split()
@@ -413,7 +414,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
     # a driver that reports no CUDA: no release of its CUDA to name, nor to follow
     a_release = f" to a {reported} release" if reported else ""
     if cfg.cuda_follows_driver:
-        if cfg.mode != "container":
+        if not cfg.requested_way.follows_driver:
             raise PreflightError(host_data("cuda_follows_driver"), f"{why}; it applies to "
                                  "container mode only", f"set cuda_version{a_release}, or "
                                  "upgrade_driver = True", then=": ")
@@ -424,15 +425,15 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
                                  "set cuda_version", then=": ")
         return DriverPlan(cuda_version=release)
     if wsl.is_wsl2:
-        follows = " (or cuda_follows_driver = True)" if release and cfg.mode == "container" \
-            else ""
+        follows = " (or cuda_follows_driver = True)" \
+            if release and cfg.requested_way.follows_driver else ""
         raise PreflightError(*_the_driver_and(gpu, why), "update the NVIDIA driver on Windows, "
                              f"or set cuda_version{a_release}{follows}", lead=" ", then=": ")
     branch = driver_branch_to_install(cfg, cuda)
     if cfg.upgrade_driver:
         return DriverPlan(action="upgrade")
     follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \
-        "driver runs), " if release and cfg.mode == "container" else ""
+        "driver runs), " if release and cfg.requested_way.follows_driver else ""
     raise PreflightError(
         *_the_driver_and(gpu, why), "set upgrade_driver = True (the kit purges the installed "
         f"NVIDIA driver packages and installs branch {branch}, pinned to it; a reboot follows), "
