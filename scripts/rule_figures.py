@@ -7,6 +7,10 @@ Issue 42's figures ("every rule written once"), counted the same way before and 
   written) whose test reads the way the server runs: a name or attribute `mode`, `runtime`
   or `rt` (a file's `info.mode` is not), one of the Runtime's questions (`native`,
   `compose`, `supervised`, ...) asked of one, or its answer held in a local name;
+- branches on another of the Runtime's questions (`rt.needs_docker`,
+  `cfg.requested_way.builds_on_host`: any method or property of core/runtime.py's Runtime
+  asked of a runtime), not counted above: the rule is written once on the Runtime, the
+  branch is what the caller does with its answer;
 - string-key reads of the deployment record: `x["key"]` or `x.get("key")` with a key of
   deployed.json in a module that reads the record (one that names `deployed.json`, a
   manifest or DeployedService);
@@ -44,6 +48,26 @@ RECORD_KEYS = {"service", "container", "unit", "profile", "mode", "image", "runt
                "version"}
 
 
+def runtime_members() -> set[str]:
+    """The Runtime's methods and properties, read from core/runtime.py."""
+    tree = ast.parse((ROOT / RUNTIME_MODULE).read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Runtime")
+    return {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+
+
+HOLDERS = WAY | {"way", "requested_way"}  # what holds a Runtime where it is asked
+
+
+def _asks_the_runtime(test: ast.expr, members: set[str]) -> bool:
+    for n in ast.walk(test):
+        if isinstance(n, ast.Attribute) and n.attr in members:
+            inner = n.value
+            if (isinstance(inner, ast.Name) and inner.id in HOLDERS) or \
+                    (isinstance(inner, ast.Attribute) and inner.attr in HOLDERS):
+                return True
+    return False
+
+
 def sources() -> Iterator[Path]:
     for folder in FOLDERS:
         yield from sorted((ROOT / folder).rglob("*.py"))
@@ -71,7 +95,9 @@ def _asks_the_way(test: ast.expr) -> bool:
     return False
 
 
-def branches(tree: ast.AST) -> list[int]:
+def branches(tree: ast.AST, members: set[str] | None = None) -> list[int]:
+    """The branches that read the way the server runs; with `members`, those that ask the
+    Runtime another of its questions instead."""
     skipped = {n for fn in ast.walk(tree)
                if isinstance(fn, ast.FunctionDef) and fn.name in OTHER_RUNTIMES
                for n in ast.walk(fn)}
@@ -79,7 +105,10 @@ def branches(tree: ast.AST) -> list[int]:
     # a comprehension's filter (`[s for s in services if s.mode == "native"]`) too
     tests += [(n, t) for n in ast.walk(tree) if isinstance(n, ast.comprehension)
               for t in n.ifs]
-    return [t.lineno for n, t in tests if n not in skipped and _asks_the_way(t)]
+    if members is None:
+        return [t.lineno for n, t in tests if n not in skipped and _asks_the_way(t)]
+    return [t.lineno for n, t in tests if n not in skipped and not _asks_the_way(t)
+            and _asks_the_runtime(t, members)]
 
 
 def record_reads(tree: ast.AST, text: str) -> list[int]:
@@ -102,8 +131,10 @@ def record_reads(tree: ast.AST, text: str) -> list[int]:
 
 def main(argv: list[str]) -> int:
     verbose = "-v" in argv
-    figures: dict[str, list[str]] = {"runtime/mode branches": [],
+    other = "branches on another Runtime question"
+    figures: dict[str, list[str]] = {"runtime/mode branches": [], other: [],
                                      "string-key reads of the deployment record": []}
+    members = runtime_members()
     lines = 0
     for path in sources():
         text = path.read_text()
@@ -112,6 +143,7 @@ def main(argv: list[str]) -> int:
         tree = ast.parse(text)
         if rel != RUNTIME_MODULE:
             figures["runtime/mode branches"] += [f"{rel}:{n}" for n in branches(tree)]
+            figures[other] += [f"{rel}:{n}" for n in branches(tree, members)]
         figures["string-key reads of the deployment record"] += [
             f"{rel}:{n}" for n in record_reads(tree, text)]
     for name, where in figures.items():
