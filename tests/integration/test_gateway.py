@@ -1,6 +1,7 @@
 """
 The gateway (issue 17) on two real sandbox hosts: the first (Debian 12) serves cpu-tiny and
-cpu-smollm on its address in the sandboxes' network (with a key), the second (Debian 13)
+cpu-smollm (answering to its model_alias, SMOL) on its address in the sandboxes' network
+(with a key), the second (Debian 13)
 serves cpu-tiny on its loopback and runs the gateway (the distro's HAProxy 3.0). One server
 image build is shared: the second host gets the first one's image copied in.
 Tests run in order and build on each other; the last one removes a service.
@@ -40,6 +41,9 @@ INVENTORY = "tests/integration/inventory_gateway.py"
 A = sandbox.CONTAINER  # the first host: its name in the inventory is "sandbox"
 GW_PORT = 4000
 PROMPT = [{"role": "user", "content": "Name three colours."}]
+# the name cpu-smollm's server answers to (host data model_alias, its --alias): the gateway
+# routes, lists and paths it by that name, with a ':' as in the names people give models
+SMOL = "smol:135m"
 
 
 def _layout(tmp: Path, gw_key: Path, up_key: Path, smol: bool = True) -> dict:
@@ -47,7 +51,8 @@ def _layout(tmp: Path, gw_key: Path, up_key: Path, smol: bool = True) -> dict:
                    "bind_address": "0.0.0.0", "api_key_file": str(up_key)}]
     if smol:
         a_services.append({"service_name": "smol", "profile": "cpu-smollm", "port": 8084,
-                           "bind_address": "0.0.0.0", "api_key_file": str(up_key)})
+                           "bind_address": "0.0.0.0", "api_key_file": str(up_key),
+                           "model_alias": SMOL})
     return {
         # reached by the gateway at its name in the sandboxes' network
         "a": {"services": a_services, "gateway_address": A},
@@ -137,8 +142,8 @@ def chat(url: str, key: str | None, model: str | None, max_tokens: int = 4,
 
 
 def test_deploy_reports_the_gateway_and_installs_haproxy_from_the_distro(setup):
-    assert "beekeeper: gateway on 127.0.0.1:4000 routes cpu-smollm (1 server), cpu-tiny " \
-           "(2 servers)" in setup.deploy_out
+    assert "beekeeper: gateway on 127.0.0.1:4000 routes cpu-tiny (2 servers), " \
+           f"{SMOL} (1 server)" in setup.deploy_out
     version = sandbox_exec("haproxy -v | head -1", SECOND).stdout
     print(f"\n[figure] gateway engine: {version.strip()}")
     assert re.search(r"HAProxy version 3\.0\.", version), version
@@ -149,7 +154,7 @@ def test_deploy_reports_the_gateway_and_installs_haproxy_from_the_distro(setup):
 def test_gateway_lists_every_model(gw_url, setup):
     r = httpx.get(f"{gw_url}/v1/models", headers={"Authorization": f"Bearer {setup.gw}"})
     assert r.status_code == 200, r.text
-    assert sorted(m["id"] for m in r.json()["data"]) == ["cpu-smollm", "cpu-tiny"]
+    assert sorted(m["id"] for m in r.json()["data"]) == ["cpu-tiny", SMOL]
 
 
 def test_a_wrong_or_missing_key_is_refused(gw_url, setup):
@@ -176,9 +181,9 @@ def test_a_wrong_or_missing_key_is_refused(gw_url, setup):
 def test_requests_are_routed_by_model_name(gw_url, setup):
     before = counts()
     for _ in range(3):
-        r = chat(gw_url, setup.gw, "cpu-smollm")
+        r = chat(gw_url, setup.gw, SMOL)
         assert r.status_code == 200, r.text
-        assert r.json()["model"] == "cpu-smollm"
+        assert r.json()["model"] == SMOL  # the server's own answer: its --alias
     mid = counts()
     assert mid["a/smol"] - before["a/smol"] == 3, (before, mid)
     assert mid["a/tiny"] == before["a/tiny"] and mid["b/tiny"] == before["b/tiny"]
@@ -218,7 +223,7 @@ def test_streaming_through_the_gateway_gives_the_tokens_direct_gives(gw_url, set
     with ssh_tunnel(sandbox.ssh_options(sandbox.load_state()), 8084) as direct_url, \
             ServerClient(direct_url, api_key=setup.up) as direct, \
             ServerClient(gw_url, api_key=setup.gw) as via:
-        kw = dict(max_tokens=48, ignore_eos=True, seed=3, extra={"model": "cpu-smollm"})
+        kw = dict(max_tokens=48, ignore_eos=True, seed=3, extra={"model": SMOL})
         d = direct.stream_chat(PROMPT, **kw)
         g = via.stream_chat(PROMPT, **kw)
     assert d.ok and g.ok, (d.error, g.error)
@@ -239,7 +244,7 @@ def test_gateway_overhead_benchmark(gw_url, setup, tmp_path):
     """A benchmark, not a timed test: verify --suite gateway, same run, same server."""
     with ssh_tunnel(sandbox.ssh_options(sandbox.load_state()), 8084) as direct_url:
         p = subprocess.run(
-            [str(BIN / "beekeeper"), "verify", "--url", f"{gw_url}/model/cpu-smollm",
+            [str(BIN / "beekeeper"), "verify", "--url", f"{gw_url}/model/{SMOL}",
              "--direct-url", direct_url, "--direct-api-key-file", str(setup.up_key),
              "--api-key-file", str(setup.gw_key), "--profile", "cpu-smollm",
              "--suite", "gateway", "--quick", "--out", str(tmp_path)],
@@ -326,7 +331,7 @@ def test_a_service_dropped_from_the_inventory_is_gone_from_host_and_gateway(gw_u
     assert sandbox_exec(f"test -f {model}", A).returncode == 0, "the model was deleted"
     r = httpx.get(f"{gw_url}/v1/models", headers={"Authorization": f"Bearer {setup.gw}"})
     assert [m["id"] for m in r.json()["data"]] == ["cpu-tiny"]
-    r = chat(gw_url, setup.gw, "cpu-smollm")
+    r = chat(gw_url, setup.gw, SMOL)
     assert r.status_code == 404, r.text
     # the reload left one worker: the old one stopped (it would serve the old config); the
     # requests above were answered on the new config, so the new worker runs: 2 processes
