@@ -206,6 +206,30 @@ def stale_stats() -> bool:
     return True
 
 
+def run_keeping_stats(cmd: list[str], env: dict[str, str], digest: str,
+                      poll_s: float = 2.0) -> int:
+    """Run mutmut in the copy; as soon as its stats are written (mutants/mutmut-stats.json,
+    collected first), say for which code and tests they hold (STATS_DIGEST), so that a run
+    stopped after them (Ctrl-C, the session's end) does not make the next one collect them
+    again (the fast tier once under the tracer: minutes)."""
+    stats = TREE / "mutants" / "mutmut-stats.json"
+    before = stats.stat().st_mtime_ns if stats.is_file() else None
+    p = subprocess.Popen(cmd, cwd=TREE, env=env)
+    kept = False
+    while True:
+        try:
+            returncode = p.wait(timeout=poll_s)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        if not kept and stats.is_file() and stats.stat().st_mtime_ns != before:
+            STATS_DIGEST.write_text(digest)  # the stats now hold for this code and tests
+            kept = True
+        if returncode is not None:
+            if not kept and stats.is_file():
+                STATS_DIGEST.write_text(digest)
+            return returncode
+
+
 def glob_of(mod: str) -> str:
     """mutmut's names of a module's mutants: beekeeper.facts.gpu.x_parse_...__mutmut_3."""
     return mod[:-3].replace("/", ".") + ".*"
@@ -494,13 +518,11 @@ def main() -> int:
         [str(TREE / PLUGIN_DIR)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
                                     else []))}
     start = time.monotonic()
-    p = subprocess.run(cmd, cwd=TREE, env=env)
+    returncode = run_keeping_stats(cmd, env, digest)
     wall_s = time.monotonic() - start
-    if (TREE / "mutants" / "mutmut-stats.json").is_file():
-        STATS_DIGEST.write_text(digest)  # the stats now hold for this code and these tests
-    if p.returncode != 0:
-        print(f"[mutation] mutmut exited {p.returncode} after {wall_s:.0f} s")
-        return p.returncode
+    if returncode != 0:
+        print(f"[mutation] mutmut exited {returncode} after {wall_s:.0f} s")
+        return returncode
     return report(mods, rev, wall_s, a.function, table=not a.no_table)
 
 

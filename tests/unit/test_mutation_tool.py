@@ -338,8 +338,16 @@ def test_after_a_run_the_stats_hold_for_the_code_run_and_the_table_is_written(tm
                         '"beekeeper.core.planner.x_g__mutmut_1": 0}}')
         return subprocess.CompletedProcess(cmd, 0)
 
+    class Popen:  # mutmut's run, as main() starts it (run_keeping_stats)
+        def __init__(self, cmd, **kw):
+            self.returncode = run(cmd, **kw).returncode
+
+        def wait(self, timeout=None):
+            return self.returncode
+
     monkeypatch.setattr(tool, "subprocess", SimpleNamespace(
-        run=run, CompletedProcess=subprocess.CompletedProcess))
+        run=run, Popen=Popen, CompletedProcess=subprocess.CompletedProcess,
+        TimeoutExpired=subprocess.TimeoutExpired))
     monkeypatch.setattr(sys, "argv", ["mutation.py", "--rev", "HEAD", "--function", "f",
                                       "beekeeper/core/planner.py"])
     assert tool.main() == 0  # x_f's one mutant killed
@@ -353,3 +361,37 @@ def test_after_a_run_the_stats_hold_for_the_code_run_and_the_table_is_written(tm
     row = next(x for x in doc.read_text().splitlines() if x.startswith(planner[:31]))
     assert row.startswith("| `beekeeper/core/planner.py` | 2 | 1 | 1 | 0 | 1 | 50.0% (100% "
                           "before, at 5db3004) | fffffff | ")
+
+
+def test_the_stats_are_kept_as_soon_as_written_not_when_the_run_ends(tmp_path, monkeypatch):
+    """A run stopped after mutmut wrote its stats (the tool itself stopped: Ctrl-C, a
+    session's end) kept nothing, so the next run collected them again (minutes): the digest
+    is written while mutmut still runs, once the stats file is new."""
+    import os
+    import signal
+    import threading
+    import time
+
+    tool = _tool()
+    tree = tmp_path / "tree"
+    _copy_at(tool, monkeypatch, tree)
+    (tree / "mutants").mkdir(parents=True)
+    pid_file = tmp_path / "pid"
+    # mutmut stood in for: writes its stats, then works on
+    child = (f"import os, pathlib, time; pathlib.Path({str(pid_file)!r})"
+             ".write_text(str(os.getpid())); "
+             "pathlib.Path('mutants/mutmut-stats.json').write_text('{}'); time.sleep(60)")
+    done: list[int] = []
+    t = threading.Thread(target=lambda: done.append(tool.run_keeping_stats(
+        [sys.executable, "-c", child], dict(os.environ), "the-digest", poll_s=0.1)))
+    t.start()
+    deadline = time.monotonic() + 20
+    while not tool.STATS_DIGEST.is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert tool.STATS_DIGEST.is_file() and not done  # kept while the run goes on
+        assert tool.STATS_DIGEST.read_text() == "the-digest"
+    finally:
+        os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        t.join(30)
+    assert done and done[0] != 0
