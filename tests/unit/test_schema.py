@@ -10,11 +10,9 @@ import runpy
 import pytest
 
 from beekeeper.core.config import GROUP_SERVICE_DEFAULTS, SERVICE_KEYS, load_host_config
-from beekeeper.core.errors import ConfigError
 
-from .harness import ROOT
+from .harness import CPU, ROOT, refused
 
-CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 GIT = {"git": "https://x/y", "ref": "a" * 40}
 GPU = {"profile": "q8-turbo4-64k", "source": GIT}
 
@@ -24,15 +22,6 @@ def with_(**kw):
     base = {k: v for k, v in CPU.items() if not ("services" in kw and k == "profile")}
     return {**base, **kw}
 
-
-def refused(data, key):
-    """The one line for `data`: a ConfigError naming `key` and a fix, nothing else."""
-    with pytest.raises(ConfigError) as e:
-        load_host_config(data)
-    msg = str(e.value)
-    assert f"host data `{key}`" in msg, msg
-    assert "; fix: " in msg and "\n" not in msg and "\r" not in msg, msg
-    return msg
 
 
 def key_file(tmp_path, text, name="key", mode=0o600):
