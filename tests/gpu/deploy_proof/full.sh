@@ -4,7 +4,7 @@
 # $L/steps.txt. Started detached (setsid) by start.sh; BIN/PY/MODEL_DIR/BEEKEEPER_SOURCE/
 # BEEKEEPER_PROFILE/MODEL_FILE/VERIFY_SIZES may be set to run it elsewhere.
 #
-# deploy from nothing, a second run, verify (1) right after it; kill -9 of the server, verify
+# the dry run (and one over the VRAM budget) changing nothing; deploy from nothing, a second run, verify (1) right after it; kill -9 of the server, verify
 # (2); kill -9 of supervisord (the server must die with it), the next deploy (one server,
 # supervised), verify (3); a bad flag rolled back, verify (4); the pod's restart simulated
 # (everything the kit wrote outside its persistent root removed, its user and group too,
@@ -14,6 +14,10 @@ set -u
 source "$(dirname "$0")/lib.sh"
 ready
 step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
+step dry deploy --dry  # the dry run on the fresh box: facts, refusals, the plan; nothing changed
+step dry_over deploy --dry --data vram_budget_gib=6  # over the budget: one line naming the file
+step after_dry sh -c "$SNAP | grep -v /__pycache__ > $L/after_dry.txt"
+diff "$L/before.txt" "$L/after_dry.txt" > "$L/dry_snapshot.diff"; echo "dry snapshot diff rc=$?" >> "$L/steps.txt"
 step deploy1 deploy || { echo deploy1-failed > "$L/done"; exit 1; }
 $PY tests/gpu/deploy_proof/vram_trace.py --out "$L/vram_trace.csv" --stop-file "$L/vram_trace.stop" \
   --duration 1500 --step-file "$L/phase" > "$L/vram_trace.log" 2>&1 &
