@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .profiles import FileSource, HybridLayout, ModelFile, Profile
+from .profiles import FileSource, HfSource, HybridLayout, ModelFile, Profile
 
 MIB = 1 << 20
 
@@ -359,11 +359,29 @@ def _read_gguf(path: Path, named: str = "--gguf") -> tuple[HybridLayout, int]:
 
 def served_gguf(model: ModelFile) -> Path | None:
     """The GGUF a service serves, where the controller can read it: a file of the user's
-    given by host data `model_path` (uploaded from the controller). None for the profile's
-    own model (its recorded layout is that file's) and for a file already on the host
+    given by host data `model_path` (uploaded from the controller), or one on the Hub
+    (`model_repo`) whose header the controller's cache holds (`hub_header`: read when the
+    model was pinned, beekeeper/hubhead.py, for a file other than the profile's only). None
+    for the profile's own model (its recorded layout is that file's), for a Hub file whose
+    header was not read (the profile's model is planned) and for a file already on the host
     (`model_host_path`: the controller cannot read it)."""
     src = model.source
+    if isinstance(src, HfSource):
+        header = hub_header(model)
+        return header if header is not None and header.is_file() else None
     return Path(src.path) if isinstance(src, FileSource) and not src.on_host else None
+
+
+def hub_header(model: ModelFile) -> Path | None:
+    """Where the controller's cache keeps the header of a Hub GGUF, by its sha256, under its
+    repository's and its own name (what a refusal of its plan shows): a sparse file as long
+    as the model, its header's bytes only. None: not a Hub file, or its sha256 unknown."""
+    from .cache import CACHE
+
+    src = model.source
+    if not isinstance(src, HfSource) or not model.sha256:
+        return None
+    return CACHE / "gguf-headers" / model.sha256 / src.repo / Path(model.filename).name
 
 
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,

@@ -152,6 +152,9 @@ class HubStandIn:
         self.files: dict[tuple[str, str], HubFile] = {}
         self.log = HubLog()
         self.cut_next_after: int | None = None  # close the next body transfer after N bytes
+        # False: the storage answers a Range request with the whole file (200), as a server
+        # without range requests does; the Hub's CDN honours them
+        self.honour_ranges = True
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -207,16 +210,17 @@ class HubStandIn:
                 data = f.data
                 if f.corrupt:
                     data = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
-                start = 0
-                rng = self.headers.get("Range")
-                if rng:
+                start, end = 0, len(data) - 1
+                rng = self.headers.get("Range") if hub.honour_ranges else None
+                if rng:  # bytes=START- or bytes=START-END (END inclusive, cut to the file)
                     hub.log.ranges.append(rng)
-                    start = int(rng.split("=")[1].split("-")[0])
-                chunk = data[start:]
+                    first, _, last = rng.split("=")[1].partition("-")
+                    start = int(first)
+                    end = min(int(last), end) if last else end
+                chunk = data[start:end + 1]
                 self.send_response(206 if rng else 200)
                 if rng:
-                    self.send_header("Content-Range",
-                                     f"bytes {start}-{len(data) - 1}/{len(data)}")
+                    self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
                 self.send_header("Content-Length", str(len(chunk)))
                 self.send_header("ETag", f'"{f.sha256}"')
                 self.end_headers()
@@ -228,7 +232,11 @@ class HubStandIn:
                     chunk = chunk[:limit]
                 sent = 0
                 for i in range(0, len(chunk), 1 << 16):
-                    self.wfile.write(chunk[i:i + (1 << 16)])
+                    try:
+                        self.wfile.write(chunk[i:i + (1 << 16)])
+                    except (BrokenPipeError, ConnectionResetError):  # the client stopped
+                        self.close_connection = True
+                        break
                     sent += len(chunk[i:i + (1 << 16)])
                 hub.log.body_bytes[f.filename] = hub.log.body_bytes.get(f.filename, 0) + sent
                 if limit is not None:
@@ -254,8 +262,10 @@ class HubStandIn:
         return f
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.storage.shutdown()
+        """Stopped and its ports closed: a client is refused, not left waiting."""
+        for server in (self.server, self.storage):
+            server.shutdown()
+            server.server_close()
 
 
 class ReverseTunnel:

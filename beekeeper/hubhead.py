@@ -1,0 +1,153 @@
+"""
+The GGUF header of a model of the user's on the Hub, read on the controller for the VRAM plan.
+
+Host data `model_repo` + `model_file` (+ `model_revision`, `model_sha256`) name a file other
+than the profile's; preflight's VRAM check plans it from its own layout, as it plans
+`model_path` and `model_host_path`, once the controller holds its header: the metadata and
+tensor table, a few MiB, never the weights. When the model is pinned (pins.py), the header is
+read with HTTP range requests on the URL huggingface_hub resolves for the file at its commit
+(the Hub redirects to its CDN, which honours ranges): the first GGUF_HEADER_FIRST bytes, then
+as many as the header says it holds (preflight's `gguf_header_length`, the walk `host_gguf`
+reads a host file's header with), up to GGUF_HEADER_MAX. It is kept in the controller's cache
+by the file's sha256 (`planner.hub_header`), sparse to the file's full size as `host_gguf`'s
+stand-in is, so later deploys and dry runs plan from it without a request.
+
+A header that cannot be read (the Hub or mirror unreachable, offline mode, a server without
+range requests, bytes that are no GGUF of version 2 or 3) does not stop the deploy: one
+warning line names host data `model_repo`, and the profile's model is planned, as before. A
+header read that the planner cannot read (a GGUF without a model's numbers: a LoRA adapter, a
+vocabulary) is refused in one line naming `model_repo`, as preflight refuses such a
+`model_path`, and is not kept.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from .core.errors import ConfigError, host_data
+from .core.planner import PlanError, _read_gguf, hub_header
+from .core.profiles import HfSource, ModelFile
+from .core.redact import redact
+
+# seconds a range request waits to connect or for the next bytes
+TIMEOUT_S = 20.0
+
+# the headers that could not be read in this run, by (endpoint, sha256): asked and warned
+# once a run, however many hosts serve the model or times their configuration is made
+_UNREAD: set[tuple[str, str]] = set()
+
+
+class Unread(Exception):
+    """The header could not be read; the reason, in a few words."""
+
+
+def read_header(model: ModelFile, endpoint: str, role: str = "model") -> Path | None:
+    """The cached header of the Hub file `model` (pinned: its revision a commit, its sha256
+    known), read from the Hub at `endpoint` when the cache lacks it; None, after one warning
+    line, where it cannot be read. ConfigError: a header read that the planner cannot read."""
+    src, sha, cached = model.source, model.sha256, hub_header(model)
+    assert isinstance(src, HfSource) and sha and cached is not None
+    if cached.is_file():
+        return cached
+    if (endpoint, sha) in _UNREAD:
+        return None
+    name = f"{src.repo}/{model.filename} (commit {src.revision})"
+    try:
+        size, header = _fetch(_url(src, model.filename, endpoint))
+    except Unread as e:
+        _UNREAD.add((endpoint, sha))
+        print(redact(f"[beekeeper] warning: host data `{role}_repo`: the GGUF header of {name} "
+                     f"could not be read from {endpoint} ({e}); the VRAM check plans the "
+                     "profile's model instead"), file=sys.stderr, flush=True)
+        return None
+    return _keep(header, size, cached, name, role)
+
+
+def _url(src: HfSource, filename: str, endpoint: str) -> str:
+    from huggingface_hub import hf_hub_url
+
+    return hf_hub_url(src.repo, filename, revision=src.revision, endpoint=endpoint)
+
+
+def _fetch(url: str) -> tuple[int, bytes]:
+    """(the file's size, its header's bytes): read in ranges as `host_gguf` reads a host
+    file's, each one only the bytes not read yet. Unread: no GGUF of version 2 or 3."""
+    from beekeeper.tasks.preflight import (
+        GGUF_HEADER_FIRST,
+        GGUF_HEADER_MAX,
+        _Short,
+        gguf_header_length,
+    )
+
+    length, data = GGUF_HEADER_FIRST, b""
+    while True:
+        more, size = _range(url, len(data), length)
+        data += more
+        try:
+            return size, data[:gguf_header_length(data)]
+        except _Short as short:
+            if len(data) >= size or length >= GGUF_HEADER_MAX:
+                return size, data  # the file, or the most read, ends inside it: the planner says
+            length = min(GGUF_HEADER_MAX, max(length * 2, short.need * 5 // 4))
+        except ValueError as e:  # the first bytes are no GGUF header
+            raise Unread(f"{e}: it starts {data[:8]!r}") from None
+        except (KeyError, OverflowError):
+            return size, data  # not a header this walk knows: the planner says what it is
+
+
+def _range(url: str, start: int, end: int) -> tuple[bytes, int]:
+    """Bytes `start` to `end` (exclusive, cut to the file) of the file at `url`, and the
+    file's size, through huggingface_hub's own HTTP session (its proxy settings, offline
+    mode and token headers; the token is not sent on to the CDN's other host). A server
+    that answers with the whole file is left at its first bytes: Unread."""
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import build_hf_headers
+
+    try:
+        headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}",
+                   "Accept-Encoding": "identity"}
+        with get_session().stream("GET", url, headers=headers, timeout=TIMEOUT_S) as r:
+            if r.status_code != 206:
+                said = "no range requests: the whole file" if r.status_code == 200 else \
+                    f"HTTP {r.status_code}"
+                raise Unread(said)
+            total = r.headers.get("Content-Range", "").rpartition("/")[2]
+            if not total.isdigit():
+                raise Unread(f"no file size in Content-Range {r.headers.get('Content-Range')!r}")
+            data = b""
+            for chunk in r.iter_bytes():
+                data += chunk
+                if len(data) >= end - start:
+                    break
+            return data[:end - start], int(total)
+    except Unread:
+        raise
+    except Exception as e:  # the client's errors are many (connection, offline, HTTP kinds)
+        reason = str(e).splitlines()[0] if str(e) else ""
+        raise Unread(f"{type(e).__name__}: {reason}" if reason else type(e).__name__) from None
+
+
+def _keep(header: bytes, size: int, cached: Path, name: str, role: str) -> Path:
+    """The header written sparse to the file's size (the planner counts the weights from the
+    tensor table), kept where the planner reads it once the planner has read it; a header it
+    cannot read is refused naming host data `<role>_repo` and the file, not kept."""
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=cached.parent, prefix=f".{cached.name}.",
+                                     suffix=".tmp", delete=False) as f:
+        f.write(header)
+        f.truncate(max(size, len(header)))
+    tmp = Path(f.name)
+    try:
+        _read_gguf(tmp)
+    except PlanError as e:
+        tmp.unlink()
+        problem = e.problem.replace(str(tmp.resolve()), name).replace(str(tmp), name)
+        raise ConfigError(host_data(f"{role}_repo"), f"{problem}, and the VRAM plan reads "
+                          "its layout", f"name a GGUF model file "
+                          f"(`{role}_repo`, `{role}_file`), the one llama-server loads, as "
+                          "llama.cpp's convert_hf_to_gguf.py and the Hub's GGUF repositories "
+                          "have them") from None
+    tmp.replace(cached)
+    return cached

@@ -1,0 +1,222 @@
+"""
+Preflight's VRAM plan of a model of the user's on the Hub (host data `model_repo` and
+`model_file`; issue 43, point 3), read from the file served, not the profile's: its GGUF
+header read on the controller when the model is pinned (beekeeper/hubhead.py), with the real
+huggingface_hub client against the Hub stand-in on loopback (tests/integration/standins.py:
+a redirect to a storage host that honours range requests, as the Hub's CDN does), then
+planned by preflight's check_vram as the deploy calls it (deploy.py: load_host_config with
+pin_model, then preflight).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGUFWriter
+
+from beekeeper import hubhead
+from beekeeper.core.config import load_host_config
+from beekeeper.core.errors import ConfigError, PreflightError
+from beekeeper.core.planner import hub_header, predict, served_gguf
+from beekeeper.core.profiles import PROFILES, HfSource, ModelFile
+from beekeeper.pins import pin_model
+from beekeeper.tasks import preflight as pf
+from tests.integration.standins import HubStandIn
+
+from .harness import DEFAULTS, RTX4090
+
+PROFILE = "q4km-f16-32k"  # 6.4 GiB planned: within group_data's vram_budget_gib 10
+REPO, FILE = "you/Big-GGUF", "big.gguf"
+WARNED = "the VRAM check plans the profile's model instead"
+
+
+def _gguf(path: Path, *, weights_mib: int = 40, tokens: int = 0, arch: bool = True) -> bytes:
+    """A llama-shaped GGUF whose plan at PROFILE's 32k context is about 25 GiB (48 attention
+    layers of 32 KV heads of 128 values), `weights_mib` of tensor data after its header (the
+    file far larger than the header), `tokens` vocabulary entries (a header past the first
+    read); `arch` False: no model's numbers (a LoRA adapter's header)."""
+    w = GGUFWriter(str(path), "llama")
+    if arch:
+        w.add_block_count(48)
+        w.add_embedding_length(4096)
+        w.add_head_count(32)
+        w.add_head_count_kv(32)
+        w.add_vocab_size(32000)
+    if tokens:
+        w.add_tokenizer_model("llama")
+        w.add_token_list([f"token-{i:07d}-" + "v" * 72 for i in range(tokens)])
+    w.add_tensor("token_embd.weight", np.zeros((16, 32), dtype=np.float32))
+    w.add_tensor("blk.0.ffn_up.weight", np.zeros((weights_mib << 18,), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path.read_bytes()
+
+
+@pytest.fixture(autouse=True)
+def fresh_run(monkeypatch):
+    """Each test a run of its own: no header remembered as unreadable by an earlier one."""
+    monkeypatch.setattr(hubhead, "_UNREAD", set())
+
+
+@pytest.fixture
+def big(tmp_path):
+    path = tmp_path / FILE
+    return path, _gguf(path)
+
+
+@pytest.fixture
+def hub(big):
+    h = HubStandIn()
+    h.add(REPO, FILE, big[1])
+    yield h
+    h.close()
+
+
+def data(endpoint: str, **over):
+    return {**DEFAULTS, "profile": PROFILE, "model_repo": REPO, "model_file": FILE,
+            "hf_endpoint": endpoint, **over}
+
+
+def refused(cfg) -> str:
+    with pytest.raises(PreflightError) as e:
+        pf.check_vram(cfg, RTX4090)
+    return str(e.value)
+
+
+def headers_dir() -> Path:
+    """The controller cache's folder of Hub headers (this test's own cache: conftest.py)."""
+    one = hub_header(ModelFile("x.gguf", HfSource("o/r", "0" * 40), "0" * 64, 0, 0))
+    assert one is not None
+    return one.parents[3]
+
+
+def test_a_hub_model_over_the_budget_is_refused_where_the_profiles_own_fits(hub, big):
+    """The profile's own model (Qwen3.5-9B Q4_K_M, its layout recorded) fits the budget and
+    is never fetched; the user's file, four times its plan, is refused by its own plan."""
+    own = load_host_config({**DEFAULTS, "profile": PROFILE}, pin=pin_model)
+    pf.check_vram(own, RTX4090)
+    assert not headers_dir().exists()  # the profile's model: no header read
+    cfg = load_host_config(data(hub.url), pin=pin_model)
+    f = hub.files[(REPO, FILE)]
+    assert (cfg.service.model.sha256, cfg.service.model.size_bytes) == (f.sha256, len(f.data))
+    plan = predict(PROFILES[PROFILE], big[0]).total_mib
+    assert plan > 10 * 1024 > predict(PROFILES[PROFILE]).total_mib
+    line = refused(cfg)
+    assert line.startswith(f"profile {PROFILE} with your "), line
+    assert f"/{f.sha256}/{REPO}/{FILE} needs {plan:.0f} MiB of VRAM, over vram_budget_gib 10 " \
+        "(10240 MiB): weights " in line, line
+    assert "\n" not in line
+
+
+def test_only_the_header_is_transferred_and_later_plans_read_the_cache(hub, big, capsys):
+    cfg = load_host_config(data(hub.url), pin=pin_model)
+    size = len(big[1])
+    served = hub.log.body_bytes[FILE]
+    assert served <= pf.GGUF_HEADER_FIRST < size // 8  # one range: 4 MiB of a 40 MiB file
+    assert hub.log.ranges == [f"bytes=0-{pf.GGUF_HEADER_FIRST - 1}"]
+    kept = served_gguf(cfg.service.model)
+    assert kept == headers_dir() / hub.files[(REPO, FILE)].sha256 / REPO / FILE
+    header = pf.gguf_header_length(big[1])
+    assert kept.stat().st_size == size  # sparse to the file's size, its header's bytes
+    with open(kept, "rb") as k:
+        assert k.read(header) == big[1][:header]
+    first = refused(cfg)
+    # a second deploy: no request at all, the plan the same
+    asked = len(hub.log.requests)
+    again = load_host_config(data(hub.url), pin=pin_model)
+    assert refused(again) == first and len(hub.log.requests) == asked
+    # pinned in host data, the Hub gone (a dry run, offline): read from the cache alone
+    hub.close()
+    f = hub.files[(REPO, FILE)]
+    pinned = data(hub.url, model_revision=f.commit, model_sha256=f.sha256)
+    assert refused(load_host_config(pinned, pin=pin_model)) == first
+    assert refused(load_host_config(pinned)) == first  # no model stage: no pin, the cache
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_header_longer_than_the_first_read_is_read_in_ranges_of_what_it_lacks(tmp_path):
+    """A vocabulary past the first 4 MiB: the next range asks for the bytes after those
+    read, as many as the header's numbers say it needs, and no more than that."""
+    body = _gguf(tmp_path / FILE, weights_mib=64, tokens=60_000)
+    length = pf.gguf_header_length(body)
+    assert pf.GGUF_HEADER_FIRST < length < len(body) // 4
+    hub = HubStandIn()
+    try:
+        hub.add(REPO, FILE, body)
+        cfg = load_host_config(data(hub.url), pin=pin_model)
+        first, *more = hub.log.ranges
+        assert first == f"bytes=0-{pf.GGUF_HEADER_FIRST - 1}" and len(more) == 1
+        assert more[0].startswith(f"bytes={pf.GGUF_HEADER_FIRST}-")
+        assert length <= hub.log.body_bytes[FILE] < len(body) // 2
+        assert "with your " in refused(cfg)
+    finally:
+        hub.close()
+
+
+def _warning(err: str) -> str:
+    lines = [x for x in err.splitlines() if "warning" in x]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_a_hub_without_range_requests_is_one_warning_and_the_profiles_plan(hub, big, capsys):
+    hub.honour_ranges = False
+    cfg = load_host_config(data(hub.url), pin=pin_model)
+    pf.check_vram(cfg, RTX4090)  # the profile's plan: within the budget
+    line = _warning(capsys.readouterr().err)
+    f = hub.files[(REPO, FILE)]
+    assert line.startswith(f"[beekeeper] warning: host data `model_repo`: the GGUF header of "
+                           f"{REPO}/{FILE} (commit {f.commit}) could not be read from "
+                           f"{hub.url} (no range requests: the whole file); ")
+    assert line.endswith(WARNED)
+    assert hub.log.body_bytes.get(FILE, 0) < len(big[1])  # the client stopped at once
+    assert not headers_dir().exists()
+    # asked and told once a run: the next configuration of this run asks nothing more
+    asked = len(hub.log.requests)
+    pf.check_vram(load_host_config(data(hub.url), pin=pin_model), RTX4090)
+    assert len(hub.log.requests) == asked and capsys.readouterr().err == ""
+
+
+def test_a_hub_that_cannot_be_reached_is_one_warning_and_the_profiles_plan(hub, capsys):
+    f = hub.files[(REPO, FILE)]
+    hub.close()  # pinned in host data: the metadata is not asked, the header cannot be read
+    cfg = load_host_config(data(hub.url, model_revision=f.commit, model_sha256=f.sha256),
+                           pin=pin_model)
+    pf.check_vram(cfg, RTX4090)
+    line = _warning(capsys.readouterr().err)
+    assert f"host data `model_repo`: the GGUF header of {REPO}/{FILE}" in line
+    assert "(ConnectError: " in line and line.endswith(WARNED)
+
+
+def test_bytes_that_are_no_gguf_are_one_warning_and_the_profiles_plan(tmp_path, capsys):
+    hub = HubStandIn()
+    try:
+        hub.add(REPO, FILE, b"<html>" + bytes(1 << 20))
+        pf.check_vram(load_host_config(data(hub.url), pin=pin_model), RTX4090)
+    finally:
+        hub.close()
+    line = _warning(capsys.readouterr().err)
+    assert "(not a GGUF of version 2 or 3: it starts b'<html>\\x00\\x00'); " in line, line
+    assert line.endswith(WARNED) and not headers_dir().exists()
+
+
+def test_a_gguf_header_the_planner_cannot_read_is_refused_naming_model_repo(tmp_path):
+    hub = HubStandIn()
+    try:
+        f = hub.add(REPO, FILE, _gguf(tmp_path / FILE, weights_mib=1, arch=False))
+        with pytest.raises(ConfigError) as e:
+            load_host_config(data(hub.url), pin=pin_model)
+    finally:
+        hub.close()
+    line = str(e.value)
+    assert line.startswith(f"host data `model_repo`: {REPO}/{FILE} (commit {f.commit}): not "
+                           "a GGUF model the planner can read ("), line
+    assert ", and the VRAM plan reads its layout; fix: name a GGUF model file " in line
+    assert "\n" not in line and "gguf-headers" not in line
+    # not kept: the next deploy reads it again
+    assert not [p for p in headers_dir().rglob("*") if p.is_file()]
+
