@@ -72,29 +72,26 @@ def _url(src: HfSource, filename: str, endpoint: str) -> str:
 
 
 def _fetch(url: str) -> tuple[int, bytes]:
-    """(the file's size, its header's bytes): read in ranges as `host_gguf` reads a host
-    file's, each one only the bytes not read yet. Unread: no GGUF of version 2 or 3."""
-    from beekeeper.tasks.preflight import (
-        GGUF_HEADER_FIRST,
-        GGUF_HEADER_MAX,
-        _Short,
-        gguf_header_length,
-    )
+    """(the file's size, its header's bytes): preflight's `header_walk`, as `host_gguf` reads
+    a host file's, each range only the bytes not read yet. Unread: no GGUF of version 2 or 3."""
+    from beekeeper.core.config import gguf_problem
+    from beekeeper.tasks.preflight import header_walk
 
-    length, data = GGUF_HEADER_FIRST, b""
-    while True:
-        more, size = _range(url, len(data), length)
-        data += more
-        try:
-            return size, data[:gguf_header_length(data)]
-        except _Short as short:
-            if len(data) >= size or length >= GGUF_HEADER_MAX:
-                return size, data  # the file, or the most read, ends inside it: the planner says
-            length = min(GGUF_HEADER_MAX, max(length * 2, short.need * 5 // 4))
-        except ValueError as e:  # the first bytes are no GGUF header
-            raise Unread(f"{e}: it starts {data[:8]!r}") from None
-        except (KeyError, OverflowError):
-            return size, data  # not a header this walk knows: the planner says what it is
+    read, size = b"", -1
+
+    def first(length: int) -> tuple[int, bytes]:
+        nonlocal read, size
+        if size < 0 or len(read) < min(length, size):  # nothing asked past the file's end
+            more, size = _range(url, len(read), length)
+            read += more
+        return size, read
+
+    got = header_walk(first)
+    assert got is not None  # `first` raises Unread rather than return None
+    problem = gguf_problem(got[1][:8])
+    if problem is not None:
+        raise Unread(problem)
+    return got
 
 
 def _range(url: str, start: int, end: int) -> tuple[bytes, int]:

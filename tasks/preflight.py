@@ -5,7 +5,7 @@ Preflight: read the host's facts and stop with one clear message before any chan
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from beekeeper.core.paths import (
     start_script,
 )
 from beekeeper.core.planner import Prediction
-from beekeeper.core.profiles import FileSource, ModelFile
+from beekeeper.core.profiles import FileSource, HfSource, ModelFile
 from beekeeper.core.runtime import Runtime
 from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
@@ -94,8 +94,7 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     for svc in cfg.services:
         with host_gguf(svc.model, cfg.model_dir) as on_host:
             gguf = served_gguf(svc.model) or on_host
-            key, named = ("model_host_path", svc.model.host_path(cfg.model_dir)) if on_host \
-                else ("model_path", str(gguf))
+            key, named = _served_as(svc.model, cfg.model_dir, on_host, gguf)
             try:
                 pred = predict(svc.profile, gguf)
             except PlanError as e:  # a model file the planner cannot read
@@ -117,6 +116,18 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
             f"the {len(cfg.services)} services", f"need {total:.0f} MiB together, more than "
             f"the card's {card} MiB less 1024 MiB margin", "drop a service or pick smaller "
             "profiles", lead=" ", then=": ")
+
+
+def _served_as(model: ModelFile, model_dir: str, on_host: Path | None,
+               gguf: Path | None) -> tuple[str, str]:
+    """The host data key that named the model file planned, and the file as the user named
+    it: model_host_path (its header read on the host), model_repo (a Hub file's header, kept
+    on the controller: its repository and name, not that copy) or model_path."""
+    if on_host is not None:
+        return "model_host_path", model.host_path(model_dir)
+    if isinstance(model.source, HfSource):
+        return "model_repo", f"{model.source.repo}/{model.filename}"
+    return "model_path", str(gguf)
 
 
 # How much of a model file on the host the VRAM check reads: a GGUF's header (its metadata,
@@ -221,6 +232,29 @@ def gguf_header_length(data: bytes) -> int:
     return -(-pos // alignment) * alignment
 
 
+def header_walk(first: Callable[[int], tuple[int, bytes] | None]) -> tuple[int, bytes] | None:
+    """(a model file's size, its GGUF header's bytes), read by `first(length)`: the file's
+    size and its first `length` bytes (fewer where it ends), None where it cannot be read.
+    GGUF_HEADER_FIRST bytes first, then as many as the header says it holds, up to
+    GGUF_HEADER_MAX; where the file or the most read ends inside the header, or the bytes
+    are no header this walk knows, what was read (the planner says what it is). The walk of
+    a host's file (`host_gguf`) and of a Hub file (beekeeper/hubhead.py)."""
+    length = GGUF_HEADER_FIRST
+    while True:
+        got = first(length)
+        if got is None:
+            return None
+        size, data = got
+        try:
+            return size, data[:gguf_header_length(data)]
+        except _Short as short:
+            if len(data) < length or length >= GGUF_HEADER_MAX:
+                return size, data
+            length = min(GGUF_HEADER_MAX, max(length * 2, short.need * 5 // 4))
+        except (ValueError, KeyError, OverflowError):
+            return size, data
+
+
 @contextmanager
 def host_gguf(model: ModelFile, model_dir: str) -> Iterator[Path | None]:
     """A model file of the user's on the host (host data `model_host_path`) as the planner
@@ -235,23 +269,12 @@ def host_gguf(model: ModelFile, model_dir: str) -> Iterator[Path | None]:
         yield None
         return
     path = model.host_path(model_dir)
-    length, found = GGUF_HEADER_FIRST, None
-    while found is None:
-        got = parse_gguf_header(host.get_fact(Command,
-                                              command=gguf_header_command(path, length)))
-        if got is None:
-            yield None
-            return
-        size, data = got
-        try:
-            found = data[:gguf_header_length(data)]
-        except _Short as short:
-            if len(data) < length or length >= GGUF_HEADER_MAX:
-                found = data  # the file, or the most read, ends inside it: the planner says
-            else:
-                length = min(GGUF_HEADER_MAX, max(length * 2, short.need * 5 // 4))
-        except (ValueError, KeyError, OverflowError):
-            found = data  # not a header this walk knows: the planner says what it is
+    got = header_walk(lambda length: parse_gguf_header(
+        host.get_fact(Command, command=gguf_header_command(path, length))))
+    if got is None:
+        yield None
+        return
+    size, found = got
     with tempfile.TemporaryDirectory(prefix="beekeeper-gguf-") as tmp:
         stand_in = Path(tmp) / Path(path).name
         with open(stand_in, "wb") as f:
