@@ -186,6 +186,9 @@ def source_digest() -> str:
     """The package and the tests as the copy holds them (src/ and tests/): mutmut's stats,
     which test calls which function, hold for that code only."""
     h = hashlib.sha256()
+    conf = TREE / "pyproject.toml"  # which tests run (--tests, --deselect)
+    if conf.is_file():
+        h.update(b"pyproject.toml\0" + conf.read_bytes() + b"\0")
     for top in ("src", "tests"):
         for p in sorted((TREE / top).rglob("*.py")):
             if "__pycache__" not in p.parts:
@@ -249,7 +252,8 @@ def of_functions(name: str, functions: list[str]) -> bool:
                                 for f in functions)
 
 
-def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] = ()) -> int:
+def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] = (),
+         tests: tuple[str, ...] | list[str] = ()) -> int:
     """Lay out the copy (see the module's docstring); returns the files written."""
     tree = TREE
     want: dict[str, bytes | Path] = {}
@@ -261,7 +265,7 @@ def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] =
             want[f"src/{name}"] = src
     # the working tree's config, with --rev too
     want["pyproject.toml"] = tree_pyproject((ROOT / "pyproject.toml").read_text(),
-                                            deselect).encode()
+                                            deselect, tests).encode()
     want[f"{PLUGIN_DIR}/{PLUGIN}.py"] = PLUGIN_TEXT.encode()
     written = sum(_put(src, tree / name) for name, src in want.items())
     for name, src in want.items():
@@ -294,9 +298,11 @@ def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] =
     return written
 
 
-def tree_pyproject(text: str, deselect: tuple[str, ...] | list[str] = ()) -> str:
+def tree_pyproject(text: str, deselect: tuple[str, ...] | list[str] = (),
+                   tests: tuple[str, ...] | list[str] = ()) -> str:
     """The copy's pyproject.toml: only_mutate as laid out under src/, the ids plugin loaded,
-    and the tests left out of this run (one that fails beside other work, say why)."""
+    the tests left out of this run (one that fails beside other work, say why), and with
+    `tests` the only tests mutmut runs (its test selection; --tests)."""
     mods = ", ".join(f'"src/{m}"' for m in configured())
     text = re.sub(r"(?ms)^only_mutate = \[.*?\]$", f"only_mutate = [{mods}]", text)
     extra = ["-p", PLUGIN] + [w for t in deselect for w in ("--deselect", t)]
@@ -306,8 +312,10 @@ def tree_pyproject(text: str, deselect: tuple[str, ...] | list[str] = ()) -> str
     # tests that run the product at import (test_hostdata_mutants) at a fraction of their
     # run, and on 2 busy cores a surviving mutant's tests then ran past its 1 s default and
     # read as a timeout, which counts as killed; a hang still ends, after 7 minutes
-    return re.sub(r"(?m)^\[tool\.mutmut\]\n", f"[tool.mutmut]\ntimeout_constant = {TIMEOUT_S}\n",
-                  text, count=1)
+    selection = "" if not tests else \
+        f"pytest_add_cli_args_test_selection = [{', '.join(json.dumps(t) for t in tests)}]\n"
+    return re.sub(r"(?m)^\[tool\.mutmut\]\n",
+                  f"[tool.mutmut]\ntimeout_constant = {TIMEOUT_S}\n{selection}", text, count=1)
 
 
 def follow_in_mutants(tree: Path, names: set[str]) -> None:
@@ -362,7 +370,8 @@ def results(modules: list[str]) -> dict[str, dict[str, str]]:
 
 
 def report(modules: list[str], commit: str | None = None, wall_s: float | None = None,
-           functions: list[str] | None = None, table: bool = False) -> int:
+           functions: list[str] | None = None, table: bool = False,
+           tests: tuple[str, ...] | list[str] = ()) -> int:
     """One line a module, then each survivor not listed as equivalent. Exit 1 when any is
     left: a survivor is killed by a test or listed, with why, in docs/testing.md. After a
     run, each module's row of docs/testing.md's score table (the commit, today, the run's
@@ -380,6 +389,8 @@ def report(modules: list[str], commit: str | None = None, wall_s: float | None =
         left += [(k, found[k]) for k in rest]
         denom = len(found) - equiv
         score = f"{100 * killed / denom:.1f}%" if denom else "-"
+        if tests and denom:  # a mutant these tests leave may die under the others
+            score += f" at least (tests: {', '.join(tests)})"
         name = checkout_name(mod) + (f" ({', '.join(functions)})" if functions else "")
         print(f"{name:42} {len(found):7} {killed:6} {equiv:5} {len(rest):4}  {score}")
         rows[checkout_name(mod)] = table_row(checkout_name(mod), len(found), killed, equiv,
@@ -476,6 +487,11 @@ def main() -> int:
                          "no figure for the module, the score table is left as it is")
     ap.add_argument("--no-table", action="store_true",
                     help="leave docs/testing.md's score table as it is after the run")
+    ap.add_argument("--tests", action="append", default=[], metavar="PATH",
+                    help="run only these tests (test files or node ids, mutmut's test "
+                         "selection): a module whose every mutant the whole tier reaches runs "
+                         "hours on 2 cores; a mutant these leave alive may die under the "
+                         "others, so the score is a lower bound, and its row says so")
     ap.add_argument("--deselect", action="append", default=[], metavar="TEST",
                     help="leave this test out (pytest's node id; a test that fails without a "
                          "mutant, e.g. beside other work): its kills are not counted")
@@ -500,10 +516,10 @@ def main() -> int:
         print("--function: name the one module it is of")
         return 2
     if a.report:
-        return report(mods, functions=a.function)
+        return report(mods, functions=a.function, tests=a.tests)
     if a.fresh:
         shutil.rmtree(TREE, ignore_errors=True)
-    written = sync(_files_of(rev), a.deselect)
+    written = sync(_files_of(rev), a.deselect, a.tests)
     print(f"[mutation] {written} files copied to {TREE.relative_to(ROOT)} "
           f"({'commit ' + rev[:7] if rev else 'the working tree'}); "
           f"mutating {', '.join(checkout_name(m) for m in mods)}", flush=True)
@@ -523,7 +539,7 @@ def main() -> int:
     if returncode != 0:
         print(f"[mutation] mutmut exited {returncode} after {wall_s:.0f} s")
         return returncode
-    return report(mods, rev, wall_s, a.function, table=not a.no_table)
+    return report(mods, rev, wall_s, a.function, table=not a.no_table, tests=a.tests)
 
 
 if __name__ == "__main__":

@@ -226,6 +226,34 @@ def test_mutmut_waits_30_s_beyond_a_tests_own_time_before_it_reads_a_timeout():
                                    "src/beekeeper/verify/judge.py"]
 
 
+def test_tests_are_mutmuts_only_selection_and_a_new_selection_collects_the_stats_anew(
+        tmp_path, monkeypatch):
+    """--tests: mutmut runs those tests only (its test selection), for its stats and every
+    mutant; the stats of another selection do not hold (which test reaches which function
+    is read from the tests run), and a score from a subset reads as a lower bound."""
+    import tomllib
+
+    tool = _tool()
+    picked = ["tests/unit/test_schema.py", "tests/unit/test_config.py::test_x"]
+    conf = tomllib.loads(tool.tree_pyproject(PYPROJECT, (), picked))["tool"]["mutmut"]
+    assert conf["pytest_add_cli_args_test_selection"] == picked
+    assert "pytest_add_cli_args_test_selection" not in \
+        tomllib.loads(tool.tree_pyproject(PYPROJECT))["tool"]["mutmut"]
+    tree = tmp_path / "tree"
+    _copy_at(tool, monkeypatch, tree)
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests/test_a.py").write_text("def test_a():\n    pass\n")
+    (tree / "pyproject.toml").write_text(tool.tree_pyproject(PYPROJECT))
+    stats = tree / "mutants/mutmut-stats.json"
+    stats.parent.mkdir()
+    stats.write_text("{}")
+    tool.STATS_DIGEST.write_text(tool.source_digest())
+    assert tool.stale_stats() is False
+    (tree / "pyproject.toml").write_text(tool.tree_pyproject(PYPROJECT, (), picked))
+    assert tool.stale_stats() is True and not stats.exists()
+    assert tool._score_of("91.5% at least (tests: tests/unit/test_schema.py)") == 91.5
+
+
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
                    cwd=cwd, check=True, capture_output=True)
@@ -320,7 +348,7 @@ def test_after_a_run_the_stats_hold_for_the_code_run_and_the_table_is_written(tm
     planner = "| `beekeeper/core/planner.py` | 264 |"
     doc.write_text(TABLE.replace("| `facts/gpu.py` | 264 |", planner))
     monkeypatch.setattr(tool, "DOC", doc)
-    monkeypatch.setattr(tool, "sync", lambda files, deselect: 0)
+    monkeypatch.setattr(tool, "sync", lambda files, deselect, tests: 0)
     monkeypatch.setattr(tool, "_files_of", lambda rev: {})
     monkeypatch.setattr(tool, "equivalents", lambda: {})
     meta = tool.TREE / "mutants/src/beekeeper/core/planner.py.meta"
