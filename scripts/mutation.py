@@ -312,10 +312,15 @@ def tree_pyproject(text: str, deselect: tuple[str, ...] | list[str] = (),
     # tests that run the product at import (test_hostdata_mutants) at a fraction of their
     # run, and on 2 busy cores a surviving mutant's tests then ran past its 1 s default and
     # read as a timeout, which counts as killed; a hang still ends, after 7 minutes
-    selection = "" if not tests else \
-        f"pytest_add_cli_args_test_selection = [{', '.join(json.dumps(t) for t in tests)}]\n"
-    return re.sub(r"(?m)^\[tool\.mutmut\]\n",
-                  f"[tool.mutmut]\ntimeout_constant = {TIMEOUT_S}\n{selection}", text, count=1)
+    if tests:  # in place of the tier's folder; its marker expression stays
+        picked = ", ".join(json.dumps(t) for t in tests)
+        text, n = re.subn(r'(?m)^pytest_add_cli_args_test_selection = \["tests/unit",',
+                          f"pytest_add_cli_args_test_selection = [{picked},", text)
+        if not n:
+            text = re.sub(r"(?m)^\[tool\.mutmut\]\n", "[tool.mutmut]\n"
+                          f"pytest_add_cli_args_test_selection = [{picked}]\n", text, count=1)
+    return re.sub(r"(?m)^\[tool\.mutmut\]\n", f"[tool.mutmut]\ntimeout_constant = {TIMEOUT_S}\n",
+                  text, count=1)
 
 
 def follow_in_mutants(tree: Path, names: set[str]) -> None:

@@ -239,6 +239,15 @@ def test_tests_are_mutmuts_only_selection_and_a_new_selection_collects_the_stats
     assert conf["pytest_add_cli_args_test_selection"] == picked
     assert "pytest_add_cli_args_test_selection" not in \
         tomllib.loads(tool.tree_pyproject(PYPROJECT))["tool"]["mutmut"]
+    # the project's own selection (the fast tier's folder and marker expression): the tests
+    # named take the folder's place, the tier's markers stay
+    ours = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    tier = ours["tool"]["mutmut"]["pytest_add_cli_args_test_selection"]
+    assert tier[0] == "tests/unit"
+    text = tool.tree_pyproject((Path(__file__).parents[2] / "pyproject.toml").read_text(), (),
+                               picked)
+    assert tomllib.loads(text)["tool"]["mutmut"]["pytest_add_cli_args_test_selection"] == \
+        picked + tier[1:]
     tree = tmp_path / "tree"
     _copy_at(tool, monkeypatch, tree)
     (tree / "tests").mkdir(parents=True)
