@@ -44,17 +44,17 @@ def _served(standins, filename: str) -> int:
 def hub_deployed(standins):
     """The model from the Hub stand-in, named by a branch: pinned, downloaded, served."""
     sandbox_exec(f"rm -f {MODELS}/{HUB_FILE} {MODELS}/{HUB_FILE}.partial")
-    before = _served(standins, HUB_FILE)
+    before = (_served(standins, HUB_FILE), len(standins.hub.log.ranges))
     run = deploy(*HUB_MODEL)
     size = len(standins.model.data)
     print(f"\n[figure] first Hub deploy: {run.wall_s:.1f} s, "
-          f"{_served(standins, HUB_FILE) - before} body bytes for a {size}-byte model")
+          f"{_served(standins, HUB_FILE) - before[0]} body bytes for a {size}-byte model")
     assert run.rc == 0, run.out[-4000:]
     return run, before
 
 
 def test_branch_is_pinned_to_a_commit_and_the_model_downloaded_once(standins, hub_deployed):
-    run, before = hub_deployed
+    run, (before, n_ranges) = hub_deployed
     model = standins.model
     assert (f"pinned {HUB_REPO}/{HUB_FILE}: revision main -> commit {model.commit}, "
             f"sha256 {model.sha256}") in run.out, run.out[-3000:]
@@ -63,8 +63,14 @@ def test_branch_is_pinned_to_a_commit_and_the_model_downloaded_once(standins, hu
                    "size_bytes": len(model.data)}
     assert any(k.startswith(f"Download model {HUB_REPO}/{HUB_FILE}@{model.commit[:12]}")
                and v[0] == "1" for k, v in results(run.out).items())
-    # one transfer of the whole file, straight into place, no copy left behind
-    assert _served(standins, HUB_FILE) - before == len(model.data)
+    # the controller read the file's GGUF header for the VRAM plan (bounded ranges: the
+    # header, a few MiB), the host one transfer of the whole file, straight into place, no
+    # copy left behind
+    bounded = [r.split("=")[1].split("-") for r in standins.hub.log.ranges[n_ranges:]
+               if not r.endswith("-")]
+    header = sum(int(b) - int(a) + 1 for a, b in bounded)
+    assert 0 < header <= 32 << 20, standins.hub.log.ranges[n_ranges:]
+    assert _served(standins, HUB_FILE) - before == len(model.data) + header
     got = sandbox_exec(f"sha256sum {MODELS}/{HUB_FILE}").stdout.split()[0]
     assert got == model.sha256
     assert sandbox_exec(f"ls -A {MODELS}").stdout.split().count(f"{HUB_FILE}.partial") == 0
