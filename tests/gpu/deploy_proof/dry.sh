@@ -7,8 +7,8 @@ set -u
 source "$(dirname "$0")/lib.sh"
 ready
 step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
-step dry deploy --dry
-step dry_over deploy --dry --data vram_budget_gib=6
+step dry plan
+step dry_over plan --data vram_budget_gib=6
 step after sh -c "$SNAP | grep -v /__pycache__ > $L/after.txt"
 diff "$L/before.txt" "$L/after.txt" > "$L/snapshot.diff"; echo "snapshot diff rc=$?" >> "$L/steps.txt"
 echo ok > "$L/done"

@@ -14,8 +14,8 @@ set -u
 source "$(dirname "$0")/lib.sh"
 ready
 step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
-step dry deploy --dry  # the dry run on the fresh box: facts, refusals, the plan; nothing changed
-step dry_over deploy --dry --data vram_budget_gib=6  # over the budget: one line naming the file
+step dry plan  # the dry run on the fresh box: facts, refusals, the plan; nothing changed
+step dry_over plan --data vram_budget_gib=6  # over the budget: one line naming the file
 step after_dry sh -c "$SNAP | grep -v /__pycache__ > $L/after_dry.txt"
 diff "$L/before.txt" "$L/after_dry.txt" > "$L/dry_snapshot.diff"; echo "dry snapshot diff rc=$?" >> "$L/steps.txt"
 step deploy1 deploy || { echo deploy1-failed > "$L/done"; exit 1; }

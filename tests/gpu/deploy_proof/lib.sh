@@ -27,6 +27,9 @@ step() {  # step NAME CMD...: run, log, time
   return $rc
 }
 deploy() { "$BIN/pyinfra" -y inventories/gpu-container.py deploy.py "$@"; }
+# the dry run as a user types it: without -y pyinfra lists every operation it would run
+# (with -y it skips that listing: "Skipping change detection") and changes nothing
+plan() { "$BIN/pyinfra" inventories/gpu-container.py deploy.py --dry "$@" < /dev/null; }
 facts() {
   nvidia-smi; nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
   nvcc --version || /usr/local/cuda/bin/nvcc --version; cat /proc/1/comm; cat /etc/os-release
