@@ -241,11 +241,10 @@ def test_tests_are_mutmuts_only_selection_and_a_new_selection_collects_the_stats
         tomllib.loads(tool.tree_pyproject(PYPROJECT))["tool"]["mutmut"]
     # the project's own selection (the fast tier's folder and marker expression): the tests
     # named take the folder's place, the tier's markers stay
-    ours = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    tier = ours["tool"]["mutmut"]["pytest_add_cli_args_test_selection"]
-    assert tier[0] == "tests/unit"
-    text = tool.tree_pyproject((Path(__file__).parents[2] / "pyproject.toml").read_text(), (),
-                               picked)
+    tier = ["tests/unit", "-m", "not integration and not network and not gpu and not slow"]
+    project = PYPROJECT + ('pytest_add_cli_args_test_selection = ["tests/unit", "-m",\n'
+                           f'                                      "{tier[2]}"]\n')
+    text = tool.tree_pyproject(project, (), picked)
     assert tomllib.loads(text)["tool"]["mutmut"]["pytest_add_cli_args_test_selection"] == \
         picked + tier[1:]
     tree = tmp_path / "tree"
