@@ -90,3 +90,89 @@ def test_a_model_file_that_is_no_gguf_is_read_at_the_path_given():
                            "does not start with GGUF's magic b'GGUF' (its first 8 bytes are "
                            "b'PK\\x03\\x04\\x14\\x00\\x00\\x00'); fix: give the path of a GGUF "
                            "model file"), line
+
+
+# --- check_docker: container mode's engine, each refusal as the line a user reads ----------
+
+def _docker_line(engine: Any, os_id: str = "ubuntu", **data: Any) -> str:
+    from beekeeper.facts.host import OsReleaseInfo
+
+    return refused(pf.check_docker, cfg(mode="container", **data),
+                   OsReleaseInfo(id=os_id, version_id="1"), engine)
+
+
+def test_each_docker_engine_the_kit_cannot_use_is_one_whole_line():
+    from beekeeper.facts.docker import DockerEngineInfo as D
+
+    cases = [
+        (D(present=True, path="/snap/bin/docker", flavour="snap", server_version="27.0"), {},
+         "Docker from snap cannot use the NVIDIA runtime or read /etc/docker: remove it (snap "
+         "remove docker) and deploy again"),
+        (D(present=True, path="/usr/bin/docker", flavour="docker-desktop",
+           server_version="27.0"), {},
+         "Docker Desktop's WSL integration is active: beekeeper will not install a second "
+         "engine beside it; set use_docker_desktop = True to use it, or turn the integration "
+         "off for this distro"),
+        (D(present=True, path="/usr/bin/docker", flavour="docker-desktop"),
+         {"use_docker_desktop": True},
+         "Docker Desktop's engine does not answer `docker info` (Docker Desktop is not running "
+         "on Windows, or its WSL integration is off for this distro): start Docker Desktop "
+         "(Settings > Resources > WSL integration on for this distro), then deploy again"),
+        (D(present=True, path="/opt/x/docker", flavour="unknown"), {},
+         "/opt/x/docker is a docker CLI of no package the kit knows, and no engine answers "
+         "`docker info`: start that engine (or Docker Desktop on Windows), or remove that "
+         "docker and let the kit install docker.io, then deploy again"),
+        (D(), {"install_docker": False},
+         "Docker is missing and install_docker is False: install Docker or set "
+         "install_docker = True"),
+    ]
+    for engine, data, line in cases:
+        assert _docker_line(engine, **data) == line
+    assert _docker_line(D(), "fedora") == (
+        "Docker cannot be installed by the kit on 'fedora' (Debian and Ubuntu are automated): "
+        "install it by hand")
+    assert _docker_line(D(), "") == (
+        "Docker cannot be installed by the kit on None (Debian and Ubuntu are automated): "
+        "install it by hand")
+
+
+# --- check_tools: what the host itself must bring, each refusal as one whole line -----------
+
+def test_each_tool_a_host_must_bring_is_one_whole_line():
+    from beekeeper.facts.toolchain import HostToolsInfo as T
+
+    sup = runtime_of("native", "supervisor")
+    c = cfg(profile="cpu-tiny", mode="native", runtime="supervisor")
+    assert refused(pf.check_tools, c, T(setpriv="/usr/bin/setpriv"), sup) == (
+        "runtime supervisor runs the kit's supervisord with the host's python3 (>= 3.8), and "
+        "this host has none; fix: install python3 (apt-get install python3), then deploy again")
+    old = T(python3="/usr/bin/python3", python3_version=(3, 7), setpriv="/usr/bin/setpriv")
+    assert refused(pf.check_tools, c, old, sup) == (
+        "runtime supervisor runs the kit's supervisord with the host's python3 (>= 3.8), and "
+        "this host has /usr/bin/python3 3.7; fix: install python3 (apt-get install python3), "
+        "then deploy again")
+    py = T(python3="/usr/bin/python3", python3_version=(3, 8))
+    assert refused(pf.check_tools, c, py, sup) == (
+        "runtime supervisor starts the server as user beekeeper with setpriv, which this host "
+        "lacks; fix: apt-get install util-linux, then deploy again")
+    bare = T(python3="/usr/bin/python3", python3_version=(3, 12), setpriv="/usr/bin/setpriv",
+             tools=(("make", "/usr/bin/make"), ("git", "/usr/bin/git")))
+    assert refused(pf.check_tools, c, bare, sup) == (
+        "the native build needs cmake, c++, which this host lacks, and apt has no package "
+        "lists to install them from (apt-get update never ran here, or the host is offline); "
+        "fix: install cmake, c++ on the host (apt-get update && apt-get install cmake g++), "
+        "then deploy again")
+    assert pf.check_tools(c, T(**{**bare.__dict__, "apt_lists": 3}), sup) == ["cmake", "g++"]
+
+
+def test_compose_without_its_plugin_or_a_package_that_brings_it_is_one_line():
+    from beekeeper.facts.docker import DockerEngineInfo as D
+    from beekeeper.facts.host import OsReleaseInfo
+
+    c = cfg(profile="cpu-tiny", mode="container", runtime="compose")
+    with on_host(ComposeVersion=None):
+        line = refused(pf.check_compose, c, OsReleaseInfo(id="fedora", version_id="40"),
+                       D(present=True, path="/usr/bin/docker", flavour="unknown",
+                         server_version="27.0"))
+    assert line.startswith("host data `runtime`: 'compose' needs the compose v2 plugin "
+                           "(`docker compose`), which this host lacks; fix: "), line
