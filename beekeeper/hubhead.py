@@ -34,7 +34,7 @@ from .core.redact import redact
 # seconds a range request waits to connect or for the next bytes
 TIMEOUT_S = 20.0
 
-# the headers that could not be read in this run, by (endpoint, sha256): asked and warned
+# the headers that could not be read in this run, by (endpoint, cached file): asked and warned
 # once a run, however many hosts serve the model or times their configuration is made
 _UNREAD: set[tuple[str, str]] = set()
 
@@ -51,18 +51,18 @@ def read_header(model: ModelFile, endpoint: str, role: str = "model") -> Path | 
     assert isinstance(src, HfSource) and sha and cached is not None
     if cached.is_file():
         return cached
-    if (endpoint, sha) in _UNREAD:
+    if (endpoint, str(cached)) in _UNREAD:
         return None
     name = f"{src.repo}/{model.filename} (commit {src.revision})"
     try:
         size, header = _fetch(_url(src, model.filename, endpoint))
+        return _keep(header, size, cached, name, role)
     except Unread as e:
-        _UNREAD.add((endpoint, sha))
+        _UNREAD.add((endpoint, str(cached)))
         print(redact(f"[beekeeper] warning: host data `{role}_repo`: the GGUF header of {name} "
                      f"could not be read from {endpoint} ({e}); the VRAM check plans the "
                      "profile's model instead"), file=sys.stderr, flush=True)
         return None
-    return _keep(header, size, cached, name, role)
 
 
 def _url(src: HfSource, filename: str, endpoint: str) -> str:
@@ -110,15 +110,19 @@ def _range(url: str, start: int, end: int) -> tuple[bytes, int]:
                 said = "no range requests: the whole file" if r.status_code == 200 else \
                     f"HTTP {r.status_code}"
                 raise Unread(said)
-            total = r.headers.get("Content-Range", "").rpartition("/")[2]
-            if not total.isdigit():
-                raise Unread(f"no file size in Content-Range {r.headers.get('Content-Range')!r}")
-            data = b""
+            said = r.headers.get("Content-Range", "")
+            first, _, total = said.removeprefix("bytes ").partition("/")
+            if not total.isdigit() or first.partition("-")[0] != str(start):
+                raise Unread(f"Content-Range {said!r} is not bytes {start}- of a known size")
+            data = bytearray()
             for chunk in r.iter_bytes():
                 data += chunk
                 if len(data) >= end - start:
                     break
-            return data[:end - start], int(total)
+            want = min(end, int(total)) - start
+            if len(data) < want:  # a capped or cut answer: not the file's end
+                raise Unread(f"{len(data)} bytes of the {want} asked from byte {start}")
+            return bytes(data[:want]), int(total)
     except Unread:
         raise
     except Exception as e:  # the client's errors are many (connection, offline, HTTP kinds)
@@ -130,11 +134,14 @@ def _keep(header: bytes, size: int, cached: Path, name: str, role: str) -> Path:
     """The header written sparse to the file's size (the planner counts the weights from the
     tensor table), kept where the planner reads it once the planner has read it; a header it
     cannot read is refused naming host data `<role>_repo` and the file, not kept."""
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=cached.parent, prefix=f".{cached.name}.",
-                                     suffix=".tmp", delete=False) as f:
-        f.write(header)
-        f.truncate(max(size, len(header)))
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cached.parent, prefix=f".{cached.name}.",
+                                         suffix=".tmp", delete=False) as f:
+            f.write(header)
+            f.truncate(max(size, len(header)))
+    except OSError as e:  # a read-only or full cache: planned as the profile's, and said
+        raise Unread(f"the controller's cache cannot keep it ({e})") from None
     tmp = Path(f.name)
     try:
         _read_gguf(tmp)

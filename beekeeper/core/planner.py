@@ -373,15 +373,18 @@ def served_gguf(model: ModelFile) -> Path | None:
 
 
 def hub_header(model: ModelFile) -> Path | None:
-    """Where the controller's cache keeps the header of a Hub GGUF, by its sha256, under its
-    repository's and its own name (what a refusal of its plan shows): a sparse file as long
-    as the model, its header's bytes only. None: not a Hub file, or its sha256 unknown."""
+    """Where the controller's cache keeps the header of a Hub GGUF, by its sha256 and the
+    commit it was read at (a commit given wrong beside the right sha256 is read again once
+    corrected), under its repository's and its own name (what a refusal of its plan shows):
+    a sparse file as long as the model, its header's bytes only. None: not a Hub file, or
+    its sha256 unknown."""
     from .cache import CACHE
 
     src = model.source
     if not isinstance(src, HfSource) or not model.sha256:
         return None
-    return CACHE / "gguf-headers" / model.sha256 / src.repo / Path(model.filename).name
+    return CACHE / "gguf-headers" / model.sha256 / src.revision / src.repo / \
+        Path(model.filename).name
 
 
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,

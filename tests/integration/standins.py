@@ -155,6 +155,7 @@ class HubStandIn:
         # False: the storage answers a Range request with the whole file (200), as a server
         # without range requests does; the Hub's CDN honours them
         self.honour_ranges = True
+        self.range_cap: int | None = None  # bytes a range answer holds at most (a CDN's cap)
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -219,6 +220,8 @@ class HubStandIn:
                     first, _, last = rng.split("=")[1].partition("-")
                     start = int(first)
                     end = min(int(last), end) if last else end
+                    if hub.range_cap:  # a shorter answer, its Content-Range saying so
+                        end = min(end, start + hub.range_cap - 1)
                 chunk = data[start:end + 1]
                 self.send_response(206 if rng else 200)
                 if rng:

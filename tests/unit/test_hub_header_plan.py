@@ -91,7 +91,7 @@ def headers_dir() -> Path:
     """The controller cache's folder of Hub headers (this test's own cache: conftest.py)."""
     one = hub_header(ModelFile("x.gguf", HfSource("o/r", "0" * 40), "0" * 64, 0, 0))
     assert one is not None
-    return one.parents[3]
+    return one.parents[4]  # <sha256>/<commit>/<owner>/<name>/<file>
 
 
 def test_a_hub_model_over_the_budget_is_refused_where_the_profiles_own_fits(hub, big):
@@ -121,7 +121,8 @@ def test_only_the_header_is_transferred_and_later_plans_read_the_cache(hub, big,
     assert served <= pf.GGUF_HEADER_FIRST < size // 8  # one range: 4 MiB of a 40 MiB file
     assert hub.log.ranges == [f"bytes=0-{pf.GGUF_HEADER_FIRST - 1}"]
     kept = served_gguf(cfg.service.model)
-    assert kept == headers_dir() / hub.files[(REPO, FILE)].sha256 / REPO / FILE
+    f = hub.files[(REPO, FILE)]
+    assert kept == headers_dir() / f.sha256 / f.commit / REPO / FILE
     header = pf.gguf_header_length(big[1])
     assert kept.stat().st_size == size  # sparse to the file's size, its header's bytes
     with open(kept, "rb") as k:
@@ -181,6 +182,16 @@ def test_a_hub_without_range_requests_is_one_warning_and_the_profiles_plan(hub, 
     asked = len(hub.log.requests)
     pf.check_vram(load_host_config(data(hub.url), pin=pin_model), RTX4090)
     assert len(hub.log.requests) == asked and capsys.readouterr().err == ""
+
+
+def test_a_range_answered_short_is_one_warning_not_a_cut_header(hub, big, capsys):
+    """A server that caps each range (its Content-Range says the bytes it sent) is not the
+    file's end: the header it leaves cut would be refused as no GGUF the planner reads."""
+    hub.range_cap = 1 << 20
+    pf.check_vram(load_host_config(data(hub.url), pin=pin_model), RTX4090)
+    line = _warning(capsys.readouterr().err)
+    assert f"({1 << 20} bytes of the {pf.GGUF_HEADER_FIRST} asked from byte 0); " in line, line
+    assert line.endswith(WARNED) and not headers_dir().exists()
 
 
 def test_a_hub_that_cannot_be_reached_is_one_warning_and_the_profiles_plan(hub, capsys):
