@@ -102,7 +102,7 @@ def _known(model: ModelFile, pins: dict[str, dict[str, object]], endpoint: str) 
     return replace(model, size_bytes=size if isinstance(size, int) else 0)
 
 
-def pin_model(model: ModelFile, endpoint: str, role: str = "model",
+def pin_model(model: ModelFile, endpoint: str, role: str = "model", plans: bool = True,
               lock: Path | None = None) -> ModelFile:
     """The model with its revision as a commit, its sha256 and its size filled in. A commit
     and a sha256 given ask nothing of the Hub's metadata.
@@ -111,10 +111,11 @@ def pin_model(model: ModelFile, endpoint: str, role: str = "model",
     `_model_file` leaves the profile's size out, 0, once host data names another repo, file
     or revision), also has its GGUF header read into the controller's cache for the VRAM
     plan, once per file (hubhead.py); the profile's own model (its size given) and a draft
-    are planned from what the profile records, and never fetched."""
+    are planned from what the profile records, and never fetched, and a model no VRAM plan
+    reads (`plans` False: a CPU profile's) is not read."""
     pinned = _pin(model, endpoint, role, lock or LOCK)
-    if role == "model" and not model.size_bytes and isinstance(pinned.source, HfSource) \
-            and pinned.sha256:
+    if plans and role == "model" and not model.size_bytes \
+            and isinstance(pinned.source, HfSource) and pinned.sha256:
         from .hubhead import read_header
 
         read_header(pinned, endpoint, role)

@@ -56,8 +56,9 @@ _PYINFRA_FALLBACK = (
 _PYINFRA_CONNECTOR_EXTRA = ("chroot_directory", "docker_image", "docker_container_id")
 MIN_CTX_SIZE = 256
 # how a model named by a Hub branch or without a sha256 is pinned (beekeeper/pins.py's
-# pin_model: the model, the Hub endpoint, its role "model" or "draft")
-Pinner = Callable[[ModelFile, str, str], ModelFile]
+# pin_model: the model, the Hub endpoint, its role "model" or "draft", and whether the VRAM
+# plan reads the file served: a GPU profile's model)
+Pinner = Callable[[ModelFile, str, str, bool], ModelFile]
 # the declared patterns, for code that matches one value (`\Z`: no final newline passes)
 SERVICE_NAME_RE = re.compile(SERVICE_NAME.removesuffix("$") + r"\Z")
 HOSTNAME_RE = re.compile(HOSTNAME.removesuffix("$") + r"\Z")
@@ -369,7 +370,8 @@ def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
     else:
         rule_beside_services(own)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
-    pinned = (lambda m, role: pin(m, hd.hf_endpoint, role)) if pin is not None else None
+    pinned = (lambda m, role, plans: pin(m, hd.hf_endpoint, role, plans)) \
+        if pin is not None else None
     services = tuple(_service(e, prefix, pinned)
                      for e, prefix in entries if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
@@ -380,7 +382,7 @@ def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
 
 
 def _service(entry: ServiceData, prefix: str,
-             pin: Callable[[ModelFile, str], ModelFile] | None = None) -> ServiceConfig:
+             pin: Callable[[ModelFile, str, bool], ModelFile] | None = None) -> ServiceConfig:
     if entry.profile is None:
         raise fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
     profile = PROFILES[entry.profile]
@@ -405,9 +407,10 @@ def _service(entry: ServiceData, prefix: str,
         ctx = rule_ctx_size(key, profile.server.ctx_size if entry.ctx_size is None
                             else entry.ctx_size, profile, entry.slots)
         profile = with_ctx_size(profile, ctx, entry.slots)
-    if pin is not None:  # the model, then the draft, as the Hub or the lock file pins them
-        model = pin(model, "model")
-        draft = pin(draft, "draft") if draft is not None else None
+    if pin is not None:  # the model, then the draft, as the Hub or the lock file pins them;
+        # preflight's VRAM plan (a GPU profile's) reads the served model's own header
+        model = pin(model, "model", profile.backend == "cuda")
+        draft = pin(draft, "draft", False) if draft is not None else None
     return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
                          bind_address=entry.bind_address, api_key_file=entry.api_key_file,
                          model=model, draft=draft, extra_args=tuple(entry.server_extra_args),

@@ -114,6 +114,20 @@ def test_a_hub_model_over_the_budget_is_refused_where_the_profiles_own_fits(hub,
     assert "\n" not in line and "gguf-headers" not in line
 
 
+def test_a_cpu_profiles_hub_model_is_pinned_and_its_header_not_read(hub, capsys):
+    """No VRAM plan reads a CPU profile's model: pinned by the Hub's metadata alone, no range
+    of the file asked for, nothing kept, nothing warned (offline it would warn of a plan
+    that is never made)."""
+    cfg = load_host_config(data(hub.url, profile="cpu-tiny"), pin=pin_model)
+    f = hub.files[(REPO, FILE)]
+    assert cfg.service.model.sha256 == f.sha256
+    assert hub.log.ranges == [] and FILE not in hub.log.body_bytes
+    assert not headers_dir().exists() and "warning" not in capsys.readouterr().err
+    # the same file for a GPU profile is read: the stand-in counts those ranges
+    load_host_config(data(hub.url), pin=pin_model)
+    assert hub.log.ranges == [f"bytes=0-{pf.GGUF_HEADER_FIRST - 1}"]
+
+
 def test_only_the_header_is_transferred_and_later_plans_read_the_cache(hub, big, capsys):
     cfg = load_host_config(data(hub.url), pin=pin_model)
     size = len(big[1])

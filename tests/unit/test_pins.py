@@ -93,10 +93,10 @@ def test_the_configuration_is_made_with_its_models_pinned_not_rewritten():
 
     data = {"profile": "cpu-tiny-draft", "hf_endpoint": "http://127.0.0.1:9",
             "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
-    asked: list[tuple[str, str, str]] = []
+    asked: list[tuple[str, str, str, bool]] = []
 
-    def pin(m: ModelFile, endpoint: str, role: str) -> ModelFile:
-        asked.append((m.filename, endpoint, role))
+    def pin(m: ModelFile, endpoint: str, role: str, plans: bool) -> ModelFile:
+        asked.append((m.filename, endpoint, role, plans))
         return ModelFile(filename=f"{role}.gguf", source=m.source, sha256="cd" * 32,
                          size_bytes=1, n_ctx_train=m.n_ctx_train)
 
@@ -104,7 +104,9 @@ def test_the_configuration_is_made_with_its_models_pinned_not_rewritten():
     assert asked == []
     cfg = load_host_config(data, pin=pin)
     name = plain.service.model.filename
-    assert asked == [(name, "http://127.0.0.1:9", "model"), (name, "http://127.0.0.1:9", "draft")]
+    # a CPU profile: no VRAM plan reads the model served, so its header is not asked for
+    assert asked == [(name, "http://127.0.0.1:9", "model", False),
+                     (name, "http://127.0.0.1:9", "draft", False)]
     svc = cfg.service
     assert (svc.model.filename, svc.draft and svc.draft.filename) == ("model.gguf", "draft.gguf")
     assert (svc.name, svc.port, svc.profile) == (plain.service.name, plain.service.port,
