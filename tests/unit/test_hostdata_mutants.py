@@ -850,3 +850,69 @@ def test_a_login_in_an_image_key_of_preload_images_is_never_quoted(imported, ima
     assert line.startswith("host data `preload_images`: the image reference holds an '@' "
                            "that is not a digest's")
     assert "u:p" not in line and "u[1]" not in line
+
+
+# ------------------------------------------------------------------ the first pass of 2026-12-05
+
+def test_an_unknown_key_is_named_before_a_bad_value_in_either_order(imported):
+    """pydantic lists a declared key's bad value before an unknown key; the kit names the
+    unknown key first (a misspelt key is the likelier cause, and its value may be the one
+    meant for the key it resembles)."""
+    for data in ({**CPU, "port": "x", "prot": 1}, {**CPU, "prot": 1, "port": "x"}):
+        assert refusal(imported, data) == "host data `prot`: unknown key: beekeeper and " \
+            "pyinfra do not read it; fix: did you mean `port`? (or remove it)"
+    assert refusal(imported, {**CPU, "port": "x"}).startswith("host data `port`: 'x' ")
+
+
+def test_none_for_a_key_where_none_means_nothing_is_one_line(imported):
+    assert refusal(imported, {**CPU, "source": {"git": None, "ref": "a" * 40}}) == \
+        "host data `source.git`: None is not a value for it; fix: give a value, or remove " \
+        "the key"
+
+
+def test_a_mapping_of_another_kind_is_read_as_the_dict_it_holds(imported):
+    """pyinfra hands group data's dicts as they were written; a read-only mapping (or any
+    Mapping that is no dict) is read as its items, not refused as no dict."""
+    from types import MappingProxyType
+
+    source = {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}
+    got = imported.parse({**CPU, "source": MappingProxyType(source)})
+    assert got.source == imported.parse({**CPU, "source": source}).source
+    assert (got.source.path, got.source.ref) == ("/srv/src.tar.gz", "lcp0.3.36")
+
+
+def test_a_model_dir_with_a_colon_is_one_line(imported):
+    assert refusal(imported, {**CPU, "model_dir": "/srv/a:b"}) == \
+        "host data `model_dir`: '/srv/a:b' holds ':', Docker's --volume separator; fix: use " \
+        "a folder without ':'"
+
+
+def test_an_unknown_profile_with_no_near_name_lists_every_profile(imported):
+    from beekeeper.core.profiles import PROFILES
+
+    assert refusal(imported, {**CPU, "profile": "zzzzzzzzzzz"}) == \
+        "host data `profile`: unknown profile 'zzzzzzzzzzz'; fix: use one of: " \
+        + ", ".join(sorted(PROFILES))
+
+
+def test_a_path_with_a_control_character_or_the_root_folder_is_one_line(imported):
+    assert refusal(imported, {**CPU, "model_dir": "/srv/a\nb"}) == \
+        "host data `model_dir`: '/srv/a\\nb' holds the control character '\\n'; fix: give " \
+        "the path without control or non-printable characters"
+    assert refusal(imported, {**CPU, "model_dir": "/"}) == \
+        "host data `model_dir`: '/' is the root folder; fix: use a folder such as " \
+        "'/srv/beekeeper/models'"
+
+
+def test_a_path_of_the_longest_length_passes_and_one_longer_is_refused(imported):
+    most = imported.MAX_PATH_LEN
+    longest = "/" + "a" * (most - 1)
+    assert imported.parse({**CPU, "model_dir": longest}).model_dir == longest
+    assert refusal(imported, {**CPU, "model_dir": longest + "a"}) == \
+        f"host data `model_dir`: the path is {most + 1} characters long; fix: use a path of " \
+        f"at most {most} characters"
+
+
+@pytest.mark.parametrize("path", ["/srv/X", "/srv/modelsX", "/srv/models/"])
+def test_a_normalized_path_ending_in_any_letter_or_a_slash_passes(imported, path):
+    assert imported.parse({**CPU, "model_dir": path}).model_dir == path.rstrip("/")

@@ -44,3 +44,21 @@ def test_a_unified_kv_cache_is_one_share_for_all_slots_and_another_is_one_a_slot
     split = PROFILES["q8-turbo4-64k"]
     assert not split.server.kv_unified
     assert predict(split, ctx_size=8448, n_seq=2).kv_cells == 8704
+
+
+def test_a_hub_headers_copy_is_kept_where_the_docs_say():
+    """docs/own-model.md tells a user where the controller keeps a Hub model's header (to
+    find or clear it): the cache's `gguf-headers/`, by sha256, commit, repository and file."""
+    import re
+    from pathlib import Path
+
+    from beekeeper.core.cache import CACHE
+    from beekeeper.core.planner import hub_header
+    from beekeeper.core.profiles import HfSource, ModelFile
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/own-model.md").read_text()
+    folder = re.search(r"controller's `\.cache/([a-z-]+)/`", doc)
+    assert folder is not None
+    model = ModelFile("sub/big.gguf", HfSource("you/Big-GGUF", "c" * 40), "d" * 64, 0, 0)
+    assert hub_header(model) == \
+        CACHE / folder[1] / ("d" * 64) / ("c" * 40) / "you" / "Big-GGUF" / "big.gguf"
