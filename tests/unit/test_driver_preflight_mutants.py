@@ -158,3 +158,12 @@ def test_check_cuda_judges_the_release_it_is_given():
         with pytest.raises(PreflightError) as e:
             dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.2.1")
         assert e.value.subject == "driver 590.95.05"
+
+
+def test_the_older_branch_offered_is_the_newest_that_runs_not_the_one_cuda_ships_with():
+    """Each older branch is judged as itself (driver_branch_to_install's `branch`), not as
+    host data's driver_branch (none here: the branch CUDA 13.0 ships with, 580, would then be
+    the only one that "runs"): 590 runs CUDA 13.0.2 too and is the newest below 595."""
+    assert dp.older_branch_advice(cfg(cuda_version="13.0.2"), 595) == (
+        "set driver_branch = 590 (an older branch that still runs CUDA 13.0.2 in container "
+        "mode)")
