@@ -110,6 +110,10 @@ def test_a_crash_loop_fails_the_smoke_wait_at_once_not_at_its_timeout(supervisor
                                                                str(tmp / "supervisord.log")))
     assert not ok and "FATAL" in why and "crasher" in why
     assert time.monotonic() - t0 < 15
+    # the program's startretries (3): a server that cannot start is tried four times, then
+    # left FATAL (a bad flag neither retried for ever nor given up on at its first exit)
+    spawned = (tmp / "supervisord.log").read_text().count("spawned: 'crasher'")
+    assert spawned == 4, spawned
 
 
 def test_a_server_dying_just_after_startsecs_is_counted_from_supervisords_log(supervisord):
