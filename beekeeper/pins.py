@@ -111,11 +111,11 @@ def pin_model(model: ModelFile, endpoint: str, role: str = "model", plans: bool 
     `_model_file` leaves the profile's size out, 0, once host data names another repo, file
     or revision), also has its GGUF header read into the controller's cache for the VRAM
     plan, once per file (hubhead.py); the profile's own model (its size given) and a draft
-    are planned from what the profile records, and never fetched, and a model no VRAM plan
-    reads (`plans` False: a CPU profile's) is not read."""
+    are planned from what the profile records, and never fetched: the caller says which file
+    a VRAM plan reads (`plans`; config: a GPU profile's served model, never a draft)."""
     pinned = _pin(model, endpoint, role, lock or LOCK)
-    if plans and role == "model" and not model.size_bytes \
-            and isinstance(pinned.source, HfSource) and pinned.sha256:
+    if plans and not model.size_bytes and isinstance(pinned.source, HfSource) \
+            and pinned.sha256:
         from .hubhead import read_header
 
         read_header(pinned, endpoint, role)
