@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
+setup_s=$SECONDS  # the phases' seconds: the timeline, the last lines
 # what the sandbox tests start from (Debian images by debootstrap, the PyPI files: mostly
 # downloads) is made in the background while lint and the unit tests use the CPU
 mkdir -p .cache
@@ -47,15 +48,24 @@ trap 'kill -INT -- -"$integ" 2>/dev/null || true' EXIT
 prio="nice -n 10"
 $prio .venv/bin/ruff check .
 $prio bash scripts/mypy.sh
+lint_s=$SECONDS
 # the unit tests on both cores (pytest-xdist): each test makes its own state (tmp_path,
 # its own controller cache), so they need no order
 tier "not gpu and not slow and not integration" -n 2 "$@"
+unit_s=$SECONDS
 echo "[test] the unit tier passed at ${SECONDS} s; the integration tier, running since the" \
      "set-up ($integ_log):"
 tail -n +1 -f --pid="$integ" "$integ_log"
 if wait "$integ"; then integ_rc=0; else integ_rc=$?; fi
 trap - EXIT
 [ "$integ_rc" -eq 0 ] || { echo "[test] the integration tier failed (exit $integ_rc)"; exit "$integ_rc"; }
+integ_s=$SECONDS
 if wait "$prep"; then tail -1 "$prep_log"; else
   echo "[test] making the GPU-container host's image ahead failed (its tests made it): $prep_log"; fi
+# the images and PyPI files the first deploy needs, made beside lint and the unit tier
+ready=$(sed -n 's/^\[prepare\] the first host.* ready in \([0-9]*\) s$/\1/p' "$prep_log" | head -1)
+echo "[test] timeline: set-up ${setup_s} s | lint and types $((lint_s - setup_s)) s |" \
+     "unit tier $((unit_s - lint_s)) s (done at ${unit_s} s) | integration tier" \
+     "$((integ_s - setup_s)) s from the set-up (its images and PyPI files ready after" \
+     "${ready:-?} s; done at ${integ_s} s) | total ${SECONDS} s"
 echo "[test] passed in ${SECONDS} s"

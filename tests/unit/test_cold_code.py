@@ -2,8 +2,9 @@
 The CPU image compiles the server's code that never runs per token at a lower -O level
 (beekeeper/core/build.py, COLD_CODE): the Dockerfile writes the CMake file and passes it as
 CMAKE_PROJECT_INCLUDE; real CMake, given it on a small project laid out as llama.cpp's, puts
--O0 and -O1 after Release's -O3 on exactly the named targets and files, and a source that
-lacks one (another llama.cpp) configures as it is.
+-O0 and -O1 after Release's -O3 on exactly the named targets and files, compiles UNITY's
+targets as unity sources but the files kept out, and a source that lacks one (another
+llama.cpp) configures as it is.
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ def test_the_cpu_image_build_includes_the_file_it_writes_and_the_gpu_image_neith
 
 def _project(root: Path, with_server: bool = True) -> None:
     """A project shaped as llama.cpp's where it matters: common/ (a library of arg.cpp and
-    jinja/lexer.cpp beside sampling.cpp), tools/mtmd (mtmd), vendor/cpp-httplib, tools/server
-    (server-tools.cpp beside server-context.cpp)."""
-    dirs = {"common": ("llama-common", ["arg.cpp", "jinja/lexer.cpp", "sampling.cpp"]),
-            "tools/mtmd": ("mtmd", ["clip.cpp"]),
+    jinja/lexer.cpp beside sampling.cpp, chat.cpp and json.cpp), tools/mtmd (mtmd, with
+    mtmd-helper.cpp), vendor/cpp-httplib, tools/server (server-tools.cpp beside
+    server-context.cpp)."""
+    dirs = {"common": ("llama-common", ["arg.cpp", "jinja/lexer.cpp", "sampling.cpp", "chat.cpp",
+                                       "json.cpp"]),
+            "tools/mtmd": ("mtmd", ["clip.cpp", "mtmd.cpp", "mtmd-helper.cpp"]),
             "vendor/cpp-httplib": ("cpp-httplib", ["httplib.cpp"])}
     if with_server:
         dirs["tools/server"] = ("server-context", ["server-tools.cpp", "server-context.cpp"])
@@ -74,14 +77,25 @@ def test_cmake_lowers_exactly_the_named_targets_and_files(tmp_path):
     include.write_text("\n".join(cold_code_cmake()) + "\n")
     _project(tmp_path / "src")
     levels = _levels(tmp_path / "src", include)
+    unity = "build/{}/CMakeFiles/{}.dir/Unity/unity_0_cxx.cxx".format
     assert levels == {
         "common/arg.cpp": ["-O3", "-O1"], "common/jinja/lexer.cpp": ["-O3", "-O1"],
-        "common/sampling.cpp": ["-O3"],  # the sampler: per token, as Release builds it
-        "tools/mtmd/clip.cpp": ["-O3", "-O0"],
+        # the sampler (per token, as Release builds it) and chat.cpp in one unity source
+        unity("common", "llama-common"): ["-O3"],
+        "common/json.cpp": ["-O3"],  # kept out of common's unity source
+        unity("tools/mtmd", "mtmd"): ["-O3", "-O0"],  # clip.cpp and mtmd.cpp
+        "tools/mtmd/mtmd-helper.cpp": ["-O3", "-O0"],  # kept out of mtmd's unity source
         "vendor/cpp-httplib/httplib.cpp": ["-O3", "-O1"],
         "tools/server/server-tools.cpp": ["-O3", "-O1"],
-        "tools/server/server-context.cpp": ["-O3"],
+        unity("tools/server", "server-context"): ["-O3"],  # server-context.cpp
     }
+    holds = {d: sorted(Path(line.split('"')[1]).name for line in
+                       (tmp_path / "src" / unity(d, t)).read_text().splitlines()
+                       if line.startswith("#include"))
+             for d, t in (("common", "llama-common"), ("tools/mtmd", "mtmd"),
+                          ("tools/server", "server-context"))}
+    assert holds == {"common": ["chat.cpp", "sampling.cpp"], "tools/mtmd": ["clip.cpp", "mtmd.cpp"],
+                     "tools/server": ["server-context.cpp"]}
     # a source without the server's folder nor its target configures, the rest lowered
     _project(tmp_path / "other", with_server=False)
     other = _levels(tmp_path / "other", include)
