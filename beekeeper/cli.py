@@ -42,13 +42,16 @@ from .verify_main import (
 
 
 def configured_budget_gib() -> float:
-    """The VRAM budget of the kit's group data (group_data/all.py: vram_budget_gib)."""
-    import runpy
+    """The VRAM budget every host gets: group_data/all.py's `vram_budget_gib` where it sets
+    one, else the schema's default (core/hostdata.py)."""
+    from .core.config import group_all
+    from .core.hostdata import HostData
 
+    default = float(HostData.model_fields["vram_budget_gib"].default)
     try:
-        return float(runpy.run_path(str(KIT_ROOT / "group_data" / "all.py"))["vram_budget_gib"])
-    except (OSError, KeyError, TypeError, ValueError):
-        return 10.0
+        return float(group_all().get("vram_budget_gib", default))
+    except (OSError, TypeError, ValueError):
+        return default
 
 
 def known_cards() -> list[str]:
@@ -100,8 +103,8 @@ def _print_profiles(args: argparse.Namespace) -> int:
               f"{pred.total_rise_mib:>8.0f} {fits:>4}  {p.summary}")
     print(f"\nfits: the planner's predicted rise of the card's memory.used (CUDA context of "
           f"{args.card or 'the H200, assumed for an unnamed card'}) within the configured "
-          f"budget, {budget_gib:g} GiB ({budget_mib:.0f} MiB; group_data/all.py "
-          "vram_budget_gib, --budget-gib overrides)")
+          f"budget, {budget_gib:g} GiB ({budget_mib:.0f} MiB; the vram_budget_gib every host "
+          "gets, group_data/all.py's or the kit's; --budget-gib overrides)")
     print("ref tok/s, TTFT s: the seed study's figures on an RTX 4090 (information; verify "
           "judges a server against llama-bench on its own host)")
     return 0
@@ -444,7 +447,8 @@ def _add_profiles(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="every profile's data as JSON")
     p.add_argument("--card", help="plan with this card's CUDA context, e.g. 'NVIDIA H200'")
     p.add_argument("--budget-gib", type=BUDGET_GIB,
-                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
+                   help="VRAM budget (default: the vram_budget_gib every host gets: "
+                   "group_data/all.py's, else the kit's)")
     p.set_defaults(func=_print_profiles)
 
 
@@ -468,7 +472,7 @@ def _add_verify(sub: Any) -> None:
                        "TTFT, NIAH and VRAM check judged its figure; 1 a check failed; 3 "
                        "nothing failed but a requested one was not judged (INCOMPLETE); 2 a "
                        "usage or set-up error.")
-    p.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8083")
+    p.add_argument("--url", help=f"server base URL, e.g. http://127.0.0.1:{DEFAULT_PORT}")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
     p.add_argument("--port", type=PORT, help="the server's port on the host (default: the "
                    f"one its deployed.json names, else {DEFAULT_PORT})")
@@ -500,7 +504,8 @@ def _add_plan(sub: Any) -> None:
     p.add_argument("--parallel", type=whole("a number of slots", "4"),
                    help="slots (default: the profile's)")
     p.add_argument("--budget-gib", type=BUDGET_GIB,
-                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
+                   help="VRAM budget (default: the vram_budget_gib every host gets: "
+                   "group_data/all.py's, else the kit's)")
     p.add_argument("--cuda-context-mib", type=amount("a CUDA context in MiB", "500"),
                    help="the CUDA context's MiB, measured on your card, instead of the table's")
     p.add_argument("--card", help="the card's CUDA context figures, e.g. 'NVIDIA H200' "
@@ -524,7 +529,8 @@ def _add_matrix(sub: Any) -> None:
     p.add_argument("--port", type=PORT, default=DEFAULT_PORT,
                    help=f"the service's port on the host (default: {DEFAULT_PORT})")
     p.add_argument("--budget-gib", type=BUDGET_GIB,
-                   help="VRAM budget (default: group_data/all.py vram_budget_gib)")
+                   help="VRAM budget (default: the vram_budget_gib every host gets: "
+                   "group_data/all.py's, else the kit's)")
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--apply-recommended", action="store_true",
                    help="leave the host on the recommended profile")

@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.deployed import DeployedService, RecordError, read_record
 from .core.errors import VerifyError
+from .core.paths import DEFAULT_PORT
 from .core.profiles import MAX_SLOTS, PROFILES, Profile, profile_problem, with_ctx_size
 
 # verify/suites.py's ALL_SUITES (a unit test holds them equal), known before it is imported
@@ -89,7 +90,7 @@ def profile_name(text: str) -> str:
     return text
 
 
-PORT = whole("a port", "8083", 1, 65535)
+PORT = whole("a port", str(DEFAULT_PORT), 1, 65535)
 TOKENS = whole("a number of tokens", "4096")
 BUDGET_GIB = amount("a VRAM budget in GiB", "10")
 
@@ -186,7 +187,7 @@ def shown_url(text: str) -> str:
 def server_url(text: str, flag: str = "--url") -> ServerUrl:
     """`text` (a server base URL) split into what may be shown and its secrets; VerifyError:
     one line naming `flag`, what is wrong and the fix, never the secrets."""
-    fix = f"give {flag} as http://HOST:PORT, e.g. http://127.0.0.1:8083"
+    fix = f"give {flag} as http://HOST:PORT, e.g. http://127.0.0.1:{DEFAULT_PORT}"
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
         raise VerifyError(f"{flag} {_shown(shown_url(text))}: not an http(s) URL; {fix}")
@@ -649,7 +650,7 @@ def use_checkout_verify() -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m beekeeper.verify_main", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8083")
+    ap.add_argument("--url", required=True, help=f"server base URL, e.g. http://127.0.0.1:{DEFAULT_PORT}")
     add_verify_options(ap)
     ap.add_argument("--keys-on-stdin", action="store_true",
                     help="read the API keys as JSON on standard input ({\"api\": ..., "

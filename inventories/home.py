@@ -21,7 +21,8 @@ CUDA 12.8, 12.9, 13.0 or 13.1 in nvidia-smi (inside WSL) needs an image for that
 
 Or name "@local" as a host here, with its data (the WSL2 example below says how).
 
-Defaults for every key are in group_data/all.py; anything here overrides them per host.
+group_data/all.py holds the kit's choices for every host (the rest: the defaults in README,
+"Host data keys"); anything here overrides them per host.
 """
 
 import os

@@ -28,7 +28,7 @@ from .hostdata import (
     parse,
     shown,
 )
-from .paths import DEFAULT_PORT
+from .paths import KIT_ROOT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
 from .runtime import Runtime, requested, runtime_of, ways_named
 
@@ -238,10 +238,24 @@ def check_keys(keys: Iterable[str], known: Iterable[str],
 
 
 _UNSET = object()
-# the service keys group_data/all.py gives every host, with its values: the kit's defaults for
-# a host of one service, unread (not refused) beside `services` when they come from there
-GROUP_SERVICE_DEFAULTS: Mapping[str, Any] = {
-    "profile": "q8-turbo4-64k", "bind_address": "127.0.0.1", "port": DEFAULT_PORT}
+
+
+@functools.cache
+def group_all() -> Mapping[str, Any]:
+    """What the checkout's group_data/all.py gives every host (its module-level names)."""
+    import runpy
+
+    path = KIT_ROOT / "group_data" / "all.py"
+    if not path.is_file():  # the kit without its checkout: no group data
+        return {}
+    return {k: v for k, v in runpy.run_path(str(path)).items() if not k.startswith("_")}
+
+
+def group_service_defaults() -> Mapping[str, Any]:
+    """The service keys group_data/all.py gives every host, with its values: the kit's
+    choices for a host of one service, unread (not refused) beside `services` when they come
+    from there."""
+    return {k: v for k, v in group_all().items() if k in SERVICE_KEYS}
 # pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__): the deploy's
 # own overrides, --data, the inventory's host data, the host's groups' data (group_data/
 # GROUP.py, inventory groups); then the data every host gets (group_data/all.py, the
@@ -251,7 +265,7 @@ _OWN_LAYERS = ("set during the deploy", "in --data", "in this host's data", "in 
 
 def _kit_default(key: str, value: Any) -> bool:
     """`value` is what group_data/all.py gives every host for the service key `key`."""
-    default = GROUP_SERVICE_DEFAULTS.get(key, _UNSET)
+    default = group_service_defaults().get(key, _UNSET)
     return type(value) is type(default) and value == default
 
 

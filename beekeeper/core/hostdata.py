@@ -1060,8 +1060,8 @@ def markdown_table() -> str:
             rows.append(_row(f"{name}.{sub}", sub_info))
     note = ("The first " + str(len(service)) + " keys are a service's: at the top level of a "
             "host of one service, or in each `services` entry (beside `services` they are "
-            "refused, except the `profile`, `port` and `bind_address` group_data/all.py "
-            "gives every host). Patterns match the whole value: a final newline never passes.")
+            "refused, except the `profile` group_data/all.py gives every host). Patterns "
+            "match the whole value: a final newline never passes.")
     return "\n".join(rows) + "\n\n" + note + "\n"
 
 

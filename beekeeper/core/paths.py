@@ -11,8 +11,8 @@ from pathlib import Path
 # the kit's checkout (deploy.py, inventories/, group_data/; .cache/, .sandbox/ and reports/
 # are made there): the folder above the `beekeeper` package
 KIT_ROOT = Path(__file__).resolve().parents[2]
-# the server's port on the host: host data `port`'s default (group_data/all.py gives it as a
-# site's choice), and what verify and rollback reach a server at without its deployed.json
+# the server's port on the host: host data `port`'s default, and what verify and rollback
+# reach a server at without its deployed.json
 DEFAULT_PORT = 8083
 
 CONF_ROOT = "/etc/beekeeper"  # one folder per service, and the gateway's

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 from beekeeper.core import cudacompat
+from beekeeper.core.config import group_all, load_host_config
 from beekeeper.core.distro import headers_meta
 from beekeeper.sandbox import CONTAINER
-from group_data import all as group_all
 
 from . import aptrepo
 from .helpers import deploy, grand_total, results, sandbox_exec
@@ -29,8 +29,9 @@ esac
 """
 REPOS = json.dumps({"toolkit": "http://127.0.0.1:8799/toolkit",
                     "toolkit_key": "http://127.0.0.1:8799/gpgkey"})
-# the branch the kit installs for the default cuda_version (group_data/all.py)
-BRANCH = int(cudacompat.branch_for_cuda(group_all.cuda_version) or 0)
+# the branch the kit installs for the cuda_version every host gets
+BRANCH = int(cudacompat.branch_for_cuda(load_host_config(group_all()).requested_cuda_version)
+             or 0)
 ARGS = ("--data", "profile=q8-turbo4-64k", "--data", 'stages=["provision"]',
         "--data", f"nvidia_repos={REPOS}")
 

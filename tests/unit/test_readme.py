@@ -260,14 +260,17 @@ def test_the_wsl_way_out_names_the_cuda_the_kit_can_follow():
     text = _readme_flat()
     section = text.split("#### WSL2 with an older Windows driver", 1)[1].split("**1. Clone", 1)[0]
     group = runpy.run_path(str(ROOT / "group_data" / "all.py"))
-    target = cudacompat.major_minor(group["cuda_version"])
+    data = {k: v for k, v in group.items() if not k.startswith("_") and not callable(v)
+            and type(v).__name__ != "module"}
+    cuda = load_host_config(data).requested_cuda_version  # every host's, as the kit reads it
+    target = cudacompat.major_minor(cuda)
     follow = sorted(mm for mm in cudacompat.NEWEST_RELEASE if mm < target)
     names = [cudacompat.spell(mm) for mm in follow]
     releases = [cudacompat.NEWEST_RELEASE[mm] for mm in follow]
     said = ", ".join(names[:-1]) + f" or {names[-1]}"
     assert f"{said}: set `cuda_follows_driver = True`" in section
     assert "(nvidia/cuda " + ", ".join(releases[:-1]) + f" or {releases[-1]})" in section
-    assert f"instead of {group['cuda_version']}" in section
+    assert f"instead of {cuda}" in section
     assert f"{said}: `cuda_follows_driver = True`" in text  # the table's WSL2 row
     assert "--data cuda_follows_driver=true" in section
     # pyinfra's own parse of --data values, in a process of its own (pyinfra_cli patches the
@@ -276,8 +279,6 @@ def test_the_wsl_way_out_names_the_cuda_the_kit_can_follow():
                            "assert parse_cli_arg('true') is True"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    data = {k: v for k, v in group.items() if not k.startswith("_") and not callable(v)
-            and type(v).__name__ != "module"}
     assert load_host_config({**data, "cuda_follows_driver": True}).cuda_follows_driver
 
 
@@ -298,8 +299,8 @@ def test_verify_outcomes_table_gives_the_codes_exit_statuses():
 def test_the_windows_paragraph_names_the_served_url():
     text = _readme_flat()
     para = text.split("**From Windows apps, with the server in WSL2.**", 1)[1].split("**5.", 1)[0]
-    import runpy
+    from beekeeper.core.config import group_all, load_host_config
 
-    group = runpy.run_path(str(ROOT / "group_data" / "all.py"))
-    assert f"`http://localhost:{group['port']}/v1`, model `{group['profile']}`" in para
+    svc = load_host_config(group_all()).service  # every host's, as the kit reads it
+    assert f"`http://localhost:{svc.port}/v1`, model `{svc.profile.name}`" in para
     assert "`localhostForwarding`" in para and "not cover" in para

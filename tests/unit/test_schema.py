@@ -9,7 +9,7 @@ import runpy
 
 import pytest
 
-from beekeeper.core.config import GROUP_SERVICE_DEFAULTS, SERVICE_KEYS, load_host_config
+from beekeeper.core.config import SERVICE_KEYS, group_all, load_host_config
 
 from .harness import CPU, ROOT, refused
 
@@ -118,15 +118,18 @@ def test_the_issues_top_level_port_beside_services_is_refused_not_served_on_8083
     assert "move it into each `services` entry" in msg and "services[i].port" in msg
 
 
-def test_group_datas_service_defaults_are_what_config_leaves_unread_beside_services():
-    defaults = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
-                if k in SERVICE_KEYS}
-    assert dict(GROUP_SERVICE_DEFAULTS) == defaults
-    # host data merged from every layer (as uninstall.py and tests give it): the defaults
-    # beside services are group_data/all.py's, unread
-    cfg = load_host_config({**CPU, **defaults, "services": [{"profile": "cpu-tiny",
-                                                              "port": 8084}]})
+def test_group_datas_profile_beside_services_is_left_unread_and_another_is_refused():
+    """Host data merged from every layer (as uninstall.py and tests give it): the profile
+    group_data/all.py gives every host is the kit's choice for a host of one service, unread
+    beside `services`; another profile there is the user's, read by no entry: refused."""
+    given = {k: v for k, v in group_all().items() if k in SERVICE_KEYS}
+    assert set(given) == {"profile"}  # all.py gives no other service key
+    cfg = load_host_config({**CPU, **given, "services": [{"profile": "cpu-tiny",
+                                                           "port": 8084}]})
     assert [(s.port, s.bind_address) for s in cfg.services] == [(8084, "127.0.0.1")]
+    msg = refused({**CPU, "profile": "cpu-smollm", "services": [{"profile": "cpu-tiny"}]},
+                  "profile")
+    assert "beside `services`" in msg
 
 
 def _cli_host(host_data, group_data=None, override=None):
@@ -147,14 +150,14 @@ def _cli_host(host_data, group_data=None, override=None):
 SERVICES = {"source": CPU["source"], "services": [{"profile": "cpu-tiny", "port": 8090}]}
 
 
-@pytest.mark.parametrize("group_data", [None, {"port": 8083, "bind_address": "127.0.0.1"}],
-                         ids=["all.py", "all.py's-values-again"])
+@pytest.mark.parametrize("group_data", [None, {"profile": "q8-turbo4-64k"}],
+                         ids=["all.py", "all.py's-profile-again"])
 def test_group_data_all_alone_beside_services_passes(group_data):
-    """The kit's defaults (profile, port 8083, bind_address) come from group_data/all.py
-    for every host: beside `services` they are unread, never refused; given again with the
-    same values elsewhere they change nothing an entry reads (its defaults are those)."""
+    """The kit's profile comes from group_data/all.py for every host: beside `services` it is
+    unread, never refused; given again with the same value elsewhere it changes nothing an
+    entry reads. The port and address are the schema's defaults, which no layer gives."""
     data = _cli_host(SERVICES, group_data)
-    assert data.get("port") == 8083
+    assert data.get("profile") == "q8-turbo4-64k" and data.get("port") is None
     assert [s.port for s in load_host_config(data).services] == [8090]
 
 
@@ -162,8 +165,10 @@ def test_group_data_all_alone_beside_services_passes(group_data):
     ("in this host's data", "port", {**SERVICES, "port": 9999}, None, None),
     ("in a group's data", "port", SERVICES, {"port": 9999}, None),
     ("in a group's data", "bind_address", SERVICES, {"bind_address": "0.0.0.0"}, None),
+    # the default's own value, given by a group beside `services`: read by no entry
+    ("in a group's data", "port", SERVICES, {"port": 8083}, None),
     ("in --data", "port", SERVICES, None, {"port": 9999}),
-], ids=["host", "group-port", "group-bind", "--data"])
+], ids=["host", "group-port", "group-bind", "group-default-port", "--data"])
 def test_a_port_or_bind_beside_services_from_the_host_or_a_users_group_is_refused(
         where, key, host_data, group_data, override):
     msg = refused(_cli_host(host_data, group_data, override), key)
