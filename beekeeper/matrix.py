@@ -152,7 +152,7 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
                apply_recommended: bool = False, ssh: list[str] | None = None
                ) -> tuple[list[Row], Row | None, Path]:
     """Deploy, measure and rank each profile; leave the host on a whole profile. `budget_gib`
-    is the user's VRAM budget (group_data/all.py vram_budget_gib); without it each profile's
+    is the user's VRAM budget (host data vram_budget_gib); without it each profile's
     default, as `beekeeper verify` judges it. `ssh`: the arguments that reach the host, for
     the engine suite (suite_options)."""
     from beekeeper.verify.client import ServerClient

@@ -261,8 +261,8 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "its first round, for more repeats until its error is under 6%% (default 120; 0: "
         "the first round only)")}),
     ("--budget-gib", {"type": BUDGET_GIB, "help": (
-        "VRAM budget (default: group_data/all.py vram_budget_gib on the controller, else "
-        "the profile's)")}),
+        "VRAM budget (default: on the controller, the vram_budget_gib every host gets: "
+        "group_data/all.py's, else the kit's; elsewhere the profile's)")}),
     ("--card", {"help": "the card the reference checks judge, e.g. 'RTX 3090' (default: "
                         "the GPU where the server runs, read with nvidia-smi there)"}),
     ("--host-label", {"default": os.uname().nodename,

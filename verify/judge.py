@@ -383,7 +383,7 @@ def judge_vram(v: VramFigures) -> Verdict:
 # The judge step: typed suite results in, named checks out, in the order a run reports them.
 
 def vram_budget_mib(expected: Expected, budget_gib: float | None = None) -> float:
-    """The VRAM budget in MiB: the user's setting (group_data/all.py `vram_budget_gib`,
+    """The VRAM budget in MiB: the user's setting (host data `vram_budget_gib`,
     passed down by the caller) or, when none is given, the profile's default."""
     return (budget_gib if budget_gib is not None else expected.vram_budget_gib) * 1024
 

@@ -463,7 +463,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     not measured. `hand`: a server the user started, its llama-bench (the engine suite is
     then run). `where`: whether the server is on this machine (default: `locate_server`
     of the client's URL); NVML samples only a local one. `budget_gib` is the user's VRAM
-    budget (group_data/all.py vram_budget_gib); without it the profile's default."""
+    budget (host data vram_budget_gib); without it the profile's default."""
     names = _suite_names(names)
     if hand is not None and "engine" not in names:
         names = ["engine", *names]

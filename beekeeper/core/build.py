@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .config import HostConfig, SourceSpec
 from .container import IMAGE
 from .cpu import X86_64_V3, CpuBaseline, baseline_or_refuse
+from .profiles import STOCK_CPU_REFS
 from .render import render
 
 DEFAULT_CUDA_ARCH = "89"  # RTX 40xx (Ada), the reference card
@@ -93,15 +94,18 @@ COLD_CODE = {  # -O level: (targets, {the directory whose CMakeLists.txt lists t
 # CMake keeps out any with options of its own (COLD_CODE's files). Measured on a 2-core Xeon
 # with GCC 12.2, one job, each target's own translation units (CPU s, one by one / unity):
 # mtmd at -O0 54.8 / 17.4, llama-common (common/, its COLD_CODE files on their own) 148.6 /
-# 97.6, server-context 51.3 / 37.3, llama-server-impl at -O1 12.7 / 9.9.
+# 97.6, server-context 51.3 / 37.3, llama-server-impl at -O1 12.7 / 9.9. Whether files
+# compile merged depends on the tree, so only the trees it was built from get it
+# (UNITY_REFS: the llama.cpp of the llama-cpp-python sdist); another source, one file each.
 UNITY = {"mtmd": ("mtmd-helper.cpp", "mtmd-helper-gen.cpp"), "llama-common": ("json.cpp",),
          "server-context": (), "llama-server-impl": ()}
+UNITY_REFS = STOCK_CPU_REFS
 COLD_CODE_CMAKE = "/opt/beekeeper-cold-code.cmake"  # in the image's build stage
 
 
-def cold_code_cmake() -> list[str]:
-    """The lines of the CMake file that lowers COLD_CODE's -O levels and builds UNITY's
-    targets as unity sources (CMAKE_PROJECT_INCLUDE)."""
+def cold_code_cmake(unity: bool = True) -> list[str]:
+    """The lines of the CMake file that lowers COLD_CODE's -O levels and, with `unity`,
+    builds UNITY's targets as unity sources (CMAKE_PROJECT_INCLUDE)."""
     top = "${CMAKE_SOURCE_DIR}"
     lines = ["include_guard(GLOBAL)", "function(beekeeper_cold_code)"]
     for level, (targets, files) in COLD_CODE.items():
@@ -113,7 +117,7 @@ def cold_code_cmake() -> list[str]:
                       f'      set_source_files_properties("{top}/{d}/${{f}}" DIRECTORY '
                       f'"{top}/{d}" PROPERTIES COMPILE_OPTIONS {level})',
                       "    endif()", "  endforeach()"]
-    for target, kept_out in UNITY.items():
+    for target, kept_out in (UNITY if unity else {}).items():
         lines += [f"  if(TARGET {target})",
                   f"    set_property(TARGET {target} PROPERTY UNITY_BUILD ON)"]
         if kept_out:
@@ -171,9 +175,12 @@ class BuildSpec:
 
     @property
     def cold_code(self) -> list[str]:
-        """The CMake file that lowers COLD_CODE's -O levels, for the CPU image's build (the
-        GPU images build as measured on the H200, at -O3 throughout); empty: none."""
-        return cold_code_cmake() if self.backend == "cpu" else []
+        """The CMake file that lowers COLD_CODE's -O levels, for the CPU image's build, with
+        UNITY's sources for a tree of UNITY_REFS (the GPU images build as measured on the
+        H200, at -O3 throughout, one file each); empty: none."""
+        if self.backend != "cpu":
+            return []
+        return cold_code_cmake(unity=self.source.ref in UNITY_REFS)
 
     @property
     def variant(self) -> str:

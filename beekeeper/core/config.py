@@ -242,13 +242,19 @@ _UNSET = object()
 
 @functools.cache
 def group_all() -> Mapping[str, Any]:
-    """What the checkout's group_data/all.py gives every host (its module-level names)."""
+    """What the checkout's group_data/all.py gives every host: the names of its `__all__`,
+    else its module-level names but private ones, modules, functions and classes."""
+    import inspect
     import runpy
+    import types
 
     path = KIT_ROOT / "group_data" / "all.py"
     if not path.is_file():  # the kit without its checkout: no group data
-        return {}
-    return {k: v for k, v in runpy.run_path(str(path)).items() if not k.startswith("_")}
+        return types.MappingProxyType({})
+    ns = runpy.run_path(str(path))
+    names = ns.get("__all__") or [k for k, v in ns.items() if not k.startswith("_") and not (
+        inspect.ismodule(v) or inspect.isfunction(v) or inspect.isclass(v))]
+    return types.MappingProxyType({k: ns[k] for k in names})
 
 
 def group_service_defaults() -> Mapping[str, Any]:

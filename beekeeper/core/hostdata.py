@@ -1060,7 +1060,8 @@ def markdown_table() -> str:
             rows.append(_row(f"{name}.{sub}", sub_info))
     note = ("The first " + str(len(service)) + " keys are a service's: at the top level of a "
             "host of one service, or in each `services` entry (beside `services` they are "
-            "refused, except the `profile` group_data/all.py gives every host). Patterns "
+            "refused, except a key group_data/all.py gives every host, with its value: the kit's "
+            "`profile`). Patterns "
             "match the whole value: a final newline never passes.")
     return "\n".join(rows) + "\n\n" + note + "\n"
 

@@ -112,3 +112,15 @@ def test_the_cpu_dockerfile_passes_hadolint():
     r = subprocess.run([hadolint, "--no-color", "-"], input=text, text=True,
                        capture_output=True)
     assert r.returncode == 0, r.stdout
+
+
+def test_only_the_tree_the_unity_sources_were_built_from_gets_them():
+    """Whether files compile merged depends on the tree: the llama.cpp of the sdist gets
+    UNITY's sources; another source (beellama for a CPU profile, a user's own llama.cpp)
+    keeps one file each, its cold code lowered as before."""
+    ours = requested_build(load_host_config(CPU), None).dockerfile()
+    other = requested_build(load_host_config(
+        {**CPU, "source": {"path": "/srv/s.tar.gz", "ref": "my-llama"}}), None).dockerfile()
+    assert "UNITY_BUILD ON" in ours and "SKIP_UNITY_BUILD_INCLUSION" in ours
+    assert "UNITY_BUILD" not in other
+    assert "COMPILE_OPTIONS -O0" in other and "COMPILE_OPTIONS -O1" in other

@@ -300,3 +300,23 @@ def test_a_key_file_that_cannot_be_read_is_one_line(tmp_path):
     binary.chmod(0o600)
     msg = refused(with_(bind_address="0.0.0.0", api_key_file=str(binary)), "api_key_file")
     assert "is not text" in msg
+
+
+@pytest.mark.parametrize(("text", "given"), [
+    ("import os\ndef helper():\n    return 1\nclass C:\n    pass\n_private = 1\n"
+     "profile = 'cpu-tiny'\n", {"profile": "cpu-tiny"}),
+    ("__all__ = ['port']\nport = 8090\nprofile = 'cpu-tiny'\n", {"port": 8090}),
+], ids=["module-level-names", "__all__"])
+def test_group_all_reads_the_names_a_group_file_exports(tmp_path, monkeypatch, text, given):
+    """group_data/all.py as the kit reads it for the leniency beside `services`: its
+    `__all__`, else its names but private ones, modules, functions and classes."""
+    import beekeeper.core.config as config
+
+    (tmp_path / "group_data").mkdir()
+    (tmp_path / "group_data" / "all.py").write_text(text)
+    monkeypatch.setattr(config, "KIT_ROOT", tmp_path)
+    config.group_all.cache_clear()
+    try:
+        assert dict(config.group_all()) == given
+    finally:
+        config.group_all.cache_clear()
