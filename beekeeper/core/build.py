@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from .config import HostConfig, SourceSpec
 from .container import IMAGE
 from .cpu import X86_64_V3, CpuBaseline, baseline_or_refuse
-from .profiles import STOCK_CPU_REFS
 from .render import render
 
 DEFAULT_CUDA_ARCH = "89"  # RTX 40xx (Ada), the reference card
@@ -95,17 +94,17 @@ COLD_CODE = {  # -O level: (targets, {the directory whose CMakeLists.txt lists t
 # with GCC 12.2, one job, each target's own translation units (CPU s, one by one / unity):
 # mtmd at -O0 54.8 / 17.4, llama-common (common/, its COLD_CODE files on their own) 148.6 /
 # 97.6, server-context 51.3 / 37.3, llama-server-impl at -O1 12.7 / 9.9. Whether files
-# compile merged depends on the tree, so only the trees it was built from get it
-# (UNITY_REFS: the llama.cpp of the llama-cpp-python sdist); another source, one file each.
+# compile merged depends on the tree (another llama.cpp, beellama for a CPU profile): where
+# the unity build fails, the Dockerfile builds again one file each (UNITY_OFF set).
 UNITY = {"mtmd": ("mtmd-helper.cpp", "mtmd-helper-gen.cpp"), "llama-common": ("json.cpp",),
          "server-context": (), "llama-server-impl": ()}
-UNITY_REFS = STOCK_CPU_REFS
+UNITY_OFF = "BEEKEEPER_ONE_FILE_EACH"  # a CMake variable: set, the file builds no unity source
 COLD_CODE_CMAKE = "/opt/beekeeper-cold-code.cmake"  # in the image's build stage
 
 
-def cold_code_cmake(unity: bool = True) -> list[str]:
-    """The lines of the CMake file that lowers COLD_CODE's -O levels and, with `unity`,
-    builds UNITY's targets as unity sources (CMAKE_PROJECT_INCLUDE)."""
+def cold_code_cmake() -> list[str]:
+    """The lines of the CMake file that lowers COLD_CODE's -O levels and builds UNITY's
+    targets as unity sources unless UNITY_OFF is set (CMAKE_PROJECT_INCLUDE)."""
     top = "${CMAKE_SOURCE_DIR}"
     lines = ["include_guard(GLOBAL)", "function(beekeeper_cold_code)"]
     for level, (targets, files) in COLD_CODE.items():
@@ -117,7 +116,8 @@ def cold_code_cmake(unity: bool = True) -> list[str]:
                       f'      set_source_files_properties("{top}/{d}/${{f}}" DIRECTORY '
                       f'"{top}/{d}" PROPERTIES COMPILE_OPTIONS {level})',
                       "    endif()", "  endforeach()"]
-    for target, kept_out in (UNITY if unity else {}).items():
+    lines += [f"  if(NOT {UNITY_OFF})"]
+    for target, kept_out in UNITY.items():
         lines += [f"  if(TARGET {target})",
                   f"    set_property(TARGET {target} PROPERTY UNITY_BUILD ON)"]
         if kept_out:
@@ -127,7 +127,7 @@ def cold_code_cmake(unity: bool = True) -> list[str]:
                       "PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)",
                       "    endforeach()"]
         lines += ["  endif()"]
-    lines += ["endfunction()",
+    lines += ["  endif()", "endfunction()",
               f'cmake_language(DEFER DIRECTORY "{top}" CALL beekeeper_cold_code)']
     return lines
 
@@ -175,12 +175,10 @@ class BuildSpec:
 
     @property
     def cold_code(self) -> list[str]:
-        """The CMake file that lowers COLD_CODE's -O levels, for the CPU image's build, with
-        UNITY's sources for a tree of UNITY_REFS (the GPU images build as measured on the
-        H200, at -O3 throughout, one file each); empty: none."""
-        if self.backend != "cpu":
-            return []
-        return cold_code_cmake(unity=self.source.ref in UNITY_REFS)
+        """The CMake file that lowers COLD_CODE's -O levels and builds UNITY's unity sources,
+        for the CPU image's build (the GPU images build as measured on the H200, at -O3
+        throughout, one file each); empty: none."""
+        return cold_code_cmake() if self.backend == "cpu" else []
 
     @property
     def variant(self) -> str:
@@ -191,7 +189,7 @@ class BuildSpec:
 
     def dockerfile(self) -> str:
         return render("Dockerfile.j2", spec=self, source=self.source, targets=TARGETS,
-                      image=IMAGE, cold_code_cmake=COLD_CODE_CMAKE)
+                      image=IMAGE, cold_code_cmake=COLD_CODE_CMAKE, unity_off=UNITY_OFF)
 
     def tag(self) -> str:
         """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag. The

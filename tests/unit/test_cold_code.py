@@ -10,6 +10,7 @@ llama.cpp) configures as it is.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -114,13 +115,46 @@ def test_the_cpu_dockerfile_passes_hadolint():
     assert r.returncode == 0, r.stdout
 
 
-def test_only_the_tree_the_unity_sources_were_built_from_gets_them():
-    """Whether files compile merged depends on the tree: the llama.cpp of the sdist gets
-    UNITY's sources; another source (beellama for a CPU profile, a user's own llama.cpp)
-    keeps one file each, its cold code lowered as before."""
-    ours = requested_build(load_host_config(CPU), None).dockerfile()
-    other = requested_build(load_host_config(
-        {**CPU, "source": {"path": "/srv/s.tar.gz", "ref": "my-llama"}}), None).dockerfile()
-    assert "UNITY_BUILD ON" in ours and "SKIP_UNITY_BUILD_INCLUSION" in ours
-    assert "UNITY_BUILD" not in other
-    assert "COMPILE_OPTIONS -O0" in other and "COMPILE_OPTIONS -O1" in other
+def _tree(root: Path, clash: bool) -> None:
+    """Two programs (build/bin/llama-server, llama-bench) over mtmd, whose two files each
+    define a static function: with `clash`, of one name (they do not compile merged, as
+    json.cpp and mtmd-helper do not in the sdist's tree), else of two."""
+    (root / "tools/mtmd").mkdir(parents=True)
+    for n, f in enumerate(("clip", "mtmd")):
+        name = "shared" if clash else f"shared_{f}"
+        (root / "tools/mtmd" / f"{f}.cpp").write_text(
+            f"static int {name}() {{ return {n}; }}\nint {f}() {{ return {name}(); }}\n")
+    (root / "tools/mtmd/CMakeLists.txt").write_text("add_library(mtmd STATIC clip.cpp mtmd.cpp)\n")
+    (root / "main.cpp").write_text("int clip(); int mtmd();\n"
+                                   "int main() { return clip() + mtmd(); }\n")
+    (root / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.19)\nproject(llama.cpp CXX)\n"
+        "set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)\n"
+        "add_subdirectory(tools/mtmd)\n"
+        "add_executable(llama-server main.cpp)\ntarget_link_libraries(llama-server mtmd)\n"
+        "add_executable(llama-bench main.cpp)\ntarget_link_libraries(llama-bench mtmd)\n")
+
+
+@pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("c++") and shutil.which("strip")),
+                    reason="no cmake, c++ or strip here (the CPU image's build runs the same step)")
+@pytest.mark.parametrize("clash", [False, True], ids=["compiles-merged", "does-not"])
+def test_the_build_step_falls_back_to_one_file_each_where_the_tree_does_not_compile_merged(
+        tmp_path, clash):
+    """The CPU Dockerfile's build step, run by bash on a small tree: where its files compile
+    merged, the unity source is built; where they do not (another llama.cpp), the step says
+    so and builds again one file each. Both programs are there either way."""
+    text = requested_build(load_host_config(CPU), None).dockerfile()
+    step = text.split("\nRUN cmake -S", 1)[1].split("\n\n", 1)[0]
+    step = ("cmake -S" + step).replace("\\\n", " ")  # continuation lines, as Docker joins them
+    include = tmp_path / "cold.cmake"
+    include.write_text("\n".join(cold_code_cmake()) + "\n")
+    root = tmp_path / "src"
+    _tree(root, clash)
+    r = subprocess.run(["bash", "-c", step.replace(COLD_CODE_CMAKE, str(include))], cwd=root,
+                       env={**os.environ, "BUILD_JOBS": "2"}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    said = "the unity sources do not compile in this tree: one file each" in r.stderr
+    assert said is clash
+    unity = list((root / "build/tools/mtmd").rglob("unity_0_cxx.cxx.o"))
+    assert bool(unity) is not clash  # built merged, or (again) one file each
+    assert all((root / "build/bin" / t).is_file() for t in ("llama-server", "llama-bench"))
