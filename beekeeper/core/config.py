@@ -257,11 +257,6 @@ def group_all() -> Mapping[str, Any]:
     return types.MappingProxyType({k: ns[k] for k in names})
 
 
-def group_service_defaults() -> Mapping[str, Any]:
-    """The service keys group_data/all.py gives every host, with its values: the kit's
-    choices for a host of one service, unread (not refused) beside `services` when they come
-    from there."""
-    return {k: v for k, v in group_all().items() if k in SERVICE_KEYS}
 # pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__): the deploy's
 # own overrides, --data, the inventory's host data, the host's groups' data (group_data/
 # GROUP.py, inventory groups); then the data every host gets (group_data/all.py, the
@@ -270,8 +265,10 @@ _OWN_LAYERS = ("set during the deploy", "in --data", "in this host's data", "in 
 
 
 def _kit_default(key: str, value: Any) -> bool:
-    """`value` is what group_data/all.py gives every host for the service key `key`."""
-    default = group_service_defaults().get(key, _UNSET)
+    """`value` is what group_data/all.py gives every host for the service key `key`: the
+    kit's choice for a host of one service, unread (not refused) beside `services` when it
+    comes from there."""
+    default = group_all().get(key, _UNSET) if key in SERVICE_KEYS else _UNSET
     return type(value) is type(default) and value == default
 
 
