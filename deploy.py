@@ -52,7 +52,7 @@ def deploy_host() -> None:
     kept = kept_by_neighbours(ctx_host.get().name, hosts, load)
     gateway_has_backends(cfg, hosts, load)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
-        if "service" in cfg.stages:
+        if "service" in cfg.data.stages:
             prune.ensure(cfg, "before", kept=kept)
             prune.ensure(cfg, "after", kept=kept)
         gateway_role(cfg, hosts, load)
@@ -60,7 +60,7 @@ def deploy_host() -> None:
     # Hub models named by a branch or without a sha256 are pinned once, on the controller:
     # this host's configuration is made with its models pinned (its data read once more),
     # not rewritten
-    if "model" in cfg.stages:
+    if "model" in cfg.data.stages:
         cfg = load_host_config(host.data, pin=pin_model)
     # Host facts that rule the deploy out stop here too, before any change. What preflight
     # resolved from them is the tasks' (HostFacts): the runtime (supervisor where PID 1 is
@@ -78,7 +78,7 @@ def deploy_host() -> None:
     gpu_ops = [] if reboot_pending else (cuda_toolkit.ensure(cfg, facts)
                                          + container_toolkit.ensure(cfg, facts))
 
-    if not reboot_pending and "build" in cfg.stages:
+    if not reboot_pending and "build" in cfg.data.stages:
         if facts.runtime.native:
             artifact, build_ops = native.ensure(cfg, facts)  # the server binary
         else:
@@ -87,10 +87,10 @@ def deploy_host() -> None:
         # the built server takes every service's flags, or one line before any service changes
         engine.ensure(cfg, facts, artifact, build_ops)
 
-    if not reboot_pending and "model" in cfg.stages:
+    if not reboot_pending and "model" in cfg.data.stages:
         model_ops = model.ensure(cfg)
 
-    if not reboot_pending and "service" in cfg.stages:
+    if not reboot_pending and "service" in cfg.data.stages:
         services(cfg, facts, artifact, model_ops, moved, kept)
     gateway_role(cfg, hosts, load)
 
@@ -128,8 +128,8 @@ def check_token_file(cfg: HostConfig) -> None:
     """Host data `hf_token_file`, a root-only file on the host that the model download reads:
     there, a file, not empty and readable by root alone, or one line before any change
     (read by stat and a count of characters: the token stays on the host)."""
-    path = cfg.hf_token_file
-    if path is None or "model" not in cfg.stages:
+    path = cfg.data.hf_token_file
+    if path is None or "model" not in cfg.data.stages:
         return
     info = host.get_fact(SecretFile, path=path)
     make = (f"on the host, `sudo install -m 600 /dev/null {path}`, then write the token into "
@@ -158,7 +158,7 @@ def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]],
     """The gateway (host data `gateway`): every service of every inventory host, by model;
     where host data has none, one an earlier deploy put there goes, unless another inventory
     host on this machine has one (the inventory is the truth)."""
-    if "service" not in cfg.stages:
+    if "service" not in cfg.data.stages:
         return
     this = ctx_host.get().name
     if cfg.gateway is not None:
@@ -171,7 +171,7 @@ def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],
                          load: Callable[[Any], HostConfig]) -> None:
     """A gateway (host data `gateway`) with no service to route on any inventory host is
     refused before anything of this host runs: it would answer every request with 503."""
-    if cfg.gateway is None or "service" not in cfg.stages:
+    if cfg.gateway is None or "service" not in cfg.data.stages:
         return
     gw_plan = plan(ctx_host.get().name, hosts, load)
     if not gw_plan.routes:

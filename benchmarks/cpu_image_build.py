@@ -46,8 +46,8 @@ def dockerfile(unity: bool) -> str:
                                                                 "ref": "lcp0.3.36"},
                             "base_images": {"build": sandbox.BUILD_BASE,
                                             "runtime": sandbox.BASE}})
-    spec = build.build_spec(cfg, None, cuda_version=cfg.requested_cuda_version,
-                            cuda_arch=cfg.requested_cuda_arch)
+    spec = build.build_spec(cfg, None, cuda_version=cfg.data.cuda_version,
+                            cuda_arch=cfg.data.cuda_arch)
     saved = dict(build.UNITY)
     try:
         if not unity:

@@ -20,8 +20,8 @@ class HostFacts:
     The host as preflight read it, and what preflight resolved from it and host data, made
     once per host (tasks/preflight.py check): the way the server runs, the CUDA release and
     archs it is built for, the driver action, the tools to install. Tasks read these here;
-    HostConfig keeps only what host data asked (requested_runtime, requested_cuda_version,
-    requested_cuda_arch):
+    HostConfig keeps what host data asked (requested_runtime, data.cuda_version and
+    data.cuda_arch):
 
     .. code:: python
 

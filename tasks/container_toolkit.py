@@ -41,7 +41,7 @@ def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     if not wanted(cfg, facts):
         return []
-    version = cfg.container_toolkit_version or TOOLKIT_VERSION
+    version = cfg.data.container_toolkit_version or TOOLKIT_VERSION
     ops = nvidia_repos.toolkit_repo(nvidia_repos.repos(cfg, facts))
     specs = [f"{p}={version}" for p in PACKAGES]
     install = apt.packages(

@@ -21,7 +21,7 @@ def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
     """Native builds need it; container mode only when host data asks."""
     if cfg.service.profile.backend != "cuda":
         return False
-    return facts.runtime.native or cfg.install_cuda_toolkit
+    return facts.runtime.native or cfg.data.install_cuda_toolkit
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:

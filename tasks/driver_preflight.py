@@ -56,7 +56,7 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
         # where Secure Boot would reject the module it builds
         check_driver_install(host.get_fact(LinuxDriverPackages),
                              host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
-                             cfg.allow_reboot, os_id)
+                             cfg.data.allow_reboot, os_id)
         check_flavour_by_pci(cfg, host.get_fact(PciNvidiaDevices))
     plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs, cuda)
     if plan.action == "upgrade":
@@ -142,7 +142,7 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             "driver is installed inside WSL2", "remove it (apt purge 'nvidia-*' 'libnvidia-*') "
             "and use the Windows driver", lead=" ", then="; ")
     unknown = next((c for c in gpu.gpus if c.compute_cap is None), None)
-    if unknown is not None and not cfg.requested_cuda_arch:
+    if unknown is not None and not cfg.data.cuda_arch:
         raise PreflightError(
             "nvidia-smi", f"prints no compute capability for the {unknown.name} ([N/A]: a "
             "vGPU, MIG or an older driver), so the kit cannot tell which CUDA arch to build "
@@ -153,7 +153,7 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
         cap = card.compute_cap
         if cap is None:  # not printed: the given cuda_arch is taken as the card's
             continue
-        asked = cfg.requested_cuda_arch
+        asked = cfg.data.cuda_arch
         if asked and not arch_runs_on(asked, cap):
             raise PreflightError(
                 f"cuda_arch {asked}", f"has no kernels for the {card.name} (compute "
@@ -193,8 +193,8 @@ def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
     """The arch list to build for: host data `cuda_arch`, else every card's own arch when
     the host has cards of more than one (a 4090 and a 3090: '86;89'), else None (the
     build takes the one card's)."""
-    if cfg.requested_cuda_arch or gpu is None or not gpu.gpus:
-        return cfg.requested_cuda_arch
+    if cfg.data.cuda_arch or gpu is None or not gpu.gpus:
+        return cfg.data.cuda_arch
     archs = sorted({cuda_arch_from_compute_cap(c.compute_cap) for c in gpu.gpus
                     if c.compute_cap}, key=int)
     return ";".join(archs) if len(archs) > 1 else None
@@ -224,7 +224,7 @@ def cuda_judged(cfg: HostConfig, cuda: str | None) -> str:
     """The CUDA release preflight judges the driver and cards against: `cuda` where it is
     another than host data's (the host's own toolkit builds: tasks/preflight.py; the driver
     tasks pass HostFacts.cuda_version), else host data `cuda_version`."""
-    return cuda or cfg.requested_cuda_version
+    return cuda or cfg.data.cuda_version
 
 
 def check_generation(cfg: HostConfig, cards: list[tuple[str, str]],
@@ -258,7 +258,7 @@ def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]],
     """The branch the kit would install (or upgrade to) still drives every card: never a
     branch after 580 on a Maxwell, Pascal or Volta card, which that branch dropped."""
     old = [(n, c) for n, c in cards if _cap(c) < CUDA13_MIN_CAP]
-    branch = cfg.driver_branch or cudacompat.branch_for_cuda(cuda_judged(cfg, cuda))
+    branch = cfg.data.driver_branch or cudacompat.branch_for_cuda(cuda_judged(cfg, cuda))
     if old and branch is not None and branch > LAST_BRANCH_BELOW_TURING:
         raise PreflightError(
             host_data("driver_branch"), f"branch {branch} drops Maxwell, Pascal and Volta, "
@@ -275,7 +275,7 @@ def driver_branch_to_install(cfg: HostConfig, cuda: str | None = None,
     cuda = cuda_judged(cfg, cuda)
     mm = cudacompat.major_minor(cuda)
     shipped = cudacompat.branch_for_cuda(cuda)
-    given = cfg.driver_branch if branch is None else branch
+    given = cfg.data.driver_branch if branch is None else branch
     if given is None:
         if shipped is None:
             raise PreflightError(
@@ -315,13 +315,13 @@ def older_branch_advice(cfg: HostConfig, branch: int, cuda: str | None = None) -
     older = [b for b in known if b < branch and runs(b, cuda)]
     if older:
         return (f"set driver_branch = {older[0]} (an older branch that still runs CUDA "
-                f"{cuda} in {cfg.mode} mode)")
+                f"{cuda} in {cfg.data.mode} mode)")
     floor = cudacompat.minor_compat_branch(cuda)
     release = cudacompat.newest_release(cudacompat.cuda_of_branch(floor) or (0, 0))
     if release and floor < branch and runs(floor, release):
-        return (f"no older branch runs CUDA {cuda} in {cfg.mode} mode: set "
+        return (f"no older branch runs CUDA {cuda} in {cfg.data.mode} mode: set "
                 f"cuda_version = '{release}' and driver_branch = {floor} (its branch)")
-    return f"no older branch the kit knows runs CUDA {cuda} in {cfg.mode} mode"
+    return f"no older branch the kit knows runs CUDA {cuda} in {cfg.data.mode} mode"
 
 
 def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
@@ -413,7 +413,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
     release = cudacompat.newest_release(cudacompat.major_minor(reported)) if reported else None
     # a driver that reports no CUDA: no release of its CUDA to name, nor to follow
     a_release = f" to a {reported} release" if reported else ""
-    if cfg.cuda_follows_driver:
+    if cfg.data.cuda_follows_driver:
         if not cfg.requested_way.follows_driver:
             raise PreflightError(host_data("cuda_follows_driver"), f"{why}; it applies to "
                                  "container mode only", f"set cuda_version{a_release}, or "
@@ -430,7 +430,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
         raise PreflightError(*_the_driver_and(gpu, why), "update the NVIDIA driver on Windows, "
                              f"or set cuda_version{a_release}{follows}", lead=" ", then=": ")
     branch = driver_branch_to_install(cfg, cuda)
-    if cfg.upgrade_driver:
+    if cfg.data.upgrade_driver:
         return DriverPlan(action="upgrade")
     follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \
         "driver runs), " if release and cfg.requested_way.follows_driver else ""
@@ -450,7 +450,7 @@ def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     an older card where the card is known (nvidia-smi ran), before any change. Every card of
     the host counts (as check_flavour_by_pci counts every PCI id): the driver drives them all,
     and the unit gives the server every GPU."""
-    if cfg.driver_flavour != "open" or gpu is None:
+    if cfg.data.driver_flavour != "open" or gpu is None:
         return
     for card in gpu.gpus:
         if card.compute_cap is None:  # not printed ([N/A]): nothing to judge by
@@ -481,7 +481,7 @@ def check_flavour_by_pci(cfg: HostConfig, devices: tuple[int, ...]) -> None:
     # compute capability below 7.5 (the first Turing id): the generation rule, by PCI id
     check_generation(cfg, [(f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing "
                             "(ids below 10de:1e00)", "7.0")])
-    if cfg.driver_flavour != "open":
+    if cfg.data.driver_flavour != "open":
         return
     raise PreflightError(
         host_data("driver_flavour"), "'open' (the default) needs a Turing or newer GPU, and "

@@ -27,18 +27,18 @@ HF_HUB_SPEC = "huggingface_hub==1.33.0"
 
 
 def model_path(cfg: HostConfig, svc: ServiceConfig) -> str:
-    return svc.model.host_path(cfg.model_dir)
+    return svc.model.host_path(cfg.data.model_dir)
 
 
 def draft_path(cfg: HostConfig, svc: ServiceConfig) -> str | None:
-    return svc.draft.host_path(cfg.model_dir) if svc.draft else None
+    return svc.draft.host_path(cfg.data.model_dir) if svc.draft else None
 
 
 def ensure(cfg: HostConfig) -> list[OperationMeta]:
     """Every service's model and draft; models are pinned (beekeeper.pins) before this.
     Returns the operations that place model files: a change there restarts the server
     (the downloader's own set-up does not)."""
-    files.directory(name=f"Create the model folder {cfg.model_dir}", path=cfg.model_dir,
+    files.directory(name=f"Create the model folder {cfg.data.model_dir}", path=cfg.data.model_dir,
                     mode="0755")
     result: list[OperationMeta] = []
     wanted: dict[str, ModelFile] = {}
@@ -47,7 +47,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
             wanted.setdefault(model.filename, model)
     if any(isinstance(m.source, HfSource) for m in wanted.values()):
         _hf_downloader()
-    stamps = sha256_stamps(cfg.state_dir)
+    stamps = sha256_stamps(cfg.data.state_dir)
     placed: list[tuple[ModelFile, str]] = []  # each file, with the sha256 it must have
     for model in wanted.values():
         op, sha256 = _placed(cfg, model, stamps)
@@ -56,13 +56,13 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     for model, sha256 in placed:  # not in `result`: a stamp is no reason to restart
         model_ops.sha256_stamped(
             name=f"Remember the sha256 of {model.filename} (the next run reads it)",
-            path=model.host_path(cfg.model_dir), sha256=sha256, stamps=stamps)
+            path=model.host_path(cfg.data.model_dir), sha256=sha256, stamps=stamps)
     return result
 
 
 def _placed(cfg: HostConfig, model: ModelFile, stamps: str) -> tuple[OperationMeta, str]:
     """The operation that puts `model` in place on the host, and the sha256 it checks."""
-    dest = model.host_path(cfg.model_dir)
+    dest = model.host_path(cfg.data.model_dir)
     if isinstance(model.source, FileSource) and model.source.on_host:
         # yours, where it is: preflight checked its sha256 and that the server can read it
         sha256 = str(model.sha256)
@@ -90,9 +90,9 @@ def _placed(cfg: HostConfig, model: ModelFile, stamps: str) -> tuple[OperationMe
         name=f"Download model {model.source.repo}/{model.filename}"
              f"@{model.source.revision[:12]} (sha256 {model.sha256[:12]}…)",
         dest=dest, sha256=model.sha256, size_bytes=model.size_bytes,
-        endpoint=cfg.hf_endpoint, repo=model.source.repo, revision=model.source.revision,
+        endpoint=cfg.data.hf_endpoint, repo=model.source.repo, revision=model.source.revision,
         filename=model.filename, fetcher=FETCHER, python=f"{HOST_VENV}/bin/python",
-        token_file=cfg.hf_token_file, stamps=stamps), model.sha256
+        token_file=cfg.data.hf_token_file, stamps=stamps), model.sha256
 
 
 def _hf_downloader() -> None:

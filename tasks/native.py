@@ -43,7 +43,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     # versioned folder already holds every target.
     if not native_ops.installed(dest):
         ops += source.ensure(cfg)
-    script = shell_script(spec, source.tree_dir(cfg), f"{cfg.state_dir}/native/{slug}/build",
+    script = shell_script(spec, source.tree_dir(cfg), f"{cfg.data.state_dir}/native/{slug}/build",
                           spec.jobs, dest, NATIVE_PREFIX,
                           cuda_bin=posixpath.dirname(facts.host_nvcc) if facts.host_nvcc
                           else "/usr/local/cuda/bin")

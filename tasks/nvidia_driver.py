@@ -71,7 +71,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
         return False, released
     branch = driver_branch_to_install(cfg, facts.cuda_version)
     pinning = f"nvidia-driver-pinning-{branch}"
-    driver = driver_package(cfg.driver_flavour)
+    driver = driver_package(cfg.data.driver_flavour)
     headers = [f"linux-headers-{facts.wsl.kernel_release}"]  # Wsl fact: `uname -r`
     meta = headers_meta(facts.os.as_mapping(), facts.wsl.kernel_release)
     headers += [meta] if meta else []
@@ -130,7 +130,7 @@ def _after_install(cfg: HostConfig, ops: list[OperationMeta],
                    arch_known: bool) -> tuple[bool, list[OperationMeta]]:
     """Reboot where host data allows it, else stop and ask for one. After the reboot the
     deploy goes on where the GPU's arch is known (cuda_arch, or an upgraded driver's card)."""
-    if cfg.allow_reboot:
+    if cfg.data.allow_reboot:
         ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
                                  delay=10, reboot_timeout=600))
         if arch_known:

@@ -56,7 +56,8 @@ def cuda_distro(facts: HostFacts) -> str:
 
 def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
     """NVIDIA's URLs, or mirrors from host data `nvidia_repos` (air-gapped hosts, tests)."""
-    given = cfg.nvidia_repos
+    mirrors = cfg.data.nvidia_repos
+    given = mirrors.model_dump(exclude_none=True) if mirrors else {}
     distro = cuda_distro(facts)
     return Repos(
         cuda=given.get("cuda", CUDA_REPO).format(distro=distro),

@@ -89,12 +89,12 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     its header read there: `host_gguf`), else the profile's."""
     from beekeeper.core.planner import PlanError, predict, served_gguf
 
-    budget_mib = cfg.vram_budget_gib * 1024
+    budget_mib = cfg.data.vram_budget_gib * 1024
     total = 0.0
     for svc in cfg.services:
-        with host_gguf(svc.model, cfg.model_dir) as on_host:
+        with host_gguf(svc.model, cfg.data.model_dir) as on_host:
             gguf = served_gguf(svc.model) or on_host
-            key, named = _served_as(svc.model, cfg.model_dir, on_host, gguf)
+            key, named = _served_as(svc.model, cfg.data.model_dir, on_host, gguf)
             try:
                 pred = predict(svc.profile, gguf)
             except PlanError as e:  # a model file the planner cannot read
@@ -306,7 +306,7 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     with_slots = f" with {s.parallel} slots" if s.parallel != 1 else ""
     return PreflightError(
         f"profile {svc.profile.name}{said}", f"needs {pred.total_mib:.0f} MiB of VRAM, over "
-        f"vram_budget_gib {cfg.vram_budget_gib:g} ({budget_mib:.0f} MiB): {_brief(pred)}",
+        f"vram_budget_gib {cfg.data.vram_budget_gib:g} ({budget_mib:.0f} MiB): {_brief(pred)}",
         f"profiles that fit{with_slots}: {', '.join(fits) or 'none'}{more}; or raise "
         "vram_budget_gib", lead=" ", then="; ")
 
@@ -444,7 +444,7 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
             "the kit's own supervisord) and set mode = 'native'")
     if fallback is None:
         raise PreflightError(
-            host_data("mode"), f"{cfg.mode!r} runs the server in a Docker container, and this "
+            host_data("mode"), f"{cfg.data.mode!r} runs the server in a Docker container, and this "
             f"host has {'a docker CLI but' if docker_present else 'no Docker engine and'} no "
             f"systemd (PID 1 is {init.pid1!r}: a container) to run one", "set mode = "
             "\"native\" (the server is built on the host and runs under the kit's "
@@ -470,7 +470,7 @@ def check_persistent_root(cfg: HostConfig, rt: Runtime, init: InitInfo) -> str |
     again by itself: Runtime.restarts_with_host), inside one of the kit's own folders, or
     where the host shows it on the container's overlay layer (which RunPod and Kubernetes
     clear when the pod restarts)."""
-    given = cfg.persistent_root
+    given = cfg.data.persistent_root
     if given == PERSISTENT_NONE:
         return None
     if rt.restarts_with_host:
@@ -529,7 +529,7 @@ def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime) -> list[str]
             raise PreflightError(
                 "runtime supervisor", "starts the server as user beekeeper with setpriv, which "
                 "this host lacks", "apt-get install util-linux, then deploy again", lead=" ")
-    if not rt.builds_on_host or "build" not in cfg.stages:
+    if not rt.builds_on_host or "build" not in cfg.data.stages:
         return []
     wanted = ["cmake", "c++", "make"] + (["git"] if cfg.source.kind == "git" else [])
     missing = tools.missing(tuple(wanted))
@@ -554,14 +554,14 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     if not gpu or not gpu.gpus:
         return None
     from beekeeper.core.build import cuda_arch_from_compute_cap
-    asked = cfg.requested_cuda_arch
+    asked = cfg.data.cuda_arch
     archs = ([a.strip() for a in asked.replace(";", ",").split(",") if a.strip()]
              if asked else
              sorted({cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus
                      if g.compute_cap}))
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
-        warn(f"{choice.why}: the kit installs CUDA {cfg.requested_cuda_version}'s toolkit "
+        warn(f"{choice.why}: the kit installs CUDA {cfg.data.cuda_version}'s toolkit "
              "instead")
         return None
     say(choice.why)
@@ -630,7 +630,7 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
     above the path given and above the link's target); under a native systemd service, not
     in a folder the unit's ProtectHome=yes hides (Runtime.protects_home: the server could
     never open it)."""
-    if "model" not in cfg.stages and "service" not in cfg.stages:
+    if "model" not in cfg.data.stages and "service" not in cfg.data.stages:
         return
     rule_model_in_model_dir(cfg)
     for svc in cfg.services:
@@ -639,7 +639,7 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
                 check_gguf("model_path", m.source.path, local_head(m.source.path))
             if not m.users_file:
                 continue
-            path = m.host_path(cfg.model_dir)
+            path = m.host_path(cfg.data.model_dir)
             target = host.get_fact(ModelTarget, path=path) or path
             named = path if target == path else f"{path} (a symlink to {target})"
             hidden = hidden_by_protect_home(path) or hidden_by_protect_home(target)
@@ -648,7 +648,7 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
                     host_data("model_host_path"), f"{named} lies under {hidden}, which the "
                     "native service's systemd unit hides from the server (ProtectHome=yes "
                     "hides /home, /root and /run/user), so it could never start", "move "
-                    f"or copy the file out of them, e.g. into model_dir {cfg.model_dir}, and "
+                    f"or copy the file out of them, e.g. into model_dir {cfg.data.model_dir}, and "
                     "set model_host_path to its new path (a symlink into them does not help: "
                     "the server follows it)")
             info: Any = host.get_fact(File, path=target)
@@ -658,7 +658,7 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
                     "give the path of the .gguf there (or a symlink to it), or model_path "
                     "for a file on the controller")
             check_gguf("model_host_path", path, host.get_fact(FileHead, path=path))
-            got = host.get_fact(Sha256File, path=path, stamps=sha256_stamps(cfg.state_dir))
+            got = host.get_fact(Sha256File, path=path, stamps=sha256_stamps(cfg.data.state_dir))
             if got != m.sha256:
                 raise PreflightError(
                     host_data("model_sha256"), f"{path} has sha256 {got}, not {m.sha256}",
@@ -681,7 +681,7 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
         raise PreflightError("Docker from snap", "cannot use the NVIDIA runtime or read "
                              "/etc/docker", "remove it (snap remove docker) and deploy again",
                              lead=" ", then=": ")
-    if docker.flavour == "docker-desktop" and not cfg.use_docker_desktop:
+    if docker.flavour == "docker-desktop" and not cfg.data.use_docker_desktop:
         raise PreflightError(
             "Docker Desktop's WSL integration", "is active: beekeeper will not install a "
             "second engine beside it", "set use_docker_desktop = True to use it, or turn "
@@ -700,7 +700,7 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
             lead=" ", then=": ")
     if docker.present:
         return
-    if not cfg.install_docker:
+    if not cfg.data.install_docker:
         raise PreflightError("Docker", "is missing and install_docker is False", "install "
                              "Docker or set install_docker = True", lead=" ", then=": ")
     if os_release.id not in ("debian", "ubuntu"):
@@ -714,7 +714,7 @@ def check_ports(cfg: HostConfig, docker: DockerEngineInfo, rt: Runtime,
     """Each service's port, when this deploy reaches the service stage; returns the pids of
     the kit's unsupervised servers there (HostFacts.port_orphans). `kept`: what other
     inventory hosts on this machine keep (tasks/prune.py)."""
-    if "service" not in cfg.stages:
+    if "service" not in cfg.data.stages:
         return ()
     # services this deploy removes first (tasks/prune.py) may hold a port a kept one wants
     deployed: list[str] = host.get_fact(DeployedServices)
@@ -729,17 +729,17 @@ def check_ports(cfg: HostConfig, docker: DockerEngineInfo, rt: Runtime,
 def download_bytes(cfg: HostConfig) -> int:
     """What the model stage still has to download: models not there with their sha256,
     less what a partial download already holds."""
-    if "model" not in cfg.stages:
+    if "model" not in cfg.data.stages:
         return 0
     need = 0
     seen: set[str] = set()
     for model in (m for svc in cfg.services for m in svc.models()):
         if isinstance(model.source, FileSource) and model.source.on_host:
             continue  # yours, where it is: nothing to download
-        dest = f"{cfg.model_dir}/{model.filename}"
+        dest = f"{cfg.data.model_dir}/{model.filename}"
         if model.filename in seen or (
-                model.sha256 and host.get_fact(
-                    Sha256File, path=dest, stamps=sha256_stamps(cfg.state_dir)) == model.sha256):
+                model.sha256 and host.get_fact(Sha256File, path=dest, stamps=sha256_stamps(
+                    cfg.data.state_dir)) == model.sha256):
             continue
         seen.add(model.filename)
         # written straight to <file>.partial (one copy); a partial file is resumed
@@ -751,8 +751,8 @@ def download_bytes(cfg: HostConfig) -> int:
 
 def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
     """Under WSL2, model_dir on the Linux disk, not a Windows drive."""
-    if wsl.is_wsl2 and cfg.model_dir.startswith("/mnt/"):
-        raise PreflightError(f"model_dir {cfg.model_dir}", "is on a Windows drive (9p, 3-5x "
+    if wsl.is_wsl2 and cfg.data.model_dir.startswith("/mnt/"):
+        raise PreflightError(f"model_dir {cfg.data.model_dir}", "is on a Windows drive (9p, 3-5x "
                              "slower loads)", "use a folder on the WSL ext4 disk, e.g. "
                              "/srv/beekeeper", lead=" ", then=": ")
 
@@ -762,7 +762,7 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
     need = download_bytes(cfg)
     if need and free is not None and free < need + GIB:
         raise PreflightError(
-            f"model_dir {cfg.model_dir}", f"has {free / GIB:.1f} GiB free; the download needs "
+            f"model_dir {cfg.data.model_dir}", f"has {free / GIB:.1f} GiB free; the download needs "
             f"{need / GIB:.1f} GiB plus 1 GiB margin", "free space or set model_dir elsewhere",
             lead=" ", then=": ")
 
@@ -782,11 +782,11 @@ def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
     """Whether this deploy builds the server image (container mode, its tag not there):
     for `cuda_version` where the image follows the driver, else host data's release, and
     for the archs the deploy builds for (every card's, on a host of cards of more than one)."""
-    if not cfg.requested_way.builds_image or "build" not in cfg.stages:
+    if not cfg.requested_way.builds_image or "build" not in cfg.data.stages:
         return False
     cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
     tag = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
-                     cuda_version=cuda_version or cfg.requested_cuda_version,
+                     cuda_version=cuda_version or cfg.data.cuda_version,
                      cuda_arch=archs_of_cards(cfg, gpu)).tag()
     return not host.get_fact(DockerImageId, tag=tag)
 
@@ -803,11 +803,11 @@ def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool)
         return
     backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
     need = int(IMAGE_BUILD_GIB[backend] * GIB)
-    model = host.get_fact(DiskOf, path=cfg.model_dir)
+    model = host.get_fact(DiskOf, path=cfg.data.model_dir)
     download = download_bytes(cfg) if model is not None and model.mount == disk.mount else 0
     if disk.free_bytes < need + download + GIB:
-        also = f" plus the model download {download / GIB:.1f} GiB (model_dir {cfg.model_dir} " \
-            "is on the same file system)" if download else ""
+        also = f" plus the model download {download / GIB:.1f} GiB (model_dir " \
+            f"{cfg.data.model_dir} is on the same file system)" if download else ""
         raise PreflightError(
             f"Docker's root dir {root}", f"(file system {disk.mount}) has "
             f"{disk.free_bytes / GIB:.1f} GiB free; building the {backend.upper()} server image "
@@ -823,7 +823,7 @@ def warn_proxy(cfg: HostConfig, docker: DockerEngineInfo, building: bool,
     refusal: base images already there or preloaded (host data preload_images) need no pull,
     and the kit cannot tell a transparent proxy or a mirror apart. The build's own apt-get
     gets the host's proxy variables as build arguments."""
-    if not building or not proxy_vars or docker.proxy or cfg.preload_images \
+    if not building or not proxy_vars or docker.proxy or cfg.data.preload_images \
             or docker.flavour == "docker-desktop":
         return
     warn(f"this host uses a proxy (/etc/environment sets {', '.join(proxy_vars)}) but Docker's "
@@ -933,7 +933,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     os_release = read(OsRelease, "/etc/os-release")
     docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
-    free = host.get_fact(FreeDiskBytes, path=cfg.model_dir)
+    free = host.get_fact(FreeDiskBytes, path=cfg.data.model_dir)
     rt = check_init(cfg, init, wsl, docker.present)
     persistent_root = check_persistent_root(cfg, rt, init)
     if not rt.under_systemd and cfg.gateway is not None:
@@ -947,7 +947,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     compose_version = check_compose(cfg, os_release, docker)
     host_cuda = check_host_toolkit(cfg, tools, gpu)
     # the driver and the build are judged against the toolkit that builds
-    plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.requested_cuda_version)
+    plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.data.cuda_version)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
@@ -970,7 +970,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
                      driver_action=plan.action, runtime=rt,
-                     cuda_version=plan.cuda_version or host_cuda or cfg.requested_cuda_version,
+                     cuda_version=plan.cuda_version or host_cuda or cfg.data.cuda_version,
                      cuda_arch=archs_of_cards(cfg, gpu),
                      proxy_vars=proxy_vars if building else (),
                      compose_version=compose_version,

@@ -146,7 +146,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str,
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
         return []
     slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
-    src = f"{cfg.state_dir}/src"
+    src = f"{cfg.data.state_dir}/src"
     trees = {e.name for e in host.get_fact(FolderEntries, path=src)
              if _tree_kept(e.name, slugs)} | _own_trees(cfg)
     native_keep = set(slugs)
@@ -155,8 +155,8 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str,
             native_keep.add(e.name)  # `current`, while it names a kept build
     folders = [(NATIVE_PREFIX, native_keep, "native builds"),
                (src, trees, "source trees"),
-               (f"{cfg.state_dir}/build", slugs, "image build folders"),
-               (f"{cfg.state_dir}/native", slugs, "native build trees")]
+               (f"{cfg.data.state_dir}/build", slugs, "image build folders"),
+               (f"{cfg.data.state_dir}/native", slugs, "native build trees")]
     builds = ", ".join(sorted(slugs)) or "none"
     ops = []
     for folder, names, what in folders:

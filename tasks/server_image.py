@@ -33,13 +33,13 @@ def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
 def preloads(cfg: HostConfig) -> list[OperationMeta]:
     """Base images saved on the controller, loaded where the host lacks them."""
     result: list[OperationMeta] = []
-    for image, tar in cfg.preload_images.items():
+    for image, tar in (cfg.data.preload_images or {}).items():
         if not Path(tar).exists():
             raise ConfigError(host_data("preload_images"), f"{tar} does not exist", "run "
                               "`beekeeper sandbox up` (it saves the base images) or drop it")
         result.append(docker_ops.image_preloaded(
             name=f"Load base image {image} from the controller",
-            image=image, local_tar=tar, remote_dir=f"{cfg.state_dir}/images",
+            image=image, local_tar=tar, remote_dir=f"{cfg.data.state_dir}/images",
         ))
     return result
 
@@ -49,7 +49,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     spec = spec_for(cfg, facts)
     tag = spec.tag()
     slug = tag.split(":", 1)[1]
-    build_dir = f"{cfg.state_dir}/build/{slug}"
+    build_dir = f"{cfg.data.state_dir}/build/{slug}"
     result = preloads(cfg)
     # The source tree and the Dockerfile are placed only for a build: a tag that exists is
     # up to date (it encodes every input); image_built itself says so.

@@ -39,7 +39,7 @@ def server_args(cfg: HostConfig, rt: Runtime, svc: ServiceConfig) -> list[str]:
     """The server's arguments: its model files on the host (native), or in the container's
     read-only model mount."""
     def where(m: ModelFile) -> str:
-        return rt.model_arg(m, cfg.model_dir)
+        return rt.model_arg(m, cfg.data.model_dir)
 
     args = svc.profile.server.args(where(svc.model), where(svc.draft) if svc.draft else None)
     return [*args, "--alias", svc.alias, *svc.extra_args]
@@ -49,7 +49,7 @@ def container(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> C
     """The service's container, one spec for the plain unit and the compose file."""
     p = paths(svc)
     return ContainerSpec(name=p.container, image=image, args=tuple(server_args(cfg, rt, svc)),
-                         model_dir=cfg.model_dir, bind_address=svc.bind_address,
+                         model_dir=cfg.data.model_dir, bind_address=svc.bind_address,
                          port=svc.port, service=svc.name, profile=svc.profile.name,
                          env_file=p.secrets_env if svc.api_key_file else None,
                          gpu=svc.profile.backend == "cuda")
@@ -59,7 +59,7 @@ def _context(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str) ->
     """What the unit templates share: the server's arguments, paths, secrets."""
     p = paths(svc)
     return dict(svc=svc, unit=p.unit_name, container=p.container, binary=artifact,
-                model_dir=cfg.model_dir, args=server_args(cfg, rt, svc),
+                model_dir=cfg.data.model_dir, args=server_args(cfg, rt, svc),
                 gpu=svc.profile.backend == "cuda", conf_dir=p.conf_dir, paths=p,
                 env_file=p.secrets_env if svc.api_key_file else None,
                 program=p.program, log_file=p.server_log, launch=launch_script(svc))
@@ -113,15 +113,15 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
     p = paths(svc)
     return DeployedService(
         service=svc.name, container=p.container, unit=rt.known_by(p),
-        profile=svc.profile.name, mode=cfg.mode, image=image, runtime=rt.recorded,
+        profile=svc.profile.name, mode=cfg.data.mode, image=image, runtime=rt.recorded,
         log=rt.log(p), compose_file=rt.compose_file(p),
         bind_address=svc.bind_address, port=svc.port,
         ctx_size_tokens=svc.profile.server.ctx_size, slots=svc.profile.server.parallel,
-        model_path=svc.model.host_path(cfg.model_dir),
+        model_path=svc.model.host_path(cfg.data.model_dir),
         model_sha256=svc.model_sha256,
         # a file of yours served in place (model_host_path): the uninstall leaves it
         model_is_users=svc.model.users_file,
-        draft_path=svc.draft.host_path(cfg.model_dir) if svc.draft else None,
+        draft_path=svc.draft.host_path(cfg.data.model_dir) if svc.draft else None,
         draft_sha256=svc.draft.sha256 if svc.draft else None,
         api_key=bool(svc.api_key_file), version=RECORD_VERSION,
     )

@@ -30,7 +30,7 @@ def check(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, changed: bool) -> Op
     paths = ServicePaths(svc.name)
     return smoke_checked(
         name=f"Wait for /health on port {svc.port} and smoke-check the API",
-        port=svc.port, paths=paths, timeout_s=cfg.health_timeout_s, after_change=changed,
+        port=svc.port, paths=paths, timeout_s=cfg.data.health_timeout_s, after_change=changed,
         api_key_file=paths.api_key if svc.api_key_file else None,
         profile=svc.profile.name, bind_address=svc.bind_address, runtime=rt, model=svc.alias,
     )

@@ -172,7 +172,7 @@ def kit_packages() -> KitPackages:
 def kit_models(cfg: HostConfig) -> list[str]:
     """Model files the kit placed (see the module's docstring), with a download's partial
     file and logs, those that are there."""
-    d = cfg.model_dir
+    d = cfg.data.model_dir
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
     for name in host.get_fact(DeployedServices):
         for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
@@ -199,7 +199,7 @@ def kit_models(cfg: HostConfig) -> list[str]:
 def yours(cfg: HostConfig) -> set[str]:
     """Model files of yours the kit served where they are (host data `model_host_path`), by
     this inventory and by what each deployed service recorded."""
-    found = {m.host_path(cfg.model_dir) for s in cfg.services for m in s.models()
+    found = {m.host_path(cfg.data.model_dir) for s in cfg.services for m in s.models()
              if m.users_file}
     for name in host.get_fact(DeployedServices):
         for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
@@ -261,12 +261,14 @@ def services() -> list[OperationMeta]:
 
 def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
     if keep:
-        return [ops_.left_in_place(name=f"Keep the models in {cfg.model_dir} (keep_models)",
-                                   why=f"models kept in {cfg.model_dir} (host data keep_models)")]
+        where = cfg.data.model_dir
+        return [ops_.left_in_place(name=f"Keep the models in {where} (keep_models)",
+                                   why=f"models kept in {where} (host data keep_models)")]
     paths = kit_models(cfg)
     names = ", ".join(p.rsplit("/", 1)[-1] for p in paths) or "none left"
-    return [ops_.paths_removed(name=f"Remove the models the kit placed in {cfg.model_dir} "
-                                    f"({names})", paths=paths, what=f"models in {cfg.model_dir}")]
+    where = cfg.data.model_dir
+    return [ops_.paths_removed(name=f"Remove the models the kit placed in {where} ({names})",
+                               paths=paths, what=f"models in {where}")]
 
 
 def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
@@ -278,7 +280,7 @@ def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
                            paths=[CONF_ROOT], what=CONF_ROOT),
         ops_.paths_removed(name="Remove the state and log folders (source trees, builds, "
                                 "reports, logs)",
-                           paths=sorted({cfg.state_dir, STATE_DIR, LOG_DIR}),
+                           paths=sorted({cfg.data.state_dir, STATE_DIR, LOG_DIR}),
                            what="state and log folders"),
         ops_.paths_removed(name=f"Remove {OPT_ROOT} (native builds, host venvs, verify kit) "
                                 "and the host-side scripts",
@@ -414,7 +416,7 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> lis
     toolkit = container_toolkit_traces(pk, driver_kept)
     result += toolkit
     # the model folder stays while it holds kept models (or files of yours)
-    empty = ([] if keep_models else [cfg.model_dir, os.path.dirname(MODEL_DIR)]) + [OPT_ROOT]
+    empty = ([] if keep_models else [cfg.data.model_dir, os.path.dirname(MODEL_DIR)]) + [OPT_ROOT]
     empty += [os.path.dirname(CDI_SPEC)] if toolkit else []
     result.append(ops_.empty_folders_removed(
         name="Remove the kit's folders left empty (" + ", ".join(empty) + ")", paths=empty))

@@ -115,71 +115,22 @@ GatewayConfig = GatewayData
 
 @dataclass(frozen=True)
 class HostConfig:
-    """Validated settings for one inventory host. Made only by load_host_config, which gives
-    every field: the defaults are those hostdata.py declares, not written again here."""
+    """One inventory host's settings, made only by load_host_config: its host data as
+    declared (`data`: every key hostdata.py reads, with the schema's defaults), and what the
+    rules between keys make of it. What preflight decides from the host's facts (the
+    runtime, the CUDA release and archs the server is built for) is HostFacts'."""
 
-    mode: str
+    data: HostData
     services: tuple[ServiceConfig, ...]
-    model_dir: str
-    state_dir: str
-    source: SourceSpec
-    # host data `cuda_version` and `cuda_arch`, as asked: the release and archs the server is
-    # built for are preflight's (HostFacts.cuda_version and cuda_arch: the host toolkit's
-    # release, the driver's where the image follows it, every card's arch)
-    requested_cuda_version: str
-    requested_cuda_arch: str | None
-    vram_budget_gib: float
-    health_timeout_s: int
-    build_jobs: int | None
-    base_images: Mapping[str, str]
-    preload_images: Mapping[str, str]
-    install_docker: bool
-    stages: tuple[str, ...]
-    # host data `persistent_root` as given: None (unset: preflight picks /workspace/beekeeper
-    # where the host has /workspace, else none), "none" (the standard layout), or a folder;
-    # what preflight resolved is HostFacts.persistent_root
-    persistent_root: str | None
-    # host data gave `services` (a refusal names services[i].key), not one service's keys
-    services_listed: bool
-    # the Hugging Face Hub, or a mirror of it (HF_ENDPOINT for huggingface_hub)
-    hf_endpoint: str
-    # build beellama's embedded web UI into the server (off: the kit serves the API)
-    webui: bool
-    # host data `runtime`, or its default (compose with Docker Desktop, else systemd): what
-    # runs the server is preflight's (HostFacts.runtime: supervisor where PID 1 is not systemd)
-    requested_runtime: str
-    # host data named the runtime (else preflight picks supervisor where PID 1 is not systemd)
-    runtime_given: bool
     # services this host had and must not have any more (`state = "absent"`): see
     # tasks/prune.py, which also removes those the inventory no longer names
     absent: tuple[str, ...]
-    # this host's gateway role (host data `gateway`), and the address a gateway on another
-    # host reaches this host's services at (host data `gateway_address`)
+    source: SourceSpec
+    # this host's gateway role (host data `gateway`), its port checked against the services'
     gateway: GatewayConfig | None
-    gateway_address: str | None
-    # host data read by single tasks
-    # mirrors of NVIDIA's repositories: keys cuda, cuda_key, toolkit, toolkit_key
-    nvidia_repos: Mapping[str, str]
-    # the driver branch to install on native Linux (None: the one shipped with cuda_version)
-    driver_branch: int | None
-    # the Container Toolkit's apt version (None: tasks/container_toolkit.py's pin)
-    container_toolkit_version: str | None
-    # install the CUDA toolkit in container mode too (native mode always does)
-    install_cuda_toolkit: bool
-    # a root-only file on the host holding a Hugging Face token, for gated models
-    hf_token_file: str | None
-    # reboot after installing the NVIDIA driver, instead of stopping
-    allow_reboot: bool
-    # use Docker Desktop's WSL integration as the engine
-    use_docker_desktop: bool
-    # native Linux with a driver older than cuda_version needs: replace it with the pinned
-    # branch (the distro's driver packages purged first), instead of stopping
-    upgrade_driver: bool
-    # build the image for the newest CUDA the installed driver runs, instead of cuda_version
-    cuda_follows_driver: bool
-    # the kernel modules the kit installs: NVIDIA's open modules (Turing and newer, required
-    # for Blackwell) or the proprietary ones (needed before Turing)
-    driver_flavour: str
+    # host data `runtime`, or the way `requested` picks for it (compose with Docker Desktop,
+    # else systemd): what runs the server is preflight's (HostFacts.runtime)
+    requested_runtime: str
     # the repository the server images are tagged in (not host data)
     image_repo: str = "beekeeper/llama-server"
 
@@ -188,11 +139,22 @@ class HostConfig:
         return self.services[0]
 
     @property
+    def services_listed(self) -> bool:
+        """Host data gave `services` (a refusal names services[i].key), not one service's."""
+        return self.data.services is not None
+
+    @property
+    def runtime_given(self) -> bool:
+        """Host data named the runtime (else preflight picks supervisor where PID 1 is not
+        systemd)."""
+        return self.data.runtime is not None
+
+    @property
     def requested_way(self) -> Runtime:
         """The way host data asks for (mode and requested_runtime: core/runtime.py). What
         runs the server is preflight's, HostFacts.runtime: this one where PID 1 is systemd,
         else its without_systemd; both run the server of the same mode."""
-        return runtime_of(self.mode, self.requested_runtime)
+        return runtime_of(self.data.mode, self.requested_runtime)
 
 
 @functools.cache  # the same for every host of a run
@@ -333,24 +295,8 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     services, absent = _services(hd, own_keys(data), pin)
     rule_env_keys(services, hd.services is not None, way)
     gateway = _gateway(hd, services)
-    return HostConfig(
-        mode=hd.mode, requested_runtime=way.runtime, runtime_given=hd.runtime is not None,
-        services=services, absent=absent,
-        model_dir=hd.model_dir, state_dir=hd.state_dir, source=_source(hd),
-        persistent_root=hd.persistent_root, services_listed=hd.services is not None,
-        base_images=hd.base_images.model_dump(exclude_none=True) if hd.base_images else {},
-        preload_images=dict(hd.preload_images or {}), install_docker=hd.install_docker,
-        gateway=gateway, gateway_address=hd.gateway_address,
-        vram_budget_gib=float(hd.vram_budget_gib), requested_cuda_version=hd.cuda_version,
-        requested_cuda_arch=hd.cuda_arch, build_jobs=hd.build_jobs,
-        health_timeout_s=hd.health_timeout_s, stages=tuple(hd.stages),
-        hf_endpoint=hd.hf_endpoint, webui=hd.server_webui,
-        nvidia_repos=hd.nvidia_repos.model_dump(exclude_none=True) if hd.nvidia_repos else {},
-        driver_branch=hd.driver_branch, container_toolkit_version=hd.container_toolkit_version,
-        install_cuda_toolkit=bool(hd.install_cuda_toolkit), hf_token_file=hd.hf_token_file,
-        allow_reboot=bool(hd.allow_reboot), use_docker_desktop=bool(hd.use_docker_desktop),
-        upgrade_driver=bool(hd.upgrade_driver), cuda_follows_driver=bool(hd.cuda_follows_driver),
-        driver_flavour=hd.driver_flavour)
+    return HostConfig(data=hd, services=services, absent=absent, source=_source(hd),
+                      gateway=gateway, requested_runtime=way.runtime)
 
 
 # ------------------------------------------------------------------ rules between keys
@@ -360,7 +306,7 @@ def rule_runtime(hd: HostData) -> Runtime:
     also picks the way for an unset runtime): compose runs a container only, supervisord
     the native server only."""
     try:
-        return requested(hd.mode, hd.runtime, bool(hd.use_docker_desktop))
+        return requested(hd.mode, hd.runtime, hd.use_docker_desktop)
     except ValueError:
         assert hd.runtime is not None  # an unset runtime is always a way
         way = ways_named(hd.runtime)[0]  # the one way this runtime names
@@ -523,11 +469,11 @@ def rule_model_in_model_dir(cfg: HostConfig) -> None:
             continue
         path = source.path
         folder = path.rsplit("/", 1)[0] or "/"
-        if not way.serves_from(folder, cfg.model_dir):
+        if not way.serves_from(folder, cfg.data.model_dir):
             key = f"services[{i}].model_host_path" if cfg.services_listed else \
                 "model_host_path"
-            raise fail(key, f"{path} is outside model_dir {cfg.model_dir}, the one folder the "
-                       "server's container mounts", f"move the file into {cfg.model_dir}, set "
+            raise fail(key, f"{path} is outside model_dir {cfg.data.model_dir}, the one folder the "
+                       "server's container mounts", f"move the file into {cfg.data.model_dir}, set "
                        f"model_dir = {folder!r}, or mode = 'native'")
 
 

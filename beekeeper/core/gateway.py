@@ -90,8 +90,8 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
         if bind.is_unspecified:
             return "::1" if bind.version == 6 else "127.0.0.1"
         return str(bind)
-    if cfg.gateway_address:  # a private address, or an SSH forward on the gateway's side
-        return cfg.gateway_address
+    if cfg.data.gateway_address:  # a private address, or an SSH forward on the gateway's side
+        return cfg.data.gateway_address
     where = (f"on {host}: set gateway_address to the address the gateway reaches it at "
              "(a private address, or '127.0.0.1' with an SSH forward and gateway_port)")
     if bind.is_loopback:

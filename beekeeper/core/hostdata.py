@@ -794,7 +794,8 @@ class ServiceData(BaseModel):
     draft_sha256: Sha256 | None = _pin("draft", "sha256")
 
 
-Flag = Annotated[bool, Field(strict=True)] | None
+# True or False; None (written out) is the default, False
+Flag = Annotated[bool, Field(strict=True), BeforeValidator(lambda v: False if v is None else v)]
 Mapping_ = BeforeValidator(_mapping)
 
 

@@ -30,7 +30,7 @@ esac
 REPOS = json.dumps({"toolkit": "http://127.0.0.1:8799/toolkit",
                     "toolkit_key": "http://127.0.0.1:8799/gpgkey"})
 # the branch the kit installs for the cuda_version every host gets
-BRANCH = int(cudacompat.branch_for_cuda(load_host_config(group_all()).requested_cuda_version)
+BRANCH = int(cudacompat.branch_for_cuda(load_host_config(group_all()).data.cuda_version)
              or 0)
 ARGS = ("--data", "profile=q8-turbo4-64k", "--data", 'stages=["provision"]',
         "--data", f"nvidia_repos={REPOS}")
@@ -140,7 +140,7 @@ def test_docker_desktop_unit_is_valid_for_the_hosts_systemd(gpu_host, tmp_path):
     cfg = load_host_config({"profile": "q8-turbo4-64k", "use_docker_desktop": True,
                             "source": {"git": "https://github.com/Anbeeld/beellama.cpp",
                                        "ref": "ba1fdce591f5a845cdbf6642767ecc1f8238519d"}})
-    unit = render_unit(cfg, runtime_of(cfg.mode, cfg.requested_runtime), cfg.service,
+    unit = render_unit(cfg, runtime_of(cfg.data.mode, cfg.requested_runtime), cfg.service,
                        "beekeeper/llama-server:x", "docker-desktop")
     assert "Requires=docker.service" not in unit
     path = tmp_path / "beekeeper-desktop-check.service"

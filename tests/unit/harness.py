@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def requested_runtime(cfg: HostConfig) -> Runtime:
     """The way host data asks the server be run, where no preflight resolved it (a host
     whose PID 1 is systemd: HostFacts.runtime is this there)."""
-    return runtime_of(cfg.mode, cfg.requested_runtime)
+    return runtime_of(cfg.data.mode, cfg.requested_runtime)
 
 
 def runtime_named(runtime: str) -> Runtime:
@@ -84,8 +84,8 @@ def requested_build(cfg: HostConfig, compute_cap: str | None, *args: Any,
     """build_spec for the CUDA release and archs host data asks, where no preflight resolved
     them (HostFacts.cuda_version and cuda_arch: these, on a host of one card whose driver
     runs the release)."""
-    return build_spec(cfg, compute_cap, *args, cuda_version=cfg.requested_cuda_version,
-                      cuda_arch=cfg.requested_cuda_arch, **kw)
+    return build_spec(cfg, compute_cap, *args, cuda_version=cfg.data.cuda_version,
+                      cuda_arch=cfg.data.cuda_arch, **kw)
 
 # Facts of pyinfra's own operations, for a host where none of the kit's files exist yet.
 BUILTIN_DEFAULTS: dict[str, Any] = {

@@ -104,23 +104,23 @@ def decision(load: Any, data: dict[str, Any]) -> list[Any]:
                 # keys added later are recorded where set, so earlier digests stay
                 + ([s.model_alias] if s.model_alias is not None else [])
                 for s in cfg.services]
-    gw = cfg.gateway
-    later = {"persistent_root": cfg.persistent_root} if cfg.persistent_root is not None else {}
+    gw, d = cfg.gateway, cfg.data
+    later = {"persistent_root": d.persistent_root} if d.persistent_root is not None else {}
+    base = d.base_images.model_dump(exclude_none=True) if d.base_images else {}
+    repos = d.nvidia_repos.model_dump(exclude_none=True) if d.nvidia_repos else {}
     return ["ok", {**later,
-        "services": services, "absent": list(cfg.absent), "mode": cfg.mode,
-        "runtime": cfg.requested_runtime, "dirs": [cfg.model_dir, cfg.state_dir],
+        "services": services, "absent": list(cfg.absent), "mode": d.mode,
+        "runtime": cfg.requested_runtime, "dirs": [d.model_dir, d.state_dir],
         "source": [cfg.source.kind, cfg.source.ref, cfg.source.url, cfg.source.path],
-        "cuda": [cfg.requested_cuda_version, cfg.requested_cuda_arch,
-                  cfg.vram_budget_gib, cfg.build_jobs],
-        "run": [cfg.health_timeout_s, list(cfg.stages), cfg.hf_endpoint, cfg.webui],
-        "images": [dict(cfg.base_images), dict(cfg.preload_images), cfg.install_docker],
+        "cuda": [d.cuda_version, d.cuda_arch, float(d.vram_budget_gib), d.build_jobs],
+        "run": [d.health_timeout_s, list(d.stages), d.hf_endpoint, d.server_webui],
+        "images": [base, dict(d.preload_images or {}), d.install_docker],
         "gateway": gw and [gw.port, gw.bind_address, gw.api_key_file, gw.check_interval_s,
                            gw.max_body_kib, gw.timeout_s],
-        "gateway_address": cfg.gateway_address,
-        "tasks": [dict(cfg.nvidia_repos), cfg.driver_branch, cfg.container_toolkit_version,
-                  cfg.install_cuda_toolkit, cfg.hf_token_file, cfg.allow_reboot,
-                  cfg.use_docker_desktop, cfg.upgrade_driver, cfg.cuda_follows_driver,
-                  cfg.driver_flavour]}]
+        "gateway_address": d.gateway_address,
+        "tasks": [repos, d.driver_branch, d.container_toolkit_version, d.install_cuda_toolkit,
+                  d.hf_token_file, d.allow_reboot, d.use_docker_desktop, d.upgrade_driver,
+                  d.cuda_follows_driver, d.driver_flavour]}]
 
 
 def decisions(load: Any) -> dict[str, list[Any]]:

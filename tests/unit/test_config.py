@@ -15,7 +15,7 @@ def with_(**kw):
 
 def test_good_data_loads_with_secure_defaults():
     cfg = load_host_config(GOOD)
-    assert cfg.mode == "container"
+    assert cfg.data.mode == "container"
     assert cfg.service.bind_address == "127.0.0.1"
     assert cfg.service.port == 8083
     assert cfg.service.model_sha256 == cfg.service.profile.model.sha256

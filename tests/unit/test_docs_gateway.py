@@ -70,7 +70,7 @@ def test_the_budget_figures_the_page_quotes_are_the_planners():
     budget = dict(_example())["gpu-a.lan"]["vram_budget_gib"]
     assert a + b <= budget * 1024 and f"{budget} GiB ({budget * 1024:,} MiB)" in text
     # why the example raises it: over the budget every host gets
-    assert a + b > load_host_config(_group_data()).vram_budget_gib * 1024
+    assert a + b > load_host_config(_group_data()).data.vram_budget_gib * 1024
 
 
 def test_the_haproxy_versions_the_page_gives_are_the_codes():

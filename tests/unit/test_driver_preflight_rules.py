@@ -178,7 +178,8 @@ def test_a_branch_after_580_is_refused_for_a_pre_turing_card():
         "host data `driver_branch`: branch 590 drops Maxwell, Pascal and Volta, and the GTX "
         "1080 is compute capability 6.1: NVIDIA's 580 is its last; fix: set driver_branch = 580 "
         "(with cuda_version = '12.9.1')")
-    dp.check_generation(replace(old, driver_branch=580), [("gtx", "6.1")])
+    dp.check_generation(cfg(cuda_version="12.9.1", driver_flavour="proprietary", driver_branch=580),
+                        [("gtx", "6.1")])
     # no driver_branch: the branch the chosen CUDA ships with is the one judged
     assert "branch 595 drops" in refused(dp.check_branch_keeps_card, cfg(), [("gtx", "6.1")])
     dp.check_branch_keeps_card(cfg(), [("rtx", "8.9")])
@@ -381,7 +382,8 @@ def test_the_open_modules_need_turing_on_every_card():
     cuda12 = cfg(upgrade_driver=True, cuda_version="12.9.1", driver_branch=580)
     assert "the Tesla V100-SXM2-16GB is compute capability 7.0" in refused(
         dp.check_gpu, cuda12, NATIVE, smi(card(), V100, branch=570, cuda="12.8"), 0, [])
-    assert dp.check_gpu(replace(cuda12, driver_flavour="proprietary"), NATIVE,
+    assert dp.check_gpu(cfg(upgrade_driver=True, cuda_version="12.9.1", driver_branch=580,
+                            driver_flavour="proprietary"), NATIVE,
                         smi(card(), V100, branch=570, cuda="12.8"), 0, []) == \
         DriverPlan(action="upgrade")
 
@@ -524,7 +526,8 @@ def test_the_open_modules_by_pci_id_on_cuda_12_and_branch_580():
         "host data `driver_flavour`: 'open' (the default) needs a Turing or newer GPU, and this "
         "host's NVIDIA GPU (PCI id 10de:1db4, 10de:1b80) is older than Turing (ids below "
         "10de:1e00): set driver_flavour = 'proprietary'")
-    dp.check_flavour_by_pci(replace(cuda12, driver_flavour="proprietary"), (0x1DB4,))
+    dp.check_flavour_by_pci(cfg(upgrade_driver=True, cuda_version="12.9.1", driver_branch=580,
+                            driver_flavour="proprietary"), (0x1DB4,))
 
 
 def test_the_backports_refusal_says_the_series_the_meta_package_brings():

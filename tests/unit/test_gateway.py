@@ -60,8 +60,8 @@ def test_gateway_key_file_must_be_private_and_one_word(keys, tmp_path):
 
 
 def test_gateway_address_is_an_ip_or_a_host_name():
-    assert load_host_config(with_(gateway_address="10.0.0.5")).gateway_address == "10.0.0.5"
-    assert load_host_config(with_(gateway_address="gpu-box.lan")).gateway_address == \
+    assert load_host_config(with_(gateway_address="10.0.0.5")).data.gateway_address == "10.0.0.5"
+    assert load_host_config(with_(gateway_address="gpu-box.lan")).data.gateway_address == \
         "gpu-box.lan"
     for bad in ("gpu box", "http://x", "", 5, "a;b"):
         with pytest.raises(ConfigError, match="`gateway_address`"):

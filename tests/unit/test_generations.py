@@ -120,7 +120,7 @@ CPU = {"profile": "cpu-tiny", "source": {"git": "https://x/y", "ref": "a" * 40}}
 
 @pytest.mark.parametrize("arch", ["120f", "100f;89", "90a", "89;120"])
 def test_cudas_own_arch_spellings_pass_host_data(arch):
-    assert load_host_config({**CPU, "cuda_arch": arch}).requested_cuda_arch == arch
+    assert load_host_config({**CPU, "cuda_arch": arch}).data.cuda_arch == arch
 
 
 @pytest.mark.parametrize("arch,words", [("89x", "no CUDA arch suffix"),

@@ -95,9 +95,8 @@ def test_every_group_data_name_is_a_known_key():
 
 
 def test_every_key_the_kit_reads_is_known():
-    """Each `data.get("k")` and `host.data.get("k")` in the kit is a declared key, every
-    declared key is a HostConfig field (or read to build one), and the keys are the
-    schema's."""
+    """Each `data.get("k")` and `host.data.get("k")` in the kit is a declared key, and the
+    keys are the schema's (HostConfig.data holds them all)."""
     from beekeeper.core.hostdata import HostData
 
     read = set()
@@ -107,10 +106,6 @@ def test_every_key_the_kit_reads_is_known():
         read |= set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
     assert read <= KIT_KEYS | pyinfra_keys(), read - KIT_KEYS - pyinfra_keys()
     assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 51
-    config = (ROOT / "beekeeper" / "core" / "config.py").read_text()
-    unread = {k for k in KIT_KEYS if f"hd.{k}" not in config and f"entry.{k}" not in config
-              and f"{{role}}_{k.split('_', 1)[-1]}" not in config and k != "server_webui"}
-    assert unread <= {"services", "gateway"}, unread
 
 
 @pytest.mark.parametrize(("entry", "key", "close"), [

@@ -507,9 +507,9 @@ def test_the_pod_inventory_reads_its_keys_from_the_environment(monkeypatch, tmp_
     svc = cfg.service
     assert (svc.bind_address, svc.api_key_file, svc.alias, svc.port) == \
         ("0.0.0.0", str(key), "qwen3.5-9b", 8090)
-    assert cfg.vram_budget_gib == 22.5 and cfg.persistent_root == "/workspace/kit"
+    assert cfg.data.vram_budget_gib == 22.5 and cfg.data.persistent_root == "/workspace/kit"
     plain = load_host_config(_inventory(monkeypatch))
-    assert plain.persistent_root is None and plain.service.alias == "q8-turbo4-64k"
+    assert plain.data.persistent_root is None and plain.service.alias == "q8-turbo4-64k"
 
 
 @pytest.mark.parametrize(("env", "line"), [

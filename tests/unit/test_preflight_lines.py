@@ -62,14 +62,15 @@ def test_a_model_whose_sha256_differs_is_the_whole_line_and_the_facts_read_that_
     c = own()
     facts = {"ModelTarget": "", "File": only(MINE, {"size": 1}),
              "FileHead": only(MINE, HEAD),
-             "Sha256File": only(MINE, "cd" * 32, stamps=sha256_stamps(c.state_dir)),
+             "Sha256File": only(MINE, "cd" * 32, stamps=sha256_stamps(c.data.state_dir)),
              "OthersCannotRead": ""}
     with on_host(**facts):
         line = refused(pf.check_own_model, c, runtime_of("native", "systemd"))
     assert line == (
         f"host data `model_sha256`: {MINE} has sha256 {'cd' * 32}, not {SHA}; fix: set "
         "model_sha256 to the file's (sha256sum on the host) if it is the file you mean")
-    with on_host(**{**facts, "Sha256File": only(MINE, SHA, stamps=sha256_stamps(c.state_dir))}):
+    stamps = sha256_stamps(c.data.state_dir)
+    with on_host(**{**facts, "Sha256File": only(MINE, SHA, stamps=stamps)}):
         pf.check_own_model(c, runtime_of("native", "systemd"))  # the file given: served
 
 

@@ -231,7 +231,7 @@ RTX3090 = replace(RTX4090, gpus=(GpuCard(name="NVIDIA GeForce RTX 3090", driver_
 
 def tag_of(c: Any, cap: str | None, res: Resources = RES) -> str:
     return build_spec(c, cap, res.cpus, res.mem_total_bytes, res.machine,
-                      cuda_version=c.requested_cuda_version, cuda_arch=c.requested_cuda_arch).tag()
+                      cuda_version=c.data.cuda_version, cuda_arch=c.data.cuda_arch).tag()
 
 
 def test_the_image_is_missing_unless_its_own_tag_is_there():
@@ -247,7 +247,7 @@ def test_the_image_is_missing_unless_its_own_tag_is_there():
 
 def test_the_image_of_the_cuda_the_driver_runs_is_the_one_looked_for():
     c = cfg()
-    follow = tag_of(replace(c, requested_cuda_version="13.0.2"), "8.9")
+    follow = tag_of(cfg(cuda_version="13.0.2"), "8.9")
     assert follow != tag_of(c, "8.9")
     with on_host(DockerImageId=images(follow)):
         assert pf.image_missing(c, RTX4090, RES, "13.0.2") is False
@@ -469,9 +469,9 @@ CPU_TWO = [{"profile": "cpu-tiny", "port": 8083, "service_name": "llm"},
 def placed(c: Any, *there: str) -> Any:
     """The Sha256File fact of a host holding these model files, read through the kit's
     stamps in its state dir (another stamps folder, or none, reads nothing)."""
-    sha = {f"{c.model_dir}/{m.filename}": m.sha256 for s in c.services for m in s.models()
+    sha = {f"{c.data.model_dir}/{m.filename}": m.sha256 for s in c.services for m in s.models()
            if m.filename in there}
-    return lambda path, stamps: sha.get(path) if stamps == sha256_stamps(c.state_dir) else None
+    return lambda path, stamps: sha.get(path) if stamps == sha256_stamps(c.data.state_dir) else None
 
 
 def test_the_download_is_each_model_not_there_once_less_what_a_partial_file_holds():
@@ -485,7 +485,7 @@ def test_the_download_is_each_model_not_there_once_less_what_a_partial_file_hold
                                    "SmolLM2-135M-Instruct.Q4_1.gguf")):
         assert pf.download_bytes(c) == 0
     # a partial download is resumed: only the rest counts
-    partial = f"{c.model_dir}/SmolLM2-135M-Instruct.Q4_1.gguf.partial"
+    partial = f"{c.data.model_dir}/SmolLM2-135M-Instruct.Q4_1.gguf.partial"
     with on_host(Sha256File=placed(c), File=lambda path: {"size": 1000}
                  if path == partial else None):
         assert pf.download_bytes(c) == TINY + SMOL - 1000
@@ -510,7 +510,7 @@ def test_a_model_served_where_it_is_on_the_host_is_not_downloaded_but_its_draft_
 
 def test_a_partial_file_as_large_as_the_model_leaves_nothing_to_download():
     c = cfg(profile="cpu-smollm")
-    partial = f"{c.model_dir}/SmolLM2-135M-Instruct.Q4_1.gguf.partial"
+    partial = f"{c.data.model_dir}/SmolLM2-135M-Instruct.Q4_1.gguf.partial"
     with on_host(Sha256File=placed(c), File=lambda path: {"size": SMOL}
                  if path == partial else None):
         assert pf.download_bytes(c) == 0
@@ -556,7 +556,7 @@ def test_model_dir_needs_room_for_the_download_and_1_gib_to_spare():
         pf.check_free_space(c, need + GIB)  # exactly enough
         pf.check_free_space(c, None)  # the free space not read: not judged
         line = refused(pf.check_free_space, c, need + GIB - 1)
-    assert line == (f"model_dir {c.model_dir} has {(need + GIB - 1) / GIB:.1f} GiB free; the "
+    assert line == (f"model_dir {c.data.model_dir} has {(need + GIB - 1) / GIB:.1f} GiB free; the "
                     f"download needs {need / GIB:.1f} GiB plus 1 GiB margin: free space or set "
                     "model_dir elsewhere")
     # every model there already: nothing to download, no room needed

@@ -228,7 +228,7 @@ def test_every_time_a_quickstart_quotes_is_in_its_record(page):
 
 def test_the_wsl2_page_names_the_cuda_the_kit_can_follow():
     text = flat("quickstart-wsl2.md")
-    target = cudacompat.major_minor(load_host_config(group_data()).requested_cuda_version)
+    target = cudacompat.major_minor(load_host_config(group_data()).data.cuda_version)
     follow = sorted(mm for mm in cudacompat.NEWEST_RELEASE if mm < target)
     names = [cudacompat.spell(mm) for mm in follow]
     releases = [cudacompat.NEWEST_RELEASE[mm] for mm in follow]
@@ -265,7 +265,7 @@ def test_the_family_inventory_is_accepted_and_fits_its_budget_and_a_24_gb_card(f
     assert a + b <= data["vram_budget_gib"] * 1024 < 24 * 1024  # within the budget it sets
     assert a + b + 1024 <= 24 * 1024  # preflight's sum against a 24 GB card, 1 GiB to spare
     # why it raises the budget: over the one every host gets
-    assert a + b > load_host_config(group_data()).vram_budget_gib * 1024
+    assert a + b > load_host_config(group_data()).data.vram_budget_gib * 1024
 
 
 def test_the_family_gateway_routes_both_models_by_the_names_the_page_gives(family):
@@ -333,7 +333,7 @@ def test_the_pod_pages_variables_are_host_data_the_kit_accepts(monkeypatch):
     (svc,) = cfg.services
     assert svc.alias == exports["BEEKEEPER_MODEL_ALIAS"] == "my-finetune"
     assert svc.profile.name == exports["BEEKEEPER_PROFILE"]
-    assert cfg.vram_budget_gib == float(exports["BEEKEEPER_VRAM_BUDGET_GIB"])
+    assert cfg.data.vram_budget_gib == float(exports["BEEKEEPER_VRAM_BUDGET_GIB"])
     assert f'"model": "{svc.alias}"' in text  # the first request names the alias
     assert "pyinfra inventories/gpu-container.py deploy.py --dry" in text
     assert "--sudo" not in [w for line in re.findall(r"^pyinfra .*$", text, re.M)

@@ -262,7 +262,7 @@ def test_the_wsl_way_out_names_the_cuda_the_kit_can_follow():
     group = runpy.run_path(str(ROOT / "group_data" / "all.py"))
     data = {k: v for k, v in group.items() if not k.startswith("_") and not callable(v)
             and type(v).__name__ != "module"}
-    cuda = load_host_config(data).requested_cuda_version  # every host's, as the kit reads it
+    cuda = load_host_config(data).data.cuda_version  # every host's, as the kit reads it
     target = cudacompat.major_minor(cuda)
     follow = sorted(mm for mm in cudacompat.NEWEST_RELEASE if mm < target)
     names = [cudacompat.spell(mm) for mm in follow]
@@ -279,7 +279,7 @@ def test_the_wsl_way_out_names_the_cuda_the_kit_can_follow():
                            "assert parse_cli_arg('true') is True"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert load_host_config({**data, "cuda_follows_driver": True}).cuda_follows_driver
+    assert load_host_config({**data, "cuda_follows_driver": True}).data.cuda_follows_driver
 
 
 def test_verify_outcomes_table_gives_the_codes_exit_statuses():

@@ -23,7 +23,7 @@ TWO_CARDS = replace(RTX4090, gpus=(*RTX4090.gpus, RTX3090))
 def tag(archs: str | None) -> str:
     c = cfg()
     return build_spec(c, "8.9", RES.cpus, RES.mem_total_bytes, RES.machine,
-                      cuda_version=c.requested_cuda_version, cuda_arch=archs).tag()
+                      cuda_version=c.data.cuda_version, cuda_arch=archs).tag()
 
 
 def test_the_image_built_for_both_cards_is_found_and_not_built_again():

@@ -165,4 +165,5 @@ def test_an_image_pinned_by_digest_passes():
     ref = "debian@sha256:" + "a" * 64
     cfg = load_host_config({**CPU, "base_images": {"build": ref},
                             "preload_images": {ref: "/srv/a.tar"}})
-    assert cfg.base_images["build"] == ref and ref in cfg.preload_images
+    assert cfg.data.base_images and cfg.data.base_images.build == ref
+    assert ref in (cfg.data.preload_images or {})
