@@ -11,7 +11,7 @@ setup_s=$SECONDS  # the phases' seconds: the timeline, the last lines
 mkdir -p .cache
 rm -f .cache/prepare.first-done
 prep_log=.cache/prepare.log
-integ_log=.cache/integration.log
+integ_log=.cache/integration.log side_log=.cache/integration-side.log
 .venv/bin/python -m tests.integration.prepare >"$prep_log" 2>&1 &
 prep=$!
 tier() {  # a selection that names no test of this tier (exit 5) is not a failure
@@ -24,19 +24,44 @@ tier() {  # a selection that names no test of this tier (exit 5) is not a failur
 # deploy needs is made, beside lint and the unit tier: its first deploy downloads, loads
 # images and builds llama.cpp (5-8 min), the unit tier is done long before the first
 # judged figure. Its output comes after the unit tier's; stopped if they fail.
-integration() {
-  while [ ! -e .cache/prepare.first-done ] && kill -0 "$prep" 2>/dev/null; do sleep 1; done
-  [ -e .cache/prepare.first-done ] && grep -m1 "^\[prepare\]" "$prep_log" ||
-    echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"
-  tier "integration and not gpu and not slow" "$@"
+# It runs as two lanes side by side, each with a set of sandbox hosts of its own (its tests
+# mostly wait on deploys, restarts and servers: one lane kept 2 cores 30-40 % busy): the
+# main lane builds the server image from nothing and runs the modules below; the side lane
+# provisions its first host meanwhile, takes that image (same inputs, same tag) and runs
+# every other module (tests/integration/helpers.py, LANE).
+MAIN_LANE="test_deploy.py test_gateway.py test_trixie_compose.py test_sandboxes.py"
+lane_files() {  # lane_files main|side: the lane's modules
+  local f
+  for f in tests/integration/test_*.py; do
+    case " $MAIN_LANE " in *" ${f##*/} "*) [ "$1" = main ] && echo "$f";;
+      *) [ "$1" = side ] && echo "$f";; esac
+  done
 }
-set -m  # job control: the tier runs in a process group of its own, stopped as one; its
+integration() {  # integration main|side [pytest args]
+  local lane=$1; shift
+  while [ ! -e .cache/prepare.first-done ] && kill -0 "$prep" 2>/dev/null; do sleep 1; done
+  if [ "$lane" = main ]; then
+    [ -e .cache/prepare.first-done ] && grep -m1 "^\[prepare\]" "$prep_log" ||
+      echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"
+  else  # the side lane's hosts start from images the making ahead is still finishing
+    while kill -0 "$prep" 2>/dev/null; do sleep 1; done
+  fi
+  # shellcheck disable=SC2046  # one word per module path
+  BEEKEEPER_TEST_LANE=$lane tier "integration and not gpu and not slow" \
+    --basetemp=".cache/pytest-$lane" $(lane_files "$lane") "$@"
+}
+rm -f .cache/integration-main.built  # the main lane's build, for the side lane: made anew
+set -m  # job control: each lane runs in a process group of its own, stopped as one; its
 # stdin is not the terminal (an ssh of a background group that reads it would be stopped)
-integration "$@" </dev/null >"$integ_log" 2>&1 &
+integration main "$@" </dev/null >"$integ_log" 2>&1 &
 integ=$!
+BEEKEEPER_SANDBOX_NAME=beekeeper-side BEEKEEPER_SANDBOX_PORT=2242 \
+  BEEKEEPER_SANDBOX_DIR="$PWD/.sandbox/side" BEEKEEPER_TEST_MAIN_HOST=beekeeper-sandbox \
+  integration side "$@" </dev/null >"$side_log" 2>&1 &
+side=$!
 set +m
-# stopped as Ctrl-C would stop it: pytest tears its sandbox hosts' fixtures down
-trap 'kill -INT -- -"$integ" 2>/dev/null || true' EXIT
+# stopped as Ctrl-C would stop them: pytest tears its sandbox hosts' fixtures down
+trap 'kill -INT -- -"$integ" -"$side" 2>/dev/null || true' EXIT
 # Lint, types and the unit tier are off the critical path (the integration tier's first
 # deploy builds llama.cpp in a sandbox container meanwhile): they run at a lower priority.
 # Where Docker's containers are one CPU group beside the processes outside it (cgroup v1's
@@ -53,12 +78,20 @@ lint_s=$SECONDS
 # its own controller cache), so they need no order
 tier "not gpu and not slow and not integration" -n 2 "$@"
 unit_s=$SECONDS
-echo "[test] the unit tier passed at ${SECONDS} s; the integration tier, running since the" \
-     "set-up ($integ_log):"
+echo "[test] the unit tier passed at ${SECONDS} s; the integration tier's main lane, running" \
+     "since the set-up ($integ_log):"
 tail -n +1 -f --pid="$integ" "$integ_log"
 if wait "$integ"; then integ_rc=0; else integ_rc=$?; fi
+main_s=$SECONDS
+if [ "$integ_rc" -ne 0 ]; then
+  kill -INT -- -"$side" 2>/dev/null || true; wait "$side" 2>/dev/null || true
+  echo "[test] the integration tier's main lane failed (exit $integ_rc)"; exit "$integ_rc"
+fi
+echo "[test] the main lane passed at ${SECONDS} s; the side lane ($side_log):"
+tail -n +1 -f --pid="$side" "$side_log"
+if wait "$side"; then side_rc=0; else side_rc=$?; fi
 trap - EXIT
-[ "$integ_rc" -eq 0 ] || { echo "[test] the integration tier failed (exit $integ_rc)"; exit "$integ_rc"; }
+[ "$side_rc" -eq 0 ] || { echo "[test] the integration tier's side lane failed (exit $side_rc)"; exit "$side_rc"; }
 integ_s=$SECONDS
 if wait "$prep"; then tail -1 "$prep_log"; else
   echo "[test] making the GPU-container host's image ahead failed (its tests made it): $prep_log"; fi
@@ -67,5 +100,6 @@ ready=$(sed -n 's/^\[prepare\] the first host.* ready in \([0-9]*\) s$/\1/p' "$p
 echo "[test] timeline: set-up ${setup_s} s | lint and types $((lint_s - setup_s)) s |" \
      "unit tier $((unit_s - lint_s)) s (done at ${unit_s} s) | integration tier" \
      "$((integ_s - setup_s)) s from the set-up (its images and PyPI files ready after" \
-     "${ready:-?} s; done at ${integ_s} s) | total ${SECONDS} s"
+     "${ready:-?} s; main lane done at ${main_s} s, side lane at ${integ_s} s) |" \
+     "total ${SECONDS} s"
 echo "[test] passed in ${SECONDS} s"

@@ -91,18 +91,31 @@ def fresh_sandbox(tmp_path_factory):
                                        cpu_source_tarball()))
         state = sandbox.up()
         fetched.result()
-    _prepare_second_release()
+    if helpers.LANE != "side":  # the side lane's modules use no Debian 13 host
+        _prepare_second_release()
     standins = StandIns(tmp_path_factory.mktemp("standins"))
     os.environ["BEEKEEPER_MODEL_PINS"] = str(tmp_path_factory.mktemp("pins") / "pins.json")
     sandbox.write_host_data(standins_host_data(standins))
     standins.ensure_tunnel()
     helpers.STANDINS = standins
+    if helpers.LANE == "side":
+        _take_the_main_build()
     yield state
     helpers.STANDINS = None
     sandbox.write_host_data(None)
     for name in list(standins.tunnels)[1:]:
         sandbox.write_host_data(None, name)
     standins.close()
+
+
+def _take_the_main_build() -> None:
+    """The side lane's first host: its Docker engine (stage `provision`) while the main lane
+    builds, then the main lane's server image copied in, so that no module here builds."""
+    run = helpers.deploy("--data", 'stages=["provision"]')
+    assert run.rc == 0, run.out[-3000:]
+    tag = helpers.wait_for_main_build()
+    assert sandbox.copy_image(tag, helpers.MAIN_HOST, sandbox.CONTAINER), tag
+    print(f"\n[sandbox] the side lane's first host took {tag} from {helpers.MAIN_HOST}")
 
 
 _SECOND_IMAGES: list[threading.Thread] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -21,6 +22,14 @@ BIN = Path(sys.executable).parent
 SECOND = f"{CONTAINER}-b"
 SECOND_INVENTORY = "tests/integration/inventory_trixie.py"
 SERVER_REPO = "beekeeper/llama-server"
+# scripts/test.sh runs the tier as two lanes side by side, each with its own set of sandbox
+# hosts (BEEKEEPER_SANDBOX_NAME/_PORT/_DIR): "main" builds the server image from nothing;
+# "side" provisions its first host meanwhile, then takes that image (same inputs, same tag)
+# and runs its modules. Unset: one process runs every module (a developer's pytest).
+LANE = os.environ.get("BEEKEEPER_TEST_LANE", "")
+# the main lane's first host, and the file where it says which image it built
+MAIN_HOST = os.environ.get("BEEKEEPER_TEST_MAIN_HOST", CONTAINER)
+BUILT = ROOT / ".cache" / "integration-main.built"
 
 
 @dataclass
@@ -63,11 +72,29 @@ def deploy(*extra: str, dry: bool = False, inventory: str = "inventories/sandbox
 
 
 def first_deploy(what: str) -> Run:
-    """A module's first deploy into a fresh sandbox host, its time printed as a figure."""
+    """A module's first deploy into a fresh sandbox host, its time printed as a figure. In
+    the main lane the first one builds the server image: its tag is written for the side
+    lane, which waits for it (wait_for_main_build)."""
     run = deploy()
     print(f"\n[figure] first deploy ({what}): {run.wall_s:.0f} s")
     assert run.rc == 0, run.out[-4000:]
+    if LANE == "main" and not BUILT.exists():
+        tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
+        BUILT.with_suffix(".part").write_text(tag)
+        BUILT.with_suffix(".part").replace(BUILT)
     return run
+
+
+def wait_for_main_build(timeout_s: float = 2400) -> str:
+    """The side lane: the tag of the server image the main lane's first host built (its
+    first deploy from nothing), once it is there."""
+    deadline = time.monotonic() + timeout_s
+    while not BUILT.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the main lane built no server image in {timeout_s:.0f} s "
+                               f"({BUILT} missing): see its log")
+        time.sleep(2)
+    return BUILT.read_text().strip()
 
 
 def provision_and_share(inventory: str = SECOND_INVENTORY, name: str = SECOND) -> list[str]:
