@@ -28,8 +28,9 @@ tier() {  # a selection that names no test of this tier (exit 5) is not a failur
 # mostly wait on deploys, restarts and servers: one lane kept 2 cores 30-40 % busy): the
 # main lane builds the server image from nothing and runs the modules below; the side lane
 # provisions its first host meanwhile, takes that image (same inputs, same tag) and runs
-# every other module (tests/integration/helpers.py, LANE).
-MAIN_LANE="test_deploy.py test_gateway.py test_trixie_compose.py test_sandboxes.py"
+# every other module (tests/integration/helpers.py, LANE). A test that measures speed (marked
+# `quiet`) runs alone: the other lane waits at its next test (tests/integration/conftest.py).
+MAIN_LANE="test_deploy.py test_gateway.py test_real_path.py test_sandboxes.py test_trixie_compose.py"
 lane_files() {  # lane_files main|side: the lane's modules
   local f
   for f in tests/integration/test_*.py; do

@@ -30,6 +30,8 @@ LANE = os.environ.get("BEEKEEPER_TEST_LANE", "")
 # the main lane's first host, and the file where it says which image it built
 MAIN_HOST = os.environ.get("BEEKEEPER_TEST_MAIN_HOST", CONTAINER)
 BUILT = ROOT / ".cache" / "integration-main.built"
+# the lanes' lock: a test that measures speed holds it alone (conftest's _lanes_share_the_machine)
+QUIET_LOCK = ROOT / ".cache" / "integration-lanes.lock"
 
 
 @dataclass

@@ -227,6 +227,7 @@ def test_weak_model_fails_niah_and_the_report_says_so(first, tmp_path):
     assert "| niah.pass | FAIL |" in md
 
 
+@pytest.mark.quiet  # decode and TTFT figures
 def test_switch_back_and_run_every_suite(first, tmp_path):
     run = deploy()
     assert run.rc == 0, run.out[-3000:]
@@ -248,6 +249,7 @@ def test_switch_back_and_run_every_suite(first, tmp_path):
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html)
 
 
+@pytest.mark.quiet  # a decode verdict
 def test_verify_runs_on_the_host_and_the_report_comes_back(first, tmp_path):
     p = subprocess.run([str(BIN / "beekeeper"), "verify", "--on-host", "--sandbox",
                         "--profile", "cpu-tiny", "--suite", "engine,smoke,decode,vram", "--quick",

@@ -280,6 +280,7 @@ def test_the_start_scripts_foreground_form_is_a_containers_whole_command(pod, de
     wait_until(healthy, 120, "the server to answer after the pod's restart")
 
 
+@pytest.mark.quiet  # llama-bench's decode
 def test_verifys_engine_suite_stops_and_starts_the_program_through_supervisorctl(deployed,
                                                                               tmp_path):
     """llama-bench on the host with the service stopped (the kit's supervisorctl, not

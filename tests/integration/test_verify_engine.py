@@ -60,6 +60,7 @@ def test_llama_bench_is_in_the_image_beside_the_server(deployed):
     assert "--n-depth" in h.stdout + h.stderr
 
 
+@pytest.mark.quiet  # a decode verdict
 def test_verify_engine_decode_passes_and_prints_the_ratio(deployed, tmp_path):
     # 128 tokens out, not 512: about 3 s a run at cpu-tiny's 40 tok/s, a figure the noise
     # rule still judges (the full sizes run in test_smoke_decode_passes_without_quick)
