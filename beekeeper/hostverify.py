@@ -15,7 +15,7 @@ import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .core.cache import CACHE
+from .core.cache import CACHE, fetching
 from .core.errors import VerifyError
 from .core.paths import REPORTS_DIR, VERIFY_KIT as KIT, VERIFY_VENV as VENV
 from .core.remote import ssh_as_root
@@ -35,14 +35,15 @@ def _wheels() -> Path:
     # named by what it holds, so a changed list is fetched anew, not read from an old folder
     out = CACHE / "wheels" / ("verify-" + hashlib.sha256(" ".join(wanted).encode())
                               .hexdigest()[:12])
-    if not (out / ".complete").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        # resolved for the oldest Python the kit supports on hosts (Ubuntu 22.04: 3.10)
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out),
-               "--only-binary=:all:", "--python-version", "3.10", *wanted]
-        if subprocess.call(cmd) != 0:
-            raise VerifyError(f"could not fetch {wanted} on the controller")
-        (out / ".complete").write_text("")
+    with fetching(out.name):  # one process fetches, another (a second run) waits for it
+        if not (out / ".complete").exists():
+            out.mkdir(parents=True, exist_ok=True)
+            # resolved for the oldest Python the kit supports on hosts (Ubuntu 22.04: 3.10)
+            cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out),
+                   "--only-binary=:all:", "--python-version", "3.10", *wanted]
+            if subprocess.call(cmd) != 0:
+                raise VerifyError(f"could not fetch {wanted} on the controller")
+            (out / ".complete").write_text("")
     return out
 
 

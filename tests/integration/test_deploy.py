@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import tarfile
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,7 @@ from beekeeper.sandbox import load_state, ssh_options
 from beekeeper.tunnel import ssh_tunnel
 from beekeeper.verify.client import ServerClient
 from beekeeper.verify.judge import BUSY
-from beekeeper.verify.suites import run_suites
+from beekeeper.verify.suites import Sizes, run_suites
 
 from .helpers import (
     BIN,
@@ -218,8 +219,12 @@ def test_dry_run_tells_the_truth_about_a_profile_change(first):
 
 
 def test_weak_model_fails_niah_and_the_report_says_so(first, tmp_path):
+    # as many cases as a pass needs (each must find its needle): the 135M model found none
+    # of 10 in every run, and 5 prove the verdict in half the time
+    smol = PROFILES["cpu-smollm"]
+    sizes = replace(Sizes.for_profile(smol, quick=True), niah_cases=smol.expected.niah_min_pass)
     with ssh_tunnel(ssh_options(load_state()), 8083) as url, ServerClient(url) as client:
-        report = run_suites(client, PROFILES["cpu-smollm"], ["niah"], quick=True,
+        report = run_suites(client, smol, ["niah"], quick=True, sizes=sizes,
                             out_dir=str(tmp_path))
     niah = next(c for c in report.checks if c.name == "niah.pass")
     assert not niah.passed and not report.passed
