@@ -27,8 +27,8 @@ tier() {  # a selection that names no test of this tier (exit 5) is not a failur
 # It runs as two lanes side by side, each with a set of sandbox hosts of its own (its tests
 # mostly wait on deploys, restarts and servers: one lane kept 2 cores 30-40 % busy): the
 # main lane builds the server image from nothing and runs the modules below; the side lane
-# provisions its first host meanwhile, takes that image (same inputs, same tag) and runs
-# every other module (tests/integration/helpers.py, LANE). A test that measures speed (marked
+# waits for that build, makes its hosts, takes the image (same inputs, same tag) and runs
+# every other module (tests/integration/helpers.py, LANE). A test that judges speed (marked
 # `quiet`) runs alone: the other lane waits at its next test (tests/integration/conftest.py).
 MAIN_LANE="test_deploy.py test_gateway.py test_real_path.py test_sandboxes.py test_trixie_compose.py"
 lane_files() {  # lane_files main|side: the lane's modules

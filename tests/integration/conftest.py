@@ -98,6 +98,8 @@ def _lanes_share_the_machine(request):
 def fresh_sandbox(tmp_path_factory):
     """A new sandbox host: no Docker engine, no image, no model (removed first). Its
     inventory builds from the git forge stand-in at a full commit (the real source path)."""
+    if helpers.LANE == "side":  # its set-up (a host, the stand-ins, Docker) after the main
+        helpers.wait_for_main_build()  # lane's build, which its CPU would slow, not beside it
     if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":  # a developer's quick re-run
         sandbox.down(purge=True)
     with ThreadPoolExecutor(1) as pool:  # downloads beside the host's debootstrap
@@ -124,8 +126,8 @@ def fresh_sandbox(tmp_path_factory):
 
 
 def _take_the_main_build() -> None:
-    """The side lane's first host: its Docker engine (stage `provision`) while the main lane
-    builds, then the main lane's server image copied in, so that no module here builds."""
+    """The side lane's first host: its Docker engine (stage `provision`), then the main
+    lane's server image copied in, so that no module here builds."""
     run = helpers.deploy("--data", 'stages=["provision"]')
     assert run.rc == 0, run.out[-3000:]
     tag = helpers.wait_for_main_build()

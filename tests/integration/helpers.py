@@ -24,7 +24,7 @@ SECOND_INVENTORY = "tests/integration/inventory_trixie.py"
 SERVER_REPO = "beekeeper/llama-server"
 # scripts/test.sh runs the tier as two lanes side by side, each with its own set of sandbox
 # hosts (BEEKEEPER_SANDBOX_NAME/_PORT/_DIR): "main" builds the server image from nothing;
-# "side" provisions its first host meanwhile, then takes that image (same inputs, same tag)
+# "side" waits for that build, makes its hosts, then takes the image (same inputs, same tag)
 # and runs its modules. Unset: one process runs every module (a developer's pytest).
 LANE = os.environ.get("BEEKEEPER_TEST_LANE", "")
 # the main lane's first host, and the file where it says which image it built
