@@ -30,7 +30,7 @@ tier() {  # a selection that names no test of this tier (exit 5) is not a failur
 # waits for that build, makes its hosts, takes the image (same inputs, same tag) and runs
 # every other module (tests/integration/helpers.py, LANE). A test that judges speed (marked
 # `quiet`) runs alone: the other lane waits at its next test (tests/integration/conftest.py).
-MAIN_LANE="test_deploy.py test_gateway.py test_real_path.py test_sandboxes.py test_trixie_compose.py"
+MAIN_LANE="test_deploy.py test_gateway.py test_sandboxes.py test_trixie_compose.py"
 lane_files() {  # lane_files main|side: the lane's modules
   local f
   for f in tests/integration/test_*.py; do
@@ -51,14 +51,21 @@ integration() {  # integration main|side [pytest args]
   BEEKEEPER_TEST_LANE=$lane tier "integration and not gpu and not slow" \
     --basetemp=".cache/pytest-$lane" $(lane_files "$lane") "$@"
 }
-rm -f .cache/integration-main.built  # the main lane's build, for the side lane: made anew
+# the main lane's build (its tag) and its end, for the side lane: made anew
+rm -f .cache/integration-main.built .cache/integration-main.done
+# the side lane's hosts: named and numbered after the main lane's (sandbox.py's
+# BEEKEEPER_SANDBOX_* variables), not under the main name's prefix (its `sandbox down` set)
+main_host=${BEEKEEPER_SANDBOX_NAME:-beekeeper-sandbox}
+side_env=(BEEKEEPER_SANDBOX_NAME="side-$main_host"
+          BEEKEEPER_SANDBOX_PORT=$(( ${BEEKEEPER_SANDBOX_PORT:-2222} + 20 ))
+          BEEKEEPER_SANDBOX_DIR="${BEEKEEPER_SANDBOX_DIR:-$PWD/.sandbox}/side"
+          BEEKEEPER_TEST_MAIN_HOST="$main_host")
 set -m  # job control: each lane runs in a process group of its own, stopped as one; its
 # stdin is not the terminal (an ssh of a background group that reads it would be stopped)
-integration main "$@" </dev/null >"$integ_log" 2>&1 &
+{ if (integration main "$@"); then rc=0; else rc=$?; fi; touch .cache/integration-main.done; exit "$rc"; } \
+  </dev/null >"$integ_log" 2>&1 &
 integ=$!
-BEEKEEPER_SANDBOX_NAME=beekeeper-side BEEKEEPER_SANDBOX_PORT=2242 \
-  BEEKEEPER_SANDBOX_DIR="$PWD/.sandbox/side" BEEKEEPER_TEST_MAIN_HOST=beekeeper-sandbox \
-  integration side "$@" </dev/null >"$side_log" 2>&1 &
+( export "${side_env[@]}"; integration side "$@" ) </dev/null >"$side_log" 2>&1 &
 side=$!
 set +m
 # stopped as Ctrl-C would stop them: pytest tears its sandbox hosts' fixtures down
@@ -92,6 +99,9 @@ echo "[test] the main lane passed at ${SECONDS} s; the side lane ($side_log):"
 tail -n +1 -f --pid="$side" "$side_log"
 if wait "$side"; then side_rc=0; else side_rc=$?; fi
 trap - EXIT
+# the side lane's hosts go (the main lane's stay for scripts/test-slow.sh to reuse)
+env "${side_env[@]}" .venv/bin/python -c "from beekeeper import sandbox
+for name in sandbox.names(): sandbox.down(name=name)" >/dev/null 2>&1 || true
 [ "$side_rc" -eq 0 ] || { echo "[test] the integration tier's side lane failed (exit $side_rc)"; exit "$side_rc"; }
 integ_s=$SECONDS
 if wait "$prep"; then tail -1 "$prep_log"; else

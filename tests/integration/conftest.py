@@ -80,15 +80,16 @@ class StandIns:
         self.hub.close()
 
 
-@pytest.fixture(autouse=True)
-def _lanes_share_the_machine(request):
-    """Where the tier runs as two lanes (scripts/test.sh), a test marked `quiet` (it
-    measures speed) runs alone: it takes the lanes' lock exclusively, every other test takes
-    it shared, so the other lane waits at its next test, and its current one ends first."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Where the tier runs as two lanes (scripts/test.sh), a test marked `quiet` (it judges
+    speed) runs alone: it takes the lanes' lock exclusively, every other test shared, each
+    for its whole run, the set-up of the module and session fixtures it starts included, so
+    the other lane waits at its next test and its current one ends first."""
     if not helpers.LANE:
         yield
         return
-    quiet = request.node.get_closest_marker("quiet") is not None
+    quiet = item.get_closest_marker("quiet") is not None
     with helpers.QUIET_LOCK.open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
         yield  # the lock goes with the file's closing

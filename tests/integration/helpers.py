@@ -30,6 +30,7 @@ LANE = os.environ.get("BEEKEEPER_TEST_LANE", "")
 # the main lane's first host, and the file where it says which image it built
 MAIN_HOST = os.environ.get("BEEKEEPER_TEST_MAIN_HOST", CONTAINER)
 BUILT = ROOT / ".cache" / "integration-main.built"
+MAIN_DONE = ROOT / ".cache" / "integration-main.done"  # scripts/test.sh: the main lane ended
 # the lanes' lock: a test that measures speed holds it alone (conftest's _lanes_share_the_machine)
 QUIET_LOCK = ROOT / ".cache" / "integration-lanes.lock"
 
@@ -92,6 +93,10 @@ def wait_for_main_build(timeout_s: float = 2400) -> str:
     first deploy from nothing), once it is there."""
     deadline = time.monotonic() + timeout_s
     while not BUILT.exists():
+        if MAIN_DONE.exists() and not BUILT.exists():
+            raise RuntimeError("the main lane ended without building the server image (its "
+                               "first deploy failed, or its modules were not selected): see "
+                               "its log")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the main lane built no server image in {timeout_s:.0f} s "
                                f"({BUILT} missing): see its log")

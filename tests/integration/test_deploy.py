@@ -17,7 +17,7 @@ from beekeeper.core.container import IMAGE
 from beekeeper.core.engine_flags import parse_help, refusal, unaccepted
 from beekeeper.core.profiles import PROFILES
 from beekeeper.facts.engine import ServerHelp
-from beekeeper.sandbox import load_state, ssh_options
+from beekeeper.sandbox import load_state, ssh_options, state_dir
 from beekeeper.tunnel import ssh_tunnel
 from beekeeper.verify.client import ServerClient
 from beekeeper.verify.judge import BUSY
@@ -183,8 +183,8 @@ def test_smoke_through_a_loopback_port(first):
 
 def test_product_host_checks_pass(first):
     p = subprocess.run([str(BIN / "python"), "-m", "pytest", "verify/test_host.py", "-q",
-                        "--hosts=ssh://sandbox", "--ssh-config=.sandbox/ssh_config", "-p",
-                        "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
+                        "--hosts=ssh://sandbox", f"--ssh-config={state_dir() / 'ssh_config'}",
+                        "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-3000:]
     assert "6 passed" in p.stdout
 
@@ -236,8 +236,10 @@ def test_switch_back_and_run_every_suite(first, tmp_path):
     run = deploy()
     assert run.rc == 0, run.out[-3000:]
     # decode and TTFT are not judged here (no engine baseline through a tunnel alone), so
-    # their first round is enough: no more repeats while another lane's work makes noise
-    sizes = replace(Sizes.for_profile(PROFILES["cpu-tiny"], quick=True), settle_budget_s=0)
+    # their first round is enough: no more repeats while another lane's work makes noise;
+    # the load suite's 4 clients for 5 s, not 20 (its check: no request failed)
+    sizes = replace(Sizes.for_profile(PROFILES["cpu-tiny"], quick=True), settle_budget_s=0,
+                    load_seconds=5.0)
     with ssh_tunnel(ssh_options(load_state()), 8083) as url, ServerClient(url) as client:
         report = run_suites(client, PROFILES["cpu-tiny"], ["all"], quick=True, sizes=sizes,
                             out_dir=str(tmp_path), host_label="sandbox")

@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from beekeeper.sandbox import state_dir
+
 from .helpers import BIN, ROOT, deploy, grand_total, results, sandbox_exec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a second llama.cpp build
@@ -34,7 +36,7 @@ def test_native_mode_builds_serves_and_is_idempotent(fresh_sandbox, standins):
                          "| tail -n 1").stdout.strip()
     print(f"[figure] systemd-analyze security, native unit: {score}")
     p = subprocess.run([str(BIN / "python"), "-m", "pytest", "verify/test_host.py", "-q",
-                        "--hosts=ssh://sandbox", "--ssh-config=.sandbox/ssh_config", "-p",
+                        "--hosts=ssh://sandbox", f"--ssh-config={state_dir() / 'ssh_config'}", "-p",
                         "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-3000:]
     back = deploy()

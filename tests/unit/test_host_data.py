@@ -94,18 +94,22 @@ def test_every_group_data_name_is_a_known_key():
     load_host_config(DEFAULTS)  # and the defaults load as they are
 
 
-def test_every_key_the_kit_reads_is_known():
-    """Each `data.get("k")` and `host.data.get("k")` in the kit is a declared key, and the
-    keys are the schema's (HostConfig.data holds them all)."""
+def test_every_key_the_kit_reads_is_known_and_every_declared_key_is_read():
+    """Each `data.get("k")` and `host.data.get("k")` in the kit is a declared key, the keys
+    are the schema's, and each declared key is read somewhere: as validated host data
+    (`cfg.data.k`, `hd.k`, a service entry's `entry.k` or `e.k`, the pins' `{role}_k`)."""
     from beekeeper.core.hostdata import HostData
 
-    read = set()
+    text = ""
     for path in [ROOT / "deploy.py", *(ROOT / "tasks").glob("*.py"),
                  *(ROOT / "operations").glob("*.py"), *(ROOT / "beekeeper").rglob("*.py")]:
-        text = path.read_text()
-        read |= set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
+        text += path.read_text()
+    read = set(re.findall(r"\bdata\.get\(\s*[\"']([a-z_0-9]+)[\"']", text))
     assert read <= KIT_KEYS | pyinfra_keys(), read - KIT_KEYS - pyinfra_keys()
     assert KIT_KEYS == set(HostData.model_fields) and len(KIT_KEYS) == 51
+    unread = {k for k in KIT_KEYS if not re.search(rf"\b(?:data|hd|entry|e)\.{k}\b", text)
+              and f"{{role}}_{k.split('_', 1)[-1]}" not in text}
+    assert unread == set(), unread
 
 
 @pytest.mark.parametrize(("entry", "key", "close"), [
