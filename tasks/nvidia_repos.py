@@ -12,6 +12,7 @@ from pyinfra.operations import apt, files
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import PreflightError
+from beekeeper.core.hostdata import NvidiaRepos
 from beekeeper.facts.host import AptSourcesFor
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import apt_sources
@@ -56,15 +57,14 @@ def cuda_distro(facts: HostFacts) -> str:
 
 def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
     """NVIDIA's URLs, or mirrors from host data `nvidia_repos` (air-gapped hosts, tests)."""
-    mirrors = cfg.data.nvidia_repos
-    given = mirrors.model_dump(exclude_none=True) if mirrors else {}
+    given = cfg.data.nvidia_repos or NvidiaRepos()
     distro = cuda_distro(facts)
     return Repos(
-        cuda=given.get("cuda", CUDA_REPO).format(distro=distro),
-        cuda_key=given.get("cuda_key", CUDA_KEY).format(
+        cuda=(given.cuda or CUDA_REPO).format(distro=distro),
+        cuda_key=(given.cuda_key or CUDA_KEY).format(
             distro=distro, key=CUDA_KEYS.get(distro, DEFAULT_CUDA_KEY)),
-        toolkit=given.get("toolkit", TOOLKIT_REPO),
-        toolkit_key=given.get("toolkit_key", TOOLKIT_KEY),
+        toolkit=given.toolkit or TOOLKIT_REPO,
+        toolkit_key=given.toolkit_key or TOOLKIT_KEY,
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .config import HostConfig, SourceSpec
 from .container import IMAGE
 from .cpu import X86_64_V3, CpuBaseline, baseline_or_refuse
+from .hostdata import BaseImages
 from .render import render
 
 DEFAULT_CUDA_ARCH = "89"  # RTX 40xx (Ada), the reference card
@@ -220,6 +221,7 @@ def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
                      else "debian:bookworm")
     default_runtime = (f"nvidia/cuda:{cuda_version}-runtime-{ubuntu}" if backend == "cuda"
                        else "debian:bookworm-slim")
+    base = cfg.data.base_images or BaseImages()
     return BuildSpec(
         source=cfg.source,
         backend=backend,
@@ -227,8 +229,8 @@ def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
         cuda_arch=arch,
         # only where some K/V pair differs: then an f16 and a turbo4 profile share one image
         fa_all_quants=any(s.profile.server.needs_fa_all_quants for s in cfg.services),
-        build_base=getattr(cfg.data.base_images, "build", None) or default_build,
-        runtime_base=getattr(cfg.data.base_images, "runtime", None) or default_runtime,
+        build_base=base.build or default_build,
+        runtime_base=base.runtime or default_runtime,
         jobs=cfg.data.build_jobs or build_jobs(mem_total_bytes, cpus, backend == "cuda"),
         image_repo=cfg.image_repo,
         webui=cfg.data.server_webui,

@@ -99,8 +99,9 @@ def pytest_runtest_protocol(item, nextitem):
 def fresh_sandbox(tmp_path_factory):
     """A new sandbox host: no Docker engine, no image, no model (removed first). Its
     inventory builds from the git forge stand-in at a full commit (the real source path)."""
-    if helpers.LANE == "side":  # its set-up (a host, the stand-ins, Docker) after the main
-        helpers.wait_for_main_build()  # lane's build, which its CPU would slow, not beside it
+    # the side lane's set-up (a host, the stand-ins, Docker) after the main lane's build,
+    # which its CPU would slow, not beside it
+    built = helpers.wait_for_main_build() if helpers.LANE == "side" else None
     if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":  # a developer's quick re-run
         sandbox.down(purge=True)
     with ThreadPoolExecutor(1) as pool:  # downloads beside the host's debootstrap
@@ -116,8 +117,8 @@ def fresh_sandbox(tmp_path_factory):
     sandbox.write_host_data(standins_host_data(standins))
     standins.ensure_tunnel()
     helpers.STANDINS = standins
-    if helpers.LANE == "side":
-        _take_the_main_build()
+    if built is not None:
+        _take_the_main_build(built)
     yield state
     helpers.STANDINS = None
     sandbox.write_host_data(None)
@@ -126,12 +127,11 @@ def fresh_sandbox(tmp_path_factory):
     standins.close()
 
 
-def _take_the_main_build() -> None:
+def _take_the_main_build(tag: str) -> None:
     """The side lane's first host: its Docker engine (stage `provision`), then the main
-    lane's server image copied in, so that no module here builds."""
+    lane's server image `tag` copied in, so that no module here builds."""
     run = helpers.deploy("--data", 'stages=["provision"]')
     assert run.rc == 0, run.out[-3000:]
-    tag = helpers.wait_for_main_build()
     assert sandbox.copy_image(tag, helpers.MAIN_HOST, sandbox.CONTAINER), tag
     print(f"\n[sandbox] the side lane's first host took {tag} from {helpers.MAIN_HOST}")
 
