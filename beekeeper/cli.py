@@ -41,6 +41,10 @@ from .verify_main import (
 )
 
 
+class Usage(Exception):
+    """A usage or set-up error: `beekeeper <command>: <text>` on stderr, exit 2."""
+
+
 def configured_budget_gib() -> float:
     """The VRAM budget every host gets: group_data/all.py's `vram_budget_gib` where it sets
     one, else the schema's default (core/hostdata.py)."""
@@ -79,11 +83,8 @@ def card_problem(card: str | None) -> str | None:
 def _print_profiles(args: argparse.Namespace) -> int:
     from .core.planner import predict
 
-    problem = card_problem(args.card)
-    if problem:
-        print(f"beekeeper profiles: {problem}", file=sys.stderr)
-        return 2
-
+    if problem := card_problem(args.card):
+        raise Usage(problem)
     if args.json:
         from dataclasses import asdict
         print(json.dumps({n: asdict(p) for n, p in PROFILES.items()}, indent=2, default=str))
@@ -136,16 +137,16 @@ def _verify_on_host(args: argparse.Namespace) -> int:
     """The suites on the host, with every verify option given (verify_main.host_command)."""
     from .hostverify import run_on_host
 
-    target = _ssh_target(args)
-    if target is None:
-        return 2
+    ssh, label = _ssh_target(args)
     args.budget_gib = _budget(args)  # the controller's group data, judged on the host
-    label = target[1] if args.host_label == os.uname().nodename else args.host_label
-    rc, _ = run_on_host(target[0], label, args, args.port, Path(args.out),
+    rc, _ = run_on_host(ssh, _label(args, label), args, args.port, Path(args.out),
                         Keys.from_files(args))
     return rc
 
 
+def _label(args: argparse.Namespace, name: str) -> str:
+    """--host-label where given, else the name of the host verify reaches."""
+    return name if args.host_label == os.uname().nodename else args.host_label
 
 
 def _deployed_manifest(args: argparse.Namespace) -> tuple[str | None, str]:
@@ -153,12 +154,10 @@ def _deployed_manifest(args: argparse.Namespace) -> tuple[str | None, str]:
     else this machine), and the host's name; (None, name) when there is none."""
     path = ServicePaths(args.service).manifest
     if args.sandbox or args.ssh:
-        target = _ssh_target(args)
-        if target is None:
-            return None, "the host"
-        p = subprocess.run(ssh_as_root(target[0], "cat " + shlex.quote(path)),
+        ssh, name = _ssh_target(args)
+        p = subprocess.run(ssh_as_root(ssh, "cat " + shlex.quote(path)),
                            capture_output=True, text=True, timeout=120)
-        return (p.stdout if p.returncode == 0 else None), target[1]
+        return (p.stdout if p.returncode == 0 else None), name
     return local_manifest(args.service), "this machine"
 
 
@@ -189,8 +188,7 @@ def _verify(args: argparse.Namespace) -> int:
     problem = usage_error(args) or (from_deployed(args, *_deployed_manifest(args))
                                     if args.profile is None or args.port is None else None)
     if problem:
-        print(f"beekeeper verify: {problem}", file=sys.stderr)
-        return 2
+        raise Usage(problem)
     if args.port is None:
         args.port = DEFAULT_PORT
     use_checkout_verify()  # a checkout run as `python -m beekeeper.cli`, nothing installed
@@ -199,21 +197,13 @@ def _verify(args: argparse.Namespace) -> int:
     shell = _engine_shell(args)  # --on-host alone: this machine is the host, run here
     with ExitStack() as stack:
         url = local_url(args)
-        if args.sandbox:
-            from .sandbox import load_state, ssh_options
+        if args.sandbox or (args.ssh and not url):  # the deployed port, through a tunnel
             from .tunnel import ssh_tunnel
-            url = stack.enter_context(ssh_tunnel(ssh_options(load_state()), args.port))
-            if args.host_label == os.uname().nodename:
-                args.host_label = "sandbox"
-        elif args.ssh and not url:  # the deployed port on the host, through a tunnel
-            from .tunnel import ssh_tunnel
-            url = stack.enter_context(ssh_tunnel(shlex.split(args.ssh), args.port))
-            if args.host_label == os.uname().nodename:
-                args.host_label = args.ssh.split()[-1]
+            ssh, name = _ssh_target(args)
+            url = stack.enter_context(ssh_tunnel(ssh, args.port))
+            args.host_label = _label(args, name)
         if not url:
-            print("beekeeper verify: give --url URL, --sandbox, or --on-host (with --ssh for "
-                  "another host)", file=sys.stderr)
-            return 2
+            raise Usage("give --url URL, --sandbox, or --on-host (with --ssh for another host)")
         return run_verify(args, url, shell=shell, keys=Keys.from_files(args),
                           budget_gib=_budget(args), where=_where(args, server_url(url).base))
 
@@ -229,12 +219,9 @@ def _engine_shell(args: argparse.Namespace) -> Any:
     from beekeeper.verify.engine import LocalShell, SshShell
 
     hand = bool(args.llama_bench or args.engine_image)
-    if args.sandbox:
-        from .sandbox import load_state, ssh_options
-
-        return SshShell(ssh_options(load_state()), label="the sandbox host", root=not hand)
-    if args.ssh:
-        return SshShell(shlex.split(args.ssh), label=args.ssh.split()[-1], root=not hand)
+    if args.sandbox or args.ssh:
+        ssh, name = _ssh_target(args)
+        return SshShell(ssh, label="the sandbox host" if args.sandbox else name, root=not hand)
     if hand:
         return LocalShell()
     if Path(ServicePaths(args.service).manifest).exists():
@@ -252,28 +239,21 @@ def _report(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .core.planner import PlanError, predict
 
-    problem = card_problem(args.card)
-    if problem:
-        print(f"beekeeper plan: {problem}", file=sys.stderr)
-        return 2
+    if problem := card_problem(args.card):
+        raise Usage(problem)
     profile = PROFILES[args.profile]
     if args.gguf is not None and not args.gguf.strip():
-        print("beekeeper plan: --gguf '': empty (give the model's .gguf on this machine)",
-              file=sys.stderr)
-        return 2
+        raise Usage("--gguf '': empty (give the model's .gguf on this machine)")
     gguf = Path(args.gguf) if args.gguf is not None else None
     if gguf is not None and not gguf.is_file():
         what = "a folder, not a file" if gguf.is_dir() else "no such file"
-        print(f"beekeeper plan: --gguf {args.gguf}: {what} (give the model's .gguf on "
-              "this machine)", file=sys.stderr)
-        return 2
+        raise Usage(f"--gguf {args.gguf}: {what} (give the model's .gguf on this machine)")
     budget_gib = _budget(args)
     try:
         pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel,
                        cuda_context_mib=args.cuda_context_mib, card=args.card)
     except PlanError as e:
-        print(f"beekeeper plan: {e}", file=sys.stderr)
-        return 2
+        raise Usage(str(e)) from None
     budget_mib = budget_gib * 1024
     fits = pred.total_rise_mib <= budget_mib
     tuned: dict[str, Any] = {}
@@ -298,36 +278,28 @@ def _plan(args: argparse.Namespace) -> int:
     return 0 if fits else 1
 
 
-def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str] | None:
+def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str]:
     """ssh arguments and a label for the host: the sandbox, or --ssh ARGS."""
-
     if args.sandbox:
         from .sandbox import load_state, ssh_options
 
         return ssh_options(load_state()), "sandbox"
     if args.ssh:
         return shlex.split(args.ssh), args.ssh.split()[-1]
-    print(f"beekeeper {args.cmd}: give --sandbox, or --ssh 'ARGS' that reach the host",
-          file=sys.stderr)
-    return None
+    raise Usage("give --sandbox, or --ssh 'ARGS' that reach the host")
 
 
 def _matrix(args: argparse.Namespace) -> int:
     from .matrix import pyinfra_deployer, run_matrix
     from .tunnel import ssh_tunnel
 
-    target = _ssh_target(args)
-    if target is None:
-        return 2
-    ssh = target[0]
+    ssh, _ = _ssh_target(args)
     if args.sandbox:
         inventory, host = "inventories/sandbox.py", "sandbox"
     elif args.inventory and args.host:
         inventory, host = args.inventory, args.host
     else:
-        print("beekeeper matrix: without --sandbox, give --inventory and --host too",
-              file=sys.stderr)
-        return 2
+        raise Usage("without --sandbox, give --inventory and --host too")
     p = subprocess.run(ssh_as_root(ssh, "cat " + shlex.quote(ServicePaths(args.service).manifest)),
                        capture_output=True, text=True)
     if p.returncode == NEEDS_ROOT_EXIT:  # it could not leave the host as it found it
@@ -351,10 +323,7 @@ def _rollback(args: argparse.Namespace) -> int:
     if args.local:  # this machine (a GPU container deployed with pyinfra @local), as root
         line = ["sh", "-c", cmd] if os.geteuid() == 0 else ["sudo", "-n", "sh", "-c", cmd]
     else:
-        target = _ssh_target(args)
-        if target is None:
-            return 2
-        line = ssh_as_root(target[0], cmd)
+        line = ssh_as_root(_ssh_target(args)[0], cmd)
     p = subprocess.run(line, text=True, capture_output=True,
                        input=hostside.script("rollback.py").read_text())
     sys.stdout.write(p.stdout)
@@ -442,13 +411,19 @@ def suite_list(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
 
 
+# options written alike for several commands
+BUDGET_OPTION: dict[str, Any] = dict(type=BUDGET_GIB, help="VRAM budget (default: the "
+                                     "vram_budget_gib every host gets: group_data/all.py's, "
+                                     "else the kit's)")
+OUT_OPTION = dict(default=str(KIT_ROOT / "reports"),
+                  help="report folder root (default: reports/ in the checkout)")
+
+
 def _add_profiles(sub: Any) -> None:
     p = sub.add_parser("profiles", help="list profiles, their figures and whether they fit")
     p.add_argument("--json", action="store_true", help="every profile's data as JSON")
     p.add_argument("--card", help="plan with this card's CUDA context, e.g. 'NVIDIA H200'")
-    p.add_argument("--budget-gib", type=BUDGET_GIB,
-                   help="VRAM budget (default: the vram_budget_gib every host gets: "
-                   "group_data/all.py's, else the kit's)")
+    p.add_argument("--budget-gib", **BUDGET_OPTION)
     p.set_defaults(func=_print_profiles)
 
 
@@ -503,9 +478,7 @@ def _add_plan(sub: Any) -> None:
     p.add_argument("--ctx", type=TOKENS, help="context size (default: the profile's)")
     p.add_argument("--parallel", type=whole("a number of slots", "4"),
                    help="slots (default: the profile's)")
-    p.add_argument("--budget-gib", type=BUDGET_GIB,
-                   help="VRAM budget (default: the vram_budget_gib every host gets: "
-                   "group_data/all.py's, else the kit's)")
+    p.add_argument("--budget-gib", **BUDGET_OPTION)
     p.add_argument("--cuda-context-mib", type=amount("a CUDA context in MiB", "500"),
                    help="the CUDA context's MiB, measured on your card, instead of the table's")
     p.add_argument("--card", help="the card's CUDA context figures, e.g. 'NVIDIA H200' "
@@ -528,14 +501,11 @@ def _add_matrix(sub: Any) -> None:
     p.add_argument("--service", default="llm", help="the service measured (default: llm)")
     p.add_argument("--port", type=PORT, default=DEFAULT_PORT,
                    help=f"the service's port on the host (default: {DEFAULT_PORT})")
-    p.add_argument("--budget-gib", type=BUDGET_GIB,
-                   help="VRAM budget (default: the vram_budget_gib every host gets: "
-                   "group_data/all.py's, else the kit's)")
+    p.add_argument("--budget-gib", **BUDGET_OPTION)
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--apply-recommended", action="store_true",
                    help="leave the host on the recommended profile")
-    p.add_argument("--out", default=str(KIT_ROOT / "reports"),
-                   help="report folder root (default: reports/ in the checkout)")
+    p.add_argument("--out", **OUT_OPTION)
     p.set_defaults(func=_matrix)
 
 
@@ -554,8 +524,7 @@ def _add_demo(sub: Any) -> None:
     p.add_argument("--suite", default="smoke", type=suite_list,
                    help="the verify suites run after the deploy (scripts/demo.sh: "
                         "engine,smoke,decode,ttft,niah)")
-    p.add_argument("--out", default=str(KIT_ROOT / "reports"),
-                   help="report folder root (default: reports/ in the checkout)")
+    p.add_argument("--out", **OUT_OPTION)
     p.set_defaults(func=_demo)
 
 
@@ -581,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except Usage as e:
+        print(f"beekeeper {args.cmd}: {e}", file=sys.stderr)
+        return 2
     except BeekeeperError as e:
         print(f"beekeeper: {e}", file=sys.stderr)
         return 2
