@@ -34,13 +34,18 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from .core.deployed import DeployedService, RecordError, read_record
 from .core.errors import VerifyError
 from .core.paths import DEFAULT_PORT
-from .core.profiles import MAX_SLOTS, PROFILES, Profile, profile_problem, with_ctx_size
+from .core.profiles import (
+    MAX_SLOTS,
+    PROFILES,
+    SUITES,
+    Profile,
+    profile_problem,
+    with_ctx_size,
+)
 
-# verify/suites.py's ALL_SUITES (a unit test holds them equal), known before it is imported
-SUITES = ("engine", "smoke", "decode", "ttft", "niah", "vram", "load")
-SUITE_HELP = ("comma list of engine,smoke,decode,ttft,niah,vram,load or all (engine: "
-              "llama-bench on the host, the baseline decode and TTFT are judged against; "
-              "gateway, not in all: its overhead against --direct-url)")
+SUITE_HELP = (f"comma list of {','.join(SUITES)} or all (engine: llama-bench on the host, "
+              "the baseline decode and TTFT are judged against; gateway, not in all: its "
+              "overhead against --direct-url)")
 
 def _shown(text: str, limit: int = 60) -> str:
     """A value as a usage error quotes it: its repr, cut after `limit` characters."""
@@ -677,12 +682,11 @@ def host_command(args: argparse.Namespace, python: str, port: int, out: str,
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    problem = usage_error(args) or from_deployed(args, local_manifest(args.service),
-                                                 "this machine")
-    if problem:
-        print(f"verify: {problem}", file=sys.stderr)
-        return 2
     try:
+        problem = usage_error(args) or from_deployed(args, local_manifest(args.service),
+                                                     "this machine")
+        if problem:
+            raise VerifyError(problem)
         if args.keys_on_stdin:
             sent = json.loads(sys.stdin.read() or "{}")
             keys = Keys(sent.get("api"), sent.get("direct"), sent.get("direct_url"))
@@ -695,14 +699,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                          args.service):
             # the server the kit deployed here: the key it stored (on-host verify, as root)
             keys = replace(keys, api=read_deployed_key(args.service))
-    except VerifyError as e:
-        print(f"verify: {e}", file=sys.stderr)
-        return 2
-    use_checkout_verify()
-    from beekeeper.verify.engine import LocalShell
+        use_checkout_verify()
+        from beekeeper.verify.engine import LocalShell
 
-    shell = LocalShell(label=args.host_label, root=hand_started(args) is None)
-    try:
+        shell = LocalShell(label=args.host_label, root=hand_started(args) is None)
         return run_verify(args, args.url, shell=shell, keys=keys, budget_gib=args.budget_gib)
     except VerifyError as e:
         print(f"verify: {e}", file=sys.stderr)

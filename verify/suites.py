@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from beekeeper.core.profiles import Profile
+from beekeeper.core.profiles import SUITES, Profile
 
 from . import judge, metrics, prompts
 from .client import RequestRecord, ServerClient
@@ -46,7 +46,7 @@ from .settle import (
 from .smoke import run_smoke, wait_healthy
 from .vram import Locality, VramSampler, locate_server
 
-ALL_SUITES = ["engine", "smoke", "decode", "ttft", "niah", "vram", "load"]
+ALL_SUITES = list(SUITES)
 NEEDLE_RE = r"(?<!\d)\d{7}(?!\d)"
 NIAH_OUT_TOKENS = 24
 CTX_MARGIN_TOKENS = 16  # room for the template's end tokens beyond the fitted prompt

@@ -14,7 +14,7 @@ import pytest
 
 from beekeeper import __version__
 from beekeeper.cli import parser
-from beekeeper.verify_main import SUITES, from_deployed
+from beekeeper.verify_main import from_deployed
 
 ROOT = Path(__file__).resolve().parents[2]
 BEEKEEPER = str(Path(sys.executable).parent / "beekeeper")
@@ -79,12 +79,6 @@ def test_profiles_into_head_ends_quietly():
                        text=True, cwd=ROOT, timeout=120)
     assert p.stdout.startswith("profile ") and len(p.stdout.splitlines()) == 1
     assert p.stderr == "", p.stderr  # before: BrokenPipeError and its traceback
-
-
-def test_verifys_suite_names_are_the_suites_modules():
-    from beekeeper.verify.suites import ALL_SUITES
-
-    assert list(SUITES) == ALL_SUITES
 
 
 def args_for(**over):
