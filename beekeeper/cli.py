@@ -310,8 +310,8 @@ def _matrix(args: argparse.Namespace) -> int:
     _, best, folder = run_matrix(
         args.profiles.split(","), pyinfra_deployer(inventory, host),
         lambda: ssh_tunnel(ssh, args.port), current, Path(args.out), host,
-        budget_gib=_budget(args),
-        quick=args.quick, apply_recommended=args.apply_recommended)
+        budget_gib=_budget(args), quick=args.quick,
+        apply_recommended=args.apply_recommended, ssh=ssh)
     print(f"matrix: {folder}/matrix.md (also matrix.html, matrix.json)")
     return 0 if best else 1
 

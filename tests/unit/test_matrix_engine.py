@@ -68,3 +68,25 @@ def test_run_matrix_passes_the_engine_and_ranks_on_the_verdicts(tmp_path, monkey
     assert not by["cpu-smollm"].eligible and best is by["cpu-tiny"]
     md = (folder / "matrix.md").read_text()
     assert "verify FAILED" in md
+
+
+def test_the_matrix_command_hands_run_matrix_the_hosts_ssh(monkeypatch):
+    """`beekeeper matrix --ssh ...` gave run_matrix no ssh, so every row's engine suite ran
+    without a shell (no baseline, INCOMPLETE). A recorder stands in for run_matrix and for
+    the ssh read of the host's record (no host here)."""
+    import subprocess
+
+    from beekeeper import cli
+
+    seen = {}
+
+    def recorder(*args, **kw):
+        seen.update(kw)
+        return [], None, "folder"
+
+    monkeypatch.setattr(matrix, "run_matrix", recorder)
+    monkeypatch.setattr(subprocess, "run",
+                        lambda *a, **kw: subprocess.CompletedProcess(a, 1, "", ""))
+    cli.main(["matrix", "--profiles", "cpu-tiny", "--ssh", "-p 2222 root@gpu-box",
+              "--inventory", "inventories/home.py", "--host", "gpu-box"])
+    assert seen["ssh"] == ["-p", "2222", "root@gpu-box"]
