@@ -12,7 +12,7 @@ from pyinfra.operations import apt, files, pip
 
 from beekeeper import hostside
 from beekeeper.core import cache
-from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.config import HostConfig
 from beekeeper.core.paths import HOST_VENV, HOSTSIDE_DIR, hostside_script, sha256_stamps
 from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
@@ -24,14 +24,6 @@ FETCHER = hostside_script("fetch_model.py")
 # install it. 1.33.0 (httpx; Python >= 3.10) has the same calls, spelled as `pip freeze`
 # prints it so a second run reinstalls nothing.
 HF_HUB_SPEC = "huggingface_hub==1.33.0"
-
-
-def model_path(cfg: HostConfig, svc: ServiceConfig) -> str:
-    return svc.model.host_path(cfg.data.model_dir)
-
-
-def draft_path(cfg: HostConfig, svc: ServiceConfig) -> str | None:
-    return svc.draft.host_path(cfg.data.model_dir) if svc.draft else None
 
 
 def ensure(cfg: HostConfig) -> list[OperationMeta]:

@@ -48,12 +48,6 @@ def arch_runs_on(arch_list: str, compute_cap: str) -> bool:
     return False
 
 
-def min_driver_for_cuda(cuda_version: str) -> int:
-    """Lowest driver branch that runs a CUDA major.minor runtime (NVIDIA's compat table)."""
-    major = int(cuda_version.split(".")[0])
-    return {11: 450, 12: 525, 13: 580}.get(major, 580)
-
-
 # Memory per compile job. Measured on an H200 box (benchmarks/h200/2026-11-30-build/):
 # one nvcc job's process tree peaked at 0.90 GiB (cicc on the turbo fattn-vec instances),
 # one cc1plus job at 0.75 GiB; 1.5 GiB is ~1.7x the CUDA peak, for other nvcc releases and

@@ -107,11 +107,6 @@ def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = str) -> list[l
     return [*lines, [quote(spec.image)], [quote(a) for a in spec.args]]
 
 
-def docker_run_args(spec: ContainerSpec) -> list[str]:
-    """The same as one argument list, unquoted: what docker receives."""
-    return [word for line in docker_run(spec) for word in line]
-
-
 def compose_service(spec: ContainerSpec) -> dict:
     """The compose file's service for this container: the plain unit's container in
     compose's words, with the image's user and health check said again. Built on the host,

@@ -30,11 +30,6 @@ def cut(text: str, most: int = SHOWN_MAX) -> str:
     return text if len(text) <= most else f"{text[:most - 20]}... ({len(text)} characters)"
 
 
-def cut_words(text: str, most: int = PATH_SHOWN_MAX) -> str:
-    """`text` with every run of non-space characters longer than `most` cut (cut())."""
-    return re.sub(rf"\S{{{most + 1},}}", lambda m: cut(m.group(0), most), text)
-
-
 # an echoed value marked by echo(): private-use characters no refusal holds otherwise
 ECHO_OPEN, ECHO_CLOSE = "\ue000", "\ue001"
 _ECHOED = re.compile(f"{ECHO_OPEN}([^{ECHO_CLOSE}]*){ECHO_CLOSE}")

@@ -215,16 +215,6 @@ class Expected:
     # fraction of the (scaled) decode expectation a run must reach to pass
     decode_tolerance: float = 0.8
 
-    def decode_tok_s_on(self, card_name: str | None) -> float | None:
-        """Scale the reference decode rate to another card by memory bandwidth."""
-        if self.decode_tok_s is None:
-            return None
-        ref = CARD_BANDWIDTH_GB_S[self.reference_card]
-        for key, bw in CARD_BANDWIDTH_GB_S.items():
-            if card_name and key.lower() in card_name.lower():
-                return self.decode_tok_s * bw / ref
-        return self.decode_tok_s
-
 
 @dataclass(frozen=True)
 class Profile:

@@ -65,11 +65,6 @@ def userinfo_kind(url: str) -> str:
     return "" if re.search(r"[=&]", head) else AMBIGUOUS
 
 
-def _raw_userinfo(url: str) -> bool:
-    """`url` holds, or may hold, user information with a raw `#`, `?` or `/` in it."""
-    return bool(userinfo_kind(url))
-
-
 def _http(scheme: str) -> bool:
     """An http(s) scheme, also as the last of a `+` chain (`git+https`)."""
     return scheme.lower().rpartition("+")[2] in ("http", "https")

@@ -23,12 +23,16 @@ from beekeeper.core.container import (
     ContainerSpec,
     compose_service,
     docker_run,
-    docker_run_args,
 )
 from beekeeper.core.render import render, sd_quote, yaml_plain
 from beekeeper.tasks.service import container, render_compose, render_unit
 
 from .harness import requested_build, requested_runtime
+
+
+def docker_run_args(spec):
+    """docker_run's lines as one argument list, unquoted: what docker receives."""
+    return [word for line in docker_run(spec) for word in line]
 
 CPU = {"profile": "cpu-tiny", "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
 GPU = {"profile": "q8-turbo4-64k", "source": {"git": "https://x/y", "ref": "a" * 40}}
