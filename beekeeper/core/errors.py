@@ -12,7 +12,9 @@ hostdata.shown() is cut after SHOWN_MAX already).
 
 from __future__ import annotations
 
+import difflib
 import re
+import unicodedata
 
 from .redact import redact
 
@@ -28,6 +30,38 @@ LINE_MAX = 400
 def cut(text: str, most: int = SHOWN_MAX) -> str:
     """Text echoed unquoted, cut after `most` characters with its length."""
     return text if len(text) <= most else f"{text[:most - 20]}... ({len(text)} characters)"
+
+
+def shown(value: object) -> str:
+    """A value as a refusal quotes it: its repr, then spelled in ASCII where it holds other
+    characters (a Cyrillic `с` in 'сpu-tiny' prints like the valid value), or cut after
+    SHOWN_MAX characters with its length (a long value would fill the terminal)."""
+    text = repr(value)
+    if len(text) > SHOWN_MAX:
+        size = f"{len(value)} characters" if isinstance(value, str) else \
+            f"{len(text)} characters as written"
+        return f"{text[:SHOWN_MAX - 20]}... ({size})"
+    spelled = ascii(value) if isinstance(value, str) else text
+    return text if spelled == text else f"{text} (written {spelled})"
+
+
+def _folded(text: str) -> str:
+    """A value as a near miss is compared: NFKC (full-width letters, ligatures), case
+    folded, `_` and spaces as `-`, outer spaces gone."""
+    return re.sub(r"[_\s]+", "-", unicodedata.normalize("NFKC", text).casefold().strip())
+
+
+def near(value: object, options: list[str]) -> str | None:
+    """The option `value` most likely means: the same once folded ('CPU-TINY', 'cpu_tiny',
+    ' cpu-tiny', a full-width letter), else the closest spelling; None if none is close."""
+    if not isinstance(value, str) or not value:
+        return None
+    folded = {_folded(o): o for o in options}
+    mine = _folded(value)
+    if mine in folded:
+        return folded[mine]
+    close = difflib.get_close_matches(mine, list(folded), n=1, cutoff=0.75)
+    return folded[close[0]] if close else None
 
 
 # an echoed value marked by echo(): private-use characters no refusal holds otherwise

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import SHOWN_MAX, ConfigError, cut, echo, host_data
+from .errors import ConfigError, cut, echo, host_data, near, shown
 from .paths import DEFAULT_PORT, HF_TOKEN, MODEL_DIR, STATE_DIR
 from .profiles import MAX_SLOTS, PROFILES
 from .redact import AMBIGUOUS, RAW, URL, has_credentials, redact, url_secrets, userinfo_kind
@@ -92,44 +92,6 @@ def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not vali
 
 
 # ------------------------------------------------------------------ checks of one value
-
-# SHOWN_MAX: the longest value a refusal quotes whole (its repr); a longer one is cut, with
-# its length (errors.py: the one place refusals' echoes are cut)
-
-
-def shown(value: Any) -> str:
-    """A value as a refusal quotes it: its repr, then spelled in ASCII where it holds other
-    characters (a Cyrillic `с` in 'сpu-tiny' prints like the valid value), or cut after
-    SHOWN_MAX characters with its length (a long value would fill the terminal)."""
-    text = repr(value)
-    if len(text) > SHOWN_MAX:
-        size = f"{len(value)} characters" if isinstance(value, str) else \
-            f"{len(text)} characters as written"
-        return f"{text[:SHOWN_MAX - 20]}... ({size})"
-    spelled = ascii(value) if isinstance(value, str) else text
-    return text if spelled == text else f"{text} (written {spelled})"
-
-
-def _folded(text: str) -> str:
-    """A value as a near miss is compared: NFKC (full-width letters, ligatures), case
-    folded, `_` and spaces as `-`, outer spaces gone."""
-    import unicodedata
-
-    return re.sub(r"[_\s]+", "-", unicodedata.normalize("NFKC", text).casefold().strip())
-
-
-def near(value: Any, options: list[str]) -> str | None:
-    """The option `value` most likely means: the same once folded ('CPU-TINY', 'cpu_tiny',
-    ' cpu-tiny', a full-width letter), else the closest spelling; None if none is close."""
-    if not isinstance(value, str) or not value:
-        return None
-    folded = {_folded(o): o for o in options}
-    mine = _folded(value)
-    if mine in folded:
-        return folded[mine]
-    close = difflib.get_close_matches(mine, list(folded), n=1, cutoff=0.75)
-    return folded[close[0]] if close else None
-
 
 def safe_text(value: str, what: str) -> str:
     """Refuse control and other non-printable characters (newline, tab, NUL, U+2028 ...):

@@ -428,28 +428,15 @@ def with_ctx_size(profile: Profile, ctx_size: int, slots: int | None = None) -> 
                    expected=expected, summary=f"{profile.summary}, {', '.join(said)}")
 
 
-def _folded(text: str) -> str:
-    """A name as a near miss is compared: NFKC (full-width letters), case folded, `_` and
-    spaces as `-`, outer spaces gone (as host data compares profile names)."""
-    import unicodedata
-
-    return re.sub(r"[_\s]+", "-", unicodedata.normalize("NFKC", text).casefold().strip())
-
-
 def profile_problem(name: str) -> str | None:
     """None when `name` is a profile, else one line: the name as given (spelled in ASCII
     where it holds other characters, so a Cyrillic 'с' never reads as the real name; cut
     when long), and the profile it most likely means, or the list."""
     if name in PROFILES:
         return None
-    import difflib
+    from .errors import near, shown
 
-    text = repr(name) if len(name) <= 60 else f"{name[:50]!r}... ({len(name)} characters)"
-    if ascii(name[:60]) != repr(name[:60]):
-        text += f" (written {ascii(name[:60])})"
-    folded = {_folded(p): p for p in PROFILES}
-    close = difflib.get_close_matches(_folded(name), list(folded), n=1, cutoff=0.75)
-    guess = folded.get(_folded(name)) or (folded[close[0]] if close else None)
+    guess = near(name, list(PROFILES))
     fix = (f"did you mean {guess!r}? (`beekeeper profiles` lists them)" if guess else
            f"give one of {', '.join(sorted(PROFILES))} (`beekeeper profiles`)")
-    return f"unknown profile {text}: {fix}"
+    return f"unknown profile {shown(name)}: {fix}"
