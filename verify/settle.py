@@ -1,28 +1,13 @@
 """
-How many repeats a figure needs, and whether the host was busy while it was measured.
+How many repeats a figure needs, and whether the host was busy while it was measured
+(docs/verify.md, "Enough repeats, and a busy host, measured": the rule, its limits, the runs).
 
-A figure (llama-bench's decode at a depth or its prefill, the served decode at a depth, the
-served TTFT) is measured in rounds: a first round of its minimum repeats, then, while the
-figure's own error (sample standard deviation / mean / sqrt(repeats), judge.NOISE_MAX) is
-over the limit, more rounds of as many repeats as the spread so far says it needs, until the
-error is under the limit, the repeats reach their cap or the figure's time budget (the
-`--settle-budget-s` option, said in the report) runs out. `settle` is that loop, pure: the
-caller's `measure(k)` runs k repeats and says how long they took and what else ran.
-
-What else ran is measured, not guessed from the spread: the host's CPU time over the round
-(/proc/stat: user, nice, system, irq, softirq and steal, every CPU) less the CPU time of the
-measured programs (llama-bench, llama-server: their own counters), as a share of the host's
-CPU capacity over the round (wall time x CPUs). Over BUSY_SHARE the round was busy: its
-repeats are set aside (recorded, not used), and the figure is measured again once while the
-budget allows; a figure left with a busy round is not judged, and the check says "the host
-was busy" with the load. A figure whose spread stays over the limit on a quiet host is not
-judged either, and says it did not settle (never "busy"). Without a way onto the host (a
-server given by --url alone) no load is measured, and the checks say so.
-
-Limits of the measure: a container sees the whole machine's /proc/stat, so a rented GPU
-container on a shared host counts its neighbours' load too; the verify client's own CPU time
-counts as other load where it runs on the same machine (the demo: a few tenths of a percent
-of two cores during a served decode round, see docs/verify.md).
+A figure is measured in rounds: a first round of its minimum repeats, then, while its own
+error (judge.NOISE_MAX) is over the limit, rounds of as many repeats as the spread so far
+says it needs, until it settles, the repeats reach their cap or `--settle-budget-s` runs
+out. `settle` is that loop, pure: the caller's `measure(k)` runs k repeats and says how long
+they took and what else ran (the host's CPU time over the round less the measured programs'
+own, as a share of its capacity: over BUSY_SHARE the round was busy and is set aside).
 """
 
 from __future__ import annotations
