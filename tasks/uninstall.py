@@ -2,52 +2,23 @@
 Uninstall: take away everything the kit put on a host, in the order that keeps each step
 possible (services before the engine that runs them, images before the engine goes,
 packages last). Each operation reads what is there and removes only that, and its name
-says what that is, so `--dry` lists it all first.
+says what that is, so `--dry` lists it all first. What goes and what stays, the driver and
+`keep_driver`, the models and `keep_models`: docs/lifecycle.md, "Uninstall".
 
-What goes: every model service (unit, rollback copy, container or compose project, its
-folder under /etc/beekeeper), the gateway's unit, the server images the kit built, the
-models (unless host data `keep_models`), /etc/beekeeper, the state and log folders (source
-trees, build folders, reports), /opt/beekeeper (native builds, the host-side venvs, the
-verify kit), the host-side scripts, the kit's apt sources and keyrings, the CUDA PATH and
-loader files and the nouveau blacklist while they hold what the kit wrote, Debian's contrib
-area where the kit left its record of adding it, the nvidia runtime entry in Docker's
-daemon.json and the CDI spec (/var/run/cdi/nvidia.yaml) once the Container Toolkit the kit
-installed goes, the beekeeper user, and the packages the kit installed, the NVIDIA driver
-among them (with their holds; the driver's branch pin is a package).
-
-The driver goes by default: the kit installs one only on a host with no driver for its
-kernel, so before the kit the host had none, and a driver kept without NVIDIA's repository,
-its pin or the nouveau blacklist would be a held package apt no longer knows the source of.
-The running module stays loaded until the next boot, which brings the distro's nouveau back.
-Host data `keep_driver` (or apt saying the purge would take a package the kit did not
-install) keeps it whole instead: its packages and holds, the pin, NVIDIA's CUDA repository
-and key, Debian's contrib area and the nouveau blacklist stay. A driver the kit purged for
-upgrade_driver cannot come back: the uninstall names it, and installing it is yours.
-
-Which packages the kit installed: apt's history log (/var/log/apt/history.log and its
-rotations) records each transaction's command line and the packages it newly installed.
-A transaction is the kit's when it is pyinfra's apt.packages command line (`apt-get -y -o
-Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install
---no-install-recommends ...`) asking only for packages the kit installs (KIT_PACKAGES, or
-DRIVER_ASKED: the headers, the branch pin), or the driver's own `apt-get install -y
---no-install-recommends nvidia-open` (or cuda-drivers); what it newly installed,
-dependencies included, goes, if still installed. A package the host had before is never in
-such a transaction's `Install:` list (apt lists it as installed already), so it stays.
-Limits: a transaction whose log was rotated away (logrotate keeps 12 months by default) is
-not seen, so its packages stay; where another pyinfra deploy (or a hand-typed line of the
-same words) installed one of the kit's package names the same way, the kit takes it for its
-own. The holds the kit set are released, on packages that stay too (a Container Toolkit the
-host had before, held at the kit's pinned version): each hold operation appends the names it
-held to /etc/beekeeper/apt-holds (HOLDS_RECORD); a hold that was there before the kit is not
-in it and stays. Holds set before that record existed are released only on packages that go.
-Nothing is purged when apt would remove another package
-with them (one installed since that needs them): the line names it.
+Which packages the kit installed: apt's history log (and its rotations) records each
+transaction's command line and the packages it newly installed. A transaction is the kit's
+when it is pyinfra's apt.packages line (`apt-get -y -o Dpkg::Options::=--force-confdef -o
+Dpkg::Options::=--force-confold install --no-install-recommends ...`) asking only for
+packages the kit installs (KIT_PACKAGES, or DRIVER_ASKED), or the driver's own `apt-get
+install -y --no-install-recommends nvidia-open` (or cuda-drivers); what it newly installed,
+dependencies included, goes if still installed. The holds released are those HOLDS_RECORD
+names (each hold operation appends to it). Nothing is purged when apt would remove another
+package with them: the line names it.
 
 Which models the kit placed, in model_dir: those a manifest (running or previous unit) or
-the inventory names; any file with the downloader's log `<file>.download.log` beside it
-(every Hub download leaves one, whatever profile it was for); and any file named as one of
-the kit's profiles' models with that model's exact size (the models assembled from PyPI and
-copied over, which leave no log). With each, its `.partial` and logs. Other files stay.
+the inventory names; any file with the downloader's `<file>.download.log` beside it; any
+file named as a profile's model with that model's exact size (copied from PyPI, no log).
+With each, its `.partial` and logs. Other files stay.
 """
 
 from __future__ import annotations
