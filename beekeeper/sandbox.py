@@ -20,6 +20,7 @@ import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -224,16 +225,9 @@ def _share_trust(c) -> None:
     too). Nothing else about the host changes."""
     if not CONTROLLER_CA.is_file():
         return
-    data = CONTROLLER_CA.read_bytes()
-    pip_conf = b"[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, body in (("usr/local/share/ca-certificates/beekeeper-controller.crt", data),
-                           ("etc/pip.conf", pip_conf)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(body), 0o644
-            tar.addfile(info, io.BytesIO(body))
-    c.put_archive("/", buf.getvalue())
+    _put(c, "/", {"usr/local/share/ca-certificates/beekeeper-controller.crt":
+                  CONTROLLER_CA.read_bytes(),
+                  "etc/pip.conf": b"[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"})
     res = c.exec_run(["sh", "-c", "TMPDIR=/var/tmp update-ca-certificates"])
     if res.exit_code != 0:
         raise SandboxError(f"update-ca-certificates failed in the sandbox: {res.output[-300:]!r}")
@@ -251,13 +245,19 @@ Environment=DOCKER_ALLOW_IPV6_ON_IPV4_INTERFACE=1
 """
 
 
-def _sandbox_docker_dropin(c) -> None:
+def _put(c, folder: str, files: dict[str, bytes], mode: int = 0o644) -> None:
+    """Write `files` (path below `folder`: contents) into container `c` through the engine."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("etc/systemd/system/docker.service.d/beekeeper-sandbox.conf")
-        info.size, info.mode = len(_DOCKER_DROPIN), 0o644
-        tar.addfile(info, io.BytesIO(_DOCKER_DROPIN))
-    c.put_archive("/", buf.getvalue())
+        for name, body in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(body), mode
+            tar.addfile(info, io.BytesIO(body))
+    c.put_archive(folder, buf.getvalue())
+
+
+def _sandbox_docker_dropin(c) -> None:
+    _put(c, "/", {"etc/systemd/system/docker.service.d/beekeeper-sandbox.conf": _DOCKER_DROPIN})
     c.exec_run(["sh", "-c", "systemctl daemon-reload && systemctl try-restart docker.service"])
 
 
@@ -359,10 +359,8 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
             # so the host and its Docker volume are made anew
             _log(f"re-creating {name} and its Docker volume on network {NETWORK}")
             c.remove(force=True)
-            try:
+            with suppress(docker.errors.NotFound):
                 client.volumes.get(volume(name)).remove(force=True)
-            except docker.errors.NotFound:
-                pass
             raise docker.errors.NotFound(name)
         if c.status != "running":
             c.start()
@@ -451,14 +449,7 @@ def up(ssh_port: int | None = None, name: str | None = None,
     )
     c = (_start_pod(client, name, release, ssh_port, pod_command) if init == "sshd" else
          _start_container(client, name, release, ssh_port))
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = Path(str(key) + ".pub").read_bytes()
-        info = tarfile.TarInfo("authorized_keys")
-        info.size, info.mode = len(data), 0o600
-        tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    c.put_archive("/root/.ssh", buf.getvalue())
+    _put(c, "/root/.ssh", {"authorized_keys": Path(str(key) + ".pub").read_bytes()}, 0o600)
     _pin_host_key(c, known, ssh_port)
     (sdir / "state.json").write_text(json.dumps(asdict(state), indent=2))
     # for `ssh -F .sandbox/ssh_config sandbox` and pytest-testinfra's --ssh-config
@@ -564,28 +555,22 @@ def names() -> list[str]:
 def down(purge: bool = True, name: str | None = None) -> None:
     name = name or CONTAINER
     client = _client()
-    try:
+    with suppress(docker.errors.NotFound):
         client.containers.get(name).remove(force=True)
         _log(f"removed {name}")
-    except docker.errors.NotFound:
-        pass
     if purge:
         for v in (volume(name), workspace_volume(name)):
-            try:
+            with suppress(docker.errors.NotFound):
                 client.volumes.get(v).remove(force=True)
-            except docker.errors.NotFound:
-                pass
     sdir = state_dir(name)
     (sdir / "state.json").unlink(missing_ok=True)
     (sdir / "known_hosts").unlink(missing_ok=True)
     write_host_data(None, name)
-    try:
+    with suppress(docker.errors.NotFound):
         net = client.networks.get(NETWORK)
         net.reload()
         if not net.attrs.get("Containers"):
             net.remove()
-    except docker.errors.NotFound:
-        pass
 
 
 def status(name: str | None = None) -> dict[str, object]:
