@@ -11,6 +11,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
+from beekeeper.core.paths import CUDA_LOADER_FILE, CUDA_PATH_FILE
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.apt import missing_packages
 
@@ -31,15 +32,17 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     major, minor = facts.cuda_version.split(".")[:2]
     package = f"cuda-toolkit-{major}-{minor}"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
+    (path_file, path_text), (loader_file, loader_text) = CUDA_PATH_FILE, CUDA_LOADER_FILE
+    release = f"{major}.{minor}"
     loader = files.put(name="Add the CUDA libraries to the loader path",
-                       src=io.StringIO(f"/usr/local/cuda-{major}.{minor}/lib64\n"),
-                       dest="/etc/ld.so.conf.d/cuda.conf", mode="0644")
+                       src=io.StringIO(loader_text.format(release=release)),
+                       dest=loader_file, mode="0644")
     ops += [
         apt.packages(name=f"Install the CUDA toolkit ({package} only)", packages=[package],
                      update=bool(missing_packages([package])), no_recommends=True),
-        files.put(name="Put the CUDA toolkit on PATH (/etc/profile.d/cuda.sh)",
-                  src=io.StringIO(f"export PATH=/usr/local/cuda-{major}.{minor}/bin:$PATH\n"),
-                  dest="/etc/profile.d/cuda.sh", mode="0644"),
+        files.put(name=f"Put the CUDA toolkit on PATH ({path_file})",
+                  src=io.StringIO(path_text.format(release=release)), dest=path_file,
+                  mode="0644"),
         loader,
     ]
     if loader.will_change:

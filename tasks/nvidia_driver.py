@@ -31,7 +31,7 @@ from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.distro import driver_package, headers_meta
-from beekeeper.core.paths import HOLDS_RECORD
+from beekeeper.core.paths import HOLDS_RECORD, NOUVEAU_BLACKLIST
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import apt_sources, nvidia
 from beekeeper.operations.apt import missing_packages
@@ -81,8 +81,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                          older_branch_advice(cfg, branch, facts.cuda_version))
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
-                  src=io.StringIO("blacklist nouveau\noptions nouveau modeset=0\n"),
-                  dest="/etc/modprobe.d/blacklist-nouveau.conf", mode="0644"),
+                  src=io.StringIO(NOUVEAU_BLACKLIST[1]), dest=NOUVEAU_BLACKLIST[0], mode="0644"),
         apt.packages(name=f"Install the kernel headers ({', '.join(headers)})",
                      packages=headers, update=True if upgrade or facts.os.id == "debian"
                      else bool(missing_packages([*headers, pinning, driver])),

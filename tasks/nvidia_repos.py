@@ -4,6 +4,7 @@ NVIDIA's apt repositories: each with its own keyring (signed-by), deb822 sources
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 from pyinfra import host
@@ -13,6 +14,7 @@ from pyinfra.operations import apt, files
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.hostdata import NvidiaRepos
+from beekeeper.core.paths import CUDA_APT, TOOLKIT_APT
 from beekeeper.facts.host import AptSourcesFor
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import apt_sources
@@ -73,7 +75,6 @@ def _prereqs() -> OperationMeta:
                         packages=["gnupg", "wget", "ca-certificates"], no_recommends=True)
 
 
-OWN_CUDA_SOURCES = "/etc/apt/sources.list.d/nvidia-cuda.sources"
 
 
 def cuda_repo(r: Repos) -> list[OperationMeta]:
@@ -84,7 +85,7 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
     Signed-By"), so that source is used as it is, and the kit's own is removed if an earlier
     run left one."""
     others = [s for s in host.get_fact(AptSourcesFor, url=r.cuda)
-              if s.path != OWN_CUDA_SOURCES]
+              if s.path != CUDA_APT[0]]
     if others:
         found = others[0]
         name = found.path.rsplit("/", 1)[-1]
@@ -92,16 +93,20 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
             apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
                           path=found.path, signed_by=found.signed_by),
             files.file(name="Remove the kit's own CUDA source (the host has one)",
-                       path=OWN_CUDA_SOURCES, present=False),
+                       path=CUDA_APT[0], present=False),
         ]
-    return [
-        _prereqs(),
-        apt.key(name="Add NVIDIA's CUDA repository key (own keyring)", src=r.cuda_key,
-                dest="nvidia-cuda.gpg"),
-        apt.sources_file(name="Add NVIDIA's CUDA repository (signed-by its keyring)",
-                         filename="nvidia-cuda", uris=r.cuda, suites="/",
-                         signed_by="/etc/apt/keyrings/nvidia-cuda.gpg"),
-    ]
+    return [_prereqs(), *_signed_repo(CUDA_APT, r.cuda, r.cuda_key,
+                                      "Add NVIDIA's CUDA repository key (own keyring)",
+                                      "Add NVIDIA's CUDA repository (signed-by its keyring)")]
+
+
+def _signed_repo(files_: tuple[str, str], url: str, key_url: str, key_name: str,
+                 name: str) -> list[OperationMeta]:
+    """A repository in its own sources file, signed by its own keyring (paths.py names both)."""
+    sources, keyring = files_
+    return [apt.key(name=key_name, src=key_url, dest=posixpath.basename(keyring)),
+            apt.sources_file(name=name, uris=url, suites="/", signed_by=keyring,
+                             filename=posixpath.basename(sources).removesuffix(".sources"))]
 
 
 def toolkit_repo(r: Repos) -> list[OperationMeta]:
@@ -109,11 +114,6 @@ def toolkit_repo(r: Repos) -> list[OperationMeta]:
     ops += [files.file(name=f"Remove legacy list file {name}",
                        path=f"/etc/apt/sources.list.d/{name}", present=False)
             for name in LEGACY_LISTS]
-    ops += [
-        apt.key(name="Add the NVIDIA Container Toolkit key (own keyring)", src=r.toolkit_key,
-                dest="nvidia-container-toolkit.gpg"),
-        apt.sources_file(name="Add the NVIDIA Container Toolkit repository (signed-by)",
-                         filename="nvidia-container-toolkit", uris=r.toolkit, suites="/",
-                         signed_by="/etc/apt/keyrings/nvidia-container-toolkit.gpg"),
-    ]
-    return ops
+    return ops + _signed_repo(TOOLKIT_APT, r.toolkit, r.toolkit_key,
+                              "Add the NVIDIA Container Toolkit key (own keyring)",
+                              "Add the NVIDIA Container Toolkit repository (signed-by)")

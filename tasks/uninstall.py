@@ -37,12 +37,16 @@ from beekeeper.core.config import HostConfig
 from beekeeper.core.gateway import PATHS as GP
 from beekeeper.core.paths import (
     CONF_ROOT,
+    CUDA_APT,
+    CUDA_LOADER_FILE,
+    CUDA_PATH_FILE,
     HOLDS_RECORD,
     HOST_VENV,
     HOSTSIDE_DIR,
     LOG_DIR,
     MODEL_DIR,
     NATIVE_PREFIX,
+    NOUVEAU_BLACKLIST,
     OPT_ROOT,
     PERSISTED,
     SRV_ROOT,
@@ -53,6 +57,7 @@ from beekeeper.core.paths import (
     SUPERVISOR_SOCKET,
     SUPERVISORCTL,
     SUPERVISORD,
+    TOOLKIT_APT,
     UNIT_DIR,
     VERIFY_KIT,
     VERIFY_VENV,
@@ -60,6 +65,7 @@ from beekeeper.core.paths import (
     owner_mark,
     prev,
     start_script,
+    written_pattern,
 )
 from beekeeper.core.profiles import PROFILES
 from beekeeper.facts.host import AptHolds
@@ -94,15 +100,6 @@ DRIVER_META = re.compile(r"^(nvidia-open|cuda-drivers)$")
 # the names operations/nvidia.py driver_purged takes (upgrade_driver)
 NVIDIA_DRIVER_NAMES = re.compile(r"^(nvidia-|libnvidia-|cuda-drivers|libcuda1|"
                                  r"firmware-nvidia-gsp|xserver-xorg-video-nvidia|libnv)")
-CUDA_APT_FILES = ("/etc/apt/sources.list.d/nvidia-cuda.sources",
-                  "/etc/apt/keyrings/nvidia-cuda.gpg")
-TOOLKIT_APT_FILES = ("/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
-                     "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
-NOUVEAU = ("/etc/modprobe.d/blacklist-nouveau.conf",
-           "blacklist nouveau\noptions nouveau modeset=0")
-# what tasks/cuda_toolkit.py writes, for the CUDA release of the deploy that wrote it
-CUDA_PATH = ("/etc/profile.d/cuda.sh", r"export PATH=/usr/local/cuda-\d+\.\d+/bin:\$PATH")
-CUDA_LOADER = ("/etc/ld.so.conf.d/cuda.conf", r"/usr/local/cuda-\d+\.\d+/lib64")
 DAEMON_JSON = "/etc/docker/daemon.json"
 # the Container Toolkit's nvidia-cdi-refresh.service writes it (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH)
 CDI_SPEC = "/var/run/cdi/nvidia.yaml"
@@ -245,7 +242,7 @@ def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
 def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
     """The kit's folders outside packages; NVIDIA's CUDA repository stays with a kept
     driver (apt still knows where it comes from)."""
-    apt_files = [*TOOLKIT_APT_FILES, *([] if driver_kept else CUDA_APT_FILES)]
+    apt_files = [*TOOLKIT_APT, *([] if driver_kept else CUDA_APT)]
     return [
         ops_.paths_removed(name=f"Remove {CONF_ROOT} (manifests, keys, gateway config)",
                            paths=[CONF_ROOT], what=CONF_ROOT),
@@ -267,16 +264,12 @@ def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
 def system_files(driver_kept: bool) -> list[OperationMeta]:
     """Files in the system's own folders, while they hold what the kit wrote (a kept driver
     keeps the nouveau blacklist)."""
-    ops = [
-        ops_.file_removed_if_kit(name=f"Remove the CUDA PATH file ({CUDA_PATH[0]})",
-                                 path=CUDA_PATH[0], pattern=CUDA_PATH[1]),
-        ops_.file_removed_if_kit(name=f"Remove the CUDA loader path ({CUDA_LOADER[0]})",
-                                 path=CUDA_LOADER[0], pattern=CUDA_LOADER[1]),
-    ]
+    named = [(f"Remove the CUDA PATH file ({CUDA_PATH_FILE[0]})", CUDA_PATH_FILE),
+             (f"Remove the CUDA loader path ({CUDA_LOADER_FILE[0]})", CUDA_LOADER_FILE)]
     if not driver_kept:
-        ops.append(ops_.file_removed_if_kit(name="Remove the nouveau blacklist the kit wrote",
-                                            path=NOUVEAU[0], pattern=re.escape(NOUVEAU[1])))
-    return ops
+        named.append(("Remove the nouveau blacklist the kit wrote", NOUVEAU_BLACKLIST))
+    return [ops_.file_removed_if_kit(name=name, path=path, pattern=written_pattern(text))
+            for name, (path, text) in named]
 
 
 def components(driver_kept: bool) -> list[OperationMeta]:

@@ -5,6 +5,7 @@ path of the host layout is spelled here and nowhere else.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,24 @@ def hostside_script(name: str) -> str:
 
 def prev(path: str) -> str:
     return path + PREV
+
+
+# files the kit writes in the system's own folders, (path, text; `{release}`: the CUDA
+# major.minor), removed by the uninstall while they hold what the kit wrote (written_pattern)
+NOUVEAU_BLACKLIST = ("/etc/modprobe.d/blacklist-nouveau.conf",
+                     "blacklist nouveau\noptions nouveau modeset=0\n")
+CUDA_PATH_FILE = ("/etc/profile.d/cuda.sh", "export PATH=/usr/local/cuda-{release}/bin:$PATH\n")
+CUDA_LOADER_FILE = ("/etc/ld.so.conf.d/cuda.conf", "/usr/local/cuda-{release}/lib64\n")
+# NVIDIA's apt repositories as the kit adds them: (sources file, keyring)
+CUDA_APT = ("/etc/apt/sources.list.d/nvidia-cuda.sources", "/etc/apt/keyrings/nvidia-cuda.gpg")
+TOOLKIT_APT = ("/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
+               "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
+
+
+def written_pattern(text: str) -> str:
+    """A regular expression that the whole of `text` (stripped) matches, written for any
+    CUDA release: what a deploy of any release wrote."""
+    return re.escape(text.strip()).replace(re.escape("{release}"), r"\d+\.\d+")
 
 
 @dataclass(frozen=True)
