@@ -489,31 +489,25 @@ class GatewayData(BaseModel):
 
 # What the kit sets on the server's command line (the unit, the image's entrypoint and the
 # profile): server_extra_args may add flags, never set these again. Flag -> the key to use.
-KIT_FLAGS = {
-    "--host": "bind_address", "--port": "port", "--api-key": "api_key_file",
-    "--api-key-file": "api_key_file", "-m": "model_repo/model_file",
-    "--model": "model_repo/model_file", "-mu": "model_repo/model_file",
-    "--model-url": "model_repo/model_file", "-hf": "model_repo/model_file",
-    "-hfr": "model_repo/model_file", "--hf-repo": "model_repo/model_file",
-    "-hff": "model_repo/model_file", "--hf-file": "model_repo/model_file",
-    "-c": "ctx_size", "--ctx-size": "ctx_size", "-np": "slots",
-    "--parallel": "slots", "-ctk": "the profile (its KV types)",
-    "--cache-type-k": "the profile (its KV types)", "-ctv": "the profile (its KV types)",
-    "--cache-type-v": "the profile (its KV types)", "-fa": "the profile",
-    "--flash-attn": "the profile", "-ngl": "the profile", "--gpu-layers": "the profile",
-    "--n-gpu-layers": "the profile", "-b": "the profile", "--batch-size": "the profile",
-    "-ub": "the profile", "--ubatch-size": "the profile", "--alias": "model_alias",
-    "-a": "model_alias", "--jinja": "the profile", "--no-jinja": "the profile",
-    "--chat-template": "the profile", "--reasoning": "the profile",
-    "--backend-sampling": "the profile", "-kvu": "the profile (its draft)",
-    "--kv-unified": "the profile (its draft)", "-md": "draft_repo/draft_file",
-    "--model-draft": "draft_repo/draft_file", "--spec-type": "the profile (its draft)",
-    "-cd": "the profile (its draft)", "--ctx-size-draft": "the profile (its draft)",
-    "-ngld": "the profile (its draft)", "--gpu-layers-draft": "the profile (its draft)",
-    "--n-gpu-layers-draft": "the profile (its draft)", "-ctkd": "the profile (its draft)",
-    "--cache-type-k-draft": "the profile (its draft)", "-ctvd": "the profile (its draft)",
-    "--cache-type-v-draft": "the profile (its draft)",
+_KIT_FLAGS_BY_KEY = {
+    "bind_address": ("--host",),
+    "port": ("--port",),
+    "api_key_file": ("--api-key", "--api-key-file"),
+    "model_repo/model_file": ("-m", "--model", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo",
+        "-hff", "--hf-file"),
+    "ctx_size": ("-c", "--ctx-size"),
+    "slots": ("-np", "--parallel"),
+    "the profile (its KV types)": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
+    "the profile": ("-fa", "--flash-attn", "-ngl", "--gpu-layers", "--n-gpu-layers", "-b",
+        "--batch-size", "-ub", "--ubatch-size", "--jinja", "--no-jinja", "--chat-template",
+        "--reasoning", "--backend-sampling"),
+    "model_alias": ("--alias", "-a"),
+    "the profile (its draft)": ("-kvu", "--kv-unified", "--spec-type", "-cd", "--ctx-size-draft",
+        "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "-ctkd", "--cache-type-k-draft",
+        "-ctvd", "--cache-type-v-draft"),
+    "draft_repo/draft_file": ("-md", "--model-draft"),
 }
+KIT_FLAGS = {flag: key for key, flags in _KIT_FLAGS_BY_KEY.items() for flag in flags}
 
 
 # llama-server flags holding a secret: on the unit's command line every user of the host
@@ -758,6 +752,12 @@ class ServiceData(BaseModel):
 
 # True or False; None (written out) is the default, False
 Flag = Annotated[bool, Field(strict=True), BeforeValidator(lambda v: False if v is None else v)]
+
+
+def flag(doc: str) -> Any:
+    """A True/False key, False unless set."""
+    return key(False, "True/False", doc, "write True or False (no quotes)", "is not True or False")
+
 Mapping_ = BeforeValidator(_mapping)
 
 
@@ -856,25 +856,18 @@ class HostData(ServiceData):
     container_toolkit_version: Annotated[str, Field(pattern=PACKAGE_VERSION)] | None = key(
         None, "apt version", "the NVIDIA Container Toolkit's version (default: the kit's pin)",
         "e.g. '1.17.8-1', or remove it", "is not a package version")
-    install_cuda_toolkit: Flag = key(False, "True/False", "install the CUDA toolkit in "
-                                     "container mode too (native mode always does)",
-                                     "write True or False (no quotes)", "is not True or False")
+    install_cuda_toolkit: Flag = flag("install the CUDA toolkit in container mode too "
+                                      "(native mode always does)")
     hf_token_file: Annotated[str, path_of(HF_TOKEN)] | None = key(
         None, "path", "a file on the host holding a Hugging Face token, for gated models "
         "(root-only, mode 600; checked on the host before any change)",
         "give an absolute path")
-    allow_reboot: Flag = key(False, "True/False", "reboot after installing the NVIDIA driver "
-                             "instead of stopping", "write True or False (no quotes)",
-                             "is not True or False")
-    use_docker_desktop: Flag = key(False, "True/False", "use Docker Desktop's WSL integration "
-                                   "as the engine", "write True or False (no quotes)",
-                                   "is not True or False")
-    upgrade_driver: Flag = key(False, "True/False", "native Linux with a driver older than "
-                               "cuda_version needs: replace it with the pinned branch",
-                               "write True or False (no quotes)", "is not True or False")
-    cuda_follows_driver: Flag = key(False, "True/False", "build for the newest CUDA the "
-                                    "installed driver runs, instead of cuda_version",
-                                    "write True or False (no quotes)", "is not True or False")
+    allow_reboot: Flag = flag("reboot after installing the NVIDIA driver instead of stopping")
+    use_docker_desktop: Flag = flag("use Docker Desktop's WSL integration as the engine")
+    upgrade_driver: Flag = flag("native Linux with a driver older than cuda_version needs: "
+                                "replace it with the pinned branch")
+    cuda_follows_driver: Flag = flag("build for the newest CUDA the installed driver runs, "
+                                     "instead of cuda_version")
     driver_flavour: Literal["open", "proprietary"] = key(
         "open", "'open' or 'proprietary'", "NVIDIA's open kernel modules (Turing and newer, "
         "required for Blackwell) or the proprietary ones (before Turing)",
