@@ -156,15 +156,10 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
 
 def run_ttft(client: ServerClient, n_tokens: int, k: int, seed: int = 1000
              ) -> tuple[list[RequestRecord], list[int]]:
-    """K requests, each with its own prefix and cache_prompt false; one warm-up first."""
-    warm, _ = prompts.long_prompt(client, n_tokens, seed=seed - 1)
-    client.stream_chat(warm, max_tokens=1)
-    records, sizes = [], []
-    for i in range(k):
-        msgs, n = prompts.long_prompt(client, n_tokens, seed=seed + i)
-        records.append(client.stream_chat(msgs, max_tokens=1, cache_prompt=False))
-        sizes.append(n)
-    return records, sizes
+    """K requests, each with its own prefix and cache_prompt false; one warm-up first
+    (settled_ttft's first round alone): the records and the prompts' sizes."""
+    res = settled_ttft(client, n_tokens, k, seed=seed)
+    return res.records, res.prompt_tokens
 
 
 def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float = 0.0,
