@@ -202,19 +202,16 @@ def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_t
                    f"served {served_tok_s or 0:.1f} tok/s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    skip = _not_judged(spreads, f"served {served_tok_s or 0:.1f} tok/s vs engine "
-                       f"{engine_tok_s or 0:.1f} tok/s (llama-bench) at {depth_tokens} ctx",
-                       ratio)
+    figures = (f"served {served_tok_s or 0:.1f} tok/s vs engine {engine_tok_s or 0:.1f} tok/s "
+               f"(llama-bench) at {depth_tokens} ctx")
+    skip = _not_judged(spreads, figures, ratio)
     if skip is not None:
         return skip
     needs = 1 / (1 / floor + sampler_ms * (engine_tok_s or 0.0) / 1000)
     rule = (f"{needs:.3f} ({floor} with {sampler_ms:g} ms a token for sampling on the CPU, "
             "which llama-bench does not do)" if sampler_ms else f"{floor}")
     return Verdict("PASS" if ratio >= needs else "FAIL",
-                   f"served {served_tok_s or 0:.1f} tok/s vs engine {engine_tok_s or 0:.1f} "
-                   f"tok/s (llama-bench) at {depth_tokens} ctx: ratio {ratio:.3f}, needs >= "
-                   f"{rule}",
-                   ratio)
+                   f"{figures}: ratio {ratio:.3f}, needs >= {rule}", ratio)
 
 
 def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, prompt_tokens: int,
@@ -226,15 +223,13 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
                    f"median {served_median_s or 0:.3f} s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    skip = _not_judged(spreads, f"median {served_median_s or 0:.3f} s vs engine "
-                       f"{engine_ttft_s or 0:.3f} s (prefill + first token, llama-bench) "
-                       f"at {prompt_tokens} tokens", ratio)
+    figures = (f"median {served_median_s or 0:.3f} s vs engine {engine_ttft_s or 0:.3f} s "
+               f"(prefill + first token, llama-bench) at {prompt_tokens} tokens")
+    skip = _not_judged(spreads, figures, ratio)
     if skip is not None:
         return skip
     return Verdict("PASS" if ratio <= ceiling else "FAIL",
-                   f"median {served_median_s:.3f} s vs engine {engine_ttft_s:.3f} s (prefill "
-                   f"+ first token, llama-bench) at {prompt_tokens} tokens: ratio {ratio:.3f}, "
-                   f"needs <= {ceiling}", ratio)
+                   f"{figures}: ratio {ratio:.3f}, needs <= {ceiling}", ratio)
 
 
 def is_reference_card(card: str | None, reference: str = REFERENCE_CARD) -> bool:
