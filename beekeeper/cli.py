@@ -17,7 +17,7 @@ from typing import Any
 
 from . import __version__, hostside
 from .core.deployed import read_record
-from .core.errors import BeekeeperError
+from .core.errors import BeekeeperError, UsageError
 from .core.paths import DEFAULT_PORT, KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
 from .core.remote import NEEDS_ROOT_EXIT, ssh_as_root
@@ -39,10 +39,6 @@ from .verify_main import (
     use_checkout_verify,
     whole,
 )
-
-
-class Usage(Exception):
-    """A usage or set-up error: `beekeeper <command>: <text>` on stderr, exit 2."""
 
 
 def configured_budget_gib() -> float:
@@ -84,7 +80,7 @@ def _print_profiles(args: argparse.Namespace) -> int:
     from .core.planner import predict
 
     if problem := card_problem(args.card):
-        raise Usage(problem)
+        raise UsageError(problem)
     if args.json:
         from dataclasses import asdict
         print(json.dumps({n: asdict(p) for n, p in PROFILES.items()}, indent=2, default=str))
@@ -188,7 +184,7 @@ def _verify(args: argparse.Namespace) -> int:
     problem = usage_error(args) or (from_deployed(args, *_deployed_manifest(args))
                                     if args.profile is None or args.port is None else None)
     if problem:
-        raise Usage(problem)
+        raise UsageError(problem)
     if args.port is None:
         args.port = DEFAULT_PORT
     use_checkout_verify()  # a checkout run as `python -m beekeeper.cli`, nothing installed
@@ -203,7 +199,8 @@ def _verify(args: argparse.Namespace) -> int:
             url = stack.enter_context(ssh_tunnel(ssh, args.port))
             args.host_label = _label(args, name)
         if not url:
-            raise Usage("give --url URL, --sandbox, or --on-host (with --ssh for another host)")
+            raise UsageError("give --url URL, --sandbox, or --on-host (with --ssh for another "
+                             "host)")
         return run_verify(args, url, shell=shell, keys=Keys.from_files(args),
                           budget_gib=_budget(args), where=_where(args, server_url(url).base))
 
@@ -240,20 +237,20 @@ def _plan(args: argparse.Namespace) -> int:
     from .core.planner import PlanError, predict
 
     if problem := card_problem(args.card):
-        raise Usage(problem)
+        raise UsageError(problem)
     profile = PROFILES[args.profile]
     if args.gguf is not None and not args.gguf.strip():
-        raise Usage("--gguf '': empty (give the model's .gguf on this machine)")
+        raise UsageError("--gguf '': empty (give the model's .gguf on this machine)")
     gguf = Path(args.gguf) if args.gguf is not None else None
     if gguf is not None and not gguf.is_file():
         what = "a folder, not a file" if gguf.is_dir() else "no such file"
-        raise Usage(f"--gguf {args.gguf}: {what} (give the model's .gguf on this machine)")
+        raise UsageError(f"--gguf {args.gguf}: {what} (give the model's .gguf on this machine)")
     budget_gib = _budget(args)
     try:
         pred = predict(profile, gguf, ctx_size=args.ctx, n_seq=args.parallel,
                        cuda_context_mib=args.cuda_context_mib, card=args.card)
     except PlanError as e:
-        raise Usage(str(e)) from None
+        raise UsageError(str(e)) from None
     budget_mib = budget_gib * 1024
     fits = pred.total_rise_mib <= budget_mib
     tuned: dict[str, Any] = {}
@@ -286,7 +283,7 @@ def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str]:
         return ssh_options(load_state()), "sandbox"
     if args.ssh:
         return shlex.split(args.ssh), args.ssh.split()[-1]
-    raise Usage("give --sandbox, or --ssh 'ARGS' that reach the host")
+    raise UsageError("give --sandbox, or --ssh 'ARGS' that reach the host")
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -299,7 +296,7 @@ def _matrix(args: argparse.Namespace) -> int:
     elif args.inventory and args.host:
         inventory, host = args.inventory, args.host
     else:
-        raise Usage("without --sandbox, give --inventory and --host too")
+        raise UsageError("without --sandbox, give --inventory and --host too")
     p = subprocess.run(ssh_as_root(ssh, "cat " + shlex.quote(ServicePaths(args.service).manifest)),
                        capture_output=True, text=True)
     if p.returncode == NEEDS_ROOT_EXIT:  # it could not leave the host as it found it
@@ -550,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except Usage as e:
+    except UsageError as e:
         print(f"beekeeper {args.cmd}: {e}", file=sys.stderr)
         return 2
     except BeekeeperError as e:

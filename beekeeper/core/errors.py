@@ -161,5 +161,9 @@ class SandboxError(BeekeeperError, RuntimeError):
     """The local sandbox host could not be created, reached or removed."""
 
 
+class UsageError(BeekeeperError):
+    """A command line a `beekeeper` command cannot run (the command names it), exit 2."""
+
+
 class VerifyError(BeekeeperError, RuntimeError):
     """A verification run could not be carried out (not: a check that failed)."""
