@@ -289,12 +289,15 @@ def sync(files: dict[str, bytes | Path], deselect: tuple[str, ...] | list[str] =
                 (tree / "mutants" / "src" / mod).is_file():
             (tree / "mutants" / "src" / mod).unlink()
             (tree / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-    # the tests that run .venv/bin tools find the checkout's venv (not copied: a link)
+    # the tests that run .venv/bin tools find the checkout's venv (not copied: a link);
+    # the package, run from src/, finds group_data/all.py where paths.KIT_ROOT points (src/,
+    # two folders above core/): a link to the copy's own (config.group_all reads it)
     for where in (tree, tree / "mutants"):
-        where.mkdir(parents=True, exist_ok=True)
-        link = where / ".venv"
-        if not link.exists():
-            link.symlink_to(ROOT / ".venv")
+        (where / "src").mkdir(parents=True, exist_ok=True)
+        for link, target in ((where / ".venv", ROOT / ".venv"),
+                             (where / "src" / "group_data", Path("..") / "group_data")):
+            if not link.is_symlink():
+                link.symlink_to(target)
     return written
 
 

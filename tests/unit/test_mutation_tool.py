@@ -184,7 +184,7 @@ def test_a_commits_executable_files_are_executable_in_the_copy(tmp_path, monkeyp
     repo = tmp_path / "repo"
     monkeypatch.setattr(tool, "ROOT", repo)
     _copy_at(tool, monkeypatch, repo / ".cache/mutation/tree")
-    names = ("scripts/setup.sh", "tasks/preflight.py", "README.md")
+    names = ("scripts/setup.sh", "tasks/preflight.py", "README.md", "group_data/all.py")
     for n in names:
         (repo / n).parent.mkdir(parents=True, exist_ok=True)
         (repo / n).write_text(f"# {n}\n")
@@ -201,11 +201,16 @@ def test_a_commits_executable_files_are_executable_in_the_copy(tmp_path, monkeyp
     tool.sync({n: files[n] for n in names})  # a fresh cache: the copy made from nothing
     for where in (tool.TREE, tool.TREE / "mutants"):  # the tests that run .venv/bin tools
         assert (where / ".venv").resolve() == tmp_path / "venv"
+    # the package runs from src/ and reads group_data/all.py where paths.KIT_ROOT points
+    # (two folders above core/: src/): every test reading the kit's defaults failed without
+    kit_root = (tool.TREE / "src/beekeeper/core/paths.py").parents[2]
+    assert (kit_root / "group_data/all.py").read_text() == "# group_data/all.py\n"
+    assert (tool.TREE / "mutants/src/group_data").resolve() == tool.TREE / "mutants/group_data"
     assert tool.stale_stats() is False  # no stats yet: mutmut collects them
     mode = {n: (tool.TREE / n).stat().st_mode & 0o777 for n in
             (*names, "src/beekeeper/tasks/preflight.py")}
     assert mode == {"scripts/setup.sh": 0o755, "tasks/preflight.py": 0o644, "README.md": 0o644,
-                    "src/beekeeper/tasks/preflight.py": 0o644}
+                    "group_data/all.py": 0o644, "src/beekeeper/tasks/preflight.py": 0o644}
     (tool.TREE / "README.md").chmod(0o755)
     tool.sync({n: files[n] for n in names})
     assert (tool.TREE / "README.md").stat().st_mode & 0o777 == 0o644
