@@ -113,27 +113,26 @@ class ServerClient:
     def health(self) -> int:
         return self.http.get("/health").status_code
 
-    def models(self) -> list[dict[str, Any]]:
-        r = self.http.get("/v1/models")
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        """A request's JSON answer; an HTTP error status raised (httpx.HTTPStatusError)."""
+        r = self.http.request(method, path, **kw)
         r.raise_for_status()
-        return list(r.json().get("data", []))
+        return r.json()
+
+    def models(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/v1/models").get("data", []))
 
     def props(self) -> dict[str, Any]:
-        r = self.http.get("/props")
-        r.raise_for_status()
-        return dict(r.json())
+        return dict(self._json("GET", "/props"))
 
     def apply_template(self, messages: list[dict[str, str]]) -> str:
-        r = self.http.post("/apply-template", json={"messages": messages})
-        r.raise_for_status()
-        return str(r.json()["prompt"])
+        return str(self._json("POST", "/apply-template", json={"messages": messages})["prompt"])
 
     def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """Tokens the server will prefill for these messages (its own template + tokenizer)."""
-        r = self.http.post("/tokenize", json={"content": self.apply_template(messages),
-                                              "add_special": True, "parse_special": True})
-        r.raise_for_status()
-        return len(r.json()["tokens"])
+        return len(self._json("POST", "/tokenize", json={
+            "content": self.apply_template(messages), "add_special": True,
+            "parse_special": True})["tokens"])
 
     def stream_chat(self, messages: list[dict[str, str]], max_tokens: int, *,
                     temperature: float = 0.0, seed: int = 42, ignore_eos: bool = False,
