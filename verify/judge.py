@@ -202,7 +202,8 @@ def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_t
                    f"served {served_tok_s or 0:.1f} tok/s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    figures = (f"served {served_tok_s or 0:.1f} tok/s vs engine {engine_tok_s or 0:.1f} tok/s "
+    # both figures are numbers here (_ratio returned one)
+    figures = (f"served {served_tok_s:.1f} tok/s vs engine {engine_tok_s:.1f} tok/s "
                f"(llama-bench) at {depth_tokens} ctx")
     skip = _not_judged(spreads, figures, ratio)
     if skip is not None:
@@ -223,7 +224,7 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
                    f"median {served_median_s or 0:.3f} s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    figures = (f"median {served_median_s or 0:.3f} s vs engine {engine_ttft_s or 0:.3f} s "
+    figures = (f"median {served_median_s:.3f} s vs engine {engine_ttft_s:.3f} s "
                f"(prefill + first token, llama-bench) at {prompt_tokens} tokens")
     skip = _not_judged(spreads, figures, ratio)
     if skip is not None:
