@@ -690,3 +690,25 @@ def test_the_deploy_queues_the_upgrade_cleanup_after_the_smoke_checks(machine):
     for path in (f"opt/beekeeper/llama-server/{SLUG[REF_B]}", f"var/lib/beekeeper/src/{REF_B}",
                  f"var/lib/beekeeper/native/{SLUG[REF_B]}"):
         assert path in left, left
+
+
+def test_each_removal_says_what_it_removes_in_its_name_and_its_last_line():
+    """The uninstall's `--dry` is its list of names: each folder and system file step names
+    the folder or file, and its last line what went (the checks above match names by their
+    start only)."""
+    said = {n: c for n, c in uninstall(driver_host())}
+    freed = "&& echo 'beekeeper: removed {}: 0.0 MiB freed'"
+    assert said["Remove /etc/beekeeper (manifests, keys, gateway config)"][0].endswith(
+        freed.format("/etc/beekeeper"))
+    assert said["Remove the state and log folders (source trees, builds, reports, logs)"][0] \
+        .endswith(freed.format("state and log folders"))
+    assert said["Remove /opt/beekeeper (native builds, host venvs, verify kit) and the "
+                "host-side scripts"][0].endswith(freed.format("native builds, venvs and scripts"))
+    assert said["Remove the kit's apt sources and keyrings (NVIDIA's)"][0].endswith(
+        freed.format("apt sources and keyrings"))
+    assert {"Remove the CUDA PATH file (/etc/profile.d/cuda.sh)",
+            "Remove the CUDA loader path (/etc/ld.so.conf.d/cuda.conf)",
+            "Remove the nouveau blacklist the kit wrote"} <= set(said)
+    kept = [n for n, _ in uninstall(driver_host(), keep_driver=True)]
+    assert "Remove the kit's apt sources and keyrings (NVIDIA's, but the CUDA one of the kept " \
+           "driver)" in kept and "Remove the nouveau blacklist the kit wrote" not in kept
