@@ -104,3 +104,21 @@ def test_every_refusal_is_cut_by_its_error_whoever_wrote_it():
         path = "/srv/keys/" + "k" * 150
         assert path in str(error("host data `x`", f"{echo(path)} is readable by others",
                                  f"chmod 600 {echo(path)}"))
+
+
+def test_the_refusal_line_cuts_at_its_limits_and_not_before():
+    """cut() keeps a text of exactly its limit; refusal_line() keeps an echo of
+    PATH_SHOWN_MAX whole, cuts a longer one after PATH_SHOWN_MAX, and only where the line is
+    still longer than LINE_MAX cuts those long echoes after SHOWN_MAX, a shorter echo beside
+    them staying whole (found by mutating core/errors.py: these limits were not checked)."""
+    from beekeeper.core.errors import LINE_MAX, cut, echo, refusal_line
+
+    assert cut("x" * SHOWN_MAX) == "x" * SHOWN_MAX
+    assert refusal_line(echo("p" * PATH_SHOWN_MAX)) == "p" * PATH_SHOWN_MAX
+    long_path = "p" * 300
+    at_path_max = "p" * (PATH_SHOWN_MAX - 20) + "... (300 characters)"
+    assert refusal_line(echo(long_path)) == at_path_max
+    filler = "a " * ((LINE_MAX - len(at_path_max)) // 2)  # the line exactly LINE_MAX long
+    assert refusal_line(echo(long_path) + filler) == at_path_max + filler
+    line = refusal_line(f"{echo('q' * 100)} {echo(long_path)} {filler}")
+    assert line.startswith("q" * 100 + " " + "p" * (SHOWN_MAX - 20) + "... (300 characters)")
