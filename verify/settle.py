@@ -37,7 +37,7 @@ MEASURED = ("llama-server", "llama-bench")
 LOAD_SNAPSHOT = (
     "read -r _ u n s i w q sq st _ < /proc/stat; m=0; "
     "for d in /proc/[0-9]*; do read -r c < \"$d/comm\" 2>/dev/null || continue; "
-    "case $c in llama-server|llama-bench) read -ra f < \"$d/stat\" 2>/dev/null "
+    f"case $c in {'|'.join(MEASURED)}) read -ra f < \"$d/stat\" 2>/dev/null "
     "&& m=$((m + f[13] + f[14]));; esac; done; "
     "echo \"beekeeper-load $((u+n+s+q+sq+st)) $((u+n+s+i+w+q+sq+st)) "
     "$(getconf CLK_TCK 2>/dev/null || echo 100) $(grep -c '^cpu[0-9]' /proc/stat) $m\"")

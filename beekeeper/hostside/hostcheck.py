@@ -46,8 +46,6 @@ def restarts(unit: str) -> int | None:
         return None
 
 
-
-
 class ProgramWatch:
     """Runtime supervisor: a program's restarts since the wait began (supervisord keeps no
     count), the most of two readings: the exits supervisord logged (`exited: NAME`), and
