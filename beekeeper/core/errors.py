@@ -7,7 +7,7 @@ CPU, port 8080 on the host), the problem and the fix, every refusal has one; its
 ConfigError (host or group data) and PreflightError (the host's facts). Its line is made in
 one place, Refusal.__init__: every URL's secrets written `***` (redact.py), a character that
 would break the line escaped, every echo cut (refusal_line(): a value quoted by
-hostdata.shown() is cut after SHOWN_MAX already).
+shown() is cut after SHOWN_MAX already).
 """
 
 from __future__ import annotations
@@ -33,16 +33,18 @@ def cut(text: str, most: int = SHOWN_MAX) -> str:
 
 
 def shown(value: object) -> str:
-    """A value as a refusal quotes it: its repr, then spelled in ASCII where it holds other
-    characters (a Cyrillic `с` in 'сpu-tiny' prints like the valid value), or cut after
-    SHOWN_MAX characters with its length (a long value would fill the terminal)."""
-    text = repr(value)
-    if len(text) > SHOWN_MAX:
+    """A value as a refusal quotes it: its repr, cut after SHOWN_MAX characters with its
+    length (a long value would fill the terminal), then spelled in ASCII where it holds other
+    characters (a Cyrillic `с` in 'сpu-tiny' prints like the valid value), that spelling cut
+    alike (a long look-alike keeps it; a short one of many such characters stays short)."""
+    whole = repr(value)
+    text = whole
+    if len(whole) > SHOWN_MAX:
         size = f"{len(value)} characters" if isinstance(value, str) else \
-            f"{len(text)} characters as written"
-        return f"{text[:SHOWN_MAX - 20]}... ({size})"
-    spelled = ascii(value) if isinstance(value, str) else text
-    return text if spelled == text else f"{text} (written {spelled})"
+            f"{len(whole)} characters as written"
+        text = f"{whole[:SHOWN_MAX - 20]}... ({size})"
+    spelled = ascii(value) if isinstance(value, str) else whole
+    return text if spelled == whole else f"{text} (written {cut(spelled)})"
 
 
 def _folded(text: str) -> str:

@@ -84,6 +84,12 @@ def test_a_look_alike_profile_is_never_printed_as_the_real_one(capsys):
     assert profile_problem("cpu-tiny") is None
     long = profile_problem("x" * 5000)
     assert long is not None and len(long) < 400 and "5000 characters" in long
+    # a long look-alike keeps its ASCII spelling (cut), a short one of many such letters
+    # stays one short line
+    long_alike = profile_problem("\u0441" + "pu-tiny" * 14)
+    assert long_alike is not None and r"(written '\u0441pu-tiny" in long_alike
+    cyrillic_name = profile_problem("\u0441" * 70)
+    assert cyrillic_name is not None and "(422 characters))" in cyrillic_name
 
 
 @pytest.mark.parametrize("body, says", [
