@@ -32,17 +32,16 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     major, minor = facts.cuda_version.split(".")[:2]
     package = f"cuda-toolkit-{major}-{minor}"
     ops = nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
-    (path_file, path_text), (loader_file, loader_text) = CUDA_PATH_FILE, CUDA_LOADER_FILE
     release = f"{major}.{minor}"
     loader = files.put(name="Add the CUDA libraries to the loader path",
-                       src=io.StringIO(loader_text.format(release=release)),
-                       dest=loader_file, mode="0644")
+                       src=io.StringIO(CUDA_LOADER_FILE.text.format(release=release)),
+                       dest=CUDA_LOADER_FILE.path, mode="0644")
     ops += [
         apt.packages(name=f"Install the CUDA toolkit ({package} only)", packages=[package],
                      update=bool(missing_packages([package])), no_recommends=True),
-        files.put(name=f"Put the CUDA toolkit on PATH ({path_file})",
-                  src=io.StringIO(path_text.format(release=release)), dest=path_file,
-                  mode="0644"),
+        files.put(name=f"Put the CUDA toolkit on PATH ({CUDA_PATH_FILE.path})",
+                  src=io.StringIO(CUDA_PATH_FILE.text.format(release=release)),
+                  dest=CUDA_PATH_FILE.path, mode="0644"),
         loader,
     ]
     if loader.will_change:

@@ -81,7 +81,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                          older_branch_advice(cfg, branch, facts.cuda_version))
     ops += [
         files.put(name="Blacklist nouveau (it would hold the GPU)",
-                  src=io.StringIO(NOUVEAU_BLACKLIST[1]), dest=NOUVEAU_BLACKLIST[0], mode="0644"),
+                  src=io.StringIO(NOUVEAU_BLACKLIST.text), dest=NOUVEAU_BLACKLIST.path,
+                  mode="0644"),
         apt.packages(name=f"Install the kernel headers ({', '.join(headers)})",
                      packages=headers, update=True if upgrade or facts.os.id == "debian"
                      else bool(missing_packages([*headers, pinning, driver])),

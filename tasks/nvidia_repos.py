@@ -14,7 +14,7 @@ from pyinfra.operations import apt, files
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.hostdata import NvidiaRepos
-from beekeeper.core.paths import CUDA_APT, TOOLKIT_APT
+from beekeeper.core.paths import CUDA_APT, TOOLKIT_APT, AptRepo
 from beekeeper.facts.host import AptSourcesFor
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import apt_sources
@@ -76,7 +76,6 @@ def _prereqs() -> OperationMeta:
 
 
 
-
 def cuda_repo(r: Repos) -> list[OperationMeta]:
     """NVIDIA's CUDA repository, once. A host set up NVIDIA's documented way (the
     cuda-keyring package) already has `cuda-<distro>-x86_64.list` signed by
@@ -85,7 +84,7 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
     Signed-By"), so that source is used as it is, and the kit's own is removed if an earlier
     run left one."""
     others = [s for s in host.get_fact(AptSourcesFor, url=r.cuda)
-              if s.path != CUDA_APT[0]]
+              if s.path != CUDA_APT.sources]
     if others:
         found = others[0]
         name = found.path.rsplit("/", 1)[-1]
@@ -93,20 +92,19 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
             apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
                           path=found.path, signed_by=found.signed_by),
             files.file(name="Remove the kit's own CUDA source (the host has one)",
-                       path=CUDA_APT[0], present=False),
+                       path=CUDA_APT.sources, present=False),
         ]
     return [_prereqs(), *_signed_repo(CUDA_APT, r.cuda, r.cuda_key,
                                       "Add NVIDIA's CUDA repository key (own keyring)",
                                       "Add NVIDIA's CUDA repository (signed-by its keyring)")]
 
 
-def _signed_repo(files_: tuple[str, str], url: str, key_url: str, key_name: str,
+def _signed_repo(repo: AptRepo, url: str, key_url: str, key_name: str,
                  name: str) -> list[OperationMeta]:
     """A repository in its own sources file, signed by its own keyring (paths.py names both)."""
-    sources, keyring = files_
-    return [apt.key(name=key_name, src=key_url, dest=posixpath.basename(keyring)),
-            apt.sources_file(name=name, uris=url, suites="/", signed_by=keyring,
-                             filename=posixpath.basename(sources).removesuffix(".sources"))]
+    return [apt.key(name=key_name, src=key_url, dest=posixpath.basename(repo.keyring)),
+            apt.sources_file(name=name, uris=url, suites="/", signed_by=repo.keyring,
+                             filename=posixpath.basename(repo.sources).removesuffix(".sources"))]
 
 
 def toolkit_repo(r: Repos) -> list[OperationMeta]:

@@ -65,7 +65,6 @@ from beekeeper.core.paths import (
     owner_mark,
     prev,
     start_script,
-    written_pattern,
 )
 from beekeeper.core.profiles import PROFILES
 from beekeeper.facts.host import AptHolds
@@ -264,12 +263,12 @@ def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
 def system_files(driver_kept: bool) -> list[OperationMeta]:
     """Files in the system's own folders, while they hold what the kit wrote (a kept driver
     keeps the nouveau blacklist)."""
-    named = [(f"Remove the CUDA PATH file ({CUDA_PATH_FILE[0]})", CUDA_PATH_FILE),
-             (f"Remove the CUDA loader path ({CUDA_LOADER_FILE[0]})", CUDA_LOADER_FILE)]
+    named = [(f"Remove the CUDA PATH file ({CUDA_PATH_FILE.path})", CUDA_PATH_FILE),
+             (f"Remove the CUDA loader path ({CUDA_LOADER_FILE.path})", CUDA_LOADER_FILE)]
     if not driver_kept:
         named.append(("Remove the nouveau blacklist the kit wrote", NOUVEAU_BLACKLIST))
-    return [ops_.file_removed_if_kit(name=name, path=path, pattern=written_pattern(text))
-            for name, (path, text) in named]
+    return [ops_.file_removed_if_kit(name=name, path=f.path, pattern=f.pattern)
+            for name, f in named]
 
 
 def components(driver_kept: bool) -> list[OperationMeta]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 # the kit's checkout (deploy.py, inventories/, group_data/; .cache/, .sandbox/ and reports/
 # are made there): the folder above the `beekeeper` package
@@ -90,22 +91,36 @@ def prev(path: str) -> str:
     return path + PREV
 
 
-# files the kit writes in the system's own folders, (path, text; `{release}`: the CUDA
-# major.minor), removed by the uninstall while they hold what the kit wrote (written_pattern)
-NOUVEAU_BLACKLIST = ("/etc/modprobe.d/blacklist-nouveau.conf",
-                     "blacklist nouveau\noptions nouveau modeset=0\n")
-CUDA_PATH_FILE = ("/etc/profile.d/cuda.sh", "export PATH=/usr/local/cuda-{release}/bin:$PATH\n")
-CUDA_LOADER_FILE = ("/etc/ld.so.conf.d/cuda.conf", "/usr/local/cuda-{release}/lib64\n")
-# NVIDIA's apt repositories as the kit adds them: (sources file, keyring)
-CUDA_APT = ("/etc/apt/sources.list.d/nvidia-cuda.sources", "/etc/apt/keyrings/nvidia-cuda.gpg")
-TOOLKIT_APT = ("/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
-               "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
+class SystemFile(NamedTuple):
+    """A file the kit writes in the system's own folders; the uninstall removes it while it
+    holds what the kit wrote (`pattern`)."""
+
+    path: str
+    text: str  # `{release}`: the CUDA major.minor
+
+    @property
+    def pattern(self) -> str:
+        """A regular expression that the whole of the text (stripped) matches, written for
+        any CUDA release: what a deploy of any release wrote."""
+        return re.escape(self.text.strip()).replace(re.escape("{release}"), r"\d+\.\d+")
 
 
-def written_pattern(text: str) -> str:
-    """A regular expression that the whole of `text` (stripped) matches, written for any
-    CUDA release: what a deploy of any release wrote."""
-    return re.escape(text.strip()).replace(re.escape("{release}"), r"\d+\.\d+")
+class AptRepo(NamedTuple):
+    """One of NVIDIA's apt repositories as the kit adds it: its own sources file and keyring."""
+
+    sources: str
+    keyring: str
+
+
+NOUVEAU_BLACKLIST = SystemFile("/etc/modprobe.d/blacklist-nouveau.conf",
+                               "blacklist nouveau\noptions nouveau modeset=0\n")
+CUDA_PATH_FILE = SystemFile("/etc/profile.d/cuda.sh",
+                            "export PATH=/usr/local/cuda-{release}/bin:$PATH\n")
+CUDA_LOADER_FILE = SystemFile("/etc/ld.so.conf.d/cuda.conf", "/usr/local/cuda-{release}/lib64\n")
+CUDA_APT = AptRepo("/etc/apt/sources.list.d/nvidia-cuda.sources",
+                   "/etc/apt/keyrings/nvidia-cuda.gpg")
+TOOLKIT_APT = AptRepo("/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
+                      "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
 
 
 @dataclass(frozen=True)
