@@ -40,11 +40,10 @@ from beekeeper.tasks.hostfail import on_this_host
 
 
 def deploy_host() -> None:
-    """Everything for this host. A BeekeeperError from here means no operation of this host
-    has run yet: operations are only queued now, and run once every host is prepared."""
+    """Everything for this host. Operations are only queued here (they run once every host is
+    prepared), so a BeekeeperError from here means none of this host's has run."""
     artifact = ""
     model_ops: list[OperationMeta] = []
-    # Bad host data stops here, with one line naming the key and the fix: nothing has run yet.
     load = run_loader()
     cfg = load(host.data)
     hosts = [(h.name, h.data) for h in state.inventory]
@@ -57,20 +56,14 @@ def deploy_host() -> None:
             prune.ensure(cfg, "after", kept=kept)
         gateway_role(cfg, hosts, load)
         return
-    # Hub models named by a branch or without a sha256 are pinned once, on the controller:
-    # this host's configuration is made with its models pinned (its data read once more),
-    # not rewritten
+    # Hub models named by a branch or without a sha256 are pinned on the controller
     if "model" in cfg.data.stages:
         cfg = load_host_config(host.data, pin=pin_model)
-    # Host facts that rule the deploy out stop here too, before any change. What preflight
-    # resolved from them is the tasks' (HostFacts): the runtime (supervisor where PID 1 is
-    # not systemd), the CUDA release (the host's own toolkit where it builds for the card,
-    # the driver's where the image follows it) and the archs (each card's where they differ)
+    # refused before any change; the tasks read what preflight resolved (runtime, CUDA, archs)
     facts = preflight.check(cfg, kept)
     check_token_file(cfg)
 
-    # a GPU pod's persistent root: the kit's folders are links into it before anything is
-    # written there (tasks/persist.py)
+    # a GPU pod's persistent root: linked before anything is written there
     moved, _ = persist.ensure(facts)
     docker_engine.ensure(cfg, facts)
     reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
@@ -97,7 +90,7 @@ def deploy_host() -> None:
 
 def run_loader() -> Callable[[Any], HostConfig]:
     """This run's loader of host data: each host's data validated once, however many of
-    its neighbours read it (config.memoized_loader), kept for as long as pyinfra's state."""
+    its neighbours read it (config.memoized_loader)."""
     global _RUN
     if _RUN is None or _RUN[0] is not state:
         _RUN = (state, memoized_loader())
@@ -109,9 +102,8 @@ _RUN: tuple[Any, Callable[[Any], HostConfig]] | None = None
 
 def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[OperationMeta],
              supervisord_stopped: bool, kept: frozenset[str] | None) -> None:
-    """The inventory is the truth: services it dropped are removed, those whose port a kept
-    service takes before it starts, the others once every kept one passed its smoke check
-    (a failed check stops the deploy there, and what ran keeps running)."""
+    """The services: those the inventory dropped are removed (tasks/prune.py), the kept ones
+    deployed and smoke-checked (a failed check stops the deploy, and what ran keeps running)."""
     prune.ensure(cfg, "before", kept=kept)
     if facts.runtime.supervised:
         supervisor.ensure(facts, restart=supervisord_stopped)
@@ -125,9 +117,8 @@ def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[O
 
 
 def check_token_file(cfg: HostConfig) -> None:
-    """Host data `hf_token_file`, a root-only file on the host that the model download reads:
-    there, a file, not empty and readable by root alone, or one line before any change
-    (read by stat and a count of characters: the token stays on the host)."""
+    """Host data `hf_token_file` is a non-empty file on the host readable by root alone (read
+    by stat and a count of characters: the token stays on the host)."""
     path = cfg.data.hf_token_file
     if path is None or "model" not in cfg.data.stages:
         return
@@ -155,9 +146,8 @@ def check_token_file(cfg: HostConfig) -> None:
 
 def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]],
                  load: Callable[[Any], HostConfig]) -> None:
-    """The gateway (host data `gateway`): every service of every inventory host, by model;
-    where host data has none, one an earlier deploy put there goes, unless another inventory
-    host on this machine has one (the inventory is the truth)."""
+    """The gateway (host data `gateway`); where host data has none, one an earlier deploy put
+    there goes, unless another inventory host on this machine has one."""
     if "service" not in cfg.data.stages:
         return
     this = ctx_host.get().name

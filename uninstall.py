@@ -1,13 +1,6 @@
 """
-beekeeper uninstall: return a host to what it was before the kit (tasks/uninstall.py says
-what goes and how the kit knows which packages it installed).
-
-    pyinfra inventories/home.py uninstall.py --dry                      # lists it all first
-    pyinfra inventories/home.py uninstall.py
-    pyinfra inventories/home.py uninstall.py --data keep_models=true    # models stay
-    pyinfra inventories/home.py uninstall.py --data keep_driver=true    # the NVIDIA driver stays
-
-Several inventory hosts on one machine: the first one uninstalls it, the others say so.
+beekeeper uninstall: return a host to what it was before the kit (docs/lifecycle.md,
+"Uninstall"). Several inventory hosts on one machine: the first one uninstalls it.
 """
 
 from typing import Any
@@ -21,10 +14,8 @@ from beekeeper.core.machines import machine_of
 from beekeeper.tasks import uninstall
 from beekeeper.tasks.hostfail import on_this_host
 
-KEEP_MODELS = "keep_models"  # read here only: keep the model files (default: removed)
-# read here only: keep the NVIDIA driver the kit installed, whole (default: purged; see
-# tasks/uninstall.py for why)
-KEEP_DRIVER = "keep_driver"
+# the uninstall's own keys, read here only (default False: removed)
+KEEP_MODELS, KEEP_DRIVER = "keep_models", "keep_driver"
 KEEPS = {KEEP_MODELS: "the models", KEEP_DRIVER: "the NVIDIA driver"}
 
 

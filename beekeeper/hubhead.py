@@ -1,23 +1,8 @@
 """
-The GGUF header of a model of the user's on the Hub, read on the controller for the VRAM plan.
-
-Host data `model_repo` + `model_file` (+ `model_revision`, `model_sha256`) name a file other
-than the profile's; preflight's VRAM check plans it from its own layout, as it plans
-`model_path` and `model_host_path`, once the controller holds its header: the metadata and
-tensor table, a few MiB, never the weights. When the model is pinned (pins.py), the header is
-read with HTTP range requests on the URL huggingface_hub resolves for the file at its commit
-(the Hub redirects to its CDN, which honours ranges): the first GGUF_HEADER_FIRST bytes, then
-as many as the header says it holds (preflight's `gguf_header_length`, the walk `host_gguf`
-reads a host file's header with), up to GGUF_HEADER_MAX. It is kept in the controller's cache
-by the file's sha256 (`planner.hub_header`), sparse to the file's full size as `host_gguf`'s
-stand-in is, so later deploys and dry runs plan from it without a request.
-
-A header that cannot be read (the Hub or mirror unreachable, offline mode, a server without
-range requests, bytes that are no GGUF of version 2 or 3) does not stop the deploy: one
-warning line names host data `model_repo`, and the profile's model is planned, as before. A
-header read that the planner cannot read (a GGUF without a model's numbers: a LoRA adapter, a
-vocabulary) is refused in one line naming `model_repo`, as preflight refuses such a
-`model_path`, and is not kept.
+The GGUF header of a model of the user's on the Hub, read on the controller for the VRAM plan
+(docs/own-model.md): HTTP range requests on the file's URL at its commit (the Hub redirects
+to its CDN, which honours ranges), walked as preflight's `header_walk` walks a host file's,
+kept by sha256 (`planner.hub_header`) sparse to the file's size.
 """
 
 from __future__ import annotations
@@ -53,9 +38,12 @@ def read_header(model: ModelFile, endpoint: str, role: str = "model") -> Path | 
         return cached
     if (endpoint, str(cached)) in _UNREAD:
         return None
+    from huggingface_hub import hf_hub_url
+
     name = f"{src.repo}/{model.filename} (commit {src.revision})"
     try:
-        size, header = _fetch(_url(src, model.filename, endpoint))
+        size, header = _fetch(hf_hub_url(src.repo, model.filename, revision=src.revision,
+                                         endpoint=endpoint))
         return _keep(header, size, cached, name, role)
     except Unread as e:
         _UNREAD.add((endpoint, str(cached)))
@@ -63,12 +51,6 @@ def read_header(model: ModelFile, endpoint: str, role: str = "model") -> Path | 
                      f"could not be read from {endpoint} ({e}); the VRAM check plans the "
                      "profile's model instead"), file=sys.stderr, flush=True)
         return None
-
-
-def _url(src: HfSource, filename: str, endpoint: str) -> str:
-    from huggingface_hub import hf_hub_url
-
-    return hf_hub_url(src.repo, filename, revision=src.revision, endpoint=endpoint)
 
 
 def _fetch(url: str) -> tuple[int, bytes]:

@@ -23,8 +23,7 @@ from .core.profiles import PROFILES
 if TYPE_CHECKING:
     from beekeeper.verify.report import Report
 
-# the engine suite first: llama-bench of the same build on the host, over the same ssh that
-# deploys and tunnels, so each row's decode and TTFT are judged against its own engine
+# the engine suite first, so each row's decode and TTFT are judged against its own engine
 SUITES = ["engine", "decode", "ttft", "niah", "vram"]
 POLICY = ("fastest decode among profiles whose peak VRAM is within the budget (or not "
           "measurable) and whose NIAH pass count meets the profile's requirement "
@@ -136,8 +135,7 @@ def _fill_row(row: Row, rep: Report) -> None:
 def suite_options(host: str, ssh: list[str] | None) -> dict[str, Any]:
     """run_suites' options for a row on `host`: llama-bench and the unit's stop and start run
     there over `ssh` as root (as `verify --ssh` runs them); the server is on the far side of
-    the tunnel, so this machine's NVML does not sample it. Without `ssh` the engine check
-    says why it has no baseline."""
+    the tunnel, so this machine's NVML does not sample it."""
     from beekeeper.verify.engine import SshShell
     from beekeeper.verify.vram import Locality
 
@@ -151,10 +149,9 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
                out_dir: Path, host: str, budget_gib: float | None = None, quick: bool = False,
                apply_recommended: bool = False, ssh: list[str] | None = None
                ) -> tuple[list[Row], Row | None, Path]:
-    """Deploy, measure and rank each profile; leave the host on a whole profile. `budget_gib`
-    is the user's VRAM budget (host data vram_budget_gib); without it each profile's
-    default, as `beekeeper verify` judges it. `ssh`: the arguments that reach the host, for
-    the engine suite (suite_options)."""
+    """Deploy, measure and rank each profile; leave the host on a whole profile. `budget_gib`:
+    the user's VRAM budget, else each profile's. `ssh`: how to reach the host, for the
+    engine suite (suite_options)."""
     from beekeeper.verify.client import ServerClient
     from beekeeper.verify.suites import run_suites
 

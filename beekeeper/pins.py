@@ -1,12 +1,6 @@
 """
-Model pins: every Hub model resolved, on the controller, to a commit, a sha256 and a size.
-
-A profile or host data may name a branch (`main`) and leave the sha256 out. The kit then
-asks the Hub once (a HEAD request for the file's metadata), prints what it pinned and how
-to write that pin into the inventory, and keeps it in a lock file on the controller: later
-deploys ask nothing, and a file on the host with that hash is never downloaded again. A
-model of the user's own (another file than the profile's) also has its GGUF header read
-once, for preflight's VRAM plan (hubhead.py).
+Model pins: every Hub model resolved, on the controller, to a commit, a sha256 and a size,
+kept in a lock file (docs/models.md).
 """
 
 from __future__ import annotations
@@ -104,15 +98,10 @@ def _known(model: ModelFile, pins: dict[str, dict[str, object]], endpoint: str) 
 
 def pin_model(model: ModelFile, endpoint: str, role: str = "model", plans: bool = True,
               lock: Path | None = None) -> ModelFile:
-    """The model with its revision as a commit, its sha256 and its size filled in. A commit
-    and a sha256 given ask nothing of the Hub's metadata.
-
-    A served model of the user's own on the Hub, another file than the profile's (config's
-    `_model_file` leaves the profile's size out, 0, once host data names another repo, file
-    or revision), also has its GGUF header read into the controller's cache for the VRAM
-    plan, once per file (hubhead.py); the profile's own model (its size given) and a draft
-    are planned from what the profile records, and never fetched: the caller says which file
-    a VRAM plan reads (`plans`; config: a GPU profile's served model, never a draft)."""
+    """The model with its revision as a commit, its sha256 and its size filled in. A model
+    without a size (config's `_model_file`: the user's own, not the profile's) that a VRAM
+    plan reads (`plans`: a GPU profile's served model, never a draft) also has its GGUF
+    header read into the controller's cache (hubhead.py)."""
     pinned = _pin(model, endpoint, role, lock or LOCK)
     if plans and not model.size_bytes and isinstance(pinned.source, HfSource) \
             and pinned.sha256:

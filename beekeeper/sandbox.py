@@ -1,9 +1,7 @@
 """
-The sandbox hosts: local containers with systemd as PID 1, sshd and room for their own
-Docker engine, SSH published on 127.0.0.1 only. The kit reaches them over SSH, exactly as it
-reaches a remote GPU box. The first (`CONTAINER`) is Debian 12; more can run beside it, by
-name, from Debian 12 or 13, on one Docker network of their own where each reaches the
-others by name (the gateway's backends in the tests).
+The sandbox hosts: local containers (systemd, sshd, their own Docker engine) the kit reaches
+over SSH on 127.0.0.1 as it reaches a GPU box; the first is Debian 12, more run beside it by
+name (Debian 12 or 13) on a Docker network of their own (README's `beekeeper sandbox`).
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ CONTAINER = os.environ.get("BEEKEEPER_SANDBOX_NAME", "beekeeper-sandbox")
 DEFAULT_SSH_PORT = int(os.environ.get("BEEKEEPER_SANDBOX_PORT", "2222"))
 # the network the sandboxes share (made by `up`, removed with the last of them)
 NETWORK = f"{CONTAINER}-net"
-# Debian releases a sandbox host can be built from
 RELEASES = ("bookworm", "trixie")
 # the server image's base images stay Debian 12 on every sandbox host, so a build on one
 # host has the same inputs, and the same tag, as on another (`copy_image` shares it)
@@ -70,9 +67,10 @@ CMD ["/sbin/init"]
 """
 
 
-# A GPU container's state, on CPU (docs/gpu-containers.md): PID 1 is sshd, not systemd, no
-# Docker engine, the build tools already there and no apt lists (as in a rented GPU pod,
-# whose image was never `apt-get update`d). The kit runs the server under its supervisord.
+POD_START = ["/bin/sh", "-c", "ssh-keygen -A && exec /usr/sbin/sshd -D -e"]  # the image's CMD
+# A GPU container's state, on CPU (docs/gpu-containers.md): PID 1 is sshd, no Docker engine,
+# the build tools already there and no apt lists (a rented pod's image was never `apt-get
+# update`d). The kit runs the server under its supervisord.
 _POD_DOCKERFILE = """\
 FROM {base}
 RUN apt-get update \\
@@ -82,8 +80,7 @@ RUN apt-get update \\
  && mkdir -p /root/.ssh /run/sshd && chmod 700 /root/.ssh \\
  && rm -f /etc/ssh/ssh_host_*
 # new host keys at each start, like a fresh machine; sshd is PID 1
-CMD ["/bin/sh", "-c", "ssh-keygen -A && exec /usr/sbin/sshd -D -e"]
-"""
+CMD """ + json.dumps(POD_START) + "\n"
 INITS = ("systemd", "sshd")  # what a sandbox host runs as PID 1
 
 
@@ -141,10 +138,8 @@ def debian_mirror() -> str:
     """The Debian mirror this controller's apt uses (BEEKEEPER_DEBIAN_MIRROR overrides)."""
     if os.environ.get("BEEKEEPER_DEBIAN_MIRROR"):
         return os.environ["BEEKEEPER_DEBIAN_MIRROR"]
-    texts = []
-    for p in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
-        if p.is_file():
-            texts.append(p.read_text(errors="replace"))
+    lists = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    texts = [p.read_text(errors="replace") for p in lists if p.is_file()]
     for text in texts:
         for m in re.finditer(r"(?m)^\s*(?:URIs:|deb)\s+(?:\[[^\]]*\]\s+)?(\S+)", text):
             url = m.group(1)
@@ -219,10 +214,8 @@ CONTROLLER_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 def _share_trust(c) -> None:
-    """The sandbox host trusts what the controller trusts, as a host on the same network
-    would: the controller's CA bundle joins the host's, and pip there uses the system
-    store (a TLS-inspecting proxy in front of the package registries then works there
-    too). Nothing else about the host changes."""
+    """The sandbox host trusts the controller's CA bundle, as a host on the same network
+    would, and pip there uses the system store (a TLS-inspecting proxy then works there too)."""
     if not CONTROLLER_CA.is_file():
         return
     _put(c, "/", {"usr/local/share/ca-certificates/beekeeper-controller.crt":
@@ -234,11 +227,9 @@ def _share_trust(c) -> None:
 
 
 # The sandbox's own quirk, never the kit's: /proc/sys is read-only in the sandbox container
-# and IPv6 is off in its network namespace, so Docker 26 (Debian 13) cannot write
-# net.ipv6.conf.eth0.disable_ipv6 in a new container's namespace and refuses to start any
-# container ("failed to disable IPv6 on container's interface eth0"); Docker 20.10 (Debian
-# 12) does not try. Docker's own switch for this lets the engine go on; a real host, whose
-# /proc/sys is writable, needs nothing.
+# and IPv6 off in its network namespace, so Docker 26 (Debian 13) cannot write
+# net.ipv6.conf.eth0.disable_ipv6 and starts no container ("failed to disable IPv6 on
+# container's interface eth0"; Docker 20.10 does not try). A real host needs nothing.
 _DOCKER_DROPIN = b"""# written by `beekeeper sandbox up` (sandbox hosts only)
 [Service]
 Environment=DOCKER_ALLOW_IPV6_ON_IPV4_INTERFACE=1
@@ -306,9 +297,6 @@ def workspace_volume(name: str) -> str:
     return f"{name}-workspace"
 
 
-POD_START = ["/bin/sh", "-c", "ssh-keygen -A && exec /usr/sbin/sshd -D -e"]  # the image's CMD
-
-
 def state_dir(name: str | None = None) -> Path:
     """Where a sandbox's state lives: STATE_DIR for the first, STATE_DIR/<name> for others."""
     name = name or CONTAINER
@@ -327,9 +315,8 @@ def _ensure_network(client: docker.DockerClient):
 def _start_pod(client: docker.DockerClient, name: str, release: str, ssh_port: int,
                command: list[str] | None = None):
     """A host whose PID 1 is sshd: no systemd, no engine, no privileges beyond Docker's
-    defaults (a rented GPU container's state), with a volume at /workspace (what a pod
-    keeps when it restarts). `command`: the container's start command, in place of the
-    image's (a pod's start command that runs the kit's start script first)."""
+    defaults (a rented GPU container's state), with a volume at /workspace. `command`: in
+    place of the image's (a pod's start command that runs the kit's start script first)."""
     _ensure_network(client)
     try:
         c = client.containers.get(name)
@@ -385,9 +372,8 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
 
 def prepare(release: str = "bookworm", client: docker.DockerClient | None = None,
             init: str = "systemd") -> None:
-    """The images a sandbox host of `release` starts from, made where missing (debootstrap,
-    the host image): `up` calls it, and a caller may call it ahead, e.g. while another
-    host builds, so that `up` only starts the container."""
+    """The images a sandbox host of `release` starts from, made where missing; a caller may
+    call it ahead of `up` (e.g. while another host builds)."""
     if release not in RELEASES:
         raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
     client = client or _client()
@@ -416,10 +402,8 @@ def prepare(release: str = "bookworm", client: docker.DockerClient | None = None
 def up(ssh_port: int | None = None, name: str | None = None,
        release: str = "bookworm", init: str = "systemd",
        pod_command: list[str] | None = None) -> SandboxState:
-    """Start (or find) a sandbox host. The first one (no name) is Debian 12 on
-    DEFAULT_SSH_PORT; others need a name and a port of their own. `init` "sshd": a host
-    whose PID 1 is sshd, without systemd or Docker (a GPU container's state), made with
-    `pod_command` as its start command where given."""
+    """Start (or find) a sandbox host: the first (no name) on DEFAULT_SSH_PORT, others with a
+    port of their own; `init` "sshd" (with `pod_command`): `_start_pod`'s."""
     name = name or CONTAINER
     if release not in RELEASES:
         raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
@@ -492,9 +476,8 @@ def load_state(name: str | None = None) -> SandboxState:
 
 
 def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[str, object]]:
-    """A sandbox host's pyinfra inventory entry: reached over SSH on 127.0.0.1 like a remote
-    box, the CPU profile, the base images from the controller, then what `write_host_data`
-    added, then `data`."""
+    """A sandbox host's pyinfra inventory entry, then what `write_host_data` added, then
+    `data`."""
     from .core.cache import CPU_SOURCE_REF, cpu_source_tarball
 
     st = load_state(name)

@@ -1,6 +1,4 @@
-"""
-SSH local forward to a server that listens on a host's loopback only.
-"""
+"""SSH local forward to a server that listens on a host's loopback only."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.deployed import DeployedService, RecordError, read_record
 from .core.errors import VerifyError
-from .core.paths import DEFAULT_PORT
+from .core.paths import DEFAULT_PORT, ServicePaths
 from .core.profiles import (
     MAX_SLOTS,
     PROFILES,
@@ -101,9 +101,8 @@ BUDGET_GIB = amount("a VRAM budget in GiB", "10")
 
 
 def suite_names(text: str) -> list[str]:
-    """`--suite`'s comma list as the suites run it: `all` stands for every suite of `all`
-    (gateway may be added: `all,gateway`), a name given twice runs once. ValueError: one
-    line saying what is wrong and what to give."""
+    """`--suite`'s comma list as the suites run it (`all,gateway` may be given; a name given
+    twice runs once). ValueError: one line saying what is wrong and what to give."""
     give = f"give a comma list of {','.join(SUITES)} (or all), and gateway"
     names = [n.strip() for n in str(text).split(",")]
     if not text.strip() or "" in names:
@@ -118,8 +117,7 @@ def suite_names(text: str) -> list[str]:
     return ["all"] if names == ["all"] else out
 
 
-# where a URL carries secrets: the user information (before the authority's last `@`), the
-# query (`?token=`, `?access_token=`) and the fragment
+# the authority's end (a URL's secrets: user information before its last `@`, query, fragment)
 _AUTHORITY_END = re.compile(r"[/?#]")
 
 
@@ -133,14 +131,9 @@ class ServerUrl:
     auth: tuple[str, str] | None = None
     query: str = ""
 
-    @property
-    def secret(self) -> bool:
-        return self.auth is not None or bool(self.query)
-
     def client(self, api_key: str | None) -> Any:
         """A ServerClient for `base`, the secrets added to each request where no error
-        message, log line or report can show them (httpx names the request's URL, which is
-        `base`'s)."""
+        message, log line or report can show them."""
         import httpx
 
         from beekeeper.verify.client import ServerClient
@@ -153,8 +146,7 @@ class ServerUrl:
 
 
 def _query_transport(query: str) -> Any:
-    """An httpx transport that sends each request with `query` added to its own (httpx is
-    imported on first use: the CLI starts without it)."""
+    """An httpx transport that sends each request with `query` added to its own."""
     import httpx
 
     class WithQuery(httpx.BaseTransport):
@@ -290,9 +282,8 @@ def _dest(flag: str) -> str:
 
 
 def forwarded(args: argparse.Namespace) -> list[str]:
-    """Every shared option `args` holds a value for, as arguments of this entry point (not
-    quoted: `shlex.join` them for a shell). `--out`, `--host-label` and the keys are left
-    for the caller (`NOT_FORWARDED`)."""
+    """Every shared option `args` holds a value for, as (unquoted) arguments of this entry
+    point, but `NOT_FORWARDED`."""
     out: list[str] = []
     for flag, kw in OPTIONS:
         value = getattr(args, _dest(flag), None)
@@ -337,9 +328,9 @@ def usage_error(args: argparse.Namespace) -> str | None:
 
 
 def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) -> str | None:
-    """--profile, --port and --ctx-size, where not given, from the host's deployed.json
-    (`manifest`, its text; None: none there): what was deployed, not a guess. A line saying
-    what was read is printed; a problem is returned as one line (None: fine)."""
+    """--profile, --port, --ctx-size and --slots, where not given, from the host's
+    deployed.json (`manifest`, its text; None: none there), saying so; a problem is returned
+    as one line (None: fine)."""
     if manifest is None:
         if args.profile is None:
             return (f"give --profile NAME: no deployed.json of service {args.service!r} on "
@@ -379,8 +370,6 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
 
 def local_manifest(service: str) -> str | None:
     """This machine's deployed.json of `service` (readable by anyone), or None."""
-    from .core.paths import ServicePaths
-
     try:
         return Path(ServicePaths(service).manifest).read_text()
     except OSError:
@@ -403,11 +392,11 @@ def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
     from beekeeper.verify.suites import Sizes
 
     sizes = Sizes.for_profile(profile, args.quick)
-    if args.decode_ctx:  # e.g. the seed's runs: 4096,60000
+    if args.decode_ctx:
         sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
-    if args.decode_out:  # e.g. the seed's sustained run: 16384
+    if args.decode_out:
         sizes.decode_out_tokens = args.decode_out
-    if args.ttft_tokens:  # e.g. the seed's 60000 in a --quick run
+    if args.ttft_tokens:
         sizes.ttft_tokens = args.ttft_tokens
     if args.ttft_requests:
         sizes.ttft_requests = args.ttft_requests
@@ -444,8 +433,7 @@ class Keys:
     @classmethod
     def from_files(cls, args: argparse.Namespace) -> Keys:
         """The keys --api-key-file and --direct-api-key-file name; without --api-key-file,
-        the key the kit deployed the server with where verify found the server from its
-        deployed.json (`controller_deployed_key`)."""
+        the deployed server's own (`controller_deployed_key`)."""
         def read(path: str | None) -> str | None:
             try:
                 return Path(path).read_text().strip() if path else None
@@ -474,8 +462,6 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _deployed_key_path(service: str) -> str:
-    from .core.paths import ServicePaths
-
     return ServicePaths(service).api_key
 
 
@@ -492,9 +478,9 @@ def takes_key(manifest: str | None) -> bool:
 
 
 def read_deployed_key(service: str) -> str | None:
-    """The API key the deploy stored on this machine for `service` (ServicePaths.api_key, a
-    root-only file beside deployed.json), where its record says the server takes it; None
-    where it takes none. VerifyError, one line, when it cannot be read (not root)."""
+    """The API key the deploy stored on this machine for `service` (root-only, beside
+    deployed.json), where its record says the server takes it; VerifyError, one line, when
+    it cannot be read (not root)."""
     if not takes_key(local_manifest(service)):
         return None
     path = _deployed_key_path(service)
@@ -510,23 +496,21 @@ def read_deployed_key(service: str) -> str | None:
 
 def _remote_text(ssh: list[str], command: str, root: bool = True) -> tuple[int, str]:
     """`command` run on the host `ssh` reaches (as root, or as the login): its exit status
-    and standard output (kept in memory: never printed, logged or written)."""
+    and standard output (never printed, logged or written)."""
     import subprocess
 
-    from .core.remote import ssh_as_root
+    from .core.remote import read_over_ssh
 
-    argv = ssh_as_root(ssh, command) if root else ["ssh", *ssh, command]
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in 2 minutes
+        p = read_over_ssh(ssh, command, root)
+    except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in ANSWER_S
         return 255, ""
     return p.returncode, p.stdout
 
 
 def remote_deployed_key(ssh: list[str], service: str, host: str) -> str | None:
-    """`read_deployed_key` on the host `ssh` reaches, as root (ssh's standard output: the key
-    is on no command line and in no file on the controller)."""
-    from .core.paths import ServicePaths
+    """`read_deployed_key` on the host `ssh` reaches (the key comes back on ssh's standard
+    output: on no command line and in no file on the controller)."""
     from .core.remote import NEEDS_ROOT_EXIT
 
     # the record first, as the login (anyone may read it): root only where a key is taken
@@ -548,10 +532,9 @@ def remote_deployed_key(ssh: list[str], service: str, host: str) -> str | None:
 
 
 def controller_deployed_key(args: argparse.Namespace) -> str | None:
-    """`beekeeper verify` without --api-key-file, on the controller: the key the kit deployed
-    the server with, where verify reaches the server the deploy recorded (no --url): read
-    over SSH as root through --sandbox or --ssh, else on this machine where its deployed.json
-    is. With --on-host and a host, None here: the host reads it itself (`main`)."""
+    """`beekeeper verify` without --api-key-file and --url, on the controller: the key the
+    kit deployed the server with, read over SSH (--sandbox, --ssh) or on this machine. With
+    --on-host and a host, None here: the host reads it itself (`main`)."""
     if getattr(args, "url", None):
         return None  # a server named by hand: its key by hand
     service = args.service
@@ -563,8 +546,6 @@ def controller_deployed_key(args: argparse.Namespace) -> str | None:
 
             return remote_deployed_key(ssh_options(load_state()), service, "the sandbox host")
         return remote_deployed_key(shlex.split(args.ssh), service, args.ssh.split()[-1])
-    if local_manifest(service) is None:
-        return None
     return read_deployed_key(service)
 
 
@@ -580,9 +561,8 @@ def deployed_here(url: str, service: str) -> bool:
 
 def typed_command(argv: list[str]) -> str | None:
     """The verify command line of this process's `argv` as its user would type it again,
-    quoted for a shell, every URL shown as `shown_url` shows it (no credentials): `beekeeper
-    verify ...` (the console script, or `python -m beekeeper.cli verify`) or `python3 -m
-    beekeeper.verify_main ...` run by hand; None for any other program (a test runner)."""
+    quoted, URLs shown as `shown_url` shows them; None for any other program (a test
+    runner)."""
     rest = [shown_url(a) if "://" in a else a for a in argv[1:]]
     if rest[:1] == ["verify"]:
         return shlex.join(["beekeeper", *rest])
@@ -594,8 +574,8 @@ def typed_command(argv: list[str]) -> str | None:
 def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
                budget_gib: float | None, where: Any = None) -> int:
     """The suites against `url`, judged and reported; the verdict's exit status. `shell`:
-    where llama-bench and systemctl run (None: nowhere, the engine checks say why). A
-    request the suites do not judge that fails (a 401) is a VerifyError, in one line."""
+    where llama-bench and systemctl run (None: nowhere). A request the suites do not judge
+    that fails (a 401) is a VerifyError, in one line."""
     import httpx
 
     profile = profile_of(args)
@@ -667,9 +647,8 @@ def parser() -> argparse.ArgumentParser:
 
 def host_command(args: argparse.Namespace, python: str, port: int, out: str,
                  host_label: str, keys: Keys) -> str:
-    """The shell line that runs this entry point on the host for `beekeeper verify --on-host`
-    with `args`: every shared option passed on (`forwarded`), the server on the host's
-    loopback, the report under `out`, the keys (if any) read from standard input."""
+    """The shell line that runs this entry point on the host for `beekeeper verify --on-host`:
+    `forwarded(args)`, the server on the host's loopback, the keys on standard input."""
     argv = [python, "-m", "beekeeper.verify_main", "--url", f"http://127.0.0.1:{int(port)}",
             *forwarded(args), "--out", out, "--host-label", host_label]
     if keys.to_stdin() is not None:

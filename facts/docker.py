@@ -4,8 +4,9 @@ Facts about the Docker engine and images.
 
 from __future__ import annotations
 
+import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
@@ -26,7 +27,6 @@ class DockerEngineInfo:
     server_version: str | None = None  # None: no engine answered `docker info`
     root_dir: str | None = None  # `Docker Root Dir`: where images and build layers go
     proxy: bool = False  # the engine pulls through a proxy (`HTTP Proxy`/`HTTPS Proxy`)
-    runtimes: tuple[str, ...] = field(default_factory=tuple)
     nvidia_runtime: bool = False
 
 
@@ -51,15 +51,13 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
         flavour = "unknown"
     else:
         flavour = None
-    runtimes = tuple(info.get("Runtimes", "").split())
     return DockerEngineInfo(
         present=bool(path),
         path=path or None,
         flavour=flavour,
         active=v.get("active") == "active",
         server_version=info.get("Server Version") or None,
-        runtimes=runtimes,
-        nvidia_runtime="nvidia" in runtimes,
+        nvidia_runtime="nvidia" in info.get("Runtimes", "").split(),
         root_dir=info.get("Docker Root Dir") or None,
         proxy=bool(info.get("HTTP Proxy") or info.get("HTTPS Proxy")),
     )
@@ -72,8 +70,7 @@ class DockerEngine(FactBase[DockerEngineInfo]):
     .. code:: python
 
         DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro", active=True,
-                         server_version="20.10.24+dfsg1", runtimes=("runc",),
-                         nvidia_runtime=False)
+                         server_version="20.10.24+dfsg1", nvidia_runtime=False)
     """
 
     def command(self) -> str:
@@ -130,7 +127,7 @@ class ImageTags(FactBase[list[str]]):
     """Returns the tags of one image repository, newest first: ``["repo:b", "repo:a"]``."""
 
     @staticmethod
-    def default() -> list[str]:  # no output: nothing listening/held/found
+    def default() -> list[str]:
         return []
 
     def command(self, repo: str) -> str:
@@ -192,8 +189,6 @@ class PortContainers(FactBase[list[PortContainer]]):
 def parse_compose_version(lines: list[str]) -> str | None:
     """`docker compose version --short` -> "2.26.1" (a leading "v" dropped), or None when the
     CLI has no compose v2 plugin (the v1 `docker-compose` Python tool is not one)."""
-    import re
-
     m = re.match(r"^v?((\d+)\.\d+\S*)", lines[0].strip() if lines else "")
     return m.group(1) if m and int(m.group(2)) >= 2 else None
 

@@ -39,10 +39,9 @@ class FileHead(FactBase[bytes | None]):
         return parse_head_hex(output)
 
 
-# How a model file's sha256 is remembered between runs: a stamp in the kit's state folder
-# (one per path, named by the path's own hash) holding the file's identity (inode, size,
-# mtime and ctime to the nanosecond: a rewrite changes ctime, which no user can set back)
-# and the sha256 it had. The fact hashes only a file whose identity is not the stamp's.
+# A model file's sha256 is remembered in a stamp per path (docs/architecture.md, model) with
+# the file's identity: ctime to the nanosecond too, as a rewrite changes it and no user can
+# set it back.
 IDENTITY_SH = "stat -L -c '%i:%s:%.9Y:%.9Z' -- "
 
 
@@ -52,10 +51,9 @@ def stamp_path_sh(path: str, stamps: str) -> str:
 
 
 def stamp_command(path: str, sha256: str, stamps: str, identity: str | None = None) -> str:
-    """Record that `path`, as it is now, has `sha256` (which this run has just checked);
-    with `identity` (the file's when it was hashed), only if the file is still that one.
-    Best effort: a stamp saves the next run a hash, so one that cannot be written (a full
-    disk, another host of the machine stamping the same file) is a warning, never a failure."""
+    """Record that `path`, as it is now, has `sha256` (just checked); with `identity` (the
+    file's when it was hashed), only if the file is still that one. Best effort: a stamp
+    that cannot be written (a full disk) is a warning, never a failure."""
     q = shlex.quote
     same = f" && [ \"$id\" = {q(identity)} ]" if identity else ""
     warning = f"beekeeper: the sha256 of {path} is not remembered (the next run hashes it again)"
@@ -67,9 +65,8 @@ def stamp_command(path: str, sha256: str, stamps: str, identity: str | None = No
 
 
 class Sha256(str):
-    """A file's sha256 (hex); `stamped`: read from the stamp of the file as it is, not
-    hashed in this run (a hash that matched but has no stamp yet gets one); `identity`: the
-    file's identity when it was hashed (None when read from its stamp)."""
+    """A file's sha256 (hex); `stamped`: read from its stamp, not hashed in this run;
+    `identity`: the file's identity when it was hashed (None when read from its stamp)."""
 
     stamped: bool = False
     identity: str | None = None
@@ -100,8 +97,7 @@ def parse_sha256(lines: list[str]) -> Sha256 | None:
 class Sha256File(FactBase[Sha256 | None]):
     """
     Returns a file's sha256 (symlinks followed), from its stamp in ``stamps`` where the
-    file is as it was stamped, else hashed; None where there is no file to read. A 9.5 GB
-    GGUF takes seconds to hash: a second deploy reads the stamp instead.
+    file is as it was stamped, else hashed; None where there is no file to read.
     """
 
     def command(self, path: str, stamps: str) -> str:

@@ -101,8 +101,7 @@ class GpuInfo(FactBase[NvidiaSmiInfo | None]):
         return parse_nvidia_smi(output)
 
 
-# Each NVIDIA PCI function's class and device id, from sysfs (no driver needed): both PCI
-# facts read it, the count of GPUs and their ids
+# Each NVIDIA PCI function's class and device id, from sysfs (no driver needed)
 PCI_NVIDIA_COMMAND = ("for d in /sys/bus/pci/devices/*; do "
                       '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
                       'echo "$(cat $d/class) $(cat $d/device)"; done; true')
@@ -115,7 +114,7 @@ class PciNvidiaGpus(FactBase[int]):
     """
 
     @staticmethod
-    def default() -> int:  # no output: nothing listening/held/found
+    def default() -> int:
         return 0
 
     def command(self) -> str:
@@ -153,14 +152,9 @@ class PciNvidiaDevices(FactBase[tuple[int, ...]]):
         return parse_pci_nvidia_devices(output)
 
 
-# Packages that carry the Linux driver, by name prefix, as NVIDIA's repositories name them:
-# Ubuntu 580 (cuda-drivers-580 -> nvidia-driver-580(-open), nvidia-dkms-580(-open),
-# nvidia-kernel-common-580, libnvidia-compute-580, nvidia-utils-580), Ubuntu 590+ (the same
-# without the branch suffix, plus nvidia-driver-pinning-<branch>), Debian (nvidia-driver,
-# nvidia-kernel-dkms / nvidia-open-kernel-dkms, nvidia-driver-cuda, libcuda1, nvidia-smi,
-# firmware-nvidia-gsp). They must never be inside WSL2 (they shadow /usr/lib/wsl/lib), and on
-# native Linux the kit holds all of them. libnvidia-container* (the Container Toolkit) is not
-# the driver.
+# Packages that carry the Linux driver, by name prefix, as NVIDIA's Ubuntu and Debian
+# repositories name them (libnvidia-container*, the Container Toolkit, is not the driver).
+# They must never be inside WSL2: they shadow /usr/lib/wsl/lib.
 DRIVER_PACKAGE_PREFIXES = ("cuda-drivers", "nvidia-driver", "nvidia-open", "nvidia-dkms",
                            "nvidia-kernel", "nvidia-utils", "nvidia-modprobe",
                            "nvidia-persistenced", "libnvidia-compute", "libnvidia-ml",
@@ -183,7 +177,7 @@ class LinuxDriverPackages(FactBase[list[str]]):
     """Returns the NVIDIA Linux driver packages installed: ``["nvidia-driver-580-open"]``."""
 
     @staticmethod
-    def default() -> list[str]:  # no output: nothing listening/held/found
+    def default() -> list[str]:
         return []
 
     def command(self) -> str:
@@ -192,7 +186,6 @@ class LinuxDriverPackages(FactBase[list[str]]):
 
     def process(self, output: list[str]) -> list[str]:
         return parse_driver_packages(output)
-
 
 
 @dataclass(frozen=True)

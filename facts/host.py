@@ -16,7 +16,6 @@ class OsReleaseInfo:
 
     id: str
     version_id: str
-    pretty_name: str = ""
 
     def as_mapping(self) -> dict[str, str]:
         """The os-release keys beekeeper.core.distro reads (it knows no fact records)."""
@@ -24,7 +23,7 @@ class OsReleaseInfo:
 
 
 def parse_os_release(lines: list[str]) -> OsReleaseInfo:
-    """`/etc/os-release` lines -> OsReleaseInfo(id="ubuntu", version_id="24.04", ...)."""
+    """`/etc/os-release` lines -> OsReleaseInfo(id="ubuntu", version_id="24.04")."""
     out: dict[str, str] = {}
     for line in lines:
         line = line.strip()
@@ -32,15 +31,12 @@ def parse_os_release(lines: list[str]) -> OsReleaseInfo:
             continue
         key, _, value = line.partition("=")
         out[key.strip().lower()] = _os_release_value(value.strip())
-    return OsReleaseInfo(id=out.get("id", ""), version_id=out.get("version_id", ""),
-                         pretty_name=out.get("pretty_name", ""))
+    return OsReleaseInfo(id=out.get("id", ""), version_id=out.get("version_id", ""))
 
 
 def _os_release_value(raw: str) -> str:
-    """One os-release value as os-release(5) allows it: shell-style, so double or
-    single quotes, backslash escapes, or none (``ID='ubuntu'``, ``ID="ubuntu"``,
-    ``NAME=Ubuntu\\ Linux``). A value the shell could not read (an unbalanced quote)
-    is taken with its outer quotes stripped, never refused: a fact is read, not judged."""
+    """One os-release(5) value, read shell-style (quotes, backslash escapes); one the shell
+    could not read (an unbalanced quote) loses its outer quotes: a fact is read, not judged."""
     try:
         words = shlex.split(raw, posix=True)
     except ValueError:
@@ -54,7 +50,7 @@ class OsRelease(FactBase[OsReleaseInfo]):
 
     .. code:: python
 
-        OsReleaseInfo(id="ubuntu", version_id="24.04", pretty_name="Ubuntu 24.04.1 LTS")
+        OsReleaseInfo(id="ubuntu", version_id="24.04")
     """
 
     def command(self) -> str:
@@ -115,7 +111,7 @@ def parse_wsl(lines: list[str]) -> WslInfo:
     is_wsl2 = "microsoft" in kernel.lower() and ("wsl2" in kernel.lower() or dxg)
     return WslInfo(
         kernel_release=kernel,
-        is_wsl2=is_wsl2 or (dxg and "microsoft" in kernel.lower()),
+        is_wsl2=is_wsl2,
         dxg=dxg,
         wsl_conf_systemd=values.get("wslconf_systemd", "").lower() == "true",
     )
@@ -263,9 +259,8 @@ def _owner(values: dict[str, str], inode: str) -> PortOwner:
         inode=inode)
 
 
-# The PortOwners command: the listening sockets on a port (state 0A) from the kernel's
-# table, the processes holding each (their fd links `socket:[INODE]`), and per process its
-# parent, user, executable, name, ancestors and cgroups. @PORT@ is the port in hex.
+# The PortOwners command: the listening sockets on a port (state 0A), the processes holding
+# each (fd links `socket:[INODE]`) and what parse_port_owners reads of them. @PORT@: in hex.
 PORT_OWNERS_SH = r"""sv=$(cat @PIDFILE@ 2>/dev/null | tr -dc 0-9)
 if [ -n "$sv" ] && tr '\0' ' ' < "/proc/$sv/cmdline" 2>/dev/null | grep -q supervisord; then
   echo "supervisord=$sv"; fi
@@ -303,17 +298,9 @@ true"""
 
 class PortOwners(FactBase[PortOwnersInfo]):
     """
-    Returns every process listening on a TCP port, read from the kernel's socket table
-    (/proc/net/tcp, tcp6) and each process's open files, so a host without `ss` (a GPU
-    container's image often lacks iproute2) is read the same:
-
-    .. code:: python
-
-        PortOwnersInfo(owners=(PortOwner(pid=4242, ppid=311, user="beekeeper",
-                                         exe="/opt/beekeeper/llama-server/b1/bin/llama-server",
-                                         comm="llama-server", ancestors=(311,),
-                                         cgroups=("/",), inode="918273"),),
-                       supervisord=311, native_prefix_real="/opt/beekeeper/llama-server")
+    Returns every process listening on a TCP port, read from /proc (a GPU container's image
+    often lacks `ss`): ``PortOwnersInfo(owners=(PortOwner(pid=4242, ppid=311, ...),),
+    supervisord=311, native_prefix_real="/opt/beekeeper/llama-server")``.
     """
 
     @staticmethod
@@ -333,7 +320,7 @@ class AptHolds(FactBase[list[str]]):
     """Returns the packages apt holds: ``["cuda-drivers-580"]``."""
 
     @staticmethod
-    def default() -> list[str]:  # no output: nothing listening/held/found
+    def default() -> list[str]:
         return []
 
     def command(self) -> str:
@@ -521,9 +508,7 @@ class DiskOf(FactBase[DiskInfo | None]):
     ``DiskInfo(mount="/", free_bytes=84221202432)``.
     """
 
-    def command(self, path: str) -> str:
-        q = shlex.quote(path)
-        return f'p={q}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -PB1 "$p"'
+    command = FreeDiskBytes.command
 
     def process(self, output: list[str]) -> DiskInfo | None:
         return parse_df_disk(output)

@@ -18,21 +18,8 @@ from .toolchain import HostToolsInfo
 class HostFacts:
     """
     The host as preflight read it, and what preflight resolved from it and host data, made
-    once per host (tasks/preflight.py check): the way the server runs, the CUDA release and
-    archs it is built for, the driver action, the tools to install. Tasks read these here;
-    HostConfig keeps what host data asked (requested_runtime, data.cuda_version and
-    data.cuda_arch):
-
-    .. code:: python
-
-        HostFacts(os=OsReleaseInfo(id="ubuntu", version_id="24.04", ...),
-                  init=InitInfo(...), wsl=WslInfo(...), docker=DockerEngineInfo(...),
-                  gpu=NvidiaSmiInfo(...) or None, free_model_dir_bytes=84221202432,
-                  pci_nvidia_gpus=0, cpus=16, mem_total_bytes=67108864000,
-                  machine="x86_64", compose_version="2.26.1" or None,
-                  persistent_root="/workspace/beekeeper" or None, port_orphans=(4242,),
-                  runtime=Runtime("docker unit", ...), cuda_version="13.0.2",
-                  cuda_arch="86;89" or None)
+    once per host (tasks/preflight.py check). Tasks read these here; HostConfig keeps what
+    host data asked (requested_runtime, data.cuda_version and data.cuda_arch).
     """
 
     os: OsReleaseInfo
@@ -57,14 +44,11 @@ class HostFacts:
     host_nvcc: str | None = None
     # packages of the build tools the host lacks, for apt to install (native builds)
     install_tools: tuple[str, ...] = ()
-    # runtime supervisor: the folder on the pod's volume that keeps all the kit needs to
-    # start the server again (host data `persistent_root`, resolved: `/workspace/beekeeper`
-    # by default where /workspace is a folder off the container's overlay); None: the
-    # standard layout (/opt, /etc, /var ...), and always None under systemd
+    # runtime supervisor: host data `persistent_root`, resolved (`/workspace/beekeeper` by
+    # default where /workspace is off the container's overlay); None: the standard layout
     persistent_root: str | None = None
-    # servers of the kit (user beekeeper, a binary under NATIVE_PREFIX) that listen on a
-    # service's port with no supervisor owning them (their supervisord was killed): the
-    # deploy ends these pids before it starts the service under supervision
+    # servers of the kit listening on a service's port with no supervisor owning them (their
+    # supervisord was killed): the deploy ends these before it starts the service
     port_orphans: tuple[int, ...] = ()
     # what runs the server (core/runtime.py), from host data `mode` and the runtime: host
     # data's, or supervisor where PID 1 is not systemd

@@ -1,6 +1,6 @@
 """
-Facts for a host's life after the first deploy: what the kit's folders hold (for the
-upgrade cleanup), and which packages the kit installed (for the uninstall).
+Facts for a host's life after the first deploy: what the kit's folders hold (the upgrade's
+cleanup), and which packages the kit installed (the uninstall).
 """
 
 from __future__ import annotations
@@ -67,20 +67,16 @@ class FolderEntries(FactBase[list[FolderEntry]]):
 PYINFRA_INSTALL = re.compile(
     r"^apt-get -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
     r"install (?:--no-install-recommends )?(?P<names>.+)$")
-# the kit's own apt-get lines (operations/nvidia.py): driver_installed runs
-# `DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends PACKAGE` (the
-# history log keeps the arguments, not the environment); driver_purged (upgrade_driver)
-# `apt-get purge -y NAMES`, the driver the host had
+# the kit's own apt-get lines (operations/nvidia.py driver_installed, driver_purged) as the
+# history log keeps them: the arguments, not the environment
 DRIVER_INSTALL = re.compile(r"^apt-get install -y --no-install-recommends (?P<names>\S+)$")
 DRIVER_PURGE = re.compile(r"^apt-get purge -y (?P<names>.+)$")
 
 
 def asked_names(commandline: str, raw_names: re.Pattern[str]) -> list[str]:
-    """The packages a history entry's command line asks for when it is one of the kit's
-    install commands: pyinfra's apt.packages, or the driver's own apt-get line, which counts
-    only for names `raw_names` matches (a hand-typed `apt-get install -y
-    --no-install-recommends git` is not the kit's). Versions (`name=1.2-1`) dropped; [] for
-    any other command line."""
+    """The packages (versions dropped) a history entry's command line asks for when it is one
+    of the kit's installs: pyinfra's apt.packages, or the driver's own apt-get line for names
+    `raw_names` matches (a hand-typed one for git is not the kit's); [] for any other."""
     m = PYINFRA_INSTALL.match(commandline)
     if m:
         return [n.split("=", 1)[0] for n in m.group("names").split()]
@@ -190,12 +186,8 @@ class PresentPaths(FactBase[dict[str, int]]):
                 "fi; done; true")
 
     def process(self, output: list[str]) -> dict[str, int]:
-        out = {}
-        for line in output:
-            size, _, path = line.rstrip("\n").partition("\t")
-            if path:
-                out[path] = int(size) if size.isdigit() else 0
-        return out
+        rows = (line.rstrip("\n").partition("\t") for line in output)
+        return {path: int(size) if size.isdigit() else 0 for size, _, path in rows if path}
 
 
 class FileSizes(FactBase[dict[str, int]]):
@@ -211,18 +203,13 @@ class FileSizes(FactBase[dict[str, int]]):
         return f"[ -d {p} ] && find {p} -mindepth 1 -maxdepth 1 -type f -printf '%s\\t%f\\n'; true"
 
     def process(self, output: list[str]) -> dict[str, int]:
-        out = {}
-        for line in output:
-            size, _, name = line.rstrip("\n").partition("\t")
-            if name and size.isdigit():
-                out[name] = int(size)
-        return out
+        rows = (line.rstrip("\n").partition("\t") for line in output)
+        return {name: int(size) for size, _, name in rows if name and size.isdigit()}
 
 
-# The line the kit leaves in a Debian sources file it added an archive area to (Debian's
-# contrib, for NVIDIA's driver): the record the uninstall reverts by, kept in the file it
-# changed, so it outlives the kit's own folders and says to whoever reads the file why the
-# area is there. Written by the task that adds the area (operations/apt_sources.py).
+# The line the kit leaves in a Debian sources file it added an archive area to: the record
+# the uninstall reverts by, in the file itself, so it outlives the kit's folders and tells a
+# reader why the area is there (operations/apt_sources.py writes it).
 COMPONENT_MARK = "# beekeeper added the {component} area to the Debian sources in this file"
 COMPONENT_MARK_RE = re.compile(
     r"^# beekeeper added the (?P<component>[a-z][a-z-]*) area to the Debian sources in this file$")
@@ -249,9 +236,8 @@ def parse_kit_components(lines: list[str]) -> list[tuple[str, str]]:
 
 class KitComponents(FactBase[list[tuple[str, str]]]):
     """
-    The archive areas the kit added to the host's Debian sources, by the record line it
-    left in each file it changed (COMPONENT_MARK): ``[("contrib",
-    "/etc/apt/sources.list.d/debian.sources")]``. None where it left no record.
+    The archive areas the kit added to the host's Debian sources, by its record line in each
+    file (COMPONENT_MARK): ``[("contrib", "/etc/apt/sources.list.d/debian.sources")]``.
     """
 
     @staticmethod

@@ -1,7 +1,6 @@
 """
 Facts for a GPU pod's persistent root (host data `persistent_root`): what each of the kit's
-folders is on the host now (a link, a folder, missing), and the server processes the kit
-would end (an unsupervised server of its own).
+folders is on the host now (a link, a folder, missing).
 """
 
 from __future__ import annotations

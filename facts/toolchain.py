@@ -50,13 +50,10 @@ def parse_host_tools(lines: list[str]) -> HostToolsInfo:
             tools.append((key[5:], value))
         elif key and value:
             values.setdefault(key, value)
-    nvcc_version = None
-    m = re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", values.get("nvcc_release", ""))
-    if m:
-        nvcc_version = m.group(1)
-    else:
-        m = re.search(r"release (\d+\.\d+)", values.get("nvcc_release", ""))
-        nvcc_version = m.group(1) if m else None
+    release = values.get("nvcc_release", "")
+    m = (re.search(r"release \d+\.\d+, V(\d+\.\d+\.\d+)", release)
+         or re.search(r"release (\d+\.\d+)", release))
+    nvcc_version = m.group(1) if m else None
     py = re.match(r"^(\d+)\.(\d+)$", values.get("python3_version", ""))
     lists = values.get("apt_lists", "0")
     return HostToolsInfo(
@@ -106,12 +103,8 @@ class HostTools(FactBase[HostToolsInfo]):
 
 def parse_program_states(lines: list[str]) -> dict[str, str]:
     """`supervisorctl status` lines -> program name: state ("RUNNING", "FATAL", ...)."""
-    states: dict[str, str] = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) >= 2 and re.match(r"^[A-Z]+$", parts[1]):
-            states[parts[0]] = parts[1]
-    return states
+    rows = (line.split() for line in lines)
+    return {p[0]: p[1] for p in rows if len(p) >= 2 and re.match(r"^[A-Z]+$", p[1])}
 
 
 class SupervisorPrograms(FactBase[dict[str, str] | None]):

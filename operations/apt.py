@@ -28,10 +28,7 @@ def held(packages: list[str]):
     """
     Hold packages at their installed version (apt-mark hold), unless already held, and
     record the holds it set (the uninstall releases them).
-
-    + packages: package names
     """
-
     missing = [p for p in packages if p not in host.get_fact(AptHolds)]
     if not missing:
         host.noop(f"{', '.join(packages)} already held")

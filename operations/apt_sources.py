@@ -9,6 +9,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
+from beekeeper.facts.host import DebianComponents
 from beekeeper.facts.lifecycle import component_mark
 
 
@@ -21,16 +22,13 @@ def source_reused(path: str, signed_by: str | None):
     + signed_by: the keyring it names
     """
     host.noop(f"{path} already provides this repository (signed by {signed_by or 'apt'})")
-    return
-    yield  # an operation is a generator
+    yield from ()  # an operation is a generator
 
 
 def component_command(component: str) -> str:
-    """Add an archive area to each Debian source that lacks it: `Components:` of the deb822
-    .sources files that name a Debian mirror, and the `deb` lines of /etc/apt/sources.list;
-    each file changed gets the kit's record line (facts/lifecycle.py COMPONENT_MARK), which
-    the uninstall reverts by; then refresh apt's lists. A file with nothing to add is left
-    as it is, record included: a second run changes nothing."""
+    """Add an archive area to each Debian source that lacks it (deb822 `Components:`,
+    sources.list `deb` lines), with the kit's record line (COMPONENT_MARK) in each file it
+    changes; then refresh apt's lists. A second run changes nothing."""
     mark = shlex.quote(component_mark(component))  # checks the name: it reaches sed unquoted
     add = f"/ {component}( |$)/!s/$/ {component}/"
 
@@ -50,11 +48,7 @@ def component_enabled(component: str):
     """
     Enable an archive area (Debian's `contrib`) on the host's Debian sources, as NVIDIA's
     Debian steps do (`add-apt-repository contrib`): see component_command.
-
-    + component: the archive area
     """
-    from beekeeper.facts.host import DebianComponents
-
     if component in host.get_fact(DebianComponents):
         host.noop(f"Debian's {component} area is enabled")
         return

@@ -66,7 +66,6 @@ def images_pruned(repo: str, keep: list[str], newest: int = 2):
     + keep: tags that must stay
     + newest: how many of the newest tags stay
     """
-
     tags = host.get_fact(ImageTags, repo=repo)
     stale = [t for t in tags[newest:] if t not in keep]
     if not stale:

@@ -1,7 +1,6 @@
 """
-Gateway operations: put a checked HAProxy config in place, build the backends' key map from
-root-only files, prune stale key files, and wait for the gateway after a change (rolling
-its config back when it does not answer).
+Gateway operations: a checked HAProxy config, the backends' key map built from root-only
+files, stale key files pruned, and the wait after a change (rolled back if it fails).
 """
 
 from __future__ import annotations
@@ -12,14 +11,13 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import Sha1File
 
-from beekeeper.core.gateway import PATHS
+from beekeeper.core.gateway import PATHS as GP  # the gateway's host files
 from beekeeper.core.paths import prev
 from beekeeper.facts.services import FolderFiles
 
 from .shell import StreamedCommand
 
 q = shlex.quote
-GP = PATHS  # the gateway's host files
 
 
 @operation()
@@ -67,7 +65,6 @@ def files_pruned(folder: str, keep: list[str]):
     """
     Remove the files of a folder the kit owns that this deploy no longer writes.
 
-    + folder: the folder
     + keep: file names that stay
     """
     stale = [f for f in host.get_fact(FolderFiles, path=folder) if f not in keep]

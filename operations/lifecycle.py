@@ -1,7 +1,6 @@
 """
 Lifecycle operations: remove what an upgrade left behind, and everything the kit put on a
-host (the uninstall). Each reads what is there, and removes only that; each says how much
-disk it frees.
+host (the uninstall), only what is there; each says how much disk it frees.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def mib(kib: int) -> str:
 
 
 def freed_line(what: str, kib: int) -> str:
-    """The line a removal ends with: what went, and the disk it freed (as du counted it)."""
+    """The line a removal ends with: what went, and the disk it freed."""
     return f"echo {q(f'beekeeper: removed {what}: {mib(kib)} freed')}"
 
 
@@ -64,7 +63,6 @@ def paths_removed(paths: list[str], what: str):
     """
     Remove files and folders the kit made, those that are there.
 
-    + paths: absolute paths
     + what: what they are, for the last line
     """
     present = host.get_fact(PresentPaths, paths=paths)
@@ -81,8 +79,6 @@ def empty_folders_removed(paths: list[str]):
     """
     Remove folders the kit made once they are empty (in order: children first); a folder
     that still holds something (yours) stays.
-
-    + paths: absolute paths
     """
     present = host.get_fact(PresentPaths, paths=paths)
     if not present:
@@ -97,7 +93,6 @@ def file_removed_if_kit(path: str, pattern: str):
     Remove a file the kit wrote, only while it holds what the kit wrote (the same file with
     other lines is yours, or was there before).
 
-    + path: the file
     + pattern: a regular expression the whole of what the kit wrote matches (the CUDA
       release in it follows the deploy that wrote it, not the host data of today)
     """
@@ -115,10 +110,8 @@ SYSTEMD_RUNS = "[ -d /run/systemd/system ]"  # systemd is PID 1 (else runtime su
 
 
 def unit_removal(unit_name: str, unit_path: str, dropin_dir: str) -> list[str]:
-    """Shell lines that stop, disable and remove a systemd unit the kit wrote, and its
-    rollback copy; its drop-in folder goes when empty (files there are yours). Each line
-    tolerates what an earlier, partial removal left; where systemd is not PID 1, only the
-    files go."""
+    """Shell lines that remove a systemd unit the kit wrote (unit_removed), each tolerating
+    an earlier, partial removal; where systemd is not PID 1, only the files go."""
     unit = q(unit_name)
     return [
         f"if {SYSTEMD_RUNS}; then systemctl disable --now {unit} 2>/dev/null || "
@@ -137,7 +130,6 @@ def unit_removed(unit_name: str, unit_path: str, dropin_dir: str):
     drop-in folder goes when empty (files there are yours).
 
     + unit_name, unit_path: the unit
-    + dropin_dir: its drop-in folder
     """
     if not host.get_fact(PresentPaths, paths=[unit_path, prev(unit_path)]):
         host.noop(f"{unit_name} is not installed")
@@ -164,8 +156,6 @@ def images_removed(repo: str):
 def holds_released(packages: list[str]):
     """
     Release the apt holds the kit set on packages (apt-mark unhold), those held.
-
-    + packages: names
     """
     held = [p for p in packages if p in host.get_fact(AptHolds)]
     if not held:
@@ -174,11 +164,8 @@ def holds_released(packages: list[str]):
     yield "apt-mark unhold " + " ".join(q(p) for p in held)
 
 
-# packages whose purge deletes data that is not theirs: Debian's and Ubuntu's docker.io
-# (its prerm `remove` copies nuke-graph-directory.sh into /var/lib/docker, and its postrm
-# `purge` runs it, which ends in `rm -rf /var/lib/docker/*`: every image, container and
-# volume). Such a package is removed first, that copy deleted, and then purged with the rest:
-# its files and conffiles go, the data stays.
+# packages whose purge deletes data that is not theirs, and the script that does it: removed
+# first, that script deleted, then purged (docs/lifecycle.md, docker.io)
 PURGE_WIPES = {"docker.io": "/var/lib/docker/nuke-graph-directory.sh"}
 
 
@@ -201,7 +188,7 @@ def packages_purged(packages: list[str], along: list[str] | None = None):
         return
     apt = "DEBIAN_FRONTEND=noninteractive apt-get -y -q {} --allow-change-held-packages "
     wipers = [p for p in packages if p in PURGE_WIPES]
-    if wipers:  # removed first, the wiping script taken away, then purged with the rest
+    if wipers:
         yield (apt.format("remove") + " ".join(q(p) for p in wipers) + " && rm -f "
                + " ".join(q(PURGE_WIPES[p]) for p in wipers))
     yield apt.format("purge") + " ".join(q(p) for p in packages)
@@ -209,8 +196,6 @@ def packages_purged(packages: list[str], along: list[str] | None = None):
 
 def purge_extras(packages: list[str], along: list[str]) -> list[str]:
     """What `apt-get purge PACKAGES` would also remove beyond them and `along`."""
-    if not packages:
-        return []
     would = host.get_fact(AptPurgeWould, packages=packages)
     return [p for p in would if p not in packages and p not in along]
 
@@ -219,12 +204,9 @@ def purge_extras(packages: list[str], along: list[str]) -> list[str]:
 def left_in_place(why: str):
     """
     A step that changes nothing and says what stays, and why (so --dry lists it too).
-
-    + why: the line
     """
     host.noop(why)
-    return
-    yield  # an operation is a generator
+    yield from ()  # an operation is a generator
 
 
 @operation()
@@ -247,12 +229,10 @@ def account_removed(account: str):
 
 
 def component_revert_command(component: str, files: list[str]) -> str:
-    """Take an archive area the kit added back out of the Debian lines of the files it
-    added it to (deb822 `Components:`, sources.list `deb` lines: those
-    apt_sources.component_command edits), with the record line the kit left there; then
-    refresh apt's lists (a failure there, offline, changes nothing already done)."""
-    mark = component_mark(component)  # checks the name (it reaches sed unquoted); the
-    # mark holds no character a regular expression reads otherwise
+    """Undo apt_sources.component_command in `files`: the area and the record line out,
+    then apt's lists refreshed (a failure there, offline, changes nothing already done)."""
+    # checks the name (it reaches sed unquoted); the mark holds no regex metacharacter
+    mark = component_mark(component)
     drop = f"s/ {component}( |$)/\\1/"
     edits = " ; ".join(
         f"sed -i -E -e '/^Components:/{{{drop}}}' -e '/^deb(-src)? .*debian/{{{drop}}}' "
@@ -267,7 +247,6 @@ def components_reverted(component: str, files: list[str]):
     Remove an archive area (Debian's contrib) from the sources files the kit added it to,
     by the record line it left in each (facts/lifecycle.py COMPONENT_MARK).
 
-    + component: the archive area
     + files: the files the kit's record names
     """
     if not files:
@@ -278,9 +257,8 @@ def components_reverted(component: str, files: list[str]):
 
 def without_runtime(text: str, runtime: str, binary: str) -> dict[str, Any] | None:
     """Docker's daemon.json less the `runtimes.<runtime>` entry that runs `binary` (as
-    `nvidia-ctk runtime configure` writes it); an emptied `runtimes` goes, and so does a
-    `default-runtime` naming it (Docker would not start without the runtime). None when
-    there is no such entry (or the file is not a JSON object): nothing to change."""
+    `nvidia-ctk runtime configure` writes it), an emptied `runtimes` and a `default-runtime`
+    naming it (Docker would not start without it); None when there is no such entry."""
     try:
         config = json.loads(text)
     except ValueError:
@@ -306,7 +284,6 @@ def docker_runtime_removed(daemon_json: str, runtime: str, binary: str, restart:
     Remove the runtime entry nvidia-ctk added to Docker's daemon.json, keeping every other
     setting (a file left with none goes); restart Docker, if it runs, only when it changed.
 
-    + daemon_json: the file
     + runtime, binary: the entry's name and the program it runs
     + restart: whether Docker stays installed (else there is nothing to restart)
     """

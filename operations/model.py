@@ -26,8 +26,7 @@ def model_placed(dest: str, sha256: str, local_src: str, stamps: str):
     + dest: path of the model on the host
     + sha256: expected sha256 of the file
     + local_src: the file on the controller
-    + stamps: the folder of sha256 stamps (facts.gguf.Sha256File): a placed file is
-      stamped, so the next run reads its hash instead of hashing it again
+    + stamps: the folder of sha256 stamps (facts.gguf.Sha256File): a placed file is stamped
     """
     if _already(dest, sha256, stamps):
         return

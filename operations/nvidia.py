@@ -17,16 +17,14 @@ from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 
 
 def kit_driver_holds(record: list[str]) -> list[str]:
-    """The driver packages in the kit's record of its holds (HOLDS_RECORD, one name a line,
-    `libnvidia-compute-580:amd64` or `nvidia-open`): holds an earlier beekeeper set, before
-    the branch's pinning package alone kept the branch. The user's own holds are not in it."""
+    """The driver packages in the kit's record of its holds (HOLDS_RECORD, one name a line:
+    `libnvidia-compute-580:amd64`), set by an earlier beekeeper; the user's are not in it."""
     names = [line.strip() for line in record if line.strip()]
     return sorted({n for n in names if n.split(":", 1)[0].startswith(DRIVER_PACKAGE_PREFIXES)})
 
 
 def release_command(names: list[str]) -> str:
-    """apt-mark unhold `names`, then drop them from the record (what the uninstall releases
-    later is what is left in it)."""
+    """apt-mark unhold `names`, then drop them from the record the uninstall releases by."""
     words = " ".join(shlex.quote(n) for n in names)
     keep = " ".join(f"-e {shlex.quote(n)}" for n in names)
     rec = shlex.quote(HOLDS_RECORD)
@@ -51,8 +49,8 @@ def kit_driver_holds_released():
 @operation()
 def nvidia_runtime_registered():
     """
-    Register the nvidia runtime with Docker (`nvidia-ctk runtime configure`), only when
-    `docker info` does not list it. nvidia-ctk merges its keys into daemon.json.
+    Register the nvidia runtime with Docker (`nvidia-ctk runtime configure`, which merges its
+    keys into daemon.json), only when `docker info` does not list it.
     """
     if host.get_fact(DockerEngine).nvidia_runtime:
         host.noop("Docker already knows the nvidia runtime")
@@ -83,7 +81,6 @@ def gpu_checked_in_container(image: str, after_change: bool, desktop: bool = Fal
     + after_change: whether this run changed the image or the toolkit
     + desktop: the engine is Docker Desktop's (its own GPU support, no Container Toolkit)
     """
-    # Nothing changed, and the GPU was seen from a container of this image?
     if not after_change and host.get_fact(GpuInContainer, image=image):
         host.noop("the GPU is visible inside a container of the server image")
         return
@@ -92,17 +89,9 @@ def gpu_checked_in_container(image: str, after_change: bool, desktop: bool = Fal
                         f" || {{ echo {shlex.quote(fix)} >&2; exit 1; }}")
 
 
-# The packages of an NVIDIA driver, whoever installed them, by name (`dpkg-query`'s
-# ${binary:Package}, so an i386 copy is named and purged too): Ubuntu's own and NVIDIA's
-# Ubuntu packages (branch-suffixed up to 580, with -server and -open variants; branch-less
-# from 590), Ubuntu's precompiled signed modules (linux-modules/objects/signatures-nvidia-*),
-# Debian's names (Debian's archive and NVIDIA's debian12/13 repositories), NVIDIA's
-# meta-packages and branch lock. Every library of the driver is a libnvidia-* (the
-# exceptions in KEEP_PATTERN are not the driver). Other nvidia-* packages are not the driver
-# and stay: the CUDA toolkit (nvidia-cuda-toolkit, nvidia-cuda-dev, nvidia-profiler, ...),
-# nvidia-prime, nvidia-settings, nvidia-xconfig, the Container Toolkit (nvidia-container-*,
-# libnvidia-container*), fabric manager and IMEX (nvidia-fabricmanager-*, nvidia-imex-*,
-# libnvidia-nscq-*), GPUDirect Storage (nvidia-fs-dkms), nvidia-driver-assistant.
+# The packages of an NVIDIA driver, whoever installed them, by name (dpkg's
+# ${binary:Package}: i386 copies too); which stay: docs/hosts-as-you-find-them.md,
+# upgrade_driver. Every library of the driver is a libnvidia-* but KEEP_PATTERN's.
 PURGE_NAMES = (
     "cuda-drivers(-[0-9]+)?",
     "nvidia-driver-pinning-.+",
@@ -148,16 +137,13 @@ PURGE_EXTRA = ("apt-get -s -q purge --allow-change-held-packages $pkgs 2>/dev/nu
 
 
 def purge_command(branch: int | None = None) -> str:
-    """Unhold, then purge, every installed driver package the host has now (read on the
-    host: the names depend on who installed the driver). apt first simulates the purge: if
-    it would take along anything else (a package that depends on the driver, such as
-    Ubuntu's nvidia-cuda-dev on libnvidia-compute), nothing is purged and the deploy stops
-    naming those packages."""
-    extra = PURGE_EXTRA
+    """Unhold, then purge, every driver package the host has (names read on the host); none
+    where apt would take along anything else (Ubuntu's nvidia-cuda-dev needs
+    libnvidia-compute): the deploy stops naming those packages."""
     stop = ("beekeeper: purging the installed NVIDIA driver would also remove packages "
             "that depend on it; nothing was purged: remove them yourself (reinstall them "
             "after the new driver), or update the driver by hand; apt would remove:")
-    return (f"pkgs=$({purge_pick(branch)}); [ -z \"$pkgs\" ] || {{ extra=$({extra}); "
+    return (f"pkgs=$({purge_pick(branch)}); [ -z \"$pkgs\" ] || {{ extra=$({PURGE_EXTRA}); "
             f"if [ -n \"$extra\" ]; then echo {shlex.quote(stop)} $extra >&2; exit 1; fi; "
             "apt-mark unhold $pkgs >/dev/null && "
             "DEBIAN_FRONTEND=noninteractive apt-get purge -y $pkgs; }")
@@ -166,9 +152,8 @@ def purge_command(branch: int | None = None) -> str:
 @operation()
 def driver_purged(branch: int | None = None):
     """
-    Purge the NVIDIA driver that is installed (host data upgrade_driver), before the kit
-    installs its pinned branch: two drivers' packages side by side conflict or leave the
-    kernel module and the libraries apart. The running module stays loaded until the reboot.
+    Purge the installed NVIDIA driver (host data upgrade_driver) before the kit installs its
+    pinned branch: two drivers' packages side by side conflict or split module and libraries.
 
     + branch: the branch the kit installs next (its lock package, if there, stays)
     """
@@ -198,19 +183,15 @@ def driver_installed(package: str, after_purge: bool = False):
 @operation()
 def driver_installable(packages: list[str], branch: int, older: str, replacing: bool = False):
     """
-    Debian 12: ask apt, without installing anything, whether NVIDIA's driver packages can
-    be installed with the dkms Debian 12 ships (3.0.10; bookworm-backports has none); newer
-    driver packages are reported to need a newer dkms. apt's lists are refreshed first
-    (NVIDIA's repository may have been added in this run). Stops, before the driver or the
-    boot changes, with the fix when they cannot.
+    Debian 12: ask apt, installing nothing, whether NVIDIA's driver packages install with
+    Debian 12's dkms; stop with the fix where they cannot (docs/hosts-as-you-find-them.md).
 
     + packages: the pinning and driver meta-packages
     + branch: the branch they lock to
     + older: the way with an older branch, as preflight's rule allows it for cuda_version
       (tasks/driver_preflight.older_branch_advice: never a branch below 580 for CUDA 13)
     + replacing: the driver installed now is purged first (upgrade_driver): apt is asked
-      with its packages removed, as they will be, not beside them (Debian's nvidia-driver
-      535 needs its own libcuda1 and would make any other branch look uninstallable)
+      with its packages removed, as they will be
     """
     if not replacing and all(p in host.get_fact(LinuxDriverPackages) for p in packages):
         host.noop("the driver packages are installed")
@@ -227,16 +208,12 @@ def driver_installable(packages: list[str], branch: int, older: str, replacing: 
 
 def installable_command(pinning: str, packages: list[str], fix: str,
                         replacing: int | None = None) -> str:
-    """apt's simulation of installing `pinning` and `packages` as the install will: with the
-    pins the pinning package ships (fetched and unpacked into a temporary folder, not
-    installed), so apt picks the branch's versions, not the newest; `fix` on failure.
-
-    `replacing`: the branch an upgrade installs. apt is then given dpkg's status without the
-    packages the purge removes (purge_pick), the host as the install will find it. Marking
-    them for removal instead would not do: NVIDIA's Debian packages reuse Debian's names
-    (libcuda1, nvidia-smi), so the install needs some of them back at the new version. When
-    the purge would take other packages along, there is no such host to ask about: the
-    purge step stops before it removes anything, naming them (purge_command)."""
+    """apt's simulation of installing `pinning` and `packages` with the pins the pinning
+    package ships (unpacked, not installed), so apt picks the branch's versions; `fix` on
+    failure. `replacing`: the branch an upgrade installs; apt is given dpkg's status without
+    the packages the purge removes (purge_pick). Not marked for removal instead: NVIDIA's
+    Debian packages reuse Debian's names (libcuda1), so the install needs some back. Where
+    the purge would take others along, the purge step stops first (purge_command)."""
     names = " ".join(shlex.quote(p) for p in [pinning, *packages])
     simulate = ("out=$(apt-get install -s --no-install-recommends STATE"
                 f"-o Dir::Etc::Preferences=\"$tmp/preferences\" {names} 2>&1) || "

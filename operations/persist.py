@@ -1,7 +1,6 @@
 """
 GPU pods (runtime supervisor): the kit's folders as links into the persistent root, and the
-end of an unsupervised server of the kit's (one a killed supervisord left, from a kit
-before the server died with its supervisor).
+end of an unsupervised server of the kit's (one a killed supervisord left).
 """
 
 from __future__ import annotations
@@ -94,7 +93,6 @@ def kit_folder(path: str, mode: str = "0755"):
     One of the kit's own folders there: a folder, or on a GPU pod a link to its folder on
     the persistent root (pyinfra's files.directory refuses a link where a folder is asked).
 
-    + path: the folder
     + mode: its mode where the kit makes it
     """
     now = host.get_fact(PathKinds, paths=[path]).get(path)

@@ -43,7 +43,6 @@ def secret_file(dest: str, sha1: str):
     + dest: the file on the host
     + sha1: sha1 of the wanted content (computed on the controller)
     """
-
     info = host.get_fact(File, path=dest)
     if (host.get_fact(Sha1File, path=dest) == sha1 and info and info.get("mode") == 600
             and info.get("user") == "root"):
@@ -74,7 +73,6 @@ def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
     + var: variable name, e.g. LLAMA_API_KEY
     + quoted: `VAR='<key>'`, which compose reads literally (it interpolates `$` otherwise)
     """
-
     if host.get_fact(Sha1File, path=env_path) == expected_sha1:
         host.noop(f"{env_path} is up to date")
         return

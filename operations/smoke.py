@@ -10,7 +10,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from beekeeper.core.paths import ServicePaths, hostside_script
+from beekeeper.core.paths import ServicePaths, bracketed, hostside_script
 from beekeeper.core.runtime import Runtime
 from beekeeper.hostside import rollback_command
 
@@ -20,8 +20,7 @@ q = shlex.quote
 
 
 def serving(profile: str, bind_address: str, port: int) -> str:
-    addr = f"[{bind_address}]" if ":" in bind_address else bind_address
-    return f"{profile} on {addr}:{port}"
+    return f"{profile} on {bracketed(bind_address)}:{port}"
 
 def owner_args(paths: ServicePaths, runtime: Runtime, model: str) -> str:
     """hostcheck.py's arguments that say which process must answer on the port (the

@@ -26,7 +26,6 @@ def git_fetched(url: str, commit: str, dest: str):
     Check out `commit` of the repository at `url` into `dest` (a shallow fetch by full
     commit hash, as GitHub allows), unless `git rev-parse HEAD` there already says it.
 
-    + url: repository URL
     + commit: 40-hex commit hash
     + dest: folder on the host (replaced only once the new checkout is verified)
     """
@@ -55,7 +54,6 @@ def tarball_unpacked(tarball: str, tree_id: str, dest: str):
 
     + tarball: the .tar.gz on the host (one top folder)
     + tree_id: the tarball's sha256, recorded in `dest` as what it holds
-    + dest: folder on the host
     """
     if host.get_fact(SourceTreeId, path=dest) == tree_id:
         host.noop(f"{dest} holds {tree_id[:12]}")

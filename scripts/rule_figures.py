@@ -37,7 +37,7 @@ RUNTIME_MODULE = Path("beekeeper/core/runtime.py")
 # a name or attribute that is the way of running itself
 WAY = {"mode", "runtime", "rt", "server_runtime", "requested_runtime"}
 # the Runtime's questions, counted where asked of a runtime (`facts.runtime.native`, `rt.compose`)
-QUESTIONS = {"native", "container", "compose", "supervised", "env_quoted", "dropin", "recorded"}
+QUESTIONS = {"native", "container", "compose", "supervised", "env_quoted", "recorded"}
 # objects whose `mode` is a file's (stat), not the server's
 NOT_A_WAY = {"info", "st"}
 # functions about Docker's own runtimes (nvidia-container-runtime), not the server's

@@ -1,12 +1,7 @@
 """
-NVIDIA Container Toolkit: pinned packages from NVIDIA's signed repository, the nvidia
-runtime registered with Docker only when missing (Docker restarted only then; daemon.json
-never rewritten by the kit), CDI refresh units, and a GPU check inside a container.
-
-Docker Desktop (WSL2) brings its own GPU support: its engine runs `--gpus all` containers
-on the Windows driver, and there is no toolkit in the distro to install or `nvidia-ctk` to
-configure. So on Desktop the toolkit steps are left out, and the GPU check inside a
-container runs all the same.
+NVIDIA Container Toolkit: pinned packages from NVIDIA's signed repository, the nvidia runtime
+registered with Docker only when missing (Docker restarted only then), CDI refresh units, and
+a GPU check inside a container.
 """
 
 from __future__ import annotations
@@ -33,8 +28,8 @@ def gpu_in_containers(cfg: HostConfig, facts: HostFacts) -> bool:
 
 
 def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
-    """The toolkit is installed and registered with the host's own engine; Docker Desktop's
-    engine has its own GPU support and no nvidia-ctk to configure."""
+    """The toolkit is installed for the host's own engine; Docker Desktop's (WSL2) runs
+    `--gpus all` on the Windows driver and has no nvidia-ctk to configure."""
     return gpu_in_containers(cfg, facts) and facts.docker.flavour != "docker-desktop"
 
 
@@ -44,10 +39,9 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     version = cfg.data.container_toolkit_version or TOOLKIT_VERSION
     ops = nvidia_repos.toolkit_repo(nvidia_repos.repos(cfg, facts))
     specs = [f"{p}={version}" for p in PACKAGES]
-    install = apt.packages(
+    ops.append(apt.packages(
         name=f"Install the NVIDIA Container Toolkit {version} (pinned)",
-        packages=specs, update=bool(missing_packages(specs)), no_recommends=True)
-    ops.append(install)
+        packages=specs, update=bool(missing_packages(specs)), no_recommends=True))
     ops.append(held(name="Hold the Container Toolkit packages at the pinned version",
                     packages=list(PACKAGES)))
     runtime = nvidia.nvidia_runtime_registered(name="Register the nvidia runtime with Docker")
@@ -63,9 +57,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
 
 def check_in_container(cfg: HostConfig, facts: HostFacts, image: str,
                        upstream: list[OperationMeta]) -> list[OperationMeta]:
-    """The GPU seen from a container of the server image, for every CUDA server in a
-    container (on Docker Desktop too, where the toolkit steps are left out); run again when
-    the toolkit or the image changed in this run (`upstream`)."""
+    """The GPU seen from a container of the server image (on Docker Desktop too); run again
+    when the toolkit or the image changed in this run (`upstream`)."""
     if not gpu_in_containers(cfg, facts):
         return []
     return [nvidia.gpu_checked_in_container(

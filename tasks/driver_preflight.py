@@ -1,8 +1,7 @@
 """
-Preflight of the NVIDIA driver on the host: the driver that is there against the CUDA the
-image or build asks for, the branch the kit would install, and the host states where an
-install would loop or break (a driver that does not load, Secure Boot without an enrolled
-key). Called from tasks/preflight.py before any change.
+Preflight of the NVIDIA driver, before any change: the driver there against the CUDA asked for,
+the branch the kit would install, and the hosts where an install would loop or break
+(docs/hosts-as-you-find-them.md).
 """
 
 from __future__ import annotations
@@ -74,22 +73,10 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
 
 def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
                          own: AptPolicyInfo, follow: AptPolicyInfo) -> None:
-    """Before the kit installs a driver, the kernel headers it installs beside it can be had,
-    from apt's lists as they are (no apt update before any change):
-
-    - a Debian backports kernel (6.12 on Debian 12): the release's headers meta-package
-      (`linux-headers-amd64`) follows the release's own kernel series, as a meta-package of
-      each kernel flavour depends on the headers of its suite's current ABI (Debian wiki,
-      DebianKernelABIChanges), and apt prefers the release's (priority 500) over backports'
-      (100); DKMS would get 6.1 headers, and none for the next backports kernel, so the module
-      would not load after the next kernel update. Passes once the meta-package installed
-      is of the running kernel's series (installed from backports, it follows backports);
-    - the running kernel's own headers (`linux-headers-$(uname -r)`) installed or offered:
-      a suite carries its current kernel only, and a new ABI renames the packages, so an
-      older running kernel's headers are gone from the archive and the headers step would
-      stop mid-deploy. Judged only where apt's lists offer the meta-package (lists that
-      know the distro's kernels), so a host without lists is not refused by this rule.
-    """
+    """Before the kit installs a driver, the kernel headers it installs beside it can be had
+    from apt's lists as they are: a backports kernel's meta-package of its own series, and the
+    running kernel's own headers (docs/hosts-as-you-find-them.md, "Which driver the kit
+    installs"); the latter judged only where the lists offer the meta-package."""
     suite = backports_suite(os_release, kernel)
     installed = series(follow.installed)
     if suite and installed != series(kernel):
@@ -170,9 +157,8 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
 
 
 def check_cards_memory(cfg: HostConfig, gpu: NvidiaSmiInfo) -> None:
-    """A host of several cards (a 4090 and a 3090): the services' planned VRAM, with 1 GiB to
-    spare, fits each card, so the smallest one is the measure (the unit gives the server every
-    GPU; the budget is per card). One card: preflight's own VRAM check."""
+    """A host of several cards: the services' planned VRAM, with 1 GiB to spare, fits the
+    smallest (the unit gives the server every GPU). One card: preflight's own VRAM check."""
     cards = [c for c in gpu.gpus if c.memory_total_mib]
     if len(gpu.gpus) < 2 or not cards:
         return
@@ -190,9 +176,8 @@ def check_cards_memory(cfg: HostConfig, gpu: NvidiaSmiInfo) -> None:
 
 
 def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
-    """The arch list to build for: host data `cuda_arch`, else every card's own arch when
-    the host has cards of more than one (a 4090 and a 3090: '86;89'), else None (the
-    build takes the one card's)."""
+    """The arch list to build for: host data `cuda_arch`, else every card's own arch where
+    they differ (a 4090 and a 3090: '86;89'), else None (the build takes the one card's)."""
     if cfg.data.cuda_arch or gpu is None or not gpu.gpus:
         return cfg.data.cuda_arch
     archs = sorted({cuda_arch_from_compute_cap(c.compute_cap) for c in gpu.gpus
@@ -221,9 +206,8 @@ def _cards(gpu: NvidiaSmiInfo) -> list[tuple[str, str]]:
 
 
 def cuda_judged(cfg: HostConfig, cuda: str | None) -> str:
-    """The CUDA release preflight judges the driver and cards against: `cuda` where it is
-    another than host data's (the host's own toolkit builds: tasks/preflight.py; the driver
-    tasks pass HostFacts.cuda_version), else host data `cuda_version`."""
+    """The CUDA release the driver and cards are judged against: `cuda` where given (the host's
+    own toolkit's, or HostFacts.cuda_version), else host data `cuda_version`."""
     return cuda or cfg.data.cuda_version
 
 
@@ -326,22 +310,10 @@ def older_branch_advice(cfg: HostConfig, branch: int, cuda: str | None = None) -
 
 def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
                    cuda: str | None = None) -> str | None:
-    """Why the installed driver cannot run the chosen CUDA, before any change; None if it can.
-
-    Container mode: the NVIDIA container runtime judges the image's NVIDIA_REQUIRE_CUDA
-    (nvidia/cuda:13.2.x: `cuda>=13.2`, or on datacenter and workstation brands a driver of
-    branch 535, 570, 580 or 590, which run it through the image's cuda-compat libraries)
-    against the CUDA version the driver reports (a 580 driver reports 13.0), its version and
-    the card's brand (nvidia-smi -q "Product Brand"). The kit follows that rule where CUDA
-    itself does: an H200 on 580 runs the 13.2 image; an RTX 4090, or a workstation card whose
-    brand the image lists (Quadro, NVIDIA RTX) but NVIDIA's forward compatibility does not
-    serve (error 804 at start), on 580 is refused before the build. Under WSL2 the brand
-    clauses are not followed: forward compatibility is not supported there. The kit does not
-    set NVIDIA_DISABLE_REQUIRE.
-    Native mode: NVIDIA's minor version compatibility runs a 13.x build on any driver
-    >= 580; the kit builds SASS for the GPU's own arch, so no PTX JIT is needed.
-    `cuda`: the release judged (cuda_judged()).
-    """
+    """Why the installed driver cannot run the chosen CUDA; None if it can. Container mode:
+    the image's NVIDIA_REQUIRE_CUDA, as far as forward compatibility serves the card
+    (docs/hosts-as-you-find-them.md, "The image's own rule"). Native mode: minor version
+    compatibility runs a 13.x build on any driver >= 580 (SASS for the GPU's own arch)."""
     cuda = cuda_judged(cfg, cuda)
     mm = cudacompat.major_minor(cuda)
     floor = cudacompat.minor_compat_branch(cuda)
@@ -375,8 +347,7 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
 
 def reported_cuda(gpu: NvidiaSmiInfo) -> str | None:
     """The CUDA the driver runs: nvidia-smi's "CUDA Version", else the newest its branch
-    reports (cudacompat.cuda_of_branch); None when neither tells (no CUDA line, and no driver
-    version or a branch below the kit's table)."""
+    reports (cudacompat.cuda_of_branch); None when neither tells."""
     if gpu.cuda_version:
         return gpu.cuda_version
     known = cudacompat.cuda_of_branch(gpu.driver_branch) if gpu.driver_branch else None
@@ -392,7 +363,7 @@ def _the_driver(gpu: NvidiaSmiInfo) -> str:
 
 def _the_driver_and(gpu: NvidiaSmiInfo, why: str) -> tuple[str, str]:
     """A refusal's subject and problem from driver_too_old's line, which names the driver
-    first: the driver as it names it (_the_driver), and what it says of it."""
+    first."""
     the = _the_driver(gpu)
     return the, why.removeprefix(f"{the} ")
 
@@ -404,11 +375,9 @@ def _no_cuda_of_branch(gpu: NvidiaSmiInfo) -> str:
 
 def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
                cuda: str | None = None) -> DriverPlan:
-    """A driver older than cuda_version needs: the image follows it (host data
-    `cuda_follows_driver`), the kit replaces it (`upgrade_driver`, native Linux), or the
-    deploy stops with one line offering both. The default stops: replacing a working driver
-    purges packages other software may use and needs a reboot, and following it builds for
-    another CUDA than the one asked for; either is the user's call, not the kit's."""
+    """A driver older than cuda_version needs: the image follows it (`cuda_follows_driver`),
+    the kit replaces it (`upgrade_driver`), or, by default, the deploy stops offering both:
+    a purge and a reboot, or another CUDA than asked for, is the user's call."""
     reported = reported_cuda(gpu)
     release = cudacompat.newest_release(cudacompat.major_minor(reported)) if reported else None
     # a driver that reports no CUDA: no release of its CUDA to name, nor to follow
@@ -446,10 +415,8 @@ OPEN_MIN_CAP = (7, 5)
 
 
 def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
-    """The open kernel modules the kit installs by default need Turing or newer: refused on
-    an older card where the card is known (nvidia-smi ran), before any change. Every card of
-    the host counts (as check_flavour_by_pci counts every PCI id): the driver drives them all,
-    and the unit gives the server every GPU."""
+    """The open kernel modules (the default) need Turing or newer: refused on any older card
+    nvidia-smi names (the driver drives them all, and the unit gives the server every GPU)."""
     if cfg.data.driver_flavour != "open" or gpu is None:
         return
     for card in gpu.gpus:
@@ -470,10 +437,8 @@ FIRST_TURING_PCI_ID = 0x1E00
 
 
 def check_flavour_by_pci(cfg: HostConfig, devices: tuple[int, ...]) -> None:
-    """With no driver yet, nvidia-smi cannot name the card: its PCI device id tells whether
-    the open kernel modules (the default) run on it. Refused before any change, as
-    check_flavour refuses a known card (installing them would end, after the reboot, in a
-    driver that does not load)."""
+    """check_flavour with no driver yet, by PCI device id (installing the open modules on an
+    older card would end, after the reboot, in a driver that does not load)."""
     old = [d for d in devices if d < FIRST_TURING_PCI_ID]
     if not old:
         return
@@ -520,17 +485,9 @@ def enrol_mok(os_id: str) -> str:
 def check_driver_install(packages: list[str], module: NvidiaModuleInfo | None,
                          sb: SecureBootInfo | None, allow_reboot: bool = False,
                          os_id: str = "ubuntu") -> None:
-    """Native Linux with an NVIDIA GPU and no working driver, before the kit installs one.
-
-    "A driver that does not load" (an nvidia module for the running kernel, while nvidia-smi
-    sees no GPU) is refused with its likely cause: installing again and asking for another
-    reboot would loop forever. A module installed since the last boot that can load after
-    one (Secure Boot off, or a DKMS key enrolled) asks for that reboot, and goes on where
-    host data lets the kit reboot. Driver packages (dpkg) without a module for the running
-    kernel go on: the kit installs that kernel's headers, and DKMS builds the module.
-    "No driver" with Secure Boot on is refused unless a DKMS signing key is enrolled as a
-    Machine Owner Key: the module DKMS builds would be rejected at boot.
-    """
+    """Native Linux with an NVIDIA GPU and no working driver, before the kit installs one
+    (docs/hosts-as-you-find-them.md): a driver that does not load is refused with its likely
+    cause (installing again would loop) unless a reboot loads it and host data allows one."""
     sb = sb or SecureBootInfo(state="unknown")
     loadable = not sb.enabled or sb.enrolled_key is not None  # after a reboot
     if module and module.path and not (module.since_boot and loadable and allow_reboot):
@@ -539,8 +496,8 @@ def check_driver_install(packages: list[str], module: NvidiaModuleInfo | None,
 
 
 def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
-    """Before the kit builds an NVIDIA module (a fresh install or an upgrade): with Secure
-    Boot on, a DKMS signing key must be enrolled, or the module is rejected at boot."""
+    """Before the kit builds an NVIDIA module: with Secure Boot on, a DKMS signing key must
+    be enrolled, or the module is rejected at boot."""
     sb = sb or SecureBootInfo(state="unknown")
     if sb.enabled and not sb.enrolled_key:
         pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
@@ -557,9 +514,7 @@ def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
 
 def refuse_unloaded(packages: list[str], module: NvidiaModuleInfo, sb: SecureBootInfo,
                     loadable: bool, os_id: str) -> None:
-    """The refusal for a driver that is installed but does not load, by its likely cause:
-    a key waiting for enrolment, a module installed since the last boot that a reboot loads
-    (Secure Boot off, or its key enrolled), Secure Boot rejecting it, or neither."""
+    """The refusal for a driver that is installed but does not load, by its likely cause."""
     what = ", ".join([str(module.path)] + packages[:3] + (["..."] if len(packages) > 3 else []))
     driver = "the NVIDIA driver"
     head = f"is installed ({what}) but not loaded (nvidia-smi sees no GPU)"

@@ -1,10 +1,6 @@
 """
-Engine check: the server just built takes every service's profile flags (its KV types,
-speculative type and options), read from the server's own `--help`
-(core/engine_flags.py). Checked after the build and before any service changes: a newer
-`source.ref` that renamed or dropped one is one line naming it, and the running server
-keeps serving. Host data `server_extra_args` the help does not list is a warning: the
-user's own flags, which the smoke check judges.
+Engine check: the server built takes every service's profile flags, read from its own `--help`
+(core/engine_flags.py), before any service changes (docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -18,13 +14,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import python
 
 from beekeeper.core.config import HostConfig, ServiceConfig
-from beekeeper.core.engine_flags import (
-    Offered,
-    extra_warning,
-    parse_help,
-    refusal,
-    unaccepted,
-)
+from beekeeper.core.engine_flags import extra_warning, parse_help, refusal, unaccepted
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.engine import ServerHelp
 from beekeeper.facts.hostfacts import HostFacts
@@ -40,10 +30,19 @@ def reader(facts: HostFacts, artifact: str, gpu: bool) -> dict[str, object]:
     return {"binary": binary, "image": image, "gpu": gpu}
 
 
-def judged(cfg: HostConfig, facts: HostFacts, offered: Offered,
+# a server whose --help lists no option (or hangs, or is gone)
+UNREAD = ("the built server's --help listed no options, so its flags are not checked (the "
+          "smoke check judges the server)")
+
+
+def judged(cfg: HostConfig, facts: HostFacts, text: str | None,
            warned: Callable[[str], None]) -> PreflightError | None:
-    """The first service whose profile flags the server refuses, as its one line (None: all
-    taken); each service's server_extra_args it does not list told to `warned`."""
+    """The first service whose profile flags the server's `--help` text refuses, as its one
+    line (None: all taken, or no options listed); what else to tell goes to `warned`."""
+    offered = parse_help(text) if text else None
+    if offered is None:
+        warned(UNREAD)
+        return None
     built = f"source.ref {cfg.source.ref[:12]}"
     for svc in cfg.services:
         args = server_args(cfg, facts.runtime, svc)
@@ -57,12 +56,6 @@ def judged(cfg: HostConfig, facts: HostFacts, offered: Offered,
         if refused is not None:
             return refused
     return None
-
-
-# A server whose --help lists no option (or hangs, or is gone): its flags are not judged,
-# before any change or after the build alike; the smoke check judges whether it runs.
-UNREAD = ("the built server's --help listed no options, so its flags are not checked (the "
-          "smoke check judges the server)")
 
 
 def subject(cfg: HostConfig, svc: ServiceConfig) -> str:
@@ -79,12 +72,7 @@ def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,
     gpu = any(s.profile.backend == "cuda" for s in cfg.services)
     reads = reader(facts, artifact, gpu)
     if not any(op.will_change for op in build_ops):
-        text = host.get_fact(ServerHelp, **reads)
-        offered = parse_help(text) if text else None
-        if offered is None:
-            warn(UNREAD)
-            return []
-        refused = judged(cfg, facts, offered, warn)
+        refused = judged(cfg, facts, host.get_fact(ServerHelp, **reads), warn)
         if refused is not None:
             raise refused
         return []
@@ -97,27 +85,16 @@ def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,
 
 def after_build(cfg: HostConfig, facts: HostFacts,
                 reads: dict[str, object]) -> Callable[[object, Host], bool]:
-    """What pyinfra runs once the build is done (python.call hands it `state` and `host`;
-    a closure, so the command pyinfra shows is its name, not the host's data): a refusal is
-    the line in red naming the host, repeated in the run's summary, and the host fails
-    there."""
+    """What pyinfra runs once the build is done (a closure, so the command pyinfra shows is its
+    name, not the host's data): a refusal is the red line naming the host, and it fails."""
 
     def check_flags(state: object, host: Host) -> bool:
-        name = host.name
-
-        def told(line: str) -> None:
-            click.echo(click.style(f"host {name}: warning: {line}", fg="yellow"), err=True)
-
-        text = host.get_fact(ServerHelp, **reads)
-        offered = parse_help(text) if text else None
-        if offered is None:  # it printed no options: the smoke check judges whether it runs
-            told(UNREAD)
-            return True
-        refused = judged(cfg, facts, offered, told)
+        refused = judged(cfg, facts, host.get_fact(ServerHelp, **reads),
+                         lambda line: warn(line, host.name))
         if refused is None:
             return True
-        failures()[name] = f"host facts: {refused}"
-        click.echo(click.style(f"host {name}: {refused}", fg="red"), err=True)
+        failures()[host.name] = f"host facts: {refused}"
+        click.echo(click.style(f"host {host.name}: {refused}", fg="red"), err=True)
         return False
 
     return check_flags

@@ -1,16 +1,13 @@
 """
-Gateway: one OpenAI endpoint for every model service of every inventory host, on the
-distro's HAProxy. Its config is rendered from the inventory (beekeeper/gateway.py), checked
-with `haproxy -c` before it is put in place, and applied by a reload (open streams go on).
-Keys: the gateway's own key and the backends' keys are root-only files; none is on a
-command line, in the config, in pyinfra's output or in HAProxy's log.
+Gateway: one OpenAI endpoint for every model service of every inventory host, on the distro's
+HAProxy (docs/gateway.md); its config is checked with `haproxy -c` before it is put in place,
+and applied by a reload. Keys are root-only files, never on a command line or in the config.
 """
 
 from __future__ import annotations
 
 import io
 import ipaddress
-import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,6 +18,7 @@ from pyinfra.operations import apt, files, systemd
 
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, HostConfig
+from beekeeper.core.paths import bracketed
 from beekeeper.facts.host import AptPolicy, AptPolicyInfo
 from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.operations.gateway import (
@@ -32,15 +30,13 @@ from beekeeper.operations.gateway import (
 from beekeeper.operations.lifecycle import unit_removed
 from beekeeper.operations.secrets import put_secret, secret_content, sha1_text
 
-q = shlex.quote
 GP = gw.PATHS  # the gateway's host files
 
 
 def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:
-    addr = f"[{cfg_gw.bind_address}]" if ":" in cfg_gw.bind_address else cfg_gw.bind_address
     models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
                        f"{'s' if len(r.upstreams) != 1 else ''})" for r in routes) or "none"
-    return f"gateway on {addr}:{cfg_gw.port} routes {models}"
+    return f"gateway on {bracketed(cfg_gw.bind_address)}:{cfg_gw.port} routes {models}"
 
 
 def _installed(policy: AptPolicyInfo) -> list[OperationMeta]:
@@ -58,8 +54,8 @@ def _installed(policy: AptPolicyInfo) -> list[OperationMeta]:
 
 
 def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
-    """The gateway's own key, each model's backend key, and the map HAProxy reads them
-    from (a change to any means a reload); stale key files go."""
+    """The gateway's key, each backend's key, and the map HAProxy reads them from (a change to
+    any means a reload); stale key files go."""
     changes: list[OperationMeta] = []
     if cfg_gw.api_key_file:
         changes.append(put_secret(name="Store the gateway's API key (root-only file)",
@@ -83,9 +79,9 @@ def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
 
 
 def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]],
-           load: Callable[[Any], HostConfig] | None = None) -> list[OperationMeta]:
+           load: Callable[[Any], HostConfig]) -> list[OperationMeta]:
     """The gateway on this host, for every service of every host in `inventory` (`load`:
-    deploy.py's loader of host data, once per host a run)."""
+    deploy.py's loader of host data)."""
     gcfg = cfg.gateway
     assert gcfg is not None
     # an HAProxy too old for the config stops here, before any change: the one installed,
@@ -95,7 +91,7 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     refusal = gw.haproxy_refusal(version) if version else None
     if refusal:
         raise refusal
-    plan = gw.plan(this_host, inventory, load) if load else gw.plan(this_host, inventory)
+    plan = gw.plan(this_host, inventory, load)
     for line in plan.left_out:
         click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),
                    err=True)
@@ -129,10 +125,8 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
 
 
 def removed() -> list[OperationMeta]:
-    """A host whose data has no `gateway` (and no other inventory host on its machine has
-    one, machines.gateway_kept_by_neighbours): a gateway an earlier deploy put there goes,
-    its unit and its folder (config, the clients' key); HAProxy stays installed (the
-    uninstall removes it). Nothing is queued where there is none."""
+    """A gateway an earlier deploy put on a host whose data now has none: its unit and folder
+    go; HAProxy stays installed (the uninstall removes it)."""
     if not host.get_fact(PresentPaths, paths=[GP.unit, GP.conf_dir]):
         return []
     return [unit_removed(name=f"Remove the gateway {GP.unit_name} (host data has no `gateway`)",

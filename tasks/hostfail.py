@@ -1,17 +1,7 @@
 """
-One host's failure, for deploy.py and uninstall.py alike: while pyinfra prepares a host's
-operations, any error fails that host alone (the kit's own refusals as they are, any other
-as a one-line bug report), redacted, and is named again in the summary the run ends with.
-
-pyinfra 3.10 has no per-host failure while it prepares operations (an exception there stops
-every host), so the host is marked with state.fail_hosts, the call pyinfra itself uses for a
-host that cannot connect.
-
-Before the host's operations are prepared, a host pyinfra is told to reach root on through
-sudo (`--sudo`, or host data `_sudo`) is asked, without sudo, whether sudo is there: where it
-is not (a GPU pod whose login is root, with no sudo installed), every command pyinfra runs
-would fail with `sudo: not found`, so that is one line saying so and what to drop, not a
-fact that cannot be read.
+One host's failure, for deploy.py and uninstall.py alike: any error while pyinfra prepares a
+host's operations fails that host alone, redacted, and is named again in the run's summary
+(docs/architecture.md, "One host's problem stops only that host").
 """
 
 from __future__ import annotations
@@ -30,13 +20,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.context import ctx_host
 from pyinfra.facts.server import Command, Which
 
-from beekeeper.core.errors import (
-    BeekeeperError,
-    ConfigError,
-    PreflightError,
-    Refusal,
-    rebuilt,
-)
+from beekeeper.core.errors import BeekeeperError, ConfigError, PreflightError, Refusal, rebuilt
 from beekeeper.core.redact import redact
 
 # the entry points whose frames are named in a bug's line, beside the kit's own modules
@@ -44,9 +28,8 @@ ENTRY_POINTS = ("deploy.py", "uninstall.py")
 
 
 def on_this_host(prepare: Callable[[], None]) -> None:
-    """Prepare this host's operations (`prepare`, deploy.py's or uninstall.py's); any error
-    fails this host alone: the kit's own as it is, any other as KitBug, except where pyinfra
-    itself failed the host first (a command of a fact failed there: its output is above)."""
+    """Prepare this host's operations; any error fails this host alone: the kit's own as it
+    is, any other as KitBug."""
     try:
         sudo_is_there()
         prepare()
@@ -61,9 +44,8 @@ class HostCommandFailed(Refusal):
 
 
 def sudo_is_there() -> None:
-    """Where this host's commands run through sudo (`--sudo`, host data `_sudo`), sudo must be
-    on the host: asked without sudo, before any other command. Where it is not, one line:
-    the login is root already (drop --sudo), or it is not (log in as root, or install sudo)."""
+    """Where pyinfra is told to reach root through sudo, sudo is there (asked without sudo,
+    before any other command): else every command would fail with `sudo: not found`."""
     this = ctx_host.get()
     wanted, _ = pop_global_arguments(state, this, {})
     if not wanted.get("_sudo") or this.get_fact(Which, command="sudo", _sudo=False):
@@ -83,8 +65,7 @@ def sudo_is_there() -> None:
 
 
 def failures() -> dict[str, str]:
-    """Why each host failed while its operations were prepared (this run's State keeps it),
-    printed as one line a host when the run ends."""
+    """Why each host failed while its operations were prepared (kept on this run's State)."""
     found: dict[str, str] | None = getattr(state, "beekeeper_failures", None)
     if found is None:
         found = {}
@@ -112,10 +93,8 @@ def print_summary(run: Any, found: dict[str, str]) -> None:
 
 
 def fail_this_host(error: BeekeeperError) -> None:
-    """One host's bad data, refusal or bug fails that host only, as an unreachable host
-    does: the line names it, pyinfra marks it failed (no operation of it runs, the exit
-    status is 1), and the other hosts go on. The last host left raises the line instead,
-    so the run fails with it."""
+    """Fail this host only, as pyinfra fails an unreachable one; the last host left raises the
+    line instead, so the run fails with it."""
     this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
     if isinstance(error, KitBug) and this in state.failed_hosts:
         # pyinfra failed the host first (a fact's command failed there, its error printed
@@ -143,8 +122,7 @@ def as_deploy_error(error: BeekeeperError, line: str) -> BeekeeperError:
 
 class KitBug(BeekeeperError):
     """An error that is not one of the kit's own refusals, raised while this host's
-    operations were prepared (a ValueError from a parser, a fact value nobody expected): a
-    bug in beekeeper. It fails this host alone, as a refusal does, with one line."""
+    operations were prepared: a bug in beekeeper."""
 
     @classmethod
     def of(cls, error: Exception) -> KitBug:

@@ -19,10 +19,8 @@ from beekeeper.operations import model as model_ops
 from beekeeper.operations.persist import kit_folder
 
 FETCHER = hostside_script("fetch_model.py")
-# the client the downloader was tested with (resumable http_get, file metadata)
-# huggingface_hub 2.x needs httpx2, which needs Python 3.11: Ubuntu 22.04's 3.10 cannot
-# install it. 1.33.0 (httpx; Python >= 3.10) has the same calls, spelled as `pip freeze`
-# prints it so a second run reinstalls nothing.
+# the client the downloader was tested with: huggingface_hub 2.x needs Python 3.11 (httpx2),
+# which Ubuntu 22.04 lacks; spelled as `pip freeze` prints it, so a second run installs nothing
 HF_HUB_SPEC = "huggingface_hub==1.33.0"
 
 
@@ -32,7 +30,6 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     (the downloader's own set-up does not)."""
     files.directory(name=f"Create the model folder {cfg.data.model_dir}", path=cfg.data.model_dir,
                     mode="0755")
-    result: list[OperationMeta] = []
     wanted: dict[str, ModelFile] = {}
     for svc in cfg.services:
         for model in svc.models():
@@ -40,16 +37,12 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     if any(isinstance(m.source, HfSource) for m in wanted.values()):
         _hf_downloader()
     stamps = sha256_stamps(cfg.data.state_dir)
-    placed: list[tuple[ModelFile, str]] = []  # each file, with the sha256 it must have
-    for model in wanted.values():
-        op, sha256 = _placed(cfg, model, stamps)
-        result.append(op)
-        placed.append((model, sha256))
-    for model, sha256 in placed:  # not in `result`: a stamp is no reason to restart
+    placed = [(model, *_placed(cfg, model, stamps)) for model in wanted.values()]
+    for model, _, sha256 in placed:  # not returned: a stamp is no reason to restart
         model_ops.sha256_stamped(
             name=f"Remember the sha256 of {model.filename} (the next run reads it)",
             path=model.host_path(cfg.data.model_dir), sha256=sha256, stamps=stamps)
-    return result
+    return [op for _, op, _ in placed]
 
 
 def _placed(cfg: HostConfig, model: ModelFile, stamps: str) -> tuple[OperationMeta, str]:

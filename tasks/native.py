@@ -10,7 +10,6 @@ import posixpath
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
-from beekeeper.core.build import build_spec
 from beekeeper.core.config import HostConfig
 from beekeeper.core.native import install_dir, shell_script
 from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX
@@ -18,12 +17,12 @@ from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import native as native_ops
 
 from . import source
+from .server_image import spec_for
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
     """Returns the path of the server binary the unit should run, and the operations."""
-    spec = build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine,
-                      cuda_version=facts.cuda_version, cuda_arch=facts.cuda_arch)
+    spec = spec_for(cfg, facts)
     tag = spec.tag()
     dest = install_dir(NATIVE_PREFIX, tag)
     slug = tag.split(":", 1)[1]

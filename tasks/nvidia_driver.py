@@ -1,23 +1,7 @@
 """
-NVIDIA driver: installed on native Linux only, locked to a branch by NVIDIA's pinning
-package (not held: a hold would also keep out the branch's own updates, security fixes among
-them); never inside WSL2, where the Windows driver is used. A reboot happens only when host
-data allows it. Holds an earlier beekeeper set on the driver packages are released.
-
-NVIDIA's driver installation guide (Ubuntu/Debian, network repository): the kernel
-headers of the running kernel (`linux-headers-$(uname -r)`, DKMS builds the module against
-them) and the headers meta-package of its flavour (so DKMS rebuilds the module for the next
-kernel), on Debian the `contrib` archive area, then `nvidia-driver-pinning-<branch>` (an apt
-preferences file that locks the driver packages to that branch), then `nvidia-open` (the
-open kernel modules, the default: NVIDIA's recommendation from Turing on, required for
-Blackwell) or `cuda-drivers` (host data driver_flavour = "proprietary", needed before Turing).
-
-Preflight (tasks/driver_preflight.py) has already refused, before any change, the hosts
-where this would loop: a driver installed that does not load, and Secure Boot on without an
-enrolled DKMS signing key. What reaches `ensure` is a host with no driver module for the
-running kernel, one installed since the last boot where host data allows the reboot that
-loads it, or (host data upgrade_driver) one whose driver is older than cuda_version needs:
-its NVIDIA driver packages are purged first, whoever installed them.
+NVIDIA driver on native Linux (never inside WSL2), NVIDIA's documented way, locked to its branch
+by the pinning package, not held (docs/gpu-hosts.md, docs/hosts-as-you-find-them.md).
+Preflight (tasks/driver_preflight.py) has refused the hosts where an install would loop.
 """
 
 from __future__ import annotations
@@ -103,17 +87,11 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
 
 def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
                   upgrade: bool, older: str) -> list[OperationMeta]:
-    """Debian: the contrib archive area (NVIDIA's Debian steps); Debian 12: apt's answer to
-    whether the driver packages can be installed with its dkms.
-
-    Why that answer is not read in preflight: whether NVIDIA's packages install on Debian 12
-    depends on what NVIDIA's repository requires and offers (its driver packages' dkms
-    version, any dkms of its own, their dependencies in contrib), and apt knows that only
-    once that repository and contrib are in its lists. Debian's own dkms version (3.0.10,
-    `apt-cache policy dkms`) alone would refuse hosts where NVIDIA's repository brings what
-    its packages need. So apt is asked right after the two additive source changes it
-    needs, and before anything that touches the driver or the boot: the nouveau blacklist,
-    the kernel headers, the purge of an old driver (ensure's order)."""
+    """Debian: the contrib archive area; Debian 12: apt's answer to whether the driver
+    packages install with its dkms. Not asked in preflight: apt knows what NVIDIA's repository
+    requires and offers only once it and contrib are in its lists (Debian's own dkms 3.0.10
+    alone would refuse hosts that work), so it is asked right after those two additive
+    changes, before anything that touches the driver or the boot (ensure's order)."""
     if facts.os.id != "debian":
         return []
     ops = [apt_sources.component_enabled(
@@ -129,19 +107,15 @@ def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
 def _after_install(cfg: HostConfig, ops: list[OperationMeta],
                    arch_known: bool) -> tuple[bool, list[OperationMeta]]:
     """Reboot where host data allows it, else stop and ask for one. After the reboot the
-    deploy goes on where the GPU's arch is known (cuda_arch, or an upgraded driver's card)."""
+    deploy goes on only where the GPU's arch is known (cuda_arch, or an upgraded driver's)."""
     if cfg.data.allow_reboot:
         ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
                                  delay=10, reboot_timeout=600))
         if arch_known:
             return False, ops
-        # The GPU's compute capability comes from nvidia-smi, which did not exist when this
-        # run read its facts; the image tag and cmake flags are fixed from those facts when
-        # the deploy is planned, so a build now would fall back to sm_89 and give an RTX 3090
-        # (sm_86) an image it cannot run. Re-reading facts after the reboot would need a
-        # second planning pass inside one pyinfra run (and --dry could not show it), and
-        # refusing up front would block the driver install on every fresh box. So: install,
-        # reboot, then stop and ask for a second run, which reads the arch; or set cuda_arch.
+        # the build's arch is fixed when the deploy is planned, before nvidia-smi existed (a
+        # fallback sm_89 image would not run on an RTX 3090); re-reading facts would need a
+        # second planning pass in one pyinfra run, so: stop and ask for a second run
         ops.append(server.shell(
             name="Stop: the GPU arch is known only now; deploy again",
             commands=["echo 'beekeeper: NVIDIA driver installed and the host rebooted; its "

@@ -75,14 +75,11 @@ def _prereqs() -> OperationMeta:
                         packages=["gnupg", "wget", "ca-certificates"], no_recommends=True)
 
 
-
 def cuda_repo(r: Repos) -> list[OperationMeta]:
-    """NVIDIA's CUDA repository, once. A host set up NVIDIA's documented way (the
-    cuda-keyring package) already has `cuda-<distro>-x86_64.list` signed by
-    /usr/share/keyrings/cuda-archive-keyring.gpg; a second source for the same URL with
-    another Signed-By makes apt refuse every source list ("Conflicting values set for option
-    Signed-By"), so that source is used as it is, and the kit's own is removed if an earlier
-    run left one."""
+    """NVIDIA's CUDA repository, once. A host set up NVIDIA's documented way (cuda-keyring)
+    has a source for the same URL already, and a second one with another Signed-By makes apt
+    refuse every source list ("Conflicting values set for option Signed-By"): that source is
+    used as it is, and the kit's own removed."""
     others = [s for s in host.get_fact(AptSourcesFor, url=r.cuda)
               if s.path != CUDA_APT.sources]
     if others:
@@ -90,7 +87,7 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
         name = found.path.rsplit("/", 1)[-1]
         return [
             apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
-                          path=found.path, signed_by=found.signed_by),
+                                      path=found.path, signed_by=found.signed_by),
             files.file(name="Remove the kit's own CUDA source (the host has one)",
                        path=CUDA_APT.sources, present=False),
         ]

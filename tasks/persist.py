@@ -1,8 +1,6 @@
 """
-A GPU pod's persistent root (host data `persistent_root`, resolved by preflight): the kit's
-folders become links into it before anything is written there, so a restart of the pod
-that keeps only its volume loses nothing the server needs (beekeeper/core/paths.py,
-PERSISTED). Its start script (tasks/supervisor.py) makes them again after such a restart.
+A GPU pod's persistent root (docs/gpu-containers.md): the kit's folders (core/paths.py,
+PERSISTED) become links into it before anything is written there.
 """
 
 from __future__ import annotations
@@ -29,9 +27,8 @@ def moves_folders(root: str) -> bool:
 
 def ensure(facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     """The kit's folders linked into the persistent root; whether folders moved (then
-    supervisord, which had its files open there, was stopped for the move and started
-    again from the links at once: the service it ran serves on while the build runs, and
-    after a build or engine check that fails)."""
+    supervisord, which had its files open there, is stopped for the move and started again
+    at once, so its service serves on while the build runs)."""
     root = facts.persistent_root
     if not root:
         return False, []

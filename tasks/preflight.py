@@ -15,11 +15,7 @@ from pyinfra.api import FactBase
 from pyinfra.facts.files import Directory, File
 from pyinfra.facts.server import Command
 
-from beekeeper.core.build import (
-    GIB_PER_CPU_JOB,
-    GIB_PER_CUDA_JOB,
-    build_spec,
-)
+from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec
 from beekeeper.core.config import HostConfig, ServiceConfig, gguf_problem, rule_model_in_model_dir
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
@@ -51,10 +47,7 @@ from beekeeper.facts.docker import (
     PortContainers,
 )
 from beekeeper.facts.gguf import FileHead, Sha256File
-from beekeeper.facts.gpu import (
-    GpuInfo,
-    NvidiaSmiInfo,
-)
+from beekeeper.facts.gpu import GpuInfo, NvidiaSmiInfo
 from beekeeper.facts.host import (
     BuildResources,
     DiskOf,
@@ -84,9 +77,8 @@ GIB = 1 << 30
 
 def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     """Each service within the VRAM budget; all of them within the card, 1 GiB to spare. A
-    service's plan is its shape (host data ctx_size and slots) and its model: the user's own
-    GGUF where the controller holds it (model_path), or where the host does (model_host_path:
-    its header read there: `host_gguf`), else the profile's."""
+    service's plan is its shape and its model: the user's own GGUF (on the controller, or on
+    the host: `host_gguf`), else the profile's."""
     from beekeeper.core.planner import PlanError, predict, served_gguf
 
     budget_mib = cfg.data.vram_budget_gib * 1024
@@ -121,8 +113,7 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
 def _served_as(model: ModelFile, model_dir: str, on_host: Path | None,
                gguf: Path | None) -> tuple[str, str]:
     """The host data key that named the model file planned, and the file as the user named
-    it: model_host_path (its header read on the host), model_repo (a Hub file's header, kept
-    on the controller: its repository and name, not that copy) or model_path."""
+    it (a Hub file by its repository and name, not the controller's copy of its header)."""
     if on_host is not None:
         return "model_host_path", model.host_path(model_dir)
     if isinstance(model.source, HfSource):
@@ -130,19 +121,15 @@ def _served_as(model: ModelFile, model_dir: str, on_host: Path | None,
     return "model_path", str(gguf)
 
 
-# How much of a model file on the host the VRAM check reads: a GGUF's header (its metadata,
-# the tokenizer's vocabulary among them, and its tensor table) is a few MiB; the first read
-# takes GGUF_HEADER_FIRST bytes, each next one what the header's numbers say it needs, up to
-# GGUF_HEADER_MAX (a file whose header is longer is not one the planner reads).
+# How much of a model file the VRAM check reads: a GGUF's header (metadata, the tokenizer's
+# vocabulary, the tensor table) is a few MiB; a longer one is not one the planner reads.
 GGUF_HEADER_FIRST = 4 << 20
 GGUF_HEADER_MAX = 256 << 20
 
 
 def gguf_header_command(path: str, length: int) -> str:
     """The shell line that prints a model file's size, then its first `length` bytes gzipped
-    in base64 (`unreadable` where it is not a file it can read, or the host lacks gzip or
-    base64: then the profile's model is planned); run through pyinfra's Command fact, read
-    by `parse_gguf_header`."""
+    in base64 (`unreadable` where it cannot: then the profile's model is planned)."""
     q = shlex.quote(path)
     return (f"if [ -f {q} ] && [ -r {q} ] && command -v gzip >/dev/null && "
             f"command -v base64 >/dev/null; then "
@@ -233,12 +220,10 @@ def gguf_header_length(data: bytes) -> int:
 
 
 def header_walk(first: Callable[[int], tuple[int, bytes] | None]) -> tuple[int, bytes] | None:
-    """(a model file's size, its GGUF header's bytes), read by `first(length)`: the file's
-    size and its first `length` bytes (fewer where it ends), None where it cannot be read.
-    GGUF_HEADER_FIRST bytes first, then as many as the header says it holds, up to
-    GGUF_HEADER_MAX; where the file or the most read ends inside the header, or the bytes
-    are no header this walk knows, what was read (the planner says what it is). The walk of
-    a host's file (`host_gguf`) and of a Hub file (beekeeper/hubhead.py)."""
+    """(a model file's size, its GGUF header's bytes), read by `first(length)` (None: it
+    cannot be read): GGUF_HEADER_FIRST bytes, then as many as the header says, up to
+    GGUF_HEADER_MAX; where that ends inside the header, or the bytes are no header this walk
+    knows, what was read (the planner says what it is). For host_gguf and beekeeper/hubhead.py."""
     length = GGUF_HEADER_FIRST
     while True:
         got = first(length)
@@ -257,11 +242,9 @@ def header_walk(first: Callable[[int], tuple[int, bytes] | None]) -> tuple[int, 
 
 @contextmanager
 def host_gguf(model: ModelFile, model_dir: str) -> Iterator[Path | None]:
-    """A model file of the user's on the host (host data `model_host_path`) as the planner
-    reads it, on the controller: a stand-in holding the host file's header (read there before
-    any change, `gguf_header_command`), as long as the host file and sparse beyond its header
-    (the planner reads the header; the weights' bytes are counted from its tensor table).
-    None for any other model, and where the host file cannot be read (the model checks after
+    """A model file on the host (`model_host_path`) as the planner reads it on the controller:
+    a stand-in holding the host file's header, as long as the host file and sparse beyond it.
+    None for any other model, or where the host file cannot be read (the model checks after
     this one say why): the profile's model is planned then."""
     import tempfile
 
@@ -325,14 +308,11 @@ def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, rt: Runtime,
                         units: frozenset[str], docker_ours: bool) -> str:
     """What a listener on a service's port is to the kit, from /proc alone:
 
-    - "supervised": the kit's server as the runtime runs it (Runtime.runs_process): under
-      runtime supervisor a child (or a child's child) of the kit's supervisord; under
-      systemd or compose a process in the unit's cgroup of a service in `units` (this one,
-      or one the deploy removes first); or the docker-proxy that publishes the service's
-      own container (`docker_ours`);
-    - "orphan": a server of the kit's that nothing supervises: user beekeeper, a binary
-      under NATIVE_PREFIX (as written, or as the host resolves it: /opt/beekeeper may link
-      into a persistent root), in no beekeeper unit and under no supervisord of the kit's;
+    - "supervised": the kit's server as the runtime runs it (Runtime.runs_process: under the
+      kit's supervisord, or in the cgroup of a unit in `units`), or the docker-proxy that
+      publishes the service's own container (`docker_ours`);
+    - "orphan": a server of the kit's that nothing supervises (user beekeeper, a binary under
+      NATIVE_PREFIX as written or as the host resolves it, in no beekeeper unit);
     - "unknown": a listener whose process /proc did not show;
     - "foreign": anything else, a llama-server someone started by hand too.
     """
@@ -357,11 +337,9 @@ def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, rt: Runtime,
 
 def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[str],
                rt: Runtime) -> tuple[int, ...]:
-    """The port is free, or held by this service's own server as its runtime runs it
-    (classify_port_owner). A container of anything else that Docker publishes there is
-    refused by name, whether or not a docker-proxy listens; a server of the kit's that no
-    supervisor owns is told, and its pid returned for the deploy to end; any other process
-    is refused by pid, user and program. Returns the orphans' pids."""
+    """The port is free, or held by this service's own server (classify_port_owner); any
+    other container or process there is refused. Returns the pids of the kit's servers no
+    supervisor owns, for the deploy to end."""
     containers = host.get_fact(PortContainers, port=port) if docker_present else []
     foreign = [c for c in containers if c.service != name and c.service not in leaving]
     if foreign:
@@ -409,7 +387,7 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
 def check_compose(cfg: HostConfig, os_release: OsReleaseInfo,
                   docker: DockerEngineInfo) -> str | None:
     """Runtime "compose": the compose v2 plugin is there, or a package of the host's sources
-    brings it (tasks/docker_engine.py installs it); otherwise refused before any change."""
+    brings it (tasks/docker_engine.py installs it)."""
     if not cfg.requested_way.needs_compose_plugin:
         return None
     version = host.get_fact(ComposeVersion) if docker.present else None
@@ -462,14 +440,9 @@ AUTO_PERSISTENT_ROOT = f"{POD_VOLUME}/beekeeper"
 
 
 def check_persistent_root(cfg: HostConfig, rt: Runtime, init: InitInfo) -> str | None:
-    """Host data `persistent_root`, resolved from the host: the folder on the pod's volume
-    that keeps all the kit needs to start the server again (runtime supervisor only), or
-    None for the standard layout. Unset: AUTO_PERSISTENT_ROOT where POD_VOLUME is a folder
-    off the container's overlay layer (on the overlay: none, with a warning). A root given
-    is refused before any change on a runtime other than supervisor (one the host starts
-    again by itself: Runtime.restarts_with_host), inside one of the kit's own folders, or
-    where the host shows it on the container's overlay layer (which RunPod and Kubernetes
-    clear when the pod restarts)."""
+    """Host data `persistent_root` resolved from the host (docs/gpu-containers.md), or None
+    for the standard layout; unset: AUTO_PERSISTENT_ROOT where POD_VOLUME is a folder off the
+    container's overlay layer (which RunPod and Kubernetes clear when the pod restarts)."""
     given = cfg.data.persistent_root
     if given == PERSISTENT_NONE:
         return None
@@ -513,10 +486,9 @@ TOOL_PACKAGES = {"cmake": "cmake", "c++": "g++", "make": "make", "git": "git"}
 
 
 def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime) -> list[str]:
-    """What the host lacks and apt is to install (a native build's cmake, c++, make, and git
-    for a git source), after refusing, before any change, a host that lacks a part apt cannot
-    bring: no package lists (a container image never `apt-get update`d, often offline), or
-    python3/setpriv for runtime supervisor. Returns the packages to install."""
+    """The packages apt is to install for a native build, after refusing a host that lacks a
+    part apt cannot bring: no package lists (a container image never `apt-get update`d), or
+    python3/setpriv for runtime supervisor."""
     if not rt.under_systemd:  # the kit's supervisord runs it
         if tools.python3 is None or (tools.python3_version or (0, 0)) < (3, 8):
             found = ("none" if tools.python3 is None else
@@ -584,10 +556,9 @@ def local_head(path: str) -> bytes | None:
 
 
 def check_gguf(key: str, path: str, head: bytes | None) -> None:
-    """A model file the server would load: GGUF's magic and version 2 or 3 in its first 8
-    bytes (a text file named .gguf, a safetensors file, an HTML error page saved as the
-    model are refused here, not by the server's crash loop after the deploy's changes).
-    `head` None: the bytes could not be read, and the checks after this one say why."""
+    """A model file the server would load has GGUF's magic and version 2 or 3 in its first 8
+    bytes (refused here, not by the server's crash loop after the deploy's changes); `head`
+    None: unread, and the checks after this one say why."""
     problem = gguf_problem(head) if head is not None else None
     if problem:
         raise PreflightError(host_data(key), f"{path} is not a GGUF model file: {problem}",
@@ -596,9 +567,8 @@ def check_gguf(key: str, path: str, head: bytes | None) -> None:
 
 class ModelTarget(FactBase[str]):
     """
-    The file a model path names with every symlink followed (`readlink -f`: a Hugging Face
-    cache snapshot path is a link into its blobs), or "" where nothing is there (a missing
-    file, a dangling link): ``"/root/.cache/huggingface/hub/models--o--r/blobs/9f3c..."``.
+    The file a model path names with every symlink followed (a Hugging Face cache snapshot
+    path is a link into its blobs), or "" where nothing is there.
     """
 
     @staticmethod
@@ -624,12 +594,9 @@ def hidden_by_protect_home(path: str) -> str | None:
 
 
 def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
-    """A model file already on the host (host data `model_host_path`): there (a symlink is
-    followed to its target, which must be a regular file), with the sha256 host data gives,
-    and readable by the server's user (others may read the file and pass through each folder
-    above the path given and above the link's target); under a native systemd service, not
-    in a folder the unit's ProtectHome=yes hides (Runtime.protects_home: the server could
-    never open it)."""
+    """A model file already on the host (`model_host_path`): there, a regular file (a symlink
+    followed), with the sha256 host data gives, readable by the server's user, and not where
+    a native unit's ProtectHome=yes hides it (docs/own-model.md)."""
     if "model" not in cfg.data.stages and "service" not in cfg.data.stages:
         return
     rule_model_in_model_dir(cfg)
@@ -711,9 +678,8 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
 
 def check_ports(cfg: HostConfig, docker: DockerEngineInfo, rt: Runtime,
                 kept: frozenset[str] | None = frozenset()) -> tuple[int, ...]:
-    """Each service's port, when this deploy reaches the service stage; returns the pids of
-    the kit's unsupervised servers there (HostFacts.port_orphans). `kept`: what other
-    inventory hosts on this machine keep (tasks/prune.py)."""
+    """Each service's port; returns the pids of the kit's unsupervised servers there.
+    `kept`: what other inventory hosts on this machine keep (tasks/prune.py)."""
     if "service" not in cfg.data.stages:
         return ()
     # services this deploy removes first (tasks/prune.py) may hold a port a kept one wants
@@ -767,21 +733,15 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
             lead=" ", then=": ")
 
 
-# Disk one server image build takes under Docker's root dir, in GiB. CUDA: the devel base
-# image (its CUDA toolkit: 5,074 MiB for CUDA 13.0 as installed on an H200 host, 2,464 MiB of
-# it static libraries; Ubuntu 24.04 and its compiler beside it, about 0.5 GiB, not measured),
-# the runtime base (the toolkit's shared libraries: 1,902 MiB there, plus Ubuntu), and the
-# build stage's layers (the source tree, cmake and g++ where the base lacks them, the object
-# files: not measured, 3 GiB allowed): 11 GiB. CPU: debian:bookworm with its toolchain and
-# the build, 2 GiB (not measured). Only while the image's tag is not there yet.
+# Disk one server image build takes under Docker's root dir, in GiB (how the CUDA figure was
+# measured: docs/hosts-as-you-find-them.md, "Behind a proxy, and the disk an image build takes")
 IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
 
 
 def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
                   cuda_version: str | None) -> bool:
-    """Whether this deploy builds the server image (container mode, its tag not there):
-    for `cuda_version` where the image follows the driver, else host data's release, and
-    for the archs the deploy builds for (every card's, on a host of cards of more than one)."""
+    """Whether this deploy builds the server image (container mode, its tag not there), for
+    the CUDA release and archs the deploy builds for."""
     if not cfg.requested_way.builds_image or "build" not in cfg.data.stages:
         return False
     cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
@@ -818,11 +778,9 @@ def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool)
 
 def warn_proxy(cfg: HostConfig, docker: DockerEngineInfo, building: bool,
                proxy_vars: tuple[str, ...]) -> None:
-    """Behind a proxy (/etc/environment sets one), the engine pulls the base images itself:
-    without a proxy of its own (docker info's `HTTP Proxy`) the pull fails. A warning, not a
-    refusal: base images already there or preloaded (host data preload_images) need no pull,
-    and the kit cannot tell a transparent proxy or a mirror apart. The build's own apt-get
-    gets the host's proxy variables as build arguments."""
+    """Behind a proxy, an engine without one of its own cannot pull the base images. A
+    warning, not a refusal: images already there need no pull, and the kit cannot tell a
+    transparent proxy or a mirror apart."""
     if not building or not proxy_vars or docker.proxy or cfg.data.preload_images \
             or docker.flavour == "docker-desktop":
         return
@@ -848,17 +806,9 @@ def check_cpu(res: Resources) -> None:
 
 
 def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
-    """WSL2 terminates a distro a few seconds after its last user process ends (default
-    `instanceIdleTimeout` 15 s); processes systemd started do not count (microsoft/WSL#9667,
-    "by design"), so the server stops when the user closes the terminal.
-
-    A warning, not a refusal: the server works while the distro runs, the fix is on the
-    Windows side where the kit cannot reach, and a .wslconfig the distro cannot see (drives
-    not mounted under /mnt/c) would otherwise block every deploy. The warning is dropped once
-    a .wslconfig under /mnt/c/Users sets `[general] instanceIdleTimeout` negative ("never":
-    LxssUserSession.cpp registers no idle timer then; the VM is idle only when no distro
-    runs, so `[wsl2] vmIdleTimeout` alone does not keep the distro up, microsoft/WSL#8654).
-    """
+    """WSL2 stops an idle distro, and the server with it (docs/hosts-as-you-find-them.md). A
+    warning, not a refusal: the fix is on Windows, and a .wslconfig the distro cannot see would
+    otherwise block every deploy."""
     if settings is not None and settings.kept_alive:
         return
     s = settings or WslSettingsInfo()
@@ -877,17 +827,9 @@ def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
 
 def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo | None,
                     docker: DockerEngineInfo) -> None:
-    """The memory WSL2 gave the distro (MemTotal; by default half the Windows host's RAM,
-    WslCoreConfig.cpp, shared with Docker Desktop's engine) against the model files (read
-    through mmap) plus the build's margin: one compile job (beekeeper.core.build) and 1 GiB
-    for the engine, systemd and the server itself.
-
-    A warning, not a refusal: mmapped weights are page cache, which the kernel drops and
-    reads again, so a model larger than the VM still loads (slowly) and, offloaded to the GPU,
-    serves at full speed; the build bounds its compile jobs by MemTotal and does not run out;
-    and the smoke check proves the server works before the deploy returns. A refusal would
-    stop hosts that work, and its fix needs `wsl --shutdown`, which ends this very session.
-    """
+    """The memory WSL2 gave the distro against the model files plus one compile job and 1 GiB
+    (docs/hosts-as-you-find-them.md, "WSL2's memory"). A warning, not a refusal: such hosts
+    work, slower, and the fix (`wsl --shutdown`) would end this very session."""
     if not mem_total:
         return
     sizes = {m.filename: m.size_bytes for svc in cfg.services for m in svc.models()}
@@ -913,10 +855,8 @@ UNREAD_FIX = ("connect as root (`ssh_user = 'root'`, `_sudo = False`), or instal
 
 
 def read(fact: Any, what: str) -> Any:
-    """A fact preflight cannot do without. pyinfra answers a fact whose command failed (sudo
-    missing or asking for a password, the connection dropped) with its default, None: that
-    is one line naming what could not be read, a BeekeeperError, so deploy.py fails this host
-    alone, not an AttributeError that stops every host."""
+    """A fact preflight cannot do without. pyinfra answers a fact whose command failed with its
+    default, None: that is one line naming what could not be read, not an AttributeError."""
     value = host.get_fact(fact)
     if value is None:
         raise PreflightError(what, f"could not be read (fact {fact.__name__} returned "
@@ -926,8 +866,7 @@ def read(fact: Any, what: str) -> Any:
 
 def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFacts:
     """Read the host's facts and refuse, before any change, a host the deploy cannot work
-    on; returns what the tasks need of those facts. `kept`: the services other inventory
-    hosts on this machine keep (tasks/prune.py)."""
+    on; returns what the tasks need of those facts."""
     init = read(InitSystem, "the init system (PID 1)")
     wsl = read(Wsl, "the kernel release (uname -r) and WSL")
     os_release = read(OsRelease, "/etc/os-release")
@@ -982,8 +921,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
 
 def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None) -> None:
     """Nothing on the host starts the kit's supervisord after the container restarts: the
-    line for the pod's start command (the persistent root's start script, or the one in
-    /usr/local/sbin without a root)."""
+    line for the pod's start command."""
     script = start_script(persistent_root)
     kept = f"the kit kept under {persistent_root}" if persistent_root else \
         "no persistent root: the standard layout"

@@ -1,25 +1,11 @@
 """
-Prune: the inventory is the truth. A model service the kit deployed on this host that the
-inventory no longer names (or marks `state = "absent"`) is stopped, and its unit, its env
-file and key, its container and its rollback copy are removed. Its model stays in
-model_dir (deploys never delete models), and your drop-in folder stays if it has files.
-
-Upgrade cleanup (once every kept service passed its smoke check): what a rollback needs
-stays, the rest goes, and each removal says the disk it freed. A rollback
-(hostside/rollback.py) puts back the `.prev` unit, which runs what it ran: an image, or a
-native build folder. So, for every service deployed on the machine (this host's and other
-inventory hosts' on it), the build its unit runs after this deploy and the one its previous
-unit runs stay; so do the source tree this deploy builds from and the trees those builds
-came from (a tag starts with its source ref's first 12 characters), and the builds' own
-folders (Dockerfile, cmake tree). Other native builds under /opt/beekeeper/llama-server,
-source trees under <state_dir>/src and build folders go. Where a previous unit is there but
-what it runs cannot be read, nothing goes. Server images keep their rule
-(tasks/server_image.py): the newest two, and always the running and previous units' ones.
+Prune: the inventory is the truth. A model service the kit deployed on this machine that the
+inventory no longer names (or marks absent) is removed, its model kept; once every kept service
+passed its smoke check, the native builds, source trees and build folders no rollback needs go
+(docs/lifecycle.md). Server images keep their own rule (tasks/server_image.py).
 """
 
 from __future__ import annotations
-
-import shlex
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
@@ -27,12 +13,10 @@ from pyinfra.api.operation import OperationMeta
 from beekeeper.core.config import HostConfig
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import NATIVE_PREFIX, ServicePaths, prev
-from beekeeper.facts.lifecycle import FolderEntries, FolderEntry, PresentPaths as _Present
+from beekeeper.facts.lifecycle import FolderEntries, PresentPaths as _Present
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.operations.lifecycle import entries_pruned, mib
 from beekeeper.operations.services import service_removed
-
-q = shlex.quote
 
 
 def held_port(name: str) -> int | None:
@@ -45,11 +29,9 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
            kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Queue the removals of one phase. "before" (ahead of the kept services' start): the
     stale services whose port a kept service takes, or whose port cannot be read. "after"
-    (once every kept service passed its smoke check, so a failed deploy stops before and
-    what ran keeps running): all the others, then, given the `artifact` this deploy runs
-    (its image tag or native binary; "" where it runs no service), the upgrade cleanup.
-    `kept`: the services other inventory hosts on this machine keep (machines.
-    kept_by_neighbours), None where what they keep is unknown (then none is removed)."""
+    (once every kept service passed its smoke check): all the others, then, given the
+    `artifact` this deploy runs ("" where none), the upgrade cleanup. `kept`: the services
+    other inventory hosts on this machine keep, None where unknown (then none is removed)."""
     ops = _services(cfg, phase, kept)
     if phase == "after" and artifact is not None:
         ops += upgrade_cleanup(cfg, artifact, kept)
@@ -106,10 +88,9 @@ def kept_artifacts(cfg: HostConfig, artifact: str,
         now = _runs(p.manifest)
         if now is None:
             return set(), f"what {p.unit_name} runs cannot be read ({p.manifest})"
-        if name in mine and now != artifact:
-            keep.add(now)  # this deploy replaces it: it becomes the previous unit
-            continue
         keep.add(now)
+        if name in mine and now != artifact:
+            continue  # this deploy replaces it: it becomes the previous unit
         # the previous unit, or under runtime supervisor the previous program file
         if host.get_fact(_Present, paths=[prev(p.unit), prev(p.program_conf)]):
             before = _runs(prev(p.manifest))
@@ -134,10 +115,6 @@ def _tree_kept(name: str, slugs: set[str]) -> bool:
     return not name.endswith(".tmp") and any(s.startswith(name[:12] + "-") for s in slugs)
 
 
-def _stale(entries: list[FolderEntry], keep: set[str]) -> list[FolderEntry]:
-    return [e for e in entries if e.name not in keep]
-
-
 def upgrade_cleanup(cfg: HostConfig, artifact: str,
                     kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Remove the native builds, source trees and build folders no rollback needs."""
@@ -160,7 +137,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str,
     builds = ", ".join(sorted(slugs)) or "none"
     ops = []
     for folder, names, what in folders:
-        stale = _stale(host.get_fact(FolderEntries, path=folder), names)
+        stale = [e for e in host.get_fact(FolderEntries, path=folder) if e.name not in names]
         if not stale:  # no operation: a host with nothing to clean shows no step for it
             host.noop(f"upgrade cleanup: no {what} beyond the kept builds in {folder}")
             continue

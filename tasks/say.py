@@ -1,6 +1,4 @@
-"""
-Saying a host state the deploy goes on with: one yellow line naming the host.
-"""
+"""One line naming the host, for what the deploy goes on with."""
 
 from __future__ import annotations
 
@@ -8,9 +6,11 @@ import click
 from pyinfra import host
 
 
-def warn(message: str) -> None:
-    """A state the deploy goes on with, told in one yellow line naming the host."""
-    click.echo(click.style(f"host {host.name}: warning: {message}", fg="yellow"), err=True)
+def warn(message: str, name: str | None = None) -> None:
+    """A state the deploy goes on with, told in one yellow line naming the host (`name`: where
+    pyinfra's host context is not set)."""
+    click.echo(click.style(f"host {name or host.name}: warning: {message}", fg="yellow"),
+               err=True)
 
 
 def say(message: str) -> None:

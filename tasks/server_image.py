@@ -61,8 +61,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                                 src=io.StringIO(spec.dockerfile()),
                                 dest=f"{build_dir}/Dockerfile", mode="0644"))
     log = f"{LOG_DIR}/build-{slug}.log"
-    # behind a proxy the build's apt-get and pulls go through it: the name says which
-    # variables of /etc/environment are passed (by name; their values stay in that file)
+    # the proxy variables of /etc/environment the build gets, by name (not their values)
     proxy = (f"; proxy from /etc/environment: {', '.join(facts.proxy_vars)}"
              if facts.proxy_vars else "")
     result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log}{proxy})",
@@ -83,4 +82,4 @@ def prune(cfg: HostConfig, tag: str) -> OperationMeta:
             if deployed:
                 keep.append(deployed.image)
     return docker_ops.images_pruned(name="Remove server images beyond the newest two",
-                             repo=cfg.image_repo, keep=keep)
+                                    repo=cfg.image_repo, keep=keep)

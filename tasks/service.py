@@ -1,8 +1,6 @@
 """
-Service: render the systemd unit that runs the server (runtime "systemd": the unit runs the
-container; runtime "compose": a compose file, whose project the unit brings up and down),
-start it, restart it only when something that matters changed. `rt`: the way this host runs
-its servers as preflight resolved it (HostFacts.runtime).
+Service: render the unit (or compose file, or supervisord program) that runs the server, start
+it, restart it only when something that matters changed. `rt`: HostFacts.runtime.
 """
 
 from __future__ import annotations
@@ -66,12 +64,9 @@ def _context(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str) ->
 
 
 def launch_script(svc: ServiceConfig) -> str:
-    """Runtime supervisor: supervisord starts this as root; it drops to user beekeeper
-    (setpriv, no new privileges) and execs the server, which is killed when supervisord
-    dies (--pdeathsig, set after the change of user, which would clear it: a killed
-    supervisord leaves no server running unsupervised). With an API key it first reads the
-    key from its root-only file into LLAMA_API_KEY (`read -r`: taken literally, never run),
-    so the key is on no command line and in no file the server user can read."""
+    """Runtime supervisor: drop to user beekeeper and exec the server (docs/gpu-containers.md);
+    --pdeathsig comes after the change of user, which would clear it, so a killed supervisord
+    leaves no server running unsupervised. `read -r` takes the key literally."""
     drop = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
             '--pdeathsig KILL -- "$@"')
     if not svc.api_key_file:
@@ -97,9 +92,7 @@ def render_compose(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str)
 
 
 def secrets_env(rt: Runtime, key: str) -> str:
-    """The secrets env file's content. `docker run --env-file` takes the value after `=` as
-    it is; compose parses env files (quotes, `$` interpolation), and takes a single-quoted
-    value literally (config.py refuses `'` and `\\` in a key for compose)."""
+    """The secrets env file's content, quoted where compose parses it (docs/runtimes.md)."""
     return env_line("LLAMA_API_KEY", key, quoted=rt.env_quoted)
 
 
@@ -176,28 +169,24 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     unit_path = rt.unit_file(p)
     running_sha = host.get_fact(Sha1File, path=unit_path)
     running_compose_sha = host.get_fact(Sha1File, path=p.compose_file)
-    # the rendered files: the unit, and with compose the compose file (none otherwise)
     files_change = running_sha != sha1_text(new_unit) or running_compose_sha != (
         sha1_text(new_compose) if new_compose is not None else None)
     # A new image tag or new flags change a rendered file; a replaced model changes upstream.
     changed = files_change or any(op.will_change for op in upstream + secret_ops)
     if changed:
-        # what is kept is named as the runtime names it: the unit, or the program file
         ops.append(_rollback_copy(p, running=running_sha is not None,
                                   what=os.path.basename(unit_path)))
     if new_compose is not None:
         ops.append(files.put(name=f"Render the compose file {p.compose_file}",
                              src=io.StringIO(new_compose), dest=p.compose_file, mode="0644"))
     elif running_compose_sha is not None:
-        # runtime "systemd" (or "supervisor") after "compose": nothing reads it any more
-        # (`.prev` keeps it); where there is none, nothing to say
+        # left by an earlier runtime "compose" (`.prev` keeps it)
         ops.append(files.file(name=f"Remove {p.compose_file} (runtime {rt.runtime})",
                               path=p.compose_file, present=False))
     unit_op = files.put(name=f"Render {rt.described(p)}", src=io.StringIO(new_unit), dest=unit_path,
                         mode="0644")
     ops.append(unit_op)
-    ops.append(files.put(name=f"Record what {rt.known_by(p)} runs "
-                              "(deployed.json)",
+    ops.append(files.put(name=f"Record what {rt.known_by(p)} runs (deployed.json)",
                          src=io.StringIO(manifest(cfg, rt, svc, image)),
                          dest=p.manifest, mode="0644"))
     # a first start is no restart

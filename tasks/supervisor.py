@@ -1,7 +1,6 @@
 """
 Runtime "supervisor": supervisord on a host whose PID 1 is not systemd, from the controller's
-own `supervisor` package (beekeeper/core/supervisor.py): uploaded, unpacked, launched with the
-host's python3. Nothing comes from a package index.
+own `supervisor` package, launched with the host's python3 (docs/gpu-containers.md).
 """
 
 from __future__ import annotations
@@ -60,9 +59,8 @@ def start(root: str | None) -> str:
 
 
 def ensure(facts: HostFacts, restart: bool = False) -> list[OperationMeta]:
-    """supervisord installed, configured and running (preflight found python3 >= 3.8), and
-    the start script a restarted container runs; `restart`: supervisord was stopped by an
-    earlier operation of this run (its folders moved onto the persistent root)."""
+    """supervisord installed, configured and running, and the start script a restarted
+    container runs; `restart`: an earlier operation of this run stopped supervisord."""
     python = facts.tools.python3 if facts.tools else None
     assert python, "preflight refuses runtime supervisor without python3"
     tarball = sv.package_tarball()

@@ -1,24 +1,13 @@
 """
 Uninstall: take away everything the kit put on a host, in the order that keeps each step
-possible (services before the engine that runs them, images before the engine goes,
-packages last). Each operation reads what is there and removes only that, and its name
-says what that is, so `--dry` lists it all first. What goes and what stays, the driver and
-`keep_driver`, the models and `keep_models`: docs/lifecycle.md, "Uninstall".
+possible (services before the engine, packages last); each operation removes only what is
+there, and its name says what (docs/lifecycle.md, "Uninstall").
 
-Which packages the kit installed: apt's history log (and its rotations) records each
-transaction's command line and the packages it newly installed. A transaction is the kit's
-when it is pyinfra's apt.packages line (`apt-get -y -o Dpkg::Options::=--force-confdef -o
-Dpkg::Options::=--force-confold install --no-install-recommends ...`) asking only for
-packages the kit installs (KIT_PACKAGES, or DRIVER_ASKED), or the driver's own `apt-get
-install -y --no-install-recommends nvidia-open` (or cuda-drivers); what it newly installed,
-dependencies included, goes if still installed. The holds released are those HOLDS_RECORD
-names (each hold operation appends to it). Nothing is purged when apt would remove another
-package with them: the line names it.
-
-Which models the kit placed, in model_dir: those a manifest (running or previous unit) or
-the inventory names; any file with the downloader's `<file>.download.log` beside it; any
-file named as a profile's model with that model's exact size (copied from PyPI, no log).
-With each, its `.partial` and logs. Other files stay.
+An apt transaction (apt's history log) is the kit's when it is pyinfra's apt.packages line
+asking only for packages the kit installs (KIT_PACKAGES, DRIVER_ASKED), or the driver's own
+`apt-get install` of DRIVER_META. The models the kit placed: those a manifest or the inventory
+names, any file with the downloader's `.download.log` beside it, and any file named as a
+profile's model at that model's exact size.
 """
 
 from __future__ import annotations
@@ -186,10 +175,9 @@ def supervisor() -> list[OperationMeta]:
 
 
 def persistent_root(keep_models: bool) -> list[OperationMeta]:
-    """A GPU pod's persistent root (the kit's folders are links into it): the folders
-    there, its start script, the server user's mark, the links, and the root once empty;
-    what else is on the volume (the user's model) stays, and the models' folder with
-    keep_models."""
+    """A GPU pod's persistent root: the kit's folders there, its start script, the server
+    user's mark, the links, and the root once empty; the rest of the volume stays, and the
+    models' folder with keep_models."""
     kinds = host.get_fact(PathKinds, paths=[path for path, _ in PERSISTED])
     links = {path: k.target for path, k in kinds.items() if k.kind == "link"
              and not (keep_models and path == SRV_ROOT)}

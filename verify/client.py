@@ -1,9 +1,7 @@
 """
-Streaming client for llama-server's OpenAI API: one typed record per request, with a
-monotonic timestamp on every SSE event. A failed request is data, not an exception.
-
-Server-sent events are read here (`sse_data`), with httpx alone: verify runs on a GPU box
-with httpx and nvidia-ml-py and nothing else of the kit's dependencies.
+Streaming client for llama-server's OpenAI API: one typed record per request, a monotonic
+timestamp on every SSE event; a failed request is data, not an exception. SSE is read here
+(`sse_data`): a GPU box running verify has httpx and nvidia-ml-py only.
 """
 
 from __future__ import annotations

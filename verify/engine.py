@@ -1,38 +1,16 @@
 """
-The engine baseline: `llama-bench`, built beside `llama-server` from the same cmake build, run
-on the same host with the profile's model, KV types, flash attention, GPU layers and the
-suite's context depths. The served figures are judged against it (verify/judge.py), so a
-verdict holds on any card without a table of cards.
+The engine baseline: `llama-bench` of the server's own build, run on its host with the
+profile's model, KV types, flash attention, GPU layers and the suite's depths (decode: `-p 0
+-n <out> -d <d>`, the depth restored before the timer starts; prefill: `-p <n> -n 0`). The
+served figures are judged against it (docs/verify.md), so a verdict holds on any card.
 
-- decode at depth d: `llama-bench -p 0 -n <out> -d <d>` (tg test: the depth is prefilled and
-  restored before the timer starts, so only the n generated tokens are timed)
-- prefill at the TTFT length: `llama-bench -p <n> -n 0 -d 0` (pp test)
-
-It runs wherever the server runs (an `Engine` says where and how):
-
-- a server the kit deployed (`deployed_engine`, from the host's deployed.json), over SSH, in
-  `verify --on-host`, or on this machine when it is the host (a WSL2 box deploying to
-  @local): llama-bench inside the service's image (container mode, the `systemd` and the
-  `compose` runtimes alike) or beside the native binary. The service is stopped while it
-  runs and started again: the unit owns the server in both container runtimes (the compose
-  unit's ExecStop is `docker compose down`, its start `docker compose up`), so systemctl is
-  the one way to stop and start either without leaving the compose project half-down; a
-  host whose PID 1 is not systemd (a GPU container, runtime `supervisor`) runs the native
-  server as a supervisord program, stopped and started through the kit's supervisorctl
-  (core/runtime.py's Runtime spells both).
-- a server the user started by hand (`user_engine`: `--llama-bench PATH` or `--engine-image
-  IMAGE`, with `--model`): verify did not start it and does not stop it. llama-bench runs
-  beside it, and the baseline says so. That is sound when nothing else uses the server
-  meanwhile: an idle llama-server waits on a condition variable and runs no kernel, so the
-  engine has the GPU (and the cores) to itself; what the server holds is memory only, and
-  on a card too small for two copies of the model llama-bench fails with an out-of-memory
-  error, which the engine check reports. The alternatives were worse: stopping a process
-  verify does not own (it has no way to start it again with the user's arguments), or
-  refusing without a flag (every hand-started server would then get no verdict at all,
-  the failure this was written to end). `--engine-gpu N` runs it on another GPU instead.
-
-A deployed service is stopped while it runs (the server would share the cores or the GPU),
-unless a GPU the service does not use is named (`--engine-gpu N`); the report says which.
+A server the kit deployed (`deployed_engine`) is stopped while it runs, through its runtime
+(core/runtime.py: the unit owns the server in both container runtimes, so a compose project
+is never left half-down), unless `--engine-gpu N` names a GPU it does not use. A server
+started by hand (`user_engine`) is never stopped (verify could not start it again with the
+user's arguments): llama-bench runs beside it, which is sound while nothing else uses it, as
+an idle llama-server waits on a condition variable and runs no kernel; on a card too small
+for two copies of the model llama-bench fails out of memory, and the engine check says so.
 """
 
 from __future__ import annotations
@@ -64,14 +42,6 @@ WSL_LIB = "/usr/lib/wsl/lib"
 
 class EngineError(VerifyError):
     """The engine baseline could not be measured (the checks that need it say why)."""
-
-
-class EngineNotInstalled(EngineError):
-    """No llama-bench beside the deployed server (a deploy from before it was built)."""
-
-
-class EngineRunFailed(EngineError):
-    """llama-bench ran and failed, or printed no JSON."""
 
 
 class Shell(Protocol):
@@ -178,26 +148,25 @@ def parse_bench_json(text: str) -> list[BenchTest]:
     """llama-bench `-o json` stdout: one JSON array of tests."""
     start = text.find("[")
     if start < 0:
-        raise EngineRunFailed(f"llama-bench printed no JSON: {text[-300:]!r}")
+        raise EngineError(f"llama-bench printed no JSON: {text[-300:]!r}")
     try:
         return [BenchTest.from_json(d) for d in json.loads(text[start:])]
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-        raise EngineRunFailed(f"llama-bench JSON not understood ({e}): {text[-300:]!r}") from e
+        raise EngineError(f"llama-bench JSON not understood ({e}): {text[-300:]!r}") from e
 
 
 @dataclass
 class EngineBaseline:
     """What the engine reaches on this host: decode by depth and prefill at the TTFT length."""
 
-    placement: str  # where it ran, said in the report
+    placement: str
     commands: list[list[str]]
     decode: list[BenchTest] = field(default_factory=list)
     prefill: BenchTest | None = None
     idle_used_mib: float | None = None  # card memory with the service stopped (GPU hosts)
     wall_s: float | None = None
     gpu_name: str | None = None  # the card where the server runs (its host's nvidia-smi)
-    # each test's repeats (verify/settle.py: rounds, load, why it stopped), by
-    # "decode@<depth>" / "prefill@<tokens>"
+    # each test's repeats (verify/settle.py), by "decode@<depth>" / "prefill@<tokens>"
     settle: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def decode_tok_s_at(self, depth_tokens: int) -> float | None:
@@ -226,18 +195,10 @@ class EngineBaseline:
 def llama_bench_fa(server_value: str) -> str:
     """llama-server's `-fa on|off|auto` as llama-bench reads it: `1` or `0`.
 
-    beellama's llama-bench at the pinned commit (tools/llama-bench/llama-bench.cpp, `-fa`)
-    takes `<0|1>`: each comma-separated value goes through `string_split<bool>`
-    (common/common.h), an `std::istringstream >> bool` without boolalpha, which reads an
-    integer: "0" is false, "1" true, and a word such as "on" fails the read and leaves
-    false. So `-fa on` measured the engine without flash attention (on an H200: "flash_attn":
-    false; `-fa 1`: true). Upstream llama.cpp's llama-bench (llama-cpp-python 0.3.36's
-    vendored tree, the sandbox's CPU build) takes on|off|auto and also 1|0 (common/arg.cpp's
-    is_truthy / is_falsey), so `1` and `0` mean the same to both.
-
-    `auto`: llama-bench has no such value in beellama; the server's auto turns flash
-    attention on wherever the backend has the kernel for the KV types, which every build
-    the kit makes has (CUDA with the profile's types, the CPU), so it is `1`.
+    beellama's llama-bench at the pinned commit reads `-fa` through `string_split<bool>`
+    (common/common.h: `istringstream >> bool` without boolalpha), so `on` reads as false
+    (on an H200: "flash_attn": false; `-fa 1`: true); upstream's takes 1|0 too (common/arg.cpp
+    is_truthy). `auto` is `1`: every build the kit makes has the kernel for its KV types.
     """
     mapping = {"on": "1", "auto": "1", "off": "0"}
     if server_value not in mapping:
@@ -249,13 +210,8 @@ def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int
                    out_tokens: int, prompt_tokens: int | None, reps: int = BENCH_REPS
                    ) -> list[list[str]]:
     """llama-bench arguments (without the binary): decode at every depth, then prefill.
-
-    Threads are left at llama-bench's default, which is llama-server's
-    (common_cpu_get_num_math()); batch and ubatch are the profile's, or when it sets none
-    the defaults the two share (-b 2048, -ub 512), so a baseline is the engine as the
-    profile serves it. Flash attention is the server's, spelled for llama-bench
-    (`llama_bench_fa`).
-    """
+    Threads, and batch sizes the profile does not set, are left at the defaults llama-bench
+    shares with llama-server (common_cpu_get_num_math(), -b 2048, -ub 512)."""
     s = profile.server
     common = ["-m", model_path, "-ctk", s.cache_type_k, "-ctv", s.cache_type_v,
               "-fa", llama_bench_fa(s.flash_attn), "-ngl", str(s.n_gpu_layers),
@@ -284,10 +240,9 @@ def _docker_prefix(image: str, model_dir: str, gpu: str | None,
 
 def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
               engine_gpu: str | None) -> tuple[list[str], str, str]:
-    """llama-bench `bench` on the host (`image` None: on `engine_gpu` where one is named), or
-    in `image` with the unit's container settings and the model's folder mounted (a CUDA
-    profile's container gets `engine_gpu`, else every GPU): (the prefix of its command
-    lines, the model `model` as it sees it, a script that exits 0 when `bench` is there)."""
+    """llama-bench `bench` on the host, or in `image` with the unit's container settings and
+    the model's folder mounted: (its command lines' prefix, `model` as it sees it, a script
+    that exits 0 when `bench` is there)."""
     if image is None:
         env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
         return [*env, bench], model, f"test -x {shlex.quote(bench)}"
@@ -318,12 +273,9 @@ class Engine:
 def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = None,
                     service: str = "llm") -> Engine:
     """The kit's service on `shell`'s host: llama-bench of the same build, the service
-    stopped and started again as its runtime is told to (core/runtime.py, Runtime.tell:
-    systemctl for a unit, the compose unit running the compose project; the kit's
-    supervisorctl for a supervisord program, where PID 1 is not systemd)."""
+    stopped and started again through its runtime (core/runtime.py, Runtime.tell)."""
     dep = read_deployed(shell, service)
     rt = recorded_runtime(dep)
-    # llama-bench beside the server the Runtime says it built: on the host, or in its image
     server, image = rt.server_at(dep.image)
     bench = posixpath.join(posixpath.dirname(server), "llama-bench")
     prefix, model, check = _bench_at(bench, image, dep.model_path, profile, engine_gpu)
@@ -343,7 +295,7 @@ def deployed_engine(shell: Shell, profile: Profile, engine_gpu: str | None = Non
 def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str | None,
                 image: str | None = None, engine_gpu: str | None = None) -> Engine:
     """A server started by hand: its llama-bench (a binary, or inside `image`), run beside
-    it (this module's docstring says why) or on `engine_gpu`; never stopped."""
+    it or on `engine_gpu`; never stopped (module docstring)."""
     where = (f"GPU {engine_gpu}, beside the running server" if engine_gpu else
              "beside the running server, which verify did not start and did not stop (it was "
              "idle meanwhile: run nothing else against it while verify runs)")
@@ -424,7 +376,7 @@ def _bench_once(engine: Engine, args: list[str], timeout_s: float) -> BenchRun:
     p = engine.shell.run(line, timeout_s=timeout_s)
     wall = time.monotonic() - t0
     if p.returncode != 0:
-        raise EngineRunFailed(f"llama-bench exit {p.returncode}: "
+        raise EngineError(f"llama-bench exit {p.returncode}: "
                               f"{(p.stderr or p.stdout).strip()[-400:]}")
     snaps, cpu = parse_snapshots(p.stderr), bench_cpu_s(p.stderr)
     load = (HostLoad.between(snaps[0], snaps[-1], cpu)
@@ -493,16 +445,16 @@ def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_t
             prompt_tokens: int | None, wait_ready: Any = None, reps: int = BENCH_REPS,
             timeout_s: float = 3600, limit: float | None = None,
             budget_s: float = SETTLE_BUDGET_S) -> EngineBaseline:
-    """Run llama-bench where the server runs; stops and restarts the server when `engine`
-    owns it. `wait_ready()` is called after it is started again (the suites need it up).
-    `limit`: the error each test's figure must get under (judge.NOISE_MAX), with more
-    repeats for at most `budget_s` a test (verify/settle.py); None: `reps` once."""
+    """Run llama-bench where the server runs, stopping and restarting the server when
+    `engine` says so (`wait_ready()` after it is started again). `limit`: the error each
+    test's figure must get under, with more repeats for at most `budget_s` a test
+    (verify/settle.py); None: `reps` once."""
     args = bench_commands(profile, engine.model_arg, depths_tokens=depths_tokens,
                           out_tokens=out_tokens, prompt_tokens=prompt_tokens, reps=reps)
     cmds = [[*engine.prefix, *a] for a in args]
     rule = Rule(reps, limit, budget_s) if limit is not None else None
     if engine.shell.run(engine.check, timeout_s=120).returncode != 0:
-        raise EngineNotInstalled(engine.missing)
+        raise EngineError(engine.missing)
     base = EngineBaseline(placement=engine.placement, commands=cmds)
     t0 = time.monotonic()
     if engine.stop:

@@ -1,9 +1,7 @@
 """
-What each post-deploy host check (verify/test_host.py) checks on this host: plain functions of
-the services' manifests (/etc/beekeeper/<name>/deployed.json), each returning what to check
-and, when there is nothing, the reason. The testinfra tests skip on that reason; the unit
-tests assert on these functions, so a wrong decision fails a unit test instead of turning it
-into a skip (pytest.skip is called in verify/test_host.py only, never here).
+What each post-deploy host check (verify/test_host.py) checks: plain functions of the
+services' records, each returning what to check or why there is nothing, so a wrong decision
+fails a unit test instead of turning into a skip (pytest.skip is called in test_host.py only).
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ def _pick(items: list[Any], skip: str) -> Applies:
 
 
 def _run_by(services: list[Service], asks: Callable[[Runtime], bool], skip: str) -> Applies:
-    """The services whose way of running (core/runtime.py: the Runtime their record names)
-    `asks` says yes of."""
+    """The services whose Runtime (core/runtime.py) `asks` says yes of."""
     return _pick([s for s in services if asks(recorded_runtime(s))], skip)
 
 

@@ -1,13 +1,7 @@
 """
-Judging rules: served figures against the engine on the same host, the reference card's
-figures as information (a check only on that card), VRAM against the budget. Pure functions
-on typed inputs, so they are tested on recorded runs (benchmarks/).
-
-Why each factor is what it is (DECODE_FLOOR, CPU_SAMPLER_MS, DECODE_FLOOR_CPU, TTFT_CEILING,
-TTFT_CEILING_CPU, NOISE_MAX), with the runs that set it: docs/verify.md, "The rules" and
-"Enough repeats, and a busy host, measured"; the report repeats them. The engine counts as
-busy when any llama-bench test of its run is over NOISE_MAX (its tests run back to back, the
-service stopped): every engine-relative check then waits for a quiet host.
+Judging rules, pure functions on typed inputs: served figures against the engine on the same
+host, the reference card's figures as information elsewhere, VRAM against the budget. Why each
+factor is what it is: docs/verify.md, "The rules" and "Enough repeats, and a busy host".
 """
 
 from __future__ import annotations
@@ -45,9 +39,7 @@ class Verdict:
 
 @dataclass
 class Check:
-    """One named check with what was seen. PASS and FAIL judge a figure against an
-    expectation; SKIP (nothing to judge, and why) and INFO (a figure shown, not judged)
-    never pass and never fail a run."""
+    """One named check with what was seen (SKIP and INFO never pass or fail a run)."""
 
     name: str
     status: Status
@@ -59,8 +51,7 @@ class Check:
 
     @property
     def passed(self) -> bool:
-        """True for PASS, SKIP and INFO: a run passes when no check failed, and a status that
-        is none of the four (a misspelt one) counts as failed, never as passed."""
+        """True for PASS, SKIP and INFO; a misspelt status counts as failed."""
         return self.status in ("PASS", "SKIP", "INFO")
 
     def line(self) -> str:
@@ -69,9 +60,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Spread:
-    """A figure's spread over its repeats: llama-bench's -r runs of one test, or the served
-    requests of one measurement; with how its repeats were measured (verify/settle.py), when
-    known."""
+    """A figure's spread over its repeats (llama-bench's runs of one test, or the served
+    requests of one measurement), with its rounds (verify/settle.py) when known."""
 
     what: str  # "llama-bench", "served decode", "served TTFT"
     mean: float
@@ -143,8 +133,8 @@ NOT_JUDGED = (BUSY, UNSETTLED)
 
 
 def _not_judged(spreads: Sequence[Spread], figures: str, ratio: float) -> Verdict | None:
-    """Not judged: the host was busy while a figure was measured (its load, measured), or a
-    figure's error stayed over NOISE_MAX (its repeats, and what the host's load was)."""
+    """Not judged: the host was busy while a figure was measured, or a figure's error stayed
+    over NOISE_MAX."""
     busy = next((s for s in spreads if s.busy is not None), None)
     tail = f"{figures}: ratio {ratio:.3f} not judged"
     if busy is not None and busy.busy is not None and busy.settled is not None:
@@ -195,14 +185,12 @@ def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_t
                  *, served_error: str | None = None, engine_why_not: str | None = None,
                  floor: float = DECODE_FLOOR, sampler_ms: float = 0.0,
                  spreads: Sequence[Spread] = ()) -> Verdict:
-    """Served decode >= floor x the engine's at the same depth, after `sampler_ms` a token
-    for work the engine does not do (sampling on the CPU): the served time per token may be
-    the engine's / floor + sampler_ms. Not judged when a figure's spread is over NOISE_MAX."""
+    """Served decode >= floor x the engine's at the same depth: the served time per token may
+    be the engine's / floor + `sampler_ms` (sampling on the CPU, which llama-bench skips)."""
     ratio = _ratio(served_tok_s, engine_tok_s, f"{depth_tokens} ctx",
                    f"served {served_tok_s or 0:.1f} tok/s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
         return ratio
-    # both figures are numbers here (_ratio returned one)
     figures = (f"served {served_tok_s:.1f} tok/s vs engine {engine_tok_s:.1f} tok/s "
                f"(llama-bench) at {depth_tokens} ctx")
     skip = _not_judged(spreads, figures, ratio)
@@ -218,8 +206,7 @@ def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_t
 def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, prompt_tokens: int,
                *, served_error: str | None = None, engine_why_not: str | None = None,
                ceiling: float = TTFT_CEILING, spreads: Sequence[Spread] = ()) -> Verdict:
-    """Served median TTFT <= ceiling x (engine prefill time + first token). Not judged when
-    a figure's spread is over NOISE_MAX."""
+    """Served median TTFT <= ceiling x (engine prefill time + first token)."""
     ratio = _ratio(served_median_s, engine_ttft_s, f"{prompt_tokens} tokens",
                    f"median {served_median_s or 0:.3f} s", served_error, engine_why_not)
     if isinstance(ratio, Verdict):
@@ -318,11 +305,8 @@ def judge_vram(v: VramFigures) -> Verdict:
                    f"{v.budget_mib:.0f} MiB; " + ", ".join(parts))
 
 
-# The judge step: typed suite results in, named checks out, in the order a run reports them.
-
 def vram_budget_mib(expected: Expected, budget_gib: float | None = None) -> float:
-    """The VRAM budget in MiB: the user's setting (host data `vram_budget_gib`,
-    passed down by the caller) or, when none is given, the profile's default."""
+    """The VRAM budget in MiB: the user's (host data `vram_budget_gib`), else the profile's."""
     return (budget_gib if budget_gib is not None else expected.vram_budget_gib) * 1024
 
 
@@ -405,11 +389,9 @@ def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
 
 
 def yield_reference_ttft(checks: list[Check]) -> list[Check]:
-    """On the reference card, a `ttft.reference_card` FAIL yields to the engine-relative
-    checks of the same run: when `ttft.vs_engine` and every `decode.vs_engine@<depth>`
-    passed, the server is as fast as its own engine, and what is slower than the seed's
-    figure is the build or the card (the seed study's 4090 ran an older build): INFO, the
-    message saying why. Without the decode checks it stays FAIL and says what to add."""
+    """A `ttft.reference_card` FAIL becomes INFO when `ttft.vs_engine` and every
+    `decode.vs_engine@<depth>` passed (docs/verify.md, "What to expect per card"); without
+    the decode checks it stays FAIL and says what to add."""
     ttft = next((c for c in checks if c.name == "ttft.vs_engine"), None)
     ref = next((c for c in checks if c.name == "ttft.reference_card"), None)
     if ref is None or ref.status != "FAIL" or ttft is None or ttft.status != "PASS":
@@ -522,10 +504,9 @@ def _area_verdicts(checks: list[Check], area: str) -> list[Check]:
 
 
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
-    """`requested`: the suites the user named. An area counts as judged when one of its
-    verdict checks is PASS or FAIL; SKIP and INFO judge nothing. An area with a check not
-    judged on noise (NOISE_MAX) is not judged, whatever its other checks said: a quiet
-    depth or the reference card's figure does not stand for the noisy one."""
+    """`requested`: the suites the user named. An area is judged when one of its verdict
+    checks is PASS or FAIL, unless one was not judged on noise: a quiet depth or the
+    reference card's figure does not stand for the noisy one."""
     judged, missing = [], []
     for area in AREAS:
         if area not in requested:

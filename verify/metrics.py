@@ -31,11 +31,8 @@ def decode_tok_s(rec: RequestRecord) -> float | None:
 
 
 def windowed_tok_s(rec: RequestRecord, window_tokens: int = 64) -> list[float]:
-    """Decode rate over consecutive windows of token events (shows the rate is sustained).
-
-    Uses event counts, so it assumes one token per event; records where usage says
-    otherwise (speculative decoding bundles tokens) are scaled by N / events.
-    """
+    """Decode rate over consecutive windows of token events (shows the rate is sustained),
+    scaled by N / events where an event carries several tokens (speculative decoding)."""
     times = rec.token_event_times_s
     n = rec.completion_tokens or len(times)
     if len(times) < window_tokens + 1:
@@ -47,11 +44,6 @@ def windowed_tok_s(rec: RequestRecord, window_tokens: int = 64) -> list[float]:
         if dt > 0:
             out.append(window_tokens * scale / dt)
     return out
-
-
-def chunk_gaps_s(rec: RequestRecord) -> list[float]:
-    times = rec.token_event_times_s
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

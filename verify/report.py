@@ -1,10 +1,7 @@
 """
-Reports: report.json (everything), report.md (summary table), report.html (one offline file:
-matplotlib draws each chart as SVG, inlined; no script, font or image is fetched), and two
-report.json files side by side (`beekeeper report A B`, a regression check after an upgrade).
-
-Everything is rendered from the report's JSON, so a report copied back from a host (which
-may lack matplotlib) is drawn again on the controller (`render_from_json`).
+Reports: report.json (everything), report.md, report.html (one offline file, matplotlib's
+charts inlined as SVG), and two report.json files side by side (`beekeeper report A B`). The
+md and html are drawn from the JSON, so a host's report is drawn again on the controller.
 """
 
 from __future__ import annotations
@@ -51,8 +48,7 @@ UNIT, SUPERVISED = runtime_of("native", "systemd"), runtime_of("native", "superv
 @dataclass(frozen=True)
 class Invocation:
     """How this verify was started, for the verdict sentence's next step: the command line as
-    its user typed it (credentials hidden; None: not known, e.g. a report built in a test) and
-    the kit's service it verifies (whose log a broken server's sentence names)."""
+    typed (credentials hidden; None: not known) and the kit's service it verifies."""
 
     command: str | None = None
     service: str = "llm"
@@ -111,8 +107,7 @@ class Report:
     planner: dict[str, Any] | None = None
     engine: EngineBaseline | None = None
     out_dir: str | None = None
-    # the suites whose decode/TTFT/NIAH/VRAM verdict the run owes (suites.judgeable); None:
-    # a report built without them, judged on its checks alone
+    # the suites whose verdict the run owes (suites.judgeable); None: judged on checks alone
     requested: list[str] | None = None
     invocation: Invocation = field(default_factory=lambda: INVOCATION.get() or Invocation())
 
@@ -134,8 +129,7 @@ class Report:
                 "not_judged": [{"area": a, "why": why} for a, why in cov.not_judged]}
 
     def to_json(self) -> dict[str, Any]:
-        """report.json. `passed` is true only for a PASSED run (an INCOMPLETE one judged
-        something requested not at all); `verdict` says what was judged and why not."""
+        """report.json. `passed` is true only for a PASSED run."""
         return _jsonable({
             "profile": self.profile, "url": self.url, "started_utc": self.started_utc,
             "host": self.host, "checks": [asdict(c) for c in self.checks],
@@ -146,8 +140,7 @@ class Report:
 
 
 def summary_line(report: Report) -> str:
-    """`verify PASSED|FAILED|INCOMPLETE (what was judged; the counts)`: the console's last
-    line and the reports' result."""
+    """`verify PASSED|FAILED|INCOMPLETE (what was judged; the counts)`."""
     cov = report.coverage
     counts = {s: sum(c.status == s for c in report.checks)
               for s in ("PASS", "FAIL", "SKIP", "INFO")}
@@ -155,12 +148,9 @@ def summary_line(report: Report) -> str:
             + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")")
 
 
-# -- the verdict in one plain sentence (issue 43): what `coverage` decided, in words -----------
-# works (nothing failed, every asked area judged) / broken (a check failed: what, and where to
-# look) / not judged (why, and the command that would judge it). The rules stay `coverage`'s.
-
 def verdict_sentence(report: Report) -> str:
-    """The sentence that opens the summary, on the console and in every report."""
+    """The plain sentence that opens the summary (issue 43): `coverage`'s verdict in words
+    (docs/verify.md, "What the summary says")."""
     cov = report.coverage
     if cov.failed:
         return _broken(report, cov)
@@ -181,12 +171,9 @@ def _and(parts: list[str]) -> str:
 def _decode_ratios(report: Report) -> list[tuple[int, float]]:
     """(depth, served / engine decode) of each depth with both figures."""
     eng = report.engine
-    out = []
-    for r in report.suites.decode or []:
-        base = eng.decode_tok_s_at(r.ctx_tokens) if eng else None
-        if r.decode_tok_s and base:
-            out.append((r.ctx_tokens, r.decode_tok_s / base))
-    return out
+    runs = [(r, eng.decode_tok_s_at(r.ctx_tokens) if eng else None)
+            for r in report.suites.decode or []]
+    return [(r.ctx_tokens, r.decode_tok_s / base) for r, base in runs if r.decode_tok_s and base]
 
 
 def _works(report: Report, check: Check) -> str | None:
@@ -318,7 +305,7 @@ def _run(command: str | None) -> str:
 
 def _again(report: Report, suite: str | None = None, settle: bool = False) -> str | None:
     """The command that ran this verify, with `suite` added to its --suite and the settle
-    budget raised (to 600 s, or twice what it was); None when it is not known."""
+    budget raised; None when it is not known."""
     typed = report.invocation.command
     if typed is None:
         return None
@@ -350,9 +337,8 @@ def sentence_of(data: dict[str, Any]) -> str | None:
 
 
 def verdict_of(data: dict[str, Any]) -> tuple[str, str | None, list[str]]:
-    """A report.json's word, summary line and `not judged: <area>: <why>` lines. A report
-    written before the verdict was recorded has only `passed` (no check failed): PASS or
-    FAIL, as it said then."""
+    """A report.json's word, summary line and `not judged` lines (an older report's word:
+    PASS or FAIL, from `passed`)."""
     v = data.get("verdict")
     if not isinstance(v, dict):
         return ("PASS" if data.get("passed") else "FAIL"), None, []
@@ -375,13 +361,15 @@ def _figure(width_in: float = 7.0, height_in: float = 2.8) -> Any:
     return Figure(figsize=(width_in, height_in), layout="constrained")
 
 
-def _svg(fig: Any) -> str:
-    """The figure as inline SVG text (text kept as paths: no font is needed to view it)."""
+def _svg(ax: Any, title: str) -> str:
+    """The chart, titled, as inline SVG text (text kept as paths: no font is needed to view
+    it)."""
     import matplotlib
 
+    ax.set_title(title)
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "beekeeper"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
+        ax.figure.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return text[text.index("<svg"):]
 
@@ -394,8 +382,7 @@ def ttft_chart(ttft_s: list[float], engine_ttft_s: float | None) -> str:
     title = f"TTFT distribution ({len(ttft_s)} requests)"
     if not ttft_s:
         return _none(title, "no TTFT requests in this run")
-    fig = _figure(7.0, 2.4)
-    ax = fig.add_subplot()
+    ax = _figure(7.0, 2.4).add_subplot()
     ax.boxplot(ttft_s, orientation="horizontal", widths=0.5)
     ax.scatter(ttft_s, [1 + ((i * 7) % 9 - 4) * 0.03 for i in range(len(ttft_s))], s=12,
                color="#333", zorder=3, label="requests")
@@ -403,10 +390,8 @@ def ttft_chart(ttft_s: list[float], engine_ttft_s: float | None) -> str:
         ax.axvline(engine_ttft_s, color="#ff7f0e", linestyle="--",
                    label=f"engine prefill + first token {engine_ttft_s:.3f} s")
         ax.legend(loc="upper right", fontsize=8)
-    ax.set_yticks([])
-    ax.set_xlabel("time to first token, s")
-    ax.set_title(title)
-    return _svg(fig)
+    ax.set(yticks=[], xlabel="time to first token, s")
+    return _svg(ax, title)
 
 
 def token_latency_chart(run: dict[str, Any]) -> str:
@@ -416,20 +401,17 @@ def token_latency_chart(run: dict[str, Any]) -> str:
     title = f"Per-token latency, {run['ctx_tokens']} context tokens"
     if not gaps_ms:
         return _none(title, rec.get("error") or "no tokens")
-    fig = _figure()
-    ax = fig.add_subplot()
+    ax = _figure().add_subplot()
     ax.plot(range(2, len(gaps_ms) + 2), gaps_ms, linewidth=0.8, color="#1f77b4",
             label="served: gap to the previous token")
     eng = run.get("engine_tok_s")
     if eng:
         ax.axhline(1000 / eng, color="#ff7f0e", linestyle="--",
                    label=f"engine: {1000 / eng:.1f} ms/token (llama-bench)")
-    ax.set_xlabel("output token")
-    ax.set_ylabel("ms")
+    ax.set(xlabel="output token", ylabel="ms")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize=8)
-    ax.set_title(title)
-    return _svg(fig)
+    return _svg(ax, title)
 
 
 def vram_chart(vram: dict[str, Any], budget_mib: float | None) -> str:
@@ -439,8 +421,7 @@ def vram_chart(vram: dict[str, Any], budget_mib: float | None) -> str:
         return _none(title, str(vram.get("skipped") or "not sampled in this run"))
     idle = vram.get("idle_used_mib")
     base = idle if idle is not None else vram.get("baseline_mib") or 0.0
-    fig = _figure()
-    ax = fig.add_subplot()
+    ax = _figure().add_subplot()
     ax.plot([s["t_s"] for s in samples], [s["used_mib"] for s in samples], color="#1f77b4",
             label="memory.used")
     proc = [(s["t_s"], s["process_mib"]) for s in samples if s.get("process_mib") is not None]
@@ -452,27 +433,22 @@ def vram_chart(vram: dict[str, Any], budget_mib: float | None) -> str:
     if budget_mib:
         ax.axhline(base + budget_mib, color="#d62728", linestyle="--",
                    label=f"baseline + budget {budget_mib:.0f} MiB")
-    ax.set_xlabel("s since the run began")
-    ax.set_ylabel("MiB")
+    ax.set(xlabel="s since the run began", ylabel="MiB")
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title)
-    return _svg(fig)
+    return _svg(ax, title)
 
 
 def niah_chart(cases: list[dict[str, Any]]) -> str:
     title = "NIAH: exact match by needle depth"
     if not cases:
         return _none(title, "not run")
-    fig = _figure(7.0, 2.4)
-    ax = fig.add_subplot()
+    ax = _figure(7.0, 2.4).add_subplot()
     depths = [c["depth"] * 100 for c in cases]
     ax.bar(depths, [1] * len(cases), width=min(6.0, 80 / len(cases)),
            color=["#2ca02c" if c["passed"] else "#d62728" for c in cases])
-    ax.set_xlim(0, 100)
-    ax.set_yticks([])
-    ax.set_xlabel("needle depth, % of the haystack (green: exact match, red: miss)")
-    ax.set_title(title)
-    return _svg(fig)
+    ax.set(xlim=(0, 100), yticks=[],
+           xlabel="needle depth, % of the haystack (green: exact match, red: miss)")
+    return _svg(ax, title)
 
 
 def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
@@ -578,13 +554,9 @@ def print_checks(report: Report) -> None:
         print(f"  {c.line()}", flush=True)
 
 
-def print_summary(report: Report, requested: list[str] | None = None) -> None:
-    """The last line: PASSED only when nothing failed and every requested decode, TTFT, NIAH
-    and VRAM check judged a figure; INCOMPLETE (exit 3) when nothing failed but one of them
-    could not (the lines after say why); FAILED (exit 1) when a check failed. The reports
-    carry the same lines (`Report.verdict_json`). `requested`: the report's own if None."""
-    if requested is not None:
-        report.requested = requested
+def print_summary(report: Report) -> None:
+    """The last line, PASSED, FAILED or INCOMPLETE (docs/verify.md), and the `not judged`
+    lines; the reports carry the same (`Report.verdict_json`)."""
     print(summary_line(report), flush=True)
     for area, why in report.coverage.not_judged:
         print(f"  not judged: {AREAS[area]}: {why}", flush=True)
@@ -624,8 +596,7 @@ def _status(v: str | None) -> str:
     return "-" if v is None else v
 
 
-# Which way each headline figure is better, and the words for B being so: (higher is
-# better, B's word when better, B's word when worse).
+# each headline figure: (higher is better, B's word when better, B's word when worse)
 BETTER: dict[str, tuple[bool, str, str]] = {
     "decode_tok_s": (True, "faster", "slower"),
     "server_decode_tok_s": (True, "faster", "slower"),
@@ -652,8 +623,7 @@ def b_versus_a(figure: str, a: float | None, b: float | None) -> str:
 
 def compare(a_path: Path, b_path: Path) -> str:
     """Two verify runs side by side, as markdown: the headline figures with B / A and which
-    way B moved (`B is 20% slower`), then the verdict and every check's status (PASS, FAIL,
-    SKIP, INFO; '-' where a run lacks it), a changed one marked."""
+    way B moved, then the verdict and every check's status, a changed one marked."""
     a, b = load_report(a_path), load_report(b_path)
     fa, fb = key_figures(a), key_figures(b)
     lines = [f"| figure | A: {a.get('profile')} {a.get('started_utc')} | "

@@ -1,7 +1,5 @@
-"""
-Typed results of the verify suites, with units in field names. `to_json()` gives the shape
-report.json has always had; figures that compare with the engine are added there.
-"""
+"""Typed results of the verify suites, units in the field names; `to_json()` is report.json's
+shape, with the figures that compare with the engine."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from .engine import EngineBaseline
 @dataclass
 class DecodeResult:
     """Long-context decode at one depth: the timed request (`record`, a fresh prompt) and its
-    repeats on the same prompt. `decode_tok_s` is the median of `samples_tok_s`, every
-    request's rate (the first one's first), so the served figure's spread is known."""
+    repeats on the same prompt; `decode_tok_s` is the median of `samples_tok_s`."""
 
     ctx_tokens: int
     out_tokens_requested: int
@@ -26,7 +23,7 @@ class DecodeResult:
     windowed_tok_s: list[float]
     record: RequestRecord
     samples_tok_s: list[float] = field(default_factory=list)
-    settle: dict[str, Any] | None = None  # its rounds and why they stopped (verify/settle.py)
+    settle: dict[str, Any] | None = None  # Settled.to_json()
 
     @property
     def records_consistent(self) -> bool:
@@ -50,7 +47,7 @@ class TtftResult:
     target_tokens: int
     prompt_tokens: list[int]  # as the prompt builder fitted them
     records: list[RequestRecord]  # the requests the figure is judged on
-    settle: dict[str, Any] | None = None  # its rounds and why they stopped (verify/settle.py)
+    settle: dict[str, Any] | None = None  # Settled.to_json()
     set_aside: list[RequestRecord] = field(default_factory=list)  # busy rounds' requests
 
     @property

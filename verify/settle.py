@@ -1,13 +1,8 @@
 """
 How many repeats a figure needs, and whether the host was busy while it was measured
 (docs/verify.md, "Enough repeats, and a busy host, measured": the rule, its limits, the runs).
-
-A figure is measured in rounds: a first round of its minimum repeats, then, while its own
-error (judge.NOISE_MAX) is over the limit, rounds of as many repeats as the spread so far
-says it needs, until it settles, the repeats reach their cap or `--settle-budget-s` runs
-out. `settle` is that loop, pure: the caller's `measure(k)` runs k repeats and says how long
-they took and what else ran (the host's CPU time over the round less the measured programs'
-own, as a share of its capacity: over BUSY_SHARE the round was busy and is set aside).
+`settle` is that loop, pure: the caller's `measure(k)` runs k repeats and says how long they
+took and what else ran on the host.
 """
 
 from __future__ import annotations
@@ -20,9 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # other processes' CPU over a round, as a share of the host's CPU capacity: over it the
-# round was busy. Measured on the 2-core demo sandbox (2026-12-03, docs/verify.md): quiet
-# rounds 1.0 to 2.8% (llama-bench) and 3.3 to 5.6% (served: the demo's own client and ssh
-# tunnel share the two cores); another engineer's job beside it 40 to 47%; two busy loops 51%
+# round was busy (the figures it was set from: docs/verify.md)
 BUSY_SHARE = 0.10
 BUSY_RETRIES = 1  # a busy round is measured again once, while the budget allows
 SETTLE_BUDGET_S = 120.0  # default time a figure may take beyond its first round
@@ -33,21 +26,18 @@ MARGIN = 1.2  # extra repeats asked for beyond what the spread so far says (it i
 # ticks a second, CPUs, and the ticks of the measured programs alive now
 _SNAP_RE = re.compile(r"^beekeeper-load (\d+) (\d+) (\d+) (\d+) (\d+)$", re.M)
 MEASURED = ("llama-server", "llama-bench")
+_READ = "read -r _ u n s i w q sq st _ < /proc/stat; "
+_ECHO = ("echo \"beekeeper-load $((u+n+s+q+sq+st)) $((u+n+s+i+w+q+sq+st)) "
+         "$(getconf CLK_TCK 2>/dev/null || echo 100) $(grep -c '^cpu[0-9]' /proc/stat) {}\"")
 # bash on the host: one reading; no programs beyond bash, awk-free (a minimal host has bash)
 LOAD_SNAPSHOT = (
-    "read -r _ u n s i w q sq st _ < /proc/stat; m=0; "
-    "for d in /proc/[0-9]*; do read -r c < \"$d/comm\" 2>/dev/null || continue; "
+    _READ + "m=0; for d in /proc/[0-9]*; do read -r c < \"$d/comm\" 2>/dev/null || continue; "
     f"case $c in {'|'.join(MEASURED)}) read -ra f < \"$d/stat\" 2>/dev/null "
-    "&& m=$((m + f[13] + f[14]));; esac; done; "
-    "echo \"beekeeper-load $((u+n+s+q+sq+st)) $((u+n+s+i+w+q+sq+st)) "
-    "$(getconf CLK_TCK 2>/dev/null || echo 100) $(grep -c '^cpu[0-9]' /proc/stat) $m\"")
+    "&& m=$((m + f[13] + f[14]));; esac; done; " + _ECHO.format("$m"))
 # the same reading in POSIX sh without the process scan (measured: 0), for inside the image
 # beside llama-bench (dash, no bash), where llama-bench's own CPU time comes from `times`:
 # read there, it leaves out `docker run`'s start and teardown, which are not the host's load
-SNAPSHOT_SH = (
-    "read -r _ u n s i w q sq st _ < /proc/stat; "
-    "echo \"beekeeper-load $((u+n+s+q+sq+st)) $((u+n+s+i+w+q+sq+st)) "
-    "$(getconf CLK_TCK 2>/dev/null || echo 100) $(grep -c '^cpu[0-9]' /proc/stat) 0\"")
+SNAPSHOT_SH = _READ + _ECHO.format("0")
 
 
 @dataclass(frozen=True)
@@ -174,10 +164,6 @@ class Settled:
         last = next((r for r in reversed(self.rounds) if r.get("busy")), None)
         return HostLoad(last["other_cpu_s"], last["capacity_s"], last["cpus"]) if last else None
 
-    @property
-    def load_measured(self) -> bool:
-        return any(r.get("load_share") is not None for r in self.rounds)
-
     def text(self) -> str:
         """e.g. `6 repeats (rounds of 3, then 3) in 41 s`, `3 repeats (rounds of 3 set aside:
         the host busy, then 3) in 59 s`."""
@@ -216,9 +202,8 @@ def _record(r: Round, used: bool) -> dict[str, Any]:
 
 def settle(measure: Callable[[int], Round], rule: Rule, *, first: Round | None = None
            ) -> Settled:
-    """Rounds of `measure(k)` until the figure settles (module docstring). `first`: a round
-    already measured (llama-bench's first run covers every test at once). The budget counts
-    the rounds' own time after the first."""
+    """Rounds of `measure(k)` until the figure settles. `first`: a round already measured
+    (llama-bench's first run covers every test at once)."""
     out = Settled(budget_s=rule.budget_s, limit=rule.limit, min_repeats=rule.min_repeats)
     busy_rounds = 0
     r = first if first is not None else measure(rule.min_repeats)

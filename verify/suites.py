@@ -50,9 +50,7 @@ ALL_SUITES = list(SUITES)
 NEEDLE_RE = r"(?<!\d)\d{7}(?!\d)"
 NIAH_OUT_TOKENS = 24
 CTX_MARGIN_TOKENS = 16  # room for the template's end tokens beyond the fitted prompt
-# decode requests at each depth: the timed one, then repeats of its prompt (cached, so only
-# the first repeat prefills; the rate is timed from the first token): the served figure's
-# spread is known, as llama-bench's is over its -r 3 (judge.NOISE_MAX)
+# decode requests at each depth, so the served figure's spread is known as llama-bench's is
 DECODE_REPEATS = 3
 
 
@@ -71,8 +69,6 @@ class Sizes:
     load_seconds: float = 20.0
     load_out_tokens: int = 16
     decode_repeats: int = DECODE_REPEATS
-    # the time each figure may take beyond its first round, for more repeats until its error
-    # is under judge.NOISE_MAX (verify/settle.py; --settle-budget-s); 0: the first round only
     settle_budget_s: float = SETTLE_BUDGET_S
 
     @classmethod
@@ -90,8 +86,7 @@ class Sizes:
 
 
 def host_snapshot(shell: Shell | None) -> Snapshot | None:
-    """One reading of the serving host's CPU counters (verify/settle.py), or None without a
-    way onto it (a server given by --url alone) or when the reading fails."""
+    """One reading of the serving host's CPU counters (verify/settle.py), or None."""
     if shell is None:
         return None
     try:
@@ -104,7 +99,7 @@ def host_snapshot(shell: Shell | None) -> Snapshot | None:
 
 def timed_round(shell: Shell | None, requests: Callable[[], list[float]]) -> Round:
     """`requests()` (one round of served requests, their figures), with the host's load over
-    it: its CPU time less llama-server's, read before and after."""
+    it."""
     a = host_snapshot(shell)
     t0 = time.monotonic()
     samples = requests()
@@ -121,9 +116,8 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
                repeats: int = DECODE_REPEATS, *, budget_s: float = 0.0,
                shell: Shell | None = None) -> DecodeResult:
     """The timed request on a fresh prompt (cache_prompt false: cache_n 0), then `repeats`
-    - 1 more of the same prompt; the figure is the median rate, its spread theirs. With a
-    `budget_s`, more repeats while the figure's error is over judge.NOISE_MAX (settle.py),
-    the host's load read through `shell` around each round."""
+    - 1 more of the same prompt (cached: only the rate from the first token is timed); the
+    figure is the median rate. With a `budget_s`, more rounds while it has not settled."""
     msgs, n = prompts.long_prompt(client, ctx, seed=seed)
     first: list[RequestRecord] = []
 
@@ -164,9 +158,8 @@ def run_ttft(client: ServerClient, n_tokens: int, k: int, seed: int = 1000
 
 def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float = 0.0,
                  shell: Shell | None = None, seed: int = 1000) -> TtftResult:
-    """`run_ttft`'s K requests as a first round, then more (each its own prefix) while the
-    median's error is over judge.NOISE_MAX and the budget lasts (settle.py); a busy round's
-    requests are set aside, not judged."""
+    """`run_ttft`'s K requests as a first round, then more rounds while the median has not
+    settled (settle.py); a busy round's requests are set aside, not judged."""
     warm, _ = prompts.long_prompt(client, n_tokens, seed=seed - 1)
     client.stream_chat(warm, max_tokens=1)
     rounds: list[tuple[list[RequestRecord], list[int]]] = []
@@ -268,10 +261,9 @@ def _engine_target(client: ServerClient, profile: Profile, shell: Shell | None,
 def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shell | None,
                engine_gpu: str | None, service: str, hand: HandStarted | None = None,
                prefill: bool = True) -> EngineRun:
-    """llama-bench where the server runs: the kit's service through `shell` (stopped for the
-    idle VRAM baseline), or a hand-started server's llama-bench (`hand`) beside it.
-    `prefill`: also time the prompt (the TTFT check's baseline; only when TTFT is asked for,
-    it is the engine suite's longest test)."""
+    """llama-bench where the server runs: the kit's service through `shell`, or a
+    hand-started server's llama-bench (`hand`) beside it. `prefill`: also time the prompt
+    (only when TTFT is asked for: it is the engine suite's longest test)."""
     try:
         engine = _engine_target(client, profile, shell, hand, engine_gpu, service)
         if engine is None:
@@ -295,7 +287,7 @@ def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shel
 
 @dataclass
 class _Run:
-    """What one verify run needs beside the client: the judge's inputs and where to log."""
+    """What one verify run needs beside the client."""
 
     profile: Profile
     names: list[str]
@@ -303,7 +295,6 @@ class _Run:
     engine: EngineRun
     card: str | None
     where: Locality = Locality(True, "on this machine")
-    log: Callable[[str], None] = _log
     shell: Shell | None = None  # the serving host, where its load is read (settle.py)
 
 
@@ -322,47 +313,47 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
     if "decode" in names:
         res.decode = []
         for i, ctx in enumerate(sizes.decode_ctx_tokens):
-            run.log(f"decode: {ctx} context tokens, {sizes.decode_out_tokens} out, "
+            _log(f"decode: {ctx} context tokens, {sizes.decode_out_tokens} out, "
                     f"{sizes.decode_repeats} requests, more while the figure's error is over "
                     f"{judge.NOISE_MAX:.0%} (at most {sizes.settle_budget_s:g} s more)")
             res.decode.append(run_decode(client, ctx, sizes.decode_out_tokens, seed=7 + i,
                                          repeats=sizes.decode_repeats,
                                          budget_s=sizes.settle_budget_s, shell=run.shell))
-            run.log(f"decode: {ctx} context tokens, "
+            _log(f"decode: {ctx} context tokens, "
                     f"{_repeats_said(res.decode[-1].settle)}")
         report.checks += judge.decode_checks(
             res.decode, run.engine, e, run.card, cpu=run.profile.backend == "cpu",
             sampler_on_cpu=run.profile.samples_on_cpu)
     if "ttft" in names:
-        run.log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, "
+        _log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, "
                 "cache_prompt false")
         res.ttft = settled_ttft(client, sizes.ttft_tokens, sizes.ttft_requests,
                                 budget_s=sizes.settle_budget_s, shell=run.shell)
-        run.log(f"ttft: {_repeats_said(res.ttft.settle)}")
+        _log(f"ttft: {_repeats_said(res.ttft.settle)}")
         report.checks += judge.ttft_checks(res.ttft, run.engine, e, run.card,
                                            cpu=run.profile.backend == "cpu")
         report.checks = judge.yield_reference_ttft(report.checks)
     if "niah" in names:
-        run.log(f"niah: {sizes.niah_cases} cases at {sizes.niah_tokens} tokens")
+        _log(f"niah: {sizes.niah_cases} cases at {sizes.niah_tokens} tokens")
         res.niah = run_niah(client, sizes.niah_tokens, sizes.niah_cases,
                             run.profile.niah_prefill)
         report.checks += judge.niah_checks(res.niah, e)
     if "load" in names:
-        run.log(f"load: {sizes.load_clients} clients for {sizes.load_seconds:.0f} s")
+        _log(f"load: {sizes.load_clients} clients for {sizes.load_seconds:.0f} s")
         res.load = run_load(client, sizes.load_clients, sizes.load_seconds,
                             sizes.load_out_tokens)
         report.checks += judge.load_checks(res.load)
 
 
 def _gateway_suite(report: Report, client: ServerClient, direct: ServerClient | None,
-                   model: str, log: Callable[[str], None]) -> None:
+                   model: str) -> None:
     if direct is None:
         report.checks.append(Check("gateway.overhead", "SKIP", "no server to compare with: "
                                    "give --direct-url, the server behind the gateway"))
         return
     from .gateway import run_gateway
 
-    log(f"gateway: {model}, pairs of requests direct and through the gateway")
+    _log(f"gateway: {model}, pairs of requests direct and through the gateway")
     checks, figures = run_gateway(client, direct, model)
     report.checks += checks
     report.suites.gateway = figures
@@ -386,7 +377,7 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
                 report.server = {"error": str(ex)}
             _served_suites(client, run, report)
         if "gateway" in run.names:  # --url is the gateway, `direct` the server behind it
-            _gateway_suite(report, client, direct, run.profile.name, run.log)
+            _gateway_suite(report, client, direct, run.profile.name)
     vr = sampler.result
     if run.profile.backend == "cuda":
         from beekeeper.core.planner import PlanError, predict
@@ -412,8 +403,8 @@ def _suite_names(names: list[str]) -> list[str]:
 def _card(card: str | None, engine: EngineRun, shell: Shell | None, profile: Profile
           ) -> str | None:
     """The card the reference checks judge: the user's --card, else the one where the server
-    runs (the engine's nvidia-smi, or the host's through `shell`); this machine's NVML only
-    for a server on this machine (the sampler then names it)."""
+    runs (the engine's nvidia-smi, or the host's through `shell`); None leaves it to the
+    sampler, for a server on this machine."""
     if card or profile.backend != "cuda":
         return card
     if engine.baseline is not None and engine.baseline.gpu_name:
@@ -438,9 +429,8 @@ def verdict(report: Report, names: list[str], profile: Profile) -> Coverage:
 
 
 def server_after_engine(where: Locality, url: str, engine: EngineRun) -> Locality:
-    """Where the server is once the engine suite ran: llama-bench stops the kit's service and
-    starts it again, so a pid read before it names a process that has gone, and the VRAM
-    sampler would follow nothing (seen on the H200, 2026-12-03: no per-process peak)."""
+    """Where the server is once the engine suite ran: it restarted the kit's service, so a
+    pid read before names a process that has gone (seen on the H200, 2026-12-03)."""
     if not engine.requested or not where.local or where.pid is None:
         return where
     return locate_server(url)
@@ -448,17 +438,14 @@ def server_after_engine(where: Locality, url: str, engine: EngineRun) -> Localit
 
 def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
                out_dir: str | None = None, quick: bool = False, host_label: str = "local",
-               card: str | None = None, host_facts: dict[str, Any] | None = None,
-               sizes: Sizes | None = None, shell: Shell | None = None,
+               card: str | None = None, sizes: Sizes | None = None, shell: Shell | None = None,
                engine_gpu: str | None = None, service: str = "llm",
                direct: ServerClient | None = None, budget_gib: float | None = None,
                hand: HandStarted | None = None, where: Locality | None = None) -> Report:
-    """Run the named suites. `shell` runs commands on the serving host (the engine
-    baseline, the idle VRAM baseline, the card's name); without it those say why they were
-    not measured. `hand`: a server the user started, its llama-bench (the engine suite is
-    then run). `where`: whether the server is on this machine (default: `locate_server`
-    of the client's URL); NVML samples only a local one. `budget_gib` is the user's VRAM
-    budget (host data vram_budget_gib); without it the profile's default."""
+    """Run the named suites. `shell` runs commands on the serving host (the engine and idle
+    VRAM baselines, the card's name). `hand`: a server the user started (the engine suite is
+    then run). `where`: whether the server is on this machine (default: `locate_server` of
+    the client's URL). `budget_gib`: the user's VRAM budget, else the profile's."""
     names = _suite_names(names)
     if hand is not None and "engine" not in names:
         names = ["engine", *names]
@@ -466,7 +453,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     where = where or locate_server(str(client.http.base_url))
     now = datetime.now(timezone.utc)  # not datetime.UTC: hosts may have Python 3.10
     report = Report(profile=profile.name, url=str(client.http.base_url),
-                    started_utc=now.isoformat(timespec="seconds"), host=host_facts or {},
+                    started_utc=now.isoformat(timespec="seconds"),
                     budget_mib=judge.vram_budget_mib(profile.expected, budget_gib),
                     requested=judgeable(names, profile))
     engine = (run_engine(client, profile, sizes, shell, engine_gpu, service, hand,

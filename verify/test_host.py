@@ -23,8 +23,6 @@ from beekeeper.core.paths import manifest_glob
 from beekeeper.verify import host_checks
 from beekeeper.verify.host_checks import Applies, gpu_in_container_command
 
-__all__ = ["gpu_in_container_command"]  # what the deploy's own check runs, for the tests
-
 
 def records_script(pattern: str) -> str:
     """A POSIX sh script printing every record matching the glob `pattern` as one JSON object,
@@ -56,8 +54,7 @@ def services(host) -> list[DeployedService]:
 
 
 def _applies(found: Applies) -> tuple:
-    """What a check looks at, as verify/host_checks.py decided; a skip with its reason when
-    there is nothing (the only pytest.skip of these checks)."""
+    """What a check looks at, as verify/host_checks.py decided; else a skip with its reason."""
     if found.skip:
         pytest.skip(found.skip)
     return found.items
@@ -68,10 +65,8 @@ def _containers(services: list[DeployedService]) -> tuple:
 
 
 def docker_info(host) -> dict[str, str] | None:
-    """The top-level fields of `docker info`'s Server section, as the engine that answers
-    reports them ({"Operating System": "Docker Desktop", "Name": "docker-desktop", ...});
-    None when no engine answers. (The deploy's DockerEngine fact reads the same output with
-    the same core/docker_info.py.)"""
+    """The top-level fields of `docker info`'s Server section (core/docker_info.py, as the
+    deploy's DockerEngine fact reads them); None when no engine answers."""
     out = host.run("docker info 2>/dev/null")
     if out.rc != 0:
         return None

@@ -1,25 +1,14 @@
 """
 NVML sampler: device memory used (and per-process where the driver gives it) at 10 Hz or
-more, in a background thread, for the whole run.
+more, in a background thread. NVML sees this machine's cards only, so it samples only a
+server on this machine (`locate_server`), never one through `ssh -L`.
 
-NVML sees this machine's cards only, so it samples only a server on this machine
-(`locate_server`): through `ssh -L` from a controller with its own GPU, index 0 is the
-controller's card, and a figure from it would judge the wrong card.
-
-memory.used is read as nvidia-smi reads it: NVML's `nvmlDeviceGetMemoryInfo_v2`, whose `used`
-is the memory allocated on the card. The first call, `nvmlDeviceGetMemoryInfo` (pynvml's
-default), gives `used` = allocated + the driver's reserved memory (nvml.h: "Sum of Reserved
-and Allocated device memory"), which nvidia-smi's memory.used leaves out (it lists
-"Reserved" apart). The VRAM check's rise is the sampler's peak less the idle figure the
-engine suite reads with nvidia-smi (verify/engine.py `host_gpus`), so both must be the same
-measure. On the H200 (driver 580, benchmarks/h200/2026-12-03-deploy) the sampler read the
-restarted server at 10,340 MiB by the first call, 607 MiB over nvidia-smi's 9,733 for the
-same program after the deploy, with one compute process on the card throughout, and the
-rise came out at 10,362 MiB against a budget of 10,240 for a server whose own peak is
-~9,740: the driver's reserve counted as the server's (tests/gpu/deploy_proof/vram_trace.py
-records both measures and the reserve, to show it on the box). Where
-the driver or the binding has no _v2 the first call is used, and `used_measure` says so (a
-rise over nvidia-smi's idle figure may then hold the reserved memory).
+memory.used is read as nvidia-smi reads it, NVML's `nvmlDeviceGetMemoryInfo_v2` `used`: the
+VRAM rise is the sampler's peak less the engine suite's idle nvidia-smi figure (engine.py
+`host_gpus`), so both must be one measure. The v1 call (pynvml's default) adds the driver's
+reserved memory (nvml.h: "Sum of Reserved and Allocated device memory"), which on the H200
+put 607 MiB into the server's rise (benchmarks/h200/2026-12-03-deploy). Without _v2 the v1
+figure is used, and `used_measure` says so.
 """
 
 from __future__ import annotations
@@ -63,9 +52,7 @@ class VramResult:
     wall_s: float | None = None
     pid: int | None = None  # the server's process, when verify found it (per-process figures)
     processes_seen: int = 0  # most compute processes on the card in one sample
-    # which NVML figure memory.used is (USED_ALLOCATED: nvidia-smi's; USED_WITH_RESERVED:
-    # allocated plus the driver's reserved memory, on a driver without _v2), and the
-    # driver's reserved memory when _v2 reports it (never in used_mib then)
+    # USED_ALLOCATED or USED_WITH_RESERVED; the reserve when _v2 reports it apart
     used_measure: str | None = None
     reserved_mib: float | None = None
     samples: list[VramSample] = field(default_factory=list)
@@ -95,9 +82,7 @@ USED_WITH_RESERVED = ("allocated + driver-reserved (NVML v1 used: no _v2 in this
 
 
 def memory_used(nvml: Any, handle: Any) -> tuple[float, float | None, str]:
-    """(memory.used MiB, the driver's reserved MiB or None, which measure) of one card: NVML's
-    _v2 `used` (allocated, what nvidia-smi and the engine suite's idle reading say), else on
-    a driver or binding without _v2 the v1 `used` (allocated + reserved)."""
+    """(memory.used MiB, the driver's reserved MiB or None, which measure) of one card."""
     try:
         m = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
         return m.used / 2**20, m.reserved / 2**20, USED_ALLOCATED
@@ -176,17 +161,15 @@ def locate_server(url: str) -> Locality:
 class VramSampler:
     """Context manager; `pid` picks the process to follow (the server), if known."""
 
-    def __init__(self, interval_s: float = 0.05, device_index: int = 0, pid: int | None = None,
+    def __init__(self, interval_s: float = 0.05, pid: int | None = None,
                  not_here: str | None = None, no_gpu: str | None = None):
-        """`not_here`: the server is not on this machine (locate_server's why): nothing is
-        sampled and the result says so, rather than reading this machine's card. `no_gpu`:
-        the server uses no GPU (a CPU profile): nothing to sample, and that is the reason."""
+        """`not_here` (the server is not on this machine) or `no_gpu` (a CPU profile): nothing
+        is sampled, and the result says why."""
         self.not_here = not_here
         self.no_gpu = no_gpu
         if interval_s <= 0 or interval_s > 0.1:
             raise ValueError("interval_s must be in (0, 0.1]: 10 Hz or more")
         self.interval_s = interval_s
-        self.device_index = device_index
         self.pid = pid
         self.result = VramResult(interval_s=interval_s, pid=pid)
         self._stop = threading.Event()
@@ -227,10 +210,10 @@ class VramSampler:
         return self
 
     def _device_of_pid(self) -> int:
-        """The card the followed process runs on (multi-GPU hosts), else `device_index`."""
+        """The card the followed process runs on (multi-GPU hosts), else the first."""
         nv = self._nvml
         if self.pid is None:
-            return self.device_index
+            return 0
         try:
             for i in range(nv.nvmlDeviceGetCount()):
                 procs = nv.nvmlDeviceGetComputeRunningProcesses(
@@ -239,7 +222,7 @@ class VramSampler:
                     return i
         except Exception:
             pass
-        return self.device_index
+        return 0
 
     def _process_mib(self) -> float | None:
         try:
@@ -252,7 +235,6 @@ class VramSampler:
         return sum(vals) / 2**20 if vals else None
 
     def _used_mib(self) -> float:
-        """memory.used in the measure __enter__ found (the same for every sample)."""
         nv = self._nvml
         if self._v2:
             return nv.nvmlDeviceGetMemoryInfo(self._handle, version=nv.nvmlMemory_v2).used / 2**20

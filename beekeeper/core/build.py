@@ -48,10 +48,8 @@ def arch_runs_on(arch_list: str, compute_cap: str) -> bool:
     return False
 
 
-# Memory per compile job. Measured on an H200 box (benchmarks/h200/2026-11-30-build/):
-# one nvcc job's process tree peaked at 0.90 GiB (cicc on the turbo fattn-vec instances),
-# one cc1plus job at 0.75 GiB; 1.5 GiB is ~1.7x the CUDA peak, for other nvcc releases and
-# arch lists and peaks the 0.5 s sampler missed.
+# Memory per compile job: ~1.7x the peaks measured on an H200 box (nvcc 0.90 GiB, cc1plus
+# 0.75 GiB: benchmarks/h200/2026-11-30-build/), for other releases and missed peaks.
 GIB_PER_CUDA_JOB = 1.5
 GIB_PER_CPU_JOB = 1.0
 
@@ -64,15 +62,9 @@ def build_jobs(mem_total_bytes: int, nproc: int, cuda: bool) -> int:
 
 
 # Code of llama.cpp's server the kit never runs per token, compiled at a lower -O level in
-# the CPU image (the compile jobs spend a third of a 2-core build's CPU time there; the
-# decode path, ggml, libllama, the sampler, the server's slot loop and its chat parsers stay
-# at Release's -O3). mtmd (images and audio: the kit never passes --mmproj) at -O0; the HTTP
-# library, the server's routes and router, argument parsing, downloads, the chat template
-# engine (once a request) and the tool-calling extras at -O1. Measured on a 2-core Xeon with
-# GCC 12.2, one job each (user CPU s, -O3 / -O1 / -O0): httplib.cpp 17.6 / 10.7 / 7.7,
-# common/arg.cpp 16.0 / 9.5 / 6.9, mtmd's clip.cpp 15.1 / 5.9 / 3.7. A target or file the
-# source lacks (another llama.cpp) is left as it is. CMake includes the file after the top
-# project() call (CMAKE_PROJECT_INCLUDE) and applies it once every target is declared.
+# the CPU image (docs/gpu-hosts.md, "Build flags and jobs", with the measurements). CMake
+# includes the file after the top project() call (CMAKE_PROJECT_INCLUDE) and applies it once
+# every target is declared.
 COLD_CODE = {  # -O level: (targets, {the directory whose CMakeLists.txt lists them: files})
     "-O0": (("mtmd",), {}),
     "-O1": (("cpp-httplib", "llama-server-impl"),
@@ -81,16 +73,10 @@ COLD_CODE = {  # -O level: (targets, {the directory whose CMakeLists.txt lists t
                         "jinja/runtime.cpp", "jinja/string.cpp", "jinja/value.cpp"),
              "tools/server": ("server-tools.cpp", "server-mcp.cpp", "server-schema.cpp")}),
 }
-# Cold targets compiled as a few unity sources (CMake's UNITY_BUILD, as llama.cpp builds its
-# own src/models/): their files share one parse of the headers they all include. The files
-# named are kept out of the unity sources (mtmd-helper refuses mtmd's internal headers;
-# common's json.cpp specializes templates other files instantiate first), and
-# CMake keeps out any with options of its own (COLD_CODE's files). Measured on a 2-core Xeon
-# with GCC 12.2, one job, each target's own translation units (CPU s, one by one / unity):
-# mtmd at -O0 54.8 / 17.4, llama-common (common/, its COLD_CODE files on their own) 148.6 /
-# 97.6, server-context 51.3 / 37.3, llama-server-impl at -O1 12.7 / 9.9. Whether files
-# compile merged depends on the tree (another llama.cpp, beellama for a CPU profile): where
-# the unity build fails, the Dockerfile builds again one file each (UNITY_OFF set).
+# Cold targets compiled as unity sources (CMake's UNITY_BUILD; same doc). The files named are
+# kept out (mtmd-helper refuses mtmd's internal headers; common's json.cpp specializes
+# templates other files instantiate first); CMake keeps out those with options of their own.
+# Where the unity build fails, the Dockerfile builds again one file each (UNITY_OFF set).
 UNITY = {"mtmd": ("mtmd-helper.cpp", "mtmd-helper-gen.cpp"), "llama-common": ("json.cpp",),
          "server-context": (), "llama-server-impl": ()}
 UNITY_OFF = "BEEKEEPER_ONE_FILE_EACH"  # a CMake variable: set, the file builds no unity source
@@ -170,9 +156,7 @@ class BuildSpec:
 
     @property
     def cold_code(self) -> list[str]:
-        """The CMake file that lowers COLD_CODE's -O levels and builds UNITY's unity sources,
-        for the CPU image's build (the GPU images build as measured on the H200, at -O3
-        throughout, one file each); empty: none."""
+        """The CMake file of COLD_CODE and UNITY, for the CPU image's build only; empty: none."""
         return cold_code_cmake() if self.backend == "cpu" else []
 
     @property
@@ -187,10 +171,8 @@ class BuildSpec:
                       image=IMAGE, cold_code_cmake=COLD_CODE_CMAKE, unity_off=UNITY_OFF)
 
     def tag(self) -> str:
-        """repo:<ref>-<cuda|cpu>-<arch>-<inputs hash>: any changed input is a new tag. The
-        hash is the rendered Dockerfile's, which holds every input of the binary and nothing
-        else: the compile jobs reach the build as a build argument (`docker build
-        --build-arg BUILD_JOBS=N`), so resizing the builder is no new tag."""
+        """repo:<ref>-<cuda|cpu>-<arch>-<the rendered Dockerfile's hash>: any changed input
+        of the binary is a new tag (the compile jobs are a build argument, not an input)."""
         digest = hashlib.sha256(self.dockerfile().encode()).hexdigest()[:8]
         return f"{self.image_repo}:{self.source.ref[:12]}-{self.variant}-{digest}"
 
@@ -198,10 +180,8 @@ class BuildSpec:
 def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
                mem_total_bytes: int = 0, machine: str = "x86_64", *, cuda_version: str,
                cuda_arch: str | None) -> BuildSpec:
-    """The build for this host: `cpus` and `mem_total_bytes` size the parallel jobs
-    (host data `build_jobs` overrides); `machine` (`uname -m`) picks the CPU baseline;
-    `cuda_version` and `cuda_arch` as preflight resolved them (HostFacts), the arch of the
-    card of `compute_cap` where no arch list is given."""
+    """The build for this host: `cpus` and `mem_total_bytes` size the jobs, `machine` picks
+    the CPU baseline, `compute_cap` the arch where none is given."""
     cpu = baseline_or_refuse(machine)
     profile = cfg.service.profile
     backend = profile.backend

@@ -1,13 +1,10 @@
 """
-Host data validation: turn pyinfra host data into a typed HostConfig, or fail with one line
-that names the key and the fix, before any operation runs. What each key is (type, range,
-pattern, default) is declared in hostdata.py; the rules between keys are the named checks
-here (rule_*).
+Host data validation: pyinfra host data into a typed HostConfig, or one refusal line. Each
+key is declared in hostdata.py; the rules between keys are the rule_* checks here.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import ipaddress
 import re
@@ -18,11 +15,12 @@ from typing import Any
 from .errors import ConfigError
 from .hostdata import (
     DEFAULT_HF_ENDPOINT,
-    HOSTNAME,
     SERVICE_NAME,
+    UNKNOWN_KEY,
     GatewayData,
     HostData,
     ServiceData,
+    did_you_mean,
     fail,
     one_word,
     parse,
@@ -34,7 +32,6 @@ from .runtime import Runtime, requested, runtime_of, ways_named
 
 __all__ = ["DEFAULT_HF_ENDPOINT", "one_word"]
 
-# the keys one service reads: at the top level of host data, or inside a `services` entry
 SERVICE_KEYS = tuple(ServiceData.model_fields)
 KIT_KEYS = frozenset(HostData.model_fields)
 # pyinfra's own host data when pyinfra cannot be imported (the list in pyinfra 3.10's
@@ -55,13 +52,10 @@ _PYINFRA_FALLBACK = (
 # read straight from host data by pyinfra's chroot and dockerssh connectors
 _PYINFRA_CONNECTOR_EXTRA = ("chroot_directory", "docker_image", "docker_container_id")
 MIN_CTX_SIZE = 256
-# how a model named by a Hub branch or without a sha256 is pinned (beekeeper/pins.py's
-# pin_model: the model, the Hub endpoint, its role "model" or "draft", and whether the VRAM
-# plan reads the file served: a GPU profile's model)
+# beekeeper/pins.py's pin_model(model, Hub endpoint, role, the VRAM plan reads the file)
 Pinner = Callable[[ModelFile, str, str, bool], ModelFile]
-# the declared patterns, for code that matches one value (`\Z`: no final newline passes)
+# the declared pattern, for code that matches one value (`\Z`: no final newline passes)
 SERVICE_NAME_RE = re.compile(SERVICE_NAME.removesuffix("$") + r"\Z")
-HOSTNAME_RE = re.compile(HOSTNAME.removesuffix("$") + r"\Z")
 
 
 @dataclass(frozen=True)
@@ -83,20 +77,17 @@ class ServiceConfig:
     port: int
     bind_address: str
     api_key_file: str | None
-    # the profile's model (and draft), with host data's repo/file/revision/sha256 applied;
-    # beekeeper.pins fills in a commit and a sha256 where they are left out
+    # the profile's model (and draft) with host data's model_*/draft_* applied
     model: ModelFile
     draft: ModelFile | None
     extra_args: tuple[str, ...]
     # the port the gateway reaches this service on, when not `port` (an SSH forward)
     gateway_port: int | None
-    # host data `model_alias` (None: the profile's name): see `alias`
     model_alias: str | None
 
     @property
     def alias(self) -> str:
-        """The model name clients send (`model` in a request) and /v1/models lists: host
-        data `model_alias`, else the profile's name."""
+        """The model name clients send: host data `model_alias`, else the profile's name."""
         return self.model_alias or self.profile.name
 
     @property
@@ -107,29 +98,21 @@ class ServiceConfig:
         return [self.model] + ([self.draft] if self.draft else [])
 
 
-# The gateway role (host data `gateway = {...}`): one OpenAI endpoint in front of every
-# service of every inventory host, on the distro's HAProxy (tasks/gateway.py). Its keys,
-# their defaults and checks are hostdata.py's GatewayData, a frozen model, kept as validated
+# host data `gateway` as validated (hostdata.py)
 GatewayConfig = GatewayData
 
 
 @dataclass(frozen=True)
 class HostConfig:
-    """One inventory host's settings, made only by load_host_config: its host data as
-    declared (`data`: every key hostdata.py reads, with the schema's defaults), and what the
-    rules between keys make of it. What preflight decides from the host's facts (the
-    runtime, the CUDA release and archs the server is built for) is HostFacts'."""
+    """One inventory host's settings, made by load_host_config: its host data as declared
+    (`data`) and what the rules between keys make of it (the host's facts: HostFacts)."""
 
     data: HostData
     services: tuple[ServiceConfig, ...]
-    # services this host had and must not have any more (`state = "absent"`): see
-    # tasks/prune.py, which also removes those the inventory no longer names
     absent: tuple[str, ...]
     source: SourceSpec
-    # this host's gateway role (host data `gateway`), its port checked against the services'
     gateway: GatewayConfig | None
-    # host data `runtime`, or the way `requested` picks for it (compose with Docker Desktop,
-    # else systemd): what runs the server is preflight's (HostFacts.runtime)
+    # host data `runtime`, or what `requested` picks; what runs is HostFacts.runtime
     requested_runtime: str
     # the repository the server images are tagged in (not host data)
     image_repo: str = "beekeeper/llama-server"
@@ -140,27 +123,23 @@ class HostConfig:
 
     @property
     def services_listed(self) -> bool:
-        """Host data gave `services` (a refusal names services[i].key), not one service's."""
+        """Host data gave `services` (a refusal names services[i].key)."""
         return self.data.services is not None
 
     @property
     def runtime_given(self) -> bool:
-        """Host data named the runtime (else preflight picks supervisor where PID 1 is not
-        systemd)."""
+        """Host data named the runtime."""
         return self.data.runtime is not None
 
     @property
     def requested_way(self) -> Runtime:
-        """The way host data asks for (mode and requested_runtime: core/runtime.py). What
-        runs the server is preflight's, HostFacts.runtime: this one where PID 1 is systemd,
-        else its without_systemd; both run the server of the same mode."""
+        """The way host data asks for; HostFacts.runtime is this one or its without_systemd."""
         return runtime_of(self.data.mode, self.requested_runtime)
 
 
 @functools.cache  # the same for every host of a run
 def pyinfra_keys() -> frozenset[str]:
-    """Host data keys pyinfra itself reads: global arguments (`_sudo`, `_env`, ...) and
-    every installed connector's data (`ssh_*`, `docker_*`, ...)."""
+    """Host data keys pyinfra itself reads: global arguments and its connectors' data."""
     try:
         from pyinfra.api.arguments import all_argument_meta
         from pyinfra.api.connectors import get_all_connectors
@@ -173,8 +152,7 @@ def pyinfra_keys() -> frozenset[str]:
 
 
 def host_data_keys(data: Any) -> list[str]:
-    """Every key set in host data: a plain mapping, or pyinfra's HostData (its layers:
-    --data overrides, the inventory's host data, group data such as group_data/all.py)."""
+    """Every key set in host data: a plain mapping, or pyinfra's HostData (all its layers)."""
     if isinstance(data, Mapping):
         return [str(k) for k in data]
     keys: dict[str, None] = {}
@@ -187,16 +165,10 @@ def host_data_keys(data: Any) -> list[str]:
 def check_keys(keys: Iterable[str], known: Iterable[str],
                extra_known: Iterable[str] = ()) -> None:
     """Refuse a key the kit (or pyinfra) does not read, with the closest known one."""
-    known = sorted(set(known))
     allowed = set(known) | set(extra_known)
     for key in keys:
-        if key in allowed or key.startswith("__"):
-            continue
-        close = difflib.get_close_matches(key, known + sorted(set(extra_known) - set(known)),
-                                          n=1, cutoff=0.75)
-        hint = f"did you mean `{close[0]}`? (or remove it)" if close else \
-            "remove it (the keys the kit reads are listed in the README, Host data keys)"
-        raise fail(key, "unknown key: beekeeper and pyinfra do not read it", hint)
+        if key not in allowed and not key.startswith("__"):
+            raise fail(key, UNKNOWN_KEY, did_you_mean(key, sorted(allowed)))
 
 
 _UNSET = object()
@@ -204,8 +176,8 @@ _UNSET = object()
 
 @functools.cache
 def group_all() -> Mapping[str, Any]:
-    """What the checkout's group_data/all.py gives every host: the names of its `__all__`,
-    else its module-level names but private ones, modules, functions and classes."""
+    """What the checkout's group_data/all.py gives every host: its `__all__`, else its
+    public module-level values."""
     import inspect
     import runpy
     import types
@@ -219,27 +191,22 @@ def group_all() -> Mapping[str, Any]:
     return types.MappingProxyType({k: ns[k] for k in names})
 
 
-# pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__): the deploy's
-# own overrides, --data, the inventory's host data, the host's groups' data (group_data/
-# GROUP.py, inventory groups); then the data every host gets (group_data/all.py, the
-# inventory's `all`) and @deploy defaults, which are the kit's defaults
+# pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__); after these
+# come group_data/all.py, the inventory's `all` and @deploy defaults: the kit's defaults
 _OWN_LAYERS = ("set during the deploy", "in --data", "in this host's data", "in a group's data")
 
 
 def _kit_default(key: str, value: Any) -> bool:
-    """`value` is what group_data/all.py gives every host for the service key `key`: the
-    kit's choice for a host of one service, unread (not refused) beside `services` when it
-    comes from there."""
+    """`value` is group_data/all.py's for the service key `key` (not refused beside
+    `services`)."""
     default = group_all().get(key, _UNSET) if key in SERVICE_KEYS else _UNSET
     return type(value) is type(default) and value == default
 
 
 def own_keys(data: Any) -> dict[str, str]:
     """The keys set for this host by more than the kit's defaults, each with where it was
-    set. pyinfra's HostData says by its layers (group_data/all.py and @deploy data are the
-    defaults); a merged mapping (tests, uninstall.py) cannot, so there, and in any layer, a
-    service key holding group_data/all.py's value is taken for the default: it changes
-    nothing a `services` entry reads."""
+    set (by pyinfra's layers; in a merged mapping, and any layer, a service key holding
+    group_data/all.py's value is taken for the default)."""
     if isinstance(data, Mapping):
         layers: list[tuple[Mapping[str, Any], str]] = [(data, "in host data")]
     else:
@@ -261,10 +228,8 @@ def _kit_data(data: Any) -> dict[str, Any]:
 
 
 def memoized_loader() -> Callable[[Any], HostConfig]:
-    """load_host_config once per host data object, its refusal kept too: a run's hosts each
-    read their neighbours' data (the services kept on a shared machine, a gateway's routes),
-    which validated every host's data once per host that reads it. Keyed by the object, held
-    while the loader lives (one run's inventory)."""
+    """load_host_config once per host data object (a run's hosts each read their
+    neighbours' data), its refusal kept too, held while the loader lives."""
     seen: dict[int, tuple[Any, HostConfig | ConfigError]] = {}
 
     def load(data: Any) -> HostConfig:
@@ -283,13 +248,8 @@ def memoized_loader() -> Callable[[Any], HostConfig]:
 
 
 def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
-    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig: the
-    declaration (hostdata.py), then the rules between keys. With `pin`, each service's
-    models are made pinned (a commit, a sha256, a size: the deploy's model stage).
-
-    `data` needs only `.get(key, default)`; its keys are checked when it is a mapping or
-    pyinfra's HostData.
-    """
+    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig; with
+    `pin`, each service's models are pinned (the deploy's model stage)."""
     hd = parse(_kit_data(data))
     way = rule_runtime(hd)
     services, absent = _services(hd, own_keys(data), pin)
@@ -302,9 +262,7 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
 # ------------------------------------------------------------------ rules between keys
 
 def rule_runtime(hd: HostData) -> Runtime:
-    """`mode` and `runtime` name one of the four ways (core/runtime.py's `requested`, which
-    also picks the way for an unset runtime): compose runs a container only, supervisord
-    the native server only."""
+    """`mode` and `runtime` name one of the four ways (core/runtime.py's `requested`)."""
     try:
         return requested(hd.mode, hd.runtime, hd.use_docker_desktop)
     except ValueError:
@@ -316,8 +274,7 @@ def rule_runtime(hd: HostData) -> Runtime:
 
 def rule_beside_services(own: Mapping[str, str]) -> None:
     """With `services`, a service key at the top level is read by no service: refused where
-    this host's data, --data or a group's data sets it (own_keys), naming where it belongs.
-    group_data/all.py's defaults for hosts of one service stay unread here."""
+    more than the kit's defaults set it (own_keys)."""
     for name in SERVICE_KEYS:
         if name in own:
             raise fail(name, f"given at the top level beside `services` ({own[name]}), where "
@@ -327,7 +284,7 @@ def rule_beside_services(own: Mapping[str, str]) -> None:
 
 def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
               ) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
-    """The services this host runs and the names of those it must remove."""
+    """The services this host runs and the names of those it must remove (state absent)."""
     if hd.services is None:
         entries: list[tuple[ServiceData, str]] = [(hd, "")]
     else:
@@ -365,13 +322,11 @@ def _service(entry: ServiceData, prefix: str,
                    "draft model serves one slot", "remove slots, or pick a profile without a "
                    "draft (`beekeeper profiles`)")
     if entry.ctx_size is not None or entry.slots is not None:
-        # the server's -c and -np, the planner and the VRAM budget check, and verify's sizes
         key = f"{prefix}ctx_size" if entry.ctx_size is not None else f"{prefix}slots"
         ctx = rule_ctx_size(key, profile.server.ctx_size if entry.ctx_size is None
                             else entry.ctx_size, profile, entry.slots)
         profile = with_ctx_size(profile, ctx, entry.slots)
-    if pin is not None:  # the model, then the draft, as the Hub or the lock file pins them;
-        # preflight's VRAM plan (a GPU profile's) reads the served model's own header
+    if pin is not None:  # preflight's VRAM plan (a GPU profile's) reads the served file
         model = pin(model, "model", profile.backend == "cuda")
         draft = pin(draft, "draft", False) if draft is not None else None
     return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
@@ -388,8 +343,7 @@ def rule_loopback_needs_key(key: str, bind: str, key_file: str | None, key_name:
 
 
 def rule_ctx_size(key: str, value: int, profile: Profile, slots: int | None = None) -> int:
-    """ctx_size: from MIN_CTX_SIZE per slot to the model's trained context (`key`: the
-    key given, ctx_size or slots)."""
+    """ctx_size: from MIN_CTX_SIZE per slot to the model's trained context."""
     slots = slots or profile.server.parallel
     train = profile.model.n_ctx_train
     if value > train:
@@ -419,8 +373,7 @@ def rule_draft_keys(entry: ServiceData, prefix: str, profile: Profile) -> None:
 
 
 def _own_model(entry: ServiceData, prefix: str, base: ModelFile) -> ModelFile | None:
-    """Host data `model_path` (a GGUF on the controller) or `model_host_path` (one on the
-    host): the profile's flags stay, only the file changes; no Hub request. None: neither."""
+    """Host data `model_path` or `model_host_path` as the served file; None: neither."""
     given = [k for k in ("model_path", "model_host_path") if getattr(entry, k) is not None]
     if not given:
         return None
@@ -440,9 +393,7 @@ def _own_model(entry: ServiceData, prefix: str, base: ModelFile) -> ModelFile | 
             raise fail(f"{prefix}model_sha256", f"missing for model_host_path {path} (the "
                        "kit checks the file before serving it)", f"run `sha256sum {path}` on "
                        "the host and set model_sha256 to its 64 hex digits")
-        # outside model_dir in container mode: rule_model_in_model_dir, which preflight runs
-        # after the host's init system and engine are known (on a host with neither, the
-        # fix is mode = 'native', not the folder)
+        # outside model_dir in container mode: rule_model_in_model_dir, run by preflight
         return replace(base, filename=path.rsplit("/", 1)[1], source=FileSource(path, True),
                        sha256=sha, size_bytes=0)
     from pathlib import Path
@@ -459,9 +410,8 @@ def _own_model(entry: ServiceData, prefix: str, base: ModelFile) -> ModelFile | 
 
 
 def rule_model_in_model_dir(cfg: HostConfig) -> None:
-    """Container mode mounts model_dir alone into the server's container: a model_host_path
-    outside it is refused, naming the service's key (Runtime.serves_from: the mode decides,
-    whichever runtime preflight picks)."""
+    """Container mode mounts model_dir alone: a model_host_path outside it is refused
+    (Runtime.serves_from)."""
     way = cfg.requested_way
     for i, svc in enumerate(cfg.services):
         source = svc.model.source
@@ -477,16 +427,14 @@ def rule_model_in_model_dir(cfg: HostConfig) -> None:
                        f"model_dir = {folder!r}, or mode = 'native'")
 
 
-# a GGUF file starts with its magic and a little-endian uint32 version (ggml's gguf.cpp:
-# GGUF_MAGIC "GGUF"; versions 2 and 3 are read, 1 is refused as too old)
+# a GGUF starts with its magic and a little-endian uint32 version (ggml's gguf.cpp: 2 and 3)
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSIONS = (2, 3)
 GGUF_HEAD_BYTES = 8
 
 
 def gguf_problem(head: bytes) -> str | None:
-    """What keeps a file whose first bytes are `head` from being a GGUF the server loads,
-    in words ("it does not start with ..."); None: the GGUF magic and version 2 or 3."""
+    """What keeps a file starting with `head` from being a GGUF the server loads; None."""
     if head[:4] != GGUF_MAGIC[:len(head[:4])] or not head:
         return ("it is empty" if not head else "it does not start with GGUF's magic b'GGUF' "
                 f"(its first {len(head)} bytes are {head!r})")
@@ -500,18 +448,13 @@ def gguf_problem(head: bytes) -> str | None:
 
 
 def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> ModelFile:
-    """The profile's model file with host data `<role>_repo/_file/_revision/_sha256` applied.
-
-    Your own model: set `model_repo` and `model_file` (a GGUF in a Hub repo); pin it with
-    `model_revision` (a commit) and `model_sha256`, or let the kit resolve and print them.
-    """
+    """The profile's model file with host data `<role>_repo/_file/_revision/_sha256` applied."""
     repo, file = getattr(entry, f"{role}_repo"), getattr(entry, f"{role}_file")
     revision, sha = getattr(entry, f"{role}_revision"), getattr(entry, f"{role}_sha256")
     if repo is None and file is None and revision is None:
         return base if sha is None or sha == base.sha256 else replace(base, sha256=sha)
     if not isinstance(base.source, HfSource) and repo is None and file is None:
-        # a revision alone: the profile's model has no Hub revision to pin (the key given
-        # is the one named, not model_repo, which the host data never set)
+        # a revision alone: nothing on the Hub to pin (the key named is the one given)
         raise fail(f"{prefix}{role}_revision",
                    f"{shown(revision)} cannot pin the profile's {role} ({base.filename}), "
                    "which is not on the Hub",
@@ -534,8 +477,7 @@ def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> 
 
 
 def rule_one_build(services: tuple[ServiceConfig, ...], listed: bool) -> None:
-    """One host runs one build of the server: its services are all CPU or all GPU profiles
-    (the first would decide the build, and the other kind be served by the wrong one)."""
+    """One host runs one build of the server: its services all CPU or all GPU profiles."""
     kinds = {s.profile.backend for s in services}
     if len(kinds) > 1:
         first = services[0]
@@ -559,9 +501,8 @@ def rule_distinct(services: tuple[ServiceConfig, ...], absent: tuple[str, ...]) 
 
 
 def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -> None:
-    """The budget holds per card: the GPU services of a host share its card (the unit gives
-    each every GPU), so their planned VRAM together stays within vram_budget_gib. One
-    service alone is preflight's check, which also names the profiles that fit."""
+    """The GPU services of a host share its card: their planned VRAM together stays within
+    vram_budget_gib (one service alone is preflight's check)."""
     gpu = [s for s in services if s.profile.backend == "cuda"]
     if len(gpu) < 2:
         return
@@ -578,9 +519,7 @@ def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -
 
 
 def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtime) -> None:
-    """Each API key goes into the way's secrets env file as it is (Runtime.env_carries):
-    compose reads that file itself (quotes, `$` interpolation), so the key goes there
-    single-quoted, which compose takes literally unless it holds `'` or `\\`."""
+    """Each API key must go literally into the way's secrets env file (Runtime.env_carries)."""
     from pathlib import Path
 
     for i, svc in enumerate(services):

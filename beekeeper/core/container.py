@@ -1,16 +1,14 @@
 """
-The server's container, written once. The image (templates/Dockerfile.j2) declares its user,
-port, health check and entry point from the constants here; `ContainerSpec` is one service's
-container: the server's arguments, the model mount, the published address and port, the
-hardening, labels, API key env file and GPU request. Two pure renderers give it in each
-tool's words: `docker_run` (the arguments of the plain unit's `docker run`) and
-`compose_service` (the service of the compose file). Standard library only.
+The server's container, written once: the image's constants (templates/Dockerfile.j2), one
+service's ContainerSpec, and its two renderings, `docker_run` and `compose_service`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from .paths import bracketed
 
 UID = GID = 10001  # the image's user `llama`: never root
 PORT = 8083  # the server's port inside the container (the entry point's --port)
@@ -79,7 +77,7 @@ class ContainerSpec:
     @property
     def publish_host(self) -> str:
         """The address as `--publish` takes it: an IPv6 address in brackets."""
-        return f"[{self.bind_address}]" if ":" in self.bind_address else self.bind_address
+        return bracketed(self.bind_address)
 
 
 def model_path(filename: str) -> str:
@@ -88,10 +86,8 @@ def model_path(filename: str) -> str:
 
 
 def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = str) -> list[list[str]]:
-    """The arguments of `docker run` for this container, a group of words a line (the unit
-    writes one line each): every value passes through `quote` (for a unit, systemd's own
-    quoting); flags and numbers need none. User and health check are the image's (IMAGE).
-    `--rm`: the container goes when it stops, and the unit starts a new one."""
+    """The arguments of `docker run` for this container, a group of words a line, each value
+    through `quote` (systemd's, for a unit). User and health check are the image's."""
     lines = [["--rm", "--name", quote(spec.name), *(["--init"] if spec.init else [])],
              ["--publish", f"{quote(spec.publish_host)}:{spec.port}:{PORT}"],
              ["--volume", quote(f"{spec.model_dir}:{MODELS}:ro")],

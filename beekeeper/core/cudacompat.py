@@ -4,8 +4,7 @@ Which NVIDIA driver runs which CUDA, from NVIDIA's own tables (see docs/gpu-host
 - CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions"
   (Linux x86_64): 13.0 GA >= 580.65.06, 13.1 GA >= 590.44.01, 13.1 Update 1 >= 590.48.01,
   13.2 GA >= 595.45.04, 13.2 Update 1 >= 595.58.03. A driver of that branch reports that CUDA
-  version in nvidia-smi ("CUDA Version"), which is what the container runtime compares with an
-  image's NVIDIA_REQUIRE_CUDA (`cuda>=13.2` for a 13.2 image).
+  version in nvidia-smi, which the container runtime compares with NVIDIA_REQUIRE_CUDA.
 - CUDA Compatibility, "Minor Version Compatibility": an application built with any 13.x
   toolkit runs, with a limited feature set (no PTX JIT of newer PTX), on a driver >= 580.
 """

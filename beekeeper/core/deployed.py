@@ -1,20 +1,8 @@
 """
-The deployment record: what a model service runs, as the deploy leaves it on the host
-(ServicePaths.manifest, /etc/beekeeper/<name>/deployed.json, and its `.prev` kept for a
-rollback). Written by tasks/service.py (`to_json`); read by attribute everywhere else
-(`from_json`, `load`): the deploy's facts and cleanups, the uninstall, the host checks, verify.
-
-Standard library only, and Python 3.10: verify's kit ships beekeeper/core to the host
-(beekeeper/hostverify.py). The host-side scripts (beekeeper/hostside/) are uploaded as single
-files, or sent on stdin, and cannot import it: hostside/rollback.py reads the three keys it
-needs itself.
-
-Reading validates, and refuses a record in one line naming the record, the key and the fix
-(RecordError): a key every kit has written (REQUIRED: what the first kit wrote) missing, or
-any key of the record with a value of the wrong type. A record of an older kit lacks the keys
-added since: those read as their defaults, what they meant then (runtime None: a systemd
-unit; ctx_size None: the profile's context; version 0: before the record said its version).
-A key of a newer kit is ignored.
+The deployment record (/etc/beekeeper/<name>/deployed.json): written by tasks/service.py,
+read by attribute everywhere else. Standard library only, Python 3.10: verify's kit ships
+beekeeper/core to the host. A key added since the first kit, missing, reads as its default
+(what it meant then); a key of a newer kit is ignored.
 """
 
 from __future__ import annotations
@@ -106,11 +94,8 @@ class DeployedService:
     @classmethod
     def from_json(cls, data: str | Mapping[str, Any],
                   source: str = "deployed.json") -> DeployedService:
-        """A record from deployed.json's text (or its parsed object); `source` names it in a
-        refusal (its path, and the host). RecordError (a ValueError), one line, when the text
-        is not a JSON object, a key of REQUIRED is missing, or a key's value is of the wrong
-        type; a key added since the first kit, missing, reads as its default; an unknown key
-        is ignored."""
+        """A record from deployed.json's text (or its parsed object); RecordError (`source`
+        naming it) for no JSON object, a key of REQUIRED missing, or a value mistyped."""
         if isinstance(data, str):
             try:
                 data = json.loads(data)

@@ -71,14 +71,8 @@ _UBUNTU_GA_KERNEL = {"20.04": (5, 4), "22.04": (5, 15), "24.04": (6, 8)}
 
 def headers_meta(os_release: Mapping[str, str], kernel_release: str) -> str | None:
     """The meta-package that brings the headers of every future kernel of the running
-    kernel's flavour, so DKMS rebuilds the NVIDIA module after a kernel update:
-
-    - Debian `linux-headers-amd64` for `6.1.0-18-amd64` (Debian 12), `6.12.117+deb13-amd64`
-      (Debian 13) and `6.12.95+deb12-amd64` (Debian 12's backports); `-cloud-amd64` and
-      `-rt-amd64` for those kernels;
-    - Ubuntu `linux-headers-generic` for `6.8.0-45-generic` on 24.04 (`-aws`, `-gcp`... for
-      cloud kernels), `linux-headers-generic-hwe-22.04` for the HWE kernel `6.8.0-45-generic`
-      on 22.04."""
+    kernel's flavour (so DKMS rebuilds the NVIDIA module): `linux-headers-amd64` for
+    `6.1.0-18-amd64`, `linux-headers-generic-hwe-22.04` for 6.8 on Ubuntu 22.04."""
     m = re.match(r"^(\d+)\.(\d+)\.\d+(?:-\d+(?:\.\d+)*|\+[a-z0-9~.]+)-([a-z][a-z0-9-]*)$",
                  kernel_release)
     os_id = os_release.get("id")

@@ -1,14 +1,11 @@
 """
-What a built llama-server accepts, read from its own `--help`, against the flags a service
-would run it with: a newer engine (a new `source.ref`) that renamed or dropped a KV type, a
-speculative type or an option is refused in one line before the running server is replaced.
+llama-server's flags: those the kit sets, those holding a secret or free text (server_extra_args'
+checks), and what a built server accepts, read from its own `--help`, against the flags a service
+would run it with: a renamed or dropped flag or value is refused before the server is replaced.
 
-The help's shape is llama.cpp's common/arg.cpp (common_arg::to_string, the same in beellama
-at ba1fdce591f5 and in stock llama.cpp): one option a paragraph, its spellings at column 0
-joined by ", ", then a value hint (`TYPE`, `[on|off|auto]`, `none,draft-simple,...`), then
-its help text at column 40, on the same line or the next; a KV type option's help holds
-"allowed values: f32, f16, ...". The parser takes a word exactly as spelled, a `--` word
-with `_` read as `-` (common_params_parse_ex), and never `--flag=value`.
+The help's shape is llama.cpp's common/arg.cpp (common_arg::to_string): one option a
+paragraph, its spellings at column 0 joined by ", ", a value hint (`TYPE`, `[on|off|auto]`,
+`a,b,c`), its help text at column 40 ("allowed values: f32, f16, ..." for a KV type).
 """
 
 from __future__ import annotations
@@ -33,8 +30,50 @@ RENAMED = {
 _NAME = r"-{1,2}[A-Za-z0-9][\w.-]*"
 _NAMES = re.compile(rf"({_NAME}(?:,\s+{_NAME})*)(.*)$")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.-]*")
-_NUMBER = re.compile(r"-\d+(\.\d+)?([eE][-+]?\d+)?")
+NUMBER = re.compile(r"-\d+(\.\d+)?([eE][-+]?\d+)?")
 _ALLOWED = re.compile(r"allowed values:\s*(.*?)\s*(?:\(|$)")
+
+
+# The flags the kit sets (unit, entrypoint, profile), which server_extra_args may not set
+# again: flag -> the key to use.
+_KIT_FLAGS_BY_KEY = {
+    "bind_address": ("--host",),
+    "port": ("--port",),
+    "api_key_file": ("--api-key", "--api-key-file"),
+    "model_repo/model_file": ("-m", "--model", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo",
+        "-hff", "--hf-file"),
+    "ctx_size": ("-c", "--ctx-size"),
+    "slots": ("-np", "--parallel"),
+    "the profile (its KV types)": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
+    "the profile": ("-fa", "--flash-attn", "-ngl", "--gpu-layers", "--n-gpu-layers", "-b",
+        "--batch-size", "-ub", "--ubatch-size", "--jinja", "--no-jinja", "--chat-template",
+        "--reasoning", "--backend-sampling"),
+    "model_alias": ("--alias", "-a"),
+    "the profile (its draft)": ("-kvu", "--kv-unified", "--spec-type", "-cd", "--ctx-size-draft",
+        "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "-ctkd", "--cache-type-k-draft",
+        "-ctvd", "--cache-type-v-draft"),
+    "draft_repo/draft_file": ("-md", "--model-draft"),
+}
+KIT_FLAGS = {flag: key for key, flags in _KIT_FLAGS_BY_KEY.items() for flag in flags}
+
+# llama-server flags holding a secret, which every user of the host would read (ps):
+# flag -> where the secret goes instead.
+SECRET_FLAGS = {
+    "--api-key": "api_key_file (the kit passes the key in a root-only env file)",
+    "--api-key-file": "api_key_file (the kit passes the key in a root-only env file)",
+    "-hft": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
+    "--hf-token": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
+}
+# llama-server flags whose value is free text that may start with `-`: llama.cpp's parser
+# (common/arg.cpp, common_params_parse_ex) takes the next word as the value whatever it
+# starts with (`--system-prompt -c`); a negative number after any flag is a value too.
+TEXT_VALUE_FLAGS = frozenset((
+    "-p", "--prompt", "-sys", "--system-prompt", "-r", "--reverse-prompt", "--in-prefix",
+    "--in-suffix", "--grammar", "-j", "--json-schema", "--chat-template-kwargs", "-l",
+    "--logit-bias", "--override-kv", "-ot", "--override-tensor", "--samplers",
+    "--sampling-seq", "--sampler-seq", "--dry-sequence-breaker", "--api-prefix", "-f",
+    "--file", "--grammar-file", "--slot-save-path", "--path", "--log-file",
+))
 
 
 @dataclass(frozen=True)
@@ -133,16 +172,14 @@ def _flag(word: str) -> str:
 
 def unaccepted(args: Sequence[str], offered: Offered, *,
                check_values: bool = True) -> list[Unaccepted]:
-    """The words of `args` the server would refuse. `check_values`: also the values its
-    help lists (the profile's flags, written as the help spells them); False for host data
-    `server_extra_args`, read by name only (a server may take a value its help does not
-    list: `-fa 1` for `on`)."""
+    """The words of `args` the server would refuse. `check_values`: also the values its help
+    lists (False for server_extra_args: a server may take a value its help does not list)."""
     out: list[Unaccepted] = []
     i = 0
     while i < len(args):
         word = args[i]
         i += 1
-        if not word.startswith("-") or _NUMBER.fullmatch(word):
+        if not word.startswith("-") or NUMBER.fullmatch(word):
             continue
         opt = offered.options.get(_flag(word))
         if opt is None:

@@ -1,13 +1,7 @@
 """
-Errors raised by beekeeper. Each names the key or input at fault and the fix. Plain
-exceptions (no pyinfra here): deploy.py turns one into pyinfra's one-line failure.
-
-A refusal is one type, Refusal: its subject (what is refused: host data `port`, the host's
-CPU, port 8080 on the host), the problem and the fix, every refusal has one; its two kinds are
-ConfigError (host or group data) and PreflightError (the host's facts). Its line is made in
-one place, Refusal.__init__: every URL's secrets written `***` (redact.py), a character that
-would break the line escaped, every echo cut (refusal_line(): a value quoted by
-shown() is cut after SHOWN_MAX already).
+Errors raised by beekeeper (plain exceptions: deploy.py turns one into pyinfra's failure).
+A refusal (Refusal: ConfigError for host data, PreflightError for the host's facts) is one
+line, subject, problem and fix, made in Refusal.__init__: redacted, escaped, echoes cut.
 """
 
 from __future__ import annotations
@@ -33,10 +27,8 @@ def cut(text: str, most: int = SHOWN_MAX) -> str:
 
 
 def shown(value: object) -> str:
-    """A value as a refusal quotes it: its repr, cut after SHOWN_MAX characters with its
-    length (a long value would fill the terminal), then spelled in ASCII where it holds other
-    characters (a Cyrillic `с` in 'сpu-tiny' prints like the valid value), that spelling cut
-    alike (a long look-alike keeps it; a short one of many such characters stays short)."""
+    """A value as a refusal quotes it: its repr cut after SHOWN_MAX characters, then spelled
+    in ASCII where it holds other characters (a Cyrillic `с` in 'сpu-tiny'), cut alike."""
     whole = repr(value)
     text = whole
     if len(whole) > SHOWN_MAX:
@@ -79,12 +71,9 @@ def echo(value: object) -> str:
 
 
 def refusal_line(text: str) -> str:
-    """A refusal's line as it may be printed, every echo cut, the one place that cuts them:
-    an echo() of more than PATH_SHOWN_MAX characters, and any run without a space that long
-    (an echo nobody marked: a key's name, a word of a library's message) is cut after
-    PATH_SHOWN_MAX (a path of a usual depth stays whole, a fix such as `chmod 600 PATH`
-    runnable), or after SHOWN_MAX where the line would still be longer than LINE_MAX (a
-    relative path echoed twice, a library's reason quoting the value)."""
+    """A refusal's line as it may be printed: an echo() or any run without a space longer
+    than PATH_SHOWN_MAX is cut after PATH_SHOWN_MAX, or after SHOWN_MAX where the line would
+    still be longer than LINE_MAX."""
     def cuts(most: int) -> str:
         def one(m: re.Match[str]) -> str:
             echoed = m.group(m.lastindex or 0)  # an echo()'s value, or a run

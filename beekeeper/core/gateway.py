@@ -1,7 +1,6 @@
 """
 The gateway's plan: every model service of every inventory host, grouped by model name,
-with the address the gateway reaches each one at. Pure (no pyinfra, no host): the gateway
-task renders it into HAProxy's config, and the unit tests check it on plain dicts.
+with the address the gateway reaches each one at (pure: tasks/gateway.py renders it).
 """
 
 from __future__ import annotations
@@ -14,17 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import (
-    HOSTNAME_RE,
-    GatewayConfig,
-    HostConfig,
-    ServiceConfig,
-    load_host_config,
-    one_word,
-)
+from .config import GatewayConfig, HostConfig, ServiceConfig, load_host_config, one_word
 from .errors import ConfigError, PreflightError, host_data
+from .hostdata import HOSTNAME, full
 from .machines import ssh_address
-from .paths import GatewayPaths
+from .paths import GatewayPaths, bracketed
 from .render import render
 
 PATHS = GatewayPaths()
@@ -51,8 +44,7 @@ class Upstream:
 
     @property
     def haproxy_address(self) -> str:
-        addr = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{addr}:{self.port}"
+        return f"{bracketed(self.address)}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -106,7 +98,7 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
     try:
         loop = ipaddress.ip_address(ssh_host).is_loopback
     except ValueError:
-        if not _is_local_name(ssh_host) and not (HOSTNAME_RE.match(ssh_host)
+        if not _is_local_name(ssh_host) and not (full(HOSTNAME, ssh_host)
                                                  and len(ssh_host) <= 253):
             # an SSH config alias, or a name with characters no resolver (or haproxy.cfg)
             # takes: the gateway could not reach it by that name
@@ -193,18 +185,14 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
     return Plan(routes=routes, left_out=left_out)
 
 
-# What the config needs of HAProxy (first releases, from HAProxy's own history): the
-# json_query converter that reads a request's `model` (2.4). The gateway's key is checked with
-# req.fhdr and the word converter, both in 2.4, so a keyed gateway needs no more (issue 43:
-# http_auth_bearer, which it used before, is 2.5's). Debian 11 has 2.2, Ubuntu 22.04 2.4,
-# Debian 12 2.6 (its `haproxy -c` accepts the config), Ubuntu 24.04 2.8, Debian 13 3.0.
+# What the config needs of HAProxy, with a key or without (docs/gateway.md, "HAProxy 2.4 or
+# newer"): json_query, req.fhdr and the word converter, all in 2.4.
 HAPROXY_NEEDS = ((2, 4), "the json_query converter (reading the request's model)")
 
 
 def haproxy_refusal(version: str) -> PreflightError | None:
     """Why this HAProxy (a Debian version such as "2.2.9-2+deb11u6") cannot run the gateway's
-    config, with a key or without, in one line with the fix; None when it can or the version
-    is unreadable."""
+    config; None when it can or the version is unreadable."""
     m = re.match(r"(?:\d+:)?(\d+)\.(\d+)", version)
     if not m:
         return None
@@ -219,7 +207,7 @@ def haproxy_refusal(version: str) -> PreflightError | None:
 
 
 def render_config(gw: GatewayConfig, routes: list[Route]) -> str:
-    bind = f"[{gw.bind_address}]" if ":" in gw.bind_address else gw.bind_address
+    bind = bracketed(gw.bind_address)
     # HAProxy's buffer: the body limit plus room for the headers and their rewrites
     max_body = gw.max_body_kib * 1024
     return render("haproxy.cfg.j2", bind=bind, port=gw.port, routes=routes,

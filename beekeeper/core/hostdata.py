@@ -1,10 +1,7 @@
 """
-Host data, declared: every key the kit reads (per host, per service, the gateway, the
-source, model pins) with its type, range, pattern, default and what it does, as pydantic
-models. A value that breaks a declaration is refused with the kit's one line
-(`host data `key`: problem; fix: ...`), translated from pydantic's error; the rules between
-keys live in config.py as named checks. The README's key table is rendered from here
-(`python -m beekeeper.core.hostdata`).
+Host data, declared: every key the kit reads, as pydantic models; a value that breaks a
+declaration is refused in the kit's one line. The README's key table is rendered from here
+(`python -m beekeeper.core.hostdata`); the rules between keys are config.py's.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from .engine_flags import KIT_FLAGS, NUMBER, SECRET_FLAGS, TEXT_VALUE_FLAGS
 from .errors import ConfigError, cut, echo, host_data, near, shown
 from .paths import DEFAULT_PORT, HF_TOKEN, MODEL_DIR, STATE_DIR
 from .profiles import MAX_SLOTS, PROFILES
@@ -37,8 +35,6 @@ MAX_PATH_LEN = 1024
 IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$"
 LOCAL_REF = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 CUDA_VERSION = r"^\d{2}\.\d{1,2}(\.\d{1,2})?$"
-# an arch is SASS for sm_XY, `a` architecture-specific (sm_90a and newer, that one GPU
-# only), `f` family-specific (sm_100f and newer, CUDA 12.9: its major, minor XY and up)
 CUDA_ARCH = r"^\d{2,3}[a-z]?(;\d{2,3}[a-z]?)*$"
 SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"
 # Git fetches an object by its full name only (GitHub allows any reachable commit); an
@@ -51,11 +47,8 @@ GIT_URL = r"^(https?|ssh|git|file)://\S+$"
 HTTP_URL = r"^https?://[^\s'\"]+$"
 PACKAGE_VERSION = r"^[0-9][0-9A-Za-z.~+-]*$"
 HOSTNAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}(?:\.[A-Za-z0-9][A-Za-z0-9-]{0,62})*$"
-# the model name clients send (`model` in a request, what /v1/models lists): one word of
-# letters, digits and . _ - : / + (names such as 'qwen3.5-9b', 'org/model:q8'), up to 64
 MODEL_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,63}$"
 MODEL_ALIAS_MAX = 64
-# host data `persistent_root`: the standard layout (/opt, /etc, /var ...), no root
 PERSISTENT_NONE = "none"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 STAGES = ("provision", "build", "model", "service")
@@ -67,8 +60,7 @@ def full(pattern: str, value: str) -> bool:
 
 
 class Bad(ValueError):
-    """A value refused by a declared check: the problem and the fix, the key from where
-    pydantic found it (`at`: a key below it, for a rule of a whole mapping)."""
+    """A value refused by a declared check (`at`: a key below the one pydantic names)."""
 
     def __init__(self, problem: str, fix: str, at: str = "") -> None:
         super().__init__(problem)
@@ -76,26 +68,21 @@ class Bad(ValueError):
 
 
 class Secret(Bad):
-    """A value refused for the secret it may hold: never quoted, not even as a mapping's key
-    (the key is named by its mapping alone)."""
+    """A value refused for the secret it may hold: never quoted, not even as a mapping's key."""
 
 
 def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not valid",
         key_problem: str = "is not a valid key here", **constraints: Any) -> Any:
-    """One declared key: its default, its type in words (for the README), what it does,
-    and the refusal for a value of the wrong type, range or pattern (`key_problem`: for a
-    mapping's key that breaks its pattern, the key being what is quoted)."""
+    """One declared key: default, type in words and doc (the README), and its refusal's
+    problem and fix (`key_problem`: for a mapping's key that breaks its pattern)."""
     return Field(default, description=doc,
                  json_schema_extra={"kind": kind, "problem": problem, "fix": fix,
                                     "key_problem": key_problem},
                  **constraints)
 
 
-# ------------------------------------------------------------------ checks of one value
-
 def safe_text(value: str, what: str) -> str:
-    """Refuse control and other non-printable characters (newline, tab, NUL, U+2028 ...):
-    no shell line or unit file can carry them safely."""
+    """Refuse non-printable characters: no shell line or unit file carries them safely."""
     bad = next((c for c in value if not c.isprintable()), None)
     if bad is not None:
         raise Bad(f"{shown(value)} holds the control character {bad!r}",
@@ -103,7 +90,6 @@ def safe_text(value: str, what: str) -> str:
     return value
 
 
-# a value's kind as a user reads it in a refusal ("5 is a number, not a path")
 _KINDS = {"str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
           "NoneType": "empty"}
 
@@ -169,9 +155,7 @@ def one_word(key_text: str) -> bool:
 
 def key_file(value: str, one_word_key: bool) -> str:
     """A key file on the controller: present, not empty, one line, not readable by others,
-    and with `one_word_key` one word (the gateway's own key: an HTTP header value). A
-    relative path is read from the folder pyinfra runs in; `~` is refused (nothing expands
-    it)."""
+    and with `one_word_key` one word (the gateway's own key: an HTTP header value)."""
     from pathlib import Path
 
     if not value:
@@ -224,9 +208,8 @@ def _service_name(value: str) -> str:
 
 
 def _hub_repo(value: str) -> str:
-    """The Hub's own rule for a repository id (huggingface_hub.utils.validate_repo_id),
-    beside the kit's pattern: `a/b-`, `a/b.`, `a/b..c` or `a/b--c` end in the client's
-    HFValidationError otherwise."""
+    """The Hub's own rule for a repository id (huggingface_hub's validate_repo_id): `a/b-`,
+    `a/b..c` pass the kit's pattern and fail in the client otherwise."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
@@ -250,8 +233,7 @@ def _ctx_size_given(value: Any) -> Any:
 
 
 def _text_version(pattern: str, problem: str, fix: str) -> Callable[[Any], str]:
-    """A release or arch list given as a string or a number (13.2, 89): its text, whole
-    matched."""
+    """A release or arch list given as a string or a number (13.2, 89): its text."""
     def check(value: Any) -> str:
         if isinstance(value, bool) or not isinstance(value, str | int | float) \
                 or not full(pattern, str(value)):
@@ -262,8 +244,7 @@ def _text_version(pattern: str, problem: str, fix: str) -> Callable[[Any], str]:
 
 def _arch_list(value: str) -> str:
     """Each arch's suffix one CUDA knows, on an arch that has it: `a` from sm_90, `f` from
-    sm_100 (NVIDIA, "Blackwell and CUDA 12.9 introduce family-specific architecture
-    features"); `89x` or `86a` would end in nvcc's error after the build started."""
+    sm_100 (CUDA 12.9); else nvcc fails after the build started."""
     for arch in value.split(";"):
         digits = arch.rstrip("abcdefghijklmnopqrstuvwxyz")
         suffix = arch[len(digits):]
@@ -304,7 +285,7 @@ def _address(value: str) -> str:
               "'gpu-box.lan'")
 
 
-# where credentials belong instead of a URL, per key (README, Security defaults)
+# where credentials belong instead of a URL, per key
 CREDENTIALS_FIX = {
     "git": "give the URL without them and let the host's root in another way that stays off "
            "command lines: an ssh:// URL with a deploy key in /root/.ssh, a git credential "
@@ -320,15 +301,13 @@ CREDENTIALS_FIX = {
 
 
 def no_credentials(kind: str) -> BeforeValidator:
-    """Refuse a URL carrying credentials: a password (`user:pass@`) in any scheme, and any
-    user information in an http(s) URL (hosts take a token as the user name). pyinfra prints
-    operation names, host command lines show the URL to every user of the host (ps), and
-    files such as apt sources are world-readable; `ssh://git@host/...` names a user only."""
+    """Refuse a URL carrying credentials (a password in any scheme, any user in http(s)):
+    pyinfra's output, `ps` and world-readable files would show them."""
     def check(value: Any) -> Any:
         if not isinstance(value, str) or not has_credentials(value):
             return value
         kinds = {userinfo_kind(m.group(0)) for m in URL.finditer(value)}
-        # neither quoted even redacted: where the password ends cannot be told
+        # not quoted even redacted: where the password ends cannot be told
         if RAW in kinds:
             raise Bad("the URL holds user information with a raw '#', '?' or '/' (a URL "
                       "parser ends the host there and reads the rest of the password as the "
@@ -352,34 +331,29 @@ def no_credentials(kind: str) -> BeforeValidator:
 
 
 def _given(value: Any) -> Any:
-    """A key given as None where None means nothing."""
     if value is None:
         raise Bad("None is not a value for it", "give a value, or remove the key")
     return value
 
 
 def _seq(value: Any) -> Any:
-    """Host data may give a list as a tuple."""
     return list(value) if isinstance(value, tuple) else value
 
 
 def _mapping(value: Any) -> Any:
-    """A mapping of any kind (pyinfra's data objects too) is read as a dict."""
     return dict(value) if isinstance(value, Mapping) and not isinstance(value, dict) else value
 
 
 Strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 Text = Annotated[str, AfterValidator(lambda v: safe_text(v, "the value"))]
 Port = Annotated[int, Field(ge=1, le=65535)]
-# host data `slots`: at most MAX_SLOTS (profiles.py: verify's host side reads it too)
 # an image's digest after its '@' (OCI: algorithm:encoded), the only '@' a reference holds
 _DIGEST = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[A-Fa-f0-9]{32,}")
 
 
 def _image_login(value: Any) -> Any:
-    """An '@' in an image reference is its digest's (`name@sha256:...`): anything else is a
-    registry login (`user:password@registry/img`), which the Dockerfile's FROM and pyinfra's
-    output would carry. Refused before the pattern, never quoted."""
+    """An '@' in an image reference other than its digest's is a registry login: refused
+    before the pattern, never quoted."""
     if isinstance(value, str) and "@" in value and not (
             value.count("@") == 1 and _DIGEST.fullmatch(value.split("@", 1)[1])):
         raise Secret("the image reference holds an '@' that is not a digest's (name@sha256:...): "
@@ -462,8 +436,7 @@ class SourceData(BaseModel):
 
 
 class GatewayData(BaseModel):
-    """Host data `gateway`: this host is a gateway, one OpenAI endpoint in front of every
-    service of every inventory host, on the distro's HAProxy."""
+    """Host data `gateway`: this host is a gateway (docs/gateway.md)."""
 
     model_config = Strict
     port: Port = key(4000, "integer 1-65535", "the gateway's port",
@@ -487,69 +460,22 @@ class GatewayData(BaseModel):
         "e.g. timeout_s = 600 (no quotes)", "is not a whole number from 10 to 86400")
 
 
-# What the kit sets on the server's command line (the unit, the image's entrypoint and the
-# profile): server_extra_args may add flags, never set these again. Flag -> the key to use.
-_KIT_FLAGS_BY_KEY = {
-    "bind_address": ("--host",),
-    "port": ("--port",),
-    "api_key_file": ("--api-key", "--api-key-file"),
-    "model_repo/model_file": ("-m", "--model", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo",
-        "-hff", "--hf-file"),
-    "ctx_size": ("-c", "--ctx-size"),
-    "slots": ("-np", "--parallel"),
-    "the profile (its KV types)": ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v"),
-    "the profile": ("-fa", "--flash-attn", "-ngl", "--gpu-layers", "--n-gpu-layers", "-b",
-        "--batch-size", "-ub", "--ubatch-size", "--jinja", "--no-jinja", "--chat-template",
-        "--reasoning", "--backend-sampling"),
-    "model_alias": ("--alias", "-a"),
-    "the profile (its draft)": ("-kvu", "--kv-unified", "--spec-type", "-cd", "--ctx-size-draft",
-        "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "-ctkd", "--cache-type-k-draft",
-        "-ctvd", "--cache-type-v-draft"),
-    "draft_repo/draft_file": ("-md", "--model-draft"),
-}
-KIT_FLAGS = {flag: key for key, flags in _KIT_FLAGS_BY_KEY.items() for flag in flags}
-
-
-# llama-server flags holding a secret: on the unit's command line every user of the host
-# reads it (ps, /proc/PID/cmdline, systemctl status). Flag -> where the secret goes instead.
-SECRET_FLAGS = {
-    "--api-key": "api_key_file (the kit passes the key in a root-only env file)",
-    "--api-key-file": "api_key_file (the kit passes the key in a root-only env file)",
-    "-hft": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
-    "--hf-token": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
-}
-# llama-server flags whose value is free text that may start with `-` (a prompt, a list of
-# sequences, a JSON or key=value override): llama.cpp's parser (common/arg.cpp,
-# common_params_parse_ex) takes the word after a flag that has a value as that value,
-# whatever it starts with, so `--system-prompt -c` sets the prompt to "-c". A negative
-# number after any flag is its value too (`--seed -1`).
-TEXT_VALUE_FLAGS = frozenset((
-    "-p", "--prompt", "-sys", "--system-prompt", "-r", "--reverse-prompt", "--in-prefix",
-    "--in-suffix", "--grammar", "-j", "--json-schema", "--chat-template-kwargs", "-l",
-    "--logit-bias", "--override-kv", "-ot", "--override-tensor", "--samplers",
-    "--sampling-seq", "--sampler-seq", "--dry-sequence-breaker", "--api-prefix", "-f",
-    "--file", "--grammar-file", "--slot-save-path", "--path", "--log-file",
-))
-_NUMBER = re.compile(r"-\d+(\.\d+)?([eE][-+]?\d+)?")
-
-
 def _flag(arg: str) -> str:
-    """A word as llama.cpp's parser names its flag: before an `=`, and in a `--` flag `_`
-    read as `-` (common_params_parse_ex replaces them), so `--ctx_size` is `--ctx-size`."""
+    """A word as the flag it names: `_` as `-` in a `--` flag (llama.cpp's parser), before
+    an `=` (which that parser refuses: `--port=1` is refused here as the kit's flag)."""
     flag = arg.split("=", 1)[0]
     return flag.replace("_", "-") if flag.startswith("--") else flag
 
 
 def _extra_args(args: list[str]) -> tuple[str, ...]:
-    """More llama-server flags: never one the kit sets, never a secret, never a URL with
-    credentials; a word after a text-valued flag, or a negative number, is a value."""
+    """More llama-server flags: never one the kit sets, a secret, or a URL with credentials."""
     value_next = False
     for arg in args:
         safe_text(arg, "each argument")
         if has_credentials(arg):
             raise Bad(f"{shown(redact(arg))} carries credentials in a URL, which would be on "
                       "the server's command line", "give the URL without them")
-        is_value, value_next = value_next or bool(_NUMBER.fullmatch(arg)), False
+        is_value, value_next = value_next or bool(NUMBER.fullmatch(arg)), False
         if is_value or not arg.startswith("-"):
             continue
         flag = _flag(arg)
@@ -568,15 +494,14 @@ def _extra_args(args: list[str]) -> tuple[str, ...]:
     return tuple(args)
 
 
-# what a model's file name may hold (HF_FILE): every runtime's command line carries it as
-# one plain word, and it is the name the file is checked and placed under
+# what a model's file name may hold (HF_FILE): every command line carries it as one word
 GGUF_NAME_FIX = ("a model file name is letters, digits and . _ + - (no space), starts with a "
                  "letter or digit and ends .gguf: rename the file, or point a symlink so "
                  "named at it")
 
 
 def _gguf_name_problem(name: str) -> str | None:
-    """What in a model file's name the kit cannot carry, in words (None: nothing)."""
+    """What in a model file's name the kit cannot carry (None: nothing)."""
     if re.match(HF_FILE, name):
         return None
     if not name.endswith(".gguf"):
@@ -595,9 +520,8 @@ def _gguf_path(value: str) -> str:
 
 
 def _hub_file(value: Any) -> Any:
-    """A Hub file name the kit can carry (HF_FILE), or what in it it cannot and what to do:
-    the file cannot be renamed in another's repository, so a renamed copy through
-    model_path. Not a string, or longer than a name can be: left to the declared checks."""
+    """A Hub file name the kit can carry (HF_FILE), else a renamed copy as model_path; not
+    a string, or too long: left to the declared checks."""
     if not isinstance(value, str) or len(value) > 255:
         return value
     problem = _gguf_name_problem(value)
@@ -610,9 +534,7 @@ def _hub_file(value: Any) -> Any:
 
 
 def _model_alias(value: Any) -> str:
-    """A name a client can send as `model` and the server can carry on its command line:
-    not empty, no space or control character, at most MODEL_ALIAS_MAX characters, and of
-    letters, digits and . _ - : / + (starting with a letter or digit)."""
+    """A name a client can send as `model` and the server's command line can carry."""
     fix = ("give one word of letters, digits and . _ - : / + (at most "
            f"{MODEL_ALIAS_MAX}), e.g. model_alias = 'qwen3.5-9b'")
     if not isinstance(value, str):
@@ -656,8 +578,7 @@ def _persistent_root(value: Any) -> Any:
 
 
 HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
-# a file name and a git ref are at most 255 bytes (NAME_MAX; git refuses a longer ref): a
-# longer value is refused here, cut in the refusal, not carried into the pins and the Hub
+# a file name and a git ref are at most 255 bytes (NAME_MAX; git refuses a longer ref)
 HubFile = Annotated[str, Field(pattern=HF_FILE, max_length=255), BeforeValidator(_hub_file)]
 Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$", max_length=255)]
 Sha256 = Annotated[str, Field(pattern=SHA256)]
@@ -683,8 +604,7 @@ def _pin(role: str, part: str) -> Any:
 
 
 class ServiceData(BaseModel):
-    """The keys one model service reads: one `services` entry, or the top level of host
-    data for a host of one service (without `services`)."""
+    """The keys one model service reads: a `services` entry, or the top level without it."""
 
     model_config = Strict
     service_name: Annotated[str, Field(pattern=SERVICE_NAME), AfterValidator(_service_name)] \
@@ -762,8 +682,7 @@ Mapping_ = BeforeValidator(_mapping)
 
 
 class HostData(ServiceData):
-    """Every key of one inventory host: the host's own, the task options, and (for a host of
-    one service, without `services`) one service's keys."""
+    """Every key of one inventory host (with one service's, read without `services`)."""
 
     mode: Literal["container", "native"] = key(
         "container", "'container' or 'native'", "the server in a Docker container, or "
@@ -875,18 +794,15 @@ class HostData(ServiceData):
         "is not a driver flavour")
 
 
-# ------------------------------------------------------------------ pydantic's errors, as one line
-
 def fail(key: str, problem: str, fix: str) -> ConfigError:
     """The kit's one line for host data `key` (errors.Refusal: redacted, one line, cut)."""
     return ConfigError(host_data(key), problem, fix)
 
 
 def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any, int]:
-    """The key an error's location names (`services[0].port`, `gateway.port`,
-    `preload_images['a:b']`), the model holding its last part, that part's field (ENTRY for
-    a `services` entry that is not a mapping), and how many parts of `loc` name it (an item
-    of a list of strings is its list's key)."""
+    """The key an error's location names (`services[0].port`, `preload_images['a:b']`), the
+    model holding its last part, that part's field (ENTRY: a `services` entry not a
+    mapping), and how many parts of `loc` name it."""
     model: Any = HostData
     out, field = "", None
     for depth, part in enumerate(loc):
@@ -906,7 +822,7 @@ def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any,
 
 
 def _at(raw: Any, loc: tuple[str | int, ...]) -> Any:
-    """The value host data gave at `loc` (None where it cannot be read back)."""
+    """The value host data gave at `loc` (None: unreadable)."""
     try:
         for part in loc:
             raw = raw[part]
@@ -916,8 +832,7 @@ def _at(raw: Any, loc: tuple[str | int, ...]) -> Any:
 
 
 def _inner(annotation: Any) -> Any:
-    """A field's model (a mapping of keys), `list` for `services`, `dict` for a mapping of
-    strings, or None for a plain value."""
+    """A field's model, `list` for `services`, `dict` for a mapping of strings, or None."""
     text = repr(annotation)
     for model in (SourceData, GatewayData, BaseImages, NvidiaRepos):
         if model.__name__ in text:
@@ -932,21 +847,27 @@ ENTRY = Field(json_schema_extra={
     "{'service_name': 'llm', 'profile': 'cpu-tiny', 'port': 8083}"})
 
 
+UNKNOWN_KEY = "unknown key: beekeeper and pyinfra do not read it"
+
+
+def did_you_mean(name: str, known: list[str], prefix: str = "") -> str:
+    """The fix for an unknown key: the closest known one, else where the keys are listed."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return f"did you mean `{prefix}{close[0]}`? (or remove it)" if close else \
+        "remove it (the keys the kit reads are listed in the README, Host data keys)"
+
+
 def _did_you_mean(key: str, model: type[BaseModel] | None) -> str:
     prefix, _, name = key.rpartition(".")
-    known = sorted(model.model_fields) if model else []
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-    return f"did you mean `{prefix + '.' if prefix else ''}{close[0]}`? (or remove it)" \
-        if close else ("remove it (the keys the kit reads are listed in the README, "
-                       "Host data keys)")
+    return did_you_mean(name, sorted(model.model_fields) if model else [],
+                        prefix + "." if prefix else "")
 
 
 def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     """One of pydantic's errors as the kit's line: the key, the problem, the fix."""
     key, model, field, depth = _walk(error["loc"])
     if error["type"] == "extra_forbidden":
-        return fail(key, "unknown key: beekeeper and pyinfra do not read it",
-                    _did_you_mean(key, model))
+        return fail(key, UNKNOWN_KEY, _did_you_mean(key, model))
     bad = (error.get("ctx") or {}).get("error")
     if isinstance(bad, Bad):
         if isinstance(bad, Secret) and error["loc"][-1] == "[key]":  # named by its mapping
@@ -971,7 +892,7 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
 
 
 def _first(errors: list[Any]) -> Any:
-    """The error to name: an unknown key before a bad value (as the kit always did)."""
+    """The error to name: an unknown key before a bad value."""
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     return (unknown or errors)[0]
 
@@ -983,8 +904,6 @@ def parse(raw: Mapping[str, Any]) -> HostData:
     except ValidationError as e:
         raise translate(_first(e.errors(include_url=False)), raw) from None
 
-
-# ------------------------------------------------------------------ the README's key table
 
 README_BEGIN, README_END = "<!-- host-data-keys:begin -->", "<!-- host-data-keys:end -->"
 _MAPPINGS = {"source": SourceData, "gateway": GatewayData, "base_images": BaseImages,
@@ -1001,9 +920,7 @@ def _row(name: str, info: Any) -> str:
 
 
 def markdown_table() -> str:
-    """Every key of host data as a markdown table: key, type, default, what it does. The
-    service keys are read at the top level (a host of one service) or in each `services`
-    entry; a mapping's keys follow it as `mapping.key`."""
+    """Every key of host data as a markdown table, a mapping's keys after it."""
     rows = ["| Key | Type | Default | What it does |", "|---|---|---|---|"]
     service = set(ServiceData.model_fields)
     for name, info in ServiceData.model_fields.items():
@@ -1036,8 +953,7 @@ def fill_readme(path: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m beekeeper.core.hostdata`: print the key table; `--readme README.md` fills
-    the README's block instead."""
+    """Print the key table, or with `--readme` fill the README's block."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m beekeeper.core.hostdata",

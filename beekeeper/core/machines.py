@@ -66,10 +66,8 @@ def gateway_kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
 
 def leaving(cfg: HostConfig, deployed: list[str],
             kept: frozenset[str] | None = frozenset()) -> list[str]:
-    """Deployed services a deploy of `cfg` removes (tasks/prune.py): gone from the inventory
-    or marked absent, and not `kept` by another inventory host on this machine
-    (kept_by_neighbours); none while one of those has bad data (`kept` None: what it keeps
-    is unknown)."""
+    """Deployed services a deploy of `cfg` removes: gone or absent, and not `kept` by another
+    inventory host on this machine (None: unknown, nothing removed)."""
     if kept is None:
         return []
     keep = {s.name for s in cfg.services} | kept

@@ -17,6 +17,11 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 # reach a server at without its deployed.json
 DEFAULT_PORT = 8083
 
+
+def bracketed(address: str) -> str:
+    """An address as `host:port` and `--publish` take it: an IPv6 one in brackets."""
+    return f"[{address}]" if ":" in address else address
+
 CONF_ROOT = "/etc/beekeeper"  # one folder per service, and the gateway's
 UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/beekeeper"  # host data `state_dir` (the default)

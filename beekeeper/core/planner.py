@@ -264,7 +264,6 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
         ssm_d_state=int(field(f"{arch}.ssm.state_size", 0)),
         ssm_n_group=int(field(f"{arch}.ssm.group_count", 0)),
         ssm_d_inner=int(field(f"{arch}.ssm.inner_size", 0)),
-        ssm_n_v_heads=int(field(f"{arch}.ssm.time_step_rank", 0)),
         embd_bytes=embd_bytes,
     )
     return layout, gpu_bytes

@@ -103,7 +103,6 @@ class HybridLayout:
     ssm_d_state: int = 0
     ssm_n_group: int = 0
     ssm_d_inner: int = 0
-    ssm_n_v_heads: int = 0
     embd_bytes: int = 0  # token embedding tensor, kept in host memory by llama.cpp
 
 
@@ -251,7 +250,6 @@ QWEN35_9B_LAYOUT = HybridLayout(
     ssm_d_state=128,
     ssm_n_group=16,
     ssm_d_inner=4096,
-    ssm_n_v_heads=32,
     embd_bytes=248320 * 4096 * 34 // 32,  # token_embd in Q8_0
 )
 
@@ -342,37 +340,21 @@ PROFILES: dict[str, Profile] = {
                                 "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
                                 QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None,
                                 vram=9300)),
-        # The production default (H200, benchmarks/h200/2026-12-04-candidates: four profiles
-        # through the kit's deploy and verify, one build, side by side). Its host prompt cache
-        # is off: with it on, every request whose prompt differs from the slot's first copies
-        # the slot's state into host memory (535 MiB at 60,000 tokens, 764-818 ms), inside
-        # that request's time to first token: TTFT at 60K 12.06 s (1.096x the engine's
-        # prefill + first token) against 11.26 s (1.021x) without. Sampling stays on the CPU:
-        # no profile reached 0.98 of llama-bench's decode at 4K (this one 0.914, with backend
-        # sampling at -ub 384 0.951), and by a user's whole request at 60K (TTFT + 512 tokens
-        # out) this one is the quickest measured (15.76 s; -bs at -ub 384 15.87 s, the
-        # earlier default 16.48 s) with 493 MiB of the 10 GiB budget left (9,747 MiB rise).
-        # ubatch stays 512: 2048 cut TTFT by 3 % (12.00 -> 11.64 s) for +1,512 MiB, 4096 not
-        # at all (12.10 s) for +3,544 MiB (benchmarks/h200/2026-11-30-beellama).
+        # The production default, its host prompt cache off (it cost each switched prompt's
+        # TTFT the slot's save) and its sampler on the CPU: the quickest whole request at 60K
+        # measured; ubatch 512 (docs/benchmarks.md, "The production profile's candidates").
         _no_prompt_cache(_qwen(
             "q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
             QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700)),
-        # The earlier default, with llama-server's host prompt cache (8,192 MiB): a user who
-        # switches between long conversations gets each back without its prefill (a 60K
-        # prompt: 11 s), and pays the save (about 0.8 s at 60K) on every switch.
+        # The earlier default, with the host prompt cache (8,192 MiB): a conversation switched
+        # back to comes without its prefill, each switch pays the save (about 0.8 s at 60K).
         _qwen("q8-turbo4-64k-cache", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K with the host prompt "
               "cache (for switching between long conversations)", QWEN35_9B_Q8, 65_536,
               "turbo4", "turbo4", decode=None, ttft=None, vram=None),
-        # The production profile with its sampler on the GPU (and no host prompt cache): the
-        # CPU sampler's walk over a 248,320-entry vocabulary per token is gone, and -ub 384
-        # pays for the sampler's buffer (compute buffer 830 MiB). H200, 2026-12-04 beside the
-        # default: decode 161.3 tok/s at 4K (0.951 of llama-bench at -ub 384) and 131.0 at
-        # 60K (1.007); TTFT at 60K 11.96 s (1.021x); rise 10,091 MiB, 149 under the 10 GiB
-        # budget (planner 10,129). -ub 256 in the same run: 0.914 / 0.920, TTFT 12.87 s
-        # (2026-11-30: 0.996 / 1.011, 13.46 s). No reference-card figures: the seed measured
-        # the default only. beellama calls backend sampling experimental; the server falls
-        # back to the CPU for requests with a grammar, logprobs or a reasoning budget
-        # (common/sampling.cpp and server-context.cpp at the pinned commit).
+        # The production profile with its sampler on the GPU, -ub 384 paying for the
+        # sampler's buffer (same doc; no reference-card figures). beellama calls backend
+        # sampling experimental and falls back to the CPU for a grammar, logprobs or a
+        # reasoning budget (common/sampling.cpp and server-context.cpp at the pinned commit).
         _no_prompt_cache(_ubatch(_backend_sampling(_qwen(
             "q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
             "(faster decode, 149 MiB left of 10 GiB)", QWEN35_9B_Q8, 65_536, "turbo4",

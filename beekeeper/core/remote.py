@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import shlex
+import subprocess
 
 NEEDS_ROOT_EXIT = 126
+ANSWER_S = 120  # the longest a read over SSH waits for the host
 
 
 def as_root(command: str) -> str:
@@ -33,3 +35,11 @@ def as_root(command: str) -> str:
 def ssh_as_root(ssh: list[str], command: str) -> list[str]:
     """The argv that runs `command` as root on the host `ssh` (ssh's own arguments) reaches."""
     return ["ssh", *ssh, as_root(command)]
+
+
+def read_over_ssh(ssh: list[str], command: str, root: bool = True
+                  ) -> subprocess.CompletedProcess[str]:
+    """`command` run on the host `ssh` reaches, as root (else as the login), its output
+    captured; subprocess.TimeoutExpired after ANSWER_S, OSError where ssh cannot run."""
+    argv = ssh_as_root(ssh, command) if root else ["ssh", *ssh, command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=ANSWER_S)

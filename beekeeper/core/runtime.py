@@ -1,12 +1,7 @@
 """
-The four ways the kit runs a server, each written once: which file runs it (a systemd unit
-around `docker run`, a unit around a compose project, a unit around the native binary, or a
-supervisord program), what the runtime knows it by, how it is told to start or stop, where
-its log is, and whether a compose file and a drop-in folder go with it (what a rollback puts
-back is ServicePaths.rollback_set, the same for all four). Picked once per host by preflight
-from host data's `mode` and the runtime (host data's, which config.py's rules check, or
-supervisor where PID 1 is not systemd): HostFacts.runtime; tasks read the picked one's fields
-instead of asking `mode` and `runtime` again.
+The four ways the kit runs a server (a systemd unit around `docker run`, around a compose
+project or around the native binary, or a supervisord program), each written once. Preflight
+picks one per host (HostFacts.runtime); tasks ask it instead of `mode` and `runtime`.
 """
 
 from __future__ import annotations
@@ -50,15 +45,12 @@ class Runtime:
 
     @property
     def needs_docker(self) -> bool:
-        """Docker's engine runs the server's container: preflight checks the engine (or that
-        the kit can install one), the deploy installs and enables it (docker_packages,
-        docker_services)."""
+        """Docker's engine runs the server's container (docker_packages, docker_services)."""
         return self.container
 
     @property
     def needs_compose_plugin(self) -> bool:
-        """Docker's compose v2 plugin (`docker compose`) runs the project: preflight checks
-        that it is there or that a package brings it (docker_packages)."""
+        """Docker's compose v2 plugin (`docker compose`) runs the project."""
         return self.compose
 
     @property
@@ -68,57 +60,46 @@ class Runtime:
 
     @property
     def builds_on_host(self) -> bool:
-        """The build stage compiles the server on the host itself: cmake, a C++ compiler and
-        make there, and for CUDA a toolkit (the host's own where it fits, else the kit's)."""
+        """The build stage compiles the server on the host itself (cmake, a compiler, CUDA)."""
         return self.native
 
     @property
     def checks_require_cuda(self) -> bool:
         """The NVIDIA container runtime judges the image's NVIDIA_REQUIRE_CUDA against the
-        driver (the CUDA it reports, its branch, the card's brand); natively NVIDIA's minor
-        version compatibility runs a build of a CUDA major on that major's floor branch."""
+        driver; natively minor version compatibility applies instead."""
         return self.container
 
     @property
     def follows_driver(self) -> bool:
-        """Host data cuda_follows_driver applies: the image is built for the CUDA the driver
-        runs, the check the container runtime makes (checks_require_cuda); a native build
-        has no such check for another CUDA to pass."""
+        """Host data cuda_follows_driver applies (a native build has no such check to pass)."""
         return self.checks_require_cuda
 
     @property
     def protects_home(self) -> bool:
-        """Its unit runs the server with ProtectHome=yes (the native unit's template), which
-        hides /home, /root and /run/user from it: a model file there could never be opened.
-        A container opens model_dir alone (serves_from); supervisord hides nothing."""
+        """Its unit runs the server with ProtectHome=yes: a model file in /home, /root or
+        /run/user could never be opened."""
         return self.native and not self.supervised
 
     @property
     def under_systemd(self) -> bool:
-        """systemd, PID 1 where it runs, runs it as a unit; the kit's supervisord runs it where
-        PID 1 is not systemd (without_systemd), and no systemd unit (a gateway's HAProxy) can
-        run beside it there."""
+        """systemd runs it as a unit (no systemd unit, a gateway's HAProxy, runs beside the
+        kit's supervisord)."""
         return not self.supervised
 
     @property
     def restarts_with_host(self) -> bool:
-        """The host starts the server again after it restarts: systemd starts the enabled
-        unit. Nothing starts the kit's supervisord after its container restarts but the
-        container's start command running the start script, which a persistent root on the
-        pod's volume keeps with all it needs (host data persistent_root)."""
+        """The host starts the server again after it restarts (supervisord: only the pod's
+        start command running the start script, host data persistent_root)."""
         return not self.supervised
 
     @property
     def without_systemd(self) -> Runtime | None:
-        """The way this one runs where PID 1 is not systemd (a GPU container, a rented pod):
-        the native server under the kit's supervisord, which preflight picks there (and
-        supervisor itself); None for a container, whose Docker engine needs systemd."""
+        """The way this one runs where PID 1 is not systemd: supervisor for the native server;
+        None for a container (Docker's engine needs systemd)."""
         return next((r for r in RUNTIMES if r.mode == self.mode and r.supervised), None)
 
     def runs_process(self, under_supervisord: bool, in_unit: bool) -> bool:
-        """Whether a process is the service's server as this way runs it: a child (or a
-        child's child) of the kit's supervisord under supervisor; under systemd or compose
-        a process in the cgroup of the service's unit (`in_unit`)."""
+        """Whether a process is the service's server: under supervisord, or in the unit."""
         return under_supervisord if self.supervised else in_unit
 
     @property
@@ -128,20 +109,14 @@ class Runtime:
         return self.compose
 
     def env_carries(self, value: str) -> bool:
-        """Whether this way's env file carries `value` literally: compose reads it
-        single-quoted (env_quoted), which holds no ' or \\; `docker run --env-file` and
-        systemd take the line as it is."""
+        """Whether this way's env file carries `value` literally: compose's single quotes hold
+        no ' or \\."""
         return not (self.env_quoted and any(c in value for c in "'\\"))
 
     @property
     def runs(self) -> str:
-        """What it runs, in words (config.py's refusal of a runtime beside the wrong mode)."""
+        """What it runs, in words."""
         return "a container" if self.container else "the native server"
-
-    @property
-    def dropin(self) -> bool:
-        """A systemd drop-in folder of the user's beside the unit."""
-        return self.under_systemd
 
     @property
     def recorded(self) -> str | None:
@@ -149,41 +124,33 @@ class Runtime:
         return self.runtime if self.mode == "container" or self.supervised else None
 
     def model_arg(self, m: ModelFile, model_dir: str) -> str:
-        """Where the server finds model file `m`: on the host (native), or in the container's
-        read-only model mount."""
+        """Where the server finds model file `m`: on the host, or in the container's mount."""
         return m.host_path(model_dir) if self.native else model_path(m.filename)
 
     def serves_from(self, folder: str, model_dir: str) -> bool:
-        """Whether the server opens a model file in the host's `folder`: natively any, in a
-        container model_dir alone (its one model mount: model_arg)."""
+        """Whether the server opens a model file in the host's `folder` (a container: model_dir)."""
         return self.native or folder == model_dir
 
     def server_at(self, artifact: str) -> tuple[str, str | None]:
-        """The built server (`artifact`: the binary natively, else the image tag) as (the
-        binary, the image it runs in; None: on the host)."""
+        """The built server (`artifact`: a binary or an image tag) as (binary, image or None)."""
         return (artifact, None) if self.native else (IMAGE.entrypoint[0], artifact)
 
     def docker_packages(self, os_release: Mapping[str, str], engine_present: bool,
                         flavour: str | None, compose_version: str | None) -> list[str]:
-        """The distro packages of Docker this way needs that the host lacks (core/distro.py
-        names them for its release): the engine, and where it is a package of its own its
-        client, for a container where no engine is installed; compose's plugin for a compose
-        project where `docker compose` answers no version."""
+        """The distro packages of Docker this way needs that the host lacks: the engine (and
+        its client), compose's plugin where `docker compose` answers no version."""
         engine = engine_packages(os_release) if self.needs_docker and not engine_present else []
         plugin = ([str(compose_package(os_release, flavour))]
                   if self.needs_compose_plugin and compose_version is None else [])
         return engine + plugin
 
     def docker_services(self, flavour: str | None) -> list[str]:
-        """The host's systemd services this way needs enabled and running: Docker's engine
-        for a container, except under Docker Desktop (which runs its own engine, no
-        docker.service)."""
+        """The host's systemd services this way needs running (none under Docker Desktop)."""
         return ["docker.service"] if self.needs_docker and flavour != "docker-desktop" else []
 
     def dropins(self, p: ServicePaths) -> list[str]:
-        """The user's drop-in folder beside the unit (a supervisord program has none):
-        created, never written."""
-        return [p.dropin_dir] if self.dropin else []
+        """The user's drop-in folder beside the unit: created, never written."""
+        return [p.dropin_dir] if self.under_systemd else []
 
     def overrides(self, p: ServicePaths) -> list[str]:
         """The user's override beside the compose file: created empty, never written."""
@@ -208,13 +175,8 @@ class Runtime:
     def compose_file(self, p: ServicePaths) -> str | None:
         return p.compose_file if self.compose else None
 
-    def control(self, p: ServicePaths, action: str) -> str:
-        """The shell line that starts, stops or restarts the service."""
-        return self.tell(self.known_by(p), action)
-
     def tell(self, name: str, action: str) -> str:
-        """The shell line that does `action` (start, stop, restart) to what this runtime
-        knows as `name` (a deployment record's `unit`)."""
+        """The shell line that does `action` to what this runtime knows as `name`."""
         if action not in ACTIONS:
             raise ValueError(f"not an action: {action!r}")
         return f"{shlex.quote(self.ctl)} {action} {shlex.quote(name)}"
@@ -232,9 +194,7 @@ class Runtime:
                 else f"journalctl -u {shlex.quote(p.unit_name)} -n {n} --no-pager")
 
     def owner_args(self, p: ServicePaths) -> list[str]:
-        """hostside/hostcheck.py's arguments naming the process that must answer on the
-        service's port: the supervisord program, or a process of the unit (behind Docker's
-        proxy, the unit's container)."""
+        """hostside/hostcheck.py's arguments naming the process that must answer on the port."""
         if self.supervised:
             return ["--program", p.program, "--supervisorctl", SUPERVISORCTL,
                     "--supervisord-log", SUPERVISORD_LOG]
@@ -251,8 +211,7 @@ RUNTIMES: tuple[Runtime, ...] = (
 
 
 def runtime_of(mode: str, runtime: str) -> Runtime:
-    """The way a host of this `mode` and `runtime` runs its server (config.py refuses the
-    pairs that are none: compose natively, supervisor around a container)."""
+    """The way a host of this `mode` and `runtime` runs its server."""
     for r in RUNTIMES:
         if (r.mode, r.runtime) == (mode, runtime):
             return r
@@ -260,22 +219,18 @@ def runtime_of(mode: str, runtime: str) -> Runtime:
 
 
 def requested(mode: str, runtime: str | None, docker_desktop: bool = False) -> Runtime:
-    """The way host data asks for: its `mode` and `runtime`; with no `runtime`, a compose
-    project for a container under Docker Desktop (which always has compose v2), else a
-    systemd unit (preflight then picks supervisor where PID 1 is not systemd: HostFacts).
-    ValueError: a pair that is no way (runtime_of)."""
+    """The way host data asks for; with no `runtime`, compose for a container under Docker
+    Desktop (which always has compose v2), else systemd. ValueError: no such way."""
     if runtime is None:
         runtime = "compose" if docker_desktop and mode == "container" else "systemd"
     return runtime_of(mode, runtime)
 
 
 def ways_named(runtime: str) -> tuple[Runtime, ...]:
-    """The ways host data's `runtime` names: a systemd unit runs a container or the native
-    server, compose only a container, supervisord only the native server."""
+    """The ways host data's `runtime` names."""
     return tuple(r for r in RUNTIMES if r.runtime == runtime)
 
 
 def recorded_runtime(dep: DeployedService) -> Runtime:
-    """The way the service a deployment record describes runs: its `runtime` (None: a
-    systemd unit, as the record of a native unit and the records of the first kits say)."""
+    """The way a deployment record's service runs (its `runtime` None: a systemd unit)."""
     return runtime_of(dep.mode, dep.runtime or "systemd")

@@ -1,17 +1,7 @@
 """
-Runtime "supervisor": hosts whose PID 1 is not systemd (GPU containers, rented pods) run the
-server under supervisord (Supervisor 4, a kept process supervisor), one program per service.
-
-What the kit puts there (paths: beekeeper/core/paths.py):
-
-- the `supervisor` package as the controller has it installed (a dependency of the kit),
-  packed here, uploaded and unpacked into SUPERVISOR_HOME/lib: no index, no pip on the host;
-- SUPERVISORD and SUPERVISORCTL, two launchers that run it with the host's python3 and the
-  kit's config (the container's start command runs SUPERVISORD after a restart);
-- SUPERVISOR_CONF (socket root-only, logs in LOG_DIR) and one program file per service.
-
-How each runtime is told to stop, start or restart a service is the Runtime's
-(core/runtime.py, Runtime.tell).
+Runtime "supervisor" (PID 1 not systemd: GPU containers, rented pods): the controller's
+`supervisor` package, packed here and unpacked on the host (no pip there), and the launchers
+that run it with the host's python3 and the kit's config.
 """
 
 from __future__ import annotations

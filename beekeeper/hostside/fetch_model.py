@@ -1,11 +1,7 @@
 #!/usr/bin/env python3
 """
-Host-side model download with huggingface_hub, pinned to a commit and a sha256.
-
-The file is written straight to `<dest>.partial` beside its final place (one copy on disk)
-and resumed from there after an interruption, within this run (the client retries) or in
-the next deploy. Its sha256 is checked before the rename; a mismatch deletes the partial
-file and fails with both hashes. A progress line (bytes, rate, ETA) every 10 s.
+Host-side model download with huggingface_hub, pinned to a commit and a sha256: straight to
+`<dest>.partial`, resumed from there, checked before the rename (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -62,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sha256", required=True)
     ap.add_argument("--size", type=int, required=True)
     ap.add_argument("--token-file")
-    ap.add_argument("--progress-every-s", type=float, default=10.0)
     args = ap.parse_args(argv)
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # our own lines instead
@@ -90,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
          f" at {_mib(have)} of {_mib(size)} -> {partial}")
     stop = threading.Event()
     ticker = threading.Thread(target=_progress, daemon=True,
-                              args=(partial, size, have, stop, args.progress_every_s))
+                              args=(partial, size, have, stop, 10.0))
     ticker.start()
     t0 = time.monotonic()
     try:

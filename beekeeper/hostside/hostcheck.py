@@ -36,22 +36,23 @@ def _request(url: str, key: str | None, body: dict | None = None, timeout: float
 CRASH_LOOP_RESTARTS = 3
 
 
-def restarts(unit: str) -> int | None:
-    """The unit's automatic restarts so far (systemd's NRestarts), None if unreadable."""
+def _number(argv: list[str]) -> int | None:
+    """The number a command prints, None where it cannot run or prints none."""
     try:
-        out = subprocess.run(["systemctl", "show", "-p", "NRestarts", "--value", unit],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        return int(out)
+        return int(subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout)
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
 
 
+def restarts(unit: str) -> int | None:
+    """The unit's automatic restarts so far (systemd's NRestarts), None if unreadable."""
+    return _number(["systemctl", "show", "-p", "NRestarts", "--value", unit])
+
+
 class ProgramWatch:
     """Runtime supervisor: a program's restarts since the wait began (supervisord keeps no
-    count), the most of two readings: the exits supervisord logged (`exited: NAME`), and
-    each new pid `status` shows after the first; and FATAL (supervisord gave up). The log
-    counts a server that dies soon after startsecs, whose RUNNING a poll can miss, and
-    still counts when `status` cannot be read."""
+    count), the most of the exits its log shows (which counts a server dying soon after
+    startsecs, whose RUNNING a poll can miss) and the new pids `status` shows; and FATAL."""
 
     def __init__(self, program: str, ctl: str, log: str) -> None:
         self.program, self.ctl, self.log = program, ctl, log
@@ -132,11 +133,9 @@ def wait_healthy(base: str, deadline_s: float, unit: str | None = None,
 
 
 def listeners(port: int, proc: str = "/proc") -> tuple[set[int], bool]:
-    """The pids that hold a listening TCP socket on `port` (any address, IPv4 or IPv6) in
-    this network namespace, read from /proc (no `ss` on many pods), and whether they are
-    exact. Where the holder's fds cannot be read (a container's root has no CAP_SYS_PTRACE:
-    another user's fds are hidden), every process of the socket's user stands for it, and
-    the answer is not exact."""
+    """The pids that hold a listening TCP socket on `port` (IPv4 or IPv6), read from /proc
+    (no `ss` on many pods), and whether they are exact: where the holder's fds are hidden (a
+    container's root lacks CAP_SYS_PTRACE), every process of the socket's user stands for it."""
     sockets: dict[str, int] = {}  # socket:[inode] -> its user's uid
     for table in ("net/tcp", "net/tcp6"):
         try:
@@ -199,12 +198,7 @@ def _describe(pid: int, proc: str = "/proc") -> str:
 
 def program_pid(program: str, ctl: str) -> int | None:
     """The pid supervisord started for `program`, None when it runs none."""
-    try:
-        out = subprocess.run([ctl, "pid", program], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        return int(out) or None
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return None
+    return _number([ctl, "pid", program]) or None
 
 
 def in_unit(pid: int, unit: str, proc: str = "/proc") -> bool:
@@ -228,9 +222,8 @@ def answering_is_ours(port: int, program: str | None = None, unit: str | None = 
                       container: str | None = None, proc: str = "/proc",
                       ctl: str = "") -> str | None:
     """None when the process answering on `port` is the one the runtime started (the
-    supervisord program's pid, a process of the systemd unit, or the unit's container
-    behind Docker's proxy); else why not, in one line. `ctl`: supervisorctl's path, for a
-    program."""
+    supervisord program's pid, a process of the unit, or the unit's container behind
+    Docker's proxy); else why not, in one line. `ctl`: supervisorctl's path."""
     found, exact = listeners(port, proc)
     if container:
         others = [p for p in found if _read(f"{proc}/{p}/comm") != "docker-proxy"]
@@ -268,14 +261,9 @@ def smoke(base: str, key: str | None, model: str | None = None) -> dict:
     if model is not None and ids[0] != model:
         raise RuntimeError(f"/v1/models names {ids[0]!r}, not the deployed model {model!r}: "
                            "another server answers there")
-    body = {
-        "model": ids[0],
-        "messages": [{"role": "user", "content": "Say hello."}],
-        "max_tokens": 8,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    body = {"model": ids[0], "messages": [{"role": "user", "content": "Say hello."}],
+            "max_tokens": 8, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}}
     tokens, content, usage = 0, "", None
     t0 = time.monotonic()
     first = None
@@ -305,7 +293,6 @@ def smoke(base: str, key: str | None, model: str | None = None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--api-key-file")
     ap.add_argument("--health-only", action="store_true")
@@ -326,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.api_key_file:
         with open(args.api_key_file) as f:
             key = f.read().strip()
-    base = f"http://{args.host}:{args.port}"
+    base = f"http://127.0.0.1:{args.port}"
     if args.program:
         ok, why, waited = wait_healthy(base, args.timeout, args.program,
                                        ProgramWatch(args.program, args.supervisorctl,
@@ -349,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
     result["checked_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(json.dumps(result))
     if args.out:
-        import os
-
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)

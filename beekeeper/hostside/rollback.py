@@ -30,8 +30,7 @@ def say(line: str) -> None:
 
 
 def swap(path: str, prev: str) -> None:
-    """Exchange `path` and its copy `path + prev`; a side that is missing moves over as
-    missing."""
+    """Exchange `path` and its copy `path + prev` (a missing side moves over as missing)."""
     old, tmp = path + prev, path + ".swap"
     if os.path.exists(path):
         os.replace(path, tmp)
@@ -47,16 +46,15 @@ def serving(manifest: str) -> tuple[int, str] | None:
         with open(manifest) as f:
             m = json.load(f)
         port, addr = int(m["port"]), str(m["bind_address"])
-        addr = f"[{addr}]" if ":" in addr else addr
+        addr = f"[{addr}]" if ":" in addr else addr  # core/paths.bracketed (stdlib only here)
         return port, f"{m['profile']} on {addr}:{port}"
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 class Way(NamedTuple):
-    """A file that runs the service (`conf`), as a person is told it (`word`), and the lines
-    that have its runtime run it anew once it changed back (each: the argv, and whether its
-    output is left out)."""
+    """A file that runs the service (`conf`), its name in messages (`word`), and the commands
+    (argv, output left out) that restart the service once it changed back."""
 
     conf: str
     word: str
@@ -95,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     if a.program_conf and not a.supervisorctl:
         ap.error("--program-conf needs --supervisorctl")
     prev = a.prev_suffix
-    # runtime-neutral: a host whose runtime is a supervisor keeps no systemd unit
     way = next((w for w in ways(a) if os.path.exists(w.conf + prev)), None)
     if way is None:
         kept = ("no earlier deploy was kept on this host" if os.path.exists(a.manifest) else

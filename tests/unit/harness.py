@@ -305,10 +305,9 @@ WSL = WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, d
 NATIVE = WslInfo(kernel_release="6.8.0-45-generic", is_wsl2=False, dxg=False,
                  wsl_conf_systemd=False)
 DOCKER_CE = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="docker-ce",
-                             active=True, server_version="28.0", runtimes=("runc",),
-                             nvidia_runtime=False)
+                             active=True, server_version="28.0", nvidia_runtime=False)
 NO_DOCKER = DockerEngineInfo(present=False, path=None, flavour=None, active=False,
-                             server_version=None, runtimes=(), nvidia_runtime=False)
+                             server_version=None, nvidia_runtime=False)
 SYSTEMD = InitInfo(pid1="systemd", systemd=True, state="running")
 
 NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}  # no driver yet

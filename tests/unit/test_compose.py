@@ -40,8 +40,7 @@ GPU = {**DEFAULTS, "runtime": "compose"}
 DEBIAN13 = OsReleaseInfo(id="debian", version_id="13")
 DEBIAN12 = OsReleaseInfo(id="debian", version_id="12")
 DISTRO_DOCKER = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro",
-                                 active=True, server_version="26.1.5", runtimes=("runc",),
-                                 nvidia_runtime=False)
+                                 active=True, server_version="26.1.5", nvidia_runtime=False)
 CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
 TAG = "beekeeper/llama-server:x"
 

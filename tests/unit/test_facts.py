@@ -12,7 +12,6 @@ def test_os_release():
     out = parse_os_release(['PRETTY_NAME="Ubuntu 24.04.1 LTS"', "ID=ubuntu",
                             'VERSION_ID="24.04"', "# comment"])
     assert out.id == "ubuntu" and out.version_id == "24.04"
-    assert out.pretty_name == "Ubuntu 24.04.1 LTS"
 
 
 def test_pid1():
@@ -73,7 +72,6 @@ def test_docker_flavours():
                                   *_docker_info("docker-info-own-engine-wsl2.txt")])
     assert distro.flavour == "distro" and distro.active and not distro.nvidia_runtime
     assert distro.server_version == "24.0.7"
-    assert distro.runtimes == ("io.containerd.runc.v2", "runc")
     assert parse_docker_engine(["path=/snap/bin/docker"]).flavour == "snap"
     # Docker Desktop is what the engine that answers says, whatever package is installed
     assert parse_docker_engine(["path=/usr/bin/docker", "pkg_ce=1",
@@ -83,7 +81,6 @@ def test_docker_flavours():
     ce = parse_docker_engine(["path=/usr/bin/docker", "pkg_ce=1", *_docker_info(
         "docker-info-own-engine-wsl2.txt", runtimes="io.containerd.runc.v2 nvidia runc")])
     assert ce.flavour == "docker-ce" and ce.nvidia_runtime
-    assert ce.runtimes == ("io.containerd.runc.v2", "nvidia", "runc")
 
 
 def test_image_id_and_smoke_facts():
@@ -104,3 +101,55 @@ def test_build_resources_reads_cores_and_memory_from_real_command_output():
     got = fact.process(out.splitlines())
     # a 24 GiB machine printed MemTotal with awk's %g (2.5e+10) before: never 0 here
     assert got.cpus >= 1 and got.mem_total_bytes > 2**30
+
+
+def _with_proxy(name: str, line: str) -> list[str]:
+    """A real `docker info` capture with one proxy line added where dockerd prints them
+    (in its Server section, as ` HTTP Proxy: URL`)."""
+    lines = _docker_info(name)
+    at = next(i for i, x in enumerate(lines) if x.startswith("info= Docker Root Dir:"))
+    return lines[:at] + [f"info= {line}"] + lines[at:]
+
+
+def test_the_engines_proxy_is_read_from_either_docker_info_line():
+    base = ["path=/usr/bin/docker", "pkg_io=1", "active=active"]
+    own = "docker-info-own-engine-wsl2.txt"
+    assert not parse_docker_engine([*base, *_docker_info(own)]).proxy
+    assert parse_docker_engine([*base, *_with_proxy(own, "HTTP Proxy: http://p.lan:3128")]).proxy
+    assert parse_docker_engine([*base, *_with_proxy(own, "HTTPS Proxy: http://p.lan:3128")]).proxy
+
+
+def test_the_engines_flavour_from_the_snap_marker_an_unknown_cli_and_none():
+    # the snap's CLI reached through another path, as `command -v` may find it
+    assert parse_docker_engine(["path=/usr/bin/docker", "snap=1"]).flavour == "snap"
+    assert parse_docker_engine(["path=/usr/bin/docker", "snap=0"]).flavour == "unknown"
+    # a CLI no package the kit knows installed (a static binary in /usr/local/bin)
+    odd = parse_docker_engine(["path=/usr/local/bin/docker", "active=inactive"])
+    assert (odd.present, odd.path, odd.flavour, odd.active) == \
+        (True, "/usr/local/bin/docker", "unknown", False)
+    none = parse_docker_engine(["pkg_ce=0"])  # no `path=` line at all
+    assert (none.present, none.path, none.flavour) == (False, None, None)
+    # a path holding '=' is read whole; a line without '=' (a shell's complaint) is skipped
+    eq = parse_docker_engine(["docker: not found", "path=/opt/a=b/docker", "pkg_ce=1"])
+    assert (eq.path, eq.flavour) == ("/opt/a=b/docker", "docker-ce")
+
+
+def test_os_release_without_id_or_version_reads_empty():
+    out = parse_os_release(['NAME="Some Linux"', "#ID=commented", ""])
+    assert (out.id, out.version_id) == ("", "")
+
+
+def test_wsl_is_told_by_the_kernels_words_or_dxg_and_missing_lines_read_empty():
+    # WSL2's own kernel names itself; /dev/dxg is not needed to tell it
+    assert parse_wsl(["kernel=5.15.153.1-microsoft-standard-WSL2", "dxg=0"]).is_wsl2
+    # a custom WSL2 kernel without the word: /dev/dxg tells it
+    assert parse_wsl(["kernel=6.6.36-microsoft-custom", "dxg=1"]).is_wsl2
+    # WSL1's kernel string: Microsoft, no WSL2, no /dev/dxg
+    assert not parse_wsl(["kernel=4.4.0-19041-Microsoft", "dxg=0"]).is_wsl2
+    # a Linux box (not Microsoft's kernel) with a /dev/dxg of its own is not WSL2
+    assert not parse_wsl(["kernel=6.8.0-45-generic", "dxg=1"]).is_wsl2
+    bare = parse_wsl(["dxg=0"])  # no kernel and no wsl.conf line
+    assert (bare.kernel_release, bare.is_wsl2, bare.wsl_conf_systemd) == ("", False, False)
+    assert parse_wsl(["kernel=x", "wslconf_systemd=TRUE"]).wsl_conf_systemd
+    # a value is all after the first "=" (a kernel built with its own LOCALVERSION)
+    assert parse_wsl(["kernel=6.6.0-build=2", "dxg=0"]).kernel_release == "6.6.0-build=2"

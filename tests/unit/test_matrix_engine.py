@@ -85,8 +85,33 @@ def test_the_matrix_command_hands_run_matrix_the_hosts_ssh(monkeypatch):
         return [], None, "folder"
 
     monkeypatch.setattr(matrix, "run_matrix", recorder)
-    monkeypatch.setattr(subprocess, "run",
-                        lambda *a, **kw: subprocess.CompletedProcess(a, 1, "", ""))
+    reads = []
+
+    def read(*a, **kw):
+        reads.append(kw)
+        return subprocess.CompletedProcess(a, 1, "", "")
+
+    monkeypatch.setattr(subprocess, "run", read)
     cli.main(["matrix", "--profiles", "cpu-tiny", "--ssh", "-p 2222 root@gpu-box",
               "--inventory", "inventories/home.py", "--host", "gpu-box"])
     assert seen["ssh"] == ["-p", "2222", "root@gpu-box"]
+    # the record's read over ssh ends (it had no time limit: a host that never answered hung
+    # the command before its first row)
+    assert [kw.get("timeout") for kw in reads] == [120]
+
+
+def test_a_host_that_never_answers_the_record_read_is_one_line_not_a_traceback(monkeypatch, capsys):
+    import subprocess
+
+    from beekeeper import cli
+
+    def hangs(*a, **kw):
+        raise subprocess.TimeoutExpired(a[0], kw["timeout"])
+
+    monkeypatch.setattr(subprocess, "run", hangs)
+    rc = cli.main(["matrix", "--profiles", "cpu-tiny", "--ssh", "-p 2222 root@gpu-box",
+                   "--inventory", "inventories/home.py", "--host", "gpu-box"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert err.startswith("beekeeper matrix: the host did not answer in 120 s reading ")
+    assert "-p 2222 root@gpu-box" in err

@@ -3,7 +3,6 @@ import pytest
 from beekeeper.verify.client import RequestRecord, StreamEvent
 from beekeeper.verify.metrics import (
     bootstrap_ci,
-    chunk_gaps_s,
     clopper_pearson,
     decode_tok_s,
     median,
@@ -24,7 +23,6 @@ def test_decode_excludes_the_first_token():
     rec = record([1.0 + 0.1 * i for i in range(11)])
     assert decode_tok_s(rec) == pytest.approx(10.0)
     assert rec.ttft_s == 1.0
-    assert chunk_gaps_s(rec) == pytest.approx([0.1] * 10)
 
 
 def test_decode_counts_tokens_from_usage_not_events():

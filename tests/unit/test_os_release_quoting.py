@@ -50,15 +50,15 @@ def _lines(text: str) -> list[str]:
     return text.splitlines()
 
 
-@pytest.mark.parametrize("text,os_id,version,pretty", [
-    (UBUNTU_2404, "ubuntu", "24.04", "Ubuntu 24.04.1 LTS"),
-    (UBUNTU_2404_SINGLE, "ubuntu", "24.04", "Ubuntu 24.04.1 LTS"),
-    (DEBIAN_12, "debian", "12", "Debian GNU/Linux 12 (bookworm)"),
-    (DEBIAN_12_ESCAPED, "debian", "12", "Debian GNU/Linux 12 (bookworm)"),
+@pytest.mark.parametrize("text,os_id,version", [
+    (UBUNTU_2404, "ubuntu", "24.04"),
+    (UBUNTU_2404_SINGLE, "ubuntu", "24.04"),
+    (DEBIAN_12, "debian", "12"),
+    (DEBIAN_12_ESCAPED, "debian", "12"),
 ])
-def test_every_quoting_os_release_allows_reads_alike(text, os_id, version, pretty):
+def test_every_quoting_os_release_allows_reads_alike(text, os_id, version):
     out = parse_os_release(_lines(text))
-    assert (out.id, out.version_id, out.pretty_name) == (os_id, version, pretty)
+    assert (out.id, out.version_id) == (os_id, version)
 
 
 def test_single_quoted_ubuntu_gets_its_cuda_repository():

@@ -442,13 +442,13 @@ def test_the_recurrent_numbers_are_read_by_their_keys_and_zero_without(tmp_path)
     keys = {"block_count": 4, "embedding_length": 64, "attention.head_count": 2,
             "attention.head_count_kv": 1, "full_attention_interval": 4}
     ssm = {"ssm.conv_kernel": 4, "ssm.state_size": 16, "ssm.group_count": 2,
-           "ssm.inner_size": 128, "ssm.time_step_rank": 8}
+           "ssm.inner_size": 128}
     layout, _ = _layout(tmp_path, {**keys, **ssm})
     assert (layout.ssm_conv_kernel, layout.ssm_d_state, layout.ssm_n_group,
-            layout.ssm_d_inner, layout.ssm_n_v_heads) == (4, 16, 2, 128, 8)
+            layout.ssm_d_inner) == (4, 16, 2, 128)
     plain, _ = _layout(tmp_path, keys)
-    assert (plain.ssm_conv_kernel, plain.ssm_d_state, plain.ssm_n_group, plain.ssm_d_inner,
-            plain.ssm_n_v_heads) == (0, 0, 0, 0, 0)
+    assert (plain.ssm_conv_kernel, plain.ssm_d_state, plain.ssm_n_group,
+            plain.ssm_d_inner) == (0, 0, 0, 0)
 
 
 def test_one_layer_on_the_gpu_is_a_gpu_plan():

@@ -38,7 +38,7 @@ def test_host_data_picks_one_way_and_the_record_keeps_it(data, name, unit_file, 
     p = ServicePaths(svc.name)
     assert rt.name == name and (TEMPLATES_DIR / rt.template).is_file()
     assert (rt.unit_file(p), rt.known_by(p)) == (unit_file, known_by)
-    assert rt.control(p, "restart") == f"{control} {known_by}"
+    assert rt.tell(rt.known_by(p), "restart") == f"{control} {known_by}"
     # the user's files beside it: a compose override, a drop-in folder for a systemd unit
     assert rt.overrides(p) == ([p.compose_override] if compose else [])
     assert rt.dropins(p) == ([] if log else [p.dropin_dir])
@@ -49,7 +49,7 @@ def test_host_data_picks_one_way_and_the_record_keeps_it(data, name, unit_file, 
     assert (rec.unit, rec.runtime) == (known_by, recorded)
     # and the record gives the way back (verify stops and starts the server by it)
     assert recorded_runtime(rec) is rt and rt.tell(rec.unit, "stop") == \
-        rt.control(p, "stop")
+        rt.tell(rt.known_by(p), "stop")
     assert (rec.compose_file is not None, rec.log is not None) == (compose, log)
     # the file the deploy renders for this way is the one its template names
     assert (rt.template == "supervisor-program.conf.j2") == log

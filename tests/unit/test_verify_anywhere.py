@@ -100,8 +100,9 @@ def test_a_run_that_judged_nothing_is_not_passed(capsys):
     cov = coverage(SKIPPED, ["smoke", "decode", "ttft", "vram"])
     assert cov.exit_status == EXIT_NOT_JUDGED == 3 and cov.word == "INCOMPLETE"
     assert [a for a, _ in cov.not_judged] == ["decode", "ttft", "vram"] and not cov.judged
-    rep = Report(profile="p", url="u", started_utc="t", budget_mib=1.0, checks=SKIPPED)
-    print_summary(rep, ["smoke", "decode", "ttft", "vram"])
+    rep = Report(profile="p", url="u", started_utc="t", budget_mib=1.0, checks=SKIPPED,
+                 requested=["smoke", "decode", "ttft", "vram"])
+    print_summary(rep)
     out = capsys.readouterr().out
     assert "PASSED" not in out and out.startswith("verify INCOMPLETE")
     assert "not judged: decode, TTFT, VRAM; judged: none" in out
