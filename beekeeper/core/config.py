@@ -14,7 +14,6 @@ from typing import Any
 
 from .errors import ConfigError
 from .hostdata import (
-    DEFAULT_HF_ENDPOINT,
     SERVICE_NAME,
     UNKNOWN_KEY,
     GatewayData,
@@ -30,25 +29,10 @@ from .paths import KIT_ROOT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
 from .runtime import Runtime, requested, runtime_of, ways_named
 
-__all__ = ["DEFAULT_HF_ENDPOINT", "one_word"]
+__all__ = ["one_word"]
 
 SERVICE_KEYS = tuple(ServiceData.model_fields)
 KIT_KEYS = frozenset(HostData.model_fields)
-# pyinfra's own host data when pyinfra cannot be imported (the list in pyinfra 3.10's
-# api/arguments.py and the connectors' data_meta); with pyinfra the live lists are used
-_PYINFRA_FALLBACK = (
-    "_chdir", "_continue_on_error", "_doas", "_doas_user", "_dzdo", "_dzdo_user", "_env",
-    "_get_pty", "_if", "_ignore_errors", "_parallel", "_preserve_su_env", "_preserve_sudo_env",
-    "_retries", "_retry_delay", "_retry_until", "_run_once", "_serial", "_shell_executable",
-    "_stdin", "_su_password", "_su_shell", "_su_user", "_success_exit_codes", "_sudo",
-    "_sudo_password", "_sudo_user", "_temp_dir", "_timeout", "_use_su_login",
-    "_use_sudo_login", "docker_architecture", "docker_identifier", "docker_platform",
-    "ssh_allow_agent", "ssh_config_file", "ssh_connect_retries", "ssh_connect_retry_max_delay",
-    "ssh_connect_retry_min_delay", "ssh_file_transfer_protocol", "ssh_forward_agent",
-    "ssh_hostname", "ssh_key", "ssh_key_password", "ssh_known_hosts_file",
-    "ssh_look_for_keys", "ssh_paramiko_connect_kwargs", "ssh_password", "ssh_port",
-    "ssh_strict_host_key_checking", "ssh_user",
-)
 # read straight from host data by pyinfra's chroot and dockerssh connectors
 _PYINFRA_CONNECTOR_EXTRA = ("chroot_directory", "docker_image", "docker_container_id")
 MIN_CTX_SIZE = 256
@@ -140,11 +124,9 @@ class HostConfig:
 @functools.cache  # the same for every host of a run
 def pyinfra_keys() -> frozenset[str]:
     """Host data keys pyinfra itself reads: global arguments and its connectors' data."""
-    try:
-        from pyinfra.api.arguments import all_argument_meta
-        from pyinfra.api.connectors import get_all_connectors
-    except ImportError:  # pragma: no cover - hosts that only run verify/
-        return frozenset(_PYINFRA_FALLBACK + _PYINFRA_CONNECTOR_EXTRA)
+    from pyinfra.api.arguments import all_argument_meta
+    from pyinfra.api.connectors import get_all_connectors
+
     keys = {k for k in all_argument_meta if k.startswith("_")}
     for connector in get_all_connectors().values():
         keys |= set(getattr(connector, "data_meta", None) or {})
