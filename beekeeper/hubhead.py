@@ -89,9 +89,8 @@ def _range(url: str, start: int, end: int) -> tuple[bytes, int]:
                    "Accept-Encoding": "identity"}
         with get_session().stream("GET", url, headers=headers, timeout=TIMEOUT_S) as r:
             if r.status_code != 206:
-                said = "no range requests: the whole file" if r.status_code == 200 else \
-                    f"HTTP {r.status_code}"
-                raise Unread(said)
+                raise Unread("no range requests: the whole file" if r.status_code == 200
+                             else f"HTTP {r.status_code}")
             said = r.headers.get("Content-Range", "")
             first, _, total = said.removeprefix("bytes ").partition("/")
             if not total.isdigit() or first.partition("-")[0] != str(start):

@@ -73,24 +73,13 @@ def _ask_hub(endpoint: str, source: HfSource, filename: str, key: str) -> Pin:
     return Pin(commit=commit, sha256=sha, size_bytes=int(meta.size))
 
 
-def _lock_agrees(model: ModelFile, pin: Pin, role: str, lock: Path) -> None:
-    """A sha256 given in host data is never replaced by the lock file's: they differ, the
-    deploy stops naming both."""
-    if model.sha256 and model.sha256 != pin.sha256:
-        assert isinstance(model.source, HfSource)
-        raise ConfigError(
-            host_data(f"{role}_sha256"), f"{model.sha256} is not the {pin.sha256} that {lock} "
-            f"pinned for {model.source.repo}/{model.filename}@{model.source.revision} (commit "
-            f"{pin.commit})", f"correct {role}_sha256, or pin {role}_revision to the commit "
-            f"the file came from (or remove that entry from {lock} to ask the Hub again)")
-
-
-def _known(model: ModelFile, pins: dict[str, dict[str, object]], endpoint: str) -> ModelFile:
+def _known(model: ModelFile, lock: Path, endpoint: str) -> ModelFile:
     """A model pinned by commit and sha256: its size from the lock where it holds this very
     file, else as given (0: the host's download reads it)."""
-    assert isinstance(model.source, HfSource)
-    entry = pins.get(_key(endpoint, model.source, model.filename))
-    if model.size_bytes or not entry or entry.get("sha256") != model.sha256:
+    if not isinstance(model.source, HfSource) or model.size_bytes:
+        return model
+    entry = _load(lock).get(_key(endpoint, model.source, model.filename))
+    if not entry or entry.get("sha256") != model.sha256:
         return model
     size = entry.get("size_bytes")
     return replace(model, size_bytes=size if isinstance(size, int) else 0)
@@ -114,14 +103,21 @@ def pin_model(model: ModelFile, endpoint: str, role: str = "model", plans: bool 
 def _pin(model: ModelFile, endpoint: str, role: str, lock: Path) -> ModelFile:
     """pin_model's pin: from host data, the lock file or the Hub."""
     if is_pinned(model):
-        return model if not isinstance(model.source, HfSource) or model.size_bytes \
-            else _known(model, _load(lock), endpoint)
+        return _known(model, lock, endpoint)
     assert isinstance(model.source, HfSource)
     pins = _load(lock)
     key = _key(endpoint, model.source, model.filename)
     if key in pins:
         pin = Pin(**pins[key])  # type: ignore[arg-type]
-        _lock_agrees(model, pin, role, lock)
+        # a sha256 given in host data is never replaced by the lock file's: they differ, the
+        # deploy stops naming both
+        if model.sha256 and model.sha256 != pin.sha256:
+            raise ConfigError(
+                host_data(f"{role}_sha256"), f"{model.sha256} is not the {pin.sha256} that "
+                f"{lock} pinned for {model.source.repo}/{model.filename}@"
+                f"{model.source.revision} (commit {pin.commit})", f"correct {role}_sha256, or "
+                f"pin {role}_revision to the commit the file came from (or remove that entry "
+                f"from {lock} to ask the Hub again)")
     else:
         pin = _ask_hub(endpoint, model.source, model.filename, role)
         if model.sha256 and model.sha256 != pin.sha256:

@@ -298,7 +298,6 @@ def workspace_volume(name: str) -> str:
 
 
 def state_dir(name: str | None = None) -> Path:
-    """Where a sandbox's state lives: STATE_DIR for the first, STATE_DIR/<name> for others."""
     name = name or CONTAINER
     return STATE_DIR if name == CONTAINER else STATE_DIR / name
 

@@ -11,16 +11,12 @@ from contextlib import contextmanager
 from .core.errors import BeekeeperError
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def ssh_tunnel(ssh_args: list[str], remote_port: int, deadline_s: float = 20) -> Iterator[str]:
     """Forward 127.0.0.1:<free port> to the host's 127.0.0.1:remote_port; yield the URL."""
-    local = free_port()
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        local = int(s.getsockname()[1])
     proc = subprocess.Popen(
         ["ssh", "-N", "-o", "ExitOnForwardFailure=yes",
          "-L", f"127.0.0.1:{local}:127.0.0.1:{remote_port}", *ssh_args],
