@@ -30,18 +30,15 @@ def reader(facts: HostFacts, artifact: str, gpu: bool) -> dict[str, object]:
     return {"binary": binary, "image": image, "gpu": gpu}
 
 
-# a server whose --help lists no option (or hangs, or is gone)
-UNREAD = ("the built server's --help listed no options, so its flags are not checked (the "
-          "smoke check judges the server)")
-
-
 def judged(cfg: HostConfig, facts: HostFacts, text: str | None,
            warned: Callable[[str], None]) -> PreflightError | None:
     """The first service whose profile flags the server's `--help` text refuses, as its one
     line (None: all taken, or no options listed); what else to tell goes to `warned`."""
     offered = parse_help(text) if text else None
     if offered is None:
-        warned(UNREAD)
+        # a server whose --help lists no option (or hangs, or is gone)
+        warned("the built server's --help listed no options, so its flags are not checked "
+               "(the smoke check judges the server)")
         return None
     built = f"source.ref {cfg.source.ref[:12]}"
     for svc in cfg.services:

@@ -19,7 +19,7 @@ from pyinfra.operations import apt, files, systemd
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, HostConfig
 from beekeeper.core.paths import bracketed
-from beekeeper.facts.host import AptPolicy, AptPolicyInfo
+from beekeeper.facts.host import AptPolicy
 from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.operations.gateway import (
     config_installed,
@@ -39,42 +39,22 @@ def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:
     return f"gateway on {bracketed(cfg_gw.bind_address)}:{cfg_gw.port} routes {models}"
 
 
-def _installed(policy: AptPolicyInfo) -> list[OperationMeta]:
-    ops: list[OperationMeta] = []
-    if policy.installed is None:  # apt's update only when missing
-        ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
-                                update=True, no_recommends=True))
-    return ops + [
-        files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755"),
-        files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",
-                        user="root", group="root"),
-        files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
-                        path=GP.dropin_dir, mode="0755"),
-    ]
-
-
 def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
     """The gateway's key, each backend's key, and the map HAProxy reads them from (a change to
     any means a reload); stale key files go."""
-    changes: list[OperationMeta] = []
-    if cfg_gw.api_key_file:
-        changes.append(put_secret(name="Store the gateway's API key (root-only file)",
-                                  src=cfg_gw.api_key_file, dest=GP.client_key))
-    else:
-        changes.append(files.file(name="No gateway API key: remove a stored one",
-                                  path=GP.client_key, present=False))
+    changes = [put_secret(name="Store the gateway's API key (root-only file)",
+                          src=cfg_gw.api_key_file, dest=GP.client_key) if cfg_gw.api_key_file
+               else files.file(name="No gateway API key: remove a stored one",
+                               path=GP.client_key, present=False)]
     entries = gw.upstream_keys_map(routes)
-    key_names = [f"{backend}.key" for backend, _ in entries]
-    for (backend, src), key_name in zip(entries, key_names, strict=True):
-        changes.append(put_secret(name=f"Store the API key of model {backend} (root-only file)",
-                                  src=src, dest=f"{GP.keys_dir}/{key_name}"))
+    changes += [put_secret(name=f"Store the API key of model {b} (root-only file)", src=src,
+                           dest=f"{GP.keys_dir}/{b}.key") for b, src in entries]
     files_pruned(name="Remove keys of models the gateway no longer routes",
-                 folder=GP.keys_dir, keep=key_names)
-    wanted_map = "".join(f"{b} {secret_content(src)}" for b, src in entries)
+                 folder=GP.keys_dir, keep=[f"{b}.key" for b, _ in entries])
     changes.append(keys_map_built(
         name="Build the backends' key map (root-only)", map_path=GP.upstream_keys,
-        entries=[(b, f"{GP.keys_dir}/{k}") for (b, _), k in zip(entries, key_names, strict=True)],
-        expected_sha1=sha1_text(wanted_map)))
+        entries=[(b, f"{GP.keys_dir}/{b}.key") for b, _ in entries],
+        expected_sha1=sha1_text("".join(f"{b} {secret_content(src)}" for b, src in entries))))
     return changes
 
 
@@ -95,7 +75,17 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     for line in plan.left_out:
         click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),
                    err=True)
-    ops = _installed(policy)
+    ops: list[OperationMeta] = []
+    if policy.installed is None:  # apt's update only when missing
+        ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
+                                update=True, no_recommends=True))
+    ops += [
+        files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755"),
+        files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",
+                        user="root", group="root"),
+        files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
+                        path=GP.dropin_dir, mode="0755"),
+    ]
     changes = _keys(gcfg, plan.routes)
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),

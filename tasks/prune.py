@@ -19,12 +19,6 @@ from beekeeper.operations.lifecycle import entries_pruned, mib
 from beekeeper.operations.services import service_removed
 
 
-def held_port(name: str) -> int | None:
-    """The port a deployed service's manifest names (None when it cannot be read)."""
-    record = deployed_manifest(ServicePaths(name).manifest)
-    return record.port if record else None
-
-
 def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
            kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Queue the removals of one phase. "before" (ahead of the kept services' start): the
@@ -32,21 +26,14 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
     (once every kept service passed its smoke check): all the others, then, given the
     `artifact` this deploy runs ("" where none), the upgrade cleanup. `kept`: the services
     other inventory hosts on this machine keep, None where unknown (then none is removed)."""
-    ops = _services(cfg, phase, kept)
-    if phase == "after" and artifact is not None:
-        ops += upgrade_cleanup(cfg, artifact, kept)
-    return ops
-
-
-def _services(cfg: HostConfig, phase: str,
-              kept: frozenset[str] | None) -> list[OperationMeta]:
     ops = []
     if kept is None and phase == "before":
         host.noop("removing services left out: skipped, another inventory host on this "
                   "machine has bad host data and what it keeps is unknown")
     wanted_ports = {s.port for s in cfg.services}
     for name in leaving(cfg, host.get_fact(DeployedServices), kept):
-        port = held_port(name)
+        record = deployed_manifest(ServicePaths(name).manifest)
+        port = record.port if record else None  # None: the manifest cannot be read
         first = port is None or port in wanted_ports
         if first != (phase == "before"):
             continue
@@ -56,6 +43,8 @@ def _services(cfg: HostConfig, phase: str,
         ops.append(service_removed(
             name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
                  "container; keep its model", service=name))
+    if phase == "after" and artifact is not None:
+        ops += upgrade_cleanup(cfg, artifact, kept)
     return ops
 
 
@@ -110,11 +99,6 @@ def _own_trees(cfg: HostConfig) -> set[str]:
     return own
 
 
-def _tree_kept(name: str, slugs: set[str]) -> bool:
-    """A tree a kept build came from (a tag starts with its ref's first 12 characters)."""
-    return not name.endswith(".tmp") and any(s.startswith(name[:12] + "-") for s in slugs)
-
-
 def upgrade_cleanup(cfg: HostConfig, artifact: str,
                     kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Remove the native builds, source trees and build folders no rollback needs."""
@@ -124,8 +108,9 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str,
         return []
     slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
     src = f"{cfg.data.state_dir}/src"
-    trees = {e.name for e in host.get_fact(FolderEntries, path=src)
-             if _tree_kept(e.name, slugs)} | _own_trees(cfg)
+    # the trees the kept builds came from (a tag starts with its ref's first 12 characters)
+    trees = {e.name for e in host.get_fact(FolderEntries, path=src) if not e.name.endswith(".tmp")
+             and any(s.startswith(e.name[:12] + "-") for s in slugs)} | _own_trees(cfg)
     native_keep = set(slugs)
     for e in host.get_fact(FolderEntries, path=NATIVE_PREFIX):
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:
