@@ -44,7 +44,9 @@ def deploy_host() -> None:
     prepared), so a BeekeeperError from here means none of this host's has run."""
     artifact = ""
     model_ops: list[OperationMeta] = []
-    load = run_loader()
+    # each host's data validated once, however many of its neighbours read it; pyinfra runs
+    # this file afresh for each host, so the loader lasts one host's preparation
+    load = memoized_loader()
     cfg = load(host.data)
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
@@ -86,18 +88,6 @@ def deploy_host() -> None:
     if not reboot_pending and "service" in cfg.data.stages:
         services(cfg, facts, artifact, model_ops, moved, kept)
     gateway_role(cfg, hosts, load)
-
-
-def run_loader() -> Callable[[Any], HostConfig]:
-    """This run's loader of host data: each host's data validated once, however many of
-    its neighbours read it (config.memoized_loader)."""
-    global _RUN
-    if _RUN is None or _RUN[0] is not state:
-        _RUN = (state, memoized_loader())
-    return _RUN[1]
-
-
-_RUN: tuple[Any, Callable[[Any], HostConfig]] | None = None
 
 
 def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[OperationMeta],

@@ -49,29 +49,25 @@ def container(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> C
                          gpu=svc.profile.backend == "cuda")
 
 
-def launch_script(svc: ServiceConfig) -> str:
-    """Runtime supervisor: drop to user beekeeper and exec the server (docs/gpu-containers.md);
-    --pdeathsig comes after the change of user, which would clear it, so a killed supervisord
-    leaves no server running unsupervised. `read -r` takes the key literally."""
-    drop = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
-            '--pdeathsig KILL -- "$@"')
-    if not svc.api_key_file:
-        return drop
-    key = q(ServicePaths(svc.name).api_key)
-    return f"IFS= read -r LLAMA_API_KEY < {key} && export LLAMA_API_KEY && {drop}"
-
-
 def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
                 docker_flavour: str | None = None) -> str:
-    """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
+    """The unit for this service; `artifact` is the image tag, or in native mode the binary.
+    Runtime supervisor: `launch` drops to user beekeeper and execs the server
+    (docs/gpu-containers.md); --pdeathsig comes after the change of user, which would clear
+    it, so a killed supervisord leaves no server running unsupervised. `read -r` takes the
+    key literally."""
     spec = container(cfg, rt, svc, artifact)
     p = ServicePaths(svc.name)
+    launch = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
+              '--pdeathsig KILL -- "$@"')
+    if svc.api_key_file:
+        launch = f"IFS= read -r LLAMA_API_KEY < {q(p.api_key)} && export LLAMA_API_KEY && {launch}"
     return render(rt.template, docker_flavour=docker_flavour, spec=spec,
                   run=docker_run(spec, sd_quote), svc=svc, unit=p.unit_name,
                   container=spec.name, binary=artifact, model_dir=spec.model_dir,
                   args=list(spec.args), gpu=spec.gpu, conf_dir=p.conf_dir, paths=p,
                   env_file=spec.env_file, program=p.program, log_file=p.server_log,
-                  launch=launch_script(svc))
+                  launch=launch)
 
 
 def render_compose(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> str:

@@ -73,13 +73,14 @@ from beekeeper.operations import lifecycle as ops_
 from beekeeper.operations.services import service_removed
 from beekeeper.operations.supervisor import supervisord_removed
 
+from .container_toolkit import PACKAGES as TOOLKIT_PACKAGES
+
 # the packages the kit's tasks install (docker_engine, gateway, source, native, model,
 # nvidia_repos, cuda_toolkit, container_toolkit)
 KIT_PACKAGES = re.compile(
     r"^(python3|python3-venv|ca-certificates|gnupg|wget|git|haproxy|cmake|g\+\+|make|"
     r"docker\.io|docker-cli|docker-compose|docker-compose-v2|docker-compose-plugin|"
-    r"cuda-toolkit-\d+-\d+|nvidia-container-toolkit|nvidia-container-toolkit-base|"
-    r"libnvidia-container-tools|libnvidia-container1)$")
+    rf"cuda-toolkit-\d+-\d+|{'|'.join(TOOLKIT_PACKAGES)})$")
 # what the driver task (tasks/nvidia_driver.py) asks for: the kernel headers, the branch
 # pin, the driver's meta-package; DRIVER_META those its own apt-get line installs
 DRIVER_ASKED = re.compile(r"^(linux-headers-\S+|nvidia-driver-pinning-\d+|nvidia-open|"
@@ -252,17 +253,6 @@ def components(driver_kept: bool) -> list[OperationMeta]:
         component=c, files=files) for c, files in sorted(added.items())]
 
 
-def driver_kept_why(pk: KitPackages, keep: bool) -> str | None:
-    """Why the driver the kit installed stays (None: it goes, or there is none)."""
-    if not pk.driver:
-        return None
-    if keep:
-        return "host data keep_driver"
-    extra = ops_.purge_extras(pk.driver, [])
-    return (f"purging it would also remove {', '.join(extra)}, which the kit did not install"
-            if extra else None)
-
-
 def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
     """The holds the kit set released and the packages it installed purged (the driver's
     only when it goes); the docker group with an engine the kit installed."""
@@ -277,7 +267,7 @@ def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
     held = [p for p in release if p in host.get_fact(AptHolds)]
     ops = [ops_.holds_released(name=f"Release the apt holds the kit set "
                                     f"({', '.join(held) or 'none'})", packages=release)]
-    if pk.driver and why_kept:
+    if why_kept:
         ops.append(ops_.left_in_place(
             name=f"Keep the NVIDIA driver the kit installed ({why_kept}): its "
                  f"{len(pk.driver)} packages and their holds, its branch pin, NVIDIA's CUDA "
@@ -322,7 +312,12 @@ def container_toolkit_traces(pk: KitPackages, driver_kept: bool) -> list[Operati
 def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> list[OperationMeta]:
     """Everything the kit put on this host, removed."""
     pk = kit_packages()
-    why_kept = driver_kept_why(pk, keep_driver)
+    # why the driver the kit installed stays (None: it goes, or there is none)
+    why_kept = "host data keep_driver" if pk.driver and keep_driver else None
+    extra = ops_.purge_extras(pk.driver, []) if pk.driver and not why_kept else []
+    if extra:
+        why_kept = (f"purging it would also remove {', '.join(extra)}, which the kit did not "
+                    "install")
     driver_kept = bool(why_kept)
     result = services()
     result.append(supervisord_removed(  # once its programs went
