@@ -16,7 +16,6 @@ from beekeeper.core.config import HostConfig, load_host_config, memoized_loader
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.gateway import plan
 from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours
-from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.secrets import SecretFile
 from beekeeper.pins import pin_model
 from beekeeper.tasks import (
@@ -85,25 +84,20 @@ def deploy_host() -> None:
     if not reboot_pending and "model" in cfg.data.stages:
         model_ops = model.ensure(cfg)
 
+    # the services: those the inventory dropped are removed (tasks/prune.py), the kept ones
+    # deployed and smoke-checked (a failed check stops the deploy, and what ran keeps running)
     if not reboot_pending and "service" in cfg.data.stages:
-        services(cfg, facts, artifact, model_ops, moved, kept)
+        prune.ensure(cfg, "before", kept=kept)
+        if facts.runtime.supervised:  # `moved`: persist.ensure stopped supervisord
+            supervisor.ensure(facts, restart=moved)
+        smoke.install()
+        persist.unsupervised(facts)
+        for svc in cfg.services:
+            changed, _ = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
+            smoke.check(cfg, facts.runtime, svc, changed)
+        # what no rollback needs goes, once every kept service passed its smoke check
+        prune.ensure(cfg, "after", artifact, kept)
     gateway_role(cfg, hosts, load)
-
-
-def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[OperationMeta],
-             supervisord_stopped: bool, kept: frozenset[str] | None) -> None:
-    """The services: those the inventory dropped are removed (tasks/prune.py), the kept ones
-    deployed and smoke-checked (a failed check stops the deploy, and what ran keeps running)."""
-    prune.ensure(cfg, "before", kept=kept)
-    if facts.runtime.supervised:
-        supervisor.ensure(facts, restart=supervisord_stopped)
-    smoke.install()
-    persist.unsupervised(facts)
-    for svc in cfg.services:
-        changed, _ = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
-        smoke.check(cfg, facts.runtime, svc, changed)
-    # what no rollback needs goes, once every kept service passed its smoke check
-    prune.ensure(cfg, "after", artifact, kept)
 
 
 def check_token_file(cfg: HostConfig) -> None:

@@ -13,7 +13,7 @@ from pyinfra.api.host import Host
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import python
 
-from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.config import HostConfig
 from beekeeper.core.engine_flags import extra_warning, parse_help, refusal, unaccepted
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.engine import ServerHelp
@@ -42,23 +42,20 @@ def judged(cfg: HostConfig, facts: HostFacts, text: str | None,
         return None
     built = f"source.ref {cfg.source.ref[:12]}"
     for svc in cfg.services:
+        # what a refusal names: the profile, and the service where the host has several
+        who = f"profile `{svc.profile.name}`"
+        who = f"service `{svc.name}` ({who})" if len(cfg.services) > 1 else who
         args = server_args(cfg, facts.runtime, svc)
         kit = args[:len(args) - len(svc.extra_args)]
-        told = extra_warning(subject(cfg, svc), built,
+        told = extra_warning(who, built,
                              unaccepted(svc.extra_args, offered, check_values=False))
         if told:
             warned(told)
-        refused = refusal(subject(cfg, svc), built, svc.profile.name,
+        refused = refusal(who, built, svc.profile.name,
                           svc.profile.engine_refs, unaccepted(kit, offered))
         if refused is not None:
             return refused
     return None
-
-
-def subject(cfg: HostConfig, svc: ServiceConfig) -> str:
-    """What a refusal names: the profile, and the service where the host has several."""
-    what = f"profile `{svc.profile.name}`"
-    return f"service `{svc.name}` ({what})" if len(cfg.services) > 1 else what
 
 
 def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,

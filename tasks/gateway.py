@@ -33,12 +33,6 @@ from beekeeper.operations.secrets import put_secret, secret_content, sha1_text
 GP = gw.PATHS  # the gateway's host files
 
 
-def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:
-    models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
-                       f"{'s' if len(r.upstreams) != 1 else ''})" for r in routes) or "none"
-    return f"gateway on {bracketed(cfg_gw.bind_address)}:{cfg_gw.port} routes {models}"
-
-
 def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
     """The gateway's key, each backend's key, and the map HAProxy reads them from (a change to
     any means a reload); stale key files go."""
@@ -108,9 +102,12 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     bind = ipaddress.ip_address(gcfg.bind_address)
     address = ("::1" if bind.version == 6 else "127.0.0.1") if bind.is_unspecified \
         else gcfg.bind_address
+    models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
+                       f"{'s' if len(r.upstreams) != 1 else ''})" for r in plan.routes) or "none"
     ops.append(gateway_checked(
         name="Wait for the gateway's /health", address=address, port=gcfg.port,
-        after_change=changed or unit_op.will_change, summary=_summary(gcfg, plan.routes)))
+        after_change=changed or unit_op.will_change,
+        summary=f"gateway on {bracketed(gcfg.bind_address)}:{gcfg.port} routes {models}"))
     return ops
 
 

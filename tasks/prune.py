@@ -90,15 +90,6 @@ def kept_artifacts(cfg: HostConfig, artifact: str,
     return keep, None
 
 
-def _own_trees(cfg: HostConfig) -> set[str]:
-    """The source tree this deploy builds from, by name: it may not be there yet when the
-    cleanup is planned (the fetch runs later), and the step reads the folder when it runs."""
-    own = {cfg.source.ref} if cfg.services else set()
-    if cfg.source.kind == "local" and cfg.source.path:
-        own.add(cfg.source.path.rsplit("/")[-1])
-    return own
-
-
 def upgrade_cleanup(cfg: HostConfig, artifact: str,
                     kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Remove the native builds, source trees and build folders no rollback needs."""
@@ -108,9 +99,14 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str,
         return []
     slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
     src = f"{cfg.data.state_dir}/src"
-    # the trees the kept builds came from (a tag starts with its ref's first 12 characters)
+    # the trees the kept builds came from (a tag starts with its ref's first 12 characters),
+    # and by name the one this deploy builds from: it may not be there yet when the cleanup
+    # is planned (the fetch runs later), and the step reads the folder when it runs
     trees = {e.name for e in host.get_fact(FolderEntries, path=src) if not e.name.endswith(".tmp")
-             and any(s.startswith(e.name[:12] + "-") for s in slugs)} | _own_trees(cfg)
+             and any(s.startswith(e.name[:12] + "-") for s in slugs)}
+    trees |= {cfg.source.ref} if cfg.services else set()
+    if cfg.source.kind == "local" and cfg.source.path:
+        trees.add(cfg.source.path.rsplit("/")[-1])
     native_keep = set(slugs)
     for e in host.get_fact(FolderEntries, path=NATIVE_PREFIX):
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:
