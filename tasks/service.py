@@ -18,7 +18,6 @@ from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.container import ContainerSpec, compose_service, docker_run
 from beekeeper.core.deployed import RECORD_VERSION, DeployedService
 from beekeeper.core.paths import ServicePaths, prev
-from beekeeper.core.profiles import ModelFile
 from beekeeper.core.render import render, sd_quote
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
@@ -32,10 +31,9 @@ q = shlex.quote
 def server_args(cfg: HostConfig, rt: Runtime, svc: ServiceConfig) -> list[str]:
     """The server's arguments: its model files on the host (native), or in the container's
     read-only model mount."""
-    def where(m: ModelFile) -> str:
-        return rt.model_arg(m, cfg.data.model_dir)
-
-    args = svc.profile.server.args(where(svc.model), where(svc.draft) if svc.draft else None)
+    d = cfg.data.model_dir
+    args = svc.profile.server.args(rt.model_arg(svc.model, d),
+                                   rt.model_arg(svc.draft, d) if svc.draft else None)
     return [*args, "--alias", svc.alias, *svc.extra_args]
 
 
