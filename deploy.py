@@ -14,7 +14,7 @@ from pyinfra.context import ctx_host
 
 from beekeeper.core.config import HostConfig, load_host_config, memoized_loader
 from beekeeper.core.errors import ConfigError, host_data
-from beekeeper.core.gateway import plan
+from beekeeper.core.gateway import Plan, plan
 from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours
 from beekeeper.facts.secrets import SecretFile
 from beekeeper.pins import pin_model
@@ -50,12 +50,12 @@ def deploy_host() -> None:
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
     kept = kept_by_neighbours(ctx_host.get().name, hosts, load)
-    gateway_has_backends(cfg, hosts, load)
+    gw_plan = gateway_plan(cfg, hosts, load)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.data.stages:
             prune.ensure(cfg, "before", kept=kept)
             prune.ensure(cfg, "after", kept=kept)
-        gateway_role(cfg, hosts, load)
+        gateway_role(cfg, gw_plan, hosts, load)
         return
     # Hub models named by a branch or without a sha256 are pinned on the controller
     if "model" in cfg.data.stages:
@@ -97,7 +97,7 @@ def deploy_host() -> None:
             smoke.check(cfg, facts.runtime, svc, changed)
         # what no rollback needs goes, once every kept service passed its smoke check
         prune.ensure(cfg, "after", artifact, kept)
-    gateway_role(cfg, hosts, load)
+    gateway_role(cfg, gw_plan, hosts, load)
 
 
 def check_token_file(cfg: HostConfig) -> None:
@@ -128,25 +128,25 @@ def check_token_file(cfg: HostConfig) -> None:
     raise ConfigError(host_data("hf_token_file"), problem, fix)
 
 
-def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]],
+def gateway_role(cfg: HostConfig, gw_plan: Plan | None, hosts: list[tuple[str, Any]],
                  load: Callable[[Any], HostConfig]) -> None:
-    """The gateway (host data `gateway`); where host data has none, one an earlier deploy put
-    there goes, unless another inventory host on this machine has one."""
+    """The gateway (host data `gateway`, routing `gw_plan`); where host data has none, one an
+    earlier deploy put there goes, unless another inventory host on this machine has one."""
     if "service" not in cfg.data.stages:
         return
-    this = ctx_host.get().name
-    if cfg.gateway is not None:
-        gateway.ensure(cfg, this, hosts, load)
-    elif gateway_kept_by_neighbours(this, hosts, load) is False:
+    if gw_plan is not None:
+        gateway.ensure(cfg, gw_plan)
+    elif gateway_kept_by_neighbours(ctx_host.get().name, hosts, load) is False:
         gateway.removed()
 
 
-def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],
-                         load: Callable[[Any], HostConfig]) -> None:
-    """A gateway (host data `gateway`) with no service to route on any inventory host is
-    refused before anything of this host runs: it would answer every request with 503."""
+def gateway_plan(cfg: HostConfig, hosts: list[tuple[str, Any]],
+                 load: Callable[[Any], HostConfig]) -> Plan | None:
+    """The routes of this host's gateway (host data `gateway`), None where it has none. One
+    with no service to route on any inventory host is refused before anything of this host
+    runs: it would answer every request with 503."""
     if cfg.gateway is None or "service" not in cfg.data.stages:
-        return
+        return None
     gw_plan = plan(ctx_host.get().name, hosts, load)
     if not gw_plan.routes:
         left = f" (left out, with bad data: {'; '.join(gw_plan.left_out)})" \
@@ -155,6 +155,7 @@ def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],
             host_data("gateway"),
             f"no inventory host has a service for this gateway to route{left}",
             "give this or another inventory host a service, or remove `gateway`")
+    return gw_plan
 
 
 on_this_host(deploy_host)

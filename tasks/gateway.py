@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import io
 import ipaddress
-from collections.abc import Callable, Iterable
-from typing import Any
 
 import click
 from pyinfra import host
@@ -52,10 +50,9 @@ def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
     return changes
 
 
-def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]],
-           load: Callable[[Any], HostConfig]) -> list[OperationMeta]:
-    """The gateway on this host, for every service of every host in `inventory` (`load`:
-    deploy.py's loader of host data)."""
+def ensure(cfg: HostConfig, plan: gw.Plan) -> list[OperationMeta]:
+    """The gateway on this host, for every service `plan` routes (deploy.py's, of every
+    inventory host)."""
     gcfg = cfg.gateway
     assert gcfg is not None
     # an HAProxy too old for the config stops here, before any change: the one installed,
@@ -65,9 +62,8 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     refusal = gw.haproxy_refusal(version) if version else None
     if refusal:
         raise refusal
-    plan = gw.plan(this_host, inventory, load)
     for line in plan.left_out:
-        click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),
+        click.echo(click.style(f"host {host.name}: gateway: left out host {line}", fg="yellow"),
                    err=True)
     ops: list[OperationMeta] = []
     if policy.installed is None:  # apt's update only when missing

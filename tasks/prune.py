@@ -64,7 +64,7 @@ def _runs(path: str) -> str | None:
 
 
 def kept_artifacts(cfg: HostConfig, artifact: str,
-                   kept: frozenset[str] | None = frozenset()) -> tuple[set[str], str | None]:
+                   kept: frozenset[str] | None) -> tuple[set[str], str | None]:
     """The artifacts a rollback of any service on this machine needs once this deploy is
     done, or (set(), why) when one of them cannot be known."""
     mine = {s.name for s in cfg.services}
@@ -91,7 +91,7 @@ def kept_artifacts(cfg: HostConfig, artifact: str,
 
 
 def upgrade_cleanup(cfg: HostConfig, artifact: str,
-                    kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
+                    kept: frozenset[str] | None) -> list[OperationMeta]:
     """Remove the native builds, source trees and build folders no rollback needs."""
     keep, unknown = kept_artifacts(cfg, artifact, kept)
     if unknown:
