@@ -48,16 +48,6 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
     return ops
 
 
-def slug_of(artifact: str, repo: str) -> str | None:
-    """The build an artifact names: `<repo>:<slug>` (an image), or a native build's binary
-    `<NATIVE_PREFIX>/<slug>/llama-server`; None for anything else."""
-    if artifact.startswith(f"{repo}:"):
-        return artifact.split(":", 1)[1]
-    if artifact.startswith(NATIVE_PREFIX + "/"):
-        return artifact[len(NATIVE_PREFIX) + 1:].split("/", 1)[0]
-    return None
-
-
 def _runs(path: str) -> str | None:
     record = deployed_manifest(path)
     return (record.image or None) if record else None
@@ -97,7 +87,12 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str,
     if unknown:
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
         return []
-    slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
+    slugs = set()  # the builds they name: `<repo>:<slug>` or `<NATIVE_PREFIX>/<slug>/llama-server`
+    for a in keep:
+        if a.startswith(f"{cfg.image_repo}:"):
+            slugs.add(a.split(":", 1)[1])
+        elif a.startswith(NATIVE_PREFIX + "/"):
+            slugs.add(a[len(NATIVE_PREFIX) + 1:].split("/", 1)[0])
     src = f"{cfg.data.state_dir}/src"
     # the trees the kept builds came from (a tag starts with its ref's first 12 characters),
     # and by name the one this deploy builds from: it may not be there yet when the cleanup

@@ -126,11 +126,14 @@ def kit_packages() -> KitPackages:
                        replaced=[n for n in replaced if n not in now])
 
 
-def kit_models(cfg: HostConfig) -> list[str]:
-    """Model files the kit placed (see the module's docstring), with a download's partial
-    file and logs, those that are there; a file of yours the kit served in place (host data
+def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
+    """The model files the kit placed (see the module's docstring), with a download's partial
+    file and logs, removed unless `keep`; a file of yours the kit served in place (host data
     `model_host_path`, by this inventory or a deployed service's record) is never the kit's."""
     d = cfg.data.model_dir
+    if keep:
+        return [ops_.left_in_place(name=f"Keep the models in {d} (keep_models)",
+                                   why=f"models kept in {d} (host data keep_models)")]
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
     yours = {m.host_path(d) for s in cfg.services for m in s.models() if m.users_file}
     for name in host.get_fact(DeployedServices):
@@ -151,8 +154,11 @@ def kit_models(cfg: HostConfig) -> list[str]:
         elif base != f and (base in shipped or f"{d}/{base}" in placed):
             placed.add(f"{d}/{base}")
     paths = [p + suffix for p in sorted(placed - yours) for suffix in MODEL_SUFFIXES]
-    present: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
-    return sorted(present)
+    found: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
+    present = sorted(found)
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in present) or "none left"
+    return [ops_.paths_removed(name=f"Remove the models the kit placed in {d} ({names})",
+                               paths=present, what=f"models in {d}")]
 
 
 def persistent_root(keep_models: bool) -> list[OperationMeta]:
@@ -193,17 +199,6 @@ def services() -> list[OperationMeta]:
                                  unit_name=GP.unit_name, unit_path=GP.unit,
                                  dropin_dir=GP.dropin_dir))
     return ops
-
-
-def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
-    where = cfg.data.model_dir
-    if keep:
-        return [ops_.left_in_place(name=f"Keep the models in {where} (keep_models)",
-                                   why=f"models kept in {where} (host data keep_models)")]
-    paths = kit_models(cfg)
-    names = ", ".join(p.rsplit("/", 1)[-1] for p in paths) or "none left"
-    return [ops_.paths_removed(name=f"Remove the models the kit placed in {where} ({names})",
-                               paths=paths, what=f"models in {where}")]
 
 
 def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
