@@ -14,9 +14,8 @@ from pyinfra.context import ctx_host
 
 from beekeeper.core.config import HostConfig, load_host_config, memoized_loader
 from beekeeper.core.errors import ConfigError, host_data
-from beekeeper.core.gateway import plan
+from beekeeper.core.gateway import Plan, plan
 from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours
-from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.secrets import SecretFile
 from beekeeper.pins import pin_model
 from beekeeper.tasks import (
@@ -44,17 +43,19 @@ def deploy_host() -> None:
     prepared), so a BeekeeperError from here means none of this host's has run."""
     artifact = ""
     model_ops: list[OperationMeta] = []
-    load = run_loader()
+    # each host's data validated once, however many of its neighbours read it; pyinfra runs
+    # this file afresh for each host, so the loader lasts one host's preparation
+    load = memoized_loader()
     cfg = load(host.data)
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)
     kept = kept_by_neighbours(ctx_host.get().name, hosts, load)
-    gateway_has_backends(cfg, hosts, load)
+    gw_plan = gateway_plan(cfg, hosts, load)
     if not cfg.services:  # services = []: a gateway-only host, or one to empty
         if "service" in cfg.data.stages:
             prune.ensure(cfg, "before", kept=kept)
             prune.ensure(cfg, "after", kept=kept)
-        gateway_role(cfg, hosts, load)
+        gateway_role(cfg, gw_plan, hosts, load)
         return
     # Hub models named by a branch or without a sha256 are pinned on the controller
     if "model" in cfg.data.stages:
@@ -83,37 +84,20 @@ def deploy_host() -> None:
     if not reboot_pending and "model" in cfg.data.stages:
         model_ops = model.ensure(cfg)
 
+    # the services: those the inventory dropped are removed (tasks/prune.py), the kept ones
+    # deployed and smoke-checked (a failed check stops the deploy, and what ran keeps running)
     if not reboot_pending and "service" in cfg.data.stages:
-        services(cfg, facts, artifact, model_ops, moved, kept)
-    gateway_role(cfg, hosts, load)
-
-
-def run_loader() -> Callable[[Any], HostConfig]:
-    """This run's loader of host data: each host's data validated once, however many of
-    its neighbours read it (config.memoized_loader)."""
-    global _RUN
-    if _RUN is None or _RUN[0] is not state:
-        _RUN = (state, memoized_loader())
-    return _RUN[1]
-
-
-_RUN: tuple[Any, Callable[[Any], HostConfig]] | None = None
-
-
-def services(cfg: HostConfig, facts: HostFacts, artifact: str, model_ops: list[OperationMeta],
-             supervisord_stopped: bool, kept: frozenset[str] | None) -> None:
-    """The services: those the inventory dropped are removed (tasks/prune.py), the kept ones
-    deployed and smoke-checked (a failed check stops the deploy, and what ran keeps running)."""
-    prune.ensure(cfg, "before", kept=kept)
-    if facts.runtime.supervised:
-        supervisor.ensure(facts, restart=supervisord_stopped)
-    smoke.install()
-    persist.unsupervised(facts)
-    for svc in cfg.services:
-        changed, _ = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
-        smoke.check(cfg, facts.runtime, svc, changed)
-    # what no rollback needs goes, once every kept service passed its smoke check
-    prune.ensure(cfg, "after", artifact, kept)
+        prune.ensure(cfg, "before", kept=kept)
+        if facts.runtime.supervised:  # `moved`: persist.ensure stopped supervisord
+            supervisor.ensure(facts, restart=moved)
+        smoke.install()
+        persist.unsupervised(facts)
+        for svc in cfg.services:
+            changed, _ = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
+            smoke.check(cfg, facts.runtime, svc, changed)
+        # what no rollback needs goes, once every kept service passed its smoke check
+        prune.ensure(cfg, "after", artifact, kept)
+    gateway_role(cfg, gw_plan, hosts, load)
 
 
 def check_token_file(cfg: HostConfig) -> None:
@@ -144,25 +128,25 @@ def check_token_file(cfg: HostConfig) -> None:
     raise ConfigError(host_data("hf_token_file"), problem, fix)
 
 
-def gateway_role(cfg: HostConfig, hosts: list[tuple[str, Any]],
+def gateway_role(cfg: HostConfig, gw_plan: Plan | None, hosts: list[tuple[str, Any]],
                  load: Callable[[Any], HostConfig]) -> None:
-    """The gateway (host data `gateway`); where host data has none, one an earlier deploy put
-    there goes, unless another inventory host on this machine has one."""
+    """The gateway (host data `gateway`, routing `gw_plan`); where host data has none, one an
+    earlier deploy put there goes, unless another inventory host on this machine has one."""
     if "service" not in cfg.data.stages:
         return
-    this = ctx_host.get().name
-    if cfg.gateway is not None:
-        gateway.ensure(cfg, this, hosts, load)
-    elif gateway_kept_by_neighbours(this, hosts, load) is False:
+    if gw_plan is not None:
+        gateway.ensure(cfg, gw_plan)
+    elif gateway_kept_by_neighbours(ctx_host.get().name, hosts, load) is False:
         gateway.removed()
 
 
-def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],
-                         load: Callable[[Any], HostConfig]) -> None:
-    """A gateway (host data `gateway`) with no service to route on any inventory host is
-    refused before anything of this host runs: it would answer every request with 503."""
+def gateway_plan(cfg: HostConfig, hosts: list[tuple[str, Any]],
+                 load: Callable[[Any], HostConfig]) -> Plan | None:
+    """The routes of this host's gateway (host data `gateway`), None where it has none. One
+    with no service to route on any inventory host is refused before anything of this host
+    runs: it would answer every request with 503."""
     if cfg.gateway is None or "service" not in cfg.data.stages:
-        return
+        return None
     gw_plan = plan(ctx_host.get().name, hosts, load)
     if not gw_plan.routes:
         left = f" (left out, with bad data: {'; '.join(gw_plan.left_out)})" \
@@ -171,6 +155,7 @@ def gateway_has_backends(cfg: HostConfig, hosts: list[tuple[str, Any]],
             host_data("gateway"),
             f"no inventory host has a service for this gateway to route{left}",
             "give this or another inventory host a service, or remove `gateway`")
+    return gw_plan
 
 
 on_this_host(deploy_host)

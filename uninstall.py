@@ -15,8 +15,7 @@ from beekeeper.tasks import uninstall
 from beekeeper.tasks.hostfail import on_this_host
 
 # the uninstall's own keys, read here only (default False: removed)
-KEEP_MODELS, KEEP_DRIVER = "keep_models", "keep_driver"
-KEEPS = {KEEP_MODELS: "the models", KEEP_DRIVER: "the NVIDIA driver"}
+KEEPS = {"keep_models": "the models", "keep_driver": "the NVIDIA driver"}
 
 
 def keep(data: Any, key: str) -> bool:
@@ -31,7 +30,7 @@ def uninstall_host() -> None:
     # bad host data stops here, with one line naming the key and the fix: nothing has run
     data = {k: host.data.get(k) for k in host_data_keys(host.data) if k not in KEEPS}
     cfg = load_host_config(data)
-    models, driver = keep(host.data, KEEP_MODELS), keep(host.data, KEEP_DRIVER)
+    models, driver = keep(host.data, "keep_models"), keep(host.data, "keep_driver")
     this = ctx_host.get().name
     where = machine_of(this, host.data)
     first = next(h.name for h in state.inventory if machine_of(h.name, h.data) == where)

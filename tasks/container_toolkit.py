@@ -27,14 +27,10 @@ def gpu_in_containers(cfg: HostConfig, facts: HostFacts) -> bool:
     return facts.runtime.container and cfg.service.profile.backend == "cuda"
 
 
-def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
-    """The toolkit is installed for the host's own engine; Docker Desktop's (WSL2) runs
-    `--gpus all` on the Windows driver and has no nvidia-ctk to configure."""
-    return gpu_in_containers(cfg, facts) and facts.docker.flavour != "docker-desktop"
-
-
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
-    if not wanted(cfg, facts):
+    # installed for the host's own engine; Docker Desktop's (WSL2) runs `--gpus all` on the
+    # Windows driver and has no nvidia-ctk to configure
+    if not gpu_in_containers(cfg, facts) or facts.docker.flavour == "docker-desktop":
         return []
     version = cfg.data.container_toolkit_version or TOOLKIT_VERSION
     ops = nvidia_repos.toolkit_repo(nvidia_repos.repos(cfg, facts))

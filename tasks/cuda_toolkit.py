@@ -18,15 +18,11 @@ from beekeeper.operations.apt import missing_packages
 from . import nvidia_repos
 
 
-def wanted(cfg: HostConfig, facts: HostFacts) -> bool:
-    """Native builds need it; container mode only when host data asks."""
-    if cfg.service.profile.backend != "cuda":
-        return False
-    return facts.runtime.native or cfg.data.install_cuda_toolkit
-
-
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
-    if not wanted(cfg, facts) or facts.host_nvcc:  # the host's own toolkit builds (preflight)
+    # native builds need it; container mode only when host data asks
+    wanted = cfg.service.profile.backend == "cuda" and (
+        facts.runtime.native or cfg.data.install_cuda_toolkit)
+    if not wanted or facts.host_nvcc:  # the host's own toolkit builds (preflight)
         return []
     # the release the image follows the driver to (cuda_follows_driver), else cuda_version
     major, minor = facts.cuda_version.split(".")[:2]

@@ -15,20 +15,16 @@ from beekeeper.core.profiles import HfSource
 from beekeeper.facts.hostfacts import HostFacts
 
 
-def host_packages(cfg: HostConfig, facts: HostFacts) -> list[str]:
-    """python3 where the host has none (the host-side checks run with it), ca-certificates
-    where the deploy downloads over HTTPS (a Hub model, a git source, Docker's images): a
-    host that has what it needs (an offline GPU container) gets no apt transaction."""
-    wanted = [] if facts.tools and facts.tools.python3 else ["python3"]
-    downloads = facts.runtime.container or cfg.source.kind == "git" or any(
-        isinstance(m.source, HfSource) for s in cfg.services for m in s.models())
-    return wanted + (["ca-certificates"] if downloads else [])
-
-
 def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     ops: list[OperationMeta] = []
     installed = host.get_fact(DebPackages) or {}
-    wanted = host_packages(cfg, facts)
+    # python3 where the host has none (the host-side checks run with it), ca-certificates
+    # where the deploy downloads over HTTPS (a Hub model, a git source, Docker's images): a
+    # host that has what it needs (an offline GPU container) gets no apt transaction
+    wanted = [] if facts.tools and facts.tools.python3 else ["python3"]
+    downloads = facts.runtime.container or cfg.source.kind == "git" or any(
+        isinstance(m.source, HfSource) for s in cfg.services for m in s.models())
+    wanted += ["ca-certificates"] if downloads else []
     # the engine (and on Debian 13 its client, a package of its own there: docker.io only
     # recommends it) and compose's plugin, as far as the way the server runs needs them
     wanted += facts.runtime.docker_packages(facts.os.as_mapping(), facts.docker.present,

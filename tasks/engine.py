@@ -13,7 +13,7 @@ from pyinfra.api.host import Host
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import python
 
-from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.config import HostConfig
 from beekeeper.core.engine_flags import extra_warning, parse_help, refusal, unaccepted
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.engine import ServerHelp
@@ -30,38 +30,32 @@ def reader(facts: HostFacts, artifact: str, gpu: bool) -> dict[str, object]:
     return {"binary": binary, "image": image, "gpu": gpu}
 
 
-# a server whose --help lists no option (or hangs, or is gone)
-UNREAD = ("the built server's --help listed no options, so its flags are not checked (the "
-          "smoke check judges the server)")
-
-
 def judged(cfg: HostConfig, facts: HostFacts, text: str | None,
            warned: Callable[[str], None]) -> PreflightError | None:
     """The first service whose profile flags the server's `--help` text refuses, as its one
     line (None: all taken, or no options listed); what else to tell goes to `warned`."""
     offered = parse_help(text) if text else None
     if offered is None:
-        warned(UNREAD)
+        # a server whose --help lists no option (or hangs, or is gone)
+        warned("the built server's --help listed no options, so its flags are not checked "
+               "(the smoke check judges the server)")
         return None
     built = f"source.ref {cfg.source.ref[:12]}"
     for svc in cfg.services:
+        # what a refusal names: the profile, and the service where the host has several
+        who = f"profile `{svc.profile.name}`"
+        who = f"service `{svc.name}` ({who})" if len(cfg.services) > 1 else who
         args = server_args(cfg, facts.runtime, svc)
         kit = args[:len(args) - len(svc.extra_args)]
-        told = extra_warning(subject(cfg, svc), built,
+        told = extra_warning(who, built,
                              unaccepted(svc.extra_args, offered, check_values=False))
         if told:
             warned(told)
-        refused = refusal(subject(cfg, svc), built, svc.profile.name,
+        refused = refusal(who, built, svc.profile.name,
                           svc.profile.engine_refs, unaccepted(kit, offered))
         if refused is not None:
             return refused
     return None
-
-
-def subject(cfg: HostConfig, svc: ServiceConfig) -> str:
-    """What a refusal names: the profile, and the service where the host has several."""
-    what = f"profile `{svc.profile.name}`"
-    return f"service `{svc.name}` ({what})" if len(cfg.services) > 1 else what
 
 
 def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import io
 import ipaddress
-from collections.abc import Callable, Iterable
-from typing import Any
 
 import click
 from pyinfra import host
@@ -19,7 +17,7 @@ from pyinfra.operations import apt, files, systemd
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import GatewayConfig, HostConfig
 from beekeeper.core.paths import bracketed
-from beekeeper.facts.host import AptPolicy, AptPolicyInfo
+from beekeeper.facts.host import AptPolicy
 from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.operations.gateway import (
     config_installed,
@@ -33,55 +31,28 @@ from beekeeper.operations.secrets import put_secret, secret_content, sha1_text
 GP = gw.PATHS  # the gateway's host files
 
 
-def _summary(cfg_gw: Any, routes: list[gw.Route]) -> str:
-    models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
-                       f"{'s' if len(r.upstreams) != 1 else ''})" for r in routes) or "none"
-    return f"gateway on {bracketed(cfg_gw.bind_address)}:{cfg_gw.port} routes {models}"
-
-
-def _installed(policy: AptPolicyInfo) -> list[OperationMeta]:
-    ops: list[OperationMeta] = []
-    if policy.installed is None:  # apt's update only when missing
-        ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
-                                update=True, no_recommends=True))
-    return ops + [
-        files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755"),
-        files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",
-                        user="root", group="root"),
-        files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
-                        path=GP.dropin_dir, mode="0755"),
-    ]
-
-
 def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
     """The gateway's key, each backend's key, and the map HAProxy reads them from (a change to
     any means a reload); stale key files go."""
-    changes: list[OperationMeta] = []
-    if cfg_gw.api_key_file:
-        changes.append(put_secret(name="Store the gateway's API key (root-only file)",
-                                  src=cfg_gw.api_key_file, dest=GP.client_key))
-    else:
-        changes.append(files.file(name="No gateway API key: remove a stored one",
-                                  path=GP.client_key, present=False))
+    changes = [put_secret(name="Store the gateway's API key (root-only file)",
+                          src=cfg_gw.api_key_file, dest=GP.client_key) if cfg_gw.api_key_file
+               else files.file(name="No gateway API key: remove a stored one",
+                               path=GP.client_key, present=False)]
     entries = gw.upstream_keys_map(routes)
-    key_names = [f"{backend}.key" for backend, _ in entries]
-    for (backend, src), key_name in zip(entries, key_names, strict=True):
-        changes.append(put_secret(name=f"Store the API key of model {backend} (root-only file)",
-                                  src=src, dest=f"{GP.keys_dir}/{key_name}"))
+    changes += [put_secret(name=f"Store the API key of model {b} (root-only file)", src=src,
+                           dest=f"{GP.keys_dir}/{b}.key") for b, src in entries]
     files_pruned(name="Remove keys of models the gateway no longer routes",
-                 folder=GP.keys_dir, keep=key_names)
-    wanted_map = "".join(f"{b} {secret_content(src)}" for b, src in entries)
+                 folder=GP.keys_dir, keep=[f"{b}.key" for b, _ in entries])
     changes.append(keys_map_built(
         name="Build the backends' key map (root-only)", map_path=GP.upstream_keys,
-        entries=[(b, f"{GP.keys_dir}/{k}") for (b, _), k in zip(entries, key_names, strict=True)],
-        expected_sha1=sha1_text(wanted_map)))
+        entries=[(b, f"{GP.keys_dir}/{b}.key") for b, _ in entries],
+        expected_sha1=sha1_text("".join(f"{b} {secret_content(src)}" for b, src in entries))))
     return changes
 
 
-def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]],
-           load: Callable[[Any], HostConfig]) -> list[OperationMeta]:
-    """The gateway on this host, for every service of every host in `inventory` (`load`:
-    deploy.py's loader of host data)."""
+def ensure(cfg: HostConfig, plan: gw.Plan) -> list[OperationMeta]:
+    """The gateway on this host, for every service `plan` routes (deploy.py's, of every
+    inventory host)."""
     gcfg = cfg.gateway
     assert gcfg is not None
     # an HAProxy too old for the config stops here, before any change: the one installed,
@@ -91,11 +62,20 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     refusal = gw.haproxy_refusal(version) if version else None
     if refusal:
         raise refusal
-    plan = gw.plan(this_host, inventory, load)
     for line in plan.left_out:
-        click.echo(click.style(f"host {this_host}: gateway: left out host {line}", fg="yellow"),
+        click.echo(click.style(f"host {host.name}: gateway: left out host {line}", fg="yellow"),
                    err=True)
-    ops = _installed(policy)
+    ops: list[OperationMeta] = []
+    if policy.installed is None:  # apt's update only when missing
+        ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
+                                update=True, no_recommends=True))
+    ops += [
+        files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755"),
+        files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",
+                        user="root", group="root"),
+        files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
+                        path=GP.dropin_dir, mode="0755"),
+    ]
     changes = _keys(gcfg, plan.routes)
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),
@@ -118,9 +98,12 @@ def ensure(cfg: HostConfig, this_host: str, inventory: Iterable[tuple[str, Any]]
     bind = ipaddress.ip_address(gcfg.bind_address)
     address = ("::1" if bind.version == 6 else "127.0.0.1") if bind.is_unspecified \
         else gcfg.bind_address
+    models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
+                       f"{'s' if len(r.upstreams) != 1 else ''})" for r in plan.routes) or "none"
     ops.append(gateway_checked(
         name="Wait for the gateway's /health", address=address, port=gcfg.port,
-        after_change=changed or unit_op.will_change, summary=_summary(gcfg, plan.routes)))
+        after_change=changed or unit_op.will_change,
+        summary=f"gateway on {bracketed(gcfg.bind_address)}:{gcfg.port} routes {models}"))
     return ops
 
 

@@ -108,16 +108,12 @@ def fail_this_host(error: BeekeeperError) -> None:
         "a bug in beekeeper" if isinstance(error, KitBug) else "host facts"
     failures()[this.name] = f"{kind}: {said}"
     if not state.active_hosts - {this}:  # the last host left: fail the run with the line
-        raise as_deploy_error(error, message) from None
+        # also as pyinfra's DeployError (which pyinfra prints as one red line), its type and
+        # what it holds (a refusal's subject, problem and fix) kept
+        both: type[BeekeeperError] = type(type(error).__name__, (type(error), DeployError), {})
+        raise rebuilt(both, message, vars(error)) from None
     click.echo(click.style(message, fg="red"), err=True)
     state.fail_hosts({this})
-
-
-def as_deploy_error(error: BeekeeperError, line: str) -> BeekeeperError:
-    """`error` saying `line`, also as pyinfra's DeployError (which pyinfra prints as one red
-    line): its type and what it holds (a refusal's subject, problem and fix) kept."""
-    kind: type[BeekeeperError] = type(type(error).__name__, (type(error), DeployError), {})
-    return rebuilt(kind, line, vars(error))
 
 
 class KitBug(BeekeeperError):

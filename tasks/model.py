@@ -35,7 +35,18 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
         for model in svc.models():
             wanted.setdefault(model.filename, model)
     if any(isinstance(m.source, HfSource) for m in wanted.values()):
-        _hf_downloader()
+        # huggingface_hub in a venv on the host, and the download script; stock Ubuntu and
+        # Debian have python3 (Debian minimal images may not) but neither `python` nor
+        # `virtualenv`; `python3 -m venv` needs python3-venv
+        apt.packages(name="Install python3 and python3-venv for the model downloader",
+                     packages=["python3", "python3-venv"], no_recommends=True,
+                     cache_time=24 * 3600)
+        pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")
+        pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv", packages=[HF_HUB_SPEC],
+                     virtualenv=HOST_VENV)
+        kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
+        files.put(name="Upload the model downloader", src=str(hostside.script("fetch_model.py")),
+                  dest=FETCHER, mode="0755")
     stamps = sha256_stamps(cfg.data.state_dir)
     placed = [(model, *_placed(cfg, model, stamps)) for model in wanted.values()]
     for model, _, sha256 in placed:  # not returned: a stamp is no reason to restart
@@ -78,17 +89,3 @@ def _placed(cfg: HostConfig, model: ModelFile, stamps: str) -> tuple[OperationMe
         endpoint=cfg.data.hf_endpoint, repo=model.source.repo, revision=model.source.revision,
         filename=model.filename, fetcher=FETCHER, python=f"{HOST_VENV}/bin/python",
         token_file=cfg.data.hf_token_file, stamps=stamps), model.sha256
-
-
-def _hf_downloader() -> None:
-    """huggingface_hub in a venv on the host, and the download script."""
-    # stock Ubuntu and Debian have python3 (Debian minimal images may not) but neither
-    # `python` nor `virtualenv`; `python3 -m venv` needs python3-venv
-    apt.packages(name="Install python3 and python3-venv for the model downloader",
-                 packages=["python3", "python3-venv"], no_recommends=True, cache_time=24 * 3600)
-    pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")
-    pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv", packages=[HF_HUB_SPEC],
-                 virtualenv=HOST_VENV)
-    kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
-    files.put(name="Upload the model downloader", src=str(hostside.script("fetch_model.py")),
-              dest=FETCHER, mode="0755")

@@ -18,13 +18,6 @@ from beekeeper.operations.persist import linked, unsupervised_ended
 from beekeeper.operations.supervisor import supervisord_running
 
 
-def moves_folders(root: str) -> bool:
-    """Whether a kit folder is a real folder now, whose contents move into the root."""
-    links = persisted_links(root)
-    kinds = host.get_fact(PathKinds, paths=[path for path, _ in links])
-    return any(k.kind == "dir" for k in kinds.values())
-
-
 def ensure(facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     """The kit's folders linked into the persistent root; whether folders moved (then
     supervisord, which had its files open there, is stopped for the move and started again
@@ -33,13 +26,16 @@ def ensure(facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     if not root:
         return False, []
     ops: list[OperationMeta] = []
-    moved = moves_folders(root)
+    # a kit folder that is a real folder now: its contents move into the root
+    links = persisted_links(root)
+    kinds = host.get_fact(PathKinds, paths=[path for path, _ in links])
+    moved = any(k.kind == "dir" for k in kinds.values())
     stopped = moved and host.get_fact(SupervisorPrograms) is not None
     if stopped:
         ops.append(server.shell(
             name="Stop the kit's supervisord while its folders move onto the persistent root",
             commands=[sv.shutdown_line()]))
-    for path, target in persisted_links(root):
+    for path, target in links:
         ops.append(linked(name=f"Keep {path} on the persistent root ({target})", path=path,
                           target=target))
     if stopped:

@@ -19,12 +19,6 @@ from beekeeper.operations.lifecycle import entries_pruned, mib
 from beekeeper.operations.services import service_removed
 
 
-def held_port(name: str) -> int | None:
-    """The port a deployed service's manifest names (None when it cannot be read)."""
-    record = deployed_manifest(ServicePaths(name).manifest)
-    return record.port if record else None
-
-
 def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
            kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
     """Queue the removals of one phase. "before" (ahead of the kept services' start): the
@@ -32,21 +26,14 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
     (once every kept service passed its smoke check): all the others, then, given the
     `artifact` this deploy runs ("" where none), the upgrade cleanup. `kept`: the services
     other inventory hosts on this machine keep, None where unknown (then none is removed)."""
-    ops = _services(cfg, phase, kept)
-    if phase == "after" and artifact is not None:
-        ops += upgrade_cleanup(cfg, artifact, kept)
-    return ops
-
-
-def _services(cfg: HostConfig, phase: str,
-              kept: frozenset[str] | None) -> list[OperationMeta]:
     ops = []
     if kept is None and phase == "before":
         host.noop("removing services left out: skipped, another inventory host on this "
                   "machine has bad host data and what it keeps is unknown")
     wanted_ports = {s.port for s in cfg.services}
     for name in leaving(cfg, host.get_fact(DeployedServices), kept):
-        port = held_port(name)
+        record = deployed_manifest(ServicePaths(name).manifest)
+        port = record.port if record else None  # None: the manifest cannot be read
         first = port is None or port in wanted_ports
         if first != (phase == "before"):
             continue
@@ -56,17 +43,9 @@ def _services(cfg: HostConfig, phase: str,
         ops.append(service_removed(
             name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
                  "container; keep its model", service=name))
+    if phase == "after" and artifact is not None:
+        ops += upgrade_cleanup(cfg, artifact, kept)
     return ops
-
-
-def slug_of(artifact: str, repo: str) -> str | None:
-    """The build an artifact names: `<repo>:<slug>` (an image), or a native build's binary
-    `<NATIVE_PREFIX>/<slug>/llama-server`; None for anything else."""
-    if artifact.startswith(f"{repo}:"):
-        return artifact.split(":", 1)[1]
-    if artifact.startswith(NATIVE_PREFIX + "/"):
-        return artifact[len(NATIVE_PREFIX) + 1:].split("/", 1)[0]
-    return None
 
 
 def _runs(path: str) -> str | None:
@@ -75,7 +54,7 @@ def _runs(path: str) -> str | None:
 
 
 def kept_artifacts(cfg: HostConfig, artifact: str,
-                   kept: frozenset[str] | None = frozenset()) -> tuple[set[str], str | None]:
+                   kept: frozenset[str] | None) -> tuple[set[str], str | None]:
     """The artifacts a rollback of any service on this machine needs once this deploy is
     done, or (set(), why) when one of them cannot be known."""
     mine = {s.name for s in cfg.services}
@@ -101,31 +80,28 @@ def kept_artifacts(cfg: HostConfig, artifact: str,
     return keep, None
 
 
-def _own_trees(cfg: HostConfig) -> set[str]:
-    """The source tree this deploy builds from, by name: it may not be there yet when the
-    cleanup is planned (the fetch runs later), and the step reads the folder when it runs."""
-    own = {cfg.source.ref} if cfg.services else set()
-    if cfg.source.kind == "local" and cfg.source.path:
-        own.add(cfg.source.path.rsplit("/")[-1])
-    return own
-
-
-def _tree_kept(name: str, slugs: set[str]) -> bool:
-    """A tree a kept build came from (a tag starts with its ref's first 12 characters)."""
-    return not name.endswith(".tmp") and any(s.startswith(name[:12] + "-") for s in slugs)
-
-
 def upgrade_cleanup(cfg: HostConfig, artifact: str,
-                    kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
+                    kept: frozenset[str] | None) -> list[OperationMeta]:
     """Remove the native builds, source trees and build folders no rollback needs."""
     keep, unknown = kept_artifacts(cfg, artifact, kept)
     if unknown:
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
         return []
-    slugs = {s for s in (slug_of(a, cfg.image_repo) for a in keep) if s}
+    slugs = set()  # the builds they name: `<repo>:<slug>` or `<NATIVE_PREFIX>/<slug>/llama-server`
+    for a in keep:
+        if a.startswith(f"{cfg.image_repo}:"):
+            slugs.add(a.split(":", 1)[1])
+        elif a.startswith(NATIVE_PREFIX + "/"):
+            slugs.add(a[len(NATIVE_PREFIX) + 1:].split("/", 1)[0])
     src = f"{cfg.data.state_dir}/src"
-    trees = {e.name for e in host.get_fact(FolderEntries, path=src)
-             if _tree_kept(e.name, slugs)} | _own_trees(cfg)
+    # the trees the kept builds came from (a tag starts with its ref's first 12 characters),
+    # and by name the one this deploy builds from: it may not be there yet when the cleanup
+    # is planned (the fetch runs later), and the step reads the folder when it runs
+    trees = {e.name for e in host.get_fact(FolderEntries, path=src) if not e.name.endswith(".tmp")
+             and any(s.startswith(e.name[:12] + "-") for s in slugs)}
+    trees |= {cfg.source.ref} if cfg.services else set()
+    if cfg.source.kind == "local" and cfg.source.path:
+        trees.add(cfg.source.path.rsplit("/")[-1])
     native_keep = set(slugs)
     for e in host.get_fact(FolderEntries, path=NATIVE_PREFIX):
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:

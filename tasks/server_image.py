@@ -30,8 +30,13 @@ def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
                       cuda_version=facts.cuda_version, cuda_arch=facts.cuda_arch)
 
 
-def preloads(cfg: HostConfig) -> list[OperationMeta]:
-    """Base images saved on the controller, loaded where the host lacks them."""
+def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
+    """Returns the image tag the service should run, and the operations queued."""
+    spec = spec_for(cfg, facts)
+    tag = spec.tag()
+    slug = tag.split(":", 1)[1]
+    build_dir = f"{cfg.data.state_dir}/build/{slug}"
+    # base images saved on the controller, loaded where the host lacks them
     result: list[OperationMeta] = []
     for image, tar in (cfg.data.preload_images or {}).items():
         if not Path(tar).exists():
@@ -41,16 +46,6 @@ def preloads(cfg: HostConfig) -> list[OperationMeta]:
             name=f"Load base image {image} from the controller",
             image=image, local_tar=tar, remote_dir=f"{cfg.data.state_dir}/images",
         ))
-    return result
-
-
-def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
-    """Returns the image tag the service should run, and the operations queued."""
-    spec = spec_for(cfg, facts)
-    tag = spec.tag()
-    slug = tag.split(":", 1)[1]
-    build_dir = f"{cfg.data.state_dir}/build/{slug}"
-    result = preloads(cfg)
     # The source tree and the Dockerfile are placed only for a build: a tag that exists is
     # up to date (it encodes every input); image_built itself says so.
     if not host.get_fact(DockerImageId, tag=tag):

@@ -18,7 +18,6 @@ from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.container import ContainerSpec, compose_service, docker_run
 from beekeeper.core.deployed import RECORD_VERSION, DeployedService
 from beekeeper.core.paths import ServicePaths, prev
-from beekeeper.core.profiles import ModelFile
 from beekeeper.core.render import render, sd_quote
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
@@ -29,23 +28,18 @@ from beekeeper.operations.supervisor import program_running
 q = shlex.quote
 
 
-def paths(svc: ServiceConfig) -> ServicePaths:
-    return ServicePaths(svc.name)
-
-
 def server_args(cfg: HostConfig, rt: Runtime, svc: ServiceConfig) -> list[str]:
     """The server's arguments: its model files on the host (native), or in the container's
     read-only model mount."""
-    def where(m: ModelFile) -> str:
-        return rt.model_arg(m, cfg.data.model_dir)
-
-    args = svc.profile.server.args(where(svc.model), where(svc.draft) if svc.draft else None)
+    d = cfg.data.model_dir
+    args = svc.profile.server.args(rt.model_arg(svc.model, d),
+                                   rt.model_arg(svc.draft, d) if svc.draft else None)
     return [*args, "--alias", svc.alias, *svc.extra_args]
 
 
 def container(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> ContainerSpec:
     """The service's container, one spec for the plain unit and the compose file."""
-    p = paths(svc)
+    p = ServicePaths(svc.name)
     return ContainerSpec(name=p.container, image=image, args=tuple(server_args(cfg, rt, svc)),
                          model_dir=cfg.data.model_dir, bind_address=svc.bind_address,
                          port=svc.port, service=svc.name, profile=svc.profile.name,
@@ -53,41 +47,32 @@ def container(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> C
                          gpu=svc.profile.backend == "cuda")
 
 
-def _context(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str) -> dict:
-    """What the unit templates share: the server's arguments, paths, secrets."""
-    p = paths(svc)
-    return dict(svc=svc, unit=p.unit_name, container=p.container, binary=artifact,
-                model_dir=cfg.data.model_dir, args=server_args(cfg, rt, svc),
-                gpu=svc.profile.backend == "cuda", conf_dir=p.conf_dir, paths=p,
-                env_file=p.secrets_env if svc.api_key_file else None,
-                program=p.program, log_file=p.server_log, launch=launch_script(svc))
-
-
-def launch_script(svc: ServiceConfig) -> str:
-    """Runtime supervisor: drop to user beekeeper and exec the server (docs/gpu-containers.md);
-    --pdeathsig comes after the change of user, which would clear it, so a killed supervisord
-    leaves no server running unsupervised. `read -r` takes the key literally."""
-    drop = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
-            '--pdeathsig KILL -- "$@"')
-    if not svc.api_key_file:
-        return drop
-    key = q(paths(svc).api_key)
-    return f"IFS= read -r LLAMA_API_KEY < {key} && export LLAMA_API_KEY && {drop}"
-
-
 def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
                 docker_flavour: str | None = None) -> str:
-    """The unit for this service; `artifact` is the image tag, or in native mode the binary."""
+    """The unit for this service; `artifact` is the image tag, or in native mode the binary.
+    Runtime supervisor: `launch` drops to user beekeeper and execs the server
+    (docs/gpu-containers.md); --pdeathsig comes after the change of user, which would clear
+    it, so a killed supervisord leaves no server running unsupervised. `read -r` takes the
+    key literally."""
     spec = container(cfg, rt, svc, artifact)
+    p = ServicePaths(svc.name)
+    launch = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
+              '--pdeathsig KILL -- "$@"')
+    if svc.api_key_file:
+        launch = f"IFS= read -r LLAMA_API_KEY < {q(p.api_key)} && export LLAMA_API_KEY && {launch}"
     return render(rt.template, docker_flavour=docker_flavour, spec=spec,
-                  run=docker_run(spec, sd_quote), **_context(cfg, rt, svc, artifact))
+                  run=docker_run(spec, sd_quote), svc=svc, unit=p.unit_name,
+                  container=spec.name, binary=artifact, model_dir=spec.model_dir,
+                  args=list(spec.args), gpu=spec.gpu, conf_dir=p.conf_dir, paths=p,
+                  env_file=spec.env_file, program=p.program, log_file=p.server_log,
+                  launch=launch)
 
 
 def render_compose(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> str:
     """The compose file of this service (runtime "compose"): the plain unit's container
     (container.py), in compose's words."""
     spec = container(cfg, rt, svc, image)
-    return render("compose.yaml.j2", project=spec.name, unit=paths(svc).unit_name,
+    return render("compose.yaml.j2", project=spec.name, unit=ServicePaths(svc.name).unit_name,
                   s=compose_service(spec))
 
 
@@ -96,14 +81,10 @@ def secrets_env(rt: Runtime, key: str) -> str:
     return env_line("LLAMA_API_KEY", key, quoted=rt.env_quoted)
 
 
-def manifest(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> str:
-    """What this service runs, for the host checks (verify/test_host.py) and rollbacks."""
-    return record(cfg, rt, svc, image).to_json()
-
-
 def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> DeployedService:
-    """The deployment record of this service (beekeeper/core/deployed.py)."""
-    p = paths(svc)
+    """The deployment record of this service (beekeeper/core/deployed.py): what it runs, for
+    the host checks (verify/test_host.py) and rollbacks."""
+    p = ServicePaths(svc.name)
     return DeployedService(
         service=svc.name, container=p.container, unit=rt.known_by(p),
         profile=svc.profile.name, mode=cfg.data.mode, image=image, runtime=rt.recorded,
@@ -118,29 +99,6 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
         draft_sha256=svc.draft.sha256 if svc.draft else None,
         api_key=bool(svc.api_key_file), version=RECORD_VERSION,
     )
-
-
-def _folders(rt: Runtime, p: ServicePaths) -> list[OperationMeta]:
-    ops = [files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")]
-    ops += [files.directory(name=f"Create the drop-in folder {p.unit_name}.d (yours; never "
-                                 "written)", path=d, mode="0755") for d in rt.dropins(p)]
-    ops += [files.file(name=f"Create {f} (yours; created empty, never written)", path=f,
-                       present=True, touch=False) for f in rt.overrides(p)]
-    return ops
-
-
-def _secrets(rt: Runtime, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:
-    if not svc.api_key_file:
-        return []
-    key = secret_content(svc.api_key_file).strip()
-    return [
-        secrets.put_secret(name="Store the API key on the host (root-only file)",
-                           src=svc.api_key_file, dest=p.api_key),
-        secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
-                                key_path=p.api_key, env_path=p.secrets_env,
-                                expected_sha1=sha1_text(secrets_env(rt, key)),
-                                var="LLAMA_API_KEY", quoted=rt.env_quoted),
-    ]
 
 
 def _rollback_copy(p: ServicePaths, running: bool, what: str) -> OperationMeta:
@@ -160,11 +118,25 @@ def _rollback_copy(p: ServicePaths, running: bool, what: str) -> OperationMeta:
 def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
            upstream: list[OperationMeta]) -> tuple[bool, list[OperationMeta]]:
     """Returns whether this run changes the service, and the operations queued."""
-    p = paths(svc)
-    ops = _folders(rt, p)
+    p = ServicePaths(svc.name)
+    ops = [files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")]
+    ops += [files.directory(name=f"Create the drop-in folder {p.unit_name}.d (yours; never "
+                                 "written)", path=d, mode="0755") for d in rt.dropins(p)]
+    ops += [files.file(name=f"Create {f} (yours; created empty, never written)", path=f,
+                       present=True, touch=False) for f in rt.overrides(p)]
     new_unit = render_unit(cfg, rt, svc, image, host.get_fact(DockerEngine).flavour)
     new_compose = render_compose(cfg, rt, svc, image) if rt.compose else None
-    secret_ops = _secrets(rt, svc, p)
+    secret_ops: list[OperationMeta] = []
+    if svc.api_key_file:
+        key = secret_content(svc.api_key_file).strip()
+        secret_ops = [
+            secrets.put_secret(name="Store the API key on the host (root-only file)",
+                               src=svc.api_key_file, dest=p.api_key),
+            secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
+                                    key_path=p.api_key, env_path=p.secrets_env,
+                                    expected_sha1=sha1_text(secrets_env(rt, key)),
+                                    var="LLAMA_API_KEY", quoted=rt.env_quoted),
+        ]
     ops += secret_ops
     unit_path = rt.unit_file(p)
     running_sha = host.get_fact(Sha1File, path=unit_path)
@@ -187,7 +159,7 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
                         mode="0644")
     ops.append(unit_op)
     ops.append(files.put(name=f"Record what {rt.known_by(p)} runs (deployed.json)",
-                         src=io.StringIO(manifest(cfg, rt, svc, image)),
+                         src=io.StringIO(record(cfg, rt, svc, image).to_json()),
                          dest=p.manifest, mode="0644"))
     # a first start is no restart
     why = " (restart: inputs changed)" if changed and running_sha is not None else ""
@@ -195,10 +167,9 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
         ops.append(program_running(
             name=f"Start {p.program} under supervisord{why}",
             program=p.program, conf_changed=unit_op.will_change, restarted=changed))
-        return changed, ops
-    ops.append(systemd.service(
-        name=f"Start and enable {p.unit_name}{why}",
-        service=p.unit_name, running=True, enabled=True, restarted=changed,
-        daemon_reload=unit_op.will_change,
-    ))
+    else:
+        ops.append(systemd.service(
+            name=f"Start and enable {p.unit_name}{why}",
+            service=p.unit_name, running=True, enabled=True, restarted=changed,
+            daemon_reload=unit_op.will_change))
     return changed, ops

@@ -37,12 +37,6 @@ from beekeeper.operations.supervisor import supervisord_running
 LIB = f"{SUPERVISOR_HOME}/lib"
 
 
-def config() -> str:
-    return render("supervisord.conf.j2", socket=SUPERVISOR_SOCKET, pidfile=SUPERVISOR_PIDFILE,
-                  log_dir=LOG_DIR, supervisord_log=SUPERVISORD_LOG,
-                  programs=SUPERVISOR_PROGRAMS)
-
-
 # where the kit and its users run supervisord and supervisorctl: links to the launchers
 LAUNCHERS = ((SUPERVISORD, f"{SUPERVISOR_BIN}/beekeeper-supervisord", "supervisord"),
              (SUPERVISORCTL, f"{SUPERVISOR_BIN}/beekeeper-supervisorctl", "supervisorctl"))
@@ -79,7 +73,10 @@ def ensure(facts: HostFacts, restart: bool = False) -> list[OperationMeta]:
             commands=[f"rm -rf {LIB}.new && mkdir -p {LIB}.new && tar -xzf "
                       f"{SUPERVISOR_HOME}/{tarball.name} -C {LIB}.new && rm -rf {LIB} && "
                       f"mv {LIB}.new {LIB}"]))
-    conf = files.put(name=f"Render {SUPERVISOR_CONF}", src=io.StringIO(config()),
+    config = render("supervisord.conf.j2", socket=SUPERVISOR_SOCKET, pidfile=SUPERVISOR_PIDFILE,
+                    log_dir=LOG_DIR, supervisord_log=SUPERVISORD_LOG,
+                    programs=SUPERVISOR_PROGRAMS)
+    conf = files.put(name=f"Render {SUPERVISOR_CONF}", src=io.StringIO(config),
                      dest=SUPERVISOR_CONF, mode="0644")
     ops.append(conf)
     for link, dest, tool in LAUNCHERS:

@@ -73,13 +73,14 @@ from beekeeper.operations import lifecycle as ops_
 from beekeeper.operations.services import service_removed
 from beekeeper.operations.supervisor import supervisord_removed
 
+from .container_toolkit import PACKAGES as TOOLKIT_PACKAGES
+
 # the packages the kit's tasks install (docker_engine, gateway, source, native, model,
 # nvidia_repos, cuda_toolkit, container_toolkit)
 KIT_PACKAGES = re.compile(
     r"^(python3|python3-venv|ca-certificates|gnupg|wget|git|haproxy|cmake|g\+\+|make|"
     r"docker\.io|docker-cli|docker-compose|docker-compose-v2|docker-compose-plugin|"
-    r"cuda-toolkit-\d+-\d+|nvidia-container-toolkit|nvidia-container-toolkit-base|"
-    r"libnvidia-container-tools|libnvidia-container1)$")
+    rf"cuda-toolkit-\d+-\d+|{'|'.join(TOOLKIT_PACKAGES)})$")
 # what the driver task (tasks/nvidia_driver.py) asks for: the kernel headers, the branch
 # pin, the driver's meta-package; DRIVER_META those its own apt-get line installs
 DRIVER_ASKED = re.compile(r"^(linux-headers-\S+|nvidia-driver-pinning-\d+|nvidia-open|"
@@ -125,16 +126,23 @@ def kit_packages() -> KitPackages:
                        replaced=[n for n in replaced if n not in now])
 
 
-def kit_models(cfg: HostConfig) -> list[str]:
-    """Model files the kit placed (see the module's docstring), with a download's partial
-    file and logs, those that are there."""
+def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
+    """The model files the kit placed (see the module's docstring), with a download's partial
+    file and logs, removed unless `keep`; a file of yours the kit served in place (host data
+    `model_host_path`, by this inventory or a deployed service's record) is never the kit's."""
     d = cfg.data.model_dir
+    if keep:
+        return [ops_.left_in_place(name=f"Keep the models in {d} (keep_models)",
+                                   why=f"models kept in {d} (host data keep_models)")]
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
+    yours = {m.host_path(d) for s in cfg.services for m in s.models() if m.users_file}
     for name in host.get_fact(DeployedServices):
         for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
             m = deployed_manifest(path)
             if m:
                 placed.update(model for model, _ in m.models())
+                if m.model_is_users and m.model_path:
+                    yours.add(m.model_path)
     files = host.get_fact(FileSizes, path=d)
     shipped = {m.filename: m.size_bytes for p in PROFILES.values()
                for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
@@ -145,33 +153,12 @@ def kit_models(cfg: HostConfig) -> list[str]:
             placed.add(f"{d}/{logged or f}")
         elif base != f and (base in shipped or f"{d}/{base}" in placed):
             placed.add(f"{d}/{base}")
-    # a file of yours the kit served in place (model_host_path) is never the kit's to remove
-    placed -= yours(cfg)
-    paths = [p + suffix for p in sorted(placed) for suffix in MODEL_SUFFIXES]
-    present: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
-    return sorted(present)
-
-
-def yours(cfg: HostConfig) -> set[str]:
-    """Model files of yours the kit served where they are (host data `model_host_path`), by
-    this inventory and by what each deployed service recorded."""
-    found = {m.host_path(cfg.data.model_dir) for s in cfg.services for m in s.models()
-             if m.users_file}
-    for name in host.get_fact(DeployedServices):
-        for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
-            m = deployed_manifest(path)
-            if m and m.model_is_users and m.model_path:
-                found.add(m.model_path)
-    return found
-
-
-def supervisor() -> list[OperationMeta]:
-    """The kit's supervisord (runtime supervisor), once its programs went."""
-    return [supervisord_removed(
-        name=f"Stop the kit's supervisord and remove it ({SUPERVISOR_HOME}, {SUPERVISORD}, "
-             f"{SUPERVISORCTL}, {START_SCRIPT})",
-        paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
-               SUPERVISOR_PIDFILE])]
+    paths = [p + suffix for p in sorted(placed - yours) for suffix in MODEL_SUFFIXES]
+    found: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
+    present = sorted(found)
+    names = ", ".join(p.rsplit("/", 1)[-1] for p in present) or "none left"
+    return [ops_.paths_removed(name=f"Remove the models the kit placed in {d} ({names})",
+                               paths=present, what=f"models in {d}")]
 
 
 def persistent_root(keep_models: bool) -> list[OperationMeta]:
@@ -212,18 +199,6 @@ def services() -> list[OperationMeta]:
                                  unit_name=GP.unit_name, unit_path=GP.unit,
                                  dropin_dir=GP.dropin_dir))
     return ops
-
-
-def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
-    if keep:
-        where = cfg.data.model_dir
-        return [ops_.left_in_place(name=f"Keep the models in {where} (keep_models)",
-                                   why=f"models kept in {where} (host data keep_models)")]
-    paths = kit_models(cfg)
-    names = ", ".join(p.rsplit("/", 1)[-1] for p in paths) or "none left"
-    where = cfg.data.model_dir
-    return [ops_.paths_removed(name=f"Remove the models the kit placed in {where} ({names})",
-                               paths=paths, what=f"models in {where}")]
 
 
 def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
@@ -273,33 +248,6 @@ def components(driver_kept: bool) -> list[OperationMeta]:
         component=c, files=files) for c, files in sorted(added.items())]
 
 
-def driver_kept_why(pk: KitPackages, keep: bool) -> str | None:
-    """Why the driver the kit installed stays (None: it goes, or there is none)."""
-    if not pk.driver:
-        return None
-    if keep:
-        return "host data keep_driver"
-    extra = ops_.purge_extras(pk.driver, [])
-    return (f"purging it would also remove {', '.join(extra)}, which the kit did not install"
-            if extra else None)
-
-
-def driver_step(pk: KitPackages, why_kept: str | None) -> OperationMeta | None:
-    if not pk.driver:
-        return None
-    if why_kept:
-        return ops_.left_in_place(
-            name=f"Keep the NVIDIA driver the kit installed ({why_kept}): its "
-                 f"{len(pk.driver)} packages and their holds, its branch pin, NVIDIA's CUDA "
-                 "repository, Debian's contrib area and the nouveau blacklist stay",
-            why=why_kept)
-    lost = (f"; the driver it replaced ({', '.join(pk.replaced)}, upgrade_driver) is not "
-            "restored" if pk.replaced else "")
-    return ops_.packages_purged(
-        name=f"Purge the NVIDIA driver the kit installed ({len(pk.driver)}: "
-             f"{', '.join(pk.driver)}){lost}", packages=pk.driver)
-
-
 def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
     """The holds the kit set released and the packages it installed purged (the driver's
     only when it goes); the docker group with an engine the kit installed."""
@@ -314,8 +262,18 @@ def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
     held = [p for p in release if p in host.get_fact(AptHolds)]
     ops = [ops_.holds_released(name=f"Release the apt holds the kit set "
                                     f"({', '.join(held) or 'none'})", packages=release)]
-    driver = driver_step(pk, why_kept)
-    ops += [driver] if driver else []
+    if why_kept:
+        ops.append(ops_.left_in_place(
+            name=f"Keep the NVIDIA driver the kit installed ({why_kept}): its "
+                 f"{len(pk.driver)} packages and their holds, its branch pin, NVIDIA's CUDA "
+                 "repository, Debian's contrib area and the nouveau blacklist stay",
+            why=why_kept))
+    elif pk.driver:
+        lost = (f"; the driver it replaced ({', '.join(pk.replaced)}, upgrade_driver) is not "
+                "restored" if pk.replaced else "")
+        ops.append(ops_.packages_purged(
+            name=f"Purge the NVIDIA driver the kit installed ({len(pk.driver)}: "
+                 f"{', '.join(pk.driver)}){lost}", packages=pk.driver))
     ops.append(ops_.packages_purged(
         name=f"Purge the packages the kit installed ({len(pk.other)}: "
              f"{', '.join(pk.other) or 'none'})",
@@ -349,10 +307,19 @@ def container_toolkit_traces(pk: KitPackages, driver_kept: bool) -> list[Operati
 def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> list[OperationMeta]:
     """Everything the kit put on this host, removed."""
     pk = kit_packages()
-    why_kept = driver_kept_why(pk, keep_driver)
+    # why the driver the kit installed stays (None: it goes, or there is none)
+    why_kept = "host data keep_driver" if pk.driver and keep_driver else None
+    extra = ops_.purge_extras(pk.driver, []) if pk.driver and not why_kept else []
+    if extra:
+        why_kept = (f"purging it would also remove {', '.join(extra)}, which the kit did not "
+                    "install")
     driver_kept = bool(why_kept)
     result = services()
-    result += supervisor()
+    result.append(supervisord_removed(  # once its programs went
+        name=f"Stop the kit's supervisord and remove it ({SUPERVISOR_HOME}, {SUPERVISORD}, "
+             f"{SUPERVISORCTL}, {START_SCRIPT})",
+        paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
+               SUPERVISOR_PIDFILE]))
     result += persistent_root(keep_models)
     result.append(ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                                       repo=cfg.image_repo))

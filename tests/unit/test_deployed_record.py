@@ -1,6 +1,6 @@
 """
 The deployment record (beekeeper/core/deployed.py, issue 42): deployed.json as the deploy
-writes it (tasks/service.py manifest) reads back field for field, every key it writes is a
+writes it (tasks/service.py record) reads back field for field, every key it writes is a
 field; a record of an older kit (keys added since missing) reads with their defaults and one
 of a newer kit (keys unknown) without them, for every reader. A record the kit did not write
 (a key every kit writes missing) or a value of the wrong type is refused in one line naming
@@ -26,7 +26,7 @@ from beekeeper.core.deployed import (
     RecordError,
     read_record,
 )
-from beekeeper.tasks.service import manifest
+from beekeeper.tasks.service import record
 
 from .harness import (
     MODEL,
@@ -51,7 +51,7 @@ FIRST_KIT = {"service": "llm", "unit": "beekeeper-llm.service", "container": "be
 
 def written(data: dict, image: str = "img:1") -> str:
     cfg = load_host_config(data)
-    return manifest(cfg, requested_runtime(cfg), cfg.service, image)
+    return record(cfg, requested_runtime(cfg), cfg.service, image).to_json()
 
 
 def test_a_compose_record_reads_back_field_for_field():

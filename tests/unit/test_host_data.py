@@ -25,7 +25,7 @@ from beekeeper.core.errors import ConfigError, PreflightError
 from beekeeper.core.planner import predict
 from beekeeper.core.render import sd_join, sd_quote
 from beekeeper.facts.docker import PortContainer, parse_port_containers
-from beekeeper.tasks.service import manifest, render_unit
+from beekeeper.tasks.service import record, render_unit
 
 from .harness import (
     CPU,
@@ -180,7 +180,7 @@ def test_ctx_size_reaches_the_server_the_manifest_and_verify(ctx):
     assert args[args.index("-c") + 1] == str(ctx)
     unit = render_unit(cfg, requested_runtime(cfg), svc, "img:1")
     assert f" -c {ctx} " in unit
-    assert f'"ctx_size": {ctx}' in manifest(cfg, requested_runtime(cfg), svc, "img:1")
+    assert f'"ctx_size": {ctx}' in record(cfg, requested_runtime(cfg), svc, "img:1").to_json()
     e = svc.profile.expected
     assert 0 < e.niah_tokens < ctx and 0 < e.decode_ctx_tokens < ctx
     assert e.niah_tokens <= 500 and e.decode_ctx_tokens <= 1024  # never past the profile's
