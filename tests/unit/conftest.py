@@ -5,7 +5,7 @@ import pytest
 
 from beekeeper import hostverify, pins
 from beekeeper.core import cache
-from beekeeper.core.config import DEFAULT_HF_ENDPOINT
+from beekeeper.core.hostdata import DEFAULT_HF_ENDPOINT
 from beekeeper.core.errors import BeekeeperError
 from beekeeper.core.profiles import PROFILES, HfSource, ModelFile, PypiSource
 
