@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from beekeeper.core.container import SERVICE_LABEL
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 
 
@@ -31,8 +32,8 @@ class DockerEngineInfo:
 
 
 def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
-    """Output of the DockerEngine command -> DockerEngineInfo. `info=` lines are `docker
-    info` as printed (core/docker_info.py reads them); the others are `key=value`."""
+    """`info=` lines are `docker info` as printed (core/docker_info.py reads them); the
+    others are `key=value`."""
     v = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("info="))
     info = parse_docker_info([line[5:] for line in lines if line.startswith("info=")])
     path = v.get("path", "")
@@ -64,14 +65,7 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
 
 
 class DockerEngine(FactBase[DockerEngineInfo]):
-    """
-    Returns the Docker engine on the host:
-
-    .. code:: python
-
-        DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro", active=True,
-                         server_version="20.10.24+dfsg1", nvidia_runtime=False)
-    """
+    """Returns the Docker engine on the host."""
 
     def command(self) -> str:
         # Docker Desktop is read from the engine that answers (`docker info`), not from
@@ -138,9 +132,6 @@ class ImageTags(FactBase[list[str]]):
         return [line.strip() for line in output if line.strip() and "<none>" not in line]
 
 
-SERVICE_LABEL = "io.beekeeper.service"
-
-
 @dataclass(frozen=True)
 class PortContainer:
     """A running container; `service` is its io.beekeeper.service label ("" if none)."""
@@ -163,15 +154,8 @@ def parse_port_containers(lines: list[str]) -> list[PortContainer]:
 
 
 class PortContainers(FactBase[list[PortContainer]]):
-    """
-    Returns the running containers that publish a host port, with the kit's service label
-    (empty on a container the kit did not start):
-
-    .. code:: python
-
-        [PortContainer(name="beekeeper-llm", service="llm",
-                       image="beekeeper/llama-server:...")]
-    """
+    """Returns the running containers that publish a host port, with the kit's service
+    label (empty on a container the kit did not start)."""
 
     @staticmethod
     def default() -> list[PortContainer]:  # no output: no such container, or no Docker

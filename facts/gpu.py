@@ -40,7 +40,6 @@ class NvidiaSmiInfo:
 
 
 def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
-    """Output of the GpuInfo command -> GPU facts, or None when there is no nvidia-smi."""
     values: dict[str, str] = {}
     gpus: list[GpuCard] = []
     for line in lines:
@@ -77,16 +76,7 @@ def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
 
 
 class GpuInfo(FactBase[NvidiaSmiInfo | None]):
-    """
-    Returns the NVIDIA GPUs and driver, or ``None`` when nvidia-smi is missing:
-
-    .. code:: python
-
-        NvidiaSmiInfo(path="/usr/lib/wsl/lib/nvidia-smi", cuda_version="13.2",
-                      driver_version="596.21", driver_branch=596,
-                      gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="596.21",
-                                    compute_cap="8.9", memory_total_mib=24564),))
-    """
+    """Returns the NVIDIA GPUs and driver, or ``None`` when nvidia-smi is missing."""
 
     def command(self) -> str:
         return (
@@ -101,29 +91,6 @@ class GpuInfo(FactBase[NvidiaSmiInfo | None]):
         return parse_nvidia_smi(output)
 
 
-# Each NVIDIA PCI function's class and device id, from sysfs (no driver needed)
-PCI_NVIDIA_COMMAND = ("for d in /sys/bus/pci/devices/*; do "
-                      '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
-                      'echo "$(cat $d/class) $(cat $d/device)"; done; true')
-
-
-class PciNvidiaGpus(FactBase[int]):
-    """
-    Returns how many NVIDIA display/3D devices the PCI bus shows (0 under WSL2, where
-    the GPU is reached through /dev/dxg): ``1``.
-    """
-
-    @staticmethod
-    def default() -> int:
-        return 0
-
-    def command(self) -> str:
-        return PCI_NVIDIA_COMMAND
-
-    def process(self, output: list[str]) -> int:
-        return len(parse_pci_nvidia_devices(output))
-
-
 def parse_pci_nvidia_devices(lines: list[str]) -> tuple[int, ...]:
     """`<class> <device>` per NVIDIA PCI function (sysfs' hex words) -> the device ids of
     the display/3D ones (class 0x03....)."""
@@ -136,20 +103,34 @@ def parse_pci_nvidia_devices(lines: list[str]) -> tuple[int, ...]:
 
 
 class PciNvidiaDevices(FactBase[tuple[int, ...]]):
-    """
-    Returns the PCI device ids of the NVIDIA display/3D devices, read from sysfs without a
-    driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``.
-    """
+    """Returns the PCI device ids of the NVIDIA display/3D devices, read from sysfs without
+    a driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``."""
 
     @staticmethod
     def default() -> tuple[int, ...]:
         return ()
 
-    def command(self) -> str:
-        return PCI_NVIDIA_COMMAND
+    def command(self) -> str:  # each NVIDIA PCI function's class and device id
+        return ("for d in /sys/bus/pci/devices/*; do "
+                '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
+                'echo "$(cat $d/class) $(cat $d/device)"; done; true')
 
     def process(self, output: list[str]) -> tuple[int, ...]:
         return parse_pci_nvidia_devices(output)
+
+
+class PciNvidiaGpus(FactBase[int]):
+    """Returns how many NVIDIA display/3D devices the PCI bus shows (0 under WSL2, where
+    the GPU is reached through /dev/dxg)."""
+
+    command = PciNvidiaDevices.command
+
+    @staticmethod
+    def default() -> int:
+        return 0
+
+    def process(self, output: list[str]) -> int:
+        return len(parse_pci_nvidia_devices(output))
 
 
 # Packages that carry the Linux driver, by name prefix, as NVIDIA's Ubuntu and Debian
@@ -210,14 +191,7 @@ def parse_nvidia_module(lines: list[str]) -> NvidiaModuleInfo:
 
 
 class NvidiaKernelModule(FactBase[NvidiaModuleInfo]):
-    """
-    Returns the NVIDIA kernel module of the running kernel (native Linux):
-
-    .. code:: python
-
-        NvidiaModuleInfo(path="/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst",
-                         loaded=False, since_boot=False)
-    """
+    """Returns the NVIDIA kernel module of the running kernel (native Linux)."""
 
     def command(self) -> str:
         return (

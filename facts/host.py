@@ -45,13 +45,7 @@ def _os_release_value(raw: str) -> str:
 
 
 class OsRelease(FactBase[OsReleaseInfo]):
-    """
-    Returns the parsed ``/etc/os-release``:
-
-    .. code:: python
-
-        OsReleaseInfo(id="ubuntu", version_id="24.04")
-    """
+    """Returns the parsed ``/etc/os-release``."""
 
     def command(self) -> str:
         return "cat /etc/os-release"
@@ -77,13 +71,7 @@ def parse_pid1(lines: list[str]) -> InitInfo:
 
 
 class InitSystem(FactBase[InitInfo]):
-    """
-    Returns what runs as PID 1 and the systemd state:
-
-    .. code:: python
-
-        InitInfo(pid1="systemd", systemd=True, state="running")
-    """
+    """Returns what runs as PID 1 and the systemd state."""
 
     def command(self) -> str:
         return ("cat /proc/1/comm 2>/dev/null || ps -p 1 -o comm=; "
@@ -118,14 +106,7 @@ def parse_wsl(lines: list[str]) -> WslInfo:
 
 
 class Wsl(FactBase[WslInfo]):
-    """
-    Returns whether the host is WSL2 (kernel string and ``/dev/dxg``):
-
-    .. code:: python
-
-        WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, dxg=True,
-                wsl_conf_systemd=True)
-    """
+    """Returns whether the host is WSL2 (kernel string and ``/dev/dxg``)."""
 
     def command(self) -> str:
         return (
@@ -141,18 +122,13 @@ class Wsl(FactBase[WslInfo]):
 
 def parse_df(lines: list[str]) -> int | None:
     """`df -PB1 PATH` -> free bytes."""
-    for line in lines[1:]:
-        parts = line.split()
-        if len(parts) >= 4 and parts[3].isdigit():
-            return int(parts[3])
-    return None
+    disk = parse_df_disk(lines)
+    return disk.free_bytes if disk else None
 
 
 class FreeDiskBytes(FactBase[int | None]):
-    """
-    Returns the free bytes on the file system that holds ``path`` (or its nearest
-    existing parent): ``84221202432``.
-    """
+    """Returns the free bytes on the file system that holds ``path`` (or its nearest
+    existing parent)."""
 
     def command(self, path: str) -> str:
         q = shlex.quote(path)
@@ -180,7 +156,6 @@ class PortOwner:
 
     @property
     def program(self) -> str:
-        """The program as a refusal names it: its executable, else its name."""
         return self.exe or self.comm or "?"
 
 
@@ -195,10 +170,9 @@ class PortOwnersInfo:
 
 
 def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
-    """The PortOwners command's `key=value` lines -> PortOwnersInfo. `socket=INODE` opens a
-    listening socket, each `pid=` after it one process holding it (its `ppid`, `user`, `exe`,
-    `comm`, `ancestors`, `cgroup` lines follow); a socket with no `pid=` line is a listener
-    whose holder /proc did not show."""
+    """`socket=INODE` opens a listening socket, each `pid=` after it one process holding it
+    (its other lines follow); a socket with no `pid=` line is a listener whose holder /proc
+    did not show."""
     owners: list[PortOwner] = []
     supervisord: int | None = None
     prefix = ""
@@ -297,11 +271,8 @@ true"""
 
 
 class PortOwners(FactBase[PortOwnersInfo]):
-    """
-    Returns every process listening on a TCP port, read from /proc (a GPU container's image
-    often lacks `ss`): ``PortOwnersInfo(owners=(PortOwner(pid=4242, ppid=311, ...),),
-    supervisord=311, native_prefix_real="/opt/beekeeper/llama-server")``.
-    """
+    """Returns every process listening on a TCP port, read from /proc (a GPU container's
+    image often lacks `ss`)."""
 
     @staticmethod
     def default() -> PortOwnersInfo:  # no output: nothing listening
@@ -383,15 +354,8 @@ def parse_apt_source_files(lines: list[str]) -> list[AptSource]:
 
 
 class AptSourcesFor(FactBase[list[AptSource]]):
-    """
-    Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
-    repository URL, with the keyring each names (``signed-by`` / ``Signed-By``):
-
-    .. code:: python
-
-        [AptSource(path="/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list",
-                   signed_by="/usr/share/keyrings/cuda-archive-keyring.gpg")]
-    """
+    """Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
+    repository URL, with the keyring each names (``signed-by`` / ``Signed-By``)."""
 
     @staticmethod
     def default() -> list[AptSource]:  # no output: no such source
@@ -437,11 +401,8 @@ def parse_resources(output: list[str]) -> Resources:
 
 
 class BuildResources(FactBase[Resources]):
-    """
-    Cores and memory for sizing parallel compile jobs, and the processor the server's CPU
-    code must run on: ``Resources(cpus=16, mem_total_bytes=67108864000, machine="x86_64",
-    cpu_flags=frozenset({"avx2", ...}), cpu_model="AMD EPYC 7763 64-Core Processor")``.
-    """
+    """Cores and memory for sizing parallel compile jobs, and the processor the server's
+    CPU code must run on."""
 
     def command(self) -> str:
         return ("nproc; awk '/^MemTotal:/ {print $2}' /proc/meminfo; uname -m; "  # kB
@@ -494,7 +455,6 @@ class DiskInfo:
 
 
 def parse_df_disk(lines: list[str]) -> DiskInfo | None:
-    """`df -PB1 PATH` -> DiskInfo (the mount point is the last column)."""
     for line in lines[1:]:
         parts = line.split()
         if len(parts) >= 6 and parts[3].isdigit():
@@ -503,10 +463,7 @@ def parse_df_disk(lines: list[str]) -> DiskInfo | None:
 
 
 class DiskOf(FactBase[DiskInfo | None]):
-    """
-    Returns the file system that holds ``path`` (or its nearest existing parent):
-    ``DiskInfo(mount="/", free_bytes=84221202432)``.
-    """
+    """Returns the file system that holds ``path`` (or its nearest existing parent)."""
 
     command = FreeDiskBytes.command
 
@@ -529,10 +486,8 @@ def parse_proxy_vars(lines: list[str]) -> tuple[str, ...]:
 
 
 class ProxyVars(FactBase[tuple[str, ...]]):
-    """
-    Returns the proxy variables /etc/environment sets (by name; the values stay on the host:
-    a proxy URL may carry a password): ``("http_proxy", "https_proxy", "no_proxy")``.
-    """
+    """Returns the proxy variables /etc/environment sets, by name (the values stay on the
+    host: a proxy URL may carry a password)."""
 
     @staticmethod
     def default() -> tuple[str, ...]:

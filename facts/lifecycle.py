@@ -24,7 +24,7 @@ class FolderEntry:
 
 
 def parse_folder_entries(lines: list[str]) -> list[FolderEntry]:
-    """`<kind>\\t<KiB>\\t<name>\\t<link target>` lines (FolderEntries' command) -> entries."""
+    """`<kind>\\t<KiB>\\t<name>\\t<link target>` lines -> entries."""
     out = []
     for line in lines:
         parts = line.rstrip("\n").split("\t")
@@ -36,15 +36,7 @@ def parse_folder_entries(lines: list[str]) -> list[FolderEntry]:
 
 
 class FolderEntries(FactBase[list[FolderEntry]]):
-    """
-    The entries of a folder (none when it is missing), with their sizes:
-
-    .. code:: python
-
-        [FolderEntry(name="0123456789ab-cpu-x86-64-v3-1a2b3c4d", kind="d", size_kib=8716),
-         FolderEntry(name="current", kind="l", size_kib=0,
-                     target="/opt/beekeeper/llama-server/0123456789ab-cpu-x86-64-v3-1a2b3c4d")]
-    """
+    """The entries of a folder (none when it is missing), with their sizes."""
 
     @staticmethod
     def default() -> list[FolderEntry]:
@@ -114,16 +106,8 @@ def parse_apt_history(lines: list[str]) -> list[AptTransaction]:
 
 
 class AptHistory(FactBase[list[AptTransaction]]):
-    """
-    The transactions in apt's history logs, oldest first (rotated ones included; none when
-    there is no log):
-
-    .. code:: python
-
-        [AptTransaction(commandline="apt-get -y -o Dpkg::Options::=--force-confdef -o "
-                        "Dpkg::Options::=--force-confold install --no-install-recommends "
-                        "docker.io", installed=("containerd", "docker.io", "runc", ...))]
-    """
+    """The transactions in apt's history logs, oldest first (rotated ones included; none
+    when there is no log)."""
 
     @staticmethod
     def default() -> list[AptTransaction]:

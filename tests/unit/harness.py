@@ -136,7 +136,7 @@ def port_owners(*owners: PortOwner, supervisord: int | None = None) -> PortOwner
                           native_prefix_real="/opt/beekeeper/llama-server")
 
 
-# What PCI_NVIDIA_COMMAND prints (facts/gpu.py): `<class> <device>` of each NVIDIA PCI
+# What PciNvidiaDevices' command prints (facts/gpu.py): `<class> <device>` of each NVIDIA PCI
 # function, as sysfs spells them. A case gives this listing as the fact "PciListing", and
 # both PCI facts are the real facts' parse of it (one command on the host), so a case cannot
 # say "one GPU" with no device id, or ids that are not GPUs.
