@@ -343,16 +343,6 @@ class AptSource:
     signed_by: str | None
 
 
-def parse_apt_source_files(lines: list[str]) -> list[AptSource]:
-    """`file<TAB>signed-by` lines -> [AptSource] (signed_by None when unset)."""
-    out: list[AptSource] = []
-    for line in lines:
-        path, _, signed = line.partition("\t")
-        if path.strip():
-            out.append(AptSource(path=path.strip(), signed_by=signed.strip() or None))
-    return out
-
-
 class AptSourcesFor(FactBase[list[AptSource]]):
     """Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
     repository URL, with the keyring each names (``signed-by`` / ``Signed-By``)."""
@@ -372,7 +362,9 @@ class AptSourcesFor(FactBase[list[AptSource]]):
         )
 
     def process(self, output: list[str]) -> list[AptSource]:
-        return parse_apt_source_files(output)
+        rows = (line.partition("\t") for line in output)
+        return [AptSource(path=path.strip(), signed_by=signed.strip() or None)
+                for path, _, signed in rows if path.strip()]
 
 
 @dataclass(frozen=True)
@@ -475,16 +467,6 @@ PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PRO
                "NO_PROXY")
 
 
-def parse_proxy_vars(lines: list[str]) -> tuple[str, ...]:
-    """/etc/environment lines (`[export ]NAME=value`) -> the proxy variables set, by name."""
-    out: list[str] = []
-    for line in lines:
-        name, eq, value = line.strip().removeprefix("export ").strip().partition("=")
-        if eq and name in PROXY_NAMES and value.strip().strip("'\"") and name not in out:
-            out.append(name)
-    return tuple(out)
-
-
 class ProxyVars(FactBase[tuple[str, ...]]):
     """Returns the proxy variables /etc/environment sets, by name (the values stay on the
     host: a proxy URL may carry a password)."""
@@ -498,4 +480,9 @@ class ProxyVars(FactBase[tuple[str, ...]]):
                 "/etc/environment | sed -E 's/=.+$/=set/'; true")
 
     def process(self, output: list[str]) -> tuple[str, ...]:
-        return parse_proxy_vars(output)
+        out: list[str] = []
+        for line in output:  # `[export ]NAME=value`
+            name, eq, value = line.strip().removeprefix("export ").strip().partition("=")
+            if eq and name in PROXY_NAMES and value.strip().strip("'\"") and name not in out:
+                out.append(name)
+        return tuple(out)

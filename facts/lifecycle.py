@@ -23,18 +23,6 @@ class FolderEntry:
     target: str = ""
 
 
-def parse_folder_entries(lines: list[str]) -> list[FolderEntry]:
-    """`<kind>\\t<KiB>\\t<name>\\t<link target>` lines -> entries."""
-    out = []
-    for line in lines:
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) < 3 or not parts[2] or not parts[1].isdigit():
-            continue
-        out.append(FolderEntry(name=parts[2], kind=parts[0], size_kib=int(parts[1]),
-                               target=parts[3] if len(parts) > 3 else ""))
-    return sorted(out, key=lambda e: e.name)
-
-
 class FolderEntries(FactBase[list[FolderEntry]]):
     """The entries of a folder (none when it is missing), with their sizes."""
 
@@ -50,7 +38,14 @@ class FolderEntries(FactBase[list[FolderEntry]]):
                 "\"$f\" \"$l\"; done; true")
 
     def process(self, output: list[str]) -> list[FolderEntry]:
-        return parse_folder_entries(output)
+        out = []
+        for line in output:  # <kind>\t<KiB>\t<name>\t<link target>
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3 or not parts[2] or not parts[1].isdigit():
+                continue
+            out.append(FolderEntry(name=parts[2], kind=parts[0], size_kib=int(parts[1]),
+                                   target=parts[3] if len(parts) > 3 else ""))
+        return sorted(out, key=lambda e: e.name)
 
 
 # pyinfra's apt.packages runs `apt-get -y -o Dpkg::Options::="--force-confdef" -o
@@ -207,17 +202,6 @@ def component_mark(component: str) -> str:
     return COMPONENT_MARK.format(component=component)
 
 
-def parse_kit_components(lines: list[str]) -> list[tuple[str, str]]:
-    """`grep -H` lines `FILE:LINE` -> (component, file) for each record line of the kit."""
-    out = []
-    for line in lines:
-        path, sep, text = line.rstrip("\n").partition(":")
-        m = COMPONENT_MARK_RE.match(text)
-        if sep and m and path.startswith("/etc/apt/"):
-            out.append((m.group("component"), path))
-    return sorted(set(out))
-
-
 class KitComponents(FactBase[list[tuple[str, str]]]):
     """
     The archive areas the kit added to the host's Debian sources, by its record line in each
@@ -233,4 +217,10 @@ class KitComponents(FactBase[list[tuple[str, str]]]):
                 "2>/dev/null; true")
 
     def process(self, output: list[str]) -> list[tuple[str, str]]:
-        return parse_kit_components(output)
+        out = []
+        for line in output:  # `grep -H`: FILE:LINE
+            path, sep, text = line.rstrip("\n").partition(":")
+            m = COMPONENT_MARK_RE.match(text)
+            if sep and m and path.startswith("/etc/apt/"):
+                out.append((m.group("component"), path))
+        return sorted(set(out))

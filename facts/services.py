@@ -1,10 +1,8 @@
 """
-Facts about what the kit has deployed on a host: its model services and folder listings.
+Facts about what the kit has deployed on a host: its model services.
 """
 
 from __future__ import annotations
-
-import shlex
 
 from pyinfra import host
 from pyinfra.api import FactBase
@@ -29,21 +27,6 @@ class DeployedServices(FactBase[list[str]]):
 
     def process(self, output: list[str]) -> list[str]:
         return sorted({line.strip() for line in output if _NAME_RE.match(line.strip())})
-
-
-class FolderFiles(FactBase[list[str]]):
-    """Plain file names in a folder (none when it is missing)."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
-
-    def command(self, path: str) -> str:
-        q = shlex.quote(path)
-        return f'[ -d {q} ] && find {q} -mindepth 1 -maxdepth 1 -type f -printf "%f\\n"; true'
-
-    def process(self, output: list[str]) -> list[str]:
-        return sorted(line.strip() for line in output if line.strip())
 
 
 def deployed_manifest(path: str) -> DeployedService | None:

@@ -64,16 +64,7 @@ def parse_host_tools(lines: list[str]) -> HostToolsInfo:
 
 
 class HostTools(FactBase[HostToolsInfo]):
-    """
-    The host's CUDA toolkit, build tools, python3 and setpriv:
-
-    .. code:: python
-
-        HostToolsInfo(nvcc="/usr/local/cuda/bin/nvcc", nvcc_version="13.0.88",
-                      tools=(("cmake", "/usr/bin/cmake"), ("c++", "/usr/bin/c++"), ...),
-                      python3="/usr/bin/python3", python3_version=(3, 12),
-                      setpriv="/usr/bin/setpriv", apt_lists=0)
-    """
+    """The host's CUDA toolkit, build tools, python3 and setpriv."""
 
     @staticmethod
     def default() -> HostToolsInfo:
@@ -101,12 +92,6 @@ class HostTools(FactBase[HostToolsInfo]):
         return parse_host_tools(output)
 
 
-def parse_program_states(lines: list[str]) -> dict[str, str]:
-    """`supervisorctl status` lines -> program name: state ("RUNNING", "FATAL", ...)."""
-    rows = (line.split() for line in lines)
-    return {p[0]: p[1] for p in rows if len(p) >= 2 and re.match(r"^[A-Z]+$", p[1])}
-
-
 class SupervisorPrograms(FactBase[dict[str, str] | None]):
     """The kit's supervisord and its programs: None when it does not answer (not installed
     or not running), else each program's state (`supervisorctl status`)."""
@@ -124,7 +109,8 @@ class SupervisorPrograms(FactBase[dict[str, str] | None]):
     def process(self, output: list[str]) -> dict[str, str] | None:
         if not output or output[0].strip() != "supervisord=up":
             return None
-        return parse_program_states(output[1:])
+        rows = (line.split() for line in output[1:])  # program state ("RUNNING", "FATAL")
+        return {p[0]: p[1] for p in rows if len(p) >= 2 and re.match(r"^[A-Z]+$", p[1])}
 
 
 class OthersCannotRead(FactBase[str]):

@@ -92,8 +92,6 @@ def kit_folder(path: str, mode: str = "0755"):
     """
     One of the kit's own folders there: a folder, or on a GPU pod a link to its folder on
     the persistent root (pyinfra's files.directory refuses a link where a folder is asked).
-
-    + mode: its mode where the kit makes it
     """
     now = host.get_fact(PathKinds, paths=[path]).get(path)
     if now is not None and now.kind in ("dir", "link"):

@@ -39,11 +39,9 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     is rolled back to the previous unit (hostside/rollback.py --restore). The last line says
     which server is serving.
 
-    + port: the server's port on the host
     + paths: the service's host files (its unit's log is shown when a check fails)
     + timeout_s: deadline for /health to answer 200
     + after_change: whether an earlier operation of this run changes the service
-    + api_key_file: the key on the host, when the server wants one
     + profile, bind_address: what this deploy serves, for the last line
     + runtime: what runs the server (HostFacts.runtime: the process that must answer, and
       where its log is)

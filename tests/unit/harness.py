@@ -103,7 +103,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "BuildResources": Resources(cpus=16, mem_total_bytes=64 * 2**30, machine="x86_64",
                                 cpu_flags=frozenset("sse4_2 avx avx2 fma f16c bmi2 avx512f"
                                                     .split())),
-    "DeployedServices": [], "FolderFiles": [], "FolderEntries": [],  # empty kit folders
+    "DeployedServices": [], "FileSizes": {}, "FolderEntries": [],  # empty kit folders
     "SecureBoot": None, "NvidiaKernelModule": None, "WslSettings": None,  # read: unknown
     "DiskOf": None, "DebianComponents": [], "ProxyVars": (),  # unknown; none; no proxy
     "PciListing": (),  # no NVIDIA function on PCI (WSL2): see PCI_FACTS below
