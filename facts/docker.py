@@ -100,6 +100,12 @@ class DockerImageId(FactBase[str | None]):
         return line if line.startswith("sha256:") else None
 
 
+def gpu_visible_in_container(image: str) -> str:
+    """The command that proves the GPU is visible inside a container of `image`."""
+    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
+            "--query-gpu=name,compute_cap --format=csv,noheader")
+
+
 class GpuInContainer(FactBase[str | None]):
     """
     Runs ``nvidia-smi`` in a throwaway container of ``image`` and returns the GPU line, or
@@ -107,10 +113,8 @@ class GpuInContainer(FactBase[str | None]):
     """
 
     def command(self, image: str) -> str:
-        q = shlex.quote(image)
-        return (f"docker image inspect {q} >/dev/null 2>&1 && docker run --rm --gpus all "
-                f"--entrypoint nvidia-smi {q} --query-gpu=name,compute_cap "
-                "--format=csv,noheader 2>/dev/null | head -n1; true")
+        return (f"docker image inspect {shlex.quote(image)} >/dev/null 2>&1 && "
+                f"{gpu_visible_in_container(image)} 2>/dev/null | head -n1; true")
 
     def process(self, output: list[str]) -> str | None:
         line = output[0].strip() if output else ""

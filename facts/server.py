@@ -24,7 +24,7 @@ class ServerSmoke(FactBase[dict[str, Any] | None]):
     def command(self, script: str, port: int, api_key_file: str | None = None,
                 owner: str = "") -> str:
         """`owner`: hostcheck.py's arguments naming the process that must answer and the
-        model it must list (operations/smoke.py owner_args), already quoted."""
+        model it must list (operations/smoke.py smoke_checked), already quoted."""
         key = f" --api-key-file {shlex.quote(api_key_file)}" if api_key_file else ""
         who = f" {owner}" if owner else ""
         return (f"test -f {shlex.quote(script)} && python3 {shlex.quote(script)} "

@@ -4,8 +4,6 @@ Docker operations: build, preload and prune server images on the host.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.operations import files
@@ -13,9 +11,7 @@ from pyinfra.operations import files
 from beekeeper.facts.docker import DockerImageId, ImageTags
 
 from .proxy import proxy_build
-from .shell import StreamedCommand, with_heartbeat
-
-q = shlex.quote
+from .shell import StreamedCommand, q, with_heartbeat
 
 
 @operation()
@@ -26,7 +22,6 @@ def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str, jobs
 
     + tag: image tag; it encodes every build input, so an existing tag is up to date
     + context_dir: the build context: the server's source tree on the host
-    + log_path: where the build output goes; a line every 30 s says it is alive
     + jobs: parallel compile jobs (the Dockerfile's BUILD_JOBS argument; not in the tag)
     + proxy_vars: the proxy variables /etc/environment sets, passed to the build by name
     """

@@ -5,8 +5,6 @@ files, stale key files pruned, and the wait after a change (rolled back if it fa
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import Sha1File
@@ -15,9 +13,7 @@ from beekeeper.core.gateway import PATHS as GP  # the gateway's host files
 from beekeeper.core.paths import prev
 from beekeeper.facts.lifecycle import FileSizes
 
-from .shell import StreamedCommand
-
-q = shlex.quote
+from .shell import StreamedCommand, q
 
 
 @operation()
@@ -74,8 +70,6 @@ def gateway_checked(address: str, port: int, after_change: bool, summary: str):
     (`<config>.prev`, kept by config_installed) and restart on it, so the gateway that
     worked before the deploy goes on working, and fail.
 
-    + address, port: where the gateway listens
-    + after_change: whether this run changed the gateway
     + summary: the last line: what the gateway routes
     """
     if not after_change:

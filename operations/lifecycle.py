@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 
 from pyinfra import host
@@ -25,9 +24,7 @@ from beekeeper.facts.lifecycle import (
     component_mark,
 )
 
-from .shell import StreamedCommand
-
-q = shlex.quote
+from .shell import StreamedCommand, q
 
 
 def mib(kib: int) -> str:

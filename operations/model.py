@@ -4,17 +4,13 @@ Model operations: place a model file from the controller, or download it on the 
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.operations import files
 
 from beekeeper.facts.gguf import Sha256File, stamp_command
 
-from .shell import StreamedCommand, with_heartbeat
-
-q = shlex.quote
+from .shell import StreamedCommand, q, with_heartbeat
 
 
 @operation()
@@ -84,11 +80,8 @@ def model_downloaded(dest: str, sha256: str, size_bytes: int, endpoint: str, rep
     the file on the host already has the right hash.
 
     + sha256, size_bytes: the pinned file's hash and size (beekeeper.pins)
-    + endpoint: the Hub, or a mirror of it
     + repo, revision, filename: what to download; revision is a commit
-    + fetcher: path of the host-side download script
     + python: interpreter with huggingface-hub on the host
-    + stamps: the folder of sha256 stamps (a downloaded file is stamped)
     + token_file: root-only file with a Hub token on the host, if the repo needs one
     """
     if _already(dest, sha256, stamps):

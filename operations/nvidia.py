@@ -12,7 +12,7 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
 
 from beekeeper.core.paths import HOLDS_RECORD
-from beekeeper.facts.docker import DockerEngine, GpuInContainer
+from beekeeper.facts.docker import DockerEngine, GpuInContainer, gpu_visible_in_container
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 
 
@@ -56,12 +56,6 @@ def nvidia_runtime_registered():
         host.noop("Docker already knows the nvidia runtime")
         return
     yield "nvidia-ctk runtime configure --runtime=docker"
-
-
-def gpu_visible_in_container(image: str) -> str:
-    """The command that proves the GPU is visible inside a container of `image`."""
-    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
-            "--query-gpu=name,compute_cap --format=csv,noheader")
 
 
 NO_GPU_FIX = ("beekeeper: no GPU inside a container: check the NVIDIA Container Toolkit and "
@@ -187,7 +181,6 @@ def driver_installable(packages: list[str], branch: int, older: str, replacing: 
     Debian 12's dkms; stop with the fix where they cannot (docs/hosts-as-you-find-them.md).
 
     + packages: the pinning and driver meta-packages
-    + branch: the branch they lock to
     + older: the way with an older branch, as preflight's rule allows it for cuda_version
       (tasks/driver_preflight.older_branch_advice: never a branch below 580 for CUDA 13)
     + replacing: the driver installed now is purged first (upgrade_driver): apt is asked

@@ -6,14 +6,13 @@ no key is on a command line or in pyinfra's output.
 from __future__ import annotations
 
 import hashlib
-import shlex
 from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import File, Sha1File
 
-q = shlex.quote
+from .shell import q
 
 
 def sha1_text(text: str) -> str:

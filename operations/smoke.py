@@ -5,8 +5,6 @@ server fails.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import operation
 
@@ -14,19 +12,7 @@ from beekeeper.core.paths import ServicePaths, bracketed, hostside_script
 from beekeeper.core.runtime import Runtime
 from beekeeper.hostside import rollback_command
 
-from .shell import StreamedCommand
-
-q = shlex.quote
-
-
-def serving(profile: str, bind_address: str, port: int) -> str:
-    return f"{profile} on {bracketed(bind_address)}:{port}"
-
-def owner_args(paths: ServicePaths, runtime: Runtime, model: str) -> str:
-    """hostcheck.py's arguments that say which process must answer on the port (the
-    runtime's: the supervisord program, the unit, or the unit's container) and which model
-    it must list: a server the kit did not start never passes the gate."""
-    return " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model])
+from .shell import StreamedCommand, q
 
 
 @operation()
@@ -50,8 +36,11 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     from beekeeper.facts.server import ServerSmoke
 
     script = hostside_script("hostcheck.py")
-    now = serving(profile, bind_address, port)
-    owner = owner_args(paths, runtime, model or profile)
+    now = f"{profile} on {bracketed(bind_address)}:{port}"
+    # which process must answer on the port (the runtime's: the supervisord program, the
+    # unit, or the unit's container) and which model it must list: a server the kit did not
+    # start never passes the gate
+    owner = " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model or profile])
     if not after_change:
         result = host.get_fact(ServerSmoke, script=script, port=port,
                                api_key_file=api_key_file, owner=owner)
