@@ -13,6 +13,8 @@ from pyinfra.api import FactBase
 from beekeeper.core.container import SERVICE_LABEL
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 
+from . import ListFact
+
 
 @dataclass(frozen=True)
 class DockerEngineInfo:
@@ -121,12 +123,8 @@ class GpuInContainer(FactBase[str | None]):
         return line or None
 
 
-class ImageTags(FactBase[list[str]]):
+class ImageTags(ListFact[str]):
     """Returns the tags of one image repository, newest first: ``["repo:b", "repo:a"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self, repo: str) -> str:
         return (f"docker images {shlex.quote(repo)} --format "
@@ -157,13 +155,9 @@ def parse_port_containers(lines: list[str]) -> list[PortContainer]:
     return out
 
 
-class PortContainers(FactBase[list[PortContainer]]):
+class PortContainers(ListFact[PortContainer]):
     """Returns the running containers that publish a host port, with the kit's service
     label (empty on a container the kit did not start)."""
-
-    @staticmethod
-    def default() -> list[PortContainer]:  # no output: no such container, or no Docker
-        return []
 
     def command(self, port: int) -> str:
         fmt = "{{.Names}}\t{{.Label \"" + SERVICE_LABEL + "\"}}\t{{.Image}}"

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
+from . import ListFact
+
 QUERY = "name,driver_version,compute_cap,memory.total"
 WSL_NVIDIA_SMI = "/usr/lib/wsl/lib/nvidia-smi"
 
@@ -154,12 +156,8 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
     return sorted(set(out))
 
 
-class LinuxDriverPackages(FactBase[list[str]]):
+class LinuxDriverPackages(ListFact[str]):
     """Returns the NVIDIA Linux driver packages installed: ``["nvidia-driver-580-open"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${Status}\\n' 2>/dev/null "

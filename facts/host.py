@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from . import ListFact
+
 
 @dataclass(frozen=True)
 class OsReleaseInfo:
@@ -287,12 +289,8 @@ class PortOwners(FactBase[PortOwnersInfo]):
         return parse_port_owners(output)
 
 
-class AptHolds(FactBase[list[str]]):
+class AptHolds(ListFact[str]):
     """Returns the packages apt holds: ``["cuda-drivers-580"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self) -> str:
         return "apt-mark showhold 2>/dev/null || true"
@@ -343,13 +341,9 @@ class AptSource:
     signed_by: str | None
 
 
-class AptSourcesFor(FactBase[list[AptSource]]):
+class AptSourcesFor(ListFact[AptSource]):
     """Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
     repository URL, with the keyring each names (``signed-by`` / ``Signed-By``)."""
-
-    @staticmethod
-    def default() -> list[AptSource]:  # no output: no such source
-        return []
 
     def command(self, url: str) -> str:
         q = shlex.quote(url.rstrip("/"))
@@ -422,12 +416,8 @@ def parse_debian_components(lines: list[str]) -> list[str]:
     return out
 
 
-class DebianComponents(FactBase[list[str]]):
+class DebianComponents(ListFact[str]):
     """Returns the archive areas the host's Debian sources enable: ``["main", "contrib"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self) -> str:
         return ("for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list "

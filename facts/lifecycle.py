@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from . import ListFact
+
 
 @dataclass(frozen=True)
 class FolderEntry:
@@ -23,12 +25,8 @@ class FolderEntry:
     target: str = ""
 
 
-class FolderEntries(FactBase[list[FolderEntry]]):
+class FolderEntries(ListFact[FolderEntry]):
     """The entries of a folder (none when it is missing), with their sizes."""
-
-    @staticmethod
-    def default() -> list[FolderEntry]:
-        return []
 
     def command(self, path: str) -> str:
         p = shlex.quote(path)
@@ -100,13 +98,9 @@ def parse_apt_history(lines: list[str]) -> list[AptTransaction]:
     return out
 
 
-class AptHistory(FactBase[list[AptTransaction]]):
+class AptHistory(ListFact[AptTransaction]):
     """The transactions in apt's history logs, oldest first (rotated ones included; none
     when there is no log)."""
-
-    @staticmethod
-    def default() -> list[AptTransaction]:
-        return []
 
     def command(self) -> str:
         return ("for f in $(ls -tr /var/log/apt/history.log* 2>/dev/null); do "
@@ -116,12 +110,8 @@ class AptHistory(FactBase[list[AptTransaction]]):
         return parse_apt_history(output)
 
 
-class InstalledPackages(FactBase[list[str]]):
+class InstalledPackages(ListFact[str]):
     """Names of the packages dpkg has installed: ``["adduser", "apt", ...]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${db:Status-Status}\\n' 2>/dev/null | "
@@ -131,13 +121,9 @@ class InstalledPackages(FactBase[list[str]]):
         return sorted({line.strip() for line in output if line.strip()})
 
 
-class AptPurgeWould(FactBase[list[str]]):
+class AptPurgeWould(ListFact[str]):
     """What `apt-get -s purge PACKAGES` would remove (apt adds what depends on them):
     ``["docker.io", "some-tool-that-needs-docker"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self, packages: list[str]) -> str:
         names = " ".join(shlex.quote(p) for p in packages)
@@ -202,15 +188,11 @@ def component_mark(component: str) -> str:
     return COMPONENT_MARK.format(component=component)
 
 
-class KitComponents(FactBase[list[tuple[str, str]]]):
+class KitComponents(ListFact[tuple[str, str]]):
     """
     The archive areas the kit added to the host's Debian sources, by its record line in each
     file (COMPONENT_MARK): ``[("contrib", "/etc/apt/sources.list.d/debian.sources")]``.
     """
-
-    @staticmethod
-    def default() -> list[tuple[str, str]]:
-        return []
 
     def command(self) -> str:
         return (f"grep -HE '^# beekeeper added the [a-z-]+ area' {' '.join(APT_SOURCE_FILES)} "

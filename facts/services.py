@@ -5,21 +5,18 @@ Facts about what the kit has deployed on a host: its model services.
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import FactBase
 from pyinfra.facts.files import FileContents
 
 from beekeeper.core.config import SERVICE_NAME_RE as _NAME_RE
 from beekeeper.core.deployed import DeployedService, read_record
 from beekeeper.core.paths import manifest_glob
 
+from . import ListFact
 
-class DeployedServices(FactBase[list[str]]):
+
+class DeployedServices(ListFact[str]):
     """Names of the model services a deploy of the kit left on the host: each has its
     manifest (ServicePaths.manifest, written with its unit)."""
-
-    @staticmethod
-    def default() -> list[str]:  # no output: nothing deployed
-        return []
 
     def command(self) -> str:
         return (f'for f in {manifest_glob()}; do '
