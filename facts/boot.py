@@ -158,8 +158,6 @@ def parse_wsl_settings(lines: list[str]) -> WslSettingsInfo:
 
 
 class WslSettings(FactBase[WslSettingsInfo]):
-    """Returns the Windows-side WSL settings a distro can read (WSL2 only)."""
-
     def command(self) -> str:
         # The Windows user's own profile first (cmd.exe through WSL interop, its path made a
         # Linux one by wslpath: any automount root), then every profile under /mnt/c/Users;

@@ -67,8 +67,6 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
 
 
 class DockerEngine(FactBase[DockerEngineInfo]):
-    """Returns the Docker engine on the host."""
-
     def command(self) -> str:
         # Docker Desktop is read from the engine that answers (`docker info`), not from
         # /mnt/wsl/docker-desktop, which every distro sees whether or not it uses Desktop

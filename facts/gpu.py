@@ -189,8 +189,6 @@ def parse_nvidia_module(lines: list[str]) -> NvidiaModuleInfo:
 
 
 class NvidiaKernelModule(FactBase[NvidiaModuleInfo]):
-    """Returns the NVIDIA kernel module of the running kernel (native Linux)."""
-
     def command(self) -> str:
         return (
             "m=$(modinfo -n nvidia 2>/dev/null || find /lib/modules/$(uname -r) "

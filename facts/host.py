@@ -47,8 +47,6 @@ def _os_release_value(raw: str) -> str:
 
 
 class OsRelease(FactBase[OsReleaseInfo]):
-    """Returns the parsed ``/etc/os-release``."""
-
     def command(self) -> str:
         return "cat /etc/os-release"
 
@@ -73,8 +71,6 @@ def parse_pid1(lines: list[str]) -> InitInfo:
 
 
 class InitSystem(FactBase[InitInfo]):
-    """Returns what runs as PID 1 and the systemd state."""
-
     def command(self) -> str:
         return ("cat /proc/1/comm 2>/dev/null || ps -p 1 -o comm=; "
                 "systemctl is-system-running 2>/dev/null || true")
@@ -108,8 +104,6 @@ def parse_wsl(lines: list[str]) -> WslInfo:
 
 
 class Wsl(FactBase[WslInfo]):
-    """Returns whether the host is WSL2 (kernel string and ``/dev/dxg``)."""
-
     def command(self) -> str:
         return (
             'echo "kernel=$(uname -r)"; '
@@ -188,7 +182,7 @@ def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
             owners.append(_owner(current, inode))
         current = None
 
-    for raw in lines:
+    for raw in [*lines, "socket="]:  # the last socket's holders closed by a sentinel
         k, eq, v = raw.strip().partition("=")
         if not eq:
             continue
@@ -208,9 +202,6 @@ def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
                 current, pending = {"pid": v}, False
         elif current is not None:
             current[k] = v
-    close()
-    if pending:
-        owners.append(PortOwner(pid=None, inode=inode))
     seen: set[int | None] = set()
     unique = []
     for o in owners:  # one process holding both sockets (tcp and tcp6) is one owner

@@ -176,8 +176,8 @@ class FileSizes(FactBase[dict[str, int]]):
 # the uninstall reverts by, in the file itself, so it outlives the kit's folders and tells a
 # reader why the area is there (operations/apt_sources.py writes it).
 COMPONENT_MARK = "# beekeeper added the {component} area to the Debian sources in this file"
-COMPONENT_MARK_RE = re.compile(
-    r"^# beekeeper added the (?P<component>[a-z][a-z-]*) area to the Debian sources in this file$")
+COMPONENT_MARK_RE = re.compile("^" + COMPONENT_MARK.format(component="(?P<component>[a-z][a-z-]*)")
+                               + "$")
 APT_SOURCE_FILES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.sources")
 
 

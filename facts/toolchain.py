@@ -64,8 +64,6 @@ def parse_host_tools(lines: list[str]) -> HostToolsInfo:
 
 
 class HostTools(FactBase[HostToolsInfo]):
-    """The host's CUDA toolkit, build tools, python3 and setpriv."""
-
     @staticmethod
     def default() -> HostToolsInfo:
         return HostToolsInfo()

@@ -23,7 +23,6 @@ def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str, jobs
     + tag: image tag; it encodes every build input, so an existing tag is up to date
     + context_dir: the build context: the server's source tree on the host
     + jobs: parallel compile jobs (the Dockerfile's BUILD_JOBS argument; not in the tag)
-    + proxy_vars: the proxy variables /etc/environment sets, passed to the build by name
     """
     if host.get_fact(DockerImageId, tag=tag):
         host.noop(f"image {tag} is already built")
