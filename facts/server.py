@@ -12,14 +12,8 @@ from pyinfra.api import FactBase
 
 
 class ServerSmoke(FactBase[dict[str, Any] | None]):
-    """
-    Runs the host-side smoke check (read-only) and returns its JSON, or ``None`` when the
-    script is not on the host yet:
-
-    .. code:: python
-
-        {"ok": True, "model": "/models/x.gguf", "completion_tokens": 8, "health_wait_s": 0.0}
-    """
+    """Runs the host-side smoke check (read-only) and returns its JSON (``ok``, ``model``,
+    ``completion_tokens``, ...), or ``None`` when the script is not on the host yet."""
 
     def command(self, script: str, port: int, api_key_file: str | None = None,
                 owner: str = "") -> str:

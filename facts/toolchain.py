@@ -13,8 +13,6 @@ from pyinfra.api import FactBase
 
 from beekeeper.core.paths import SUPERVISORCTL
 
-# where a CUDA toolkit's nvcc is found without PATH (NVIDIA's packages, the CUDA images)
-NVCC_PLACES = ("/usr/local/cuda/bin/nvcc",)
 BUILD_TOOLS = ("cmake", "c++", "make", "git")
 
 
@@ -69,11 +67,11 @@ class HostTools(FactBase[HostToolsInfo]):
         return HostToolsInfo()
 
     def command(self) -> str:
-        places = " ".join(shlex.quote(p) for p in NVCC_PLACES)
         tools = "; ".join(f'echo "tool:{t}=$(command -v {t} || true)"' for t in BUILD_TOOLS)
         return (
-            f"nvcc=$(command -v nvcc || for p in {places}; do [ -x \"$p\" ] && echo \"$p\" "
-            "&& break; done || true); "
+            # nvcc off PATH: where NVIDIA's packages and the CUDA images put it
+            "nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && "
+            "echo /usr/local/cuda/bin/nvcc; } || true); "
             'if [ -n "$nvcc" ]; then echo "nvcc=$nvcc"; '
             'echo "nvcc_release=$("$nvcc" --version 2>/dev/null | grep -o \'release .*\' '
             '| head -n1)"; fi; '
@@ -93,10 +91,6 @@ class HostTools(FactBase[HostToolsInfo]):
 class SupervisorPrograms(FactBase[dict[str, str] | None]):
     """The kit's supervisord and its programs: None when it does not answer (not installed
     or not running), else each program's state (`supervisorctl status`)."""
-
-    @staticmethod
-    def default() -> dict[str, str] | None:
-        return None
 
     def command(self) -> str:
         ctl = shlex.quote(SUPERVISORCTL)
