@@ -15,3 +15,11 @@ class ListFact(FactBase[list[T]], Generic[T]):
     @staticmethod
     def default() -> list[Any]:
         return []
+
+
+class DictFact(FactBase[dict[str, T]], Generic[T]):
+    """A fact whose command prints nothing where there is nothing: then an empty dict."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {}

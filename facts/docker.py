@@ -174,8 +174,6 @@ def parse_compose_version(lines: list[str]) -> str | None:
 
 
 class ComposeVersion(FactBase[str | None]):
-    """Returns the version of the Docker CLI's compose v2 plugin, or ``None``: ``"2.26.1"``."""
-
     def command(self) -> str:
         return ("command -v docker >/dev/null 2>&1 && "
                 "docker compose version --short 2>/dev/null | head -n1; true")

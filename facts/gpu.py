@@ -157,8 +157,6 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
 
 
 class LinuxDriverPackages(ListFact[str]):
-    """Returns the NVIDIA Linux driver packages installed: ``["nvidia-driver-580-open"]``."""
-
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${Status}\\n' 2>/dev/null "
                 "| grep -E '^(nvidia|libnvidia|libcuda1|cuda-drivers|firmware-nvidia)' || true")

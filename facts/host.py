@@ -64,7 +64,6 @@ class InitInfo:
 
 
 def parse_pid1(lines: list[str]) -> InitInfo:
-    """`ps -p 1 -o comm=` and `systemctl is-system-running` -> InitInfo."""
     comm = lines[0].strip() if lines else ""
     state = lines[1].strip() if len(lines) > 1 else "unknown"
     return InitInfo(pid1=comm, systemd=comm == "systemd", state=state)
@@ -90,7 +89,6 @@ class WslInfo:
 
 
 def parse_wsl(lines: list[str]) -> WslInfo:
-    """Kernel release, `/dev/dxg` and wsl.conf lines -> WSL2 facts."""
     values = dict(line.split("=", 1) for line in lines if "=" in line)
     kernel = values.get("kernel", "")
     dxg = values.get("dxg") == "1"
@@ -117,7 +115,6 @@ class Wsl(FactBase[WslInfo]):
 
 
 def parse_df(lines: list[str]) -> int | None:
-    """`df -PB1 PATH` -> free bytes."""
     disk = parse_df_disk(lines)
     return disk.free_bytes if disk else None
 
@@ -213,12 +210,10 @@ def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
 
 
 def _owner(values: dict[str, str], inode: str) -> PortOwner:
-    def num(text: str) -> int:
-        return int(text) if text.isdigit() else 0
-
     exe = values.get("exe", "").removesuffix(" (deleted)")
+    ppid = values.get("ppid", "")
     return PortOwner(
-        pid=int(values["pid"]), ppid=num(values.get("ppid", "")),
+        pid=int(values["pid"]), ppid=int(ppid) if ppid.isdigit() else 0,
         user=values.get("user", "").strip(), exe=exe, comm=values.get("comm", "").strip(),
         ancestors=tuple(int(a) for a in values.get("ancestors", "").split() if a.isdigit()),
         cgroups=tuple(line.split(":", 2)[2] for line in values.get("cgroup", "").split()
@@ -354,8 +349,6 @@ class AptSourcesFor(ListFact[AptSource]):
 
 @dataclass(frozen=True)
 class Resources:
-    """Cores, memory and processor of the host."""
-
     cpus: int = 1
     mem_total_bytes: int = 0
     machine: str = ""  # `uname -m`
@@ -408,8 +401,6 @@ def parse_debian_components(lines: list[str]) -> list[str]:
 
 
 class DebianComponents(ListFact[str]):
-    """Returns the archive areas the host's Debian sources enable: ``["main", "contrib"]``."""
-
     def command(self) -> str:
         return ("for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list "
                 "/etc/apt/sources.list.d/*.sources; do [ -f \"$f\" ] && grep -q debian \"$f\" "
@@ -436,8 +427,6 @@ def parse_df_disk(lines: list[str]) -> DiskInfo | None:
 
 
 class DiskOf(FactBase[DiskInfo | None]):
-    """Returns the file system that holds ``path`` (or its nearest existing parent)."""
-
     command = FreeDiskBytes.command
 
     def process(self, output: list[str]) -> DiskInfo | None:

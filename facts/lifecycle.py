@@ -9,9 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from pyinfra.api import FactBase
-
-from . import ListFact
+from . import DictFact, ListFact
 
 
 @dataclass(frozen=True)
@@ -134,15 +132,11 @@ class AptPurgeWould(ListFact[str]):
         return sorted({line.strip() for line in output if line.strip()})
 
 
-class PresentPaths(FactBase[dict[str, int]]):
+class PresentPaths(DictFact[int]):
     """
     Of the paths asked for, those that exist (a dangling link counts), with their size as
     `du -sk` counts it: ``{"/opt/beekeeper/venv": 48212}``.
     """
-
-    @staticmethod
-    def default() -> dict[str, int]:
-        return {}
 
     def command(self, paths: list[str]) -> str:
         names = " ".join(shlex.quote(p) for p in paths)
@@ -155,13 +149,9 @@ class PresentPaths(FactBase[dict[str, int]]):
         return {path: int(size) if size.isdigit() else 0 for size, _, path in rows if path}
 
 
-class FileSizes(FactBase[dict[str, int]]):
+class FileSizes(DictFact[int]):
     """The plain files directly in a folder, with their sizes in bytes (none when it is
     missing): ``{"gemma-3-270m-q4_k_m.gguf": 253113024}``."""
-
-    @staticmethod
-    def default() -> dict[str, int]:
-        return {}
 
     def command(self, path: str) -> str:
         p = shlex.quote(path)
@@ -178,7 +168,6 @@ class FileSizes(FactBase[dict[str, int]]):
 COMPONENT_MARK = "# beekeeper added the {component} area to the Debian sources in this file"
 COMPONENT_MARK_RE = re.compile("^" + COMPONENT_MARK.format(component="(?P<component>[a-z][a-z-]*)")
                                + "$")
-APT_SOURCE_FILES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.sources")
 
 
 def component_mark(component: str) -> str:
@@ -195,8 +184,8 @@ class KitComponents(ListFact[tuple[str, str]]):
     """
 
     def command(self) -> str:
-        return (f"grep -HE '^# beekeeper added the [a-z-]+ area' {' '.join(APT_SOURCE_FILES)} "
-                "2>/dev/null; true")
+        return ("grep -HE '^# beekeeper added the [a-z-]+ area' /etc/apt/sources.list "
+                "/etc/apt/sources.list.d/*.sources 2>/dev/null; true")
 
     def process(self, output: list[str]) -> list[tuple[str, str]]:
         out = []

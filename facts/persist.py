@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from pyinfra.api import FactBase
+from . import DictFact
 
 
 @dataclass(frozen=True)
@@ -19,12 +19,8 @@ class PathKind:
     target: str = ""
 
 
-class PathKinds(FactBase[dict[str, PathKind]]):
+class PathKinds(DictFact[PathKind]):
     """What each path is, a link tested before what it points to."""
-
-    @staticmethod
-    def default() -> dict[str, PathKind]:
-        return {}
 
     def command(self, paths: list[str]) -> str:
         words = " ".join(shlex.quote(p) for p in paths)

@@ -32,16 +32,14 @@ def mib(kib: int) -> str:
 
 
 def freed_line(what: str, kib: int) -> str:
-    """The line a removal ends with: what went, and the disk it freed."""
     return f"echo {q(f'beekeeper: removed {what}: {mib(kib)} freed')}"
 
 
 @operation()
 def entries_pruned(folder: str, keep: list[str], what: str):
     """
-    Remove the entries of a folder the kit owns that no kept artifact needs.
-
-    + what: what the entries are, for the last line ("native builds")
+    Remove the entries of a folder the kit owns that no kept artifact needs; `what` names
+    them in the last line ("native builds").
     """
     stale = [e for e in host.get_fact(FolderEntries, path=folder) if e.name not in keep]
     if not stale:

@@ -37,9 +37,8 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
 
     script = hostside_script("hostcheck.py")
     now = f"{profile} on {bracketed(bind_address)}:{port}"
-    # which process must answer on the port (the runtime's: the supervisord program, the
-    # unit, or the unit's container) and which model it must list: a server the kit did not
-    # start never passes the gate
+    # the process that must answer on the port (Runtime.owner_args) and the model it must
+    # list: a server the kit did not start never passes the gate
     owner = " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model or profile])
     if not after_change:
         result = host.get_fact(ServerSmoke, script=script, port=port,
