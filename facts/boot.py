@@ -60,7 +60,6 @@ def _sb_state(lines: list[str]) -> tuple[str, str]:
 
 
 def parse_secure_boot(lines: list[str]) -> SecureBootInfo:
-    """Output of the SecureBoot command -> SecureBootInfo."""
     state, line = _sb_state(lines)
     values = dict(x.split("=", 1) for x in lines if re.match(r"^(mokutil|efi|efivar)=", x))
     if state == "bios" and values.get("efi") == "1":
@@ -86,15 +85,8 @@ def parse_secure_boot(lines: list[str]) -> SecureBootInfo:
 
 
 class SecureBoot(FactBase[SecureBootInfo]):
-    """
-    Returns the Secure Boot state (native Linux; never read under WSL2) and whether a DKMS
-    signing key is enrolled as a Machine Owner Key:
-
-    .. code:: python
-
-        SecureBootInfo(state="enabled", line="SecureBoot enabled",
-                       dkms_keys=(("/var/lib/shim-signed/mok/MOK.der", "not-enrolled"),))
-    """
+    """Returns the Secure Boot state (native Linux; never read under WSL2) and whether a
+    DKMS signing key is enrolled as a Machine Owner Key."""
 
     def command(self) -> str:
         keys = " ".join(DKMS_KEYS)
@@ -166,16 +158,6 @@ def parse_wsl_settings(lines: list[str]) -> WslSettingsInfo:
 
 
 class WslSettings(FactBase[WslSettingsInfo]):
-    """
-    Returns the Windows-side WSL settings a distro can read (WSL2 only):
-
-    .. code:: python
-
-        WslSettingsInfo(wslconfig="/mnt/c/Users/me/.wslconfig", instance_idle_timeout=-1,
-                        vm_idle_timeout=None, memory="24GB", wsl_version="2.5.7",
-                        distro="Ubuntu-24.04")
-    """
-
     def command(self) -> str:
         # The Windows user's own profile first (cmd.exe through WSL interop, its path made a
         # Linux one by wslpath: any automount root), then every profile under /mnt/c/Users;

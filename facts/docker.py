@@ -10,7 +10,10 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from beekeeper.core.container import SERVICE_LABEL
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
+
+from . import ListFact
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,8 @@ class DockerEngineInfo:
 
 
 def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
-    """Output of the DockerEngine command -> DockerEngineInfo. `info=` lines are `docker
-    info` as printed (core/docker_info.py reads them); the others are `key=value`."""
+    """`info=` lines are `docker info` as printed (core/docker_info.py reads them); the
+    others are `key=value`."""
     v = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("info="))
     info = parse_docker_info([line[5:] for line in lines if line.startswith("info=")])
     path = v.get("path", "")
@@ -64,15 +67,6 @@ def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
 
 
 class DockerEngine(FactBase[DockerEngineInfo]):
-    """
-    Returns the Docker engine on the host:
-
-    .. code:: python
-
-        DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro", active=True,
-                         server_version="20.10.24+dfsg1", nvidia_runtime=False)
-    """
-
     def command(self) -> str:
         # Docker Desktop is read from the engine that answers (`docker info`), not from
         # /mnt/wsl/docker-desktop, which every distro sees whether or not it uses Desktop
@@ -106,6 +100,12 @@ class DockerImageId(FactBase[str | None]):
         return line if line.startswith("sha256:") else None
 
 
+def gpu_visible_in_container(image: str) -> str:
+    """The command that proves the GPU is visible inside a container of `image`."""
+    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
+            "--query-gpu=name,compute_cap --format=csv,noheader")
+
+
 class GpuInContainer(FactBase[str | None]):
     """
     Runs ``nvidia-smi`` in a throwaway container of ``image`` and returns the GPU line, or
@@ -113,22 +113,16 @@ class GpuInContainer(FactBase[str | None]):
     """
 
     def command(self, image: str) -> str:
-        q = shlex.quote(image)
-        return (f"docker image inspect {q} >/dev/null 2>&1 && docker run --rm --gpus all "
-                f"--entrypoint nvidia-smi {q} --query-gpu=name,compute_cap "
-                "--format=csv,noheader 2>/dev/null | head -n1; true")
+        return (f"docker image inspect {shlex.quote(image)} >/dev/null 2>&1 && "
+                f"{gpu_visible_in_container(image)} 2>/dev/null | head -n1; true")
 
     def process(self, output: list[str]) -> str | None:
         line = output[0].strip() if output else ""
         return line or None
 
 
-class ImageTags(FactBase[list[str]]):
+class ImageTags(ListFact[str]):
     """Returns the tags of one image repository, newest first: ``["repo:b", "repo:a"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self, repo: str) -> str:
         return (f"docker images {shlex.quote(repo)} --format "
@@ -136,9 +130,6 @@ class ImageTags(FactBase[list[str]]):
 
     def process(self, output: list[str]) -> list[str]:
         return [line.strip() for line in output if line.strip() and "<none>" not in line]
-
-
-SERVICE_LABEL = "io.beekeeper.service"
 
 
 @dataclass(frozen=True)
@@ -162,20 +153,9 @@ def parse_port_containers(lines: list[str]) -> list[PortContainer]:
     return out
 
 
-class PortContainers(FactBase[list[PortContainer]]):
-    """
-    Returns the running containers that publish a host port, with the kit's service label
-    (empty on a container the kit did not start):
-
-    .. code:: python
-
-        [PortContainer(name="beekeeper-llm", service="llm",
-                       image="beekeeper/llama-server:...")]
-    """
-
-    @staticmethod
-    def default() -> list[PortContainer]:  # no output: no such container, or no Docker
-        return []
+class PortContainers(ListFact[PortContainer]):
+    """Returns the running containers that publish a host port, with the kit's service
+    label (empty on a container the kit did not start)."""
 
     def command(self, port: int) -> str:
         fmt = "{{.Names}}\t{{.Label \"" + SERVICE_LABEL + "\"}}\t{{.Image}}"
@@ -194,8 +174,6 @@ def parse_compose_version(lines: list[str]) -> str | None:
 
 
 class ComposeVersion(FactBase[str | None]):
-    """Returns the version of the Docker CLI's compose v2 plugin, or ``None``: ``"2.26.1"``."""
-
     def command(self) -> str:
         return ("command -v docker >/dev/null 2>&1 && "
                 "docker compose version --short 2>/dev/null | head -n1; true")

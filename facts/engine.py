@@ -14,15 +14,8 @@ HELP_TIMEOUT_S = 120
 
 
 class ServerHelp(FactBase[str | None]):
-    """
-    The built llama-server's `--help` (its stdout), or ``None`` where it is not built yet (no
-    image of that tag, no binary at that path) or printed nothing:
-
-    .. code:: text
-
-        -ctk,  --cache-type-k TYPE              KV cache data type for K
-                                                allowed values: f32, f16, bf16, q8_0, ...
-    """
+    """The built llama-server's `--help` (its stdout), or ``None`` where it is not built
+    yet (no image of that tag, no binary at that path) or printed nothing."""
 
     def command(self, binary: str, image: str | None = None, gpu: bool = False) -> str:
         """`binary`: the server on the host (native), or in `image` (container mode; `gpu`:

@@ -46,7 +46,6 @@ IDENTITY_SH = "stat -L -c '%i:%s:%.9Y:%.9Z' -- "
 
 
 def stamp_path_sh(path: str, stamps: str) -> str:
-    """Shell words giving the stamp file of `path` in the folder `stamps`."""
     return f"{shlex.quote(stamps)}/$(printf '%s' {shlex.quote(path)} | sha256sum | cut -c1-40)"
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
+from . import ListFact
+
 QUERY = "name,driver_version,compute_cap,memory.total"
 WSL_NVIDIA_SMI = "/usr/lib/wsl/lib/nvidia-smi"
 
@@ -40,7 +42,6 @@ class NvidiaSmiInfo:
 
 
 def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
-    """Output of the GpuInfo command -> GPU facts, or None when there is no nvidia-smi."""
     values: dict[str, str] = {}
     gpus: list[GpuCard] = []
     for line in lines:
@@ -77,16 +78,7 @@ def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
 
 
 class GpuInfo(FactBase[NvidiaSmiInfo | None]):
-    """
-    Returns the NVIDIA GPUs and driver, or ``None`` when nvidia-smi is missing:
-
-    .. code:: python
-
-        NvidiaSmiInfo(path="/usr/lib/wsl/lib/nvidia-smi", cuda_version="13.2",
-                      driver_version="596.21", driver_branch=596,
-                      gpus=(GpuCard(name="NVIDIA GeForce RTX 4090", driver_version="596.21",
-                                    compute_cap="8.9", memory_total_mib=24564),))
-    """
+    """Returns the NVIDIA GPUs and driver, or ``None`` when nvidia-smi is missing."""
 
     def command(self) -> str:
         return (
@@ -101,29 +93,6 @@ class GpuInfo(FactBase[NvidiaSmiInfo | None]):
         return parse_nvidia_smi(output)
 
 
-# Each NVIDIA PCI function's class and device id, from sysfs (no driver needed)
-PCI_NVIDIA_COMMAND = ("for d in /sys/bus/pci/devices/*; do "
-                      '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
-                      'echo "$(cat $d/class) $(cat $d/device)"; done; true')
-
-
-class PciNvidiaGpus(FactBase[int]):
-    """
-    Returns how many NVIDIA display/3D devices the PCI bus shows (0 under WSL2, where
-    the GPU is reached through /dev/dxg): ``1``.
-    """
-
-    @staticmethod
-    def default() -> int:
-        return 0
-
-    def command(self) -> str:
-        return PCI_NVIDIA_COMMAND
-
-    def process(self, output: list[str]) -> int:
-        return len(parse_pci_nvidia_devices(output))
-
-
 def parse_pci_nvidia_devices(lines: list[str]) -> tuple[int, ...]:
     """`<class> <device>` per NVIDIA PCI function (sysfs' hex words) -> the device ids of
     the display/3D ones (class 0x03....)."""
@@ -136,20 +105,34 @@ def parse_pci_nvidia_devices(lines: list[str]) -> tuple[int, ...]:
 
 
 class PciNvidiaDevices(FactBase[tuple[int, ...]]):
-    """
-    Returns the PCI device ids of the NVIDIA display/3D devices, read from sysfs without a
-    driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``.
-    """
+    """Returns the PCI device ids of the NVIDIA display/3D devices, read from sysfs without
+    a driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``."""
 
     @staticmethod
     def default() -> tuple[int, ...]:
         return ()
 
-    def command(self) -> str:
-        return PCI_NVIDIA_COMMAND
+    def command(self) -> str:  # each NVIDIA PCI function's class and device id
+        return ("for d in /sys/bus/pci/devices/*; do "
+                '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
+                'echo "$(cat $d/class) $(cat $d/device)"; done; true')
 
     def process(self, output: list[str]) -> tuple[int, ...]:
         return parse_pci_nvidia_devices(output)
+
+
+class PciNvidiaGpus(FactBase[int]):
+    """Returns how many NVIDIA display/3D devices the PCI bus shows (0 under WSL2, where
+    the GPU is reached through /dev/dxg)."""
+
+    command = PciNvidiaDevices.command
+
+    @staticmethod
+    def default() -> int:
+        return 0
+
+    def process(self, output: list[str]) -> int:
+        return len(parse_pci_nvidia_devices(output))
 
 
 # Packages that carry the Linux driver, by name prefix, as NVIDIA's Ubuntu and Debian
@@ -173,13 +156,7 @@ def parse_driver_packages(lines: list[str]) -> list[str]:
     return sorted(set(out))
 
 
-class LinuxDriverPackages(FactBase[list[str]]):
-    """Returns the NVIDIA Linux driver packages installed: ``["nvidia-driver-580-open"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
-
+class LinuxDriverPackages(ListFact[str]):
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${Status}\\n' 2>/dev/null "
                 "| grep -E '^(nvidia|libnvidia|libcuda1|cuda-drivers|firmware-nvidia)' || true")
@@ -210,15 +187,6 @@ def parse_nvidia_module(lines: list[str]) -> NvidiaModuleInfo:
 
 
 class NvidiaKernelModule(FactBase[NvidiaModuleInfo]):
-    """
-    Returns the NVIDIA kernel module of the running kernel (native Linux):
-
-    .. code:: python
-
-        NvidiaModuleInfo(path="/lib/modules/6.8.0-45-generic/updates/dkms/nvidia.ko.zst",
-                         loaded=False, since_boot=False)
-    """
-
     def command(self) -> str:
         return (
             "m=$(modinfo -n nvidia 2>/dev/null || find /lib/modules/$(uname -r) "

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from . import ListFact
+
 
 @dataclass(frozen=True)
 class OsReleaseInfo:
@@ -45,14 +47,6 @@ def _os_release_value(raw: str) -> str:
 
 
 class OsRelease(FactBase[OsReleaseInfo]):
-    """
-    Returns the parsed ``/etc/os-release``:
-
-    .. code:: python
-
-        OsReleaseInfo(id="ubuntu", version_id="24.04")
-    """
-
     def command(self) -> str:
         return "cat /etc/os-release"
 
@@ -70,21 +64,12 @@ class InitInfo:
 
 
 def parse_pid1(lines: list[str]) -> InitInfo:
-    """`ps -p 1 -o comm=` and `systemctl is-system-running` -> InitInfo."""
     comm = lines[0].strip() if lines else ""
     state = lines[1].strip() if len(lines) > 1 else "unknown"
     return InitInfo(pid1=comm, systemd=comm == "systemd", state=state)
 
 
 class InitSystem(FactBase[InitInfo]):
-    """
-    Returns what runs as PID 1 and the systemd state:
-
-    .. code:: python
-
-        InitInfo(pid1="systemd", systemd=True, state="running")
-    """
-
     def command(self) -> str:
         return ("cat /proc/1/comm 2>/dev/null || ps -p 1 -o comm=; "
                 "systemctl is-system-running 2>/dev/null || true")
@@ -104,7 +89,6 @@ class WslInfo:
 
 
 def parse_wsl(lines: list[str]) -> WslInfo:
-    """Kernel release, `/dev/dxg` and wsl.conf lines -> WSL2 facts."""
     values = dict(line.split("=", 1) for line in lines if "=" in line)
     kernel = values.get("kernel", "")
     dxg = values.get("dxg") == "1"
@@ -118,15 +102,6 @@ def parse_wsl(lines: list[str]) -> WslInfo:
 
 
 class Wsl(FactBase[WslInfo]):
-    """
-    Returns whether the host is WSL2 (kernel string and ``/dev/dxg``):
-
-    .. code:: python
-
-        WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, dxg=True,
-                wsl_conf_systemd=True)
-    """
-
     def command(self) -> str:
         return (
             'echo "kernel=$(uname -r)"; '
@@ -140,19 +115,13 @@ class Wsl(FactBase[WslInfo]):
 
 
 def parse_df(lines: list[str]) -> int | None:
-    """`df -PB1 PATH` -> free bytes."""
-    for line in lines[1:]:
-        parts = line.split()
-        if len(parts) >= 4 and parts[3].isdigit():
-            return int(parts[3])
-    return None
+    disk = parse_df_disk(lines)
+    return disk.free_bytes if disk else None
 
 
 class FreeDiskBytes(FactBase[int | None]):
-    """
-    Returns the free bytes on the file system that holds ``path`` (or its nearest
-    existing parent): ``84221202432``.
-    """
+    """Returns the free bytes on the file system that holds ``path`` (or its nearest
+    existing parent)."""
 
     def command(self, path: str) -> str:
         q = shlex.quote(path)
@@ -180,7 +149,6 @@ class PortOwner:
 
     @property
     def program(self) -> str:
-        """The program as a refusal names it: its executable, else its name."""
         return self.exe or self.comm or "?"
 
 
@@ -195,10 +163,9 @@ class PortOwnersInfo:
 
 
 def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
-    """The PortOwners command's `key=value` lines -> PortOwnersInfo. `socket=INODE` opens a
-    listening socket, each `pid=` after it one process holding it (its `ppid`, `user`, `exe`,
-    `comm`, `ancestors`, `cgroup` lines follow); a socket with no `pid=` line is a listener
-    whose holder /proc did not show."""
+    """`socket=INODE` opens a listening socket, each `pid=` after it one process holding it
+    (its other lines follow); a socket with no `pid=` line is a listener whose holder /proc
+    did not show."""
     owners: list[PortOwner] = []
     supervisord: int | None = None
     prefix = ""
@@ -212,7 +179,7 @@ def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
             owners.append(_owner(current, inode))
         current = None
 
-    for raw in lines:
+    for raw in [*lines, "socket="]:  # the last socket's holders closed by a sentinel
         k, eq, v = raw.strip().partition("=")
         if not eq:
             continue
@@ -232,9 +199,6 @@ def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
                 current, pending = {"pid": v}, False
         elif current is not None:
             current[k] = v
-    close()
-    if pending:
-        owners.append(PortOwner(pid=None, inode=inode))
     seen: set[int | None] = set()
     unique = []
     for o in owners:  # one process holding both sockets (tcp and tcp6) is one owner
@@ -246,12 +210,10 @@ def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
 
 
 def _owner(values: dict[str, str], inode: str) -> PortOwner:
-    def num(text: str) -> int:
-        return int(text) if text.isdigit() else 0
-
     exe = values.get("exe", "").removesuffix(" (deleted)")
+    ppid = values.get("ppid", "")
     return PortOwner(
-        pid=int(values["pid"]), ppid=num(values.get("ppid", "")),
+        pid=int(values["pid"]), ppid=int(ppid) if ppid.isdigit() else 0,
         user=values.get("user", "").strip(), exe=exe, comm=values.get("comm", "").strip(),
         ancestors=tuple(int(a) for a in values.get("ancestors", "").split() if a.isdigit()),
         cgroups=tuple(line.split(":", 2)[2] for line in values.get("cgroup", "").split()
@@ -297,11 +259,8 @@ true"""
 
 
 class PortOwners(FactBase[PortOwnersInfo]):
-    """
-    Returns every process listening on a TCP port, read from /proc (a GPU container's image
-    often lacks `ss`): ``PortOwnersInfo(owners=(PortOwner(pid=4242, ppid=311, ...),),
-    supervisord=311, native_prefix_real="/opt/beekeeper/llama-server")``.
-    """
+    """Returns every process listening on a TCP port, read from /proc (a GPU container's
+    image often lacks `ss`)."""
 
     @staticmethod
     def default() -> PortOwnersInfo:  # no output: nothing listening
@@ -316,12 +275,8 @@ class PortOwners(FactBase[PortOwnersInfo]):
         return parse_port_owners(output)
 
 
-class AptHolds(FactBase[list[str]]):
+class AptHolds(ListFact[str]):
     """Returns the packages apt holds: ``["cuda-drivers-580"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self) -> str:
         return "apt-mark showhold 2>/dev/null || true"
@@ -372,30 +327,9 @@ class AptSource:
     signed_by: str | None
 
 
-def parse_apt_source_files(lines: list[str]) -> list[AptSource]:
-    """`file<TAB>signed-by` lines -> [AptSource] (signed_by None when unset)."""
-    out: list[AptSource] = []
-    for line in lines:
-        path, _, signed = line.partition("\t")
-        if path.strip():
-            out.append(AptSource(path=path.strip(), signed_by=signed.strip() or None))
-    return out
-
-
-class AptSourcesFor(FactBase[list[AptSource]]):
-    """
-    Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
-    repository URL, with the keyring each names (``signed-by`` / ``Signed-By``):
-
-    .. code:: python
-
-        [AptSource(path="/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list",
-                   signed_by="/usr/share/keyrings/cuda-archive-keyring.gpg")]
-    """
-
-    @staticmethod
-    def default() -> list[AptSource]:  # no output: no such source
-        return []
+class AptSourcesFor(ListFact[AptSource]):
+    """Returns the apt source files (one-line ``.list`` or deb822 ``.sources``) that name a
+    repository URL, with the keyring each names (``signed-by`` / ``Signed-By``)."""
 
     def command(self, url: str) -> str:
         q = shlex.quote(url.rstrip("/"))
@@ -408,13 +342,13 @@ class AptSourcesFor(FactBase[list[AptSource]]):
         )
 
     def process(self, output: list[str]) -> list[AptSource]:
-        return parse_apt_source_files(output)
+        rows = (line.partition("\t") for line in output)
+        return [AptSource(path=path.strip(), signed_by=signed.strip() or None)
+                for path, _, signed in rows if path.strip()]
 
 
 @dataclass(frozen=True)
 class Resources:
-    """Cores, memory and processor of the host."""
-
     cpus: int = 1
     mem_total_bytes: int = 0
     machine: str = ""  # `uname -m`
@@ -437,11 +371,8 @@ def parse_resources(output: list[str]) -> Resources:
 
 
 class BuildResources(FactBase[Resources]):
-    """
-    Cores and memory for sizing parallel compile jobs, and the processor the server's CPU
-    code must run on: ``Resources(cpus=16, mem_total_bytes=67108864000, machine="x86_64",
-    cpu_flags=frozenset({"avx2", ...}), cpu_model="AMD EPYC 7763 64-Core Processor")``.
-    """
+    """Cores and memory for sizing parallel compile jobs, and the processor the server's
+    CPU code must run on."""
 
     def command(self) -> str:
         return ("nproc; awk '/^MemTotal:/ {print $2}' /proc/meminfo; uname -m; "  # kB
@@ -469,13 +400,7 @@ def parse_debian_components(lines: list[str]) -> list[str]:
     return out
 
 
-class DebianComponents(FactBase[list[str]]):
-    """Returns the archive areas the host's Debian sources enable: ``["main", "contrib"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
-
+class DebianComponents(ListFact[str]):
     def command(self) -> str:
         return ("for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list "
                 "/etc/apt/sources.list.d/*.sources; do [ -f \"$f\" ] && grep -q debian \"$f\" "
@@ -494,7 +419,6 @@ class DiskInfo:
 
 
 def parse_df_disk(lines: list[str]) -> DiskInfo | None:
-    """`df -PB1 PATH` -> DiskInfo (the mount point is the last column)."""
     for line in lines[1:]:
         parts = line.split()
         if len(parts) >= 6 and parts[3].isdigit():
@@ -503,11 +427,6 @@ def parse_df_disk(lines: list[str]) -> DiskInfo | None:
 
 
 class DiskOf(FactBase[DiskInfo | None]):
-    """
-    Returns the file system that holds ``path`` (or its nearest existing parent):
-    ``DiskInfo(mount="/", free_bytes=84221202432)``.
-    """
-
     command = FreeDiskBytes.command
 
     def process(self, output: list[str]) -> DiskInfo | None:
@@ -518,21 +437,9 @@ PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PRO
                "NO_PROXY")
 
 
-def parse_proxy_vars(lines: list[str]) -> tuple[str, ...]:
-    """/etc/environment lines (`[export ]NAME=value`) -> the proxy variables set, by name."""
-    out: list[str] = []
-    for line in lines:
-        name, eq, value = line.strip().removeprefix("export ").strip().partition("=")
-        if eq and name in PROXY_NAMES and value.strip().strip("'\"") and name not in out:
-            out.append(name)
-    return tuple(out)
-
-
 class ProxyVars(FactBase[tuple[str, ...]]):
-    """
-    Returns the proxy variables /etc/environment sets (by name; the values stay on the host:
-    a proxy URL may carry a password): ``("http_proxy", "https_proxy", "no_proxy")``.
-    """
+    """Returns the proxy variables /etc/environment sets, by name (the values stay on the
+    host: a proxy URL may carry a password)."""
 
     @staticmethod
     def default() -> tuple[str, ...]:
@@ -543,4 +450,9 @@ class ProxyVars(FactBase[tuple[str, ...]]):
                 "/etc/environment | sed -E 's/=.+$/=set/'; true")
 
     def process(self, output: list[str]) -> tuple[str, ...]:
-        return parse_proxy_vars(output)
+        out: list[str] = []
+        for line in output:  # `[export ]NAME=value`
+            name, eq, value = line.strip().removeprefix("export ").strip().partition("=")
+            if eq and name in PROXY_NAMES and value.strip().strip("'\"") and name not in out:
+                out.append(name)
+        return tuple(out)

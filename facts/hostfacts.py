@@ -36,9 +36,7 @@ class HostFacts:
     compose_version: str | None = None
     # the NVIDIA driver: "install" (none), "upgrade" (too old, host data upgrade_driver), None
     driver_action: str | None = None
-    # proxy variables /etc/environment sets, by name (the image build passes them on)
     proxy_vars: tuple[str, ...] = ()
-    # the host's own tools (nvcc, cmake, c++, make, git, python3, setpriv)
     tools: HostToolsInfo | None = None
     # the host's CUDA toolkit the native build uses (its nvcc), None: the kit installs one
     host_nvcc: str | None = None

@@ -9,7 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from pyinfra.api import FactBase
+from . import DictFact, ListFact
 
 
 @dataclass(frozen=True)
@@ -23,32 +23,8 @@ class FolderEntry:
     target: str = ""
 
 
-def parse_folder_entries(lines: list[str]) -> list[FolderEntry]:
-    """`<kind>\\t<KiB>\\t<name>\\t<link target>` lines (FolderEntries' command) -> entries."""
-    out = []
-    for line in lines:
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) < 3 or not parts[2] or not parts[1].isdigit():
-            continue
-        out.append(FolderEntry(name=parts[2], kind=parts[0], size_kib=int(parts[1]),
-                               target=parts[3] if len(parts) > 3 else ""))
-    return sorted(out, key=lambda e: e.name)
-
-
-class FolderEntries(FactBase[list[FolderEntry]]):
-    """
-    The entries of a folder (none when it is missing), with their sizes:
-
-    .. code:: python
-
-        [FolderEntry(name="0123456789ab-cpu-x86-64-v3-1a2b3c4d", kind="d", size_kib=8716),
-         FolderEntry(name="current", kind="l", size_kib=0,
-                     target="/opt/beekeeper/llama-server/0123456789ab-cpu-x86-64-v3-1a2b3c4d")]
-    """
-
-    @staticmethod
-    def default() -> list[FolderEntry]:
-        return []
+class FolderEntries(ListFact[FolderEntry]):
+    """The entries of a folder (none when it is missing), with their sizes."""
 
     def command(self, path: str) -> str:
         p = shlex.quote(path)
@@ -58,7 +34,14 @@ class FolderEntries(FactBase[list[FolderEntry]]):
                 "\"$f\" \"$l\"; done; true")
 
     def process(self, output: list[str]) -> list[FolderEntry]:
-        return parse_folder_entries(output)
+        out = []
+        for line in output:  # <kind>\t<KiB>\t<name>\t<link target>
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3 or not parts[2] or not parts[1].isdigit():
+                continue
+            out.append(FolderEntry(name=parts[2], kind=parts[0], size_kib=int(parts[1]),
+                                   target=parts[3] if len(parts) > 3 else ""))
+        return sorted(out, key=lambda e: e.name)
 
 
 # pyinfra's apt.packages runs `apt-get -y -o Dpkg::Options::="--force-confdef" -o
@@ -113,21 +96,9 @@ def parse_apt_history(lines: list[str]) -> list[AptTransaction]:
     return out
 
 
-class AptHistory(FactBase[list[AptTransaction]]):
-    """
-    The transactions in apt's history logs, oldest first (rotated ones included; none when
-    there is no log):
-
-    .. code:: python
-
-        [AptTransaction(commandline="apt-get -y -o Dpkg::Options::=--force-confdef -o "
-                        "Dpkg::Options::=--force-confold install --no-install-recommends "
-                        "docker.io", installed=("containerd", "docker.io", "runc", ...))]
-    """
-
-    @staticmethod
-    def default() -> list[AptTransaction]:
-        return []
+class AptHistory(ListFact[AptTransaction]):
+    """The transactions in apt's history logs, oldest first (rotated ones included; none
+    when there is no log)."""
 
     def command(self) -> str:
         return ("for f in $(ls -tr /var/log/apt/history.log* 2>/dev/null); do "
@@ -137,12 +108,8 @@ class AptHistory(FactBase[list[AptTransaction]]):
         return parse_apt_history(output)
 
 
-class InstalledPackages(FactBase[list[str]]):
+class InstalledPackages(ListFact[str]):
     """Names of the packages dpkg has installed: ``["adduser", "apt", ...]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${db:Status-Status}\\n' 2>/dev/null | "
@@ -152,13 +119,9 @@ class InstalledPackages(FactBase[list[str]]):
         return sorted({line.strip() for line in output if line.strip()})
 
 
-class AptPurgeWould(FactBase[list[str]]):
+class AptPurgeWould(ListFact[str]):
     """What `apt-get -s purge PACKAGES` would remove (apt adds what depends on them):
     ``["docker.io", "some-tool-that-needs-docker"]``."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
 
     def command(self, packages: list[str]) -> str:
         names = " ".join(shlex.quote(p) for p in packages)
@@ -169,15 +132,11 @@ class AptPurgeWould(FactBase[list[str]]):
         return sorted({line.strip() for line in output if line.strip()})
 
 
-class PresentPaths(FactBase[dict[str, int]]):
+class PresentPaths(DictFact[int]):
     """
     Of the paths asked for, those that exist (a dangling link counts), with their size as
     `du -sk` counts it: ``{"/opt/beekeeper/venv": 48212}``.
     """
-
-    @staticmethod
-    def default() -> dict[str, int]:
-        return {}
 
     def command(self, paths: list[str]) -> str:
         names = " ".join(shlex.quote(p) for p in paths)
@@ -190,13 +149,9 @@ class PresentPaths(FactBase[dict[str, int]]):
         return {path: int(size) if size.isdigit() else 0 for size, _, path in rows if path}
 
 
-class FileSizes(FactBase[dict[str, int]]):
+class FileSizes(DictFact[int]):
     """The plain files directly in a folder, with their sizes in bytes (none when it is
     missing): ``{"gemma-3-270m-q4_k_m.gguf": 253113024}``."""
-
-    @staticmethod
-    def default() -> dict[str, int]:
-        return {}
 
     def command(self, path: str) -> str:
         p = shlex.quote(path)
@@ -211,9 +166,8 @@ class FileSizes(FactBase[dict[str, int]]):
 # the uninstall reverts by, in the file itself, so it outlives the kit's folders and tells a
 # reader why the area is there (operations/apt_sources.py writes it).
 COMPONENT_MARK = "# beekeeper added the {component} area to the Debian sources in this file"
-COMPONENT_MARK_RE = re.compile(
-    r"^# beekeeper added the (?P<component>[a-z][a-z-]*) area to the Debian sources in this file$")
-APT_SOURCE_FILES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.sources")
+COMPONENT_MARK_RE = re.compile("^" + COMPONENT_MARK.format(component="(?P<component>[a-z][a-z-]*)")
+                               + "$")
 
 
 def component_mark(component: str) -> str:
@@ -223,30 +177,21 @@ def component_mark(component: str) -> str:
     return COMPONENT_MARK.format(component=component)
 
 
-def parse_kit_components(lines: list[str]) -> list[tuple[str, str]]:
-    """`grep -H` lines `FILE:LINE` -> (component, file) for each record line of the kit."""
-    out = []
-    for line in lines:
-        path, sep, text = line.rstrip("\n").partition(":")
-        m = COMPONENT_MARK_RE.match(text)
-        if sep and m and path.startswith("/etc/apt/"):
-            out.append((m.group("component"), path))
-    return sorted(set(out))
-
-
-class KitComponents(FactBase[list[tuple[str, str]]]):
+class KitComponents(ListFact[tuple[str, str]]):
     """
     The archive areas the kit added to the host's Debian sources, by its record line in each
     file (COMPONENT_MARK): ``[("contrib", "/etc/apt/sources.list.d/debian.sources")]``.
     """
 
-    @staticmethod
-    def default() -> list[tuple[str, str]]:
-        return []
-
     def command(self) -> str:
-        return (f"grep -HE '^# beekeeper added the [a-z-]+ area' {' '.join(APT_SOURCE_FILES)} "
-                "2>/dev/null; true")
+        return ("grep -HE '^# beekeeper added the [a-z-]+ area' /etc/apt/sources.list "
+                "/etc/apt/sources.list.d/*.sources 2>/dev/null; true")
 
     def process(self, output: list[str]) -> list[tuple[str, str]]:
-        return parse_kit_components(output)
+        out = []
+        for line in output:  # `grep -H`: FILE:LINE
+            path, sep, text = line.rstrip("\n").partition(":")
+            m = COMPONENT_MARK_RE.match(text)
+            if sep and m and path.startswith("/etc/apt/"):
+                out.append((m.group("component"), path))
+        return sorted(set(out))

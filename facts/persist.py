@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from pyinfra.api import FactBase
+from . import DictFact
 
 
 @dataclass(frozen=True)
@@ -19,30 +19,8 @@ class PathKind:
     target: str = ""
 
 
-def parse_path_kinds(lines: list[str]) -> dict[str, PathKind]:
-    """`<path>\\t<kind>\\t<link target>` lines (PathKinds' command) -> path -> PathKind."""
-    out: dict[str, PathKind] = {}
-    for line in lines:
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) < 2 or parts[1] not in ("link", "dir", "file", "missing"):
-            continue
-        out[parts[0]] = PathKind(parts[1], parts[2] if len(parts) > 2 else "")
-    return out
-
-
-class PathKinds(FactBase[dict[str, PathKind]]):
-    """
-    What each path is, a link tested before what it points to:
-
-    .. code:: python
-
-        {"/opt/beekeeper": PathKind("link", "/workspace/beekeeper/opt"),
-         "/etc/beekeeper": PathKind("missing")}
-    """
-
-    @staticmethod
-    def default() -> dict[str, PathKind]:
-        return {}
+class PathKinds(DictFact[PathKind]):
+    """What each path is, a link tested before what it points to."""
 
     def command(self, paths: list[str]) -> str:
         words = " ".join(shlex.quote(p) for p in paths)
@@ -53,4 +31,10 @@ class PathKinds(FactBase[dict[str, PathKind]]):
                 "else printf '%s\\tmissing\\t\\n' \"$p\"; fi; done")
 
     def process(self, output: list[str]) -> dict[str, PathKind]:
-        return parse_path_kinds(output)
+        out: dict[str, PathKind] = {}
+        for line in output:  # <path>\t<kind>\t<link target>
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 2 or parts[1] not in ("link", "dir", "file", "missing"):
+                continue
+            out[parts[0]] = PathKind(parts[1], parts[2] if len(parts) > 2 else "")
+        return out

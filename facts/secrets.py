@@ -40,8 +40,6 @@ def parse_secret_file(output: list[str]) -> SecretFileInfo | None:
 
 
 class SecretFile(FactBase):
-    """A secret file's kind, mode, owner and size in non-space characters (never its text)."""
-
     def command(self, path: str) -> str:  # type: ignore[override]
         p = shlex.quote(path)
         return (f"if [ -d {p} ]; then echo folder; elif [ ! -e {p} ]; then echo missing; "

@@ -12,19 +12,13 @@ from pyinfra.api import FactBase
 
 
 class ServerSmoke(FactBase[dict[str, Any] | None]):
-    """
-    Runs the host-side smoke check (read-only) and returns its JSON, or ``None`` when the
-    script is not on the host yet:
-
-    .. code:: python
-
-        {"ok": True, "model": "/models/x.gguf", "completion_tokens": 8, "health_wait_s": 0.0}
-    """
+    """Runs the host-side smoke check (read-only) and returns its JSON (``ok``, ``model``,
+    ``completion_tokens``, ...), or ``None`` when the script is not on the host yet."""
 
     def command(self, script: str, port: int, api_key_file: str | None = None,
                 owner: str = "") -> str:
         """`owner`: hostcheck.py's arguments naming the process that must answer and the
-        model it must list (operations/smoke.py owner_args), already quoted."""
+        model it must list (operations/smoke.py smoke_checked), already quoted."""
         key = f" --api-key-file {shlex.quote(api_key_file)}" if api_key_file else ""
         who = f" {owner}" if owner else ""
         return (f"test -f {shlex.quote(script)} && python3 {shlex.quote(script)} "

@@ -1,27 +1,22 @@
 """
-Facts about what the kit has deployed on a host: its model services and folder listings.
+Facts about what the kit has deployed on a host: its model services.
 """
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
-from pyinfra.api import FactBase
 from pyinfra.facts.files import FileContents
 
 from beekeeper.core.config import SERVICE_NAME_RE as _NAME_RE
 from beekeeper.core.deployed import DeployedService, read_record
 from beekeeper.core.paths import manifest_glob
 
+from . import ListFact
 
-class DeployedServices(FactBase[list[str]]):
+
+class DeployedServices(ListFact[str]):
     """Names of the model services a deploy of the kit left on the host: each has its
     manifest (ServicePaths.manifest, written with its unit)."""
-
-    @staticmethod
-    def default() -> list[str]:  # no output: nothing deployed
-        return []
 
     def command(self) -> str:
         return (f'for f in {manifest_glob()}; do '
@@ -29,21 +24,6 @@ class DeployedServices(FactBase[list[str]]):
 
     def process(self, output: list[str]) -> list[str]:
         return sorted({line.strip() for line in output if _NAME_RE.match(line.strip())})
-
-
-class FolderFiles(FactBase[list[str]]):
-    """Plain file names in a folder (none when it is missing)."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
-
-    def command(self, path: str) -> str:
-        q = shlex.quote(path)
-        return f'[ -d {q} ] && find {q} -mindepth 1 -maxdepth 1 -type f -printf "%f\\n"; true'
-
-    def process(self, output: list[str]) -> list[str]:
-        return sorted(line.strip() for line in output if line.strip())
 
 
 def deployed_manifest(path: str) -> DeployedService | None:

@@ -13,8 +13,6 @@ from pyinfra.api import FactBase
 
 from beekeeper.core.paths import SUPERVISORCTL
 
-# where a CUDA toolkit's nvcc is found without PATH (NVIDIA's packages, the CUDA images)
-NVCC_PLACES = ("/usr/local/cuda/bin/nvcc",)
 BUILD_TOOLS = ("cmake", "c++", "make", "git")
 
 
@@ -64,27 +62,16 @@ def parse_host_tools(lines: list[str]) -> HostToolsInfo:
 
 
 class HostTools(FactBase[HostToolsInfo]):
-    """
-    The host's CUDA toolkit, build tools, python3 and setpriv:
-
-    .. code:: python
-
-        HostToolsInfo(nvcc="/usr/local/cuda/bin/nvcc", nvcc_version="13.0.88",
-                      tools=(("cmake", "/usr/bin/cmake"), ("c++", "/usr/bin/c++"), ...),
-                      python3="/usr/bin/python3", python3_version=(3, 12),
-                      setpriv="/usr/bin/setpriv", apt_lists=0)
-    """
-
     @staticmethod
     def default() -> HostToolsInfo:
         return HostToolsInfo()
 
     def command(self) -> str:
-        places = " ".join(shlex.quote(p) for p in NVCC_PLACES)
         tools = "; ".join(f'echo "tool:{t}=$(command -v {t} || true)"' for t in BUILD_TOOLS)
         return (
-            f"nvcc=$(command -v nvcc || for p in {places}; do [ -x \"$p\" ] && echo \"$p\" "
-            "&& break; done || true); "
+            # nvcc off PATH: where NVIDIA's packages and the CUDA images put it
+            "nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && "
+            "echo /usr/local/cuda/bin/nvcc; } || true); "
             'if [ -n "$nvcc" ]; then echo "nvcc=$nvcc"; '
             'echo "nvcc_release=$("$nvcc" --version 2>/dev/null | grep -o \'release .*\' '
             '| head -n1)"; fi; '
@@ -101,19 +88,9 @@ class HostTools(FactBase[HostToolsInfo]):
         return parse_host_tools(output)
 
 
-def parse_program_states(lines: list[str]) -> dict[str, str]:
-    """`supervisorctl status` lines -> program name: state ("RUNNING", "FATAL", ...)."""
-    rows = (line.split() for line in lines)
-    return {p[0]: p[1] for p in rows if len(p) >= 2 and re.match(r"^[A-Z]+$", p[1])}
-
-
 class SupervisorPrograms(FactBase[dict[str, str] | None]):
     """The kit's supervisord and its programs: None when it does not answer (not installed
     or not running), else each program's state (`supervisorctl status`)."""
-
-    @staticmethod
-    def default() -> dict[str, str] | None:
-        return None
 
     def command(self) -> str:
         ctl = shlex.quote(SUPERVISORCTL)
@@ -124,7 +101,8 @@ class SupervisorPrograms(FactBase[dict[str, str] | None]):
     def process(self, output: list[str]) -> dict[str, str] | None:
         if not output or output[0].strip() != "supervisord=up":
             return None
-        return parse_program_states(output[1:])
+        rows = (line.split() for line in output[1:])  # program state ("RUNNING", "FATAL")
+        return {p[0]: p[1] for p in rows if len(p) >= 2 and re.match(r"^[A-Z]+$", p[1])}
 
 
 class OthersCannotRead(FactBase[str]):

@@ -43,16 +43,6 @@ def parse_fs_of(lines: list[str]) -> FsInfo | None:
 
 
 class FsOf(FactBase[FsInfo | None]):
-    """
-    Returns the file system of ``path``'s nearest existing folder (``path`` itself where it
-    exists), or None where the host tells nothing:
-
-    .. code:: python
-
-        FsInfo(existing="/workspace", fstype="fuse", target="/workspace")
-        FsInfo(existing="/", fstype="overlay", target="/")
-    """
-
     def command(self, path: str) -> str:
         q = shlex.quote(path)
         return (f'p={q}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '

@@ -4,8 +4,6 @@ apt operations beyond pyinfra's: package holds, and which packages are missing.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.deb import DebPackages
@@ -13,14 +11,7 @@ from pyinfra.facts.deb import DebPackages
 from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.host import AptHolds
 
-q = shlex.quote
-
-
-def recorded(names: str) -> str:
-    """The shell that appends `names` (words, or a variable's expansion) to the kit's
-    record of the holds it set (HOLDS_RECORD), one a line."""
-    return (f"mkdir -p {q(HOLDS_RECORD.rsplit('/', 1)[0])} && "
-            f"printf '%s\\n' {names} >> {q(HOLDS_RECORD)}")
+from .shell import q
 
 
 @operation()
@@ -34,7 +25,8 @@ def held(packages: list[str]):
         host.noop(f"{', '.join(packages)} already held")
         return
     names = " ".join(q(p) for p in missing)
-    yield f"apt-mark hold {names} && {recorded(names)}"
+    yield (f"apt-mark hold {names} && mkdir -p {q(HOLDS_RECORD.rsplit('/', 1)[0])} && "
+           f"printf '%s\\n' {names} >> {q(HOLDS_RECORD)}")
 
 def missing_packages(specs: list[str]) -> list[str]:
     """Of `name` or `name=version` specs, those not installed (at that version)."""

@@ -17,9 +17,6 @@ from beekeeper.facts.lifecycle import component_mark
 def source_reused(path: str, signed_by: str | None):
     """
     Use an apt source for the repository that the host already has.
-
-    + path: the source file found
-    + signed_by: the keyring it names
     """
     host.noop(f"{path} already provides this repository (signed by {signed_by or 'apt'})")
     yield from ()  # an operation is a generator

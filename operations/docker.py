@@ -4,8 +4,6 @@ Docker operations: build, preload and prune server images on the host.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.operations import files
@@ -13,9 +11,7 @@ from pyinfra.operations import files
 from beekeeper.facts.docker import DockerImageId, ImageTags
 
 from .proxy import proxy_build
-from .shell import StreamedCommand, with_heartbeat
-
-q = shlex.quote
+from .shell import StreamedCommand, q, with_heartbeat
 
 
 @operation()
@@ -25,11 +21,8 @@ def image_built(tag: str, dockerfile: str, context_dir: str, log_path: str, jobs
     Build a Docker image on the host, unless the tag exists.
 
     + tag: image tag; it encodes every build input, so an existing tag is up to date
-    + dockerfile: the rendered Dockerfile on the host
     + context_dir: the build context: the server's source tree on the host
-    + log_path: where the build output goes; a line every 30 s says it is alive
     + jobs: parallel compile jobs (the Dockerfile's BUILD_JOBS argument; not in the tag)
-    + proxy_vars: the proxy variables /etc/environment sets, passed to the build by name
     """
     if host.get_fact(DockerImageId, tag=tag):
         host.noop(f"image {tag} is already built")
@@ -45,7 +38,6 @@ def image_preloaded(image: str, local_tar: str, remote_dir: str):
     Load a base image saved on the controller into the host's engine, unless present.
     For hosts that cannot pull from a registry (air-gapped hosts, the sandbox).
 
-    + image: the image name the Dockerfile refers to
     + local_tar: `docker save` archive on the controller
     + remote_dir: folder on the host for the upload (the archive is removed after load)
     """
@@ -61,10 +53,6 @@ def images_pruned(repo: str, keep: list[str], newest: int = 2):
     """
     Remove server images beyond the newest `newest` ones, never one in `keep` (the image the
     unit runs and the one its rollback copy runs).
-
-    + repo: image repository, e.g. beekeeper/llama-server
-    + keep: tags that must stay
-    + newest: how many of the newest tags stay
     """
     tags = host.get_fact(ImageTags, repo=repo)
     stale = [t for t in tags[newest:] if t not in keep]

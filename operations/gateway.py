@@ -5,19 +5,15 @@ files, stale key files pruned, and the wait after a change (rolled back if it fa
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import Sha1File
 
 from beekeeper.core.gateway import PATHS as GP  # the gateway's host files
 from beekeeper.core.paths import prev
-from beekeeper.facts.services import FolderFiles
+from beekeeper.facts.lifecycle import FileSizes
 
-from .shell import StreamedCommand
-
-q = shlex.quote
+from .shell import StreamedCommand, q
 
 
 @operation()
@@ -26,10 +22,6 @@ def config_installed(staged: str, dest: str, expected_sha1: str):
     Put a staged HAProxy config in place once `haproxy -c` accepts it, keeping the one it
     replaces as `<dest>.prev` (gateway_checked puts that back when the new one does not
     serve); no change when the config in place is already the wanted one.
-
-    + staged: the new config on the host
-    + dest: the config HAProxy runs
-    + expected_sha1: sha1 of the wanted config
     """
     if host.get_fact(Sha1File, path=dest) == expected_sha1:
         host.noop(f"{dest} is up to date")
@@ -47,9 +39,7 @@ def keys_map_built(map_path: str, entries: list[tuple[str, str]], expected_sha1:
     Build HAProxy's map `<backend> <key>` (root-only) on the host from root-only key files,
     so no key is on a command line or in pyinfra's output.
 
-    + map_path: the map file to write (mode 0600)
     + entries: (backend name, key file on the host) pairs
-    + expected_sha1: sha1 of the wanted map (computed on the controller)
     """
     if host.get_fact(Sha1File, path=map_path) == expected_sha1:
         host.noop(f"{map_path} is up to date")
@@ -64,10 +54,8 @@ def keys_map_built(map_path: str, entries: list[tuple[str, str]], expected_sha1:
 def files_pruned(folder: str, keep: list[str]):
     """
     Remove the files of a folder the kit owns that this deploy no longer writes.
-
-    + keep: file names that stay
     """
-    stale = [f for f in host.get_fact(FolderFiles, path=folder) if f not in keep]
+    stale = [f for f in sorted(host.get_fact(FileSizes, path=folder).keys()) if f not in keep]
     if not stale:
         host.noop(f"nothing stale in {folder}")
         return
@@ -82,8 +70,6 @@ def gateway_checked(address: str, port: int, after_change: bool, summary: str):
     (`<config>.prev`, kept by config_installed) and restart on it, so the gateway that
     worked before the deploy goes on working, and fail.
 
-    + address, port: where the gateway listens
-    + after_change: whether this run changed the gateway
     + summary: the last line: what the gateway routes
     """
     if not after_change:

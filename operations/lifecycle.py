@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 
 from pyinfra import host
@@ -25,9 +24,7 @@ from beekeeper.facts.lifecycle import (
     component_mark,
 )
 
-from .shell import StreamedCommand
-
-q = shlex.quote
+from .shell import StreamedCommand, q
 
 
 def mib(kib: int) -> str:
@@ -35,18 +32,14 @@ def mib(kib: int) -> str:
 
 
 def freed_line(what: str, kib: int) -> str:
-    """The line a removal ends with: what went, and the disk it freed."""
     return f"echo {q(f'beekeeper: removed {what}: {mib(kib)} freed')}"
 
 
 @operation()
 def entries_pruned(folder: str, keep: list[str], what: str):
     """
-    Remove the entries of a folder the kit owns that no kept artifact needs.
-
-    + folder: the folder (its entries are read with their sizes)
-    + keep: entry names that stay
-    + what: what the entries are, for the last line ("native builds")
+    Remove the entries of a folder the kit owns that no kept artifact needs; `what` names
+    them in the last line ("native builds").
     """
     stale = [e for e in host.get_fact(FolderEntries, path=folder) if e.name not in keep]
     if not stale:
@@ -61,9 +54,8 @@ def entries_pruned(folder: str, keep: list[str], what: str):
 @operation()
 def paths_removed(paths: list[str], what: str):
     """
-    Remove files and folders the kit made, those that are there.
-
-    + what: what they are, for the last line
+    Remove files and folders the kit made, those that are there; `what` names them in
+    the last line.
     """
     present = host.get_fact(PresentPaths, paths=paths)
     if not present:
@@ -128,8 +120,6 @@ def unit_removed(unit_name: str, unit_path: str, dropin_dir: str):
     """
     Stop, disable and remove a systemd unit the kit wrote (and its rollback copy); its
     drop-in folder goes when empty (files there are yours).
-
-    + unit_name, unit_path: the unit
     """
     if not host.get_fact(PresentPaths, paths=[unit_path, prev(unit_path)]):
         host.noop(f"{unit_name} is not installed")
@@ -142,8 +132,6 @@ def unit_removed(unit_name: str, unit_path: str, dropin_dir: str):
 def images_removed(repo: str):
     """
     Remove every image of the kit's repository (the server images it built).
-
-    + repo: image repository, e.g. beekeeper/llama-server
     """
     tags = host.get_fact(ImageTags, repo=repo)
     if not tags:
@@ -213,8 +201,6 @@ def left_in_place(why: str):
 def account_removed(account: str):
     """
     Remove a system user and its group that the kit created.
-
-    + account: the user's (and its group's) name
     """
     user = account in (host.get_fact(Users) or {})
     group = account in (host.get_fact(Groups) or [])
@@ -246,8 +232,6 @@ def components_reverted(component: str, files: list[str]):
     """
     Remove an archive area (Debian's contrib) from the sources files the kit added it to,
     by the record line it left in each (facts/lifecycle.py COMPONENT_MARK).
-
-    + files: the files the kit's record names
     """
     if not files:
         host.noop(f"no record of the kit adding Debian's {component} area: sources kept")

@@ -4,17 +4,13 @@ Model operations: place a model file from the controller, or download it on the 
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.operations import files
 
 from beekeeper.facts.gguf import Sha256File, stamp_command
 
-from .shell import StreamedCommand, with_heartbeat
-
-q = shlex.quote
+from .shell import StreamedCommand, q, with_heartbeat
 
 
 @operation()
@@ -23,9 +19,6 @@ def model_placed(dest: str, sha256: str, local_src: str, stamps: str):
     Place a model file from the controller, checked by sha256; skip when the file on
     the host already has the right hash. A mismatch removes the partial file and fails.
 
-    + dest: path of the model on the host
-    + sha256: expected sha256 of the file
-    + local_src: the file on the controller
     + stamps: the folder of sha256 stamps (facts.gguf.Sha256File): a placed file is stamped
     """
     if _already(dest, sha256, stamps):
@@ -54,10 +47,6 @@ def sha256_stamped(path: str, sha256: str, stamps: str):
     Stamp a model file that has the right sha256 but no stamp of itself as it is (hashed
     in this run: a file placed before stamps existed, or yours, touched since): the next
     run reads the stamp instead of hashing the file. Never a reason to restart the server.
-
-    + path: the model file on the host
-    + sha256: the hash it must have
-    + stamps: the folder of sha256 stamps
     """
     got = host.get_fact(Sha256File, path=path, stamps=stamps)
     if got != sha256 or getattr(got, "stamped", True):
@@ -73,7 +62,6 @@ def model_in_place(path: str, sha256: str, stamps: str):
     A model file of yours already on the host (host data `model_host_path`): checked, never
     written, moved or removed. A wrong hash fails (preflight refuses it first).
 
-    + path: the file on the host
     + sha256: its expected sha256 (host data model_sha256)
     + stamps: the folder of sha256 stamps (the stamp is the kit's; the file stays yours)
     """
@@ -91,13 +79,9 @@ def model_downloaded(dest: str, sha256: str, size_bytes: int, endpoint: str, rep
     (resumed after an interruption), check its sha256, then rename it into place; skip when
     the file on the host already has the right hash.
 
-    + dest: path of the model on the host
     + sha256, size_bytes: the pinned file's hash and size (beekeeper.pins)
-    + endpoint: the Hub, or a mirror of it
     + repo, revision, filename: what to download; revision is a commit
-    + fetcher: path of the host-side download script
     + python: interpreter with huggingface-hub on the host
-    + stamps: the folder of sha256 stamps (a downloaded file is stamped)
     + token_file: root-only file with a Hub token on the host, if the repo needs one
     """
     if _already(dest, sha256, stamps):

@@ -28,7 +28,6 @@ def native_built(dest: str, script: str, log_path: str):
 
     + dest: versioned install folder (its name carries every build input)
     + script: the build commands (kit's native build: cmake configure, build, install)
-    + log_path: where the compiler output goes; a line every 30 s says it is alive
     """
     if installed(dest):
         host.noop(f"{dest}: {', '.join(TARGETS)} already built")

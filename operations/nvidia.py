@@ -12,7 +12,7 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
 
 from beekeeper.core.paths import HOLDS_RECORD
-from beekeeper.facts.docker import DockerEngine, GpuInContainer
+from beekeeper.facts.docker import DockerEngine, GpuInContainer, gpu_visible_in_container
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 
 
@@ -56,12 +56,6 @@ def nvidia_runtime_registered():
         host.noop("Docker already knows the nvidia runtime")
         return
     yield "nvidia-ctk runtime configure --runtime=docker"
-
-
-def gpu_visible_in_container(image: str) -> str:
-    """The command that proves the GPU is visible inside a container of `image`."""
-    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
-            "--query-gpu=name,compute_cap --format=csv,noheader")
 
 
 NO_GPU_FIX = ("beekeeper: no GPU inside a container: check the NVIDIA Container Toolkit and "
@@ -154,8 +148,6 @@ def driver_purged(branch: int | None = None):
     """
     Purge the installed NVIDIA driver (host data upgrade_driver) before the kit installs its
     pinned branch: two drivers' packages side by side conflict or split module and libraries.
-
-    + branch: the branch the kit installs next (its lock package, if there, stays)
     """
     if not host.get_fact(LinuxDriverPackages):
         host.noop("no NVIDIA driver packages are installed")
@@ -187,11 +179,9 @@ def driver_installable(packages: list[str], branch: int, older: str, replacing: 
     Debian 12's dkms; stop with the fix where they cannot (docs/hosts-as-you-find-them.md).
 
     + packages: the pinning and driver meta-packages
-    + branch: the branch they lock to
     + older: the way with an older branch, as preflight's rule allows it for cuda_version
       (tasks/driver_preflight.older_branch_advice: never a branch below 580 for CUDA 13)
-    + replacing: the driver installed now is purged first (upgrade_driver): apt is asked
-      with its packages removed, as they will be
+    + replacing: the driver installed now is purged first (upgrade_driver)
     """
     if not replacing and all(p in host.get_fact(LinuxDriverPackages) for p in packages):
         host.noop("the driver packages are installed")
@@ -199,9 +189,8 @@ def driver_installable(packages: list[str], branch: int, older: str, replacing: 
     fix = (f"beekeeper: NVIDIA's branch {branch} driver packages cannot be installed on "
            "Debian 12 (apt says why above; the dkms Debian 12 ships is 3.0.10 and "
            f"bookworm-backports has no newer one): {older}; or use Debian 13, or install the "
-           "driver yourself; the driver and "
-           "the boot were not touched (NVIDIA's repository and Debian's contrib area were "
-           "added, and Docker's engine where the host had none)")
+           "driver yourself; the driver and the boot were not touched (NVIDIA's repository "
+           "and Debian's contrib area were added, and Docker's engine where the host had none)")
     yield StringCommand(installable_command(packages[0], packages[1:], fix,
                                             replacing=branch if replacing else None))
 

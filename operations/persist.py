@@ -6,7 +6,6 @@ end of an unsupervised server of the kit's (one a killed supervisord left).
 from __future__ import annotations
 
 import posixpath
-import shlex
 
 from pyinfra import host
 from pyinfra.api import operation
@@ -15,7 +14,7 @@ from pyinfra.api.exceptions import OperationError
 from beekeeper.core.paths import NATIVE_PREFIX
 from beekeeper.facts.persist import PathKinds
 
-q = shlex.quote
+from .shell import q
 
 
 @operation()
@@ -72,8 +71,6 @@ def unsupervised_ended(pids: list[int]):
     End each server of the kit's that answers on a service's port with no supervisor of
     the kit's (preflight found it: user beekeeper, the kit's binary), so the service's own
     can take the port: TERM, then KILL after 10 s. A pid no longer the kit's is left alone.
-
-    + pids: the unsupervised servers preflight found on the services' ports
     """
     if not pids:
         host.noop("no unsupervised server of the kit's on a service's port")
@@ -92,8 +89,6 @@ def kit_folder(path: str, mode: str = "0755"):
     """
     One of the kit's own folders there: a folder, or on a GPU pod a link to its folder on
     the persistent root (pyinfra's files.directory refuses a link where a folder is asked).
-
-    + mode: its mode where the kit makes it
     """
     now = host.get_fact(PathKinds, paths=[path]).get(path)
     if now is not None and now.kind in ("dir", "link"):

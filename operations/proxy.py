@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import shlex
 
-ENVIRONMENT = "/etc/environment"
 
-
-def proxy_build(names: tuple[str, ...], environment: str = ENVIRONMENT) -> tuple[str, str]:
+def proxy_build(names: tuple[str, ...], environment: str = "/etc/environment") -> tuple[str, str]:
     """(shell prefix, build arguments) that hand the host's proxy variables to `docker build`.
 
     The prefix exports the proxy lines of /etc/environment into the docker CLI's own

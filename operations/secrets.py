@@ -6,14 +6,13 @@ no key is on a command line or in pyinfra's output.
 from __future__ import annotations
 
 import hashlib
-import shlex
 from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import File, Sha1File
 
-q = shlex.quote
+from .shell import q
 
 
 def sha1_text(text: str) -> str:
@@ -39,9 +38,6 @@ def secret_file(dest: str, sha1: str):
     """
     Write stdin to a root-only file (0600), through a root-only temporary file beside it.
     Called by `put_secret`, which gives the content as `_stdin`.
-
-    + dest: the file on the host
-    + sha1: sha1 of the wanted content (computed on the controller)
     """
     info = host.get_fact(File, path=dest)
     if (host.get_fact(Sha1File, path=dest) == sha1 and info and info.get("mode") == 600
@@ -65,13 +61,7 @@ def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
                     quoted: bool = False):
     """
     Write `VAR=<key>` to a root-only env file on the host, built there from the root-only
-    key file, so the key is on no command line and in no pyinfra output.
-
-    + key_path: root-only file on the host holding the key
-    + env_path: env file to write (mode 0600)
-    + expected_sha1: sha1 of the env file's wanted content (computed on the controller)
-    + var: variable name, e.g. LLAMA_API_KEY
-    + quoted: `VAR='<key>'`, which compose reads literally (it interpolates `$` otherwise)
+    key file, so the key is on no command line and in no pyinfra output (env_line: `quoted`).
     """
     if host.get_fact(Sha1File, path=env_path) == expected_sha1:
         host.noop(f"{env_path} is up to date")

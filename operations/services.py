@@ -5,8 +5,6 @@ rollback copy, manifest), keeping its model.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import operation
 
@@ -14,9 +12,7 @@ from beekeeper.core.paths import SUPERVISORCTL, ServicePaths, prev
 from beekeeper.facts.services import DeployedServices
 
 from .lifecycle import unit_removal
-from .shell import StreamedCommand
-
-q = shlex.quote
+from .shell import StreamedCommand, q
 
 
 def removal_script(name: str) -> str:
@@ -41,8 +37,8 @@ def removal_script(name: str) -> str:
 @operation()
 def service_removed(service: str):
     """
-    Stop and remove a model service the kit deployed (unit, env file, key, container,
-    rollback copy, manifest); its model file is kept. No change when it is not there.
+    Stop and remove a model service the kit deployed, keeping its model file. No change
+    when it is not there.
 
     + service: the service's name (beekeeper-<service>.service)
     """

@@ -5,8 +5,6 @@ server fails.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import operation
 
@@ -14,19 +12,7 @@ from beekeeper.core.paths import ServicePaths, bracketed, hostside_script
 from beekeeper.core.runtime import Runtime
 from beekeeper.hostside import rollback_command
 
-from .shell import StreamedCommand
-
-q = shlex.quote
-
-
-def serving(profile: str, bind_address: str, port: int) -> str:
-    return f"{profile} on {bracketed(bind_address)}:{port}"
-
-def owner_args(paths: ServicePaths, runtime: Runtime, model: str) -> str:
-    """hostcheck.py's arguments that say which process must answer on the port (the
-    runtime's: the supervisord program, the unit, or the unit's container) and which model
-    it must list: a server the kit did not start never passes the gate."""
-    return " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model])
+from .shell import StreamedCommand, q
 
 
 @operation()
@@ -39,11 +25,9 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     is rolled back to the previous unit (hostside/rollback.py --restore). The last line says
     which server is serving.
 
-    + port: the server's port on the host
     + paths: the service's host files (its unit's log is shown when a check fails)
     + timeout_s: deadline for /health to answer 200
     + after_change: whether an earlier operation of this run changes the service
-    + api_key_file: the key on the host, when the server wants one
     + profile, bind_address: what this deploy serves, for the last line
     + runtime: what runs the server (HostFacts.runtime: the process that must answer, and
       where its log is)
@@ -52,8 +36,10 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     from beekeeper.facts.server import ServerSmoke
 
     script = hostside_script("hostcheck.py")
-    now = serving(profile, bind_address, port)
-    owner = owner_args(paths, runtime, model or profile)
+    now = f"{profile} on {bracketed(bind_address)}:{port}"
+    # the process that must answer on the port (Runtime.owner_args) and the model it must
+    # list: a server the kit did not start never passes the gate
+    owner = " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model or profile])
     if not after_change:
         result = host.get_fact(ServerSmoke, script=script, port=port,
                                api_key_file=api_key_file, owner=owner)

@@ -5,17 +5,14 @@ commit or unpacked from a tarball, each replaced only when what it holds differs
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import operation
 
 from beekeeper.core.paths import LOG_DIR
 from beekeeper.facts.source import SourceTreeId
 
-from .shell import StreamedCommand, with_heartbeat
+from .shell import StreamedCommand, q, with_heartbeat
 
-q = shlex.quote
 # The image build sends the tree to the engine; git's own folder is not needed there.
 DOCKERIGNORE = ".git\n"
 
@@ -26,7 +23,6 @@ def git_fetched(url: str, commit: str, dest: str):
     Check out `commit` of the repository at `url` into `dest` (a shallow fetch by full
     commit hash, as GitHub allows), unless `git rev-parse HEAD` there already says it.
 
-    + commit: 40-hex commit hash
     + dest: folder on the host (replaced only once the new checkout is verified)
     """
     if host.get_fact(SourceTreeId, path=dest) == commit:

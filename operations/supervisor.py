@@ -5,8 +5,6 @@ service) started, or restarted when its inputs changed.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import operation
 
@@ -15,7 +13,8 @@ from beekeeper.core.paths import SUPERVISORCTL, SUPERVISORD
 from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.facts.toolchain import SupervisorPrograms
 
-q = shlex.quote
+from .shell import q
+
 CTL = q(SUPERVISORCTL)
 
 
@@ -47,7 +46,6 @@ def program_running(program: str, conf_changed: bool, restarted: bool):
     is read (`update` starts a new program and restarts a changed one); inputs that changed
     outside it (a replaced model) restart it; a stopped or failed one is started.
 
-    + program: the supervisord program (beekeeper-<service>)
     + conf_changed: whether this run writes its program file
     + restarted: whether an input of the server changed in this run
     """
@@ -71,8 +69,6 @@ def supervisord_removed(paths: list[str]):
     """
     The kit's supervisord stopped (its programs with it) and its files removed: the
     package, the launchers, the socket and pid file. No change where none of it is there.
-
-    + paths: the kit's supervisor files and folders (launchers, package folder, socket)
     """
     running = host.get_fact(SupervisorPrograms) is not None
     present = host.get_fact(PresentPaths, paths=paths)

@@ -103,7 +103,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "BuildResources": Resources(cpus=16, mem_total_bytes=64 * 2**30, machine="x86_64",
                                 cpu_flags=frozenset("sse4_2 avx avx2 fma f16c bmi2 avx512f"
                                                     .split())),
-    "DeployedServices": [], "FolderFiles": [], "FolderEntries": [],  # empty kit folders
+    "DeployedServices": [], "FileSizes": {}, "FolderEntries": [],  # empty kit folders
     "SecureBoot": None, "NvidiaKernelModule": None, "WslSettings": None,  # read: unknown
     "DiskOf": None, "DebianComponents": [], "ProxyVars": (),  # unknown; none; no proxy
     "PciListing": (),  # no NVIDIA function on PCI (WSL2): see PCI_FACTS below
@@ -136,7 +136,7 @@ def port_owners(*owners: PortOwner, supervisord: int | None = None) -> PortOwner
                           native_prefix_real="/opt/beekeeper/llama-server")
 
 
-# What PCI_NVIDIA_COMMAND prints (facts/gpu.py): `<class> <device>` of each NVIDIA PCI
+# What PciNvidiaDevices' command prints (facts/gpu.py): `<class> <device>` of each NVIDIA PCI
 # function, as sysfs spells them. A case gives this listing as the fact "PciListing", and
 # both PCI facts are the real facts' parse of it (one command on the host), so a case cannot
 # say "one GPU" with no device id, or ids that are not GPUs.
