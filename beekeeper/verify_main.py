@@ -54,7 +54,6 @@ def _shown(text: str, limit: int = 60) -> str:
 
 def whole(what: str, example: str, low: int = 1, high: int | None = None
           ) -> Callable[[str], int]:
-    """An argparse type: a whole number from `low` (to `high`), else one line saying so."""
     def parse(text: str) -> int:
         try:
             value = int(text.strip().replace("_", ""))
@@ -272,13 +271,8 @@ NOT_FORWARDED = {"--out", "--host-label", "--api-key-file", "--direct-api-key-fi
 
 
 def add_verify_options(ap: argparse.ArgumentParser) -> None:
-    """`OPTIONS`, on `beekeeper verify`'s parser or this entry point's."""
     for flag, kw in OPTIONS:
         ap.add_argument(flag, **kw)
-
-
-def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
 
 
 def forwarded(args: argparse.Namespace) -> list[str]:
@@ -286,7 +280,7 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     point, but `NOT_FORWARDED`."""
     out: list[str] = []
     for flag, kw in OPTIONS:
-        value = getattr(args, _dest(flag), None)
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
         if flag in NOT_FORWARDED or value is None or value is False:
             continue
         if flag == "--direct-url" and secret_url(value):
@@ -298,7 +292,6 @@ def forwarded(args: argparse.Namespace) -> list[str]:
 
 
 def usage_error(args: argparse.Namespace) -> str | None:
-    """One line saying what to add or change, for options that cannot work together."""
     try:  # as the suites run it: `all,gateway` is every suite and the gateway's
         args.suite = ",".join(suite_names(args.suite))
     except ValueError as e:
@@ -369,7 +362,6 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
 
 
 def local_manifest(service: str) -> str | None:
-    """This machine's deployed.json of `service` (readable by anyone), or None."""
     try:
         return Path(ServicePaths(service).manifest).read_text()
     except OSError:
@@ -377,8 +369,6 @@ def local_manifest(service: str) -> str | None:
 
 
 def profile_of(args: argparse.Namespace) -> Profile:
-    """The profile named, at the server's context and slots where --ctx-size or --slots
-    says they differ."""
     profile = PROFILES[args.profile]
     slots = getattr(args, "slots", None)
     if not args.ctx_size and not slots:
@@ -387,8 +377,6 @@ def profile_of(args: argparse.Namespace) -> Profile:
 
 
 def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
-    """The suites' sizes: the profile's, with --decode-ctx, --decode-out, --ttft-tokens and
-    --ttft-requests applied."""
     from beekeeper.verify.suites import Sizes
 
     sizes = Sizes.for_profile(profile, args.quick)
@@ -406,7 +394,6 @@ def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
 
 
 def hand_started(args: argparse.Namespace) -> Any:
-    """--llama-bench / --engine-image / --model: a server the user started, or None."""
     from beekeeper.verify.suites import HandStarted
 
     if not (args.llama_bench or args.engine_image):
@@ -433,7 +420,7 @@ class Keys:
     @classmethod
     def from_files(cls, args: argparse.Namespace) -> Keys:
         """The keys --api-key-file and --direct-api-key-file name; without --api-key-file,
-        the deployed server's own (`controller_deployed_key`)."""
+        the deployed server's own."""
         def read(path: str | None) -> str | None:
             try:
                 return Path(path).read_text().strip() if path else None
@@ -442,13 +429,13 @@ class Keys:
 
         direct_url = getattr(args, "direct_url", None)
         api = read(args.api_key_file)
-        if args.api_key_file is None:  # the key the deploy stored beside deployed.json
+        if args.api_key_file is None:
             api = controller_deployed_key(args)
         return cls(api, read(args.direct_api_key_file),
                    direct_url if secret_url(direct_url) else None)
 
     def to_stdin(self) -> bytes | None:
-        """What `--keys-on-stdin` reads (None: no key, nothing to send)."""
+        """What `--keys-on-stdin` reads (None: nothing to send)."""
         if self.api is None and self.direct is None and self.direct_url is None:
             return None
         sent = {"api": self.api, "direct": self.direct}

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from beekeeper.core.profiles import REFERENCE_CARD, Expected
+from beekeeper.core.profiles import Expected
 
 from .client import RequestRecord
-from .engine import EngineBaseline
+from .engine import EngineBaseline, bench_key
 from .metrics import PERCENTILE_METHOD, spread
 from .results import DecodeResult, EngineRun, LoadResult, NiahResult, TtftResult
 from .settle import HostLoad, Settled
@@ -105,7 +105,7 @@ def engine_spreads(engine: EngineBaseline | None) -> list[Spread]:
     tests = [*engine.decode, *([engine.prefill] if engine.prefill else [])]
     out = []
     for t in tests:
-        key = f"prefill@{t.n_prompt}" if t.n_gen == 0 else f"decode@{t.n_depth}"
+        key = bench_key(t)
         got = engine.settle.get(key)
         out.append(Spread(f"llama-bench {key}" if got else "llama-bench", t.avg_tok_s,
                           t.stddev_tok_s, "tok/s", n_repeats=len(t.samples_s) or None,
@@ -165,16 +165,13 @@ def repeats_line(spreads: Sequence[Spread]) -> str:
     return f"; repeats: {', '.join(parts)}" if parts else ""
 
 
-def _why_no_served(error: str | None) -> str:
-    return f"no served figure: {error}" if error else "no served figure"
-
-
 def _ratio(served: float | None, engine: float | None, where: str, what: str,
            served_error: str | None, engine_why_not: str | None) -> float | Verdict:
     """served / engine, or the verdict without one: FAIL with no served figure, SKIP with
     no engine baseline."""
     if served is None:
-        return Verdict("FAIL", f"{_why_no_served(served_error)} at {where}")
+        why = f"no served figure: {served_error}" if served_error else "no served figure"
+        return Verdict("FAIL", f"{why} at {where}")
     if engine is None:
         return Verdict("SKIP", f"{what} at {where}; no engine baseline "
                        f"({engine_why_not or 'add --suite engine'}), so no expectation")
@@ -220,14 +217,10 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
                    f"{figures}: ratio {ratio:.3f}, needs <= {ceiling}", ratio)
 
 
-def is_reference_card(card: str | None, reference: str = REFERENCE_CARD) -> bool:
-    return bool(card) and reference.lower() in (card or "").lower()
-
-
 def _reference(text: str, expected: Expected, card: str | None, ok: bool, needs: str,
                ratio: float | None = None, elsewhere: str = "") -> Verdict:
     """The seed study's absolute figure: a check on the reference card, else information."""
-    if not is_reference_card(card, expected.reference_card):
+    if not card or expected.reference_card.lower() not in card.lower():
         return Verdict("INFO", f"{text}; information only on {card or 'an unknown card'}"
                        f"{elsewhere}", ratio)
     return Verdict("PASS" if ok else "FAIL", f"{text}; needs {needs} on this card", ratio)

@@ -118,7 +118,6 @@ class Report:
 
     @property
     def coverage(self) -> Coverage:
-        """What the run judged of the requested areas: its word and exit status."""
         return coverage(self.checks, self.requested or [])
 
     def verdict_json(self) -> dict[str, Any]:
@@ -149,7 +148,7 @@ def summary_line(report: Report) -> str:
 
 
 def verdict_sentence(report: Report) -> str:
-    """The plain sentence that opens the summary (issue 43): `coverage`'s verdict in words
+    """The plain sentence that opens the summary: `coverage`'s verdict in words
     (docs/verify.md, "What the summary says")."""
     cov = report.coverage
     if cov.failed:
@@ -534,21 +533,18 @@ figure{{margin:1em 0}}svg{{max-width:100%;height:auto}}</style></head><body>
 
 
 def render_from_json(folder: Path) -> None:
-    """Write report.md and report.html again from the folder's report.json."""
     data = json.loads((folder / "report.json").read_text())
     (folder / "report.md").write_text(markdown(data))
     (folder / "report.html").write_text(page(data))
 
 
 def write_reports(report: Report, folder: Path) -> None:
-    """report.json, then report.md and report.html drawn from it."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     render_from_json(folder)
 
 
 def print_checks(report: Report) -> None:
-    """The verdict in one plain sentence (`verdict_sentence`), then each check's line."""
     print(verdict_sentence(report), flush=True)
     for c in report.checks:
         print(f"  {c.line()}", flush=True)
@@ -590,10 +586,6 @@ def load_report(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
         raise VerifyError(f"{file}: no `checks` list: not a report.json that verify wrote")
     return data
-
-
-def _status(v: str | None) -> str:
-    return "-" if v is None else v
 
 
 # each headline figure: (higher is better, B's word when better, B's word when worse)
@@ -643,5 +635,5 @@ def compare(a_path: Path, b_path: Path) -> str:
     lines += ["", "| check | A | B |", "|---|---|---|"]
     for name, (x, y) in rows.items():
         mark = " (changed)" if x != y else ""
-        lines.append(f"| {name}{mark} | {_status(x)} | {_status(y)} |")
+        lines.append(f"| {name}{mark} | {'-' if x is None else x} | {'-' if y is None else y} |")
     return "\n".join(lines) + "\n"
