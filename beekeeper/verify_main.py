@@ -48,41 +48,36 @@ SUITE_HELP = (f"comma list of {','.join(SUITES)} or all (engine: llama-bench on 
               "overhead against --direct-url)")
 
 def _shown(text: str, limit: int = 60) -> str:
-    """A value as a usage error quotes it: its repr, cut after `limit` characters."""
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _argtype(what: str, read: Callable[[str], Any], fits: Callable[[Any], bool],
+             give: str) -> Callable[[str], Any]:
+    """An argparse type: `read(text)` where it `fits`, else one line saying what to give."""
+    def parse(text: str) -> Any:
+        try:
+            value = read(text)
+        except ValueError:
+            value = None
+        if value is None or not fits(value):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {what}: give {give}")
+        return value
+    parse.__name__ = what
+    return parse
 
 
 def whole(what: str, example: str, low: int = 1, high: int | None = None
           ) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip().replace("_", ""))
-        except ValueError:
-            value = None
-        if value is None or value < low or (high is not None and value > high):
-            span = f"from {low} to {high}" if high is not None else f"of {low} or more"
-            raise argparse.ArgumentTypeError(
-                f"{_shown(text)} is not {what}: give a whole number {span}, e.g. {example}")
-        return value
-    parse.__name__ = what
-    return parse
+    span = f"from {low} to {high}" if high is not None else f"of {low} or more"
+    return _argtype(what, lambda t: int(t.strip().replace("_", "")),
+                    lambda v: low <= v and (high is None or v <= high),
+                    f"a whole number {span}, e.g. {example}")
 
 
 def amount(what: str, example: str, zero: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number above 0 (or 0 and above with `zero`); nan, inf
-    and negative numbers are refused in one line."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-            raise argparse.ArgumentTypeError(
-                f"{_shown(text)} is not {what}: give a number "
-                f"{'of 0 or more' if zero else 'above 0'}, e.g. {example}")
-        return value
-    parse.__name__ = what
-    return parse
+    """A finite number above 0 (or 0 and above with `zero`): nan, inf and negatives refused."""
+    return _argtype(what, float, lambda v: math.isfinite(v) and (v > 0 or (zero and v == 0)),
+                    f"a number {'of 0 or more' if zero else 'above 0'}, e.g. {example}")
 
 
 def profile_name(text: str) -> str:

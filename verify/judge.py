@@ -130,6 +130,7 @@ def too_noisy(spreads: Sequence[Spread]) -> Spread | None:
 BUSY = "the host was busy ("  # how a check not judged on load begins (coverage reads it)
 UNSETTLED = "the figures did not settle ("  # not judged on spread, the host quiet or unknown
 NOT_JUDGED = (BUSY, UNSETTLED)
+NO_BASELINE = "no engine baseline ("  # a served figure without llama-bench's (report reads it)
 
 
 def _not_judged(spreads: Sequence[Spread], figures: str, ratio: float) -> Verdict | None:
@@ -173,8 +174,8 @@ def _ratio(served: float | None, engine: float | None, where: str, what: str,
         why = f"no served figure: {served_error}" if served_error else "no served figure"
         return Verdict("FAIL", f"{why} at {where}")
     if engine is None:
-        return Verdict("SKIP", f"{what} at {where}; no engine baseline "
-                       f"({engine_why_not or 'add --suite engine'}), so no expectation")
+        return Verdict("SKIP", f"{what} at {where}; {NO_BASELINE}"
+                       f"{engine_why_not or 'add --suite engine'}), so no expectation")
     return served / engine
 
 
@@ -449,8 +450,6 @@ def vram_checks(vr: VramResult, engine: EngineBaseline | None, budget_mib: float
                   v.detail + (f"; {vr.achieved_hz:.0f} Hz sampling" if vr.achieved_hz else ""))]
 
 
-# What a run judged: the summary line and the exit status say it (issue 25).
-
 EXIT_PASSED = 0  # no check failed and every requested decode/TTFT/NIAH/VRAM check was judged
 EXIT_FAILED = 1  # a check failed
 EXIT_NOT_JUDGED = 3  # nothing failed, but a requested one of them was not judged (SKIP/INFO)
@@ -492,10 +491,6 @@ class Coverage:
         return f"{lead}not judged: {missing}; judged: {judged}"
 
 
-def _area_verdicts(checks: list[Check], area: str) -> list[Check]:
-    return [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])]
-
-
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     """`requested`: the suites the user named. An area is judged when one of its verdict
     checks is PASS or FAIL, unless one was not judged on noise: a quiet depth or the
@@ -504,7 +499,7 @@ def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     for area in AREAS:
         if area not in requested:
             continue
-        mine = _area_verdicts(checks, area)
+        mine = [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])]
         busy = next((c for c in mine if c.status == "SKIP"
                      and c.detail.startswith(NOT_JUDGED)), None)
         if busy is not None:
