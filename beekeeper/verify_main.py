@@ -438,8 +438,6 @@ class Keys:
                           else sent).encode()
 
 
-# what to do when the key the deploy stored cannot be read here
-KEY_FIX = "run verify as root (sudo), or give the key with --api-key-file"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -472,7 +470,8 @@ def read_deployed_key(service: str) -> str | None:
         return None
     except OSError as e:
         raise VerifyError(f"the deployed server's API key {path} could not be read "
-                          f"({e.strerror}: it is root-only): {KEY_FIX}") from None
+                          f"({e.strerror}: it is root-only): run verify as root (sudo), or "
+                          "give the key with --api-key-file") from None
     return key or None
 
 
@@ -580,7 +579,7 @@ def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
                 profile: Profile, shell: Any, keys: Keys, budget_gib: float | None,
                 where: Any) -> int:
     from beekeeper.verify.report import INVOCATION, Invocation
-    from beekeeper.verify.suites import run_suites, verdict
+    from beekeeper.verify.suites import run_suites
 
     typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
     with ExitStack() as stack:
@@ -595,7 +594,7 @@ def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
                             sizes=sizes_of(args, profile), shell=shell,
                             engine_gpu=args.engine_gpu, service=args.service, direct=direct,
                             budget_gib=budget_gib, hand=hand_started(args), where=where)
-    return verdict(report, names, profile).exit_status
+    return report.coverage.exit_status
 
 
 def use_checkout_verify() -> None:

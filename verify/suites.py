@@ -29,7 +29,7 @@ from .engine import (
     measure as measure_engine,
     user_engine,
 )
-from .judge import Check, Coverage, coverage
+from .judge import Check
 from .report import Report, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
 from .settle import (
@@ -401,22 +401,14 @@ def _card(card: str | None, engine: EngineRun, shell: Shell | None, profile: Pro
         return card
     if engine.baseline is not None and engine.baseline.gpu_name:
         return engine.baseline.gpu_name
-    if shell is not None:
-        gpus = host_gpus(shell)
-        if gpus:
-            return gpus[0][0]
-    return None
+    gpus = host_gpus(shell) if shell is not None else []
+    return gpus[0][0] if gpus else None
 
 
 def judgeable(names: list[str], profile: Profile) -> list[str]:
     """The suites named (`all` included) whose verdict the run owes: VRAM only for a profile
     that uses a GPU (a CPU profile has none to judge, and is not INCOMPLETE for it)."""
     return [n for n in _suite_names(names) if n != "vram" or profile.backend == "cuda"]
-
-
-def verdict(report: Report, names: list[str], profile: Profile) -> Coverage:
-    """The same as the report's own `Report.coverage`, for the suites named."""
-    return coverage(report.checks, judgeable(names, profile))
 
 
 def server_after_engine(where: Locality, url: str, engine: EngineRun) -> Locality:

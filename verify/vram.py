@@ -196,10 +196,9 @@ class VramSampler:
             self.result.skipped = f"skipped: no NVIDIA GPU ({type(e).__name__})"
             return self
         nv, h = self._nvml, self._handle
-        name = nv.nvmlDeviceGetName(h)
-        self.result.gpu_name = name.decode() if isinstance(name, bytes) else name
-        drv = nv.nvmlSystemGetDriverVersion()
-        self.result.driver = drv.decode() if isinstance(drv, bytes) else drv
+        self.result.gpu_name, self.result.driver = (  # bytes from older pynvml
+            x.decode() if isinstance(x, bytes) else x
+            for x in (nv.nvmlDeviceGetName(h), nv.nvmlSystemGetDriverVersion()))
         self.result.total_mib = nv.nvmlDeviceGetMemoryInfo(h).total / 2**20
         used, reserved, measure = memory_used(nv, h)
         self._v2 = measure == USED_ALLOCATED
