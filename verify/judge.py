@@ -276,11 +276,8 @@ def judge_vram(v: VramFigures) -> Verdict:
     prediction are stated beside it."""
     if v.why_not:
         return Verdict("SKIP", v.why_not)
-    parts = []
-    if v.process_peak_mib is not None:
-        parts.append(f"process peak {v.process_peak_mib:.0f} MiB")
-    else:
-        parts.append("process peak not reported by the driver")
+    parts = [f"process peak {v.process_peak_mib:.0f} MiB" if v.process_peak_mib is not None
+             else "process peak not reported by the driver"]
     if v.predicted_mib is not None:
         parts.append(f"planner predicted {v.predicted_mib:.0f} MiB")
     if v.rise_mib is None and v.process_peak_mib is not None and v.process_is_server:

@@ -159,12 +159,12 @@ def locate_server(url: str) -> Locality:
 
 
 class VramSampler:
-    """Context manager; `pid` picks the process to follow (the server), if known."""
+    """Context manager; `pid` picks the process to follow (the server), if known. With
+    `not_here` (the server is not on this machine) or `no_gpu` (a CPU profile) nothing is
+    sampled, and the result says why."""
 
     def __init__(self, interval_s: float = 0.05, pid: int | None = None,
                  not_here: str | None = None, no_gpu: str | None = None):
-        """`not_here` (the server is not on this machine) or `no_gpu` (a CPU profile): nothing
-        is sampled, and the result says why."""
         self.not_here = not_here
         self.no_gpu = no_gpu
         if interval_s <= 0 or interval_s > 0.1:
