@@ -121,16 +121,13 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
     def requests(k: int) -> list[float]:
         out: list[float] = []
         for _ in range(k):
+            rec = client.stream_chat(msgs, max_tokens=out_tokens, ignore_eos=True, seed=seed,
+                                     cache_prompt=bool(first))
+            rate = metrics.decode_tok_s(rec)
             if not first:
-                first.append(client.stream_chat(msgs, max_tokens=out_tokens,
-                                                ignore_eos=True, seed=seed))
-                rate = metrics.decode_tok_s(first[0])
+                first.append(rec)
                 if rate is None:  # the first request failed: no repeats
                     return out
-            else:
-                rate = metrics.decode_tok_s(client.stream_chat(
-                    msgs, max_tokens=out_tokens, ignore_eos=True, seed=seed,
-                    cache_prompt=True))
             out += [rate] if rate is not None else []
         return out
 
