@@ -111,10 +111,6 @@ def suite_names(text: str) -> list[str]:
     return ["all"] if names == ["all"] else out
 
 
-# the authority's end (a URL's secrets: user information before its last `@`, query, fragment)
-_AUTHORITY_END = re.compile(r"[/?#]")
-
-
 @dataclass(frozen=True)
 class ServerUrl:
     """A server URL as verify uses it: `base` (scheme, host, port and path: what is printed
@@ -182,7 +178,7 @@ def server_url(text: str, flag: str = "--url") -> ServerUrl:
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
         raise VerifyError(f"{flag} {_shown(shown_url(text))}: not an http(s) URL; {fix}")
-    m = _AUTHORITY_END.search(rest)
+    m = re.search(r"[/?#]", rest)  # the authority's end: its user information, then the rest
     authority, tail = (rest[:m.start()], rest[m.start():]) if m else (rest, "")
     if "@" in tail:
         raise VerifyError(
