@@ -166,9 +166,9 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
         print(f"[matrix] {name}: deploying", flush=True)
         row = Row(profile=name, summary=prof.summary, deployed=deploy(name) == 0,
                   niah_required=prof.expected.niah_min_pass)
+        rows.append(row)
         if not row.deployed:
             row.error = "deploy failed"
-            rows.append(row)
             continue
         try:
             with tunnel() as url, ServerClient(url) as client:
@@ -177,10 +177,8 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
                                  **suite_options(host, ssh))
         except Exception as e:  # one profile's failure is a row, not the end
             row.error = f"{type(e).__name__}: {e}"
-            rows.append(row)
             continue
         _fill_row(row, rep)
-        rows.append(row)
     ordered, best = rank(rows)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "matrix.md").write_text(markdown(ordered, best, host, budget_gib))

@@ -48,42 +48,36 @@ SUITE_HELP = (f"comma list of {','.join(SUITES)} or all (engine: llama-bench on 
               "overhead against --direct-url)")
 
 def _shown(text: str, limit: int = 60) -> str:
-    """A value as a usage error quotes it: its repr, cut after `limit` characters."""
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _argtype(what: str, read: Callable[[str], Any], fits: Callable[[Any], bool],
+             give: str) -> Callable[[str], Any]:
+    """An argparse type: `read(text)` where it `fits`, else one line saying what to give."""
+    def parse(text: str) -> Any:
+        try:
+            value = read(text)
+        except ValueError:
+            value = None
+        if value is None or not fits(value):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {what}: give {give}")
+        return value
+    parse.__name__ = what
+    return parse
 
 
 def whole(what: str, example: str, low: int = 1, high: int | None = None
           ) -> Callable[[str], int]:
-    """An argparse type: a whole number from `low` (to `high`), else one line saying so."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip().replace("_", ""))
-        except ValueError:
-            value = None
-        if value is None or value < low or (high is not None and value > high):
-            span = f"from {low} to {high}" if high is not None else f"of {low} or more"
-            raise argparse.ArgumentTypeError(
-                f"{_shown(text)} is not {what}: give a whole number {span}, e.g. {example}")
-        return value
-    parse.__name__ = what
-    return parse
+    span = f"from {low} to {high}" if high is not None else f"of {low} or more"
+    return _argtype(what, lambda t: int(t.strip().replace("_", "")),
+                    lambda v: low <= v and (high is None or v <= high),
+                    f"a whole number {span}, e.g. {example}")
 
 
 def amount(what: str, example: str, zero: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number above 0 (or 0 and above with `zero`); nan, inf
-    and negative numbers are refused in one line."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-            raise argparse.ArgumentTypeError(
-                f"{_shown(text)} is not {what}: give a number "
-                f"{'of 0 or more' if zero else 'above 0'}, e.g. {example}")
-        return value
-    parse.__name__ = what
-    return parse
+    """A finite number above 0 (or 0 and above with `zero`): nan, inf and negatives refused."""
+    return _argtype(what, float, lambda v: math.isfinite(v) and (v > 0 or (zero and v == 0)),
+                    f"a number {'of 0 or more' if zero else 'above 0'}, e.g. {example}")
 
 
 def profile_name(text: str) -> str:
@@ -115,10 +109,6 @@ def suite_names(text: str) -> list[str]:
     for n in names:
         out += [s for s in (SUITES if n == "all" else (n,)) if s not in out]
     return ["all"] if names == ["all"] else out
-
-
-# the authority's end (a URL's secrets: user information before its last `@`, query, fragment)
-_AUTHORITY_END = re.compile(r"[/?#]")
 
 
 @dataclass(frozen=True)
@@ -188,7 +178,7 @@ def server_url(text: str, flag: str = "--url") -> ServerUrl:
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
         raise VerifyError(f"{flag} {_shown(shown_url(text))}: not an http(s) URL; {fix}")
-    m = _AUTHORITY_END.search(rest)
+    m = re.search(r"[/?#]", rest)  # the authority's end: its user information, then the rest
     authority, tail = (rest[:m.start()], rest[m.start():]) if m else (rest, "")
     if "@" in tail:
         raise VerifyError(
@@ -272,13 +262,8 @@ NOT_FORWARDED = {"--out", "--host-label", "--api-key-file", "--direct-api-key-fi
 
 
 def add_verify_options(ap: argparse.ArgumentParser) -> None:
-    """`OPTIONS`, on `beekeeper verify`'s parser or this entry point's."""
     for flag, kw in OPTIONS:
         ap.add_argument(flag, **kw)
-
-
-def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
 
 
 def forwarded(args: argparse.Namespace) -> list[str]:
@@ -286,7 +271,7 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     point, but `NOT_FORWARDED`."""
     out: list[str] = []
     for flag, kw in OPTIONS:
-        value = getattr(args, _dest(flag), None)
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
         if flag in NOT_FORWARDED or value is None or value is False:
             continue
         if flag == "--direct-url" and secret_url(value):
@@ -298,7 +283,6 @@ def forwarded(args: argparse.Namespace) -> list[str]:
 
 
 def usage_error(args: argparse.Namespace) -> str | None:
-    """One line saying what to add or change, for options that cannot work together."""
     try:  # as the suites run it: `all,gateway` is every suite and the gateway's
         args.suite = ",".join(suite_names(args.suite))
     except ValueError as e:
@@ -369,7 +353,6 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
 
 
 def local_manifest(service: str) -> str | None:
-    """This machine's deployed.json of `service` (readable by anyone), or None."""
     try:
         return Path(ServicePaths(service).manifest).read_text()
     except OSError:
@@ -377,8 +360,6 @@ def local_manifest(service: str) -> str | None:
 
 
 def profile_of(args: argparse.Namespace) -> Profile:
-    """The profile named, at the server's context and slots where --ctx-size or --slots
-    says they differ."""
     profile = PROFILES[args.profile]
     slots = getattr(args, "slots", None)
     if not args.ctx_size and not slots:
@@ -387,8 +368,6 @@ def profile_of(args: argparse.Namespace) -> Profile:
 
 
 def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
-    """The suites' sizes: the profile's, with --decode-ctx, --decode-out, --ttft-tokens and
-    --ttft-requests applied."""
     from beekeeper.verify.suites import Sizes
 
     sizes = Sizes.for_profile(profile, args.quick)
@@ -406,7 +385,6 @@ def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
 
 
 def hand_started(args: argparse.Namespace) -> Any:
-    """--llama-bench / --engine-image / --model: a server the user started, or None."""
     from beekeeper.verify.suites import HandStarted
 
     if not (args.llama_bench or args.engine_image):
@@ -433,7 +411,7 @@ class Keys:
     @classmethod
     def from_files(cls, args: argparse.Namespace) -> Keys:
         """The keys --api-key-file and --direct-api-key-file name; without --api-key-file,
-        the deployed server's own (`controller_deployed_key`)."""
+        the deployed server's own."""
         def read(path: str | None) -> str | None:
             try:
                 return Path(path).read_text().strip() if path else None
@@ -442,13 +420,13 @@ class Keys:
 
         direct_url = getattr(args, "direct_url", None)
         api = read(args.api_key_file)
-        if args.api_key_file is None:  # the key the deploy stored beside deployed.json
+        if args.api_key_file is None:
             api = controller_deployed_key(args)
         return cls(api, read(args.direct_api_key_file),
                    direct_url if secret_url(direct_url) else None)
 
     def to_stdin(self) -> bytes | None:
-        """What `--keys-on-stdin` reads (None: no key, nothing to send)."""
+        """What `--keys-on-stdin` reads (None: nothing to send)."""
         if self.api is None and self.direct is None and self.direct_url is None:
             return None
         sent = {"api": self.api, "direct": self.direct}
@@ -456,8 +434,6 @@ class Keys:
                           else sent).encode()
 
 
-# what to do when the key the deploy stored cannot be read here
-KEY_FIX = "run verify as root (sudo), or give the key with --api-key-file"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -490,7 +466,8 @@ def read_deployed_key(service: str) -> str | None:
         return None
     except OSError as e:
         raise VerifyError(f"the deployed server's API key {path} could not be read "
-                          f"({e.strerror}: it is root-only): {KEY_FIX}") from None
+                          f"({e.strerror}: it is root-only): run verify as root (sudo), or "
+                          "give the key with --api-key-file") from None
     return key or None
 
 
@@ -598,7 +575,7 @@ def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
                 profile: Profile, shell: Any, keys: Keys, budget_gib: float | None,
                 where: Any) -> int:
     from beekeeper.verify.report import INVOCATION, Invocation
-    from beekeeper.verify.suites import run_suites, verdict
+    from beekeeper.verify.suites import run_suites
 
     typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
     with ExitStack() as stack:
@@ -613,7 +590,7 @@ def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
                             sizes=sizes_of(args, profile), shell=shell,
                             engine_gpu=args.engine_gpu, service=args.service, direct=direct,
                             budget_gib=budget_gib, hand=hand_started(args), where=where)
-    return verdict(report, names, profile).exit_status
+    return report.coverage.exit_status
 
 
 def use_checkout_verify() -> None:

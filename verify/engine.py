@@ -35,6 +35,7 @@ from beekeeper.core.runtime import recorded_runtime
 from .settle import SETTLE_BUDGET_S, SNAPSHOT_SH, HostLoad, Round, Rule, parse_snapshots, settle
 
 BENCH_REPS = 3
+BENCH_TIMEOUT_S = 3600
 # WSL2 keeps nvidia-smi here, on the PATH of an interactive login only: root through sudo
 # (secure_path) and SSH sessions lack it (microsoft/WSL#8794); a distro's own comes first
 WSL_LIB = "/usr/lib/wsl/lib"
@@ -45,8 +46,6 @@ class EngineError(VerifyError):
 
 
 class Shell(Protocol):
-    """Runs a bash script on the host that serves the model."""
-
     label: str
 
     def run(self, script: str, timeout_s: float) -> subprocess.CompletedProcess[str]: ...
@@ -82,7 +81,6 @@ class SshShell:
 
 
 def read_deployed(shell: Shell, service: str = "llm") -> DeployedService:
-    """What the kit deployed on the host: its record (ServicePaths.manifest)."""
     path = ServicePaths(service).manifest
     p = shell.run(f"cat {shlex.quote(path)}", timeout_s=30)
     if p.returncode == NEEDS_ROOT_EXIT:
@@ -227,17 +225,6 @@ def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int
     return out
 
 
-def _docker_prefix(image: str, model_dir: str, gpu: str | None,
-                   binary: str = "/usr/local/bin/llama-bench") -> list[str]:
-    """The unit's container settings (model mount, read-only root, dropped capabilities)."""
-    out = ["docker", "run", "--rm", "--init", "--volume", f"{model_dir}:/models:ro",
-           "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs)
-           "--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
-    if gpu is not None:
-        out += ["--gpus", "all" if gpu == "all" else f"device={gpu}"]
-    return [*out, "--entrypoint", binary, image]
-
-
 def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
               engine_gpu: str | None) -> tuple[list[str], str, str]:
     """llama-bench `bench` on the host, or in `image` with the unit's container settings and
@@ -246,9 +233,15 @@ def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
     if image is None:
         env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
         return [*env, bench], model, f"test -x {shlex.quote(bench)}"
-    gpu = None if profile.backend != "cuda" else (engine_gpu or "all")
-    return (_docker_prefix(image, posixpath.dirname(model), gpu, bench),
-            "/models/" + posixpath.basename(model),
+    # the unit's container settings (model mount, read-only root, dropped capabilities)
+    out = ["docker", "run", "--rm", "--init", "--volume",
+           f"{posixpath.dirname(model)}:/models:ro",
+           "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs)
+           "--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
+    if profile.backend == "cuda":
+        gpu = engine_gpu or "all"
+        out += ["--gpus", "all" if gpu == "all" else f"device={gpu}"]
+    return ([*out, "--entrypoint", bench, image], "/models/" + posixpath.basename(model),
             f"docker run --rm --entrypoint /bin/sh {shlex.quote(image)} -c "
             f"{shlex.quote('test -x ' + shlex.quote(bench))}")
 
@@ -299,16 +292,15 @@ def user_engine(shell: Shell, profile: Profile, model: str, *, llama_bench: str 
     where = (f"GPU {engine_gpu}, beside the running server" if engine_gpu else
              "beside the running server, which verify did not start and did not stop (it was "
              "idle meanwhile: run nothing else against it while verify runs)")
+    if not (image or llama_bench):
+        raise EngineError("a server started by hand needs --llama-bench PATH (or "
+                          "--engine-image IMAGE) for its engine baseline")
+    binary = llama_bench or "/usr/local/bin/llama-bench"
+    prefix, model_arg, check = _bench_at(binary, image or None, model, profile, engine_gpu)
     if image:
-        binary = llama_bench or "/usr/local/bin/llama-bench"
-        prefix, model_arg, check = _bench_at(binary, image, model, profile, engine_gpu)
         return Engine(shell=shell, prefix=prefix, model_arg=model_arg, check=check,
                       missing=f"no {binary} in the image {image} on {shell.label}",
                       placement=f"{where}; llama-bench in {image}")
-    if not llama_bench:
-        raise EngineError("a server started by hand needs --llama-bench PATH (or "
-                          "--engine-image IMAGE) for its engine baseline")
-    prefix, model_arg, check = _bench_at(llama_bench, None, model, profile, engine_gpu)
     return Engine(shell=shell, prefix=prefix, model_arg=model_arg,
                   check=f"{check} && test -r {shlex.quote(model)}",
                   missing=f"{llama_bench} is not an executable or {model} is not readable on "
@@ -361,16 +353,9 @@ def bench_cpu_s(stderr: str) -> float | None:
     return int(a) * 60 + float(b) + int(c) * 60 + float(d)
 
 
-@dataclass(frozen=True)
-class BenchRun:
+def _bench_once(engine: Engine, args: list[str], timeout_s: float
+                ) -> tuple[list[BenchTest], float, HostLoad | None]:
     """One llama-bench invocation: its tests, its wall time, the host's other load."""
-
-    tests: list[BenchTest]
-    wall_s: float
-    load: HostLoad | None
-
-
-def _bench_once(engine: Engine, args: list[str], timeout_s: float) -> BenchRun:
     line = " ".join(shlex.quote(a) for a in [*timed(engine.prefix), *args])
     t0 = time.monotonic()
     p = engine.shell.run(line, timeout_s=timeout_s)
@@ -381,10 +366,11 @@ def _bench_once(engine: Engine, args: list[str], timeout_s: float) -> BenchRun:
     snaps, cpu = parse_snapshots(p.stderr), bench_cpu_s(p.stderr)
     load = (HostLoad.between(snaps[0], snaps[-1], cpu)
             if len(snaps) >= 2 and cpu is not None else None)
-    return BenchRun(parse_bench_json(p.stdout), wall, load)
+    return parse_bench_json(p.stdout), wall, load
 
 
-def _key(t: BenchTest) -> str:
+def bench_key(t: BenchTest) -> str:
+    """How a test is named in EngineBaseline.settle and the checks."""
     return f"prefill@{t.n_prompt}" if t.n_gen == 0 else f"decode@{t.n_depth}"
 
 
@@ -406,7 +392,6 @@ def pooled(t: BenchTest, rates: list[float]) -> BenchTest:
 
 
 def _one_test(t: BenchTest, common: list[str], k: int) -> list[str]:
-    """llama-bench arguments for test `t` alone, k repeats."""
     args = [*common]
     args[args.index("-r") + 1] = str(k)
     if t.n_gen == 0:
@@ -420,20 +405,20 @@ def _run_bench(engine: Engine, args: list[list[str]], base: EngineBaseline,
     of each test whose figure has not settled (verify/settle.py); the figures pooled."""
     firsts: list[tuple[BenchTest, Round]] = []
     for a in args:
-        run = _bench_once(engine, a, timeout_s)
-        for t in run.tests:
-            firsts.append((t, Round(_rates(t), run.wall_s / max(len(run.tests), 1), run.load)))
+        tests, wall, load = _bench_once(engine, a, timeout_s)
+        for t in tests:
+            firsts.append((t, Round(_rates(t), wall / max(len(tests), 1), load)))
     for t, first in firsts:
         if rule is not None and len(first.samples) >= 2:
             common = args[0][:args[0].index("-p")]
 
             def again(k: int, t: BenchTest = t, common: list[str] = common) -> Round:
-                run = _bench_once(engine, _one_test(t, common, k), timeout_s)
-                mine = [x for x in run.tests if _key(x) == _key(t)]
-                return Round(_rates(mine[0]) if mine else [], run.wall_s, run.load)
+                tests, wall, load = _bench_once(engine, _one_test(t, common, k), timeout_s)
+                mine = [x for x in tests if bench_key(x) == bench_key(t)]
+                return Round(_rates(mine[0]) if mine else [], wall, load)
 
             got = settle(again, rule, first=first)
-            base.settle[_key(t)] = got.to_json()
+            base.settle[bench_key(t)] = got.to_json()
             t = pooled(t, got.figure_samples)
         if t.n_gen > 0:
             base.decode.append(t)
@@ -442,17 +427,16 @@ def _run_bench(engine: Engine, args: list[list[str]], base: EngineBaseline,
 
 
 def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_tokens: int,
-            prompt_tokens: int | None, wait_ready: Any = None, reps: int = BENCH_REPS,
-            timeout_s: float = 3600, limit: float | None = None,
+            prompt_tokens: int | None, wait_ready: Any = None, limit: float | None = None,
             budget_s: float = SETTLE_BUDGET_S) -> EngineBaseline:
     """Run llama-bench where the server runs, stopping and restarting the server when
     `engine` says so (`wait_ready()` after it is started again). `limit`: the error each
     test's figure must get under, with more repeats for at most `budget_s` a test
-    (verify/settle.py); None: `reps` once."""
+    (verify/settle.py); None: BENCH_REPS once."""
     args = bench_commands(profile, engine.model_arg, depths_tokens=depths_tokens,
-                          out_tokens=out_tokens, prompt_tokens=prompt_tokens, reps=reps)
+                          out_tokens=out_tokens, prompt_tokens=prompt_tokens)
     cmds = [[*engine.prefix, *a] for a in args]
-    rule = Rule(reps, limit, budget_s) if limit is not None else None
+    rule = Rule(BENCH_REPS, limit, budget_s) if limit is not None else None
     if engine.shell.run(engine.check, timeout_s=120).returncode != 0:
         raise EngineError(engine.missing)
     base = EngineBaseline(placement=engine.placement, commands=cmds)
@@ -468,7 +452,7 @@ def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_t
             base.gpu_name = gpus[0][0]
             if engine.stop:  # the card with the server stopped: the VRAM check's idle
                 base.idle_used_mib = gpus[0][1]
-        _run_bench(engine, args, base, timeout_s, rule)
+        _run_bench(engine, args, base, BENCH_TIMEOUT_S, rule)
     finally:
         started = None
         if engine.start:

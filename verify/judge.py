@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from beekeeper.core.profiles import REFERENCE_CARD, Expected
+from beekeeper.core.profiles import Expected
 
 from .client import RequestRecord
-from .engine import EngineBaseline
+from .engine import EngineBaseline, bench_key
 from .metrics import PERCENTILE_METHOD, spread
 from .results import DecodeResult, EngineRun, LoadResult, NiahResult, TtftResult
 from .settle import HostLoad, Settled
@@ -105,7 +105,7 @@ def engine_spreads(engine: EngineBaseline | None) -> list[Spread]:
     tests = [*engine.decode, *([engine.prefill] if engine.prefill else [])]
     out = []
     for t in tests:
-        key = f"prefill@{t.n_prompt}" if t.n_gen == 0 else f"decode@{t.n_depth}"
+        key = bench_key(t)
         got = engine.settle.get(key)
         out.append(Spread(f"llama-bench {key}" if got else "llama-bench", t.avg_tok_s,
                           t.stddev_tok_s, "tok/s", n_repeats=len(t.samples_s) or None,
@@ -130,6 +130,7 @@ def too_noisy(spreads: Sequence[Spread]) -> Spread | None:
 BUSY = "the host was busy ("  # how a check not judged on load begins (coverage reads it)
 UNSETTLED = "the figures did not settle ("  # not judged on spread, the host quiet or unknown
 NOT_JUDGED = (BUSY, UNSETTLED)
+NO_BASELINE = "no engine baseline ("  # a served figure without llama-bench's (report reads it)
 
 
 def _not_judged(spreads: Sequence[Spread], figures: str, ratio: float) -> Verdict | None:
@@ -165,19 +166,16 @@ def repeats_line(spreads: Sequence[Spread]) -> str:
     return f"; repeats: {', '.join(parts)}" if parts else ""
 
 
-def _why_no_served(error: str | None) -> str:
-    return f"no served figure: {error}" if error else "no served figure"
-
-
 def _ratio(served: float | None, engine: float | None, where: str, what: str,
            served_error: str | None, engine_why_not: str | None) -> float | Verdict:
     """served / engine, or the verdict without one: FAIL with no served figure, SKIP with
     no engine baseline."""
     if served is None:
-        return Verdict("FAIL", f"{_why_no_served(served_error)} at {where}")
+        why = f"no served figure: {served_error}" if served_error else "no served figure"
+        return Verdict("FAIL", f"{why} at {where}")
     if engine is None:
-        return Verdict("SKIP", f"{what} at {where}; no engine baseline "
-                       f"({engine_why_not or 'add --suite engine'}), so no expectation")
+        return Verdict("SKIP", f"{what} at {where}; {NO_BASELINE}"
+                       f"{engine_why_not or 'add --suite engine'}), so no expectation")
     return served / engine
 
 
@@ -220,14 +218,10 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
                    f"{figures}: ratio {ratio:.3f}, needs <= {ceiling}", ratio)
 
 
-def is_reference_card(card: str | None, reference: str = REFERENCE_CARD) -> bool:
-    return bool(card) and reference.lower() in (card or "").lower()
-
-
 def _reference(text: str, expected: Expected, card: str | None, ok: bool, needs: str,
                ratio: float | None = None, elsewhere: str = "") -> Verdict:
     """The seed study's absolute figure: a check on the reference card, else information."""
-    if not is_reference_card(card, expected.reference_card):
+    if not card or expected.reference_card.lower() not in card.lower():
         return Verdict("INFO", f"{text}; information only on {card or 'an unknown card'}"
                        f"{elsewhere}", ratio)
     return Verdict("PASS" if ok else "FAIL", f"{text}; needs {needs} on this card", ratio)
@@ -282,11 +276,8 @@ def judge_vram(v: VramFigures) -> Verdict:
     prediction are stated beside it."""
     if v.why_not:
         return Verdict("SKIP", v.why_not)
-    parts = []
-    if v.process_peak_mib is not None:
-        parts.append(f"process peak {v.process_peak_mib:.0f} MiB")
-    else:
-        parts.append("process peak not reported by the driver")
+    parts = [f"process peak {v.process_peak_mib:.0f} MiB" if v.process_peak_mib is not None
+             else "process peak not reported by the driver"]
     if v.predicted_mib is not None:
         parts.append(f"planner predicted {v.predicted_mib:.0f} MiB")
     if v.rise_mib is None and v.process_peak_mib is not None and v.process_is_server:
@@ -456,8 +447,6 @@ def vram_checks(vr: VramResult, engine: EngineBaseline | None, budget_mib: float
                   v.detail + (f"; {vr.achieved_hz:.0f} Hz sampling" if vr.achieved_hz else ""))]
 
 
-# What a run judged: the summary line and the exit status say it (issue 25).
-
 EXIT_PASSED = 0  # no check failed and every requested decode/TTFT/NIAH/VRAM check was judged
 EXIT_FAILED = 1  # a check failed
 EXIT_NOT_JUDGED = 3  # nothing failed, but a requested one of them was not judged (SKIP/INFO)
@@ -499,10 +488,6 @@ class Coverage:
         return f"{lead}not judged: {missing}; judged: {judged}"
 
 
-def _area_verdicts(checks: list[Check], area: str) -> list[Check]:
-    return [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])]
-
-
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     """`requested`: the suites the user named. An area is judged when one of its verdict
     checks is PASS or FAIL, unless one was not judged on noise: a quiet depth or the
@@ -511,7 +496,7 @@ def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     for area in AREAS:
         if area not in requested:
             continue
-        mine = _area_verdicts(checks, area)
+        mine = [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])]
         busy = next((c for c in mine if c.status == "SKIP"
                      and c.detail.startswith(NOT_JUDGED)), None)
         if busy is not None:

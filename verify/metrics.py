@@ -60,7 +60,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], float],
                  confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
                  ) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of `stat`."""
     if not values:
         raise ValueError("bootstrap of no values")
     rng = random.Random(seed)
@@ -89,7 +88,6 @@ def _binom_sf(k: int, n: int, p: float) -> float:
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact two-sided binomial interval for k successes in n trials."""
     if not 0 <= k <= n or n == 0:
         raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     alpha = 1 - confidence

@@ -27,6 +27,7 @@ from .judge import (
     CPU_SAMPLER_MS,
     DECODE_FLOOR,
     DECODE_FLOOR_CPU,
+    NO_BASELINE,
     NOISE_MAX,
     TTFT_CEILING,
     UNSETTLED,
@@ -118,7 +119,6 @@ class Report:
 
     @property
     def coverage(self) -> Coverage:
-        """What the run judged of the requested areas: its word and exit status."""
         return coverage(self.checks, self.requested or [])
 
     def verdict_json(self) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def summary_line(report: Report) -> str:
 
 
 def verdict_sentence(report: Report) -> str:
-    """The plain sentence that opens the summary (issue 43): `coverage`'s verdict in words
+    """The plain sentence that opens the summary: `coverage`'s verdict in words
     (docs/verify.md, "What the summary says")."""
     cov = report.coverage
     if cov.failed:
@@ -262,9 +262,6 @@ def _broken(report: Report, cov: Coverage) -> str:
     return f"The server is broken: {'; '.join(what)}{also}; next: {'; '.join(look)}."
 
 
-NO_BASELINE = "no engine baseline ("  # judge._ratio's words for a check without llama-bench
-
-
 # what the next run does differently, by why an area was not judged (in this order)
 NEXT_STEP = {"engine": "add `--suite engine`", "settle": "give `--settle-budget-s` more seconds",
              "quiet": "run again on a quiet host", "fix": "run again once that is seen to"}
@@ -330,21 +327,16 @@ def _option(argv: list[str], flag: str, value: Any) -> list[str]:
     return [*argv, flag, value(None)]
 
 
-def sentence_of(data: dict[str, Any]) -> str | None:
-    """A report.json's verdict sentence (None: written before it was recorded)."""
-    v = data.get("verdict")
-    return str(v["sentence"]) if isinstance(v, dict) and v.get("sentence") else None
-
-
-def verdict_of(data: dict[str, Any]) -> tuple[str, str | None, list[str]]:
-    """A report.json's word, summary line and `not judged` lines (an older report's word:
-    PASS or FAIL, from `passed`)."""
+def verdict_of(data: dict[str, Any]) -> tuple[str, str | None, list[str], str | None]:
+    """A report.json's word, summary line, `not judged` lines and verdict sentence (an older
+    report's word: PASS or FAIL, from `passed`; its sentence None)."""
     v = data.get("verdict")
     if not isinstance(v, dict):
-        return ("PASS" if data.get("passed") else "FAIL"), None, []
+        return ("PASS" if data.get("passed") else "FAIL"), None, [], None
     lines = [f"not judged: {AREAS.get(n['area'], n['area'])}: {n['why']}"
              for n in v.get("not_judged", [])]
-    return str(v["word"]), v.get("summary"), lines
+    sentence = str(v["sentence"]) if v.get("sentence") else None
+    return str(v["word"]), v.get("summary"), lines, sentence
 
 
 def _jsonable(obj: Any) -> Any:
@@ -468,8 +460,7 @@ def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    word, summary, not_judged = verdict_of(data)
-    sentence = sentence_of(data)
+    word, summary, not_judged, sentence = verdict_of(data)
     lines = [f"# beekeeper verify: {data['profile']}", "",
              *([f"**{sentence}**", ""] if sentence else []),
              f"- server: {data['url']}", f"- started (UTC): {data['started_utc']}",
@@ -509,11 +500,10 @@ def page(data: dict[str, Any]) -> str:
     eng_line = (f"<p>Engine baseline: llama-bench, {html.escape(eng['placement'])}.</p>"
                 if eng else "")
     profile = html.escape(data["profile"])
-    word, summary, not_judged = verdict_of(data)
+    word, summary, not_judged, sentence = verdict_of(data)
     result = f"<b>{html.escape(word)}</b>" + (f": {html.escape(summary)}" if summary else "")
     why = "".join(f"<li>{html.escape(ln)}</li>" for ln in not_judged)
     why = f"<ul>{why}</ul>" if why else ""
-    sentence = sentence_of(data)
     lead = f"<p><b>{html.escape(sentence)}</b></p>" if sentence else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -534,21 +524,18 @@ figure{{margin:1em 0}}svg{{max-width:100%;height:auto}}</style></head><body>
 
 
 def render_from_json(folder: Path) -> None:
-    """Write report.md and report.html again from the folder's report.json."""
     data = json.loads((folder / "report.json").read_text())
     (folder / "report.md").write_text(markdown(data))
     (folder / "report.html").write_text(page(data))
 
 
 def write_reports(report: Report, folder: Path) -> None:
-    """report.json, then report.md and report.html drawn from it."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     render_from_json(folder)
 
 
 def print_checks(report: Report) -> None:
-    """The verdict in one plain sentence (`verdict_sentence`), then each check's line."""
     print(verdict_sentence(report), flush=True)
     for c in report.checks:
         print(f"  {c.line()}", flush=True)
@@ -590,10 +577,6 @@ def load_report(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
         raise VerifyError(f"{file}: no `checks` list: not a report.json that verify wrote")
     return data
-
-
-def _status(v: str | None) -> str:
-    return "-" if v is None else v
 
 
 # each headline figure: (higher is better, B's word when better, B's word when worse)
@@ -643,5 +626,5 @@ def compare(a_path: Path, b_path: Path) -> str:
     lines += ["", "| check | A | B |", "|---|---|---|"]
     for name, (x, y) in rows.items():
         mark = " (changed)" if x != y else ""
-        lines.append(f"| {name}{mark} | {_status(x)} | {_status(y)} |")
+        lines.append(f"| {name}{mark} | {'-' if x is None else x} | {'-' if y is None else y} |")
     return "\n".join(lines) + "\n"

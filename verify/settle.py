@@ -99,17 +99,16 @@ class Round:
 
 @dataclass(frozen=True)
 class Rule:
-    """When a figure has enough repeats: its error under `limit`, or `max_repeats`, or
+    """When a figure has enough repeats: its error under `limit`, or `cap` repeats, or
     `budget_s` spent after the first round."""
 
     min_repeats: int
     limit: float
     budget_s: float = SETTLE_BUDGET_S
-    max_repeats: int | None = None
 
     @property
     def cap(self) -> int:
-        return self.max_repeats or self.min_repeats * MAX_FACTOR
+        return self.min_repeats * MAX_FACTOR
 
 
 def error_of(samples: Sequence[float]) -> float | None:

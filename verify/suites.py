@@ -29,7 +29,7 @@ from .engine import (
     measure as measure_engine,
     user_engine,
 )
-from .judge import Check, Coverage, coverage
+from .judge import Check
 from .report import Report, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
 from .settle import (
@@ -46,7 +46,6 @@ from .settle import (
 from .smoke import run_smoke, wait_healthy
 from .vram import Locality, VramSampler, locate_server
 
-ALL_SUITES = list(SUITES)
 NEEDLE_RE = r"(?<!\d)\d{7}(?!\d)"
 NIAH_OUT_TOKENS = 24
 CTX_MARGIN_TOKENS = 16  # room for the template's end tokens beyond the fitted prompt
@@ -86,7 +85,6 @@ class Sizes:
 
 
 def host_snapshot(shell: Shell | None) -> Snapshot | None:
-    """One reading of the serving host's CPU counters (verify/settle.py), or None."""
     if shell is None:
         return None
     try:
@@ -98,8 +96,7 @@ def host_snapshot(shell: Shell | None) -> Snapshot | None:
 
 
 def timed_round(shell: Shell | None, requests: Callable[[], list[float]]) -> Round:
-    """`requests()` (one round of served requests, their figures), with the host's load over
-    it."""
+    """One round of served requests' figures, with the host's load over it."""
     a = host_snapshot(shell)
     t0 = time.monotonic()
     samples = requests()
@@ -124,16 +121,13 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
     def requests(k: int) -> list[float]:
         out: list[float] = []
         for _ in range(k):
+            rec = client.stream_chat(msgs, max_tokens=out_tokens, ignore_eos=True, seed=seed,
+                                     cache_prompt=bool(first))
+            rate = metrics.decode_tok_s(rec)
             if not first:
-                first.append(client.stream_chat(msgs, max_tokens=out_tokens,
-                                                ignore_eos=True, seed=seed))
-                rate = metrics.decode_tok_s(first[0])
+                first.append(rec)
                 if rate is None:  # the first request failed: no repeats
                     return out
-            else:
-                rate = metrics.decode_tok_s(client.stream_chat(
-                    msgs, max_tokens=out_tokens, ignore_eos=True, seed=seed,
-                    cache_prompt=True))
             out += [rate] if rate is not None else []
         return out
 
@@ -287,8 +281,6 @@ def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shel
 
 @dataclass
 class _Run:
-    """What one verify run needs beside the client."""
-
     profile: Profile
     names: list[str]
     sizes: Sizes
@@ -393,11 +385,8 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
 
 
 def _suite_names(names: list[str]) -> list[str]:
-    names = list(ALL_SUITES) if names == ["all"] else names
-    unknown = set(names) - set(ALL_SUITES) - {"gateway"}  # gateway: not in "all"
-    if unknown:
-        raise ValueError(f"unknown suite(s) {sorted(unknown)}; known: {ALL_SUITES + ['gateway']}")
-    return names
+    """`all` as its suites (gateway is not in it); the names are verify_main.suite_names'."""
+    return list(SUITES) if names == ["all"] else names
 
 
 def _card(card: str | None, engine: EngineRun, shell: Shell | None, profile: Profile
@@ -409,23 +398,14 @@ def _card(card: str | None, engine: EngineRun, shell: Shell | None, profile: Pro
         return card
     if engine.baseline is not None and engine.baseline.gpu_name:
         return engine.baseline.gpu_name
-    if shell is not None:
-        gpus = host_gpus(shell)
-        if gpus:
-            return gpus[0][0]
-    return None
+    gpus = host_gpus(shell) if shell is not None else []
+    return gpus[0][0] if gpus else None
 
 
 def judgeable(names: list[str], profile: Profile) -> list[str]:
     """The suites named (`all` included) whose verdict the run owes: VRAM only for a profile
     that uses a GPU (a CPU profile has none to judge, and is not INCOMPLETE for it)."""
     return [n for n in _suite_names(names) if n != "vram" or profile.backend == "cuda"]
-
-
-def verdict(report: Report, names: list[str], profile: Profile) -> Coverage:
-    """What the run judged of the suites named (`all` included): its exit status and word
-    (the same as the report's own, `Report.coverage`)."""
-    return coverage(report.checks, judgeable(names, profile))
 
 
 def server_after_engine(where: Locality, url: str, engine: EngineRun) -> Locality:
@@ -445,7 +425,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     """Run the named suites. `shell` runs commands on the serving host (the engine and idle
     VRAM baselines, the card's name). `hand`: a server the user started (the engine suite is
     then run). `where`: whether the server is on this machine (default: `locate_server` of
-    the client's URL). `budget_gib`: the user's VRAM budget, else the profile's."""
+    the client's URL)."""
     names = _suite_names(names)
     if hand is not None and "engine" not in names:
         names = ["engine", *names]

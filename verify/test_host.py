@@ -60,10 +60,6 @@ def _applies(found: Applies) -> tuple:
     return found.items
 
 
-def _containers(services: list[DeployedService]) -> tuple:
-    return _applies(host_checks.containers(services))
-
-
 def docker_info(host) -> dict[str, str] | None:
     """The top-level fields of `docker info`'s Server section (core/docker_info.py, as the
     deploy's DockerEngine fact reads them); None when no engine answers."""
@@ -78,7 +74,7 @@ def test_docker_engine_running_and_enabled(host, services):
     Desktop (WSL integration) has none in the distro, so there the engine that answers is
     the check. Which it is, the engine says (`docker info`), not /mnt/wsl/docker-desktop,
     which a WSL2 distro sees whether or not it uses Desktop."""
-    _containers(services)
+    _applies(host_checks.containers(services))
     info = docker_info(host)
     if is_docker_desktop(info):
         return  # Docker Desktop's engine answered: the engine the units use is up
@@ -107,7 +103,7 @@ def test_server_listens_on_the_expected_address_only(host, services):
 
 
 def test_image_tag_present(host, services):
-    for s in _containers(services):
+    for s in _applies(host_checks.containers(services)):
         assert host.run(f"docker image inspect {s.image}").rc == 0, s.image
 
 
@@ -126,7 +122,7 @@ def test_gpu_visible_inside_a_container(host, services):
 
 
 def test_container_runs_hardened(host, services):
-    for s in _containers(services):
+    for s in _applies(host_checks.containers(services)):
         info = json.loads(host.check_output(f"docker inspect {s.container}"))[0]
         hc = info["HostConfig"]
         assert hc["ReadonlyRootfs"] is True

@@ -159,12 +159,12 @@ def locate_server(url: str) -> Locality:
 
 
 class VramSampler:
-    """Context manager; `pid` picks the process to follow (the server), if known."""
+    """Context manager; `pid` picks the process to follow (the server), if known. With
+    `not_here` (the server is not on this machine) or `no_gpu` (a CPU profile) nothing is
+    sampled, and the result says why."""
 
     def __init__(self, interval_s: float = 0.05, pid: int | None = None,
                  not_here: str | None = None, no_gpu: str | None = None):
-        """`not_here` (the server is not on this machine) or `no_gpu` (a CPU profile): nothing
-        is sampled, and the result says why."""
         self.not_here = not_here
         self.no_gpu = no_gpu
         if interval_s <= 0 or interval_s > 0.1:
@@ -196,10 +196,9 @@ class VramSampler:
             self.result.skipped = f"skipped: no NVIDIA GPU ({type(e).__name__})"
             return self
         nv, h = self._nvml, self._handle
-        name = nv.nvmlDeviceGetName(h)
-        self.result.gpu_name = name.decode() if isinstance(name, bytes) else name
-        drv = nv.nvmlSystemGetDriverVersion()
-        self.result.driver = drv.decode() if isinstance(drv, bytes) else drv
+        self.result.gpu_name, self.result.driver = (  # bytes from older pynvml
+            x.decode() if isinstance(x, bytes) else x
+            for x in (nv.nvmlDeviceGetName(h), nv.nvmlSystemGetDriverVersion()))
         self.result.total_mib = nv.nvmlDeviceGetMemoryInfo(h).total / 2**20
         used, reserved, measure = memory_used(nv, h)
         self._v2 = measure == USED_ALLOCATED

@@ -898,14 +898,14 @@ def _incomplete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple
 
     from beekeeper.core.profiles import PROFILES
     from beekeeper.verify.client import ServerClient
-    from beekeeper.verify.suites import Sizes, run_suites, verdict
+    from beekeeper.verify.suites import Sizes, run_suites
 
     sizes = Sizes(decode_ctx_tokens=[200], decode_out_tokens=40, ttft_tokens=100,
                   ttft_requests=2, niah_tokens=150)
     names = ["smoke", "decode"]
     with ServerClient("http://server", transport=httpx.MockTransport(fake_server)) as c:
         rep = run_suites(c, PROFILES["cpu-tiny"], names, out_dir=str(tmp_path), sizes=sizes)
-    assert verdict(rep, names, PROFILES["cpu-tiny"]).exit_status == 3
+    assert rep.coverage.exit_status == 3
     console = capsys.readouterr().out
     data = json.loads((Path(rep.out_dir or "") / "report.json").read_text())
     assert data["out_dir"] == rep.out_dir  # where it was written, said inside it

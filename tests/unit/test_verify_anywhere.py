@@ -25,7 +25,7 @@ from beekeeper.verify.judge import (
     judge_vram,
 )
 from beekeeper.verify.report import Report, print_summary
-from beekeeper.verify.suites import HandStarted, Sizes, run_suites, verdict
+from beekeeper.verify.suites import HandStarted, Sizes, judgeable, run_suites
 from beekeeper.verify.vram import Locality, locate_server
 
 from .harness import fake_server
@@ -240,10 +240,10 @@ def test_run_suites_judges_a_hand_started_server_and_the_card_where_it_runs(monk
     assert st["ttft.vs_engine"].status in ("PASS", "FAIL")
     assert st["decode.reference_card"].status in ("PASS", "FAIL")  # judged: a 4090
     assert "ssh tunnel" in st["vram.rise_vs_budget"].detail
-    cov = verdict(rep, names, PROFILES["q8-turbo4-64k"])
+    cov = rep.coverage
     assert cov.judged == ["decode", "ttft"] and [a for a, _ in cov.not_judged] == ["vram"]
     # a CPU profile has no GPU memory: VRAM is no verdict it owes, and never INCOMPLETE
-    cpu = verdict(rep, names, PROFILES["cpu-tiny"])
+    cpu = coverage(rep.checks, judgeable(names, PROFILES["cpu-tiny"]))
     assert cpu.judged == ["decode", "ttft"] and cpu.not_judged == [] and cpu.exit_status == 0
 
 
