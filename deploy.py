@@ -12,7 +12,7 @@ from pyinfra import host, state
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
-from beekeeper.core.config import HostConfig, load_host_config, memoized_loader
+from beekeeper.core.config import HostConfig, load_host_config, run_loader
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.gateway import Plan, plan
 from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours
@@ -43,9 +43,7 @@ def deploy_host() -> None:
     prepared), so a BeekeeperError from here means none of this host's has run."""
     artifact = ""
     model_ops: list[OperationMeta] = []
-    # each host's data validated once, however many of its neighbours read it; pyinfra runs
-    # this file afresh for each host, so the loader lasts one host's preparation
-    load = memoized_loader()
+    load = run_loader(state)  # each host's data validated once a run
     cfg = load(host.data)
     hosts = [(h.name, h.data) for h in state.inventory]
     # other inventory hosts on this machine keep their services (tasks/prune.py)

@@ -229,6 +229,19 @@ def memoized_loader() -> Callable[[Any], HostConfig]:
     return load
 
 
+_RUN: tuple[Any, Callable[[Any], HostConfig]] | None = None
+
+
+def run_loader(run: Any) -> Callable[[Any], HostConfig]:
+    """memoized_loader for one pyinfra run (`run`: its State), kept here: pyinfra executes
+    deploy.py afresh for each host (pyinfra_cli.util.exec_file), so a loader made there
+    would validate every neighbour's data again for each host."""
+    global _RUN
+    if _RUN is None or _RUN[0] is not run:
+        _RUN = (run, memoized_loader())
+    return _RUN[1]
+
+
 def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     """Validate host data (pyinfra host.data or a plain dict) into a HostConfig; with
     `pin`, each service's models are pinned (the deploy's model stage)."""

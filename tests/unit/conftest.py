@@ -5,8 +5,8 @@ import pytest
 
 from beekeeper import hostverify, pins
 from beekeeper.core import cache
-from beekeeper.core.hostdata import DEFAULT_HF_ENDPOINT
 from beekeeper.core.errors import BeekeeperError
+from beekeeper.core.hostdata import DEFAULT_HF_ENDPOINT
 from beekeeper.core.profiles import PROFILES, HfSource, ModelFile, PypiSource
 
 # Canned pins (the Hub cannot be reached from the tests): what pins.pin_model would have

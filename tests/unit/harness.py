@@ -524,7 +524,6 @@ def refused(data, key):
     assert "; fix: " in msg, msg
     assert "\n" not in msg and "\r" not in msg, msg
     return msg
-    return msg
 
 
 CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}

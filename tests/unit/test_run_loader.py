@@ -38,3 +38,25 @@ def test_a_hosts_data_is_validated_once_and_its_refusal_kept(monkeypatch):
     assert len(calls) == 7
     # a neighbour with bad data: what it keeps is unknown, nothing may be removed
     assert kept_by_neighbours("@local/0", [*hosts, ("@local/9", bad)], load) is None
+
+
+def test_a_run_of_several_hosts_validates_each_hosts_data_once(monkeypatch):
+    """pyinfra executes deploy.py afresh for each host: a loader kept in deploy.py's own
+    globals lasted one host, and each host validated every neighbour again."""
+    from .harness import CPU_GIT, CPU_HOST, facts, run_deploy_hosts
+
+    calls: list[int] = []
+    real = config.load_host_config
+
+    def counted(data, pin=None):
+        if pin is None:  # with `pin`: the host's own models pinned, once (deploy.py)
+            calls.append(id(data))
+        return real(data, pin)
+
+    monkeypatch.setattr(config, "load_host_config", counted)
+    # three inventory hosts of one machine: each asks what the other two keep
+    cases = {f"llm{i}": ({**CPU_GIT, "ssh_hostname": "box", "service_name": f"s{i}",
+                          "port": 8100 + i}, facts(**CPU_HOST)) for i in range(3)}
+    failed, ops = run_deploy_hosts(cases)
+    assert failed == set() and all(ops.values())
+    assert len(calls) == len(set(calls)) == 3, calls
