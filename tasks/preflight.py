@@ -4,7 +4,13 @@ Preflight: read the host's facts and stop with one clear message before any chan
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 import shlex
+import struct
+import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +40,8 @@ from beekeeper.core.paths import (
     sha256_stamps,
     start_script,
 )
-from beekeeper.core.planner import Prediction
-from beekeeper.core.profiles import FileSource, HfSource, ModelFile
+from beekeeper.core.planner import PlanError, Prediction, predict, served_gguf
+from beekeeper.core.profiles import PROFILES, FileSource, HfSource, ModelFile, with_ctx_size
 from beekeeper.core.runtime import Runtime
 from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
@@ -79,8 +85,6 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     """Each service within the VRAM budget; all of them within the card, 1 GiB to spare. A
     service's plan is its shape and its model: the user's own GGUF (on the controller, or on
     the host: `host_gguf`), else the profile's."""
-    from beekeeper.core.planner import PlanError, predict, served_gguf
-
     budget_mib = cfg.data.vram_budget_gib * 1024
     total = 0.0
     for svc in cfg.services:
@@ -140,11 +144,6 @@ def gguf_header_command(path: str, length: int) -> str:
 def parse_gguf_header(text: str | None) -> tuple[int, bytes] | None:
     """`gguf_header_command`'s output -> (the file's size, its first bytes); None where the
     file could not be read, or the output is not what the command prints."""
-    import base64
-    import binascii
-    import gzip
-    import zlib
-
     lines = (text or "").split()
     if not lines or not lines[0].isdigit():
         return None
@@ -171,8 +170,6 @@ def gguf_header_length(data: bytes) -> int:
     """The length of the GGUF header (version 2 or 3) at the start of `data`: its metadata
     and tensor table, padded to the file's alignment, where the tensors' data begins.
     _Short when `data` ends before it; ValueError for a value type GGUF does not have."""
-    import struct
-
     pos = 24
     if data[:4] != b"GGUF"[:len(data)] or data[4:5] not in (b"", b"\x02", b"\x03"):
         raise ValueError("not a GGUF of version 2 or 3")
@@ -246,8 +243,6 @@ def host_gguf(model: ModelFile, model_dir: str) -> Iterator[Path | None]:
     a stand-in holding the host file's header, as long as the host file and sparse beyond it.
     None for any other model, or where the host file cannot be read (the model checks after
     this one say why): the profile's model is planned then."""
-    import tempfile
-
     if not model.users_file:
         yield None
         return
@@ -271,9 +266,6 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     """The refusal of a service over the budget: its plan by part, and the ways out at its
     own shape (the profiles that fit with its slots, fewer slots, a smaller context); `own`:
     the user's model file, as (its host data key, its path), where it is not the profile's."""
-    from beekeeper.core.planner import predict
-    from beekeeper.core.profiles import PROFILES, with_ctx_size
-
     base = PROFILES[svc.profile.name].server
     s = svc.profile.server
     shape = ([f"ctx_size {s.ctx_size}"] if s.ctx_size != base.ctx_size else []) + \
@@ -289,15 +281,12 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     with_slots = f" with {s.parallel} slots" if s.parallel != 1 else ""
     return PreflightError(
         f"profile {svc.profile.name}{said}", f"needs {pred.total_mib:.0f} MiB of VRAM, over "
-        f"vram_budget_gib {cfg.data.vram_budget_gib:g} ({budget_mib:.0f} MiB): {_brief(pred)}",
+        f"vram_budget_gib {cfg.data.vram_budget_gib:g} ({budget_mib:.0f} MiB): weights "
+        f"{pred.weights_mib:.0f} + KV {pred.kv_mib:.0f} + recurrent {pred.recurrent_mib:.0f} + "
+        f"draft {pred.draft_mib:.0f} + compute {pred.compute_mib:.0f} + CUDA "
+        f"{pred.cuda_context_mib:.0f} MiB",
         f"profiles that fit{with_slots}: {', '.join(fits) or 'none'}{more}; or raise "
         "vram_budget_gib", lead=" ", then="; ")
-
-
-def _brief(pred: Prediction) -> str:
-    return (f"weights {pred.weights_mib:.0f} + KV {pred.kv_mib:.0f} + recurrent "
-            f"{pred.recurrent_mib:.0f} + draft {pred.draft_mib:.0f} + compute "
-            f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
 
 
 # the user the kit's server runs as (tasks/native.py makes it)
@@ -521,9 +510,7 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     its driver (beekeeper.core.toolkit): that toolkit's release, used instead of installing
     one; None: the kit installs cuda_version's toolkit from NVIDIA's repository."""
     if not cfg.requested_way.builds_on_host or cfg.service.profile.backend != "cuda" \
-            or not tools.nvcc:
-        return None
-    if not gpu or not gpu.gpus:
+            or not tools.nvcc or not gpu or not gpu.gpus:
         return None
     from beekeeper.core.build import cuda_arch_from_compute_cap
     asked = cfg.data.cuda_arch
