@@ -204,8 +204,6 @@ def _cards(gpu: NvidiaSmiInfo) -> list[tuple[str, str]]:
 
 
 def cuda_judged(cfg: HostConfig, cuda: str | None) -> str:
-    """The CUDA release the driver and cards are judged against: `cuda` where given (the host's
-    own toolkit's, or HostFacts.cuda_version), else host data `cuda_version`."""
     return cuda or cfg.data.cuda_version
 
 
@@ -355,7 +353,6 @@ def reported_cuda(gpu: NvidiaSmiInfo) -> str | None:
 
 
 def _the_driver(gpu: NvidiaSmiInfo) -> str:
-    """The driver as a refusal names it: by its version, or as nvidia-smi left it."""
     if gpu.driver_version:
         return f"driver {gpu.driver_version}"
     return "the driver (nvidia-smi prints no driver version)"
@@ -473,31 +470,10 @@ def check_driver_install(packages: list[str], module: NvidiaModuleInfo | None,
     cause (installing again would loop) unless a reboot loads it and host data allows one."""
     sb = sb or SecureBootInfo(state="unknown")
     loadable = not sb.enabled or sb.enrolled_key is not None  # after a reboot
-    if module and module.path and not (module.since_boot and loadable and allow_reboot):
-        refuse_unloaded(packages, module, sb, loadable, os_id)
-    check_secure_boot(sb, os_id)
-
-
-def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
-    """Before the kit builds an NVIDIA module: with Secure Boot on, a DKMS signing key must
-    be enrolled, or the module is rejected at boot."""
-    sb = sb or SecureBootInfo(state="unknown")
-    if sb.enabled and not sb.enrolled_key:
-        pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
-            if sb.pending_key else ""
-        raise PreflightError(
-            "Secure Boot", f"is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, "
-            f"so the NVIDIA module the kit would build would be rejected at boot{pending}",
-            new_mok(os_id), lead=" ", then=": ")
-    if sb.state == "unknown":
-        warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
-             "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
-             "to let preflight check)")
-
-
-def refuse_unloaded(packages: list[str], module: NvidiaModuleInfo, sb: SecureBootInfo,
-                    loadable: bool, os_id: str) -> None:
-    """The refusal for a driver that is installed but does not load, by its likely cause."""
+    if not module or not module.path or (module.since_boot and loadable and allow_reboot):
+        check_secure_boot(sb, os_id)
+        return
+    # installed but not loaded: refused by its likely cause
     what = ", ".join([str(module.path)] + packages[:3] + (["..."] if len(packages) > 3 else []))
     driver = "the NVIDIA driver"
     head = f"is installed ({what}) but not loaded (nvidia-smi sees no GPU)"
@@ -521,3 +497,20 @@ def refuse_unloaded(packages: list[str], module: NvidiaModuleInfo, sb: SecureBoo
         driver, f"{head}{loaded}; Secure Boot is {sb.state}", "see `sudo modprobe nvidia` and "
         "`sudo dmesg | grep -i nvidia`, or purge the driver packages to let the kit install its "
         "own; the kit does not install a second driver over it", lead=" ", then=": ")
+
+
+def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
+    """Before the kit builds an NVIDIA module: with Secure Boot on, a DKMS signing key must
+    be enrolled, or the module is rejected at boot."""
+    sb = sb or SecureBootInfo(state="unknown")
+    if sb.enabled and not sb.enrolled_key:
+        pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
+            if sb.pending_key else ""
+        raise PreflightError(
+            "Secure Boot", f"is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, "
+            f"so the NVIDIA module the kit would build would be rejected at boot{pending}",
+            new_mok(os_id), lead=" ", then=": ")
+    if sb.state == "unknown":
+        warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
+             "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
+             "to let preflight check)")

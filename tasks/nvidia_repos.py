@@ -98,7 +98,6 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
 
 def _signed_repo(repo: AptRepo, url: str, key_url: str, key_name: str,
                  name: str) -> list[OperationMeta]:
-    """A repository in its own sources file, signed by its own keyring (paths.py names both)."""
     return [apt.key(name=key_name, src=key_url, dest=posixpath.basename(repo.keyring)),
             apt.sources_file(name=name, uris=url, suites="/", signed_by=repo.keyring,
                              filename=posixpath.basename(repo.sources).removesuffix(".sources"))]

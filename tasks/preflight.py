@@ -422,8 +422,7 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
 # the kit's folders on the host: a persistent root inside one would link into itself
 KIT_FOLDERS = (NATIVE_PREFIX.rsplit("/", 1)[0], CONF_ROOT, STATE_DIR, LOG_DIR, HOSTSIDE_DIR,
                MODEL_DIR.rsplit("/", 1)[0])
-# where a GPU pod's volume is by default (RunPod and most templates mount it there), and the
-# persistent root the kit picks on it where host data leaves `persistent_root` out
+# where a GPU pod's volume is by default (RunPod and most templates mount it there)
 POD_VOLUME = "/workspace"
 AUTO_PERSISTENT_ROOT = f"{POD_VOLUME}/beekeeper"
 
@@ -532,7 +531,6 @@ GGUF_FIX = ("give the path of a GGUF model file (version 2 or 3, as llama.cpp's 
 
 
 def local_head(path: str) -> bytes | None:
-    """The first bytes of a file on the controller (None: it cannot be read)."""
     from beekeeper.core.config import GGUF_HEAD_BYTES
 
     try:
@@ -575,7 +573,6 @@ HIDDEN_BY_PROTECT_HOME = ("/home", "/root", "/run/user")
 
 
 def hidden_by_protect_home(path: str) -> str | None:
-    """The folder of HIDDEN_BY_PROTECT_HOME that `path` lies in, or None."""
     return next((top for top in HIDDEN_BY_PROTECT_HOME
                  if path == top or path.startswith(top + "/")), None)
 
@@ -703,7 +700,6 @@ def download_bytes(cfg: HostConfig) -> int:
 
 
 def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
-    """Under WSL2, model_dir on the Linux disk, not a Windows drive."""
     if wsl.is_wsl2 and cfg.data.model_dir.startswith("/mnt/"):
         raise PreflightError(f"model_dir {cfg.data.model_dir}", "is on a Windows drive (9p, 3-5x "
                              "slower loads)", "use a folder on the WSL ext4 disk, e.g. "
@@ -711,7 +707,6 @@ def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
 
 
 def check_free_space(cfg: HostConfig, free: int | None) -> None:
-    """Room in model_dir for what the model stage downloads, and 1 GiB to spare."""
     need = download_bytes(cfg)
     if need and free is not None and free < need + GIB:
         raise PreflightError(
