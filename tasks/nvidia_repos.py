@@ -25,7 +25,6 @@ CUDA_KEY = CUDA_REPO + "{key}"
 # ones; debian13 is signed by 8793F200 ("Kitmaker (Debian 13 Trixie)", fingerprint
 # 02182E60104FCDC26EAE1B8597A5D4CB8793F200), published beside it as 8793F200.pub.
 CUDA_KEYS = {"debian13": "8793F200.pub"}
-DEFAULT_CUDA_KEY = "3bf863cc.pub"
 TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
 TOOLKIT_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
 
@@ -64,7 +63,7 @@ def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
     return Repos(
         cuda=(given.cuda or CUDA_REPO).format(distro=distro),
         cuda_key=(given.cuda_key or CUDA_KEY).format(
-            distro=distro, key=CUDA_KEYS.get(distro, DEFAULT_CUDA_KEY)),
+            distro=distro, key=CUDA_KEYS.get(distro, "3bf863cc.pub")),
         toolkit=given.toolkit or TOOLKIT_REPO,
         toolkit_key=given.toolkit_key or TOOLKIT_KEY,
     )
