@@ -35,22 +35,15 @@ def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
     return facts.pci_nvidia_gpus > 0
 
 
-def old_holds_released(facts: HostFacts) -> list[OperationMeta]:
-    """A host an earlier beekeeper deployed holds the driver packages it installed (its record
-    names them): released, so the branch's updates come in; the branch pin stays."""
-    if facts.wsl.is_wsl2:
-        return []
-    held = nvidia.kit_driver_holds(host.get_fact(FileContents, path=HOLDS_RECORD) or [])
-    if not held:
-        return []
-    return [nvidia.kit_driver_holds_released(
-        name=f"Release the holds an earlier beekeeper set on {len(held)} NVIDIA driver "
-             "packages (the branch pin keeps the branch; its updates come in)")]
-
-
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     """Returns (stopped for a reboot or a second run, operations)."""
-    released = old_holds_released(facts)
+    # a host an earlier beekeeper deployed holds the driver packages it installed (its record
+    # names them): released, so the branch's updates come in; the branch pin stays
+    held = [] if facts.wsl.is_wsl2 else \
+        nvidia.kit_driver_holds(host.get_fact(FileContents, path=HOLDS_RECORD) or [])
+    released = [nvidia.kit_driver_holds_released(
+        name=f"Release the holds an earlier beekeeper set on {len(held)} NVIDIA driver "
+             "packages (the branch pin keeps the branch; its updates come in)")] if held else []
     if not needs_driver(cfg, facts):
         return False, released
     branch = driver_branch_to_install(cfg, facts.cuda_version)

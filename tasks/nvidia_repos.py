@@ -79,10 +79,9 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
     has a source for the same URL already, and a second one with another Signed-By makes apt
     refuse every source list ("Conflicting values set for option Signed-By"): that source is
     used as it is, and the kit's own removed."""
-    others = [s for s in host.get_fact(AptSourcesFor, url=r.cuda)
-              if s.path != CUDA_APT.sources]
-    if others:
-        found = others[0]
+    found = next((s for s in host.get_fact(AptSourcesFor, url=r.cuda)
+                  if s.path != CUDA_APT.sources), None)
+    if found is not None:
         name = found.path.rsplit("/", 1)[-1]
         return [
             apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
