@@ -311,9 +311,8 @@ def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, rt: Runtime,
         return "supervised"
     lineage = (owner.ppid, *owner.ancestors)
     under_supervisord = info.supervisord is not None and info.supervisord in lineage
-    segments = {seg for path in owner.cgroups for seg in path.split("/")}
-    kit_units = {seg for seg in segments if seg.startswith("beekeeper-")
-                 and seg.endswith(".service")}
+    kit_units = {seg for path in owner.cgroups for seg in path.split("/")
+                 if seg.startswith("beekeeper-") and seg.endswith(".service")}
     in_unit = bool(kit_units & {f"beekeeper-{n}.service" for n in units})
     if rt.runs_process(under_supervisord, in_unit):
         return "supervised"
@@ -512,11 +511,9 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
             or not tools.nvcc or not gpu or not gpu.gpus:
         return None
     from beekeeper.core.build import cuda_arch_from_compute_cap
-    asked = cfg.data.cuda_arch
-    archs = ([a.strip() for a in asked.replace(";", ",").split(",") if a.strip()]
-             if asked else
-             sorted({cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus
-                     if g.compute_cap}))
+    # host data's cuda_arch is a list of archs joined by ";" (hostdata.CUDA_ARCH)
+    archs = cfg.data.cuda_arch.split(";") if cfg.data.cuda_arch else sorted(
+        {cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus if g.compute_cap})
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
         warn(f"{choice.why}: the kit installs CUDA {cfg.data.cuda_version}'s toolkit "
@@ -572,11 +569,6 @@ class ModelTarget(FactBase[str]):
 HIDDEN_BY_PROTECT_HOME = ("/home", "/root", "/run/user")
 
 
-def hidden_by_protect_home(path: str) -> str | None:
-    return next((top for top in HIDDEN_BY_PROTECT_HOME
-                 if path == top or path.startswith(top + "/")), None)
-
-
 def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
     """A model file already on the host (`model_host_path`): there, a regular file (a symlink
     followed), with the sha256 host data gives, readable by the server's user, and not where
@@ -593,7 +585,8 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
             path = m.host_path(cfg.data.model_dir)
             target = host.get_fact(ModelTarget, path=path) or path
             named = path if target == path else f"{path} (a symlink to {target})"
-            hidden = hidden_by_protect_home(path) or hidden_by_protect_home(target)
+            hidden = next((top for p in (path, target) for top in HIDDEN_BY_PROTECT_HOME
+                           if p == top or p.startswith(top + "/")), None)
             if rt.protects_home and hidden:
                 raise PreflightError(
                     host_data("model_host_path"), f"{named} lies under {hidden}, which the "
