@@ -79,8 +79,7 @@ def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
     running kernel's own headers (docs/hosts-as-you-find-them.md, "Which driver the kit
     installs"); the latter judged only where the lists offer the meta-package."""
     suite = backports_suite(os_release, kernel)
-    installed = series(follow.installed)
-    if suite and installed != series(kernel):
+    if suite and series(follow.installed) != series(kernel):
         have = follow.installed or follow.candidate
         brings = f" ({meta} {have} is the {spell(series(have) or (0, 0))} series')" \
             if series(have) else ""
