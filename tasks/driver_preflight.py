@@ -16,6 +16,7 @@ from beekeeper.core.config import HostConfig
 from beekeeper.core.cudacompat import spell
 from beekeeper.core.distro import backports_suite, headers_meta, image_meta, series
 from beekeeper.core.errors import PreflightError, host_data
+from beekeeper.core.planner import predict
 from beekeeper.facts.boot import SecureBoot, SecureBootInfo
 from beekeeper.facts.gpu import (
     WSL_NVIDIA_SMI,
@@ -78,8 +79,7 @@ def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
     running kernel's own headers (docs/hosts-as-you-find-them.md, "Which driver the kit
     installs"); the latter judged only where the lists offer the meta-package."""
     suite = backports_suite(os_release, kernel)
-    installed = series(follow.installed)
-    if suite and installed != series(kernel):
+    if suite and series(follow.installed) != series(kernel):
         have = follow.installed or follow.candidate
         brings = f" ({meta} {have} is the {spell(series(have) or (0, 0))} series')" \
             if series(have) else ""
@@ -136,12 +136,10 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             "for", "set host data `cuda_arch` to the card's (e.g. cuda_arch = '90' for an H100 or "
             "H200, '89' for an RTX 40xx; NVIDIA's CUDA GPUs page lists them)", lead=" ", then=": ")
     check_generation(cfg, _cards(gpu), cuda)
+    asked = cfg.data.cuda_arch
     for card in gpu.gpus:  # every card: the unit gives the server every GPU
-        cap = card.compute_cap
-        if cap is None:  # not printed: the given cuda_arch is taken as the card's
-            continue
-        asked = cfg.data.cuda_arch
-        if asked and not arch_runs_on(asked, cap):
+        cap = card.compute_cap  # not printed: the given cuda_arch is taken as the card's
+        if asked and cap is not None and not arch_runs_on(asked, cap):
             raise PreflightError(
                 f"cuda_arch {asked}", f"has no kernels for the {card.name} (compute "
                 f"capability {cap}, sm_{cuda_arch_from_compute_cap(cap)})", "add "
@@ -162,8 +160,6 @@ def check_cards_memory(cfg: HostConfig, gpu: NvidiaSmiInfo) -> None:
     cards = [c for c in gpu.gpus if c.memory_total_mib]
     if len(gpu.gpus) < 2 or not cards:
         return
-    from beekeeper.core.planner import predict
-
     total = sum(predict(s.profile).total_mib for s in cfg.services
                 if s.profile.backend == "cuda")
     small = min(cards, key=lambda c: c.memory_total_mib or 0)
@@ -188,8 +184,9 @@ def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
 # NVIDIA's CUDA 13.0 dropped offline compilation and library support for compute capability
 # below 7.5 (Maxwell, Pascal, Volta: CUDA 12.x is their last), and "the release 580 series
 # will be the last to support GPUs based on the Maxwell, Pascal, and Volta architectures"
-# (NVIDIA's Unix graphics feature deprecation schedule); Kepler (below 5.0) ended with 470
-CUDA13_MIN_CAP = (7, 5)
+# (NVIDIA's Unix graphics feature deprecation schedule); Kepler (below 5.0) ended with 470.
+# NVIDIA's open kernel modules, too, run on Turing (compute capability 7.5) and newer.
+TURING = (7, 5)
 LAST_BRANCH_BELOW_TURING = 580
 KEPLER_LAST_BRANCH = 470
 
@@ -206,8 +203,6 @@ def _cards(gpu: NvidiaSmiInfo) -> list[tuple[str, str]]:
 
 
 def cuda_judged(cfg: HostConfig, cuda: str | None) -> str:
-    """The CUDA release the driver and cards are judged against: `cuda` where given (the host's
-    own toolkit's, or HostFacts.cuda_version), else host data `cuda_version`."""
     return cuda or cfg.data.cuda_version
 
 
@@ -216,7 +211,7 @@ def check_generation(cfg: HostConfig, cards: list[tuple[str, str]],
     """A card CUDA 13 cannot serve (Maxwell, Pascal, Volta; Kepler and older) is refused
     before any change, naming it, its last driver branch and the way that works: CUDA 12
     on branch 580 (the proprietary modules: the open ones need Turing)."""
-    old = [(n, c) for n, c in cards if _cap(c) < CUDA13_MIN_CAP]
+    old = [(n, c) for n, c in cards if _cap(c) < TURING]
     if not old:
         return
     name, cap = old[0]
@@ -241,7 +236,7 @@ def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]],
                             cuda: str | None = None) -> None:
     """The branch the kit would install (or upgrade to) still drives every card: never a
     branch after 580 on a Maxwell, Pascal or Volta card, which that branch dropped."""
-    old = [(n, c) for n, c in cards if _cap(c) < CUDA13_MIN_CAP]
+    old = [(n, c) for n, c in cards if _cap(c) < TURING]
     branch = cfg.data.driver_branch or cudacompat.branch_for_cuda(cuda_judged(cfg, cuda))
     if old and branch is not None and branch > LAST_BRANCH_BELOW_TURING:
         raise PreflightError(
@@ -338,8 +333,10 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
     brand = f", brand {gpu.brand}" if gpu.brand else ""
     require = f"(NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)})"
     if reported is None:
+        branchless = f", and the kit knows no CUDA of branch {gpu.driver_branch}" \
+            if gpu.driver_branch else ""
         return (f"{_the_driver(gpu)} reports no CUDA version (no \"CUDA Version\" in "
-                f"nvidia-smi{_no_cuda_of_branch(gpu)}){brand}, so the kit cannot tell that it "
+                f"nvidia-smi{branchless}){brand}, so the kit cannot tell that it "
                 f"runs the image's CUDA {cuda} {require}")
     return (f"driver {gpu.driver_version} reports CUDA {reported}{brand}, older than the "
             f"image's CUDA {cuda} {require}")
@@ -355,7 +352,6 @@ def reported_cuda(gpu: NvidiaSmiInfo) -> str | None:
 
 
 def _the_driver(gpu: NvidiaSmiInfo) -> str:
-    """The driver as a refusal names it: by its version, or as nvidia-smi left it."""
     if gpu.driver_version:
         return f"driver {gpu.driver_version}"
     return "the driver (nvidia-smi prints no driver version)"
@@ -366,11 +362,6 @@ def _the_driver_and(gpu: NvidiaSmiInfo, why: str) -> tuple[str, str]:
     first."""
     the = _the_driver(gpu)
     return the, why.removeprefix(f"{the} ")
-
-
-def _no_cuda_of_branch(gpu: NvidiaSmiInfo) -> str:
-    return f", and the kit knows no CUDA of branch {gpu.driver_branch}" \
-        if gpu.driver_branch else ""
 
 
 def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
@@ -410,24 +401,18 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
         f"cuda_version{a_release}", lead=" ", then=": ")
 
 
-# NVIDIA's open kernel modules run on Turing (compute capability 7.5) and newer
-OPEN_MIN_CAP = (7, 5)
-
-
 def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     """The open kernel modules (the default) need Turing or newer: refused on any older card
     nvidia-smi names (the driver drives them all, and the unit gives the server every GPU)."""
-    if cfg.data.driver_flavour != "open" or gpu is None:
-        return
-    for card in gpu.gpus:
-        if card.compute_cap is None:  # not printed ([N/A]): nothing to judge by
-            continue
-        if _cap(card.compute_cap) >= OPEN_MIN_CAP:
-            continue
+    if gpu is not None:
+        _refuse_open(cfg, [name for name, cap in _cards(gpu) if _cap(cap) < TURING])
+
+
+def _refuse_open(cfg: HostConfig, older: list[str]) -> None:
+    if older and cfg.data.driver_flavour == "open":
         raise PreflightError(
             host_data("driver_flavour"), "'open' (the default) needs a Turing or newer GPU, and "
-            f"the {card.name} is compute capability {card.compute_cap}", "set driver_flavour = "
-            "'proprietary'", then=": ")
+            f"{older[0]}", "set driver_flavour = 'proprietary'", then=": ")
 
 
 # The first Turing PCI device id (TU102, 0x1e02): every earlier NVIDIA GPU (Pascal up to
@@ -443,15 +428,9 @@ def check_flavour_by_pci(cfg: HostConfig, devices: tuple[int, ...]) -> None:
     if not old:
         return
     ids = ", ".join(f"10de:{d:04x}" for d in old)
-    # compute capability below 7.5 (the first Turing id): the generation rule, by PCI id
-    check_generation(cfg, [(f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing "
-                            "(ids below 10de:1e00)", "7.0")])
-    if cfg.data.driver_flavour != "open":
-        return
-    raise PreflightError(
-        host_data("driver_flavour"), "'open' (the default) needs a Turing or newer GPU, and "
-        f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing (ids below 10de:1e00)",
-        "set driver_flavour = 'proprietary'", then=": ")
+    what = f"this host's NVIDIA GPU (PCI id {ids}) is older than Turing (ids below 10de:1e00)"
+    check_generation(cfg, [(what, "7.0")])  # the generation rule, by PCI id
+    _refuse_open(cfg, [what])
 
 
 # DKMS's own key and certificate (dkms framework.conf defaults mok_signing_key and
@@ -490,31 +469,10 @@ def check_driver_install(packages: list[str], module: NvidiaModuleInfo | None,
     cause (installing again would loop) unless a reboot loads it and host data allows one."""
     sb = sb or SecureBootInfo(state="unknown")
     loadable = not sb.enabled or sb.enrolled_key is not None  # after a reboot
-    if module and module.path and not (module.since_boot and loadable and allow_reboot):
-        refuse_unloaded(packages, module, sb, loadable, os_id)
-    check_secure_boot(sb, os_id)
-
-
-def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
-    """Before the kit builds an NVIDIA module: with Secure Boot on, a DKMS signing key must
-    be enrolled, or the module is rejected at boot."""
-    sb = sb or SecureBootInfo(state="unknown")
-    if sb.enabled and not sb.enrolled_key:
-        pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
-            if sb.pending_key else ""
-        raise PreflightError(
-            "Secure Boot", f"is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, "
-            f"so the NVIDIA module the kit would build would be rejected at boot{pending}",
-            new_mok(os_id), lead=" ", then=": ")
-    if sb.state == "unknown":
-        warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
-             "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
-             "to let preflight check)")
-
-
-def refuse_unloaded(packages: list[str], module: NvidiaModuleInfo, sb: SecureBootInfo,
-                    loadable: bool, os_id: str) -> None:
-    """The refusal for a driver that is installed but does not load, by its likely cause."""
+    if not module or not module.path or (module.since_boot and loadable and allow_reboot):
+        check_secure_boot(sb, os_id)
+        return
+    # installed but not loaded: refused by its likely cause
     what = ", ".join([str(module.path)] + packages[:3] + (["..."] if len(packages) > 3 else []))
     driver = "the NVIDIA driver"
     head = f"is installed ({what}) but not loaded (nvidia-smi sees no GPU)"
@@ -538,3 +496,20 @@ def refuse_unloaded(packages: list[str], module: NvidiaModuleInfo, sb: SecureBoo
         driver, f"{head}{loaded}; Secure Boot is {sb.state}", "see `sudo modprobe nvidia` and "
         "`sudo dmesg | grep -i nvidia`, or purge the driver packages to let the kit install its "
         "own; the kit does not install a second driver over it", lead=" ", then=": ")
+
+
+def check_secure_boot(sb: SecureBootInfo | None, os_id: str) -> None:
+    """Before the kit builds an NVIDIA module: with Secure Boot on, a DKMS signing key must
+    be enrolled, or the module is rejected at boot."""
+    sb = sb or SecureBootInfo(state="unknown")
+    if sb.enabled and not sb.enrolled_key:
+        pending = f"; {sb.pending_key} waits for enrolment: reboot and choose Enroll MOK" \
+            if sb.pending_key else ""
+        raise PreflightError(
+            "Secure Boot", f"is on ({sb.line or sb.state}) and no DKMS signing key is enrolled, "
+            f"so the NVIDIA module the kit would build would be rejected at boot{pending}",
+            new_mok(os_id), lead=" ", then=": ")
+    if sb.state == "unknown":
+        warn("Secure Boot state unknown (no mokutil, no readable efivar): if it is on, the "
+             "NVIDIA module will not load until its DKMS key is enrolled (apt install mokutil "
+             "to let preflight check)")

@@ -35,22 +35,15 @@ def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
     return facts.pci_nvidia_gpus > 0
 
 
-def old_holds_released(facts: HostFacts) -> list[OperationMeta]:
-    """A host an earlier beekeeper deployed holds the driver packages it installed (its record
-    names them): released, so the branch's updates come in; the branch pin stays."""
-    if facts.wsl.is_wsl2:
-        return []
-    held = nvidia.kit_driver_holds(host.get_fact(FileContents, path=HOLDS_RECORD) or [])
-    if not held:
-        return []
-    return [nvidia.kit_driver_holds_released(
-        name=f"Release the holds an earlier beekeeper set on {len(held)} NVIDIA driver "
-             "packages (the branch pin keeps the branch; its updates come in)")]
-
-
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     """Returns (stopped for a reboot or a second run, operations)."""
-    released = old_holds_released(facts)
+    # a host an earlier beekeeper deployed holds the driver packages it installed (its record
+    # names them): released, so the branch's updates come in; the branch pin stays
+    held = [] if facts.wsl.is_wsl2 else \
+        nvidia.kit_driver_holds(host.get_fact(FileContents, path=HOLDS_RECORD) or [])
+    released = [nvidia.kit_driver_holds_released(
+        name=f"Release the holds an earlier beekeeper set on {len(held)} NVIDIA driver "
+             "packages (the branch pin keeps the branch; its updates come in)")] if held else []
     if not needs_driver(cfg, facts):
         return False, released
     branch = driver_branch_to_install(cfg, facts.cuda_version)
@@ -73,16 +66,35 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
                      no_recommends=True),
     ]
     if upgrade:
+        version = (facts.gpu.driver_version if facts.gpu else None) or "?"
         ops.append(nvidia.driver_purged(
-            name=f"Purge the installed NVIDIA driver ({_version(facts)}, upgrade_driver)",
-            branch=branch))
+            name=f"Purge the installed NVIDIA driver ({version}, upgrade_driver)", branch=branch))
     ops += [
         apt.packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
                      packages=[pinning], no_recommends=True),
         nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
                                 package=driver, after_purge=upgrade),
     ]
-    return _after_install(cfg, ops, bool(facts.cuda_arch or facts.compute_cap))
+    # reboot where host data allows it, else stop and ask for one
+    if not cfg.data.allow_reboot:
+        ops.append(server.shell(
+            name="Stop: the new NVIDIA driver needs a reboot",
+            commands=["echo 'beekeeper: NVIDIA driver installed; reboot the host, then deploy "
+                      "again (or set allow_reboot = True in host data)' >&2; exit 1"]))
+        return True, ops
+    ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
+                             delay=10, reboot_timeout=600))
+    if facts.cuda_arch or facts.compute_cap:  # cuda_arch, or an upgraded driver's
+        return False, ops
+    # the build's arch is fixed when the deploy is planned, before nvidia-smi existed (a
+    # fallback sm_89 image would not run on an RTX 3090); re-reading facts would need a
+    # second planning pass in one pyinfra run, so: stop and ask for a second run
+    ops.append(server.shell(
+        name="Stop: the GPU arch is known only now; deploy again",
+        commands=["echo 'beekeeper: NVIDIA driver installed and the host rebooted; its "
+                  "GPU arch was unknown when this run was planned: deploy again (or set "
+                  "cuda_arch in host data)' >&2; exit 1"]))
+    return True, ops
 
 
 def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
@@ -102,32 +114,3 @@ def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
             name="Check that Debian 12's dkms can take the driver packages",
             packages=packages, branch=branch, replacing=upgrade, older=older))
     return ops
-
-
-def _after_install(cfg: HostConfig, ops: list[OperationMeta],
-                   arch_known: bool) -> tuple[bool, list[OperationMeta]]:
-    """Reboot where host data allows it, else stop and ask for one. After the reboot the
-    deploy goes on only where the GPU's arch is known (cuda_arch, or an upgraded driver's)."""
-    if cfg.data.allow_reboot:
-        ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
-                                 delay=10, reboot_timeout=600))
-        if arch_known:
-            return False, ops
-        # the build's arch is fixed when the deploy is planned, before nvidia-smi existed (a
-        # fallback sm_89 image would not run on an RTX 3090); re-reading facts would need a
-        # second planning pass in one pyinfra run, so: stop and ask for a second run
-        ops.append(server.shell(
-            name="Stop: the GPU arch is known only now; deploy again",
-            commands=["echo 'beekeeper: NVIDIA driver installed and the host rebooted; its "
-                      "GPU arch was unknown when this run was planned: deploy again (or set "
-                      "cuda_arch in host data)' >&2; exit 1"]))
-        return True, ops
-    ops.append(server.shell(
-        name="Stop: the new NVIDIA driver needs a reboot",
-        commands=["echo 'beekeeper: NVIDIA driver installed; reboot the host, then deploy "
-                  "again (or set allow_reboot = True in host data)' >&2; exit 1"]))
-    return True, ops
-
-
-def _version(facts: HostFacts) -> str:
-    return (facts.gpu.driver_version if facts.gpu else None) or "?"

@@ -25,7 +25,6 @@ CUDA_KEY = CUDA_REPO + "{key}"
 # ones; debian13 is signed by 8793F200 ("Kitmaker (Debian 13 Trixie)", fingerprint
 # 02182E60104FCDC26EAE1B8597A5D4CB8793F200), published beside it as 8793F200.pub.
 CUDA_KEYS = {"debian13": "8793F200.pub"}
-DEFAULT_CUDA_KEY = "3bf863cc.pub"
 TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
 TOOLKIT_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
 
@@ -64,7 +63,7 @@ def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
     return Repos(
         cuda=(given.cuda or CUDA_REPO).format(distro=distro),
         cuda_key=(given.cuda_key or CUDA_KEY).format(
-            distro=distro, key=CUDA_KEYS.get(distro, DEFAULT_CUDA_KEY)),
+            distro=distro, key=CUDA_KEYS.get(distro, "3bf863cc.pub")),
         toolkit=given.toolkit or TOOLKIT_REPO,
         toolkit_key=given.toolkit_key or TOOLKIT_KEY,
     )
@@ -80,10 +79,9 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
     has a source for the same URL already, and a second one with another Signed-By makes apt
     refuse every source list ("Conflicting values set for option Signed-By"): that source is
     used as it is, and the kit's own removed."""
-    others = [s for s in host.get_fact(AptSourcesFor, url=r.cuda)
-              if s.path != CUDA_APT.sources]
-    if others:
-        found = others[0]
+    found = next((s for s in host.get_fact(AptSourcesFor, url=r.cuda)
+                  if s.path != CUDA_APT.sources), None)
+    if found is not None:
         name = found.path.rsplit("/", 1)[-1]
         return [
             apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
@@ -98,7 +96,6 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
 
 def _signed_repo(repo: AptRepo, url: str, key_url: str, key_name: str,
                  name: str) -> list[OperationMeta]:
-    """A repository in its own sources file, signed by its own keyring (paths.py names both)."""
     return [apt.key(name=key_name, src=key_url, dest=posixpath.basename(repo.keyring)),
             apt.sources_file(name=name, uris=url, suites="/", signed_by=repo.keyring,
                              filename=posixpath.basename(repo.sources).removesuffix(".sources"))]

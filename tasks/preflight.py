@@ -4,7 +4,13 @@ Preflight: read the host's facts and stop with one clear message before any chan
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 import shlex
+import struct
+import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +40,8 @@ from beekeeper.core.paths import (
     sha256_stamps,
     start_script,
 )
-from beekeeper.core.planner import Prediction
-from beekeeper.core.profiles import FileSource, HfSource, ModelFile
+from beekeeper.core.planner import PlanError, Prediction, predict, served_gguf
+from beekeeper.core.profiles import PROFILES, FileSource, HfSource, ModelFile, with_ctx_size
 from beekeeper.core.runtime import Runtime
 from beekeeper.core.toolkit import host_toolkit
 from beekeeper.facts.boot import WslSettings, WslSettingsInfo
@@ -79,8 +85,6 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     """Each service within the VRAM budget; all of them within the card, 1 GiB to spare. A
     service's plan is its shape and its model: the user's own GGUF (on the controller, or on
     the host: `host_gguf`), else the profile's."""
-    from beekeeper.core.planner import PlanError, predict, served_gguf
-
     budget_mib = cfg.data.vram_budget_gib * 1024
     total = 0.0
     for svc in cfg.services:
@@ -140,11 +144,6 @@ def gguf_header_command(path: str, length: int) -> str:
 def parse_gguf_header(text: str | None) -> tuple[int, bytes] | None:
     """`gguf_header_command`'s output -> (the file's size, its first bytes); None where the
     file could not be read, or the output is not what the command prints."""
-    import base64
-    import binascii
-    import gzip
-    import zlib
-
     lines = (text or "").split()
     if not lines or not lines[0].isdigit():
         return None
@@ -171,8 +170,6 @@ def gguf_header_length(data: bytes) -> int:
     """The length of the GGUF header (version 2 or 3) at the start of `data`: its metadata
     and tensor table, padded to the file's alignment, where the tensors' data begins.
     _Short when `data` ends before it; ValueError for a value type GGUF does not have."""
-    import struct
-
     pos = 24
     if data[:4] != b"GGUF"[:len(data)] or data[4:5] not in (b"", b"\x02", b"\x03"):
         raise ValueError("not a GGUF of version 2 or 3")
@@ -246,8 +243,6 @@ def host_gguf(model: ModelFile, model_dir: str) -> Iterator[Path | None]:
     a stand-in holding the host file's header, as long as the host file and sparse beyond it.
     None for any other model, or where the host file cannot be read (the model checks after
     this one say why): the profile's model is planned then."""
-    import tempfile
-
     if not model.users_file:
         yield None
         return
@@ -271,9 +266,6 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     """The refusal of a service over the budget: its plan by part, and the ways out at its
     own shape (the profiles that fit with its slots, fewer slots, a smaller context); `own`:
     the user's model file, as (its host data key, its path), where it is not the profile's."""
-    from beekeeper.core.planner import predict
-    from beekeeper.core.profiles import PROFILES, with_ctx_size
-
     base = PROFILES[svc.profile.name].server
     s = svc.profile.server
     shape = ([f"ctx_size {s.ctx_size}"] if s.ctx_size != base.ctx_size else []) + \
@@ -289,15 +281,12 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
     with_slots = f" with {s.parallel} slots" if s.parallel != 1 else ""
     return PreflightError(
         f"profile {svc.profile.name}{said}", f"needs {pred.total_mib:.0f} MiB of VRAM, over "
-        f"vram_budget_gib {cfg.data.vram_budget_gib:g} ({budget_mib:.0f} MiB): {_brief(pred)}",
+        f"vram_budget_gib {cfg.data.vram_budget_gib:g} ({budget_mib:.0f} MiB): weights "
+        f"{pred.weights_mib:.0f} + KV {pred.kv_mib:.0f} + recurrent {pred.recurrent_mib:.0f} + "
+        f"draft {pred.draft_mib:.0f} + compute {pred.compute_mib:.0f} + CUDA "
+        f"{pred.cuda_context_mib:.0f} MiB",
         f"profiles that fit{with_slots}: {', '.join(fits) or 'none'}{more}; or raise "
         "vram_budget_gib", lead=" ", then="; ")
-
-
-def _brief(pred: Prediction) -> str:
-    return (f"weights {pred.weights_mib:.0f} + KV {pred.kv_mib:.0f} + recurrent "
-            f"{pred.recurrent_mib:.0f} + draft {pred.draft_mib:.0f} + compute "
-            f"{pred.compute_mib:.0f} + CUDA {pred.cuda_context_mib:.0f} MiB")
 
 
 # the user the kit's server runs as (tasks/native.py makes it)
@@ -322,9 +311,8 @@ def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, rt: Runtime,
         return "supervised"
     lineage = (owner.ppid, *owner.ancestors)
     under_supervisord = info.supervisord is not None and info.supervisord in lineage
-    segments = {seg for path in owner.cgroups for seg in path.split("/")}
-    kit_units = {seg for seg in segments if seg.startswith("beekeeper-")
-                 and seg.endswith(".service")}
+    kit_units = {seg for path in owner.cgroups for seg in path.split("/")
+                 if seg.startswith("beekeeper-") and seg.endswith(".service")}
     in_unit = bool(kit_units & {f"beekeeper-{n}.service" for n in units})
     if rt.runs_process(under_supervisord, in_unit):
         return "supervised"
@@ -433,8 +421,7 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
 # the kit's folders on the host: a persistent root inside one would link into itself
 KIT_FOLDERS = (NATIVE_PREFIX.rsplit("/", 1)[0], CONF_ROOT, STATE_DIR, LOG_DIR, HOSTSIDE_DIR,
                MODEL_DIR.rsplit("/", 1)[0])
-# where a GPU pod's volume is by default (RunPod and most templates mount it there), and the
-# persistent root the kit picks on it where host data leaves `persistent_root` out
+# where a GPU pod's volume is by default (RunPod and most templates mount it there)
 POD_VOLUME = "/workspace"
 AUTO_PERSISTENT_ROOT = f"{POD_VOLUME}/beekeeper"
 
@@ -521,16 +508,12 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     its driver (beekeeper.core.toolkit): that toolkit's release, used instead of installing
     one; None: the kit installs cuda_version's toolkit from NVIDIA's repository."""
     if not cfg.requested_way.builds_on_host or cfg.service.profile.backend != "cuda" \
-            or not tools.nvcc:
-        return None
-    if not gpu or not gpu.gpus:
+            or not tools.nvcc or not gpu or not gpu.gpus:
         return None
     from beekeeper.core.build import cuda_arch_from_compute_cap
-    asked = cfg.data.cuda_arch
-    archs = ([a.strip() for a in asked.replace(";", ",").split(",") if a.strip()]
-             if asked else
-             sorted({cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus
-                     if g.compute_cap}))
+    # host data's cuda_arch is a list of archs joined by ";" (hostdata.CUDA_ARCH)
+    archs = cfg.data.cuda_arch.split(";") if cfg.data.cuda_arch else sorted(
+        {cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus if g.compute_cap})
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
         warn(f"{choice.why}: the kit installs CUDA {cfg.data.cuda_version}'s toolkit "
@@ -545,7 +528,6 @@ GGUF_FIX = ("give the path of a GGUF model file (version 2 or 3, as llama.cpp's 
 
 
 def local_head(path: str) -> bytes | None:
-    """The first bytes of a file on the controller (None: it cannot be read)."""
     from beekeeper.core.config import GGUF_HEAD_BYTES
 
     try:
@@ -587,12 +569,6 @@ class ModelTarget(FactBase[str]):
 HIDDEN_BY_PROTECT_HOME = ("/home", "/root", "/run/user")
 
 
-def hidden_by_protect_home(path: str) -> str | None:
-    """The folder of HIDDEN_BY_PROTECT_HOME that `path` lies in, or None."""
-    return next((top for top in HIDDEN_BY_PROTECT_HOME
-                 if path == top or path.startswith(top + "/")), None)
-
-
 def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
     """A model file already on the host (`model_host_path`): there, a regular file (a symlink
     followed), with the sha256 host data gives, readable by the server's user, and not where
@@ -609,7 +585,8 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
             path = m.host_path(cfg.data.model_dir)
             target = host.get_fact(ModelTarget, path=path) or path
             named = path if target == path else f"{path} (a symlink to {target})"
-            hidden = hidden_by_protect_home(path) or hidden_by_protect_home(target)
+            hidden = next((top for p in (path, target) for top in HIDDEN_BY_PROTECT_HOME
+                           if p == top or p.startswith(top + "/")), None)
             if rt.protects_home and hidden:
                 raise PreflightError(
                     host_data("model_host_path"), f"{named} lies under {hidden}, which the "
@@ -716,7 +693,6 @@ def download_bytes(cfg: HostConfig) -> int:
 
 
 def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
-    """Under WSL2, model_dir on the Linux disk, not a Windows drive."""
     if wsl.is_wsl2 and cfg.data.model_dir.startswith("/mnt/"):
         raise PreflightError(f"model_dir {cfg.data.model_dir}", "is on a Windows drive (9p, 3-5x "
                              "slower loads)", "use a folder on the WSL ext4 disk, e.g. "
@@ -724,7 +700,6 @@ def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
 
 
 def check_free_space(cfg: HostConfig, free: int | None) -> None:
-    """Room in model_dir for what the model stage downloads, and 1 GiB to spare."""
     need = download_bytes(cfg)
     if need and free is not None and free < need + GIB:
         raise PreflightError(
@@ -847,20 +822,17 @@ def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo |
          "`wsl --shutdown`")
 
 
-# why a fact preflight needs reads as nothing, and the fix
-UNREAD = ("the command failed on the host, most likely sudo: host data `_sudo = True` where "
-          "the login has no sudo, or sudo asks for a password")
-UNREAD_FIX = ("connect as root (`ssh_user = 'root'`, `_sudo = False`), or install sudo and let "
-              "the login run `sudo -n true`, then deploy again")
-
-
 def read(fact: Any, what: str) -> Any:
     """A fact preflight cannot do without. pyinfra answers a fact whose command failed with its
     default, None: that is one line naming what could not be read, not an AttributeError."""
     value = host.get_fact(fact)
     if value is None:
-        raise PreflightError(what, f"could not be read (fact {fact.__name__} returned "
-                             f"nothing): {UNREAD}", UNREAD_FIX)
+        raise PreflightError(
+            what, f"could not be read (fact {fact.__name__} returned nothing): the command "
+            "failed on the host, most likely sudo: host data `_sudo = True` where the login has "
+            "no sudo, or sudo asks for a password", "connect as root (`ssh_user = 'root'`, "
+            "`_sudo = False`), or install sudo and let the login run `sudo -n true`, then deploy "
+            "again")
     return value
 
 
