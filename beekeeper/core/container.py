@@ -74,11 +74,6 @@ class ContainerSpec:
     def labels(self) -> tuple[tuple[str, str], ...]:
         return ((SERVICE_LABEL, self.service), (PROFILE_LABEL, self.profile))
 
-    @property
-    def publish_host(self) -> str:
-        """The address as `--publish` takes it: an IPv6 address in brackets."""
-        return bracketed(self.bind_address)
-
 
 def model_path(filename: str) -> str:
     """A model file of the model folder, as the server in the container sees it."""
@@ -89,7 +84,7 @@ def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = str) -> list[l
     """The arguments of `docker run` for this container, a group of words a line, each value
     through `quote` (systemd's, for a unit). User and health check are the image's."""
     lines = [["--rm", "--name", quote(spec.name), *(["--init"] if spec.init else [])],
-             ["--publish", f"{quote(spec.publish_host)}:{spec.port}:{PORT}"],
+             ["--publish", f"{quote(bracketed(spec.bind_address))}:{spec.port}:{PORT}"],
              ["--volume", quote(f"{spec.model_dir}:{MODELS}:ro")],
              [*(["--read-only"] if spec.read_only else []),
               *[w for t in spec.tmpfs for w in ("--tmpfs", quote(t))]],

@@ -13,10 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, TARGETS, BuildSpec, build_jobs
-
-__all__ = ["GIB_PER_CPU_JOB", "GIB_PER_CUDA_JOB", "TARGETS", "build_commands", "build_jobs",
-           "run_build"]
+from .build import TARGETS, BuildSpec, build_jobs
 
 
 def build_commands(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int) -> list[list[str]]:

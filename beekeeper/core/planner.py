@@ -26,7 +26,6 @@ KV_BLOCK: dict[str, tuple[int, int]] = {
 }
 
 
-
 @dataclass(frozen=True)
 class CudaContext:
     """Memory beyond llama.cpp's own buffers (CUDA context, cuBLAS and FA workspaces), MiB,

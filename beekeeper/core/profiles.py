@@ -297,7 +297,7 @@ def _cpu(name: str, summary: str, model: ModelFile, chat_template: str, *, ctx: 
 def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *,
           decode: float | None, ttft: float | None, vram: int | None,
           draft: ModelFile | None = None, kd: str | None = None,
-          vd: str | None = None) -> Profile:
+          vd: str | None = None, **server: Any) -> Profile:
     return Profile(
         name=name, summary=summary, backend="cuda", model=model,
         server=ServerSettings(ctx_size=ctx, cache_type_k=k, cache_type_v=v, draft_model=draft,
@@ -307,25 +307,12 @@ def _qwen(name: str, summary: str, model: ModelFile, ctx: int, k: str, v: str, *
                               spec_type="dflash" if draft else None,
                               draft_ctx_size=256 if draft else None,
                               draft_gpu_layers=99 if draft else None,
-                              kv_unified=draft is not None),
+                              kv_unified=draft is not None, **server),
         expected=Expected(decode_tok_s=decode, ttft_s_median=ttft, peak_vram_mib=vram,
                           niah_min_pass=10, niah_tokens=min(60_000, ctx - 2048),
                           decode_ctx_tokens=min(60_000, ctx - 4096)),
         layout=QWEN35_9B_LAYOUT, engine_refs=BEELLAMA_REFS,
     )
-
-
-def _backend_sampling(p: Profile) -> Profile:
-    return replace(p, server=replace(p.server, backend_sampling=True))
-
-
-def _no_prompt_cache(p: Profile) -> Profile:
-    return replace(p, server=replace(p.server, cache_ram_mib=0))
-
-
-def _ubatch(p: Profile, ubatch: int) -> Profile:
-    return replace(p, server=replace(p.server, ubatch_size=ubatch,
-                                     batch_size=max(2048, ubatch)))
 
 
 PROFILES: dict[str, Profile] = {
@@ -336,16 +323,15 @@ PROFILES: dict[str, Profile] = {
         # backend sampling on: measured on an H200 (benchmarks/h200/2026-11-30-beellama),
         # served decode at 3,568 tokens went from 156.9 tok/s (0.83 of llama-bench's 188.5) to
         # 185.7 (0.985), and the peak from 9,334 to 9,828 MiB, inside the 10 GiB budget
-        _backend_sampling(_qwen("q8-f16-4k",
-                                "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
-                                QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None,
-                                vram=9300)),
+        _qwen("q8-f16-4k", "Qwen3.5-9B Q8_0 + f16 KV @ 4K (short context, max quality)",
+              QWEN35_9B_Q8, 4096, "f16", "f16", decode=87, ttft=None, vram=9300,
+              backend_sampling=True),
         # The production default, its host prompt cache off (it cost each switched prompt's
         # TTFT the slot's save) and its sampler on the CPU: the quickest whole request at 60K
         # measured; ubatch 512 (docs/benchmarks.md, "The production profile's candidates").
-        _no_prompt_cache(_qwen(
-            "q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
-            QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700)),
+        _qwen("q8-turbo4-64k", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K (production default)",
+              QWEN35_9B_Q8, 65_536, "turbo4", "turbo4", decode=71, ttft=8.96, vram=9700,
+              cache_ram_mib=0),
         # The earlier default, with the host prompt cache (8,192 MiB): a conversation switched
         # back to comes without its prefill, each switch pays the save (about 0.8 s at 60K).
         _qwen("q8-turbo4-64k-cache", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K with the host prompt "
@@ -355,10 +341,10 @@ PROFILES: dict[str, Profile] = {
         # sampler's buffer (same doc; no reference-card figures). beellama calls backend
         # sampling experimental and falls back to the CPU for a grammar, logprobs or a
         # reasoning budget (common/sampling.cpp and server-context.cpp at the pinned commit).
-        _no_prompt_cache(_ubatch(_backend_sampling(_qwen(
-            "q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
-            "(faster decode, 149 MiB left of 10 GiB)", QWEN35_9B_Q8, 65_536, "turbo4",
-            "turbo4", decode=None, ttft=None, vram=None)), 384)),
+        _qwen("q8-turbo4-64k-bs", "Qwen3.5-9B Q8_0 + turbo4 KV @ 64K, sampling on the GPU "
+              "(faster decode, 149 MiB left of 10 GiB)", QWEN35_9B_Q8, 65_536, "turbo4",
+              "turbo4", decode=None, ttft=None, vram=None, backend_sampling=True,
+              cache_ram_mib=0, ubatch_size=384, batch_size=2048),
         _qwen("q8-turbo3-64k", "Qwen3.5-9B Q8_0 + turbo3 KV @ 64K",
               QWEN35_9B_Q8, 65_536, "turbo3", "turbo3", decode=47, ttft=6.63, vram=9862),
         _qwen("q8-turbo3tcq-64k", "Qwen3.5-9B Q8_0 + turbo3_tcq KV @ 64K",

@@ -196,11 +196,6 @@ def _describe(pid: int, proc: str = "/proc") -> str:
     return f"pid {pid} ({comm}, user {user})"
 
 
-def program_pid(program: str, ctl: str) -> int | None:
-    """The pid supervisord started for `program`, None when it runs none."""
-    return _number([ctl, "pid", program]) or None
-
-
 def in_unit(pid: int, unit: str, proc: str = "/proc") -> bool:
     """Whether `pid` runs in `unit`'s cgroup (systemd: the unit's own processes)."""
     return any(line.rstrip().endswith(f"/{unit}") for line in
@@ -237,8 +232,8 @@ def answering_is_ours(port: int, program: str | None = None, unit: str | None = 
     if not exact:
         held = f"one of {held} (the processes of the socket's user: its own fds are hidden)"
     if program:
-        pid = program_pid(program, ctl)
-        if pid is None:
+        pid = _number([ctl, "pid", program])  # supervisord's pid of it, 0 for none
+        if not pid:
             return f"supervisord runs no process for {program}"
         if found != {pid} if not exact else pid not in found:
             return (f"port {port} is not held by {program}'s server (pid {pid}) alone but by "

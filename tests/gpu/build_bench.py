@@ -41,10 +41,10 @@ from checkout import use_checkout  # noqa: E402
 
 ROOT = use_checkout()  # the kit from this checkout, installed or not
 
-from beekeeper.core.build import BuildSpec  # noqa: E402
+from beekeeper.core.build import GIB_PER_CUDA_JOB, BuildSpec  # noqa: E402
 from beekeeper.core.cache import pack_source_tree  # noqa: E402
 from beekeeper.core.config import SourceSpec  # noqa: E402
-from beekeeper.core.native import GIB_PER_CUDA_JOB, build_commands, run_build  # noqa: E402
+from beekeeper.core.native import build_commands, run_build  # noqa: E402
 
 PINNED_REF = "ba1fdce591f5a845cdbf6642767ecc1f8238519d"
 PAGE = os.sysconf("SC_PAGE_SIZE")
