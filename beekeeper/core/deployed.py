@@ -36,11 +36,6 @@ class RecordError(ValueError):
         super().__init__(f"{source}: {problem}: {FIX}")
 
 
-def _key(name: str) -> dict[str, str]:
-    """A field whose key in deployed.json is not its name (a unit added to the name)."""
-    return {"key": name}
-
-
 @dataclass(frozen=True)
 class DeployedService:
     """One service's deployment record."""
@@ -60,8 +55,9 @@ class DeployedService:
     compose_file: str | None = None  # runtime "compose" only
     bind_address: str = ""
     port: int | None = None
-    # the server's context (host data ctx_size, else the profile's): key "ctx_size"
-    ctx_size_tokens: int | None = field(default=None, metadata=_key("ctx_size"))
+    # the server's context (host data ctx_size, else the profile's); metadata "key": its key
+    # in deployed.json where that is not the field's name (a unit added to the name)
+    ctx_size_tokens: int | None = field(default=None, metadata={"key": "ctx_size"})
     # the server's request slots, llama-server's -np (host data slots, else the profile's);
     # None in records of kits before it was written: the profile's
     slots: int | None = None

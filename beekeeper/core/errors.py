@@ -1,7 +1,5 @@
 """
 Errors raised by beekeeper (plain exceptions: deploy.py turns one into pyinfra's failure).
-A refusal (Refusal: ConfigError for host data, PreflightError for the host's facts) is one
-line, subject, problem and fix, made in Refusal.__init__: redacted, escaped, echoes cut.
 """
 
 from __future__ import annotations

@@ -50,9 +50,7 @@ class CudaContext:
 # The H200 row is beellama's (the engine the kit serves), from the profiles' exact servers:
 # 610 to 630 MiB per process over f16, turbo4, turbo3, turbo3_tcq and Q4_K_M at ubatch 512
 # (655 at 2048, 715 at 4096); on that machine the rise of memory.used was the process figure
-# plus 6 to 9 MiB (the driver set nothing aside at idle). The earlier row (1109 / 615 MiB,
-# llama.cpp of the llama-cpp-python sdist, benchmarks/h200/2026-11-29) went with that
-# engine's smaller compute buffers and a machine whose driver reserved 494 MiB at idle.
+# plus 6 to 9 MiB (the driver set nothing aside at idle).
 CUDA_CONTEXTS: tuple[CudaContext, ...] = (
     CudaContext(card="H200", process_mib=622, rise_mib=628, driver="580.159.04",
                 compute_cap="9.0", source="benchmarks/h200/2026-11-30-beellama (q8-turbo4-64k, "
@@ -277,9 +275,10 @@ class PlanError(ValueError):
         self.problem, self.fix = problem or line, fix
 
 
-def _unreadable(named: str, path: Path, problem: str, fix: str) -> PlanError:
-    """`named path: problem (fix)`: a GGUF the planner cannot read."""
-    return PlanError(f"{named} {path}: {problem} ({fix})", f"{path}: {problem}", fix)
+def _unreadable(path: Path, problem: str) -> PlanError:
+    """`--gguf path: problem (fix)`: a GGUF the planner cannot read."""
+    fix = "give the model's .gguf file, the one llama-server loads"
+    return PlanError(f"--gguf {path}: {problem} ({fix})", f"{path}: {problem}", fix)
 
 
 def _cpu_only(profile: Profile, ctx_size: int | None, n_seq: int | None) -> Prediction:
@@ -325,34 +324,31 @@ def _layout_of(path: str, mtime_ns: int, size: int) -> tuple[HybridLayout, int]:
     return layout_from_gguf(Path(path))
 
 
-def _read_gguf(path: Path, named: str = "--gguf") -> tuple[HybridLayout, int]:
-    """The layout and GPU weight bytes of the GGUF at `path`; PlanError: one line naming
-    `named` (the option or key that gave it), what is wrong with the file (missing, empty,
-    not a GGUF, its metadata lacking a number the planner needs) and what to give instead."""
-    fix = "give the model's .gguf file, the one llama-server loads"
+def _read_gguf(path: Path) -> tuple[HybridLayout, int]:
+    """The layout and GPU weight bytes of the GGUF at `path`; PlanError: one line saying what
+    is wrong with the file (missing, empty, not a GGUF, its metadata lacking a number the
+    planner needs) and what to give instead."""
     if path.exists() and not path.is_file():
-        raise _unreadable(named, path, "not a file", fix)
+        raise _unreadable(path, "not a file")
     try:
         on_disk = path.stat()
         with open(path, "rb") as f:
             magic = f.read(4)
     except OSError as e:
-        raise _unreadable(named, path, str(e.strerror or e), fix) from None
+        raise _unreadable(path, str(e.strerror or e)) from None
     if on_disk.st_size == 0:
-        raise _unreadable(named, path, "the file is empty", fix)
+        raise _unreadable(path, "the file is empty")
     if magic != b"GGUF":
-        raise _unreadable(named, path, f"not a GGUF file (it starts {magic!r}, a GGUF with "
-                          "b'GGUF')", fix)
+        raise _unreadable(path, f"not a GGUF file (it starts {magic!r}, a GGUF with b'GGUF')")
     try:
         return _layout_of(str(path.resolve()), on_disk.st_mtime_ns, on_disk.st_size)
     except OSError as e:
-        raise _unreadable(named, path, str(e.strerror or e), fix) from None
+        raise _unreadable(path, str(e.strerror or e)) from None
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
         # a truncated file, or a GGUF without an architecture's numbers (a LoRA adapter, a
         # vocabulary-only file): what the reader said, in one line
         said = " ".join(str(e).split())[:120] or type(e).__name__
-        raise _unreadable(named, path, f"not a GGUF model the planner can read ({said})",
-                          fix) from None
+        raise _unreadable(path, f"not a GGUF model the planner can read ({said})") from None
 
 
 def served_gguf(model: ModelFile) -> Path | None:
@@ -387,13 +383,13 @@ def hub_header(model: ModelFile) -> Path | None:
 
 def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | None = None,
             n_seq: int | None = None, cuda_context_mib: float | None = None,
-            card: str | None = None, gguf_named: str = "--gguf") -> Prediction:
+            card: str | None = None) -> Prediction:
     """Peak VRAM for a profile, from the GGUF on disk when given, else recorded metadata.
 
     A CPU profile keeps everything in host memory: its VRAM prediction is zero by part (the
     table says so), computed from its GGUF when one is given."""
     if gguf_path is not None:
-        layout, weights = _read_gguf(gguf_path, gguf_named)
+        layout, weights = _read_gguf(gguf_path)
     elif profile.layout is not None:
         layout = profile.layout
         weights = profile.model.size_bytes - layout.embd_bytes
@@ -453,13 +449,12 @@ UBATCH_MEASURED: tuple[UbatchMeasure, ...] = (
                   source="benchmarks/h200/2026-11-30-beellama, second run",
                   backend_sampling=True),
 )
-UBATCH_DEFAULT = UBATCH
 UBATCH_MIN_GAIN = 0.05
 UBATCH_POLICY = (
     "the physical batch (-ub, with -b at least 2048 and at least -ub) whose measured TTFT "
     "on this card, KV type and sampler placement is shortest among those whose planned peak "
     "(the rise over idle) fits the VRAM budget, if it is at least "
-    f"{UBATCH_MIN_GAIN:.0%} shorter than at the profile's own (-ub {UBATCH_DEFAULT} unless "
+    f"{UBATCH_MIN_GAIN:.0%} shorter than at the profile's own (-ub {UBATCH} unless "
     "the profile sets one); when the profile's own does not fit, the shortest that does. "
     "A card, KV type or placement with no measurement keeps the profile's own.")
 
@@ -472,7 +467,7 @@ def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
     from dataclasses import replace
 
     kv, bs = profile.server.cache_type_k, profile.server.backend_sampling
-    own = profile.server.ubatch_size or UBATCH_DEFAULT
+    own = profile.server.ubatch_size or UBATCH
     if profile.backend == "cpu":
         return own, "a CPU build: no GPU memory to trade for prefill speed"
 

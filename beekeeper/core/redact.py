@@ -109,15 +109,10 @@ def _redact_url(url: str) -> str:
 
 
 def redact(text: str) -> str:
-    """`text` with the secrets of every URL in it written `***`: user information
-    (`user:password@`, a token as the user name, one holding a raw `#`, `?`, `/` or `@`) as
-    `***@`, and the values of secret query and fragment parameters (`?token=***`): what a
-    refusal or a log may quote of a URL."""
+    """`text` with the secrets of every URL in it written `***` (`***@`, `?token=***`)."""
     return URL.sub(lambda m: _redact_url(m.group(0)), text)
 
 
 def has_credentials(text: str) -> bool:
-    """`text` holds a URL with a secret (url_secrets): a password (`user:pass@`, any
-    scheme), any user information in http(s) (hosts take a token as the user name), user
-    information with a raw `#`, `?` or `/`, or a secret query or fragment parameter."""
+    """`text` holds a URL with a secret (url_secrets)."""
     return any(url_secrets(m.group(0)) for m in URL.finditer(text))

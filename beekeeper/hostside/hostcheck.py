@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 
 def _request(url: str, key: str | None, body: dict | None = None, timeout: float = 30.0):
@@ -102,11 +103,10 @@ class ProgramWatch:
 
 
 def wait_healthy(base: str, deadline_s: float, unit: str | None = None,
-                 count=None) -> tuple[bool, str, float]:  # type: ignore[no-untyped-def]
+                 restarts_of: Callable[[str], int | None] = restarts) -> tuple[bool, str, float]:
     """Poll /health until 200; 503 means the model is still loading. With `unit`, give up
-    when it restarted CRASH_LOOP_RESTARTS times since the wait began (`count` reads the
-    restarts: systemd's NRestarts by default, a ProgramWatch for supervisord)."""
-    restarts_of = count or restarts
+    when it restarted CRASH_LOOP_RESTARTS times since the wait began (`restarts_of` reads
+    the restarts: systemd's NRestarts by default, a ProgramWatch for supervisord)."""
     start = time.monotonic()
     last = "no answer yet"
     first = restarts_of(unit) if unit else None
