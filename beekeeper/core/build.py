@@ -41,9 +41,7 @@ def arch_runs_on(arch_list: str, compute_cap: str) -> bool:
         exact = arch.endswith("a")
         digits = arch.rstrip("af")
         a_major, a_minor = int(digits[:-1]), int(digits[-1])
-        if exact and (a_major, a_minor) == (g_major, g_minor):
-            return True
-        if not exact and a_major == g_major and a_minor <= g_minor:
+        if a_major == g_major and (a_minor == g_minor if exact else a_minor <= g_minor):
             return True
     return False
 

@@ -46,15 +46,10 @@ BASELINES = {b.machine: b for b in (X86_64_V3, ARMV8_A)}
 _ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
 
-def baseline_for(machine: str) -> CpuBaseline | None:
-    """The baseline for a `uname -m`; None for an architecture the kit has no build for."""
-    return BASELINES.get(_ALIASES.get(machine, machine))
-
-
 def baseline_or_refuse(machine: str) -> CpuBaseline:
     """The baseline for a `uname -m`, or the refusal of an architecture the kit cannot build
     for (preflight's and the build's)."""
-    cpu = baseline_for(machine)
+    cpu = BASELINES.get(_ALIASES.get(machine, machine))
     if cpu is None:
         raise PreflightError("the host's CPU architecture", f"is {machine or 'unknown'}: the "
                              "kit builds the server for x86_64 and aarch64 only",

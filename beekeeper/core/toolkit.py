@@ -35,11 +35,6 @@ class ToolkitChoice:
     why: str
 
 
-def _arch_number(arch: str) -> int | None:
-    digits = "".join(c for c in arch if c.isdigit())
-    return int(digits) if digits else None
-
-
 def host_toolkit(nvcc_version: str | None, archs: list[str],
                  driver_branch: int | None) -> ToolkitChoice:
     """Whether the host's toolkit (`nvcc --version`'s release) builds for each arch of
@@ -54,9 +49,10 @@ def host_toolkit(nvcc_version: str | None, archs: list[str],
     if mm < OLDEST:
         return ToolkitChoice(False, f"{have} is older than {cudacompat.spell(OLDEST)}")
     for arch in archs:
-        n = _arch_number(arch)
-        if n is None:
+        digits = "".join(c for c in arch if c.isdigit())
+        if not digits:
             return ToolkitChoice(False, f"{have}: arch {arch!r} is not a number")
+        n = int(digits)
         if n < 75 and mm[0] > LAST_MAJOR_BELOW_75:
             return ToolkitChoice(False, f"{have} cannot build for sm_{n} (CUDA 13 dropped "
                                         "architectures before sm_75)")

@@ -309,12 +309,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.api_key_file) as f:
             key = f.read().strip()
     base = f"http://127.0.0.1:{args.port}"
-    if args.program:
-        ok, why, waited = wait_healthy(base, args.timeout, args.program,
-                                       ProgramWatch(args.program, args.supervisorctl,
-                                                    args.supervisord_log))
-    else:
-        ok, why, waited = wait_healthy(base, args.timeout, args.unit)
+    watch = (ProgramWatch(args.program, args.supervisorctl, args.supervisord_log)
+             if args.program else restarts)
+    ok, why, waited = wait_healthy(base, args.timeout, args.program or args.unit, watch)
     result: dict = {"ok": ok, "url": base, "health_wait_s": round(waited, 2)}
     if not ok:
         result["error"] = f"/health not 200 after {waited:.0f} s: {why}"

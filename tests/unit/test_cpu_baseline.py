@@ -13,7 +13,7 @@ import pytest
 
 from beekeeper.core.build import BuildSpec
 from beekeeper.core.config import load_host_config
-from beekeeper.core.cpu import ARMV8_A, X86_64_V3, baseline_for
+from beekeeper.core.cpu import ARMV8_A, X86_64_V3, baseline_or_refuse
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.host import BuildResources, Resources, parse_resources
 
@@ -61,8 +61,8 @@ def test_the_baseline_compiles_no_avx512_and_no_amx_for_cpu_and_cuda_images():
 
 
 def test_arm_hosts_get_their_own_baseline_and_other_archs_are_refused():
-    assert baseline_for("aarch64") is ARMV8_A and baseline_for("arm64") is ARMV8_A
-    assert baseline_for("amd64") is X86_64_V3
+    assert baseline_or_refuse("aarch64") is ARMV8_A and baseline_or_refuse("arm64") is ARMV8_A
+    assert baseline_or_refuse("amd64") is X86_64_V3
     arm = requested_build(load_host_config(CPU), None, machine="aarch64")
     assert arm.variant == "cpu-armv8-a" and "-DGGML_CPU_ARM_ARCH=armv8-a" in arm.cmake_flags
     assert not any("AVX" in f for f in arm.cmake_flags)
