@@ -31,7 +31,7 @@ def sha256_stamps(state_dir: str) -> str:
     """The folder of model files' sha256 stamps in the state folder (facts.gguf)."""
     return f"{state_dir}/sha256"
 
-REPORTS_DIR = "/var/lib/beekeeper/reports"  # smoke results, verify reports on the host
+REPORTS_DIR = f"{STATE_DIR}/reports"  # smoke results, verify reports on the host
 LOG_DIR = "/var/log/beekeeper"  # long steps' logs (builds, fetches)
 SUPERVISORD_LOG = f"{LOG_DIR}/supervisord.log"  # supervisord's own log (program starts, exits)
 SRV_ROOT = "/srv/beekeeper"
@@ -43,9 +43,9 @@ HF_TOKEN = f"{CONF_ROOT}/hf_token"
 # the packages the kit put an apt hold on, one a line, appended as it holds them: the
 # uninstall releases these holds, those on packages the host had before too
 HOLDS_RECORD = f"{CONF_ROOT}/apt-holds"
-HOST_VENV = "/opt/beekeeper/venv"  # huggingface_hub for the model downloader
-VERIFY_KIT = "/opt/beekeeper/kit"  # `beekeeper verify --on-host`: the suites, unpacked
-VERIFY_VENV = "/opt/beekeeper/verify-venv"  # and their dependencies
+HOST_VENV = f"{OPT_ROOT}/venv"  # huggingface_hub for the model downloader
+VERIFY_KIT = f"{OPT_ROOT}/kit"  # `beekeeper verify --on-host`: the suites, unpacked
+VERIFY_VENV = f"{OPT_ROOT}/verify-venv"  # and their dependencies
 PREV = ".prev"  # the copy of what ran before a deploy, for rollbacks
 # runtime "supervisor" (hosts whose PID 1 is not systemd: GPU containers): supervisord from
 # the controller's `supervisor` package, its config, one program file per service

@@ -74,11 +74,6 @@ def yaml_bool(value: object) -> str:
     return "true" if value else "false"
 
 
-def yaml_list(values: object) -> str:
-    """A flow sequence of such strings: `["-m", "/models/x.gguf"]`."""
-    return "[" + ", ".join(yaml_quote(v) for v in values) + "]"  # type: ignore[attr-defined]
-
-
 def sv_quote(value: object) -> str:
     """One word for a supervisord program file: a shell-like word (supervisor splits
     `command` with shlex) with `%` written `%%` (its `%(name)s` expansions). Control
@@ -87,10 +82,6 @@ def sv_quote(value: object) -> str:
     if any(not c.isprintable() for c in text):
         raise ValueError(f"{text!r} holds a control character; a program file cannot carry it")
     return shlex.quote(text).replace("%", "%%")
-
-
-def sv_join(values: object) -> str:
-    return " ".join(sv_quote(v) for v in values)  # type: ignore[attr-defined]
 
 
 def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
@@ -110,10 +101,10 @@ def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
     env.filters["sdpath"] = lambda v: sd_quote(v, exec_line=False)
     # supervisord program files: shlex words, `%%` for its expansions
     env.filters["svquote"] = sv_quote
-    env.filters["svjoin"] = sv_join
+    env.filters["svjoin"] = lambda v: " ".join(sv_quote(x) for x in v)
     # compose files: YAML double quotes, `$$` for compose's interpolation
     env.filters["yq"] = yaml_quote
-    env.filters["yqlist"] = yaml_list
+    env.filters["yqlist"] = lambda v: "[" + ", ".join(yaml_quote(x) for x in v) + "]"
     env.filters["yplain"] = yaml_plain
     env.filters["ybool"] = yaml_bool
     # Dockerfiles: the exec (JSON) form of CMD and ENTRYPOINT

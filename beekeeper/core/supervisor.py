@@ -30,7 +30,6 @@ def shutdown_line() -> str:
 def launcher(tool: str, python: str, lib: str) -> str:
     """The /usr/local/sbin launcher of supervisord or supervisorctl: the host's python3
     with the unpacked package, the kit's config."""
-    assert tool in ("supervisord", "supervisorctl")
     return ("#!/bin/sh\n"
             "# Written by beekeeper (runtime supervisor): do not edit.\n"
             f"PYTHONPATH={q(lib)} exec {q(python)} -m supervisor.{tool} -c "
