@@ -392,6 +392,16 @@ def hand_started(args: argparse.Namespace) -> Any:
     return HandStarted(llama_bench=args.llama_bench, image=args.engine_image, model=args.model)
 
 
+def engine_shell(args: argparse.Namespace, ssh: list[str], label: str) -> Any:
+    """Where llama-bench runs and the service is stopped and started: the host `ssh` reaches
+    (none: this machine), as root, but for a hand-started server (--llama-bench,
+    --engine-image), whose llama-bench runs as the login."""
+    from beekeeper.verify.engine import LocalShell, SshShell
+
+    root = hand_started(args) is None
+    return SshShell(ssh, label, root) if ssh else LocalShell(label, root)
+
+
 def secret_url(url: str | None) -> bool:
     """Whether `url` carries what only standard input may take to a host's command line: user
     information, a query or a fragment (where tokens travel)."""
@@ -409,9 +419,11 @@ class Keys:
     direct_url: str | None = None
 
     @classmethod
-    def from_files(cls, args: argparse.Namespace) -> Keys:
+    def from_files(cls, args: argparse.Namespace, record: DeployedService | None = None,
+                   ssh: list[str] | None = None, host: str = "") -> Keys:
         """The keys --api-key-file and --direct-api-key-file name; without --api-key-file,
-        the deployed server's own."""
+        the deployed server's own (`deployed_key`; `record`: its deployment record, None
+        where verify did not find the server from it)."""
         def read(path: str | None) -> str | None:
             try:
                 return Path(path).read_text().strip() if path else None
@@ -421,7 +433,7 @@ class Keys:
         direct_url = getattr(args, "direct_url", None)
         api = read(args.api_key_file)
         if args.api_key_file is None:
-            api = controller_deployed_key(args)
+            api = deployed_key(record, args.service, ssh, host)
         return cls(api, read(args.direct_api_key_file),
                    direct_url if secret_url(direct_url) else None)
 
@@ -441,25 +453,30 @@ def _deployed_key_path(service: str) -> str:
     return ServicePaths(service).api_key
 
 
-def takes_key(manifest: str | None) -> bool:
-    """Whether the deployment record `manifest` (deployed.json's text; None: none) says the
-    server takes the key the deploy keeps beside it. A key file a later deploy without a key
-    left there (a rollback to the keyed deploy needs it) is not the server's."""
-    if manifest is None:
-        return False
-    try:
-        return DeployedService.from_json(manifest).api_key
-    except RecordError:
-        return False  # verify's own reading of the record says what is wrong with it
-
-
-def read_deployed_key(service: str) -> str | None:
-    """The API key the deploy stored on this machine for `service` (root-only, beside
-    deployed.json), where its record says the server takes it; VerifyError, one line, when
-    it cannot be read (not root)."""
-    if not takes_key(local_manifest(service)):
+def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | None = None,
+                 host: str = "") -> str | None:
+    """The API key the deploy stored for `service` (root-only, beside deployed.json) where
+    its `record` says the server takes it: a key file a later deploy without a key left
+    there (a rollback to the keyed deploy needs it) is not the server's. Read on this
+    machine, or as root on `host` over `ssh` (the key comes back on ssh's standard output:
+    on no command line and in no file on the controller); VerifyError, one line, when it
+    cannot be read."""
+    if record is None or not record.api_key:
         return None
     path = _deployed_key_path(service)
+    if ssh:
+        quoted = shlex.quote(path)
+        rc, out = _remote_text(ssh, f"if [ -e {quoted} ]; then cat -- {quoted}; else exit 3; fi")
+        if rc == 3:
+            return None
+        if rc != 0:
+            from .core.remote import NEEDS_ROOT_EXIT
+
+            why = ("this needs root there: log in as root, or let the login use sudo without "
+                   "a password" if rc == NEEDS_ROOT_EXIT else f"ssh or cat exited {rc}")
+            raise VerifyError(f"the deployed server's API key {path} on {host} could not be "
+                              f"read ({why}): give the key with --api-key-file, or fix that")
+        return out.strip() or None
     try:
         key = Path(path).read_text().strip()
     except FileNotFoundError:
@@ -471,65 +488,23 @@ def read_deployed_key(service: str) -> str | None:
     return key or None
 
 
-def _remote_text(ssh: list[str], command: str, root: bool = True) -> tuple[int, str]:
-    """`command` run on the host `ssh` reaches (as root, or as the login): its exit status
-    and standard output (never printed, logged or written)."""
+def _remote_text(ssh: list[str], command: str) -> tuple[int, str]:
+    """`command` run as root on the host `ssh` reaches: its exit status and standard output
+    (never printed, logged or written)."""
     import subprocess
 
     from .core.remote import read_over_ssh
 
     try:
-        p = read_over_ssh(ssh, command, root)
+        p = read_over_ssh(ssh, command)
     except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in ANSWER_S
         return 255, ""
     return p.returncode, p.stdout
 
 
-def remote_deployed_key(ssh: list[str], service: str, host: str) -> str | None:
-    """`read_deployed_key` on the host `ssh` reaches (the key comes back on ssh's standard
-    output: on no command line and in no file on the controller)."""
-    from .core.remote import NEEDS_ROOT_EXIT
-
-    # the record first, as the login (anyone may read it): root only where a key is taken
-    rc, record = _remote_text(ssh, f"cat -- {shlex.quote(ServicePaths(service).manifest)}",
-                              root=False)
-    if rc != 0 or not takes_key(record):
-        return None
-    path = shlex.quote(_deployed_key_path(service))
-    rc, out = _remote_text(ssh, f"if [ -e {path} ]; then cat -- {path}; else exit 3; fi")
-    if rc == 3:
-        return None
-    if rc != 0:
-        why = ("this needs root there: log in as root, or let the login use sudo without a "
-               "password" if rc == NEEDS_ROOT_EXIT else f"ssh or cat exited {rc}")
-        raise VerifyError(f"the deployed server's API key {_deployed_key_path(service)} on "
-                          f"{host} could not be read ({why}): give the key with "
-                          "--api-key-file, or fix that")
-    return out.strip() or None
-
-
-def controller_deployed_key(args: argparse.Namespace) -> str | None:
-    """`beekeeper verify` without --api-key-file and --url, on the controller: the key the
-    kit deployed the server with, read over SSH (--sandbox, --ssh) or on this machine. With
-    --on-host and a host, None here: the host reads it itself (`main`)."""
-    if getattr(args, "url", None):
-        return None  # a server named by hand: its key by hand
-    service = args.service
-    if getattr(args, "sandbox", False) or getattr(args, "ssh", None):
-        if getattr(args, "on_host", False):
-            return None
-        if args.sandbox:
-            from .sandbox import load_state, ssh_options
-
-            return remote_deployed_key(ssh_options(load_state()), service, "the sandbox host")
-        return remote_deployed_key(shlex.split(args.ssh), service, args.ssh.split()[-1])
-    return read_deployed_key(service)
-
-
-def deployed_here(url: str, service: str) -> bool:
-    """Whether `url` is the server the kit deployed as `service` on this machine: its
-    deployed.json there, and the URL on loopback (or its bind address) at its port."""
-    record = read_record(local_manifest(service))
+def deployed_here(url: str, record: DeployedService | None) -> bool:
+    """Whether `url` is the server the kit deployed on this machine (`record`, its
+    deployed.json there): the URL on loopback (or its bind address) at its port."""
     if record is None or record.port is None:
         return False
     parts = urlsplit(server_url(url).base)
@@ -638,9 +613,9 @@ def host_command(args: argparse.Namespace, python: str, port: int, out: str,
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    manifest = local_manifest(args.service)
     try:
-        problem = usage_error(args) or from_deployed(args, local_manifest(args.service),
-                                                     "this machine")
+        problem = usage_error(args) or from_deployed(args, manifest, "this machine")
         if problem:
             raise VerifyError(problem)
         if args.keys_on_stdin:
@@ -651,15 +626,13 @@ def main(argv: list[str] | None = None) -> int:
                 server_url(args.direct_url, "--direct-url")
         else:
             keys = Keys.from_files(args)
-        if keys.api is None and not args.api_key_file and deployed_here(args.url,
-                                                                         args.service):
+        record = read_record(manifest)
+        if keys.api is None and not args.api_key_file and deployed_here(args.url, record):
             # the server the kit deployed here: the key it stored (on-host verify, as root)
-            keys = replace(keys, api=read_deployed_key(args.service))
+            keys = replace(keys, api=deployed_key(record, args.service))
         use_checkout_verify()
-        from beekeeper.verify.engine import LocalShell
-
-        shell = LocalShell(label=args.host_label, root=hand_started(args) is None)
-        return run_verify(args, args.url, shell=shell, keys=keys, budget_gib=args.budget_gib)
+        return run_verify(args, args.url, shell=engine_shell(args, [], args.host_label),
+                          keys=keys, budget_gib=args.budget_gib)
     except VerifyError as e:
         print(f"verify: {e}", file=sys.stderr)
         return 2
