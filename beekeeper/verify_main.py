@@ -43,9 +43,6 @@ from .core.profiles import (
     with_ctx_size,
 )
 
-SUITE_HELP = (f"comma list of {','.join(SUITES)} or all (engine: llama-bench on the host, "
-              "the baseline decode and TTFT are judged against; gateway, not in all: its "
-              "overhead against --direct-url)")
 
 def _shown(text: str, limit: int = 60) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
@@ -206,7 +203,10 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "the profile the server runs (`beekeeper profiles`); default: the one the host's "
         "deployed.json names (--sandbox, --ssh, --on-host, or a server the kit deployed "
         "on this machine)")}),
-    ("--suite", {"default": "smoke", "help": SUITE_HELP}),
+    ("--suite", {"default": "smoke", "help": (
+        f"comma list of {','.join(SUITES)} or all (engine: llama-bench on the host, the "
+        "baseline decode and TTFT are judged against; gateway, not in all: its overhead "
+        "against --direct-url)")}),
     ("--quick", {"action": "store_true", "help": "small sizes (CPU servers)"}),
     ("--api-key-file", {"help": "the server's API key, in a file (with --on-host it "
                                 "travels on ssh's standard input, never a command line)"}),
@@ -446,9 +446,6 @@ class Keys:
                           else sent).encode()
 
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
 def _deployed_key_path(service: str) -> str:
     return ServicePaths(service).api_key
 
@@ -465,18 +462,24 @@ def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | 
         return None
     path = _deployed_key_path(service)
     if ssh:
-        quoted = shlex.quote(path)
-        rc, out = _remote_text(ssh, f"if [ -e {quoted} ]; then cat -- {quoted}; else exit 3; fi")
-        if rc == 3:
-            return None
-        if rc != 0:
-            from .core.remote import NEEDS_ROOT_EXIT
+        import subprocess
 
+        from .core.remote import NEEDS_ROOT_EXIT, read_over_ssh
+
+        quoted = shlex.quote(path)
+        try:  # the key never printed, logged or written
+            p = read_over_ssh(ssh, f"if [ -e {quoted} ]; then cat -- {quoted}; else exit 3; fi")
+        except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in ANSWER_S
+            p = subprocess.CompletedProcess([], 255, "")
+        if p.returncode == 3:
+            return None
+        if p.returncode != 0:
             why = ("this needs root there: log in as root, or let the login use sudo without "
-                   "a password" if rc == NEEDS_ROOT_EXIT else f"ssh or cat exited {rc}")
+                   "a password" if p.returncode == NEEDS_ROOT_EXIT
+                   else f"ssh or cat exited {p.returncode}")
             raise VerifyError(f"the deployed server's API key {path} on {host} could not be "
                               f"read ({why}): give the key with --api-key-file, or fix that")
-        return out.strip() or None
+        return p.stdout.strip() or None
     try:
         key = Path(path).read_text().strip()
     except FileNotFoundError:
@@ -488,27 +491,14 @@ def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | 
     return key or None
 
 
-def _remote_text(ssh: list[str], command: str) -> tuple[int, str]:
-    """`command` run as root on the host `ssh` reaches: its exit status and standard output
-    (never printed, logged or written)."""
-    import subprocess
-
-    from .core.remote import read_over_ssh
-
-    try:
-        p = read_over_ssh(ssh, command)
-    except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in ANSWER_S
-        return 255, ""
-    return p.returncode, p.stdout
-
-
 def deployed_here(url: str, record: DeployedService | None) -> bool:
     """Whether `url` is the server the kit deployed on this machine (`record`, its
     deployed.json there): the URL on loopback (or its bind address) at its port."""
     if record is None or record.port is None:
         return False
     parts = urlsplit(server_url(url).base)
-    return parts.port == record.port and parts.hostname in (*LOOPBACK, record.bind_address)
+    return parts.port == record.port and parts.hostname in ("127.0.0.1", "localhost", "::1",
+                                                            record.bind_address)
 
 
 def typed_command(argv: list[str]) -> str | None:
@@ -530,11 +520,27 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
     that fails (a 401) is a VerifyError, in one line."""
     import httpx
 
+    from beekeeper.verify.report import INVOCATION, Invocation
+    from beekeeper.verify.suites import run_suites
+
     profile = profile_of(args)
     names = suite_names(args.suite)
     server = server_url(url)  # its credentials sent, never printed or kept in the report
+    typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
     try:
-        return _run_verify(args, server, names, profile, shell, keys, budget_gib, where)
+        with ExitStack() as stack:
+            token = INVOCATION.set(Invocation(typed, args.service))  # the verdict's next step
+            stack.callback(INVOCATION.reset, token)
+            client = stack.enter_context(server.client(keys.api))
+            direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
+                                          .client(keys.direct))
+                      if args.direct_url else None)  # --suite gateway: the server behind --url
+            report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
+                                host_label=args.host_label, card=args.card,
+                                sizes=sizes_of(args, profile), shell=shell,
+                                engine_gpu=args.engine_gpu, service=args.service,
+                                direct=direct, budget_gib=budget_gib, hand=hand_started(args),
+                                where=where)
     except httpx.HTTPStatusError as e:  # a request the suites do not judge, refused
         r = e.response
         hint = ": give its key with --api-key-file" if r.status_code in (401, 403) else ""
@@ -544,27 +550,6 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
     except httpx.TransportError as e:
         raise VerifyError(f"the server at {server.base} could not be reached "
                           f"({type(e).__name__}: {shown_url(str(e))})") from None
-
-
-def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
-                profile: Profile, shell: Any, keys: Keys, budget_gib: float | None,
-                where: Any) -> int:
-    from beekeeper.verify.report import INVOCATION, Invocation
-    from beekeeper.verify.suites import run_suites
-
-    typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
-    with ExitStack() as stack:
-        token = INVOCATION.set(Invocation(typed, args.service))  # the verdict's next step
-        stack.callback(INVOCATION.reset, token)
-        client = stack.enter_context(server.client(keys.api))
-        direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
-                                      .client(keys.direct))
-                  if args.direct_url else None)  # --suite gateway: the server behind --url
-        report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
-                            host_label=args.host_label, card=args.card,
-                            sizes=sizes_of(args, profile), shell=shell,
-                            engine_gpu=args.engine_gpu, service=args.service, direct=direct,
-                            budget_gib=budget_gib, hand=hand_started(args), where=where)
     return report.coverage.exit_status
 
 

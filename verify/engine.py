@@ -169,25 +169,18 @@ class EngineBaseline:
 
     def decode_tok_s_at(self, depth_tokens: int) -> float | None:
         """The engine's decode rate at this depth (the nearest measured depth)."""
-        if not self.decode:
-            return None
-        best = min(self.decode, key=lambda t: abs(t.n_depth - depth_tokens))
-        return best.avg_tok_s
+        best = min(self.decode, key=lambda t: abs(t.n_depth - depth_tokens), default=None)
+        return best.avg_tok_s if best else None
 
     @property
     def prefill_s(self) -> float | None:
         return self.prefill.avg_s if self.prefill else None
 
-    def first_token_s(self, depth_tokens: int) -> float | None:
-        """One decode step after the prefill: 1 / decode rate at that depth."""
-        rate = self.decode_tok_s_at(depth_tokens)
-        return 1.0 / rate if rate else None
-
     def ttft_s(self, prompt_tokens: int) -> float | None:
-        """Engine prefill time of the prompt plus its first generated token."""
-        first = self.first_token_s(prompt_tokens)
-        return (self.prefill.avg_s + first
-                if self.prefill is not None and first is not None else None)
+        """Engine prefill time of the prompt plus its first generated token (one decode step
+        at that depth: 1 / decode rate)."""
+        rate = self.decode_tok_s_at(prompt_tokens)
+        return self.prefill.avg_s + 1.0 / rate if self.prefill is not None and rate else None
 
 
 def llama_bench_fa(server_value: str) -> str:

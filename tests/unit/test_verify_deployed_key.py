@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from beekeeper import cli, hostverify, tunnel, verify_main
+from beekeeper.core import remote as core_remote
 from beekeeper.core.deployed import DeployedService, read_record
 from beekeeper.core.errors import VerifyError
 from beekeeper.verify_main import Keys
@@ -73,7 +74,7 @@ def no_ssh(*a: Any, **k: Any) -> Any:
 
 
 def test_verify_on_this_machine_uses_the_deployed_key(here, keys_of, monkeypatch):
-    monkeypatch.setattr(verify_main, "_remote_text", no_ssh)
+    monkeypatch.setattr(core_remote, "read_over_ssh", no_ssh)
     assert keys_of().api == "sk-deployed-secret"
     # a key given wins; a server named by --url is not assumed to be the deployed one
     given = here.parent / "given"
@@ -90,7 +91,7 @@ def test_a_key_file_a_keyless_deploy_left_is_not_the_servers(here, keys_of, monk
     """A deploy without a key leaves the earlier deploy's key file (a rollback to it needs
     it): the record says the server takes none, so verify reads and sends none, and a user
     who is not root is not stopped by a file the server does not use."""
-    monkeypatch.setattr(verify_main, "_remote_text", no_ssh)
+    monkeypatch.setattr(core_remote, "read_over_ssh", no_ssh)
     monkeypatch.setattr(cli, "local_manifest", lambda service: KEYLESS.to_json())
     here.chmod(0o000)  # root-only, as the deploy leaves it; unreadable where not root
     assert keys_of().api is None
@@ -126,12 +127,12 @@ def test_verify_through_the_ssh_tunnel_reads_the_key_over_ssh_as_root(keys_of, m
             sent.append((ssh, command, root))
             return subprocess.CompletedProcess([], 0, record, "")
 
-        def key(ssh: list[str], command: str) -> tuple[int, str]:
+        def key(ssh: list[str], command: str) -> Any:
             sent.append((ssh, command, True))
-            return answer
+            return subprocess.CompletedProcess([], *answer)
 
         monkeypatch.setattr(cli, "read_over_ssh", read)
-        monkeypatch.setattr(verify_main, "_remote_text", key)
+        monkeypatch.setattr(core_remote, "read_over_ssh", key)
 
     remote(RECORD, (0, "sk-remote-secret\n"))
     args = ("--ssh", "-p 2201 me@gpu-box")
@@ -158,7 +159,7 @@ def test_verify_through_the_ssh_tunnel_reads_the_key_over_ssh_as_root(keys_of, m
 def test_on_host_the_host_reads_its_own_key(here, monkeypatch):
     """--on-host --ssh: nothing is read over SSH on the controller; the entry point on the
     host, run as root against the deployed port, reads the key there."""
-    monkeypatch.setattr(verify_main, "_remote_text", no_ssh)
+    monkeypatch.setattr(core_remote, "read_over_ssh", no_ssh)
     seen: dict[str, Any] = {}
 
     def run_on_host(ssh: list[str], label: str, args: argparse.Namespace, port: int,
