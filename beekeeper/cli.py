@@ -163,8 +163,8 @@ def _verify(args: argparse.Namespace) -> int:
     keyed = args.api_key_file is None and not args.url and not (remote and args.on_host)
     defaults = args.profile is None or args.port is None
     manifest = None
-    if remote and (defaults or keyed):  # as the login: a server deployed without a key
-        p = _cat_manifest(ssh, args.service, root=False)  # needs no root there
+    if remote and (defaults or keyed):  # as the login: a keyless server needs no root there
+        p = _cat_manifest(ssh, args.service, root=False)
         manifest = p.stdout if p.returncode == 0 else None
     elif not remote:
         manifest = local_manifest(args.service)

@@ -385,11 +385,10 @@ def pooled(t: BenchTest, rates: list[float]) -> BenchTest:
 
 
 def _one_test(t: BenchTest, common: list[str], k: int) -> list[str]:
+    """`t` again, `k` repeats: its -p, -n and -d as bench_commands gave them."""
     args = [*common]
     args[args.index("-r") + 1] = str(k)
-    if t.n_gen == 0:
-        return [*args, "-p", str(t.n_prompt), "-n", "0", "-d", "0"]
-    return [*args, "-p", "0", "-n", str(t.n_gen), "-d", str(t.n_depth)]
+    return [*args, "-p", str(t.n_prompt), "-n", str(t.n_gen), "-d", str(t.n_depth)]
 
 
 def _run_bench(engine: Engine, args: list[list[str]], base: EngineBaseline,
