@@ -431,9 +431,8 @@ class Keys:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 
         direct_url = getattr(args, "direct_url", None)
-        api = read(args.api_key_file)
-        if args.api_key_file is None:
-            api = deployed_key(record, args.service, ssh, host)
+        api = (read(args.api_key_file) if args.api_key_file is not None
+               else deployed_key(record, args.service, ssh, host))
         return cls(api, read(args.direct_api_key_file),
                    direct_url if secret_url(direct_url) else None)
 
