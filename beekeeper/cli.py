@@ -29,6 +29,7 @@ from .verify_main import (
     Keys,
     add_verify_options,
     amount,
+    engine_shell,
     from_deployed,
     local_manifest,
     profile_name,
@@ -128,10 +129,11 @@ def _label(args: argparse.Namespace, name: str) -> str:
     return name if args.host_label == os.uname().nodename else args.host_label
 
 
-def _cat_manifest(ssh: list[str], service: str) -> subprocess.CompletedProcess[str]:
+def _cat_manifest(ssh: list[str], service: str, root: bool = True
+                  ) -> subprocess.CompletedProcess[str]:
     path = ServicePaths(service).manifest
     try:
-        return read_over_ssh(ssh, "cat " + shlex.quote(path))
+        return read_over_ssh(ssh, "cat " + shlex.quote(path), root)
     except subprocess.TimeoutExpired:
         raise UsageError(f"the host did not answer in {ANSWER_S} s reading {path} over ssh "
                          f"({shlex.join(ssh)}): check that `ssh {shlex.join(ssh)} true` "
@@ -149,20 +151,25 @@ def local_url(args: argparse.Namespace) -> str | None:
 
 def _verify(args: argparse.Namespace) -> int:
     """`beekeeper verify`; its exit status as its --help says. --profile and --port, where
-    not given, come from the deployed.json on the host verify is pointed at (the sandbox,
-    --ssh, else this machine)."""
+    not given, and the API key the server was deployed with come from the deployed.json on
+    the host verify is pointed at (the sandbox, --ssh, else this machine), read once."""
     if problem := usage_error(args):
         raise UsageError(problem)
     remote = args.sandbox or args.ssh
     ssh, name = _ssh_target(args) if remote else ([], "this machine")
-    if args.profile is None or args.port is None:
-        if remote:
-            p = _cat_manifest(ssh, args.service)
-            manifest = p.stdout if p.returncode == 0 else None
-        else:
-            manifest = local_manifest(args.service)
-        if problem := from_deployed(args, manifest, name):
-            raise UsageError(problem)
+    label = "the sandbox host" if args.sandbox else name
+    # the deployed key: not for a server named by --url, nor with --on-host and a host (the
+    # host reads its own)
+    keyed = args.api_key_file is None and not args.url and not (remote and args.on_host)
+    defaults = args.profile is None or args.port is None
+    manifest = None
+    if remote and (defaults or keyed):  # as the login: a keyless server needs no root there
+        p = _cat_manifest(ssh, args.service, root=False)
+        manifest = p.stdout if p.returncode == 0 else None
+    elif not remote:
+        manifest = local_manifest(args.service)
+    if defaults and (problem := from_deployed(args, manifest, name)):
+        raise UsageError(problem)
     if args.port is None:
         args.port = DEFAULT_PORT
     use_checkout_verify()  # a checkout run as `python -m beekeeper.cli`, nothing installed
@@ -172,7 +179,12 @@ def _verify(args: argparse.Namespace) -> int:
         args.budget_gib = _budget(args)  # the controller's group data, judged on the host
         return run_on_host(ssh, _label(args, name), args, args.port, Path(args.out),
                            Keys.from_files(args))[0]
-    shell = _engine_shell(args, ssh, name)  # --on-host alone: this machine is the host
+    # where llama-bench runs: the host, else this machine where the kit deployed a server
+    # there (under systemd or its supervisord) or it was started by hand, else nowhere (the
+    # engine checks say why)
+    here = remote or args.llama_bench or args.engine_image or Path(
+        ServicePaths(args.service).manifest).exists()
+    shell = engine_shell(args, ssh, label) if here else None
     with ExitStack() as stack:
         url = local_url(args)
         if args.sandbox or (args.ssh and not url):  # the deployed port, through a tunnel
@@ -189,25 +201,9 @@ def _verify(args: argparse.Namespace) -> int:
 
         where = (Locality(False, "the server is on the --sandbox/--ssh host") if remote
                  else locate_server(server_url(url).base))
-        return run_verify(args, url, shell=shell, keys=Keys.from_files(args),
-                          budget_gib=_budget(args), where=where)
-
-
-def _engine_shell(args: argparse.Namespace, ssh: list[str], name: str) -> Any:
-    """Where llama-bench runs and the service is stopped and started: the sandbox or --ssh
-    host, else this machine as root where the kit deployed a server (its deployed.json,
-    under systemd or the kit's supervisord), else nowhere (the engine checks say why). A
-    hand-started server's llama-bench (--llama-bench, --engine-image) runs as the login."""
-    from beekeeper.verify.engine import LocalShell, SshShell
-
-    hand = bool(args.llama_bench or args.engine_image)
-    if args.sandbox or args.ssh:
-        return SshShell(ssh, label="the sandbox host" if args.sandbox else name, root=not hand)
-    if hand:
-        return LocalShell()
-    if Path(ServicePaths(args.service).manifest).exists():
-        return LocalShell(root=True)
-    return None
+        keys = Keys.from_files(args, read_record(manifest) if keyed else None, ssh, label)
+        return run_verify(args, url, shell=shell, keys=keys, budget_gib=_budget(args),
+                          where=where)
 
 
 def _report(args: argparse.Namespace) -> int:

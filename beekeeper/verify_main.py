@@ -43,9 +43,6 @@ from .core.profiles import (
     with_ctx_size,
 )
 
-SUITE_HELP = (f"comma list of {','.join(SUITES)} or all (engine: llama-bench on the host, "
-              "the baseline decode and TTFT are judged against; gateway, not in all: its "
-              "overhead against --direct-url)")
 
 def _shown(text: str, limit: int = 60) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
@@ -206,7 +203,10 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "the profile the server runs (`beekeeper profiles`); default: the one the host's "
         "deployed.json names (--sandbox, --ssh, --on-host, or a server the kit deployed "
         "on this machine)")}),
-    ("--suite", {"default": "smoke", "help": SUITE_HELP}),
+    ("--suite", {"default": "smoke", "help": (
+        f"comma list of {','.join(SUITES)} or all (engine: llama-bench on the host, the "
+        "baseline decode and TTFT are judged against; gateway, not in all: its overhead "
+        "against --direct-url)")}),
     ("--quick", {"action": "store_true", "help": "small sizes (CPU servers)"}),
     ("--api-key-file", {"help": "the server's API key, in a file (with --on-host it "
                                 "travels on ssh's standard input, never a command line)"}),
@@ -392,6 +392,16 @@ def hand_started(args: argparse.Namespace) -> Any:
     return HandStarted(llama_bench=args.llama_bench, image=args.engine_image, model=args.model)
 
 
+def engine_shell(args: argparse.Namespace, ssh: list[str], label: str) -> Any:
+    """Where llama-bench runs and the service is stopped and started: the host `ssh` reaches
+    (none: this machine), as root, but for a hand-started server (--llama-bench,
+    --engine-image), whose llama-bench runs as the login."""
+    from beekeeper.verify.engine import LocalShell, SshShell
+
+    root = hand_started(args) is None
+    return SshShell(ssh, label, root) if ssh else LocalShell(label, root)
+
+
 def secret_url(url: str | None) -> bool:
     """Whether `url` carries what only standard input may take to a host's command line: user
     information, a query or a fragment (where tokens travel)."""
@@ -409,9 +419,11 @@ class Keys:
     direct_url: str | None = None
 
     @classmethod
-    def from_files(cls, args: argparse.Namespace) -> Keys:
+    def from_files(cls, args: argparse.Namespace, record: DeployedService | None = None,
+                   ssh: list[str] | None = None, host: str = "") -> Keys:
         """The keys --api-key-file and --direct-api-key-file name; without --api-key-file,
-        the deployed server's own."""
+        the deployed server's own (`deployed_key`; `record`: its deployment record, None
+        where verify did not find the server from it)."""
         def read(path: str | None) -> str | None:
             try:
                 return Path(path).read_text().strip() if path else None
@@ -419,9 +431,8 @@ class Keys:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 
         direct_url = getattr(args, "direct_url", None)
-        api = read(args.api_key_file)
-        if args.api_key_file is None:
-            api = controller_deployed_key(args)
+        api = (read(args.api_key_file) if args.api_key_file is not None
+               else deployed_key(record, args.service, ssh, host))
         return cls(api, read(args.direct_api_key_file),
                    direct_url if secret_url(direct_url) else None)
 
@@ -434,32 +445,40 @@ class Keys:
                           else sent).encode()
 
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
 def _deployed_key_path(service: str) -> str:
     return ServicePaths(service).api_key
 
 
-def takes_key(manifest: str | None) -> bool:
-    """Whether the deployment record `manifest` (deployed.json's text; None: none) says the
-    server takes the key the deploy keeps beside it. A key file a later deploy without a key
-    left there (a rollback to the keyed deploy needs it) is not the server's."""
-    if manifest is None:
-        return False
-    try:
-        return DeployedService.from_json(manifest).api_key
-    except RecordError:
-        return False  # verify's own reading of the record says what is wrong with it
-
-
-def read_deployed_key(service: str) -> str | None:
-    """The API key the deploy stored on this machine for `service` (root-only, beside
-    deployed.json), where its record says the server takes it; VerifyError, one line, when
-    it cannot be read (not root)."""
-    if not takes_key(local_manifest(service)):
+def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | None = None,
+                 host: str = "") -> str | None:
+    """The API key the deploy stored for `service` (root-only, beside deployed.json) where
+    its `record` says the server takes it: a key file a later deploy without a key left
+    there (a rollback to the keyed deploy needs it) is not the server's. Read on this
+    machine, or as root on `host` over `ssh` (the key comes back on ssh's standard output:
+    on no command line and in no file on the controller); VerifyError, one line, when it
+    cannot be read."""
+    if record is None or not record.api_key:
         return None
     path = _deployed_key_path(service)
+    if ssh:
+        import subprocess
+
+        from .core.remote import NEEDS_ROOT_EXIT, read_over_ssh
+
+        quoted = shlex.quote(path)
+        try:  # the key never printed, logged or written
+            p = read_over_ssh(ssh, f"if [ -e {quoted} ]; then cat -- {quoted}; else exit 3; fi")
+        except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in ANSWER_S
+            p = subprocess.CompletedProcess([], 255, "")
+        if p.returncode == 3:
+            return None
+        if p.returncode != 0:
+            why = ("this needs root there: log in as root, or let the login use sudo without "
+                   "a password" if p.returncode == NEEDS_ROOT_EXIT
+                   else f"ssh or cat exited {p.returncode}")
+            raise VerifyError(f"the deployed server's API key {path} on {host} could not be "
+                              f"read ({why}): give the key with --api-key-file, or fix that")
+        return p.stdout.strip() or None
     try:
         key = Path(path).read_text().strip()
     except FileNotFoundError:
@@ -471,69 +490,14 @@ def read_deployed_key(service: str) -> str | None:
     return key or None
 
 
-def _remote_text(ssh: list[str], command: str, root: bool = True) -> tuple[int, str]:
-    """`command` run on the host `ssh` reaches (as root, or as the login): its exit status
-    and standard output (never printed, logged or written)."""
-    import subprocess
-
-    from .core.remote import read_over_ssh
-
-    try:
-        p = read_over_ssh(ssh, command, root)
-    except (OSError, subprocess.TimeoutExpired):  # no ssh here, or no answer in ANSWER_S
-        return 255, ""
-    return p.returncode, p.stdout
-
-
-def remote_deployed_key(ssh: list[str], service: str, host: str) -> str | None:
-    """`read_deployed_key` on the host `ssh` reaches (the key comes back on ssh's standard
-    output: on no command line and in no file on the controller)."""
-    from .core.remote import NEEDS_ROOT_EXIT
-
-    # the record first, as the login (anyone may read it): root only where a key is taken
-    rc, record = _remote_text(ssh, f"cat -- {shlex.quote(ServicePaths(service).manifest)}",
-                              root=False)
-    if rc != 0 or not takes_key(record):
-        return None
-    path = shlex.quote(_deployed_key_path(service))
-    rc, out = _remote_text(ssh, f"if [ -e {path} ]; then cat -- {path}; else exit 3; fi")
-    if rc == 3:
-        return None
-    if rc != 0:
-        why = ("this needs root there: log in as root, or let the login use sudo without a "
-               "password" if rc == NEEDS_ROOT_EXIT else f"ssh or cat exited {rc}")
-        raise VerifyError(f"the deployed server's API key {_deployed_key_path(service)} on "
-                          f"{host} could not be read ({why}): give the key with "
-                          "--api-key-file, or fix that")
-    return out.strip() or None
-
-
-def controller_deployed_key(args: argparse.Namespace) -> str | None:
-    """`beekeeper verify` without --api-key-file and --url, on the controller: the key the
-    kit deployed the server with, read over SSH (--sandbox, --ssh) or on this machine. With
-    --on-host and a host, None here: the host reads it itself (`main`)."""
-    if getattr(args, "url", None):
-        return None  # a server named by hand: its key by hand
-    service = args.service
-    if getattr(args, "sandbox", False) or getattr(args, "ssh", None):
-        if getattr(args, "on_host", False):
-            return None
-        if args.sandbox:
-            from .sandbox import load_state, ssh_options
-
-            return remote_deployed_key(ssh_options(load_state()), service, "the sandbox host")
-        return remote_deployed_key(shlex.split(args.ssh), service, args.ssh.split()[-1])
-    return read_deployed_key(service)
-
-
-def deployed_here(url: str, service: str) -> bool:
-    """Whether `url` is the server the kit deployed as `service` on this machine: its
-    deployed.json there, and the URL on loopback (or its bind address) at its port."""
-    record = read_record(local_manifest(service))
+def deployed_here(url: str, record: DeployedService | None) -> bool:
+    """Whether `url` is the server the kit deployed on this machine (`record`, its
+    deployed.json there): the URL on loopback (or its bind address) at its port."""
     if record is None or record.port is None:
         return False
     parts = urlsplit(server_url(url).base)
-    return parts.port == record.port and parts.hostname in (*LOOPBACK, record.bind_address)
+    return parts.port == record.port and parts.hostname in ("127.0.0.1", "localhost", "::1",
+                                                            record.bind_address)
 
 
 def typed_command(argv: list[str]) -> str | None:
@@ -555,11 +519,27 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
     that fails (a 401) is a VerifyError, in one line."""
     import httpx
 
+    from beekeeper.verify.report import INVOCATION, Invocation
+    from beekeeper.verify.suites import run_suites
+
     profile = profile_of(args)
     names = suite_names(args.suite)
     server = server_url(url)  # its credentials sent, never printed or kept in the report
+    typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
     try:
-        return _run_verify(args, server, names, profile, shell, keys, budget_gib, where)
+        with ExitStack() as stack:
+            token = INVOCATION.set(Invocation(typed, args.service))  # the verdict's next step
+            stack.callback(INVOCATION.reset, token)
+            client = stack.enter_context(server.client(keys.api))
+            direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
+                                          .client(keys.direct))
+                      if args.direct_url else None)  # --suite gateway: the server behind --url
+            report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
+                                host_label=args.host_label, card=args.card,
+                                sizes=sizes_of(args, profile), shell=shell,
+                                engine_gpu=args.engine_gpu, service=args.service,
+                                direct=direct, budget_gib=budget_gib, hand=hand_started(args),
+                                where=where)
     except httpx.HTTPStatusError as e:  # a request the suites do not judge, refused
         r = e.response
         hint = ": give its key with --api-key-file" if r.status_code in (401, 403) else ""
@@ -569,27 +549,6 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
     except httpx.TransportError as e:
         raise VerifyError(f"the server at {server.base} could not be reached "
                           f"({type(e).__name__}: {shown_url(str(e))})") from None
-
-
-def _run_verify(args: argparse.Namespace, server: ServerUrl, names: list[str],
-                profile: Profile, shell: Any, keys: Keys, budget_gib: float | None,
-                where: Any) -> int:
-    from beekeeper.verify.report import INVOCATION, Invocation
-    from beekeeper.verify.suites import run_suites
-
-    typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
-    with ExitStack() as stack:
-        token = INVOCATION.set(Invocation(typed, args.service))  # the verdict's next step
-        stack.callback(INVOCATION.reset, token)
-        client = stack.enter_context(server.client(keys.api))
-        direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
-                                      .client(keys.direct))
-                  if args.direct_url else None)  # --suite gateway: the server behind --url
-        report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
-                            host_label=args.host_label, card=args.card,
-                            sizes=sizes_of(args, profile), shell=shell,
-                            engine_gpu=args.engine_gpu, service=args.service, direct=direct,
-                            budget_gib=budget_gib, hand=hand_started(args), where=where)
     return report.coverage.exit_status
 
 
@@ -638,9 +597,9 @@ def host_command(args: argparse.Namespace, python: str, port: int, out: str,
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    manifest = local_manifest(args.service)
     try:
-        problem = usage_error(args) or from_deployed(args, local_manifest(args.service),
-                                                     "this machine")
+        problem = usage_error(args) or from_deployed(args, manifest, "this machine")
         if problem:
             raise VerifyError(problem)
         if args.keys_on_stdin:
@@ -651,15 +610,13 @@ def main(argv: list[str] | None = None) -> int:
                 server_url(args.direct_url, "--direct-url")
         else:
             keys = Keys.from_files(args)
-        if keys.api is None and not args.api_key_file and deployed_here(args.url,
-                                                                         args.service):
+        record = read_record(manifest)
+        if keys.api is None and not args.api_key_file and deployed_here(args.url, record):
             # the server the kit deployed here: the key it stored (on-host verify, as root)
-            keys = replace(keys, api=read_deployed_key(args.service))
+            keys = replace(keys, api=deployed_key(record, args.service))
         use_checkout_verify()
-        from beekeeper.verify.engine import LocalShell
-
-        shell = LocalShell(label=args.host_label, root=hand_started(args) is None)
-        return run_verify(args, args.url, shell=shell, keys=keys, budget_gib=args.budget_gib)
+        return run_verify(args, args.url, shell=engine_shell(args, [], args.host_label),
+                          keys=keys, budget_gib=args.budget_gib)
     except VerifyError as e:
         print(f"verify: {e}", file=sys.stderr)
         return 2

@@ -169,25 +169,18 @@ class EngineBaseline:
 
     def decode_tok_s_at(self, depth_tokens: int) -> float | None:
         """The engine's decode rate at this depth (the nearest measured depth)."""
-        if not self.decode:
-            return None
-        best = min(self.decode, key=lambda t: abs(t.n_depth - depth_tokens))
-        return best.avg_tok_s
+        best = min(self.decode, key=lambda t: abs(t.n_depth - depth_tokens), default=None)
+        return best.avg_tok_s if best else None
 
     @property
     def prefill_s(self) -> float | None:
         return self.prefill.avg_s if self.prefill else None
 
-    def first_token_s(self, depth_tokens: int) -> float | None:
-        """One decode step after the prefill: 1 / decode rate at that depth."""
-        rate = self.decode_tok_s_at(depth_tokens)
-        return 1.0 / rate if rate else None
-
     def ttft_s(self, prompt_tokens: int) -> float | None:
-        """Engine prefill time of the prompt plus its first generated token."""
-        first = self.first_token_s(prompt_tokens)
-        return (self.prefill.avg_s + first
-                if self.prefill is not None and first is not None else None)
+        """Engine prefill time of the prompt plus its first generated token (one decode step
+        at that depth: 1 / decode rate)."""
+        rate = self.decode_tok_s_at(prompt_tokens)
+        return self.prefill.avg_s + 1.0 / rate if self.prefill is not None and rate else None
 
 
 def llama_bench_fa(server_value: str) -> str:
@@ -392,11 +385,10 @@ def pooled(t: BenchTest, rates: list[float]) -> BenchTest:
 
 
 def _one_test(t: BenchTest, common: list[str], k: int) -> list[str]:
+    """`t` again, `k` repeats: its -p, -n and -d as bench_commands gave them."""
     args = [*common]
     args[args.index("-r") + 1] = str(k)
-    if t.n_gen == 0:
-        return [*args, "-p", str(t.n_prompt), "-n", "0", "-d", "0"]
-    return [*args, "-p", "0", "-n", str(t.n_gen), "-d", str(t.n_depth)]
+    return [*args, "-p", str(t.n_prompt), "-n", str(t.n_gen), "-d", str(t.n_depth)]
 
 
 def _run_bench(engine: Engine, args: list[list[str]], base: EngineBaseline,
