@@ -142,10 +142,12 @@ def _cat_manifest(ssh: list[str], service: str, root: bool = True
 
 def local_url(args: argparse.Namespace) -> str | None:
     """The server's URL when verify runs here: --url, else its loopback port with --on-host
-    (this machine is the host: `@local`) or a deployed.json here."""
+    (this machine is the host: `@local`) or a deployed.json here (not with --ssh or
+    --sandbox: that host's server is reached through a tunnel, whatever runs here)."""
     if args.url:
         return str(args.url)
-    here = args.on_host or local_manifest(args.service) is not None
+    remote = args.ssh or args.sandbox
+    here = args.on_host or (not remote and local_manifest(args.service) is not None)
     return f"http://127.0.0.1:{args.port}" if here else None
 
 

@@ -145,6 +145,17 @@ def test_on_host_alone_is_this_machine():
     assert cli.local_url(args) is None
 
 
+def test_ssh_verifies_that_host_beside_a_server_deployed_here(monkeypatch):
+    """A controller with a server of its own (a deployed.json here): `--ssh HOST` still
+    reaches HOST's server through the tunnel, not this machine's on 127.0.0.1."""
+    monkeypatch.setattr(cli, "local_manifest", lambda service: '{"port": 8090}')
+    here = verify_parser().parse_args(["--profile", "cpu-tiny", "--port", "8090"])
+    assert cli.local_url(here) == "http://127.0.0.1:8090"
+    for remote in (["--ssh", "gpu-box"], ["--sandbox"]):
+        args = verify_parser().parse_args(["--profile", "cpu-tiny", "--port", "8090", *remote])
+        assert cli.local_url(args) is None, remote
+
+
 def test_verify_main_reads_the_keys_from_stdin(monkeypatch):
     import io
 
