@@ -221,6 +221,14 @@ def _owner(values: dict[str, str], inode: str) -> PortOwner:
         inode=inode)
 
 
+def exe_sh(pid: str, readlink: str = "readlink") -> str:
+    """Shell that sets `exe` to process `pid`'s binary: /proc/PID/exe, else (a container's
+    root without CAP_SYS_PTRACE cannot read another user's) its command line's first word,
+    as its parent started it."""
+    return (f'exe=$({readlink} "/proc/{pid}/exe" 2>/dev/null); [ -n "$exe" ] || '
+            f'exe=$(tr \'\\0\' \'\\n\' < "/proc/{pid}/cmdline" 2>/dev/null | head -n 1)')
+
+
 # The PortOwners command: the listening sockets on a port (state 0A), the processes holding
 # each (fd links `socket:[INODE]`) and what parse_port_owners reads of them. @PORT@: in hex.
 PORT_OWNERS_SH = r"""sv=$(cat @PIDFILE@ 2>/dev/null | tr -dc 0-9)
@@ -243,8 +251,7 @@ for rec in $(awk -v p=@PORT@ 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); \
   for p in $holders; do
     pp=$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
     echo "pid=$p"; echo "ppid=$pp"; echo "user=$(stat -c %U "/proc/$p" 2>/dev/null)"
-    exe=$(readlink "/proc/$p/exe" 2>/dev/null)
-    [ -n "$exe" ] || exe=$(tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | head -n 1)
+    @EXE@
     echo "exe=$exe"
     echo "comm=$(cat "/proc/$p/comm" 2>/dev/null)"
     a=$pp; chain=""; n=0
@@ -255,7 +262,7 @@ for rec in $(awk -v p=@PORT@ 'FNR > 1 && $4 == "0A" { n = split($2, a, ":"); \
     echo "ancestors=$chain"; echo "cgroup=$(tr '\n' ' ' < "/proc/$p/cgroup" 2>/dev/null)"
   done
 done
-true"""
+true""".replace("@EXE@", exe_sh("$p"))
 
 
 class PortOwners(FactBase[PortOwnersInfo]):

@@ -119,14 +119,19 @@ class InstalledPackages(ListFact[str]):
         return sorted({line.strip() for line in output if line.strip()})
 
 
+def purge_simulated(names: str, awk_vars: str = "", then: str = "print $2") -> str:
+    """apt's simulation of purging `names` (shell words), its lines for each package it
+    would remove (apt adds what depends on them) given to awk's `then`."""
+    return (f"apt-get -s -q purge --allow-change-held-packages {names} 2>/dev/null | "
+            f"awk {awk_vars}'$1 == \"Purg\" || $1 == \"Remv\" {{ {then} }}'")
+
+
 class AptPurgeWould(ListFact[str]):
-    """What `apt-get -s purge PACKAGES` would remove (apt adds what depends on them):
+    """What `apt-get -s purge PACKAGES` would remove:
     ``["docker.io", "some-tool-that-needs-docker"]``."""
 
     def command(self, packages: list[str]) -> str:
-        names = " ".join(shlex.quote(p) for p in packages)
-        return (f"apt-get -s -q purge --allow-change-held-packages {names} 2>/dev/null | "
-                "awk '$1 == \"Purg\" || $1 == \"Remv\" {print $2}'; true")
+        return purge_simulated(" ".join(shlex.quote(p) for p in packages)) + "; true"
 
     def process(self, output: list[str]) -> list[str]:
         return sorted({line.strip() for line in output if line.strip()})

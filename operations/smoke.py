@@ -33,7 +33,7 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
       where its log is)
     + model: the name the server must list on /v1/models (host data `model_alias`)
     """
-    from beekeeper.facts.server import ServerSmoke
+    from beekeeper.facts.server import ServerSmoke, hostcheck
 
     script = hostside_script("hostcheck.py")
     now = f"{profile} on {bracketed(bind_address)}:{port}"
@@ -47,11 +47,10 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
             host.noop(f"beekeeper: serving {now}: healthy, smoke passed "
                       f"({result.get('completion_tokens')} tokens)")
             return
-    key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
-    check = f"python3 {q(script)} --timeout {timeout_s}{key}"
+    check = hostcheck(script, port, timeout_s, api_key_file, owner)
     unit, log = runtime.known_by(paths), runtime.log_lines(paths, 30)
     yield StreamedCommand(
-        f"if {check} --port {port} {owner} --out {q(paths.smoke_result)}; then "
+        f"if {check} --out {q(paths.smoke_result)}; then "
         f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "
         f"echo '--- last server log lines ({unit}) ---'; "
         f"{log}; "
