@@ -52,7 +52,6 @@ from beekeeper.core.paths import (
     VERIFY_VENV,
     ServicePaths,
     owner_mark,
-    prev,
     start_script,
 )
 from beekeeper.core.profiles import PROFILES
@@ -68,7 +67,7 @@ from beekeeper.facts.lifecycle import (
     asked_names,
 )
 from beekeeper.facts.persist import PathKinds
-from beekeeper.facts.services import DeployedServices, deployed_manifest
+from beekeeper.facts.services import DeployedServices, deployed_records
 from beekeeper.operations import lifecycle as ops_
 from beekeeper.operations.services import service_removed
 from beekeeper.operations.supervisor import supervisord_removed
@@ -137,12 +136,10 @@ def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
     yours = {m.host_path(d) for s in cfg.services for m in s.models() if m.users_file}
     for name in host.get_fact(DeployedServices):
-        for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
-            m = deployed_manifest(path)
-            if m:
-                placed.update(model for model, _ in m.models())
-                if m.model_is_users and m.model_path:
-                    yours.add(m.model_path)
+        for m in deployed_records(name):
+            placed.update(model for model, _ in m.models())
+            if m.model_is_users and m.model_path:
+                yours.add(m.model_path)
     files = host.get_fact(FileSizes, path=d)
     shipped = {m.filename: m.size_bytes for p in PROFILES.values()
                for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
