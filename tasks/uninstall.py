@@ -69,6 +69,7 @@ from beekeeper.facts.lifecycle import (
 from beekeeper.facts.persist import PathKinds
 from beekeeper.facts.services import DeployedServices, deployed_records
 from beekeeper.operations import lifecycle as ops_
+from beekeeper.operations.nvidia import PURGE_PATTERN
 from beekeeper.operations.services import service_removed
 from beekeeper.operations.supervisor import supervisord_removed
 
@@ -85,9 +86,6 @@ KIT_PACKAGES = re.compile(
 DRIVER_ASKED = re.compile(r"^(linux-headers-\S+|nvidia-driver-pinning-\d+|nvidia-open|"
                           r"cuda-drivers)$")
 DRIVER_META = re.compile(r"^(nvidia-open|cuda-drivers)$")
-# the names operations/nvidia.py driver_purged takes (upgrade_driver)
-NVIDIA_DRIVER_NAMES = re.compile(r"^(nvidia-|libnvidia-|cuda-drivers|libcuda1|"
-                                 r"firmware-nvidia-gsp|xserver-xorg-video-nvidia|libnv)")
 DAEMON_JSON = "/etc/docker/daemon.json"
 # the Container Toolkit's nvidia-cdi-refresh.service writes it (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH)
 CDI_SPEC = "/var/run/cdi/nvidia.yaml"
@@ -119,7 +117,7 @@ def kit_packages() -> KitPackages:
             other.update(t.installed)
         purged = DRIVER_PURGE.match(t.commandline)
         names = purged.group("names").split() if purged else []
-        if names and all(NVIDIA_DRIVER_NAMES.match(n) for n in names):
+        if names and all(re.match(PURGE_PATTERN, n) for n in names):
             replaced += [n for n in names if n not in replaced]
     return KitPackages(driver=sorted(driver & now), other=sorted((other & now) - driver),
                        replaced=[n for n in replaced if n not in now])
