@@ -50,23 +50,23 @@ class FolderEntries(ListFact[FolderEntry]):
 PYINFRA_INSTALL = re.compile(
     r"^apt-get -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
     r"install (?:--no-install-recommends )?(?P<names>.+)$")
-# the kit's own apt-get lines (operations/nvidia.py driver_installed, driver_purged) as the
-# history log keeps them: the arguments, not the environment
-DRIVER_INSTALL = re.compile(r"^apt-get install -y --no-install-recommends (?P<names>\S+)$")
+# the kit's own apt-get lines (operations/nvidia.py driver_installed, of the driver's
+# meta-packages, and driver_purged) as the history log keeps them: the arguments, not the
+# environment
+DRIVER_METAS = "nvidia-open|cuda-drivers"
+DRIVER_INSTALL = re.compile(rf"^apt-get install -y --no-install-recommends ({DRIVER_METAS})$")
 DRIVER_PURGE = re.compile(r"^apt-get purge -y (?P<names>.+)$")
 
 
-def asked_names(commandline: str, raw_names: re.Pattern[str]) -> list[str]:
+def asked_names(commandline: str) -> list[str]:
     """The packages (versions dropped) a history entry's command line asks for when it is one
-    of the kit's installs: pyinfra's apt.packages, or the driver's own apt-get line for names
-    `raw_names` matches (a hand-typed one for git is not the kit's); [] for any other."""
+    of the kit's installs: pyinfra's apt.packages, or the driver's own apt-get line (a
+    hand-typed one for git is not the kit's); [] for any other."""
     m = PYINFRA_INSTALL.match(commandline)
     if m:
         return [n.split("=", 1)[0] for n in m.group("names").split()]
     m = DRIVER_INSTALL.match(commandline)
-    if m and raw_names.match(m.group("names")):
-        return [m.group("names")]
-    return []
+    return [m.group(1)] if m else []
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ there, and its name says what (docs/lifecycle.md, "Uninstall").
 
 An apt transaction (apt's history log) is the kit's when it is pyinfra's apt.packages line
 asking only for packages the kit installs (KIT_PACKAGES, DRIVER_ASKED), or the driver's own
-`apt-get install` of DRIVER_META. The models the kit placed: those a manifest or the inventory
-names, any file with the downloader's `.download.log` beside it, and any file named as a
-profile's model at that model's exact size.
+`apt-get install` of its meta-package (DRIVER_METAS). The models the kit placed: those a
+manifest or the inventory names, any file with the downloader's `.download.log` beside it,
+and any file named as a profile's model at that model's exact size.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from beekeeper.core.paths import (
 from beekeeper.core.profiles import PROFILES
 from beekeeper.facts.host import AptHolds
 from beekeeper.facts.lifecycle import (
+    DRIVER_METAS,
     DRIVER_PURGE,
     AptHistory,
     FileSizes,
@@ -82,10 +83,8 @@ KIT_PACKAGES = re.compile(
     r"docker\.io|docker-cli|docker-compose|docker-compose-v2|docker-compose-plugin|"
     rf"cuda-toolkit-\d+-\d+|{'|'.join(TOOLKIT_PACKAGES)})$")
 # what the driver task (tasks/nvidia_driver.py) asks for: the kernel headers, the branch
-# pin, the driver's meta-package; DRIVER_META those its own apt-get line installs
-DRIVER_ASKED = re.compile(r"^(linux-headers-\S+|nvidia-driver-pinning-\d+|nvidia-open|"
-                          r"cuda-drivers)$")
-DRIVER_META = re.compile(r"^(nvidia-open|cuda-drivers)$")
+# pin, the driver's meta-package
+DRIVER_ASKED = re.compile(rf"^(linux-headers-\S+|nvidia-driver-pinning-\d+|{DRIVER_METAS})$")
 DAEMON_JSON = "/etc/docker/daemon.json"
 # the Container Toolkit's nvidia-cdi-refresh.service writes it (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH)
 CDI_SPEC = "/var/run/cdi/nvidia.yaml"
@@ -110,7 +109,7 @@ def kit_packages() -> KitPackages:
     other: set[str] = set()
     replaced: list[str] = []
     for t in host.get_fact(AptHistory):
-        asked = asked_names(t.commandline, DRIVER_META)
+        asked = asked_names(t.commandline)
         if asked and all(DRIVER_ASKED.match(n) for n in asked):
             driver.update(t.installed)
         elif asked and all(KIT_PACKAGES.match(n) for n in asked):
