@@ -85,7 +85,6 @@ KIT_PACKAGES = re.compile(
 # what the driver task (tasks/nvidia_driver.py) asks for: the kernel headers, the branch
 # pin, the driver's meta-package
 DRIVER_ASKED = re.compile(rf"^(linux-headers-\S+|nvidia-driver-pinning-\d+|{DRIVER_METAS})$")
-DAEMON_JSON = "/etc/docker/daemon.json"
 # the Container Toolkit's nvidia-cdi-refresh.service writes it (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH)
 CDI_SPEC = "/var/run/cdi/nvidia.yaml"
 MODEL_SUFFIXES = ("", ".partial", ".download.log", ".download.log.rc")
@@ -289,9 +288,8 @@ def container_toolkit_traces(pk: KitPackages, driver_kept: bool) -> list[Operati
         return []
     return [
         ops_.docker_runtime_removed(
-            name=f"Remove the nvidia runtime nvidia-ctk added to {DAEMON_JSON} (other "
+            name=f"Remove the nvidia runtime nvidia-ctk added to {ops_.DAEMON_JSON} (other "
                  "settings kept; Docker restarted only if it changed)",
-            daemon_json=DAEMON_JSON, runtime="nvidia", binary="nvidia-container-runtime",
             restart="docker.io" not in pk.other),
         ops_.paths_removed(name=f"Remove the CDI spec the Container Toolkit wrote ({CDI_SPEC})",
                            paths=[CDI_SPEC], what="CDI spec"),
