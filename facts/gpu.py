@@ -107,9 +107,7 @@ class PciNvidiaDevices(FactBase[tuple[int, ...]]):
     """Returns the PCI device ids of the NVIDIA display/3D devices, read from sysfs without
     a driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``."""
 
-    @staticmethod
-    def default() -> tuple[int, ...]:
-        return ()
+    default = staticmethod(tuple)
 
     def command(self) -> str:  # each NVIDIA PCI function's class and device id
         return ("for d in /sys/bus/pci/devices/*; do "
@@ -125,9 +123,7 @@ class PciNvidiaGpus(FactBase[int]):
 
     command = PciNvidiaDevices.command
 
-    @staticmethod
-    def default() -> int:
-        return 0
+    default = staticmethod(int)
 
     def process(self, output: list[str]) -> int:
         return len(parse_pci_nvidia_devices(output))

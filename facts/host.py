@@ -265,9 +265,7 @@ class PortOwners(FactBase[PortOwnersInfo]):
     """Returns every process listening on a TCP port, read from /proc (a GPU container's
     image often lacks `ss`)."""
 
-    @staticmethod
-    def default() -> PortOwnersInfo:  # no output: nothing listening
-        return PortOwnersInfo()
+    default = staticmethod(PortOwnersInfo)  # no output: nothing listening
 
     def command(self, port: int, pidfile: str, native_prefix: str) -> str:
         return (PORT_OWNERS_SH.replace("@PORT@", f"{int(port):04X}")
@@ -439,9 +437,7 @@ class ProxyVars(FactBase[tuple[str, ...]]):
     """Returns the proxy variables /etc/environment sets, by name (the values stay on the
     host: a proxy URL may carry a password)."""
 
-    @staticmethod
-    def default() -> tuple[str, ...]:
-        return ()
+    default = staticmethod(tuple)
 
     def command(self) -> str:
         return ("[ -r /etc/environment ] && grep -iE '^ *(export +)?(http|https|no)_proxy=' "

@@ -62,9 +62,7 @@ def parse_host_tools(output: list[str]) -> HostToolsInfo:
 
 
 class HostTools(FactBase[HostToolsInfo]):
-    @staticmethod
-    def default() -> HostToolsInfo:
-        return HostToolsInfo()
+    default = staticmethod(HostToolsInfo)
 
     def command(self) -> str:
         tools = "; ".join(f'echo "tool:{t}=$(command -v {t} || true)"' for t in BUILD_TOOLS)
@@ -108,9 +106,7 @@ class OthersCannotRead(FactBase[str]):
     """Why a user other than the owner cannot read `path` ("" when one can): the file lacks
     o+r, or a folder above it lacks o+x. The server runs as user beekeeper."""
 
-    @staticmethod
-    def default() -> str:
-        return ""
+    default = staticmethod(str)
 
     def command(self, path: str) -> str:
         return (f"f={shlex.quote(path)}; m=$(stat -Lc %a \"$f\") || exit 0; "
