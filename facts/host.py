@@ -290,8 +290,8 @@ class AptPolicyInfo:
     """One package as `apt-cache policy` shows it: the installed version and the one apt
     would install (None: not installed / nothing offered, or apt knows no such package)."""
 
-    installed: str | None
-    candidate: str | None
+    installed: str | None = None
+    candidate: str | None = None
 
 
 def parse_apt_policy(output: list[str]) -> AptPolicyInfo:
@@ -308,9 +308,7 @@ def parse_apt_policy(output: list[str]) -> AptPolicyInfo:
 class AptPolicy(FactBase[AptPolicyInfo]):
     """Returns what apt has and offers of one package (from the lists the host has now)."""
 
-    @staticmethod
-    def default() -> AptPolicyInfo:
-        return AptPolicyInfo(installed=None, candidate=None)
+    default = staticmethod(AptPolicyInfo)
 
     def command(self, package: str) -> str:
         return f"LC_ALL=C apt-cache policy {shlex.quote(package)} 2>/dev/null || true"

@@ -214,29 +214,25 @@ def account_removed(account: str):
                             f"groupdel {q(account)}; fi")
 
 
-def component_revert_command(component: str, files: list[str]) -> str:
-    """Undo apt_sources.component_command in `files`: the area and the record line out,
-    then apt's lists refreshed (a failure there, offline, changes nothing already done)."""
+@operation()
+def components_reverted(component: str, files: list[str]):
+    """
+    Remove an archive area (Debian's contrib) from the sources files the kit added it to,
+    by the record line it left in each (facts/lifecycle.py COMPONENT_MARK): undo
+    apt_sources.component_command, then refresh apt's lists (a failure there, offline,
+    changes nothing already done).
+    """
+    if not files:
+        host.noop(f"no record of the kit adding Debian's {component} area: sources kept")
+        return
     # checks the name (it reaches sed unquoted); the mark holds no regex metacharacter
     mark = component_mark(component)
     drop = f"s/ {component}( |$)/\\1/"
     edits = " ; ".join(
         f"sed -i -E -e '/^Components:/{{{drop}}}' -e '/^deb(-src)? .*debian/{{{drop}}}' "
         f"-e {q('/^' + mark + '$/d')} {q(f)}" for f in files)
-    return (f"{edits} ; apt-get update -qq || true ; "
-            f"echo {q(f'beekeeper: removed the {component} area the kit added')}")
-
-
-@operation()
-def components_reverted(component: str, files: list[str]):
-    """
-    Remove an archive area (Debian's contrib) from the sources files the kit added it to,
-    by the record line it left in each (facts/lifecycle.py COMPONENT_MARK).
-    """
-    if not files:
-        host.noop(f"no record of the kit adding Debian's {component} area: sources kept")
-        return
-    yield StringCommand(component_revert_command(component, files))
+    yield StringCommand(f"{edits} ; apt-get update -qq || true ; "
+                        f"echo {q(f'beekeeper: removed the {component} area the kit added')}")
 
 
 def without_runtime(text: str, runtime: str, binary: str) -> dict[str, Any] | None:
