@@ -53,16 +53,6 @@ def linked(path: str, target: str, keep_contents: bool = True):
                              "away, then deploy again")
 
 
-def _still_the_kits(pid: int) -> str:
-    """A shell test that `pid` is still a server of the kit's: user beekeeper, its binary
-    under the native builds' folder (through a persistent root's link, or not)."""
-    pre = q(NATIVE_PREFIX)
-    return (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = beekeeper ] && "
-            f"{{ {exe_sh(str(pid), 'readlink -f')}; }} && "
-            f"real=$(readlink -f {pre}) && "
-            f"case \"$exe\" in \"$real\"/*|{pre}/*) true;; *) false;; esac")
-
-
 @operation()
 def unsupervised_ended(pids: list[int]):
     """
@@ -73,8 +63,13 @@ def unsupervised_ended(pids: list[int]):
     if not pids:
         host.noop("no unsupervised server of the kit's on a service's port")
         return
+    pre = q(NATIVE_PREFIX)
     for pid in pids:
-        yield (f"if {_still_the_kits(pid)}; then kill -TERM {pid}; for i in $(seq 50); do "
+        # still the kit's: user beekeeper, its binary in the native builds' folder (linked or not)
+        kits = (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = beekeeper ] && "
+                f"{{ {exe_sh(str(pid), 'readlink -f')}; }} && real=$(readlink -f {pre}) && "
+                f"case \"$exe\" in \"$real\"/*|{pre}/*) true;; *) false;; esac")
+        yield (f"if {kits}; then kill -TERM {pid}; for i in $(seq 50); do "
                f"kill -0 {pid} 2>/dev/null || break; sleep 0.2; done; "
                f"kill -0 {pid} 2>/dev/null && kill -KILL {pid}; "
                f"echo 'beekeeper: ended the unsupervised server pid {pid}'; "
