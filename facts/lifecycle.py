@@ -50,23 +50,23 @@ class FolderEntries(ListFact[FolderEntry]):
 PYINFRA_INSTALL = re.compile(
     r"^apt-get -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
     r"install (?:--no-install-recommends )?(?P<names>.+)$")
-# the kit's own apt-get lines (operations/nvidia.py driver_installed, driver_purged) as the
-# history log keeps them: the arguments, not the environment
-DRIVER_INSTALL = re.compile(r"^apt-get install -y --no-install-recommends (?P<names>\S+)$")
+# the kit's own apt-get lines (operations/nvidia.py driver_installed, of the driver's
+# meta-packages, and driver_purged) as the history log keeps them: the arguments, not the
+# environment
+DRIVER_METAS = "nvidia-open|cuda-drivers"
+DRIVER_INSTALL = re.compile(rf"^apt-get install -y --no-install-recommends ({DRIVER_METAS})$")
 DRIVER_PURGE = re.compile(r"^apt-get purge -y (?P<names>.+)$")
 
 
-def asked_names(commandline: str, raw_names: re.Pattern[str]) -> list[str]:
+def asked_names(commandline: str) -> list[str]:
     """The packages (versions dropped) a history entry's command line asks for when it is one
-    of the kit's installs: pyinfra's apt.packages, or the driver's own apt-get line for names
-    `raw_names` matches (a hand-typed one for git is not the kit's); [] for any other."""
+    of the kit's installs: pyinfra's apt.packages, or the driver's own apt-get line (a
+    hand-typed one for git is not the kit's); [] for any other."""
     m = PYINFRA_INSTALL.match(commandline)
     if m:
         return [n.split("=", 1)[0] for n in m.group("names").split()]
     m = DRIVER_INSTALL.match(commandline)
-    if m and raw_names.match(m.group("names")):
-        return [m.group("names")]
-    return []
+    return [m.group(1)] if m else []
 
 
 @dataclass(frozen=True)
@@ -77,12 +77,12 @@ class AptTransaction:
     installed: tuple[str, ...]
 
 
-def parse_apt_history(lines: list[str]) -> list[AptTransaction]:
+def parse_apt_history(output: list[str]) -> list[AptTransaction]:
     """apt's history log (every rotation, oldest first) -> its transactions. `Install:`
     lists `name:arch (version[, automatic])` entries separated by `), `."""
     out: list[AptTransaction] = []
     command, installed = "", ()
-    for line in [*lines, "Start-Date: end"]:
+    for line in [*output, "Start-Date: end"]:
         if line.startswith("Start-Date:"):
             if command:
                 out.append(AptTransaction(command, installed))
@@ -104,8 +104,7 @@ class AptHistory(ListFact[AptTransaction]):
         return ("for f in $(ls -tr /var/log/apt/history.log* 2>/dev/null); do "
                 "zcat -f \"$f\"; done; true")
 
-    def process(self, output: list[str]) -> list[AptTransaction]:
-        return parse_apt_history(output)
+    process = staticmethod(parse_apt_history)
 
 
 class InstalledPackages(ListFact[str]):
@@ -119,14 +118,19 @@ class InstalledPackages(ListFact[str]):
         return sorted({line.strip() for line in output if line.strip()})
 
 
+def purge_simulated(names: str, awk_vars: str = "", then: str = "print $2") -> str:
+    """apt's simulation of purging `names` (shell words), its lines for each package it
+    would remove (apt adds what depends on them) given to awk's `then`."""
+    return (f"apt-get -s -q purge --allow-change-held-packages {names} 2>/dev/null | "
+            f"awk {awk_vars}'$1 == \"Purg\" || $1 == \"Remv\" {{ {then} }}'")
+
+
 class AptPurgeWould(ListFact[str]):
-    """What `apt-get -s purge PACKAGES` would remove (apt adds what depends on them):
+    """What `apt-get -s purge PACKAGES` would remove:
     ``["docker.io", "some-tool-that-needs-docker"]``."""
 
     def command(self, packages: list[str]) -> str:
-        names = " ".join(shlex.quote(p) for p in packages)
-        return (f"apt-get -s -q purge --allow-change-held-packages {names} 2>/dev/null | "
-                "awk '$1 == \"Purg\" || $1 == \"Remv\" {print $2}'; true")
+        return purge_simulated(" ".join(shlex.quote(p) for p in packages)) + "; true"
 
     def process(self, output: list[str]) -> list[str]:
         return sorted({line.strip() for line in output if line.strip()})

@@ -9,7 +9,7 @@ from pyinfra.facts.files import FileContents
 
 from beekeeper.core.config import SERVICE_NAME_RE as _NAME_RE
 from beekeeper.core.deployed import DeployedService, read_record
-from beekeeper.core.paths import manifest_glob
+from beekeeper.core.paths import ServicePaths, manifest_glob, prev
 
 from . import ListFact
 
@@ -31,3 +31,9 @@ def deployed_manifest(path: str) -> DeployedService | None:
     it, of any kit; None when it is missing or cannot be read."""
     text = host.get_fact(FileContents, path=path)
     return read_record("\n".join(text)) if text else None
+
+
+def deployed_records(service: str) -> list[DeployedService]:
+    """The service's records that can be read: the running unit's, then the previous one's."""
+    manifest = ServicePaths(service).manifest
+    return [r for r in (deployed_manifest(manifest), deployed_manifest(prev(manifest))) if r]

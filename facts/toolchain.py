@@ -38,10 +38,10 @@ class HostToolsInfo:
         return [t for t in wanted if not self.path(t)]
 
 
-def parse_host_tools(lines: list[str]) -> HostToolsInfo:
+def parse_host_tools(output: list[str]) -> HostToolsInfo:
     values: dict[str, str] = {}
     tools: list[tuple[str, str]] = []
-    for line in lines:
+    for line in output:
         key, _, value = line.strip().partition("=")
         value = value.strip()
         if key.startswith("tool:") and value:
@@ -62,9 +62,7 @@ def parse_host_tools(lines: list[str]) -> HostToolsInfo:
 
 
 class HostTools(FactBase[HostToolsInfo]):
-    @staticmethod
-    def default() -> HostToolsInfo:
-        return HostToolsInfo()
+    default = staticmethod(HostToolsInfo)
 
     def command(self) -> str:
         tools = "; ".join(f'echo "tool:{t}=$(command -v {t} || true)"' for t in BUILD_TOOLS)
@@ -84,8 +82,7 @@ class HostTools(FactBase[HostToolsInfo]):
             'echo "apt_lists=$(ls /var/lib/apt/lists 2>/dev/null | grep -c _Packages || true)"'
         )
 
-    def process(self, output: list[str]) -> HostToolsInfo:
-        return parse_host_tools(output)
+    process = staticmethod(parse_host_tools)
 
 
 class SupervisorPrograms(FactBase[dict[str, str] | None]):
@@ -109,9 +106,7 @@ class OthersCannotRead(FactBase[str]):
     """Why a user other than the owner cannot read `path` ("" when one can): the file lacks
     o+r, or a folder above it lacks o+x. The server runs as user beekeeper."""
 
-    @staticmethod
-    def default() -> str:
-        return ""
+    default = staticmethod(str)
 
     def command(self, path: str) -> str:
         return (f"f={shlex.quote(path)}; m=$(stat -Lc %a \"$f\") || exit 0; "

@@ -10,8 +10,27 @@ from pyinfra.operations import files
 
 from beekeeper.facts.docker import DockerImageId, ImageTags
 
-from .proxy import proxy_build
 from .shell import StreamedCommand, q, with_heartbeat
+
+
+def proxy_build(names: tuple[str, ...], environment: str = "/etc/environment") -> tuple[str, str]:
+    """(shell prefix, build arguments) that hand the host's proxy variables to `docker build`.
+
+    The prefix exports the proxy lines of /etc/environment into the docker CLI's own
+    environment; `--build-arg NAME` without a value makes the CLI take each from there. So a
+    proxy URL, which may carry a password, never reaches a command line, a log or the kit.
+    http_proxy, https_proxy, no_proxy and their upper-case forms are Docker's predefined build
+    arguments: RUN steps (the Dockerfile's apt-get) see them without an ARG line, and they
+    stay out of the image's ENV and of `docker history`; nor do they change the Dockerfile,
+    so the image tag stays as it is.
+    """
+    if not names:
+        return "", ""
+    pattern = "^ *(export +)?(" + "|".join(names) + ")="
+    prefix = (f"eval \"$(grep -E {q(pattern)} {q(environment)} | "
+              "sed -E 's/^ *(export +)?/export /')\"; ")
+    args = "".join(f" --build-arg {q(n)}" for n in names)
+    return prefix, args
 
 
 @operation()
@@ -49,14 +68,14 @@ def image_preloaded(image: str, local_tar: str, remote_dir: str):
     yield StringCommand(f"docker load -i {q(remote)} && rm -f {q(remote)}")
 
 @operation()
-def images_pruned(repo: str, keep: list[str], newest: int = 2):
+def images_pruned(repo: str, keep: list[str]):
     """
-    Remove server images beyond the newest `newest` ones, never one in `keep` (the image the
-    unit runs and the one its rollback copy runs).
+    Remove server images beyond the newest two, never one in `keep` (the image the unit runs
+    and the one its rollback copy runs).
     """
     tags = host.get_fact(ImageTags, repo=repo)
-    stale = [t for t in tags[newest:] if t not in keep]
+    stale = [t for t in tags[2:] if t not in keep]
     if not stale:
-        host.noop(f"no {repo} image beyond the newest {newest} to remove")
+        host.noop(f"no {repo} image beyond the newest 2 to remove")
         return
     yield "docker rmi " + " ".join(q(t) for t in stale)

@@ -214,29 +214,25 @@ def account_removed(account: str):
                             f"groupdel {q(account)}; fi")
 
 
-def component_revert_command(component: str, files: list[str]) -> str:
-    """Undo apt_sources.component_command in `files`: the area and the record line out,
-    then apt's lists refreshed (a failure there, offline, changes nothing already done)."""
+@operation()
+def components_reverted(component: str, files: list[str]):
+    """
+    Remove an archive area (Debian's contrib) from the sources files the kit added it to,
+    by the record line it left in each (facts/lifecycle.py COMPONENT_MARK): undo
+    apt_sources.component_command, then refresh apt's lists (a failure there, offline,
+    changes nothing already done).
+    """
+    if not files:
+        host.noop(f"no record of the kit adding Debian's {component} area: sources kept")
+        return
     # checks the name (it reaches sed unquoted); the mark holds no regex metacharacter
     mark = component_mark(component)
     drop = f"s/ {component}( |$)/\\1/"
     edits = " ; ".join(
         f"sed -i -E -e '/^Components:/{{{drop}}}' -e '/^deb(-src)? .*debian/{{{drop}}}' "
         f"-e {q('/^' + mark + '$/d')} {q(f)}" for f in files)
-    return (f"{edits} ; apt-get update -qq || true ; "
-            f"echo {q(f'beekeeper: removed the {component} area the kit added')}")
-
-
-@operation()
-def components_reverted(component: str, files: list[str]):
-    """
-    Remove an archive area (Debian's contrib) from the sources files the kit added it to,
-    by the record line it left in each (facts/lifecycle.py COMPONENT_MARK).
-    """
-    if not files:
-        host.noop(f"no record of the kit adding Debian's {component} area: sources kept")
-        return
-    yield StringCommand(component_revert_command(component, files))
+    yield StringCommand(f"{edits} ; apt-get update -qq || true ; "
+                        f"echo {q(f'beekeeper: removed the {component} area the kit added')}")
 
 
 def without_runtime(text: str, runtime: str, binary: str) -> dict[str, Any] | None:
@@ -262,26 +258,28 @@ def without_runtime(text: str, runtime: str, binary: str) -> dict[str, Any] | No
     return out
 
 
-@operation()
-def docker_runtime_removed(daemon_json: str, runtime: str, binary: str, restart: bool):
-    """
-    Remove the runtime entry nvidia-ctk added to Docker's daemon.json, keeping every other
-    setting (a file left with none goes); restart Docker, if it runs, only when it changed.
+DAEMON_JSON = "/etc/docker/daemon.json"
 
-    + runtime, binary: the entry's name and the program it runs
+
+@operation()
+def docker_runtime_removed(restart: bool):
+    """
+    Remove the nvidia runtime entry nvidia-ctk added to Docker's daemon.json, keeping every
+    other setting (a file left with none goes); restart Docker, if it runs, only when it
+    changed.
+
     + restart: whether Docker stays installed (else there is nothing to restart)
     """
-    lines = host.get_fact(FileContents, path=daemon_json)
-    config = without_runtime("\n".join(lines), runtime, binary) if lines is not None else None
+    lines = host.get_fact(FileContents, path=DAEMON_JSON)
+    config = without_runtime("\n".join(lines or []), "nvidia", "nvidia-container-runtime")
     if config is None:
-        host.noop(f"{daemon_json} names no {runtime} runtime running {binary}")
+        host.noop(f"{DAEMON_JSON} names no nvidia runtime running nvidia-container-runtime")
         return
     if not config:
-        yield f"rm -f {q(daemon_json)}"
+        yield f"rm -f {DAEMON_JSON}"
     else:
-        tmp = daemon_json + ".beekeeper-tmp"
-        yield StringCommand(f"printf '%s\\n' {q(json.dumps(config, indent=4))} > {q(tmp)} && "
-                            f"chmod --reference={q(daemon_json)} {q(tmp)} && "
-                            f"mv -f {q(tmp)} {q(daemon_json)}")
+        tmp = DAEMON_JSON + ".beekeeper-tmp"
+        yield StringCommand(f"printf '%s\\n' {q(json.dumps(config, indent=4))} > {tmp} && "
+                            f"chmod --reference={DAEMON_JSON} {tmp} && mv -f {tmp} {DAEMON_JSON}")
     if restart:
         yield "systemctl try-restart docker.service"

@@ -14,6 +14,7 @@ from pyinfra.facts.files import FileContents
 from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.docker import DockerEngine, GpuInContainer, gpu_visible_in_container
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
+from beekeeper.facts.lifecycle import purge_simulated
 
 
 def kit_driver_holds(record: list[str]) -> list[str]:
@@ -123,11 +124,10 @@ def purge_pick(branch: int | None = None) -> str:
             f"grep -vE {shlex.quote(keep)}")
 
 
-# apt's simulation of purging $pkgs: the other packages it would take along
-PURGE_EXTRA = ("apt-get -s -q purge --allow-change-held-packages $pkgs 2>/dev/null | "
-               "awk -v want=\" $(echo $pkgs | sed 's/:[a-z0-9]*//g') \" "
-               "'($1 == \"Purg\" || $1 == \"Remv\") { n = $2; sub(/:.*/, \"\", n); "
-               "if (index(want, \" \" n \" \") == 0) print $2 }'")
+# the other packages purging $pkgs would take along
+PURGE_EXTRA = purge_simulated(
+    "$pkgs", "-v want=\" $(echo $pkgs | sed 's/:[a-z0-9]*//g') \" ",
+    "n = $2; sub(/:.*/, \"\", n); if (index(want, \" \" n \" \") == 0) print $2")
 
 
 def purge_command(branch: int | None = None) -> str:

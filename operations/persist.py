@@ -12,6 +12,7 @@ from pyinfra.api import operation
 from pyinfra.api.exceptions import OperationError
 
 from beekeeper.core.paths import NATIVE_PREFIX
+from beekeeper.facts.host import exe_sh
 from beekeeper.facts.persist import PathKinds
 
 from .shell import q
@@ -52,19 +53,6 @@ def linked(path: str, target: str, keep_contents: bool = True):
                              "away, then deploy again")
 
 
-def _still_the_kits(pid: int) -> str:
-    """A shell test that `pid` is still a server of the kit's: user beekeeper, its binary
-    under the native builds' folder (through a persistent root's link, or not)."""
-    pre = q(NATIVE_PREFIX)
-    # the binary: /proc/PID/exe, else (a container's root without CAP_SYS_PTRACE cannot
-    # read another user's) the command line's first word, as supervisord started it
-    return (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = beekeeper ] && "
-            f"{{ exe=$(readlink -f /proc/{pid}/exe 2>/dev/null); [ -n \"$exe\" ] || "
-            f"exe=$(tr '\\0' '\\n' < /proc/{pid}/cmdline | head -n 1); }} && "
-            f"real=$(readlink -f {pre}) && "
-            f"case \"$exe\" in \"$real\"/*|{pre}/*) true;; *) false;; esac")
-
-
 @operation()
 def unsupervised_ended(pids: list[int]):
     """
@@ -75,8 +63,13 @@ def unsupervised_ended(pids: list[int]):
     if not pids:
         host.noop("no unsupervised server of the kit's on a service's port")
         return
+    pre = q(NATIVE_PREFIX)
     for pid in pids:
-        yield (f"if {_still_the_kits(pid)}; then kill -TERM {pid}; for i in $(seq 50); do "
+        # still the kit's: user beekeeper, its binary in the native builds' folder (linked or not)
+        kits = (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = beekeeper ] && "
+                f"{{ {exe_sh(str(pid), 'readlink -f')}; }} && real=$(readlink -f {pre}) && "
+                f"case \"$exe\" in \"$real\"/*|{pre}/*) true;; *) false;; esac")
+        yield (f"if {kits}; then kill -TERM {pid}; for i in $(seq 50); do "
                f"kill -0 {pid} 2>/dev/null || break; sleep 0.2; done; "
                f"kill -0 {pid} 2>/dev/null && kill -KILL {pid}; "
                f"echo 'beekeeper: ended the unsupervised server pid {pid}'; "
@@ -85,7 +78,7 @@ def unsupervised_ended(pids: list[int]):
 
 
 @operation()
-def kit_folder(path: str, mode: str = "0755"):
+def kit_folder(path: str):
     """
     One of the kit's own folders there: a folder, or on a GPU pod a link to its folder on
     the persistent root (pyinfra's files.directory refuses a link where a folder is asked).
@@ -98,4 +91,4 @@ def kit_folder(path: str, mode: str = "0755"):
     if now is not None and now.kind == "file":
         raise OperationError(f"{path} on the host is a file, not the kit's folder: move it "
                              "away, then deploy again")
-    yield f"mkdir -p {q(path)} && chmod {q(mode)} {q(path)}"
+    yield f"mkdir -p {q(path)} && chmod 0755 {q(path)}"

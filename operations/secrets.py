@@ -50,23 +50,25 @@ def secret_file(dest: str, sha1: str):
                         f"mv -f {tmp} {q(dest)}")
 
 
-def env_line(var: str, value: str, quoted: bool) -> str:
-    """One line of an env file: `VAR=value`, or `VAR='value'` (compose reads that literally;
-    it interpolates `$` otherwise). The operation below fills it on the host with printf."""
-    return f"{var}='{value}'\n" if quoted else f"{var}={value}\n"
+def env_line(key: str, quoted: bool) -> str:
+    """The env file's line: `LLAMA_API_KEY=key`, or `LLAMA_API_KEY='key'` (compose reads that
+    literally; it interpolates `$` otherwise). The operation below fills it on the host with
+    printf."""
+    return f"LLAMA_API_KEY='{key}'\n" if quoted else f"LLAMA_API_KEY={key}\n"
 
 
 @operation()
-def secret_env_file(key_path: str, env_path: str, expected_sha1: str, var: str,
-                    quoted: bool = False):
+def secret_env_file(src: str, key_path: str, env_path: str, quoted: bool):
     """
-    Write `VAR=<key>` to a root-only env file on the host, built there from the root-only
-    key file, so the key is on no command line and in no pyinfra output (env_line: `quoted`).
+    Write the env file's line (env_line) to a root-only env file on the host, built there
+    from the root-only key file `key_path` (the host's copy of the local `src`), so the key
+    is on no command line and in no pyinfra output.
     """
-    if host.get_fact(Sha1File, path=env_path) == expected_sha1:
+    expected = sha1_text(env_line(secret_content(src).strip(), quoted))
+    if host.get_fact(Sha1File, path=env_path) == expected:
         host.noop(f"{env_path} is up to date")
         return
-    fmt = env_line(var, "%s", quoted)
+    fmt = env_line("%s", quoted)
     yield StringCommand(
         f"umask 077 && printf {q(fmt)} \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
         f"mv -f {q(env_path)}.tmp {q(env_path)}"

@@ -10,6 +10,7 @@ from pyinfra.api import operation
 
 from beekeeper.core.paths import ServicePaths, bracketed, hostside_script
 from beekeeper.core.runtime import Runtime
+from beekeeper.facts.server import ServerSmoke, hostcheck
 from beekeeper.hostside import rollback_command
 
 from .shell import StreamedCommand, q
@@ -17,8 +18,8 @@ from .shell import StreamedCommand, q
 
 @operation()
 def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: bool,
-                  runtime: Runtime, api_key_file: str | None = None, profile: str = "",
-                  bind_address: str = "127.0.0.1", model: str = ""):
+                  runtime: Runtime, api_key_file: str | None, profile: str, bind_address: str,
+                  model: str):
     """
     Wait for /health and smoke-check the API on the host. When nothing changed in this
     run, the check runs as a read-only fact and reports no change. A new server that fails
@@ -31,15 +32,13 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     + profile, bind_address: what this deploy serves, for the last line
     + runtime: what runs the server (HostFacts.runtime: the process that must answer, and
       where its log is)
-    + model: the name the server must list on /v1/models (host data `model_alias`)
+    + model: the name the server must list on /v1/models (ServiceConfig.alias)
     """
-    from beekeeper.facts.server import ServerSmoke
-
     script = hostside_script("hostcheck.py")
     now = f"{profile} on {bracketed(bind_address)}:{port}"
     # the process that must answer on the port (Runtime.owner_args) and the model it must
     # list: a server the kit did not start never passes the gate
-    owner = " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model or profile])
+    owner = " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model])
     if not after_change:
         result = host.get_fact(ServerSmoke, script=script, port=port,
                                api_key_file=api_key_file, owner=owner)
@@ -47,11 +46,10 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
             host.noop(f"beekeeper: serving {now}: healthy, smoke passed "
                       f"({result.get('completion_tokens')} tokens)")
             return
-    key = f" --api-key-file {q(api_key_file)}" if api_key_file else ""
-    check = f"python3 {q(script)} --timeout {timeout_s}{key}"
+    check = hostcheck(script, port, timeout_s, api_key_file, owner)
     unit, log = runtime.known_by(paths), runtime.log_lines(paths, 30)
     yield StreamedCommand(
-        f"if {check} --port {port} {owner} --out {q(paths.smoke_result)}; then "
+        f"if {check} --out {q(paths.smoke_result)}; then "
         f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "
         f"echo '--- last server log lines ({unit}) ---'; "
         f"{log}; "

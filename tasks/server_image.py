@@ -14,27 +14,28 @@ from pyinfra.operations import files
 from beekeeper.core.build import BuildSpec, build_spec
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import ConfigError, host_data
-from beekeeper.core.paths import LOG_DIR, ServicePaths, prev
+from beekeeper.core.paths import LOG_DIR
 from beekeeper.facts.docker import DockerImageId
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.facts.services import deployed_manifest
+from beekeeper.facts.services import deployed_records
 from beekeeper.operations import docker as docker_ops
 
 from . import source
 
 
-def spec_for(cfg: HostConfig, facts: HostFacts) -> BuildSpec:
+def spec_for(cfg: HostConfig, facts: HostFacts) -> tuple[BuildSpec, str, str]:
     """The build for this host, for the CUDA release and archs preflight resolved (the
-    release the installed driver runs where host data `cuda_follows_driver` lets it)."""
-    return build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine,
+    release the installed driver runs where host data `cuda_follows_driver` lets it); its
+    tag, and the tag less its repository: the build's name in folders and logs."""
+    spec = build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine,
                       cuda_version=facts.cuda_version, cuda_arch=facts.cuda_arch)
+    tag = spec.tag()
+    return spec, tag, tag.split(":", 1)[1]
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
     """Returns the image tag the service should run, and the operations queued."""
-    spec = spec_for(cfg, facts)
-    tag = spec.tag()
-    slug = tag.split(":", 1)[1]
+    spec, tag, slug = spec_for(cfg, facts)
     build_dir = f"{cfg.data.state_dir}/build/{slug}"
     # base images saved on the controller, loaded where the host lacks them
     result: list[OperationMeta] = []
@@ -70,11 +71,6 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
 
 def prune(cfg: HostConfig, tag: str) -> OperationMeta:
     """Keep the newest two server images, and always the running and rollback ones."""
-    keep = [tag]
-    for s in cfg.services:
-        manifest = ServicePaths(s.name).manifest
-        for deployed in (deployed_manifest(manifest), deployed_manifest(prev(manifest))):
-            if deployed:
-                keep.append(deployed.image)
+    keep = [tag, *(r.image for s in cfg.services for r in deployed_records(s.name))]
     return docker_ops.images_pruned(name="Remove server images beyond the newest two",
                                     repo=cfg.image_repo, keep=keep)

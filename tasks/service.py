@@ -22,7 +22,7 @@ from beekeeper.core.render import render, sd_quote
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
 from beekeeper.operations import secrets
-from beekeeper.operations.secrets import env_line, secret_content, sha1_text
+from beekeeper.operations.secrets import sha1_text
 from beekeeper.operations.supervisor import program_running
 
 q = shlex.quote
@@ -76,11 +76,6 @@ def render_compose(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str)
                   s=compose_service(spec))
 
 
-def secrets_env(rt: Runtime, key: str) -> str:
-    """The secrets env file's content, quoted where compose parses it (docs/runtimes.md)."""
-    return env_line("LLAMA_API_KEY", key, quoted=rt.env_quoted)
-
-
 def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> DeployedService:
     """The deployment record of this service (beekeeper/core/deployed.py): what it runs, for
     the host checks (verify/test_host.py) and rollbacks."""
@@ -128,14 +123,12 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     new_compose = render_compose(cfg, rt, svc, image) if rt.compose else None
     secret_ops: list[OperationMeta] = []
     if svc.api_key_file:
-        key = secret_content(svc.api_key_file).strip()
         secret_ops = [
             secrets.put_secret(name="Store the API key on the host (root-only file)",
                                src=svc.api_key_file, dest=p.api_key),
             secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
-                                    key_path=p.api_key, env_path=p.secrets_env,
-                                    expected_sha1=sha1_text(secrets_env(rt, key)),
-                                    var="LLAMA_API_KEY", quoted=rt.env_quoted),
+                                    src=svc.api_key_file, key_path=p.api_key,
+                                    env_path=p.secrets_env, quoted=rt.env_quoted),
         ]
     ops += secret_ops
     unit_path = rt.unit_file(p)

@@ -18,7 +18,7 @@ from beekeeper.operations.smoke import smoke_checked
 
 def install() -> list[OperationMeta]:
     """The host-side smoke check and rollback (beekeeper/hostside)."""
-    ops = [kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR, mode="0755")]
+    ops = [kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)]
     for name, what in (("hostcheck.py", "smoke check"), ("rollback.py", "rollback")):
         ops.append(files.put(name=f"Install the host-side {what}", src=str(hostside.script(name)),
                              dest=hostside_script(name), mode="0755"))

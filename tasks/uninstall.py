@@ -5,9 +5,9 @@ there, and its name says what (docs/lifecycle.md, "Uninstall").
 
 An apt transaction (apt's history log) is the kit's when it is pyinfra's apt.packages line
 asking only for packages the kit installs (KIT_PACKAGES, DRIVER_ASKED), or the driver's own
-`apt-get install` of DRIVER_META. The models the kit placed: those a manifest or the inventory
-names, any file with the downloader's `.download.log` beside it, and any file named as a
-profile's model at that model's exact size.
+`apt-get install` of its meta-package (DRIVER_METAS). The models the kit placed: those a
+manifest or the inventory names, any file with the downloader's `.download.log` beside it,
+and any file named as a profile's model at that model's exact size.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ from beekeeper.core.paths import (
     VERIFY_VENV,
     ServicePaths,
     owner_mark,
-    prev,
     start_script,
 )
 from beekeeper.core.profiles import PROFILES
 from beekeeper.facts.host import AptHolds
 from beekeeper.facts.lifecycle import (
+    DRIVER_METAS,
     DRIVER_PURGE,
     AptHistory,
     FileSizes,
@@ -68,8 +68,9 @@ from beekeeper.facts.lifecycle import (
     asked_names,
 )
 from beekeeper.facts.persist import PathKinds
-from beekeeper.facts.services import DeployedServices, deployed_manifest
+from beekeeper.facts.services import DeployedServices, deployed_records
 from beekeeper.operations import lifecycle as ops_
+from beekeeper.operations.nvidia import PURGE_PATTERN
 from beekeeper.operations.services import service_removed
 from beekeeper.operations.supervisor import supervisord_removed
 
@@ -82,14 +83,8 @@ KIT_PACKAGES = re.compile(
     r"docker\.io|docker-cli|docker-compose|docker-compose-v2|docker-compose-plugin|"
     rf"cuda-toolkit-\d+-\d+|{'|'.join(TOOLKIT_PACKAGES)})$")
 # what the driver task (tasks/nvidia_driver.py) asks for: the kernel headers, the branch
-# pin, the driver's meta-package; DRIVER_META those its own apt-get line installs
-DRIVER_ASKED = re.compile(r"^(linux-headers-\S+|nvidia-driver-pinning-\d+|nvidia-open|"
-                          r"cuda-drivers)$")
-DRIVER_META = re.compile(r"^(nvidia-open|cuda-drivers)$")
-# the names operations/nvidia.py driver_purged takes (upgrade_driver)
-NVIDIA_DRIVER_NAMES = re.compile(r"^(nvidia-|libnvidia-|cuda-drivers|libcuda1|"
-                                 r"firmware-nvidia-gsp|xserver-xorg-video-nvidia|libnv)")
-DAEMON_JSON = "/etc/docker/daemon.json"
+# pin, the driver's meta-package
+DRIVER_ASKED = re.compile(rf"^(linux-headers-\S+|nvidia-driver-pinning-\d+|{DRIVER_METAS})$")
 # the Container Toolkit's nvidia-cdi-refresh.service writes it (NVIDIA_CTK_CDI_OUTPUT_FILE_PATH)
 CDI_SPEC = "/var/run/cdi/nvidia.yaml"
 MODEL_SUFFIXES = ("", ".partial", ".download.log", ".download.log.rc")
@@ -113,14 +108,14 @@ def kit_packages() -> KitPackages:
     other: set[str] = set()
     replaced: list[str] = []
     for t in host.get_fact(AptHistory):
-        asked = asked_names(t.commandline, DRIVER_META)
+        asked = asked_names(t.commandline)
         if asked and all(DRIVER_ASKED.match(n) for n in asked):
             driver.update(t.installed)
         elif asked and all(KIT_PACKAGES.match(n) for n in asked):
             other.update(t.installed)
         purged = DRIVER_PURGE.match(t.commandline)
         names = purged.group("names").split() if purged else []
-        if names and all(NVIDIA_DRIVER_NAMES.match(n) for n in names):
+        if names and all(re.match(PURGE_PATTERN, n) for n in names):
             replaced += [n for n in names if n not in replaced]
     return KitPackages(driver=sorted(driver & now), other=sorted((other & now) - driver),
                        replaced=[n for n in replaced if n not in now])
@@ -137,12 +132,10 @@ def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
     yours = {m.host_path(d) for s in cfg.services for m in s.models() if m.users_file}
     for name in host.get_fact(DeployedServices):
-        for path in (ServicePaths(name).manifest, prev(ServicePaths(name).manifest)):
-            m = deployed_manifest(path)
-            if m:
-                placed.update(model for model, _ in m.models())
-                if m.model_is_users and m.model_path:
-                    yours.add(m.model_path)
+        for m in deployed_records(name):
+            placed.update(model for model, _ in m.models())
+            if m.model_is_users and m.model_path:
+                yours.add(m.model_path)
     files = host.get_fact(FileSizes, path=d)
     shipped = {m.filename: m.size_bytes for p in PROFILES.values()
                for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
@@ -295,9 +288,8 @@ def container_toolkit_traces(pk: KitPackages, driver_kept: bool) -> list[Operati
         return []
     return [
         ops_.docker_runtime_removed(
-            name=f"Remove the nvidia runtime nvidia-ctk added to {DAEMON_JSON} (other "
+            name=f"Remove the nvidia runtime nvidia-ctk added to {ops_.DAEMON_JSON} (other "
                  "settings kept; Docker restarted only if it changed)",
-            daemon_json=DAEMON_JSON, runtime="nvidia", binary="nvidia-container-runtime",
             restart="docker.io" not in pk.other),
         ops_.paths_removed(name=f"Remove the CDI spec the Container Toolkit wrote ({CDI_SPEC})",
                            paths=[CDI_SPEC], what="CDI spec"),

@@ -19,7 +19,8 @@ from beekeeper.core.render import yaml_quote
 from beekeeper.facts.docker import DockerEngineInfo
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo
 from beekeeper.facts.host import OsReleaseInfo
-from beekeeper.tasks.service import render_compose, render_unit, secrets_env
+from beekeeper.operations.secrets import env_line
+from beekeeper.tasks.service import render_compose, render_unit
 
 from .harness import (
     DEFAULTS,
@@ -113,9 +114,9 @@ def test_the_api_key_is_never_in_the_compose_file_or_unit(tmp_path):
     assert _service_of(yaml.safe_load(render_compose(cfg, rt, cfg.service, TAG)))["env_file"] == \
         ["/etc/beekeeper/llm/secrets.env"]
     # compose parses env files (quotes, `$`): single quotes keep the key as it is
-    assert secrets_env(requested_runtime(cfg), key) == f"LLAMA_API_KEY='{key}'\n"
+    assert env_line(key, requested_runtime(cfg).env_quoted) == f"LLAMA_API_KEY='{key}'\n"
     plain = load_host_config({**data, "runtime": "systemd"})
-    assert secrets_env(requested_runtime(plain), key) == f"LLAMA_API_KEY={key}\n"
+    assert env_line(key, requested_runtime(plain).env_quoted) == f"LLAMA_API_KEY={key}\n"
 
 
 @pytest.mark.parametrize("key", ["it's", "back\\slash"])

@@ -385,7 +385,7 @@ def test_the_proxy_reaches_docker_builds_environment_by_name_never_its_command_l
     import subprocess
 
     from beekeeper.facts.host import ProxyVars
-    from beekeeper.operations.proxy import proxy_build
+    from beekeeper.operations.docker import proxy_build
 
     from .harness import _run_sh as _run, _stub, _tools
 
