@@ -93,6 +93,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str,
             slugs.add(a.split(":", 1)[1])
         elif a.startswith(NATIVE_PREFIX + "/"):
             slugs.add(a[len(NATIVE_PREFIX) + 1:].split("/", 1)[0])
+    slugs.discard("")  # a record naming no build keeps none
     src = f"{cfg.data.state_dir}/src"
     # the trees the kept builds came from (a tag starts with its ref's first 12 characters),
     # and by name the one this deploy builds from: it may not be there yet when the cleanup
