@@ -822,17 +822,20 @@ def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo |
          "`wsl --shutdown`")
 
 
+# why a fact preflight needs reads as nothing, and the fix
+UNREAD = ("the command failed on the host, most likely sudo: host data `_sudo = True` where "
+          "the login has no sudo, or sudo asks for a password")
+UNREAD_FIX = ("connect as root (`ssh_user = 'root'`, `_sudo = False`), or install sudo and let "
+              "the login run `sudo -n true`, then deploy again")
+
+
 def read(fact: Any, what: str) -> Any:
     """A fact preflight cannot do without. pyinfra answers a fact whose command failed with its
     default, None: that is one line naming what could not be read, not an AttributeError."""
     value = host.get_fact(fact)
     if value is None:
-        raise PreflightError(
-            what, f"could not be read (fact {fact.__name__} returned nothing): the command "
-            "failed on the host, most likely sudo: host data `_sudo = True` where the login has "
-            "no sudo, or sudo asks for a password", "connect as root (`ssh_user = 'root'`, "
-            "`_sudo = False`), or install sudo and let the login run `sudo -n true`, then deploy "
-            "again")
+        raise PreflightError(what, f"could not be read (fact {fact.__name__} returned "
+                             f"nothing): {UNREAD}", UNREAD_FIX)
     return value
 
 
