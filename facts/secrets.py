@@ -48,4 +48,5 @@ class SecretFile(FactBase):
                 f"n=$(tr -d '[:space:]' < {p} 2>/dev/null | wc -c); "
                 f"echo file $(stat -L -c '%a %U' {p}) \"${{n:-0}}\" $ok; fi")
 
-    process = staticmethod(parse_secret_file)
+    def process(self, output: list[str]) -> SecretFileInfo | None:  # type: ignore[override]
+        return parse_secret_file(output)
