@@ -2,6 +2,10 @@
 # On the GPU box (the device's working tree, .whl/ and carry/ carried): install the kit from
 # the carried wheels (pip, offline), start full.sh (or $PROOF.sh) detached, and wait inside this call.
 # A second call, at once: `bash tests/gpu/deploy_proof/wait.sh SECONDS`.
+# .whl/: the kit's runtime dependencies as cp312 manylinux wheels (`pip download --no-deps
+# --only-binary=:all: --python-version 3.12 ...`) and setuptools, which `pip install -e .`
+# needs offline when the box's Python has none.
+ls .whl/setuptools-*.whl > /dev/null 2>&1 || { echo "start.sh: .whl/ holds no setuptools wheel: pip download setuptools into it"; exit 2; }
 export R=$PWD L=/tmp/h200; mkdir -p $L
 python3 -m zipfile -e .whl/gguf-*.whl /tmp/gg
 setsid nohup bash tests/gpu/deploy_proof/${PROOF:-full}.sh > $L/full.out 2>&1 < /dev/null &
