@@ -1,6 +1,8 @@
 from pathlib import Path
 
-from beekeeper.facts.docker import DockerImageId, parse_docker_engine
+import pytest
+
+from beekeeper.facts.docker import ComposeVersion, DockerImageId, parse_docker_engine
 from beekeeper.facts.gpu import GpuCard, parse_nvidia_smi
 from beekeeper.facts.host import InitInfo, parse_df, parse_os_release, parse_pid1, parse_wsl
 from beekeeper.facts.server import ServerSmoke
@@ -153,3 +155,17 @@ def test_wsl_is_told_by_the_kernels_words_or_dxg_and_missing_lines_read_empty():
     assert parse_wsl(["kernel=x", "wslconf_systemd=TRUE"]).wsl_conf_systemd
     # a value is all after the first "=" (a kernel built with its own LOCALVERSION)
     assert parse_wsl(["kernel=6.6.0-build=2", "dxg=0"]).kernel_release == "6.6.0-build=2"
+
+
+@pytest.mark.parametrize(("lines", "version"), [
+    (["2.26.1"], "2.26.1"),                       # Debian trixie's docker-compose plugin
+    (["v2.40.3-desktop.1"], "2.40.3-desktop.1"),  # Docker Desktop's, its "v" dropped
+    (["  2.26.1  ", "more"], "2.26.1"),            # the first line, stripped
+    (["12.0.0"], "12.0.0"),                        # a major of two digits is over 2
+    (["2.0"], "2.0"),                              # the first v2 release
+    (["1.29.2"], None),                            # compose v1's number: no v2 plugin
+    (["docker-compose version 1.29.2"], None),     # not a version line
+    (["v2"], None), ([""], None), ([], None),      # nothing printed: no plugin
+])
+def test_the_compose_plugins_version_is_read_from_its_short_line(lines, version):
+    assert ComposeVersion().process(lines) == version
