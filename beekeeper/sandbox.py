@@ -36,9 +36,15 @@ DEFAULT_SSH_PORT = int(os.environ.get("BEEKEEPER_SANDBOX_PORT", "2222"))
 # the network the sandboxes share (made by `up`, removed with the last of them)
 NETWORK = f"{CONTAINER}-net"
 RELEASES = ("bookworm", "trixie")
+
+
+def base_image(release: str) -> str:
+    return f"beekeeper/debian:{release}"
+
+
 # the server image's base images stay Debian 12 on every sandbox host, so a build on one
 # host has the same inputs, and the same tag, as on another (`copy_image` shares it)
-BASE = "beekeeper/debian:bookworm"
+BASE = base_image("bookworm")
 
 _BUILD_BASE_DOCKERFILE = f"""\
 FROM {BASE}
@@ -87,10 +93,6 @@ INITS = ("systemd", "sshd")  # what a sandbox host runs as PID 1
 def _content_tag(repo: str, dockerfile: str, release: str = "bookworm") -> str:
     """Images derived from a base are tagged by their Dockerfile's hash: cache by content."""
     return f"{repo}:{release}-{hashlib.sha256(dockerfile.encode()).hexdigest()[:10]}"
-
-
-def base_image(release: str) -> str:
-    return f"beekeeper/debian:{release}"
 
 
 def host_dockerfile(release: str, init: str = "systemd") -> str:
@@ -247,11 +249,6 @@ def _put(c, folder: str, files: dict[str, bytes], mode: int = 0o644) -> None:
     c.put_archive(folder, buf.getvalue())
 
 
-def _sandbox_docker_dropin(c) -> None:
-    _put(c, "/", {"etc/systemd/system/docker.service.d/beekeeper-sandbox.conf": _DOCKER_DROPIN})
-    c.exec_run(["sh", "-c", "systemctl daemon-reload && systemctl try-restart docker.service"])
-
-
 def _pin_host_key(c, known: Path, ssh_port: int, deadline_s: float = 30) -> None:
     """Read the host's SSH key through the engine (not over the network) and pin it."""
     start = time.monotonic()
@@ -404,8 +401,6 @@ def up(ssh_port: int | None = None, name: str | None = None,
     """Start (or find) a sandbox host: the first (no name) on DEFAULT_SSH_PORT, others with a
     port of their own; `init` "sshd" (with `pod_command`): `_start_pod`'s."""
     name = name or CONTAINER
-    if release not in RELEASES:
-        raise SandboxError(f"release {release!r} is not one of {', '.join(RELEASES)}")
     if init not in INITS:
         raise SandboxError(f"init {init!r} is not one of {', '.join(INITS)}")
     if init != "systemd" and name == CONTAINER:
@@ -419,7 +414,6 @@ def up(ssh_port: int | None = None, name: str | None = None,
     prepare(release, client, init)
     sdir = state_dir(name)
     sdir.mkdir(parents=True, exist_ok=True)
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
     key = STATE_DIR / "id_ed25519"  # one controller key for every sandbox host
     if not key.exists():
         subprocess.check_call(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
@@ -444,7 +438,9 @@ def up(ssh_port: int | None = None, name: str | None = None,
     _wait_ssh(state)  # booted: systemd has set up /tmp and friends
     _share_trust(c)
     if init == "systemd":
-        _sandbox_docker_dropin(c)
+        _put(c, "/", {"etc/systemd/system/docker.service.d/beekeeper-sandbox.conf":
+                      _DOCKER_DROPIN})
+        c.exec_run(["sh", "-c", "systemctl daemon-reload && systemctl try-restart docker.service"])
     _log(f"up: ssh -i {key} -p {ssh_port} root@127.0.0.1")
     return state
 
@@ -458,11 +454,6 @@ def write_host_data(data: dict[str, object] | None, name: str | None = None) -> 
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2))
-
-
-def load_host_data(name: str | None = None) -> dict[str, object]:
-    path = state_dir(name) / "host_data.json"
-    return dict(json.loads(path.read_text())) if path.exists() else {}
 
 
 def load_state(name: str | None = None) -> SandboxState:
@@ -480,7 +471,8 @@ def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[s
     from .core.cache import CPU_SOURCE_REF, cpu_source_tarball
 
     st = load_state(name)
-    given = {**load_host_data(name), **data}
+    added = state_dir(name) / "host_data.json"
+    given = {**(json.loads(added.read_text()) if added.exists() else {}), **data}
     # a host of services names a profile in each entry (one beside them is refused)
     profile = {} if "services" in given else {"profile": "cpu-tiny"}
     return ("sandbox" if st.container == CONTAINER else st.container, {

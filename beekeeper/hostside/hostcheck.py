@@ -196,12 +196,6 @@ def _describe(pid: int, proc: str = "/proc") -> str:
     return f"pid {pid} ({comm}, user {user})"
 
 
-def in_unit(pid: int, unit: str, proc: str = "/proc") -> bool:
-    """Whether `pid` runs in `unit`'s cgroup (systemd: the unit's own processes)."""
-    return any(line.rstrip().endswith(f"/{unit}") for line in
-               _read(f"{proc}/{pid}/cgroup").splitlines())
-
-
 def container_publishes(container: str, port: int) -> bool:
     """Whether the runtime's container runs and publishes `port` on the host."""
     try:
@@ -239,8 +233,9 @@ def answering_is_ours(port: int, program: str | None = None, unit: str | None = 
             return (f"port {port} is not held by {program}'s server (pid {pid}) alone but by "
                     f"{held}: another server answers there")
         return None
-    if unit:
-        ours = [p for p in found if in_unit(p, unit, proc)]
+    if unit:  # the unit's own processes: those in its cgroup
+        ours = [p for p in found if any(line.rstrip().endswith(f"/{unit}") for line in
+                                        _read(f"{proc}/{p}/cgroup").splitlines())]
         if not ours or (not exact and len(ours) != len(found)):
             return (f"port {port} is not held by a process of {unit} but by {held}: "
                     "another server answers there")
