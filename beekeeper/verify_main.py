@@ -285,7 +285,7 @@ def usage_error(args: argparse.Namespace) -> str | None:
         args.suite = ",".join(suite_names(args.suite))
     except ValueError as e:
         return str(e)
-    for flag, url in (("--url", getattr(args, "url", None)), ("--direct-url", args.direct_url)):
+    for flag, url in (("--url", args.url), ("--direct-url", args.direct_url)):
         try:
             if url is not None:
                 server_url(url, flag)
@@ -359,10 +359,9 @@ def local_manifest(service: str) -> str | None:
 
 def profile_of(args: argparse.Namespace) -> Profile:
     profile = PROFILES[args.profile]
-    slots = getattr(args, "slots", None)
-    if not args.ctx_size and not slots:
+    if not args.ctx_size and not args.slots:
         return profile
-    return with_ctx_size(profile, args.ctx_size or profile.server.ctx_size, slots)
+    return with_ctx_size(profile, args.ctx_size or profile.server.ctx_size, args.slots)
 
 
 def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
@@ -428,11 +427,10 @@ class Keys:
             except OSError as e:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 
-        direct_url = getattr(args, "direct_url", None)
         api = (read(args.api_key_file) if args.api_key_file is not None
                else deployed_key(record, args.service, ssh, host))
         return cls(api, read(args.direct_api_key_file),
-                   direct_url if secret_url(direct_url) else None)
+                   args.direct_url if secret_url(args.direct_url) else None)
 
     def to_stdin(self) -> bytes | None:
         """What `--keys-on-stdin` reads (None: nothing to send)."""
@@ -547,8 +545,7 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
 
 
 def use_checkout_verify() -> None:
-    """`beekeeper.verify` from the checkout's verify/ when it is not installed (a GPU box
-    running `python -m beekeeper.verify_main` in a copy of the repository)."""
+    """`beekeeper.verify` from the checkout's verify/ where it is not installed."""
     if importlib.util.find_spec("beekeeper.verify") is not None:
         return
     folder = Path(__file__).resolve().parents[1] / "verify"
