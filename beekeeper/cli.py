@@ -24,6 +24,7 @@ from .core.remote import ANSWER_S, NEEDS_ROOT_EXIT, read_over_ssh, ssh_as_root
 from .hostside import rollback_command
 from .verify_main import (
     BUDGET_GIB,
+    EXIT_STATUS,
     PORT,
     TOKENS,
     Keys,
@@ -60,7 +61,6 @@ def _check_card(card: str | None) -> None:
     from .core.planner import CUDA_CONTEXTS
     from .core.profiles import CARD_BANDWIDTH_GB_S
 
-    # the cards with a bandwidth (profiles.py) or a measured CUDA context (planner.py)
     names = list(dict.fromkeys([*CARD_BANDWIDTH_GB_S, *(c.card for c in CUDA_CONTEXTS)]))
     if card is not None and not any(n.lower() in card.lower() for n in names):
         raise UsageError(f"--card {card!r}: not a card the kit knows ({', '.join(names)}; the "
@@ -407,10 +407,7 @@ def _add_sandbox(sub: Any) -> None:
 
 def _add_verify(sub: Any) -> None:
     p = sub.add_parser("verify", help="check a running server against a profile",
-                       description="Exit status: 0 nothing failed and every requested decode, "
-                       "TTFT, NIAH and VRAM check judged its figure; 1 a check failed; 3 "
-                       "nothing failed but a requested one was not judged (INCOMPLETE); 2 a "
-                       "usage or set-up error.")
+                       description=EXIT_STATUS)
     p.add_argument("--url", help=f"server base URL, e.g. http://127.0.0.1:{DEFAULT_PORT}")
     p.add_argument("--sandbox", action="store_true", help="reach the sandbox through ssh")
     p.add_argument("--port", type=PORT, help="the server's port on the host (default: the "

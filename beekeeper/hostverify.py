@@ -38,7 +38,6 @@ def _wheels() -> Path:
     with fetching(out.name):  # one process fetches, another (a second run) waits for it
         if not (out / ".complete").exists():
             out.mkdir(parents=True, exist_ok=True)
-            # resolved for the oldest Python the kit supports on hosts (Ubuntu 22.04: 3.10)
             cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out),
                    "--only-binary=:all:", "--python-version", "3.10", *wanted]
             if subprocess.call(cmd) != 0:

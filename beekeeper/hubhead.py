@@ -28,7 +28,7 @@ class Unread(Exception):
     """The header could not be read; the reason, in a few words."""
 
 
-def read_header(model: ModelFile, endpoint: str, role: str = "model") -> Path | None:
+def read_header(model: ModelFile, endpoint: str, role: str) -> Path | None:
     """The cached header of the Hub file `model` (pinned: its revision a commit, its sha256
     known), read from the Hub at `endpoint` when the cache lacks it; None, after one warning
     line, where it cannot be read. ConfigError: a header read that the planner cannot read."""
@@ -79,8 +79,7 @@ def _fetch(url: str) -> tuple[int, bytes]:
 def _range(url: str, start: int, end: int) -> tuple[bytes, int]:
     """Bytes `start` to `end` (exclusive, cut to the file) of the file at `url`, and the
     file's size, through huggingface_hub's own HTTP session (its proxy settings, offline
-    mode and token headers; the token is not sent on to the CDN's other host). A server
-    that answers with the whole file is left at its first bytes: Unread."""
+    mode and token headers; the token is not sent on to the CDN's other host)."""
     from huggingface_hub import get_session
     from huggingface_hub.utils import build_hf_headers
 

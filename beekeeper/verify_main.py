@@ -8,10 +8,6 @@ matplotlib the HTML report says so). From a checkout, `verify/` is made importab
 The options verify takes are defined here once (`OPTIONS`): `beekeeper verify` adds the same
 ones to its parser, and `--on-host` passes every one it was given on to this entry point on
 the host (`forwarded`), so no option is known to one and lost by the other.
-
-Exit status: 0 nothing failed and every requested decode, TTFT, NIAH and VRAM check judged
-its figure; 1 a check failed; 3 nothing failed but a requested one was not judged
-(INCOMPLETE); 2 a usage error.
 """
 
 from __future__ import annotations
@@ -43,6 +39,11 @@ from .core.profiles import (
     with_ctx_size,
 )
 
+# the --help of both verify commands ends with it
+EXIT_STATUS = """Exit status: 0 nothing failed and every requested decode, TTFT, NIAH and VRAM check
+judged its figure; 1 a check failed; 3 nothing failed but a requested one was not judged
+(INCOMPLETE); 2 a usage or set-up error."""
+
 
 def _shown(text: str, limit: int = 60) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
@@ -59,22 +60,20 @@ def _argtype(what: str, read: Callable[[str], Any], fits: Callable[[Any], bool],
         if value is None or not fits(value):
             raise argparse.ArgumentTypeError(f"{_shown(text)} is not {what}: give {give}")
         return value
-    parse.__name__ = what
     return parse
 
 
-def whole(what: str, example: str, low: int = 1, high: int | None = None
-          ) -> Callable[[str], int]:
-    span = f"from {low} to {high}" if high is not None else f"of {low} or more"
+def whole(what: str, example: str, high: int | None = None) -> Callable[[str], int]:
+    span = f"from 1 to {high}" if high is not None else "of 1 or more"
     return _argtype(what, lambda t: int(t.strip().replace("_", "")),
-                    lambda v: low <= v and (high is None or v <= high),
+                    lambda v: 1 <= v and (high is None or v <= high),
                     f"a whole number {span}, e.g. {example}")
 
 
-def amount(what: str, example: str, zero: bool = False) -> Callable[[str], float]:
-    """A finite number above 0 (or 0 and above with `zero`): nan, inf and negatives refused."""
-    return _argtype(what, float, lambda v: math.isfinite(v) and (v > 0 or (zero and v == 0)),
-                    f"a number {'of 0 or more' if zero else 'above 0'}, e.g. {example}")
+def amount(what: str, example: str) -> Callable[[str], float]:
+    """A finite number above 0: nan, inf, 0 and negatives refused."""
+    return _argtype(what, float, lambda v: math.isfinite(v) and v > 0,
+                    f"a number above 0, e.g. {example}")
 
 
 def profile_name(text: str) -> str:
@@ -86,7 +85,7 @@ def profile_name(text: str) -> str:
     return text
 
 
-PORT = whole("a port", str(DEFAULT_PORT), 1, 65535)
+PORT = whole("a port", str(DEFAULT_PORT), 65535)
 TOKENS = whole("a number of tokens", "4096")
 BUDGET_GIB = amount("a VRAM budget in GiB", "10")
 
@@ -197,7 +196,6 @@ def server_url(text: str, flag: str = "--url") -> ServerUrl:
                      query=parts.query)
 
 
-# every option `beekeeper verify` and this entry point share: (flags, add_argument keywords)
 OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--profile", {"type": profile_name, "metavar": "PROFILE", "help": (
         "the profile the server runs (`beekeeper profiles`); default: the one the host's "
@@ -234,7 +232,7 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--ctx-size", {"type": TOKENS, "help": (
         "the server's context when host data set ctx_size (deployed.json's ctx_size): "
         "verify's sizes follow it")}),
-    ("--slots", {"type": whole("a number of slots", "2", 1, MAX_SLOTS), "help": (
+    ("--slots", {"type": whole("a number of slots", "2", MAX_SLOTS), "help": (
         "the server's request slots (-np) when host data set slots (deployed.json's "
         "slots): each request is sized to one slot's context")}),
     ("--decode-out", {"type": TOKENS, "help": "output tokens per decode run, e.g. 16384"}),
@@ -287,7 +285,7 @@ def usage_error(args: argparse.Namespace) -> str | None:
         args.suite = ",".join(suite_names(args.suite))
     except ValueError as e:
         return str(e)
-    for flag, url in (("--url", getattr(args, "url", None)), ("--direct-url", args.direct_url)):
+    for flag, url in (("--url", args.url), ("--direct-url", args.direct_url)):
         try:
             if url is not None:
                 server_url(url, flag)
@@ -361,10 +359,9 @@ def local_manifest(service: str) -> str | None:
 
 def profile_of(args: argparse.Namespace) -> Profile:
     profile = PROFILES[args.profile]
-    slots = getattr(args, "slots", None)
-    if not args.ctx_size and not slots:
+    if not args.ctx_size and not args.slots:
         return profile
-    return with_ctx_size(profile, args.ctx_size or profile.server.ctx_size, slots)
+    return with_ctx_size(profile, args.ctx_size or profile.server.ctx_size, args.slots)
 
 
 def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
@@ -430,11 +427,10 @@ class Keys:
             except OSError as e:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 
-        direct_url = getattr(args, "direct_url", None)
         api = (read(args.api_key_file) if args.api_key_file is not None
                else deployed_key(record, args.service, ssh, host))
         return cls(api, read(args.direct_api_key_file),
-                   direct_url if secret_url(direct_url) else None)
+                   args.direct_url if secret_url(args.direct_url) else None)
 
     def to_stdin(self) -> bytes | None:
         """What `--keys-on-stdin` reads (None: nothing to send)."""
@@ -443,10 +439,6 @@ class Keys:
         sent = {"api": self.api, "direct": self.direct}
         return json.dumps({**sent, "direct_url": self.direct_url} if self.direct_url
                           else sent).encode()
-
-
-def _deployed_key_path(service: str) -> str:
-    return ServicePaths(service).api_key
 
 
 def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | None = None,
@@ -459,7 +451,7 @@ def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | 
     cannot be read."""
     if record is None or not record.api_key:
         return None
-    path = _deployed_key_path(service)
+    path = ServicePaths(service).api_key
     if ssh:
         import subprocess
 
@@ -553,8 +545,7 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
 
 
 def use_checkout_verify() -> None:
-    """`beekeeper.verify` from the checkout's verify/ when it is not installed (a GPU box
-    running `python -m beekeeper.verify_main` in a copy of the repository)."""
+    """`beekeeper.verify` from the checkout's verify/ where it is not installed."""
     if importlib.util.find_spec("beekeeper.verify") is not None:
         return
     folder = Path(__file__).resolve().parents[1] / "verify"
@@ -569,7 +560,8 @@ def use_checkout_verify() -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m beekeeper.verify_main", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m beekeeper.verify_main",
+                                 description=f"{__doc__}\n{EXIT_STATUS}",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", required=True, help=f"server base URL, e.g. http://127.0.0.1:{DEFAULT_PORT}")
     add_verify_options(ap)
@@ -606,8 +598,6 @@ def main(argv: list[str] | None = None) -> int:
             sent = json.loads(sys.stdin.read() or "{}")
             keys = Keys(sent.get("api"), sent.get("direct"), sent.get("direct_url"))
             args.direct_url = keys.direct_url or args.direct_url
-            if args.direct_url:
-                server_url(args.direct_url, "--direct-url")
         else:
             keys = Keys.from_files(args)
         record = read_record(manifest)

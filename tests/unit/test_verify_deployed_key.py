@@ -41,7 +41,8 @@ def here(monkeypatch, tmp_path):
     """This machine as a host the kit deployed `llm` on, with its key at `key`."""
     key = tmp_path / "api_key"
     key.write_text("sk-deployed-secret\n")
-    monkeypatch.setattr(verify_main, "_deployed_key_path", lambda service: str(key))
+    monkeypatch.setattr(verify_main, "ServicePaths",
+                        lambda service: argparse.Namespace(api_key=str(key)))
     for module in (verify_main, cli):
         monkeypatch.setattr(module, "local_manifest",
                             lambda service: RECORD if service == "llm" else None)
