@@ -207,7 +207,7 @@ def _works(report: Report, check: Check) -> str | None:
 
 
 def _needs(detail: str) -> str:
-    """` (needs 10)`: the bound a check's detail states (`needs >= 10`), else nothing."""
+    """` (needs at least 10)` for a detail's `needs >= 10` (`<=`: at most), else nothing."""
     m = re.search(r"needs ([<>]=) ?([0-9][0-9.,]*)", detail)
     return f" (needs {'at least' if m.group(1) == '>=' else 'at most'} {m.group(2)})" if m else ""
 
@@ -345,8 +345,7 @@ def _figure(width_in: float = 7.0, height_in: float = 2.8) -> Any:
 
 
 def _svg(ax: Any, title: str) -> str:
-    """The chart, titled, as inline SVG text (text kept as paths: no font is needed to view
-    it)."""
+    """The chart, titled, as inline SVG (text as paths: no font is needed to view it)."""
     import matplotlib
 
     ax.set_title(title)
