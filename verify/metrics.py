@@ -1,13 +1,5 @@
-"""
-Metric functions: pure, defined by formula, tested on fabricated records.
-
-- decode_tok_s = (N - 1) / (t_last_token - t_first_token), N = usage.completion_tokens
-- ttft_s = t_first_token_event - t_send
-- percentile: nearest-rank (method named in every report)
-- bootstrap CI of a statistic: percentile bootstrap, fixed seed
-- Clopper-Pearson: exact binomial interval
-- spread: mean and sample standard deviation (n - 1, as llama-bench's stddev_ts)
-"""
+"""Metric functions: pure, defined by formula, tested on fabricated records (TTFT is
+RequestRecord.ttft_s: the first token event's seconds since the send)."""
 
 from __future__ import annotations
 
@@ -22,7 +14,8 @@ PERCENTILE_METHOD = "nearest-rank"
 
 
 def decode_tok_s(rec: RequestRecord) -> float | None:
-    """(N - 1) / (t_last - t_first): steady decode rate, excluding the first token."""
+    """(N - 1) / (t_last - t_first), N = usage.completion_tokens: steady decode rate,
+    excluding the first token."""
     times = rec.token_event_times_s
     n = rec.completion_tokens
     if n is None or n < 2 or len(times) < 2 or times[-1] <= times[0]:
@@ -60,6 +53,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], float],
                  confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
                  ) -> tuple[float, float]:
+    """Percentile bootstrap interval of `stat`, fixed seed (the same interval every run)."""
     if not values:
         raise ValueError("bootstrap of no values")
     rng = random.Random(seed)
@@ -76,7 +70,8 @@ def median(values: Sequence[float]) -> float:
 
 
 def spread(values: Sequence[float]) -> tuple[float, float] | None:
-    """(mean, sample standard deviation) of two or more values; None for fewer."""
+    """(mean, sample standard deviation: n - 1, as llama-bench's stddev_ts) of two or more
+    values; None for fewer."""
     if len(values) < 2:
         return None
     return float(statistics.mean(values)), float(statistics.stdev(values))
@@ -88,6 +83,7 @@ def _binom_sf(k: int, n: int, p: float) -> float:
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact binomial interval of k successes in n."""
     if not 0 <= k <= n or n == 0:
         raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     alpha = 1 - confidence

@@ -121,22 +121,21 @@ class Report:
     def coverage(self) -> Coverage:
         return coverage(self.checks, self.requested or [])
 
-    def verdict_json(self) -> dict[str, Any]:
-        """report.json's `verdict`: the console's summary line, word for word."""
-        cov = self.coverage
-        return {"word": cov.word, "exit_status": cov.exit_status, "summary": summary_line(self),
-                "sentence": verdict_sentence(self), "judged": cov.judged,
-                "not_judged": [{"area": a, "why": why} for a, why in cov.not_judged]}
-
     def to_json(self) -> dict[str, Any]:
-        """report.json. `passed` is true only for a PASSED run."""
-        return _jsonable({
+        """report.json. `passed` is true only for a PASSED run; `verdict` is the console's
+        summary line, word for word."""
+        cov = self.coverage
+        verdict = {"word": cov.word, "exit_status": cov.exit_status, "summary": summary_line(self),
+                   "sentence": verdict_sentence(self), "judged": cov.judged,
+                   "not_judged": [{"area": a, "why": why} for a, why in cov.not_judged]}
+        return json.loads(json.dumps({  # a dataclass as its fields, anything else as its str
             "profile": self.profile, "url": self.url, "started_utc": self.started_utc,
             "host": self.host, "checks": [asdict(c) for c in self.checks],
             "suites": self.suites.to_json(self.engine), "server": self.server,
             "planner": self.planner, "engine": asdict(self.engine) if self.engine else None,
             "out_dir": self.out_dir, "budget_mib": self.budget_mib,
-            "passed": self.coverage.exit_status == 0, "verdict": self.verdict_json()})
+            "passed": cov.exit_status == 0, "verdict": verdict},
+            default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o)))
 
 
 def summary_line(report: Report) -> str:
@@ -169,11 +168,9 @@ def _and(parts: list[str]) -> str:
 
 
 def _decode_ratios(report: Report) -> list[tuple[int, float]]:
-    """(depth, served / engine decode) of each depth with both figures."""
-    eng = report.engine
-    runs = [(r, eng.decode_tok_s_at(r.ctx_tokens) if eng else None)
-            for r in report.suites.decode or []]
-    return [(r.ctx_tokens, r.decode_tok_s / base) for r, base in runs if r.decode_tok_s and base]
+    """report.json's (depth, served / engine decode) of each depth with both figures."""
+    runs = [r.to_json(report.engine) for r in report.suites.decode or []]
+    return [(r["ctx_tokens"], r["served_over_engine"]) for r in runs if r["served_over_engine"]]
 
 
 def _works(report: Report, check: Check) -> str | None:
@@ -210,7 +207,7 @@ def _works(report: Report, check: Check) -> str | None:
 
 
 def _needs(detail: str) -> str:
-    """` (needs 10)`: the bound a check's detail states (`needs >= 10`), else nothing."""
+    """` (needs at least 10)` for a detail's `needs >= 10` (`<=`: at most), else nothing."""
     m = re.search(r"needs ([<>]=) ?([0-9][0-9.,]*)", detail)
     return f" (needs {'at least' if m.group(1) == '>=' else 'at most'} {m.group(2)})" if m else ""
 
@@ -224,8 +221,7 @@ def _head(detail: str, limit: int = 160) -> str:
 def _broken_what(report: Report, check: Check) -> tuple[str, str]:
     """A failed check in words, and where to look next."""
     s, name, needs = report.suites, check.name, _needs(check.detail)
-    svc = report.invocation.service
-    p = ServicePaths(svc)
+    p = ServicePaths(report.invocation.service)
     log = (f"read the server's log (for the kit's service: `{UNIT.log_lines(p, 200)}` on the "
            f"host; runtime supervisor: {SUPERVISED.log(p)})")
     gpu = ("look for another program using the GPU (`nvidia-smi`) or the CPUs (`top`) on the "
@@ -339,11 +335,6 @@ def verdict_of(data: dict[str, Any]) -> tuple[str, str | None, list[str], str | 
     return str(v["word"]), v.get("summary"), lines, sentence
 
 
-def _jsonable(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, default=lambda o: asdict(o)
-                                 if hasattr(o, "__dataclass_fields__") else str(o)))
-
-
 def _figure(width_in: float = 7.0, height_in: float = 2.8) -> Any:
     import matplotlib
 
@@ -354,8 +345,7 @@ def _figure(width_in: float = 7.0, height_in: float = 2.8) -> Any:
 
 
 def _svg(ax: Any, title: str) -> str:
-    """The chart, titled, as inline SVG text (text kept as paths: no font is needed to view
-    it)."""
+    """The chart, titled, as inline SVG (text as paths: no font is needed to view it)."""
     import matplotlib
 
     ax.set_title(title)
@@ -543,7 +533,7 @@ def print_checks(report: Report) -> None:
 
 def print_summary(report: Report) -> None:
     """The last line, PASSED, FAILED or INCOMPLETE (docs/verify.md), and the `not judged`
-    lines; the reports carry the same (`Report.verdict_json`)."""
+    lines; the reports carry the same (report.json's `verdict`)."""
     print(summary_line(report), flush=True)
     for area, why in report.coverage.not_judged:
         print(f"  not judged: {AREAS[area]}: {why}", flush=True)
