@@ -20,14 +20,20 @@ TEMPLATES_DIR = Path(str(files("beekeeper.templates")))
 _SD_PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
 
 
+def _carried(value: object, where: str) -> str:
+    """`value` as text; ValueError for a control character, which no rendered file carries
+    (host data validation refuses them first)."""
+    text = str(value)
+    if any(not c.isprintable() for c in text):
+        raise ValueError(f"{text!r} holds a control character; {where} cannot carry it")
+    return text
+
+
 def sd_quote(value: object, exec_line: bool = True) -> str:
     """One word for a unit file (not the executable, whose prefixes `@-:+!` differ):
     `%` -> `%%` (specifiers), `$` -> `$$` in command lines (environment variables), and
-    double quotes with backslash escapes where needed.
-    Control characters cannot be carried; host data validation refuses them first."""
-    text = str(value)
-    if any(not c.isprintable() for c in text):
-        raise ValueError(f"{text!r} holds a control character; a unit file cannot carry it")
+    double quotes with backslash escapes where needed."""
+    text = _carried(value, "a unit file")
     if _SD_PLAIN.match(text):
         return text
     if text == ";":  # a lone ';' separates command lines
@@ -46,10 +52,8 @@ def sd_join(values: object) -> str:
 def yaml_quote(value: object) -> str:
     """One string for a compose file: a JSON-style double-quoted YAML scalar (backslash and
     quote escaped), with `$` written `$$`, which compose reads as a literal `$` instead of
-    interpolating a variable. Control characters are refused, as for units."""
-    text = str(value)
-    if any(not c.isprintable() for c in text):
-        raise ValueError(f"{text!r} holds a control character; a compose file will not carry it")
+    interpolating a variable."""
+    text = _carried(value, "a compose file")
     return json.dumps(text.replace("$", "$$"), ensure_ascii=False)
 
 
@@ -76,12 +80,8 @@ def yaml_bool(value: object) -> str:
 
 def sv_quote(value: object) -> str:
     """One word for a supervisord program file: a shell-like word (supervisor splits
-    `command` with shlex) with `%` written `%%` (its `%(name)s` expansions). Control
-    characters are refused, as for units."""
-    text = str(value)
-    if any(not c.isprintable() for c in text):
-        raise ValueError(f"{text!r} holds a control character; a program file cannot carry it")
-    return shlex.quote(text).replace("%", "%%")
+    `command` with shlex) with `%` written `%%` (its `%(name)s` expansions)."""
+    return shlex.quote(_carried(value, "a program file")).replace("%", "%%")
 
 
 def environment(templates_dir: Path = TEMPLATES_DIR) -> jinja2.Environment:
