@@ -12,7 +12,7 @@ from pyinfra import host, state
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import ctx_host
 
-from beekeeper.core.config import HostConfig, pinned, run_loader
+from beekeeper.core.config import HostConfig, load_host_config, run_loader
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.gateway import Plan, plan
 from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours
@@ -57,7 +57,7 @@ def deploy_host() -> None:
         return
     # Hub models named by a branch or without a sha256 are pinned on the controller
     if "model" in cfg.data.stages:
-        cfg = pinned(cfg, pin_model)
+        cfg = load_host_config(host.data, pin=pin_model)
     # refused before any change; the tasks read what preflight resolved (runtime, CUDA, archs)
     facts = preflight.check(cfg, kept)
     check_token_file(cfg)

@@ -21,12 +21,15 @@ from .hostdata import (
     ServiceData,
     did_you_mean,
     fail,
+    one_word,
     parse,
     shown,
 )
 from .paths import KIT_ROOT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
 from .runtime import Runtime, requested, runtime_of, ways_named
+
+__all__ = ["one_word"]
 
 SERVICE_KEYS = tuple(ServiceData.model_fields)
 KIT_KEYS = frozenset(HostData.model_fields)
@@ -239,24 +242,16 @@ def run_loader(run: Any) -> Callable[[Any], HostConfig]:
     return _RUN[1]
 
 
-def load_host_config(data: Any) -> HostConfig:
-    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig."""
+def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
+    """Validate host data (pyinfra host.data or a plain dict) into a HostConfig; with
+    `pin`, each service's models are pinned (the deploy's model stage)."""
     hd = parse(_kit_data(data))
     way = rule_runtime(hd)
-    services, absent = _services(hd, own_keys(data))
+    services, absent = _services(hd, own_keys(data), pin)
     rule_env_keys(services, hd.services is not None, way)
     gateway = _gateway(hd, services)
     return HostConfig(data=hd, services=services, absent=absent, source=_source(hd),
                       gateway=gateway, requested_runtime=way.runtime)
-
-
-def pinned(cfg: HostConfig, pin: Pinner) -> HostConfig:
-    """`cfg` with each service's model and draft pinned (the deploy's model stage); a GPU
-    profile's served model is read for preflight's VRAM plan."""
-    end = cfg.data.hf_endpoint
-    return replace(cfg, services=tuple(replace(
-        s, model=pin(s.model, end, "model", s.profile.backend == "cuda"),
-        draft=s.draft and pin(s.draft, end, "draft", False)) for s in cfg.services))
 
 
 # ------------------------------------------------------------------ rules between keys
@@ -282,7 +277,7 @@ def rule_beside_services(own: Mapping[str, str]) -> None:
                        f"needs it (services[i].{name}), or remove it")
 
 
-def _services(hd: HostData, own: Mapping[str, str]
+def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
               ) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
     """The services this host runs and the names of those it must remove (state absent)."""
     if hd.services is None:
@@ -290,7 +285,10 @@ def _services(hd: HostData, own: Mapping[str, str]
     else:
         rule_beside_services(own)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
-    services = tuple(_service(e, prefix) for e, prefix in entries if e.state == "present")
+    pinned = (lambda m, role, plans: pin(m, hd.hf_endpoint, role, plans)) \
+        if pin is not None else None
+    services = tuple(_service(e, prefix, pinned)
+                     for e, prefix in entries if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
     rule_one_build(services, hd.services is not None)
     rule_distinct(services, absent)
@@ -298,7 +296,8 @@ def _services(hd: HostData, own: Mapping[str, str]
     return services, absent
 
 
-def _service(entry: ServiceData, prefix: str) -> ServiceConfig:
+def _service(entry: ServiceData, prefix: str,
+             pin: Callable[[ModelFile, str, bool], ModelFile] | None = None) -> ServiceConfig:
     if entry.profile is None:
         raise fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
     profile = PROFILES[entry.profile]
@@ -322,6 +321,9 @@ def _service(entry: ServiceData, prefix: str) -> ServiceConfig:
         ctx = rule_ctx_size(key, profile.server.ctx_size if entry.ctx_size is None
                             else entry.ctx_size, profile, entry.slots)
         profile = with_ctx_size(profile, ctx, entry.slots)
+    if pin is not None:  # preflight's VRAM plan (a GPU profile's) reads the served file
+        model = pin(model, "model", profile.backend == "cuda")
+        draft = pin(draft, "draft", False) if draft is not None else None
     return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
                          bind_address=entry.bind_address, api_key_file=entry.api_key_file,
                          model=model, draft=draft, extra_args=tuple(entry.server_extra_args),

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import GatewayConfig, HostConfig, ServiceConfig, load_host_config
+from .config import GatewayConfig, HostConfig, ServiceConfig, load_host_config, one_word
 from .errors import ConfigError, PreflightError, host_data
-from .hostdata import HOSTNAME, full, one_word
+from .hostdata import HOSTNAME, full
 from .machines import ssh_address
 from .paths import GatewayPaths, bracketed
 from .render import render

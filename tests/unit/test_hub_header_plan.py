@@ -4,8 +4,8 @@ Preflight's VRAM plan of a model of the user's on the Hub (host data `model_repo
 header read on the controller when the model is pinned (beekeeper/hubhead.py), with the real
 huggingface_hub client against the Hub stand-in on loopback (tests/integration/standins.py:
 a redirect to a storage host that honours range requests, as the Hub's CDN does), then
-planned by preflight's check_vram as the deploy calls it (deploy.py: load_host_config, its
-models pinned with pin_model, then preflight).
+planned by preflight's check_vram as the deploy calls it (deploy.py: load_host_config with
+pin_model, then preflight).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 from gguf import GGUFWriter
 
 from beekeeper import hubhead
-from beekeeper.core import config
 from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import ConfigError, PreflightError
 from beekeeper.core.planner import hub_header, predict, served_gguf
@@ -82,11 +81,6 @@ def data(endpoint: str, **over):
             "hf_endpoint": endpoint, **over}
 
 
-def load_pinned(d):
-    """The host's configuration as deploy.py's model stage makes it."""
-    return config.pinned(load_host_config(d), pin_model)
-
-
 def refused(cfg) -> str:
     with pytest.raises(PreflightError) as e:
         pf.check_vram(cfg, RTX4090)
@@ -103,10 +97,10 @@ def headers_dir() -> Path:
 def test_a_hub_model_over_the_budget_is_refused_where_the_profiles_own_fits(hub, big):
     """The profile's own model (Qwen3.5-9B Q4_K_M, its layout recorded) fits the budget and
     is never fetched; the user's file, four times its plan, is refused by its own plan."""
-    own = load_pinned({**DEFAULTS, "profile": PROFILE})
+    own = load_host_config({**DEFAULTS, "profile": PROFILE}, pin=pin_model)
     pf.check_vram(own, RTX4090)
     assert not headers_dir().exists()  # the profile's model: no header read
-    cfg = load_pinned(data(hub.url))
+    cfg = load_host_config(data(hub.url), pin=pin_model)
     f = hub.files[(REPO, FILE)]
     assert (cfg.service.model.sha256, cfg.service.model.size_bytes) == (f.sha256, len(f.data))
     plan = predict(PROFILES[PROFILE], big[0]).total_mib
@@ -124,18 +118,18 @@ def test_a_cpu_profiles_hub_model_is_pinned_and_its_header_not_read(hub, capsys)
     """No VRAM plan reads a CPU profile's model: pinned by the Hub's metadata alone, no range
     of the file asked for, nothing kept, nothing warned (offline it would warn of a plan
     that is never made)."""
-    cfg = load_pinned(data(hub.url, profile="cpu-tiny"))
+    cfg = load_host_config(data(hub.url, profile="cpu-tiny"), pin=pin_model)
     f = hub.files[(REPO, FILE)]
     assert cfg.service.model.sha256 == f.sha256
     assert hub.log.ranges == [] and FILE not in hub.log.body_bytes
     assert not headers_dir().exists() and "warning" not in capsys.readouterr().err
     # the same file for a GPU profile is read: the stand-in counts those ranges
-    load_pinned(data(hub.url))
+    load_host_config(data(hub.url), pin=pin_model)
     assert hub.log.ranges == [f"bytes=0-{pf.GGUF_HEADER_FIRST - 1}"]
 
 
 def test_only_the_header_is_transferred_and_later_plans_read_the_cache(hub, big, capsys):
-    cfg = load_pinned(data(hub.url))
+    cfg = load_host_config(data(hub.url), pin=pin_model)
     size = len(big[1])
     served = hub.log.body_bytes[FILE]
     assert served <= pf.GGUF_HEADER_FIRST < size // 8  # one range: 4 MiB of a 40 MiB file
@@ -150,13 +144,13 @@ def test_only_the_header_is_transferred_and_later_plans_read_the_cache(hub, big,
     first = refused(cfg)
     # a second deploy: no request at all, the plan the same
     asked = len(hub.log.requests)
-    again = load_pinned(data(hub.url))
+    again = load_host_config(data(hub.url), pin=pin_model)
     assert refused(again) == first and len(hub.log.requests) == asked
     # pinned in host data, the Hub gone (a dry run, offline): read from the cache alone
     hub.close()
     f = hub.files[(REPO, FILE)]
     pinned = data(hub.url, model_revision=f.commit, model_sha256=f.sha256)
-    assert refused(load_pinned(pinned)) == first
+    assert refused(load_host_config(pinned, pin=pin_model)) == first
     assert refused(load_host_config(pinned)) == first  # no model stage: no pin, the cache
     assert "warning" not in capsys.readouterr().err
 
@@ -170,7 +164,7 @@ def test_a_header_longer_than_the_first_read_is_read_in_ranges_of_what_it_lacks(
     hub = HubStandIn()
     try:
         hub.add(REPO, FILE, body)
-        cfg = load_pinned(data(hub.url))
+        cfg = load_host_config(data(hub.url), pin=pin_model)
         first, *more = hub.log.ranges
         assert first == f"bytes=0-{pf.GGUF_HEADER_FIRST - 1}" and len(more) == 1
         assert more[0].startswith(f"bytes={pf.GGUF_HEADER_FIRST}-")
@@ -188,7 +182,7 @@ def _warning(err: str) -> str:
 
 def test_a_hub_without_range_requests_is_one_warning_and_the_profiles_plan(hub, big, capsys):
     hub.honour_ranges = False
-    cfg = load_pinned(data(hub.url))
+    cfg = load_host_config(data(hub.url), pin=pin_model)
     pf.check_vram(cfg, RTX4090)  # the profile's plan: within the budget
     line = _warning(capsys.readouterr().err)
     f = hub.files[(REPO, FILE)]
@@ -200,7 +194,7 @@ def test_a_hub_without_range_requests_is_one_warning_and_the_profiles_plan(hub, 
     assert not headers_dir().exists()
     # asked and told once a run: the next configuration of this run asks nothing more
     asked = len(hub.log.requests)
-    pf.check_vram(load_pinned(data(hub.url)), RTX4090)
+    pf.check_vram(load_host_config(data(hub.url), pin=pin_model), RTX4090)
     assert len(hub.log.requests) == asked and capsys.readouterr().err == ""
 
 
@@ -208,7 +202,7 @@ def test_a_range_answered_short_is_one_warning_not_a_cut_header(hub, big, capsys
     """A server that caps each range (its Content-Range says the bytes it sent) is not the
     file's end: the header it leaves cut would be refused as no GGUF the planner reads."""
     hub.range_cap = 1 << 20
-    pf.check_vram(load_pinned(data(hub.url)), RTX4090)
+    pf.check_vram(load_host_config(data(hub.url), pin=pin_model), RTX4090)
     line = _warning(capsys.readouterr().err)
     assert f"({1 << 20} bytes of the {pf.GGUF_HEADER_FIRST} asked from byte 0); " in line, line
     assert line.endswith(WARNED) and not headers_dir().exists()
@@ -217,7 +211,8 @@ def test_a_range_answered_short_is_one_warning_not_a_cut_header(hub, big, capsys
 def test_a_hub_that_cannot_be_reached_is_one_warning_and_the_profiles_plan(hub, capsys):
     f = hub.files[(REPO, FILE)]
     hub.close()  # pinned in host data: the metadata is not asked, the header cannot be read
-    cfg = load_pinned(data(hub.url, model_revision=f.commit, model_sha256=f.sha256))
+    cfg = load_host_config(data(hub.url, model_revision=f.commit, model_sha256=f.sha256),
+                           pin=pin_model)
     pf.check_vram(cfg, RTX4090)
     line = _warning(capsys.readouterr().err)
     assert f"host data `model_repo`: the GGUF header of {REPO}/{FILE}" in line
@@ -228,7 +223,7 @@ def test_bytes_that_are_no_gguf_are_one_warning_and_the_profiles_plan(tmp_path, 
     hub = HubStandIn()
     try:
         hub.add(REPO, FILE, b"<html>" + bytes(1 << 20))
-        pf.check_vram(load_pinned(data(hub.url)), RTX4090)
+        pf.check_vram(load_host_config(data(hub.url), pin=pin_model), RTX4090)
     finally:
         hub.close()
     line = _warning(capsys.readouterr().err)
@@ -242,7 +237,7 @@ def test_a_gguf_header_the_planner_cannot_read_is_refused_naming_model_repo(tmp_
     try:
         f = hub.add(REPO, FILE, _gguf(tmp_path / FILE, weights_mib=1, arch=False))
         with pytest.raises(ConfigError) as e:
-            load_pinned(data(hub.url))
+            load_host_config(data(hub.url), pin=pin_model)
     finally:
         hub.close()
     line = str(e.value)

@@ -87,9 +87,9 @@ def test_a_given_sha256_that_the_lock_contradicts_is_refused_naming_both(hub, tm
 
 
 def test_the_configuration_is_made_with_its_models_pinned_not_rewritten():
-    """deploy.py pins a host's models with config.pinned (the model, then the draft, of each
-    service, with host data's Hub endpoint); load_host_config asks nothing."""
-    from beekeeper.core.config import load_host_config, pinned
+    """deploy.py pins a host's models by making its configuration with `pin` (the model, then
+    the draft, of each service, with host data's Hub endpoint); without it nothing is asked."""
+    from beekeeper.core.config import load_host_config
 
     data = {"profile": "cpu-tiny-draft", "hf_endpoint": "http://127.0.0.1:9",
             "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}}
@@ -102,7 +102,7 @@ def test_the_configuration_is_made_with_its_models_pinned_not_rewritten():
 
     plain = load_host_config(data)
     assert asked == []
-    cfg = pinned(plain, pin)
+    cfg = load_host_config(data, pin=pin)
     name = plain.service.model.filename
     # a CPU profile: no VRAM plan reads the model served, so its header is not asked for
     assert asked == [(name, "http://127.0.0.1:9", "model", False),
