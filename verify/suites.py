@@ -29,6 +29,7 @@ from .engine import (
     measure as measure_engine,
     user_engine,
 )
+from .gateway import run_gateway
 from .judge import Check
 from .report import Report, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
@@ -286,12 +287,12 @@ class _Run:
     sizes: Sizes
     engine: EngineRun
     card: str | None
-    where: Locality = Locality(True, "on this machine")
-    shell: Shell | None = None  # the serving host, where its load is read (settle.py)
+    where: Locality
+    shell: Shell | None  # the serving host, where its load is read (settle.py)
 
 
 def _repeats_said(settled: dict[str, Any] | None) -> str:
-    """`6 repeats (3, then 3 more) in 41 s, error 2.1%` for the console."""
+    """`6 repeats (rounds of 3, then 3) in 41 s, error 2.1% (settled)` for the console."""
     if not settled:
         return "no repeats"
     st = Settled.from_json(settled)
@@ -343,8 +344,6 @@ def _gateway_suite(report: Report, client: ServerClient, direct: ServerClient | 
         report.checks.append(Check("gateway.overhead", "SKIP", "no server to compare with: "
                                    "give --direct-url, the server behind the gateway"))
         return
-    from .gateway import run_gateway
-
     _log(f"gateway: {model}, pairs of requests direct and through the gateway")
     checks, figures = run_gateway(client, direct, model)
     report.checks += checks
