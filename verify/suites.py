@@ -143,18 +143,17 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
                         samples_tok_s=samples, settle=got.to_json())
 
 
-def run_ttft(client: ServerClient, n_tokens: int, k: int, seed: int = 1000
-             ) -> tuple[list[RequestRecord], list[int]]:
-    """K requests, each with its own prefix and cache_prompt false; one warm-up first
-    (settled_ttft's first round alone): the records and the prompts' sizes."""
-    res = settled_ttft(client, n_tokens, k, seed=seed)
+def run_ttft(client: ServerClient, n_tokens: int, k: int) -> tuple[list[RequestRecord], list[int]]:
+    """settled_ttft's first round alone (the GPU tiers'): its records and prompts' sizes."""
+    res = settled_ttft(client, n_tokens, k)
     return res.records, res.prompt_tokens
 
 
 def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float = 0.0,
                  shell: Shell | None = None, seed: int = 1000) -> TtftResult:
-    """`run_ttft`'s K requests as a first round, then more rounds while the median has not
-    settled (settle.py); a busy round's requests are set aside, not judged."""
+    """K requests after one warm-up, each with its own prefix and cache_prompt false, then
+    more rounds while the median has not settled (settle.py); a busy round's requests are
+    set aside, not judged."""
     warm, _ = prompts.long_prompt(client, n_tokens, seed=seed - 1)
     client.stream_chat(warm, max_tokens=1)
     rounds: list[tuple[list[RequestRecord], list[int]]] = []
