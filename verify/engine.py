@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from beekeeper.core.container import MODELS, model_path
 from beekeeper.core.deployed import DeployedService, RecordError
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
@@ -227,13 +228,13 @@ def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
         env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
         return [*env, bench], model, f"test -x {shlex.quote(bench)}"
     out = ["docker", "run", "--rm", "--init", "--volume",
-           f"{posixpath.dirname(model)}:/models:ro",
+           f"{posixpath.dirname(model)}:{MODELS}:ro",
            "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs)
            "--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
     if profile.backend == "cuda":
         gpu = engine_gpu or "all"
         out += ["--gpus", "all" if gpu == "all" else f"device={gpu}"]
-    return ([*out, "--entrypoint", bench, image], "/models/" + posixpath.basename(model),
+    return ([*out, "--entrypoint", bench, image], model_path(posixpath.basename(model)),
             f"docker run --rm --entrypoint /bin/sh {shlex.quote(image)} -c "
             f"{shlex.quote('test -x ' + shlex.quote(bench))}")
 
