@@ -123,14 +123,11 @@ class ServerClient:
     def props(self) -> dict[str, Any]:
         return dict(self._json("GET", "/props"))
 
-    def apply_template(self, messages: list[dict[str, str]]) -> str:
-        return str(self._json("POST", "/apply-template", json={"messages": messages})["prompt"])
-
     def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """Tokens the server will prefill for these messages (its own template + tokenizer)."""
+        prompt = str(self._json("POST", "/apply-template", json={"messages": messages})["prompt"])
         return len(self._json("POST", "/tokenize", json={
-            "content": self.apply_template(messages), "add_special": True,
-            "parse_special": True})["tokens"])
+            "content": prompt, "add_special": True, "parse_special": True})["tokens"])
 
     def stream_chat(self, messages: list[dict[str, str]], max_tokens: int, *,
                     temperature: float = 0.0, seed: int = 42, ignore_eos: bool = False,

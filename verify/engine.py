@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from beekeeper.core.container import MODELS, model_path
 from beekeeper.core.deployed import DeployedService, RecordError
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
@@ -226,15 +227,14 @@ def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
     if image is None:
         env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
         return [*env, bench], model, f"test -x {shlex.quote(bench)}"
-    # the unit's container settings (model mount, read-only root, dropped capabilities)
     out = ["docker", "run", "--rm", "--init", "--volume",
-           f"{posixpath.dirname(model)}:/models:ro",
+           f"{posixpath.dirname(model)}:{MODELS}:ro",
            "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs)
            "--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
     if profile.backend == "cuda":
         gpu = engine_gpu or "all"
         out += ["--gpus", "all" if gpu == "all" else f"device={gpu}"]
-    return ([*out, "--entrypoint", bench, image], "/models/" + posixpath.basename(model),
+    return ([*out, "--entrypoint", bench, image], model_path(posixpath.basename(model)),
             f"docker run --rm --entrypoint /bin/sh {shlex.quote(image)} -c "
             f"{shlex.quote('test -x ' + shlex.quote(bench))}")
 
@@ -346,12 +346,12 @@ def bench_cpu_s(stderr: str) -> float | None:
     return int(a) * 60 + float(b) + int(c) * 60 + float(d)
 
 
-def _bench_once(engine: Engine, args: list[str], timeout_s: float
+def _bench_once(engine: Engine, args: list[str]
                 ) -> tuple[list[BenchTest], float, HostLoad | None]:
     """One llama-bench invocation: its tests, its wall time, the host's other load."""
     line = " ".join(shlex.quote(a) for a in [*timed(engine.prefix), *args])
     t0 = time.monotonic()
-    p = engine.shell.run(line, timeout_s=timeout_s)
+    p = engine.shell.run(line, timeout_s=BENCH_TIMEOUT_S)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         raise EngineError(f"llama-bench exit {p.returncode}: "
@@ -384,28 +384,23 @@ def pooled(t: BenchTest, rates: list[float]) -> BenchTest:
                    avg_s=statistics.mean(samples), samples_s=samples)
 
 
-def _one_test(t: BenchTest, common: list[str], k: int) -> list[str]:
-    """`t` again, `k` repeats: its -p, -n and -d as bench_commands gave them."""
-    args = [*common]
-    args[args.index("-r") + 1] = str(k)
-    return [*args, "-p", str(t.n_prompt), "-n", str(t.n_gen), "-d", str(t.n_depth)]
-
-
 def _run_bench(engine: Engine, args: list[list[str]], base: EngineBaseline,
-               timeout_s: float, rule: Rule | None) -> None:
+               rule: Rule | None) -> None:
     """Every command once (the first round of every test), then, with a `rule`, more rounds
     of each test whose figure has not settled (verify/settle.py); the figures pooled."""
     firsts: list[tuple[BenchTest, Round]] = []
     for a in args:
-        tests, wall, load = _bench_once(engine, a, timeout_s)
+        tests, wall, load = _bench_once(engine, a)
         for t in tests:
             firsts.append((t, Round(_rates(t), wall / max(len(tests), 1), load)))
+    common = args[0][:args[0].index("-p")]  # bench_commands' arguments before -p, -n, -d
     for t, first in firsts:
         if rule is not None and len(first.samples) >= 2:
-            common = args[0][:args[0].index("-p")]
 
-            def again(k: int, t: BenchTest = t, common: list[str] = common) -> Round:
-                tests, wall, load = _bench_once(engine, _one_test(t, common, k), timeout_s)
+            def again(k: int, t: BenchTest = t) -> Round:  # `t` alone, `k` repeats
+                one = [*common, "-p", str(t.n_prompt), "-n", str(t.n_gen), "-d", str(t.n_depth)]
+                one[one.index("-r") + 1] = str(k)
+                tests, wall, load = _bench_once(engine, one)
                 mine = [x for x in tests if bench_key(x) == bench_key(t)]
                 return Round(_rates(mine[0]) if mine else [], wall, load)
 
@@ -444,7 +439,7 @@ def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_t
             base.gpu_name = gpus[0][0]
             if engine.stop:  # the card with the server stopped: the VRAM check's idle
                 base.idle_used_mib = gpus[0][1]
-        _run_bench(engine, args, base, BENCH_TIMEOUT_S, rule)
+        _run_bench(engine, args, base, rule)
     finally:
         started = None
         if engine.start:

@@ -29,6 +29,7 @@ from .engine import (
     measure as measure_engine,
     user_engine,
 )
+from .gateway import run_gateway
 from .judge import Check
 from .report import Report, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
@@ -142,18 +143,17 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
                         samples_tok_s=samples, settle=got.to_json())
 
 
-def run_ttft(client: ServerClient, n_tokens: int, k: int, seed: int = 1000
-             ) -> tuple[list[RequestRecord], list[int]]:
-    """K requests, each with its own prefix and cache_prompt false; one warm-up first
-    (settled_ttft's first round alone): the records and the prompts' sizes."""
-    res = settled_ttft(client, n_tokens, k, seed=seed)
+def run_ttft(client: ServerClient, n_tokens: int, k: int) -> tuple[list[RequestRecord], list[int]]:
+    """settled_ttft's first round alone (the GPU tiers'): its records and prompts' sizes."""
+    res = settled_ttft(client, n_tokens, k)
     return res.records, res.prompt_tokens
 
 
 def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float = 0.0,
                  shell: Shell | None = None, seed: int = 1000) -> TtftResult:
-    """`run_ttft`'s K requests as a first round, then more rounds while the median has not
-    settled (settle.py); a busy round's requests are set aside, not judged."""
+    """K requests after one warm-up, each with its own prefix and cache_prompt false, then
+    more rounds while the median has not settled (settle.py); a busy round's requests are
+    set aside, not judged."""
     warm, _ = prompts.long_prompt(client, n_tokens, seed=seed - 1)
     client.stream_chat(warm, max_tokens=1)
     rounds: list[tuple[list[RequestRecord], list[int]]] = []
@@ -286,12 +286,12 @@ class _Run:
     sizes: Sizes
     engine: EngineRun
     card: str | None
-    where: Locality = Locality(True, "on this machine")
-    shell: Shell | None = None  # the serving host, where its load is read (settle.py)
+    where: Locality
+    shell: Shell | None  # the serving host, where its load is read (settle.py)
 
 
 def _repeats_said(settled: dict[str, Any] | None) -> str:
-    """`6 repeats (3, then 3 more) in 41 s, error 2.1%` for the console."""
+    """`6 repeats (rounds of 3, then 3) in 41 s, error 2.1% (settled)` for the console."""
     if not settled:
         return "no repeats"
     st = Settled.from_json(settled)
@@ -343,8 +343,6 @@ def _gateway_suite(report: Report, client: ServerClient, direct: ServerClient | 
         report.checks.append(Check("gateway.overhead", "SKIP", "no server to compare with: "
                                    "give --direct-url, the server behind the gateway"))
         return
-    from .gateway import run_gateway
-
     _log(f"gateway: {model}, pairs of requests direct and through the gateway")
     checks, figures = run_gateway(client, direct, model)
     report.checks += checks

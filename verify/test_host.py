@@ -19,7 +19,7 @@ import pytest
 
 from beekeeper.core.deployed import DeployedService, RecordError
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
-from beekeeper.core.paths import manifest_glob
+from beekeeper.core.paths import ServicePaths, manifest_glob
 from beekeeper.verify import host_checks
 from beekeeper.verify.host_checks import Applies, gpu_in_container_command
 
@@ -165,8 +165,7 @@ def test_compose_project_runs_the_container(host, services):
         assert s.compose_file, f"{s.service}: runtime compose, and no compose_file recorded"
         assert labels.get("com.docker.compose.project.config_files", "").startswith(
             s.compose_file), labels
-        folder = s.compose_file.rsplit("/", 1)[0]
-        assert host.file(f"{folder}/compose.override.yaml").exists
+        assert host.file(ServicePaths(s.service).compose_override).exists
         state = host.check_output(f"docker inspect --format '{{{{.State.Status}}}}' "
                                   f"{s.container}")
         assert state == "running"

@@ -176,7 +176,7 @@ class VramSampler:
         self._thread: threading.Thread | None = None
         self._nvml: Any = None
         self._handle: Any = None
-        self._v2 = False
+        self._version: dict[str, int] = {}  # memory_used's measure, kept for every sample
 
     def __enter__(self) -> VramSampler:
         if self.no_gpu:
@@ -201,7 +201,7 @@ class VramSampler:
             for x in (nv.nvmlDeviceGetName(h), nv.nvmlSystemGetDriverVersion()))
         self.result.total_mib = nv.nvmlDeviceGetMemoryInfo(h).total / 2**20
         used, reserved, measure = memory_used(nv, h)
-        self._v2 = measure == USED_ALLOCATED
+        self._version = {"version": nv.nvmlMemory_v2} if measure == USED_ALLOCATED else {}
         self.result.baseline_mib, self.result.reserved_mib = used, reserved
         self.result.used_measure = measure
         self._thread = threading.Thread(target=self._run, name="vram-sampler", daemon=True)
@@ -233,18 +233,12 @@ class VramSampler:
                 if p.usedGpuMemory is not None and (self.pid is None or p.pid == self.pid)]
         return sum(vals) / 2**20 if vals else None
 
-    def _used_mib(self) -> float:
-        nv = self._nvml
-        if self._v2:
-            return nv.nvmlDeviceGetMemoryInfo(self._handle, version=nv.nvmlMemory_v2).used / 2**20
-        return nv.nvmlDeviceGetMemoryInfo(self._handle).used / 2**20
-
     def _run(self) -> None:
         t0 = time.monotonic()
         cpu0 = time.thread_time()
         nxt = t0
         while not self._stop.is_set():
-            used = self._used_mib()
+            used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle, **self._version).used / 2**20
             self.result.samples.append(VramSample(time.monotonic() - t0, used,
                                                   self._process_mib()))
             nxt += self.interval_s
