@@ -6,7 +6,6 @@ Never writes /etc/docker/daemon.json.
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, systemd
 
@@ -15,8 +14,7 @@ from beekeeper.core.profiles import HfSource
 from beekeeper.facts.hostfacts import HostFacts
 
 
-def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
-    ops: list[OperationMeta] = []
+def ensure(cfg: HostConfig, facts: HostFacts) -> None:
     installed = host.get_fact(DebPackages) or {}
     # python3 where the host has none (the host-side checks run with it), ca-certificates
     # where the deploy downloads over HTTPS (a Hub model, a git source, Docker's images): a
@@ -31,13 +29,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
                                             facts.docker.flavour, facts.compose_version)
     missing = [p for p in wanted if p not in installed]
     if missing:
-        ops.append(apt.packages(
-            name=f"Install host packages: {', '.join(missing)}",
-            packages=missing, update=True, no_recommends=True,
-        ))
+        apt.packages(name=f"Install host packages: {', '.join(missing)}",
+                     packages=missing, update=True, no_recommends=True)
     for service in facts.runtime.docker_services(facts.docker.flavour):
-        ops.append(systemd.service(
-            name="Enable and start the Docker engine",
-            service=service, running=True, enabled=True,
-        ))
-    return ops
+        systemd.service(name="Enable and start the Docker engine",
+                        service=service, running=True, enabled=True)
