@@ -65,12 +65,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                                          dockerfile=f"{build_dir}/Dockerfile",
                                          context_dir=source.tree_dir(cfg), log_path=log,
                                          jobs=spec.jobs, proxy_vars=facts.proxy_vars))
-    result.append(prune(cfg, tag))
-    return tag, result
-
-
-def prune(cfg: HostConfig, tag: str) -> OperationMeta:
-    """Keep the newest two server images, and always the running and rollback ones."""
+    # the newest two server images stay, and always the running and rollback ones
     keep = [tag, *(r.image for s in cfg.services for r in deployed_records(s.name))]
-    return docker_ops.images_pruned(name="Remove server images beyond the newest two",
-                                    repo=cfg.image_repo, keep=keep)
+    result.append(docker_ops.images_pruned(name="Remove server images beyond the newest two",
+                                           repo=cfg.image_repo, keep=keep))
+    return tag, result
