@@ -37,7 +37,6 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     """Returns the image tag the service should run, and the operations queued."""
     spec, tag, slug = spec_for(cfg, facts)
     build_dir = f"{cfg.data.state_dir}/build/{slug}"
-    # base images saved on the controller, loaded where the host lacks them
     result: list[OperationMeta] = []
     for image, tar in (cfg.data.preload_images or {}).items():
         if not Path(tar).exists():
