@@ -8,6 +8,8 @@ import shlex
 
 from pyinfra.api import FactBase
 
+ID_FILE = ".beekeeper-source"  # in a tree unpacked from a tarball: the tarball's sha256
+
 
 class SourceTreeId(FactBase[str | None]):
     """
@@ -19,7 +21,7 @@ class SourceTreeId(FactBase[str | None]):
     def command(self, path: str) -> str:
         p = shlex.quote(path)
         return (f"if [ -d {p}/.git ]; then git -C {p} rev-parse HEAD 2>/dev/null || true; "
-                f"elif [ -f {p}/.beekeeper-source ]; then cat {p}/.beekeeper-source; fi")
+                f"elif [ -f {p}/{ID_FILE} ]; then cat {p}/{ID_FILE}; fi")
 
     def process(self, output: list[str]) -> str | None:
         text = "\n".join(output).strip()

@@ -1,5 +1,5 @@
 """
-apt source operations beyond pyinfra's: use a source the host already has.
+apt source operations beyond pyinfra's: an archive area enabled on the Debian sources.
 """
 
 from __future__ import annotations
@@ -11,15 +11,6 @@ from pyinfra.api import StringCommand, operation
 
 from beekeeper.facts.host import DebianComponents
 from beekeeper.facts.lifecycle import component_mark
-
-
-@operation()
-def source_reused(path: str, signed_by: str | None):
-    """
-    Use an apt source for the repository that the host already has.
-    """
-    host.noop(f"{path} already provides this repository (signed by {signed_by or 'apt'})")
-    yield from ()  # an operation is a generator
 
 
 def component_command(component: str) -> str:

@@ -13,7 +13,7 @@ from beekeeper.core.gateway import PATHS as GP  # the gateway's host files
 from beekeeper.core.paths import prev
 from beekeeper.facts.lifecycle import FileSizes
 
-from .shell import StreamedCommand, q
+from .shell import StreamedCommand, q, via_tmp
 
 
 @operation()
@@ -26,11 +26,11 @@ def config_installed(staged: str, dest: str, expected_sha1: str):
     if host.get_fact(Sha1File, path=dest) == expected_sha1:
         host.noop(f"{dest} is up to date")
         return
-    old, tmp = q(prev(dest)), q(f"{dest}.tmp")
+    old, (tmp, put) = q(prev(dest)), via_tmp(dest)
     yield StringCommand(f"haproxy -c -q -f {q(staged)} && "
                         f"{{ if [ -f {q(dest)} ]; then cp -p {q(dest)} {old}; "
                         f"else rm -f {old}; fi; }} && "
-                        f"cp -p {q(staged)} {tmp} && mv -f {tmp} {q(dest)}")
+                        f"cp -p {q(staged)} {tmp} && {put}")
 
 
 @operation()
@@ -46,8 +46,8 @@ def keys_map_built(map_path: str, entries: list[tuple[str, str]], expected_sha1:
         return
     lines = " ".join(f"printf '%s %s\\n' {q(backend)} \"$(cat {q(path)})\";"
                      for backend, path in entries)
-    yield StringCommand(f"umask 077 && {{ {lines} true; }} > {q(map_path)}.tmp && "
-                        f"mv -f {q(map_path)}.tmp {q(map_path)}")
+    tmp, put = via_tmp(map_path)
+    yield StringCommand(f"umask 077 && {{ {lines} true; }} > {tmp} && {put}")
 
 
 @operation()

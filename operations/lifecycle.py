@@ -24,15 +24,17 @@ from beekeeper.facts.lifecycle import (
     component_mark,
 )
 
-from .shell import StreamedCommand, q
+from .shell import StreamedCommand, q, via_tmp
 
 
 def mib(kib: int) -> str:
     return f"{kib / 1024:.0f} MiB" if kib >= 1024 or kib == 0 else f"{kib / 1024:.1f} MiB"
 
 
-def freed_line(what: str, kib: int) -> str:
-    return f"echo {q(f'beekeeper: removed {what}: {mib(kib)} freed')}"
+def removal(paths: list[str], what: str, kib: int) -> StreamedCommand:
+    """`rm -rf` of `paths`, then the line saying what went and how much disk it freed."""
+    return StreamedCommand("rm -rf " + " ".join(q(p) for p in paths)
+                           + f" && echo {q(f'beekeeper: removed {what}: {mib(kib)} freed')}")
 
 
 @operation()
@@ -45,10 +47,9 @@ def entries_pruned(folder: str, keep: list[str], what: str):
     if not stale:
         host.noop(f"{folder}: nothing beyond what is kept ({', '.join(sorted(keep)) or 'none'})")
         return
-    kib = sum(e.size_kib for e in stale)
     names = ", ".join(e.name for e in stale)
-    yield StreamedCommand("rm -rf " + " ".join(q(f"{folder}/{e.name}") for e in stale)
-                          + f" && {freed_line(f'{len(stale)} {what} ({names})', kib)}")
+    yield removal([f"{folder}/{e.name}" for e in stale], f"{len(stale)} {what} ({names})",
+                  sum(e.size_kib for e in stale))
 
 
 @operation()
@@ -61,9 +62,7 @@ def paths_removed(paths: list[str], what: str):
     if not present:
         host.noop(f"no {what} here")
         return
-    kib = sum(present.values())
-    yield StreamedCommand("rm -rf " + " ".join(q(p) for p in present)
-                          + f" && {freed_line(what, kib)}")
+    yield removal(list(present), what, sum(present.values()))
 
 
 @operation()
@@ -278,8 +277,8 @@ def docker_runtime_removed(restart: bool):
     if not config:
         yield f"rm -f {DAEMON_JSON}"
     else:
-        tmp = DAEMON_JSON + ".beekeeper-tmp"
+        tmp, put = via_tmp(DAEMON_JSON, ".beekeeper-tmp")
         yield StringCommand(f"printf '%s\\n' {q(json.dumps(config, indent=4))} > {tmp} && "
-                            f"chmod --reference={DAEMON_JSON} {tmp} && mv -f {tmp} {DAEMON_JSON}")
+                            f"chmod --reference={DAEMON_JSON} {tmp} && {put}")
     if restart:
         yield "systemctl try-restart docker.service"

@@ -4,15 +4,13 @@ Native build operations: llama-server built on the host into a versioned folder.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.facts.files import File
 
 from beekeeper.core.build import TARGETS
 
-from .shell import StreamedCommand, with_heartbeat
+from .shell import StreamedCommand, q, with_heartbeat
 
 
 def installed(dest: str) -> bool:
@@ -32,5 +30,5 @@ def native_built(dest: str, script: str, log_path: str):
     if installed(dest):
         host.noop(f"{dest}: {', '.join(TARGETS)} already built")
         return
-    yield StreamedCommand(with_heartbeat(f"bash -c {shlex.quote(script)}", log_path,
+    yield StreamedCommand(with_heartbeat(f"bash -c {q(script)}", log_path,
                                         f"building {dest}"))

@@ -5,8 +5,6 @@ with Docker, check the GPU from inside a container.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
@@ -15,6 +13,8 @@ from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.docker import DockerEngine, GpuInContainer, gpu_visible_in_container
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 from beekeeper.facts.lifecycle import purge_simulated
+
+from .shell import q, via_tmp
 
 
 def kit_driver_holds(record: list[str]) -> list[str]:
@@ -26,11 +26,11 @@ def kit_driver_holds(record: list[str]) -> list[str]:
 
 def release_command(names: list[str]) -> str:
     """apt-mark unhold `names`, then drop them from the record the uninstall releases by."""
-    words = " ".join(shlex.quote(n) for n in names)
-    keep = " ".join(f"-e {shlex.quote(n)}" for n in names)
-    rec = shlex.quote(HOLDS_RECORD)
-    return (f"apt-mark unhold {words} && {{ grep -vxF {keep} {rec} > {rec}.new || true; }} "
-            f"&& mv -f {rec}.new {rec}")
+    words = " ".join(q(n) for n in names)
+    keep = " ".join(f"-e {q(n)}" for n in names)
+    tmp, put = via_tmp(HOLDS_RECORD, ".new")
+    return (f"apt-mark unhold {words} && {{ grep -vxF {keep} {q(HOLDS_RECORD)} > {tmp} || "
+            f"true; }} && {put}")
 
 
 @operation()
@@ -81,7 +81,7 @@ def gpu_checked_in_container(image: str, after_change: bool, desktop: bool = Fal
         return
     fix = NO_GPU_FIX_DESKTOP if desktop else NO_GPU_FIX
     yield StringCommand(gpu_visible_in_container(image) +
-                        f" || {{ echo {shlex.quote(fix)} >&2; exit 1; }}")
+                        f" || {{ echo {q(fix)} >&2; exit 1; }}")
 
 
 # The packages of an NVIDIA driver, whoever installed them, by name (dpkg's
@@ -120,8 +120,8 @@ def purge_pick(branch: int | None = None) -> str:
     the branch the kit installs next, whose lock (nvidia-driver-pinning-<branch>) stays."""
     keep = KEEP_PATTERN + (f"|^nvidia-driver-pinning-{int(branch)}(:|$)" if branch else "")
     return ("dpkg-query -W -f '${binary:Package} ${Status}\\n' | awk '$NF == \"installed\" "
-            f"{{print $1}}' | grep -E {shlex.quote(PURGE_PATTERN)} | "
-            f"grep -vE {shlex.quote(keep)}")
+            f"{{print $1}}' | grep -E {q(PURGE_PATTERN)} | "
+            f"grep -vE {q(keep)}")
 
 
 # the other packages purging $pkgs would take along
@@ -138,7 +138,7 @@ def purge_command(branch: int | None = None) -> str:
             "that depend on it; nothing was purged: remove them yourself (reinstall them "
             "after the new driver), or update the driver by hand; apt would remove:")
     return (f"pkgs=$({purge_pick(branch)}); [ -z \"$pkgs\" ] || {{ extra=$({PURGE_EXTRA}); "
-            f"if [ -n \"$extra\" ]; then echo {shlex.quote(stop)} $extra >&2; exit 1; fi; "
+            f"if [ -n \"$extra\" ]; then echo {q(stop)} $extra >&2; exit 1; fi; "
             "apt-mark unhold $pkgs >/dev/null && "
             "DEBIAN_FRONTEND=noninteractive apt-get purge -y $pkgs; }")
 
@@ -169,7 +169,7 @@ def driver_installed(package: str, after_purge: bool = False):
         host.noop(f"{package} is installed")
         return
     yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                        f"--no-install-recommends {shlex.quote(package)}")
+                        f"--no-install-recommends {q(package)}")
 
 
 @operation()
@@ -203,12 +203,12 @@ def installable_command(pinning: str, packages: list[str], fix: str,
     the packages the purge removes (purge_pick). Not marked for removal instead: NVIDIA's
     Debian packages reuse Debian's names (libcuda1), so the install needs some back. Where
     the purge would take others along, the purge step stops first (purge_command)."""
-    names = " ".join(shlex.quote(p) for p in [pinning, *packages])
+    names = " ".join(q(p) for p in [pinning, *packages])
     simulate = ("out=$(apt-get install -s --no-install-recommends STATE"
                 f"-o Dir::Etc::Preferences=\"$tmp/preferences\" {names} 2>&1) || "
-                f"{{ echo \"$out\" | tail -n 8 >&2; echo {shlex.quote(fix)} >&2; exit 1; }}")
+                f"{{ echo \"$out\" | tail -n 8 >&2; echo {q(fix)} >&2; exit 1; }}")
     head = ("apt-get update -qq && tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
-            f"(cd \"$tmp\" && apt-get download -qq {shlex.quote(pinning)} 2>/dev/null) && "
+            f"(cd \"$tmp\" && apt-get download -qq {q(pinning)} 2>/dev/null) && "
             "dpkg-deb -x \"$tmp\"/*.deb \"$tmp/root\" && "
             "{ cat /etc/apt/preferences \"$tmp\"/root/etc/apt/preferences.d/* "
             "> \"$tmp/preferences\" 2>/dev/null; true; } && ")
@@ -220,9 +220,9 @@ def installable_command(pinning: str, packages: list[str], fix: str,
     wait = ("beekeeper: Debian 12's dkms check is left to after the purge's own check, which "
             "stops first: purging the installed driver would take other packages along")
     return (head + f"pkgs=$({purge_pick(replacing)} | tr '\\n' ' ') && "
-            f"extra=$({PURGE_EXTRA}) && if [ -n \"$extra\" ]; then echo {shlex.quote(wait)} >&2; "
+            f"extra=$({PURGE_EXTRA}) && if [ -n \"$extra\" ]; then echo {q(wait)} >&2; "
             "else drop=\" $(echo $pkgs | sed 's/:[a-z0-9]*//g') \" && "
-            f"awk -v drop=\"$drop\" {shlex.quote(keep_others)} /var/lib/dpkg/status "
+            f"awk -v drop=\"$drop\" {q(keep_others)} /var/lib/dpkg/status "
             "> \"$tmp/status\" && "
             + simulate.replace("STATE", '-o Dir::State::status="$tmp/status" ')
-            + f"; fi || {{ echo {shlex.quote(fix)} >&2; exit 1; }}")
+            + f"; fi || {{ echo {q(fix)} >&2; exit 1; }}")

@@ -12,7 +12,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import File, Sha1File
 
-from .shell import q
+from .shell import q, via_tmp
 
 
 def sha1_text(text: str) -> str:
@@ -44,10 +44,10 @@ def secret_file(dest: str, sha1: str):
             and info.get("user") == "root"):
         host.noop(f"{dest} is up to date")
         return
-    tmp = q(f"{dest}.tmp")
+    tmp, put = via_tmp(dest)
     # rm first: `cat >` into a temporary file left by an earlier run keeps that file's mode
     yield StringCommand(f"rm -f {tmp} && umask 077 && cat > {tmp} && chown root:root {tmp} && "
-                        f"mv -f {tmp} {q(dest)}")
+                        f"{put}")
 
 
 def env_line(key: str, quoted: bool) -> str:
@@ -68,8 +68,6 @@ def secret_env_file(src: str, key_path: str, env_path: str, quoted: bool):
     if host.get_fact(Sha1File, path=env_path) == expected:
         host.noop(f"{env_path} is up to date")
         return
+    tmp, put = via_tmp(env_path)
     fmt = env_line("%s", quoted)
-    yield StringCommand(
-        f"umask 077 && printf {q(fmt)} \"$(cat {q(key_path)})\" > {q(env_path)}.tmp && "
-        f"mv -f {q(env_path)}.tmp {q(env_path)}"
-    )
+    yield StringCommand(f"umask 077 && printf {q(fmt)} \"$(cat {q(key_path)})\" > {tmp} && {put}")

@@ -22,6 +22,13 @@ class StreamedCommand(StringCommand):
                                       print_input=state.print_input, **connector_arguments)
 
 
+def via_tmp(dest: str, suffix: str = ".tmp") -> tuple[str, str]:
+    """A temporary file beside `dest` (quoted), and the rename that puts it over `dest`
+    once written: a reader never sees half a file."""
+    tmp = q(dest + suffix)
+    return tmp, f"mv -f {tmp} {q(dest)}"
+
+
 def with_heartbeat(cmd: str, log: str, what: str, every_s: int = 30) -> str:
     """Run cmd (a list of commands too) in the background with its whole output in `log`,
     printing a line every `every_s`.

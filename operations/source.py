@@ -9,7 +9,7 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from beekeeper.core.paths import LOG_DIR
-from beekeeper.facts.source import SourceTreeId
+from beekeeper.facts.source import ID_FILE, SourceTreeId
 
 from .shell import StreamedCommand, q, with_heartbeat
 
@@ -57,5 +57,5 @@ def tarball_unpacked(tarball: str, tree_id: str, dest: str):
     tmp = dest + ".tmp"
     yield (f"rm -rf {q(tmp)} && mkdir -p {q(tmp)} && "
            f"tar -C {q(tmp)} --strip-components=1 -xzf {q(tarball)} && "
-           f"echo {q(tree_id)} > {q(tmp)}/.beekeeper-source && "
+           f"echo {q(tree_id)} > {q(tmp)}/{ID_FILE} && "
            f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}")

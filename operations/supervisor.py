@@ -9,7 +9,7 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from beekeeper.core import supervisor as sv
-from beekeeper.core.paths import SUPERVISORCTL, SUPERVISORD
+from beekeeper.core.paths import SUPERVISORCTL, SUPERVISORD, SUPERVISORD_LOG
 from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.facts.toolchain import SupervisorPrograms
 
@@ -36,7 +36,7 @@ def supervisord_running(config_changed: bool = False):
     yield (f"if {CTL} pid >/dev/null 2>&1; then {CTL} reread && {CTL} update; exit; fi; "
            f"{q(SUPERVISORD)} && for i in $(seq 50); do {CTL} pid >/dev/null 2>&1 && "
            "exit 0; sleep 0.2; done; echo 'beekeeper: supervisord did not answer on its "
-           "socket within 10 s (log: /var/log/beekeeper/supervisord.log)' >&2; exit 1")
+           f"socket within 10 s (log: {SUPERVISORD_LOG})' >&2; exit 1")
 
 
 @operation()

@@ -52,12 +52,11 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
 
 
 def check_in_container(cfg: HostConfig, facts: HostFacts, image: str,
-                       upstream: list[OperationMeta]) -> list[OperationMeta]:
+                       upstream: list[OperationMeta]) -> None:
     """The GPU seen from a container of the server image (on Docker Desktop too); run again
     when the toolkit or the image changed in this run (`upstream`)."""
-    if not gpu_in_containers(cfg, facts):
-        return []
-    return [nvidia.gpu_checked_in_container(
-        name="Check that the GPU is visible inside a container", image=image,
-        after_change=any(op.will_change for op in upstream),
-        desktop=facts.docker.flavour == "docker-desktop")]
+    if gpu_in_containers(cfg, facts):
+        nvidia.gpu_checked_in_container(
+            name="Check that the GPU is visible inside a container", image=image,
+            after_change=any(op.will_change for op in upstream),
+            desktop=facts.docker.flavour == "docker-desktop")

@@ -5,19 +5,15 @@ Never writes /etc/docker/daemon.json.
 
 from __future__ import annotations
 
-from pyinfra import host
-from pyinfra.api.operation import OperationMeta
-from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, systemd
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.profiles import HfSource
 from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.operations.apt import missing_packages
 
 
-def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
-    ops: list[OperationMeta] = []
-    installed = host.get_fact(DebPackages) or {}
+def ensure(cfg: HostConfig, facts: HostFacts) -> None:
     # python3 where the host has none (the host-side checks run with it), ca-certificates
     # where the deploy downloads over HTTPS (a Hub model, a git source, Docker's images): a
     # host that has what it needs (an offline GPU container) gets no apt transaction
@@ -29,15 +25,10 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     # recommends it) and compose's plugin, as far as the way the server runs needs them
     wanted += facts.runtime.docker_packages(facts.os.as_mapping(), facts.docker.present,
                                             facts.docker.flavour, facts.compose_version)
-    missing = [p for p in wanted if p not in installed]
+    missing = missing_packages(wanted)
     if missing:
-        ops.append(apt.packages(
-            name=f"Install host packages: {', '.join(missing)}",
-            packages=missing, update=True, no_recommends=True,
-        ))
+        apt.packages(name=f"Install host packages: {', '.join(missing)}",
+                     packages=missing, update=True, no_recommends=True)
     for service in facts.runtime.docker_services(facts.docker.flavour):
-        ops.append(systemd.service(
-            name="Enable and start the Docker engine",
-            service=service, running=True, enabled=True,
-        ))
-    return ops
+        systemd.service(name="Enable and start the Docker engine",
+                        service=service, running=True, enabled=True)

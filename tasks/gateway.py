@@ -50,7 +50,7 @@ def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
     return changes
 
 
-def ensure(cfg: HostConfig, plan: gw.Plan) -> list[OperationMeta]:
+def ensure(cfg: HostConfig, plan: gw.Plan) -> None:
     """The gateway on this host, for every service `plan` routes (deploy.py's, of every
     inventory host)."""
     gcfg = cfg.gateway
@@ -65,54 +65,47 @@ def ensure(cfg: HostConfig, plan: gw.Plan) -> list[OperationMeta]:
     for line in plan.left_out:
         click.echo(click.style(f"host {host.name}: gateway: left out host {line}", fg="yellow"),
                    err=True)
-    ops: list[OperationMeta] = []
     if policy.installed is None:  # apt's update only when missing
-        ops.append(apt.packages(name="Install HAProxy from the distro", packages=["haproxy"],
-                                update=True, no_recommends=True))
-    ops += [
-        files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755"),
-        files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",
-                        user="root", group="root"),
-        files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
-                        path=GP.dropin_dir, mode="0755"),
-    ]
+        apt.packages(name="Install HAProxy from the distro", packages=["haproxy"], update=True,
+                     no_recommends=True)
+    files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755")
+    files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",
+                    user="root", group="root")
+    files.directory(name=f"Create the drop-in folder {GP.unit_name}.d (yours; never written)",
+                    path=GP.dropin_dir, mode="0755")
     changes = _keys(gcfg, plan.routes)
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),
                              dest=GP.models_json, mode="0644"))
-    ops += changes
     config = gw.render_config(gcfg, plan.routes)
-    ops.append(files.put(name="Stage the gateway's HAProxy config (from the inventory)",
-                         src=io.StringIO(config), dest=f"{GP.config}.new", mode="0644"))
-    config_op = config_installed(name="Check the config with haproxy -c and put it in place",
-                                 staged=f"{GP.config}.new", dest=GP.config,
-                                 expected_sha1=sha1_text(config))
+    files.put(name="Stage the gateway's HAProxy config (from the inventory)",
+              src=io.StringIO(config), dest=f"{GP.config}.new", mode="0644")
+    changes.append(config_installed(name="Check the config with haproxy -c and put it in place",
+                                    staged=f"{GP.config}.new", dest=GP.config,
+                                    expected_sha1=sha1_text(config)))
     unit_op = files.put(name=f"Render systemd unit {GP.unit_name}",
                         src=io.StringIO(gw.render_unit()), dest=GP.unit, mode="0644")
-    ops += [config_op, unit_op]
-    changed = any(op.will_change for op in changes + [config_op])
-    ops.append(systemd.service(
+    changed = any(op.will_change for op in changes)
+    systemd.service(
         name=f"Start and enable {GP.unit_name}" + (" (reload: config changed)" if changed else ""),
         service=GP.unit_name, running=True, enabled=True, daemon_reload=unit_op.will_change,
-        restarted=unit_op.will_change, reloaded=changed and not unit_op.will_change))
+        restarted=unit_op.will_change, reloaded=changed and not unit_op.will_change)
     bind = ipaddress.ip_address(gcfg.bind_address)
     address = ("::1" if bind.version == 6 else "127.0.0.1") if bind.is_unspecified \
         else gcfg.bind_address
     models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
                        f"{'s' if len(r.upstreams) != 1 else ''})" for r in plan.routes) or "none"
-    ops.append(gateway_checked(
+    gateway_checked(
         name="Wait for the gateway's /health", address=address, port=gcfg.port,
         after_change=changed or unit_op.will_change,
-        summary=f"gateway on {bracketed(gcfg.bind_address)}:{gcfg.port} routes {models}"))
-    return ops
+        summary=f"gateway on {bracketed(gcfg.bind_address)}:{gcfg.port} routes {models}")
 
 
-def removed() -> list[OperationMeta]:
+def removed() -> None:
     """A gateway an earlier deploy put on a host whose data now has none: its unit and folder
     go; HAProxy stays installed (the uninstall removes it)."""
-    if not host.get_fact(PresentPaths, paths=[GP.unit, GP.conf_dir]):
-        return []
-    return [unit_removed(name=f"Remove the gateway {GP.unit_name} (host data has no `gateway`)",
-                         unit_name=GP.unit_name, unit_path=GP.unit, dropin_dir=GP.dropin_dir),
-            files.directory(name=f"Remove the gateway's folder {GP.conf_dir} (its config and "
-                            "keys)", path=GP.conf_dir, present=False)]
+    if host.get_fact(PresentPaths, paths=[GP.unit, GP.conf_dir]):
+        unit_removed(name=f"Remove the gateway {GP.unit_name} (host data has no `gateway`)",
+                     unit_name=GP.unit_name, unit_path=GP.unit, dropin_dir=GP.dropin_dir)
+        files.directory(name=f"Remove the gateway's folder {GP.conf_dir} (its config and keys)",
+                        path=GP.conf_dir, present=False)

@@ -10,13 +10,13 @@ from pathlib import Path
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, pip
 
-from beekeeper import hostside
 from beekeeper.core import cache
 from beekeeper.core.config import HostConfig
-from beekeeper.core.paths import HOST_VENV, HOSTSIDE_DIR, hostside_script, sha256_stamps
+from beekeeper.core.paths import HOST_VENV, hostside_script, sha256_stamps
 from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
-from beekeeper.operations.persist import kit_folder
+
+from . import smoke
 
 FETCHER = hostside_script("fetch_model.py")
 # the client the downloader was tested with: huggingface_hub 2.x needs Python 3.11 (httpx2),
@@ -44,9 +44,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
         pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")
         pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv", packages=[HF_HUB_SPEC],
                      virtualenv=HOST_VENV)
-        kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
-        files.put(name="Upload the model downloader", src=str(hostside.script("fetch_model.py")),
-                  dest=FETCHER, mode="0755")
+        smoke.install((("fetch_model.py", "Upload the model downloader"),))
     stamps = sha256_stamps(cfg.data.state_dir)
     placed = [(model, *_placed(cfg, model, stamps)) for model in wanted.values()]
     for model, _, sha256 in placed:  # not returned: a stamp is no reason to restart

@@ -75,7 +75,6 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
         nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
                                 package=driver, after_purge=upgrade),
     ]
-    # reboot where host data allows it, else stop and ask for one
     if not cfg.data.allow_reboot:
         ops.append(server.shell(
             name="Stop: the new NVIDIA driver needs a reboot",

@@ -17,7 +17,7 @@ from beekeeper.core.hostdata import NvidiaRepos
 from beekeeper.core.paths import CUDA_APT, TOOLKIT_APT, AptRepo
 from beekeeper.facts.host import AptSourcesFor
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.operations import apt_sources
+from beekeeper.operations.lifecycle import left_in_place
 
 CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
 CUDA_KEY = CUDA_REPO + "{key}"
@@ -84,8 +84,9 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
     if found is not None:
         name = found.path.rsplit("/", 1)[-1]
         return [
-            apt_sources.source_reused(name=f"Use the CUDA repository already configured ({name})",
-                                      path=found.path, signed_by=found.signed_by),
+            left_in_place(name=f"Use the CUDA repository already configured ({name})",
+                          why=f"{found.path} already provides this repository (signed by "
+                              f"{found.signed_by or 'apt'})"),
             files.file(name="Remove the kit's own CUDA source (the host has one)",
                        path=CUDA_APT.sources, present=False),
         ]

@@ -45,13 +45,11 @@ def ensure(facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
     return moved, ops
 
 
-def unsupervised(facts: HostFacts) -> list[OperationMeta]:
+def unsupervised(facts: HostFacts) -> None:
     """End the kit's servers preflight found on the services' ports with no supervisor of
     the kit's (a killed supervisord left them, or they were started by hand)."""
     pids = sorted(facts.port_orphans)
-    if not pids:
-        return []
-    return [unsupervised_ended(
-        name=f"End the kit's unsupervised server on a service's port (pid "
-             f"{', '.join(map(str, pids))}) so the service's own takes the port",
-        pids=pids)]
+    if pids:
+        unsupervised_ended(name=f"End the kit's unsupervised server on a service's port (pid "
+                                f"{', '.join(map(str, pids))}) so the service's own takes the "
+                                "port", pids=pids)

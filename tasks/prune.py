@@ -31,7 +31,8 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
         host.noop("removing services left out: skipped, another inventory host on this "
                   "machine has bad host data and what it keeps is unknown")
     wanted_ports = {s.port for s in cfg.services}
-    for name in leaving(cfg, host.get_fact(DeployedServices), kept):
+    going = leaving(cfg, host.get_fact(DeployedServices), kept)
+    for name in going:
         record = deployed_manifest(ServicePaths(name).manifest)
         port = record.port if record else None  # None: the manifest cannot be read
         first = port is None or port in wanted_ports
@@ -44,7 +45,7 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
             name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
                  "container; keep its model", service=name))
     if phase == "after" and artifact is not None:
-        ops += upgrade_cleanup(cfg, artifact, kept)
+        ops += upgrade_cleanup(cfg, artifact, set(going))
     return ops
 
 
@@ -54,11 +55,11 @@ def _runs(path: str) -> str | None:
 
 
 def kept_artifacts(cfg: HostConfig, artifact: str,
-                   kept: frozenset[str] | None) -> tuple[set[str], str | None]:
+                   going: set[str]) -> tuple[set[str], str | None]:
     """The artifacts a rollback of any service on this machine needs once this deploy is
-    done, or (set(), why) when one of them cannot be known."""
+    done (`going`: the services it removes), or (set(), why) when one of them cannot be
+    known."""
     mine = {s.name for s in cfg.services}
-    going = set(leaving(cfg, host.get_fact(DeployedServices), kept))
     keep = {artifact} if artifact else set()
     for name in host.get_fact(DeployedServices):
         if name in going:
@@ -80,10 +81,9 @@ def kept_artifacts(cfg: HostConfig, artifact: str,
     return keep, None
 
 
-def upgrade_cleanup(cfg: HostConfig, artifact: str,
-                    kept: frozenset[str] | None) -> list[OperationMeta]:
+def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> list[OperationMeta]:
     """Remove the native builds, source trees and build folders no rollback needs."""
-    keep, unknown = kept_artifacts(cfg, artifact, kept)
+    keep, unknown = kept_artifacts(cfg, artifact, going)
     if unknown:
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
         return []

@@ -37,7 +37,6 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     """Returns the image tag the service should run, and the operations queued."""
     spec, tag, slug = spec_for(cfg, facts)
     build_dir = f"{cfg.data.state_dir}/build/{slug}"
-    # base images saved on the controller, loaded where the host lacks them
     result: list[OperationMeta] = []
     for image, tar in (cfg.data.preload_images or {}).items():
         if not Path(tar).exists():
@@ -65,12 +64,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                                          dockerfile=f"{build_dir}/Dockerfile",
                                          context_dir=source.tree_dir(cfg), log_path=log,
                                          jobs=spec.jobs, proxy_vars=facts.proxy_vars))
-    result.append(prune(cfg, tag))
-    return tag, result
-
-
-def prune(cfg: HostConfig, tag: str) -> OperationMeta:
-    """Keep the newest two server images, and always the running and rollback ones."""
+    # the newest two server images stay, and always the running and rollback ones
     keep = [tag, *(r.image for s in cfg.services for r in deployed_records(s.name))]
-    return docker_ops.images_pruned(name="Remove server images beyond the newest two",
-                                    repo=cfg.image_repo, keep=keep)
+    result.append(docker_ops.images_pruned(name="Remove server images beyond the newest two",
+                                           repo=cfg.image_repo, keep=keep))
+    return tag, result

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import shlex
 
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
@@ -22,10 +21,8 @@ from beekeeper.core.render import render, sd_quote
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
 from beekeeper.operations import secrets
-from beekeeper.operations.secrets import sha1_text
+from beekeeper.operations.shell import q
 from beekeeper.operations.supervisor import program_running
-
-q = shlex.quote
 
 
 def server_args(cfg: HostConfig, rt: Runtime, svc: ServiceConfig) -> list[str]:
@@ -134,8 +131,8 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     unit_path = rt.unit_file(p)
     running_sha = host.get_fact(Sha1File, path=unit_path)
     running_compose_sha = host.get_fact(Sha1File, path=p.compose_file)
-    files_change = running_sha != sha1_text(new_unit) or running_compose_sha != (
-        sha1_text(new_compose) if new_compose is not None else None)
+    files_change = running_sha != secrets.sha1_text(new_unit) or running_compose_sha != (
+        secrets.sha1_text(new_compose) if new_compose is not None else None)
     # A new image tag or new flags change a rendered file; a replaced model changes upstream.
     changed = files_change or any(op.will_change for op in upstream + secret_ops)
     if changed:

@@ -5,7 +5,6 @@ server that fails is rolled back to the previous unit.
 
 from __future__ import annotations
 
-from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files
 
 from beekeeper import hostside
@@ -16,19 +15,21 @@ from beekeeper.operations.persist import kit_folder
 from beekeeper.operations.smoke import smoke_checked
 
 
-def install() -> list[OperationMeta]:
-    """The host-side smoke check and rollback (beekeeper/hostside)."""
-    ops = [kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)]
-    for name, what in (("hostcheck.py", "smoke check"), ("rollback.py", "rollback")):
-        ops.append(files.put(name=f"Install the host-side {what}", src=str(hostside.script(name)),
-                             dest=hostside_script(name), mode="0755"))
-    return ops
+def install(scripts: tuple[tuple[str, str], ...] = (
+        ("hostcheck.py", "Install the host-side smoke check"),
+        ("rollback.py", "Install the host-side rollback"))) -> None:
+    """Host-side scripts (beekeeper/hostside), as (script, operation name): by default the
+    smoke check and rollback."""
+    kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
+    for script, name in scripts:
+        files.put(name=name, src=str(hostside.script(script)), dest=hostside_script(script),
+                  mode="0755")
 
 
-def check(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, changed: bool) -> OperationMeta:
+def check(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, changed: bool) -> None:
     """The smoke check of `svc`, run by `rt` (HostFacts.runtime)."""
     paths = ServicePaths(svc.name)
-    return smoke_checked(
+    smoke_checked(
         name=f"Wait for /health on port {svc.port} and smoke-check the API",
         port=svc.port, paths=paths, timeout_s=cfg.data.health_timeout_s, after_change=changed,
         api_key_file=paths.api_key if svc.api_key_file else None,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 
 from pyinfra import host
-from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server
 
@@ -52,50 +51,40 @@ def start(root: str | None) -> str:
                   supervisord=LAUNCHERS[0][1], log=SUPERVISORD_LOG)
 
 
-def ensure(facts: HostFacts, restart: bool = False) -> list[OperationMeta]:
+def ensure(facts: HostFacts, restart: bool = False) -> None:
     """supervisord installed, configured and running, and the start script a restarted
     container runs; `restart`: an earlier operation of this run stopped supervisord."""
     python = facts.tools.python3 if facts.tools else None
     assert python, "preflight refuses runtime supervisor without python3"
     tarball = sv.package_tarball()
     version = tarball.name.removeprefix("supervisor-").removesuffix(".tar.gz")
-    ops: list[OperationMeta] = [
+    for d in (SUPERVISOR_HOME, SUPERVISOR_BIN, SUPERVISOR_CONF_DIR, SUPERVISOR_PROGRAMS):
         files.directory(name=f"Create {d}", path=d, mode="0755")
-        for d in (SUPERVISOR_HOME, SUPERVISOR_BIN, SUPERVISOR_CONF_DIR, SUPERVISOR_PROGRAMS)
-    ]
-    ops.append(kit_folder(name=f"Create {LOG_DIR}", path=LOG_DIR))  # a link on a pod's root
+    kit_folder(name=f"Create {LOG_DIR}", path=LOG_DIR)  # a link on a pod's root
     upload = files.put(name=f"Upload supervisor {version} (the controller's package, no index)",
                        src=str(tarball), dest=f"{SUPERVISOR_HOME}/{tarball.name}", mode="0644")
-    ops.append(upload)
     if upload.will_change or not host.get_fact(File, path=f"{LIB}/supervisor/version.txt"):
-        ops.append(server.shell(
-            name=f"Unpack supervisor {version} into {LIB}",
-            commands=[f"rm -rf {LIB}.new && mkdir -p {LIB}.new && tar -xzf "
-                      f"{SUPERVISOR_HOME}/{tarball.name} -C {LIB}.new && rm -rf {LIB} && "
-                      f"mv {LIB}.new {LIB}"]))
+        server.shell(name=f"Unpack supervisor {version} into {LIB}",
+                     commands=[f"rm -rf {LIB}.new && mkdir -p {LIB}.new && tar -xzf "
+                               f"{SUPERVISOR_HOME}/{tarball.name} -C {LIB}.new && rm -rf {LIB} && "
+                               f"mv {LIB}.new {LIB}"])
     config = render("supervisord.conf.j2", socket=SUPERVISOR_SOCKET, pidfile=SUPERVISOR_PIDFILE,
                     log_dir=LOG_DIR, supervisord_log=SUPERVISORD_LOG,
                     programs=SUPERVISOR_PROGRAMS)
     conf = files.put(name=f"Render {SUPERVISOR_CONF}", src=io.StringIO(config),
                      dest=SUPERVISOR_CONF, mode="0644")
-    ops.append(conf)
     for link, dest, tool in LAUNCHERS:
-        ops.append(files.put(name=f"Install the launcher {dest} ({python})",
-                             src=io.StringIO(sv.launcher(tool, python, LIB)), dest=dest,
-                             mode="0755"))
-        ops.append(linked(name=f"Link {link} to it", path=link, target=dest,
-                          keep_contents=False))
+        files.put(name=f"Install the launcher {dest} ({python})",
+                  src=io.StringIO(sv.launcher(tool, python, LIB)), dest=dest, mode="0755")
+        linked(name=f"Link {link} to it", path=link, target=dest, keep_contents=False)
     root = facts.persistent_root
     if root:  # the server user's ids, for the start script where /etc/passwd was reset
-        ops.append(files.directory(
+        files.directory(
             name=f"Create {owner_mark(root)} (owned by the server's user: its ids for the "
                  "start script)", path=owner_mark(root), user="beekeeper", group="beekeeper",
-            mode="0755"))
-    ops.append(files.put(
-        name=f"Install the start script {start_script(root)} (what the container's start "
-             "command runs after a restart)", src=io.StringIO(start(root)),
-        dest=start_script(root), mode="0755"))
-    ops.append(supervisord_running(
-        name="Start supervisord", config_changed=conf.will_change or upload.will_change
-        or restart))
-    return ops
+            mode="0755")
+    files.put(name=f"Install the start script {start_script(root)} (what the container's start "
+                   "command runs after a restart)", src=io.StringIO(start(root)),
+              dest=start_script(root), mode="0755")
+    supervisord_running(name="Start supervisord",
+                        config_changed=conf.will_change or upload.will_change or restart)
