@@ -16,7 +16,7 @@ from pyinfra.operations import files, server, systemd
 from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.container import ContainerSpec, compose_service, docker_run
 from beekeeper.core.deployed import RECORD_VERSION, DeployedService
-from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.core.paths import SERVER_USER, ServicePaths, prev
 from beekeeper.core.render import render, sd_quote
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
@@ -53,8 +53,8 @@ def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
     key literally."""
     spec = container(cfg, rt, svc, artifact)
     p = ServicePaths(svc.name)
-    launch = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
-              '--pdeathsig KILL -- "$@"')
+    launch = (f'exec setpriv --reuid={SERVER_USER} --regid={SERVER_USER} --init-groups '
+              '--no-new-privs --pdeathsig KILL -- "$@"')
     if svc.api_key_file:
         launch = f"IFS= read -r LLAMA_API_KEY < {q(p.api_key)} && export LLAMA_API_KEY && {launch}"
     return render(rt.template, docker_flavour=docker_flavour, spec=spec,
@@ -62,7 +62,7 @@ def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
                   container=spec.name, binary=artifact, model_dir=spec.model_dir,
                   args=list(spec.args), gpu=spec.gpu, conf_dir=p.conf_dir, paths=p,
                   env_file=spec.env_file, program=p.program, log_file=p.server_log,
-                  launch=launch)
+                  launch=launch, user=SERVER_USER)
 
 
 def render_compose(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> str:
