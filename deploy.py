@@ -63,9 +63,9 @@ def deploy_host() -> None:
     check_token_file(cfg)
 
     # a GPU pod's persistent root: linked before anything is written there
-    moved, _ = persist.ensure(facts)
+    moved = persist.ensure(facts)
     docker_engine.ensure(cfg, facts)
-    reboot_pending, _ = nvidia_driver.ensure(cfg, facts)
+    reboot_pending = nvidia_driver.ensure(cfg, facts)
     # a new driver needs a reboot before anything can use the GPU
     gpu_ops = [] if reboot_pending else (cuda_toolkit.ensure(cfg, facts)
                                          + container_toolkit.ensure(cfg, facts))
@@ -91,7 +91,7 @@ def deploy_host() -> None:
         smoke.install()
         persist.unsupervised(facts)
         for svc in cfg.services:
-            changed, _ = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
+            changed = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
             smoke.check(cfg, facts.runtime, svc, changed)
         # what no rollback needs goes, once every kept service passed its smoke check
         prune.ensure(cfg, "after", artifact, kept)

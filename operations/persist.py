@@ -11,7 +11,7 @@ from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.exceptions import OperationError
 
-from beekeeper.core.paths import NATIVE_PREFIX
+from beekeeper.core.paths import NATIVE_PREFIX, SERVER_USER
 from beekeeper.facts.host import exe_sh
 from beekeeper.facts.persist import PathKinds
 
@@ -66,7 +66,7 @@ def unsupervised_ended(pids: list[int]):
     pre = q(NATIVE_PREFIX)
     for pid in pids:
         # still the kit's: user beekeeper, its binary in the native builds' folder (linked or not)
-        kits = (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = beekeeper ] && "
+        kits = (f"[ \"$(stat -c %U /proc/{pid} 2>/dev/null)\" = {SERVER_USER} ] && "
                 f"{{ {exe_sh(str(pid), 'readlink -f')}; }} && real=$(readlink -f {pre}) && "
                 f"case \"$exe\" in \"$real\"/*|{pre}/*) true;; *) false;; esac")
         yield (f"if {kits}; then kill -TERM {pid}; for i in $(seq 50); do "

@@ -12,7 +12,7 @@ from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.native import install_dir, shell_script
-from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX
+from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX, SERVER_USER
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import native as native_ops
 
@@ -30,8 +30,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
             name=f"Install the build tools the host lacks ({', '.join(facts.install_tools)})",
             packages=list(facts.install_tools), no_recommends=True, cache_time=24 * 3600))
     ops += [
-        server.group(name="Create the beekeeper group", group="beekeeper", system=True),
-        server.user(name="Create the beekeeper user", user="beekeeper", group="beekeeper",
+        server.group(name="Create the beekeeper group", group=SERVER_USER, system=True),
+        server.user(name="Create the beekeeper user", user=SERVER_USER, group=SERVER_USER,
                     system=True, home="/nonexistent", create_home=False, ensure_home=False,
                     shell="/usr/sbin/nologin"),
         files.directory(name=f"Create {NATIVE_PREFIX}", path=NATIVE_PREFIX, mode="0755"),

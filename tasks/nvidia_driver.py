@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 
 from pyinfra import host
-from pyinfra.api.operation import OperationMeta
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, files, server
 
@@ -35,17 +34,18 @@ def needs_driver(cfg: HostConfig, facts: HostFacts) -> bool:
     return facts.pci_nvidia_gpus > 0
 
 
-def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
-    """Returns (stopped for a reboot or a second run, operations)."""
+def ensure(cfg: HostConfig, facts: HostFacts) -> bool:
+    """Returns whether the deploy stops for a reboot or a second run."""
     # a host an earlier beekeeper deployed holds the driver packages it installed (its record
     # names them): released, so the branch's updates come in; the branch pin stays
     held = [] if facts.wsl.is_wsl2 else \
         nvidia.kit_driver_holds(host.get_fact(FileContents, path=HOLDS_RECORD) or [])
-    released = [nvidia.kit_driver_holds_released(
-        name=f"Release the holds an earlier beekeeper set on {len(held)} NVIDIA driver "
-             "packages (the branch pin keeps the branch; its updates come in)")] if held else []
+    if held:
+        nvidia.kit_driver_holds_released(
+            name=f"Release the holds an earlier beekeeper set on {len(held)} NVIDIA driver "
+                 "packages (the branch pin keeps the branch; its updates come in)")
     if not needs_driver(cfg, facts):
-        return False, released
+        return False
     branch = driver_branch_to_install(cfg, facts.cuda_version)
     pinning = f"nvidia-driver-pinning-{branch}"
     driver = driver_package(cfg.data.driver_flavour)
@@ -53,63 +53,58 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[bool, list[OperationMeta]
     meta = headers_meta(facts.os.as_mapping(), facts.wsl.kernel_release)
     headers += [meta] if meta else []
     upgrade = facts.driver_action == "upgrade"
-    ops = released + nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
-    ops += _debian_steps(facts, [pinning, driver], branch, upgrade,
-                         older_branch_advice(cfg, branch, facts.cuda_version))
-    ops += [
-        files.put(name="Blacklist nouveau (it would hold the GPU)",
-                  src=io.StringIO(NOUVEAU_BLACKLIST.text), dest=NOUVEAU_BLACKLIST.path,
-                  mode="0644"),
-        apt.packages(name=f"Install the kernel headers ({', '.join(headers)})",
-                     packages=headers, update=True if upgrade or facts.os.id == "debian"
-                     else bool(missing_packages([*headers, pinning, driver])),
-                     no_recommends=True),
-    ]
+    nvidia_repos.cuda_repo(nvidia_repos.repos(cfg, facts))
+    _debian_steps(facts, [pinning, driver], branch, upgrade,
+                  older_branch_advice(cfg, branch, facts.cuda_version))
+    files.put(name="Blacklist nouveau (it would hold the GPU)",
+              src=io.StringIO(NOUVEAU_BLACKLIST.text), dest=NOUVEAU_BLACKLIST.path,
+              mode="0644")
+    apt.packages(name=f"Install the kernel headers ({', '.join(headers)})",
+                 packages=headers, update=True if upgrade or facts.os.id == "debian"
+                 else bool(missing_packages([*headers, pinning, driver])),
+                 no_recommends=True)
     if upgrade:
         version = (facts.gpu.driver_version if facts.gpu else None) or "?"
-        ops.append(nvidia.driver_purged(
-            name=f"Purge the installed NVIDIA driver ({version}, upgrade_driver)", branch=branch))
-    ops += [
-        apt.packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
-                     packages=[pinning], no_recommends=True),
-        nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
-                                package=driver, after_purge=upgrade),
-    ]
+        nvidia.driver_purged(
+            name=f"Purge the installed NVIDIA driver ({version}, upgrade_driver)", branch=branch)
+    apt.packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
+                 packages=[pinning], no_recommends=True)
+    nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
+                            package=driver, after_purge=upgrade)
     if not cfg.data.allow_reboot:
-        ops.append(server.shell(
+        server.shell(
             name="Stop: the new NVIDIA driver needs a reboot",
             commands=["echo 'beekeeper: NVIDIA driver installed; reboot the host, then deploy "
-                      "again (or set allow_reboot = True in host data)' >&2; exit 1"]))
-        return True, ops
-    ops.append(server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
-                             delay=10, reboot_timeout=600))
+                      "again (or set allow_reboot = True in host data)' >&2; exit 1"])
+        return True
+    server.reboot(name="Reboot to load the NVIDIA driver (allow_reboot)",
+                  delay=10, reboot_timeout=600)
     if facts.cuda_arch or facts.compute_cap:  # cuda_arch, or an upgraded driver's
-        return False, ops
+        return False
     # the build's arch is fixed when the deploy is planned, before nvidia-smi existed (a
     # fallback sm_89 image would not run on an RTX 3090); re-reading facts would need a
     # second planning pass in one pyinfra run, so: stop and ask for a second run
-    ops.append(server.shell(
+    server.shell(
         name="Stop: the GPU arch is known only now; deploy again",
         commands=["echo 'beekeeper: NVIDIA driver installed and the host rebooted; its "
                   "GPU arch was unknown when this run was planned: deploy again (or set "
-                  "cuda_arch in host data)' >&2; exit 1"]))
-    return True, ops
+                  "cuda_arch in host data)' >&2; exit 1"])
+    return True
 
 
 def _debian_steps(facts: HostFacts, packages: list[str], branch: int,
-                  upgrade: bool, older: str) -> list[OperationMeta]:
+                  upgrade: bool, older: str) -> None:
     """Debian: the contrib archive area; Debian 12: apt's answer to whether the driver
     packages install with its dkms. Not asked in preflight: apt knows what NVIDIA's repository
     requires and offers only once it and contrib are in its lists (Debian's own dkms 3.0.10
     alone would refuse hosts that work), so it is asked right after those two additive
     changes, before anything that touches the driver or the boot (ensure's order)."""
     if facts.os.id != "debian":
-        return []
-    ops = [apt_sources.component_enabled(
+        return
+    apt_sources.component_enabled(
         name="Enable Debian's contrib archive area (NVIDIA's Debian steps)",
-        component="contrib")]
+        component="contrib")
     if facts.os.version_id == "12":
-        ops.append(nvidia.driver_installable(
+        nvidia.driver_installable(
             name="Check that Debian 12's dkms can take the driver packages",
-            packages=packages, branch=branch, replacing=upgrade, older=older))
-    return ops
+            packages=packages, branch=branch, replacing=upgrade, older=older)

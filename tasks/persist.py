@@ -6,7 +6,6 @@ PERSISTED) become links into it before anything is written there.
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import server
 
 from beekeeper.core import supervisor as sv
@@ -18,31 +17,30 @@ from beekeeper.operations.persist import linked, unsupervised_ended
 from beekeeper.operations.supervisor import supervisord_running
 
 
-def ensure(facts: HostFacts) -> tuple[bool, list[OperationMeta]]:
+def ensure(facts: HostFacts) -> bool:
     """The kit's folders linked into the persistent root; whether folders moved (then
     supervisord, which had its files open there, is stopped for the move and started again
     at once, so its service serves on while the build runs)."""
     root = facts.persistent_root
     if not root:
-        return False, []
-    ops: list[OperationMeta] = []
+        return False
     # a kit folder that is a real folder now: its contents move into the root
     links = persisted_links(root)
     kinds = host.get_fact(PathKinds, paths=[path for path, _ in links])
     moved = any(k.kind == "dir" for k in kinds.values())
     stopped = moved and host.get_fact(SupervisorPrograms) is not None
     if stopped:
-        ops.append(server.shell(
+        server.shell(
             name="Stop the kit's supervisord while its folders move onto the persistent root",
-            commands=[sv.shutdown_line()]))
+            commands=[sv.shutdown_line()])
     for path, target in links:
-        ops.append(linked(name=f"Keep {path} on the persistent root ({target})", path=path,
-                          target=target))
+        linked(name=f"Keep {path} on the persistent root ({target})", path=path,
+               target=target)
     if stopped:
-        ops.append(supervisord_running(
+        supervisord_running(
             name="Start the kit's supervisord again, its folders on the persistent root",
-            config_changed=True))
-    return moved, ops
+            config_changed=True)
+    return moved
 
 
 def unsupervised(facts: HostFacts) -> None:

@@ -34,6 +34,7 @@ from beekeeper.core.paths import (
     LOG_DIR,
     MODEL_DIR,
     NATIVE_PREFIX,
+    SERVER_USER,
     STATE_DIR,
     SUPERVISOR_PIDFILE,
     ServicePaths,
@@ -287,10 +288,6 @@ def _over_budget(cfg: HostConfig, svc: ServiceConfig, pred: Prediction, budget_m
         f"{pred.cuda_context_mib:.0f} MiB",
         f"profiles that fit{with_slots}: {', '.join(fits) or 'none'}{more}; or raise "
         "vram_budget_gib", lead=" ", then="; ")
-
-
-# the user the kit's server runs as (tasks/native.py makes it)
-SERVER_USER = "beekeeper"
 
 
 def classify_port_owner(owner: PortOwner, info: PortOwnersInfo, rt: Runtime,

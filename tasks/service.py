@@ -16,7 +16,7 @@ from pyinfra.operations import files, server, systemd
 from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.container import ContainerSpec, compose_service, docker_run
 from beekeeper.core.deployed import RECORD_VERSION, DeployedService
-from beekeeper.core.paths import ServicePaths, prev
+from beekeeper.core.paths import SERVER_USER, ServicePaths, prev
 from beekeeper.core.render import render, sd_quote
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
@@ -53,8 +53,8 @@ def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
     key literally."""
     spec = container(cfg, rt, svc, artifact)
     p = ServicePaths(svc.name)
-    launch = ('exec setpriv --reuid=beekeeper --regid=beekeeper --init-groups --no-new-privs '
-              '--pdeathsig KILL -- "$@"')
+    launch = (f'exec setpriv --reuid={SERVER_USER} --regid={SERVER_USER} --init-groups '
+              '--no-new-privs --pdeathsig KILL -- "$@"')
     if svc.api_key_file:
         launch = f"IFS= read -r LLAMA_API_KEY < {q(p.api_key)} && export LLAMA_API_KEY && {launch}"
     return render(rt.template, docker_flavour=docker_flavour, spec=spec,
@@ -62,7 +62,7 @@ def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
                   container=spec.name, binary=artifact, model_dir=spec.model_dir,
                   args=list(spec.args), gpu=spec.gpu, conf_dir=p.conf_dir, paths=p,
                   env_file=spec.env_file, program=p.program, log_file=p.server_log,
-                  launch=launch)
+                  launch=launch, user=SERVER_USER)
 
 
 def render_compose(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> str:
@@ -108,14 +108,16 @@ def _rollback_copy(p: ServicePaths, running: bool, what: str) -> OperationMeta:
 
 
 def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
-           upstream: list[OperationMeta]) -> tuple[bool, list[OperationMeta]]:
-    """Returns whether this run changes the service, and the operations queued."""
+           upstream: list[OperationMeta]) -> bool:
+    """Returns whether this run changes the service."""
     p = ServicePaths(svc.name)
-    ops = [files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")]
-    ops += [files.directory(name=f"Create the drop-in folder {p.unit_name}.d (yours; never "
-                                 "written)", path=d, mode="0755") for d in rt.dropins(p)]
-    ops += [files.file(name=f"Create {f} (yours; created empty, never written)", path=f,
-                       present=True, touch=False) for f in rt.overrides(p)]
+    files.directory(name=f"Create {p.conf_dir}", path=p.conf_dir, mode="0755")
+    for d in rt.dropins(p):
+        files.directory(name=f"Create the drop-in folder {p.unit_name}.d (yours; never "
+                             "written)", path=d, mode="0755")
+    for f in rt.overrides(p):
+        files.file(name=f"Create {f} (yours; created empty, never written)", path=f,
+                   present=True, touch=False)
     new_unit = render_unit(cfg, rt, svc, image, host.get_fact(DockerEngine).flavour)
     new_compose = render_compose(cfg, rt, svc, image) if rt.compose else None
     secret_ops: list[OperationMeta] = []
@@ -127,7 +129,6 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
                                     src=svc.api_key_file, key_path=p.api_key,
                                     env_path=p.secrets_env, quoted=rt.env_quoted),
         ]
-    ops += secret_ops
     unit_path = rt.unit_file(p)
     running_sha = host.get_fact(Sha1File, path=unit_path)
     running_compose_sha = host.get_fact(Sha1File, path=p.compose_file)
@@ -136,30 +137,29 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     # A new image tag or new flags change a rendered file; a replaced model changes upstream.
     changed = files_change or any(op.will_change for op in upstream + secret_ops)
     if changed:
-        ops.append(_rollback_copy(p, running=running_sha is not None,
-                                  what=os.path.basename(unit_path)))
+        _rollback_copy(p, running=running_sha is not None,
+                       what=os.path.basename(unit_path))
     if new_compose is not None:
-        ops.append(files.put(name=f"Render the compose file {p.compose_file}",
-                             src=io.StringIO(new_compose), dest=p.compose_file, mode="0644"))
+        files.put(name=f"Render the compose file {p.compose_file}",
+                  src=io.StringIO(new_compose), dest=p.compose_file, mode="0644")
     elif running_compose_sha is not None:
         # left by an earlier runtime "compose" (`.prev` keeps it)
-        ops.append(files.file(name=f"Remove {p.compose_file} (runtime {rt.runtime})",
-                              path=p.compose_file, present=False))
+        files.file(name=f"Remove {p.compose_file} (runtime {rt.runtime})",
+                   path=p.compose_file, present=False)
     unit_op = files.put(name=f"Render {rt.described(p)}", src=io.StringIO(new_unit), dest=unit_path,
                         mode="0644")
-    ops.append(unit_op)
-    ops.append(files.put(name=f"Record what {rt.known_by(p)} runs (deployed.json)",
-                         src=io.StringIO(record(cfg, rt, svc, image).to_json()),
-                         dest=p.manifest, mode="0644"))
+    files.put(name=f"Record what {rt.known_by(p)} runs (deployed.json)",
+              src=io.StringIO(record(cfg, rt, svc, image).to_json()),
+              dest=p.manifest, mode="0644")
     # a first start is no restart
     why = " (restart: inputs changed)" if changed and running_sha is not None else ""
     if rt.supervised:
-        ops.append(program_running(
+        program_running(
             name=f"Start {p.program} under supervisord{why}",
-            program=p.program, conf_changed=unit_op.will_change, restarted=changed))
+            program=p.program, conf_changed=unit_op.will_change, restarted=changed)
     else:
-        ops.append(systemd.service(
+        systemd.service(
             name=f"Start and enable {p.unit_name}{why}",
             service=p.unit_name, running=True, enabled=True, restarted=changed,
-            daemon_reload=unit_op.will_change))
-    return changed, ops
+            daemon_reload=unit_op.will_change)
+    return changed

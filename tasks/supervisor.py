@@ -14,6 +14,7 @@ from pyinfra.operations import files, server
 from beekeeper.core import supervisor as sv
 from beekeeper.core.paths import (
     LOG_DIR,
+    SERVER_USER,
     SUPERVISOR_BIN,
     SUPERVISOR_CONF,
     SUPERVISOR_CONF_DIR,
@@ -48,7 +49,7 @@ def start(root: str | None) -> str:
                   links=persisted_links(root) if root else [],
                   launchers=[(path, target) for path, target, _ in LAUNCHERS],
                   owner=owner_mark(root) if root else "", ctl=SUPERVISORCTL,
-                  supervisord=LAUNCHERS[0][1], log=SUPERVISORD_LOG)
+                  supervisord=LAUNCHERS[0][1], log=SUPERVISORD_LOG, user=SERVER_USER)
 
 
 def ensure(facts: HostFacts, restart: bool = False) -> None:
@@ -81,7 +82,7 @@ def ensure(facts: HostFacts, restart: bool = False) -> None:
     if root:  # the server user's ids, for the start script where /etc/passwd was reset
         files.directory(
             name=f"Create {owner_mark(root)} (owned by the server's user: its ids for the "
-                 "start script)", path=owner_mark(root), user="beekeeper", group="beekeeper",
+                 "start script)", path=owner_mark(root), user=SERVER_USER, group=SERVER_USER,
             mode="0755")
     files.put(name=f"Install the start script {start_script(root)} (what the container's start "
                    "command runs after a restart)", src=io.StringIO(start(root)),

@@ -38,6 +38,7 @@ from beekeeper.core.paths import (
     NOUVEAU_BLACKLIST,
     OPT_ROOT,
     PERSISTED,
+    SERVER_USER,
     SRV_ROOT,
     START_SCRIPT,
     STATE_DIR,
@@ -321,7 +322,7 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> lis
     result += changed_files
     result += components(driver_kept)
     result.append(ops_.account_removed(name="Remove the beekeeper user and group (native mode)",
-                                       account="beekeeper"))
+                                       account=SERVER_USER))
     result += packages(pk, why_kept)
     toolkit = container_toolkit_traces(pk, driver_kept)
     result += toolkit
