@@ -7,7 +7,6 @@ and applied by a reload. Keys are root-only files, never on a command line or in
 from __future__ import annotations
 
 import io
-import ipaddress
 
 import click
 from pyinfra import host
@@ -90,14 +89,11 @@ def ensure(cfg: HostConfig, plan: gw.Plan) -> None:
         name=f"Start and enable {GP.unit_name}" + (" (reload: config changed)" if changed else ""),
         service=GP.unit_name, running=True, enabled=True, daemon_reload=unit_op.will_change,
         restarted=unit_op.will_change, reloaded=changed and not unit_op.will_change)
-    bind = ipaddress.ip_address(gcfg.bind_address)
-    address = ("::1" if bind.version == 6 else "127.0.0.1") if bind.is_unspecified \
-        else gcfg.bind_address
     models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
                        f"{'s' if len(r.upstreams) != 1 else ''})" for r in plan.routes) or "none"
     gateway_checked(
-        name="Wait for the gateway's /health", address=address, port=gcfg.port,
-        after_change=changed or unit_op.will_change,
+        name="Wait for the gateway's /health", address=gw.local_address(gcfg.bind_address),
+        port=gcfg.port, after_change=changed or unit_op.will_change,
         summary=f"gateway on {bracketed(gcfg.bind_address)}:{gcfg.port} routes {models}")
 
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from beekeeper.core.container import MODELS, model_path
+from beekeeper.core.container import confined, model_path
 from beekeeper.core.deployed import DeployedService, RecordError
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
@@ -227,13 +227,10 @@ def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
     if image is None:
         env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
         return [*env, bench], model, f"test -x {shlex.quote(bench)}"
-    out = ["docker", "run", "--rm", "--init", "--volume",
-           f"{posixpath.dirname(model)}:{MODELS}:ro",
-           "--read-only", "--tmpfs", "/tmp",  # noqa: S108 (the unit's own tmpfs)
-           "--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
-    if profile.backend == "cuda":
-        gpu = engine_gpu or "all"
-        out += ["--gpus", "all" if gpu == "all" else f"device={gpu}"]
+    gpus = (None if profile.backend != "cuda" else
+            "all" if (engine_gpu or "all") == "all" else f"device={engine_gpu}")
+    out = ["docker", "run", "--rm",
+           *[w for line in confined(posixpath.dirname(model), gpus) for w in line]]
     return ([*out, "--entrypoint", bench, image], model_path(posixpath.basename(model)),
             f"docker run --rm --entrypoint /bin/sh {shlex.quote(image)} -c "
             f"{shlex.quote('test -x ' + shlex.quote(bench))}")

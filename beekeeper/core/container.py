@@ -46,6 +46,11 @@ class Image:
 
 
 IMAGE = Image()
+# the hardening of every container of the image, the service's and verify's llama-bench
+# (`confined`); its user is the image's (IMAGE)
+TMPFS = "/tmp"  # noqa: S108 (a tmpfs of the container's own)
+SECURITY_OPT = "no-new-privileges"
+CAP_DROP = "ALL"
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,6 @@ class ContainerSpec:
     profile: str
     env_file: str | None = None  # root-only file with the API key (LLAMA_API_KEY)
     gpu: bool = False  # every NVIDIA GPU of the host
-    # the hardening, the same for every service (its user is the image's: IMAGE)
-    read_only: bool = True
-    tmpfs: tuple[str, ...] = ("/tmp",)  # noqa: S108 (a tmpfs of the container's own)
-    security_opt: tuple[str, ...] = ("no-new-privileges",)
-    cap_drop: tuple[str, ...] = ("ALL",)
-    init: bool = True
     stop_timeout_s: int = 20  # SIGTERM, then SIGKILL after this
 
     @property
@@ -80,18 +79,22 @@ def model_path(filename: str) -> str:
     return f"{MODELS}/{filename}"
 
 
+def confined(model_dir: str, gpus: str | None = None,
+             quote: Callable[[str], str] = str) -> list[list[str]]:
+    """`docker run`'s hardening of a container of the image, the model folder mounted and
+    `gpus` (docker's --gpus value) when given; a group of words a line, quoted."""
+    return [["--init"], ["--volume", quote(f"{model_dir}:{MODELS}:ro")],
+            ["--read-only", "--tmpfs", quote(TMPFS)],
+            ["--security-opt", quote(SECURITY_OPT), "--cap-drop", quote(CAP_DROP)],
+            *([["--gpus", gpus]] if gpus else [])]
+
+
 def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = str) -> list[list[str]]:
     """The arguments of `docker run` for this container, a group of words a line, each value
     through `quote` (systemd's, for a unit). User and health check are the image's."""
-    lines = [["--rm", "--name", quote(spec.name), *(["--init"] if spec.init else [])],
-             ["--publish", f"{quote(bracketed(spec.bind_address))}:{spec.port}:{PORT}"],
-             ["--volume", quote(f"{spec.model_dir}:{MODELS}:ro")],
-             [*(["--read-only"] if spec.read_only else []),
-              *[w for t in spec.tmpfs for w in ("--tmpfs", quote(t))]],
-             [*[w for o in spec.security_opt for w in ("--security-opt", quote(o))],
-              *[w for c in spec.cap_drop for w in ("--cap-drop", quote(c))]]]
-    if spec.gpu:
-        lines.append(["--gpus", "all"])
+    init, *rest = confined(spec.model_dir, "all" if spec.gpu else None, quote)
+    lines = [["--rm", "--name", quote(spec.name), *init],
+             ["--publish", f"{quote(bracketed(spec.bind_address))}:{spec.port}:{PORT}"], *rest]
     if spec.env_file:
         lines.append(["--env-file", quote(spec.env_file)])
     lines += [["--label", quote(f"{k}={v}")] for k, v in spec.labels]
@@ -104,9 +107,9 @@ def compose_service(spec: ContainerSpec) -> dict:
     never pulled; systemd owns restarts (one owner), so compose's restart is "no"."""
     service: dict = {
         "image": spec.image, "pull_policy": "never", "container_name": spec.name,
-        "command": list(spec.args), "init": spec.init, "user": f"{IMAGE.uid}:{IMAGE.gid}",
-        "read_only": spec.read_only, "tmpfs": list(spec.tmpfs),
-        "security_opt": list(spec.security_opt), "cap_drop": list(spec.cap_drop),
+        "command": list(spec.args), "init": True, "user": f"{IMAGE.uid}:{IMAGE.gid}",
+        "read_only": True, "tmpfs": [TMPFS], "security_opt": [SECURITY_OPT],
+        "cap_drop": [CAP_DROP],
         "ports": [{"target": PORT, "host_ip": spec.bind_address, "published": str(spec.port),
                    "protocol": "tcp"}],
         "volumes": [{"type": "bind", "source": spec.model_dir, "target": MODELS,

@@ -74,14 +74,18 @@ def _is_local_name(name: str) -> bool:
     return name.startswith("@local") or name in ("localhost",)
 
 
+def local_address(bind_address: str) -> str:
+    """Where its own box reaches a listener on `bind_address`: loopback for a wildcard bind."""
+    bind = ipaddress.ip_address(bind_address)
+    return str(bind) if not bind.is_unspecified else "::1" if bind.version == 6 else "127.0.0.1"
+
+
 def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
                      svc: ServiceConfig) -> str:
     """Where the gateway on `gw_host` reaches `svc` of `host`; ConfigError when it cannot."""
+    if host == gw_host:  # the same box
+        return local_address(svc.bind_address)
     bind = ipaddress.ip_address(svc.bind_address)
-    if host == gw_host:  # the same box: its own address, or loopback for a wildcard bind
-        if bind.is_unspecified:
-            return "::1" if bind.version == 6 else "127.0.0.1"
-        return str(bind)
     if cfg.data.gateway_address:  # a private address, or an SSH forward on the gateway's side
         return cfg.data.gateway_address
     where = (f"on {host}: set gateway_address to the address the gateway reaches it at "

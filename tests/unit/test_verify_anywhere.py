@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from beekeeper.core.container import confined
 from beekeeper.core.profiles import PROFILES
 from beekeeper.verify import engine as eng
 from beekeeper.verify.client import ServerClient, sse_data
@@ -193,6 +194,8 @@ def test_engine_gpu_and_image_for_a_hand_started_server():
     img = eng.user_engine(FakeShell(), prof, "/w/m.gguf", llama_bench=None, image="ghcr/x:1")
     assert img.model_arg == "/models/m.gguf" and "/w:/models:ro" in img.prefix
     assert img.prefix[-3:] == ["--entrypoint", "/usr/local/bin/llama-bench", "ghcr/x:1"]
+    # the service's own hardening (core/container.py's, which its docker run renders too)
+    assert img.prefix[3:-3] == [w for line in confined("/w", "all") for w in line]
     with pytest.raises(eng.EngineError, match="--llama-bench"):
         eng.user_engine(FakeShell(), prof, "/w/m.gguf", llama_bench=None)
 
