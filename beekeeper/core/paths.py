@@ -16,7 +16,8 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 # the server's port on the host: host data `port`'s default, and what verify and rollback
 # reach a server at without its deployed.json
 DEFAULT_PORT = 8083
-# the account (user and group) the native server runs as; tasks/native.py creates it
+# the account (user and group) the native server runs as; tasks/native.py creates it; a
+# plain name: systemd's User= takes it as written (no quoting there)
 SERVER_USER = "beekeeper"
 
 
