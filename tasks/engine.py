@@ -59,7 +59,7 @@ def judged(cfg: HostConfig, facts: HostFacts, text: str | None,
 
 
 def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,
-           build_ops: list[OperationMeta]) -> list[OperationMeta]:
+           build_ops: list[OperationMeta]) -> None:
     """A server built before this run is read now, before any change (a refusal stops the
     host here, and a dry run says it); one this run builds is read after its build, by an
     operation that fails the host before any service changes."""
@@ -69,12 +69,12 @@ def ensure(cfg: HostConfig, facts: HostFacts, artifact: str,
         refused = judged(cfg, facts, host.get_fact(ServerHelp, **reads), warn)
         if refused is not None:
             raise refused
-        return []
+        return
     names = ", ".join(sorted({s.profile.name for s in cfg.services}))
-    return [python.call(
+    python.call(
         name=f"Check that the server built from {cfg.source.ref[:12]} takes the flags of "
              f"{names} (its --help, before any service changes)",
-        function=after_build(cfg, facts, reads))]
+        function=after_build(cfg, facts, reads))
 
 
 def after_build(cfg: HostConfig, facts: HostFacts,

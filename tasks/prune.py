@@ -8,7 +8,6 @@ passed its smoke check, the native builds, source trees and build folders no rol
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api.operation import OperationMeta
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.machines import leaving
@@ -20,13 +19,12 @@ from beekeeper.operations.services import service_removed
 
 
 def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
-           kept: frozenset[str] | None = frozenset()) -> list[OperationMeta]:
+           kept: frozenset[str] | None = frozenset()) -> None:
     """Queue the removals of one phase. "before" (ahead of the kept services' start): the
     stale services whose port a kept service takes, or whose port cannot be read. "after"
     (once every kept service passed its smoke check): all the others, then, given the
     `artifact` this deploy runs ("" where none), the upgrade cleanup. `kept`: the services
     other inventory hosts on this machine keep, None where unknown (then none is removed)."""
-    ops = []
     if kept is None and phase == "before":
         host.noop("removing services left out: skipped, another inventory host on this "
                   "machine has bad host data and what it keeps is unknown")
@@ -41,12 +39,11 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
         why = "marked absent" if name in cfg.absent else "gone from the inventory"
         if first:
             why += f", its port {port} goes to a kept service" if port else ""
-        ops.append(service_removed(
+        service_removed(
             name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
-                 "container; keep its model", service=name))
+                 "container; keep its model", service=name)
     if phase == "after" and artifact is not None:
-        ops += upgrade_cleanup(cfg, artifact, set(going))
-    return ops
+        upgrade_cleanup(cfg, artifact, set(going))
 
 
 def _runs(path: str) -> str | None:
@@ -81,12 +78,12 @@ def kept_artifacts(cfg: HostConfig, artifact: str,
     return keep, None
 
 
-def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> list[OperationMeta]:
+def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
     """Remove the native builds, source trees and build folders no rollback needs."""
     keep, unknown = kept_artifacts(cfg, artifact, going)
     if unknown:
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
-        return []
+        return
     slugs = set()  # the builds they name: `<repo>:<slug>` or `<NATIVE_PREFIX>/<slug>/llama-server`
     for a in keep:
         if a.startswith(f"{cfg.image_repo}:"):
@@ -112,15 +109,13 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> list[Ope
                (f"{cfg.data.state_dir}/build", slugs, "image build folders"),
                (f"{cfg.data.state_dir}/native", slugs, "native build trees")]
     builds = ", ".join(sorted(slugs)) or "none"
-    ops = []
     for folder, names, what in folders:
         stale = [e for e in host.get_fact(FolderEntries, path=folder) if e.name not in names]
         if not stale:  # no operation: a host with nothing to clean shows no step for it
             host.noop(f"upgrade cleanup: no {what} beyond the kept builds in {folder}")
             continue
-        ops.append(entries_pruned(
+        entries_pruned(
             name=f"Remove {what} no rollback needs from {folder} (removes {len(stale)}, "
                  f"{mib(sum(e.size_kib for e in stale))}; keeps the running and previous "
                  f"units' builds: {builds})",
-            folder=folder, keep=sorted(names), what=what))
-    return ops
+            folder=folder, keep=sorted(names), what=what)
