@@ -141,6 +141,12 @@ def test_os_release_without_id_or_version_reads_empty():
     assert (out.id, out.version_id) == ("", "")
 
 
+def test_an_os_release_line_without_an_equals_sign_is_skipped_not_read_as_empty():
+    # not os-release(5) syntax: a stray word (here a key's own name) leaves what was read
+    out = parse_os_release(["ID=ubuntu", "ID", 'VERSION_ID="24.04"', "VERSION_ID"])
+    assert (out.id, out.version_id) == ("ubuntu", "24.04")
+
+
 def test_wsl_is_told_by_the_kernels_words_or_dxg_and_missing_lines_read_empty():
     # WSL2's own kernel names itself; /dev/dxg is not needed to tell it
     assert parse_wsl(["kernel=5.15.153.1-microsoft-standard-WSL2", "dxg=0"]).is_wsl2
