@@ -300,7 +300,7 @@ def _rollback(args: argparse.Namespace) -> int:
     else:
         line = ssh_as_root(_ssh_target(args)[0], cmd)
     p = subprocess.run(line, text=True, capture_output=True,
-                       input=hostside.script("rollback.py").read_text())
+                       input=hostside.text("rollback.py"))
     sys.stdout.write(p.stdout)
     sys.stderr.write(p.stderr)
     print("rollback " + ("done: the previous server is healthy" if p.returncode == 0

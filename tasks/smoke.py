@@ -5,6 +5,8 @@ server that fails is rolled back to the previous unit.
 
 from __future__ import annotations
 
+import io
+
 from pyinfra.operations import files
 
 from beekeeper import hostside
@@ -22,8 +24,8 @@ def install(scripts: tuple[tuple[str, str], ...] = (
     smoke check and rollback."""
     kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
     for script, name in scripts:
-        files.put(name=name, src=str(hostside.script(script)), dest=hostside_script(script),
-                  mode="0755")
+        files.put(name=name, src=io.StringIO(hostside.text(script)),
+                  dest=hostside_script(script), mode="0755")
 
 
 def check(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, changed: bool) -> None:

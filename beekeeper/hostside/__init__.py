@@ -1,17 +1,33 @@
 """
-Scripts that run on a host (standard library only, any python3): the model downloader,
-the deploy's smoke check, the rollback. Uploaded by path, from here.
+Scripts that run on a host (standard library only, python3 3.10 or later): the model
+downloader, the deploy's smoke check, the rollback. Uploaded as `text` gives them.
 """
 
 import shlex
 from pathlib import Path
 
+from beekeeper.core import deployed
 from beekeeper.core.paths import PREV, SUPERVISORCTL, ServicePaths, hostside_script
+
+# a script's import of the deployment record, which the host gets written in (`text`)
+RECORD_IMPORT = "from beekeeper.core.deployed import DeployedService\n"
 
 
 def script(name: str) -> Path:
-    """The local file of host-side script `name`, to upload."""
+    """The local file of host-side script `name`."""
     return Path(__file__).with_name(name)
+
+
+def text(name: str) -> str:
+    """Host-side script `name` as the host runs it, one file: where it imports the
+    deployment record (RECORD_IMPORT), core/deployed.py is written in, so host and kit
+    read deployed.json by one declaration."""
+    head, found, tail = script(name).read_text().partition(RECORD_IMPORT)
+    if not found:
+        return head
+    record = Path(deployed.__file__).read_text()
+    # the script's own `from __future__` line, first in it, stands for both
+    return head + record.replace("from __future__ import annotations\n", "", 1) + tail
 
 
 def rollback_command(paths: ServicePaths, restore: bool, timeout_s: int = 300,

@@ -18,11 +18,12 @@ Exit 0: the restored server is healthy; 1: it is not; 3: there is nothing to rol
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 from typing import NamedTuple
+
+from beekeeper.core.deployed import DeployedService
 
 
 def say(line: str) -> None:
@@ -43,13 +44,14 @@ def swap(path: str, prev: str) -> None:
 def serving(manifest: str) -> tuple[int, str] | None:
     """(port, "<profile> on <address>:<port>") from a manifest, or None."""
     try:
-        with open(manifest) as f:
-            m = json.load(f)
-        port, addr = int(m["port"]), str(m["bind_address"])
-        addr = f"[{addr}]" if ":" in addr else addr  # core/paths.bracketed (stdlib only here)
-        return port, f"{m['profile']} on {addr}:{port}"
-    except (OSError, ValueError, KeyError, TypeError):
+        record = DeployedService.load(manifest)
+    except (OSError, ValueError):  # RecordError is a ValueError
         return None
+    if record.port is None:
+        return None
+    addr = record.bind_address
+    addr = f"[{addr}]" if ":" in addr else addr  # core/paths.bracketed (stdlib only here)
+    return record.port, f"{record.profile} on {addr}:{record.port}"
 
 
 class Way(NamedTuple):

@@ -530,12 +530,13 @@ CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
 
 
 def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True,
-                 listening: int | None = None):
+                 listening: int | None = None, on_stdin: bool = False):
     """hostside/rollback.py on a folder standing in for the host: its files by short name
     (unit, deployed.json, compose.yaml and their .prev), `systemctl` a recorder on PATH and
     the health check a script that records its arguments (hostcheck_calls) and passes when
-    `healthy` and, if `listening` is given, it was asked for that port only. Returns (exit,
-    files after, output)."""
+    `healthy` and, if `listening` is given, it was asked for that port only; `on_stdin`: the
+    script read from stdin, as `beekeeper rollback` sends it. Returns (exit, files after,
+    output)."""
     import subprocess
     import sys
 
@@ -560,12 +561,15 @@ def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool =
         "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
         "port = sys.argv[sys.argv.index('--port') + 1] if '--port' in sys.argv else None\n"
         f"sys.exit(0 if {healthy} and {listening!r} in (None, port and int(port)) else 1)\n")
+    # the script as the host gets it, run with nothing of the kit importable (-I)
+    (script := tmp_path / "rollback.py").write_text(hostside.text("rollback.py"))
     p = subprocess.run(
-        [sys.executable, str(hostside.script("rollback.py")), "--unit", str(root / "unit"),
+        [sys.executable, "-I", "-" if on_stdin else str(script), "--unit", str(root / "unit"),
          "--manifest", str(root / "deployed.json"), "--compose", str(root / "compose.yaml"),
          "--hostcheck", str(check), "--prev-suffix", ".prev", "--timeout", "5"]
         + (["--restore"] if restore else []),
-        capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+        capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        input=script.read_text() if on_stdin else None)
     after = {f.name: f.read_text() for f in root.iterdir()}
     return p.returncode, after, p.stderr
 

@@ -100,10 +100,13 @@ HOST_VENV_PACKAGES = {"fetch_model.py": {"huggingface_hub"}}
 
 
 def test_host_side_scripts_need_only_the_standard_library():
+    """Each as the host gets it (hostside.text: the deployment record written in)."""
+    from beekeeper import hostside
+
     for f in (ROOT / "beekeeper" / "hostside").glob("*.py"):
         if f.name == "__init__.py":
             continue
-        tree = ast.parse(f.read_text())
+        tree = ast.parse(hostside.text(f.name))
         for node in ast.walk(tree):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])

@@ -21,6 +21,7 @@ from beekeeper.core.config import (
     load_host_config,
     pyinfra_keys,
 )
+from beekeeper.core.deployed import DeployedService
 from beekeeper.core.errors import ConfigError, PreflightError
 from beekeeper.core.planner import predict
 from beekeeper.core.render import sd_join, sd_quote
@@ -522,9 +523,10 @@ def hostcheck_calls(tmp_path) -> list[list[str]]:
     return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
 
 
-MANIFEST_8083 = json.dumps({"profile": "cpu-tiny", "bind_address": "127.0.0.1", "port": 8083})
-MANIFEST_8084 = json.dumps({"profile": "cpu-tiny-4slot", "bind_address": "127.0.0.1",
-                            "port": 8084})
+MANIFEST_8083 = DeployedService(service="llm", profile="cpu-tiny", bind_address="127.0.0.1",
+                                port=8083).to_json()
+MANIFEST_8084 = DeployedService(service="llm", profile="cpu-tiny-4slot",
+                                bind_address="127.0.0.1", port=8084).to_json()
 
 
 def test_rollback_restores_the_previous_unit_and_says_what_serves(tmp_path):
@@ -554,7 +556,8 @@ def test_after_a_port_change_the_rollback_checks_the_port_the_restored_server_us
     assert call[call.index("--port") + 1] == "8083" and call.count("--port") == 1
     assert "serving cpu-tiny on 127.0.0.1:8083 (previous unit restored)" in err
     (tmp_path / "hostcheck.log").unlink()
-    rc, after, err = run_rollback(tmp_path, after, restore=False, listening=8084)
+    # as `beekeeper rollback` runs it: the script on stdin
+    rc, after, err = run_rollback(tmp_path, after, restore=False, listening=8084, on_stdin=True)
     assert rc == 0 and after["deployed.json"] == MANIFEST_8084, err
     [call] = hostcheck_calls(tmp_path)
     assert call[call.index("--port") + 1] == "8084"

@@ -8,7 +8,8 @@
 # (2); kill -9 of supervisord (the server must die with it), the next deploy (one server,
 # supervised), verify (3); a bad flag rolled back, verify (4); the pod's restart simulated
 # (everything the kit wrote outside its persistent root removed, its user and group too,
-# then the start script the docs give), a deploy after it; the uninstall. A VRAM tracer
+# then the start script the docs give), a deploy after it; a working change undone by
+# `beekeeper rollback --local`, and a deploy after that; the uninstall. A VRAM tracer
 # (vram_trace.py) runs beside it all.
 set -u
 source "$(dirname "$0")/lib.sh"
@@ -37,6 +38,12 @@ step after_bad after_check --no-such-flag
 step verify4 verify 4
 step pod_restart pod_restart
 step deploy4 deploy
+# `beekeeper rollback` (the script on stdin) after a working change: back to the unit before,
+# which is what host data says, so the next deploy changes nothing
+step changed deploy --data 'server_extra_args=["--no-warmup"]'
+step rollback_cli "$BIN/beekeeper" rollback --local
+step after_rollback after_check --no-warmup
+step deploy5 deploy
 touch "$L/vram_trace.stop"; wait $tp
 $PY tests/gpu/deploy_proof/vram_trace.py --summary "$L/vram_trace.csv" > "$L/vram_summary.txt" 2>&1
 step uninstall "$BIN/pyinfra" -y inventories/gpu-container.py uninstall.py
