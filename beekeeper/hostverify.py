@@ -12,7 +12,6 @@ import shlex
 import subprocess
 import sys
 import tarfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 from .core.cache import CACHE, fetching
@@ -88,7 +87,9 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
     if p.returncode != 0:
         raise VerifyError(f"could not set up {VENV} on {host_label} (python3-venv and network "
                           f"needed): {p.stderr.decode()[-800:]}")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    from beekeeper.verify.report import folder_stamp, render_from_json
+
+    stamp = folder_stamp()
     remote_out = f"{REPORTS_DIR}/{stamp}"
     cmd = f"cd {KIT} && " + host_command(args, f"{VENV}/bin/python", port, remote_out,
                                           host_label, keys)
@@ -103,8 +104,6 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
     with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
         t.extractall(local, filter="data")
     reports = sorted(local.rglob("report.md"))
-    from beekeeper.verify.report import render_from_json
-
     for r in reports:  # the host may lack matplotlib: draw the charts here
         render_from_json(r.parent)
     print(f"[verify] report: {reports[-1] if reports else local}", flush=True)
