@@ -10,12 +10,12 @@ import hashlib
 import io
 import shlex
 import subprocess
-import sys
 import tarfile
-from datetime import UTC, datetime
 from pathlib import Path
 
+from .core import cache
 from .core.cache import CACHE, fetching
+from .core.distro import APT_GET
 from .core.errors import VerifyError
 from .core.paths import REPORTS_DIR, VERIFY_KIT as KIT, VERIFY_VENV as VENV
 from .core.remote import ssh_as_root
@@ -36,12 +36,9 @@ def _wheels() -> Path:
     out = CACHE / "wheels" / ("verify-" + hashlib.sha256(" ".join(wanted).encode())
                               .hexdigest()[:12])
     with fetching(out.name):  # one process fetches, another (a second run) waits for it
-        if not (out / ".complete").exists():
-            out.mkdir(parents=True, exist_ok=True)
-            cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out),
-                   "--only-binary=:all:", "--python-version", "3.10", *wanted]
-            if subprocess.call(cmd) != 0:
-                raise VerifyError(f"could not fetch {wanted} on the controller")
+        if not (out / ".complete").exists():  # cache._pip_download: one the tests stop
+            cache._pip_download(["--only-binary=:all:", "--python-version", "3.10", *wanted],
+                                out, CACHE / "pypi.log")
             (out / ".complete").write_text("")
     return out
 
@@ -81,13 +78,15 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
         raise VerifyError(f"could not copy the suites to {host_label}: {p.stderr.decode()}")
     reqs = " ".join(shlex.quote(r) for r in REQUIREMENTS)
     p = _ssh(ssh, "python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -qq && "
-                  "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } && "
+                  f"{APT_GET} install -y -qq python3-venv; }} && "
                   f"{{ [ -x {VENV}/bin/python ] || python3 -m venv {VENV}; }} && "
                   f"{VENV}/bin/pip install -q --no-index --find-links {KIT}/wheels {reqs}")
     if p.returncode != 0:
         raise VerifyError(f"could not set up {VENV} on {host_label} (python3-venv and network "
                           f"needed): {p.stderr.decode()[-800:]}")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    from beekeeper.verify.report import folder_stamp, render_from_json
+
+    stamp = folder_stamp()
     remote_out = f"{REPORTS_DIR}/{stamp}"
     cmd = f"cd {KIT} && " + host_command(args, f"{VENV}/bin/python", port, remote_out,
                                           host_label, keys)
@@ -102,8 +101,6 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
     with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
         t.extractall(local, filter="data")
     reports = sorted(local.rglob("report.md"))
-    from beekeeper.verify.report import render_from_json
-
     for r in reports:  # the host may lack matplotlib: draw the charts here
         render_from_json(r.parent)
     print(f"[verify] report: {reports[-1] if reports else local}", flush=True)

@@ -153,10 +153,10 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
     the user's VRAM budget, else each profile's. `ssh`: how to reach the host, for the
     engine suite (suite_options)."""
     from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.report import folder_stamp
     from beekeeper.verify.suites import run_suites
 
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = out_dir / host / f"matrix-{stamp}"
+    folder = out_dir / host / f"matrix-{folder_stamp()}"
     rows: list[Row] = []
     for name in profiles:
         prof = PROFILES[name]

@@ -26,6 +26,7 @@ import docker
 import docker.errors
 
 from .core.cache import CACHE
+from .core.distro import APT_GET
 from .core.errors import SandboxError
 from .core.paths import KIT_ROOT
 
@@ -46,21 +47,20 @@ def base_image(release: str) -> str:
 # host has the same inputs, and the same tag, as on another (`copy_image` shares it)
 BASE = base_image("bookworm")
 
-_BUILD_BASE_DOCKERFILE = f"""\
-FROM {BASE}
-RUN apt-get update \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-    cmake g++ make git ca-certificates \\
- && rm -rf /var/lib/apt/lists/*
-"""
 
-_HOST_DOCKERFILE = """\
-FROM {base}
-RUN apt-get update \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-    systemd systemd-sysv dbus openssh-server python3 sudo curl ca-certificates \\
-    iproute2 procps kmod \\
- && rm -rf /var/lib/apt/lists/* \\
+def _apt_install(*lines: str) -> str:
+    """A Dockerfile RUN line that installs packages (a line of names per argument) without
+    their recommends and keeps no apt lists."""
+    names = " \\\n    ".join(lines)
+    return (f"RUN apt-get update \\\n && {APT_GET} install -y --no-install-recommends \\\n"
+            f"    {names} \\\n && rm -rf /var/lib/apt/lists/*")
+
+
+_BUILD_BASE_DOCKERFILE = f"FROM {BASE}\n{_apt_install('cmake g++ make git ca-certificates')}\n"
+
+_HOST_DOCKERFILE = "FROM {base}\n" + _apt_install(
+    "systemd systemd-sysv dbus openssh-server python3 sudo curl ca-certificates",
+    "iproute2 procps kmod") + """ \\
  && systemctl enable ssh \\
  && mkdir -p /root/.ssh && chmod 700 /root/.ssh \\
  && rm -f /etc/ssh/ssh_host_*
@@ -77,12 +77,8 @@ POD_START = ["/bin/sh", "-c", "ssh-keygen -A && exec /usr/sbin/sshd -D -e"]  # t
 # A GPU container's state, on CPU (docs/gpu-containers.md): PID 1 is sshd, no Docker engine,
 # the build tools already there and no apt lists (a rented pod's image was never `apt-get
 # update`d). The kit runs the server under its supervisord.
-_POD_DOCKERFILE = """\
-FROM {base}
-RUN apt-get update \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-    openssh-server python3 ca-certificates iproute2 procps curl cmake g++ make git \\
- && rm -rf /var/lib/apt/lists/* \\
+_POD_DOCKERFILE = "FROM {base}\n" + _apt_install(
+    "openssh-server python3 ca-certificates iproute2 procps curl cmake g++ make git") + """ \\
  && mkdir -p /root/.ssh /run/sshd && chmod 700 /root/.ssh \\
  && rm -f /etc/ssh/ssh_host_*
 # new host keys at each start, like a fresh machine; sshd is PID 1

@@ -14,6 +14,7 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import Groups, Users
 
+from beekeeper.core.distro import APT_GET
 from beekeeper.core.paths import prev
 from beekeeper.facts.docker import ImageTags
 from beekeeper.facts.host import AptHolds
@@ -173,7 +174,7 @@ def packages_purged(packages: list[str], along: list[str] | None = None):
         host.noop(f"kept {', '.join(packages)}: purging them would also remove "
                   f"{', '.join(extra)}, which the kit did not install")
         return
-    apt = "DEBIAN_FRONTEND=noninteractive apt-get -y -q {} --allow-change-held-packages "
+    apt = APT_GET + " -y -q {} --allow-change-held-packages "
     wipers = [p for p in packages if p in PURGE_WIPES]
     if wipers:
         yield (apt.format("remove") + " ".join(q(p) for p in wipers) + " && rm -f "

@@ -9,6 +9,7 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
 
+from beekeeper.core.distro import APT_GET
 from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.docker import DockerEngine, GpuInContainer, gpu_visible_in_container
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
@@ -140,7 +141,7 @@ def purge_command(branch: int | None = None) -> str:
     return (f"pkgs=$({purge_pick(branch)}); [ -z \"$pkgs\" ] || {{ extra=$({PURGE_EXTRA}); "
             f"if [ -n \"$extra\" ]; then echo {q(stop)} $extra >&2; exit 1; fi; "
             "apt-mark unhold $pkgs >/dev/null && "
-            "DEBIAN_FRONTEND=noninteractive apt-get purge -y $pkgs; }")
+            f"{APT_GET} purge -y $pkgs; }}")
 
 
 @operation()
@@ -168,8 +169,7 @@ def driver_installed(package: str, after_purge: bool = False):
     if not after_purge and package in host.get_fact(LinuxDriverPackages):
         host.noop(f"{package} is installed")
         return
-    yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                        f"--no-install-recommends {q(package)}")
+    yield StringCommand(f"{APT_GET} install -y --no-install-recommends {q(package)}")
 
 
 @operation()

@@ -93,18 +93,19 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
     )
 
 
-def _rollback_copy(p: ServicePaths, running: bool, what: str) -> OperationMeta:
+def _rollback_copy(p: ServicePaths, running: bool, what: str) -> None:
     """`.prev` is exactly what ran before this deploy (unit, compose file, manifest): what
     the smoke check's rollback and `beekeeper rollback` put back (hostside/rollback.py). A
     stale copy never stays beside a newer one; with no unit running, none is kept."""
     drop = "rm -f " + " ".join(q(prev(f)) for f in p.rollback_set)
     if not running:
-        return server.shell(name=f"Remove a stale rollback copy of {what} (none runs yet)",
-                            commands=[drop])
+        server.shell(name=f"Remove a stale rollback copy of {what} (none runs yet)",
+                     commands=[drop])
+        return
     keep = " && ".join(f"{{ [ ! -f {q(f)} ] || cp -p {q(f)} {q(prev(f))}; }}"
                        for f in p.rollback_set)
-    return server.shell(name=f"Keep the running {what} for rollback ({what}.prev)",
-                        commands=[f"{drop} && {keep}"])
+    server.shell(name=f"Keep the running {what} for rollback ({what}.prev)",
+                 commands=[f"{drop} && {keep}"])
 
 
 def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,

@@ -13,6 +13,7 @@ import re
 import shlex
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -517,6 +518,11 @@ def render_from_json(folder: Path) -> None:
     data = json.loads((folder / "report.json").read_text())
     (folder / "report.md").write_text(markdown(data))
     (folder / "report.html").write_text(page(data))
+
+
+def folder_stamp(when: datetime | None = None) -> str:
+    """A report folder's name: its UTC time (now if not given), `20261203T141500Z`."""
+    return (when or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
 
 
 def write_reports(report: Report, folder: Path) -> None:

@@ -31,7 +31,7 @@ from .engine import (
 )
 from .gateway import run_gateway
 from .judge import Check
-from .report import Report, print_checks, print_summary, write_reports
+from .report import Report, folder_stamp, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
 from .settle import (
     LOAD_SNAPSHOT,
@@ -445,7 +445,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     _sampled_suites(client, run, report, direct)
     print_checks(report)
     if out_dir:
-        folder = Path(out_dir) / host_label / now.strftime("%Y%m%dT%H%M%SZ")
+        folder = Path(out_dir) / host_label / folder_stamp(now)
         report.out_dir = str(folder)
         write_reports(report, folder)
         print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)

@@ -8,6 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+# apt-get as the kit runs it unattended (on hosts, in containers): no debconf question
+# waits for an answer
+APT_GET = "DEBIAN_FRONTEND=noninteractive apt-get"
+
 
 def _version(os_release: Mapping[str, str]) -> tuple[int, ...]:
     try:
