@@ -19,6 +19,7 @@ from .hostdata import (
     GatewayData,
     HostData,
     ServiceData,
+    SourceData,
     did_you_mean,
     fail,
     one_word,
@@ -40,16 +41,6 @@ MIN_CTX_SIZE = 256
 Pinner = Callable[[ModelFile, str, str, bool], ModelFile]
 # the declared pattern, for code that matches one value (`\Z`: no final newline passes)
 SERVICE_NAME_RE = re.compile(SERVICE_NAME.removesuffix("$") + r"\Z")
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where the server is built from: a git URL at a pinned commit, or a local tree."""
-
-    kind: str  # "git" | "local"
-    ref: str
-    url: str | None = None
-    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +85,7 @@ class HostConfig:
     data: HostData
     services: tuple[ServiceConfig, ...]
     absent: tuple[str, ...]
-    source: SourceSpec
+    source: SourceData
     gateway: GatewayConfig | None
     # host data `runtime`, or what `requested` picks; what runs is HostFacts.runtime
     requested_runtime: str
@@ -539,12 +530,8 @@ def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayConfig
     return gw
 
 
-def _source(hd: HostData) -> SourceSpec:
-    src = hd.source
-    if src is None:
+def _source(hd: HostData) -> SourceData:
+    if hd.source is None:
         raise fail("source", "None is not a mapping",
                    "set source = {'git': URL, 'ref': COMMIT} or {'path': FILE, 'ref': NAME}")
-    assert src.ref is not None  # SourceData.one_source
-    if src.git is not None:
-        return SourceSpec(kind="git", ref=src.ref, url=src.git)
-    return SourceSpec(kind="local", ref=src.ref, path=src.path)
+    return hd.source

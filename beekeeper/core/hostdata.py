@@ -409,10 +409,21 @@ class SourceData(BaseModel):
     path: Annotated[str | None, path_of("/srv/src/llama.cpp.tar.gz")] = key(
         None, "path", "a source tree or tarball on the controller, named `ref`",
         "give an absolute path")
-    ref: Text | None = key(None, "string", "the commit (40 hex digits) for `git`; a snapshot "
-                          "name (letters, digits, `.`, `_`, `-`) for `path`",
-                          "give the commit (40 hex digits) or snapshot name in quotes",
-                          "is not a string")
+    # a string once validated: None (given or not) is refused by one_source as missing
+    ref: Annotated[Text, BeforeValidator(lambda v: "" if v is None else v)] = key(
+        None, "string", "the commit (40 hex digits) for `git`; a snapshot name (letters, "
+        "digits, `.`, `_`, `-`) for `path`", "give the commit (40 hex digits) or snapshot "
+        "name in quotes", "is not a string")
+
+    @property
+    def kind(self) -> str:
+        """'git', or 'local' (`path`: a tree or tarball on the controller)."""
+        return "git" if self.git is not None else "local"
+
+    @property
+    def url(self) -> str | None:
+        """`git` (the name tasks/source.py reads)."""
+        return self.git
 
     @model_validator(mode="after")
     def one_source(self) -> SourceData:
