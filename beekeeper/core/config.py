@@ -73,10 +73,6 @@ class ServiceConfig:
         return [self.model] + ([self.draft] if self.draft else [])
 
 
-# host data `gateway` as validated (hostdata.py)
-GatewayConfig = GatewayData
-
-
 @dataclass(frozen=True)
 class HostConfig:
     """One inventory host's settings, made by load_host_config: its host data as declared
@@ -86,7 +82,7 @@ class HostConfig:
     services: tuple[ServiceConfig, ...]
     absent: tuple[str, ...]
     source: SourceData
-    gateway: GatewayConfig | None
+    gateway: GatewayData | None
     # host data `runtime`, or what `requested` picks; what runs is HostFacts.runtime
     requested_runtime: str
     # the repository the server images are tagged in (not host data)
@@ -517,7 +513,7 @@ def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtim
                        "runtime = 'systemd'")
 
 
-def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayConfig | None:
+def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayData | None:
     """Host data `gateway`: not on loopback without a key, on a port of its own."""
     gw = hd.gateway
     if gw is None:
