@@ -26,7 +26,7 @@ from pydantic import (
 from .engine_flags import KIT_FLAGS, NUMBER, SECRET_FLAGS, TEXT_VALUE_FLAGS
 from .errors import ConfigError, cut, echo, host_data, near, shown
 from .paths import DEFAULT_PORT, HF_TOKEN, MODEL_DIR, STATE_DIR
-from .profiles import MAX_SLOTS, PROFILES
+from .profiles import MAX_SLOTS, PROFILES, SHA256_RE
 from .redact import AMBIGUOUS, RAW, URL, has_credentials, redact, url_secrets, userinfo_kind
 
 MAX_PATH_LEN = 1024
@@ -40,7 +40,6 @@ SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"
 # Git fetches an object by its full name only (GitHub allows any reachable commit); an
 # abbreviated hash is taken for a ref name and fails with "couldn't find remote ref".
 GIT_SHA = r"^[0-9a-f]{40}$"
-SHA256 = r"^[0-9a-f]{64}$"
 HF_REPO = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 HF_FILE = r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf$"
 GIT_URL = r"^(https?|ssh|git|file)://\S+$"
@@ -592,7 +591,7 @@ HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
 # a file name and a git ref are at most 255 bytes (NAME_MAX; git refuses a longer ref)
 HubFile = Annotated[str, Field(pattern=HF_FILE, max_length=255), BeforeValidator(_hub_file)]
 Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$", max_length=255)]
-Sha256 = Annotated[str, Field(pattern=SHA256)]
+Sha256 = Annotated[str, Field(pattern=SHA256_RE.pattern)]
 
 
 def _pin(role: str, part: str) -> Any:
