@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from .engine_flags import KIT_FLAGS, NUMBER, SECRET_FLAGS, TEXT_VALUE_FLAGS
+from .engine_flags import KIT_FLAGS, NUMBER, SECRET_FLAGS, TEXT_VALUE_FLAGS, flag_name
 from .errors import ConfigError, cut, echo, host_data, near, shown
 from .paths import DEFAULT_PORT, HF_TOKEN, MODEL_DIR, STATE_DIR
 from .profiles import MAX_SLOTS, PROFILES, SHA256_RE
@@ -470,13 +470,6 @@ class GatewayData(BaseModel):
         "e.g. timeout_s = 600 (no quotes)", "is not a whole number from 10 to 86400")
 
 
-def _flag(arg: str) -> str:
-    """A word as the flag it names: `_` as `-` in a `--` flag (llama.cpp's parser), before
-    an `=` (which that parser refuses: `--port=1` is refused here as the kit's flag)."""
-    flag = arg.split("=", 1)[0]
-    return flag.replace("_", "-") if flag.startswith("--") else flag
-
-
 def _extra_args(args: list[str]) -> tuple[str, ...]:
     """More llama-server flags: never one the kit sets, a secret, or a URL with credentials."""
     value_next = False
@@ -488,7 +481,9 @@ def _extra_args(args: list[str]) -> tuple[str, ...]:
         is_value, value_next = value_next or bool(NUMBER.fullmatch(arg)), False
         if is_value or not arg.startswith("-"):
             continue
-        flag = _flag(arg)
+        # the flag before an `=`, which llama.cpp's parser refuses: `--port=1` is refused
+        # here as the kit's flag
+        flag = flag_name(arg.split("=", 1)[0])
         if flag in SECRET_FLAGS:  # never quoted: its value may be in the same word
             kit = " and sets what the kit sets itself" if flag in KIT_FLAGS else ""
             raise Bad(f"{flag} puts a secret on the server's command line, which every user "
