@@ -10,11 +10,13 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .hostdata import (
     SERVICE_NAME,
+    SOURCE_FIX,
     UNKNOWN_KEY,
     GatewayData,
     HostData,
@@ -378,8 +380,6 @@ def _own_model(entry: ServiceData, prefix: str, base: ModelFile) -> ModelFile | 
         # outside model_dir in container mode: rule_model_in_model_dir, run by preflight
         return replace(base, filename=path.rsplit("/", 1)[1], source=FileSource(path, True),
                        sha256=sha, size_bytes=0)
-    from pathlib import Path
-
     path = str(entry.model_path)
     local = Path(path)
     if not local.is_file():
@@ -502,8 +502,6 @@ def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -
 
 def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtime) -> None:
     """Each API key must go literally into the way's secrets env file (Runtime.env_carries)."""
-    from pathlib import Path
-
     for i, svc in enumerate(services):
         if svc.api_key_file and not way.env_carries(Path(svc.api_key_file).read_text().strip()):
             key = f"services[{i}].api_key_file" if listed else "api_key_file"
@@ -528,6 +526,5 @@ def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayData |
 
 def _source(hd: HostData) -> SourceData:
     if hd.source is None:
-        raise fail("source", "None is not a mapping",
-                   "set source = {'git': URL, 'ref': COMMIT} or {'path': FILE, 'ref': NAME}")
+        raise fail("source", "None is not a mapping", SOURCE_FIX)
     return hd.source

@@ -11,6 +11,7 @@ import ipaddress
 import os.path
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -51,6 +52,7 @@ MODEL_ALIAS_MAX = 64
 PERSISTENT_NONE = "none"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 STAGES = ("provision", "build", "model", "service")
+SOURCE_FIX = "set source = {'git': URL, 'ref': COMMIT} or {'path': FILE, 'ref': NAME}"
 
 
 def full(pattern: str, value: str) -> bool:
@@ -155,8 +157,6 @@ def one_word(key_text: str) -> bool:
 def key_file(value: str, one_word_key: bool) -> str:
     """A key file on the controller: present, not empty, one line, not readable by others,
     and with `one_word_key` one word (the gateway's own key: an HTTP header value)."""
-    from pathlib import Path
-
     if not value:
         raise Bad(f"{shown(value)} is not a file name",
                   "point it at a file on the controller that holds the key")
@@ -714,8 +714,7 @@ class HostData(ServiceData):
         PERSISTENT_FIX, "is not an absolute path or 'none'")
     source: Annotated[SourceData, Mapping_] | None = key(
         None, "mapping", "what the server is built from: {'git': URL, 'ref': COMMIT} or "
-        "{'path': FILE, 'ref': NAME}; required", "set source = {'git': URL, 'ref': COMMIT} "
-        "or {'path': FILE, 'ref': NAME}", "is not a mapping")
+        "{'path': FILE, 'ref': NAME}; required", SOURCE_FIX, "is not a mapping")
     cuda_version: Annotated[str, BeforeValidator(_text_version(
         CUDA_VERSION, "is not a CUDA release", "e.g. cuda_version = '13.2.1'"))] = key(
         "13.2.1", "CUDA release", "the CUDA release the server is built for",
@@ -804,6 +803,11 @@ def fail(key: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(host_data(key), problem, fix)
 
 
+# host data's mappings of declared keys (`source.ref`: a refusal's key and a README row)
+_MAPPINGS = {"source": SourceData, "gateway": GatewayData, "base_images": BaseImages,
+             "nvidia_repos": NvidiaRepos}
+
+
 def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any, int]:
     """The key an error's location names (`services[0].port`, `preload_images['a:b']`), the
     model holding its last part, that part's field (ENTRY: a `services` entry not a
@@ -839,7 +843,7 @@ def _at(raw: Any, loc: tuple[str | int, ...]) -> Any:
 def _inner(annotation: Any) -> Any:
     """A field's model, `list` for `services`, `dict` for a mapping of strings, or None."""
     text = repr(annotation)
-    for model in (SourceData, GatewayData, BaseImages, NvidiaRepos):
+    for model in _MAPPINGS.values():
         if model.__name__ in text:
             return model
     if "ServiceData" in text:
@@ -911,8 +915,6 @@ def parse(raw: Mapping[str, Any]) -> HostData:
 
 
 README_BEGIN, README_END = "<!-- host-data-keys:begin -->", "<!-- host-data-keys:end -->"
-_MAPPINGS = {"source": SourceData, "gateway": GatewayData, "base_images": BaseImages,
-             "nvidia_repos": NvidiaRepos}
 
 
 def _row(name: str, info: Any) -> str:
@@ -946,8 +948,6 @@ def markdown_table() -> str:
 
 def fill_readme(path: str) -> bool:
     """Write the table between the markers of README.md at `path`; True if it changed."""
-    from pathlib import Path
-
     text = Path(path).read_text()
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
