@@ -122,15 +122,16 @@ def pyinfra_keys() -> frozenset[str]:
     return frozenset(keys | set(_PYINFRA_CONNECTOR_EXTRA))
 
 
+def _layers(data: Any) -> list[Mapping[str, Any]]:
+    """Host data's layers, first wins: a plain mapping, or pyinfra's HostData's."""
+    if isinstance(data, Mapping):
+        return [data]
+    return [layer() if callable(layer) else layer for layer in getattr(data, "datas", ())]
+
+
 def host_data_keys(data: Any) -> list[str]:
     """Every key set in host data: a plain mapping, or pyinfra's HostData (all its layers)."""
-    if isinstance(data, Mapping):
-        return [str(k) for k in data]
-    keys: dict[str, None] = {}
-    for layer in getattr(data, "datas", ()):
-        layer = layer() if callable(layer) else layer
-        keys.update((str(k), None) for k in layer)
-    return list(keys)
+    return list(dict.fromkeys(str(k) for layer in _layers(data) for k in layer))
 
 
 def check_keys(keys: Iterable[str], known: Iterable[str],
@@ -178,13 +179,9 @@ def own_keys(data: Any) -> dict[str, str]:
     """The keys set for this host by more than the kit's defaults, each with where it was
     set (by pyinfra's layers; in a merged mapping, and any layer, a service key holding
     group_data/all.py's value is taken for the default)."""
-    if isinstance(data, Mapping):
-        layers: list[tuple[Mapping[str, Any], str]] = [(data, "in host data")]
-    else:
-        layers = [(layer() if callable(layer) else layer, where) for layer, where
-                  in zip(getattr(data, "datas", ()), _OWN_LAYERS, strict=False)]
+    names = ("in host data",) if isinstance(data, Mapping) else _OWN_LAYERS
     keys: dict[str, str] = {}
-    for layer, where in layers:
+    for layer, where in zip(_layers(data), names, strict=False):
         for k, v in layer.items():
             if not _kit_default(str(k), v):
                 keys.setdefault(str(k), where)
