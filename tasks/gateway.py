@@ -14,7 +14,8 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, systemd
 
 from beekeeper.core import gateway as gw
-from beekeeper.core.config import GatewayConfig, HostConfig
+from beekeeper.core.config import HostConfig
+from beekeeper.core.hostdata import GatewayData
 from beekeeper.core.paths import bracketed
 from beekeeper.facts.host import AptPolicy
 from beekeeper.facts.lifecycle import PresentPaths
@@ -30,7 +31,7 @@ from beekeeper.operations.secrets import put_secret, secret_content, sha1_text
 GP = gw.PATHS  # the gateway's host files
 
 
-def _keys(cfg_gw: GatewayConfig, routes: list[gw.Route]) -> list[OperationMeta]:
+def _keys(cfg_gw: GatewayData, routes: list[gw.Route]) -> list[OperationMeta]:
     """The gateway's key, each backend's key, and the map HAProxy reads them from (a change to
     any means a reload); stale key files go."""
     changes = [put_secret(name="Store the gateway's API key (root-only file)",

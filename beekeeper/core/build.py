@@ -8,7 +8,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from .config import HostConfig, SourceSpec
+from .config import HostConfig
 from .container import IMAGE
 from .cpu import X86_64_V3, CpuBaseline, baseline_or_refuse
 from .hostdata import BaseImages
@@ -115,7 +115,7 @@ def cold_code_cmake() -> list[str]:
 class BuildSpec:
     """Everything that decides what binary the server image contains."""
 
-    source: SourceSpec
+    ref: str  # host data source.ref: the source tree built (what it is, not where from)
     backend: str  # "cuda" | "cpu"
     cuda_version: str
     cuda_arch: str | None
@@ -165,14 +165,14 @@ class BuildSpec:
         return f"cpu-{self.cpu.name}"
 
     def dockerfile(self) -> str:
-        return render("Dockerfile.j2", spec=self, source=self.source, targets=TARGETS,
+        return render("Dockerfile.j2", spec=self, source={"ref": self.ref}, targets=TARGETS,
                       image=IMAGE, cold_code_cmake=COLD_CODE_CMAKE, unity_off=UNITY_OFF)
 
     def tag(self) -> str:
         """repo:<ref>-<cuda|cpu>-<arch>-<the rendered Dockerfile's hash>: any changed input
         of the binary is a new tag (the compile jobs are a build argument, not an input)."""
         digest = hashlib.sha256(self.dockerfile().encode()).hexdigest()[:8]
-        return f"{self.image_repo}:{self.source.ref[:12]}-{self.variant}-{digest}"
+        return f"{self.image_repo}:{self.ref[:12]}-{self.variant}-{digest}"
 
 
 def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
@@ -195,7 +195,7 @@ def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
                        else "debian:bookworm-slim")
     base = cfg.data.base_images or BaseImages()
     return BuildSpec(
-        source=cfg.source,
+        ref=cfg.source.ref,
         backend=backend,
         cuda_version=cuda_version,
         cuda_arch=arch,

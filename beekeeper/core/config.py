@@ -10,15 +10,18 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .hostdata import (
     SERVICE_NAME,
+    SOURCE_FIX,
     UNKNOWN_KEY,
     GatewayData,
     HostData,
     ServiceData,
+    SourceData,
     did_you_mean,
     fail,
     one_word,
@@ -40,16 +43,6 @@ MIN_CTX_SIZE = 256
 Pinner = Callable[[ModelFile, str, str, bool], ModelFile]
 # the declared pattern, for code that matches one value (`\Z`: no final newline passes)
 SERVICE_NAME_RE = re.compile(SERVICE_NAME.removesuffix("$") + r"\Z")
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where the server is built from: a git URL at a pinned commit, or a local tree."""
-
-    kind: str  # "git" | "local"
-    ref: str
-    url: str | None = None
-    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +75,6 @@ class ServiceConfig:
         return [self.model] + ([self.draft] if self.draft else [])
 
 
-# host data `gateway` as validated (hostdata.py)
-GatewayConfig = GatewayData
-
-
 @dataclass(frozen=True)
 class HostConfig:
     """One inventory host's settings, made by load_host_config: its host data as declared
@@ -94,8 +83,8 @@ class HostConfig:
     data: HostData
     services: tuple[ServiceConfig, ...]
     absent: tuple[str, ...]
-    source: SourceSpec
-    gateway: GatewayConfig | None
+    source: SourceData
+    gateway: GatewayData | None
     # host data `runtime`, or what `requested` picks; what runs is HostFacts.runtime
     requested_runtime: str
     # the repository the server images are tagged in (not host data)
@@ -133,15 +122,16 @@ def pyinfra_keys() -> frozenset[str]:
     return frozenset(keys | set(_PYINFRA_CONNECTOR_EXTRA))
 
 
+def _layers(data: Any) -> list[Mapping[str, Any]]:
+    """Host data's layers, first wins: a plain mapping, or pyinfra's HostData's."""
+    if isinstance(data, Mapping):
+        return [data]
+    return [layer() if callable(layer) else layer for layer in getattr(data, "datas", ())]
+
+
 def host_data_keys(data: Any) -> list[str]:
     """Every key set in host data: a plain mapping, or pyinfra's HostData (all its layers)."""
-    if isinstance(data, Mapping):
-        return [str(k) for k in data]
-    keys: dict[str, None] = {}
-    for layer in getattr(data, "datas", ()):
-        layer = layer() if callable(layer) else layer
-        keys.update((str(k), None) for k in layer)
-    return list(keys)
+    return list(dict.fromkeys(str(k) for layer in _layers(data) for k in layer))
 
 
 def check_keys(keys: Iterable[str], known: Iterable[str],
@@ -189,13 +179,9 @@ def own_keys(data: Any) -> dict[str, str]:
     """The keys set for this host by more than the kit's defaults, each with where it was
     set (by pyinfra's layers; in a merged mapping, and any layer, a service key holding
     group_data/all.py's value is taken for the default)."""
-    if isinstance(data, Mapping):
-        layers: list[tuple[Mapping[str, Any], str]] = [(data, "in host data")]
-    else:
-        layers = [(layer() if callable(layer) else layer, where) for layer, where
-                  in zip(getattr(data, "datas", ()), _OWN_LAYERS, strict=False)]
+    names = ("in host data",) if isinstance(data, Mapping) else _OWN_LAYERS
     keys: dict[str, str] = {}
-    for layer, where in layers:
+    for layer, where in zip(_layers(data), names, strict=False):
         for k, v in layer.items():
             if not _kit_default(str(k), v):
                 keys.setdefault(str(k), where)
@@ -391,8 +377,6 @@ def _own_model(entry: ServiceData, prefix: str, base: ModelFile) -> ModelFile | 
         # outside model_dir in container mode: rule_model_in_model_dir, run by preflight
         return replace(base, filename=path.rsplit("/", 1)[1], source=FileSource(path, True),
                        sha256=sha, size_bytes=0)
-    from pathlib import Path
-
     path = str(entry.model_path)
     local = Path(path)
     if not local.is_file():
@@ -515,8 +499,6 @@ def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -
 
 def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtime) -> None:
     """Each API key must go literally into the way's secrets env file (Runtime.env_carries)."""
-    from pathlib import Path
-
     for i, svc in enumerate(services):
         if svc.api_key_file and not way.env_carries(Path(svc.api_key_file).read_text().strip()):
             key = f"services[{i}].api_key_file" if listed else "api_key_file"
@@ -526,7 +508,7 @@ def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtim
                        "runtime = 'systemd'")
 
 
-def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayConfig | None:
+def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayData | None:
     """Host data `gateway`: not on loopback without a key, on a port of its own."""
     gw = hd.gateway
     if gw is None:
@@ -539,12 +521,7 @@ def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayConfig
     return gw
 
 
-def _source(hd: HostData) -> SourceSpec:
-    src = hd.source
-    if src is None:
-        raise fail("source", "None is not a mapping",
-                   "set source = {'git': URL, 'ref': COMMIT} or {'path': FILE, 'ref': NAME}")
-    assert src.ref is not None  # SourceData.one_source
-    if src.git is not None:
-        return SourceSpec(kind="git", ref=src.ref, url=src.git)
-    return SourceSpec(kind="local", ref=src.ref, path=src.path)
+def _source(hd: HostData) -> SourceData:
+    if hd.source is None:
+        raise fail("source", "None is not a mapping", SOURCE_FIX)
+    return hd.source

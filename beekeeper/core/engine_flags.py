@@ -165,7 +165,7 @@ class Unaccepted:
         return f"it offers {', '.join(self.offered)}"
 
 
-def _flag(word: str) -> str:
+def flag_name(word: str) -> str:
     """A word as the server's parser looks it up: a `--` word with `_` read as `-`."""
     return word.replace("_", "-") if word.startswith("--") else word
 
@@ -181,7 +181,7 @@ def unaccepted(args: Sequence[str], offered: Offered, *,
         i += 1
         if not word.startswith("-") or NUMBER.fullmatch(word):
             continue
-        opt = offered.options.get(_flag(word))
+        opt = offered.options.get(flag_name(word))
         if opt is None:
             new = RENAMED.get(word)
             out.append(Unaccepted(word, renamed=new if new in offered.options else None))

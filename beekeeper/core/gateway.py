@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import GatewayConfig, HostConfig, ServiceConfig, load_host_config, one_word
+from .config import HostConfig, ServiceConfig, load_host_config, one_word
 from .errors import ConfigError, PreflightError, host_data
-from .hostdata import HOSTNAME, full
+from .hostdata import HOSTNAME, GatewayData, full
 from .machines import ssh_address
 from .paths import GatewayPaths, bracketed
 from .render import render
@@ -210,7 +210,7 @@ def haproxy_refusal(version: str) -> PreflightError | None:
     return None
 
 
-def render_config(gw: GatewayConfig, routes: list[Route]) -> str:
+def render_config(gw: GatewayData, routes: list[Route]) -> str:
     bind = bracketed(gw.bind_address)
     # HAProxy's buffer: the body limit plus room for the headers and their rewrites
     max_body = gw.max_body_kib * 1024

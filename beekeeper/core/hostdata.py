@@ -11,6 +11,7 @@ import ipaddress
 import os.path
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,10 +24,10 @@ from pydantic import (
     model_validator,
 )
 
-from .engine_flags import KIT_FLAGS, NUMBER, SECRET_FLAGS, TEXT_VALUE_FLAGS
+from .engine_flags import KIT_FLAGS, NUMBER, SECRET_FLAGS, TEXT_VALUE_FLAGS, flag_name
 from .errors import ConfigError, cut, echo, host_data, near, shown
 from .paths import DEFAULT_PORT, HF_TOKEN, MODEL_DIR, STATE_DIR
-from .profiles import MAX_SLOTS, PROFILES
+from .profiles import MAX_SLOTS, PROFILES, SHA256_RE
 from .redact import AMBIGUOUS, RAW, URL, has_credentials, redact, url_secrets, userinfo_kind
 
 MAX_PATH_LEN = 1024
@@ -40,7 +41,6 @@ SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"
 # Git fetches an object by its full name only (GitHub allows any reachable commit); an
 # abbreviated hash is taken for a ref name and fails with "couldn't find remote ref".
 GIT_SHA = r"^[0-9a-f]{40}$"
-SHA256 = r"^[0-9a-f]{64}$"
 HF_REPO = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
 HF_FILE = r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf$"
 GIT_URL = r"^(https?|ssh|git|file)://\S+$"
@@ -52,6 +52,7 @@ MODEL_ALIAS_MAX = 64
 PERSISTENT_NONE = "none"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 STAGES = ("provision", "build", "model", "service")
+SOURCE_FIX = "set source = {'git': URL, 'ref': COMMIT} or {'path': FILE, 'ref': NAME}"
 
 
 def full(pattern: str, value: str) -> bool:
@@ -156,8 +157,6 @@ def one_word(key_text: str) -> bool:
 def key_file(value: str, one_word_key: bool) -> str:
     """A key file on the controller: present, not empty, one line, not readable by others,
     and with `one_word_key` one word (the gateway's own key: an HTTP header value)."""
-    from pathlib import Path
-
     if not value:
         raise Bad(f"{shown(value)} is not a file name",
                   "point it at a file on the controller that holds the key")
@@ -409,10 +408,21 @@ class SourceData(BaseModel):
     path: Annotated[str | None, path_of("/srv/src/llama.cpp.tar.gz")] = key(
         None, "path", "a source tree or tarball on the controller, named `ref`",
         "give an absolute path")
-    ref: Text | None = key(None, "string", "the commit (40 hex digits) for `git`; a snapshot "
-                          "name (letters, digits, `.`, `_`, `-`) for `path`",
-                          "give the commit (40 hex digits) or snapshot name in quotes",
-                          "is not a string")
+    # a string once validated: None (given or not) is refused by one_source as missing
+    ref: Annotated[Text, BeforeValidator(lambda v: "" if v is None else v)] = key(
+        None, "string", "the commit (40 hex digits) for `git`; a snapshot name (letters, "
+        "digits, `.`, `_`, `-`) for `path`", "give the commit (40 hex digits) or snapshot "
+        "name in quotes", "is not a string")
+
+    @property
+    def kind(self) -> str:
+        """'git', or 'local' (`path`: a tree or tarball on the controller)."""
+        return "git" if self.git is not None else "local"
+
+    @property
+    def url(self) -> str | None:
+        """`git` (the name tasks/source.py reads)."""
+        return self.git
 
     @model_validator(mode="after")
     def one_source(self) -> SourceData:
@@ -460,13 +470,6 @@ class GatewayData(BaseModel):
         "e.g. timeout_s = 600 (no quotes)", "is not a whole number from 10 to 86400")
 
 
-def _flag(arg: str) -> str:
-    """A word as the flag it names: `_` as `-` in a `--` flag (llama.cpp's parser), before
-    an `=` (which that parser refuses: `--port=1` is refused here as the kit's flag)."""
-    flag = arg.split("=", 1)[0]
-    return flag.replace("_", "-") if flag.startswith("--") else flag
-
-
 def _extra_args(args: list[str]) -> tuple[str, ...]:
     """More llama-server flags: never one the kit sets, a secret, or a URL with credentials."""
     value_next = False
@@ -478,7 +481,9 @@ def _extra_args(args: list[str]) -> tuple[str, ...]:
         is_value, value_next = value_next or bool(NUMBER.fullmatch(arg)), False
         if is_value or not arg.startswith("-"):
             continue
-        flag = _flag(arg)
+        # the flag before an `=`, which llama.cpp's parser refuses: `--port=1` is refused
+        # here as the kit's flag
+        flag = flag_name(arg.split("=", 1)[0])
         if flag in SECRET_FLAGS:  # never quoted: its value may be in the same word
             kit = " and sets what the kit sets itself" if flag in KIT_FLAGS else ""
             raise Bad(f"{flag} puts a secret on the server's command line, which every user "
@@ -581,7 +586,7 @@ HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
 # a file name and a git ref are at most 255 bytes (NAME_MAX; git refuses a longer ref)
 HubFile = Annotated[str, Field(pattern=HF_FILE, max_length=255), BeforeValidator(_hub_file)]
 Revision = Annotated[str, Field(pattern=r"^[^\s\x00-\x1f]+$", max_length=255)]
-Sha256 = Annotated[str, Field(pattern=SHA256)]
+Sha256 = Annotated[str, Field(pattern=SHA256_RE.pattern)]
 
 
 def _pin(role: str, part: str) -> Any:
@@ -709,8 +714,7 @@ class HostData(ServiceData):
         PERSISTENT_FIX, "is not an absolute path or 'none'")
     source: Annotated[SourceData, Mapping_] | None = key(
         None, "mapping", "what the server is built from: {'git': URL, 'ref': COMMIT} or "
-        "{'path': FILE, 'ref': NAME}; required", "set source = {'git': URL, 'ref': COMMIT} "
-        "or {'path': FILE, 'ref': NAME}", "is not a mapping")
+        "{'path': FILE, 'ref': NAME}; required", SOURCE_FIX, "is not a mapping")
     cuda_version: Annotated[str, BeforeValidator(_text_version(
         CUDA_VERSION, "is not a CUDA release", "e.g. cuda_version = '13.2.1'"))] = key(
         "13.2.1", "CUDA release", "the CUDA release the server is built for",
@@ -799,6 +803,11 @@ def fail(key: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(host_data(key), problem, fix)
 
 
+# host data's mappings of declared keys (`source.ref`: a refusal's key and a README row)
+_MAPPINGS = {"source": SourceData, "gateway": GatewayData, "base_images": BaseImages,
+             "nvidia_repos": NvidiaRepos}
+
+
 def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any, int]:
     """The key an error's location names (`services[0].port`, `preload_images['a:b']`), the
     model holding its last part, that part's field (ENTRY: a `services` entry not a
@@ -834,7 +843,7 @@ def _at(raw: Any, loc: tuple[str | int, ...]) -> Any:
 def _inner(annotation: Any) -> Any:
     """A field's model, `list` for `services`, `dict` for a mapping of strings, or None."""
     text = repr(annotation)
-    for model in (SourceData, GatewayData, BaseImages, NvidiaRepos):
+    for model in _MAPPINGS.values():
         if model.__name__ in text:
             return model
     if "ServiceData" in text:
@@ -906,8 +915,6 @@ def parse(raw: Mapping[str, Any]) -> HostData:
 
 
 README_BEGIN, README_END = "<!-- host-data-keys:begin -->", "<!-- host-data-keys:end -->"
-_MAPPINGS = {"source": SourceData, "gateway": GatewayData, "base_images": BaseImages,
-             "nvidia_repos": NvidiaRepos}
 
 
 def _row(name: str, info: Any) -> str:
@@ -941,8 +948,6 @@ def markdown_table() -> str:
 
 def fill_readme(path: str) -> bool:
     """Write the table between the markers of README.md at `path`; True if it changed."""
-    from pathlib import Path
-
     text = Path(path).read_text()
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)

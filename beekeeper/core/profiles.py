@@ -11,6 +11,7 @@ from typing import Any, Literal
 # verify's suites, in the order they run (`all`: these; `gateway` is asked for by name)
 SUITES = ("engine", "smoke", "decode", "ttft", "niah", "vram", "load")
 
+# a sha256, 64 lowercase hex digits (pins.py; host data model_sha256, draft_sha256)
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 # KV types whose flash-attention kernels beellama builds only with GGML_CUDA_FA_ALL_QUANTS
 FA_ALL_QUANTS_ONLY = ("q4_1", "q5_0", "q5_1")

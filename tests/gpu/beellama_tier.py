@@ -53,7 +53,6 @@ ROOT = use_checkout()  # the kit from this checkout, installed or not
 from gpu_tier import nvcc_version, stop_server  # noqa: E402
 
 from beekeeper.core.build import BuildSpec  # noqa: E402
-from beekeeper.core.config import SourceSpec  # noqa: E402
 from beekeeper.core.profiles import PROFILES, Profile  # noqa: E402
 
 COMMIT = "ba1fdce591f5a845cdbf6642767ecc1f8238519d"
@@ -66,8 +65,8 @@ def model_quant(profile: Profile) -> str:
     return "q4_k_m" if "q4_k_m" in profile.model.filename.lower() else "q8_0"
 
 
-def build_spec(src: str, arch: str, profiles: list[str], jobs: int) -> BuildSpec:
-    return BuildSpec(source=SourceSpec(kind="local", ref=COMMIT, path=src), backend="cuda",
+def build_spec(arch: str, profiles: list[str], jobs: int) -> BuildSpec:
+    return BuildSpec(ref=COMMIT, backend="cuda",
                      cuda_version=nvcc_version(), cuda_arch=arch,
                      fa_all_quants=any(PROFILES[p].server.needs_fa_all_quants
                                        for p in profiles),
@@ -83,7 +82,7 @@ def cmd_build(a: argparse.Namespace) -> int:
     if not (work / "src" / "CMakeLists.txt").exists():
         with tarfile.open(a.src) as tar:
             tar.extractall(work, filter="data")  # the packer's top folder is src/
-    spec = build_spec(a.src, a.arch, a.profiles.split(","), a.jobs or 0)
+    spec = build_spec(a.arch, a.profiles.split(","), a.jobs or 0)
     info: dict[str, Any] = {"commit": COMMIT, "tag_equivalent": spec.tag(),
                             "cmake_flags": spec.cmake_flags, "fa_all_quants":
                             spec.fa_all_quants, "nvcc": spec.cuda_version,

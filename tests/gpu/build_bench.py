@@ -43,7 +43,6 @@ ROOT = use_checkout()  # the kit from this checkout, installed or not
 
 from beekeeper.core.build import GIB_PER_CUDA_JOB, BuildSpec  # noqa: E402
 from beekeeper.core.cache import pack_source_tree  # noqa: E402
-from beekeeper.core.config import SourceSpec  # noqa: E402
 from beekeeper.core.native import build_commands, run_build  # noqa: E402
 
 PINNED_REF = "ba1fdce591f5a845cdbf6642767ecc1f8238519d"
@@ -71,7 +70,7 @@ class BenchSpec(BuildSpec):
 
 def make_spec(fa_all_quants: bool, jobs: int, arch: str, cuda_version: str) -> BenchSpec:
     return BenchSpec(
-        source=SourceSpec(kind="local", ref=PINNED_REF, path="src"),
+        ref=PINNED_REF,
         backend="cuda", cuda_version=cuda_version, cuda_arch=arch,
         fa_all_quants=fa_all_quants, build_base="", runtime_base="", jobs=jobs,
         image_repo="beekeeper/bench", extra_flags=EXTRA_FLAGS,

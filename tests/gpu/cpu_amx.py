@@ -31,7 +31,6 @@ from checkout import use_checkout  # noqa: E402
 ROOT = use_checkout()
 
 from beekeeper.core.build import BuildSpec  # noqa: E402
-from beekeeper.core.config import SourceSpec  # noqa: E402
 from beekeeper.core.cpu import X86_64_V3, CpuBaseline  # noqa: E402
 from beekeeper.core.native import run_build  # noqa: E402
 
@@ -42,8 +41,8 @@ LOAD_LINES = re.compile(r"AMX|REPACK|buffer size|system_info|AVX512|Segmentation
                         r"threadpool")
 
 
-def spec(src: Path, cpu: CpuBaseline) -> BuildSpec:
-    return BuildSpec(source=SourceSpec(kind="local", ref="lcp0.3.36", path=str(src)),
+def spec(cpu: CpuBaseline) -> BuildSpec:
+    return BuildSpec(ref="lcp0.3.36",
                      backend="cpu", cuda_version="-", cuda_arch=None, fa_all_quants=False,
                      build_base="-", runtime_base="-", jobs=0,
                      image_repo="beekeeper/llama-server", cpu=cpu)
@@ -116,7 +115,7 @@ def main() -> int:
     results: dict = {"cpu": Path("/proc/cpuinfo").read_text().split("\n\n")[0]}
     port = 8200
     for cpu in (c for c in (NATIVE, X86_64_V3) if c.name in a.builds.split(",")):
-        s = replace(spec(Path(a.src), cpu))
+        s = replace(spec(cpu))
         binary, secs = run_build(s, work / "src", work / f"build-{cpu.name}",
                                  out / f"build-{cpu.name}.log", jobs=16)
         r: dict = {"cmake_flags": s.cmake_flags, "build_s": round(secs, 1),

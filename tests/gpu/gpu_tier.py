@@ -29,7 +29,6 @@ from checkout import use_checkout  # noqa: E402
 ROOT = use_checkout()  # the kit from this checkout, installed or not
 
 from beekeeper.core.build import BuildSpec  # noqa: E402
-from beekeeper.core.config import SourceSpec  # noqa: E402
 from beekeeper.core.native import run_build  # noqa: E402
 from beekeeper.core.planner import kv_cache_bytes, predict  # noqa: E402
 from beekeeper.core.profiles import PROFILES, Profile, ServerSettings  # noqa: E402
@@ -53,7 +52,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         with tarfile.open(args.src) as tar:
             tar.extractall(work, filter="data")  # the tarball's top folder is src/
     ref = Path(args.src).name.removeprefix("llama.cpp-").removesuffix(".tar.gz")
-    spec = BuildSpec(source=SourceSpec(kind="local", ref=ref, path=str(args.src)),
+    spec = BuildSpec(ref=ref,
                      backend=args.backend, cuda_version=nvcc_version(),
                      cuda_arch=args.arch if args.backend == "cuda" else None,
                      fa_all_quants=False, build_base="-", runtime_base="-",

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from beekeeper.core import gateway as gw
-from beekeeper.core.config import GatewayConfig, load_host_config
+from beekeeper.core.config import load_host_config
 from beekeeper.core.deployed import DeployedService
 from beekeeper.core.errors import ConfigError
+from beekeeper.core.hostdata import GatewayData
 from beekeeper.core.machines import kept_by_neighbours, leaving, machine_of
 from beekeeper.operations.services import removal_script
 
@@ -24,7 +25,7 @@ from .harness import GATEWAY_GOOD as GOOD, _backend, gateway_with as with_
 
 def test_gateway_defaults_are_loopback_without_a_key():
     cfg = load_host_config(with_(gateway={}))
-    assert cfg.gateway == GatewayConfig()
+    assert cfg.gateway == GatewayData()
     assert (cfg.gateway.bind_address, cfg.gateway.port) == ("127.0.0.1", 4000)
     assert load_host_config(GOOD).gateway is None
 
@@ -184,7 +185,7 @@ def _render(keys, gateway=None):
         gateway_address="a.lan")),
         ("gw", _host([{"service_name": "tiny", "profile": "cpu-tiny"}]))]
     plan = gw.plan("gw", hosts)
-    return gw.render_config(gateway or GatewayConfig(api_key_file=keys["gw"]), plan.routes), plan
+    return gw.render_config(gateway or GatewayData(api_key_file=keys["gw"]), plan.routes), plan
 
 
 def test_config_routes_balances_and_checks_each_model(keys):
@@ -212,8 +213,8 @@ def test_config_routes_balances_and_checks_each_model(keys):
 
 
 def test_config_without_a_key_has_no_key_check(keys):
-    cfg, _ = _render(keys, GatewayConfig(max_body_kib=2048, timeout_s=30,
-                                         check_interval_s=1))
+    cfg, _ = _render(keys, GatewayData(max_body_kib=2048, timeout_s=30,
+                                       check_interval_s=1))
     assert "authorized" not in cfg
     assert "tune.bufsize 2113536" in cfg and "timeout server 30s" in cfg
     assert "if { req.hdr_val(content-length) gt 2097152 }" in cfg
@@ -222,7 +223,7 @@ def test_config_without_a_key_has_no_key_check(keys):
 
 def test_one_model_takes_requests_that_name_none():
     plan = gw.plan("gw", [("gw", _host([{"service_name": "t", "profile": "cpu-tiny"}]))])
-    cfg = gw.render_config(GatewayConfig(), plan.routes)
+    cfg = gw.render_config(GatewayData(), plan.routes)
     assert "use_backend model_cpu-tiny if ! { var(txn.model) -m found }" in cfg
 
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from beekeeper.core import gateway as gw
-from beekeeper.core.config import GatewayConfig
 from beekeeper.core.errors import ConfigError, host_data
+from beekeeper.core.hostdata import GatewayData
 
 SOURCE = {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}
 
@@ -26,7 +26,7 @@ def test_a_service_with_model_alias_is_routed_and_listed_by_it():
     plan = gw.plan("gw", [("gw", _host(_svc("mine", model_alias="my-finetune"),
                                        _svc("plain", port=8084, profile="cpu-smollm")))])
     assert [r.model for r in plan.routes] == ["cpu-smollm", "my-finetune"]
-    cfg = gw.render_config(GatewayConfig(), plan.routes)
+    cfg = gw.render_config(GatewayData(), plan.routes)
     assert "use_backend model_my-finetune if { var(txn.model) -m str my-finetune }" in cfg
     assert "use_backend model_my-finetune if { path_beg /model/my-finetune/ }" in cfg
     assert "cpu-tiny" not in cfg  # the profile's name answers nothing
@@ -36,7 +36,7 @@ def test_a_service_with_model_alias_is_routed_and_listed_by_it():
 
 def test_an_alias_with_a_colon_is_routed_as_written():
     plan = gw.plan("gw", [("gw", _host(_svc("t", model_alias="tiny:q8")))])
-    cfg = gw.render_config(GatewayConfig(), plan.routes)
+    cfg = gw.render_config(GatewayData(), plan.routes)
     assert "backend model_tiny:q8\n" in cfg
     assert "{ var(txn.model) -m str tiny:q8 }" in cfg
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from beekeeper.core import gateway as gw
-from beekeeper.core.config import GatewayConfig
+from beekeeper.core.hostdata import GatewayData
 
 CLIENT_KEY, BACKEND_KEY = "gw-Secret-0123", "be-secret-456"
 SOURCE = {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}
@@ -52,9 +52,9 @@ def _render(tmp: Path, keyed: bool, port: int = 4000, backend_port: int = 8083,
         svc["api_key_file"] = _keyfile(tmp / "backend.key", BACKEND_KEY)
     plan = gw.plan("gw", [("gw", {"source": SOURCE, "services": [svc]})])
     assert plan.routes and not plan.left_out, plan.left_out
-    gcfg = GatewayConfig(port=port, check_interval_s=check_interval_s,
-                         api_key_file=_keyfile(tmp / "gateway.key", CLIENT_KEY) if keyed
-                         else None)
+    gcfg = GatewayData(port=port, check_interval_s=check_interval_s,
+                       api_key_file=_keyfile(tmp / "gateway.key", CLIENT_KEY) if keyed
+                       else None)
     return gw.render_config(gcfg, plan.routes), plan.routes
 
 
