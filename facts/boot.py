@@ -59,9 +59,9 @@ def _sb_state(lines: list[str]) -> tuple[str, str]:
     return "", ""
 
 
-def parse_secure_boot(lines: list[str]) -> SecureBootInfo:
-    state, line = _sb_state(lines)
-    values = dict(x.split("=", 1) for x in lines if re.match(r"^(mokutil|efi|efivar)=", x))
+def parse_secure_boot(output: list[str]) -> SecureBootInfo:
+    state, line = _sb_state(output)
+    values = dict(x.split("=", 1) for x in output if re.match(r"^(mokutil|efi|efivar)=", x))
     if state == "bios" and values.get("efi") == "1":
         # mokutil found no EFI variables, but the kernel booted by UEFI (efivarfs not
         # mounted): Secure Boot may be on, so it is not known (preflight warns)
@@ -74,7 +74,7 @@ def parse_secure_boot(lines: list[str]) -> SecureBootInfo:
             state = ("unknown" if len(octets) < 5 else
                      "enabled" if octets[4] == "1" else "disabled")
     keys: list[tuple[str, str]] = []
-    for x in lines:  # mokutil --test-key <key>: "<key> is already enrolled" / "is not enrolled"
+    for x in output:  # mokutil --test-key <key>: "<key> is already enrolled" / "is not enrolled"
         m = re.match(r"^(/\S+) is (already enrolled|not enrolled|already in the enrollment "
                      r"request)", x.strip())
         if m:
@@ -99,8 +99,7 @@ class SecureBoot(FactBase[SecureBootInfo]):
             "fi; true"
         )
 
-    def process(self, output: list[str]) -> SecureBootInfo:
-        return parse_secure_boot(output)
+    process = staticmethod(parse_secure_boot)
 
 
 @dataclass(frozen=True)
@@ -130,13 +129,13 @@ def _int(value: str) -> int | None:
     return int(value) if re.match(r"^-?\d+$", value) else None
 
 
-def parse_wsl_settings(lines: list[str]) -> WslSettingsInfo:
+def parse_wsl_settings(output: list[str]) -> WslSettingsInfo:
     """`file=<path>` then that .wslconfig's lines; `wslversion=`, `distro=` -> settings."""
     found: dict[str, str] = {}
     path: str | None = None
     section = ""
     meta = {"wslversion": "", "distro": ""}
-    for raw in lines:
+    for raw in output:
         line = raw.strip()
         key, _, value = line.partition("=")
         if key in meta and not section and raw == line:
@@ -175,5 +174,4 @@ class WslSettings(FactBase[WslSettingsInfo]):
             '{ echo "file=$f"; conf "$f"; echo; }; done; true'
         )
 
-    def process(self, output: list[str]) -> WslSettingsInfo:
-        return parse_wsl_settings(output)
+    process = staticmethod(parse_wsl_settings)

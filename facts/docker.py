@@ -33,11 +33,11 @@ class DockerEngineInfo:
     nvidia_runtime: bool = False
 
 
-def parse_docker_engine(lines: list[str]) -> DockerEngineInfo:
+def parse_docker_engine(output: list[str]) -> DockerEngineInfo:
     """`info=` lines are `docker info` as printed (core/docker_info.py reads them); the
     others are `key=value`."""
-    v = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("info="))
-    info = parse_docker_info([line[5:] for line in lines if line.startswith("info=")])
+    v = dict(line.split("=", 1) for line in output if "=" in line and not line.startswith("info="))
+    info = parse_docker_info([line[5:] for line in output if line.startswith("info=")])
     path = v.get("path", "")
     # Docker Desktop's WSL integration links the distro's docker CLI into its own tools
     # (/mnt/wsl/docker-desktop/cli-tools/...): the CLI, not the mount every distro sees
@@ -83,8 +83,7 @@ class DockerEngine(FactBase[DockerEngineInfo]):
             "docker info 2>/dev/null | sed 's/^/info=/'; fi; true"
         )
 
-    def process(self, output: list[str]) -> DockerEngineInfo:
-        return parse_docker_engine(output)
+    process = staticmethod(parse_docker_engine)
 
 
 class DockerImageId(FactBase[str | None]):
@@ -141,10 +140,10 @@ class PortContainer:
     image: str
 
 
-def parse_port_containers(lines: list[str]) -> list[PortContainer]:
+def parse_port_containers(output: list[str]) -> list[PortContainer]:
     """`docker ps` lines `<name>\\t<io.beekeeper.service label>\\t<image>` -> containers."""
     out = []
-    for line in lines:
+    for line in output:
         parts = line.rstrip("\n").split("\t")
         if parts and parts[0].strip():
             parts += [""] * (3 - len(parts))
@@ -162,14 +161,13 @@ class PortContainers(ListFact[PortContainer]):
         return (f"command -v docker >/dev/null 2>&1 && docker ps --filter "
                 f"publish={int(port)} --format {shlex.quote(fmt)} 2>/dev/null; true")
 
-    def process(self, output: list[str]) -> list[PortContainer]:
-        return parse_port_containers(output)
+    process = staticmethod(parse_port_containers)
 
 
-def parse_compose_version(lines: list[str]) -> str | None:
+def parse_compose_version(output: list[str]) -> str | None:
     """`docker compose version --short` -> "2.26.1" (a leading "v" dropped), or None when the
     CLI has no compose v2 plugin (the v1 `docker-compose` Python tool is not one)."""
-    m = re.match(r"^v?((\d+)\.\d+\S*)", lines[0].strip() if lines else "")
+    m = re.match(r"^v?((\d+)\.\d+\S*)", output[0].strip() if output else "")
     return m.group(1) if m and int(m.group(2)) >= 2 else None
 
 
@@ -178,5 +176,4 @@ class ComposeVersion(FactBase[str | None]):
         return ("command -v docker >/dev/null 2>&1 && "
                 "docker compose version --short 2>/dev/null | head -n1; true")
 
-    def process(self, output: list[str]) -> str | None:
-        return parse_compose_version(output)
+    process = staticmethod(parse_compose_version)

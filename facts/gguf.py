@@ -11,10 +11,10 @@ from pyinfra.api import FactBase
 from beekeeper.core.config import GGUF_HEAD_BYTES
 
 
-def parse_head_hex(lines: list[str]) -> bytes | None:
+def parse_head_hex(output: list[str]) -> bytes | None:
     """`od -An -tx1 -v` of a file's first bytes (hex pairs, any spacing) -> those bytes;
     None where the file could not be read (the command prints `unreadable`)."""
-    text = "".join(line.strip() for line in lines)
+    text = "".join(line.strip() for line in output)
     if not text or text.startswith("unreadable"):
         return None
     digits = "".join(text.split())
@@ -35,8 +35,7 @@ class FileHead(FactBase[bytes | None]):
         return (f"if [ -r {q} ]; then head -c {GGUF_HEAD_BYTES} {q} | od -An -tx1 -v; "
                 "echo; else echo unreadable; fi")
 
-    def process(self, output: list[str]) -> bytes | None:
-        return parse_head_hex(output)
+    process = staticmethod(parse_head_hex)
 
 
 # A model file's sha256 is remembered in a stamp per path (docs/architecture.md, model) with
@@ -82,10 +81,10 @@ def _hex(word: str) -> bool:
     return len(word) == 64 and all(c in "0123456789abcdef" for c in word)
 
 
-def parse_sha256(lines: list[str]) -> Sha256 | None:
+def parse_sha256(output: list[str]) -> Sha256 | None:
     """`stamped <hex>` (the stamp holds it) or `hashed <identity> <hex>` (hashed now, the
     file's identity read before); None: no file, or one that could not be read."""
-    words = " ".join(line.strip() for line in lines).split()
+    words = " ".join(line.strip() for line in output).split()
     if len(words) == 2 and words[0] == "stamped" and _hex(words[1]):
         return Sha256(words[1], stamped=True)
     if len(words) == 3 and words[0] == "hashed" and _hex(words[2]):
@@ -108,5 +107,4 @@ class Sha256File(FactBase[Sha256 | None]):
                 f"h=$(sha256sum -- {q(path)} 2>/dev/null | cut -d' ' -f1) && "
                 "echo \"hashed $id $h\"; true")
 
-    def process(self, output: list[str]) -> Sha256 | None:
-        return parse_sha256(output)
+    process = staticmethod(parse_sha256)

@@ -41,10 +41,10 @@ class NvidiaSmiInfo:
     brand: str | None = None
 
 
-def parse_nvidia_smi(lines: list[str]) -> NvidiaSmiInfo | None:
+def parse_nvidia_smi(output: list[str]) -> NvidiaSmiInfo | None:
     values: dict[str, str] = {}
     gpus: list[GpuCard] = []
-    for line in lines:
+    for line in output:
         if line.startswith("path="):
             values["path"] = line[5:].strip()
         elif line.startswith("gpu="):
@@ -89,15 +89,14 @@ class GpuInfo(FactBase[NvidiaSmiInfo | None]):
             "\"$smi\" -q 2>/dev/null | grep -m1 'Product Brand' | sed 's/^ */brand=/'; fi; true"
         )
 
-    def process(self, output: list[str]) -> NvidiaSmiInfo | None:
-        return parse_nvidia_smi(output)
+    process = staticmethod(parse_nvidia_smi)
 
 
-def parse_pci_nvidia_devices(lines: list[str]) -> tuple[int, ...]:
+def parse_pci_nvidia_devices(output: list[str]) -> tuple[int, ...]:
     """`<class> <device>` per NVIDIA PCI function (sysfs' hex words) -> the device ids of
     the display/3D ones (class 0x03....)."""
     out = []
-    for line in lines:
+    for line in output:
         cls, _, device = line.strip().partition(" ")
         if cls.startswith("0x03") and re.match(r"^0x[0-9a-fA-F]{4}$", device.strip()):
             out.append(int(device.strip(), 16))
@@ -115,8 +114,7 @@ class PciNvidiaDevices(FactBase[tuple[int, ...]]):
                 '[ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && '
                 'echo "$(cat $d/class) $(cat $d/device)"; done; true')
 
-    def process(self, output: list[str]) -> tuple[int, ...]:
-        return parse_pci_nvidia_devices(output)
+    process = staticmethod(parse_pci_nvidia_devices)
 
 
 class PciNvidiaGpus(FactBase[int]):
@@ -140,10 +138,10 @@ DRIVER_PACKAGE_PREFIXES = ("cuda-drivers", "nvidia-driver", "nvidia-open", "nvid
                            "libcuda1", "nvidia-smi", "firmware-nvidia-gsp")
 
 
-def parse_driver_packages(lines: list[str]) -> list[str]:
+def parse_driver_packages(output: list[str]) -> list[str]:
     """`dpkg-query -W -f '${Package} ${Status}\\n'` lines -> installed driver packages."""
     out = []
-    for line in lines:
+    for line in output:
         parts = line.split(None, 1)
         if len(parts) == 2 and parts[1].strip().endswith("installed") and \
                 "not-installed" not in parts[1] and parts[0].startswith(DRIVER_PACKAGE_PREFIXES):
@@ -157,8 +155,7 @@ class LinuxDriverPackages(ListFact[str]):
         return ("dpkg-query -W -f '${Package} ${Status}\\n' 2>/dev/null "
                 "| grep -E '^(nvidia|libnvidia|libcuda1|cuda-drivers|firmware-nvidia)' || true")
 
-    def process(self, output: list[str]) -> list[str]:
-        return parse_driver_packages(output)
+    process = staticmethod(parse_driver_packages)
 
 
 @dataclass(frozen=True)
@@ -173,9 +170,9 @@ class NvidiaModuleInfo:
     since_boot: bool = False
 
 
-def parse_nvidia_module(lines: list[str]) -> NvidiaModuleInfo:
+def parse_nvidia_module(output: list[str]) -> NvidiaModuleInfo:
     """`module=`, `mtime=`, `btime=` (/proc/stat), `loaded=1` lines -> NvidiaModuleInfo."""
-    v = dict(line.strip().split("=", 1) for line in lines if "=" in line)
+    v = dict(line.strip().split("=", 1) for line in output if "=" in line)
     path = v.get("module", "").strip() or None
     mtime, btime = v.get("mtime", ""), v.get("btime", "")
     since = bool(path) and mtime.isdigit() and btime.isdigit() and int(mtime) > int(btime)
@@ -193,5 +190,4 @@ class NvidiaKernelModule(FactBase[NvidiaModuleInfo]):
             "[ -d /sys/module/nvidia ] && echo loaded=1; true"
         )
 
-    def process(self, output: list[str]) -> NvidiaModuleInfo:
-        return parse_nvidia_module(output)
+    process = staticmethod(parse_nvidia_module)

@@ -24,10 +24,10 @@ class OsReleaseInfo:
         return {k: v for k, v in (("id", self.id), ("version_id", self.version_id)) if v}
 
 
-def parse_os_release(lines: list[str]) -> OsReleaseInfo:
+def parse_os_release(output: list[str]) -> OsReleaseInfo:
     """`/etc/os-release` lines -> OsReleaseInfo(id="ubuntu", version_id="24.04")."""
     out: dict[str, str] = {}
-    for line in lines:
+    for line in output:
         line = line.strip()
         if "=" not in line or line.startswith("#"):
             continue
@@ -50,8 +50,7 @@ class OsRelease(FactBase[OsReleaseInfo]):
     def command(self) -> str:
         return "cat /etc/os-release"
 
-    def process(self, output: list[str]) -> OsReleaseInfo:
-        return parse_os_release(output)
+    process = staticmethod(parse_os_release)
 
 
 @dataclass(frozen=True)
@@ -63,9 +62,9 @@ class InitInfo:
     state: str
 
 
-def parse_pid1(lines: list[str]) -> InitInfo:
-    comm = lines[0].strip() if lines else ""
-    state = lines[1].strip() if len(lines) > 1 else "unknown"
+def parse_pid1(output: list[str]) -> InitInfo:
+    comm = output[0].strip() if output else ""
+    state = output[1].strip() if len(output) > 1 else "unknown"
     return InitInfo(pid1=comm, systemd=comm == "systemd", state=state)
 
 
@@ -74,8 +73,7 @@ class InitSystem(FactBase[InitInfo]):
         return ("cat /proc/1/comm 2>/dev/null || ps -p 1 -o comm=; "
                 "systemctl is-system-running 2>/dev/null || true")
 
-    def process(self, output: list[str]) -> InitInfo:
-        return parse_pid1(output)
+    process = staticmethod(parse_pid1)
 
 
 @dataclass(frozen=True)
@@ -88,8 +86,8 @@ class WslInfo:
     wsl_conf_systemd: bool
 
 
-def parse_wsl(lines: list[str]) -> WslInfo:
-    values = dict(line.split("=", 1) for line in lines if "=" in line)
+def parse_wsl(output: list[str]) -> WslInfo:
+    values = dict(line.split("=", 1) for line in output if "=" in line)
     kernel = values.get("kernel", "")
     dxg = values.get("dxg") == "1"
     is_wsl2 = "microsoft" in kernel.lower() and ("wsl2" in kernel.lower() or dxg)
@@ -110,12 +108,11 @@ class Wsl(FactBase[WslInfo]):
             "\\([a-z]*\\).*/\\1/p' /etc/wsl.conf 2>/dev/null | tail -n1)\""
         )
 
-    def process(self, output: list[str]) -> WslInfo:
-        return parse_wsl(output)
+    process = staticmethod(parse_wsl)
 
 
-def parse_df(lines: list[str]) -> int | None:
-    disk = parse_df_disk(lines)
+def parse_df(output: list[str]) -> int | None:
+    disk = parse_df_disk(output)
     return disk.free_bytes if disk else None
 
 
@@ -127,8 +124,7 @@ class FreeDiskBytes(FactBase[int | None]):
         q = shlex.quote(path)
         return f'p={q}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -PB1 "$p"'
 
-    def process(self, output: list[str]) -> int | None:
-        return parse_df(output)
+    process = staticmethod(parse_df)
 
 
 @dataclass(frozen=True)
@@ -162,7 +158,7 @@ class PortOwnersInfo:
     native_prefix_real: str = ""
 
 
-def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
+def parse_port_owners(output: list[str]) -> PortOwnersInfo:
     """`socket=INODE` opens a listening socket, each `pid=` after it one process holding it
     (its other lines follow); a socket with no `pid=` line is a listener whose holder /proc
     did not show."""
@@ -179,7 +175,7 @@ def parse_port_owners(lines: list[str]) -> PortOwnersInfo:
             owners.append(_owner(current, inode))
         current = None
 
-    for raw in [*lines, "socket="]:  # the last socket's holders closed by a sentinel
+    for raw in [*output, "socket="]:  # the last socket's holders closed by a sentinel
         k, eq, v = raw.strip().partition("=")
         if not eq:
             continue
@@ -276,8 +272,7 @@ class PortOwners(FactBase[PortOwnersInfo]):
                 .replace("@PIDFILE@", shlex.quote(pidfile))
                 .replace("@PREFIX@", shlex.quote(native_prefix)))
 
-    def process(self, output: list[str]) -> PortOwnersInfo:
-        return parse_port_owners(output)
+    process = staticmethod(parse_port_owners)
 
 
 class AptHolds(ListFact[str]):
@@ -299,10 +294,10 @@ class AptPolicyInfo:
     candidate: str | None = None
 
 
-def parse_apt_policy(lines: list[str]) -> AptPolicyInfo:
+def parse_apt_policy(output: list[str]) -> AptPolicyInfo:
     """`apt-cache policy haproxy` -> AptPolicyInfo(installed=None, candidate="2.6.12-1+deb12u3")."""
     found: dict[str, str | None] = {"Installed": None, "Candidate": None}
-    for line in lines:
+    for line in output:
         key, _, value = line.strip().partition(":")
         if key in found and found[key] is None:
             v = value.strip()
@@ -318,8 +313,7 @@ class AptPolicy(FactBase[AptPolicyInfo]):
     def command(self, package: str) -> str:
         return f"LC_ALL=C apt-cache policy {shlex.quote(package)} 2>/dev/null || true"
 
-    def process(self, output: list[str]) -> AptPolicyInfo:
-        return parse_apt_policy(output)
+    process = staticmethod(parse_apt_policy)
 
 
 @dataclass(frozen=True)
@@ -382,15 +376,14 @@ class BuildResources(FactBase[Resources]):
                 "grep -m1 -E '^model name[[:space:]]*:' /proc/cpuinfo; "
                 "grep -m1 -iE '^(flags|Features)[[:space:]]*:' /proc/cpuinfo; true")
 
-    def process(self, output: list[str]) -> Resources:
-        return parse_resources(output)
+    process = staticmethod(parse_resources)
 
 
-def parse_debian_components(lines: list[str]) -> list[str]:
+def parse_debian_components(output: list[str]) -> list[str]:
     """`deb URI suite area...` lines and deb822 `Components:` lines of Debian's sources ->
     the archive areas enabled (["main", "non-free-firmware"])."""
     out: list[str] = []
-    for line in lines:
+    for line in output:
         words = line.split()
         if words[:1] == ["Components:"]:
             areas = words[1:]
@@ -409,8 +402,7 @@ class DebianComponents(ListFact[str]):
                 "/etc/apt/sources.list.d/*.sources; do [ -f \"$f\" ] && grep -q debian \"$f\" "
                 "&& grep -hE '^(deb|deb-src|Components:) ' \"$f\"; done; true")
 
-    def process(self, output: list[str]) -> list[str]:
-        return parse_debian_components(output)
+    process = staticmethod(parse_debian_components)
 
 
 @dataclass(frozen=True)
@@ -421,8 +413,8 @@ class DiskInfo:
     free_bytes: int
 
 
-def parse_df_disk(lines: list[str]) -> DiskInfo | None:
-    for line in lines[1:]:
+def parse_df_disk(output: list[str]) -> DiskInfo | None:
+    for line in output[1:]:
         parts = line.split()
         if len(parts) >= 6 and parts[3].isdigit():
             return DiskInfo(mount=parts[5], free_bytes=int(parts[3]))
@@ -432,8 +424,7 @@ def parse_df_disk(lines: list[str]) -> DiskInfo | None:
 class DiskOf(FactBase[DiskInfo | None]):
     command = FreeDiskBytes.command
 
-    def process(self, output: list[str]) -> DiskInfo | None:
-        return parse_df_disk(output)
+    process = staticmethod(parse_df_disk)
 
 
 PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",

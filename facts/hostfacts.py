@@ -27,7 +27,6 @@ class HostFacts:
     wsl: WslInfo
     docker: DockerEngineInfo
     gpu: NvidiaSmiInfo | None
-    free_model_dir_bytes: int | None
     pci_nvidia_gpus: int = 0
     cpus: int = 1
     mem_total_bytes: int = 0

@@ -77,12 +77,12 @@ class AptTransaction:
     installed: tuple[str, ...]
 
 
-def parse_apt_history(lines: list[str]) -> list[AptTransaction]:
+def parse_apt_history(output: list[str]) -> list[AptTransaction]:
     """apt's history log (every rotation, oldest first) -> its transactions. `Install:`
     lists `name:arch (version[, automatic])` entries separated by `), `."""
     out: list[AptTransaction] = []
     command, installed = "", ()
-    for line in [*lines, "Start-Date: end"]:
+    for line in [*output, "Start-Date: end"]:
         if line.startswith("Start-Date:"):
             if command:
                 out.append(AptTransaction(command, installed))
@@ -104,8 +104,7 @@ class AptHistory(ListFact[AptTransaction]):
         return ("for f in $(ls -tr /var/log/apt/history.log* 2>/dev/null); do "
                 "zcat -f \"$f\"; done; true")
 
-    def process(self, output: list[str]) -> list[AptTransaction]:
-        return parse_apt_history(output)
+    process = staticmethod(parse_apt_history)
 
 
 class InstalledPackages(ListFact[str]):

@@ -38,10 +38,10 @@ class HostToolsInfo:
         return [t for t in wanted if not self.path(t)]
 
 
-def parse_host_tools(lines: list[str]) -> HostToolsInfo:
+def parse_host_tools(output: list[str]) -> HostToolsInfo:
     values: dict[str, str] = {}
     tools: list[tuple[str, str]] = []
-    for line in lines:
+    for line in output:
         key, _, value = line.strip().partition("=")
         value = value.strip()
         if key.startswith("tool:") and value:
@@ -82,8 +82,7 @@ class HostTools(FactBase[HostToolsInfo]):
             'echo "apt_lists=$(ls /var/lib/apt/lists 2>/dev/null | grep -c _Packages || true)"'
         )
 
-    def process(self, output: list[str]) -> HostToolsInfo:
-        return parse_host_tools(output)
+    process = staticmethod(parse_host_tools)
 
 
 class SupervisorPrograms(FactBase[dict[str, str] | None]):

@@ -27,10 +27,10 @@ class FsInfo:
         return "overlay" in self.fstype.lower()
 
 
-def parse_fs_of(lines: list[str]) -> FsInfo | None:
+def parse_fs_of(output: list[str]) -> FsInfo | None:
     """`existing=`, `findmnt=FSTYPE TARGET` and `statf=TYPE` lines -> FsInfo; None where
     neither tool told the type."""
-    values = {k.strip(): v.strip() for k, eq, v in (line.partition("=") for line in lines)
+    values = {k.strip(): v.strip() for k, eq, v in (line.partition("=") for line in output)
               if eq}
     found = values.get("findmnt", "").split(None, 1)
     if found:
@@ -50,5 +50,4 @@ class FsOf(FactBase[FsInfo | None]):
                 'echo "findmnt=$(findmnt -n -o FSTYPE,TARGET -T "$p" 2>/dev/null | head -n1)"; '
                 'echo "statf=$(stat -f -c %T "$p" 2>/dev/null)"; true')
 
-    def process(self, output: list[str]) -> FsInfo | None:
-        return parse_fs_of(output)
+    process = staticmethod(parse_fs_of)

@@ -879,8 +879,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
         warn_supervisor_restart(init, persistent_root)
     # what the tasks read instead of host data's runtime, CUDA release and archs
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
-                     free_model_dir_bytes=free, pci_nvidia_gpus=plan.pci,
-                     driver_action=plan.action, runtime=rt,
+                     pci_nvidia_gpus=plan.pci, driver_action=plan.action, runtime=rt,
                      cuda_version=plan.cuda_version or host_cuda or cfg.data.cuda_version,
                      cuda_arch=archs_of_cards(cfg, gpu),
                      proxy_vars=proxy_vars if building else (),

@@ -240,7 +240,7 @@ def test_the_check_after_the_build_fails_the_host_with_the_line(monkeypatch, cap
     monkeypatch.setattr(engine, "failures", dict)  # no pyinfra State here
     cfg = load_host_config({**DEFAULTS, "source": NEWER_REF})
     hf = HostFacts(os=None, init=None, wsl=None, docker=None, gpu=None,  # type: ignore[arg-type]
-                   free_model_dir_bytes=None, runtime=runtime_of("container", "systemd"),
+                   runtime=runtime_of("container", "systemd"),
                    cuda_version="13.2.1", cuda_arch=None)
     reads = engine.reader(hf, "beekeeper/llama-server:t", gpu=True)
     check = engine.after_build(cfg, hf, reads)

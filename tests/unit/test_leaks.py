@@ -121,8 +121,8 @@ TOKEN = "/etc/beekeeper/hf_token"
 @pytest.mark.parametrize("info,words", [
     (SecretFileInfo(kind="missing"), "is not on the host"),
     (SecretFileInfo(kind="folder"), "is a folder"),
-    (SecretFileInfo(kind="file", mode=0o600, owner="root", chars=0), "is empty"),
-    (SecretFileInfo(kind="file", mode=0o644, owner="root", chars=37),
+    (SecretFileInfo(kind="file", mode=0o600, chars=0), "is empty"),
+    (SecretFileInfo(kind="file", mode=0o644, chars=37),
      "readable by others (mode 644)"),
     (None, "could not be read"),
 ])
@@ -134,7 +134,7 @@ def test_a_bad_token_file_stops_the_deploy_before_any_change(info, words):
 
 
 def test_a_root_only_token_file_deploys_and_is_passed_by_path_only():
-    good = SecretFileInfo(kind="file", mode=0o600, owner="root", chars=37)
+    good = SecretFileInfo(kind="file", mode=0o600, chars=37)
     ops = run_deploy({**DEFAULTS, "hf_token_file": TOKEN}, facts(SecretFile=good))
     assert ops and all(SECRET not in " ".join(c) for _, c in ops)
 
