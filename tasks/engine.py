@@ -46,9 +46,9 @@ def judged(cfg: HostConfig, facts: HostFacts, text: str | None,
         who = f"profile `{svc.profile.name}`"
         who = f"service `{svc.name}` ({who})" if len(cfg.services) > 1 else who
         args = server_args(cfg, facts.runtime, svc)
-        kit = args[:len(args) - len(svc.extra_args)]
+        kit = args[:len(args) - len(svc.data.server_extra_args)]
         told = extra_warning(who, built,
-                             unaccepted(svc.extra_args, offered, check_values=False))
+                             unaccepted(svc.data.server_extra_args, offered, check_values=False))
         if told:
             warned(told)
         refused = refusal(who, built, svc.profile.name,

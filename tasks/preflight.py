@@ -661,7 +661,7 @@ def check_ports(cfg: HostConfig, docker: DockerEngineInfo, rt: Runtime,
     removed_first = frozenset(leaving(cfg, deployed, kept))
     orphans: list[int] = []
     for svc in cfg.services:
-        orphans += [p for p in check_port(svc.name, svc.port, docker.present, removed_first,
+        orphans += [p for p in check_port(svc.name, svc.data.port, docker.present, removed_first,
                                           rt) if p not in orphans]
     return tuple(orphans)
 

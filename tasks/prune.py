@@ -28,7 +28,7 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
     if kept is None and phase == "before":
         host.noop("removing services left out: skipped, another inventory host on this "
                   "machine has bad host data and what it keeps is unknown")
-    wanted_ports = {s.port for s in cfg.services}
+    wanted_ports = {s.data.port for s in cfg.services}
     going = leaving(cfg, host.get_fact(DeployedServices), kept)
     for name in going:
         record = deployed_manifest(ServicePaths(name).manifest)

@@ -31,16 +31,16 @@ def server_args(cfg: HostConfig, rt: Runtime, svc: ServiceConfig) -> list[str]:
     d = cfg.data.model_dir
     args = svc.profile.server.args(rt.model_arg(svc.model, d),
                                    rt.model_arg(svc.draft, d) if svc.draft else None)
-    return [*args, "--alias", svc.alias, *svc.extra_args]
+    return [*args, "--alias", svc.alias, *svc.data.server_extra_args]
 
 
 def container(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> ContainerSpec:
     """The service's container, one spec for the plain unit and the compose file."""
     p = ServicePaths(svc.name)
     return ContainerSpec(name=p.container, image=image, args=tuple(server_args(cfg, rt, svc)),
-                         model_dir=cfg.data.model_dir, bind_address=svc.bind_address,
-                         port=svc.port, service=svc.name, profile=svc.profile.name,
-                         env_file=p.secrets_env if svc.api_key_file else None,
+                         model_dir=cfg.data.model_dir, bind_address=svc.data.bind_address,
+                         port=svc.data.port, service=svc.name, profile=svc.profile.name,
+                         env_file=p.secrets_env if svc.data.api_key_file else None,
                          gpu=svc.profile.backend == "cuda")
 
 
@@ -55,7 +55,7 @@ def render_unit(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, artifact: str,
     p = ServicePaths(svc.name)
     launch = (f'exec setpriv --reuid={SERVER_USER} --regid={SERVER_USER} --init-groups '
               '--no-new-privs --pdeathsig KILL -- "$@"')
-    if svc.api_key_file:
+    if svc.data.api_key_file:
         launch = f"IFS= read -r LLAMA_API_KEY < {q(p.api_key)} && export LLAMA_API_KEY && {launch}"
     return render(rt.template, docker_flavour=docker_flavour, spec=spec,
                   run=docker_run(spec, sd_quote), svc=svc, unit=p.unit_name,
@@ -81,7 +81,7 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
         service=svc.name, container=p.container, unit=rt.known_by(p),
         profile=svc.profile.name, mode=cfg.data.mode, image=image, runtime=rt.recorded,
         log=rt.log(p), compose_file=rt.compose_file(p),
-        bind_address=svc.bind_address, port=svc.port,
+        bind_address=svc.data.bind_address, port=svc.data.port,
         ctx_size_tokens=svc.profile.server.ctx_size, slots=svc.profile.server.parallel,
         model_path=svc.model.host_path(cfg.data.model_dir),
         model_sha256=svc.model_sha256,
@@ -89,7 +89,7 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
         model_is_users=svc.model.users_file,
         draft_path=svc.draft.host_path(cfg.data.model_dir) if svc.draft else None,
         draft_sha256=svc.draft.sha256 if svc.draft else None,
-        api_key=bool(svc.api_key_file), version=RECORD_VERSION,
+        api_key=bool(svc.data.api_key_file), version=RECORD_VERSION,
     )
 
 
@@ -122,12 +122,12 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     new_unit = render_unit(cfg, rt, svc, image, host.get_fact(DockerEngine).flavour)
     new_compose = render_compose(cfg, rt, svc, image) if rt.compose else None
     secret_ops: list[OperationMeta] = []
-    if svc.api_key_file:
+    if svc.data.api_key_file:
         secret_ops = [
             secrets.put_secret(name="Store the API key on the host (root-only file)",
-                               src=svc.api_key_file, dest=p.api_key),
+                               src=svc.data.api_key_file, dest=p.api_key),
             secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
-                                    src=svc.api_key_file, key_path=p.api_key,
+                                    src=svc.data.api_key_file, key_path=p.api_key,
                                     env_path=p.secrets_env, quoted=rt.env_quoted),
         ]
     unit_path = rt.unit_file(p)

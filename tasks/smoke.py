@@ -32,8 +32,8 @@ def check(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, changed: bool) -> No
     """The smoke check of `svc`, run by `rt` (HostFacts.runtime)."""
     paths = ServicePaths(svc.name)
     smoke_checked(
-        name=f"Wait for /health on port {svc.port} and smoke-check the API",
-        port=svc.port, paths=paths, timeout_s=cfg.data.health_timeout_s, after_change=changed,
-        api_key_file=paths.api_key if svc.api_key_file else None,
-        profile=svc.profile.name, bind_address=svc.bind_address, runtime=rt, model=svc.alias,
+        name=f"Wait for /health on port {svc.data.port} and smoke-check the API",
+        port=svc.data.port, paths=paths, timeout_s=cfg.data.health_timeout_s, after_change=changed,
+        api_key_file=paths.api_key if svc.data.api_key_file else None,
+        profile=svc.profile.name, bind_address=svc.data.bind_address, runtime=rt, model=svc.alias,
     )

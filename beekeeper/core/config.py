@@ -47,25 +47,24 @@ SERVICE_NAME_RE = re.compile(SERVICE_NAME.removesuffix("$") + r"\Z")
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """One model service on a host."""
+    """One model service on a host: its host data as declared (`data`: a `services` entry,
+    or the host's own keys) and what the rules between keys make of it."""
 
-    name: str
+    data: ServiceData
+    # the profile with host data's ctx_size and slots applied
     profile: Profile
-    port: int
-    bind_address: str
-    api_key_file: str | None
     # the profile's model (and draft) with host data's model_*/draft_* applied
     model: ModelFile
     draft: ModelFile | None
-    extra_args: tuple[str, ...]
-    # the port the gateway reaches this service on, when not `port` (an SSH forward)
-    gateway_port: int | None
-    model_alias: str | None
+
+    @property
+    def name(self) -> str:
+        return self.data.service_name
 
     @property
     def alias(self) -> str:
         """The model name clients send: host data `model_alias`, else the profile's name."""
-        return self.model_alias or self.profile.name
+        return self.data.model_alias or self.profile.name
 
     @property
     def model_sha256(self) -> str | None:
@@ -310,10 +309,7 @@ def _service(entry: ServiceData, prefix: str,
     if pin is not None:  # preflight's VRAM plan (a GPU profile's) reads the served file
         model = pin(model, "model", profile.backend == "cuda")
         draft = pin(draft, "draft", False) if draft is not None else None
-    return ServiceConfig(name=entry.service_name, profile=profile, port=entry.port,
-                         bind_address=entry.bind_address, api_key_file=entry.api_key_file,
-                         model=model, draft=draft, extra_args=tuple(entry.server_extra_args),
-                         gateway_port=entry.gateway_port, model_alias=entry.model_alias)
+    return ServiceConfig(data=entry, profile=profile, model=model, draft=draft)
 
 
 def rule_loopback_needs_key(key: str, bind: str, key_file: str | None, key_name: str) -> None:
@@ -471,7 +467,7 @@ def rule_one_build(services: tuple[ServiceConfig, ...], listed: bool) -> None:
 
 def rule_distinct(services: tuple[ServiceConfig, ...], absent: tuple[str, ...]) -> None:
     """Each service its own port and its own name."""
-    ports = [s.port for s in services]
+    ports = [s.data.port for s in services]
     if len(set(ports)) != len(ports):
         raise fail("services", f"two services share a port ({ports})", "give each its own port")
     names = [s.name for s in services] + list(absent)
@@ -500,9 +496,10 @@ def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -
 def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtime) -> None:
     """Each API key must go literally into the way's secrets env file (Runtime.env_carries)."""
     for i, svc in enumerate(services):
-        if svc.api_key_file and not way.env_carries(Path(svc.api_key_file).read_text().strip()):
+        file = svc.data.api_key_file
+        if file and not way.env_carries(Path(file).read_text().strip()):
             key = f"services[{i}].api_key_file" if listed else "api_key_file"
-            raise fail(key, f"the key in {svc.api_key_file} holds ' or \\, which compose's "
+            raise fail(key, f"the key in {file} holds ' or \\, which compose's "
                        "env file cannot carry literally",
                        "use a key without them (e.g. `openssl rand -hex 32`), or "
                        "runtime = 'systemd'")
@@ -515,7 +512,7 @@ def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayData |
         return None
     rule_loopback_needs_key("gateway.bind_address", gw.bind_address, gw.api_key_file,
                             "gateway['api_key_file']")
-    if gw.port in [s.port for s in services]:
+    if gw.port in [s.data.port for s in services]:
         raise fail("gateway.port", f"{gw.port} is also a model service's port on this host",
                    "give the gateway a port of its own, e.g. gateway = {'port': 4000}")
     return gw

@@ -84,8 +84,8 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
                      svc: ServiceConfig) -> str:
     """Where the gateway on `gw_host` reaches `svc` of `host`; ConfigError when it cannot."""
     if host == gw_host:  # the same box
-        return local_address(svc.bind_address)
-    bind = ipaddress.ip_address(svc.bind_address)
+        return local_address(svc.data.bind_address)
+    bind = ipaddress.ip_address(svc.data.bind_address)
     if cfg.data.gateway_address:  # a private address, or an SSH forward on the gateway's side
         return cfg.data.gateway_address
     where = (f"on {host}: set gateway_address to the address the gateway reaches it at "
@@ -93,7 +93,7 @@ def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
     if bind.is_loopback:
         raise ConfigError(
             host_data("bind_address"), f"service {svc.name} on host {host} listens on "
-            f"{svc.bind_address} only, which the gateway on {gw_host} cannot reach",
+            f"{svc.data.bind_address} only, which the gateway on {gw_host} cannot reach",
             "bind a private address (with api_key_file), or forward the port to the "
             f"gateway (ssh -L) and, {where}")
     if not bind.is_unspecified:
@@ -124,13 +124,13 @@ def route_name(host: str, svc: ServiceConfig) -> str:
     for a name HAProxy cannot take as written."""
     model = svc.alias
     if not _ROUTE_RE.match(model):
-        said = f"{model!r} " if svc.model_alias else ""
+        said = f"{model!r} " if svc.data.model_alias else ""
         raise ConfigError(
-            host_data("model_alias") if svc.model_alias else f"profile {model!r}",
+            host_data("model_alias") if svc.data.model_alias else f"profile {model!r}",
             f"{said}of service {svc.name} on {host} is not a name the gateway can route (it "
             "writes the name into HAProxy's backend names and paths)", "set model_alias to a "
             "name of letters, digits and . _ - : only, starting with a letter or digit",
-            lead=": " if svc.model_alias else " ")
+            lead=": " if svc.data.model_alias else " ")
     return model
 
 
@@ -151,11 +151,12 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
         for svc in cfg.services:
             model = route_name(name, svc)
             # servers balanced as one model must serve the same thing: file, hash, flags
-            what = (svc.model.filename, svc.model.sha256, svc.profile.server, svc.extra_args)
+            what = (svc.model.filename, svc.model.sha256, svc.profile.server,
+                    svc.data.server_extra_args)
             first = served.setdefault(model, (what, f"{name}/{svc.name}"))
             if first[0] != what:
                 raise ConfigError(
-                    host_data("model_alias" if svc.model_alias else "profile"),
+                    host_data("model_alias" if svc.data.model_alias else "profile"),
                     f"service {svc.name} on {name} and {first[1]} both answer as model "
                     f"{model} but serve different models or server settings (model file, "
                     "sha256, profile, ctx_size, slots or extra args), and the gateway would "
@@ -164,7 +165,7 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
             by_model.setdefault(model, []).append(Upstream(
                 host=name, service=svc.name, model=model,
                 address=upstream_address(gw_host, name, data, cfg, svc),
-                port=svc.gateway_port or svc.port, api_key_file=svc.api_key_file))
+                port=svc.data.gateway_port or svc.data.port, api_key_file=svc.data.api_key_file))
     routes = []
     for model, ups in sorted(by_model.items()):
         keys = {Path(u.api_key_file).read_text().strip(): u for u in ups if u.api_key_file}

@@ -97,12 +97,12 @@ def decision(load: Any, data: dict[str, Any]) -> list[Any]:
     except ValueError as e:  # ConfigError, of either the old or the new module
         text = str(e)
         return ["refused", text.split("`")[1] if text.startswith("host data `") else text]
-    services = [[s.name, s.profile.name, s.port, s.bind_address, s.profile.server.ctx_size,
-                 list(s.extra_args), s.model.filename,
+    services = [[s.name, s.profile.name, s.data.port, s.data.bind_address,
+                 s.profile.server.ctx_size, list(s.data.server_extra_args), s.model.filename,
                  getattr(s.model.source, "repo", None), getattr(s.model.source, "revision", None),
-                 s.model.sha256, s.draft.sha256 if s.draft else None, s.gateway_port]
+                 s.model.sha256, s.draft.sha256 if s.draft else None, s.data.gateway_port]
                 # keys added later are recorded where set, so earlier digests stay
-                + ([s.model_alias] if s.model_alias is not None else [])
+                + ([s.data.model_alias] if s.data.model_alias is not None else [])
                 for s in cfg.services]
     gw, d = cfg.gateway, cfg.data
     later = {"persistent_root": d.persistent_root} if d.persistent_root is not None else {}

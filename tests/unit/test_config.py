@@ -16,8 +16,8 @@ def with_(**kw):
 def test_good_data_loads_with_secure_defaults():
     cfg = load_host_config(GOOD)
     assert cfg.data.mode == "container"
-    assert cfg.service.bind_address == "127.0.0.1"
-    assert cfg.service.port == 8083
+    assert cfg.service.data.bind_address == "127.0.0.1"
+    assert cfg.service.data.port == 8083
     assert cfg.service.model_sha256 == cfg.service.profile.model.sha256
 
 
@@ -81,7 +81,7 @@ def test_non_loopback_bind_with_key_file_is_allowed(tmp_path):
     key.write_text("s3cret\n")
     key.chmod(0o600)
     cfg = load_host_config(with_(bind_address="0.0.0.0", api_key_file=str(key)))
-    assert cfg.service.api_key_file == str(key)
+    assert cfg.service.data.api_key_file == str(key)
     key.chmod(0o644)
     with pytest.raises(ConfigError, match=r"`api_key_file`.*readable by others.*chmod 600"):
         load_host_config(with_(bind_address="0.0.0.0", api_key_file=str(key)))

@@ -379,7 +379,7 @@ def test_the_example_inventory_names_no_host_and_says_how(monkeypatch, tmp_path)
 
     cfgs = [load_host_config({**DEFAULTS, **data}) for _, data in boxes]
     assert [c.service.profile.name for c in cfgs] == ["q8-turbo4-64k", "q4km-f16-32k"]
-    assert cfgs[1].data.cuda_arch == "86" and cfgs[1].service.port == 8084
+    assert cfgs[1].data.cuda_arch == "86" and cfgs[1].service.data.port == 8084
 
 
 

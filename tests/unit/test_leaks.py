@@ -103,7 +103,7 @@ def test_a_secret_flag_is_refused_and_its_value_never_quoted(args, flag):
 ])
 def test_a_value_starting_with_a_dash_is_a_value_as_llama_cpp_reads_it(args):
     cfg = load_host_config({**CPU, "server_extra_args": args})
-    assert cfg.service.extra_args == tuple(args)
+    assert cfg.service.data.server_extra_args == tuple(args)
 
 
 @pytest.mark.parametrize("args", [["--ctx_size", "512"], ["--jinja", "-c", "512"],

@@ -109,5 +109,5 @@ def test_the_configuration_is_made_with_its_models_pinned_not_rewritten():
                      (name, "http://127.0.0.1:9", "draft", False)]
     svc = cfg.service
     assert (svc.model.filename, svc.draft and svc.draft.filename) == ("model.gguf", "draft.gguf")
-    assert (svc.name, svc.port, svc.profile) == (plain.service.name, plain.service.port,
-                                                  plain.service.profile)
+    assert (svc.name, svc.data.port, svc.profile) == \
+        (plain.service.name, plain.service.data.port, plain.service.profile)

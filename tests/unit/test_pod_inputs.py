@@ -505,7 +505,7 @@ def test_the_pod_inventory_reads_its_keys_from_the_environment(monkeypatch, tmp_
                       BEEKEEPER_PERSISTENT_ROOT="/workspace/kit", BEEKEEPER_PORT="8090")
     cfg = load_host_config(data)
     svc = cfg.service
-    assert (svc.bind_address, svc.api_key_file, svc.alias, svc.port) == \
+    assert (svc.data.bind_address, svc.data.api_key_file, svc.alias, svc.data.port) == \
         ("0.0.0.0", str(key), "qwen3.5-9b", 8090)
     assert cfg.data.vram_budget_gib == 22.5 and cfg.data.persistent_root == "/workspace/kit"
     plain = load_host_config(_inventory(monkeypatch))

@@ -273,7 +273,7 @@ def test_the_family_gateway_routes_both_models_by_the_names_the_page_gives(famil
     behind it on loopback, routed by the names the page tells people to send."""
     ((name, data),) = family
     cfg = load_host_config(data)
-    assert all(ipaddress.ip_address(s.bind_address).is_loopback for s in cfg.services)
+    assert all(ipaddress.ip_address(s.data.bind_address).is_loopback for s in cfg.services)
     assert cfg.gateway is not None and cfg.gateway.api_key_file == "keys/family.key"
     plan = gw.plan(name, [(name, data)])
     assert plan.left_out == []
@@ -355,7 +355,7 @@ def test_the_pod_pages_keyed_bind_is_accepted(tmp_path, monkeypatch):
     monkeypatch.setenv("BEEKEEPER_API_KEY_FILE", str(key))
     data = runpy.run_path(str(ROOT / "inventories" / "gpu-container.py"))["gpu_containers"][0][1]
     (svc,) = load_host_config({**group_data(), **data}).services
-    assert svc.bind_address == "0.0.0.0" and svc.api_key_file == str(key)
+    assert svc.data.bind_address == "0.0.0.0" and svc.data.api_key_file == str(key)
 
 
 def test_the_pod_pages_driver_branches_are_cudas_minor_version_floors():

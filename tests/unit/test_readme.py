@@ -302,5 +302,5 @@ def test_the_windows_paragraph_names_the_served_url():
     from beekeeper.core.config import group_all, load_host_config
 
     svc = load_host_config(group_all()).service  # every host's, as the kit reads it
-    assert f"`http://localhost:{svc.port}/v1`, model `{svc.profile.name}`" in para
+    assert f"`http://localhost:{svc.data.port}/v1`, model `{svc.profile.name}`" in para
     assert "`localhostForwarding`" in para and "not cover" in para

@@ -90,7 +90,7 @@ def test_extra_args_may_not_set_what_the_kit_sets(args, owner):
 
 def test_extra_args_that_add_pass():
     cfg = load_host_config(with_(server_extra_args=["--threads", "8", "--alias2", "x"]))
-    assert cfg.service.extra_args == ("--threads", "8", "--alias2", "x")
+    assert cfg.service.data.server_extra_args == ("--threads", "8", "--alias2", "x")
 
 
 def test_extra_args_in_a_services_entry_are_checked_too():
@@ -126,7 +126,7 @@ def test_group_datas_profile_beside_services_is_left_unread_and_another_is_refus
     assert set(given) == {"profile"}  # all.py gives no other service key
     cfg = load_host_config({**CPU, **given, "services": [{"profile": "cpu-tiny",
                                                            "port": 8084}]})
-    assert [(s.port, s.bind_address) for s in cfg.services] == [(8084, "127.0.0.1")]
+    assert [(s.data.port, s.data.bind_address) for s in cfg.services] == [(8084, "127.0.0.1")]
     msg = refused({**CPU, "profile": "cpu-smollm", "services": [{"profile": "cpu-tiny"}]},
                   "profile")
     assert "beside `services`" in msg
@@ -158,7 +158,7 @@ def test_group_data_all_alone_beside_services_passes(group_data):
     entry reads. The port and address are the schema's defaults, which no layer gives."""
     data = _cli_host(SERVICES, group_data)
     assert data.get("profile") == "q8-turbo4-64k" and data.get("port") is None
-    assert [s.port for s in load_host_config(data).services] == [8090]
+    assert [s.data.port for s in load_host_config(data).services] == [8090]
 
 
 @pytest.mark.parametrize(("where", "key", "host_data", "group_data", "override"), [
@@ -230,7 +230,7 @@ def test_a_relative_key_file_says_what_it_is_relative_to(tmp_path, monkeypatch):
     (tmp_path / "keys").mkdir()
     key_file(tmp_path / "keys", "s3cret\n", "k")
     assert load_host_config(with_(bind_address="0.0.0.0", api_key_file="keys/k")
-                            ).service.api_key_file == "keys/k"
+                            ).service.data.api_key_file == "keys/k"
 
 
 # ------------------------------------------------------------------ VRAM per card

@@ -60,7 +60,9 @@ def program(tmp_path: Path, name: str, launch: str, binary: str, args: list[str]
     class Svc:
         class profile:  # noqa: N801 - the template reads svc.profile.name
             name = "cpu-tiny"
-        name, bind_address, port = "llm", "127.0.0.1", 8083
+        class data:  # noqa: N801 - and svc.data's address and port
+            bind_address, port = "127.0.0.1", 8083
+        name = "llm"
     text = render("supervisor-program.conf.j2", svc=Svc, program=name, launch=launch,
                   binary=binary, args=args, log_file=str(tmp_path / f"{name}.log"),
                   env_file=None)
