@@ -30,8 +30,8 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
                                    packages=["git", "ca-certificates"], no_recommends=True,
                                    cache_time=24 * 3600))
         result.append(git_fetched(
-            name=f"Fetch the server source {cfg.source.url} at {cfg.source.ref[:12]}",
-            url=cfg.source.url or "", commit=cfg.source.ref, dest=dest))
+            name=f"Fetch the server source {cfg.source.git} at {cfg.source.ref[:12]}",
+            url=cfg.source.git or "", commit=cfg.source.ref, dest=dest))
         return result
     tarball = Path(cfg.source.path or "")
     if not tarball.is_file():

@@ -419,11 +419,6 @@ class SourceData(BaseModel):
         """'git', or 'local' (`path`: a tree or tarball on the controller)."""
         return "git" if self.git is not None else "local"
 
-    @property
-    def url(self) -> str | None:
-        """`git` (the name tasks/source.py reads)."""
-        return self.git
-
     @model_validator(mode="after")
     def one_source(self) -> SourceData:
         """`git` or `path`, and a ref of the kind it needs."""

@@ -111,7 +111,7 @@ def decision(load: Any, data: dict[str, Any]) -> list[Any]:
     return ["ok", {**later,
         "services": services, "absent": list(cfg.absent), "mode": d.mode,
         "runtime": cfg.requested_runtime, "dirs": [d.model_dir, d.state_dir],
-        "source": [cfg.source.kind, cfg.source.ref, cfg.source.url, cfg.source.path],
+        "source": [cfg.source.kind, cfg.source.ref, cfg.source.git, cfg.source.path],
         "cuda": [d.cuda_version, d.cuda_arch, float(d.vram_budget_gib), d.build_jobs],
         "run": [d.health_timeout_s, list(d.stages), d.hf_endpoint, d.server_webui],
         "images": [base, dict(d.preload_images or {}), d.install_docker],

@@ -63,7 +63,7 @@ def test_the_fix_points_where_the_credentials_belong():
 def test_a_user_name_alone_in_an_ssh_url_is_no_secret_and_passes():
     cfg = load_host_config({**CPU, "source": {"git": "ssh://git@git.example/x.git",
                                               "ref": COMMIT}})
-    assert cfg.source.url == "ssh://git@git.example/x.git"
+    assert cfg.source.git == "ssh://git@git.example/x.git"
 
 
 def test_the_deploy_stops_on_the_credentials_before_any_operation(capsys):
