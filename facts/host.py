@@ -111,22 +111,6 @@ class Wsl(FactBase[WslInfo]):
     process = staticmethod(parse_wsl)
 
 
-def parse_df(output: list[str]) -> int | None:
-    disk = parse_df_disk(output)
-    return disk.free_bytes if disk else None
-
-
-class FreeDiskBytes(FactBase[int | None]):
-    """Returns the free bytes on the file system that holds ``path`` (or its nearest
-    existing parent)."""
-
-    def command(self, path: str) -> str:
-        q = shlex.quote(path)
-        return f'p={q}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -PB1 "$p"'
-
-    process = staticmethod(parse_df)
-
-
 @dataclass(frozen=True)
 class PortOwner:
     """One process holding a listening TCP socket, as /proc shows it: ``pid`` None where the
@@ -422,7 +406,12 @@ def parse_df_disk(output: list[str]) -> DiskInfo | None:
 
 
 class DiskOf(FactBase[DiskInfo | None]):
-    command = FreeDiskBytes.command
+    """Returns the file system that holds ``path`` (or its nearest existing parent): its
+    mount point and free bytes."""
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return f'p={q}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -PB1 "$p"'
 
     process = staticmethod(parse_df_disk)
 

@@ -58,7 +58,6 @@ from beekeeper.facts.gpu import GpuInfo, NvidiaSmiInfo
 from beekeeper.facts.host import (
     BuildResources,
     DiskOf,
-    FreeDiskBytes,
     InitInfo,
     InitSystem,
     OsRelease,
@@ -844,7 +843,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     os_release = read(OsRelease, "/etc/os-release")
     docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
-    free = host.get_fact(FreeDiskBytes, path=cfg.data.model_dir)
+    disk = host.get_fact(DiskOf, path=cfg.data.model_dir)  # check_image_space's too
     rt = check_init(cfg, init, wsl, docker.present)
     persistent_root = check_persistent_root(cfg, rt, init)
     if not rt.under_systemd and cfg.gateway is not None:
@@ -864,7 +863,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     check_model_dir(cfg, wsl)
     check_own_model(cfg, rt)
     port_orphans = check_ports(cfg, docker, rt, kept)
-    check_free_space(cfg, free)
+    check_free_space(cfg, disk.free_bytes if disk else None)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
     building = image_missing(cfg, gpu, res, plan.cuda_version)

@@ -43,6 +43,7 @@ from beekeeper.facts.docker import DockerEngineInfo
 from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo, PciNvidiaDevices, PciNvidiaGpus
 from beekeeper.facts.host import (
     AptPolicyInfo,
+    DiskInfo,
     InitInfo,
     OsReleaseInfo,
     PortOwner,
@@ -315,7 +316,7 @@ NO_DRIVER = {"Wsl": NATIVE, "GpuInfo": None, "PciListing": PCI_RTX4090}  # no dr
 
 def facts(**over):
     base = {"InitSystem": SYSTEMD, "Wsl": WSL, "OsRelease": UBUNTU2404, "DockerEngine": DOCKER_CE,
-            "GpuInfo": RTX4090, "FreeDiskBytes": 500 * 2**30,
+            "GpuInfo": RTX4090, "DiskOf": DiskInfo(mount="/", free_bytes=500 * 2**30),
             "LinuxDriverPackages": [], "PortListeners": [], "DockerImageId": None,
             "AptHolds": [], "GpuInContainer": None, "ServerSmoke": None, "AptSourcesFor": []}
     return {**base, **over}
@@ -526,7 +527,8 @@ def refused(data, key):
     return msg
 
 
-CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
+CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None,
+            "DiskOf": DiskInfo(mount="/", free_bytes=10 * 2**30)}
 
 
 def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True,

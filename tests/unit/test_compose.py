@@ -23,6 +23,7 @@ from beekeeper.operations.secrets import env_line
 from beekeeper.tasks.service import render_compose, render_unit
 
 from .harness import (
+    CPU_HOST,
     DEFAULTS,
     NATIVE,
     NO_DOCKER,
@@ -42,7 +43,6 @@ DEBIAN13 = OsReleaseInfo(id="debian", version_id="13")
 DEBIAN12 = OsReleaseInfo(id="debian", version_id="12")
 DISTRO_DOCKER = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro",
                                  active=True, server_version="26.1.5", nvidia_runtime=False)
-CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None, "FreeDiskBytes": 10 * 2**30}
 TAG = "beekeeper/llama-server:x"
 
 

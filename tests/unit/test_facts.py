@@ -4,7 +4,14 @@ import pytest
 
 from beekeeper.facts.docker import ComposeVersion, DockerImageId, parse_docker_engine
 from beekeeper.facts.gpu import GpuCard, parse_nvidia_smi
-from beekeeper.facts.host import InitInfo, parse_df, parse_os_release, parse_pid1, parse_wsl
+from beekeeper.facts.host import (
+    DiskInfo,
+    InitInfo,
+    parse_df_disk,
+    parse_os_release,
+    parse_pid1,
+    parse_wsl,
+)
 from beekeeper.facts.server import ServerSmoke
 
 DATA = Path(__file__).parent / "data"
@@ -36,8 +43,8 @@ def test_native_linux_is_not_wsl():
 def test_df():
     lines = ["Filesystem 1B-blocks Used Available Use% Mounted on",
              "/dev/sdd 1081101176832 30215536640 995892109312 3% /"]
-    assert parse_df(lines) == 995892109312
-    assert parse_df([]) is None
+    assert parse_df_disk(lines) == DiskInfo(mount="/", free_bytes=995892109312)
+    assert parse_df_disk([]) is None
 
 
 def test_nvidia_smi_wsl2_rtx4090():

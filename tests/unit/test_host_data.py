@@ -318,7 +318,7 @@ def test_model_dir_with_a_colon_is_refused_for_docker_volume():
 def test_hostile_model_dir_reaches_shell_lines_quoted():
     ops = run_deploy({**CPU_GIT, "model_dir": "/srv/x'$(touch /tmp/pwn)",
                       "health_timeout_s": 10},
-                     facts(Wsl=NATIVE, GpuInfo=None, FreeDiskBytes=10 * 2**30))
+                     facts(**CPU_HOST))
     seen = 0
     for name, cmds in ops:
         for cmd in cmds:

@@ -335,11 +335,14 @@ def test_debian_enables_contrib_and_debian_12_checks_its_dkms_before_the_driver(
 # --- point 8: disk for the image build ----------------------------------------------------
 
 def _disk(free_gib: float, model_mount: str = "/srv"):
+    """`free_gib` on `/`; model_dir (under /srv) on `model_mount`: there 500 GiB where
+    that is a file system of its own."""
     from beekeeper.facts.host import DiskInfo
 
     def disk_of(path: str) -> DiskInfo:
         mount = model_mount if path.startswith("/srv") else "/"
-        return DiskInfo(mount=mount, free_bytes=int(free_gib * 2**30))
+        free = free_gib if mount == "/" else 500
+        return DiskInfo(mount=mount, free_bytes=int(free * 2**30))
     return disk_of
 
 
