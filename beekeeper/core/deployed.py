@@ -1,15 +1,14 @@
 """
 The deployment record (/etc/beekeeper/<name>/deployed.json): written by tasks/service.py,
-read by attribute everywhere else. Standard library only, Python 3.10: verify's kit ships
-beekeeper/core to the host. A key added since the first kit, missing, reads as its default
+read by attribute everywhere else. Standard library only, Python 3.8 or later: verify's kit
+ships beekeeper/core to the host, and the host-side rollback carries this module written in
+(hostside.text). A key added since the first kit, missing, reads as its default
 (what it meant then); a key of a newer kit is ignored.
 """
 
 from __future__ import annotations
 
 import json
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -100,7 +99,6 @@ class DeployedService:
         if not isinstance(data, Mapping):
             why = f"not a JSON object but {type(data).__name__}"
             raise RecordError(source, f"is {why}", detail=why)
-        hints = typing.get_type_hints(cls)
         kept = {}
         for f in fields(cls):
             key = f.metadata.get("key", f.name)
@@ -110,9 +108,9 @@ class DeployedService:
                                       "wrote, or one cut short)", key)
                 continue
             value = data[key]
-            if not _is(value, hints[f.name]):
+            if not _is(value, f.type):
                 raise RecordError(source, f"key {key!r} is {json.dumps(value)[:60]}, not "
-                                  f"{_type_name(hints[f.name])}", key)
+                                  f"{_type_name(f.type)}", key)
             kept[f.name] = value
         return cls(**kept)
 
@@ -124,9 +122,14 @@ class DeployedService:
             return cls.from_json(f.read(), source=path)
 
 
+_TYPES = {"str": str, "int": int, "bool": bool, "None": type(None)}
+
+
 def _allowed(hint: Any) -> tuple[Any, ...]:
-    """The types of `hint`: a plain type, or `X | None`."""
-    return typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    """The types of a field's annotation, as this module's `from __future__` line leaves it:
+    its text, `int` or `str | None` (read so, not by typing.get_type_hints, which cannot
+    evaluate `X | None` before Python 3.10: the host-side rollback runs on 3.8 too)."""
+    return tuple(_TYPES[name.strip()] for name in str(hint).split("|"))
 
 
 def _is(value: Any, hint: Any) -> bool:

@@ -1,5 +1,5 @@
 """
-Scripts that run on a host (standard library only, python3 3.10 or later): the model
+Scripts that run on a host (standard library only, python3 3.8 or later): the model
 downloader, the deploy's smoke check, the rollback. Uploaded as `text` gives them.
 """
 
@@ -25,9 +25,11 @@ def text(name: str) -> str:
     head, found, tail = script(name).read_text().partition(RECORD_IMPORT)
     if not found:
         return head
-    record = Path(deployed.__file__).read_text()
-    # the script's own `from __future__` line, first in it, stands for both
-    return head + record.replace("from __future__ import annotations\n", "", 1) + tail
+    # the script's own `from __future__` line, above, stands for both: the record's fields
+    # are read by their annotations' text (deployed._allowed)
+    future = "from __future__ import annotations\n"
+    assert future in head, f"{name} imports the record without {future!r} above it"
+    return head + Path(deployed.__file__).read_text().replace(future, "", 1) + tail
 
 
 def rollback_command(paths: ServicePaths, restore: bool, timeout_s: int = 300,

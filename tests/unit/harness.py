@@ -19,6 +19,7 @@ import shutil
 import statistics
 import struct
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -532,16 +533,14 @@ CPU_HOST = {"Wsl": NATIVE, "GpuInfo": None,
 
 
 def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool = True,
-                 listening: int | None = None, on_stdin: bool = False):
+                 listening: int | None = None, on_stdin: bool = False,
+                 python: str = sys.executable):
     """hostside/rollback.py on a folder standing in for the host: its files by short name
     (unit, deployed.json, compose.yaml and their .prev), `systemctl` a recorder on PATH and
     the health check a script that records its arguments (hostcheck_calls) and passes when
     `healthy` and, if `listening` is given, it was asked for that port only; `on_stdin`: the
-    script read from stdin, as `beekeeper rollback` sends it. Returns (exit, files after,
-    output)."""
-    import subprocess
-    import sys
-
+    script read from stdin, as `beekeeper rollback` sends it; `python`: the host's python3.
+    Returns (exit, files after, output)."""
     from beekeeper import hostside
 
     root = tmp_path / "host"
@@ -566,7 +565,7 @@ def run_rollback(tmp_path, files: dict[str, str], restore: bool, healthy: bool =
     # the script as the host gets it, run with nothing of the kit importable (-I)
     (script := tmp_path / "rollback.py").write_text(hostside.text("rollback.py"))
     p = subprocess.run(
-        [sys.executable, "-I", "-" if on_stdin else str(script), "--unit", str(root / "unit"),
+        [python, "-I", "-" if on_stdin else str(script), "--unit", str(root / "unit"),
          "--manifest", str(root / "deployed.json"), "--compose", str(root / "compose.yaml"),
          "--hostcheck", str(check), "--prev-suffix", ".prev", "--timeout", "5"]
         + (["--restore"] if restore else []),
