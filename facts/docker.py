@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-from beekeeper.core.container import SERVICE_LABEL
+from beekeeper.core.container import SERVICE_LABEL, gpu_in_container_command
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 
 from . import ListFact
@@ -99,12 +99,6 @@ class DockerImageId(FactBase[str | None]):
         return line if line.startswith("sha256:") else None
 
 
-def gpu_visible_in_container(image: str) -> str:
-    """The command that proves the GPU is visible inside a container of `image`."""
-    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
-            "--query-gpu=name,compute_cap --format=csv,noheader")
-
-
 class GpuInContainer(FactBase[str | None]):
     """
     Runs ``nvidia-smi`` in a throwaway container of ``image`` and returns the GPU line, or
@@ -113,7 +107,7 @@ class GpuInContainer(FactBase[str | None]):
 
     def command(self, image: str) -> str:
         return (f"docker image inspect {shlex.quote(image)} >/dev/null 2>&1 && "
-                f"{gpu_visible_in_container(image)} 2>/dev/null | head -n1; true")
+                f"{gpu_in_container_command(image)} 2>/dev/null | head -n1; true")
 
     def process(self, output: list[str]) -> str | None:
         line = output[0].strip() if output else ""

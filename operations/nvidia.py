@@ -9,9 +9,10 @@ from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
 
+from beekeeper.core.container import gpu_in_container_command
 from beekeeper.core.distro import APT_GET
 from beekeeper.core.paths import HOLDS_RECORD
-from beekeeper.facts.docker import DockerEngine, GpuInContainer, gpu_visible_in_container
+from beekeeper.facts.docker import DockerEngine, GpuInContainer
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 from beekeeper.facts.lifecycle import purge_simulated
 
@@ -81,7 +82,7 @@ def gpu_checked_in_container(image: str, after_change: bool, desktop: bool = Fal
         host.noop("the GPU is visible inside a container of the server image")
         return
     fix = NO_GPU_FIX_DESKTOP if desktop else NO_GPU_FIX
-    yield StringCommand(gpu_visible_in_container(image) +
+    yield StringCommand(gpu_in_container_command(image) +
                         f" || {{ echo {q(fix)} >&2; exit 1; }}")
 
 

@@ -7,7 +7,6 @@ fails a unit test instead of turning into a skip (pytest.skip is called in test_
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,13 +59,6 @@ def gpu_checked(services: list[Service]) -> Applies:
         return found
     return _pick([s for s in found.items if uses_gpu(s)],
                  "no container-mode service with a CUDA profile: no GPU to look for")
-
-
-def gpu_in_container_command(image: str) -> str:
-    """nvidia-smi in a throwaway container of the server image, with the GPUs the server's
-    container gets (`--gpus all`): the deploy's own check (operations/nvidia.py)."""
-    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
-            "--query-gpu=name,compute_cap --format=csv,noheader")
 
 
 def native(services: list[Service]) -> Applies:

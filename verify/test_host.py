@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from beekeeper.core.container import gpu_in_container_command
 from beekeeper.core.deployed import DeployedService, RecordError
 from beekeeper.core.docker_info import is_docker_desktop, parse_docker_info
 from beekeeper.core.paths import ServicePaths, manifest_glob
 from beekeeper.verify import host_checks
-from beekeeper.verify.host_checks import Applies, gpu_in_container_command
+from beekeeper.verify.host_checks import Applies
 
 
 def records_script(pattern: str) -> str:

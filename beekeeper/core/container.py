@@ -5,6 +5,7 @@ service's ContainerSpec, and its two renderings, `docker_run` and `compose_servi
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -126,3 +127,11 @@ def compose_service(spec: ContainerSpec) -> dict:
                             "timeout": f"{hc.timeout_s}s",
                             "start_period": f"{hc.start_period_s}s", "retries": hc.retries},
             "restart": "no", "stop_grace_period": f"{spec.stop_timeout_s}s"}
+
+
+def gpu_in_container_command(image: str) -> str:
+    """nvidia-smi in a throwaway container of `image`, with the GPUs the server's container
+    gets (`--gpus all`): the deploy's check (facts/docker.GpuInContainer, operations/nvidia)
+    and verify's (verify/host_checks)."""
+    return (f"docker run --rm --gpus all --entrypoint nvidia-smi {shlex.quote(image)} "
+            "--query-gpu=name,compute_cap --format=csv,noheader")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from beekeeper.core.container import gpu_in_container_command
 from beekeeper.core.deployed import DeployedService
 from beekeeper.facts.docker import parse_docker_engine
 from beekeeper.facts.host import OsReleaseInfo, parse_debian_components
@@ -128,10 +129,10 @@ class Host:
 def test_the_host_checks_look_for_the_gpu_inside_a_container_of_the_server_image():
     host = Host(Out(0, "NVIDIA GeForce RTX 4090, 8.9\n"))
     checks.test_gpu_visible_inside_a_container(host, [CUDA_SVC, CPU_SVC])
-    assert host.commands == [checks.gpu_in_container_command(CUDA_SVC.image)]
+    assert host.commands == [gpu_in_container_command(CUDA_SVC.image)]
     assert CUDA_SVC.image in host.commands[0]
     # a name the shell would read is quoted
-    assert "'a b;c'" in checks.gpu_in_container_command("a b;c")
+    assert "'a b;c'" in gpu_in_container_command("a b;c")
 
 
 def test_no_gpu_inside_a_container_fails_with_dockers_words_and_the_fix():
@@ -164,7 +165,7 @@ def test_cpu_and_native_services_skip_the_gpu_check_with_a_reason():
         checks.test_gpu_visible_inside_a_container(Host(Out(1, "")), [CPU_SVC])
     host = Host(Out(0, "NVIDIA H200, 9.0"))
     checks.test_gpu_visible_inside_a_container(host, [unknown])
-    assert host.commands == [checks.gpu_in_container_command(unknown.image)]
+    assert host.commands == [gpu_in_container_command(unknown.image)]
 
 
 # --- point 1: upgrade_driver purges the driver, nothing else -----------------------------

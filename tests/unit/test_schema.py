@@ -264,16 +264,6 @@ def test_the_key_table_has_every_key_with_its_type_default_and_doc():
     assert "| `port` | integer 1-65535 | `8083` |" in table
 
 
-def test_the_readmes_key_table_is_the_schemas():
-    """Fails when README.md's block between the host-data-keys markers is not what
-    `python -m beekeeper.core.hostdata` prints (run it with --readme README.md to refill)."""
-    from beekeeper.core.hostdata import README_BEGIN, README_END, markdown_table
-
-    text = (ROOT / "README.md").read_text()
-    block = text.split(README_BEGIN, 1)[1].split(README_END, 1)[0]
-    assert block.strip() == markdown_table().strip()
-
-
 # ------------------------------------------------------------------ the recorded battery
 
 def test_the_recorded_host_data_cases_decide_as_recorded():
