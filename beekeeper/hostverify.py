@@ -36,8 +36,8 @@ def _wheels() -> Path:
     out = CACHE / "wheels" / ("verify-" + hashlib.sha256(" ".join(wanted).encode())
                               .hexdigest()[:12])
     with fetching(out.name):  # one process fetches, another (a second run) waits for it
-        if not (out / ".complete").exists():  # cache._pip_download: one the tests stop
-            cache._pip_download(["--only-binary=:all:", "--python-version", "3.10", *wanted],
+        if not (out / ".complete").exists():  # cache.pip_download: one the tests stop
+            cache.pip_download(["--only-binary=:all:", "--python-version", "3.10", *wanted],
                                 out, CACHE / "pypi.log")
             (out / ".complete").write_text("")
     return out

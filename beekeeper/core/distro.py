@@ -9,7 +9,8 @@ import re
 from collections.abc import Mapping
 
 # apt-get as the kit runs it unattended (on hosts, in containers): no debconf question
-# waits for an answer
+# waits for an answer. A shell fragment (an assignment before the command): it starts a shell
+# command line, never an argv or a word after sudo, exec or xargs
 APT_GET = "DEBIAN_FRONTEND=noninteractive apt-get"
 
 

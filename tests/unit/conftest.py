@@ -55,7 +55,7 @@ def offline_cache(request, tmp_path_factory, monkeypatch):
     for module in (cache, hostverify):
         monkeypatch.setattr(module, "CACHE", root)
     monkeypatch.setenv("BEEKEEPER_CACHE", str(root))
-    monkeypatch.setattr(cache, "_pip_download", _no_pypi)
+    monkeypatch.setattr(cache, "pip_download", _no_pypi)
     return root
 
 
