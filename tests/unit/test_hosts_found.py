@@ -345,6 +345,21 @@ def _disk(free_gib: float, model_mount: str = "/srv"):
     return disk_of
 
 
+def test_the_deploy_reads_model_dirs_room_for_the_download_and_goes_on_where_unknown():
+    """The deploy's preflight reads the free space of model_dir's file system (DiskOf) and
+    refuses a download it cannot hold, before any change; a host that does not say (no df
+    answer) is not judged: the deploy goes on."""
+    from beekeeper.facts.host import DiskInfo
+
+    with pytest.raises(PreflightError, match=r"^host canned: model_dir /srv/beekeeper/models "
+                                             r"has 5\.0 GiB free; the download needs 8\.9 GiB "
+                                             r"plus 1 GiB margin: free space or set model_dir "
+                                             r"elsewhere"):
+        run_deploy(DEFAULTS, facts(DiskOf=DiskInfo(mount="/", free_bytes=5 * 2**30)))
+    ops = run_deploy(DEFAULTS, facts(DiskOf=None))
+    assert any(n.startswith("Download model ") for n in names(ops))
+
+
 def test_the_image_build_needs_room_under_dockers_root_dir():
     from beekeeper.facts.docker import parse_docker_engine
 
