@@ -42,10 +42,10 @@ QUESTIONS = {"native", "container", "compose", "supervised", "env_quoted", "reco
 NOT_A_WAY = {"info", "st"}
 # functions about Docker's own runtimes (nvidia-container-runtime), not the server's
 OTHER_RUNTIMES = {"without_runtime"}
-RECORD_KEYS = {"service", "container", "unit", "profile", "mode", "image", "runtime", "log",
-               "compose_file", "bind_address", "port", "ctx_size", "slots", "model_path",
-               "model_sha256", "model_is_users", "draft_path", "draft_sha256", "api_key",
-               "version"}
+sys.path.insert(0, str(ROOT))
+from beekeeper.core.deployed import DeployedService  # noqa: E402 (standard library only)
+
+RECORD_KEYS = set(DeployedService().to_dict())  # the keys of deployed.json
 
 
 def runtime_members() -> set[str]:

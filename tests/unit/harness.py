@@ -20,6 +20,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -352,14 +353,10 @@ def on_host(**facts: Any) -> Iterator[None]:
 # --- first written for test_architecture.py, used by other test modules too
 
 # where each installed package lives in the checkout (pyproject.toml's package-dir)
-PACKAGE_DIRS = {
-    "beekeeper.facts": ROOT / "facts",
-    "beekeeper.operations": ROOT / "operations",
-    "beekeeper.tasks": ROOT / "tasks",
-    "beekeeper.verify": ROOT / "verify",
-    "beekeeper.templates": ROOT / "templates",
-    "beekeeper": ROOT / "beekeeper",
-}
+# pyproject.toml's package-dir: the checkout's folders by their installed package names
+PACKAGE_DIRS = {pkg: ROOT / folder for pkg, folder in tomllib.loads(
+    (ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].items()} | {
+    "beekeeper": ROOT / "beekeeper"}
 
 
 def modules() -> dict[str, Path]:
