@@ -7,8 +7,8 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.facts.files import FileContents
 
-from beekeeper.core.config import SERVICE_NAME_RE as _NAME_RE
 from beekeeper.core.deployed import DeployedService, read_record
+from beekeeper.core.hostdata import SERVICE_NAME, full
 from beekeeper.core.paths import ServicePaths, manifest_glob, prev
 
 from . import ListFact
@@ -23,7 +23,7 @@ class DeployedServices(ListFact[str]):
                 '[ -f "$f" ] && basename "$(dirname "$f")"; done; true')
 
     def process(self, output: list[str]) -> list[str]:
-        return sorted({line.strip() for line in output if _NAME_RE.match(line.strip())})
+        return sorted({line.strip() for line in output if full(SERVICE_NAME, line.strip())})
 
 
 def deployed_manifest(path: str) -> DeployedService | None:

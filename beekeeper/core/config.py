@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 
 from .errors import ConfigError
 from .hostdata import (
-    SERVICE_NAME,
     SOURCE_FIX,
     UNKNOWN_KEY,
     GatewayData,
@@ -41,8 +39,6 @@ _PYINFRA_CONNECTOR_EXTRA = ("chroot_directory", "docker_image", "docker_containe
 MIN_CTX_SIZE = 256
 # beekeeper/pins.py's pin_model(model, Hub endpoint, role, the VRAM plan reads the file)
 Pinner = Callable[[ModelFile, str, str, bool], ModelFile]
-# the declared pattern, for code that matches one value (`\Z`: no final newline passes)
-SERVICE_NAME_RE = re.compile(SERVICE_NAME.removesuffix("$") + r"\Z")
 
 
 @dataclass(frozen=True)
