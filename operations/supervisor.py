@@ -51,8 +51,10 @@ def program_running(program: str, conf_changed: bool, restarted: bool):
     """
     programs = host.get_fact(SupervisorPrograms) or {}
     state = programs.get(program)
-    if state == "RUNNING" and not conf_changed and not restarted:
-        host.noop(f"{program} is running")
+    # STARTING: supervisord (just started by this run) is starting it, as the last command
+    # below would leave it: no change either way
+    if state in ("RUNNING", "STARTING") and not conf_changed and not restarted:
+        host.noop(f"{program} is {state.lower()}")
         return
     p = q(program)
     if conf_changed or state is None:
