@@ -83,3 +83,66 @@ def test_spread_is_the_sample_stddev_llama_bench_reports():
         mean, sd = spread(t["samples_ts"])
         assert abs(mean - t["avg_ts"]) < 1e-3 and abs(sd - t["stddev_ts"]) < 1e-3
     assert spread([5.0]) is None
+
+
+# --- the formulas' edges (verify/metrics.py under mutation: each assert fails on a mutant) --
+
+def test_decode_rate_needs_two_tokens_and_a_forward_stream_and_reads_its_ends():
+    """Two tokens a second apart: 1 tok/s, the smallest record with a rate; none where the
+    record says fewer than two tokens or none, or the stream has no duration or runs
+    backwards; the first and the last event are its ends, whatever lies between."""
+    assert decode_tok_s(record([0.0, 1.0], n=2)) == pytest.approx(1.0)
+    assert decode_tok_s(record([0.0, 1.0], n=1)) is None
+    unsaid = record([0.0, 1.0])
+    unsaid.usage = {"prompt_tokens": 10}  # no completion_tokens, no timings
+    assert decode_tok_s(unsaid) is None
+    assert decode_tok_s(record([5.0, 5.0], n=2)) is None
+    assert decode_tok_s(record([1.0, 0.0], n=2)) is None
+    assert decode_tok_s(record([0.0, 0.0, 1.0], n=3)) == pytest.approx(2.0)
+    assert decode_tok_s(record([0.0, 1.0, 1.0], n=3)) == pytest.approx(2.0)
+
+
+def test_windowed_rate_windows_of_64_scaled_by_tokens_per_event_skipping_empty_ones():
+    steady = [0.01 * i for i in range(65)]  # 65 events: one window of 64 (the default)
+    assert windowed_tok_s(record(steady)) == [pytest.approx(100.0)]
+    assert windowed_tok_s(record(steady[:64])) == []
+    # speculative decoding: two tokens an event, twice the rate
+    assert windowed_tok_s(record(steady, n=130)) == [pytest.approx(200.0)]
+    # a window of no duration is left out, not divided by
+    assert windowed_tok_s(record([1.0] * 65)) == []
+
+
+def test_percentile_takes_q_in_0_exclusive_to_100_and_ranks_by_ceiling():
+    assert percentile([1.0, 2.0], 100) == 2.0
+    assert percentile([1.0, 2.0], 0.5) == 1.0
+    assert percentile(list(range(1, 201)), 100) == 200
+    for q in (0, -1, 100.5):
+        with pytest.raises(ValueError, match=rf"^q must be in \(0, 100\], got {q}$"):
+            percentile([1.0], q)
+    with pytest.raises(ValueError, match="^percentile of no values$"):
+        percentile([], 50)
+
+
+def test_bootstrap_interval_is_the_sorted_statistics_at_its_two_quantiles():
+    """2,000 resamples by default, seed 0, 95 %: with a statistic that counts its calls, the
+    sorted statistics are 0..1999 and the interval is the 51st and the 1,951st; at 100 % the
+    first and the last."""
+    calls = iter(range(10**6))
+    assert bootstrap_ci([1.0], lambda _: next(calls)) == (50, 1950)
+    assert next(calls) == 2000  # resamples drawn
+    calls = iter(range(10**6))
+    assert bootstrap_ci([1.0], lambda _: next(calls), confidence=1.0) == (0, 1999)
+    vals = [1.0, 1.1, 0.9, 1.05, 0.95, 1.2, 0.8, 1.0, 1.02, 0.98]
+    assert bootstrap_ci(vals, median) == bootstrap_ci(vals, median, seed=0)
+    with pytest.raises(ValueError, match="^bootstrap of no values$"):
+        bootstrap_ci([], median)
+
+
+def test_clopper_pearson_ends_are_exact_and_its_input_checked():
+    assert clopper_pearson(0, 10)[0] == 0.0 and clopper_pearson(10, 10)[1] == 1.0
+    lo, hi = clopper_pearson(1, 1)  # one of one: at least 2.5 % at 95 %
+    assert lo == pytest.approx(0.025) and hi == 1.0
+    for k, n in ((3, 2), (-1, 2), (0, 0)):
+        with pytest.raises(ValueError, match=rf"^need 0 <= k <= n and n > 0, got k={k}, "
+                                             rf"n={n}$"):
+            clopper_pearson(k, n)
