@@ -237,3 +237,267 @@ def test_llama_benchs_own_cpu_time_is_read_from_its_shells_times(tmp_path):
                     "img:tag"])
     assert docker == ["docker", "run", "--rm", "--entrypoint", "/bin/sh", "img:tag", "-c",
                       TIMED, "/usr/local/bin/llama-bench"]
+
+
+# ---- the rule's edges, one by one (each test names the edge it holds) ----
+
+def _steady(values, wall=2.0, load=None):
+    """A Round of `values`, `wall` s, quiet unless `load` is given."""
+    return Round(list(values), wall, load if load is not None else quiet(wall))
+
+
+def test_error_of_is_the_standard_error_over_the_mean_and_none_below_two_repeats():
+    from beekeeper.verify.settle import error_of as err
+    assert err([]) is None and err([60.0]) is None
+    # 9 and 11: stdev sqrt(2), mean 10, over sqrt(2) repeats: 10%
+    assert err([9.0, 11.0]) == pytest.approx(0.10)
+    assert err([10.0, 10.0]) == 0.0
+    assert err([-1.0, 1.0]) == 0.0  # a mean of zero: no relative error, not a crash
+    # four repeats of the same spread: the error halves with sqrt(n) against two
+    assert err([9.0, 11.0, 9.0, 11.0]) == pytest.approx(
+        statistics.stdev([9.0, 11.0, 9.0, 11.0]) / 10 / 2)
+
+
+def test_needed_asks_a_fifth_more_than_the_spread_says_and_always_one_more():
+    from beekeeper.verify.settle import MARGIN, needed
+    assert MARGIN == 1.2
+    assert needed([], 0.05) == 2 and needed([60.0], 0.05) == 2
+    # spread 14.1% (9 and 11): (0.141 / 0.05)^2 = 8 repeats, a fifth more is 9.6: 10
+    assert needed([9.0, 11.0], 0.05) == 10
+    # no spread: one more than it has, never fewer
+    assert needed([10.0, 10.0], 0.05) == 3
+    assert needed([10.0, 10.0, 10.0, 10.0], 0.05) == 5
+    assert needed([-1.0, 1.0], 0.05) == 3  # a mean of zero
+    # (0.141 / 0.1)^2 * 1.2 = 2.4: 3, which is also one more than two
+    assert needed([9.0, 11.0, 9.0, 11.0, 9.0, 11.0], 0.1) == 7
+
+
+def test_busy_is_over_the_share_not_at_it():
+    assert BUSY_SHARE == 0.10
+    at = HostLoad(1.0, 10.0, 1)
+    assert at.share == 0.10 and not at.busy
+    assert HostLoad(1.01, 10.0, 1).busy
+    assert HostLoad(-3.0, 10.0, 1).share == 0.0  # the measured programs' over-count
+    assert HostLoad(5.0, 0.0, 2).share == 0.0 and not HostLoad(5.0, 0.0, 2).busy
+
+
+def test_host_load_text_says_cpus_and_share():
+    assert HostLoad(0.75, 4.0, 2).text() == (
+        "other processes used 0.38 of 2 CPUs, 19% of the host's CPU time (busy over 10%)")
+    assert HostLoad(-1.0, 4.0, 2).text().startswith("other processes used 0.00 of 2 CPUs, 0%")
+    assert HostLoad(1.0, 0.0, 4).text().startswith("other processes used 0.00 of 4 CPUs, 0%")
+
+
+def _snap(busy, total, hz=100, cpus=2, measured=0):
+    from beekeeper.verify.settle import Snapshot
+    return Snapshot(busy, total, hz, cpus, measured)
+
+
+def test_host_load_between_two_readings():
+    from beekeeper.verify.settle import HostLoad as HL
+    a, b = _snap(1000, 5000, measured=300), _snap(1600, 5800, measured=500)
+    load = HL.between(a, b)
+    # 600 busy ticks, 200 of them the measured programs': 4 s of other CPU in 8 s x 2 CPUs
+    assert load == HostLoad(4.0, 8.0, 2)
+    # told the measured programs' CPU time exactly: the counters' change is not used
+    assert HL.between(a, b, 1.0) == HostLoad(5.0, 8.0, 2)
+    assert HL.between(a, b, 0.0) == HostLoad(6.0, 8.0, 2)
+    # a measured program that ended between the readings leaves its counter lower: not negative
+    assert HL.between(a, _snap(1600, 5800, measured=100)) == HostLoad(6.0, 8.0, 2)
+    # no time passed, or the counters went back, or no tick rate: no load
+    assert HL.between(a, _snap(1600, 5000)) is None
+    assert HL.between(a, _snap(1600, 4000)) is None
+    assert HL.between(_snap(0, 0, hz=0), _snap(10, 10, hz=0)) is None
+    assert HL.between(_snap(0, 0, hz=-1), _snap(10, 10, hz=-1)) is None
+    # one tick of total time is enough
+    assert HL.between(_snap(0, 0, hz=1, cpus=1), _snap(1, 1, hz=1, cpus=1)) == HostLoad(1.0, 1.0, 1)
+    # the tick rate and CPUs are the first reading's
+    assert HL.between(_snap(0, 0, hz=100, cpus=4), _snap(100, 400, hz=50, cpus=8)) == \
+        HostLoad(1.0, 4.0, 4)
+
+
+def test_parse_snapshots_reads_each_line_and_nothing_else():
+    text = ("noise\nbeekeeper-load 1 2 100 4 5\nbeekeeper-load 6 7 100 4 8 extra\n"
+            "beekeeper-load 9 10 100 4 11\n")
+    assert parse_snapshots(text) == [_snap(1, 2, 100, 4, 5), _snap(9, 10, 100, 4, 11)]
+    assert parse_snapshots("") == [] and parse_snapshots(None) == []
+
+
+def test_a_round_is_recorded_with_its_load_rounded_and_without_one_as_none():
+    from beekeeper.verify.settle import _record
+    r = Round([1.0, 2.0, 3.0], 12.34567, HostLoad(1.23456, 7.654321, 2))
+    assert _record(r, True) == {
+        "repeats": 3, "wall_s": 12.35, "used": True, "error_after": None,
+        "load_share": round(1.23456 / 7.654321, 4), "busy": True,
+        "other_cpu_s": 1.235, "capacity_s": 7.654, "cpus": 2}
+    assert round(1.23456 / 7.654321, 4) == 0.1613
+    assert _record(Round([1.0], 2.0), False) == {
+        "repeats": 1, "wall_s": 2.0, "used": False, "error_after": None, "load_share": None,
+        "busy": False, "other_cpu_s": None, "capacity_s": None, "cpus": None}
+    quiet_rec = _record(Round([1.0], 2.0, HostLoad(0.01, 4.0, 2)), True)
+    assert quiet_rec["busy"] is False and quiet_rec["load_share"] == 0.0025
+
+
+def test_settled_to_json_and_back_keeps_every_field():
+    rounds = [{"repeats": 3, "busy": True}, {"repeats": 2, "busy": False}]
+    s = Settled(samples=[9.0, 11.0], set_aside=[1.0, 2.0, 3.0], rounds=rounds, stop="budget",
+                wall_s=41.23456, budget_s=30.0, limit=0.05, min_repeats=3)
+    d = s.to_json()
+    assert d == {"repeats": 2, "samples": [9.0, 11.0], "set_aside": [1.0, 2.0, 3.0],
+                 "rounds": rounds, "stop": "budget", "wall_s": 41.23, "budget_s": 30.0,
+                 "limit": 0.05, "min_repeats": 3, "error": error_of([9.0, 11.0])}
+    assert d["error"] == pytest.approx(0.10)
+    back = Settled.from_json(d)
+    assert back == Settled(samples=[9.0, 11.0], set_aside=[1.0, 2.0, 3.0], rounds=rounds,
+                           stop="budget", wall_s=41.23, budget_s=30.0, limit=0.05,
+                           min_repeats=3)
+    assert Settled.from_json(back.to_json()) == back
+    assert Settled().to_json()["error"] is None and Settled().to_json()["repeats"] == 0
+
+
+def test_settled_from_json_fills_what_an_older_report_lacks():
+    assert Settled.from_json({}) == Settled(samples=[], set_aside=[], rounds=[], stop="settled",
+                                           wall_s=0.0, budget_s=120.0, limit=0.0,
+                                           min_repeats=0)
+    nulls = {k: None for k in ("samples", "set_aside", "rounds", "wall_s", "budget_s",
+                               "limit", "min_repeats")}
+    got = Settled.from_json(nulls)
+    assert (got.samples, got.set_aside, got.rounds) == ([], [], [])
+    assert (got.wall_s, got.budget_s, got.limit, got.min_repeats) == (0.0, 120.0, 0.0, 0)
+    typed = Settled.from_json({"samples": (1.0,), "wall_s": "3.5", "budget_s": 7,
+                               "limit": "0.06", "min_repeats": "4", "stop": 5})
+    assert typed.samples == [1.0] and typed.wall_s == 3.5 and typed.limit == 0.06
+    assert type(typed.budget_s) is float and typed.budget_s == 7.0
+    assert typed.min_repeats == 4 and typed.stop == "5"
+    assert type(typed.samples) is list and type(Settled.from_json({"rounds": ()}).rounds) is list
+
+
+def test_settled_from_json_copies_its_lists():
+    d = {"samples": [1.0], "set_aside": [2.0], "rounds": [{"repeats": 1}]}
+    got = Settled.from_json(d)
+    got.samples.append(3.0)
+    got.set_aside.append(3.0)
+    got.rounds.append({})
+    assert d == {"samples": [1.0], "set_aside": [2.0], "rounds": [{"repeats": 1}]}
+
+
+# ---- settle's loop at its edges ----
+
+def test_settle_keeps_the_rule_and_the_error_after_each_round():
+    measure, calls = source(QUIET_VM)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=77.0))
+    assert (got.budget_s, got.limit, got.min_repeats) == (77.0, NOISE_MAX, 3)
+    assert got.wall_s == 2.0 * sum(calls)
+    seen = []
+    for rec, k in zip(got.rounds, calls, strict=True):
+        seen += [QUIET_VM[len(seen) + i] for i in range(k)]
+        assert rec["repeats"] == k and rec["used"] is True
+        assert rec["error_after"] == round(error_of(seen), 4)
+    assert got.rounds[-1]["error_after"] <= NOISE_MAX < got.rounds[0]["error_after"]
+
+
+def test_an_error_exactly_at_the_limit_settles():
+    limit = error_of([9.0, 11.0])
+    got = settle(lambda k: pytest.fail("measured again"), Rule(2, limit),
+                 first=_steady([9.0, 11.0]))
+    assert got.stop == "settled" and got.repeats == 2
+    assert got.rounds[0]["error_after"] == 0.1
+
+
+def test_an_error_under_the_limit_with_fewer_than_the_minimum_repeats_goes_on():
+    """A first round short of the minimum (llama-bench's first run gave two): settled only
+    at the minimum repeats."""
+    measure, calls = source([10.0] * 5)
+    got = settle(measure, Rule(3, NOISE_MAX), first=_steady([10.0, 10.0]))
+    assert calls == [1] and got.stop == "settled" and got.repeats == 3
+
+
+def test_one_repeat_then_the_rest_of_the_minimum():
+    measure, calls = source([10.0] * 5)
+    got = settle(measure, Rule(3, NOISE_MAX), first=_steady([10.0]))
+    assert calls == [2] and got.stop == "settled" and got.repeats == 3
+    assert got.rounds[0]["error_after"] is None and got.rounds[1]["error_after"] == 0.0
+
+
+def test_the_first_round_given_is_not_measured_again_and_not_charged_to_the_budget():
+    wild = [40.0, 80.0] * 50
+    measure, calls = source(wild)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=10), first=_steady([40.0, 80.0, 40.0], 6.0))
+    # the given round (6 s) is not measured again nor counted: 10 s at 2 s a repeat is 5
+    assert calls == [5] and got.stop == "budget" and got.wall_s == 16.0
+    # a slow given round: its time a repeat leaves no repeat in the budget
+    measure, calls = source(wild)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=10),
+                 first=_steady([40.0, 80.0, 40.0], wall=500.0))
+    assert calls == [] and got.stop == "budget" and got.rounds[0]["wall_s"] == 500.0
+
+
+def test_the_budget_fits_repeats_by_the_last_rounds_time_a_repeat():
+    wild = [40.0, 80.0] * 50
+    measure, calls = source(wild)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=10))
+    # first round 6 s (not counted), then 10 s at 2 s a repeat: 5, then nothing left
+    assert calls == [3, 5] and got.stop == "budget" and got.repeats == 8
+    assert got.wall_s == 16.0
+
+
+def test_a_budget_short_of_one_repeat_stops_at_once():
+    measure, calls = source([40.0, 80.0] * 50)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=1.99))
+    assert calls == [3] and got.stop == "budget"
+    measure, calls = source([40.0, 80.0] * 50)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=2.0))
+    assert calls == [3, 1] and got.stop == "budget"
+    measure, calls = source([40.0, 80.0] * 50)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=0.0))
+    assert calls == [3] and got.stop == "budget"
+
+
+def test_rounds_that_take_no_time_are_not_held_by_the_budget():
+    measure, calls = source([40.0, 80.0] * 50, wall_per_repeat=0.0)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=5))
+    assert got.stop == "cap" and got.repeats == 24 and sum(calls) == 24
+
+
+def test_the_cap_is_eight_times_the_minimum_and_never_passed():
+    from beekeeper.verify.settle import MAX_FACTOR
+    assert MAX_FACTOR == 8 and Rule(3, 0.06).cap == 24 and Rule(1, 0.06).cap == 8
+    measure, calls = source([40.0, 80.0] * 50)
+    got = settle(measure, Rule(2, NOISE_MAX, budget_s=10_000))
+    assert got.stop == "cap" and got.repeats == 16 and sum(calls) == 16
+    assert calls[0] == 2 and calls[1] == 14  # the spread asks hundreds: capped at 16 in all
+
+
+def test_a_busy_round_is_measured_again_once_only():
+    from beekeeper.verify.settle import BUSY_RETRIES
+    assert BUSY_RETRIES == 1
+    measure, calls = source([60.0] * 10, load=lambda n, wall: busy(wall))
+    got = settle(measure, Rule(3, NOISE_MAX))
+    assert calls == [3, 3] and got.stop == "busy" and got.set_aside == [60.0] * 6
+    assert [r["busy"] for r in got.rounds] == [True, True]
+    assert [r["used"] for r in got.rounds] == [False, False]
+    assert got.busy_load == busy(6.0)
+
+
+def test_a_busy_round_with_no_budget_left_stops_busy_not_budget():
+    measure, calls = source([60.0] * 10, load=lambda n, wall: busy(wall))
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=0.0))
+    assert calls == [3] and got.stop == "busy" and got.samples == []
+
+
+def test_a_quiet_round_then_a_busy_one_keeps_the_quiet_repeats():
+    values = [40.0, 80.0, 40.0] + [60.0] * 100
+    measure, calls = source(values, load=lambda n, wall: busy(wall) if n == 2 else quiet(wall))
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=10_000))
+    assert got.samples[:3] == [40.0, 80.0, 40.0] and got.set_aside == values[3:3 + calls[1]]
+    assert got.rounds[1]["busy"] and got.rounds[1]["used"] is False
+
+
+def test_a_busy_round_that_gave_nothing_failed():
+    got = settle(lambda k: Round([], 1.0, busy(1.0)), Rule(3, NOISE_MAX))
+    assert got.stop == "failed" and len(got.rounds) == 1
+
+    def then_nothing(k):
+        return Round([], 1.0)
+    got = settle(then_nothing, Rule(3, NOISE_MAX), first=_steady([40.0, 80.0, 40.0], 6.0))
+    assert got.stop == "failed" and got.samples == [40.0, 80.0, 40.0] and len(got.rounds) == 2
