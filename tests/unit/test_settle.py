@@ -501,3 +501,27 @@ def test_a_busy_round_that_gave_nothing_failed():
         return Round([], 1.0)
     got = settle(then_nothing, Rule(3, NOISE_MAX), first=_steady([40.0, 80.0, 40.0], 6.0))
     assert got.stop == "failed" and got.samples == [40.0, 80.0, 40.0] and len(got.rounds) == 2
+
+
+def test_a_capacity_under_one_second_still_gives_a_share():
+    assert HostLoad(0.1, 0.5, 1).share == pytest.approx(0.2) and HostLoad(0.1, 0.5, 1).busy
+
+
+def test_a_minimum_of_one_repeat_asks_one_more_before_judging():
+    """One repeat has no error: even with a minimum of one the loop measures another."""
+    measure, calls = source([10.0] * 5)
+    got = settle(measure, Rule(1, NOISE_MAX), first=_steady([10.0]))
+    assert calls == [1] and got.stop == "settled" and got.repeats == 2
+
+
+def test_rounds_that_take_no_time_with_no_budget_stop_on_the_budget():
+    measure, calls = source([40.0, 80.0] * 50, wall_per_repeat=0.0)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=0.0))
+    assert calls == [3] and got.stop == "budget"
+
+
+def test_a_round_of_one_repeat_fits_the_budget_by_its_own_time():
+    """A one-repeat round of 2 s with 3 s of budget left: one more repeat fits, not two."""
+    measure, calls = source([80.0, 40.0] * 50)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=3.0), first=_steady([40.0], 2.0))
+    assert calls == [1] and got.stop == "budget" and got.samples == [40.0, 80.0]
