@@ -525,3 +525,11 @@ def test_a_round_of_one_repeat_fits_the_budget_by_its_own_time():
     measure, calls = source([80.0, 40.0] * 50)
     got = settle(measure, Rule(3, NOISE_MAX, budget_s=3.0), first=_steady([40.0], 2.0))
     assert calls == [1] and got.stop == "budget" and got.samples == [40.0, 80.0]
+
+
+def test_repeats_under_a_second_fit_the_budget_by_their_time():
+    """Half a second a repeat and 1 s of budget beyond the first round: two more repeats,
+    then the budget is spent (not the spread's 21 more, and not none)."""
+    measure, calls = source([40.0, 80.0] * 50, wall_per_repeat=0.5)
+    got = settle(measure, Rule(3, NOISE_MAX, budget_s=1.0))
+    assert calls == [3, 2] and got.stop == "budget" and got.repeats == 5
