@@ -843,7 +843,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     os_release = read(OsRelease, "/etc/os-release")
     docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
-    disk = host.get_fact(DiskOf, path=cfg.data.model_dir)  # check_image_space's too
+    disk = host.get_fact(DiskOf, path=cfg.data.model_dir)
     rt = check_init(cfg, init, wsl, docker.present)
     persistent_root = check_persistent_root(cfg, rt, init)
     if not rt.under_systemd and cfg.gateway is not None:

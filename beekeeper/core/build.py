@@ -165,7 +165,7 @@ class BuildSpec:
         return f"cpu-{self.cpu.name}"
 
     def dockerfile(self) -> str:
-        return render("Dockerfile.j2", spec=self, source={"ref": self.ref}, targets=TARGETS,
+        return render("Dockerfile.j2", spec=self, targets=TARGETS,
                       image=IMAGE, cold_code_cmake=COLD_CODE_CMAKE, unity_off=UNITY_OFF)
 
     def tag(self) -> str:
