@@ -122,14 +122,15 @@ def kit_packages() -> KitPackages:
                        replaced=[n for n in replaced if n not in now])
 
 
-def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
+def models(cfg: HostConfig, keep: bool) -> None:
     """The model files the kit placed (see the module's docstring), with a download's partial
     file and logs, removed unless `keep`; a file of yours the kit served in place (host data
     `model_host_path`, by this inventory or a deployed service's record) is never the kit's."""
     d = cfg.data.model_dir
     if keep:
-        return [ops_.left_in_place(name=f"Keep the models in {d} (keep_models)",
-                                   why=f"models kept in {d} (host data keep_models)")]
+        ops_.left_in_place(name=f"Keep the models in {d} (keep_models)",
+                           why=f"models kept in {d} (host data keep_models)")
+        return
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
     yours = {m.host_path(d) for s in cfg.services for m in s.models() if m.users_file}
     for name in host.get_fact(DeployedServices):
@@ -151,11 +152,11 @@ def models(cfg: HostConfig, keep: bool) -> list[OperationMeta]:
     found: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
     present = sorted(found)
     names = ", ".join(p.rsplit("/", 1)[-1] for p in present) or "none left"
-    return [ops_.paths_removed(name=f"Remove the models the kit placed in {d} ({names})",
-                               paths=present, what=f"models in {d}")]
+    ops_.paths_removed(name=f"Remove the models the kit placed in {d} ({names})",
+                       paths=present, what=f"models in {d}")
 
 
-def persistent_root(keep_models: bool) -> list[OperationMeta]:
+def persistent_root(keep_models: bool) -> None:
     """A GPU pod's persistent root: the kit's folders there, its start script, the server
     user's mark, the links, and the root once empty; the rest of the volume stays, and the
     models' folder with keep_models."""
@@ -163,58 +164,51 @@ def persistent_root(keep_models: bool) -> list[OperationMeta]:
     links = {path: k.target for path, k in kinds.items() if k.kind == "link"
              and not (keep_models and path == SRV_ROOT)}
     if not links:
-        return []
+        return
     roots = sorted({posixpath.dirname(t) for t in links.values()})
     marks = [p for r in roots for p in (start_script(r), owner_mark(r))]
-    return [
-        ops_.paths_removed(name=f"Remove the kit's folders on the persistent root "
-                                f"({', '.join(roots)}) and their links",
-                           paths=[*links.values(), *marks, *links],
-                           what=f"the kit's files on {', '.join(roots)}"),
-        ops_.empty_folders_removed(name=f"Remove {', '.join(roots)} once empty",
-                                   paths=roots),
-    ]
+    ops_.paths_removed(name=f"Remove the kit's folders on the persistent root "
+                            f"({', '.join(roots)}) and their links",
+                       paths=[*links.values(), *marks, *links],
+                       what=f"the kit's files on {', '.join(roots)}")
+    ops_.empty_folders_removed(name=f"Remove {', '.join(roots)} once empty", paths=roots)
 
 
-def services() -> list[OperationMeta]:
+def services() -> None:
     """Every model service the kit deployed, and units of its name left without one."""
     deployed = host.get_fact(DeployedServices)
-    ops = [service_removed(name=f"Remove service {n}: stop it, remove its unit, container "
-                                f"and {ServicePaths(n).conf_dir}", service=n) for n in deployed]
+    for n in deployed:
+        service_removed(name=f"Remove service {n}: stop it, remove its unit, container and "
+                             f"{ServicePaths(n).conf_dir}", service=n)
     known = {ServicePaths(n).unit_name for n in deployed} | {GP.unit_name}
     for e in host.get_fact(FolderEntries, path=UNIT_DIR):
         unit = e.name.removesuffix(".prev")
         if re.match(r"^beekeeper-[a-z][a-z0-9-]*\.service$", unit) and unit not in known:
             known.add(unit)
-            ops.append(ops_.unit_removed(name=f"Remove {unit} (no manifest)", unit_name=unit,
-                                         unit_path=f"{UNIT_DIR}/{unit}",
-                                         dropin_dir=f"{UNIT_DIR}/{unit}.d"))
-    ops.append(ops_.unit_removed(name=f"Remove the gateway's unit {GP.unit_name}",
-                                 unit_name=GP.unit_name, unit_path=GP.unit,
-                                 dropin_dir=GP.dropin_dir))
-    return ops
+            ops_.unit_removed(name=f"Remove {unit} (no manifest)", unit_name=unit,
+                              unit_path=f"{UNIT_DIR}/{unit}", dropin_dir=f"{UNIT_DIR}/{unit}.d")
+    ops_.unit_removed(name=f"Remove the gateway's unit {GP.unit_name}", unit_name=GP.unit_name,
+                      unit_path=GP.unit, dropin_dir=GP.dropin_dir)
 
 
-def folders(cfg: HostConfig, driver_kept: bool) -> list[OperationMeta]:
+def folders(cfg: HostConfig, driver_kept: bool) -> None:
     """The kit's folders outside packages; NVIDIA's CUDA repository stays with a kept
     driver (apt still knows where it comes from)."""
     apt_files = [*TOOLKIT_APT, *([] if driver_kept else CUDA_APT)]
-    return [
-        ops_.paths_removed(name=f"Remove {CONF_ROOT} (manifests, keys, gateway config)",
-                           paths=[CONF_ROOT], what=CONF_ROOT),
-        ops_.paths_removed(name="Remove the state and log folders (source trees, builds, "
-                                "reports, logs)",
-                           paths=sorted({cfg.data.state_dir, STATE_DIR, LOG_DIR}),
-                           what="state and log folders"),
-        ops_.paths_removed(name=f"Remove {OPT_ROOT} (native builds, host venvs, verify kit) "
-                                "and the host-side scripts",
-                           paths=[NATIVE_PREFIX, HOST_VENV, VERIFY_KIT, VERIFY_VENV,
-                                  HOSTSIDE_DIR], what="native builds, venvs and scripts"),
-        ops_.paths_removed(name="Remove the kit's apt sources and keyrings (NVIDIA's"
-                                + (", but the CUDA one of the kept driver)" if driver_kept
-                                   else ")"),
-                           paths=apt_files, what="apt sources and keyrings"),
-    ]
+    ops_.paths_removed(name=f"Remove {CONF_ROOT} (manifests, keys, gateway config)",
+                       paths=[CONF_ROOT], what=CONF_ROOT)
+    ops_.paths_removed(name="Remove the state and log folders (source trees, builds, "
+                            "reports, logs)",
+                       paths=sorted({cfg.data.state_dir, STATE_DIR, LOG_DIR}),
+                       what="state and log folders")
+    ops_.paths_removed(name=f"Remove {OPT_ROOT} (native builds, host venvs, verify kit) "
+                            "and the host-side scripts",
+                       paths=[NATIVE_PREFIX, HOST_VENV, VERIFY_KIT, VERIFY_VENV,
+                              HOSTSIDE_DIR], what="native builds, venvs and scripts")
+    ops_.paths_removed(name="Remove the kit's apt sources and keyrings (NVIDIA's"
+                            + (", but the CUDA one of the kept driver)" if driver_kept
+                               else ")"),
+                       paths=apt_files, what="apt sources and keyrings")
 
 
 def system_files(driver_kept: bool) -> list[OperationMeta]:
@@ -228,21 +222,21 @@ def system_files(driver_kept: bool) -> list[OperationMeta]:
             for name, f in named]
 
 
-def components(driver_kept: bool) -> list[OperationMeta]:
+def components(driver_kept: bool) -> None:
     """Debian's archive areas the kit added, by the record it left in each sources file it
     changed (a host deployed before the kit kept that record keeps the area). A kept driver
     keeps contrib, where its packages' dependencies come from on Debian."""
     if driver_kept:
-        return []
+        return
     added: dict[str, list[str]] = {}
     for component, path in host.get_fact(KitComponents):
         added.setdefault(component, []).append(path)
-    return [ops_.components_reverted(
-        name=f"Remove Debian's {c} area the kit added ({', '.join(files)})",
-        component=c, files=files) for c, files in sorted(added.items())]
+    for c, files in sorted(added.items()):
+        ops_.components_reverted(name=f"Remove Debian's {c} area the kit added "
+                                      f"({', '.join(files)})", component=c, files=files)
 
 
-def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
+def packages(pk: KitPackages, why_kept: str | None) -> None:
     """The holds the kit set released and the packages it installed purged (the driver's
     only when it goes); the docker group with an engine the kit installed."""
     driver_kept = bool(why_kept)
@@ -254,30 +248,29 @@ def packages(pk: KitPackages, why_kept: str | None) -> list[OperationMeta]:
     release = list(dict.fromkeys([*going, *(n.strip() for n in record if n.strip()
                                             and n.strip().split(":")[0] not in kept)]))
     held = [p for p in release if p in host.get_fact(AptHolds)]
-    ops = [ops_.holds_released(name=f"Release the apt holds the kit set "
-                                    f"({', '.join(held) or 'none'})", packages=release)]
+    ops_.holds_released(name=f"Release the apt holds the kit set "
+                             f"({', '.join(held) or 'none'})", packages=release)
     if why_kept:
-        ops.append(ops_.left_in_place(
+        ops_.left_in_place(
             name=f"Keep the NVIDIA driver the kit installed ({why_kept}): its "
                  f"{len(pk.driver)} packages and their holds, its branch pin, NVIDIA's CUDA "
                  "repository, Debian's contrib area and the nouveau blacklist stay",
-            why=why_kept))
+            why=why_kept)
     elif pk.driver:
         lost = (f"; the driver it replaced ({', '.join(pk.replaced)}, upgrade_driver) is not "
                 "restored" if pk.replaced else "")
-        ops.append(ops_.packages_purged(
+        ops_.packages_purged(
             name=f"Purge the NVIDIA driver the kit installed ({len(pk.driver)}: "
-                 f"{', '.join(pk.driver)}){lost}", packages=pk.driver))
-    ops.append(ops_.packages_purged(
+                 f"{', '.join(pk.driver)}){lost}", packages=pk.driver)
+    ops_.packages_purged(
         name=f"Purge the packages the kit installed ({len(pk.other)}: "
              f"{', '.join(pk.other) or 'none'})",
-        packages=pk.other, along=[] if driver_kept else pk.driver))
+        packages=pk.other, along=[] if driver_kept else pk.driver)
     if "docker.io" in pk.other:  # the engine came with the kit: so did the group it made
         host.noop("the Docker engine's data (/var/lib/docker, /var/lib/containerd) stays: "
                   "remove it once nothing of yours is there")
-        ops.append(ops_.account_removed(name="Remove the docker group (made by docker.io, "
-                                             "which the kit installed)", account="docker"))
-    return ops
+        ops_.account_removed(name="Remove the docker group (made by docker.io, which the kit "
+                                  "installed)", account="docker")
 
 
 def container_toolkit_traces(pk: KitPackages, driver_kept: bool) -> list[OperationMeta]:
@@ -297,7 +290,7 @@ def container_toolkit_traces(pk: KitPackages, driver_kept: bool) -> list[Operati
     ]
 
 
-def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> list[OperationMeta]:
+def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> None:
     """Everything the kit put on this host, removed."""
     pk = kit_packages()
     # why the driver the kit installed stays (None: it goes, or there is none)
@@ -307,33 +300,30 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> lis
         why_kept = (f"purging it would also remove {', '.join(extra)}, which the kit did not "
                     "install")
     driver_kept = bool(why_kept)
-    result = services()
-    result.append(supervisord_removed(  # once its programs went
+    services()
+    supervisord_removed(  # once its programs went
         name=f"Stop the kit's supervisord and remove it ({SUPERVISOR_HOME}, {SUPERVISORD}, "
              f"{SUPERVISORCTL}, {START_SCRIPT})",
         paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
-               SUPERVISOR_PIDFILE]))
-    result += persistent_root(keep_models)
-    result.append(ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
-                                      repo=cfg.image_repo))
-    result += models(cfg, keep_models)
-    result += folders(cfg, driver_kept)
+               SUPERVISOR_PIDFILE])
+    persistent_root(keep_models)
+    ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
+                        repo=cfg.image_repo)
+    models(cfg, keep_models)
+    folders(cfg, driver_kept)
     changed_files = system_files(driver_kept)
-    result += changed_files
-    result += components(driver_kept)
-    result.append(ops_.account_removed(name="Remove the beekeeper user and group (native mode)",
-                                       account=SERVER_USER))
-    result += packages(pk, why_kept)
+    components(driver_kept)
+    ops_.account_removed(name="Remove the beekeeper user and group (native mode)",
+                         account=SERVER_USER)
+    packages(pk, why_kept)
     toolkit = container_toolkit_traces(pk, driver_kept)
-    result += toolkit
     # the model folder stays while it holds kept models (or files of yours)
     empty = ([] if keep_models else [cfg.data.model_dir, os.path.dirname(MODEL_DIR)]) + [OPT_ROOT]
     empty += [os.path.dirname(CDI_SPEC)] if toolkit else []
-    result.append(ops_.empty_folders_removed(
-        name="Remove the kit's folders left empty (" + ", ".join(empty) + ")", paths=empty))
+    ops_.empty_folders_removed(
+        name="Remove the kit's folders left empty (" + ", ".join(empty) + ")", paths=empty)
     if any(op.will_change for op in changed_files):
-        result.append(server.shell(
+        server.shell(
             name="Refresh the loader cache and the initramfs (CUDA or nouveau files went)",
             commands=["ldconfig; if command -v update-initramfs >/dev/null 2>&1 && "
-                      "ls /boot/initrd.img-* >/dev/null 2>&1; then update-initramfs -u; fi"]))
-    return result
+                      "ls /boot/initrd.img-* >/dev/null 2>&1; then update-initramfs -u; fi"])

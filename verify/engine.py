@@ -228,7 +228,7 @@ def _bench_at(bench: str, image: str | None, model: str, profile: Profile,
         env = ["env", f"CUDA_VISIBLE_DEVICES={engine_gpu}"] if engine_gpu else []
         return [*env, bench], model, f"test -x {shlex.quote(bench)}"
     gpus = (None if profile.backend != "cuda" else
-            "all" if (engine_gpu or "all") == "all" else f"device={engine_gpu}")
+            f"device={engine_gpu}" if engine_gpu and engine_gpu != "all" else "all")
     out = ["docker", "run", "--rm",
            *[w for line in confined(posixpath.dirname(model), gpus) for w in line]]
     return ([*out, "--entrypoint", bench, image], model_path(posixpath.basename(model)),
