@@ -50,7 +50,7 @@ from beekeeper import sandbox
 from beekeeper.core.cache import CPU_SOURCE_REF, cpu_source_tarball, pypi_model
 from beekeeper.core.paths import DEFAULT_PORT, NATIVE_PREFIX
 from beekeeper.core.profiles import PROFILES
-from tests.unit.test_quickstarts import ENV_PREFIX, page_commands, python_blocks
+from tests.unit.harness import ENV_PREFIX, page_commands, python_blocks
 
 from . import helpers
 from .helpers import BIN, ROOT, deploy, sandbox_exec, wait_until

@@ -867,6 +867,20 @@ def shell_commands(page: Path) -> list[Command]:
     return out
 
 
+def page_commands(page: str) -> list[str]:
+    """A docs page's copy-paste commands, in order (shell_commands' texts)."""
+    return [c.text for c in shell_commands(ROOT / "docs" / page)]
+
+
+def python_blocks(page: str) -> list[str]:
+    """A docs page's python blocks."""
+    return re.findall(r"```python\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
+
+
+# a command's leading VAR=value words, and the rest
+ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+ )*)(.*)$")
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 

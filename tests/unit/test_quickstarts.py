@@ -21,6 +21,8 @@ from beekeeper.core.paths import DEFAULT_PORT
 from beekeeper.core.planner import predict
 from beekeeper.core.profiles import PROFILES, SUITES
 
+from .harness import ENV_PREFIX, page_commands, python_blocks
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 QUICKSTARTS = ("quickstart-wsl2.md", "quickstart-ssh.md", "quickstart-pod.md")
@@ -28,10 +30,6 @@ QUICKSTARTS = ("quickstart-wsl2.md", "quickstart-ssh.md", "quickstart-pod.md")
 
 def flat(name: str) -> str:
     return " ".join((DOCS / name).read_text().split())
-
-
-def python_blocks(name: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (DOCS / name).read_text(), re.S)
 
 
 def group_data() -> dict:
@@ -68,14 +66,6 @@ def test_each_quickstart_goes_from_clone_to_a_first_reply(page):
 # --- every command of each quickstart is one the kit knows ----------------------------------
 # (tests/integration/test_quickstarts.py runs them on the sandbox hosts, in the same order)
 
-def page_commands(page: str) -> list[str]:
-    """The page's copy-paste commands, in order: the extraction test_readme uses
-    (harness.shell_commands: shell blocks, continuations joined, comments dropped)."""
-    from .harness import shell_commands as commands
-
-    return [c.text for c in commands(DOCS / page)]
-
-
 def written_inventories(page: str) -> set[str]:
     """Inventory files a page's python block tells the user to save (`# inventories/x.py`)."""
     return {m for b in python_blocks(page)
@@ -87,7 +77,6 @@ PYINFRA_VALUED = {"--ssh-user", "--data", "--limit", "--ssh-port", "--ssh-key", 
 # commands that are not the kit's: the tools a user runs around it, by first word
 OTHERS = {"cd", "mkdir", "chmod", "ssh", "ssh-copy-id", "sudo", "systemctl", "wsl.exe",
           "nvidia-smi", "openssl", "brew", "curl"}
-ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+ )*)(.*)$")
 
 
 def parse_cli_arg(value: str) -> object:
