@@ -620,8 +620,7 @@ def compare(a_path: Path, b_path: Path) -> str:
                      f"{b_versus_a(k, va, vb)} |")
     verdict = {"verdict": tuple(verdict_of(r)[0] if "passed" in r or "verdict" in r else None
                                 for r in (a, b))}
-    sa = {c["name"]: c.get("status") for c in a["checks"]}
-    sb = {c["name"]: c.get("status") for c in b["checks"]}
+    sa, sb = ({c["name"]: c.get("status") for c in r["checks"]} for r in (a, b))
     rows = {**verdict, **{n: (sa.get(n), sb.get(n)) for n in sorted(set(sa) | set(sb))}}
     lines += ["", "| check | A | B |", "|---|---|---|"]
     for name, (x, y) in rows.items():
