@@ -14,6 +14,9 @@ from typing import Any
 
 import httpx
 
+# the events that carry a token (StreamEvent.kind); report.json's records keep the kinds
+TOKEN_KINDS = ("content", "reasoning")
+
 
 class SSEError(ValueError):
     """The response is not an event stream."""
@@ -62,7 +65,7 @@ class RequestRecord:
 
     @property
     def token_event_times_s(self) -> list[float]:
-        return [e.t_s for e in self.events if e.kind in ("content", "reasoning")]
+        return [e.t_s for e in self.events if e.kind in TOKEN_KINDS]
 
     @property
     def ttft_s(self) -> float | None:
@@ -87,6 +90,11 @@ class RequestRecord:
         d = asdict(self)
         d["ttft_s"] = self.ttft_s
         return d
+
+
+def ttfts_s(records: Iterable[RequestRecord]) -> list[float]:
+    """The time to first token of every request that succeeded with one."""
+    return [r.ttft_s for r in records if r.ok and r.ttft_s is not None]
 
 
 class ServerClient:

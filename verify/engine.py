@@ -346,7 +346,7 @@ def bench_cpu_s(stderr: str) -> float | None:
 def _bench_once(engine: Engine, args: list[str]
                 ) -> tuple[list[BenchTest], float, HostLoad | None]:
     """One llama-bench invocation: its tests, its wall time, the host's other load."""
-    line = " ".join(shlex.quote(a) for a in [*timed(engine.prefix), *args])
+    line = shlex.join([*timed(engine.prefix), *args])
     t0 = time.monotonic()
     p = engine.shell.run(line, timeout_s=BENCH_TIMEOUT_S)
     wall = time.monotonic() - t0

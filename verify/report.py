@@ -21,6 +21,7 @@ from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
 from beekeeper.core.runtime import runtime_of
 
+from .client import TOKEN_KINDS
 from .engine import EngineBaseline
 from .judge import (
     AREAS,
@@ -169,9 +170,9 @@ def _and(parts: list[str]) -> str:
 
 
 def _decode_ratios(report: Report) -> list[tuple[int, float]]:
-    """report.json's (depth, served / engine decode) of each depth with both figures."""
-    runs = [r.to_json(report.engine) for r in report.suites.decode or []]
-    return [(r["ctx_tokens"], r["served_over_engine"]) for r in runs if r["served_over_engine"]]
+    """(depth, served / engine decode) of each depth with both figures."""
+    return [(r.ctx_tokens, ratio) for r in report.suites.decode or []
+            if (ratio := r.served_over_engine(report.engine))]
 
 
 def _works(report: Report, check: Check) -> str | None:
@@ -234,8 +235,7 @@ def _broken_what(report: Report, check: Check) -> tuple[str, str]:
     if name.startswith("decode.vs_engine@") and ratio is not None:
         return (f"it decoded at {ratio:.2f} of its engine's speed at {int(depth):,} tokens"
                 f"{needs}", gpu)
-    eng_ttft = (report.engine.ttft_s(s.ttft.target_tokens)
-                if report.engine and s.ttft else None)
+    eng_ttft = s.ttft.engine_ttft_s(report.engine) if s.ttft else None
     if name == "ttft.vs_engine" and s.ttft and s.ttft.median_s and eng_ttft:
         return (f"its first token took {s.ttft.median_s / eng_ttft:.2f} times its engine's "
                 f"time{needs}", gpu)
@@ -330,10 +330,14 @@ def verdict_of(data: dict[str, Any]) -> tuple[str, str | None, list[str], str | 
     v = data.get("verdict")
     if not isinstance(v, dict):
         return ("PASS" if data.get("passed") else "FAIL"), None, [], None
-    lines = [f"not judged: {AREAS.get(n['area'], n['area'])}: {n['why']}"
-             for n in v.get("not_judged", [])]
+    lines = [_not_judged_line(n["area"], n["why"]) for n in v.get("not_judged", [])]
     sentence = str(v["sentence"]) if v.get("sentence") else None
     return str(v["word"]), v.get("summary"), lines, sentence
+
+
+def _not_judged_line(area: str, why: str) -> str:
+    """A `not judged` line, as the console, report.md and report.html say it."""
+    return f"not judged: {AREAS.get(area, area)}: {why}"
 
 
 def _figure(width_in: float = 7.0, height_in: float = 2.8) -> Any:
@@ -379,7 +383,7 @@ def ttft_chart(ttft_s: list[float], engine_ttft_s: float | None) -> str:
 
 def token_latency_chart(run: dict[str, Any]) -> str:
     rec = run["record"]
-    times = [e["t_s"] for e in rec["events"] if e["kind"] in ("content", "reasoning")]
+    times = [e["t_s"] for e in rec["events"] if e["kind"] in TOKEN_KINDS]
     gaps_ms = [(b - a) * 1000 for a, b in zip(times, times[1:], strict=False)]
     title = f"Per-token latency, {run['ctx_tokens']} context tokens"
     if not gaps_ms:
@@ -542,7 +546,7 @@ def print_summary(report: Report) -> None:
     lines; the reports carry the same (report.json's `verdict`)."""
     print(summary_line(report), flush=True)
     for area, why in report.coverage.not_judged:
-        print(f"  not judged: {AREAS[area]}: {why}", flush=True)
+        print(f"  {_not_judged_line(area, why)}", flush=True)
 
 
 def key_figures(data: dict[str, Any]) -> dict[str, float | None]:
@@ -616,8 +620,7 @@ def compare(a_path: Path, b_path: Path) -> str:
                      f"{b_versus_a(k, va, vb)} |")
     verdict = {"verdict": tuple(verdict_of(r)[0] if "passed" in r or "verdict" in r else None
                                 for r in (a, b))}
-    sa = {c["name"]: c.get("status") for c in a["checks"]}
-    sb = {c["name"]: c.get("status") for c in b["checks"]}
+    sa, sb = ({c["name"]: c.get("status") for c in r["checks"]} for r in (a, b))
     rows = {**verdict, **{n: (sa.get(n), sb.get(n)) for n in sorted(set(sa) | set(sb))}}
     lines += ["", "| check | A | B |", "|---|---|---|"]
     for name, (x, y) in rows.items():

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import metrics
-from .client import RequestRecord
+from .client import RequestRecord, ttfts_s
 from .engine import EngineBaseline
 
 
@@ -33,11 +33,19 @@ class DecodeResult:
                 and r.usage["completion_tokens"] == r.timings["predicted_n"]
                 and r.timings.get("cache_n") == 0)
 
+    def engine_tok_s(self, engine: EngineBaseline | None) -> float | None:
+        """The engine's decode rate at this depth (None: no baseline)."""
+        return engine.decode_tok_s_at(self.ctx_tokens) if engine else None
+
+    def served_over_engine(self, engine: EngineBaseline | None) -> float | None:
+        """The served decode rate over the engine's at this depth (None without both)."""
+        eng = self.engine_tok_s(engine)
+        return self.decode_tok_s / eng if self.decode_tok_s and eng else None
+
     def to_json(self, engine: EngineBaseline | None) -> dict[str, Any]:
-        eng = engine.decode_tok_s_at(self.ctx_tokens) if engine else None
-        return {**asdict(self), "record": self.record.to_json(), "engine_tok_s": eng,
-                "served_over_engine": (self.decode_tok_s / eng
-                                       if self.decode_tok_s and eng else None)}
+        return {**asdict(self), "record": self.record.to_json(),
+                "engine_tok_s": self.engine_tok_s(engine),
+                "served_over_engine": self.served_over_engine(engine)}
 
 
 @dataclass
@@ -52,7 +60,7 @@ class TtftResult:
 
     @property
     def ttft_s(self) -> list[float]:
-        return [r.ttft_s for r in self.records if r.ok and r.ttft_s is not None]
+        return ttfts_s(self.records)
 
     @property
     def median_s(self) -> float | None:
@@ -69,6 +77,10 @@ class TtftResult:
                     for r in [*self.records, *self.set_aside])
                 and len(self.ttft_s) == len(self.records))
 
+    def engine_ttft_s(self, engine: EngineBaseline | None) -> float | None:
+        """The engine's TTFT at this prompt length (None: no baseline)."""
+        return engine.ttft_s(self.target_tokens) if engine else None
+
     def to_json(self, engine: EngineBaseline | None) -> dict[str, Any]:
         ttfts = self.ttft_s
         return {
@@ -77,7 +89,7 @@ class TtftResult:
             "p95_method": metrics.PERCENTILE_METHOD,
             "median_ci95_s": metrics.bootstrap_ci(ttfts, metrics.median) if ttfts else None,
             "server_prompt_ms": [(r.timings or {}).get("prompt_ms") for r in self.records],
-            "engine_ttft_s": engine.ttft_s(self.target_tokens) if engine else None,
+            "engine_ttft_s": self.engine_ttft_s(engine),
             "engine_prefill_s": engine.prefill_s if engine else None,
             "records": [r.to_json() for r in self.records],
             "settle": self.settle,
@@ -148,19 +160,18 @@ class LoadResult:
 
     @property
     def ttft_s_p95(self) -> float | None:
-        ttfts = [r.ttft_s for r in self.ok_records if r.ttft_s is not None]
+        ttfts = ttfts_s(self.records)
         return metrics.percentile(ttfts, 95) if ttfts else None
 
     def to_json(self) -> dict[str, Any]:
-        ok = self.ok_records
-        ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+        ttfts = ttfts_s(self.records)
         return {
             "clients": self.clients, "seconds": round(self.seconds, 2),
             "requests": self.requests, "failed": self.failed, "errors": self.errors,
             "aggregate_tok_s": self.aggregate_tok_s,
             "ttft_s_median": metrics.median(ttfts) if ttfts else None,
             "ttft_s_p95": self.ttft_s_p95,
-            "per_request_decode_tok_s": [metrics.decode_tok_s(r) for r in ok],
+            "per_request_decode_tok_s": [metrics.decode_tok_s(r) for r in self.ok_records],
             "records": [r.to_json() for r in self.records],
         }
 

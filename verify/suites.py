@@ -19,7 +19,7 @@ from typing import Any
 from beekeeper.core.profiles import SUITES, Profile
 
 from . import judge, metrics, prompts
-from .client import RequestRecord, ServerClient
+from .client import RequestRecord, ServerClient, ttfts_s
 from .engine import (
     EngineError,
     LocalShell,
@@ -167,7 +167,7 @@ def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float
             recs.append(client.stream_chat(msgs, max_tokens=1, cache_prompt=False))
             sizes.append(n)
         rounds.append((recs, sizes))
-        return [r.ttft_s for r in recs if r.ok and r.ttft_s is not None]
+        return ttfts_s(recs)
 
     got = settle(lambda m: timed_round(shell, lambda: requests(m)), _rule(k, budget_s))
     used = [bool(r.get("used")) for r in got.rounds]
@@ -428,9 +428,10 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     if hand is not None and "engine" not in names:
         names = ["engine", *names]
     sizes = sizes or Sizes.for_profile(profile, quick)
-    where = where or locate_server(str(client.http.base_url))
+    url = str(client.http.base_url)
+    where = where or locate_server(url)
     now = datetime.now(timezone.utc)  # not datetime.UTC: hosts may have Python 3.10
-    report = Report(profile=profile.name, url=str(client.http.base_url),
+    report = Report(profile=profile.name, url=url,
                     started_utc=now.isoformat(timespec="seconds"),
                     budget_mib=judge.vram_budget_mib(profile.expected, budget_gib),
                     requested=judgeable(names, profile))
@@ -439,7 +440,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
               else EngineRun(requested=False))
     report.engine = engine.baseline
     report.checks += judge.engine_checks(engine)
-    where = server_after_engine(where, str(client.http.base_url), engine)
+    where = server_after_engine(where, url, engine)
     run = _Run(profile, names, sizes, engine, _card(card, engine, shell, profile), where,
                shell=shell)
     _sampled_suites(client, run, report, direct)

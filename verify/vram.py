@@ -83,12 +83,17 @@ USED_WITH_RESERVED = ("allocated + driver-reserved (NVML v1 used: no _v2 in this
 
 def memory_used(nvml: Any, handle: Any) -> tuple[float, float | None, str]:
     """(memory.used MiB, the driver's reserved MiB or None, which measure) of one card."""
+    return memory_read(nvml, handle)[1:]
+
+
+def memory_read(nvml: Any, handle: Any) -> tuple[float, float, float | None, str]:
+    """One read of a card's memory: (memory.total MiB, then `memory_used`'s figures)."""
     try:
         m = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
-        return m.used / 2**20, m.reserved / 2**20, USED_ALLOCATED
+        return m.total / 2**20, m.used / 2**20, m.reserved / 2**20, USED_ALLOCATED
     except Exception:  # no _v2 in this driver (NVMLError) or this pynvml (TypeError, ...)
         m = nvml.nvmlDeviceGetMemoryInfo(handle)
-        return m.used / 2**20, None, USED_WITH_RESERVED
+        return m.total / 2**20, m.used / 2**20, None, USED_WITH_RESERVED
 
 
 @dataclass(frozen=True)
@@ -199,11 +204,9 @@ class VramSampler:
         self.result.gpu_name, self.result.driver = (  # bytes from older pynvml
             x.decode() if isinstance(x, bytes) else x
             for x in (nv.nvmlDeviceGetName(h), nv.nvmlSystemGetDriverVersion()))
-        self.result.total_mib = nv.nvmlDeviceGetMemoryInfo(h).total / 2**20
-        used, reserved, measure = memory_used(nv, h)
-        self._version = {"version": nv.nvmlMemory_v2} if measure == USED_ALLOCATED else {}
-        self.result.baseline_mib, self.result.reserved_mib = used, reserved
-        self.result.used_measure = measure
+        r = self.result
+        r.total_mib, r.baseline_mib, r.reserved_mib, r.used_measure = memory_read(nv, h)
+        self._version = {"version": nv.nvmlMemory_v2} if r.used_measure == USED_ALLOCATED else {}
         self._thread = threading.Thread(target=self._run, name="vram-sampler", daemon=True)
         self._thread.start()
         return self
