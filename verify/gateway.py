@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import metrics
-from .client import RequestRecord, ServerClient
+from .client import RequestRecord, ServerClient, ttfts_s
 from .judge import Check
 
 PROMPT = [{"role": "user", "content": "Count from one to two hundred in words, one number "
@@ -20,7 +20,7 @@ PROMPT = [{"role": "user", "content": "Count from one to two hundred in words, o
 
 def _figures(records: list[RequestRecord]) -> dict[str, Any]:
     ok = [r for r in records if r.ok]
-    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    ttfts = ttfts_s(ok)
     rates = [x for x in (metrics.decode_tok_s(r) for r in ok) if x is not None]
     return {"requests": len(records), "failed": len(records) - len(ok),
             "ttft_s_median": metrics.median(ttfts) if ttfts else None,

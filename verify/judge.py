@@ -345,7 +345,7 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
         mine = served_spread("served decode", r.samples_tok_s, "tok/s",
                              Settled.from_json(r.settle) if r.settle else None)
         spreads = [*engine_spreads(base), *([mine] if mine else [])]
-        v = judge_decode(r.decode_tok_s, base.decode_tok_s_at(r.ctx_tokens) if base else None,
+        v = judge_decode(r.decode_tok_s, r.engine_tok_s(base),
                          r.ctx_tokens, served_error=r.record.error,
                          engine_why_not=engine.why_not,
                          floor=DECODE_FLOOR_CPU if cpu else DECODE_FLOOR,
@@ -364,7 +364,7 @@ def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
     mine = served_spread("served TTFT", res.ttft_s, "s",
                          Settled.from_json(res.settle) if res.settle else None)
     spreads = [*engine_spreads(base), *([mine] if mine else [])]
-    v = judge_ttft(med, base.ttft_s(res.target_tokens) if base else None, res.target_tokens,
+    v = judge_ttft(med, res.engine_ttft_s(base), res.target_tokens,
                    served_error=next((r.error for r in recs if r.error), None),
                    engine_why_not=engine.why_not,
                    ceiling=TTFT_CEILING_CPU if cpu else TTFT_CEILING, spreads=spreads)
