@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,8 @@ class ServiceConfig:
     or the host's own keys) and what the rules between keys make of it."""
 
     data: ServiceData
+    # what a refusal names its keys after: 'services[i].' (its entry), or '' (the top level)
+    at: str
     # the profile with host data's ctx_size and slots applied
     profile: Profile
     # the profile's model (and draft) with host data's model_*/draft_* applied
@@ -90,11 +92,6 @@ class HostConfig:
         return self.services[0]
 
     @property
-    def services_listed(self) -> bool:
-        """Host data gave `services` (a refusal names services[i].key)."""
-        return self.data.services is not None
-
-    @property
     def runtime_given(self) -> bool:
         """Host data named the runtime."""
         return self.data.runtime is not None
@@ -127,15 +124,6 @@ def _layers(data: Any) -> list[Mapping[str, Any]]:
 def host_data_keys(data: Any) -> list[str]:
     """Every key set in host data: a plain mapping, or pyinfra's HostData (all its layers)."""
     return list(dict.fromkeys(str(k) for layer in _layers(data) for k in layer))
-
-
-def check_keys(keys: Iterable[str], known: Iterable[str],
-               extra_known: Iterable[str] = ()) -> None:
-    """Refuse a key the kit (or pyinfra) does not read, with the closest known one."""
-    allowed = set(known) | set(extra_known)
-    for key in keys:
-        if key not in allowed and not key.startswith("__"):
-            raise fail(key, UNKNOWN_KEY, did_you_mean(key, sorted(allowed)))
 
 
 _UNSET = object()
@@ -184,8 +172,12 @@ def own_keys(data: Any) -> dict[str, str]:
 
 
 def _kit_data(data: Any) -> dict[str, Any]:
-    """The kit's keys of `data` and their values, after refusing a key nobody reads."""
-    check_keys(host_data_keys(data), KIT_KEYS, extra_known=pyinfra_keys())
+    """The kit's keys of `data` and their values, after refusing a key the kit (or pyinfra)
+    does not read, with the closest known one."""
+    allowed = KIT_KEYS | pyinfra_keys()
+    for key in host_data_keys(data):
+        if key not in allowed and not key.startswith("__"):
+            raise fail(key, UNKNOWN_KEY, did_you_mean(key, sorted(allowed)))
     values = {k: data.get(k, _UNSET) for k in sorted(KIT_KEYS)}
     return {k: v for k, v in values.items() if v is not _UNSET}
 
@@ -229,7 +221,7 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     hd = parse(_kit_data(data))
     way = rule_runtime(hd)
     services, absent = _services(hd, own_keys(data), pin)
-    rule_env_keys(services, hd.services is not None, way)
+    rule_env_keys(services, way)
     gateway = _gateway(hd, services)
     return HostConfig(data=hd, services=services, absent=absent, source=_source(hd),
                       gateway=gateway, requested_runtime=way.runtime)
@@ -271,7 +263,7 @@ def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
     services = tuple(_service(e, prefix, pinned)
                      for e, prefix in entries if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
-    rule_one_build(services, hd.services is not None)
+    rule_one_build(services)
     rule_distinct(services, absent)
     rule_vram_per_card(services, hd.vram_budget_gib)
     return services, absent
@@ -305,7 +297,7 @@ def _service(entry: ServiceData, prefix: str,
     if pin is not None:  # preflight's VRAM plan (a GPU profile's) reads the served file
         model = pin(model, "model", profile.backend == "cuda")
         draft = pin(draft, "draft", False) if draft is not None else None
-    return ServiceConfig(data=entry, profile=profile, model=model, draft=draft)
+    return ServiceConfig(data=entry, at=prefix, profile=profile, model=model, draft=draft)
 
 
 def rule_loopback_needs_key(key: str, bind: str, key_file: str | None, key_name: str) -> None:
@@ -384,18 +376,17 @@ def rule_model_in_model_dir(cfg: HostConfig) -> None:
     """Container mode mounts model_dir alone: a model_host_path outside it is refused
     (Runtime.serves_from)."""
     way = cfg.requested_way
-    for i, svc in enumerate(cfg.services):
+    for svc in cfg.services:
         source = svc.model.source
         if not (isinstance(source, FileSource) and source.on_host):
             continue
         path = source.path
         folder = path.rsplit("/", 1)[0] or "/"
         if not way.serves_from(folder, cfg.data.model_dir):
-            key = f"services[{i}].model_host_path" if cfg.services_listed else \
-                "model_host_path"
-            raise fail(key, f"{path} is outside model_dir {cfg.data.model_dir}, the one folder the "
-                       "server's container mounts", f"move the file into {cfg.data.model_dir}, set "
-                       f"model_dir = {folder!r}, or mode = 'native'")
+            raise fail(f"{svc.at}model_host_path", f"{path} is outside model_dir "
+                       f"{cfg.data.model_dir}, the one folder the server's container mounts",
+                       f"move the file into {cfg.data.model_dir}, set model_dir = {folder!r}, "
+                       "or mode = 'native'")
 
 
 # a GGUF starts with its magic and a little-endian uint32 version (ggml's gguf.cpp: 2 and 3)
@@ -447,15 +438,13 @@ def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> 
                      n_ctx_train=base.n_ctx_train)
 
 
-def rule_one_build(services: tuple[ServiceConfig, ...], listed: bool) -> None:
+def rule_one_build(services: tuple[ServiceConfig, ...]) -> None:
     """One host runs one build of the server: its services all CPU or all GPU profiles."""
     kinds = {s.profile.backend for s in services}
     if len(kinds) > 1:
         first = services[0]
-        other = next(i for i, s in enumerate(services)
-                     if s.profile.backend != first.profile.backend)
-        key = f"services[{other}].profile" if listed else "profile"
-        raise fail(key, f"{services[other].profile.name} ({services[other].profile.backend}) "
+        other = next(s for s in services if s.profile.backend != first.profile.backend)
+        raise fail(f"{other.at}profile", f"{other.profile.name} ({other.profile.backend}) "
                    f"and {first.profile.name} ({first.profile.backend}) on one host, which "
                    "runs one build of the server", "put CPU and GPU services on separate "
                    "inventory hosts, or pick profiles of one kind")
@@ -489,13 +478,12 @@ def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -
                    "smaller profiles, ctx_size or slots, or raise vram_budget_gib")
 
 
-def rule_env_keys(services: tuple[ServiceConfig, ...], listed: bool, way: Runtime) -> None:
+def rule_env_keys(services: tuple[ServiceConfig, ...], way: Runtime) -> None:
     """Each API key must go literally into the way's secrets env file (Runtime.env_carries)."""
-    for i, svc in enumerate(services):
+    for svc in services:
         file = svc.data.api_key_file
         if file and not way.env_carries(Path(file).read_text().strip()):
-            key = f"services[{i}].api_key_file" if listed else "api_key_file"
-            raise fail(key, f"the key in {file} holds ' or \\, which compose's "
+            raise fail(f"{svc.at}api_key_file", f"the key in {file} holds ' or \\, which compose's "
                        "env file cannot carry literally",
                        "use a key without them (e.g. `openssl rand -hex 32`), or "
                        "runtime = 'systemd'")

@@ -72,14 +72,47 @@ class Secret(Bad):
     """A value refused for the secret it may hold: never quoted, not even as a mapping's key."""
 
 
-def key(default: Any, kind: str, doc: str, fix: str, problem: str = "is not valid",
-        key_problem: str = "is not a valid key here", **constraints: Any) -> Any:
+# a refusal's words where a key's declaration gives none of its own
+UNSAID = {"problem": "is not valid", "key_problem": "is not a valid key here",
+          "fix": "see the README, Host data keys"}
+
+
+def key(default: Any, kind: str, doc: str, fix: str, problem: str = UNSAID["problem"],
+        key_problem: str = UNSAID["key_problem"], **constraints: Any) -> Any:
     """One declared key: default, type in words and doc (the README), and its refusal's
     problem and fix (`key_problem`: for a mapping's key that breaks its pattern)."""
     return Field(default, description=doc,
                  json_schema_extra={"kind": kind, "problem": problem, "fix": fix,
                                     "key_problem": key_problem},
                  **constraints)
+
+
+def whole(default: int | None, lo: int, hi: int, doc: str, fix: str,
+          problem: str = "") -> Any:
+    """A key of a whole number from `lo` to `hi`: its type words and problem read the bounds."""
+    return key(default, f"integer {lo}-{hi}", doc, fix,
+               problem or f"is not a whole number from {lo} to {hi}", ge=lo, le=hi)
+
+
+def tcp_port(default: int | None, doc: str) -> Any:
+    """A key of a TCP port."""
+    return whole(default, 1, 65535, doc, "use an integer from 1 to 65535", "is not a TCP port")
+
+
+def flag(doc: str, default: bool = False, fix: str = "write True or False (no quotes)") -> Any:
+    """A True/False key, False unless set."""
+    return key(default, "True/False", doc, fix, "is not True or False")
+
+
+def path(default: str | None, doc: str) -> Any:
+    """A key of an absolute path: its validator (path_of) words each refusal."""
+    return key(default, "path", doc, "give an absolute path")
+
+
+def mapping(doc: str, fix: str, strings: bool = False, **more: Any) -> Any:
+    """A key of a mapping, unset by default (`strings`: of strings to strings)."""
+    return key(None, "mapping", doc, fix,
+               "is not a mapping" + (" of strings to strings" if strings else ""), **more)
 
 
 def safe_text(value: str, what: str) -> str:
@@ -141,11 +174,16 @@ def _ip(value: Any) -> str:
     if not isinstance(value, str):
         raise Bad(f"{shown(value)} is {_type_name(value)}, not an IP address",
                   "write it as a string, e.g. '127.0.0.1'")
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        raise Bad(f"{shown(value)} is not an IP address", "use 127.0.0.1") from None
+    ipaddress.ip_address(value)  # its ValueError: the key's declared problem and fix
     return value
+
+
+IpAddress = Annotated[str, BeforeValidator(_ip)]
+
+
+def listen_on(doc: str) -> Any:
+    """A key of the address a server listens on, loopback unless set."""
+    return key("127.0.0.1", "IP address", doc, "use 127.0.0.1", "is not an IP address")
 
 
 def one_word(key_text: str) -> bool:
@@ -154,12 +192,19 @@ def one_word(key_text: str) -> bool:
     return not any(c.isspace() or not c.isprintable() for c in key_text)
 
 
+KEY_FIX = "point it at a file on the controller that holds the key"
+
+
+def api_key(doc: str) -> Any:
+    """A key of an API key's file on the controller (checked by key_file)."""
+    return key(None, "path", doc, KEY_FIX, "is not a file name")
+
+
 def key_file(value: str, one_word_key: bool) -> str:
     """A key file on the controller: present, not empty, one line, not readable by others,
     and with `one_word_key` one word (the gateway's own key: an HTTP header value)."""
     if not value:
-        raise Bad(f"{shown(value)} is not a file name",
-                  "point it at a file on the controller that holds the key")
+        raise ValueError("empty")  # the key's declared problem and fix
     safe_text(value, "the path")
     if value.startswith("~"):
         raise Bad(f"{shown(value)} starts with ~, which nothing expands here",
@@ -176,8 +221,7 @@ def key_file(value: str, one_word_key: bool) -> str:
                   "point it at a text file on the controller, readable by the user running "
                   "pyinfra, that holds the key") from None
     if not text:
-        raise Bad(f"{where} is missing or empty",
-                  "point it at a file on the controller that holds the key")
+        raise Bad(f"{where} is missing or empty", KEY_FIX)
     if path.stat().st_mode & 0o077:
         raise Bad(f"{where} is readable by others", f"chmod 600 {echo(value)}")
     if "\n" in text or "\r" in text:
@@ -231,12 +275,13 @@ def _ctx_size_given(value: Any) -> Any:
     return value
 
 
-def _text_version(pattern: str, problem: str, fix: str) -> Callable[[Any], str]:
-    """A release or arch list given as a string or a number (13.2, 89): its text."""
+def _text_version(pattern: str) -> Callable[[Any], str]:
+    """A release or arch list given as a string or a number (13.2, 89): its text (else its
+    key's declared problem and fix)."""
     def check(value: Any) -> str:
         if isinstance(value, bool) or not isinstance(value, str | int | float) \
                 or not full(pattern, str(value)):
-            raise Bad(f"{shown(value)} {problem}", fix)
+            raise ValueError(pattern)
         return str(value)
     return check
 
@@ -345,7 +390,6 @@ def _mapping(value: Any) -> Any:
 
 Strict = ConfigDict(extra="forbid", strict=True, frozen=True)
 Text = Annotated[str, AfterValidator(lambda v: safe_text(v, "the value"))]
-Port = Annotated[int, Field(ge=1, le=65535)]
 # an image's digest after its '@' (OCI: algorithm:encoded), the only '@' a reference holds
 _DIGEST = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[A-Fa-f0-9]{32,}")
 
@@ -401,13 +445,11 @@ class SourceData(BaseModel):
 
     model_config = Strict
     git: Annotated[Annotated[Text, Field(pattern=GIT_URL)] | None, BeforeValidator(_given),
-                   no_credentials("git")] \
-        = key(
+                   no_credentials("git")] = key(
         None, "URL", "a git repository to build from, at the commit `ref`",
         "give the repository's URL, e.g. 'https://github.com/o/r'", "is not a git URL")
-    path: Annotated[str | None, path_of("/srv/src/llama.cpp.tar.gz")] = key(
-        None, "path", "a source tree or tarball on the controller, named `ref`",
-        "give an absolute path")
+    path: Annotated[str | None, path_of("/srv/src/llama.cpp.tar.gz")] = path(
+        None, "a source tree or tarball on the controller, named `ref`")
     # a string once validated: None (given or not) is refused by one_source as missing
     ref: Annotated[Text, BeforeValidator(lambda v: "" if v is None else v)] = key(
         None, "string", "the commit (40 hex digits) for `git`; a snapshot name (letters, "
@@ -444,25 +486,19 @@ class GatewayData(BaseModel):
     """Host data `gateway`: this host is a gateway (docs/gateway.md)."""
 
     model_config = Strict
-    port: Port = key(4000, "integer 1-65535", "the gateway's port",
-                     "use an integer from 1 to 65535", "is not a TCP port")
-    bind_address: Annotated[str, BeforeValidator(_ip)] = key(
-        "127.0.0.1", "IP address", "the address it listens on; not loopback needs "
-        "`api_key_file`", "use 127.0.0.1")
-    api_key_file: Annotated[str, AfterValidator(lambda v: key_file(v, True))] | None = key(
-        None, "path", "a file on the controller holding the key clients must send "
-        "(one word, mode 600)", "point it at a file on the controller that holds the key",
-        "is not a file name")
-    check_interval_s: Annotated[int, Field(ge=1, le=60)] = key(
-        2, "integer 1-60", "seconds between health checks of each backend (out after 2 "
-        "failures, back after 2 successes)", "e.g. check_interval_s = 2 (no quotes)",
-        "is not a whole number from 1 to 60")
-    max_body_kib: Annotated[int, Field(ge=64, le=65536)] = key(
-        1024, "integer 64-65536", "the largest request body read whole to find its `model`",
-        "e.g. max_body_kib = 1024 (no quotes)", "is not a whole number from 64 to 65536")
-    timeout_s: Annotated[int, Field(ge=10, le=86400)] = key(
-        600, "integer 10-86400", "the longest a request (a long generation) may take",
-        "e.g. timeout_s = 600 (no quotes)", "is not a whole number from 10 to 86400")
+    port: int = tcp_port(4000, "the gateway's port")
+    bind_address: IpAddress = listen_on("the address it listens on; not loopback needs "
+                                        "`api_key_file`")
+    api_key_file: Annotated[str, AfterValidator(lambda v: key_file(v, True))] | None = api_key(
+        "a file on the controller holding the key clients must send (one word, mode 600)")
+    check_interval_s: int = whole(
+        2, 1, 60, "seconds between health checks of each backend (out after 2 failures, back "
+        "after 2 successes)", "e.g. check_interval_s = 2 (no quotes)")
+    max_body_kib: int = whole(
+        1024, 64, 65536, "the largest request body read whole to find its `model`",
+        "e.g. max_body_kib = 1024 (no quotes)")
+    timeout_s: int = whole(600, 10, 86400, "the longest a request (a long generation) may take",
+                           "e.g. timeout_s = 600 (no quotes)")
 
 
 def _extra_args(args: list[str]) -> tuple[str, ...]:
@@ -568,13 +604,11 @@ def _persistent_root(value: Any) -> Any:
         return value
     if isinstance(value, str) and value.strip().lower() == PERSISTENT_NONE:
         raise Bad(f"{shown(value)} is not a path", "write persistent_root = 'none' (lowercase)")
-    if isinstance(value, str) and value and not value.startswith(("/", "~")):
-        raise Bad(f"{shown(value)} is not an absolute path", PERSISTENT_FIX)
     try:
         return abs_path(value, "/workspace/beekeeper")
-    except Bad as e:
-        raise Bad(e.problem, PERSISTENT_FIX if e.fix.startswith("give an absolute") else e.fix) \
-            from None
+    except Bad as e:  # not a path, or not absolute: the folder it wants, said here
+        absolute = e.fix.startswith(("give an absolute", "use an absolute"))
+        raise Bad(e.problem, PERSISTENT_FIX if absolute else e.fix) from None
 
 
 HubRepo = Annotated[str, Field(pattern=HF_REPO), AfterValidator(_hub_repo)]
@@ -615,22 +649,19 @@ class ServiceData(BaseModel):
         None, "profile name", "what to serve: model, context, slots, KV types "
         "(`beekeeper profiles`); required", f"use one of: {', '.join(sorted(PROFILES))}",
         "is not a profile name")
-    port: Port = key(DEFAULT_PORT, "integer 1-65535", "the server's port",
-                     "use an integer from 1 to 65535", "is not a TCP port")
-    bind_address: Annotated[str, BeforeValidator(_ip)] = key(
-        "127.0.0.1", "IP address", "the address the server listens on; not loopback needs "
-        "`api_key_file`", "use 127.0.0.1")
+    port: int = tcp_port(DEFAULT_PORT, "the server's port")
+    bind_address: IpAddress = listen_on("the address the server listens on; not loopback "
+                                        "needs `api_key_file`")
     # a server takes any key of one line; the gateway's must be one word
-    api_key_file: Annotated[str, AfterValidator(lambda v: key_file(v, False))] | None = key(
-        None, "path", "a file on the controller holding the API key clients must send "
-        "(mode 600; a relative path is read from the folder pyinfra runs in)",
-        "point it at a file on the controller that holds the key", "is not a file name")
+    api_key_file: Annotated[str, AfterValidator(lambda v: key_file(v, False))] | None = api_key(
+        "a file on the controller holding the API key clients must send (mode 600; a relative "
+        "path is read from the folder pyinfra runs in)")
     ctx_size: Annotated[int, BeforeValidator(_ctx_size_given)] | None = key(
         None, "integer", "the context in tokens (256 per slot up to the model's trained "
         "context; default: the profile's)", "give a number of tokens, e.g. ctx_size = 8192",
         "is not a whole number")
-    slots: Annotated[int, Field(ge=1, le=MAX_SLOTS)] | None = key(
-        None, f"integer 1-{MAX_SLOTS}", "request slots: how many requests the server runs "
+    slots: int | None = whole(
+        None, 1, MAX_SLOTS, "request slots: how many requests the server runs "
         "at once (llama-server -np), each with ctx_size / slots tokens of context, one "
         "recurrent state each in the VRAM plan; default: the profile's (1 but cpu-tiny-4slot)",
         f"give a whole number from 1 to {MAX_SLOTS}, e.g. slots = 2",
@@ -643,23 +674,20 @@ class ServiceData(BaseModel):
         "present", "'present' or 'absent'", "'absent': stop and remove the service on the "
         "next deploy (its model is kept)", "use 'present', or 'absent' to stop and remove "
         "the service on the next deploy (its model is kept)", "is not a service state")
-    gateway_port: Port | None = key(
-        None, "integer 1-65535", "the port a gateway reaches this service on, when not "
-        "`port` (an SSH forward)", "use an integer from 1 to 65535", "is not a TCP port")
+    gateway_port: int | None = tcp_port(None, "the port a gateway reaches this service on, "
+                                        "when not `port` (an SSH forward)")
     model_repo: HubRepo | None = _pin("model", "repo")
     model_file: HubFile | None = _pin("model", "file")
     model_revision: Revision | None = _pin("model", "revision")
     model_sha256: Sha256 | None = _pin("model", "sha256")
     model_path: Annotated[str, path_of("/srv/gguf/my-model-Q8_0.gguf"),
-                          AfterValidator(_gguf_path)] | None = key(
-        None, "path", "a GGUF of your own on the controller, uploaded once into model_dir and "
-        "checked by sha256 (model_sha256, or the file's own); no Hub request",
-        "give the absolute path of a .gguf file on the controller", "is not a .gguf path")
+                          AfterValidator(_gguf_path)] | None = path(
+        None, "a GGUF of your own on the controller, uploaded once into model_dir and checked "
+        "by sha256 (model_sha256, or the file's own); no Hub request")
     model_host_path: Annotated[str, path_of("/data/models/my-model-Q8_0.gguf"),
-                               AfterValidator(_gguf_path)] | None = key(
-        None, "path", "a GGUF already on the host, served where it is (needs model_sha256, "
-        "checked on the host; the uninstall never removes it); no Hub request",
-        "give the absolute path of a .gguf file on the host", "is not a .gguf path")
+                               AfterValidator(_gguf_path)] | None = path(
+        None, "a GGUF already on the host, served where it is (needs model_sha256, checked on "
+        "the host; the uninstall never removes it); no Hub request")
     model_alias: Annotated[str, BeforeValidator(_model_alias)] | None = key(
         None, "name", "the model name clients send (`model` in a request; what /v1/models "
         "lists) (default: the profile's name)", "e.g. model_alias = 'qwen3.5-9b', or remove "
@@ -671,13 +699,7 @@ class ServiceData(BaseModel):
 
 
 # True or False; None (written out) is the default, False
-Flag = Annotated[bool, Field(strict=True), BeforeValidator(lambda v: False if v is None else v)]
-
-
-def flag(doc: str) -> Any:
-    """A True/False key, False unless set."""
-    return key(False, "True/False", doc, "write True or False (no quotes)", "is not True or False")
-
+Flag = Annotated[bool, BeforeValidator(lambda v: False if v is None else v)]
 Mapping_ = BeforeValidator(_mapping)
 
 
@@ -697,53 +719,49 @@ class HostData(ServiceData):
         None, "list of service mappings", "the host's model services, one mapping each (the "
         "service keys above); [] for a gateway-only host", "give one dict per service, [] "
         "for none, or drop `services`", "is not a list of dicts")
-    model_dir: Annotated[str, path_of(MODEL_DIR), AfterValidator(_model_dir)] = key(
-        MODEL_DIR, "path", "where models are kept on the host", "use an absolute path")
-    state_dir: Annotated[str, path_of(STATE_DIR)] = key(
-        STATE_DIR, "path", "the kit's state on the host (builds, logs)", "use an absolute path")
+    model_dir: Annotated[str, path_of(MODEL_DIR), AfterValidator(_model_dir)] = path(
+        MODEL_DIR, "where models are kept on the host")
+    state_dir: Annotated[str, path_of(STATE_DIR)] = path(
+        STATE_DIR, "the kit's state on the host (builds, logs)")
     persistent_root: Annotated[str, BeforeValidator(_persistent_root)] | None = key(
         None, "path or 'none'", "runtime supervisor (GPU containers): the folder on the pod's "
         "volume that keeps all the kit needs to start the server again after the pod restarts"
         "; 'none': the standard layout (/opt, /etc, /var) (default: /workspace/beekeeper "
         "where /workspace is a folder not on the container's overlay, else 'none')",
         PERSISTENT_FIX, "is not an absolute path or 'none'")
-    source: Annotated[SourceData, Mapping_] | None = key(
-        None, "mapping", "what the server is built from: {'git': URL, 'ref': COMMIT} or "
-        "{'path': FILE, 'ref': NAME}; required", SOURCE_FIX, "is not a mapping")
-    cuda_version: Annotated[str, BeforeValidator(_text_version(
-        CUDA_VERSION, "is not a CUDA release", "e.g. cuda_version = '13.2.1'"))] = key(
+    source: Annotated[SourceData, Mapping_] | None = mapping(
+        "what the server is built from: {'git': URL, 'ref': COMMIT} or {'path': FILE, 'ref': "
+        "NAME}; required", SOURCE_FIX)
+    cuda_version: Annotated[str, BeforeValidator(_text_version(CUDA_VERSION))] = key(
         "13.2.1", "CUDA release", "the CUDA release the server is built for",
         "e.g. cuda_version = '13.2.1'", "is not a CUDA release")
-    cuda_arch: Annotated[str, BeforeValidator(_text_version(
-        CUDA_ARCH, "is not a CUDA arch list", "e.g. '89' or '89;120'")),
-        AfterValidator(_arch_list)] | None = key(
+    cuda_arch: Annotated[str, BeforeValidator(_text_version(CUDA_ARCH)),
+                         AfterValidator(_arch_list)] | None = key(
         None, "arch list", "the GPU architectures compiled for (default: the card's)",
         "e.g. '89' or '89;120'", "is not a CUDA arch list")
     vram_budget_gib: Annotated[float, Field(gt=0, le=4096, allow_inf_nan=False)] = key(
         10.0, "number of GiB", "the VRAM the services on one card may plan together",
         "e.g. vram_budget_gib = 10 (no quotes)", "is not a number of GiB above 0 and up to "
         "4096")
-    health_timeout_s: Annotated[int, Field(ge=10, le=86400)] = key(
-        300, "integer 10-86400", "how long a started server may take to answer /health",
+    health_timeout_s: int = whole(
+        300, 10, 86400, "how long a started server may take to answer /health",
         "e.g. health_timeout_s = 300 (no quotes)",
         "is not a whole number of seconds from 10 to 86400")
-    build_jobs: Annotated[int, Field(ge=1, le=1024)] | None = key(
-        None, "integer 1-1024", "parallel compile jobs (default: the host's cores)",
-        "e.g. build_jobs = 4 (no quotes), or remove it", "is not a whole number from 1 to 1024")
-    base_images: Annotated[BaseImages, Mapping_] | None = key(
-        None, "mapping", "`build` and `runtime` images instead of the defaults",
+    build_jobs: int | None = whole(None, 1, 1024, "parallel compile jobs (default: the host's "
+                                   "cores)", "e.g. build_jobs = 4 (no quotes), or remove it")
+    base_images: Annotated[BaseImages, Mapping_] | None = mapping(
+        "`build` and `runtime` images instead of the defaults",
         "e.g. base_images = {'build': 'debian:bookworm', 'runtime': 'debian:bookworm-slim'}",
-        "is not a mapping of strings to strings")
+        strings=True)
     preload_images: Annotated[dict[Annotated[Text, Field(pattern=IMAGE_REF),
                                          BeforeValidator(_image_login)], Annotated[
-        str, path_of("/srv/images/debian-bookworm.tar")]], Mapping_] | None = key(
-        None, "mapping", "image -> a `docker save` tar on the controller, loaded instead of "
-        "pulled", "name each image as the Dockerfile does, e.g. "
-        "{'debian:bookworm': '/srv/images/debian.tar'}", "is not a mapping of strings to "
-        "strings", key_problem="is not an image reference (each key names an image)")
-    install_docker: bool = key(True, "True/False", "install Docker Engine when it is missing",
-                               "write install_docker = True or False (no quotes)",
-                               "is not True or False")
+        str, path_of("/srv/images/debian-bookworm.tar")]], Mapping_] | None = mapping(
+        "image -> a `docker save` tar on the controller, loaded instead of pulled",
+        "name each image as the Dockerfile does, e.g. "
+        "{'debian:bookworm': '/srv/images/debian.tar'}", strings=True,
+        key_problem="is not an image reference (each key names an image)")
+    install_docker: bool = flag("install Docker Engine when it is missing", True,
+                                "write install_docker = True or False (no quotes)")
     stages: Annotated[list[Literal[STAGES]], Seq, AfterValidator(_stages)] = key(  # type: ignore[valid-type]
         STAGES, "list", f"a prefix of {list(STAGES)}: stop after it",
         "e.g. ['provision'] or ['provision', 'build']", f"is not a prefix of {list(STAGES)}")
@@ -752,21 +770,19 @@ class HostData(ServiceData):
         DEFAULT_HF_ENDPOINT, "URL", "the Hugging Face Hub, or a mirror of it",
         f"remove it (the Hub, {DEFAULT_HF_ENDPOINT}) or give a mirror's URL",
         "is not an http(s) URL")
-    server_webui: bool = key(False, "True/False", "build beellama's web UI into the server",
-                             "set True or False", "is not True or False")
-    gateway: Annotated[GatewayData, Mapping_] | None = key(
-        None, "mapping", "make this host a gateway (its keys: `gateway.*` below); {} for the "
-        "defaults", "write gateway = {} for the defaults, or e.g. gateway = {'port': 4000}",
-        "is not a mapping")
+    server_webui: bool = flag("build beellama's web UI into the server",
+                              fix="set True or False")
+    gateway: Annotated[GatewayData, Mapping_] | None = mapping(
+        "make this host a gateway (its keys: `gateway.*` below); {} for the defaults",
+        "write gateway = {} for the defaults, or e.g. gateway = {'port': 4000}")
     gateway_address: Annotated[str, AfterValidator(_address)] | None = key(
         None, "IP or host name", "where a gateway on another host reaches this host's "
         "services", "give the address the gateway reaches this host at, e.g. '10.0.0.5'",
         "is not an IP address or a host name")
-    nvidia_repos: Annotated[NvidiaRepos, Mapping_] | None = key(
-        None, "mapping", "mirrors of NVIDIA's repositories: cuda, cuda_key, toolkit, "
-        "toolkit_key", "e.g. nvidia_repos = {'cuda': "
-        "'https://mirror/cuda/repos/ubuntu2404/x86_64'}", "is not a mapping of strings to "
-        "strings")
+    nvidia_repos: Annotated[NvidiaRepos, Mapping_] | None = mapping(
+        "mirrors of NVIDIA's repositories: cuda, cuda_key, toolkit, toolkit_key",
+        "e.g. nvidia_repos = {'cuda': 'https://mirror/cuda/repos/ubuntu2404/x86_64'}",
+        strings=True)
     driver_branch: Annotated[int, Field(ge=100, le=9999)] | None = key(
         None, "integer", "the NVIDIA driver branch for native Linux (default: the one "
         "cuda_version ships with)", "e.g. driver_branch = 595 (no quotes), or remove it",
@@ -776,10 +792,9 @@ class HostData(ServiceData):
         "e.g. '1.17.8-1', or remove it", "is not a package version")
     install_cuda_toolkit: Flag = flag("install the CUDA toolkit in container mode too "
                                       "(native mode always does)")
-    hf_token_file: Annotated[str, path_of(HF_TOKEN)] | None = key(
-        None, "path", "a file on the host holding a Hugging Face token, for gated models "
-        "(root-only, mode 600; checked on the host before any change)",
-        "give an absolute path")
+    hf_token_file: Annotated[str, path_of(HF_TOKEN)] | None = path(
+        None, "a file on the host holding a Hugging Face token, for gated models (root-only, "
+        "mode 600; checked on the host before any change)")
     allow_reboot: Flag = flag("reboot after installing the NVIDIA driver instead of stopping")
     use_docker_desktop: Flag = flag("use Docker Desktop's WSL integration as the engine")
     upgrade_driver: Flag = flag("native Linux with a driver older than cuda_version needs: "
@@ -877,14 +892,14 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
         if isinstance(bad, Secret) and error["loc"][-1] == "[key]":  # named by its mapping
             key = key.split("[", 1)[0]
         return fail(f"{key}.{bad.at}" if bad.at else key, bad.problem, bad.fix)
-    extra = (field.json_schema_extra or {}) if field is not None else {}
-    fix = str(extra.get("fix", "see the README, Host data keys"))
+    extra = {**UNSAID, **((field.json_schema_extra or {}) if field is not None else {})}
+    fix = str(extra["fix"])
     if error["type"] == "missing":
         return fail(key, "missing", fix)
     value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
     if error["loc"][-1] == "[key]":  # a mapping's key broke its pattern: the key is the value
         return fail(key, f"the key {shown(error['loc'][-2])} "
-                    f"{extra.get('key_problem', 'is not a valid key here')}", fix)
+                    f"{extra['key_problem']}", fix)
     if error["type"] == "string_too_long":
         most = (error.get("ctx") or {}).get("max_length")
         return fail(key, f"{shown(value)} is longer than {most} characters", fix)
@@ -892,7 +907,7 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
         guess = near(value, re.findall(r"'([^']*)'", str((error.get("ctx") or {})
                                                          .get("expected", ""))))
         fix = f"did you mean {guess!r}? ({fix})" if guess else fix
-    return fail(key, f"{shown(value)} {extra.get('problem', 'is not valid')}", fix)
+    return fail(key, f"{shown(value)} {extra['problem']}", fix)
 
 
 def _first(errors: list[Any]) -> Any:
@@ -924,17 +939,12 @@ def _row(name: str, info: Any) -> str:
 def markdown_table() -> str:
     """Every key of host data as a markdown table, a mapping's keys after it."""
     rows = ["| Key | Type | Default | What it does |", "|---|---|---|---|"]
-    service = set(ServiceData.model_fields)
-    for name, info in ServiceData.model_fields.items():
-        rows.append(_row(name, info))
-    for name, info in HostData.model_fields.items():
-        if name in service:
-            continue
+    for name, info in HostData.model_fields.items():  # a service's keys first (inherited)
         rows.append(_row(name, info))
         for sub, sub_info in getattr(_MAPPINGS.get(name), "model_fields", {}).items():
             rows.append(_row(f"{name}.{sub}", sub_info))
-    note = ("The first " + str(len(service)) + " keys are a service's: at the top level of a "
-            "host of one service, or in each `services` entry (beside `services` they are "
+    note = (f"The first {len(ServiceData.model_fields)} keys are a service's: at the top level "
+            "of a host of one service, or in each `services` entry (beside `services` they are "
             "refused, except a key group_data/all.py gives every host, with its value: the kit's "
             "`profile`). Patterns "
             "match the whole value: a final newline never passes.")

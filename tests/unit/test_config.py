@@ -87,3 +87,14 @@ def test_non_loopback_bind_with_key_file_is_allowed(tmp_path):
         load_host_config(with_(bind_address="0.0.0.0", api_key_file=str(key)))
     with pytest.raises(ConfigError, match="missing or empty"):
         load_host_config(with_(api_key_file=str(tmp_path / "nope")))
+
+
+def test_a_refusal_names_a_services_entry_by_its_place_in_the_list():
+    """An entry with state 'absent' before it still counts: services[2] is the third entry
+    (the rules between services once named it by its place among the present ones)."""
+    data = with_(services=[
+        {"service_name": "old", "profile": "cpu-tiny", "state": "absent"},
+        {"service_name": "a", "profile": "cpu-tiny", "port": 8001},
+        {"service_name": "b", "profile": "q8-turbo4-64k", "port": 8002}])
+    with pytest.raises(ConfigError, match=r"`services\[2\]\.profile`"):
+        load_host_config(data)
