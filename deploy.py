@@ -80,6 +80,7 @@ def deploy_host() -> None:
         engine.ensure(cfg, facts, artifact, build_ops)
 
     if not reboot_pending and "model" in cfg.data.stages:
+        smoke.install(cfg)  # the host-side scripts: the model downloader, smoke check, rollback
         model_ops = model.ensure(cfg)
 
     # the services: those the inventory dropped are removed (tasks/prune.py), the kept ones
@@ -88,7 +89,6 @@ def deploy_host() -> None:
         prune.ensure(cfg, "before", kept=kept)
         if facts.runtime.supervised:  # `moved`: persist.ensure stopped supervisord
             supervisor.ensure(facts, restart=moved)
-        smoke.install()
         persist.unsupervised(facts)
         for svc in cfg.services:
             changed = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)

@@ -315,6 +315,7 @@ def _demo(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from . import sandbox
+    from .matrix import deploy_command
     from .timeline import Timeline, operation_walls
 
     line = Timeline()
@@ -328,8 +329,7 @@ def _demo(args: argparse.Namespace) -> int:
         line.end("sandbox host up")
         fetched.result()
     line.end("source and model fetched (beside it)")
-    cmd = [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventories/sandbox.py",
-           "deploy.py"]
+    cmd = deploy_command("inventories/sandbox.py")
     print(f"$ {' '.join(cmd)}", flush=True)
     # its output passed through as it comes (long steps, image build and download, print
     # their own line every 30 s), each line timed for the image build's wall seconds
@@ -421,7 +421,7 @@ def _add_verify(sub: Any) -> None:
                                  "the suites run; without, where llama-bench runs and (with "
                                  "no --url) the server is reached, through an ssh tunnel")
     add_verify_options(p)  # the options verify_main takes too, defined once there
-    p.set_defaults(func=_verify, out=str(KIT_ROOT / "reports"))
+    p.set_defaults(func=_verify, out=OUT_OPTION["default"])
 
 
 def _add_report(sub: Any) -> None:

@@ -192,11 +192,15 @@ def run_matrix(profiles: list[str], deploy: Callable[[str], int],
     return ordered, best, folder
 
 
+def deploy_command(inventory: str, *extra: str) -> list[str]:
+    """`pyinfra -y INVENTORY deploy.py EXTRA...`, with the pyinfra beside this Python."""
+    return [str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, "deploy.py", *extra]
+
+
 def pyinfra_deployer(inventory: str, host: str) -> Callable[[str], int]:
 
     def deploy(profile: str) -> int:
-        cmd = [str(Path(sys.executable).parent / "pyinfra"), "-y", inventory, "deploy.py",
-               "--limit", host, "--data", f"profile={profile}"]
+        cmd = deploy_command(inventory, "--limit", host, "--data", f"profile={profile}")
         p = subprocess.run(cmd, cwd=KIT_ROOT, capture_output=True, text=True)
         if p.returncode != 0:
             print((p.stdout + p.stderr)[-2000:], file=sys.stderr)

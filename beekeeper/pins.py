@@ -14,9 +14,10 @@ from pathlib import Path
 
 from .core.cache import CACHE
 from .core.errors import ConfigError, host_data
+from .core.hostdata import GIT_SHA
 from .core.profiles import SHA256_RE, HfSource, ModelFile
 
-COMMIT_RE = re.compile(r"[0-9a-f]{40}")  # matched whole (fullmatch)
+COMMIT_RE = re.compile(GIT_SHA)  # a full commit, as host data spells one
 LOCK = Path(os.environ.get("BEEKEEPER_MODEL_PINS", CACHE / "model-pins.json"))
 
 

@@ -295,6 +295,10 @@ def state_dir(name: str | None = None) -> Path:
     return STATE_DIR if name == CONTAINER else STATE_DIR / name
 
 
+def _host_data_file(name: str | None) -> Path:  # write_host_data's, read by inventory_host
+    return state_dir(name) / "host_data.json"
+
+
 def _ensure_network(client: docker.DockerClient):
     try:
         return client.networks.get(NETWORK)
@@ -444,7 +448,7 @@ def up(ssh_port: int | None = None, name: str | None = None,
 def write_host_data(data: dict[str, object] | None, name: str | None = None) -> None:
     """Extra host data for a sandbox's inventory entry (the tests point its source at a git
     server and its models at a Hub endpoint); None removes it."""
-    path = state_dir(name) / "host_data.json"
+    path = _host_data_file(name)
     if data is None:
         path.unlink(missing_ok=True)
     else:
@@ -467,7 +471,7 @@ def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[s
     from .core.cache import CPU_SOURCE_REF, cpu_source_tarball
 
     st = load_state(name)
-    added = state_dir(name) / "host_data.json"
+    added = _host_data_file(name)
     given = {**(json.loads(added.read_text()) if added.exists() else {}), **data}
     # a host of services names a profile in each entry (one beside them is refused)
     profile = {} if "services" in given else {"profile": "cpu-tiny"}

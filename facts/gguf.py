@@ -9,6 +9,7 @@ import shlex
 from pyinfra.api import FactBase
 
 from beekeeper.core.config import GGUF_HEAD_BYTES
+from beekeeper.core.profiles import SHA256_RE
 
 
 def parse_head_hex(output: list[str]) -> bytes | None:
@@ -77,17 +78,13 @@ class Sha256(str):
         return made
 
 
-def _hex(word: str) -> bool:
-    return len(word) == 64 and all(c in "0123456789abcdef" for c in word)
-
-
 def parse_sha256(output: list[str]) -> Sha256 | None:
     """`stamped <hex>` (the stamp holds it) or `hashed <identity> <hex>` (hashed now, the
     file's identity read before); None: no file, or one that could not be read."""
     words = " ".join(line.strip() for line in output).split()
-    if len(words) == 2 and words[0] == "stamped" and _hex(words[1]):
+    if len(words) == 2 and words[0] == "stamped" and SHA256_RE.fullmatch(words[1]):
         return Sha256(words[1], stamped=True)
-    if len(words) == 3 and words[0] == "hashed" and _hex(words[2]):
+    if len(words) == 3 and words[0] == "hashed" and SHA256_RE.fullmatch(words[2]):
         return Sha256(words[2], identity=words[1])
     return None
 

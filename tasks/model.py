@@ -16,8 +16,6 @@ from beekeeper.core.paths import HOST_VENV, hostside_script, sha256_stamps
 from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
 
-from . import smoke
-
 FETCHER = hostside_script("fetch_model.py")
 # the client the downloader was tested with: huggingface_hub 2.x needs Python 3.11 (httpx2),
 # which Ubuntu 22.04 lacks; spelled as `pip freeze` prints it, so a second run installs nothing
@@ -34,17 +32,16 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     for svc in cfg.services:
         for model in svc.models():
             wanted.setdefault(model.filename, model)
-    if any(isinstance(m.source, HfSource) for m in wanted.values()):
-        # huggingface_hub in a venv on the host, and the download script; stock Ubuntu and
-        # Debian have python3 (Debian minimal images may not) but neither `python` nor
-        # `virtualenv`; `python3 -m venv` needs python3-venv
+    if from_hub(cfg):
+        # huggingface_hub in a venv on the host (smoke.install uploads the script); stock
+        # Ubuntu and Debian have python3 (Debian minimal images may not) but neither `python`
+        # nor `virtualenv`; `python3 -m venv` needs python3-venv
         apt.packages(name="Install python3 and python3-venv for the model downloader",
                      packages=["python3", "python3-venv"], no_recommends=True,
                      cache_time=24 * 3600)
         pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")
         pip.packages(name=f"Install {HF_HUB_SPEC} into the host venv", packages=[HF_HUB_SPEC],
                      virtualenv=HOST_VENV)
-        smoke.install((("fetch_model.py", "Upload the model downloader"),))
     stamps = sha256_stamps(cfg.data.state_dir)
     placed = [(model, *_placed(cfg, model, stamps)) for model in wanted.values()]
     for model, _, sha256 in placed:  # not returned: a stamp is no reason to restart
@@ -52,6 +49,11 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
             name=f"Remember the sha256 of {model.filename} (the next run reads it)",
             path=model.host_path(cfg.data.model_dir), sha256=sha256, stamps=stamps)
     return [op for _, op, _ in placed]
+
+
+def from_hub(cfg: HostConfig) -> bool:
+    """Whether a model of `cfg` is downloaded from the Hub (by FETCHER, in the host's venv)."""
+    return any(isinstance(m.source, HfSource) for svc in cfg.services for m in svc.models())
 
 
 def _placed(cfg: HostConfig, model: ModelFile, stamps: str) -> tuple[OperationMeta, str]:

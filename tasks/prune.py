@@ -92,25 +92,27 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
             slugs.add(a[len(NATIVE_PREFIX) + 1:].split("/", 1)[0])
     slugs.discard("")  # a record naming no build keeps none
     src = f"{cfg.data.state_dir}/src"
+    folders = {NATIVE_PREFIX: "native builds", src: "source trees",
+               f"{cfg.data.state_dir}/build": "image build folders",
+               f"{cfg.data.state_dir}/native": "native build trees"}
+    entries = {folder: host.get_fact(FolderEntries, path=folder) for folder in folders}
     # the trees the kept builds came from (a tag starts with its ref's first 12 characters),
     # and by name the one this deploy builds from: it may not be there yet when the cleanup
     # is planned (the fetch runs later), and the step reads the folder when it runs
-    trees = {e.name for e in host.get_fact(FolderEntries, path=src) if not e.name.endswith(".tmp")
+    trees = {e.name for e in entries[src] if not e.name.endswith(".tmp")
              and any(s.startswith(e.name[:12] + "-") for s in slugs)}
     trees |= {cfg.source.ref} if cfg.services else set()
     if cfg.source.kind == "local" and cfg.source.path:
         trees.add(cfg.source.path.rsplit("/")[-1])
     native_keep = set(slugs)
-    for e in host.get_fact(FolderEntries, path=NATIVE_PREFIX):
+    for e in entries[NATIVE_PREFIX]:
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:
             native_keep.add(e.name)  # `current`, while it names a kept build
-    folders = [(NATIVE_PREFIX, native_keep, "native builds"),
-               (src, trees, "source trees"),
-               (f"{cfg.data.state_dir}/build", slugs, "image build folders"),
-               (f"{cfg.data.state_dir}/native", slugs, "native build trees")]
+    keeps = {NATIVE_PREFIX: native_keep, src: trees}  # the build folders keep the slugs
     builds = ", ".join(sorted(slugs)) or "none"
-    for folder, names, what in folders:
-        stale = [e for e in host.get_fact(FolderEntries, path=folder) if e.name not in names]
+    for folder, what in folders.items():
+        names = keeps.get(folder, slugs)
+        stale = [e for e in entries[folder] if e.name not in names]
         if not stale:  # no operation: a host with nothing to clean shows no step for it
             host.noop(f"upgrade cleanup: no {what} beyond the kept builds in {folder}")
             continue

@@ -37,6 +37,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     """Returns the image tag the service should run, and the operations queued."""
     spec, tag, slug = spec_for(cfg, facts)
     build_dir = f"{cfg.data.state_dir}/build/{slug}"
+    dockerfile = f"{build_dir}/Dockerfile"
     result: list[OperationMeta] = []
     for image, tar in (cfg.data.preload_images or {}).items():
         if not Path(tar).exists():
@@ -54,14 +55,14 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                                       mode="0755"))
         result.append(files.put(name="Render the Dockerfile",
                                 src=io.StringIO(spec.dockerfile()),
-                                dest=f"{build_dir}/Dockerfile", mode="0644"))
+                                dest=dockerfile, mode="0644"))
     log = f"{LOG_DIR}/build-{slug}.log"
     # the proxy variables of /etc/environment the build gets, by name (not their values)
     proxy = (f"; proxy from /etc/environment: {', '.join(facts.proxy_vars)}"
              if facts.proxy_vars else "")
     result.append(docker_ops.image_built(name=f"Build server image {tag} (log: {log}{proxy})",
                                          tag=tag,
-                                         dockerfile=f"{build_dir}/Dockerfile",
+                                         dockerfile=dockerfile,
                                          context_dir=source.tree_dir(cfg), log_path=log,
                                          jobs=spec.jobs, proxy_vars=facts.proxy_vars))
     # the newest two server images stay, and always the running and rollback ones

@@ -16,13 +16,19 @@ from beekeeper.core.runtime import Runtime
 from beekeeper.operations.persist import kit_folder
 from beekeeper.operations.smoke import smoke_checked
 
+from . import model
 
-def install(scripts: tuple[tuple[str, str], ...] = (
-        ("hostcheck.py", "Install the host-side smoke check"),
-        ("rollback.py", "Install the host-side rollback"))) -> None:
-    """Host-side scripts (beekeeper/hostside), as (script, operation name): by default the
-    smoke check and rollback."""
-    kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
+
+def install(cfg: HostConfig) -> None:
+    """The host-side scripts (beekeeper/hostside) this deploy runs, in their one folder: the
+    model downloader where a model comes from the Hub, the smoke check and the rollback where
+    the service stage runs."""
+    scripts = [("fetch_model.py", "Upload the model downloader")] if model.from_hub(cfg) else []
+    if "service" in cfg.data.stages:
+        scripts += [("hostcheck.py", "Install the host-side smoke check"),
+                    ("rollback.py", "Install the host-side rollback")]
+    if scripts:
+        kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
     for script, name in scripts:
         files.put(name=name, src=io.StringIO(hostside.text(script)),
                   dest=hostside_script(script), mode="0755")
