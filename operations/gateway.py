@@ -54,8 +54,11 @@ def keys_map_built(map_path: str, entries: list[tuple[str, str]], expected_sha1:
 def files_pruned(folder: str, keep: list[str]):
     """
     Remove the files of a folder the kit owns that this deploy no longer writes.
+
+    + keep: the files it writes there, by path
     """
-    stale = [f for f in sorted(host.get_fact(FileSizes, path=folder).keys()) if f not in keep]
+    stale = [f for f in sorted(host.get_fact(FileSizes, path=folder).keys())
+             if f"{folder}/{f}" not in keep]
     if not stale:
         host.noop(f"nothing stale in {folder}")
         return

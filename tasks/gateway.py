@@ -40,12 +40,12 @@ def _keys(cfg_gw: GatewayData, routes: list[gw.Route]) -> list[OperationMeta]:
                                path=GP.client_key, present=False)]
     entries = gw.upstream_keys_map(routes)
     changes += [put_secret(name=f"Store the API key of model {b} (root-only file)", src=src,
-                           dest=f"{GP.keys_dir}/{b}.key") for b, src in entries]
+                           dest=GP.backend_key(b)) for b, src in entries]
     files_pruned(name="Remove keys of models the gateway no longer routes",
-                 folder=GP.keys_dir, keep=[f"{b}.key" for b, _ in entries])
+                 folder=GP.keys_dir, keep=[GP.backend_key(b) for b, _ in entries])
     changes.append(keys_map_built(
         name="Build the backends' key map (root-only)", map_path=GP.upstream_keys,
-        entries=[(b, f"{GP.keys_dir}/{b}.key") for b, _ in entries],
+        entries=[(b, GP.backend_key(b)) for b, _ in entries],
         expected_sha1=sha1_text("".join(f"{b} {secret_content(src)}" for b, src in entries))))
     return changes
 
@@ -77,12 +77,11 @@ def ensure(cfg: HostConfig, plan: gw.Plan) -> None:
     changes.append(files.put(name="List the gateway's models (GET /v1/models)",
                              src=io.StringIO(gw.models_json(plan.routes)),
                              dest=GP.models_json, mode="0644"))
-    config = gw.render_config(gcfg, plan.routes)
+    config, staged = gw.render_config(gcfg, plan.routes), f"{GP.config}.new"
     files.put(name="Stage the gateway's HAProxy config (from the inventory)",
-              src=io.StringIO(config), dest=f"{GP.config}.new", mode="0644")
+              src=io.StringIO(config), dest=staged, mode="0644")
     changes.append(config_installed(name="Check the config with haproxy -c and put it in place",
-                                    staged=f"{GP.config}.new", dest=GP.config,
-                                    expected_sha1=sha1_text(config)))
+                                    staged=staged, dest=GP.config, expected_sha1=sha1_text(config)))
     unit_op = files.put(name=f"Render systemd unit {GP.unit_name}",
                         src=io.StringIO(gw.render_unit()), dest=GP.unit, mode="0644")
     changed = any(op.will_change for op in changes)

@@ -12,7 +12,7 @@ from pyinfra.operations import apt, files, server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.native import install_dir, shell_script
-from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX, SERVER_USER
+from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX, SERVER_USER, build_folders
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import native as native_ops
 
@@ -40,7 +40,8 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     # versioned folder already holds every target.
     if not native_ops.installed(dest):
         ops += source.ensure(cfg)
-    script = shell_script(spec, source.tree_dir(cfg), f"{cfg.data.state_dir}/native/{slug}/build",
+    script = shell_script(spec, source.tree_dir(cfg),
+                          f"{build_folders(cfg.data.state_dir).native_builds}/{slug}/build",
                           spec.jobs, dest, NATIVE_PREFIX,
                           cuda_bin=posixpath.dirname(facts.host_nvcc) if facts.host_nvcc
                           else "/usr/local/cuda/bin")

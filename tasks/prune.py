@@ -11,7 +11,7 @@ from pyinfra import host
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.machines import leaving
-from beekeeper.core.paths import NATIVE_PREFIX, ServicePaths, prev
+from beekeeper.core.paths import NATIVE_PREFIX, ServicePaths, build_folders, prev
 from beekeeper.facts.lifecycle import FolderEntries, PresentPaths as _Present
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.operations.lifecycle import entries_pruned, mib
@@ -91,15 +91,14 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
         elif a.startswith(NATIVE_PREFIX + "/"):
             slugs.add(a[len(NATIVE_PREFIX) + 1:].split("/", 1)[0])
     slugs.discard("")  # a record naming no build keeps none
-    src = f"{cfg.data.state_dir}/src"
-    folders = {NATIVE_PREFIX: "native builds", src: "source trees",
-               f"{cfg.data.state_dir}/build": "image build folders",
-               f"{cfg.data.state_dir}/native": "native build trees"}
+    build = build_folders(cfg.data.state_dir)
+    folders = {NATIVE_PREFIX: "native builds", build.sources: "source trees",
+               build.image_builds: "image build folders", build.native_builds: "native build trees"}
     entries = {folder: host.get_fact(FolderEntries, path=folder) for folder in folders}
     # the trees the kept builds came from (a tag starts with its ref's first 12 characters),
     # and by name the one this deploy builds from: it may not be there yet when the cleanup
     # is planned (the fetch runs later), and the step reads the folder when it runs
-    trees = {e.name for e in entries[src] if not e.name.endswith(".tmp")
+    trees = {e.name for e in entries[build.sources] if not e.name.endswith(".tmp")
              and any(s.startswith(e.name[:12] + "-") for s in slugs)}
     trees |= {cfg.source.ref} if cfg.services else set()
     if cfg.source.kind == "local" and cfg.source.path:
@@ -108,7 +107,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
     for e in entries[NATIVE_PREFIX]:
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:
             native_keep.add(e.name)  # `current`, while it names a kept build
-    keeps = {NATIVE_PREFIX: native_keep, src: trees}  # the build folders keep the slugs
+    keeps = {NATIVE_PREFIX: native_keep, build.sources: trees}  # the build folders keep the slugs
     builds = ", ".join(sorted(slugs)) or "none"
     for folder, what in folders.items():
         names = keeps.get(folder, slugs)

@@ -14,7 +14,7 @@ from pyinfra.operations import files
 from beekeeper.core.build import BuildSpec, build_spec
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import ConfigError, host_data
-from beekeeper.core.paths import LOG_DIR
+from beekeeper.core.paths import LOG_DIR, build_folders
 from beekeeper.facts.docker import DockerImageId
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.services import deployed_records
@@ -36,7 +36,7 @@ def spec_for(cfg: HostConfig, facts: HostFacts) -> tuple[BuildSpec, str, str]:
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
     """Returns the image tag the service should run, and the operations queued."""
     spec, tag, slug = spec_for(cfg, facts)
-    build_dir = f"{cfg.data.state_dir}/build/{slug}"
+    build_dir = f"{build_folders(cfg.data.state_dir).image_builds}/{slug}"
     dockerfile = f"{build_dir}/Dockerfile"
     result: list[OperationMeta] = []
     for image, tar in (cfg.data.preload_images or {}).items():

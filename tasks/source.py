@@ -13,18 +13,19 @@ from pyinfra.operations import apt, files
 from beekeeper.core.cache import sha256_file
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import ConfigError, host_data
+from beekeeper.core.paths import build_folders
 from beekeeper.operations.source import git_fetched, tarball_unpacked
 
 
 def tree_dir(cfg: HostConfig) -> str:
-    return f"{cfg.data.state_dir}/src/{cfg.source.ref}"
+    return f"{build_folders(cfg.data.state_dir).sources}/{cfg.source.ref}"
 
 
 def ensure(cfg: HostConfig) -> list[OperationMeta]:
     """The operations that place the source tree in `tree_dir(cfg)` on the host."""
-    dest = tree_dir(cfg)
-    result = [files.directory(name=f"Create the source folder {cfg.data.state_dir}/src",
-                              path=f"{cfg.data.state_dir}/src", mode="0755")]
+    dest, sources = tree_dir(cfg), build_folders(cfg.data.state_dir).sources
+    result = [files.directory(name=f"Create the source folder {sources}", path=sources,
+                              mode="0755")]
     if cfg.source.kind == "git":
         result.append(apt.packages(name="Install git to fetch the server source",
                                    packages=["git", "ca-certificates"], no_recommends=True,
@@ -38,7 +39,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
         raise ConfigError(host_data("source.path"), f"{tarball} is not a file", "run "
                           "`beekeeper sandbox up` (it packs the CPU source tree) or point "
                           "it at a .tar.gz of a llama.cpp-family tree")
-    remote_tar = f"{cfg.data.state_dir}/src/{tarball.name}"
+    remote_tar = f"{sources}/{tarball.name}"
     result.append(files.put(name=f"Upload source tree {cfg.source.ref}", src=str(tarball),
                             dest=remote_tar, mode="0644"))
     result.append(tarball_unpacked(name=f"Unpack source tree {cfg.source.ref}",

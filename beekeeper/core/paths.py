@@ -131,6 +131,19 @@ TOOLKIT_APT = AptRepo("/etc/apt/sources.list.d/nvidia-container-toolkit.sources"
                       "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
 
 
+class BuildFolders(NamedTuple):
+    """The builds' folders in the state folder (host data `state_dir`); the upgrade cleanup
+    (tasks/prune.py) removes from each what no rollback needs."""
+
+    sources: str  # the source trees, one per ref, and uploaded tarballs
+    image_builds: str  # one folder per image build: its Dockerfile
+    native_builds: str  # cmake's build trees, one folder per native build
+
+
+def build_folders(state_dir: str) -> BuildFolders:
+    return BuildFolders(f"{state_dir}/src", f"{state_dir}/build", f"{state_dir}/native")
+
+
 @dataclass(frozen=True)
 class ServicePaths:
     """The host files of one model service (`beekeeper-<name>.service`)."""
@@ -227,6 +240,9 @@ class GatewayPaths:
     @property
     def keys_dir(self) -> str:  # each backend's key (root-only)
         return f"{self.conf_dir}/keys"
+
+    def backend_key(self, backend: str) -> str:
+        return f"{self.keys_dir}/{backend}.key"
 
     @property
     def models_json(self) -> str:  # what /v1/models answers
