@@ -26,6 +26,7 @@ REQUIREMENTS = ["httpx>=0.28", "nvidia-ml-py>=12.535"]  # verify reads SSE itsel
 # reads dependency markers for the controller's own Python, not for --python-version
 # (anyio wants exceptiongroup below 3.11)
 HOST_310_EXTRAS = ["exceptiongroup>=1.0.2"]
+PYTHON = f"{VENV}/bin/python"  # what runs the suites on the host
 
 
 def _wheels() -> Path:
@@ -79,7 +80,7 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
     reqs = " ".join(shlex.quote(r) for r in REQUIREMENTS)
     p = _ssh(ssh, "python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -qq && "
                   f"{APT_GET} install -y -qq python3-venv; }} && "
-                  f"{{ [ -x {VENV}/bin/python ] || python3 -m venv {VENV}; }} && "
+                  f"{{ [ -x {PYTHON} ] || python3 -m venv {VENV}; }} && "
                   f"{VENV}/bin/pip install -q --no-index --find-links {KIT}/wheels {reqs}")
     if p.returncode != 0:
         raise VerifyError(f"could not set up {VENV} on {host_label} (python3-venv and network "
@@ -88,8 +89,7 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
 
     stamp = folder_stamp()
     remote_out = f"{REPORTS_DIR}/{stamp}"
-    cmd = f"cd {KIT} && " + host_command(args, f"{VENV}/bin/python", port, remote_out,
-                                          host_label, keys)
+    cmd = f"cd {KIT} && " + host_command(args, PYTHON, port, remote_out, host_label, keys)
     print(f"[verify] running on {host_label}: {cmd}", flush=True)
     run = subprocess.run(ssh_as_root(ssh, cmd), input=keys.to_stdin())
     local = out_root / host_label / stamp

@@ -280,6 +280,14 @@ def forwarded(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def decode_depths(text: str) -> list[int]:
+    """--decode-ctx's sizes in tokens; ValueError: one is not a whole number above 0."""
+    depths = [int(x) for x in text.split(",")]
+    if min(depths) <= 0:
+        raise ValueError(f"--decode-ctx {text!r}: a size of 0 or less")
+    return depths
+
+
 def usage_error(args: argparse.Namespace) -> str | None:
     try:  # as the suites run it: `all,gateway` is every suite and the gateway's
         args.suite = ",".join(suite_names(args.suite))
@@ -297,10 +305,8 @@ def usage_error(args: argparse.Namespace) -> str | None:
                 "path inside its own container, not one the host has)")
     if args.decode_ctx:
         try:
-            depths = [int(x) for x in args.decode_ctx.split(",")]
+            decode_depths(args.decode_ctx)
         except ValueError:
-            depths = []
-        if not depths or min(depths) <= 0:
             return (f"--decode-ctx {args.decode_ctx!r}: give context sizes in tokens, comma "
                     "separated, e.g. 4096,60000")
     if args.settle_budget_s is not None and not 0 <= args.settle_budget_s <= 86400:
@@ -369,7 +375,7 @@ def sizes_of(args: argparse.Namespace, profile: Profile) -> Any:
 
     sizes = Sizes.for_profile(profile, args.quick)
     if args.decode_ctx:
-        sizes.decode_ctx_tokens = [int(x) for x in args.decode_ctx.split(",")]
+        sizes.decode_ctx_tokens = decode_depths(args.decode_ctx)
     if args.decode_out:
         sizes.decode_out_tokens = args.decode_out
     if args.ttft_tokens:
@@ -427,10 +433,15 @@ class Keys:
             except OSError as e:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 
-        api = (read(args.api_key_file) if args.api_key_file is not None
-               else deployed_key(record, args.service, ssh, host))
-        return cls(api, read(args.direct_api_key_file),
-                   args.direct_url if secret_url(args.direct_url) else None)
+        keys = cls(read(args.api_key_file)).or_deployed(args, record, ssh, host)
+        return replace(keys, direct=read(args.direct_api_key_file),
+                       direct_url=args.direct_url if secret_url(args.direct_url) else None)
+
+    def or_deployed(self, args: argparse.Namespace, record: DeployedService | None,
+                    ssh: list[str] | None = None, host: str = "") -> Keys:
+        """Without a server key given (--api-key-file, standard input), the deployed one's."""
+        given = self.api is not None or args.api_key_file
+        return self if given else replace(self, api=deployed_key(record, args.service, ssh, host))
 
     def to_stdin(self) -> bytes | None:
         """What `--keys-on-stdin` reads (None: nothing to send)."""
@@ -601,9 +612,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             keys = Keys.from_files(args)
         record = read_record(manifest)
-        if keys.api is None and not args.api_key_file and deployed_here(args.url, record):
-            # the server the kit deployed here: the key it stored (on-host verify, as root)
-            keys = replace(keys, api=deployed_key(record, args.service))
+        # the server the kit deployed here: the key it stored (on-host verify, as root)
+        keys = keys.or_deployed(args, record if deployed_here(args.url, record) else None)
         use_checkout_verify()
         return run_verify(args, args.url, shell=engine_shell(args, [], args.host_label),
                           keys=keys, budget_gib=args.budget_gib)

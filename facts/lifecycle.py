@@ -107,15 +107,19 @@ class AptHistory(ListFact[AptTransaction]):
     process = staticmethod(parse_apt_history)
 
 
-class InstalledPackages(ListFact[str]):
+class PackageNames(ListFact[str]):
+    """A fact whose command prints package names, one a line: each once, sorted."""
+
+    def process(self, output: list[str]) -> list[str]:
+        return sorted({line.strip() for line in output if line.strip()})
+
+
+class InstalledPackages(PackageNames):
     """Names of the packages dpkg has installed: ``["adduser", "apt", ...]``."""
 
     def command(self) -> str:
         return ("dpkg-query -W -f '${Package} ${db:Status-Status}\\n' 2>/dev/null | "
                 "awk '$2 == \"installed\" {print $1}'; true")
-
-    def process(self, output: list[str]) -> list[str]:
-        return sorted({line.strip() for line in output if line.strip()})
 
 
 def purge_simulated(names: str, awk_vars: str = "", then: str = "print $2") -> str:
@@ -125,15 +129,12 @@ def purge_simulated(names: str, awk_vars: str = "", then: str = "print $2") -> s
             f"awk {awk_vars}'$1 == \"Purg\" || $1 == \"Remv\" {{ {then} }}'")
 
 
-class AptPurgeWould(ListFact[str]):
+class AptPurgeWould(PackageNames):
     """What `apt-get -s purge PACKAGES` would remove:
     ``["docker.io", "some-tool-that-needs-docker"]``."""
 
     def command(self, packages: list[str]) -> str:
         return purge_simulated(" ".join(shlex.quote(p) for p in packages)) + "; true"
-
-    def process(self, output: list[str]) -> list[str]:
-        return sorted({line.strip() for line in output if line.strip()})
 
 
 class PresentPaths(DictFact[int]):

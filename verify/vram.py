@@ -81,13 +81,9 @@ USED_WITH_RESERVED = ("allocated + driver-reserved (NVML v1 used: no _v2 in this
                       "binding; nvidia-smi's memory.used may leave the reserved memory out)")
 
 
-def memory_used(nvml: Any, handle: Any) -> tuple[float, float | None, str]:
-    """(memory.used MiB, the driver's reserved MiB or None, which measure) of one card."""
-    return memory_read(nvml, handle)[1:]
-
-
 def memory_read(nvml: Any, handle: Any) -> tuple[float, float, float | None, str]:
-    """One read of a card's memory: (memory.total MiB, then `memory_used`'s figures)."""
+    """One read of a card's memory: (memory.total MiB, memory.used MiB, the driver's reserved
+    MiB or None, which measure of used)."""
     try:
         m = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
         return m.total / 2**20, m.used / 2**20, m.reserved / 2**20, USED_ALLOCATED
@@ -181,7 +177,7 @@ class VramSampler:
         self._thread: threading.Thread | None = None
         self._nvml: Any = None
         self._handle: Any = None
-        self._version: dict[str, int] = {}  # memory_used's measure, kept for every sample
+        self._version: dict[str, int] = {}  # memory_read's measure, kept for every sample
 
     def __enter__(self) -> VramSampler:
         if self.no_gpu:

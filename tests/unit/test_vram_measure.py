@@ -96,4 +96,5 @@ def test_a_binding_without_the_version_argument_falls_back_to_v1() -> None:
     old: Any = types.ModuleType("pynvml")  # a pynvml before _v2: no nvmlMemory_v2
     old.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(
         total=TOTAL * MIB, used=(ALLOCATED + RESERVED) * MIB)
-    assert vram.memory_used(old, "card0") == (ALLOCATED + RESERVED, None, USED_WITH_RESERVED)
+    assert vram.memory_read(old, "card0") == (TOTAL, ALLOCATED + RESERVED, None,
+                                              USED_WITH_RESERVED)
