@@ -1,6 +1,7 @@
 """
 Smoke: after every deploy, wait for /health and check the API answers, on the host; a new
-server that fails is rolled back to the previous unit.
+server that fails is rolled back to the previous unit. The host-side scripts a deploy runs
+(the downloader, the smoke check, the rollback) are installed here, once.
 """
 
 from __future__ import annotations
@@ -22,16 +23,22 @@ from . import model
 def install(cfg: HostConfig) -> None:
     """The host-side scripts (beekeeper/hostside) this deploy runs, in their one folder: the
     model downloader where a model comes from the Hub, the smoke check and the rollback where
-    the service stage runs."""
-    scripts = [("fetch_model.py", "Upload the model downloader")] if model.from_hub(cfg) else []
-    if "service" in cfg.data.stages:
-        scripts += [("hostcheck.py", "Install the host-side smoke check"),
-                    ("rollback.py", "Install the host-side rollback")]
-    if scripts:
+    the service stage runs. Each upload has its own line: pyinfra's command line names an
+    operation by where it is called, so one call in a loop over a list that differs between
+    hosts would give two hosts' different uploads one merged name."""
+    hub, service = model.from_hub(cfg), "service" in cfg.data.stages
+    if hub or service:
         kit_folder(name=f"Create {HOSTSIDE_DIR}", path=HOSTSIDE_DIR)
-    for script, name in scripts:
-        files.put(name=name, src=io.StringIO(hostside.text(script)),
-                  dest=hostside_script(script), mode="0755")
+    if hub:
+        _put("fetch_model.py", "Upload the model downloader")
+    if service:
+        _put("hostcheck.py", "Install the host-side smoke check")
+        _put("rollback.py", "Install the host-side rollback")
+
+
+def _put(script: str, name: str) -> None:
+    files.put(name=name, src=io.StringIO(hostside.text(script)), dest=hostside_script(script),
+              mode="0755")
 
 
 def check(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, changed: bool) -> None:
