@@ -439,8 +439,9 @@ class Keys:
 
     def or_deployed(self, args: argparse.Namespace, record: DeployedService | None,
                     ssh: list[str] | None = None, host: str = "") -> Keys:
-        """Without a server key given (--api-key-file, standard input), the deployed one's."""
-        given = self.api is not None or args.api_key_file
+        """Without a server key given (--api-key-file, even '': no key; standard input), the
+        deployed one's (as `beekeeper verify` decides, cli.verify's `keyed`)."""
+        given = self.api is not None or args.api_key_file is not None
         return self if given else replace(self, api=deployed_key(record, args.service, ssh, host))
 
     def to_stdin(self) -> bytes | None:

@@ -186,3 +186,15 @@ def test_on_host_the_host_reads_its_own_key(here, monkeypatch):
     # another port is not the deployed server: no key assumed
     assert verify_main.main(["--url", "http://127.0.0.1:9999", "--profile", "cpu-tiny"]) == 0
     assert seen["keys"].api is None
+
+
+def test_an_empty_api_key_file_means_no_key_on_the_controller_and_on_the_host(here, keys_of,
+                                                                            monkeypatch):
+    """`--api-key-file ''` is a key given (none): no deployed key, the same answer from
+    `beekeeper verify` (cli.verify's `keyed`) and from the host's verify_main (Keys)."""
+    monkeypatch.setattr(core_remote, "read_over_ssh", no_ssh)
+    assert keys_of("--api-key-file", "").api is None
+    assert Keys.from_files(verify_args("--api-key-file", ""), read_record(RECORD)).api is None
+    assert Keys(None).or_deployed(verify_args("--api-key-file", ""), read_record(RECORD)).api \
+        is None
+    assert Keys(None).or_deployed(verify_args(), read_record(RECORD)).api == "sk-deployed-secret"
