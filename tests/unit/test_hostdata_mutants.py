@@ -916,3 +916,56 @@ def test_a_path_of_the_longest_length_passes_and_one_longer_is_refused(imported)
 @pytest.mark.parametrize("path", ["/srv/X", "/srv/modelsX", "/srv/models/"])
 def test_a_normalized_path_ending_in_any_letter_or_a_slash_passes(imported, path):
     assert imported.parse({**CPU, "model_dir": path}).model_dir == path.rstrip("/")
+
+
+# ------------------------------------------------------------------ the key helpers' rules
+
+# each key declared by whole() (tcp_port's keys too): its bounds, read by pydantic (the
+# Field's ge and le) and by its type words; a fresh run of the module, as whole() and key()
+# pass the bounds on when the class bodies are built
+WHOLE = {"port": (1, 65535), "gateway_port": (1, 65535), "slots": (1, 16),
+         "health_timeout_s": (10, 86400), "build_jobs": (1, 1024),
+         "gateway.port": (1, 65535), "gateway.check_interval_s": (1, 60),
+         "gateway.max_body_kib": (64, 65536), "gateway.timeout_s": (10, 86400)}
+
+
+def _read(data: Any, key: str) -> Any:
+    for part in key.split("."):
+        data = getattr(data, part)
+    return data
+
+
+def test_every_whole_number_key_has_its_bounds_pinned():
+    keys = {k for k, f in hostdata.HostData.model_fields.items()
+            if str((f.json_schema_extra or {}).get("kind", "")).startswith("integer ")}
+    keys |= {f"gateway.{k}" for k, f in hostdata.GatewayData.model_fields.items()
+             if str((f.json_schema_extra or {}).get("kind", "")).startswith("integer ")}
+    assert keys == set(WHOLE)
+
+
+@pytest.mark.parametrize("key", sorted(WHOLE))
+def test_a_whole_number_key_takes_its_bounds_and_refuses_one_past_either(fresh, key):
+    """lo and hi pass; lo - 1 and hi + 1 are refused in the key's own words (the problem and
+    fix of its wrong-type line, about the number given)."""
+    lo, hi = WHOLE[key]
+    for value in (lo, hi):
+        assert _read(fresh.parse(_with(key, value)), key) == value
+    for value in (lo - 1, hi + 1):
+        assert refusal(fresh, _with(key, value)) == \
+            f"host data `{key}`: {WRONG_TYPE[key].replace(repr({'x': 1}), str(value), 1)}"
+
+
+@pytest.mark.parametrize(("data", "key"), [
+    ({**CPU, "bind_address": "not-an-ip"}, "bind_address"),
+    ({**CPU, "gateway": {"bind_address": "not-an-ip"}}, "gateway.bind_address"),
+    ({"source": CPU["source"], "services": [{"profile": "cpu-tiny",
+                                              "bind_address": "not-an-ip"}]},
+     "services[0].bind_address"),
+])
+def test_an_address_that_is_no_ip_is_refused_in_listen_ons_words_where_it_is_given(
+        fresh, data, key):
+    """bind_address (a server's, the gateway's, a services entry's) is declared by
+    listen_on(): its problem and fix, word for word, and its default loopback."""
+    assert refusal(fresh, data) == \
+        f"host data `{key}`: 'not-an-ip' is not an IP address; fix: use 127.0.0.1"
+    assert fresh.parse({**CPU, "gateway": {}}).gateway.bind_address == "127.0.0.1"
