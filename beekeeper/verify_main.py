@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.deployed import DeployedService, RecordError, read_record
-from .core.errors import VerifyError
+from .core.errors import VerifyError, shown
 from .core.paths import DEFAULT_PORT, ServicePaths
 from .core.profiles import (
     MAX_SLOTS,
@@ -45,10 +45,6 @@ judged its figure; 1 a check failed; 3 nothing failed but a requested one was no
 (INCOMPLETE); 2 a usage or set-up error."""
 
 
-def _shown(text: str, limit: int = 60) -> str:
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
-
-
 def _argtype(what: str, read: Callable[[str], Any], fits: Callable[[Any], bool],
              give: str) -> Callable[[str], Any]:
     """An argparse type: `read(text)` where it `fits`, else one line saying what to give."""
@@ -58,7 +54,7 @@ def _argtype(what: str, read: Callable[[str], Any], fits: Callable[[Any], bool],
         except ValueError:
             value = None
         if value is None or not fits(value):
-            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {what}: give {give}")
+            raise argparse.ArgumentTypeError(f"{shown(text)} is not {what}: give {give}")
         return value
     return parse
 
@@ -96,10 +92,10 @@ def suite_names(text: str) -> list[str]:
     give = f"give a comma list of {','.join(SUITES)} (or all), and gateway"
     names = [n.strip() for n in str(text).split(",")]
     if not text.strip() or "" in names:
-        raise ValueError(f"--suite {_shown(text)}: an empty name in the list; {give}")
+        raise ValueError(f"--suite {shown(text)}: an empty name in the list; {give}")
     unknown = [n for n in names if n not in (*SUITES, "gateway", "all")]
     if unknown:
-        raise ValueError(f"--suite {_shown(text)}: {', '.join(map(_shown, unknown))} is not "
+        raise ValueError(f"--suite {shown(text)}: {', '.join(map(shown, unknown))} is not "
                          f"a suite; {give}")
     out: list[str] = []
     for n in names:
@@ -163,8 +159,8 @@ def shown_url(text: str) -> str:
     at = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
     if at >= 0:
         rest = rest[:at] + "?***"
-    shown = head + sep + rest
-    return shown if len(shown) <= 80 else f"{shown[:70]}... ({len(text)} characters)"
+    out = head + sep + rest
+    return out if len(out) <= 80 else f"{out[:70]}... ({len(text)} characters)"
 
 
 def server_url(text: str, flag: str = "--url") -> ServerUrl:
@@ -173,7 +169,7 @@ def server_url(text: str, flag: str = "--url") -> ServerUrl:
     fix = f"give {flag} as http://HOST:PORT, e.g. http://127.0.0.1:{DEFAULT_PORT}"
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
-        raise VerifyError(f"{flag} {_shown(shown_url(text))}: not an http(s) URL; {fix}")
+        raise VerifyError(f"{flag} {shown(shown_url(text))}: not an http(s) URL; {fix}")
     m = re.search(r"[/?#]", rest)  # the authority's end: its user information, then the rest
     authority, tail = (rest[:m.start()], rest[m.start():]) if m else (rest, "")
     if "@" in tail:
@@ -188,7 +184,7 @@ def server_url(text: str, flag: str = "--url") -> ServerUrl:
     except ValueError:
         parts = parts._replace(netloc="")
     if not parts.hostname:
-        raise VerifyError(f"{flag} {_shown(shown_url(text))}: no host, or a port that is not "
+        raise VerifyError(f"{flag} {shown(shown_url(text))}: no host, or a port that is not "
                           f"a number from 1 to 65535; {fix}")
     user, _, password = userinfo.partition(":")
     return ServerUrl(base=urlunsplit((scheme.lower(), hostport, parts.path, "", "")),

@@ -22,8 +22,8 @@ from .server_image import spec_for
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:
     """Returns the path of the server binary the unit should run, and the operations."""
-    spec, tag, slug = spec_for(cfg, facts)
-    dest = install_dir(NATIVE_PREFIX, tag)
+    spec, _, slug = spec_for(cfg, facts)
+    dest = install_dir(NATIVE_PREFIX, slug)
     ops: list[OperationMeta] = []
     if facts.install_tools:  # only what the host lacks (preflight: apt can bring it)
         ops.append(apt.packages(

@@ -29,8 +29,8 @@ def spec_for(cfg: HostConfig, facts: HostFacts) -> tuple[BuildSpec, str, str]:
     tag, and the tag less its repository: the build's name in folders and logs."""
     spec = build_spec(cfg, facts.compute_cap, facts.cpus, facts.mem_total_bytes, facts.machine,
                       cuda_version=facts.cuda_version, cuda_arch=facts.cuda_arch)
-    tag = spec.tag()
-    return spec, tag, tag.split(":", 1)[1]
+    name = spec.name()
+    return spec, f"{spec.image_repo}:{name}", name
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]:

@@ -168,11 +168,15 @@ class BuildSpec:
         return render("Dockerfile.j2", spec=self, targets=TARGETS,
                       image=IMAGE, cold_code_cmake=COLD_CODE_CMAKE, unity_off=UNITY_OFF)
 
-    def tag(self) -> str:
-        """repo:<ref>-<cuda|cpu>-<arch>-<the rendered Dockerfile's hash>: any changed input
-        of the binary is a new tag (the compile jobs are a build argument, not an input)."""
+    def name(self) -> str:
+        """<ref>-<cuda|cpu>-<arch>-<the rendered Dockerfile's hash>: any changed input of the
+        binary is a new name (the compile jobs are a build argument, not an input); the image
+        is tagged with it, a native build's folder and the build logs are named after it."""
         digest = hashlib.sha256(self.dockerfile().encode()).hexdigest()[:8]
-        return f"{self.image_repo}:{self.ref[:12]}-{self.variant}-{digest}"
+        return f"{self.ref[:12]}-{self.variant}-{digest}"
+
+    def tag(self) -> str:
+        return f"{self.image_repo}:{self.name()}"
 
 
 def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,

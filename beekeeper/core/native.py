@@ -24,9 +24,9 @@ def build_commands(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int) -> 
     ]
 
 
-def install_dir(prefix: str, tag: str) -> str:
-    """Versioned install folder: one per image-equivalent tag (ref, CUDA, arch, flags)."""
-    return f"{prefix}/{tag.split(':', 1)[1]}"
+def install_dir(prefix: str, name: str) -> str:
+    """Versioned install folder: one per build (BuildSpec.name: ref, CUDA, arch, flags)."""
+    return f"{prefix}/{name}"
 
 
 def shell_script(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int, dest: str,

@@ -166,7 +166,7 @@ def test_native_build_flags_and_memory_bounded_jobs():
     assert build_jobs(16 * 2**30, 32, cuda=True) == 10  # 1.5 GiB a CUDA job (measured)
     assert build_jobs(256 * 2**30, 16, cuda=True) == 16
     assert build_jobs(1 * 2**30, 16, cuda=True) == 1
-    dest = install_dir("/opt/beekeeper/llama-server", spec.tag())
+    dest = install_dir("/opt/beekeeper/llama-server", spec.name())
     script = shell_script(spec, "/src", "/b", 4, dest, "/opt/beekeeper/llama-server")
     assert script.startswith("export PATH=/usr/local/cuda/bin:$PATH")
     for t in ("llama-server", "llama-bench"):  # installed side by side in the versioned folder
