@@ -65,3 +65,24 @@ def test_the_deploy_gate_reaches_a_server_bound_to_its_own_address():
     # today: "http://127.0.0.1:PORT", connection refused until the deadline, then the
     # deploy rolls the new server back
     assert result["ok"], result
+
+
+def test_the_rollbacks_check_asks_the_restored_server_where_it_listens(tmp_path):
+    """rollback.py checks the previous server at its record's bind address; a wildcard or
+    127.0.0.1 bind adds nothing (an older kit's hostcheck.py takes no --host)."""
+    from beekeeper.core.deployed import DeployedService
+    from beekeeper.hostside import rollback
+
+    def manifest(bind: str) -> str:
+        path = tmp_path / f"deployed-{bind}.json"
+        path.write_text(DeployedService(
+            service="llm", container="beekeeper-llm", unit="beekeeper-llm",
+            profile="cpu-tiny", mode="native", image="/x/llama-server", bind_address=bind,
+            port=8083, model_path="/m/x.gguf", model_sha256="0" * 64).to_json())
+        return str(path)
+
+    assert rollback.reached_at(manifest(ADDRESS)) == ["--host", ADDRESS]
+    assert rollback.reached_at(manifest("::1")) == ["--host", "::1"]
+    for bind in ("127.0.0.1", "0.0.0.0", "::"):
+        assert rollback.reached_at(manifest(bind)) == []
+    assert rollback.reached_at(str(tmp_path / "none.json")) == []
