@@ -165,12 +165,14 @@ def _verify(args: argparse.Namespace) -> int:
     keyed = args.api_key_file is None and not args.url and not (remote and args.on_host)
     defaults = args.profile is None or args.port is None
     manifest = None
-    if remote and (defaults or keyed):  # as the login: a keyless server needs no root there
+    # read even with --profile and --port given: its ctx_size and slots size the requests
+    if remote:  # as the login: a keyless server needs no root there
         p = _cat_manifest(ssh, args.service, root=False)
         manifest = p.stdout if p.returncode == 0 else None
-    elif not remote:
+    else:
         manifest = local_manifest(args.service)
-    if defaults and (problem := from_deployed(args, manifest, name)):
+    # a record refused stops only a run that needs it for --profile or --port
+    if (problem := from_deployed(args, manifest, name)) and defaults:
         raise UsageError(problem)
     if args.port is None:
         args.port = DEFAULT_PORT

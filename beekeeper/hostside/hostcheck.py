@@ -3,7 +3,7 @@
 Deploy gate run on the host itself (standard library only, so any host with python3
 can run it): wait for /health, then smoke-check the OpenAI API.
 
-    python3 hostcheck.py --port 8083 --timeout 300 [--api-key-file F] [--unit U]
+    python3 hostcheck.py --port 8083 --timeout 300 [--api-key-file F] [--unit U] [--host A]
 
 With --unit, a server that keeps exiting before /health answers (the unit restarted
 CRASH_LOOP_RESTARTS times since the wait began, systemd's NRestarts) fails at once rather
@@ -31,7 +31,7 @@ def _request(url: str, key: str | None, body: dict | None = None, timeout: float
     req.add_header("Content-Type", "application/json")
     if key:
         req.add_header("Authorization", f"Bearer {key}")
-    return urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 (loopback URL)
+    return urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 (this host's own URL)
 
 
 CRASH_LOOP_RESTARTS = 3
@@ -283,6 +283,9 @@ def smoke(base: str, key: str | None, model: str | None = None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="the address the server is reached at on this host: its bind "
+                         "address where it listens on one address only (default 127.0.0.1)")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--api-key-file")
     ap.add_argument("--health-only", action="store_true")
@@ -303,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.api_key_file:
         with open(args.api_key_file) as f:
             key = f.read().strip()
-    base = f"http://127.0.0.1:{args.port}"
+    base = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
     watch = (ProgramWatch(args.program, args.supervisorctl, args.supervisord_log)
              if args.program else restarts)
     ok, why, waited = wait_healthy(base, args.timeout, args.program or args.unit, watch)

@@ -18,6 +18,7 @@ Exit 0: the restored server is healthy; 1: it is not; 3: there is nothing to rol
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import subprocess
 import sys
@@ -52,6 +53,18 @@ def serving(manifest: str) -> tuple[int, str] | None:
     addr = record.bind_address
     addr = f"[{addr}]" if ":" in addr else addr  # core/paths.bracketed (stdlib only here)
     return record.port, f"{record.profile} on {addr}:{record.port}"
+
+
+def reached_at(manifest: str) -> list[str]:
+    """hostcheck.py's --host for the manifest's server where it listens on one address only
+    (core/paths.reached_at; none for a wildcard or 127.0.0.1 bind, as a hostcheck.py of an
+    older kit, which takes no --host, is asked)."""
+    try:
+        addr = DeployedService.load(manifest).bind_address
+        wildcard = ipaddress.ip_address(addr).is_unspecified
+    except (OSError, ValueError):
+        return []
+    return [] if wildcard or addr == "127.0.0.1" else ["--host", addr]
 
 
 class Way(NamedTuple):
@@ -116,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     check = [sys.executable, a.hostcheck, "--timeout", str(a.timeout)]
     if a.api_key_file and os.path.exists(a.api_key_file):
         check += ["--api-key-file", a.api_key_file]
-    if now and subprocess.call([*check, "--port", str(now[0])],
+    if now and subprocess.call([*check, "--port", str(now[0]), *reached_at(a.manifest)],
                                stdout=subprocess.DEVNULL) == 0:
         say("rolled back; the previous server is healthy")
         say(f"serving {now[1]} (previous unit restored)")
