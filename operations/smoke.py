@@ -8,7 +8,8 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import operation
 
-from beekeeper.core.paths import ServicePaths, bracketed, hostside_script, reached_at
+from beekeeper.core.deployed import DeployedService
+from beekeeper.core.paths import ServicePaths, bracketed, hostside_script
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.server import ServerSmoke, hostcheck
 from beekeeper.hostside import rollback_command
@@ -39,9 +40,8 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
     # the process that must answer on the port (Runtime.owner_args) and the model it must
     # list: a server the kit did not start never passes the gate; asked where it listens (a
     # server bound to one address of the host is not on 127.0.0.1, hostcheck's default)
-    reach = reached_at(bind_address)
     owner = " ".join(q(a) for a in [*runtime.owner_args(paths), "--model", model,
-                                     *(["--host", reach] if reach != "127.0.0.1" else [])])
+                                     *DeployedService.hostcheck_host(bind_address)])
     if not after_change:
         result = host.get_fact(ServerSmoke, script=script, port=port,
                                api_key_file=api_key_file, owner=owner)

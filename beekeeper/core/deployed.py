@@ -72,6 +72,20 @@ class DeployedService:
     # RECORD_VERSION when written; 0: a record of a kit from before it was written
     version: int = 0
 
+    @staticmethod
+    def hostcheck_host(bind_address: str) -> list[str]:
+        """hostcheck.py's `--host` for a server listening on `bind_address`: that address where
+        it listens on one address only; none for a wildcard bind (0.0.0.0, ::: the host
+        reaches it on 127.0.0.1, hostcheck's default) or 127.0.0.1, so those command lines stay
+        as an older kit's hostcheck.py, which takes no --host, is asked."""
+        import ipaddress
+
+        try:
+            wildcard = ipaddress.ip_address(bind_address).is_unspecified
+        except ValueError:  # host data refuses one that is not an address; an old record's ""
+            return []
+        return [] if wildcard or bind_address == "127.0.0.1" else ["--host", bind_address]
+
     def models(self) -> list[tuple[str, str | None]]:
         """(path, sha256 or None) of the model and of its draft, where it has one."""
         found = [(self.model_path, self.model_sha256)] if self.model_path else []

@@ -5,7 +5,6 @@ path of the host layout is spelled here and nowhere else.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,16 +24,6 @@ SERVER_USER = "beekeeper"
 def bracketed(address: str) -> str:
     """An address as `host:port` and `--publish` take it: an IPv6 one in brackets."""
     return f"[{address}]" if ":" in address else address
-
-
-def reached_at(bind_address: str) -> str:
-    """Where the host itself reaches a server listening on `bind_address`: 127.0.0.1 for a
-    wildcard bind (0.0.0.0, ::), else that address, the only one it listens on."""
-    try:
-        wildcard = ipaddress.ip_address(bind_address).is_unspecified
-    except ValueError:  # host data refuses one that is not an address
-        wildcard = False
-    return "127.0.0.1" if wildcard else bind_address
 
 
 CONF_ROOT = "/etc/beekeeper"  # one folder per service, and the gateway's

@@ -18,7 +18,6 @@ Exit 0: the restored server is healthy; 1: it is not; 3: there is nothing to rol
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import subprocess
 import sys
@@ -56,15 +55,11 @@ def serving(manifest: str) -> tuple[int, str] | None:
 
 
 def reached_at(manifest: str) -> list[str]:
-    """hostcheck.py's --host for the manifest's server where it listens on one address only
-    (core/paths.reached_at; none for a wildcard or 127.0.0.1 bind, as a hostcheck.py of an
-    older kit, which takes no --host, is asked)."""
+    """hostcheck.py's --host for the manifest's server (DeployedService.hostcheck_host)."""
     try:
-        addr = DeployedService.load(manifest).bind_address
-        wildcard = ipaddress.ip_address(addr).is_unspecified
+        return DeployedService.hostcheck_host(DeployedService.load(manifest).bind_address)
     except (OSError, ValueError):
         return []
-    return [] if wildcard or addr == "127.0.0.1" else ["--host", addr]
 
 
 class Way(NamedTuple):
