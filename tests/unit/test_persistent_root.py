@@ -329,3 +329,33 @@ def test_the_pods_own_start_command_runs_even_when_the_kits_services_cannot_star
     alone = subprocess.run([*drop, "sh", "-s"], input=text, capture_output=True, text=True,
                            cwd="/")
     assert alone.returncode == 1  # with no command to run after it, the failure is its exit
+
+
+def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_not_there(
+        tmp_path, capsys):
+    """The RunPod line preflight gives (`bash -c '<start script> -- /start.sh'`) is the pod's
+    whole start command: where the kit's start script is not there, the pod's own start (its
+    SSH and Jupyter) must still run. It is not there after a restart of a pod with no
+    persistent root (the container disk, /usr/local/sbin with it, is cleared), after a first
+    deploy that stopped before the service stage wrote it (the line is told at preflight),
+    and after the uninstall (it removes the script, not the pod's start command)."""
+    import re
+    import shlex
+
+    from beekeeper.facts.host import InitInfo
+    from beekeeper.tasks import preflight
+
+    from .harness import on_host
+
+    root = tmp_path / "workspace" / "beekeeper"  # the volume kept, the kit's script not there
+    with on_host():
+        preflight.warn_supervisor_restart(InitInfo(pid1="process_api", systemd=False,
+                                                   state=""), str(root))
+    found = re.search(r"RunPod: `(bash -c '[^`]*')`", capsys.readouterr().err)
+    assert found, "preflight gives no RunPod line"
+    own = tmp_path / "start.sh"  # RunPod's /start.sh: its SSH, its Jupyter
+    own.write_text("#!/bin/sh\necho \"the pod's own start\"\n")
+    own.chmod(0o755)
+    line = shlex.split(found.group(1).replace(" /start.sh", f" {own}"))
+    out = subprocess.run(line, capture_output=True, text=True, cwd="/")
+    assert out.stdout == "the pod's own start\n", (found.group(1), out.stderr)
