@@ -21,13 +21,14 @@ from pyinfra.api import FactBase
 from pyinfra.facts.files import Directory, File
 from pyinfra.facts.server import Command
 
-from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec
+from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, TARGETS, build_spec
 from beekeeper.core.config import HostConfig, ServiceConfig, gguf_problem, rule_model_in_model_dir
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError, host_data
 from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
+from beekeeper.core.native import install_dir
 from beekeeper.core.paths import (
     CONF_ROOT,
     HOSTSIDE_DIR,
@@ -468,10 +469,9 @@ def check_persistent_root(cfg: HostConfig, rt: Runtime, init: InitInfo) -> str |
 TOOL_PACKAGES = {"cmake": "cmake", "c++": "g++", "make": "make", "git": "git"}
 
 
-def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime) -> list[str]:
-    """The packages apt is to install for a native build, after refusing a host that lacks a
-    part apt cannot bring: no package lists (a container image never `apt-get update`d), or
-    python3/setpriv for runtime supervisor."""
+def check_supervisor_tools(tools: HostToolsInfo, rt: Runtime) -> None:
+    """Runtime supervisor: python3 (>= 3.8) for the kit's supervisord, setpriv for the
+    server's user."""
     if not rt.under_systemd:  # the kit's supervisord runs it
         if tools.python3 is None or (tools.python3_version or (0, 0)) < (3, 8):
             found = ("none" if tools.python3 is None else
@@ -484,7 +484,16 @@ def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime) -> list[str]
             raise PreflightError(
                 "runtime supervisor", "starts the server as user beekeeper with setpriv, which "
                 "this host lacks", "apt-get install util-linux, then deploy again", lead=" ")
-    if not rt.builds_on_host or "build" not in cfg.data.stages:
+
+
+def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime,
+                built: bool = False) -> list[str]:
+    """The packages apt is to install for a native build, after refusing a host that lacks a
+    part apt cannot bring: no package lists (a container image never `apt-get update`d), or
+    python3/setpriv for runtime supervisor. `built`: the build is installed already (a pod's
+    restart cleared the tools, not the build on its volume): no build tool is needed."""
+    check_supervisor_tools(tools, rt)
+    if not rt.builds_on_host or "build" not in cfg.data.stages or built:
         return []
     wanted = ["cmake", "c++", "make"] + (["git"] if cfg.source.kind == "git" else [])
     missing = tools.missing(tuple(wanted))
@@ -709,6 +718,20 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
 IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
 
 
+def native_installed(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
+                     cuda_version: str) -> bool:
+    """Whether the native build this deploy runs is installed already (both its targets in
+    its versioned folder, as tasks/native.py names it), for the CUDA release and archs the
+    deploy builds for."""
+    if not cfg.requested_way.builds_on_host or "build" not in cfg.data.stages:
+        return False
+    cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
+    tag = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
+                     cuda_version=cuda_version, cuda_arch=archs_of_cards(cfg, gpu)).tag()
+    dest = install_dir(NATIVE_PREFIX, tag)
+    return all(host.get_fact(File, path=f"{dest}/{t}") for t in TARGETS)
+
+
 def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
                   cuda_version: str | None) -> bool:
     """Whether this deploy builds the server image (container mode, its tag not there), for
@@ -852,7 +875,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
             f"is {init.pid1!r}", "give `gateway` to an inventory host with systemd (it "
             "routes to this host's services over the network), or remove it")
     tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
-    install_tools = check_tools(cfg, tools, rt)
+    check_supervisor_tools(tools, rt)
     check_docker(cfg, os_release, docker)
     compose_version = check_compose(cfg, os_release, docker)
     host_cuda = check_host_toolkit(cfg, tools, gpu)
@@ -866,6 +889,9 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     check_free_space(cfg, disk.free_bytes if disk else None)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
+    # the build tools, where this deploy builds (a pod's restart keeps the build, not them)
+    install_tools = check_tools(cfg, tools, rt, native_installed(
+        cfg, gpu, res, plan.cuda_version or host_cuda or cfg.data.cuda_version))
     building = image_missing(cfg, gpu, res, plan.cuda_version)
     check_image_space(cfg, docker, building)
     proxy_vars = host.get_fact(ProxyVars)
@@ -897,5 +923,5 @@ def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None) 
         "no persistent root: the standard layout"
     warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's supervisord, "
          "and nothing starts it again when this container restarts until the container's "
-         f"start command runs `{script}` ({kept}; RunPod: `bash -c '{script} -- /start.sh'`; "
-         "the line per provider: docs/gpu-containers.md)")
+         f"start command runs `{script}` ({kept}; RunPod: `bash -c '{script} -- /start.sh || "
+         "exec /start.sh'`; the line per provider: docs/gpu-containers.md)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from pyinfra import host
@@ -122,6 +123,18 @@ def kit_packages() -> KitPackages:
                        replaced=[n for n in replaced if n not in now])
 
 
+def users_models(cfg: HostConfig) -> set[str]:
+    """The files of yours the kit served in place (host data `model_host_path`, by this
+    inventory or a deployed service's record): never the kit's to remove."""
+    yours = {m.host_path(cfg.data.model_dir) for s in cfg.services for m in s.models()
+             if m.users_file}
+    for name in host.get_fact(DeployedServices):
+        for m in deployed_records(name):
+            if m.model_is_users and m.model_path:
+                yours.add(m.model_path)
+    return yours
+
+
 def models(cfg: HostConfig, keep: bool) -> None:
     """The model files the kit placed (see the module's docstring), with a download's partial
     file and logs, removed unless `keep`; a file of yours the kit served in place (host data
@@ -132,12 +145,10 @@ def models(cfg: HostConfig, keep: bool) -> None:
                            why=f"models kept in {d} (host data keep_models)")
         return
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
-    yours = {m.host_path(d) for s in cfg.services for m in s.models() if m.users_file}
+    yours = users_models(cfg)
     for name in host.get_fact(DeployedServices):
         for m in deployed_records(name):
             placed.update(model for model, _ in m.models())
-            if m.model_is_users and m.model_path:
-                yours.add(m.model_path)
     files = host.get_fact(FileSizes, path=d)
     shipped = {m.filename: m.size_bytes for p in PROFILES.values()
                for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
@@ -156,13 +167,16 @@ def models(cfg: HostConfig, keep: bool) -> None:
                        paths=present, what=f"models in {d}")
 
 
-def persistent_root(keep_models: bool) -> None:
+def persistent_root(keep_models: bool, yours: Collection[str] = ()) -> None:
     """A GPU pod's persistent root: the kit's folders there, its start script, the server
     user's mark, the links, and the root once empty; the rest of the volume stays, and the
-    models' folder with keep_models."""
+    models' folder with keep_models, or where a file of yours (`yours`, model_host_path) is
+    in it (models() then removes the kit's models there, and keeps yours)."""
+    def holds_yours(path: str, target: str) -> bool:
+        return any(f.startswith(f"{path}/") or f.startswith(f"{target}/") for f in yours)
     kinds = host.get_fact(PathKinds, paths=[path for path, _ in PERSISTED])
     links = {path: k.target for path, k in kinds.items() if k.kind == "link"
-             and not (keep_models and path == SRV_ROOT)}
+             and not (keep_models and path == SRV_ROOT) and not holds_yours(path, k.target)}
     if not links:
         return
     roots = sorted({posixpath.dirname(t) for t in links.values()})
@@ -306,7 +320,7 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> Non
              f"{SUPERVISORCTL}, {START_SCRIPT})",
         paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
                SUPERVISOR_PIDFILE])
-    persistent_root(keep_models)
+    persistent_root(keep_models, users_models(cfg))
     ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                         repo=cfg.image_repo)
     models(cfg, keep_models)

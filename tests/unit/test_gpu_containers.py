@@ -186,3 +186,35 @@ def test_a_first_start_under_supervisord_is_named_as_what_it_is():
     assert "Start beekeeper-llm under supervisord" in names, names
     assert "Remove a stale rollback copy of beekeeper-llm.conf (none runs yet)" in names
     assert not any("beekeeper-llm.service" in n or "compose.yaml" in n for n in names), names
+
+
+def test_a_pod_restarted_deploys_again_without_build_tools_its_build_no_longer_needs():
+    """A pod's restart clears the container disk: build tools the kit installed with apt, or
+    the user did as preflight told them (`apt-get update && apt-get install cmake`), are gone
+    with apt's lists, while the build is on the volume. The next deploy (a second service,
+    a changed flag, or the start services before the start command is set) builds nothing:
+    it is not refused for cmake, and installs none."""
+    from beekeeper.core.paths import NATIVE_PREFIX, PERSISTED
+    from beekeeper.facts.persist import PathKind
+    from beekeeper.facts.volume import FsInfo
+
+    root = "/workspace/beekeeper"
+    no_cmake = replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"), ("make", "/usr/bin/make")),
+                       apt_lists=0)
+
+    def file(path=None, **_):  # the model, and the build on the volume (both its targets)
+        there = path == MODEL or (path or "").startswith(f"{NATIVE_PREFIX}/")
+        return {"size": 1, "mode": 755} if there else None
+    ops = run_deploy(POD_DATA, pod(
+        HostTools=no_cmake, File=file,
+        Directory=lambda path=None, **_: {"mode": 755} if path == "/workspace" else None,
+        FsOf=lambda path=None, **_: FsInfo(existing="/workspace", fstype="ext4",
+                                           target="/workspace"),
+        # the start script ran: the kit's folders are links into the root again
+        PathKinds=lambda paths=(), **_: {p: PathKind("link", f"{root}/{n}")
+                                         for p, n in PERSISTED if p in paths},
+        SupervisorPrograms={"beekeeper-llm": "RUNNING"}))
+    names = [n for n, _ in ops]
+    build = next(cmds for n, cmds in ops if n.startswith("Build llama-server"))
+    assert build == [], build  # built: the binary is on the volume
+    assert not any(n.startswith("Install the build tools") for n in names), names

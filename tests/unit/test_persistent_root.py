@@ -329,3 +329,73 @@ def test_the_pods_own_start_command_runs_even_when_the_kits_services_cannot_star
     alone = subprocess.run([*drop, "sh", "-s"], input=text, capture_output=True, text=True,
                            cwd="/")
     assert alone.returncode == 1  # with no command to run after it, the failure is its exit
+
+
+def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_not_there(
+        tmp_path, capsys):
+    """The RunPod line preflight gives (`bash -c '<start script> -- /start.sh'`) is the pod's
+    whole start command: where the kit's start script is not there, the pod's own start (its
+    SSH and Jupyter) must still run. It is not there after a restart of a pod with no
+    persistent root (the container disk, /usr/local/sbin with it, is cleared), after a first
+    deploy that stopped before the service stage wrote it (the line is told at preflight),
+    and after the uninstall (it removes the script, not the pod's start command)."""
+    import re
+    import shlex
+
+    from beekeeper.facts.host import InitInfo
+    from beekeeper.tasks import preflight
+
+    from .harness import on_host
+
+    root = tmp_path / "workspace" / "beekeeper"  # the volume kept, the kit's script not there
+    with on_host():
+        preflight.warn_supervisor_restart(InitInfo(pid1="process_api", systemd=False,
+                                                   state=""), str(root))
+    found = re.search(r"RunPod: `(bash -c '[^`]*')`", capsys.readouterr().err)
+    assert found, "preflight gives no RunPod line"
+    own = tmp_path / "start.sh"  # RunPod's /start.sh: its SSH, its Jupyter
+    own.write_text("#!/bin/sh\necho \"the pod's own start\"\n")
+    own.chmod(0o755)
+    line = shlex.split(found.group(1).replace(" /start.sh", f" {own}"))
+    out = subprocess.run(line, capture_output=True, text=True, cwd="/")
+    assert out.stdout == "the pod's own start\n", (found.group(1), out.stderr)
+
+
+def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():
+    """A GGUF of yours served where it is (`model_host_path`) is never removed by the kit,
+    the uninstall's own promise, which it keeps in model_dir on a host without a persistent
+    root. On a pod's root, model_dir (/srv/beekeeper/models) is a folder on the volume: the
+    uninstall must not take your file in it along with the kit's folders."""
+    import shlex
+
+    from beekeeper.core.deployed import DeployedService
+    from beekeeper.core.paths import PERSISTED, ServicePaths
+    from beekeeper.facts.persist import PathKind
+
+    from .harness import deployed_host
+
+    root, mine = "/workspace/beekeeper", "/srv/beekeeper/models/my-finetune-Q8_0.gguf"
+    on_volume = f"{root}/srv/models/my-finetune-Q8_0.gguf"
+    manifest = DeployedService(service="llm", image="/opt/beekeeper/llama-server/b/llama-server",
+                               model_path=mine, model_is_users=True, runtime="supervisor",
+                               mode="native").to_json()
+    facts = deployed_host(
+        FileContents=lambda path: manifest.splitlines()
+        if path == ServicePaths("llm").manifest else None,
+        PathKinds=lambda paths=(), **_: {p: PathKind("link", f"{root}/{n}")
+                                         for p, n in PERSISTED if p in paths},
+        PresentPaths=lambda paths: {p: 1024 for p in paths},
+        FileSizes=lambda path: {"my-finetune-Q8_0.gguf": 9 * 2**30}
+        if path == "/srv/beekeeper/models" else {},
+        ImageTags=[], SupervisorPrograms={"beekeeper-llm": "RUNNING"})
+    ops = run_queued(None, {**DATA, "mode": "native", "model_host_path": mine,
+                            "model_sha256": "ab" * 32}, facts)
+    removed = [(n, p) for n, cmds in ops for c in cmds if c.startswith("rm -rf ")
+               for p in shlex.split(c.split(" && ")[0])[2:]]
+    links = {path for path, _ in PERSISTED}  # `rm -rf` of a link takes the link alone
+
+    def under(f: str, p: str) -> bool:
+        return f == p or f.startswith(p.rstrip("/") + "/")
+    taken = [(n, p) for n, p in removed
+             if under(on_volume, p) or (p not in links and under(mine, p))]
+    assert not taken, taken

@@ -407,7 +407,7 @@ def test_the_persistent_root_is_the_pods_volume_by_default(capsys):
     err = capsys.readouterr().err
     assert "until the container's start command runs `/workspace/beekeeper/start` (the kit " \
         "kept under /workspace/beekeeper; RunPod: `bash -c '/workspace/beekeeper/start -- " \
-        "/start.sh'`" in err
+        "/start.sh || exec /start.sh'`" in err
 
 
 def test_without_a_workspace_folder_the_standard_layout_stays(capsys):
