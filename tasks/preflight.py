@@ -21,7 +21,7 @@ from pyinfra.api import FactBase
 from pyinfra.facts.files import Directory, File
 from pyinfra.facts.server import Command
 
-from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, TARGETS, build_spec
+from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec
 from beekeeper.core.config import HostConfig, ServiceConfig, gguf_problem, rule_model_in_model_dir
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
@@ -75,6 +75,7 @@ from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.facts.services import DeployedServices, deployed_manifest
 from beekeeper.facts.toolchain import HostTools, HostToolsInfo, OthersCannotRead
 from beekeeper.facts.volume import FsOf
+from beekeeper.operations import native as native_ops
 
 from .driver_preflight import archs_of_cards, check_cuda
 from .say import say, warn
@@ -726,10 +727,9 @@ def native_installed(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
     if not cfg.requested_way.builds_on_host or "build" not in cfg.data.stages:
         return False
     cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
-    tag = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
-                     cuda_version=cuda_version, cuda_arch=archs_of_cards(cfg, gpu)).tag()
-    dest = install_dir(NATIVE_PREFIX, tag)
-    return all(host.get_fact(File, path=f"{dest}/{t}") for t in TARGETS)
+    name = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
+                      cuda_version=cuda_version, cuda_arch=archs_of_cards(cfg, gpu)).name()
+    return native_ops.installed(install_dir(NATIVE_PREFIX, name))
 
 
 def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,

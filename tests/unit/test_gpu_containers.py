@@ -202,8 +202,11 @@ def test_a_pod_restarted_deploys_again_without_build_tools_its_build_no_longer_n
     no_cmake = replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"), ("make", "/usr/bin/make")),
                        apt_lists=0)
 
-    def file(path=None, **_):  # the model, and the build on the volume (both its targets)
-        there = path == MODEL or (path or "").startswith(f"{NATIVE_PREFIX}/")
+    def file(path=None, **_):  # the model, and the build on the volume (both its targets,
+        # in the folder named as the build is: <ref's 12 characters>-<variant>-<hash>)
+        there = path == MODEL or re.fullmatch(
+            rf"{NATIVE_PREFIX}/[0-9a-f]{{12}}-cuda[^/:]+-[0-9a-f]{{8}}/llama-(server|bench)",
+            path or "") is not None
         return {"size": 1, "mode": 755} if there else None
     ops = run_deploy(POD_DATA, pod(
         HostTools=no_cmake, File=file,
