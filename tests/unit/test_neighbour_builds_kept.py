@@ -96,3 +96,55 @@ def test_the_cleanup_keeps_the_build_a_neighbour_deploys_in_the_same_run(native,
     left = sorted(p.name for p in native.iterdir())
     assert CUDA[REF_C] in left, left  # llm2's running binary
     assert CUDA[REF_B] in left and SLUG[REF_B] in left and SLUG[REF_C] in left, left
+
+
+def test_deploy_py_keeps_each_neighbours_build_through_the_others_cleanup():
+    """The same through deploy.py, two native inventory hosts on one machine building from
+    two refs: llm (host `one`) ran its B build (A its rollback) and moves to C; llm2 (host
+    `two`) ran its B build and moves to D, built by an earlier run that stopped before its
+    service. Neither host's cleanup may name the build the other one starts in this run."""
+    import re
+
+    from beekeeper.facts.lifecycle import FolderEntry
+
+    from .harness import CPU_HOST, facts, run_deploy_hosts_stdin
+
+    refs = {"one": REF_C, "two": "d" * 40}
+
+    def data(name: str, port: int, ref: str) -> dict[str, Any]:
+        return {**DEFAULTS, "ssh_hostname": "10.0.0.5", "mode": "native",
+                "services": [{"service_name": name, "profile": "cpu-tiny", "port": port}],
+                "source": {"git": "https://example.org/beellama.cpp", "ref": ref}}
+
+    hosts = {"one": data("llm", 8083, refs["one"]), "two": data("llm2", 8085, refs["two"])}
+
+    def built(ops) -> dict[str, str]:  # each host's build of this run, by the step's name
+        return {h: next(m.group(1) for n, _, _ in o
+                        if (m := re.match(r"Build llama-server (\S+) natively", n)))
+                for h, o in ops.items()}
+
+    _, first = run_deploy_hosts_stdin({h: (d, facts(**CPU_HOST)) for h, d in hosts.items()})
+    new = built(first)
+    old = {(h, r): f"{r[:12]}-cpu-x86-64-v3-{h}0000" for h in ("one", "two")
+           for r in (REF_A, REF_B)}
+    prefix = "/opt/beekeeper/llama-server"
+    runs = {LLM.manifest: old["one", REF_B], prev(LLM.manifest): old["one", REF_A],
+            LLM2.manifest: old["two", REF_B]}
+    etc = {p: DeployedService(service=p.split("/")[3], port=8083,
+                              image=f"{prefix}/{slug}/llama-server").to_json()
+           for p, slug in runs.items()}
+    listing = [FolderEntry(name=n, kind="d", size_kib=1024)
+               for n in sorted([*old.values(), new["one"], new["two"]])]
+    machine = facts(**CPU_HOST, DeployedServices=["llm", "llm2"],
+                    FileContents=lambda path: etc[path].splitlines() if path in etc else None,
+                    PresentPaths=lambda paths: {p: 4 for p in paths if p == prev(LLM.unit)},
+                    FolderEntries=lambda path: listing if path == prefix else [])
+    failed, ops = run_deploy_hosts_stdin({h: (d, machine) for h, d in hosts.items()})
+    assert failed == set() and built(ops) == new
+    for h, other in (("one", "two"), ("two", "one")):
+        cleanup = [c for n, cs, _ in ops[h] if n.startswith("Remove native builds no rollback")
+                   for c in cs]
+        assert not any(new[other] in c for c in cleanup), (h, cleanup)
+    # and what each needs itself still goes: llm's A build, no longer its rollback
+    assert any(old["one", REF_A] in c for n, cs, _ in ops["one"]
+               if n.startswith("Remove native builds no rollback") for c in cs)
