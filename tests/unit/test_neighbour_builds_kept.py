@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from beekeeper.core.deployed import DeployedService
+from beekeeper.core.machines import kept_by_neighbours, neighbours
 from beekeeper.core.paths import ServicePaths, prev
-from beekeeper.facts.lifecycle import FolderEntries, PresentPaths
+from beekeeper.facts.lifecycle import FolderEntries
 from beekeeper.tasks import prune
 
 from .harness import DEFAULTS, REF_A, REF_B, REF_C, SLUG, run_queued
@@ -78,10 +79,14 @@ def test_the_cleanup_keeps_the_build_a_neighbour_deploys_in_the_same_run(native,
             "state_dir": str(tmp_path / "var/lib/beekeeper"),
             "services": [{"service_name": "llm", "profile": "cpu-tiny"}],
             "source": {"git": "https://example.org/beellama.cpp", "ref": REF_C}}
+    two = {**data, "services": [{"service_name": "llm2", "profile": "cpu-tiny", "port": 8085}]}
+    hosts = [("one", data), ("two", two)]
     theirs: list[str] = []
 
     def deploy(cfg):
-        prune.ensure(cfg, "after", mine, kept=frozenset({"llm2"}))
+        # as deploy.py queues it: what the other host keeps, and its configuration
+        prune.ensure(cfg, "after", mine, kept_by_neighbours("one", hosts),
+                     neighbours("one", hosts) or [])
         # the other host's build and service steps, which run before this step does
         theirs.append(build(native, CUDA[REF_C]))
         etc[prev(LLM2.manifest)] = etc[LLM2.manifest]
