@@ -15,7 +15,7 @@ from pyinfra.context import ctx_host
 from beekeeper.core.config import HostConfig, load_host_config, run_loader
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.gateway import Plan, plan
-from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours
+from beekeeper.core.machines import gateway_kept_by_neighbours, kept_by_neighbours, neighbours
 from beekeeper.facts.secrets import SecretFile
 from beekeeper.pins import pin_model
 from beekeeper.tasks import (
@@ -94,7 +94,8 @@ def deploy_host() -> None:
             changed = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)
             smoke.check(cfg, facts.runtime, svc, changed)
         # what no rollback needs goes, once every kept service passed its smoke check
-        prune.ensure(cfg, "after", artifact, kept)
+        prune.ensure(cfg, "after", artifact, kept,
+                     neighbours(ctx_host.get().name, hosts, load) or [])
     gateway_role(cfg, gw_plan, hosts, load)
 
 

@@ -39,12 +39,18 @@ def removal(paths: list[str], what: str, kib: int) -> StreamedCommand:
 
 
 @operation()
-def entries_pruned(folder: str, keep: list[str], what: str):
+def entries_pruned(folder: str, keep: list[str], what: str,
+                   keep_prefixes: list[str] | None = None):
     """
     Remove the entries of a folder the kit owns that no kept artifact needs; `what` names
     them in the last line ("native builds").
+
+    + keep_prefixes: entries whose names start so stay too (builds another inventory host
+      on this machine makes in this run, unknown when the step is planned)
     """
-    stale = [e for e in host.get_fact(FolderEntries, path=folder) if e.name not in keep]
+    starts = tuple(keep_prefixes or ())
+    stale = [e for e in host.get_fact(FolderEntries, path=folder)
+             if e.name not in keep and not e.name.startswith(starts)]
     if not stale:
         host.noop(f"{folder}: nothing beyond what is kept ({', '.join(sorted(keep)) or 'none'})")
         return

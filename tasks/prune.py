@@ -7,6 +7,8 @@ passed its smoke check, the native builds, source trees and build folders no rol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyinfra import host
 
 from beekeeper.core.config import HostConfig
@@ -19,12 +21,14 @@ from beekeeper.operations.services import service_removed
 
 
 def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
-           kept: frozenset[str] | None = frozenset()) -> None:
+           kept: frozenset[str] | None = frozenset(),
+           neighbours: Sequence[HostConfig] = ()) -> None:
     """Queue the removals of one phase. "before" (ahead of the kept services' start): the
     stale services whose port a kept service takes, or whose port cannot be read. "after"
     (once every kept service passed its smoke check): all the others, then, given the
     `artifact` this deploy runs ("" where none), the upgrade cleanup. `kept`: the services
-    other inventory hosts on this machine keep, None where unknown (then none is removed)."""
+    other inventory hosts on this machine keep, None where unknown (then none is removed);
+    `neighbours`: those hosts' configurations (the builds of their source stay)."""
     if kept is None and phase == "before":
         host.noop("removing services left out: skipped, another inventory host on this "
                   "machine has bad host data and what it keeps is unknown")
@@ -43,7 +47,7 @@ def ensure(cfg: HostConfig, phase: str = "after", artifact: str | None = None,
             name=f"Remove service {name} ({why}): stop it, remove its unit, env file and "
                  "container; keep its model", service=name)
     if phase == "after" and artifact is not None:
-        upgrade_cleanup(cfg, artifact, set(going))
+        upgrade_cleanup(cfg, artifact, set(going), neighbours)
 
 
 def _runs(path: str) -> str | None:
@@ -78,8 +82,23 @@ def kept_artifacts(cfg: HostConfig, artifact: str,
     return keep, None
 
 
-def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
-    """Remove the native builds, source trees and build folders no rollback needs."""
+def _source_trees(cfg: HostConfig) -> set[str]:
+    """The source trees a deploy of `cfg` builds from, by name (none where it has no
+    service): its ref, and an uploaded tree's or tarball's name."""
+    if not cfg.services:
+        return set()
+    trees = {cfg.source.ref}
+    if cfg.source.kind == "local" and cfg.source.path:
+        trees.add(cfg.source.path.rsplit("/")[-1])
+    return trees
+
+
+def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str],
+                    neighbours: Sequence[HostConfig] = ()) -> None:
+    """Remove the native builds, source trees and build folders no rollback needs. Another
+    inventory host on this machine (`neighbours`) builds and starts its own server in this
+    run, after this step is planned and before it runs: the builds of its source ref stay
+    (by their names' start, `<ref's 12 characters>-`), and its source trees."""
     keep, unknown = kept_artifacts(cfg, artifact, going)
     if unknown:
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
@@ -100,9 +119,10 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
     # is planned (the fetch runs later), and the step reads the folder when it runs
     trees = {e.name for e in entries[build.sources] if not e.name.endswith(".tmp")
              and any(s.startswith(e.name[:12] + "-") for s in slugs)}
-    trees |= {cfg.source.ref} if cfg.services else set()
-    if cfg.source.kind == "local" and cfg.source.path:
-        trees.add(cfg.source.path.rsplit("/")[-1])
+    trees |= _source_trees(cfg)
+    theirs = sorted({f"{c.source.ref[:12]}-" for c in neighbours if c.services})
+    for c in neighbours:
+        trees |= _source_trees(c)
     native_keep = set(slugs)
     for e in entries[NATIVE_PREFIX]:
         if e.kind == "l" and e.target.rstrip("/").rsplit("/", 1)[-1] in slugs:
@@ -111,7 +131,9 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
     builds = ", ".join(sorted(slugs)) or "none"
     for folder, what in folders.items():
         names = keeps.get(folder, slugs)
-        stale = [e for e in entries[folder] if e.name not in names]
+        prefixes = [] if folder == build.sources else theirs
+        stale = [e for e in entries[folder] if e.name not in names
+                 and not e.name.startswith(tuple(prefixes))]
         if not stale:  # no operation: a host with nothing to clean shows no step for it
             host.noop(f"upgrade cleanup: no {what} beyond the kept builds in {folder}")
             continue
@@ -119,4 +141,4 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str]) -> None:
             name=f"Remove {what} no rollback needs from {folder} (removes {len(stale)}, "
                  f"{mib(sum(e.size_kib for e in stale))}; keeps the running and previous "
                  f"units' builds: {builds})",
-            folder=folder, keep=sorted(names), what=what)
+            folder=folder, keep=sorted(names), what=what, keep_prefixes=prefixes)

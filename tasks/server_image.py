@@ -17,7 +17,7 @@ from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.paths import LOG_DIR, build_folders
 from beekeeper.facts.docker import DockerImageId
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.facts.services import deployed_records
+from beekeeper.facts.services import DeployedServices, deployed_records
 from beekeeper.operations import docker as docker_ops
 
 from . import source
@@ -65,8 +65,12 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                                          dockerfile=dockerfile,
                                          context_dir=source.tree_dir(cfg), log_path=log,
                                          jobs=spec.jobs, proxy_vars=facts.proxy_vars))
-    # the newest two server images stay, and always the running and rollback ones
-    keep = [tag, *(r.image for s in cfg.services for r in deployed_records(s.name))]
+    # the newest two server images stay, and always the running and rollback ones: of every
+    # service on this machine (those of other inventory hosts there, and those this deploy
+    # removes only after its smoke checks, run theirs meanwhile)
+    deployed: list[str] = host.get_fact(DeployedServices)
+    on_machine = {s.name for s in cfg.services} | set(deployed)
+    keep = [tag, *(r.image for name in sorted(on_machine) for r in deployed_records(name))]
     result.append(docker_ops.images_pruned(name="Remove server images beyond the newest two",
                                            repo=cfg.image_repo, keep=keep))
     return tag, result

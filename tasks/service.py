@@ -15,11 +15,12 @@ from pyinfra.operations import files, server, systemd
 
 from beekeeper.core.config import HostConfig, ServiceConfig
 from beekeeper.core.container import ContainerSpec, compose_service, docker_run
-from beekeeper.core.deployed import RECORD_VERSION, DeployedService
+from beekeeper.core.deployed import RECORD_VERSION, REQUIRED, DeployedService
 from beekeeper.core.paths import SERVER_USER, ServicePaths, prev
 from beekeeper.core.render import render, sd_quote
 from beekeeper.core.runtime import Runtime
 from beekeeper.facts.docker import DockerEngine
+from beekeeper.facts.services import deployed_manifest
 from beekeeper.operations import secrets
 from beekeeper.operations.shell import q
 from beekeeper.operations.supervisor import program_running
@@ -108,6 +109,18 @@ def _rollback_copy(p: ServicePaths, running: bool, what: str) -> None:
                  commands=[f"{drop} && {keep}"])
 
 
+def _cut_short(manifest: str, new: DeployedService) -> bool:
+    """Whether the record on the host (`manifest`) says what an earlier deploy ran while the
+    unit there is already this deploy's: that deploy wrote the unit and stopped before its
+    record and restart, and the old server still runs. Read by the keys every kit wrote
+    (a newer kit's added keys are no reason); no readable record says nothing."""
+    there = deployed_manifest(manifest)
+    if there is None:
+        return False
+    was, now = there.to_dict(), new.to_dict()
+    return any(was[k] != now[k] for k in REQUIRED)
+
+
 def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
            upstream: list[OperationMeta]) -> bool:
     """Returns whether this run changes the service."""
@@ -136,8 +149,12 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     files_change = running_sha != secrets.sha1_text(new_unit) or running_compose_sha != (
         secrets.sha1_text(new_compose) if new_compose is not None else None)
     # A new image tag or new flags change a rendered file; a replaced model changes upstream.
-    changed = files_change or any(op.will_change for op in upstream + secret_ops)
-    if changed:
+    # A deploy cut short after the unit leaves it unchanged, and the record beside it old:
+    # restarted now, its `.prev` (what still runs) kept.
+    new_record = record(cfg, rt, svc, image)
+    cut_short = running_sha is not None and not files_change and _cut_short(p.manifest, new_record)
+    changed = files_change or cut_short or any(op.will_change for op in upstream + secret_ops)
+    if changed and not cut_short:
         _rollback_copy(p, running=running_sha is not None,
                        what=os.path.basename(unit_path))
     if new_compose is not None:
@@ -150,7 +167,7 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     unit_op = files.put(name=f"Render {rt.described(p)}", src=io.StringIO(new_unit), dest=unit_path,
                         mode="0644")
     files.put(name=f"Record what {rt.known_by(p)} runs (deployed.json)",
-              src=io.StringIO(record(cfg, rt, svc, image).to_json()),
+              src=io.StringIO(new_record.to_json()),
               dest=p.manifest, mode="0644")
     # a first start is no restart
     why = " (restart: inputs changed)" if changed and running_sha is not None else ""

@@ -1,0 +1,67 @@
+"""A deploy cut short after it wrote a service's new unit and before it wrote the record
+beside it (deployed.json) and restarted the service: an SSH connection lost, Ctrl-C, a
+failed upload. The unit on the host is already the one the next run renders, so comparing
+the unit alone finds nothing to change, and the old server would go on serving under a
+record that says it runs the new one. The record left behind tells: it still names what
+the old unit ran."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from beekeeper.core.config import load_host_config
+from beekeeper.core.deployed import REQUIRED
+
+from .harness import CPU, CPU_GIT, CPU_HOST, facts, run_deploy, uploaded
+
+UNIT = "/etc/systemd/system/beekeeper-llm.service"
+MANIFEST = "/etc/beekeeper/llm/deployed.json"
+START = "Start and enable beekeeper-llm.service"
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def _again(unit_sha: str, manifest: str) -> list[tuple[str, list[str]]]:
+    """The next run, on the host the cut-short one left: the new unit and `manifest`, the
+    model in place, the service running (the old server, healthy)."""
+    sha = load_host_config(CPU).service.model.sha256
+    return run_deploy(CPU_GIT, facts(
+        **CPU_HOST, DeployedServices=["llm"],
+        Sha1File=lambda path: unit_sha if path == UNIT else None,
+        FileContents=lambda path: manifest.splitlines() if path == MANIFEST else None,
+        Sha256File=lambda path, stamps: sha if path.endswith(".gguf") else None,
+        Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
+        if path == "/srv/beekeeper/models" else None,
+        SystemdStatus={"beekeeper-llm.service": True},
+        SystemdEnabled={"beekeeper-llm.service": True},
+        ServerSmoke={"ok": True, "completion_tokens": 4}))
+
+
+def test_a_unit_written_without_its_record_is_started_on_the_next_run():
+    first = run_deploy(CPU_GIT, facts(**CPU_HOST))
+    unit_sha = _sha1(uploaded(first, "Render systemd unit"))
+    record = uploaded(first, "Record what beekeeper-llm.service runs")
+    # the run was cut short before the record: it still names the image the old unit ran
+    old = {**json.loads(record), "image": "beekeeper/llama-server:older-build"}
+    assert set(REQUIRED) <= set(old)
+    ops = dict(_again(unit_sha, json.dumps(old, indent=2, sort_keys=True) + "\n"))
+    start = next(cmds for name, cmds in ops.items() if name.startswith(START))
+    assert "systemctl restart beekeeper-llm.service" in start, start
+    smoke = ops["Wait for /health on port 8083 and smoke-check the API"]
+    assert smoke and "--restore" in smoke[0]  # checked, and rolled back if it fails
+    # the `.prev` the cut-short run kept is what runs: not replaced by the new unit
+    assert not any(name.startswith("Keep the running beekeeper-llm.service") for name in ops)
+
+
+def test_a_second_run_after_a_whole_deploy_still_changes_nothing():
+    first = run_deploy(CPU_GIT, facts(**CPU_HOST))
+    unit_sha = _sha1(uploaded(first, "Render systemd unit"))
+    record = uploaded(first, "Record what beekeeper-llm.service runs")
+    ops = _again(unit_sha, record)
+    assert not any("(restart: inputs changed)" in n for n, _ in ops)
+    start = next(cmds for name, cmds in ops if name.startswith(START))
+    assert "systemctl restart beekeeper-llm.service" not in start
+    assert dict(ops)["Wait for /health on port 8083 and smoke-check the API"] == []
