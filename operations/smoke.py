@@ -51,13 +51,19 @@ def smoke_checked(port: int, paths: ServicePaths, timeout_s: int, after_change: 
             return
     check = hostcheck(script, port, timeout_s, api_key_file, owner)
     unit, log = runtime.known_by(paths), runtime.log_lines(paths, 30)
+    # a server this run did not change is not rolled back: its unit is what host data asks
+    # for and passed the gate when it was deployed, so the previous one is no remedy
+    unchanged_failed = (f"beekeeper: deploy failed: {unit}, which this deploy did not change, "
+                        "did not pass /health and smoke checks (log above); nothing rolled back")
+    fail = (f"echo 'beekeeper: deploy failed: the new server did not pass /health and smoke "
+            f"checks (log above)' >&2; "
+            f"{rollback_command(paths, restore=True, timeout_s=timeout_s)}; exit 1"
+            if after_change else
+            f"echo {q(unchanged_failed)} >&2; exit 1")
     yield StreamedCommand(
         f"if {check} --out {q(paths.smoke_result)}; then "
         f"echo {q(f'beekeeper: serving {now}')}; exit 0; fi; "
         f"echo '--- last server log lines ({unit}) ---'; "
-        f"{log}; "
-        f"echo 'beekeeper: deploy failed: the new server did not pass /health and smoke "
-        f"checks (log above)' >&2; "
-        f"{rollback_command(paths, restore=True, timeout_s=timeout_s)}; exit 1"
+        f"{log}; {fail}"
     )
 

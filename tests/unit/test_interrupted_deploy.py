@@ -24,9 +24,10 @@ def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
-def _again(unit_sha: str, manifest: str) -> list[tuple[str, list[str]]]:
+def _again(unit_sha: str, manifest: str, smoke: dict | None = None
+           ) -> list[tuple[str, list[str]]]:
     """The next run, on the host the cut-short one left: the new unit and `manifest`, the
-    model in place, the service running (the old server, healthy)."""
+    model in place, the service running (the old server, healthy unless `smoke` says)."""
     sha = load_host_config(CPU).service.model.sha256
     return run_deploy(CPU_GIT, facts(
         **CPU_HOST, DeployedServices=["llm"],
@@ -37,7 +38,7 @@ def _again(unit_sha: str, manifest: str) -> list[tuple[str, list[str]]]:
         if path == "/srv/beekeeper/models" else None,
         SystemdStatus={"beekeeper-llm.service": True},
         SystemdEnabled={"beekeeper-llm.service": True},
-        ServerSmoke={"ok": True, "completion_tokens": 4}))
+        ServerSmoke=smoke or {"ok": True, "completion_tokens": 4}))
 
 
 def test_a_unit_written_without_its_record_is_started_on_the_next_run():
@@ -65,3 +66,17 @@ def test_a_second_run_after_a_whole_deploy_still_changes_nothing():
     start = next(cmds for name, cmds in ops if name.startswith(START))
     assert "systemctl restart beekeeper-llm.service" not in start
     assert dict(ops)["Wait for /health on port 8083 and smoke-check the API"] == []
+
+
+def test_a_server_this_run_leaves_unchanged_and_unhealthy_fails_the_run_without_a_rollback():
+    """Nothing changed, and the server does not answer (it crashed, or is still loading after
+    a reboot): the gate waits for it and fails the run, but does not put the previous unit
+    back, which is not what host data asks for (a second run would change the service)."""
+    first = run_deploy(CPU_GIT, facts(**CPU_HOST))
+    unit_sha = _sha1(uploaded(first, "Render systemd unit"))
+    record = uploaded(first, "Record what beekeeper-llm.service runs")
+    ops = dict(_again(unit_sha, record, smoke={"ok": False, "error": "connection refused"}))
+    smoke = ops["Wait for /health on port 8083 and smoke-check the API"]
+    assert len(smoke) == 1 and "hostcheck.py" in smoke[0], smoke
+    assert "--restore" not in smoke[0] and "rollback.py" not in smoke[0], smoke[0]
+    assert "which this deploy did not change" in smoke[0] and "exit 1" in smoke[0]
