@@ -18,7 +18,7 @@ from typing import Any
 from . import __version__, hostside
 from .core.deployed import read_record
 from .core.errors import BeekeeperError, UsageError
-from .core.paths import DEFAULT_PORT, KIT_ROOT, ServicePaths
+from .core.paths import DEFAULT_PORT, KIT_ROOT, ServicePaths, bracketed
 from .core.profiles import PROFILES
 from .core.remote import ANSWER_S, NEEDS_ROOT_EXIT, read_over_ssh, ssh_as_root
 from .hostside import rollback_command
@@ -142,13 +142,14 @@ def _cat_manifest(ssh: list[str], service: str, root: bool = True
 
 def local_url(args: argparse.Namespace) -> str | None:
     """The server's URL when verify runs here: --url, else its loopback port with --on-host
-    (this machine is the host: `@local`) or a deployed.json here (not with --ssh or
+    (this machine is the host: `@local`) or a deployed.json here, at the address the record's
+    bind gives (deployed.DeployedService.reached_at; not with --ssh or
     --sandbox: that host's server is reached through a tunnel, whatever runs here)."""
     if args.url:
         return str(args.url)
     remote = args.ssh or args.sandbox
     here = args.on_host or (not remote and local_manifest(args.service) is not None)
-    return f"http://127.0.0.1:{args.port}" if here else None
+    return f"http://{bracketed(args.reached_at)}:{args.port}" if here else None
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -194,7 +195,7 @@ def _verify(args: argparse.Namespace) -> int:
         if args.sandbox or (args.ssh and not url):  # the deployed port, through a tunnel
             from .tunnel import ssh_tunnel
 
-            url = stack.enter_context(ssh_tunnel(ssh, args.port))
+            url = stack.enter_context(ssh_tunnel(ssh, args.port, remote_host=args.reached_at))
             args.host_label = _label(args, name)
         if not url:
             raise UsageError("give --url URL, --sandbox, or --on-host (with --ssh for another "

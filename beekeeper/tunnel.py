@@ -9,17 +9,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .core.errors import BeekeeperError
+from .core.paths import bracketed
 
 
 @contextmanager
-def ssh_tunnel(ssh_args: list[str], remote_port: int, deadline_s: float = 20) -> Iterator[str]:
-    """Forward 127.0.0.1:<free port> to the host's 127.0.0.1:remote_port; yield the URL."""
+def ssh_tunnel(ssh_args: list[str], remote_port: int, deadline_s: float = 20,
+               remote_host: str = "127.0.0.1") -> Iterator[str]:
+    """Forward 127.0.0.1:<free port> to remote_host:remote_port as the host reaches it (its
+    loopback, or the one address a server listens on); yield the URL."""
     with socket.socket() as s:  # a free port
         s.bind(("127.0.0.1", 0))
         local = int(s.getsockname()[1])
     proc = subprocess.Popen(
         ["ssh", "-N", "-o", "ExitOnForwardFailure=yes",
-         "-L", f"127.0.0.1:{local}:127.0.0.1:{remote_port}", *ssh_args],
+         "-L", f"127.0.0.1:{local}:{bracketed(remote_host)}:{remote_port}", *ssh_args],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.deployed import DeployedService, RecordError, read_record
 from .core.errors import VerifyError, shown
-from .core.paths import DEFAULT_PORT, ServicePaths
+from .core.paths import DEFAULT_PORT, ServicePaths, bracketed
 from .core.profiles import (
     MAX_SLOTS,
     PROFILES,
@@ -258,6 +258,8 @@ NOT_FORWARDED = {"--out", "--host-label", "--api-key-file", "--direct-api-key-fi
 def add_verify_options(ap: argparse.ArgumentParser) -> None:
     for flag, kw in OPTIONS:
         ap.add_argument(flag, **kw)
+    # where the host reaches the server: from_deployed sets its record's (reached_at)
+    ap.set_defaults(reached_at="127.0.0.1")
 
 
 def forwarded(args: argparse.Namespace) -> list[str]:
@@ -328,6 +330,7 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
                     "and --port")
         return f"{e.source}: {e.problem}: redeploy the service with the kit, or give --profile"
     said = []
+    args.reached_at = DeployedService.reached_at(d.bind_address)  # where the host reaches it
     if args.profile is None:
         if d.profile not in PROFILES:
             return (f"the deployed.json on {where} names profile {d.profile!r}, which "
@@ -584,8 +587,10 @@ def parser() -> argparse.ArgumentParser:
 def host_command(args: argparse.Namespace, python: str, port: int, out: str,
                  host_label: str, keys: Keys) -> str:
     """The shell line that runs this entry point on the host for `beekeeper verify --on-host`:
-    `forwarded(args)`, the server on the host's loopback, the keys on standard input."""
-    argv = [python, "-m", "beekeeper.verify_main", "--url", f"http://127.0.0.1:{int(port)}",
+    `forwarded(args)`, the server where the host reaches it (loopback, or the one address it
+    listens on), the keys on standard input."""
+    argv = [python, "-m", "beekeeper.verify_main", "--url",
+            f"http://{bracketed(args.reached_at)}:{int(port)}",
             *forwarded(args), "--out", out, "--host-label", host_label]
     if keys.to_stdin() is not None:
         argv.append("--keys-on-stdin")

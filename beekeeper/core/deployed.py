@@ -73,18 +73,25 @@ class DeployedService:
     version: int = 0
 
     @staticmethod
-    def hostcheck_host(bind_address: str) -> list[str]:
-        """hostcheck.py's `--host` for a server listening on `bind_address`: that address where
-        it listens on one address only; none for a wildcard bind (0.0.0.0, ::: the host
-        reaches it on 127.0.0.1, hostcheck's default) or 127.0.0.1, so those command lines stay
-        as an older kit's hostcheck.py, which takes no --host, is asked."""
+    def reached_at(bind_address: str) -> str:
+        """Where the host itself reaches a server listening on `bind_address`: that address
+        where it listens on one address only, else 127.0.0.1 (a wildcard bind, 0.0.0.0 or ::;
+        an old record's ""; host data refuses anything else that is not an address)."""
         import ipaddress
 
         try:
             wildcard = ipaddress.ip_address(bind_address).is_unspecified
-        except ValueError:  # host data refuses one that is not an address; an old record's ""
-            return []
-        return [] if wildcard or bind_address == "127.0.0.1" else ["--host", bind_address]
+        except ValueError:
+            return "127.0.0.1"
+        return "127.0.0.1" if wildcard else bind_address
+
+    @staticmethod
+    def hostcheck_host(bind_address: str) -> list[str]:
+        """hostcheck.py's `--host` for a server listening on `bind_address` (reached_at): none
+        where that is 127.0.0.1, hostcheck's default, so those command lines stay as an older
+        kit's hostcheck.py, which takes no --host, is asked."""
+        at = DeployedService.reached_at(bind_address)
+        return [] if at == "127.0.0.1" else ["--host", at]
 
     def models(self) -> list[tuple[str, str | None]]:
         """(path, sha256 or None) of the model and of its draft, where it has one."""

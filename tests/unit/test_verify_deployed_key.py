@@ -60,7 +60,7 @@ def keys_of(monkeypatch):
         return 0
 
     monkeypatch.setattr(cli, "run_verify", run_verify)
-    monkeypatch.setattr(tunnel, "ssh_tunnel", lambda ssh, port: nullcontext("http://x:1"))
+    monkeypatch.setattr(tunnel, "ssh_tunnel", lambda ssh, port, **_: nullcontext("http://x:1"))
 
     def run(*argv: str) -> Keys:
         rc = cli.main(["verify", "--profile", "cpu-tiny", "--port", "8090", *argv])
