@@ -719,30 +719,28 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
 IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
 
 
-def native_installed(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
-                     cuda_version: str) -> bool:
-    """Whether the native build this deploy runs is installed already (both its targets in
-    its versioned folder, as tasks/native.py names it), for the CUDA release and archs the
-    deploy builds for."""
-    if not cfg.requested_way.builds_on_host or "build" not in cfg.data.stages:
-        return False
+def build_there(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
+                cuda_version: str | None) -> bool | None:
+    """Whether the build this deploy runs is on the host already (container mode: the
+    image's tag; native: both targets in its versioned folder, as tasks/native.py names it),
+    for the CUDA release (None: host data's) and archs it builds for; None: it builds
+    nothing (no build stage)."""
+    way = cfg.requested_way
+    if "build" not in cfg.data.stages or not (way.builds_image or way.builds_on_host):
+        return None
     cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
-    name = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
-                      cuda_version=cuda_version, cuda_arch=archs_of_cards(cfg, gpu)).name()
-    return native_ops.installed(install_dir(NATIVE_PREFIX, name))
+    spec = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
+                      cuda_version=cuda_version or cfg.data.cuda_version,
+                      cuda_arch=archs_of_cards(cfg, gpu))
+    if way.builds_image:
+        return bool(host.get_fact(DockerImageId, tag=spec.tag()))
+    return native_ops.installed(install_dir(NATIVE_PREFIX, spec.name()))
 
 
 def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
                   cuda_version: str | None) -> bool:
-    """Whether this deploy builds the server image (container mode, its tag not there), for
-    the CUDA release and archs the deploy builds for."""
-    if not cfg.requested_way.builds_image or "build" not in cfg.data.stages:
-        return False
-    cap = gpu.gpus[0].compute_cap if gpu and gpu.gpus else None
-    tag = build_spec(cfg, cap, res.cpus, res.mem_total_bytes, res.machine,
-                     cuda_version=cuda_version or cfg.data.cuda_version,
-                     cuda_arch=archs_of_cards(cfg, gpu)).tag()
-    return not host.get_fact(DockerImageId, tag=tag)
+    """Whether this deploy builds the server image (container mode, its tag not there)."""
+    return cfg.requested_way.builds_image and build_there(cfg, gpu, res, cuda_version) is False
 
 
 def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool) -> None:
@@ -889,10 +887,10 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     check_free_space(cfg, disk.free_bytes if disk else None)
     res = read(BuildResources, "the CPU and memory (/proc/cpuinfo, /proc/meminfo)")
     check_cpu(res)
+    cuda_version = plan.cuda_version or host_cuda or cfg.data.cuda_version
     # the build tools, where this deploy builds (a pod's restart keeps the build, not them)
-    install_tools = check_tools(cfg, tools, rt, native_installed(
-        cfg, gpu, res, plan.cuda_version or host_cuda or cfg.data.cuda_version))
-    building = image_missing(cfg, gpu, res, plan.cuda_version)
+    install_tools = check_tools(cfg, tools, rt, build_there(cfg, gpu, res, cuda_version) is True)
+    building = image_missing(cfg, gpu, res, cuda_version)
     check_image_space(cfg, docker, building)
     proxy_vars = host.get_fact(ProxyVars)
     warn_proxy(cfg, docker, building, proxy_vars)
@@ -905,7 +903,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     # what the tasks read instead of host data's runtime, CUDA release and archs
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      pci_nvidia_gpus=plan.pci, driver_action=plan.action, runtime=rt,
-                     cuda_version=plan.cuda_version or host_cuda or cfg.data.cuda_version,
+                     cuda_version=cuda_version,
                      cuda_arch=archs_of_cards(cfg, gpu),
                      proxy_vars=proxy_vars if building else (),
                      compose_version=compose_version,
