@@ -113,12 +113,14 @@ def _cut_short(manifest: str, new: DeployedService) -> bool:
     """Whether the record on the host (`manifest`) says what an earlier deploy ran while the
     unit there is already this deploy's: that deploy wrote the unit and stopped before its
     record and restart, and the old server still runs. Read by the keys every kit wrote
-    (a newer kit's added keys are no reason); no readable record says nothing."""
+    (a newer kit's added keys are no reason) that the unit itself decides: a model file
+    replaced in place changes its sha256 and not the unit, and is a change of its own; no
+    readable record says nothing."""
     there = deployed_manifest(manifest)
     if there is None:
         return False
     was, now = there.to_dict(), new.to_dict()
-    return any(was[k] != now[k] for k in REQUIRED)
+    return any(was[k] != now[k] for k in REQUIRED - {"model_sha256"})
 
 
 def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
@@ -152,8 +154,10 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     # A deploy cut short after the unit leaves it unchanged, and the record beside it old:
     # restarted now, its `.prev` (what still runs) kept.
     new_record = record(cfg, rt, svc, image)
-    cut_short = running_sha is not None and not files_change and _cut_short(p.manifest, new_record)
-    changed = files_change or cut_short or any(op.will_change for op in upstream + secret_ops)
+    inputs_change = any(op.will_change for op in upstream + secret_ops)
+    cut_short = running_sha is not None and not files_change and not inputs_change \
+        and _cut_short(p.manifest, new_record)
+    changed = files_change or cut_short or inputs_change
     if changed and not cut_short:
         _rollback_copy(p, running=running_sha is not None,
                        what=os.path.basename(unit_path))

@@ -24,8 +24,8 @@ def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
-def _again(unit_sha: str, manifest: str, smoke: dict | None = None
-           ) -> list[tuple[str, list[str]]]:
+def _again(unit_sha: str, manifest: str, smoke: dict | None = None,
+           on_disk: str | None = None) -> list[tuple[str, list[str]]]:
     """The next run, on the host the cut-short one left: the new unit and `manifest`, the
     model in place, the service running (the old server, healthy unless `smoke` says)."""
     sha = load_host_config(CPU).service.model.sha256
@@ -33,7 +33,7 @@ def _again(unit_sha: str, manifest: str, smoke: dict | None = None
         **CPU_HOST, DeployedServices=["llm"],
         Sha1File=lambda path: unit_sha if path == UNIT else None,
         FileContents=lambda path: manifest.splitlines() if path == MANIFEST else None,
-        Sha256File=lambda path, stamps: sha if path.endswith(".gguf") else None,
+        Sha256File=lambda path, stamps: (on_disk or sha) if path.endswith(".gguf") else None,
         Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
         if path == "/srv/beekeeper/models" else None,
         SystemdStatus={"beekeeper-llm.service": True},
@@ -80,3 +80,19 @@ def test_a_server_this_run_leaves_unchanged_and_unhealthy_fails_the_run_without_
     assert len(smoke) == 1 and "hostcheck.py" in smoke[0], smoke
     assert "--restore" not in smoke[0] and "rollback.py" not in smoke[0], smoke[0]
     assert "which this deploy did not change" in smoke[0] and "exit 1" in smoke[0]
+
+
+def test_a_model_replaced_in_place_keeps_the_running_unit_for_rollback():
+    """The unit renders the same and the record's model sha256 differs because the model
+    file changes (a new file at the same path): that is a change of this run, not a run cut
+    short, so the unit running now is kept as `.prev` before the restart, as for any change."""
+    first = run_deploy(CPU_GIT, facts(**CPU_HOST))
+    unit_sha = _sha1(uploaded(first, "Render systemd unit"))
+    record = json.loads(uploaded(first, "Record what beekeeper-llm.service runs"))
+    old = {**record, "model_sha256": "e" * 64}  # what the last deploy served
+    ops = dict(_again(unit_sha, json.dumps(old, indent=2, sort_keys=True) + "\n",
+                      on_disk="e" * 64))
+    assert any(name.startswith("Keep the running beekeeper-llm.service") for name in ops), \
+        list(ops)
+    start = next(cmds for name, cmds in ops.items() if name.startswith(START))
+    assert "systemctl restart beekeeper-llm.service" in start, start
