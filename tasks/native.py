@@ -38,7 +38,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     ]
     # The source tree is placed only for a build; native_built itself says when the
     # versioned folder already holds every target.
-    if not native_ops.installed(dest):
+    if not native_ops.installed(dest, facts.persistent_root):
         ops += source.ensure(cfg)
     script = shell_script(spec, source.tree_dir(cfg),
                           f"{build_folders(cfg.data.state_dir).native_builds}/{slug}/build",
@@ -47,5 +47,6 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
                           else "/usr/local/cuda/bin")
     log = f"{LOG_DIR}/native-{slug}.log"
     ops.append(native_ops.native_built(name=f"Build llama-server {slug} natively (log: {log})",
-                                       dest=dest, script=script, log_path=log))
+                                       dest=dest, script=script, log_path=log,
+                                       persistent_root=facts.persistent_root))
     return f"{dest}/llama-server", ops

@@ -720,11 +720,11 @@ IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
 
 
 def build_there(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
-                cuda_version: str | None) -> bool | None:
+                cuda_version: str | None, persistent_root: str | None = None) -> bool | None:
     """Whether the build this deploy runs is on the host already (container mode: the
-    image's tag; native: both targets in its versioned folder, as tasks/native.py names it),
-    for the CUDA release (None: host data's) and archs it builds for; None: it builds
-    nothing (no build stage)."""
+    image's tag; native: both targets in its versioned folder, as tasks/native.py names it,
+    or on the pod's `persistent_root`), for the CUDA release (None: host data's) and archs
+    it builds for; None: it builds nothing (no build stage)."""
     way = cfg.requested_way
     if "build" not in cfg.data.stages or not (way.builds_image or way.builds_on_host):
         return None
@@ -734,7 +734,7 @@ def build_there(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
                       cuda_arch=archs_of_cards(cfg, gpu))
     if way.builds_image:
         return bool(host.get_fact(DockerImageId, tag=spec.tag()))
-    return native_ops.installed(install_dir(NATIVE_PREFIX, spec.name()))
+    return native_ops.installed(install_dir(NATIVE_PREFIX, spec.name()), persistent_root)
 
 
 def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
@@ -889,7 +889,8 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     check_cpu(res)
     cuda_version = plan.cuda_version or host_cuda or cfg.data.cuda_version
     # the build tools, where this deploy builds (a pod's restart keeps the build, not them)
-    install_tools = check_tools(cfg, tools, rt, build_there(cfg, gpu, res, cuda_version) is True)
+    install_tools = check_tools(cfg, tools, rt, build_there(
+        cfg, gpu, res, cuda_version, persistent_root) is True)
     building = image_missing(cfg, gpu, res, cuda_version)
     check_image_space(cfg, docker, building)
     proxy_vars = host.get_fact(ProxyVars)

@@ -80,6 +80,15 @@ def persisted_links(root: str) -> list[tuple[str, str]]:
     return [(path, f"{root}/{name}") for path, name in PERSISTED]
 
 
+def kept_at(path: str, root: str | None) -> str:
+    """Where the kit's `path` is kept: in its folder's place on the persistent root `root`
+    (PERSISTED; what the folder links to once linked), else `path` itself."""
+    for folder, name in PERSISTED if root else ():
+        if path == folder or path.startswith(folder + "/"):
+            return f"{root}/{name}{path[len(folder):]}"
+    return path
+
+
 def start_script(root: str | None) -> str:
     """The line a pod's start command runs after a restart: the persistent root's start
     script, or START_SCRIPT where there is no root."""

@@ -188,12 +188,11 @@ def test_a_first_start_under_supervisord_is_named_as_what_it_is():
     assert not any("beekeeper-llm.service" in n or "compose.yaml" in n for n in names), names
 
 
-def test_a_pod_restarted_deploys_again_without_build_tools_its_build_no_longer_needs():
-    """A pod's restart clears the container disk: build tools the kit installed with apt, or
-    the user did as preflight told them (`apt-get update && apt-get install cmake`), are gone
-    with apt's lists, while the build is on the volume. The next deploy (a second service,
-    a changed flag, or the start services before the start command is set) builds nothing:
-    it is not refused for cmake, and installs none."""
+def _restarted_pod(linked: bool) -> list[tuple[str, list[str]]]:
+    """The next deploy of a pod restarted after a whole deploy: the container disk cleared
+    (cmake and apt's lists gone), the build and the kit's folders on the volume; `linked`:
+    the start script ran (the kit's folders are links into the root again), else the start
+    command is not set yet and /opt/beekeeper is no more."""
     from beekeeper.core.paths import NATIVE_PREFIX, PERSISTED
     from beekeeper.facts.persist import PathKind
     from beekeeper.facts.volume import FsInfo
@@ -201,23 +200,37 @@ def test_a_pod_restarted_deploys_again_without_build_tools_its_build_no_longer_n
     root = "/workspace/beekeeper"
     no_cmake = replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"), ("make", "/usr/bin/make")),
                        apt_lists=0)
+    builds = NATIVE_PREFIX if linked else f"{root}/opt/llama-server"
 
     def file(path=None, **_):  # the model, and the build on the volume (both its targets,
         # in the folder named as the build is: <ref's 12 characters>-<variant>-<hash>)
         there = path == MODEL or re.fullmatch(
-            rf"{NATIVE_PREFIX}/[0-9a-f]{{12}}-cuda[^/:]+-[0-9a-f]{{8}}/llama-(server|bench)",
+            rf"{builds}/[0-9a-f]{{12}}-cuda[^/:]+-[0-9a-f]{{8}}/llama-(server|bench)",
             path or "") is not None
         return {"size": 1, "mode": 755} if there else None
-    ops = run_deploy(POD_DATA, pod(
+    return run_deploy(POD_DATA, pod(
         HostTools=no_cmake, File=file,
         Directory=lambda path=None, **_: {"mode": 755} if path == "/workspace" else None,
         FsOf=lambda path=None, **_: FsInfo(existing="/workspace", fstype="ext4",
                                            target="/workspace"),
-        # the start script ran: the kit's folders are links into the root again
         PathKinds=lambda paths=(), **_: {p: PathKind("link", f"{root}/{n}")
-                                         for p, n in PERSISTED if p in paths},
-        SupervisorPrograms={"beekeeper-llm": "RUNNING"}))
+                                         for p, n in PERSISTED if p in paths} if linked else {},
+        SupervisorPrograms={"beekeeper-llm": "RUNNING"} if linked else None))
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["start-script-ran", "no-start-command"])
+def test_a_pod_restarted_deploys_again_without_build_tools_its_build_no_longer_needs(linked):
+    """A pod's restart clears the container disk: build tools the kit installed with apt, or
+    the user did as preflight told them (`apt-get update && apt-get install cmake`), are gone
+    with apt's lists, while the build is on the volume. The next deploy (a second service,
+    a changed flag, or the start services before the start command is set) builds nothing:
+    it is not refused for cmake, installs none, and fetches no source (no network on most
+    pods); where the start command is not set, the build is found on the root before the
+    deploy links /opt/beekeeper to it again."""
+    ops = _restarted_pod(linked)
     names = [n for n, _ in ops]
     build = next(cmds for n, cmds in ops if n.startswith("Build llama-server"))
     assert build == [], build  # built: the binary is on the volume
     assert not any(n.startswith("Install the build tools") for n in names), names
+    assert not any(n.startswith(("Create the source folder", "Fetch the server source",
+                                 "Upload source tree")) for n in names), names
