@@ -330,7 +330,10 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
                     "and --port")
         return f"{e.source}: {e.problem}: redeploy the service with the kit, or give --profile"
     said = []
-    args.reached_at = DeployedService.reached_at(d.bind_address)  # where the host reaches it
+    # a --port other than the record's is another server: nothing of its shape or address
+    theirs = getattr(args, "port", None) in (None, d.port)
+    if theirs:
+        args.reached_at = DeployedService.reached_at(d.bind_address)  # where the host reaches it
     if args.profile is None:
         if d.profile not in PROFILES:
             return (f"the deployed.json on {where} names profile {d.profile!r}, which "
@@ -341,11 +344,11 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
         args.port = d.port
         said.append(f"port {args.port}")
     ctx = d.ctx_size_tokens
-    if (args.ctx_size is None and ctx is not None
+    if (theirs and args.ctx_size is None and ctx is not None
             and ctx != PROFILES[args.profile].server.ctx_size):
         args.ctx_size = ctx
         said.append(f"context {ctx}")
-    if (getattr(args, "slots", None) is None and d.slots is not None
+    if (theirs and getattr(args, "slots", None) is None and d.slots is not None
             and d.slots != PROFILES[args.profile].server.parallel):
         args.slots = d.slots
         said.append(f"{d.slots} slots")

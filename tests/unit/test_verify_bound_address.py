@@ -61,3 +61,24 @@ def test_verify_on_the_host_asks_the_host_for_the_server_at_its_bind_address():
     assert verify_main.from_deployed(args, record("10.0.0.11"), "the host") is None
     line = host_command(args, "python3", 8083, "reports/out", "gpu", Keys())
     assert "--url http://10.0.0.11:8083" in line, line
+
+
+def test_verify_of_another_port_takes_nothing_of_the_record(monkeypatch):
+    """`--port` other than the record's is another server (one started by hand beside the
+    deployed one): its address and shape are not the record's."""
+    seen: dict[str, Any] = {}
+
+    def run_verify(args: argparse.Namespace, url: str, **kw: Any) -> int:
+        seen.update(url=url, profile=verify_main.profile_of(args))
+        return 0
+
+    bound = DeployedService.from_json(record("127.0.0.2"))
+    two_slots = DeployedService(**{**bound.__dict__, "slots": 2}).to_json()
+    monkeypatch.setattr(cli, "run_verify", run_verify)
+    monkeypatch.setattr(cli, "local_manifest", lambda service: two_slots)
+    assert cli.main(["verify", "--profile", PROFILE, "--port", "9000"]) == 0
+    assert seen["url"] == "http://127.0.0.1:9000"
+    assert seen["profile"].server.parallel == 1
+    assert cli.main(["verify", "--profile", PROFILE, "--port", "8083"]) == 0
+    assert seen["url"] == "http://127.0.0.2:8083"
+    assert seen["profile"].server.parallel == 2
