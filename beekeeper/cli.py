@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, hostside
-from .core.deployed import read_record
+from .core.deployed import DeployedService, read_record
 from .core.errors import BeekeeperError, UsageError
 from .core.paths import DEFAULT_PORT, KIT_ROOT, ServicePaths, bracketed
 from .core.profiles import PROFILES
@@ -285,9 +285,11 @@ def _matrix(args: argparse.Namespace) -> int:
         return 2
     record = read_record(p.stdout) if p.returncode == 0 else None
     current = record.profile if record else None
+    # where the host reaches the service (its bind address; the host data the matrix deploys)
+    at = DeployedService.reached_at(record.bind_address) if record else "127.0.0.1"
     _, best, folder = run_matrix(
         args.profiles.split(","), pyinfra_deployer(inventory, host),
-        lambda: ssh_tunnel(ssh, args.port), current, Path(args.out), host,
+        lambda: ssh_tunnel(ssh, args.port, remote_host=at), current, Path(args.out), host,
         budget_gib=_budget(args), quick=args.quick,
         apply_recommended=args.apply_recommended, ssh=ssh)
     print(f"matrix: {folder}/matrix.md (also matrix.html, matrix.json)")

@@ -82,3 +82,25 @@ def test_verify_of_another_port_takes_nothing_of_the_record(monkeypatch):
     assert cli.main(["verify", "--profile", PROFILE, "--port", "8083"]) == 0
     assert seen["url"] == "http://127.0.0.2:8083"
     assert seen["profile"].server.parallel == 2
+
+
+def test_verify_through_ssh_tunnels_to_the_bind_address(monkeypatch):
+    """--ssh: the tunnel's far end is where the host reaches the server (its record's bind
+    address), not the host's loopback."""
+    import subprocess
+    from contextlib import nullcontext
+
+    from beekeeper import tunnel
+
+    far: list[str] = []
+
+    def ssh_tunnel(ssh: list[str], port: int, **kw: Any) -> Any:
+        far.append(f"{kw.get('remote_host', '127.0.0.1')}:{port}")
+        return nullcontext("http://127.0.0.1:1")
+
+    monkeypatch.setattr(cli, "run_verify", lambda args, url, **kw: 0)
+    monkeypatch.setattr(tunnel, "ssh_tunnel", ssh_tunnel)
+    monkeypatch.setattr(cli, "read_over_ssh", lambda ssh, command, root=True:
+                        subprocess.CompletedProcess([], 0, record("10.0.0.11"), ""))
+    assert cli.main(["verify", "--ssh", "gpu-box", "--api-key-file", ""]) == 0
+    assert far == ["10.0.0.11:8083"]
