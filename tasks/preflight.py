@@ -39,6 +39,7 @@ from beekeeper.core.paths import (
     STATE_DIR,
     SUPERVISOR_PIDFILE,
     ServicePaths,
+    runpod_start_line,
     sha256_stamps,
     start_script,
 )
@@ -922,5 +923,5 @@ def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None) 
         "no persistent root: the standard layout"
     warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's supervisord, "
          "and nothing starts it again when this container restarts until the container's "
-         f"start command runs `{script}` ({kept}; RunPod: `bash -c '{script} -- /start.sh || "
-         "exec /start.sh'`; the line per provider: docs/gpu-containers.md)")
+         f"start command runs `{script}` ({kept}; RunPod: `{runpod_start_line(script)}`; "
+         "the line per provider: docs/gpu-containers.md)")

@@ -95,6 +95,14 @@ def start_script(root: str | None) -> str:
     return f"{root}/start" if root else START_SCRIPT
 
 
+def runpod_start_line(script: str) -> str:
+    """RunPod's container start command: the kit's start script, which execs the pod's own
+    /start.sh (its SSH, Jupyter) after the services; /start.sh alone where the script is
+    not there (no persistent root after a restart, before a deploy wrote it, after the
+    uninstall). Each `exec` keeps one process: /start.sh runs once, whatever its exit."""
+    return f"bash -c '[ -x {script} ] && exec {script} -- /start.sh; exec /start.sh'"
+
+
 def owner_mark(root: str) -> str:
     """A folder owned by the server's user: its ids outlive /etc/passwd on a pod's volume."""
     return f"{root}/owner"

@@ -359,6 +359,14 @@ def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_
     line = shlex.split(found.group(1).replace(" /start.sh", f" {own}"))
     out = subprocess.run(line, capture_output=True, text=True, cwd="/")
     assert out.stdout == "the pod's own start\n", (found.group(1), out.stderr)
+    # the kit's script there: it runs, and the pod's own start once after it, in its place
+    # (exec: one process), once even where it fails
+    root.mkdir(parents=True)
+    (root / "start").write_text('#!/bin/sh\necho kit; shift; exec "$@"\n')
+    (root / "start").chmod(0o755)
+    own.write_text("#!/bin/sh\necho \"the pod's own start\"\nexit 1\n")
+    out = subprocess.run(line, capture_output=True, text=True, cwd="/")
+    assert out.stdout == "kit\nthe pod's own start\n", (found.group(1), out.stderr)
 
 
 def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():

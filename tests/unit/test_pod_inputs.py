@@ -406,8 +406,8 @@ def test_the_persistent_root_is_the_pods_volume_by_default(capsys):
     # the line for the pod's start command is the root's start script
     err = capsys.readouterr().err
     assert "until the container's start command runs `/workspace/beekeeper/start` (the kit " \
-        "kept under /workspace/beekeeper; RunPod: `bash -c '/workspace/beekeeper/start -- " \
-        "/start.sh || exec /start.sh'`" in err
+        "kept under /workspace/beekeeper; RunPod: `bash -c '[ -x /workspace/beekeeper/start ] " \
+        "&& exec /workspace/beekeeper/start -- /start.sh; exec /start.sh'`" in err
 
 
 def test_without_a_workspace_folder_the_standard_layout_stays(capsys):

@@ -539,8 +539,9 @@ def test_a_pod_without_systemd_is_told_the_start_command_for_its_supervisord(cap
         "host canned: warning: PID 1 is 'process_api', not systemd: the server runs under the "
         "kit's supervisord, and nothing starts it again when this container restarts until "
         "the container's start command runs `/workspace/beekeeper/start` (the kit kept under "
-        "/workspace/beekeeper; RunPod: `bash -c '/workspace/beekeeper/start -- /start.sh || "
-        "exec /start.sh'`; the line per provider: docs/gpu-containers.md)")
+        "/workspace/beekeeper; RunPod: `bash -c '[ -x /workspace/beekeeper/start ] && exec "
+        "/workspace/beekeeper/start -- /start.sh; exec /start.sh'`; the line per provider: "
+        "docs/gpu-containers.md)")
     with on_host():
         pf.warn_supervisor_restart(InitInfo(pid1="tini", systemd=False, state=""))
     assert "runs `/usr/local/sbin/beekeeper-start` (no persistent root: the standard " \
