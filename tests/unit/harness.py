@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import http.server
 import json
 import os
 import re
@@ -1018,3 +1019,15 @@ def _gguf(path, kv: dict, tokens: int = 1000, weights_bytes: int = 0):
     out += struct.pack("<Q", tokens) + b"".join(s(f"t{i}") for i in range(tokens))
     path.write_bytes(out + b"\0" * weights_bytes)
     return path
+
+
+class HealthOK(http.server.BaseHTTPRequestHandler):
+    """A server whose /health (any GET) answers 200, and nothing else: a stand-in for the
+    check's first step, not a llama-server."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass

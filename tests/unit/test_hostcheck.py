@@ -17,6 +17,8 @@ from pathlib import Path
 
 from beekeeper.hostside import hostcheck
 
+from .harness import HealthOK
+
 SCRIPT = hostcheck.__file__  # the file the deploy copies to the host
 
 
@@ -77,17 +79,9 @@ def test_a_server_in_a_crash_loop_fails_at_once_naming_it(tmp_path):
 def test_a_slow_loader_that_never_restarts_is_waited_for(tmp_path):
     env = _systemctl(tmp_path, [2])  # restarted twice before this deploy, never since
 
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
     # the port is bound now and listens only once the check was refused twice (the model
     # loads: nothing listens yet); no sleep, no port another process could take meanwhile
-    server = http.server.HTTPServer(("127.0.0.1", 0), Health, bind_and_activate=False)
+    server = http.server.HTTPServer(("127.0.0.1", 0), HealthOK, bind_and_activate=False)
     server.server_bind()
     server.timeout = 60
 

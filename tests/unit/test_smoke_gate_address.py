@@ -18,7 +18,7 @@ import pytest
 
 from beekeeper.hostside import hostcheck
 
-from .harness import CPU_GIT, CPU_HOST, facts, run_deploy
+from .harness import CPU_GIT, CPU_HOST, HealthOK, facts, run_deploy
 
 ADDRESS = "127.0.0.2"
 
@@ -43,15 +43,7 @@ def test_the_deploy_gate_reaches_a_server_bound_to_its_own_address():
     port = probe.getsockname()[1]
     probe.close()
 
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer((ADDRESS, port), Health)
+    server = http.server.HTTPServer((ADDRESS, port), HealthOK)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     try:
