@@ -123,6 +123,19 @@ def _cut_short(manifest: str, new: DeployedService) -> bool:
     return any(was[k] != now[k] for k in REQUIRED - {"model_sha256"})
 
 
+def _secrets(rt: Runtime, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:
+    """The service's API key on the host and the env file that carries it (none without)."""
+    if not svc.data.api_key_file:
+        return []
+    return [
+        secrets.put_secret(name="Store the API key on the host (root-only file)",
+                           src=svc.data.api_key_file, dest=p.api_key),
+        secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
+                                src=svc.data.api_key_file, key_path=p.api_key,
+                                env_path=p.secrets_env, quoted=rt.env_quoted),
+    ]
+
+
 def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
            upstream: list[OperationMeta]) -> bool:
     """Returns whether this run changes the service."""
@@ -136,15 +149,7 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
                    present=True, touch=False)
     new_unit = render_unit(cfg, rt, svc, image, host.get_fact(DockerEngine).flavour)
     new_compose = render_compose(cfg, rt, svc, image) if rt.compose else None
-    secret_ops: list[OperationMeta] = []
-    if svc.data.api_key_file:
-        secret_ops = [
-            secrets.put_secret(name="Store the API key on the host (root-only file)",
-                               src=svc.data.api_key_file, dest=p.api_key),
-            secrets.secret_env_file(name="Write the server's secrets env file (root-only)",
-                                    src=svc.data.api_key_file, key_path=p.api_key,
-                                    env_path=p.secrets_env, quoted=rt.env_quoted),
-        ]
+    secret_ops = _secrets(rt, svc, p)
     unit_path = rt.unit_file(p)
     running_sha = host.get_fact(Sha1File, path=unit_path)
     running_compose_sha = host.get_fact(Sha1File, path=p.compose_file)

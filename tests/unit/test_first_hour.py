@@ -102,10 +102,14 @@ def test_verify_takes_profile_and_port_from_what_was_deployed(capsys):
     assert (args.profile, args.port, args.ctx_size) == ("q4km-f16-32k", 8084, None)
     assert "profile q4km-f16-32k, port 8084, from what was deployed on gpu-box" in \
         capsys.readouterr().out
-    # a context set in host data follows; what the user gives wins
+    # a context set in host data follows the record's server (its port, given or not)
+    args = args_for(port=8084)
+    assert from_deployed(args, manifest(ctx_size=8192), "gpu-box") is None
+    assert (args.port, args.ctx_size) == (8084, 8192)
+    # another port is another server (test_verify_bound_address.py): not its context
     args = args_for(port=9000)
     assert from_deployed(args, manifest(ctx_size=8192), "gpu-box") is None
-    assert (args.port, args.ctx_size) == (9000, 8192)
+    assert (args.port, args.ctx_size) == (9000, None)
 
 
 def test_verify_without_a_deployment_or_profile_says_what_to_give():
