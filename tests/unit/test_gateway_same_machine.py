@@ -14,7 +14,7 @@ from beekeeper.core import gateway as gw
 from beekeeper.core.errors import ConfigError
 from beekeeper.facts.gpu import NvidiaSmiInfo
 
-from .harness import NATIVE, facts, gateway_with as with_, run_deploy_hosts
+from .harness import DEFAULTS, NATIVE, facts, gateway_with as with_, run_deploy_hosts
 
 TINY = {"service_name": "tiny", "profile": "cpu-tiny"}  # on 127.0.0.1:8083, no key
 
@@ -52,6 +52,6 @@ def test_the_deploy_of_both_entries_queues_the_gateway():
     host_facts = facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"))
     failed, ops = run_deploy_hosts({
         "gw": (with_(services=[], gateway={}, **where), {"DeployedServices": []}),
-        "models": (with_(services=[TINY], **where), host_facts)})
+        "models": ({**DEFAULTS, "services": [TINY], **where}, host_facts)})
     assert failed == set()
     assert "Start and enable beekeeper-gateway.service (reload: config changed)" in ops["gw"]
