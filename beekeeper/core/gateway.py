@@ -16,7 +16,7 @@ from typing import Any
 from .config import HostConfig, ServiceConfig, load_host_config, one_word
 from .errors import ConfigError, PreflightError, host_data
 from .hostdata import HOSTNAME, GatewayData, full
-from .machines import ssh_address
+from .machines import machine_of, ssh_address
 from .paths import GatewayPaths, bracketed
 from .render import render
 
@@ -81,9 +81,10 @@ def local_address(bind_address: str) -> str:
 
 
 def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
-                     svc: ServiceConfig) -> str:
-    """Where the gateway on `gw_host` reaches `svc` of `host`; ConfigError when it cannot."""
-    if host == gw_host:  # the same box
+                     svc: ServiceConfig, same_machine: bool = False) -> str:
+    """Where the gateway on `gw_host` reaches `svc` of `host`; ConfigError when it cannot.
+    `same_machine`: `host` is another inventory entry on the gateway's machine (machines.py)."""
+    if host == gw_host or same_machine:  # the same box
         return local_address(svc.data.bind_address)
     bind = ipaddress.ip_address(svc.data.bind_address)
     if cfg.data.gateway_address:  # a private address, or an SSH forward on the gateway's side
@@ -142,6 +143,9 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
     by_model: dict[str, list[Upstream]] = {}
     served: dict[str, tuple[object, str]] = {}  # model -> what its first server serves, where
     left_out: list[str] = []
+    hosts = list(hosts)
+    gw_data = dict(hosts).get(gw_host)
+    gw_machine = None if gw_data is None else machine_of(gw_host, gw_data)
     for name, data in hosts:
         try:
             cfg = load(data)
@@ -164,7 +168,9 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
                     "one of them another model_alias (the name clients send)")
             by_model.setdefault(model, []).append(Upstream(
                 host=name, service=svc.name, model=model,
-                address=upstream_address(gw_host, name, data, cfg, svc),
+                address=upstream_address(gw_host, name, data, cfg, svc,
+                                         gw_machine is not None
+                                         and machine_of(name, data) == gw_machine),
                 port=svc.data.gateway_port or svc.data.port, api_key_file=svc.data.api_key_file))
     routes = []
     for model, ups in sorted(by_model.items()):
