@@ -93,6 +93,8 @@ def requested_build(cfg: HostConfig, compute_cap: str | None, *args: Any,
 
 # Facts of pyinfra's own operations, for a host where none of the kit's files exist yet.
 BUILTIN_DEFAULTS: dict[str, Any] = {
+    # a systemd host (the gateway-only hosts' tests give no InitSystem)
+    "InitSystem": InitInfo(pid1="systemd", systemd=True, state="running"),
     "DebPackages": {"python3": ["3.12"], "ca-certificates": ["1"]},
     "File": None, "Directory": None, "Link": None, "Sha1File": None, "Sha256File": None,
     "PresentPaths": {},

@@ -10,6 +10,7 @@ from __future__ import annotations
 from beekeeper.facts.gpu import NvidiaSmiInfo
 
 from .harness import (
+    DEFAULTS,
     NATIVE,
     PROCESS_API,
     _backend,
@@ -38,11 +39,12 @@ def test_a_systemd_host_whose_servers_run_under_supervisord_runs_the_gateway(key
     """runtime = 'supervisor' on a host whose PID 1 is systemd: the gateway's unit runs there
     (before: refused with 'PID 1 here is 'systemd'; fix: give `gateway` to an inventory host
     with systemd')."""
-    data = with_(services=[{"service_name": "tiny", "profile": "cpu-tiny"}], gateway={},
-                 runtime="supervisor", mode="native")
+    data = {**DEFAULTS, "services": [{"service_name": "tiny", "profile": "cpu-tiny"}],
+            "gateway": {}, "runtime": "supervisor", "mode": "native"}
     failed, ops = run_deploy_hosts_stdin({
         "gw": (data, facts(Wsl=NATIVE, GpuInfo=NvidiaSmiInfo(path="/usr/bin/nvidia-smi"))),
         "gpu": _backend(keys)})
-    assert "PID 1 here is 'systemd'" not in capsys.readouterr().err
-    assert failed == set()
+    err = capsys.readouterr().err
+    assert "PID 1 here is 'systemd'" not in err, err
+    assert failed == set(), err
     assert "Render systemd unit beekeeper-gateway.service" in [n for n, _, _ in ops["gw"]]
