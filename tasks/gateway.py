@@ -17,7 +17,7 @@ from beekeeper.core import gateway as gw
 from beekeeper.core.config import HostConfig
 from beekeeper.core.hostdata import GatewayData
 from beekeeper.core.paths import bracketed
-from beekeeper.facts.host import AptPolicy
+from beekeeper.facts.host import AptPolicy, InitSystem
 from beekeeper.facts.lifecycle import PresentPaths
 from beekeeper.operations.gateway import (
     config_installed,
@@ -55,6 +55,11 @@ def ensure(cfg: HostConfig, plan: gw.Plan) -> None:
     inventory host)."""
     gcfg = cfg.gateway
     assert gcfg is not None
+    # HAProxy runs as a systemd unit: a host without systemd stops here (preflight's check,
+    # which a gateway-only host does not run)
+    init = host.get_fact(InitSystem)
+    if init is not None and not init.systemd:
+        raise gw.systemd_refusal(init.pid1)
     # an HAProxy too old for the config stops here, before any change: the one installed,
     # else the one apt offers (unknown on a host with no package lists: `haproxy -c` then)
     policy = host.get_fact(AptPolicy, package="haproxy")

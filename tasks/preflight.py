@@ -26,6 +26,7 @@ from beekeeper.core.config import HostConfig, ServiceConfig, gguf_problem, rule_
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError, host_data
+from beekeeper.core.gateway import systemd_refusal as gateway_systemd_refusal
 from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
 from beekeeper.core.native import install_dir
@@ -868,11 +869,8 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     disk = host.get_fact(DiskOf, path=cfg.data.model_dir)
     rt = check_init(cfg, init, wsl, docker.present)
     persistent_root = check_persistent_root(cfg, rt, init)
-    if not rt.under_systemd and cfg.gateway is not None:
-        raise PreflightError(
-            host_data("gateway"), "the gateway runs HAProxy as a systemd unit, and PID 1 here "
-            f"is {init.pid1!r}", "give `gateway` to an inventory host with systemd (it "
-            "routes to this host's services over the network), or remove it")
+    if not init.systemd and cfg.gateway is not None:  # whatever runs the model servers
+        raise gateway_systemd_refusal(init.pid1)
     tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
     check_supervisor_tools(tools, rt)
     check_docker(cfg, os_release, docker)

@@ -217,6 +217,14 @@ def haproxy_refusal(version: str) -> PreflightError | None:
     return None
 
 
+def systemd_refusal(pid1: str) -> PreflightError:
+    """A gateway on a host whose PID 1 (`pid1`) is not systemd: HAProxy runs as a unit."""
+    return PreflightError(
+        host_data("gateway"), "the gateway runs HAProxy as a systemd unit, and PID 1 here "
+        f"is {pid1!r}", "give `gateway` to an inventory host with systemd (it "
+        "routes to this host's services over the network), or remove it")
+
+
 def render_config(gw: GatewayData, routes: list[Route]) -> str:
     bind = bracketed(gw.bind_address)
     # HAProxy's buffer: the body limit plus room for the headers and their rewrites
