@@ -231,6 +231,12 @@ def key_file(value: str, one_word_key: bool) -> str:
         raise Bad(f"the key in {where} holds a space or a control character",
                   "use a key of printable characters without spaces, e.g. "
                   "`openssl rand -hex 32`")
+    if one_word_key and text.startswith("#"):
+        # HAProxy reads the gateway's key file as an ACL pattern file, where such a line is
+        # a comment: no key would match, every client a 401
+        raise Bad(f"the key in {where} starts with '#', which HAProxy reads as a comment in "
+                  "the gateway's key file (every request would get 401)",
+                  "use a key that does not start with '#', e.g. `openssl rand -hex 32`")
     return value
 
 
