@@ -17,6 +17,7 @@ import pytest
 
 from beekeeper.core import cache
 from beekeeper.core.config import load_host_config
+from beekeeper.core.errors import ConfigError
 from beekeeper.operations import model as model_ops
 from beekeeper.tasks import model as model_task
 
@@ -168,3 +169,30 @@ def test_a_cut_download_resumes_where_it_stopped(monkeypatch, tmp_path):
     dest.unlink()
     assert fetch(monkeypatch, hub, dest) == 0
     assert hub.resumed_at == [1000, 0] and dest.read_bytes() == WEIGHTS
+
+
+def test_two_services_files_of_one_name_and_other_contents_are_refused(tmp_path, monkeypatch):
+    """Two services' own files of one name (llama-quantize writes ggml-model-<type>.gguf)
+    land on one path in model_dir: the model stage placed the first alone, and the second
+    service served the first's weights. Refused before any change, naming the second's key."""
+    monkeypatch.setattr(cache, "CACHE", tmp_path / "cache")
+    files = []
+    for folder, weights in (("a", b"AAAA"), ("b", b"BBBB")):
+        f = tmp_path / folder / "ggml-model-Q4_K_M.gguf"
+        f.parent.mkdir()
+        f.write_bytes(b"GGUF\x03\x00\x00\x00" + weights * 64)
+        files.append(f)
+    entries = [{"service_name": name, "profile": "cpu-tiny", "port": port, "model_path": str(f)}
+               for name, port, f in (("a", 8080, files[0]), ("b", 8081, files[1]))]
+    cfg = load_host_config({"source": CPU_GIT["source"], "model_dir": str(tmp_path / "models"),
+                            "services": entries})
+    with pytest.raises(ConfigError) as e:
+        queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path, stamps: None})
+    assert str(e.value).startswith("host data `services[1].model_path`")
+    assert f"{tmp_path}/models/ggml-model-Q4_K_M.gguf" in str(e.value)
+    # the same file for both: one placed, nothing refused
+    same = [{**entries[1], "model_path": str(files[0])}, entries[0]]
+    cfg = load_host_config({"source": CPU_GIT["source"], "model_dir": str(tmp_path / "models"),
+                            "services": same})
+    ops = queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path, stamps: None})
+    assert len([n for n, _ in ops if n.startswith("Place model ggml-model-Q4_K_M.gguf")]) == 1
