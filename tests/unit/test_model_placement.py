@@ -196,3 +196,52 @@ def test_two_services_files_of_one_name_and_other_contents_are_refused(tmp_path,
                             "services": same})
     ops = queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path, stamps: None})
     assert len([n for n, _ in ops if n.startswith("Place model ggml-model-Q4_K_M.gguf")]) == 1
+
+
+@pytest.fixture
+def hub_stand_in():
+    """The Hub stand-in on loopback (tests/integration/standins.py), its storage another
+    origin as the Hub's CDN is; `seen` holds each request's Authorization header by where it
+    went (`hub`, `storage`)."""
+    from tests.integration.standins import HubStandIn
+
+    hub = HubStandIn()
+    hub.seen = []
+    for where, server in (("hub", hub.server), ("storage", hub.storage)):
+        base = server.RequestHandlerClass
+
+        class Recording(base):  # type: ignore[valid-type,misc]
+            where_ = where
+
+            def _route(self, body: bool) -> None:
+                hub.seen.append((self.where_, self.headers.get("Authorization")))
+                super()._route(body)
+
+        server.RequestHandlerClass = Recording
+    yield hub
+    hub.close()
+
+
+def fetch_from(hub: Any, f: Any, dest: Path, *extra: str) -> int:
+    """fetch_model.py with the real huggingface_hub client against the stand-in."""
+    from beekeeper.hostside import fetch_model
+
+    return fetch_model.main(["--endpoint", hub.url, "--repo", f.repo, "--revision", f.commit,
+                             "--file", f.filename, "--dest", str(dest), "--sha256", f.sha256,
+                             "--size", str(len(f.data)), *extra])
+
+
+def test_a_gated_models_token_is_not_sent_on_to_the_storage_host(hub_stand_in, tmp_path):
+    """hf_token_file's token goes to the Hub (or the mirror) alone: the download from the
+    storage host the Hub redirects to (its CDN, a mirror's S3) carries none, as
+    huggingface_hub's own downloads do."""
+    f = hub_stand_in.add("acme/gated-GGUF", "gated.gguf", WEIGHTS)
+    token = tmp_path / "hf-token"
+    token.write_text("hf_SecretGatedToken\n")
+    token.chmod(0o600)
+    dest = tmp_path / "gated.gguf"
+    assert fetch_from(hub_stand_in, f, dest, "--token-file", str(token)) == 0
+    assert dest.read_bytes() == WEIGHTS
+    bearer = "Bearer hf_SecretGatedToken"
+    assert ("hub", bearer) in hub_stand_in.seen
+    assert [auth for where, auth in hub_stand_in.seen if where == "storage"] == [None]
