@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import urllib.parse
 
 
 def sha256_file(path: str) -> str:
@@ -46,6 +47,24 @@ def _token(path: str | None) -> str | None:
         return None
     with open(path) as f:  # root-only file; never on a command line
         return f.read().strip() or None
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    u = urllib.parse.urlsplit(url)
+    return u.scheme, (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme)
+
+
+# where a token from hf_token_file goes: the Hub (or the mirror asked), never the storage
+# host it redirects a download to (its CDN, a mirror's S3), as huggingface_hub's own downloads
+HUB_ORIGINS = ("https://huggingface.co", "https://hf.co")
+
+
+def _token_for(location: str, url: str, token: str | None) -> str | bool | None:
+    """The token a download from `location` (metadata of `url`) carries: hf_token_file's
+    (None: the host's own, as huggingface_hub finds one) on the Hub's origin; False, none at
+    all, on another."""
+    hub = {_origin(url), *map(_origin, HUB_ORIGINS)}
+    return token if _origin(location) in hub else False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         with open(partial, "ab") as f:
-            http_get(meta.location, f, resume_size=have, headers=build_hf_headers(token=token),
+            headers = build_hf_headers(token=_token_for(meta.location, url, token))
+            http_get(meta.location, f, resume_size=have, headers=headers,
                      expected_size=size or None, displayed_filename=args.file)
     finally:
         stop.set()
