@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -207,6 +209,7 @@ def hub_stand_in():
 
     hub = HubStandIn()
     hub.seen = []
+    hub.storage_delay_s = 0.0  # seconds the storage host waits before it answers
     for where, server in (("hub", hub.server), ("storage", hub.storage)):
         base = server.RequestHandlerClass
 
@@ -215,6 +218,8 @@ def hub_stand_in():
 
             def _route(self, body: bool) -> None:
                 hub.seen.append((self.where_, self.headers.get("Authorization")))
+                if self.where_ == "storage":
+                    time.sleep(hub.storage_delay_s)
                 super()._route(body)
 
         server.RequestHandlerClass = Recording
@@ -245,3 +250,23 @@ def test_a_gated_models_token_is_not_sent_on_to_the_storage_host(hub_stand_in, t
     bearer = "Bearer hf_SecretGatedToken"
     assert ("hub", bearer) in hub_stand_in.seen
     assert [auth for where, auth in hub_stand_in.seen if where == "storage"] == [None]
+
+
+def test_two_downloads_of_one_model_at_once_both_end_with_the_file(hub_stand_in, tmp_path):
+    """Two inventory hosts on one machine serving one model (pyinfra runs an operation on
+    every host at once) download it to one `.partial`: each waits for the other, and both
+    end with the whole file in place, where both appended to it and removed it as corrupt,
+    the deploy failing again every run."""
+    f = hub_stand_in.add("acme/shared-GGUF", "shared.gguf", WEIGHTS)
+    hub_stand_in.storage_delay_s = 0.5  # both have asked before either writes a byte
+    dest = tmp_path / "shared.gguf"
+    codes: list[int] = []
+    runs = [threading.Thread(target=lambda: codes.append(fetch_from(hub_stand_in, f, dest)))
+            for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(60)
+    assert codes == [0, 0]
+    assert dest.read_bytes() == WEIGHTS
+    assert not (tmp_path / "shared.gguf.partial").exists()
