@@ -7,12 +7,16 @@ Host-side model download with huggingface_hub, pinned to a commit and a sha256: 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import os
 import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
+from typing import Any
 
 
 def sha256_file(path: str) -> str:
@@ -81,8 +85,6 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # our own lines instead
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import build_hf_headers
 
     token = _token(args.token_file)
     url = hf_hub_url(args.repo, args.file, revision=args.revision, endpoint=args.endpoint)
@@ -95,6 +97,37 @@ def main(argv: list[str] | None = None) -> int:
 
     # --size 0: pinned by commit and sha256 without asking the Hub: its metadata says
     size = args.size or int(meta.size or 0)
+    with _one_download_at_a_time(args.dest):
+        if os.path.isfile(args.dest) and os.path.getsize(args.dest) == size \
+                and sha256_file(args.dest) == args.sha256:
+            _say(f"{args.dest} sha256 {args.sha256} (put there by another download)")
+            return 0
+        return _download(args, meta, url, token, size)
+
+
+@contextlib.contextmanager
+def _one_download_at_a_time(dest: str) -> Iterator[None]:
+    """Held while a download writes `<dest>.partial`: another download into the model folder
+    (another inventory host on this machine serving the model) waits for it, then finds the
+    file in place or resumes from where it stopped."""
+    fd = os.open(os.path.dirname(os.path.abspath(dest)), os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say(f"waiting for another download into {os.path.dirname(dest) or '.'}")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with it
+
+
+def _download(args: argparse.Namespace, meta: Any, url: str, token: str | None,
+              size: int) -> int:
+    """`<dest>.partial` written (resumed) from the Hub's storage, checked, renamed to dest."""
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
     partial = args.dest + ".partial"
     have = os.path.getsize(partial) if os.path.exists(partial) else 0
     if have > size:
