@@ -11,7 +11,8 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, pip
 
 from beekeeper.core import cache
-from beekeeper.core.config import HostConfig
+from beekeeper.core.config import HostConfig, ServiceConfig
+from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.paths import HOST_VENV, hostside_script, sha256_stamps
 from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
@@ -28,10 +29,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     (the downloader's own set-up does not)."""
     files.directory(name=f"Create the model folder {cfg.data.model_dir}", path=cfg.data.model_dir,
                     mode="0755")
-    wanted: dict[str, ModelFile] = {}
-    for svc in cfg.services:
-        for model in svc.models():
-            wanted.setdefault(model.filename, model)
+    wanted = _one_file_a_path(cfg)
     if from_hub(cfg):
         # huggingface_hub in a venv on the host (smoke.install uploads the script); stock
         # Ubuntu and Debian have python3 (Debian minimal images may not) but neither `python`
@@ -49,6 +47,54 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
             name=f"Remember the sha256 of {model.filename} (the next run reads it)",
             path=model.host_path(cfg.data.model_dir), sha256=sha256, stamps=stamps)
     return [op for _, op, _ in placed]
+
+
+def _one_file_a_path(cfg: HostConfig) -> dict[str, ModelFile]:
+    """Each service's model and draft by the path the server reads it at; two of other
+    contents at one path (files of one name from two folders or repositories) are refused
+    before any change: one would be placed, and its service serve the other's weights."""
+    wanted: dict[str, tuple[ModelFile, str, str | None]] = {}
+    for svc in cfg.services:
+        for model in svc.models():
+            path = model.host_path(cfg.data.model_dir)
+            sha256 = _sha256(model)
+            if path not in wanted:
+                wanted[path] = (model, svc.name, sha256)
+                continue
+            first, name, first_sha = wanted[path]
+            if (first_sha or first.source) == (sha256 or model.source):
+                continue
+            raise ConfigError(
+                host_data(f"{svc.at}{_key(svc, model)}"), f"{_named(model)} (sha256 "
+                f"{str(sha256)[:12]}…) of service {svc.name} and {_named(first)} (sha256 "
+                f"{str(first_sha)[:12]}…) of service {name} both land on {path}",
+                "give one of them another file name (rename the file of a model_path), or "
+                "serve one file for both")
+    return {path: model for path, (model, _, _) in wanted.items()}
+
+
+def _sha256(model: ModelFile) -> str | None:
+    """The sha256 `model` is placed with, where known before its operation."""
+    if isinstance(model.source, FileSource) and not model.source.on_host:
+        return model.sha256 or cache.own_file_sha256(Path(model.source.path))
+    return model.sha256
+
+
+def _key(svc: ServiceConfig, model: ModelFile) -> str:
+    """The host data key that named `model` of `svc`."""
+    if model is svc.draft:
+        return "draft_file"
+    if isinstance(model.source, FileSource):
+        return "model_host_path" if model.source.on_host else "model_path"
+    return "model_file"
+
+
+def _named(model: ModelFile) -> str:
+    if isinstance(model.source, FileSource):
+        return model.source.path
+    if isinstance(model.source, HfSource):
+        return f"{model.source.repo}/{model.filename}@{model.source.revision[:12]}"
+    return f"{model.filename} of {model.source.package}"
 
 
 def from_hub(cfg: HostConfig) -> bool:

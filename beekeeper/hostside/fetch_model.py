@@ -7,11 +7,16 @@ Host-side model download with huggingface_hub, pinned to a commit and a sha256: 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import os
 import sys
 import threading
 import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
 
 
 def sha256_file(path: str) -> str:
@@ -48,6 +53,24 @@ def _token(path: str | None) -> str | None:
         return f.read().strip() or None
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    u = urllib.parse.urlsplit(url)
+    return u.scheme, (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme)
+
+
+# where a token from hf_token_file goes: the Hub (or the mirror asked), never the storage
+# host it redirects a download to (its CDN, a mirror's S3), as huggingface_hub's own downloads
+HUB_ORIGINS = ("https://huggingface.co", "https://hf.co")
+
+
+def _token_for(location: str, url: str, token: str | None) -> str | bool | None:
+    """The token a download from `location` (metadata of `url`) carries: hf_token_file's
+    (None: the host's own, as huggingface_hub finds one) on the Hub's origin; False, none at
+    all, on another."""
+    hub = {_origin(url), *map(_origin, HUB_ORIGINS)}
+    return token if _origin(location) in hub else False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
@@ -62,8 +85,6 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # our own lines instead
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import build_hf_headers
 
     token = _token(args.token_file)
     url = hf_hub_url(args.repo, args.file, revision=args.revision, endpoint=args.endpoint)
@@ -76,6 +97,37 @@ def main(argv: list[str] | None = None) -> int:
 
     # --size 0: pinned by commit and sha256 without asking the Hub: its metadata says
     size = args.size or int(meta.size or 0)
+    with _one_download_at_a_time(args.dest):
+        if os.path.isfile(args.dest) and os.path.getsize(args.dest) == size \
+                and sha256_file(args.dest) == args.sha256:
+            _say(f"{args.dest} sha256 {args.sha256} (put there by another download)")
+            return 0
+        return _download(args, meta, url, token, size)
+
+
+@contextlib.contextmanager
+def _one_download_at_a_time(dest: str) -> Iterator[None]:
+    """Held while a download writes `<dest>.partial`: another download into the model folder
+    (another inventory host on this machine serving the model) waits for it, then finds the
+    file in place or resumes from where it stopped."""
+    fd = os.open(os.path.dirname(os.path.abspath(dest)), os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say(f"waiting for another download into {os.path.dirname(dest) or '.'}")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with it
+
+
+def _download(args: argparse.Namespace, meta: Any, url: str, token: str | None,
+              size: int) -> int:
+    """`<dest>.partial` written (resumed) from the Hub's storage, checked, renamed to dest."""
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
     partial = args.dest + ".partial"
     have = os.path.getsize(partial) if os.path.exists(partial) else 0
     if have > size:
@@ -90,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         with open(partial, "ab") as f:
-            http_get(meta.location, f, resume_size=have, headers=build_hf_headers(token=token),
+            headers = build_hf_headers(token=_token_for(meta.location, url, token))
+            http_get(meta.location, f, resume_size=have, headers=headers,
                      expected_size=size or None, displayed_filename=args.file)
     finally:
         stop.set()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -17,6 +19,7 @@ import pytest
 
 from beekeeper.core import cache
 from beekeeper.core.config import load_host_config
+from beekeeper.core.errors import ConfigError
 from beekeeper.operations import model as model_ops
 from beekeeper.tasks import model as model_task
 
@@ -168,3 +171,102 @@ def test_a_cut_download_resumes_where_it_stopped(monkeypatch, tmp_path):
     dest.unlink()
     assert fetch(monkeypatch, hub, dest) == 0
     assert hub.resumed_at == [1000, 0] and dest.read_bytes() == WEIGHTS
+
+
+def test_two_services_files_of_one_name_and_other_contents_are_refused(tmp_path, monkeypatch):
+    """Two services' own files of one name (llama-quantize writes ggml-model-<type>.gguf)
+    land on one path in model_dir: the model stage placed the first alone, and the second
+    service served the first's weights. Refused before any change, naming the second's key."""
+    monkeypatch.setattr(cache, "CACHE", tmp_path / "cache")
+    files = []
+    for folder, weights in (("a", b"AAAA"), ("b", b"BBBB")):
+        f = tmp_path / folder / "ggml-model-Q4_K_M.gguf"
+        f.parent.mkdir()
+        f.write_bytes(b"GGUF\x03\x00\x00\x00" + weights * 64)
+        files.append(f)
+    entries = [{"service_name": name, "profile": "cpu-tiny", "port": port, "model_path": str(f)}
+               for name, port, f in (("a", 8080, files[0]), ("b", 8081, files[1]))]
+    cfg = load_host_config({"source": CPU_GIT["source"], "model_dir": str(tmp_path / "models"),
+                            "services": entries})
+    with pytest.raises(ConfigError) as e:
+        queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path, stamps: None})
+    assert str(e.value).startswith("host data `services[1].model_path`")
+    assert f"{tmp_path}/models/ggml-model-Q4_K_M.gguf" in str(e.value)
+    # the same file for both: one placed, nothing refused
+    same = [{**entries[1], "model_path": str(files[0])}, entries[0]]
+    cfg = load_host_config({"source": CPU_GIT["source"], "model_dir": str(tmp_path / "models"),
+                            "services": same})
+    ops = queued(lambda: model_task.ensure(cfg), {"Sha256File": lambda path, stamps: None})
+    assert len([n for n, _ in ops if n.startswith("Place model ggml-model-Q4_K_M.gguf")]) == 1
+
+
+@pytest.fixture
+def hub_stand_in():
+    """The Hub stand-in on loopback (tests/integration/standins.py), its storage another
+    origin as the Hub's CDN is; `seen` holds each request's Authorization header by where it
+    went (`hub`, `storage`)."""
+    from tests.integration.standins import HubStandIn
+
+    hub = HubStandIn()
+    hub.seen = []
+    hub.storage_delay_s = 0.0  # seconds the storage host waits before it answers
+    for where, server in (("hub", hub.server), ("storage", hub.storage)):
+        base = server.RequestHandlerClass
+
+        class Recording(base):  # type: ignore[valid-type,misc]
+            where_ = where
+
+            def _route(self, body: bool) -> None:
+                hub.seen.append((self.where_, self.headers.get("Authorization")))
+                if self.where_ == "storage":
+                    time.sleep(hub.storage_delay_s)
+                super()._route(body)
+
+        server.RequestHandlerClass = Recording
+    yield hub
+    hub.close()
+
+
+def fetch_from(hub: Any, f: Any, dest: Path, *extra: str) -> int:
+    """fetch_model.py with the real huggingface_hub client against the stand-in."""
+    from beekeeper.hostside import fetch_model
+
+    return fetch_model.main(["--endpoint", hub.url, "--repo", f.repo, "--revision", f.commit,
+                             "--file", f.filename, "--dest", str(dest), "--sha256", f.sha256,
+                             "--size", str(len(f.data)), *extra])
+
+
+def test_a_gated_models_token_is_not_sent_on_to_the_storage_host(hub_stand_in, tmp_path):
+    """hf_token_file's token goes to the Hub (or the mirror) alone: the download from the
+    storage host the Hub redirects to (its CDN, a mirror's S3) carries none, as
+    huggingface_hub's own downloads do."""
+    f = hub_stand_in.add("acme/gated-GGUF", "gated.gguf", WEIGHTS)
+    token = tmp_path / "hf-token"
+    token.write_text("hf_SecretGatedToken\n")
+    token.chmod(0o600)
+    dest = tmp_path / "gated.gguf"
+    assert fetch_from(hub_stand_in, f, dest, "--token-file", str(token)) == 0
+    assert dest.read_bytes() == WEIGHTS
+    bearer = "Bearer hf_SecretGatedToken"
+    assert ("hub", bearer) in hub_stand_in.seen
+    assert [auth for where, auth in hub_stand_in.seen if where == "storage"] == [None]
+
+
+def test_two_downloads_of_one_model_at_once_both_end_with_the_file(hub_stand_in, tmp_path):
+    """Two inventory hosts on one machine serving one model (pyinfra runs an operation on
+    every host at once) download it to one `.partial`: each waits for the other, and both
+    end with the whole file in place, where both appended to it and removed it as corrupt,
+    the deploy failing again every run."""
+    f = hub_stand_in.add("acme/shared-GGUF", "shared.gguf", WEIGHTS)
+    hub_stand_in.storage_delay_s = 0.5  # both have asked before either writes a byte
+    dest = tmp_path / "shared.gguf"
+    codes: list[int] = []
+    runs = [threading.Thread(target=lambda: codes.append(fetch_from(hub_stand_in, f, dest)))
+            for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(60)
+    assert codes == [0, 0]
+    assert dest.read_bytes() == WEIGHTS
+    assert not (tmp_path / "shared.gguf.partial").exists()
