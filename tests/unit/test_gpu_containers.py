@@ -15,7 +15,9 @@ from beekeeper.core.errors import BeekeeperError
 from beekeeper.facts.toolchain import HostToolsInfo
 
 from .harness import (
+    H200,
     MODEL,
+    PCI_H200,
     POD_DATA,
     POD_TOOLS,
     first_upload as uploaded,
@@ -234,3 +236,34 @@ def test_a_pod_restarted_deploys_again_without_build_tools_its_build_no_longer_n
     assert not any(n.startswith("Install the build tools") for n in names), names
     assert not any(n.startswith(("Create the source folder", "Fetch the server source",
                                  "Upload source tree")) for n in names), names
+
+
+# the H200 pod's GPU on PCI (sysfs shows the machine's devices inside a container)
+OLD_DRIVER_POD = {"GpuInfo": replace(H200, cuda_version="12.8", driver_version="570.133.20",
+                                     driver_branch=570),
+                  "HostTools": replace(POD_TOOLS, nvcc=None, nvcc_version=None, apt_lists=5)}
+
+
+@pytest.mark.parametrize(("data", "over"), [
+    # started without its GPU (no --gpus, the provider's CPU option): no nvidia-smi
+    ({}, {"GpuInfo": None}),
+    # the machine's driver too old for cuda_version, with or without upgrade_driver
+    ({"upgrade_driver": True}, OLD_DRIVER_POD),
+])
+def test_a_pod_never_gets_a_kernel_driver_installed_inside_it(data, over):
+    """The driver of a container is the machine's outside it: a kernel module is neither
+    built for nor loaded from inside the container, and a "reboot" restarts the pod into the
+    same state. Refused before any change, not planned as an install and a reboot."""
+    try:
+        ops = run_deploy({**POD_DATA, **data}, pod(PciListing=PCI_H200, **over))
+    except BeekeeperError as e:
+        assert "container" in str(e), e
+        return
+    driver = [n for n, _ in ops if "NVIDIA driver" in n or "kernel headers" in n]
+    pytest.fail(f"a driver is installed inside the container: {driver}")
+
+
+def test_an_old_driver_in_a_pod_is_not_offered_upgrade_driver():
+    with pytest.raises(BeekeeperError) as e:
+        run_deploy(POD_DATA, pod(PciListing=PCI_H200, **OLD_DRIVER_POD))
+    assert "upgrade_driver" not in str(e.value), e.value
