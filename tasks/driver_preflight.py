@@ -6,6 +6,7 @@ the branch the kit would install, and the hosts where an install would loop or b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyinfra import host
@@ -44,13 +45,21 @@ class DriverPlan:
 
 
 def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
-               os_id: str, cuda: str) -> DriverPlan:
+               os_id: str, cuda: str, container: bool = False) -> DriverPlan:
     """A CUDA profile: GPU, driver, arch; what the driver tasks are to do, for the CUDA
-    release `cuda` (host data's, or the host toolkit's that builds: tasks/preflight.py)."""
+    release `cuda` (host data's, or the host toolkit's that builds: tasks/preflight.py).
+    `container`: PID 1 is not systemd, a GPU container, whose driver is the machine's."""
     if cfg.service.profile.backend != "cuda":
         return DriverPlan()
     pci = host.get_fact(PciNvidiaGpus)
     wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
+    if container and not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
+        raise PreflightError(
+            "no NVIDIA GPU", f"is visible in this container (the PCI bus shows {pci}, "
+            f"nvidia-smi {'is missing' if gpu is None else 'lists none'}); a container's "
+            "driver is the machine's, never installed inside it", "start the container with "
+            "its GPU (`docker run --gpus all`, or the provider's GPU option), or choose a CPU "
+            "profile such as cpu-tiny", lead=" ", then=": ")
     if not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
         # the kit would install the driver: not if one is there that does not load, nor
         # where Secure Boot would reject the module it builds
@@ -58,7 +67,8 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
                              host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
                              cfg.data.allow_reboot, os_id)
         check_flavour_by_pci(cfg, host.get_fact(PciNvidiaDevices))
-    plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs, cuda)
+    plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs, cuda,
+                     lambda: fixed_driver(container, wsl, gpu))
     if plan.action == "upgrade":
         check_secure_boot(host.get_fact(SecureBoot), os_id)
     if plan.action in ("install", "upgrade"):  # the kit installs the kernel headers
@@ -70,6 +80,28 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
                 host.get_fact(AptPolicy, package=f"linux-headers-{wsl.kernel_release}"),
                 host.get_fact(AptPolicy, package=meta))
     return DriverPlan(pci=pci, action=plan.action, cuda_version=plan.cuda_version)
+
+
+# why the kit cannot replace a driver nvidia-smi reports, and the way instead (old_driver)
+FIXED = {
+    "container": "the driver is the machine's, outside this container, and the kit cannot "
+                 "replace it: run on a machine (or a provider's template) with driver branch "
+                 "{branch} or newer",
+    "runfile": "no package carries this driver (NVIDIA's .run installer), so the kit cannot "
+               "purge it: remove it with `sudo nvidia-uninstall`, reboot, and deploy again (the "
+               "kit then installs branch {branch}), or update it to branch {branch} or newer",
+}
+
+
+def fixed_driver(container: bool, wsl: WslInfo, gpu: NvidiaSmiInfo | None) -> str | None:
+    """A FIXED key where nvidia-smi reports a driver the kit cannot replace (upgrade_driver
+    purges driver packages, then installs its branch): a container's, or one no dpkg package
+    carries; None where it can, or there is none to replace."""
+    if wsl.is_wsl2 or gpu is None or not gpu.gpus:
+        return None
+    if container:
+        return "container"
+    return None if host.get_fact(LinuxDriverPackages) else "runfile"
 
 
 def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
@@ -101,9 +133,11 @@ def check_kernel_headers(os_release: dict[str, str], kernel: str, meta: str,
 
 def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
               pci_gpus: int, wsl_driver_packages: list[str],
-              cuda: str | None = None) -> DriverPlan:
+              cuda: str | None = None,
+              fixed: Callable[[], str | None] | None = None) -> DriverPlan:
     """Refuse a CUDA profile on a host whose GPU, driver or arch cannot run the image
-    (`cuda`: the release judged, cuda_judged())."""
+    (`cuda`: the release judged, cuda_judged(); `fixed`: fixed_driver, read for a driver
+    too old)."""
     cuda = cuda_judged(cfg, cuda)
     if wsl.is_wsl2 and wsl_driver_packages:
         raise PreflightError(
@@ -147,7 +181,8 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
                 lead=" ", then=": ")
     check_cards_memory(cfg, gpu)
     why = driver_too_old(cfg, wsl, gpu, cuda)
-    plan = DriverPlan() if why is None else old_driver(cfg, wsl, gpu, why, cuda)
+    plan = DriverPlan() if why is None else old_driver(cfg, wsl, gpu, why, cuda,
+                                                       fixed() if fixed else None)
     if plan.action == "upgrade":
         check_flavour(cfg, gpu)
         check_branch_keeps_card(cfg, _cards(gpu), cuda)
@@ -365,10 +400,11 @@ def _the_driver_and(gpu: NvidiaSmiInfo, why: str) -> tuple[str, str]:
 
 
 def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
-               cuda: str | None = None) -> DriverPlan:
+               cuda: str | None = None, fixed: str | None = None) -> DriverPlan:
     """A driver older than cuda_version needs: the image follows it (`cuda_follows_driver`),
     the kit replaces it (`upgrade_driver`), or, by default, the deploy stops offering both:
-    a purge and a reboot, or another CUDA than asked for, is the user's call."""
+    a purge and a reboot, or another CUDA than asked for, is the user's call. `fixed`: a
+    FIXED key, a driver the kit cannot replace (upgrade_driver neither offered nor done)."""
     reported = reported_cuda(gpu)
     release = cudacompat.newest_release(cudacompat.major_minor(reported)) if reported else None
     # a driver that reports no CUDA: no release of its CUDA to name, nor to follow
@@ -390,10 +426,13 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
         raise PreflightError(*_the_driver_and(gpu, why), "update the NVIDIA driver on Windows, "
                              f"or set cuda_version{a_release}{follows}", lead=" ", then=": ")
     branch = driver_branch_to_install(cfg, cuda)
-    if cfg.data.upgrade_driver:
-        return DriverPlan(action="upgrade")
     follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \
         "driver runs), " if release and cfg.requested_way.follows_driver else ""
+    if fixed:
+        raise PreflightError(*_the_driver_and(gpu, why), FIXED[fixed].format(branch=branch)
+                             + f", {follow}or set cuda_version{a_release}", lead=" ", then=": ")
+    if cfg.data.upgrade_driver:
+        return DriverPlan(action="upgrade")
     raise PreflightError(
         *_the_driver_and(gpu, why), "set upgrade_driver = True (the kit purges the installed "
         f"NVIDIA driver packages and installs branch {branch}, pinned to it; a reboot follows), "

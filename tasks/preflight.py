@@ -877,7 +877,8 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     compose_version = check_compose(cfg, os_release, docker)
     host_cuda = check_host_toolkit(cfg, tools, gpu)
     # the driver and the build are judged against the toolkit that builds
-    plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.data.cuda_version)
+    plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.data.cuda_version,
+                      container=not init.systemd)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)

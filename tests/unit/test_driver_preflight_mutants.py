@@ -153,7 +153,8 @@ def test_check_cuda_judges_the_release_it_is_given():
     h = inventory.get_host("canned")
     on_590 = gpu_of(590, "13.1")
     with ctx_state.use(State(inventory, Config())), ctx_host.use(h), \
-            mock.patch.object(h, "get_fact", side_effect=_canned({"PciListing": PCI_RTX4090})):
+            mock.patch.object(h, "get_fact", side_effect=_canned({"PciListing": PCI_RTX4090,
+                                                         "LinuxDriverPackages": ["nvidia-open"]})):
         assert dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.1.1") == dp.DriverPlan(pci=1)
         with pytest.raises(PreflightError) as e:
             dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.2.1")

@@ -579,6 +579,7 @@ def test_an_upgrade_under_secure_boot_without_a_key_is_refused_the_distros_way()
     with pytest.raises(PreflightError) as e:
         run_deploy({**DEFAULTS, "upgrade_driver": True},
                    facts(Wsl=NATIVE, GpuInfo=old, PciListing=PCI_RTX4090,
+                         LinuxDriverPackages=["nvidia-driver-580", "libnvidia-compute-580"],
                          SecureBoot=parse_secure_boot(SB_ENABLED)))
     assert str(e.value) == (
         "host canned: Secure Boot is on (SecureBoot enabled) and no DKMS signing key is "

@@ -155,7 +155,8 @@ def test_an_h200_on_580_runs_the_13_2_image_by_the_images_rule():
         run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=geforce))
     # a datacenter card on a branch the rule does not list (585): refused
     with pytest.raises(PreflightError, match="upgrade_driver = True"):
-        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=replace(h200, driver_version="585.1")))
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=replace(h200, driver_version="585.1"),
+                                   LinuxDriverPackages=["nvidia-open"]))
 
 
 # --- point 1: a driver already installed, older than cuda_version needs -------------------
