@@ -164,6 +164,19 @@ def test_each_tool_a_host_must_bring_is_one_whole_line():
         "fix: install cmake, c++ on the host (apt-get update && apt-get install cmake g++), "
         "then deploy again")
     assert pf.check_tools(c, T(**{**bare.__dict__, "apt_lists": 3}), sup) == ["cmake", "g++"]
+    # git only for a git source: a tree or tarball from the controller needs none
+    no_git = T(**{**bare.__dict__, "tools": (("make", "/usr/bin/make"),), "apt_lists": 3})
+    assert c.source.kind == "git"
+    assert pf.check_tools(c, no_git, sup) == ["cmake", "g++", "git"]
+    local = cfg(profile="cpu-tiny", mode="native", runtime="supervisor",
+                source={"path": "/srv/src/llama.cpp.tar.gz", "ref": "lcp0.3.36"})
+    assert pf.check_tools(local, no_git, sup) == ["cmake", "g++"]
+    # nothing to build: no stage for it, the build there already, or an image build
+    stop = cfg(profile="cpu-tiny", mode="native", runtime="supervisor", stages=["provision"])
+    assert pf.check_tools(stop, no_git, sup) == []
+    assert pf.check_tools(c, no_git, sup, built=True) == []
+    assert pf.check_tools(cfg(profile="cpu-tiny"), no_git, runtime_of("container", "systemd")) \
+        == []
 
 
 def test_compose_without_its_plugin_or_a_package_that_brings_it_is_one_line():
