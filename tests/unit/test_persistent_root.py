@@ -377,7 +377,7 @@ def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():
     import shlex
 
     from beekeeper.core.deployed import DeployedService
-    from beekeeper.core.paths import PERSISTED, ServicePaths
+    from beekeeper.core.paths import PERSISTED, SRV_ROOT, ServicePaths
     from beekeeper.facts.persist import PathKind
 
     from .harness import deployed_host
@@ -407,3 +407,10 @@ def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():
     taken = [(n, p) for n, p in removed
              if under(on_volume, p) or (p not in links and under(mine, p))]
     assert not taken, taken
+    # the rest of the kit's root goes: its other folders and their links, the start script,
+    # the server user's mark
+    gone = {p for _, p in removed}
+    for path, name in PERSISTED:
+        if path != SRV_ROOT:  # model_dir's folder, which holds yours, stays
+            assert {path, f"{root}/{name}"} <= gone, (path, sorted(gone))
+    assert {f"{root}/start", f"{root}/owner"} <= gone, sorted(gone)
