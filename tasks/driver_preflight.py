@@ -45,15 +45,15 @@ class DriverPlan:
 
 
 def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
-               os_id: str, cuda: str, container: bool = False) -> DriverPlan:
+               os_id: str, cuda: str, gpu_container: bool = False) -> DriverPlan:
     """A CUDA profile: GPU, driver, arch; what the driver tasks are to do, for the CUDA
     release `cuda` (host data's, or the host toolkit's that builds: tasks/preflight.py).
-    `container`: PID 1 is not systemd, a GPU container, whose driver is the machine's."""
+    `gpu_container`: PID 1 is not systemd, a GPU container, whose driver is the machine's."""
     if cfg.service.profile.backend != "cuda":
         return DriverPlan()
     pci = host.get_fact(PciNvidiaGpus)
     wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
-    if container and not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
+    if gpu_container and not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
         raise PreflightError(
             "no NVIDIA GPU", f"is visible in this container (the PCI bus shows {pci}, "
             f"nvidia-smi {'is missing' if gpu is None else 'lists none'}); a container's "
@@ -68,7 +68,7 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
                              cfg.data.allow_reboot, os_id)
         check_flavour_by_pci(cfg, host.get_fact(PciNvidiaDevices))
     plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs, cuda,
-                     lambda: fixed_driver(container, wsl, gpu))
+                     lambda: fixed_driver(gpu_container, wsl, gpu))
     if plan.action == "upgrade":
         check_secure_boot(host.get_fact(SecureBoot), os_id)
     if plan.action in ("install", "upgrade"):  # the kit installs the kernel headers
@@ -93,13 +93,13 @@ FIXED = {
 }
 
 
-def fixed_driver(container: bool, wsl: WslInfo, gpu: NvidiaSmiInfo | None) -> str | None:
+def fixed_driver(gpu_container: bool, wsl: WslInfo, gpu: NvidiaSmiInfo | None) -> str | None:
     """A FIXED key where nvidia-smi reports a driver the kit cannot replace (upgrade_driver
     purges driver packages, then installs its branch): a container's, or one no dpkg package
     carries; None where it can, or there is none to replace."""
     if wsl.is_wsl2 or gpu is None or not gpu.gpus:
         return None
-    if container:
+    if gpu_container:
         return "container"
     return None if host.get_fact(LinuxDriverPackages) else "runfile"
 

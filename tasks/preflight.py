@@ -878,7 +878,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     host_cuda = check_host_toolkit(cfg, tools, gpu)
     # the driver and the build are judged against the toolkit that builds
     plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.data.cuda_version,
-                      container=not init.systemd)
+                      gpu_container=not init.systemd)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl)
