@@ -918,6 +918,12 @@ def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None) 
     """Nothing on the host starts the kit's supervisord after the container restarts: the
     line for the pod's start command."""
     script = start_script(persistent_root)
+    if init.systemd:  # host data asked for supervisor on a systemd host
+        warn("runtime 'supervisor' (host data): the server runs under the kit's supervisord, "
+             "which systemd does not start, so nothing starts it again when this host "
+             f"restarts until `{script}` runs (a unit of yours, or `@reboot {script}` in "
+             "root's crontab; or remove `runtime`: a systemd unit then runs the server)")
+        return
     kept = f"the kit kept under {persistent_root}" if persistent_root else \
         "no persistent root: the standard layout"
     warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's supervisord, "

@@ -543,6 +543,14 @@ def test_a_pod_without_systemd_is_told_the_start_command_for_its_supervisord(cap
         "/workspace/beekeeper/start -- /start.sh; exec /start.sh'`; the line per provider: "
         "docs/gpu-containers.md)")
     with on_host():
+        pf.warn_supervisor_restart(InitInfo(pid1="systemd", systemd=True, state="running"))
+    assert warning(capsys) == (
+        "host canned: warning: runtime 'supervisor' (host data): the server runs under the "
+        "kit's supervisord, which systemd does not start, so nothing starts it again when this "
+        "host restarts until `/usr/local/sbin/beekeeper-start` runs (a unit of yours, or "
+        "`@reboot /usr/local/sbin/beekeeper-start` in root's crontab; or remove `runtime`: a "
+        "systemd unit then runs the server)")
+    with on_host():
         pf.warn_supervisor_restart(InitInfo(pid1="tini", systemd=False, state=""))
     assert "runs `/usr/local/sbin/beekeeper-start` (no persistent root: the standard " \
         "layout; RunPod" in warning(capsys)
