@@ -71,7 +71,8 @@ def test_the_kit_spells_the_13_1_2_images_rule_as_nvidia_does():
 
 def test_a_geforce_on_590_is_offered_the_13_1_image_beside_the_purge():
     with pytest.raises(PreflightError) as e:
-        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=geforce(590, "13.1")))
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=geforce(590, "13.1"),
+                                   LinuxDriverPackages=["nvidia-driver-590-open"]))
     assert str(e.value) == (
         "host canned: driver 590.48.01 reports CUDA 13.1, brand GeForce, older than the image's "
         "CUDA 13.2.1 (NVIDIA_REQUIRE_CUDA cuda>=13.2): set upgrade_driver = True (the kit "
