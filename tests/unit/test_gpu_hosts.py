@@ -360,3 +360,29 @@ def test_existing_cuda_keyring_source_is_used_not_duplicated():
     assert "Use the CUDA repository already configured (cuda-ubuntu2404-x86_64.list)" in steps
     assert not any(s.startswith("Add NVIDIA's CUDA repository") for s in steps)
     assert commands(ops, "Remove the kit's own CUDA source") == []  # none to remove
+
+
+def test_a_changed_repository_key_reaches_the_keyring_a_first_run_wrote():
+    """Host data `nvidia_repos` given after a first deploy (a mirror with its own signing
+    key; or the key the kit names changing, as Debian 12's 3bf863cc to Debian 13's 8793F200
+    on a host upgraded in place): the sources file is rewritten to the new repository, so
+    the keyring it is signed by must hold the new key. pyinfra's apt.key, given no key id,
+    skips a keyring file that exists, whatever key is in it: apt then refuses the repository
+    (NO_PUBKEY) and the deploy stops at its next apt-get update."""
+    from beekeeper.core.paths import CUDA_APT
+
+    key = "https://mirror.example/nvidia/cuda/mirror-signing.pub"
+    mirror = {"nvidia_repos": {"cuda": "https://mirror.example/nvidia/cuda/{distro}/x86_64/",
+                               "cuda_key": key}}
+    # the keyring a first run wrote, with NVIDIA's key in it: pyinfra's gpg.key asks for the
+    # File fact of its keyring positionally, which the harness hands on as path=None (native
+    # mode adds no other keyring: the Container Toolkit's repository is container mode's)
+    first_run = facts(Wsl=NATIVE, GpuInfo=NATIVE_580,
+                      File=lambda path=None, **_: {"size": 1202, "mode": 644}
+                      if path in (None, CUDA_APT.keyring) else None)
+    ops = run_deploy({**DEFAULTS, "mode": "native", **mirror}, first_run)
+    sources = " ".join(c for n, cs in ops if n.startswith("Add NVIDIA's CUDA repository (")
+                       for c in cs)
+    assert "mirror.example/nvidia/cuda/ubuntu2404" in sources  # the repository changes
+    assert any(key in c for _, cs in ops for c in cs), \
+        "the mirror's key is never fetched: the keyring keeps NVIDIA's key"
