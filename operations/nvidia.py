@@ -7,16 +7,41 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
-from pyinfra.facts.files import FileContents
+from pyinfra.facts.files import File, FileContents
 
 from beekeeper.core.container import gpu_in_container_command
 from beekeeper.core.distro import APT_GET
-from beekeeper.core.paths import HOLDS_RECORD
+from beekeeper.core.paths import HOLDS_RECORD, AptRepo
 from beekeeper.facts.docker import DockerEngine, GpuInContainer
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 from beekeeper.facts.lifecycle import purge_simulated
 
 from .shell import q, via_tmp
+
+
+@operation()
+def repo_key(repo: AptRepo, src: str):
+    """
+    The repository's signing key from `src` in its keyring (dearmored where it is ASCII),
+    fetched again where the key's URL changed (host data nvidia_repos given later, the key
+    the kit names for a distro upgraded in place): pyinfra's apt.key keeps a keyring that
+    exists whatever key it holds, and apt then refuses the repository (NO_PUBKEY).
+
+    + repo: the repository's files (its keyring, and beside it the URL the key came from)
+    + src: the key's URL
+    """
+    had = host.get_fact(FileContents, path=repo.key_source)
+    if had is not None and [line.strip() for line in had] == [src] \
+            and host.get_fact(File, path=repo.keyring):
+        host.noop(f"{repo.keyring}: the key from {src}")
+        return
+    tmp = f"{repo.keyring}.tmp"
+    yield (f"wget -qO {q(tmp)} {q(src)} && "
+           f"if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' {q(tmp)}; then "
+           f"gpg --batch --yes --dearmor -o {q(repo.keyring)}.new {q(tmp)}; "
+           f"else cp {q(tmp)} {q(repo.keyring)}.new; fi && rm -f {q(tmp)} && "
+           f"chmod 644 {q(repo.keyring)}.new && mv -f {q(repo.keyring)}.new {q(repo.keyring)} && "
+           f"printf '%s\\n' {q(src)} > {q(repo.key_source)}")
 
 
 def kit_driver_holds(record: list[str]) -> list[str]:

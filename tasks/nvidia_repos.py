@@ -18,6 +18,7 @@ from beekeeper.core.paths import CUDA_APT, TOOLKIT_APT, AptRepo
 from beekeeper.facts.host import AptSourcesFor
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.lifecycle import left_in_place
+from beekeeper.operations.nvidia import repo_key
 
 CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
 CUDA_KEY = CUDA_REPO + "{key}"
@@ -97,7 +98,7 @@ def cuda_repo(r: Repos) -> list[OperationMeta]:
 
 def _signed_repo(repo: AptRepo, url: str, key_url: str, key_name: str,
                  name: str) -> list[OperationMeta]:
-    return [apt.key(name=key_name, src=key_url, dest=posixpath.basename(repo.keyring)),
+    return [repo_key(name=key_name, repo=repo, src=key_url),
             apt.sources_file(name=name, uris=url, suites="/", signed_by=repo.keyring,
                              filename=posixpath.basename(repo.sources).removesuffix(".sources"))]
 

@@ -132,10 +132,12 @@ class SystemFile(NamedTuple):
 
 
 class AptRepo(NamedTuple):
-    """One of NVIDIA's apt repositories as the kit adds it: its own sources file and keyring."""
+    """One of NVIDIA's apt repositories as the kit adds it: its own sources file and keyring,
+    and beside it the URL its key came from (a changed key URL is fetched again)."""
 
     sources: str
     keyring: str
+    key_source: str
 
 
 NOUVEAU_BLACKLIST = SystemFile("/etc/modprobe.d/blacklist-nouveau.conf",
@@ -144,9 +146,10 @@ CUDA_PATH_FILE = SystemFile("/etc/profile.d/cuda.sh",
                             "export PATH=/usr/local/cuda-{release}/bin:$PATH\n")
 CUDA_LOADER_FILE = SystemFile("/etc/ld.so.conf.d/cuda.conf", "/usr/local/cuda-{release}/lib64\n")
 CUDA_APT = AptRepo("/etc/apt/sources.list.d/nvidia-cuda.sources",
-                   "/etc/apt/keyrings/nvidia-cuda.gpg")
+                   "/etc/apt/keyrings/nvidia-cuda.gpg", "/etc/apt/keyrings/nvidia-cuda.gpg.src")
 TOOLKIT_APT = AptRepo("/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
-                      "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
+                      "/etc/apt/keyrings/nvidia-container-toolkit.gpg",
+                      "/etc/apt/keyrings/nvidia-container-toolkit.gpg.src")
 
 
 class BuildFolders(NamedTuple):

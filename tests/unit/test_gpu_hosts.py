@@ -386,3 +386,20 @@ def test_a_changed_repository_key_reaches_the_keyring_a_first_run_wrote():
     assert "mirror.example/nvidia/cuda/ubuntu2404" in sources  # the repository changes
     assert any(key in c for _, cs in ops for c in cs), \
         "the mirror's key is never fetched: the keyring keeps NVIDIA's key"
+
+
+def test_a_repository_key_fetched_from_its_url_is_not_fetched_again():
+    """The keyring holds the key of the URL its `.src` records: a second run changes nothing
+    there."""
+    from beekeeper.core.paths import CUDA_APT
+
+    key = "https://mirror.example/nvidia/cuda/mirror-signing.pub"
+    mirror = {"nvidia_repos": {"cuda": "https://mirror.example/nvidia/cuda/{distro}/x86_64/",
+                               "cuda_key": key}}
+    again = facts(Wsl=NATIVE, GpuInfo=NATIVE_580,
+                  File=lambda path=None, **_: {"size": 1202, "mode": 644}
+                  if path == CUDA_APT.keyring else None,
+                  FileContents=lambda path=None, **_: [key]
+                  if path == CUDA_APT.key_source else None)
+    ops = dict(run_deploy({**DEFAULTS, "mode": "native", **mirror}, again))
+    assert ops["Add NVIDIA's CUDA repository key (own keyring)"] == []
