@@ -5,6 +5,8 @@ with Docker, check the GPU from inside a container.
 
 from __future__ import annotations
 
+import posixpath
+
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import File, FileContents
@@ -36,7 +38,8 @@ def repo_key(repo: AptRepo, src: str):
         host.noop(f"{repo.keyring}: the key from {src}")
         return
     tmp = f"{repo.keyring}.tmp"
-    yield (f"wget -qO {q(tmp)} {q(src)} && "
+    yield (f"install -d -m 0755 {q(posixpath.dirname(repo.keyring))} && "
+           f"wget -qO {q(tmp)} {q(src)} && "
            f"if grep -q 'BEGIN PGP PUBLIC KEY BLOCK' {q(tmp)}; then "
            f"gpg --batch --yes --dearmor -o {q(repo.keyring)}.new {q(tmp)}; "
            f"else cp {q(tmp)} {q(repo.keyring)}.new; fi && rm -f {q(tmp)} && "
