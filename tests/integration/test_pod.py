@@ -259,6 +259,29 @@ def test_the_pod_recreated_with_only_its_volume_serves_again_without_a_rebuild(p
     assert again.rc == 0 and grand_total(again.out)[1] == "-", again.out[-3000:]
 
 
+def test_the_pod_recreated_before_its_start_command_is_set_deploys_from_its_volume(pod,
+                                                                                  deployed):
+    """The pod restarted with only its volume while its start command is still the image's
+    own (the kit's start script not set yet: docs/gpu-containers.md says a deploy run starts
+    the services then): the kit's folders are not linked, /opt/beekeeper is no more. The
+    deploy links them again and starts the server from the build on the volume: no build
+    tools asked for, no source placed, no rebuild."""
+    binary = binary_of(server_pid())
+    sandbox.down(purge=False, name=POD)
+    sandbox.up(ssh_port=PORT, name=POD, init="sshd")  # the image's own start command alone
+    sandbox.write_host_data(pod["host_data"], POD)
+    assert pod_exec("test -e /opt/beekeeper").returncode != 0
+    assert not healthy()
+    run = pod_deploy()
+    assert run.rc == 0, run.out[-3000:]
+    tag = pod["dest"].rsplit("/", 1)[1]
+    assert re.search(rf"Build llama-server {re.escape(tag)} natively .*\n\s+\[{POD}\] "
+                     r"No changes", run.out), run.out[-3000:]
+    assert "Upload source tree" not in run.out and "Fetch the server source" not in run.out
+    wait_until(healthy, 120, "the server to answer after the deploy")
+    assert binary_of(server_pid()) == binary
+
+
 def test_the_start_scripts_foreground_form_is_a_containers_whole_command(pod, deployed):
     """Kubernetes or `docker run`: the start script in the foreground is the container's
     command, supervisord its PID 1, and the server comes back from the volume alone."""
