@@ -267,3 +267,23 @@ def test_an_old_driver_in_a_pod_is_not_offered_upgrade_driver():
     with pytest.raises(BeekeeperError) as e:
         run_deploy(POD_DATA, pod(PciListing=PCI_H200, **OLD_DRIVER_POD))
     assert "upgrade_driver" not in str(e.value), e.value
+
+
+def test_a_pods_driver_refusals_are_whole_lines():
+    """What a GPU container is told, word for word: its GPU not passed in (nvidia-smi missing,
+    or listing none), and the machine's driver too old (no upgrade_driver offered)."""
+    lines = []
+    for over in ({"GpuInfo": None}, {"GpuInfo": replace(H200, gpus=[])}, OLD_DRIVER_POD):
+        with pytest.raises(BeekeeperError) as e:
+            run_deploy(POD_DATA, pod(PciListing=PCI_H200, **over))
+        lines.append(str(e.value))
+    gpu_not_in = ("host canned: no NVIDIA GPU is visible in this container (the PCI bus shows 1, "
+                  "nvidia-smi {}); a container's driver is the machine's, never installed "
+                  "inside it: start the container with its GPU (`docker run --gpus all`, or the "
+                  "provider's GPU option), or choose a CPU profile such as cpu-tiny")
+    assert lines == [
+        gpu_not_in.format("is missing"), gpu_not_in.format("lists none"),
+        "host canned: driver 570.133.20 is older than 580, which CUDA 13.2.1 needs: the driver "
+        "is the machine's, outside this container, and the kit cannot replace it: run on a "
+        "machine (or a provider's template) with driver branch 595 or newer, or set "
+        "cuda_version to a 12.8 release"]
