@@ -36,6 +36,10 @@ def test_a_gateway_key_starting_with_a_hash_is_refused_in_one_line(tmp_path):
         load_host_config(with_(gateway={"api_key_file": path}))
     msg = str(e.value)
     assert "host data `gateway.api_key_file`" in msg and "'#'" in msg and "\n" not in msg, msg
+    assert msg.endswith(
+        "starts with '#', which HAProxy reads as a comment in the gateway's key file (every "
+        "request would get 401); fix: use a key that does not start with '#', e.g. `openssl "
+        "rand -hex 32`"), msg
 
 
 def test_a_hash_inside_the_key_is_fine(tmp_path):
