@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -369,48 +370,67 @@ def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_
     assert out.stdout == "kit\nthe pod's own start\n", (found.group(1), out.stderr)
 
 
-def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():
-    """A GGUF of yours served where it is (`model_host_path`) is never removed by the kit,
-    the uninstall's own promise, which it keeps in model_dir on a host without a persistent
-    root. On a pod's root, model_dir (/srv/beekeeper/models) is a folder on the volume: the
-    uninstall must not take your file in it along with the kit's folders."""
+POD_ROOT, MINE = "/workspace/beekeeper", "/srv/beekeeper/models/my-finetune-Q8_0.gguf"
+
+
+def _pod_uninstall(yours: bool, **data: Any) -> set[str]:
+    """What the uninstall on a pod's root removes (`rm -rf` paths), the kit's folders linked
+    into it, the service deployed with your model (`yours`) or the profile's."""
     import shlex
 
     from beekeeper.core.deployed import DeployedService
-    from beekeeper.core.paths import PERSISTED, SRV_ROOT, ServicePaths
+    from beekeeper.core.paths import PERSISTED, ServicePaths
     from beekeeper.facts.persist import PathKind
 
     from .harness import deployed_host
 
-    root, mine = "/workspace/beekeeper", "/srv/beekeeper/models/my-finetune-Q8_0.gguf"
-    on_volume = f"{root}/srv/models/my-finetune-Q8_0.gguf"
+    model = MINE if yours else "/srv/beekeeper/models/gemma-3-270m-it-Q4_K_M.gguf"
     manifest = DeployedService(service="llm", image="/opt/beekeeper/llama-server/b/llama-server",
-                               model_path=mine, model_is_users=True, runtime="supervisor",
+                               model_path=model, model_is_users=yours, runtime="supervisor",
                                mode="native").to_json()
     facts = deployed_host(
         FileContents=lambda path: manifest.splitlines()
         if path == ServicePaths("llm").manifest else None,
-        PathKinds=lambda paths=(), **_: {p: PathKind("link", f"{root}/{n}")
+        PathKinds=lambda paths=(), **_: {p: PathKind("link", f"{POD_ROOT}/{n}")
                                          for p, n in PERSISTED if p in paths},
         PresentPaths=lambda paths: {p: 1024 for p in paths},
-        FileSizes=lambda path: {"my-finetune-Q8_0.gguf": 9 * 2**30}
+        FileSizes=lambda path: {model.rsplit("/", 1)[1]: 9 * 2**30}
         if path == "/srv/beekeeper/models" else {},
         ImageTags=[], SupervisorPrograms={"beekeeper-llm": "RUNNING"})
-    ops = run_queued(None, {**DATA, "mode": "native", "model_host_path": mine,
-                            "model_sha256": "ab" * 32}, facts)
-    removed = [(n, p) for n, cmds in ops for c in cmds if c.startswith("rm -rf ")
-               for p in shlex.split(c.split(" && ")[0])[2:]]
-    links = {path for path, _ in PERSISTED}  # `rm -rf` of a link takes the link alone
+    own = {"model_host_path": MINE, "model_sha256": "ab" * 32} if yours else {}
+    ops = run_queued(None, {**DATA, "mode": "native", **own, **data}, facts)
+    return {p for _, cmds in ops for c in cmds if c.startswith("rm -rf ")
+            for p in shlex.split(c.split(" && ")[0])[2:]}
+
+
+def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():
+    """A GGUF of yours served where it is (`model_host_path`) is never removed by the kit,
+    the uninstall's own promise, which it keeps in model_dir on a host without a persistent
+    root. On a pod's root, model_dir (/srv/beekeeper/models) is a folder on the volume: the
+    uninstall must not take your file in it along with the kit's folders; the rest of the
+    kit's root goes (its other folders and their links, the start script, the user's mark)."""
+    from beekeeper.core.paths import PERSISTED, SRV_ROOT
+
+    gone = _pod_uninstall(yours=True)
+    on_volume = f"{POD_ROOT}/srv/models/my-finetune-Q8_0.gguf"
 
     def under(f: str, p: str) -> bool:
         return f == p or f.startswith(p.rstrip("/") + "/")
-    taken = [(n, p) for n, p in removed
-             if under(on_volume, p) or (p not in links and under(mine, p))]
+    links = {path for path, _ in PERSISTED}  # `rm -rf` of a link takes the link alone
+    taken = [p for p in gone if under(on_volume, p) or (p not in links and under(MINE, p))]
     assert not taken, taken
-    # the rest of the kit's root goes: its other folders and their links, the start script,
-    # the server user's mark
-    gone = {p for _, p in removed}
     for path, name in PERSISTED:
         if path != SRV_ROOT:  # model_dir's folder, which holds yours, stays
-            assert {path, f"{root}/{name}"} <= gone, (path, sorted(gone))
-    assert {f"{root}/start", f"{root}/owner"} <= gone, sorted(gone)
+            assert {path, f"{POD_ROOT}/{name}"} <= gone, (path, sorted(gone))
+    assert {f"{POD_ROOT}/start", f"{POD_ROOT}/owner"} <= gone, sorted(gone)
+
+
+def test_the_uninstall_on_a_pods_root_keeps_the_models_folder_only_with_keep_models():
+    from beekeeper.core.paths import PERSISTED, SRV_ROOT
+
+    srv = {SRV_ROOT, f"{POD_ROOT}/srv"}
+    others = {p for path, name in PERSISTED if path != SRV_ROOT
+              for p in (path, f"{POD_ROOT}/{name}")}
+    kept = _pod_uninstall(yours=False, keep_models=True)
+    assert others <= kept and not srv & kept, sorted(kept)
+    assert others | srv <= _pod_uninstall(yours=False)
