@@ -104,3 +104,31 @@ def test_verify_through_ssh_tunnels_to_the_bind_address(monkeypatch):
                         subprocess.CompletedProcess([], 0, record("10.0.0.11"), ""))
     assert cli.main(["verify", "--ssh", "gpu-box", "--api-key-file", ""]) == 0
     assert far == ["10.0.0.11:8083"]
+
+
+def test_matrix_tunnels_to_the_bind_address(monkeypatch):
+    """`beekeeper matrix --ssh`: each profile's run reaches the service through a tunnel whose
+    far end is the record's bind address, as verify's."""
+    import subprocess
+    from contextlib import nullcontext
+
+    from beekeeper import matrix, tunnel
+
+    far: list[str] = []
+
+    def ssh_tunnel(ssh: list[str], port: int, **kw: Any) -> Any:
+        far.append(f"{kw.get('remote_host', '127.0.0.1')}:{port}")
+        return nullcontext("http://127.0.0.1:1")
+
+    def run_matrix(profiles: list[str], deploy: Any, connect: Any, *a: Any, **kw: Any) -> Any:
+        with connect():
+            pass
+        return None, "cpu-tiny", "reports/matrix"
+
+    monkeypatch.setattr(tunnel, "ssh_tunnel", ssh_tunnel)
+    monkeypatch.setattr(matrix, "run_matrix", run_matrix)
+    monkeypatch.setattr(cli, "_cat_manifest", lambda ssh, service, root=True:
+                        subprocess.CompletedProcess([], 0, record("10.0.0.11"), ""))
+    assert cli.main(["matrix", "--profiles", "cpu-tiny", "--ssh", "gpu-box", "--inventory",
+                     "inventories/home.py", "--host", "gpu-box"]) == 0
+    assert far == ["10.0.0.11:8083"]
