@@ -135,17 +135,16 @@ def users_models(cfg: HostConfig) -> set[str]:
     return yours
 
 
-def models(cfg: HostConfig, keep: bool) -> None:
+def models(cfg: HostConfig, keep: bool, yours: Collection[str]) -> None:
     """The model files the kit placed (see the module's docstring), with a download's partial
-    file and logs, removed unless `keep`; a file of yours the kit served in place (host data
-    `model_host_path`, by this inventory or a deployed service's record) is never the kit's."""
+    file and logs, removed unless `keep`; a file of yours the kit served in place (`yours`,
+    users_models) is never the kit's."""
     d = cfg.data.model_dir
     if keep:
         ops_.left_in_place(name=f"Keep the models in {d} (keep_models)",
                            why=f"models kept in {d} (host data keep_models)")
         return
     placed = {f"{d}/{m.filename}" for s in cfg.services for m in s.models()}
-    yours = users_models(cfg)
     for name in host.get_fact(DeployedServices):
         for m in deployed_records(name):
             placed.update(model for model, _ in m.models())
@@ -159,7 +158,7 @@ def models(cfg: HostConfig, keep: bool) -> None:
             placed.add(f"{d}/{logged or f}")
         elif base != f and (base in shipped or f"{d}/{base}" in placed):
             placed.add(f"{d}/{base}")
-    paths = [p + suffix for p in sorted(placed - yours) for suffix in MODEL_SUFFIXES]
+    paths = [p + suffix for p in sorted(placed - set(yours)) for suffix in MODEL_SUFFIXES]
     found: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
     present = sorted(found)
     names = ", ".join(p.rsplit("/", 1)[-1] for p in present) or "none left"
@@ -320,10 +319,11 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> Non
              f"{SUPERVISORCTL}, {START_SCRIPT})",
         paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
                SUPERVISOR_PIDFILE])
-    persistent_root(keep_models, users_models(cfg))
+    yours = users_models(cfg)  # read once: both steps keep them
+    persistent_root(keep_models, yours)
     ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                         repo=cfg.image_repo)
-    models(cfg, keep_models)
+    models(cfg, keep_models, yours)
     folders(cfg, driver_kept)
     changed_files = system_files(driver_kept)
     components(driver_kept)
