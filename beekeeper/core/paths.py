@@ -77,7 +77,7 @@ START_SCRIPT = "/usr/local/sbin/beekeeper-start"
 
 def persisted_links(root: str) -> list[tuple[str, str]]:
     """(the kit's folder, the folder under `root` it links to), for a persistent root."""
-    return [(path, f"{root}/{name}") for path, name in PERSISTED]
+    return [(path, kept_at(path, root)) for path, _ in PERSISTED]
 
 
 def kept_at(path: str, root: str | None) -> str:
