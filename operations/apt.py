@@ -1,17 +1,36 @@
 """
-apt operations beyond pyinfra's: package holds, and which packages are missing.
+apt operations beyond pyinfra's: packages installed once apt is free, package holds, and
+which packages are missing.
 """
 
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import operation
+from pyinfra.api import StringCommand, operation
 from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import apt
 
+from beekeeper.core.distro import APT_WAIT_S, apt_wait
 from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.host import AptHolds
 
 from .shell import q
+
+
+@operation()
+def packages(packages: list[str], update: bool = False, cache_time: int | None = None,
+             no_recommends: bool = False):
+    """
+    pyinfra's apt.packages, run only once no other process holds apt's or dpkg's locks
+    (distro.apt_wait: unattended-upgrades on a freshly booted box), with dpkg's own wait for
+    its lock on the install. Nothing to do: nothing run, not even the wait.
+    """
+    commands = list(apt.packages._inner(
+        packages=packages, update=update, cache_time=cache_time, no_recommends=no_recommends,
+        extra_install_args=f"-o DPkg::Lock::Timeout={APT_WAIT_S}"))
+    if commands:
+        yield StringCommand(apt_wait())
+        yield from commands
 
 
 @operation()

@@ -14,7 +14,7 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import Groups, Users
 
-from beekeeper.core.distro import APT_GET
+from beekeeper.core.distro import APT_GET, apt_wait
 from beekeeper.core.paths import prev
 from beekeeper.facts.docker import ImageTags
 from beekeeper.facts.host import AptHolds
@@ -181,6 +181,7 @@ def packages_purged(packages: list[str], along: list[str] | None = None):
                   f"{', '.join(extra)}, which the kit did not install")
         return
     apt = APT_GET + " -y -q {} --allow-change-held-packages "
+    yield StringCommand(apt_wait())
     wipers = [p for p in packages if p in PURGE_WIPES]
     if wipers:
         yield (apt.format("remove") + " ".join(q(p) for p in wipers) + " && rm -f "
@@ -237,7 +238,7 @@ def components_reverted(component: str, files: list[str]):
     edits = " ; ".join(
         f"sed -i -E -e '/^Components:/{{{drop}}}' -e '/^deb(-src)? .*debian/{{{drop}}}' "
         f"-e {q('/^' + mark + '$/d')} {q(f)}" for f in files)
-    yield StringCommand(f"{edits} ; apt-get update -qq || true ; "
+    yield StringCommand(f"{edits} ; {apt_wait()}; apt-get update -qq || true ; "
                         f"echo {q(f'beekeeper: removed the {component} area the kit added')}")
 
 

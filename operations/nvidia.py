@@ -12,7 +12,7 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import File, FileContents
 
 from beekeeper.core.container import gpu_in_container_command
-from beekeeper.core.distro import APT_GET
+from beekeeper.core.distro import APT_GET, apt_wait
 from beekeeper.core.paths import HOLDS_RECORD, AptRepo
 from beekeeper.facts.docker import DockerEngine, GpuInContainer
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
@@ -167,7 +167,8 @@ def purge_command(branch: int | None = None) -> str:
     stop = ("beekeeper: purging the installed NVIDIA driver would also remove packages "
             "that depend on it; nothing was purged: remove them yourself (reinstall them "
             "after the new driver), or update the driver by hand; apt would remove:")
-    return (f"pkgs=$({purge_pick(branch)}); [ -z \"$pkgs\" ] || {{ extra=$({PURGE_EXTRA}); "
+    return (f"{apt_wait()}; pkgs=$({purge_pick(branch)}); "
+            f"[ -z \"$pkgs\" ] || {{ extra=$({PURGE_EXTRA}); "
             f"if [ -n \"$extra\" ]; then echo {q(stop)} $extra >&2; exit 1; fi; "
             "apt-mark unhold $pkgs >/dev/null && "
             f"{APT_GET} purge -y $pkgs; }}")
@@ -198,6 +199,7 @@ def driver_installed(package: str, after_purge: bool = False):
     if not after_purge and package in host.get_fact(LinuxDriverPackages):
         host.noop(f"{package} is installed")
         return
+    yield StringCommand(apt_wait())
     yield StringCommand(f"{APT_GET} install -y --no-install-recommends {q(package)}")
 
 
@@ -236,7 +238,8 @@ def installable_command(pinning: str, packages: list[str], fix: str,
     simulate = ("out=$(apt-get install -s --no-install-recommends STATE"
                 f"-o Dir::Etc::Preferences=\"$tmp/preferences\" {names} 2>&1) || "
                 f"{{ echo \"$out\" | tail -n 8 >&2; echo {q(fix)} >&2; exit 1; }}")
-    head = ("apt-get update -qq && tmp=$(mktemp -d) && trap 'rm -rf \"$tmp\"' EXIT && "
+    head = (f"{apt_wait()}; apt-get update -qq && tmp=$(mktemp -d) && "
+            "trap 'rm -rf \"$tmp\"' EXIT && "
             f"(cd \"$tmp\" && apt-get download -qq {q(pinning)} 2>/dev/null) && "
             "dpkg-deb -x \"$tmp\"/*.deb \"$tmp/root\" && "
             "{ cat /etc/apt/preferences \"$tmp\"/root/etc/apt/preferences.d/* "

@@ -7,12 +7,12 @@ a GPU check inside a container.
 from __future__ import annotations
 
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
 from beekeeper.core.config import HostConfig
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import nvidia
-from beekeeper.operations.apt import held, missing_packages
+from beekeeper.operations.apt import held, missing_packages, packages as apt_packages
 
 from . import nvidia_repos
 
@@ -35,7 +35,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     version = cfg.data.container_toolkit_version or TOOLKIT_VERSION
     ops = nvidia_repos.toolkit_repo(nvidia_repos.repos(cfg, facts))
     specs = [f"{p}={version}" for p in PACKAGES]
-    ops.append(apt.packages(
+    ops.append(apt_packages(
         name=f"Install the NVIDIA Container Toolkit {version} (pinned)",
         packages=specs, update=bool(missing_packages(specs)), no_recommends=True))
     ops.append(held(name="Hold the Container Toolkit packages at the pinned version",

@@ -8,12 +8,12 @@ from __future__ import annotations
 import io
 
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import files, server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.paths import CUDA_LOADER_FILE, CUDA_PATH_FILE
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.operations.apt import missing_packages
+from beekeeper.operations.apt import missing_packages, packages as apt_packages
 
 from . import nvidia_repos
 
@@ -33,7 +33,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
                        src=io.StringIO(CUDA_LOADER_FILE.text.format(release=release)),
                        dest=CUDA_LOADER_FILE.path, mode="0644")
     ops += [
-        apt.packages(name=f"Install the CUDA toolkit ({package} only)", packages=[package],
+        apt_packages(name=f"Install the CUDA toolkit ({package} only)", packages=[package],
                      update=bool(missing_packages([package])), no_recommends=True),
         files.put(name=f"Put the CUDA toolkit on PATH ({CUDA_PATH_FILE.path})",
                   src=io.StringIO(CUDA_PATH_FILE.text.format(release=release)),

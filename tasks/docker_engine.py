@@ -5,12 +5,12 @@ Never writes /etc/docker/daemon.json.
 
 from __future__ import annotations
 
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.profiles import HfSource
 from beekeeper.facts.hostfacts import HostFacts
-from beekeeper.operations.apt import missing_packages
+from beekeeper.operations.apt import missing_packages, packages as apt_packages
 
 
 def ensure(cfg: HostConfig, facts: HostFacts) -> None:
@@ -27,7 +27,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> None:
                                             facts.docker.flavour, facts.compose_version)
     missing = missing_packages(wanted)
     if missing:
-        apt.packages(name=f"Install host packages: {', '.join(missing)}",
+        apt_packages(name=f"Install host packages: {', '.join(missing)}",
                      packages=missing, update=True, no_recommends=True)
     for service in facts.runtime.docker_services(facts.docker.flavour):
         systemd.service(name="Enable and start the Docker engine",

@@ -11,7 +11,7 @@ import io
 import click
 from pyinfra import host
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import files, systemd
 
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import HostConfig
@@ -19,6 +19,7 @@ from beekeeper.core.hostdata import GatewayData
 from beekeeper.core.paths import bracketed
 from beekeeper.facts.host import AptPolicy, InitSystem
 from beekeeper.facts.lifecycle import PresentPaths
+from beekeeper.operations.apt import packages as apt_packages
 from beekeeper.operations.gateway import (
     config_installed,
     files_pruned,
@@ -71,7 +72,7 @@ def ensure(cfg: HostConfig, plan: gw.Plan) -> None:
         click.echo(click.style(f"host {host.name}: gateway: left out host {line}", fg="yellow"),
                    err=True)
     if policy.installed is None:  # apt's update only when missing
-        apt.packages(name="Install HAProxy from the distro", packages=["haproxy"], update=True,
+        apt_packages(name="Install HAProxy from the distro", packages=["haproxy"], update=True,
                      no_recommends=True)
     files.directory(name=f"Create {GP.conf_dir}", path=GP.conf_dir, mode="0755")
     files.directory(name=f"Create {GP.keys_dir} (root-only)", path=GP.keys_dir, mode="0700",

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import apt, files, pip
+from pyinfra.operations import files, pip
 
 from beekeeper.core import cache
 from beekeeper.core.config import HostConfig, ServiceConfig
@@ -16,6 +16,7 @@ from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.paths import HOST_VENV, hostside_script, sha256_stamps
 from beekeeper.core.profiles import FileSource, HfSource, ModelFile, PypiSource
 from beekeeper.operations import model as model_ops
+from beekeeper.operations.apt import packages as apt_packages
 
 FETCHER = hostside_script("fetch_model.py")
 # the client the downloader was tested with: huggingface_hub 2.x needs Python 3.11 (httpx2),
@@ -34,7 +35,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
         # huggingface_hub in a venv on the host (smoke.install uploads the script); stock
         # Ubuntu and Debian have python3 (Debian minimal images may not) but neither `python`
         # nor `virtualenv`; `python3 -m venv` needs python3-venv
-        apt.packages(name="Install python3 and python3-venv for the model downloader",
+        apt_packages(name="Install python3 and python3-venv for the model downloader",
                      packages=["python3", "python3-venv"], no_recommends=True,
                      cache_time=24 * 3600)
         pip.venv(name="Create the beekeeper venv on the host", path=HOST_VENV, python="python3")

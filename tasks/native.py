@@ -8,13 +8,14 @@ from __future__ import annotations
 import posixpath
 
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import files, server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.native import install_dir, shell_script
 from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX, SERVER_USER, build_folders
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import native as native_ops
+from beekeeper.operations.apt import packages as apt_packages
 
 from . import source
 from .server_image import spec_for
@@ -26,7 +27,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     dest = install_dir(NATIVE_PREFIX, slug)
     ops: list[OperationMeta] = []
     if facts.install_tools:  # only what the host lacks (preflight: apt can bring it)
-        ops.append(apt.packages(
+        ops.append(apt_packages(
             name=f"Install the build tools the host lacks ({', '.join(facts.install_tools)})",
             packages=list(facts.install_tools), no_recommends=True, cache_time=24 * 3600))
     ops += [

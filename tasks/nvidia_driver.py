@@ -10,14 +10,14 @@ import io
 
 from pyinfra import host
 from pyinfra.facts.files import FileContents
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import files, server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.distro import driver_package, headers_meta
 from beekeeper.core.paths import HOLDS_RECORD, NOUVEAU_BLACKLIST
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import apt_sources, nvidia
-from beekeeper.operations.apt import missing_packages
+from beekeeper.operations.apt import missing_packages, packages as apt_packages
 
 from . import nvidia_repos
 from .driver_preflight import driver_branch_to_install, older_branch_advice
@@ -59,7 +59,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> bool:
     files.put(name="Blacklist nouveau (it would hold the GPU)",
               src=io.StringIO(NOUVEAU_BLACKLIST.text), dest=NOUVEAU_BLACKLIST.path,
               mode="0644")
-    apt.packages(name=f"Install the kernel headers ({', '.join(headers)})",
+    apt_packages(name=f"Install the kernel headers ({', '.join(headers)})",
                  packages=headers, update=True if upgrade or facts.os.id == "debian"
                  else bool(missing_packages([*headers, pinning, driver])),
                  no_recommends=True)
@@ -67,7 +67,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> bool:
         version = (facts.gpu.driver_version if facts.gpu else None) or "?"
         nvidia.driver_purged(
             name=f"Purge the installed NVIDIA driver ({version}, upgrade_driver)", branch=branch)
-    apt.packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
+    apt_packages(name=f"Lock the NVIDIA driver to branch {branch} ({pinning})",
                  packages=[pinning], no_recommends=True)
     nvidia.driver_installed(name=f"Install the NVIDIA driver, branch {branch} ({driver})",
                             package=driver, after_purge=upgrade)

@@ -17,6 +17,7 @@ from beekeeper.core.hostdata import NvidiaRepos
 from beekeeper.core.paths import CUDA_APT, TOOLKIT_APT, AptRepo
 from beekeeper.facts.host import AptSourcesFor
 from beekeeper.facts.hostfacts import HostFacts
+from beekeeper.operations.apt import packages as apt_packages
 from beekeeper.operations.lifecycle import left_in_place
 from beekeeper.operations.nvidia import repo_key
 
@@ -71,7 +72,7 @@ def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
 
 
 def _prereqs() -> OperationMeta:
-    return apt.packages(name="Install what adding a signed repository needs (gnupg, wget)",
+    return apt_packages(name="Install what adding a signed repository needs (gnupg, wget)",
                         packages=["gnupg", "wget", "ca-certificates"], no_recommends=True)
 
 

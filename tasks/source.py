@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import apt, files
+from pyinfra.operations import files
 
 from beekeeper.core.cache import sha256_file
 from beekeeper.core.config import HostConfig
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.paths import build_folders
+from beekeeper.operations.apt import packages as apt_packages
 from beekeeper.operations.source import git_fetched, tarball_unpacked
 
 
@@ -27,7 +28,7 @@ def ensure(cfg: HostConfig) -> list[OperationMeta]:
     result = [files.directory(name=f"Create the source folder {sources}", path=sources,
                               mode="0755")]
     if cfg.source.kind == "git":
-        result.append(apt.packages(name="Install git to fetch the server source",
+        result.append(apt_packages(name="Install git to fetch the server source",
                                    packages=["git", "ca-certificates"], no_recommends=True,
                                    cache_time=24 * 3600))
         result.append(git_fetched(

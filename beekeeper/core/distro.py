@@ -13,6 +13,33 @@ from collections.abc import Mapping
 # command line, never an argv or a word after sudo, exec or xargs
 APT_GET = "DEBIAN_FRONTEND=noninteractive apt-get"
 
+# the locks apt and dpkg take (fcntl locks: /proc/locks lists each by its file's inode)
+APT_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock", "/var/lib/apt/lists/lock",
+             "/var/cache/apt/archives/lock")
+APT_WAIT_S = 900  # unattended-upgrades' first run on a fresh box can take minutes
+APT_SAY_EVERY_S = 30
+
+
+def apt_wait(locks: tuple[str, ...] = APT_LOCKS, limit_s: int = APT_WAIT_S,
+             step_s: int = 3) -> str:
+    """A shell command that returns once no other process holds one of apt's or dpkg's
+    locks: apt-get fails at once on a held lock, and unattended-upgrades holds them for
+    minutes after a fresh box boots (`apt-get update` has no wait of its own; dpkg's
+    DPkg::Lock::Timeout covers only the install). It names the holder on stderr every
+    APT_SAY_EVERY_S seconds and, after `limit_s`, fails naming it and the fix. It reads
+    /proc/locks and takes no lock itself."""
+    files = " ".join(f"'{f}'" for f in locks)
+    find = ("bk_h=; for bk_f in " + files + "; do bk_i=$(stat -c %i \"$bk_f\" 2>/dev/null) "
+            "|| continue; bk_h=$(awk -v i=\"$bk_i\" '$2 != \"->\" { n = split($6, a, \":\"); "
+            "if (a[n] == i) { print $5; exit } }' /proc/locks); [ -n \"$bk_h\" ] && break; done")
+    who = "bk_c=$(cat /proc/$bk_h/comm 2>/dev/null || echo '?')"
+    return (f"bk_w=0; while :; do {find}; [ -z \"$bk_h\" ] && break; {who}; "
+            f"if [ $bk_w -ge {limit_s} ]; then echo \"process $bk_h ($bk_c) has held $bk_f for "
+            f"{limit_s} s: let it finish (or stop it), then deploy again\" >&2; exit 75; fi; "
+            f"[ $((bk_w % {APT_SAY_EVERY_S})) -eq 0 ] && echo \"waiting for process $bk_h "
+            f"($bk_c) to release $bk_f (apt or unattended-upgrades at work)\" >&2; "
+            f"sleep {step_s}; bk_w=$((bk_w + {step_s})); done")
+
 
 def _version(os_release: Mapping[str, str]) -> tuple[int, ...]:
     try:

@@ -57,9 +57,39 @@ def gpu_host(fresh_sandbox, tmp_path_factory):
     sandbox_exec("rm -f /usr/local/bin/nvidia-smi; pkill -f 'http.server 8799'")
 
 
-def test_container_toolkit_from_the_signed_repo_then_nothing_changes(gpu_host):
+# another package manager at work, as unattended-upgrades is on a freshly booted box: dpkg's
+# lock held (fcntl, as dpkg takes it) until the kit's wait for it runs, at most 300 s
+BUSY_APT = """
+import fcntl, os, time
+f = open("/var/lib/dpkg/lock-frontend", "w")
+fcntl.lockf(f, fcntl.LOCK_EX)
+state = open("/run/apt-busy.state", "w", buffering=1)
+state.write("held\\n")
+mark, t0 = b"bk_w" + b"=0", time.time()
+while time.time() - t0 < 300:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            seen = mark in open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            seen = False
+        if seen:
+            state.write("released: the kit was waiting\\n")
+            raise SystemExit
+    time.sleep(0.2)
+"""
+
+
+def test_container_toolkit_from_the_signed_repo_while_apt_is_busy_then_nothing_changes(
+        gpu_host):
+    sandbox_exec(f"cat > /run/apt-busy.py <<'EOF'\n{BUSY_APT}EOF\n"
+                 "nohup python3 /run/apt-busy.py >/dev/null 2>&1 & "
+                 "for i in $(seq 50); do [ -s /run/apt-busy.state ] && break; sleep 0.1; done")
+    assert sandbox_exec("cat /run/apt-busy.state").stdout == "held\n"
     run = deploy(*ARGS)
     assert run.rc == 0, run.out[-4000:]
+    # the deploy met the held lock and waited for it (without the wait: "Could not get lock")
+    assert sandbox_exec("cat /run/apt-busy.state").stdout.splitlines() == [
+        "held", "released: the kit was waiting"]
     rows = results(run.out)
     for name in ("Add the NVIDIA Container Toolkit key (own keyring)",
                  "Add the NVIDIA Container Toolkit repository (signed-by)",

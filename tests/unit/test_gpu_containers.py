@@ -125,7 +125,7 @@ def test_a_missing_tool_is_installed_when_apt_has_lists():
                     apt_lists=7)
     ops = run_deploy(POD_DATA, pod(HostTools=tools))
     inst = next(c for n, cmds in ops if n.startswith("Install the build tools the host lacks")
-                for c in cmds)
+                for c in cmds if " install " in c)
     assert "cmake" in inst and "g++" not in inst
 
 

@@ -34,6 +34,7 @@ import pytest
 
 from beekeeper.core.container import gpu_in_container_command
 from beekeeper.core.deployed import DeployedService
+from beekeeper.core.distro import apt_wait
 from beekeeper.facts.docker import parse_docker_engine
 from beekeeper.facts.host import OsReleaseInfo, parse_debian_components
 from beekeeper.operations import nvidia
@@ -344,7 +345,7 @@ def test_debian_12s_dkms_check_comes_before_nouveau_headers_and_purge(upgrade, d
     assert not set(touching) & set(before)
     # apt's lists are refreshed first: NVIDIA's repository was added in this same run
     cmd = " ".join(c for n, cs in ops if n == CHECK for c in cs)
-    assert cmd.startswith("apt-get update -qq && ") and "apt-get install -s" in cmd
+    assert cmd.startswith(apt_wait() + "; apt-get update -qq && ") and "apt-get install -s" in cmd
     assert "apt-get download -qq nvidia-driver-pinning-595" in cmd  # its pins, not installed
     # the stop says what changed by then: the two sources, and Docker on a host without it
     assert "the driver and the boot were not touched" in cmd

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from beekeeper.core.deployed import DeployedService
+from beekeeper.core.distro import apt_wait
 from beekeeper.core.errors import ConfigError
 from beekeeper.core.paths import prev
 from beekeeper.facts.lifecycle import (
@@ -310,7 +311,8 @@ def test_the_purge_of_docker_io_keeps_dockers_data():
     is there. It is removed alone first, the copy deleted, then purged with the rest."""
     ops = uninstall(deployed_host())
     lines = cmd(ops, "Purge the packages the kit installed")
-    remove, purge = lines
+    wait, remove, purge = lines
+    assert wait == apt_wait()  # apt free first (unattended-upgrades)
     assert remove == ("DEBIAN_FRONTEND=noninteractive apt-get -y -q remove "
                       "--allow-change-held-packages docker.io && "
                       "rm -f /var/lib/docker/nuke-graph-directory.sh")
@@ -448,12 +450,12 @@ def test_the_driver_the_kit_installed_goes_with_its_holds_pin_and_source():
         [p for p in DRIVER_HELD if p.startswith("libnvidia-container") or
          p.startswith("nvidia-container")] + [p for p in DRIVER_GROUP if p in DRIVER_HELD])]
     driver = cmd(ops, "Purge the NVIDIA driver the kit installed (19: ")
-    assert driver == ["DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
+    assert driver == [apt_wait(), "DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
                       "--allow-change-held-packages " + " ".join(DRIVER_GROUP)]
-    other = cmd(ops, "Purge the packages the kit installed")[0]
+    other = cmd(ops, "Purge the packages the kit installed")[-1]
     for name in ("nvidia-container-toolkit", "gnupg", "wget", "dirmngr"):
         assert f" {name} " in f"{other} "
-    assert "htop" not in other + driver[0] and "libnl-3-200" not in other + driver[0]
+    assert "htop" not in other + driver[-1] and "libnl-3-200" not in other + driver[-1]
     assert names.index(release) < names.index(next(n for n in names if "NVIDIA driver" in n))
     apt_files = cmd(ops, "Remove the kit's apt sources and keyrings")[0]
     assert CUDA_SOURCE in apt_files and "/etc/apt/keyrings/nvidia-cuda.gpg" in apt_files
