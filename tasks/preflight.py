@@ -739,10 +739,10 @@ def build_there(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
     return native_ops.installed(install_dir(NATIVE_PREFIX, spec.name()), persistent_root)
 
 
-def image_missing(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
-                  cuda_version: str | None) -> bool:
-    """Whether this deploy builds the server image (container mode, its tag not there)."""
-    return cfg.requested_way.builds_image and build_there(cfg, gpu, res, cuda_version) is False
+def image_missing(cfg: HostConfig, built: bool | None) -> bool:
+    """Whether this deploy builds the server image (container mode, its tag not there);
+    `built`: build_there's answer."""
+    return cfg.requested_way.builds_image and built is False
 
 
 def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool) -> None:
@@ -889,9 +889,9 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     check_cpu(res)
     cuda_version = plan.cuda_version or host_cuda or cfg.data.cuda_version
     # the build tools, where this deploy builds (a pod's restart keeps the build, not them)
-    install_tools = check_tools(cfg, tools, rt, build_there(
-        cfg, gpu, res, cuda_version, persistent_root) is True)
-    building = image_missing(cfg, gpu, res, cuda_version)
+    built = build_there(cfg, gpu, res, cuda_version, persistent_root)
+    install_tools = check_tools(cfg, tools, rt, built is True)
+    building = image_missing(cfg, built)
     check_image_space(cfg, docker, building)
     proxy_vars = host.get_fact(ProxyVars)
     warn_proxy(cfg, docker, building, proxy_vars)

@@ -234,15 +234,19 @@ def tag_of(c: Any, cap: str | None, res: Resources = RES) -> str:
                       cuda_version=c.data.cuda_version, cuda_arch=c.data.cuda_arch).tag()
 
 
+def missing(c: Any, gpu: Any, res: Resources, cuda_version: str | None) -> bool:
+    return pf.image_missing(c, pf.build_there(c, gpu, res, cuda_version))
+
+
 def test_the_image_is_missing_unless_its_own_tag_is_there():
     c = cfg()
     with on_host(DockerImageId=images(tag_of(c, "8.9"))):
-        assert pf.image_missing(c, RTX4090, RES, None) is False
+        assert missing(c, RTX4090, RES, None) is False
         # another card: another arch, another tag
-        assert pf.image_missing(c, RTX3090, RES, None) is True
+        assert missing(c, RTX3090, RES, None) is True
     with on_host(DockerImageId=images(tag_of(c, "8.6"))):
-        assert pf.image_missing(c, RTX3090, RES, None) is False
-        assert pf.image_missing(c, RTX4090, RES, None) is True
+        assert missing(c, RTX3090, RES, None) is False
+        assert missing(c, RTX4090, RES, None) is True
 
 
 def test_the_image_of_the_cuda_the_driver_runs_is_the_one_looked_for():
@@ -250,8 +254,8 @@ def test_the_image_of_the_cuda_the_driver_runs_is_the_one_looked_for():
     follow = tag_of(cfg(cuda_version="13.0.2"), "8.9")
     assert follow != tag_of(c, "8.9")
     with on_host(DockerImageId=images(follow)):
-        assert pf.image_missing(c, RTX4090, RES, "13.0.2") is False
-        assert pf.image_missing(c, RTX4090, RES, None) is True
+        assert missing(c, RTX4090, RES, "13.0.2") is False
+        assert missing(c, RTX4090, RES, None) is True
 
 
 def test_the_image_of_the_hosts_machine_is_the_one_looked_for():
@@ -259,16 +263,15 @@ def test_the_image_of_the_hosts_machine_is_the_one_looked_for():
     arm = replace(RES, machine="aarch64", cpu_flags=frozenset({"asimd"}))
     assert tag_of(c, None, arm) != tag_of(c, None)
     with on_host(DockerImageId=images(tag_of(c, None, arm))):
-        assert pf.image_missing(c, None, arm, None) is False
-        assert pf.image_missing(c, None, RES, None) is True
+        assert missing(c, None, arm, None) is False
+        assert missing(c, None, RES, None) is True
 
 
 def test_no_image_is_built_in_native_mode_or_without_the_build_stage():
     # the image fact is not even read (no DockerImageId canned: reading it is a KeyError)
     with on_host():
-        assert pf.image_missing(cfg(mode="native"), RTX4090, RES, None) is False
-        assert pf.image_missing(cfg(stages=["provision"]), RTX4090, RES,
-                                None) is False
+        assert missing(cfg(mode="native"), RTX4090, RES, None) is False
+        assert missing(cfg(stages=["provision"]), RTX4090, RES, None) is False
 
 
 # --- check_image_space: room for the build under Docker's root dir -----------------------
