@@ -29,15 +29,15 @@ def tag(archs: str | None) -> str:
 def test_the_image_built_for_both_cards_is_found_and_not_built_again():
     assert tag("86;89") != tag(None)
     with on_host(DockerImageId=images(tag("86;89"))):
-        assert pf.image_missing(cfg(), TWO_CARDS, RES, None) is False
+        assert pf.build_there(cfg(), TWO_CARDS, RES, None) is True
 
 
 def test_an_image_for_the_first_cards_arch_alone_does_not_count():
     with on_host(DockerImageId=images(tag(None))):
-        assert pf.image_missing(cfg(), TWO_CARDS, RES, None) is True
+        assert pf.build_there(cfg(), TWO_CARDS, RES, None) is False
 
 
 def test_host_datas_arch_list_rules_over_the_cards():
     c = cfg(cuda_arch="89")
     with on_host(DockerImageId=images(tag("89"))):
-        assert pf.image_missing(c, TWO_CARDS, RES, None) is False
+        assert pf.build_there(c, TWO_CARDS, RES, None) is True
