@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pyinfra import host
 
+from beekeeper.core.build import build_prefix
 from beekeeper.core.config import HostConfig
 from beekeeper.core.machines import leaving
 from beekeeper.core.paths import NATIVE_PREFIX, ServicePaths, build_folders, prev
@@ -98,7 +99,7 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str],
     """Remove the native builds, source trees and build folders no rollback needs. Another
     inventory host on this machine (`neighbours`) builds and starts its own server in this
     run, after this step is planned and before it runs: the builds of its source ref stay
-    (by their names' start, `<ref's 12 characters>-`), and its source trees."""
+    (by their names' start, build_prefix of its ref), and its source trees."""
     keep, unknown = kept_artifacts(cfg, artifact, going)
     if unknown:
         host.noop(f"upgrade cleanup: skipped, nothing removed: {unknown}")
@@ -114,13 +115,13 @@ def upgrade_cleanup(cfg: HostConfig, artifact: str, going: set[str],
     folders = {NATIVE_PREFIX: "native builds", build.sources: "source trees",
                build.image_builds: "image build folders", build.native_builds: "native build trees"}
     entries = {folder: host.get_fact(FolderEntries, path=folder) for folder in folders}
-    # the trees the kept builds came from (a tag starts with its ref's first 12 characters),
+    # the trees the kept builds came from (a build's name starts with build_prefix(its ref)),
     # and by name the one this deploy builds from: it may not be there yet when the cleanup
     # is planned (the fetch runs later), and the step reads the folder when it runs
     trees = {e.name for e in entries[build.sources] if not e.name.endswith(".tmp")
-             and any(s.startswith(e.name[:12] + "-") for s in slugs)}
+             and any(s.startswith(build_prefix(e.name)) for s in slugs)}
     trees |= _source_trees(cfg)
-    theirs = sorted({f"{c.source.ref[:12]}-" for c in neighbours if c.services})
+    theirs = sorted({build_prefix(c.source.ref) for c in neighbours if c.services})
     for c in neighbours:
         trees |= _source_trees(c)
     native_keep = set(slugs)

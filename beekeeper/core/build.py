@@ -173,10 +173,16 @@ class BuildSpec:
         binary is a new name (the compile jobs are a build argument, not an input); the image
         is tagged with it, a native build's folder and the build logs are named after it."""
         digest = hashlib.sha256(self.dockerfile().encode()).hexdigest()[:8]
-        return f"{self.ref[:12]}-{self.variant}-{digest}"
+        return f"{build_prefix(self.ref)}{self.variant}-{digest}"
 
     def tag(self) -> str:
         return f"{self.image_repo}:{self.name()}"
+
+
+def build_prefix(ref: str) -> str:
+    """How every build name from source `ref` starts (BuildSpec.name): what tells a build's
+    source tree and the builds of another host's ref when a cleanup keeps them."""
+    return f"{ref[:12]}-"
 
 
 def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
