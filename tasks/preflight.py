@@ -22,7 +22,13 @@ from pyinfra.facts.files import Directory, File
 from pyinfra.facts.server import Command
 
 from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec
-from beekeeper.core.config import HostConfig, ServiceConfig, gguf_problem, rule_model_in_model_dir
+from beekeeper.core.config import (
+    HostConfig,
+    ServiceConfig,
+    gguf_problem,
+    rule_model_in_model_dir,
+    rule_planned_per_card,
+)
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError, host_data
@@ -91,6 +97,7 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     the host: `host_gguf`), else the profile's."""
     budget_mib = cfg.data.vram_budget_gib * 1024
     total = 0.0
+    planned: list[tuple[str, float]] = []
     for svc in cfg.services:
         with host_gguf(svc.model, cfg.data.model_dir) as on_host:
             gguf = served_gguf(svc.model) or on_host
@@ -110,6 +117,11 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
         if pred.total_mib > budget_mib:
             raise _over_budget(cfg, svc, pred, budget_mib,
                                (key, named) if gguf is not None else None)
+        if svc.profile.backend == "cuda":
+            planned.append((svc.name, pred.total_mib))
+    # on one card together, each planned with the file it serves (config.py plans them
+    # before any fact where the controller holds every file)
+    rule_planned_per_card(planned, cfg.data.vram_budget_gib)
     card = gpu.gpus[0].memory_total_mib if gpu and gpu.gpus else None
     if card and len(cfg.services) > 1 and total + 1024 > card:
         raise PreflightError(

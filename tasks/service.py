@@ -123,6 +123,19 @@ def _cut_short(manifest: str, new: DeployedService) -> bool:
     return any(was[k] != now[k] for k in REQUIRED - {"model_sha256"})
 
 
+def _model_swapped(manifest: str, new: DeployedService) -> bool:
+    """Whether the record on the host names another sha256 of the model (or of its draft,
+    where the record names one) than this deploy serves: a file of yours replaced in place
+    (`model_host_path`, never placed by the kit), or a file a deploy cut short placed
+    before its restart. The server running holds the file it loaded; no readable record
+    says nothing."""
+    there = deployed_manifest(manifest)
+    if there is None:
+        return False
+    return there.model_sha256 != new.model_sha256 or (
+        there.draft_sha256 is not None and there.draft_sha256 != new.draft_sha256)
+
+
 def _secrets(rt: Runtime, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:
     """The service's API key on the host and the env file that carries it (none without)."""
     if not svc.data.api_key_file:
@@ -162,7 +175,9 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     inputs_change = any(op.will_change for op in upstream + secret_ops)
     cut_short = running_sha is not None and not files_change and not inputs_change \
         and _cut_short(p.manifest, new_record)
-    changed = files_change or cut_short or inputs_change
+    swapped = running_sha is not None and not files_change and not inputs_change \
+        and not cut_short and _model_swapped(p.manifest, new_record)
+    changed = files_change or cut_short or inputs_change or swapped
     if changed and not cut_short:
         _rollback_copy(p, running=running_sha is not None,
                        what=os.path.basename(unit_path))

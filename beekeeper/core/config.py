@@ -462,18 +462,41 @@ def rule_distinct(services: tuple[ServiceConfig, ...], absent: tuple[str, ...]) 
 
 def rule_vram_per_card(services: tuple[ServiceConfig, ...], budget_gib: float) -> None:
     """The GPU services of a host share its card: their planned VRAM together stays within
-    vram_budget_gib (one service alone is preflight's check)."""
+    vram_budget_gib (one service alone is preflight's check). Each is planned with the file
+    it serves; where the controller cannot read one yet (model_host_path, a Hub file not
+    pinned), preflight's check_vram adds them up once it has read it."""
     gpu = [s for s in services if s.profile.backend == "cuda"]
     if len(gpu) < 2:
         return
-    from .planner import predict
+    planned = [(s.name, _planned_mib(s)) for s in gpu]
+    known = [(name, mib) for name, mib in planned if mib is not None]
+    if len(known) == len(planned):
+        rule_planned_per_card(known, budget_gib)
 
-    planned = [(s.name, predict(s.profile).total_mib) for s in gpu]
+
+def _planned_mib(svc: ServiceConfig) -> float | None:
+    """The VRAM plan of what `svc` serves, None where the controller cannot plan its file
+    (not read yet, or no GGUF the planner reads: preflight says which)."""
+    from .planner import predict, served_gguf
+
+    gguf = served_gguf(svc.model)
+    profiles = (svc.model.filename, svc.model.source) == \
+        (svc.profile.model.filename, svc.profile.model.source)
+    if gguf is None and not profiles:
+        return None
+    try:
+        return predict(svc.profile, gguf).total_mib
+    except ValueError:  # PlanError too
+        return None
+
+
+def rule_planned_per_card(planned: list[tuple[str, float]], budget_gib: float) -> None:
+    """The GPU services' plans (service name, MiB) together within vram_budget_gib."""
     total, budget_mib = sum(mib for _, mib in planned), budget_gib * 1024
-    if total > budget_mib:
+    if len(planned) > 1 and total > budget_mib:
         each = " + ".join(f"{name} {mib:.0f}" for name, mib in planned)
-        raise fail("vram_budget_gib", f"the {len(gpu)} GPU services on this host's card plan "
-                   f"{total:.0f} MiB together ({each} MiB), over the budget per card "
+        raise fail("vram_budget_gib", f"the {len(planned)} GPU services on this host's card "
+                   f"plan {total:.0f} MiB together ({each} MiB), over the budget per card "
                    f"{budget_gib:g} GiB ({budget_mib:.0f} MiB)", "drop a service, pick "
                    "smaller profiles, ctx_size or slots, or raise vram_budget_gib")
 

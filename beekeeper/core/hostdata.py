@@ -561,6 +561,28 @@ def _gguf_path(value: str) -> str:
     raise Bad(f"{shown(value)}: its file name {problem}", GGUF_NAME_FIX)
 
 
+# the first file of a split GGUF, as llama-gguf-split names its parts (llama.cpp's
+# llama_split_path): the server finds the others beside it by this pattern
+SPLIT_GGUF = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+
+
+def _one_file(value: str) -> str:
+    """A model the kit places as one file (uploaded, or downloaded from the Hub): not a part
+    of a split GGUF, whose other parts the server would look for beside it."""
+    m = SPLIT_GGUF.search(os.path.basename(value))
+    if m is None or int(m.group(2)) <= 1:
+        return value
+    raise Bad(f"{shown(value)} is part {int(m.group(1))} of a split GGUF of {int(m.group(2))} "
+              "files, and the kit places one file per model, so the server could not load it",
+              "merge the parts into one file (`llama-gguf-split --merge FIRST-PART OUT.gguf`) "
+              "and give that file as model_path or model_host_path (a draft: put the merged file "
+              "in a Hub repository of yours and name it in draft_file)")
+
+
+def _placed_gguf_path(value: str) -> str:
+    return _one_file(_gguf_path(value))
+
+
 def _hub_file(value: Any) -> Any:
     """A Hub file name the kit can carry (HF_FILE), else a renamed copy as model_path; not
     a string, or too long: left to the declared checks."""
@@ -568,7 +590,7 @@ def _hub_file(value: Any) -> Any:
         return value
     problem = _gguf_name_problem(value)
     if problem is None:
-        return value
+        return _one_file(value)
     raise Bad(f"{shown(value)} {problem}",
               f"{GGUF_NAME_FIX.split(':')[0]}; for a Hub file so named, download it, rename "
               "it, and give that file as model_path (draft files: rename it in a repository "
@@ -687,7 +709,7 @@ class ServiceData(BaseModel):
     model_revision: Revision | None = _pin("model", "revision")
     model_sha256: Sha256 | None = _pin("model", "sha256")
     model_path: Annotated[str, path_of("/srv/gguf/my-model-Q8_0.gguf"),
-                          AfterValidator(_gguf_path)] | None = path(
+                          AfterValidator(_placed_gguf_path)] | None = path(
         None, "a GGUF of your own on the controller, uploaded once into model_dir and checked "
         "by sha256 (model_sha256, or the file's own); no Hub request")
     model_host_path: Annotated[str, path_of("/data/models/my-model-Q8_0.gguf"),
