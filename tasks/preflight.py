@@ -900,7 +900,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
         warn_wsl_idle(settings)
         warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
     if not rt.restarts_with_host:
-        warn_supervisor_restart(init, persistent_root)
+        warn_supervisor_restart(init, persistent_root, wsl2=wsl.is_wsl2)
     # what the tasks read instead of host data's runtime, CUDA release and archs
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      pci_nvidia_gpus=plan.pci, driver_action=plan.action, runtime=rt,
@@ -914,10 +914,20 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
                      port_orphans=port_orphans)
 
 
-def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None) -> None:
+def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None,
+                            wsl2: bool = False) -> None:
     """Nothing on the host starts the kit's supervisord after the container restarts: the
-    line for the pod's start command."""
+    line for the pod's start command (a WSL2 distro without systemd: wsl.conf's `[boot]
+    command`, which WSL runs as root each time the distro starts)."""
     script = start_script(persistent_root)
+    if wsl2 and not init.systemd:
+        warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's "
+             "supervisord, and nothing starts it again when this WSL2 distro starts again "
+             f"(after `wsl --shutdown`, an idle stop or a Windows restart) until `{script}` "
+             f"runs: add `command = {script}` under `[boot]` in /etc/wsl.conf (WSL runs it as "
+             "root each time the distro starts), or turn systemd on there (`systemd=true` "
+             "under `[boot]`, then `wsl.exe --shutdown`) and remove `runtime`")
+        return
     if init.systemd:  # host data asked for supervisor on a systemd host
         warn("runtime 'supervisor' (host data): the server runs under the kit's supervisord, "
              "which systemd does not start, so nothing starts it again when this host "
