@@ -60,6 +60,7 @@ from beekeeper.facts.gguf import FileHead, Sha256File
 from beekeeper.facts.gpu import GpuInfo, NvidiaSmiInfo
 from beekeeper.facts.host import (
     BuildResources,
+    DiskInfo,
     DiskOf,
     InitInfo,
     InitSystem,
@@ -700,8 +701,12 @@ def download_bytes(cfg: HostConfig) -> int:
     return need
 
 
-def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
-    if wsl.is_wsl2 and cfg.data.model_dir.startswith("/mnt/"):
+def check_model_dir(cfg: HostConfig, wsl: WslInfo, disk: DiskInfo | None = None) -> None:
+    """Under WSL2, no model_dir on a Windows drive: under /mnt/, or wherever df says a drive
+    holds it (`disk`: wsl.conf's `[automount] root = /` mounts C: at /c, and a symlink into
+    /mnt/d is followed by df)."""
+    if wsl.is_wsl2 and (cfg.data.model_dir.startswith("/mnt/")
+                        or (disk is not None and disk.windows_drive)):
         raise PreflightError(f"model_dir {cfg.data.model_dir}", "is on a Windows drive (9p, 3-5x "
                              "slower loads)", "use a folder on the WSL ext4 disk, e.g. "
                              "/srv/beekeeper", lead=" ", then=": ")
@@ -881,7 +886,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
                       gpu_container=not init.systemd)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
-    check_model_dir(cfg, wsl)
+    check_model_dir(cfg, wsl, disk)
     check_own_model(cfg, rt)
     port_orphans = check_ports(cfg, docker, rt, kept)
     check_free_space(cfg, disk.free_bytes if disk else None)
