@@ -168,7 +168,10 @@ class WslSettings(FactBase[WslSettingsInfo]):
             "conf() { case \"$(head -c 2 \"$1\" | od -An -tx1 | tr -d ' \\n')\" in "
             "fffe|feff) iconv -f UTF-16 -t UTF-8 \"$1\" ;; *) cat \"$1\" ;; esac | "
             "LC_ALL=C sed -e '1s/^\\xef\\xbb\\xbf//' -e 's/\\r$//'; }; "
-            "own=$(cd / && timeout 10 cmd.exe /c 'echo %USERPROFILE%' 2>/dev/null | tr -d '\\r'); "
+            # cmd.exe by its path where it is off PATH: pyinfra's --sudo runs this under
+            # sudo's secure_path, which holds no Windows folder
+            'cmd=$(command -v cmd.exe || echo /mnt/c/Windows/System32/cmd.exe); '
+            "own=$(cd / && timeout 10 \"$cmd\" /c 'echo %USERPROFILE%' 2>/dev/null | tr -d '\\r'); "
             '[ -z "$own" ] || own=$(wslpath -u "$own" 2>/dev/null); '
             'for f in ${own:+"$own/.wslconfig"} /mnt/c/Users/*/.wslconfig; do [ -f "$f" ] && '
             '{ echo "file=$f"; conf "$f"; echo; }; done; true'

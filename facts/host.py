@@ -4,6 +4,7 @@ Facts about the host: OS, init system, WSL2, free disk.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -391,17 +392,25 @@ class DebianComponents(ListFact[str]):
 
 @dataclass(frozen=True)
 class DiskInfo:
-    """The file system that holds a path: its mount point and free bytes (`df -PB1`)."""
+    """The file system that holds a path: its mount point and free bytes (`df -PB1`), and
+    what df names it by (its first column: "/dev/sdc", "overlay"; under WSL2 a Windows
+    drive's letter, "C:\\", wherever wsl.conf's automount root puts it)."""
 
     mount: str
     free_bytes: int
+    filesystem: str = ""
+
+    @property
+    def windows_drive(self) -> bool:
+        """A Windows drive (drvfs, over 9p) or share seen from WSL2: "C:\\", "D:", "\\\\srv"."""
+        return bool(re.match(r"^([A-Za-z]:|\\\\)", self.filesystem))
 
 
 def parse_df_disk(output: list[str]) -> DiskInfo | None:
     for line in output[1:]:
         parts = line.split()
         if len(parts) >= 6 and parts[3].isdigit():
-            return DiskInfo(mount=parts[5], free_bytes=int(parts[3]))
+            return DiskInfo(mount=parts[5], free_bytes=int(parts[3]), filesystem=parts[0])
     return None
 
 

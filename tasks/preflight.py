@@ -66,6 +66,7 @@ from beekeeper.facts.gguf import FileHead, Sha256File
 from beekeeper.facts.gpu import GpuInfo, NvidiaSmiInfo
 from beekeeper.facts.host import (
     BuildResources,
+    DiskInfo,
     DiskOf,
     InitInfo,
     InitSystem,
@@ -712,8 +713,12 @@ def download_bytes(cfg: HostConfig) -> int:
     return need
 
 
-def check_model_dir(cfg: HostConfig, wsl: WslInfo) -> None:
-    if wsl.is_wsl2 and cfg.data.model_dir.startswith("/mnt/"):
+def check_model_dir(cfg: HostConfig, wsl: WslInfo, disk: DiskInfo | None = None) -> None:
+    """Under WSL2, no model_dir on a Windows drive: under /mnt/, or wherever df says a drive
+    holds it (`disk`: wsl.conf's `[automount] root = /` mounts C: at /c, and a symlink into
+    /mnt/d is followed by df)."""
+    if wsl.is_wsl2 and (cfg.data.model_dir.startswith("/mnt/")
+                        or (disk is not None and disk.windows_drive)):
         raise PreflightError(f"model_dir {cfg.data.model_dir}", "is on a Windows drive (9p, 3-5x "
                              "slower loads)", "use a folder on the WSL ext4 disk, e.g. "
                              "/srv/beekeeper", lead=" ", then=": ")
@@ -893,7 +898,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
                       gpu_container=not init.systemd)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
-    check_model_dir(cfg, wsl)
+    check_model_dir(cfg, wsl, disk)
     check_own_model(cfg, rt)
     port_orphans = check_ports(cfg, docker, rt, kept)
     check_free_space(cfg, disk.free_bytes if disk else None)
@@ -912,7 +917,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
         warn_wsl_idle(settings)
         warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
     if not rt.restarts_with_host:
-        warn_supervisor_restart(init, persistent_root)
+        warn_supervisor_restart(init, persistent_root, wsl2=wsl.is_wsl2)
     # what the tasks read instead of host data's runtime, CUDA release and archs
     return HostFacts(os=os_release, init=init, wsl=wsl, docker=docker, gpu=gpu,
                      pci_nvidia_gpus=plan.pci, driver_action=plan.action, runtime=rt,
@@ -926,10 +931,20 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
                      port_orphans=port_orphans)
 
 
-def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None) -> None:
+def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None,
+                            wsl2: bool = False) -> None:
     """Nothing on the host starts the kit's supervisord after the container restarts: the
-    line for the pod's start command."""
+    line for the pod's start command (a WSL2 distro without systemd: wsl.conf's `[boot]
+    command`, which WSL runs as root each time the distro starts)."""
     script = start_script(persistent_root)
+    if wsl2 and not init.systemd:
+        warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's "
+             "supervisord, and nothing starts it again when this WSL2 distro starts again "
+             f"(after `wsl --shutdown`, an idle stop or a Windows restart) until `{script}` "
+             f"runs: add `command = {script}` under `[boot]` in /etc/wsl.conf (WSL runs it as "
+             "root each time the distro starts), or turn systemd on there (`systemd=true` "
+             "under `[boot]`, then `wsl.exe --shutdown`) and remove `runtime`")
+        return
     if init.systemd:  # host data asked for supervisor on a systemd host
         warn("runtime 'supervisor' (host data): the server runs under the kit's supervisord, "
              "which systemd does not start, so nothing starts it again when this host "

@@ -43,7 +43,8 @@ def test_native_linux_is_not_wsl():
 def test_df():
     lines = ["Filesystem 1B-blocks Used Available Use% Mounted on",
              "/dev/sdd 1081101176832 30215536640 995892109312 3% /"]
-    assert parse_df_disk(lines) == DiskInfo(mount="/", free_bytes=995892109312)
+    assert parse_df_disk(lines) == DiskInfo(mount="/", free_bytes=995892109312,
+                                               filesystem="/dev/sdd")
     assert parse_df_disk([]) is None
 
 

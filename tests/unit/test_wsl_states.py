@@ -1,0 +1,98 @@
+"""
+WSL2 in states the first hour meets that the other tests did not see: a distro without
+systemd deploying the way the refusal offers (runtime supervisor, native), a Windows drive
+mounted somewhere other than /mnt (WSL's `[automount] root`, or a symlink into /mnt/d), and
+the facts read as pyinfra's `--sudo` runs them (sudo's secure_path: no Windows folders on
+PATH). Facts are parsed from the commands' own output; the fact commands run under `sh`
+against stand-in binaries and files, never against a host.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from beekeeper.core.errors import PreflightError
+from beekeeper.facts.boot import WslSettings
+from beekeeper.facts.host import DiskOf, InitInfo
+
+from .harness import (
+    DEFAULTS,
+    POD_DATA,
+    RTX4090,
+    WSL,
+    _run_sh as _run,
+    _stub,
+    _tools,
+    facts,
+    pod,
+    run_deploy,
+)
+
+# PID 1 of a WSL2 distro without `[boot] systemd=true`: WSL's own /init
+WSL_INIT = InitInfo(pid1="init", systemd=False, state="offline")
+
+
+def test_wsl2_without_systemd_under_supervisor_is_told_wsl_confs_boot_command(capsys):
+    """The WSL2 refusal of a distro without systemd offers runtime = 'supervisor' with mode =
+    'native'; taken, nothing starts the kit's supervisord when the distro starts again. The
+    warning must name WSL's own way (a `command` under `[boot]` in /etc/wsl.conf, run as root
+    each time the distro starts: Microsoft's WSL configuration reference), not a container's
+    start command or RunPod's, which a WSL2 distro has none of."""
+    with pytest.raises(PreflightError) as refused:
+        run_deploy(DEFAULTS, facts(InitSystem=WSL_INIT))
+    assert "runtime = 'supervisor' with mode = 'native'" in str(refused.value)
+    ops = run_deploy({**POD_DATA, "runtime": "supervisor"},
+                     pod(InitSystem=WSL_INIT, Wsl=WSL, GpuInfo=RTX4090))
+    assert ops
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if "not systemd" in x)
+    assert "/etc/wsl.conf" in line and "[boot]" in line, line
+    assert "command = /usr/local/sbin/beekeeper-start" in line, line
+    assert "container" not in line and "RunPod" not in line, line
+
+
+# `df -PB1` of a folder on a Windows drive under WSL2 (drvfs over 9p): the file system is
+# the drive ("C:\"), mounted where wsl.conf's `[automount] root` puts it (`root = /`, which
+# older Docker Desktop guides set so that paths read /c/...), or reached through a symlink
+DF_HEAD = "Filesystem 1024-blocks Used Available Capacity Mounted on"
+
+
+@pytest.mark.parametrize("model_dir, df_line", [
+    ("/c/models", "C:\\ 1022870155264 700000000000 322870155264 69% /c"),
+    ("/srv/beekeeper/models", "D:\\ 4000650883072 1000000000000 3000650883072 25% /mnt/d"),
+])
+def test_a_model_dir_on_a_windows_drive_not_spelled_mnt_is_refused(model_dir, df_line):
+    """model_dir on a Windows drive is refused under WSL2 (9p: 3-5x slower loads), as the
+    quickstart promises; the drive is known by the file system df names, wherever it is
+    mounted or linked from, not by the path starting with /mnt/."""
+    disk = DiskOf().process([DF_HEAD, df_line])
+    with pytest.raises(PreflightError) as refused:
+        run_deploy({**DEFAULTS, "model_dir": model_dir}, facts(DiskOf=disk))
+    assert "is on a Windows drive" in str(refused.value)
+
+
+def test_the_users_own_wslconfig_is_read_under_sudos_secure_path(tmp_path):
+    """pyinfra's `--sudo` (the quickstart's deploy) runs the fact as root through `sudo -H`:
+    env_reset and Ubuntu's and Debian's secure_path, which hold no Windows folder, so a bare
+    `cmd.exe` is not found (as nvidia-smi in /usr/lib/wsl/lib is not: verify/engine.py). The
+    user's own %USERPROFILE%\\.wslconfig must still be read, not another Windows account's
+    that sorts first under /mnt/c/Users."""
+    users = tmp_path / "Users"
+    for who in ("alice", "me"):
+        (users / who).mkdir(parents=True)
+    (users / "alice" / ".wslconfig").write_bytes(b"[wsl2]\r\nmemory=4GB\r\n")
+    (users / "me" / ".wslconfig").write_bytes(
+        b"[wsl2]\r\nmemory=24GB\r\n\r\n[general]\r\ninstanceIdleTimeout=-1\r\n")
+    system32 = tmp_path / "Windows" / "System32"  # /mnt/c/Windows/System32: not on PATH
+    system32.mkdir(parents=True)
+    _stub(system32, "cmd.exe", r"printf 'C:\\Users\\me\r\n'")
+    bin_ = tmp_path / "bin"  # the secure_path's programs: wslinfo and wslpath are in /usr/bin
+    bin_.mkdir()
+    _tools(bin_, "sed", "head", "od", "tr", "cat", "timeout")
+    _stub(bin_, "wslinfo", "printf 2.5.7")
+    _stub(bin_, "wslpath", f'[ "$1 $2" = "-u C:\\Users\\me" ] && echo {users}/me')
+    cmd = WslSettings().command().replace("/mnt/c/Users", str(users)).replace(
+        "/mnt/c/Windows", str(tmp_path / "Windows"))
+    got = WslSettings().process(_run(cmd, bin_))
+    assert got.wslconfig == f"{users}/me/.wslconfig", got
+    assert got.kept_alive and got.memory == "24GB"
