@@ -43,3 +43,73 @@ def test_the_chmod_fix_for_a_key_file_open_to_others_runs_as_written(tmp_path, w
     assert p.returncode == 0, f"{fix!r}: {p.stderr.strip()}"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     load_host_config(data)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+MAC_UID, MAC_GID = 501, 20  # the first Mac account's uid, and its group `staff`
+# the suites' tarball as `beekeeper verify --on-host` builds it from a checkout at argv[1],
+# written to argv[2]; its wheels as a controller that fetched them has them (BEEKEEPER_CACHE)
+KIT_TARBALL = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+from beekeeper import hostverify
+from beekeeper.core.cache import CACHE
+assert hostverify.__file__.startswith(sys.argv[1]), hostverify.__file__
+wanted = [*hostverify.REQUIREMENTS, *hostverify.HOST_310_EXTRAS]
+wheels = CACHE / "wheels" / ("verify-" + hashlib.sha256(" ".join(wanted).encode())
+                             .hexdigest()[:12])
+wheels.mkdir(parents=True)
+(wheels / "httpx-0.28.1-py3-none-any.whl").write_bytes(b"a wheel")
+(wheels / ".complete").write_text("")
+open(sys.argv[2], "wb").write(hostverify._kit_tarball())
+"""
+
+
+def _owned_by_the_mac_user(path: Path) -> None:
+    """`path` and all in it as a Mac checkout has them: its user's (as root here; any other
+    user's checkout is that user's already)."""
+    import os
+
+    if os.geteuid() != 0:
+        return
+    for p in [path, *path.rglob("*")]:
+        os.lchown(p, MAC_UID, MAC_GID)
+
+
+def test_the_suites_unpacked_on_the_host_are_roots_not_the_controller_users(tmp_path):
+    """`verify --on-host` packs the kit's suites on the controller and root unpacks them on
+    the host (`tar -C /opt/beekeeper/kit -xzf -`), then runs them as root. GNU tar as root
+    keeps the owner a tarball names: the Mac user's 501:20 (or a Linux controller's 1000, on
+    the host often another person's login), who could then rewrite what root runs. The
+    tarball names root, as the kit's other tarballs do (cache.pack_source_tree)."""
+    import os
+    import shutil
+    import sys
+    import tarfile
+
+    checkout = tmp_path / "Users" / "jane" / "beekeeper"
+    checkout.mkdir(parents=True)
+    shutil.copytree(ROOT / "beekeeper", checkout / "beekeeper",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "verify", checkout / "beekeeper" / "verify",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    _owned_by_the_mac_user(checkout)
+    cache = tmp_path / "cache"
+    out = tmp_path / "kit.tar.gz"
+    p = subprocess.run([sys.executable, "-c", KIT_TARBALL, str(checkout), str(out)],
+                       env={**os.environ, "BEEKEEPER_CACHE": str(cache)}, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    with tarfile.open(out) as t:
+        members = t.getmembers()
+    assert any(m.name == "beekeeper/verify_main.py" for m in members)
+    named = sorted({(m.uid, m.gid, m.uname, m.gname) for m in members})
+    assert all(m.uid == 0 and m.gid == 0 and m.uname in ("", "root") and
+               m.gname in ("", "root") for m in members), named
+    if os.geteuid() == 0:  # the host's own command, as root
+        kit = tmp_path / "opt-beekeeper-kit"
+        kit.mkdir()
+        subprocess.run(["tar", "-C", str(kit), "-xzf", "-"], input=out.read_bytes(),
+                       check=True)
+        owners = {(f.stat().st_uid, f.stat().st_gid) for f in [kit, *kit.rglob("*")]}
+        assert owners == {(0, 0)}, owners
