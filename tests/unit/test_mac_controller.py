@@ -113,3 +113,59 @@ def test_the_suites_unpacked_on_the_host_are_roots_not_the_controller_users(tmp_
                        check=True)
         owners = {(f.stat().st_uid, f.stat().st_gid) for f in [kit, *kit.rglob("*")]}
         assert owners == {(0, 0)}, owners
+
+
+# locate_server on a machine with no /proc listener tables (macOS), as a mount namespace with
+# an empty /proc gives one here; argv[1]: the URL; prints the Locality as JSON
+LOCATE = """
+import json, sys
+from dataclasses import asdict
+from beekeeper.verify.vram import locate_server
+print(json.dumps(asdict(locate_server(sys.argv[1]))))
+"""
+
+
+def test_a_tunnel_on_a_controller_without_proc_is_not_taken_for_the_server(tmp_path):
+    """quickstart-ssh's tunnel (`ssh -N -L 8083:127.0.0.1:8083 me@gpu-box.lan`), then
+    `beekeeper verify --url http://127.0.0.1:8083 ...` on a Mac: the listener is ssh, the
+    server and its card are on the box. Linux tells that from /proc; a Mac has no /proc, and
+    verify took the port for a server on the Mac: its VRAM verdict then read "no NVIDIA GPU
+    (NVMLError_LibraryNotFound); run again once that is seen to", where the way out is
+    `--on-host`. Where what listens cannot be told, the server is not taken to be here."""
+    import json
+    import shutil
+    import socket
+    import sys
+
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare(1) here to run without /proc's listener tables")
+    ssh = tmp_path / "ssh"  # the tunnel's listener, by the name `ssh -L` has
+    ssh.symlink_to(sys.executable)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = ("import socket, time\n"
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            f"s.bind(('127.0.0.1', {port})); s.listen(); print('up', flush=True)\n"
+            "time.sleep(60)\n")
+    tunnel = subprocess.Popen([str(ssh), "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert tunnel.stdout is not None and tunnel.stdout.readline().strip() == "up"
+        url = f"http://127.0.0.1:{port}"
+
+        def located(*wrap: str) -> dict:
+            p = subprocess.run([*wrap, sys.executable, "-c", LOCATE, url], capture_output=True,
+                               text=True, timeout=60)
+            if wrap and p.returncode != 0 and "unshare" in p.stderr:
+                pytest.skip(f"no mount namespace here: {p.stderr.strip()[:200]}")
+            assert p.returncode == 0, p.stderr[-2000:]
+            return dict(json.loads(p.stdout))
+
+        linux = located()  # this machine, /proc and all: the tunnel is seen
+        assert linux["local"] is False and "ssh tunnel" in linux["why"], linux
+        mac = located("unshare", "-rm", "sh", "-c",
+                      'mount -t tmpfs none /proc && exec "$0" "$@"')
+        assert mac["local"] is False, mac
+    finally:
+        tunnel.kill()
+        tunnel.wait()
