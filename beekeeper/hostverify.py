@@ -52,16 +52,22 @@ def _kit_tarball() -> bytes:
     from . import core
 
     def skip(i: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        return None if "__pycache__" in i.name else i
+        if "__pycache__" in i.name:
+            return None
+        # root's: the host's tar, run as root, keeps the owner a tarball names (the
+        # controller user's, a Mac's 501:20), who could then rewrite what root runs
+        i.uid = i.gid = 0
+        i.uname = i.gname = ""
+        return i
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         here = Path(__file__).parent
         for f in ("__init__.py", "verify_main.py"):
-            tar.add(str(here / f), arcname=f"beekeeper/{f}")
+            tar.add(str(here / f), arcname=f"beekeeper/{f}", filter=skip)
         tar.add(str(Path(core.__file__).parent), arcname="beekeeper/core", filter=skip)
         tar.add(str(Path(verify_pkg.__file__).parent), arcname="beekeeper/verify", filter=skip)
-        tar.add(str(_wheels()), arcname="wheels")
+        tar.add(str(_wheels()), arcname="wheels", filter=skip)
     return buf.getvalue()
 
 

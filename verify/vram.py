@@ -101,19 +101,22 @@ class Locality:
     pid: int | None = None
 
 
-def _listeners(port: int) -> set[str]:
-    """Socket inodes listening on TCP `port` on this machine (Linux /proc), else empty."""
-    out = set()
+def _listeners(port: int) -> set[str] | None:
+    """Socket inodes listening on TCP `port` on this machine (Linux /proc), else empty; None
+    where neither table can be read (no /proc: macOS)."""
+    out: set[str] = set()
+    read = False
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
         except OSError:
             continue
+        read = True
         for line in lines:
             f = line.split()
             if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
                 out.add(f[9])
-    return out
+    return out if read else None
 
 
 def _owner(inodes: set[str]) -> tuple[int, str] | None:
@@ -150,7 +153,12 @@ def locate_server(url: str) -> Locality:
     if not _is_this_machine(host):
         return Locality(False, f"the server ({host}) is not on this machine")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    owner = _owner(_listeners(port)) if os.path.isdir("/proc") else None
+    inodes = _listeners(port)
+    if inodes is None:  # a Mac: an ssh tunnel's port cannot be told from a server's
+        return Locality(False, f"what listens on port {port} here cannot be told (no "
+                        "/proc/net/tcp: not Linux, e.g. a Mac controller): a server reached "
+                        "through an ssh tunnel has its card on the tunnel's far side")
+    owner = _owner(inodes)
     if owner and owner[1] in ("ssh", "autossh"):
         return Locality(False, f"port {port} here is an ssh tunnel (pid {owner[0]}): the "
                         "server and its card are on the tunnel's far side")

@@ -10,6 +10,7 @@ import difflib
 import ipaddress
 import os.path
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -223,7 +224,9 @@ def key_file(value: str, one_word_key: bool) -> str:
     if not text:
         raise Bad(f"{where} is missing or empty", KEY_FIX)
     if path.stat().st_mode & 0o077:
-        raise Bad(f"{where} is readable by others", f"chmod 600 {echo(value)}")
+        # quoted for a shell: the fix is pasted as it is (a Mac's iCloud Drive folder is
+        # `Mobile Documents`)
+        raise Bad(f"{where} is readable by others", f"chmod 600 {echo(shlex.quote(value))}")
     if "\n" in text or "\r" in text:
         raise Bad(f"the key in {where} holds more than one line",
                   "keep the key alone on one line in the file")
