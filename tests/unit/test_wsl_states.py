@@ -96,3 +96,27 @@ def test_the_users_own_wslconfig_is_read_under_sudos_secure_path(tmp_path):
     got = WslSettings().process(_run(cmd, bin_))
     assert got.wslconfig == f"{users}/me/.wslconfig", got
     assert got.kept_alive and got.memory == "24GB"
+
+
+def test_the_quickstarts_systemd_line_turns_systemd_on_after_a_file_without_a_last_newline(
+        tmp_path):
+    """docs/quickstart-wsl2.md's line that turns systemd on, run as written (but on a copy
+    of /etc/wsl.conf): after a wsl.conf whose last line has no newline (`[user]
+    default=me`, as an editor may leave it) WSL's ini reader must still find `[boot]`
+    `systemd=true`, not `default=me[boot]`."""
+    import configparser
+    import re
+    import subprocess
+
+    from .harness import ROOT
+
+    doc = (ROOT / "docs" / "quickstart-wsl2.md").read_text()
+    line = re.search(r"^sudo sh -c '(printf [^']*>> /etc/wsl\.conf)'", doc, re.M)
+    assert line, "the quickstart shows no line that turns systemd on"
+    conf = tmp_path / "wsl.conf"
+    conf.write_text("[user]\ndefault=me")
+    subprocess.run(["sh", "-c", line.group(1).replace("/etc/wsl.conf", str(conf))], check=True)
+    ini = configparser.ConfigParser()
+    ini.read(conf)
+    assert ini.get("boot", "systemd", fallback=None) == "true", conf.read_text()
+    assert ini.get("user", "default") == "me"
