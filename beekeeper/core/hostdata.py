@@ -343,7 +343,7 @@ CREDENTIALS_FIX = {
     "git": "give the URL without them and let the host's root in another way that stays off "
            "command lines: an ssh:// URL with a deploy key in /root/.ssh, a git credential "
            "helper on the host (`git config --system credential.helper store`, "
-           "/root/.git-credentials mode 600), or source.path (a tree or tarball on the "
+           "/root/.git-credentials mode 600), or source.path (a .tar.gz of a source tree on the "
            "controller)",
     "hub": "give the mirror's URL without them; a mirror that takes a Hub token reads it from "
            "hf_token_file (a root-only file on the host, sent as a bearer token)",
@@ -458,7 +458,7 @@ class SourceData(BaseModel):
         None, "URL", "a git repository to build from, at the commit `ref`",
         "give the repository's URL, e.g. 'https://github.com/o/r'", "is not a git URL")
     path: Annotated[str | None, path_of("/srv/src/llama.cpp.tar.gz")] = path(
-        None, "a source tree or tarball on the controller, named `ref`")
+        None, "a .tar.gz of a source tree on the controller, named `ref`")
     # a string once validated: None (given or not) is refused by one_source as missing
     ref: Annotated[Text, BeforeValidator(lambda v: "" if v is None else v)] = key(
         None, "string", "the commit (40 hex digits) for `git`; a snapshot name (letters, "
@@ -467,7 +467,7 @@ class SourceData(BaseModel):
 
     @property
     def kind(self) -> str:
-        """'git', or 'local' (`path`: a tree or tarball on the controller)."""
+        """'git', or 'local' (`path`: a .tar.gz of a source tree on the controller)."""
         return "git" if self.git is not None else "local"
 
     @model_validator(mode="after")

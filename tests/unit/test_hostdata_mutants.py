@@ -341,7 +341,7 @@ FIX = {
     "git": "give the URL without them and let the host's root in another way that stays off "
            "command lines: an ssh:// URL with a deploy key in /root/.ssh, a git credential "
            "helper on the host (`git config --system credential.helper store`, "
-           "/root/.git-credentials mode 600), or source.path (a tree or tarball on the "
+           "/root/.git-credentials mode 600), or source.path (a .tar.gz of a source tree on the "
            "controller)",
     "hub": "give the mirror's URL without them; a mirror that takes a Hub token reads it from "
            "hf_token_file (a root-only file on the host, sent as a bearer token)",
