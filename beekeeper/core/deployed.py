@@ -75,17 +75,15 @@ class DeployedService:
     @staticmethod
     def reached_at(bind_address: str) -> str:
         """Where the host itself reaches a server listening on `bind_address`: that address
-        where it listens on one address only, else loopback of the same family (0.0.0.0:
-        127.0.0.1, :: ::1, which a host with bindv6only set reaches only over IPv6); an old
-        record's "" (host data refuses anything else that is not an address): 127.0.0.1."""
+        where it listens on one address only, else 127.0.0.1 (a wildcard bind, 0.0.0.0 or ::;
+        an old record's ""; host data refuses anything else that is not an address)."""
         import ipaddress
 
         try:
-            bind = ipaddress.ip_address(bind_address)
+            wildcard = ipaddress.ip_address(bind_address).is_unspecified
         except ValueError:
             return "127.0.0.1"
-        return (bind_address if not bind.is_unspecified else
-                "::1" if bind.version == 6 else "127.0.0.1")
+        return "127.0.0.1" if wildcard else bind_address
 
     @staticmethod
     def hostcheck_host(bind_address: str) -> list[str]:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from .config import HostConfig, ServiceConfig, load_host_config, one_word
-from .deployed import DeployedService
 from .errors import ConfigError, PreflightError, host_data
 from .hostdata import HOSTNAME, GatewayData, full
 from .machines import machine_of, ssh_address
@@ -75,12 +74,18 @@ def _is_local_name(name: str) -> bool:
     return name.startswith("@local") or name in ("localhost",)
 
 
+def local_address(bind_address: str) -> str:
+    """Where its own box reaches a listener on `bind_address`: loopback for a wildcard bind."""
+    bind = ipaddress.ip_address(bind_address)
+    return str(bind) if not bind.is_unspecified else "::1" if bind.version == 6 else "127.0.0.1"
+
+
 def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
                      svc: ServiceConfig, same_machine: bool = False) -> str:
     """Where the gateway on `gw_host` reaches `svc` of `host`; ConfigError when it cannot.
     `same_machine`: `host` is another inventory entry on the gateway's machine (machines.py)."""
     if host == gw_host or same_machine:  # the same box
-        return DeployedService.reached_at(svc.data.bind_address)
+        return local_address(svc.data.bind_address)
     bind = ipaddress.ip_address(svc.data.bind_address)
     if cfg.data.gateway_address:  # a private address, or an SSH forward on the gateway's side
         return cfg.data.gateway_address

@@ -49,7 +49,7 @@ def url_for(monkeypatch):
     ("127.0.0.2", "http://127.0.0.2:8083"),
     ("::1", "http://[::1]:8083"),
     ("0.0.0.0", "http://127.0.0.1:8083"),
-    ("::", "http://[::1]:8083"),
+    ("::", "http://127.0.0.1:8083"),
     ("127.0.0.1", "http://127.0.0.1:8083"),
 ])
 def test_verify_here_reaches_the_server_at_its_bind_address(url_for, bind, url):
