@@ -6,15 +6,15 @@ which packages are missing.
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import operation
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
-from beekeeper.core.distro import APT_WAIT_S, apt_wait
+from beekeeper.core.distro import apt_wait
 from beekeeper.core.paths import HOLDS_RECORD
 from beekeeper.facts.host import AptHolds
 
-from .shell import q
+from .shell import StreamedCommand, q
 
 
 @operation()
@@ -22,14 +22,15 @@ def packages(packages: list[str], update: bool = False, cache_time: int | None =
              no_recommends: bool = False):
     """
     pyinfra's apt.packages, run only once no other process holds apt's or dpkg's locks
-    (distro.apt_wait: unattended-upgrades on a freshly booted box), with dpkg's own wait for
-    its lock on the install. Nothing to do: nothing run, not even the wait.
+    (distro.apt_wait: unattended-upgrades on a freshly booted box; its lines reach the
+    terminal). Nothing to do: nothing run, not even the wait. The install line stays as
+    pyinfra writes it: the uninstall knows the kit's packages by that line in apt's history
+    (facts/lifecycle.py PYINFRA_INSTALL).
     """
     commands = list(apt.packages._inner(
-        packages=packages, update=update, cache_time=cache_time, no_recommends=no_recommends,
-        extra_install_args=f"-o DPkg::Lock::Timeout={APT_WAIT_S}"))
+        packages=packages, update=update, cache_time=cache_time, no_recommends=no_recommends))
     if commands:
-        yield StringCommand(apt_wait())
+        yield StreamedCommand(apt_wait())
         yield from commands
 
 
@@ -44,6 +45,7 @@ def held(packages: list[str]):
         host.noop(f"{', '.join(packages)} already held")
         return
     names = " ".join(q(p) for p in missing)
+    yield StreamedCommand(apt_wait())
     yield (f"apt-mark hold {names} && mkdir -p {q(HOLDS_RECORD.rsplit('/', 1)[0])} && "
            f"printf '%s\\n' {names} >> {q(HOLDS_RECORD)}")
 

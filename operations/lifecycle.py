@@ -155,6 +155,7 @@ def holds_released(packages: list[str]):
     if not held:
         host.noop("no hold of the kit's to release")
         return
+    yield StreamedCommand(apt_wait())
     yield "apt-mark unhold " + " ".join(q(p) for p in held)
 
 
@@ -181,7 +182,7 @@ def packages_purged(packages: list[str], along: list[str] | None = None):
                   f"{', '.join(extra)}, which the kit did not install")
         return
     apt = APT_GET + " -y -q {} --allow-change-held-packages "
-    yield StringCommand(apt_wait())
+    yield StreamedCommand(apt_wait())
     wipers = [p for p in packages if p in PURGE_WIPES]
     if wipers:
         yield (apt.format("remove") + " ".join(q(p) for p in wipers) + " && rm -f "
@@ -238,7 +239,8 @@ def components_reverted(component: str, files: list[str]):
     edits = " ; ".join(
         f"sed -i -E -e '/^Components:/{{{drop}}}' -e '/^deb(-src)? .*debian/{{{drop}}}' "
         f"-e {q('/^' + mark + '$/d')} {q(f)}" for f in files)
-    yield StringCommand(f"{edits} ; {apt_wait()}; apt-get update -qq || true ; "
+    # the lists' refresh may fail (a lock held past the wait too): nothing done is undone
+    yield StringCommand(f"{edits} ; ( {apt_wait()} ) && apt-get update -qq || true ; "
                         f"echo {q(f'beekeeper: removed the {component} area the kit added')}")
 
 

@@ -18,7 +18,7 @@ from beekeeper.facts.docker import DockerEngine, GpuInContainer
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
 from beekeeper.facts.lifecycle import purge_simulated
 
-from .shell import q, via_tmp
+from .shell import StreamedCommand, q, via_tmp
 
 
 @operation()
@@ -59,8 +59,8 @@ def release_command(names: list[str]) -> str:
     words = " ".join(q(n) for n in names)
     keep = " ".join(f"-e {q(n)}" for n in names)
     tmp, put = via_tmp(HOLDS_RECORD, ".new")
-    return (f"apt-mark unhold {words} && {{ grep -vxF {keep} {q(HOLDS_RECORD)} > {tmp} || "
-            f"true; }} && {put}")
+    return (f"{apt_wait()}; apt-mark unhold {words} && "
+            f"{{ grep -vxF {keep} {q(HOLDS_RECORD)} > {tmp} || true; }} && {put}")
 
 
 @operation()
@@ -199,7 +199,7 @@ def driver_installed(package: str, after_purge: bool = False):
     if not after_purge and package in host.get_fact(LinuxDriverPackages):
         host.noop(f"{package} is installed")
         return
-    yield StringCommand(apt_wait())
+    yield StreamedCommand(apt_wait())
     yield StringCommand(f"{APT_GET} install -y --no-install-recommends {q(package)}")
 
 

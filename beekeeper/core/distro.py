@@ -24,14 +24,19 @@ def apt_wait(locks: tuple[str, ...] = APT_LOCKS, limit_s: int = APT_WAIT_S,
              step_s: int = 3) -> str:
     """A shell command that returns once no other process holds one of apt's or dpkg's
     locks: apt-get fails at once on a held lock, and unattended-upgrades holds them for
-    minutes after a fresh box boots (`apt-get update` has no wait of its own; dpkg's
-    DPkg::Lock::Timeout covers only the install). It names the holder on stderr every
-    APT_SAY_EVERY_S seconds and, after `limit_s`, fails naming it and the fix. It reads
-    /proc/locks and takes no lock itself."""
+    minutes after a fresh box boots (`apt-get update` has no wait of its own). It names the
+    holder on stderr every APT_SAY_EVERY_S seconds and, after `limit_s`, fails (exit 75)
+    naming it and the fix. It reads /proc/locks, takes no lock itself, and counts a lock as
+    apt's only by its kind and its file's device and inode (apt and dpkg take POSIX fcntl
+    locks; the kernel lists a file as MAJOR:MINOR:INODE, MAJOR and MINOR in hex, from the
+    device number stat gives: a lock on another file is never waited for)."""
     files = " ".join(f"'{f}'" for f in locks)
-    find = ("bk_h=; for bk_f in " + files + "; do bk_i=$(stat -c %i \"$bk_f\" 2>/dev/null) "
-            "|| continue; bk_h=$(awk -v i=\"$bk_i\" '$2 != \"->\" { n = split($6, a, \":\"); "
-            "if (a[n] == i) { print $5; exit } }' /proc/locks); [ -n \"$bk_h\" ] && break; done")
+    key = ("bk_d=$(stat -c %d \"$bk_f\" 2>/dev/null) && bk_i=$(stat -c %i \"$bk_f\") || "
+           "continue; bk_k=$(printf '%02x:%02x:%s' $(( (bk_d >> 8) & 0xfff )) "
+           "$(( (bk_d & 0xff) | ((bk_d >> 12) & 0xfff00) )) \"$bk_i\")")
+    find = (f"bk_h=; for bk_f in {files}; do {key}; bk_h=$(awk -v k=\"$bk_k\" "
+            "'$2 == \"POSIX\" && $6 == k { print $5; exit }' /proc/locks); "
+            "[ -n \"$bk_h\" ] && break; done")
     who = "bk_c=$(cat /proc/$bk_h/comm 2>/dev/null || echo '?')"
     return (f"bk_w=0; while :; do {find}; [ -z \"$bk_h\" ] && break; {who}; "
             f"if [ $bk_w -ge {limit_s} ]; then echo \"process $bk_h ($bk_c) has held $bk_f for "

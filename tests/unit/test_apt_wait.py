@@ -20,14 +20,15 @@ from beekeeper.core.distro import apt_wait
 HOLD = """
 import fcntl, sys, time
 f = open(sys.argv[1], "w")
-fcntl.lockf(f, fcntl.LOCK_EX)
+(fcntl.flock if sys.argv[3] == "flock" else fcntl.lockf)(f, fcntl.LOCK_EX)
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))
 """
 
 
-def holder(path: Path, seconds: float) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)],
+def holder(path: Path, seconds: float, kind: str = "fcntl") -> subprocess.Popen[str]:
+    """A process holding `path` locked: by fcntl (POSIX, as apt and dpkg lock), or flock."""
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds), kind],
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stdout.readline().strip() == "held"
     return p
@@ -72,10 +73,11 @@ def test_a_holder_past_the_limit_fails_naming_it_and_the_fix(lock):
     assert "let it finish (or stop it), then deploy again" in last
 
 
-def test_a_lock_on_another_file_or_none_is_not_waited_for(lock, tmp_path):
+@pytest.mark.parametrize("kind", ["another file", "flock"])
+def test_a_lock_on_another_file_or_of_another_kind_is_not_waited_for(lock, tmp_path, kind):
     other = tmp_path / "other"
     other.touch()
-    h = holder(other, 30)
+    h = holder(other, 30) if kind == "another file" else holder(lock, 30, "flock")
     try:
         p, took = wait((str(lock),))
     finally:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ from .harness import (
     REF_C,
     SLUG,
     TINY_MODEL as MODEL,
+    commands,
     deployed_host,
     run_queued,
 )
@@ -266,7 +268,7 @@ def uninstall(facts: dict[str, Any], **data: Any) -> list[tuple[str, list[str]]]
 
 
 def cmd(ops: list[tuple[str, list[str]]], prefix: str) -> list[str]:
-    return next(c for n, c in ops if n.startswith(prefix))
+    return commands(ops, prefix)
 
 
 def test_the_apt_history_is_read_as_apt_writes_it():
@@ -311,8 +313,9 @@ def test_the_purge_of_docker_io_keeps_dockers_data():
     is there. It is removed alone first, the copy deleted, then purged with the rest."""
     ops = uninstall(deployed_host())
     lines = cmd(ops, "Purge the packages the kit installed")
-    wait, remove, purge = lines
-    assert wait == apt_wait()  # apt free first (unattended-upgrades)
+    remove, purge = lines
+    # apt free first (unattended-upgrades)
+    assert next(c for n, c in ops if n.startswith("Purge the packages"))[0] == apt_wait()
     assert remove == ("DEBIAN_FRONTEND=noninteractive apt-get -y -q remove "
                       "--allow-change-held-packages docker.io && "
                       "rm -f /var/lib/docker/nuke-graph-directory.sh")
@@ -450,7 +453,7 @@ def test_the_driver_the_kit_installed_goes_with_its_holds_pin_and_source():
         [p for p in DRIVER_HELD if p.startswith("libnvidia-container") or
          p.startswith("nvidia-container")] + [p for p in DRIVER_GROUP if p in DRIVER_HELD])]
     driver = cmd(ops, "Purge the NVIDIA driver the kit installed (19: ")
-    assert driver == [apt_wait(), "DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
+    assert driver == ["DEBIAN_FRONTEND=noninteractive apt-get -y -q purge "
                       "--allow-change-held-packages " + " ".join(DRIVER_GROUP)]
     other = cmd(ops, "Purge the packages the kit installed")[-1]
     for name in ("nvidia-container-toolkit", "gnupg", "wget", "dirmngr"):
@@ -714,3 +717,26 @@ def test_each_removal_says_what_it_removes_in_its_name_and_its_last_line():
     kept = [n for n, _ in uninstall(driver_host(), keep_driver=True)]
     assert "Remove the kit's apt sources and keyrings (NVIDIA's, but the CUDA one of the kept " \
            "driver)" in kept and "Remove the nouveau blacklist the kit wrote" not in kept
+
+
+def test_an_install_the_deploy_runs_is_the_kits_in_apts_history():
+    """The install line the deploy's apt steps run (operations/apt.packages, with its wait
+    for apt's locks), as apt's history log keeps it (the argv, without the environment
+    assignment), is one the uninstall counts as the kit's: every name it asked for, nothing
+    else (an option added to the line once made every such install a user's)."""
+    import shlex
+
+    from beekeeper.facts.lifecycle import asked_names
+    from beekeeper.tasks.uninstall import KIT_PACKAGES
+
+    from .harness import POD_DATA, POD_TOOLS, pod, run_deploy
+
+    tools = replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"), ("make", "/usr/bin/make")),
+                    apt_lists=7)
+    ops = run_deploy(POD_DATA, pod(HostTools=tools))
+    install = next(c for n, cmds in ops if n.startswith("Install the build tools")
+                   for c in cmds if " install " in c)
+    argv = [w for w in shlex.split(install) if not w.startswith("DEBIAN_FRONTEND=")]
+    asked = asked_names(" ".join(argv))
+    assert asked == ["cmake"], (install, asked)
+    assert all(KIT_PACKAGES.match(n) for n in asked)
