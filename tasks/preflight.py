@@ -118,8 +118,7 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
         if pred.total_mib > budget_mib:
             raise _over_budget(cfg, svc, pred, budget_mib,
                                (key, named) if gguf is not None else None)
-        if svc.profile.backend == "cuda":
-            planned.append((svc.name, pred.total_mib))
+        planned.append((svc.name, pred.total_mib))  # all of one kind: cuda here (config.py)
     # on one card together, each planned with the file it serves (config.py plans them
     # before any fact where the controller holds every file)
     rule_planned_per_card(planned, cfg.data.vram_budget_gib)

@@ -47,3 +47,4 @@ def test_two_models_of_yours_over_the_budget_together_are_refused(tmp_path):
         pf.check_vram(cfg(**data), smi(H200_CARD))
     assert "vram_budget_gib" in str(e.value)
     assert f"{2 * mine:.0f} MiB together" in str(e.value), str(e.value)
+

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from beekeeper.core.errors import PreflightError, host_data
+from beekeeper.core.errors import BeekeeperError, PreflightError, host_data
 from beekeeper.core.planner import predict
 from beekeeper.core.profiles import PROFILES
 from beekeeper.tasks import preflight as pf
 
-from .harness import RTX4090, cfg, on_host
+from .harness import H200_CARD, RTX4090, cfg, on_host, smi
 
 PROFILE = "q8-turbo4-64k"
 
@@ -158,3 +158,20 @@ def test_a_host_without_gzip_or_base64_gets_the_profiles_plan_not_a_failed_comma
                        capture_output=True, text=True, env={"PATH": str(bin_dir)})
     assert (p.returncode, p.stdout) == (0, "unreadable\n"), p.stderr
     assert pf.parse_gguf_header(p.stdout) is None
+
+
+def test_two_files_on_the_host_are_added_up_on_one_card(tmp_path):
+    """Two services serving files already on the host (which the controller cannot plan
+    before the facts), each within vram_budget_gib alone, over it together: preflight adds
+    up their own plans and refuses, naming the sum."""
+    a, b = big_gguf(tmp_path / "a-Q8_0.gguf"), big_gguf(tmp_path / "b-Q8_0.gguf")
+    mine = predict(PROFILES[PROFILE], a).total_mib
+    c = cfg(mode="native", vram_budget_gib=round(mine * 1.5 / 1024, 1), services=[
+        {"profile": PROFILE, "model_host_path": str(a), "model_sha256": "ab" * 32,
+         "model_alias": "a"},
+        {"profile": PROFILE, "model_host_path": str(b), "model_sha256": "cd" * 32,
+         "model_alias": "b", "service_name": "b", "port": 8084}])
+    with on_host(Command=host_shell([])), pytest.raises(BeekeeperError) as e:
+        pf.check_vram(c, smi(H200_CARD))
+    assert f"the 2 GPU services on this host's card plan {2 * mine:.0f} MiB together" in \
+        str(e.value), str(e.value)

@@ -46,8 +46,13 @@ def test_wsl2_without_systemd_under_supervisor_is_told_wsl_confs_boot_command(ca
     assert ops
     err = capsys.readouterr().err
     line = next(x for x in err.splitlines() if "not systemd" in x)
-    assert "/etc/wsl.conf" in line and "[boot]" in line, line
-    assert "command = /usr/local/sbin/beekeeper-start" in line, line
+    assert line.endswith(
+        "warning: PID 1 is 'init', not systemd: the server runs under the kit's supervisord, "
+        "and nothing starts it again when this WSL2 distro starts again (after `wsl "
+        "--shutdown`, an idle stop or a Windows restart) until `/usr/local/sbin/beekeeper-start`"
+        " runs: add `command = /usr/local/sbin/beekeeper-start` under `[boot]` in /etc/wsl.conf"
+        " (WSL runs it as root each time the distro starts), or turn systemd on there "
+        "(`systemd=true` under `[boot]`, then `wsl.exe --shutdown`) and remove `runtime`"), line
     assert "container" not in line and "RunPod" not in line, line
 
 
