@@ -28,7 +28,12 @@ def test_a_split_gguf_on_the_controller_is_refused_naming_model_path(tmp_path):
 def test_a_split_gguf_on_the_hub_is_refused_naming_its_file_key(role):
     msg = refused({"profile": "q8-dflash-32k", "source": GIT, f"{role}_repo": "o/r",
                    f"{role}_file": "Big-Model-Q4_K_M-00001-of-00002.gguf"}, f"{role}_file")
-    assert "2 files" in msg and "llama-gguf-split --merge" in msg, msg
+    assert msg == (
+        f"host data `{role}_file`: 'Big-Model-Q4_K_M-00001-of-00002.gguf' is part 1 of a split "
+        "GGUF of 2 files, and the kit places one file per model, so the server could not load "
+        "it; fix: merge the parts into one file (`llama-gguf-split --merge FIRST-PART "
+        "OUT.gguf`) and give that file as model_path or model_host_path (a draft: put the "
+        "merged file in a Hub repository of yours and name it in draft_file)"), msg
 
 
 def test_a_one_part_split_name_is_one_file(tmp_path):
