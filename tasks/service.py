@@ -128,12 +128,13 @@ def _model_swapped(manifest: str, new: DeployedService) -> bool:
     where the record names one) than this deploy serves: a file of yours replaced in place
     (`model_host_path`, never placed by the kit), or a file a deploy cut short placed
     before its restart. The server running holds the file it loaded; no readable record
-    says nothing."""
+    says nothing, nor a sha256 given on one side only (host data's model_sha256 added to or
+    dropped from a file of yours the upload checks by its own sha256: the same file)."""
     there = deployed_manifest(manifest)
     if there is None:
         return False
-    return there.model_sha256 != new.model_sha256 or (
-        there.draft_sha256 is not None and there.draft_sha256 != new.draft_sha256)
+    return any(was is not None and now is not None and was != now for was, now in (
+        (there.model_sha256, new.model_sha256), (there.draft_sha256, new.draft_sha256)))
 
 
 def _secrets(rt: Runtime, svc: ServiceConfig, p: ServicePaths) -> list[OperationMeta]:

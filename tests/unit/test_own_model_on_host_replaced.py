@@ -66,3 +66,32 @@ def test_a_file_of_yours_replaced_on_the_host_restarts_the_server():
     assert "systemctl restart beekeeper-llm.service" in start, (list(ops), start)
     smoke = ops["Wait for /health on port 8083 and smoke-check the API"]
     assert smoke and "--restore" in smoke[0], smoke
+
+
+def test_model_sha256_added_for_the_same_uploaded_file_restarts_nothing(tmp_path):
+    """A file of yours on the controller (model_path) deployed without model_sha256 (the
+    upload checks it by its own sha256, the record names none), then with model_sha256 set
+    to that same file's: the same file, the same unit, so no restart."""
+    mine = tmp_path / "mine-Q8_0.gguf"
+    mine.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)
+    sha = hashlib.sha256(mine.read_bytes()).hexdigest()
+    dest = "/srv/beekeeper/models/mine-Q8_0.gguf"
+
+    def host(**over):
+        return facts(**CPU_HOST, FileHead=b"GGUF\x03\x00\x00\x00",
+                     Sha256File=lambda path=None, **_: sha if path == dest else None, **over)
+
+    first = run_deploy({**CPU_GIT, "model_path": str(mine)}, host())
+    unit_sha = _sha1(uploaded(first, "Render systemd unit"))
+    record = uploaded(first, "Record what beekeeper-llm.service runs")
+    assert json.loads(record)["model_sha256"] is None
+    ops = dict(run_deploy({**CPU_GIT, "model_path": str(mine), "model_sha256": sha}, host(
+        DeployedServices=["llm"], Sha1File=lambda path: unit_sha if path == UNIT else None,
+        FileContents=lambda path: record.splitlines() if path == MANIFEST else None,
+        Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
+        if path == "/srv/beekeeper/models" else None,
+        SystemdStatus={"beekeeper-llm.service": True},
+        SystemdEnabled={"beekeeper-llm.service": True},
+        ServerSmoke={"ok": True, "completion_tokens": 4})))
+    start = next(cmds for name, cmds in ops.items() if name.startswith(START))
+    assert "systemctl restart beekeeper-llm.service" not in start, start
