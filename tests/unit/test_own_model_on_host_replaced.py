@@ -32,15 +32,21 @@ def _host(on_disk: str, **over):
 def _again(sha: str, unit_sha: str, record: str) -> dict[str, list[str]]:
     """The next run with model_sha256 `sha`, the file on the host now that one; the unit
     and record the first run wrote are there, the service running and healthy."""
-    return dict(run_deploy({**CPU_GIT, "model_host_path": MINE, "model_sha256": sha}, _host(
-        sha, DeployedServices=["llm"],
-        Sha1File=lambda path: unit_sha if path == UNIT else None,
-        FileContents=lambda path: record.splitlines() if path == MANIFEST else None,
-        Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
-        if path == "/srv/beekeeper/models" else None,
-        SystemdStatus={"beekeeper-llm.service": True},
-        SystemdEnabled={"beekeeper-llm.service": True},
-        ServerSmoke={"ok": True, "completion_tokens": 4})))
+    return dict(run_deploy({**CPU_GIT, "model_host_path": MINE, "model_sha256": sha},
+                           _host(sha, **_running(unit_sha, record))))
+
+
+def _running(unit_sha: str, record: str) -> dict:
+    """The facts of a host where the first run's unit and record are, the service running
+    and healthy."""
+    return dict(DeployedServices=["llm"],
+                Sha1File=lambda path: unit_sha if path == UNIT else None,
+                FileContents=lambda path: record.splitlines() if path == MANIFEST else None,
+                Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
+                if path == "/srv/beekeeper/models" else None,
+                SystemdStatus={"beekeeper-llm.service": True},
+                SystemdEnabled={"beekeeper-llm.service": True},
+                ServerSmoke={"ok": True, "completion_tokens": 4})
 
 
 def _first() -> tuple[str, str]:
@@ -85,13 +91,7 @@ def test_model_sha256_added_for_the_same_uploaded_file_restarts_nothing(tmp_path
     unit_sha = _sha1(uploaded(first, "Render systemd unit"))
     record = uploaded(first, "Record what beekeeper-llm.service runs")
     assert json.loads(record)["model_sha256"] is None
-    ops = dict(run_deploy({**CPU_GIT, "model_path": str(mine), "model_sha256": sha}, host(
-        DeployedServices=["llm"], Sha1File=lambda path: unit_sha if path == UNIT else None,
-        FileContents=lambda path: record.splitlines() if path == MANIFEST else None,
-        Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
-        if path == "/srv/beekeeper/models" else None,
-        SystemdStatus={"beekeeper-llm.service": True},
-        SystemdEnabled={"beekeeper-llm.service": True},
-        ServerSmoke={"ok": True, "completion_tokens": 4})))
+    ops = dict(run_deploy({**CPU_GIT, "model_path": str(mine), "model_sha256": sha},
+                          host(**_running(unit_sha, record))))
     start = next(cmds for name, cmds in ops.items() if name.startswith(START))
     assert "systemctl restart beekeeper-llm.service" not in start, start
