@@ -97,7 +97,6 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     service's plan is its shape and its model: the user's own GGUF (on the controller, or on
     the host: `host_gguf`), else the profile's."""
     budget_mib = cfg.data.vram_budget_gib * 1024
-    total = 0.0
     planned: list[tuple[str, float]] = []
     for svc in cfg.services:
         with host_gguf(svc.model, cfg.data.model_dir) as on_host:
@@ -114,7 +113,6 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
                     host_data(key), f"{named} with profile {svc.profile.name}: {e}",
                     "pick a profile whose KV cache types fit the model (`beekeeper plan "
                     "--profile NAME --gguf FILE` tries one)", lead=" ") from None
-        total += pred.total_mib
         if pred.total_mib > budget_mib:
             raise _over_budget(cfg, svc, pred, budget_mib,
                                (key, named) if gguf is not None else None)
@@ -122,6 +120,7 @@ def check_vram(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:
     # on one card together, each planned with the file it serves (config.py plans them
     # before any fact where the controller holds every file)
     rule_planned_per_card(planned, cfg.data.vram_budget_gib)
+    total = sum(mib for _, mib in planned)
     card = gpu.gpus[0].memory_total_mib if gpu and gpu.gpus else None
     if card and len(cfg.services) > 1 and total + 1024 > card:
         raise PreflightError(

@@ -174,10 +174,10 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     # restarted now, its `.prev` (what still runs) kept.
     new_record = record(cfg, rt, svc, image)
     inputs_change = any(op.will_change for op in upstream + secret_ops)
-    cut_short = running_sha is not None and not files_change and not inputs_change \
-        and _cut_short(p.manifest, new_record)
-    swapped = running_sha is not None and not files_change and not inputs_change \
-        and not cut_short and _model_swapped(p.manifest, new_record)
+    # nothing this run renders or places changed: only the record on the host tells
+    settled = running_sha is not None and not files_change and not inputs_change
+    cut_short = settled and _cut_short(p.manifest, new_record)
+    swapped = settled and not cut_short and _model_swapped(p.manifest, new_record)
     changed = files_change or cut_short or inputs_change or swapped
     if changed and not cut_short:
         _rollback_copy(p, running=running_sha is not None,

@@ -207,7 +207,7 @@ def services() -> None:
 def folders(cfg: HostConfig, driver_kept: bool) -> None:
     """The kit's folders outside packages; NVIDIA's CUDA repository stays with a kept
     driver (apt still knows where it comes from)."""
-    apt_files = [*TOOLKIT_APT, *([] if driver_kept else CUDA_APT)]
+    apt_files = [*TOOLKIT_APT.files, *([] if driver_kept else CUDA_APT.files)]
     ops_.paths_removed(name=f"Remove {CONF_ROOT} (manifests, keys, gateway config)",
                        paths=[CONF_ROOT], what=CONF_ROOT)
     ops_.paths_removed(name="Remove the state and log folders (source trees, builds, "

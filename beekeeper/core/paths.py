@@ -137,7 +137,15 @@ class AptRepo(NamedTuple):
 
     sources: str
     keyring: str
-    key_source: str
+
+    @property
+    def key_source(self) -> str:
+        return f"{self.keyring}.src"
+
+    @property
+    def files(self) -> tuple[str, str, str]:
+        """Every file the kit writes for the repository (the uninstall removes them)."""
+        return (self.sources, self.keyring, self.key_source)
 
 
 NOUVEAU_BLACKLIST = SystemFile("/etc/modprobe.d/blacklist-nouveau.conf",
@@ -146,10 +154,9 @@ CUDA_PATH_FILE = SystemFile("/etc/profile.d/cuda.sh",
                             "export PATH=/usr/local/cuda-{release}/bin:$PATH\n")
 CUDA_LOADER_FILE = SystemFile("/etc/ld.so.conf.d/cuda.conf", "/usr/local/cuda-{release}/lib64\n")
 CUDA_APT = AptRepo("/etc/apt/sources.list.d/nvidia-cuda.sources",
-                   "/etc/apt/keyrings/nvidia-cuda.gpg", "/etc/apt/keyrings/nvidia-cuda.gpg.src")
+                   "/etc/apt/keyrings/nvidia-cuda.gpg")
 TOOLKIT_APT = AptRepo("/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
-                      "/etc/apt/keyrings/nvidia-container-toolkit.gpg",
-                      "/etc/apt/keyrings/nvidia-container-toolkit.gpg.src")
+                      "/etc/apt/keyrings/nvidia-container-toolkit.gpg")
 
 
 class BuildFolders(NamedTuple):

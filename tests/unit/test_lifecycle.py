@@ -432,7 +432,8 @@ NOUVEAU_LINES = ["blacklist nouveau", "options nouveau modeset=0"]
 
 def driver_host(**over: Any) -> dict[str, Any]:
     """deployed_host with the kit's driver and Container Toolkit installed and held."""
-    present = {*KIT_DIRS, CUDA_SOURCE, "/etc/apt/keyrings/nvidia-cuda.gpg"}
+    present = {*KIT_DIRS, CUDA_SOURCE, "/etc/apt/keyrings/nvidia-cuda.gpg",
+               "/etc/apt/keyrings/nvidia-cuda.gpg.src"}
     return deployed_host(**{
         "AptHistory": DRIVER_HISTORY, "InstalledPackages": DRIVER_INSTALLED,
         "AptHolds": DRIVER_HELD,
@@ -462,6 +463,7 @@ def test_the_driver_the_kit_installed_goes_with_its_holds_pin_and_source():
     assert names.index(release) < names.index(next(n for n in names if "NVIDIA driver" in n))
     apt_files = cmd(ops, "Remove the kit's apt sources and keyrings")[0]
     assert CUDA_SOURCE in apt_files and "/etc/apt/keyrings/nvidia-cuda.gpg" in apt_files
+    assert "/etc/apt/keyrings/nvidia-cuda.gpg.src" in apt_files  # the key's URL beside it
     assert cmd(ops, "Remove the nouveau blacklist") == \
         ["rm -f /etc/modprobe.d/blacklist-nouveau.conf"]
     assert cmd(ops, "Remove Debian's contrib area the kit added")
