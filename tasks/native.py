@@ -11,7 +11,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, server
 
 from beekeeper.core.config import HostConfig
-from beekeeper.core.native import install_dir, shell_script
+from beekeeper.core.native import install_dir, install_files, shell_script
 from beekeeper.core.paths import LOG_DIR, NATIVE_PREFIX, SERVER_USER, build_folders
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations import native as native_ops
@@ -39,15 +39,16 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
     ]
     # The source tree is placed only for a build; native_built itself says when the
     # versioned folder already holds every target.
-    if not native_ops.installed(dest, facts.persistent_root):
+    complete = install_files(spec, facts.persistent_root)
+    if not native_ops.installed(dest, complete, facts.persistent_root):
         ops += source.ensure(cfg)
     script = shell_script(spec, source.tree_dir(cfg),
                           f"{build_folders(cfg.data.state_dir).native_builds}/{slug}/build",
                           spec.jobs, dest, NATIVE_PREFIX,
                           cuda_bin=posixpath.dirname(facts.host_nvcc) if facts.host_nvcc
-                          else "/usr/local/cuda/bin")
+                          else "/usr/local/cuda/bin", persistent_root=facts.persistent_root)
     log = f"{LOG_DIR}/native-{slug}.log"
     ops.append(native_ops.native_built(name=f"Build llama-server {slug} natively (log: {log})",
-                                       dest=dest, script=script, log_path=log,
+                                       dest=dest, script=script, log_path=log, files=complete,
                                        persistent_root=facts.persistent_root))
     return f"{dest}/llama-server", ops

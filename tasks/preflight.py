@@ -35,7 +35,7 @@ from beekeeper.core.errors import PreflightError, host_data
 from beekeeper.core.gateway import systemd_refusal as gateway_systemd_refusal
 from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
-from beekeeper.core.native import install_dir
+from beekeeper.core.native import install_dir, install_files
 from beekeeper.core.paths import (
     CONF_ROOT,
     HOSTSIDE_DIR,
@@ -751,7 +751,8 @@ def build_there(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
                       cuda_arch=archs_of_cards(cfg, gpu))
     if way.builds_image:
         return bool(host.get_fact(DockerImageId, tag=spec.tag()))
-    return native_ops.installed(install_dir(NATIVE_PREFIX, spec.name()), persistent_root)
+    return native_ops.installed(install_dir(NATIVE_PREFIX, spec.name()),
+                                install_files(spec, persistent_root), persistent_root)
 
 
 def image_missing(cfg: HostConfig, built: bool | None) -> bool:

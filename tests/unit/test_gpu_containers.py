@@ -204,11 +204,12 @@ def _restarted_pod(linked: bool) -> list[tuple[str, list[str]]]:
                        apt_lists=0)
     builds = NATIVE_PREFIX if linked else f"{root}/opt/llama-server"
 
-    def file(path=None, **_):  # the model, and the build on the volume (both its targets,
-        # in the folder named as the build is: <ref's 12 characters>-<variant>-<hash>)
+    def file(path=None, **_):  # the model, and the build on the volume (both its targets
+        # and the list of the toolkit libraries kept beside them, in the folder named as the
+        # build is: <ref's 12 characters>-<variant>-<hash>)
         there = path == MODEL or re.fullmatch(
-            rf"{builds}/[0-9a-f]{{12}}-cuda[^/:]+-[0-9a-f]{{8}}/llama-(server|bench)",
-            path or "") is not None
+            rf"{builds}/[0-9a-f]{{12}}-cuda[^/:]+-[0-9a-f]{{8}}/"
+            r"(llama-server|llama-bench|toolkit-libs\.txt)", path or "") is not None
         return {"size": 1, "mode": 755} if there else None
     return run_deploy(POD_DATA, pod(
         HostTools=no_cmake, File=file,
@@ -287,3 +288,24 @@ def test_a_pods_driver_refusals_are_whole_lines():
         "is the machine's, outside this container, and the kit cannot replace it: run on a "
         "machine (or a provider's template) with driver branch 595 or newer, or set "
         "cuda_version to a 12.8 release"]
+
+
+def test_a_pods_build_from_before_the_kept_toolkit_libraries_is_built_again():
+    """A pod's build that holds both targets but no kept toolkit libraries (an older kit's)
+    would not start after the restart cleared the toolkit: the deploy builds it again, with
+    the run path to the copies and the copies."""
+    from beekeeper.core.paths import NATIVE_PREFIX
+    from beekeeper.facts.volume import FsInfo
+
+    def file(path=None, **_):  # both targets in the build's folder, no toolkit-libs.txt
+        there = path == MODEL or re.fullmatch(
+            rf"{NATIVE_PREFIX}/[0-9a-f]{{12}}-cuda[^/:]+-[0-9a-f]{{8}}/llama-(server|bench)",
+            path or "") is not None
+        return {"size": 1, "mode": 755} if there else None
+    ops = run_deploy(POD_DATA, pod(
+        File=file, Directory=lambda path=None, **_: {"mode": 755} if path == "/workspace" else None,
+        FsOf=lambda path=None, **_: FsInfo(existing="/workspace", fstype="ext4",
+                                           target="/workspace")))
+    build = next(cmds for n, cmds in ops if n.startswith("Build llama-server"))
+    assert build and "-DCMAKE_BUILD_RPATH=$ORIGIN/lib" in build[0], build
+    assert "toolkit-libs.txt" in build[0], build

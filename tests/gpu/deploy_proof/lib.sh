@@ -100,3 +100,27 @@ ready() {  # every proof's start: the model written beside the facts, the kit in
   wait $mp || { echo model-failed > "$L/done"; exit 1; }
   export BEEKEEPER_MODEL_SHA256=$(cut -d' ' -f1 "$L/model.sha256")
 }
+# A pod whose CUDA toolkit the kit installed on the container disk: the restart clears it.
+# Hidden beside itself (the same file system: a move, not a copy), with the loader's entries.
+HIDDEN=/usr/local/.beekeeper-proof-hidden
+hide_toolkit() {
+  mkdir -p "$HIDDEN/ld"
+  for d in /usr/local/cuda /usr/local/cuda-*; do [ -e "$d" ] && mv "$d" "$HIDDEN/"; done
+  for f in $(grep -l cuda /etc/ld.so.conf.d/* 2>/dev/null); do mv "$f" "$HIDDEN/ld/"; done
+  ldconfig; echo "hidden: $(ls "$HIDDEN" "$HIDDEN/ld" | tr '\n' ' ')"
+  command -v nvcc && return 1; ldconfig -p | grep -E 'libcudart|libcublas' || echo "the loader's cache holds no cudart or cuBLAS"
+}
+restore_toolkit() {
+  mv "$HIDDEN"/ld/* /etc/ld.so.conf.d/ 2>/dev/null; rmdir "$HIDDEN/ld"
+  mv "$HIDDEN"/* /usr/local/ && rmdir "$HIDDEN" && ldconfig && ls -d /usr/local/cuda*
+}
+kept_libs() {  # what the build keeps beside its binaries, and where its binaries look
+  local d=/opt/beekeeper/llama-server/current
+  ls -la "$d" "$d/lib"; cat "$d/toolkit-libs.txt"; du -sh "$d/lib"; readelf -d "$d/llama-server" | grep -i path
+  ldd "$d/llama-server" | grep -E 'cuda|cublas|nvrtc|not found'
+}
+bench_without_toolkit() {  # llama-bench (verify's engine baseline) from the kept libraries
+  local d=/opt/beekeeper/llama-server/current
+  ldd "$d/llama-bench" | grep -E 'cuda|cublas|nvrtc|not found'
+  "$d/llama-bench" -m "$BEEKEEPER_MODEL" -p 0 -n 32 -r 1 -ngl 99
+}
