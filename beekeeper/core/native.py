@@ -61,7 +61,7 @@ def keep_libs_commands(dest: str) -> list[str]:
     names = "|".join(TOOLKIT_LIBS)
     lib, listed = f"{q(dest)}/{KEPT_LIBS_DIR}", f"{q(dest)}/{KEPT_LIBS_LIST}"
     return [
-        f"install -d -m 0755 {lib}",
+        f"rm -rf {lib} && install -d -m 0755 {lib}",  # never copies of copies
         f"ldd {bins} | awk '$2 == \"=>\" && $1 ~ /^({names})\\.so/ && $3 ~ /^\\// "
         f"{{print $3}}' | sort -u > {listed}.new",
         f"test -s {listed}.new",  # a CUDA build loads cudart at least
