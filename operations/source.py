@@ -55,7 +55,11 @@ def tarball_unpacked(tarball: str, tree_id: str, dest: str):
         host.noop(f"{dest} holds {tree_id[:12]}")
         return
     tmp = dest + ".tmp"
+    # owned by the user that unpacks it, never by the packer's uid (a Mac's 501 may be a
+    # user here, who could change what the build then runs as root); without the
+    # AppleDouble `._` files a Mac's tar adds beside files with extended attributes
     yield (f"rm -rf {q(tmp)} && mkdir -p {q(tmp)} && "
-           f"tar -C {q(tmp)} --strip-components=1 -xzf {q(tarball)} && "
+           f"tar -C {q(tmp)} --strip-components=1 --no-same-owner --exclude='._*' "
+           f"-xzf {q(tarball)} && "
            f"echo {q(tree_id)} > {q(tmp)}/{ID_FILE} && "
            f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}")
