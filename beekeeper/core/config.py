@@ -506,10 +506,10 @@ def rule_env_keys(services: tuple[ServiceConfig, ...], way: Runtime) -> None:
     for svc in services:
         file = svc.data.api_key_file
         if file and not way.env_carries(Path(file).read_text().strip()):
-            raise fail(f"{svc.at}api_key_file", f"the key in {file} holds ' or \\, which compose's "
-                       "env file cannot carry literally",
-                       "use a key without them (e.g. `openssl rand -hex 32`), or "
-                       "runtime = 'systemd'")
+            raise fail(f"{svc.at}api_key_file", f"the key in {file} holds \\ or a quote, which "
+                       f"the {way.name}'s env file cannot carry literally",
+                       "use a key without them (e.g. `openssl rand -hex 32`)"
+                       + (", or runtime = 'systemd'" if way.compose else ""))
 
 
 def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayData | None:

@@ -110,8 +110,14 @@ class Runtime:
 
     def env_carries(self, value: str) -> bool:
         """Whether this way's env file carries `value` literally: compose's single quotes hold
-        no ' or \\."""
-        return not (self.env_quoted and any(c in value for c in "'\\"))
+        no ' or \\; the native unit's EnvironmentFile (systemd reads it unquoted) takes a
+        \\ as an escape and a leading quote as quoting. supervisord's launcher reads the key
+        file itself (`read -r`), `docker run --env-file` takes the line as it is."""
+        if self.env_quoted:
+            return not any(c in value for c in "'\\")
+        if self.native and self.under_systemd:
+            return "\\" not in value and not value.startswith(("'", '"'))
+        return True
 
     @property
     def runs(self) -> str:

@@ -120,23 +120,25 @@ def test_the_host_checks_of_a_service_are_those_of_the_way_its_record_names(data
                        "native unit": {"native"}, "supervisor": {"native"}}[name]
 
 
-@pytest.mark.parametrize("way,serves_outside,carries_quote,runs", [
-    ("docker unit", False, True, "a container"),
-    ("compose", False, False, "a container"),
-    ("native unit", True, True, "the native server"),
-    ("supervisor", True, True, "the native server"),
+@pytest.mark.parametrize("way,serves_outside,carries_quote,carries_backslash,runs", [
+    ("docker unit", False, True, True, "a container"),
+    ("compose", False, False, False, "a container"),
+    ("native unit", True, True, False, "the native server"),
+    ("supervisor", True, True, True, "the native server"),
 ])
 def test_config_asks_each_way_where_it_serves_a_model_from_and_what_its_env_file_carries(
-        way, serves_outside, carries_quote, runs):
+        way, serves_outside, carries_quote, carries_backslash, runs):
     """config.py's rules ask the way (issue 42): a container opens a model on the host in
-    model_dir alone (rule_model_in_model_dir), compose's env file carries no ' or \\
+    model_dir alone (rule_model_in_model_dir), compose's env file carries no ' or \\ and
+    the native unit's (systemd's EnvironmentFile, unquoted) no \\ nor a leading quote
     (rule_env_keys), and a runtime beside the wrong mode is refused naming what it runs."""
     rt = next(r for r in RUNTIMES if r.name == way)
     assert rt.serves_from("/srv/m", "/srv/m")
     assert rt.serves_from("/data/models", "/srv/m") is serves_outside
     assert rt.env_carries("plain-key_1$x")
     assert rt.env_carries("it's") is carries_quote
-    assert rt.env_carries("back\\slash") is carries_quote
+    assert rt.env_carries("back\\slash") is carries_backslash
+    assert rt.env_carries("'quoted'") is (carries_quote and way != "native unit")
     assert rt.runs == runs
     assert rt in ways_named(rt.runtime)
 
@@ -237,3 +239,26 @@ def test_a_host_config_gives_the_way_host_data_asks_for(data, name):
     cfg = load_host_config(with_(**data))
     assert cfg.requested_way.name == name
     assert cfg.requested_way is requested_runtime(cfg)
+
+
+@pytest.mark.parametrize("mode,runtime,key,refused_as", [
+    ("native", "systemd", "back\\slash", "native unit"),  # systemd would read "backslash"
+    ("native", "systemd", '"quoted"', "native unit"),  # ... and quoted
+    ("native", "supervisor", "back\\slash", None),  # its launcher reads the file itself
+    ("native", "systemd", "it's-a-key", None),  # a quote inside: literal to systemd
+    ("container", "compose", "it's-a-key", "compose"),
+    ("container", "systemd", "back\\slash", None),  # docker run --env-file: as it is
+])
+def test_a_key_the_ways_env_file_would_change_is_refused_in_one_line(tmp_path, mode, runtime,
+                                                                     key, refused_as):
+    from .harness import CPU, refused
+
+    path = tmp_path / "key"
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    data = {**CPU, "mode": mode, "runtime": runtime, "api_key_file": str(path)}
+    if refused_as is None:
+        assert load_host_config(data).service.data.api_key_file == str(path)
+        return
+    msg = refused(data, "api_key_file")
+    assert f"which the {refused_as}'s env file cannot carry literally" in msg, msg
