@@ -108,7 +108,7 @@ hide_toolkit() {
   for d in /usr/local/cuda /usr/local/cuda-*; do [ -e "$d" ] && mv "$d" "$HIDDEN/"; done
   for f in $(grep -l cuda /etc/ld.so.conf.d/* 2>/dev/null); do mv "$f" "$HIDDEN/ld/"; done
   ldconfig; echo "hidden: $(ls "$HIDDEN" "$HIDDEN/ld" | tr '\n' ' ')"
-  command -v nvcc && return 1; ldconfig -p | grep -E 'libcudart|libcublas' || echo "the loader's cache holds no cudart or cuBLAS"
+  hash -r; command -v nvcc && return 1; ldconfig -p | grep -E 'libcudart|libcublas' || echo "the loader's cache holds no cudart or cuBLAS"
 }
 restore_toolkit() {
   mv "$HIDDEN"/ld/* /etc/ld.so.conf.d/ 2>/dev/null; rmdir "$HIDDEN/ld"
