@@ -42,6 +42,14 @@ def git_fetched(url: str, commit: str, dest: str):
                                         f"fetching {url} at {commit[:12]}"))
 
 
+# Owned by the user that unpacks it, never by the packer's uid (a Mac's 501 may be a user
+# here, who could change what the build then runs as root), with that user's umask, never
+# the archive's modes (a member 0666 would be writable by all); without the AppleDouble `._`
+# files a Mac's tar adds beside files with extended attributes.
+UNPACK_FLAGS = "--no-same-owner --no-same-permissions --exclude='._*'"
+UNPACKED_AS = "owned-by-unpacker"
+
+
 @operation()
 def tarball_unpacked(tarball: str, tree_id: str, dest: str):
     """
@@ -51,15 +59,14 @@ def tarball_unpacked(tarball: str, tree_id: str, dest: str):
     + tarball: the .tar.gz on the host (one top folder)
     + tree_id: the tarball's sha256, recorded in `dest` as what it holds
     """
-    if host.get_fact(SourceTreeId, path=dest) == tree_id:
+    # what the tree holds and how it was unpacked: a tree an older kit unpacked otherwise
+    # (as the packer owned it) is unpacked again
+    recorded = f"{tree_id} {UNPACKED_AS}"
+    if host.get_fact(SourceTreeId, path=dest) == recorded:
         host.noop(f"{dest} holds {tree_id[:12]}")
         return
     tmp = dest + ".tmp"
-    # owned by the user that unpacks it, never by the packer's uid (a Mac's 501 may be a
-    # user here, who could change what the build then runs as root); without the
-    # AppleDouble `._` files a Mac's tar adds beside files with extended attributes
     yield (f"rm -rf {q(tmp)} && mkdir -p {q(tmp)} && "
-           f"tar -C {q(tmp)} --strip-components=1 --no-same-owner --exclude='._*' "
-           f"-xzf {q(tarball)} && "
-           f"echo {q(tree_id)} > {q(tmp)}/{ID_FILE} && "
+           f"tar -C {q(tmp)} --strip-components=1 {UNPACK_FLAGS} -xzf {q(tarball)} && "
+           f"echo {q(recorded)} > {q(tmp)}/{ID_FILE} && "
            f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}")

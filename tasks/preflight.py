@@ -26,6 +26,7 @@ from beekeeper.core.config import (
     HostConfig,
     ServiceConfig,
     gguf_problem,
+    rule_env_keys,
     rule_model_in_model_dir,
     rule_planned_per_card,
 )
@@ -884,6 +885,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     gpu = host.get_fact(GpuInfo)
     disk = host.get_fact(DiskOf, path=cfg.data.model_dir)
     rt = check_init(cfg, init, wsl, docker.present)
+    rule_env_keys(cfg.services, rt)
     persistent_root = check_persistent_root(cfg, rt, init)
     if not init.systemd and cfg.gateway is not None:  # whatever runs the model servers
         raise gateway_systemd_refusal(init.pid1)

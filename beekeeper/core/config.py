@@ -221,7 +221,6 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     hd = parse(_kit_data(data))
     way = rule_runtime(hd)
     services, absent = _services(hd, own_keys(data), pin)
-    rule_env_keys(services, way)
     gateway = _gateway(hd, services)
     return HostConfig(data=hd, services=services, absent=absent, source=_source(hd),
                       gateway=gateway, requested_runtime=way.runtime)
@@ -502,7 +501,9 @@ def rule_planned_per_card(planned: list[tuple[str, float]], budget_gib: float) -
 
 
 def rule_env_keys(services: tuple[ServiceConfig, ...], way: Runtime) -> None:
-    """Each API key must go literally into the way's secrets env file (Runtime.env_carries)."""
+    """Each API key must go literally into the way's secrets env file (Runtime.env_carries):
+    the way that runs the server on this host (preflight: a pod without systemd runs the
+    native server under supervisord, which reads the key file itself)."""
     for svc in services:
         file = svc.data.api_key_file
         if file and not way.env_carries(Path(file).read_text().strip()):

@@ -40,7 +40,11 @@ def install_files(spec: BuildSpec, persistent_root: str | None) -> tuple[str, ..
 
 def build_commands(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int,
                    keep_libs: bool = False) -> list[list[str]]:
-    rpath = [f"-DCMAKE_BUILD_RPATH=$ORIGIN/{KEPT_LIBS_DIR}"] if keep_libs else []
+    # the copies first; an RPATH (not RUNPATH: --disable-new-dtags) also finds the libraries
+    # the toolkit's own load (cuBLAS loads cublasLt), which a library without a run path of
+    # its own would otherwise look for in the loader's cache only
+    rpath = [f"-DCMAKE_BUILD_RPATH=$ORIGIN/{KEPT_LIBS_DIR}",
+             "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags"] if keep_libs else []
     return [
         ["cmake", "-S", src_dir, "-B", build_dir, *spec.cmake_flags, *rpath],
         # one build, both targets (they share every object but their own main)
@@ -61,13 +65,13 @@ def keep_libs_commands(dest: str) -> list[str]:
     names = "|".join(TOOLKIT_LIBS)
     lib, listed = f"{q(dest)}/{KEPT_LIBS_DIR}", f"{q(dest)}/{KEPT_LIBS_LIST}"
     return [
-        f"rm -rf {lib} && install -d -m 0755 {lib}",  # never copies of copies
+        f"rm -rf {lib} {listed} && install -d -m 0755 {lib}",  # never copies of copies
         f"ldd {bins} | awk '$2 == \"=>\" && $1 ~ /^({names})\\.so/ && $3 ~ /^\\// "
         f"{{print $3}}' | sort -u > {listed}.new",
         f"test -s {listed}.new",  # a CUDA build loads cudart at least
         f"xargs -r -a {listed}.new install -m 0644 -t {lib}",
-        f"mv {listed}.new {listed}",
         f"! ldd {bins} | grep 'not found'",
+        f"mv {listed}.new {listed}",  # last: the list marks the install complete
     ]
 
 

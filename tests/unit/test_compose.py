@@ -119,15 +119,6 @@ def test_the_api_key_is_never_in_the_compose_file_or_unit(tmp_path):
     assert env_line(key, requested_runtime(plain).env_quoted) == f"LLAMA_API_KEY={key}\n"
 
 
-@pytest.mark.parametrize("key", ["it's", "back\\slash"])
-def test_a_key_compose_cannot_carry_is_refused_for_compose_only(tmp_path, key):
-    data = {**CPU, "api_key_file": _key_file(tmp_path, key)}
-    with pytest.raises(ConfigError) as e:
-        load_host_config(data)
-    assert str(e.value).startswith("host data `api_key_file`: ") and "; fix: " in str(e.value)
-    load_host_config({**data, "runtime": "systemd"})  # the plain unit takes it as it is
-
-
 # ------------------------------------------------------------------ the unit around it
 
 def test_compose_unit_brings_the_project_up_and_down_and_logs_to_journald():

@@ -48,10 +48,17 @@ def built(tmp_path: Path):
         toolkit, src = base / "cuda-13.0", base / "src"
         (toolkit / "lib64").mkdir(parents=True)
         (toolkit / "bin").mkdir()
-        (toolkit / "rt.c").write_text("int cudart_release(void) { return 13; }\n")
-        subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.13", "-o",
-                        str(toolkit / "lib64/libcudart.so.13"), str(toolkit / "rt.c")],
+        # cudart loads a library of the toolkit's own (as cuBLAS loads cublasLt), with no
+        # run path of its own: found through the binary's
+        (toolkit / "lt.c").write_text("int lt_release(void) { return 13; }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libcublasLt.so.13", "-o",
+                        str(toolkit / "lib64/libcublasLt.so.13"), str(toolkit / "lt.c")],
                        check=True)
+        (toolkit / "rt.c").write_text(
+            "int lt_release(void);\nint cudart_release(void) { return lt_release(); }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.13", "-o",
+                        str(toolkit / "lib64/libcudart.so.13"), str(toolkit / "rt.c"),
+                        "-L", str(toolkit / "lib64"), "-l:libcublasLt.so.13"], check=True)
         (toolkit / "lib64/libcudart.so").symlink_to("libcudart.so.13")
         src.mkdir()
         (src / "CMakeLists.txt").write_text(CMAKE)
@@ -79,7 +86,8 @@ def test_a_pods_build_starts_after_its_toolkit_is_gone(built):
     assert run.returncode == 0, run.stderr[-2000:]
     assert (dest / "lib/libcudart.so.13").is_file()
     assert not (dest / "lib/libcudart.so.13").is_symlink()  # the file, not a link to the toolkit
-    assert (dest / KEPT_LIBS_LIST).read_text().split() == [str(toolkit / "lib64/libcudart.so.13")]
+    assert (dest / KEPT_LIBS_LIST).read_text().split() == [
+        str(toolkit / "lib64/libcublasLt.so.13"), str(toolkit / "lib64/libcudart.so.13")]
     shutil.rmtree(toolkit)  # the pod's restart cleared the container disk
     for target in ("llama-server", "llama-bench"):
         run = subprocess.run([str(dest / target)], capture_output=True, text=True)
@@ -102,3 +110,34 @@ def test_a_pods_install_is_complete_only_with_its_kept_libraries():
     assert install_files(spec, None) == ("llama-server", "llama-bench")
     cpu = requested_build(load_host_config({**CPU, "mode": "native"}), None)
     assert install_files(cpu, ROOT) == ("llama-server", "llama-bench")
+
+
+def test_a_build_whose_libraries_do_not_all_resolve_fails_and_is_not_complete(tmp_path):
+    """The list of kept libraries marks the install complete (install_files), so it is
+    written last: a build that links a library the loader cannot find fails, and the next
+    deploy builds again instead of taking the folder as built."""
+    tk, src = tmp_path / "cuda", tmp_path / "src"
+    for d in (tk / "lib64", tk / "extra", tk / "bin", src):
+        d.mkdir(parents=True)
+    for lib, folder, c in (("libcudart.so.13", "lib64", "int cudart_release(void) { return 13; }"),
+                           ("libextra.so.1", "extra", "int extra(void) { return 1; }")):
+        (tk / f"{lib}.c").write_text(c + "\n")
+        subprocess.run(["cc", "-shared", "-fPIC", f"-Wl,-soname,{lib}", "-o",
+                        str(tk / folder / lib), str(tk / f"{lib}.c")], check=True)
+    (tk / "lib64/libcudart.so").symlink_to("libcudart.so.13")
+    (tk / "extra/libextra.so").symlink_to("libextra.so.1")
+    (src / "CMakeLists.txt").write_text(CMAKE.replace(
+        '"${TOOLKIT}/lib64/libcudart.so")', '"${TOOLKIT}/lib64/libcudart.so" -L${TOOLKIT}/extra '
+        '-lextra)'))  # by -l: in no run path, so the loader does not find it
+    (src / "main.c").write_text("int cudart_release(void); int extra(void);\n"
+                                "int main(void) { return cudart_release() - 13 + extra() - 1; }\n")
+    spec = requested_build(load_host_config(GPU), "9.0")
+    opt = tmp_path / "opt"
+    dest = Path(install_dir(str(opt), spec.name()))
+    script = shell_script(spec, str(src), str(tmp_path / "build"), 2, str(dest), str(opt),
+                          cuda_bin=str(tk / "bin"), persistent_root=ROOT)
+    script = script.replace("cmake -S", f"cmake -DTOOLKIT={tk} -S", 1)
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert run.returncode != 0 and "libextra.so.1 => not found" in run.stdout, run.stdout[-1500:]
+    assert not (opt / "current").exists()
+    assert not all((dest / f).exists() for f in install_files(spec, ROOT))

@@ -244,21 +244,41 @@ def test_a_host_config_gives_the_way_host_data_asks_for(data, name):
 @pytest.mark.parametrize("mode,runtime,key,refused_as", [
     ("native", "systemd", "back\\slash", "native unit"),  # systemd would read "backslash"
     ("native", "systemd", '"quoted"', "native unit"),  # ... and quoted
+    ("native", None, "back\\slash", "native unit"),  # where systemd is PID 1: the unit
     ("native", "supervisor", "back\\slash", None),  # its launcher reads the file itself
     ("native", "systemd", "it's-a-key", None),  # a quote inside: literal to systemd
-    ("container", "compose", "it's-a-key", "compose"),
+    ("container", "compose", "it's-a-key", "compose"),  # single quotes in compose's file
+    ("container", "compose", "back\\slash", "compose"),
     ("container", "systemd", "back\\slash", None),  # docker run --env-file: as it is
 ])
 def test_a_key_the_ways_env_file_would_change_is_refused_in_one_line(tmp_path, mode, runtime,
                                                                      key, refused_as):
-    from .harness import CPU, refused
+    """Refused by preflight, before any change, for the way that runs the server there."""
+    from .harness import CPU_GIT, CPU_HOST, facts, run_deploy
 
     path = tmp_path / "key"
     path.write_text(key + "\n")
     path.chmod(0o600)
-    data = {**CPU, "mode": mode, "runtime": runtime, "api_key_file": str(path)}
+    data = {**CPU_GIT, "mode": mode, "api_key_file": str(path),
+            **({"runtime": runtime} if runtime else {})}
+    host = facts(**CPU_HOST)
     if refused_as is None:
-        assert load_host_config(data).service.data.api_key_file == str(path)
+        assert run_deploy(data, host)
         return
-    msg = refused(data, "api_key_file")
+    with pytest.raises(ConfigError) as e:
+        run_deploy(data, host)
+    msg = str(e.value)
+    assert "host data `api_key_file`" in msg and "\n" not in msg, msg
     assert f"which the {refused_as}'s env file cannot carry literally" in msg, msg
+
+
+def test_a_pods_server_under_supervisord_takes_a_key_the_native_unit_would_change(tmp_path):
+    """A pod (no systemd; runtime unset, as docs/gpu-containers.md says) runs the native
+    server under supervisord, whose launcher reads the key file itself (`read -r`)."""
+    from .harness import POD_DATA, pod, run_deploy
+
+    path = tmp_path / "key"
+    path.write_text("back\\slash-key\n")
+    path.chmod(0o600)
+    ops = run_deploy({**POD_DATA, "api_key_file": str(path)}, pod())
+    assert any(n.startswith("Write the server's secrets env file") for n, _ in ops)
