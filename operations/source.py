@@ -61,12 +61,12 @@ def tarball_unpacked(tarball: str, tree_id: str, dest: str):
     """
     # what the tree holds and how it was unpacked: a tree an older kit unpacked otherwise
     # (as the packer owned it) is unpacked again
-    recorded = f"{tree_id} {UNPACKED_AS}"
-    if host.get_fact(SourceTreeId, path=dest) == recorded:
+    unpacked_id = f"{tree_id} {UNPACKED_AS}"
+    if host.get_fact(SourceTreeId, path=dest) == unpacked_id:
         host.noop(f"{dest} holds {tree_id[:12]}")
         return
     tmp = dest + ".tmp"
     yield (f"rm -rf {q(tmp)} && mkdir -p {q(tmp)} && "
            f"tar -C {q(tmp)} --strip-components=1 {UNPACK_FLAGS} -xzf {q(tarball)} && "
-           f"echo {q(recorded)} > {q(tmp)}/{ID_FILE} && "
+           f"echo {q(unpacked_id)} > {q(tmp)}/{ID_FILE} && "
            f"rm -rf {q(dest)} && mv {q(tmp)} {q(dest)}")
