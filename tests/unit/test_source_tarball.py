@@ -4,7 +4,9 @@ each member carries the Mac user's ids (uid 501, gid 20) and, beside each file w
 attributes, an AppleDouble `._NAME` member. Unpacked on the host by the kit's own command
 (the deploy's "Unpack source tree" operation, run by bash with this machine's GNU tar), the
 tree must belong to the user that unpacked it, never to whoever holds uid 501 on the host
-(who could change the sources the build then runs as root), and hold no `._` files.
+(who could change the sources the build then runs as root), with the unpacker's umask, and
+hold no `._` files. GNU tar keeps an archive's owner and modes only when root runs it (as the
+deploy does): run as another user, the owner and mode checks pass without the fix.
 """
 
 from __future__ import annotations
