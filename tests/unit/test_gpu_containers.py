@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from beekeeper.core.errors import BeekeeperError
+from beekeeper.core.errors import BeekeeperError, PreflightError
 from beekeeper.facts.toolchain import HostToolsInfo
 
 from .harness import (
@@ -190,7 +190,7 @@ def test_a_first_start_under_supervisord_is_named_as_what_it_is():
     assert not any("beekeeper-llm.service" in n or "compose.yaml" in n for n in names), names
 
 
-def _restarted_pod(linked: bool) -> list[tuple[str, list[str]]]:
+def _restarted_pod(linked: bool, kept_libs: bool = True) -> list[tuple[str, list[str]]]:
     """The next deploy of a pod restarted after a whole deploy: the container disk cleared
     (cmake and apt's lists gone), the build and the kit's folders on the volume; `linked`:
     the start script ran (the kit's folders are links into the root again), else the start
@@ -209,7 +209,8 @@ def _restarted_pod(linked: bool) -> list[tuple[str, list[str]]]:
         # build is: <ref's 12 characters>-<variant>-<hash>)
         there = path == MODEL or re.fullmatch(
             rf"{builds}/[0-9a-f]{{12}}-cuda[^/:]+-[0-9a-f]{{8}}/"
-            r"(llama-server|llama-bench|toolkit-libs\.txt)", path or "") is not None
+            r"(llama-server|llama-bench" + (r"|toolkit-libs\.txt)" if kept_libs else ")"),
+            path or "") is not None
         return {"size": 1, "mode": 755} if there else None
     return run_deploy(POD_DATA, pod(
         HostTools=no_cmake, File=file,
@@ -309,3 +310,13 @@ def test_a_pods_build_from_before_the_kept_toolkit_libraries_is_built_again():
     build = next(cmds for n, cmds in ops if n.startswith("Build llama-server"))
     assert build and "-DCMAKE_BUILD_RPATH=$ORIGIN/lib" in build[0], build
     assert "toolkit-libs.txt" in build[0], build
+
+
+def test_a_restarted_pods_build_without_kept_libraries_needs_the_build_tools_again():
+    """An older kit's build on the volume (no kept toolkit libraries) is built again, so
+    preflight judges the build tools as for a build: the pod restarted without cmake or apt's
+    lists is refused for cmake in one line, before any change (not taken as built, which
+    would skip the check and fail in the build)."""
+    with pytest.raises(PreflightError) as e:
+        _restarted_pod(linked=True, kept_libs=False)
+    assert "cmake" in str(e.value) and "\n" not in str(e.value), str(e.value)
