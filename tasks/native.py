@@ -38,7 +38,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> tuple[str, list[OperationMeta]]
         files.directory(name=f"Create {NATIVE_PREFIX}", path=NATIVE_PREFIX, mode="0755"),
     ]
     # The source tree is placed only for a build; native_built itself says when the
-    # versioned folder already holds every target.
+    # versioned folder already holds every file of a complete install (install_files).
     complete = install_files(spec, facts.persistent_root)
     if not native_ops.installed(dest, complete, facts.persistent_root):
         ops += source.ensure(cfg)
