@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .core import cache
 from .core.cache import CACHE, fetching
-from .core.distro import APT_GET, apt_wait
+from .core.distro import APT_GET, apt_free
 from .core.errors import VerifyError
 from .core.paths import REPORTS_DIR, VERIFY_KIT as KIT, VERIFY_VENV as VENV
 from .core.remote import ssh_as_root
@@ -84,8 +84,8 @@ def run_on_host(ssh: list[str], host_label: str, args: argparse.Namespace, port:
     if p.returncode != 0:
         raise VerifyError(f"could not copy the suites to {host_label}: {p.stderr.decode()}")
     reqs = " ".join(shlex.quote(r) for r in REQUIREMENTS)
-    p = _ssh(ssh, "python3 -c 'import ensurepip' 2>/dev/null || { " + apt_wait() + "; "
-                  "apt-get update -qq && "
+    p = _ssh(ssh, "python3 -c 'import ensurepip' 2>/dev/null || { "
+                  + apt_free("apt-get update -qq") + " && "
                   f"{APT_GET} install -y -qq python3-venv; }} && "
                   f"{{ [ -x {PYTHON} ] || python3 -m venv {VENV}; }} && "
                   f"{VENV}/bin/pip install -q --no-index --find-links {KIT}/wheels {reqs}")

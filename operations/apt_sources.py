@@ -9,7 +9,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
-from beekeeper.core.distro import apt_wait
+from beekeeper.core.distro import apt_free
 from beekeeper.facts.host import DebianComponents
 from beekeeper.facts.lifecycle import component_mark
 
@@ -29,7 +29,7 @@ def component_command(component: str) -> str:
     each = edit("^Components:", '"$f"')
     listed = edit("^deb(-src)? .*debian", "/etc/apt/sources.list")
     return (f"for f in /etc/apt/sources.list.d/*.sources; do grep -qs debian \"$f\" && "
-            f"{each}; done; {listed}; {apt_wait()}; apt-get update -qq; "
+            f"{each}; done; {listed}; {apt_free('apt-get update -qq')}; "
             f"echo enabled {shlex.quote(component)}")
 
 

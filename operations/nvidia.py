@@ -12,7 +12,7 @@ from pyinfra.api import StringCommand, operation
 from pyinfra.facts.files import File, FileContents
 
 from beekeeper.core.container import gpu_in_container_command
-from beekeeper.core.distro import APT_GET, apt_wait
+from beekeeper.core.distro import APT_GET, apt_free, apt_wait
 from beekeeper.core.paths import HOLDS_RECORD, AptRepo
 from beekeeper.facts.docker import DockerEngine, GpuInContainer
 from beekeeper.facts.gpu import DRIVER_PACKAGE_PREFIXES, LinuxDriverPackages
@@ -59,7 +59,7 @@ def release_command(names: list[str]) -> str:
     words = " ".join(q(n) for n in names)
     keep = " ".join(f"-e {q(n)}" for n in names)
     tmp, put = via_tmp(HOLDS_RECORD, ".new")
-    return (f"{apt_wait()}; apt-mark unhold {words} && "
+    return (apt_free(f"apt-mark unhold {words}") + " && "
             f"{{ grep -vxF {keep} {q(HOLDS_RECORD)} > {tmp} || true; }} && {put}")
 
 
@@ -167,7 +167,7 @@ def purge_command(branch: int | None = None) -> str:
     stop = ("beekeeper: purging the installed NVIDIA driver would also remove packages "
             "that depend on it; nothing was purged: remove them yourself (reinstall them "
             "after the new driver), or update the driver by hand; apt would remove:")
-    return (f"{apt_wait()}; pkgs=$({purge_pick(branch)}); "
+    return (apt_free(f"pkgs=$({purge_pick(branch)})") + "; "
             f"[ -z \"$pkgs\" ] || {{ extra=$({PURGE_EXTRA}); "
             f"if [ -n \"$extra\" ]; then echo {q(stop)} $extra >&2; exit 1; fi; "
             "apt-mark unhold $pkgs >/dev/null && "
@@ -238,7 +238,7 @@ def installable_command(pinning: str, packages: list[str], fix: str,
     simulate = ("out=$(apt-get install -s --no-install-recommends STATE"
                 f"-o Dir::Etc::Preferences=\"$tmp/preferences\" {names} 2>&1) || "
                 f"{{ echo \"$out\" | tail -n 8 >&2; echo {q(fix)} >&2; exit 1; }}")
-    head = (f"{apt_wait()}; apt-get update -qq && tmp=$(mktemp -d) && "
+    head = (apt_free("apt-get update -qq") + " && tmp=$(mktemp -d) && "
             "trap 'rm -rf \"$tmp\"' EXIT && "
             f"(cd \"$tmp\" && apt-get download -qq {q(pinning)} 2>/dev/null) && "
             "dpkg-deb -x \"$tmp\"/*.deb \"$tmp/root\" && "

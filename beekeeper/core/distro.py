@@ -20,6 +20,12 @@ APT_WAIT_S = 900  # unattended-upgrades' first run on a fresh box can take minut
 APT_SAY_EVERY_S = 30
 
 
+def apt_free(command: str) -> str:
+    """`command` (an apt-get or apt-mark line) run once apt's and dpkg's locks are free
+    (apt_wait); past the wait it runs anyway and apt names the holder."""
+    return f"{apt_wait()}; {command}"
+
+
 def apt_wait(locks: tuple[str, ...] = APT_LOCKS, limit_s: int = APT_WAIT_S,
              step_s: int = 3) -> str:
     """A shell command that returns once no other process holds one of apt's or dpkg's
