@@ -49,7 +49,7 @@ from beekeeper.core.paths import (
     ServicePaths,
     runpod_start_line,
     sha256_stamps,
-    start_script,
+    start_line,
 )
 from beekeeper.core.planner import PlanError, Prediction, predict, served_gguf
 from beekeeper.core.profiles import PROFILES, FileSource, HfSource, ModelFile, with_ctx_size
@@ -937,7 +937,7 @@ def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None,
     """Nothing on the host starts the kit's supervisord after the container restarts: the
     line for the pod's start command (a WSL2 distro without systemd: wsl.conf's `[boot]
     command`, which WSL runs as root each time the distro starts)."""
-    script = start_script(persistent_root)
+    script = start_line(persistent_root)
     if wsl2 and not init.systemd:
         warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's "
              "supervisord, and nothing starts it again when this WSL2 distro starts again "

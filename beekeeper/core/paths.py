@@ -6,6 +6,7 @@ path of the host layout is spelled here and nowhere else.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -95,12 +96,19 @@ def start_script(root: str | None) -> str:
     return f"{root}/start" if root else START_SCRIPT
 
 
-def runpod_start_line(script: str) -> str:
-    """RunPod's container start command: the kit's start script, which execs the pod's own
-    /start.sh (its SSH, Jupyter) after the services; /start.sh alone where the script is
-    not there (no persistent root after a restart, before a deploy wrote it, after the
-    uninstall). Each `exec` keeps one process: /start.sh runs once, whatever its exit."""
-    return f"bash -c '[ -x {script} ] && exec {script} -- /start.sh; exec /start.sh'"
+def start_line(root: str | None) -> str:
+    """The start script as a shell line runs it (a container's start command, WSL's `[boot]`
+    command, a crontab): quoted, whatever the persistent root's name holds."""
+    return shlex.quote(start_script(root))
+
+
+def runpod_start_line(line: str) -> str:
+    """RunPod's container start command around `line` (start_line): the kit's start script,
+    which execs the pod's own /start.sh (its SSH, Jupyter) after the services; /start.sh
+    alone where the script is not there (no persistent root after a restart, before a deploy
+    wrote it, after the uninstall). Each `exec` keeps one process: /start.sh runs once,
+    whatever its exit."""
+    return "bash -c " + shlex.quote(f"[ -x {line} ] && exec {line} -- /start.sh; exec /start.sh")
 
 
 def owner_mark(root: str) -> str:

@@ -332,8 +332,9 @@ def test_the_pods_own_start_command_runs_even_when_the_kits_services_cannot_star
     assert alone.returncode == 1  # with no command to run after it, the failure is its exit
 
 
+@pytest.mark.parametrize("name", ["workspace/beekeeper", "work space/bee's keeper"])
 def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_not_there(
-        tmp_path, capsys):
+        tmp_path, capsys, name):
     """The RunPod line preflight gives (`bash -c '<start script> -- /start.sh'`) is the pod's
     whole start command: where the kit's start script is not there, the pod's own start (its
     SSH and Jupyter) must still run. It is not there after a restart of a pod with no
@@ -348,11 +349,11 @@ def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_
 
     from .harness import on_host
 
-    root = tmp_path / "workspace" / "beekeeper"  # the volume kept, the kit's script not there
+    root = tmp_path / name  # the volume kept, the kit's script not there (a name a shell splits)
     with on_host():
         preflight.warn_supervisor_restart(InitInfo(pid1="process_api", systemd=False,
                                                    state=""), str(root))
-    found = re.search(r"RunPod: `(bash -c '[^`]*')`", capsys.readouterr().err)
+    found = re.search(r"RunPod: `(bash -c [^`]*)`", capsys.readouterr().err)
     assert found, "preflight gives no RunPod line"
     own = tmp_path / "start.sh"  # RunPod's /start.sh: its SSH, its Jupyter
     own.write_text("#!/bin/sh\necho \"the pod's own start\"\n")
@@ -368,6 +369,36 @@ def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_
     own.write_text("#!/bin/sh\necho \"the pod's own start\"\nexit 1\n")
     out = subprocess.run(line, capture_output=True, text=True, cwd="/")
     assert out.stdout == "kit\nthe pod's own start\n", (found.group(1), out.stderr)
+
+
+def test_the_wsl_boot_command_and_the_missing_owner_line_carry_a_root_a_shell_splits(
+        tmp_path, capsys):
+    """A persistent root whose name holds a space, a quote and `$(...)`: WSL's `[boot]`
+    command as preflight words it runs the kit's script through sh, and the start script's
+    line for a lost owner mark names the folder as it is (nothing in it run)."""
+    import re
+
+    from beekeeper.facts.host import InitInfo
+    from beekeeper.tasks import preflight
+
+    from .harness import on_host
+
+    root = tmp_path / "work space" / "bee's $(echo run) keeper"
+    root.mkdir(parents=True)
+    (root / "start").write_text("#!/bin/sh\necho kit\n")
+    (root / "start").chmod(0o755)
+    with on_host():
+        preflight.warn_supervisor_restart(InitInfo(pid1="init", systemd=False, state=""),
+                                          str(root), wsl2=True)
+    found = re.search(r"add `command = (.*?)` under `\[boot\]`", capsys.readouterr().err)
+    assert found, "preflight gives no [boot] command"
+    out = subprocess.run(["sh", "-c", found.group(1)], capture_output=True, text=True, cwd="/")
+    assert out.stdout == "kit\n", (found.group(1), out.stderr)
+    text = supervisor.start(str(root))
+    line = next(x for x in text.splitlines() if "is missing: deploy again" in x).strip()
+    probe = f"say() {{ echo \"$*\"; }}\nf() {{\n{line}\n}}\nf\necho \"rc=$?\"\n"
+    out = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, cwd="/")
+    assert out.stdout == f"{root}/owner is missing: deploy again\nrc=1\n", out.stderr
 
 
 POD_ROOT, MINE = "/workspace/beekeeper", "/srv/beekeeper/models/my-finetune-Q8_0.gguf"
