@@ -732,9 +732,14 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
             lead=" ", then=": ")
 
 
-# Disk one server image build takes under Docker's root dir, in GiB (how the CUDA figure was
-# measured: docs/hosts-as-you-find-them.md, "Behind a proxy, and the disk an image build takes")
+# Disk a build takes, in GiB: a server image's base images and build layers under Docker's
+# root dir (how the CUDA figure was measured: docs/hosts-as-you-find-them.md, "Behind a proxy,
+# and the disk an image build takes"); a native build's source and build trees and the
+# install beside them (CUDA, sm_90: the kit's folder on a pod's volume after the deploy, 1,308
+# MiB with the 569 MiB of toolkit libraries a pod keeps, benchmarks/h200/
+# 2026-12-06-h200-toolkit-4a9069e; CPU: 147 MiB, beellama's tree built with the kit's flags)
 IMAGE_BUILD_GIB = {"cuda": 11.0, "cpu": 2.0}
+NATIVE_BUILD_GIB = {"cuda": 1.5, "cpu": 0.25}
 
 
 def build_there(cfg: HostConfig, gpu: NvidiaSmiInfo | None, res: Resources,
@@ -762,29 +767,55 @@ def image_missing(cfg: HostConfig, built: bool | None) -> bool:
     return cfg.requested_way.builds_image and built is False
 
 
-def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool) -> None:
-    """Room under Docker's root dir for the base images and build layers of an image build
-    (IMAGE_BUILD_GIB), and the model download too where model_dir is on the same file system;
-    1 GiB to spare. Docker Desktop keeps its images in its own VM, out of this check."""
-    if not building or docker.flavour == "docker-desktop":
-        return
-    root = docker.root_dir or "/var/lib/docker"
-    disk = host.get_fact(DiskOf, path=root)
+def check_room(cfg: HostConfig, subject: str, path: str, doing: str, gib: float,
+               parts: str, fix: str) -> None:
+    """Room on the file system that holds `path` for a build that takes about `gib` GiB, and
+    for the model download too where model_dir is on the same file system; 1 GiB to spare.
+    A file system that cannot be read is not checked."""
+    disk = host.get_fact(DiskOf, path=path)
     if disk is None:
         return
-    backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
-    need = int(IMAGE_BUILD_GIB[backend] * GIB)
     model = host.get_fact(DiskOf, path=cfg.data.model_dir)
     download = download_bytes(cfg) if model is not None and model.mount == disk.mount else 0
-    if disk.free_bytes < need + download + GIB:
+    if disk.free_bytes < int(gib * GIB) + download + GIB:
         also = f" plus the model download {download / GIB:.1f} GiB (model_dir " \
             f"{cfg.data.model_dir} is on the same file system)" if download else ""
         raise PreflightError(
-            f"Docker's root dir {root}", f"(file system {disk.mount}) has "
-            f"{disk.free_bytes / GIB:.1f} GiB free; building the {backend.upper()} server image "
-            f"takes about {IMAGE_BUILD_GIB[backend]:g} GiB (base images and build layers)"
-            f"{also}, and 1 GiB margin", "free space (`docker system prune` removes unused "
-            "images and build cache), or move Docker's data-root", lead=" ", then=": ")
+            subject, f"(file system {disk.mount}) has {disk.free_bytes / GIB:.1f} GiB free; "
+            f"{doing} takes about {gib:g} GiB ({parts}){also}, and 1 GiB margin", fix,
+            lead=" ", then=": ")
+
+
+def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool) -> None:
+    """Room under Docker's root dir for an image build (IMAGE_BUILD_GIB). Docker Desktop
+    keeps its images in its own VM, out of this check."""
+    if not building or docker.flavour == "docker-desktop":
+        return
+    root = docker.root_dir or "/var/lib/docker"
+    backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
+    check_room(cfg, f"Docker's root dir {root}", root,
+               f"building the {backend.upper()} server image", IMAGE_BUILD_GIB[backend],
+               "base images and build layers", "free space (`docker system prune` removes "
+               "unused images and build cache), or move Docker's data-root")
+
+
+def check_native_space(cfg: HostConfig, building: bool, persistent_root: str | None) -> None:
+    """Room for a native build (NATIVE_BUILD_GIB) where its trees and install go: the pod's
+    persistent root, else state_dir's file system."""
+    if not building:
+        return
+    backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
+    keeps = ", the CUDA libraries it keeps" if backend == "cuda" and persistent_root else ""
+    parts = f"the source and build trees, the binaries{keeps}"
+    doing = f"building the {backend.upper()} server natively"
+    if persistent_root:
+        check_room(cfg, f"persistent_root {persistent_root}", persistent_root, doing,
+                   NATIVE_BUILD_GIB[backend], parts, "free space on the pod's volume, or give "
+                   "the pod a larger volume")
+    else:
+        check_room(cfg, f"state_dir {cfg.data.state_dir}", cfg.data.state_dir, doing,
+                   NATIVE_BUILD_GIB[backend], parts, "free space on it, or set state_dir to a "
+                   "folder on a larger disk")
 
 
 def warn_proxy(cfg: HostConfig, docker: DockerEngineInfo, building: bool,
@@ -911,6 +942,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     install_tools = check_tools(cfg, tools, rt, built is True)
     building = image_missing(cfg, built)
     check_image_space(cfg, docker, building)
+    check_native_space(cfg, built is False and cfg.requested_way.builds_on_host, persistent_root)
     proxy_vars = host.get_fact(ProxyVars)
     warn_proxy(cfg, docker, building, proxy_vars)
     if wsl.is_wsl2:

@@ -320,3 +320,60 @@ def test_a_restarted_pods_build_without_kept_libraries_needs_the_build_tools_aga
     with pytest.raises(PreflightError) as e:
         _restarted_pod(linked=True, kept_libs=False)
     assert "cmake" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+GIB = 2**30
+
+
+def _volume(free_gib: float, model_there: bool = True):
+    """A pod with its volume at /workspace (`free_gib` free there; the model on it, or
+    already placed), the container disk roomy."""
+    from beekeeper.facts.host import DiskInfo
+    from beekeeper.facts.volume import FsInfo
+
+    def disk(path=None, **_):
+        on_volume = (path or "").startswith("/workspace")
+        return DiskInfo(mount="/workspace" if on_volume else "/",
+                        free_bytes=int((free_gib if on_volume else 100) * GIB))
+    return pod(DiskOf=disk,
+               Directory=lambda path=None, **_: {"mode": 755} if path == "/workspace" else None,
+               FsOf=lambda path=None, **_: FsInfo(existing="/workspace", fstype="ext4",
+                                                  target="/workspace"))
+
+
+def test_a_pod_volume_without_room_for_the_native_build_is_refused_before_any_change():
+    """The pod's native build goes on its volume (the trees, the binaries and the CUDA
+    libraries it keeps: 1,308 MiB measured for sm_90); a volume that cannot hold it and 1
+    GiB to spare is one line before anything changes, not a build that fails half-way."""
+    with pytest.raises(PreflightError) as e:
+        run_deploy(POD_DATA, _volume(2.5 - 1 / GIB))
+    assert str(e.value) == (
+        "host canned: persistent_root /workspace/beekeeper (file system /workspace) has 2.5 GiB "
+        "free; building the CUDA server natively takes about 1.5 GiB (the source and build trees, "
+        "the binaries, the CUDA libraries it keeps), and 1 GiB margin: free space on the "
+        "pod's volume, or give the pod a larger volume")
+    names = [n for n, _ in run_deploy(POD_DATA, _volume(2.5))]
+    assert any(n.startswith("Build llama-server") for n in names), names
+
+
+def test_a_native_build_off_a_pod_is_checked_on_state_dirs_disk_with_the_download():
+    """Off a pod the trees go to state_dir; where the model's download lands on the same
+    file system, it counts too."""
+    data = {k: v for k, v in POD_DATA.items() if k not in ("model_host_path", "model_sha256")}
+    data.update(persistent_root="none", profile="cpu-tiny")
+    from beekeeper.core.profiles import PROFILES
+    from beekeeper.facts.host import DiskInfo
+    need = 1.25 * GIB + PROFILES["cpu-tiny"].model.size_bytes
+    free = {"free": need - 1}
+    canned = pod(DiskOf=lambda path=None, **_: DiskInfo(mount="/", free_bytes=int(free["free"])))
+    with pytest.raises(PreflightError) as e:
+        run_deploy(data, canned)
+    assert re.fullmatch(
+        r"host canned: state_dir /var/lib/beekeeper \(file system /\) has [0-9.]+ GiB free; "
+        r"building the CPU server natively takes about 0\.25 GiB \(the source and build trees, the "
+        r"binaries\) plus the model download [0-9.]+ GiB \(model_dir /srv/beekeeper/models is "
+        r"on the same file system\), and 1 GiB margin: free space on it, or set state_dir to "
+        r"a folder on a larger disk", str(e.value)), e.value
+    free["free"] = need
+    names = [n for n, _ in run_deploy(data, canned)]
+    assert any(n.startswith("Build llama-server") for n in names), names
