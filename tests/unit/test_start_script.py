@@ -41,8 +41,12 @@ def start(tmp_path: Path):
     for path, tool in ((ctl, "supervisorctl"), (sd, "supervisord")):
         path.write_text(f'#!/bin/sh\nexec {sys.executable} -m supervisor.{tool} -c {conf} "$@"\n')
         path.chmod(0o755)
+    # `status_from`: where supervisorctl's `status` alone asks (a socket nothing listens on:
+    # supervisord gone between the script's `pid` and its `status`)
+    ctl.write_text('#!/bin/sh\n[ "$1" = status ] && [ -n "$STATUS_FROM" ] && '
+                   'set -- -s "$STATUS_FROM" "$@"\n' + ctl.read_text().split("\n", 1)[1])
 
-    def run(command: str) -> tuple[int, str]:
+    def run(command: str, status_from: str = "") -> tuple[int, str]:
         conf.write_text(f"""[unix_http_server]
 file={tmp_path}/sv.sock
 [supervisord]
@@ -65,7 +69,7 @@ startretries={_kit_setting("startretries")}
                                  user="beekeeper"))
         try:
             p = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=60,
-                               env=env)
+                               env={**env, "STATUS_FROM": status_from})
         finally:
             subprocess.run([str(ctl), "shutdown"], capture_output=True)
         return p.returncode, p.stderr
@@ -84,3 +88,13 @@ def test_a_server_that_runs_passes(start):
     rc, err = start("/bin/sleep 600")
     assert rc == 0, err
     assert "beekeeper-start: supervisord started; the server loads its model now" in err, err
+
+
+def test_a_status_that_reads_no_state_fails_the_script(start, tmp_path):
+    """supervisorctl's `status` that reaches no supervisord (exit 4, `no such file`) lists no
+    program: that is no proof the server started, so the script fails and says so."""
+    rc, err = start("/bin/sleep 600", status_from=f"unix://{tmp_path}/nothing.sock")
+    assert rc == 1, err
+    assert re.search(r"beekeeper-start: \S+/ctl status read no program's state \(exit 4: "
+                     r"unix://\S+/nothing\.sock no such file\); log: ", err), err
+    assert "the server loads its model now" not in err, err
