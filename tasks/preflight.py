@@ -47,9 +47,12 @@ from beekeeper.core.paths import (
     STATE_DIR,
     SUPERVISOR_PIDFILE,
     ServicePaths,
+    cron_command,
+    kept_at,
     runpod_start_line,
     sha256_stamps,
     start_line,
+    wsl_boot_command,
 )
 from beekeeper.core.planner import PlanError, Prediction, predict, served_gguf
 from beekeeper.core.profiles import PROFILES, FileSource, HfSource, ModelFile, with_ctx_size
@@ -768,14 +771,14 @@ def image_missing(cfg: HostConfig, built: bool | None) -> bool:
 
 
 def check_room(cfg: HostConfig, subject: str, path: str, doing: str, gib: float,
-               parts: str, fix: str) -> None:
+               parts: str, fix: str, persistent_root: str | None = None) -> None:
     """Room on the file system that holds `path` for a build that takes about `gib` GiB, and
-    for the model download too where model_dir is on the same file system; 1 GiB to spare.
-    A file system that cannot be read is not checked."""
+    for the model download too where model_dir is on the same file system (on a pod, where
+    it is kept: kept_at); 1 GiB to spare. A file system that cannot be read is not checked."""
     disk = host.get_fact(DiskOf, path=path)
     if disk is None:
         return
-    model = host.get_fact(DiskOf, path=cfg.data.model_dir)
+    model = host.get_fact(DiskOf, path=kept_at(cfg.data.model_dir, persistent_root))
     download = download_bytes(cfg) if model is not None and model.mount == disk.mount else 0
     if disk.free_bytes < int(gib * GIB) + download + GIB:
         also = f" plus the model download {download / GIB:.1f} GiB (model_dir " \
@@ -800,22 +803,22 @@ def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool)
 
 
 def check_native_space(cfg: HostConfig, building: bool, persistent_root: str | None) -> None:
-    """Room for a native build (NATIVE_BUILD_GIB) where its trees and install go: the pod's
-    persistent root, else state_dir's file system."""
+    """Room for a native build (NATIVE_BUILD_GIB) where its source and build trees go:
+    state_dir, which a pod keeps on its persistent root (kept_at) unless host data moved
+    it elsewhere."""
     if not building:
         return
     backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
     keeps = ", the CUDA libraries it keeps" if backend == "cuda" and persistent_root else ""
-    parts = f"the source and build trees, the binaries{keeps}"
-    doing = f"building the {backend.upper()} server natively"
-    if persistent_root:
-        check_room(cfg, f"persistent_root {persistent_root}", persistent_root, doing,
-                   NATIVE_BUILD_GIB[backend], parts, "free space on the pod's volume, or give "
-                   "the pod a larger volume")
-    else:
-        check_room(cfg, f"state_dir {cfg.data.state_dir}", cfg.data.state_dir, doing,
-                   NATIVE_BUILD_GIB[backend], parts, "free space on it, or set state_dir to a "
-                   "folder on a larger disk")
+    trees = kept_at(cfg.data.state_dir, persistent_root)
+    on_root = trees != cfg.data.state_dir
+    check_room(cfg, f"persistent_root {persistent_root}" if on_root else
+               f"state_dir {cfg.data.state_dir}", trees,
+               f"building the {backend.upper()} server natively", NATIVE_BUILD_GIB[backend],
+               f"the source and build trees, the binaries{keeps}",
+               "free space on the pod's volume, or give the pod a larger volume" if on_root
+               else "free space on it, or set state_dir to a folder on a larger disk",
+               persistent_root)
 
 
 def warn_proxy(cfg: HostConfig, docker: DockerEngineInfo, building: bool,
@@ -914,10 +917,12 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     os_release = read(OsRelease, "/etc/os-release")
     docker = read(DockerEngine, "the Docker engine")
     gpu = host.get_fact(GpuInfo)
-    disk = host.get_fact(DiskOf, path=cfg.data.model_dir)
     rt = check_init(cfg, init, wsl, docker.present)
     rule_env_keys(cfg.services, rt)
     persistent_root = check_persistent_root(cfg, rt, init)
+    # model_dir's file system: on a pod, the root's, where the deploy links it before the
+    # download (a fresh pod has no link yet: df would read the container disk's)
+    disk = host.get_fact(DiskOf, path=kept_at(cfg.data.model_dir, persistent_root))
     if not init.systemd and cfg.gateway is not None:  # whatever runs the model servers
         raise gateway_systemd_refusal(init.pid1)
     tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
@@ -974,15 +979,17 @@ def warn_supervisor_restart(init: InitInfo, persistent_root: str | None = None,
         warn(f"PID 1 is {init.pid1!r}, not systemd: the server runs under the kit's "
              "supervisord, and nothing starts it again when this WSL2 distro starts again "
              f"(after `wsl --shutdown`, an idle stop or a Windows restart) until `{script}` "
-             f"runs: add `command = {script}` under `[boot]` in /etc/wsl.conf (WSL runs it as "
-             "root each time the distro starts), or turn systemd on there (`systemd=true` "
-             "under `[boot]`, then `wsl.exe --shutdown`) and remove `runtime`")
+             f"runs: add `command = {wsl_boot_command(script)}` under `[boot]` in "
+             "/etc/wsl.conf (WSL runs it as root each time the distro starts), or turn systemd "
+             "on there (`systemd=true` under `[boot]`, then `wsl.exe --shutdown`) and remove "
+             "`runtime`")
         return
     if init.systemd:  # host data asked for supervisor on a systemd host
         warn("runtime 'supervisor' (host data): the server runs under the kit's supervisord, "
              "which systemd does not start, so nothing starts it again when this host "
-             f"restarts until `{script}` runs (a unit of yours, or `@reboot {script}` in "
-             "root's crontab; or remove `runtime`: a systemd unit then runs the server)")
+             f"restarts until `{script}` runs (a unit of yours, or "
+             f"`@reboot {cron_command(script)}` in root's crontab; or remove `runtime`: a "
+             "systemd unit then runs the server)")
         return
     kept = f"the kit kept under {persistent_root}" if persistent_root else \
         "no persistent root: the standard layout"

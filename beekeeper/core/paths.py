@@ -102,6 +102,21 @@ def start_line(root: str | None) -> str:
     return shlex.quote(start_script(root))
 
 
+def wsl_boot_command(line: str) -> str:
+    """`line` (a shell line) as the value of wsl.conf's `[boot] command =`: WSL's own reader
+    takes `"` as quoting, `\\` as an escape and `#` as a comment before sh sees the line, so
+    one with any of those or a space is written in double quotes, `\\` and `"` escaped."""
+    if re.fullmatch(r"[\w@%+=:,./-]+", line):
+        return line
+    return '"' + line.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def cron_command(line: str) -> str:
+    """`line` (a shell line) as a crontab's command: cron turns a `%` not escaped into a
+    newline."""
+    return line.replace("%", "\\%")
+
+
 def runpod_start_line(line: str) -> str:
     """RunPod's container start command around `line` (start_line): the kit's start script,
     which execs the pod's own /start.sh (its SSH, Jupyter) after the services; /start.sh

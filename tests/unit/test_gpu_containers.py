@@ -377,3 +377,37 @@ def test_a_native_build_off_a_pod_is_checked_on_state_dirs_disk_with_the_downloa
     free["free"] = need
     names = [n for n, _ in run_deploy(data, canned)]
     assert any(n.startswith("Build llama-server") for n in names), names
+
+
+def test_a_fresh_pods_volume_counts_the_model_download_the_deploy_puts_there():
+    """On a fresh pod model_dir is not linked yet (df of /srv/beekeeper/models would read the
+    container disk), but the deploy links it onto the volume before the download: the
+    volume must hold the build and the download."""
+    data = {k: v for k, v in POD_DATA.items() if k not in ("model_host_path", "model_sha256")}
+    fresh = {"Sha256File": lambda **_: None, "File": lambda **_: None}
+    need = 2.5 + 9527501312 / GIB  # the build, the margin, Qwen3.5-9B-Q8_0.gguf
+    with pytest.raises(PreflightError) as e:
+        run_deploy(data, {**_volume(need - 1 / GIB), **fresh})
+    assert str(e.value).startswith(
+        "host canned: persistent_root /workspace/beekeeper (file system /workspace) has 11.4 "
+        "GiB free; building the CUDA server natively takes about 1.5 GiB (the source and "
+        "build trees, the binaries, the CUDA libraries it keeps) plus the model download 8.9 "
+        "GiB (model_dir /srv/beekeeper/models is on the same file system), and 1 GiB margin"), \
+        e.value
+    names = [n for n, _ in run_deploy(data, {**_volume(need), **fresh})]
+    assert any(n.startswith("Download model") for n in names), names
+
+
+def test_a_pods_own_state_dir_off_the_volume_is_checked_where_the_trees_go():
+    """state_dir set elsewhere on a pod is not kept on the root: the build's trees go there,
+    so that is where the room must be."""
+    from beekeeper.facts.host import DiskInfo
+
+    def disk(path=None, **_):
+        mount = "/data" if (path or "").startswith("/data") else "/workspace"
+        return DiskInfo(mount=mount, free_bytes=GIB // 4 if mount == "/data" else 100 * GIB)
+    with pytest.raises(PreflightError) as e:
+        run_deploy({**POD_DATA, "state_dir": "/data/bk"}, {**_volume(100), "DiskOf": disk})
+    assert str(e.value).startswith(
+        "host canned: state_dir /data/bk (file system /data) has 0.2 GiB free; building the "
+        "CUDA server natively takes about 1.5 GiB"), e.value

@@ -7,6 +7,7 @@ start script's arguments, and the smoke gate's check of which process answers on
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -371,29 +372,65 @@ def test_the_runpod_start_line_runs_the_pods_own_start_where_the_kits_script_is_
     assert out.stdout == "kit\nthe pod's own start\n", (found.group(1), out.stderr)
 
 
-def test_the_wsl_boot_command_and_the_missing_owner_line_carry_a_root_a_shell_splits(
-        tmp_path, capsys):
-    """A persistent root whose name holds a space, a quote and `$(...)`: WSL's `[boot]`
-    command as preflight words it runs the kit's script through sh, and the start script's
-    line for a lost owner mark names the folder as it is (nothing in it run)."""
-    import re
+def _wsl_conf_value(raw: str) -> str | None:
+    """A stand-in for WSL's own wsl.conf reader (a port of the value loop of microsoft/WSL's
+    src/shared/configfile/configfile.cpp, not WSL itself): an unescaped `"` toggles quoting
+    and is dropped, `\\` escapes `\\` `"` b n t (another escape drops the line: None), `#`
+    outside quotes starts a comment."""
+    out, quoted, i = [], False, 0
+    while i < len(raw):
+        c = raw[i]
+        if c == '"':
+            quoted = not quoted
+        elif c == "\\":
+            i += 1
+            if i == len(raw) or raw[i] not in '\\"bnt':
+                return None
+            out.append({"b": "\b", "n": "\n", "t": "\t"}.get(raw[i], raw[i]))
+        elif c == "#" and not quoted:
+            break
+        else:
+            out.append(c)
+        i += 1
+    return None if quoted else "".join(out).rstrip(" \t")
 
+
+def _cron_command(raw: str) -> str:
+    """A stand-in for cron's reading of a crontab command (crontab(5)): `\\%` is a `%`, an
+    unescaped `%` ends the command (what follows is its stdin)."""
+    return re.split(r"(?<!\\)%", raw)[0].replace("\\%", "%")
+
+
+@pytest.mark.parametrize("name", ["bee's $(echo run) keeper", 'back\\slash "dq" #1 50%'])
+def test_the_boot_and_crontab_lines_and_the_missing_owner_line_carry_a_root_a_shell_splits(
+        tmp_path, capsys, name):
+    """A persistent root whose name holds a space, quotes, `$(...)`, `\\`, `#` or `%`: WSL's
+    `[boot]` command as preflight words it, read as wsl.conf is read (a stand-in port of
+    WSL's reader) and then by sh, runs the kit's script; so does root's crontab line as cron
+    reads it (a stand-in); the start script's line for a lost owner mark names the folder as
+    it is (nothing in it run)."""
     from beekeeper.facts.host import InitInfo
     from beekeeper.tasks import preflight
 
     from .harness import on_host
 
-    root = tmp_path / "work space" / "bee's $(echo run) keeper"
+    root = tmp_path / "work space" / name
     root.mkdir(parents=True)
     (root / "start").write_text("#!/bin/sh\necho kit\n")
     (root / "start").chmod(0o755)
     with on_host():
         preflight.warn_supervisor_restart(InitInfo(pid1="init", systemd=False, state=""),
                                           str(root), wsl2=True)
-    found = re.search(r"add `command = (.*?)` under `\[boot\]`", capsys.readouterr().err)
-    assert found, "preflight gives no [boot] command"
-    out = subprocess.run(["sh", "-c", found.group(1)], capture_output=True, text=True, cwd="/")
-    assert out.stdout == "kit\n", (found.group(1), out.stderr)
+        preflight.warn_supervisor_restart(InitInfo(pid1="systemd", systemd=True, state=""),
+                                          str(root))
+    err = capsys.readouterr().err
+    boot = re.search(r"add `command = (.*?)` under `\[boot\]`", err)
+    cron = re.search(r"`@reboot (.*?)` in root's crontab", err)
+    assert boot and cron, err
+    for line in (_wsl_conf_value(boot.group(1)), _cron_command(cron.group(1))):
+        assert line is not None, boot.group(1)
+        out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, cwd="/")
+        assert out.stdout == "kit\n", (line, out.stderr)
     text = supervisor.start(str(root))
     line = next(x for x in text.splitlines() if "is missing: deploy again" in x).strip()
     probe = f"say() {{ echo \"$*\"; }}\nf() {{\n{line}\n}}\nf\necho \"rc=$?\"\n"
