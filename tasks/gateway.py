@@ -15,6 +15,7 @@ from pyinfra.operations import files, systemd
 
 from beekeeper.core import gateway as gw
 from beekeeper.core.config import HostConfig
+from beekeeper.core.deployed import DeployedService
 from beekeeper.core.hostdata import GatewayData
 from beekeeper.core.paths import bracketed
 from beekeeper.facts.host import AptPolicy, InitSystem
@@ -98,8 +99,9 @@ def ensure(cfg: HostConfig, plan: gw.Plan) -> None:
     models = ", ".join(f"{r.model} ({len(r.upstreams)} server"
                        f"{'s' if len(r.upstreams) != 1 else ''})" for r in plan.routes) or "none"
     gateway_checked(
-        name="Wait for the gateway's /health", address=gw.local_address(gcfg.bind_address),
-        port=gcfg.port, after_change=changed or unit_op.will_change,
+        name="Wait for the gateway's /health",
+        address=DeployedService.reached_at(gcfg.bind_address), port=gcfg.port,
+        after_change=changed or unit_op.will_change,
         summary=f"gateway on {bracketed(gcfg.bind_address)}:{gcfg.port} routes {models}")
 
 

@@ -74,9 +74,13 @@ class DeployedService:
 
     @staticmethod
     def reached_at(bind_address: str) -> str:
-        """Where the host itself reaches a server listening on `bind_address`: that address
-        where it listens on one address only, else 127.0.0.1 (a wildcard bind, 0.0.0.0 or ::;
-        an old record's ""; host data refuses anything else that is not an address)."""
+        """Where the host itself reaches a listener of the kit's (a server, the gateway) on
+        `bind_address`: that address where it listens on one address only, else 127.0.0.1 (a
+        wildcard bind, 0.0.0.0 or ::; an old record's ""; host data refuses anything else
+        that is not an address). Each listener on :: takes IPv4 too (llama-server's HTTP
+        library turns IPV6_V6ONLY off, the gateway binds with HAProxy's `v4v6`, Docker's proxy
+        listens on both), and 127.0.0.1 is there where ::1 is not (IPv6 off on loopback, as
+        in Docker's containers)."""
         import ipaddress
 
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import HostConfig, ServiceConfig, load_host_config, one_word
+from .deployed import DeployedService
 from .errors import ConfigError, PreflightError, host_data
 from .hostdata import HOSTNAME, GatewayData, full
 from .machines import machine_of, ssh_address
@@ -74,18 +75,12 @@ def _is_local_name(name: str) -> bool:
     return name.startswith("@local") or name in ("localhost",)
 
 
-def local_address(bind_address: str) -> str:
-    """Where its own box reaches a listener on `bind_address`: loopback for a wildcard bind."""
-    bind = ipaddress.ip_address(bind_address)
-    return str(bind) if not bind.is_unspecified else "::1" if bind.version == 6 else "127.0.0.1"
-
-
 def upstream_address(gw_host: str, host: str, data: Any, cfg: HostConfig,
                      svc: ServiceConfig, same_machine: bool = False) -> str:
     """Where the gateway on `gw_host` reaches `svc` of `host`; ConfigError when it cannot.
     `same_machine`: `host` is another inventory entry on the gateway's machine (machines.py)."""
     if host == gw_host or same_machine:  # the same box
-        return local_address(svc.data.bind_address)
+        return DeployedService.reached_at(svc.data.bind_address)
     bind = ipaddress.ip_address(svc.data.bind_address)
     if cfg.data.gateway_address:  # a private address, or an SSH forward on the gateway's side
         return cfg.data.gateway_address
@@ -226,10 +221,12 @@ def systemd_refusal(pid1: str) -> PreflightError:
 
 
 def render_config(gw: GatewayData, routes: list[Route]) -> str:
-    bind = bracketed(gw.bind_address)
+    # on ::, IPv4 too whatever the host's net.ipv6.bindv6only (reached at 127.0.0.1)
+    bind = f"{bracketed(gw.bind_address)}:{gw.port}" + \
+        (" v4v6" if ipaddress.ip_address(gw.bind_address) == ipaddress.ip_address("::") else "")
     # HAProxy's buffer: the body limit plus room for the headers and their rewrites
     max_body = gw.max_body_kib * 1024
-    return render("haproxy.cfg.j2", bind=bind, port=gw.port, routes=routes,
+    return render("haproxy.cfg.j2", bind=bind, routes=routes,
                   client_key=PATHS.client_key if gw.api_key_file else None,
                   upstream_keys=PATHS.upstream_keys, models_json=PATHS.models_json,
                   bufsize=max_body + 16384, max_body=max_body,

@@ -56,8 +56,12 @@ def _layout(tmp: Path, gw_key: Path, up_key: Path, smol: bool = True) -> dict:
     return {
         # reached by the gateway at its name in the sandboxes' network
         "a": {"services": a_services, "gateway_address": A},
-        "b": {"services": [{"service_name": "tiny", "profile": "cpu-tiny", "port": 8083}],
-              "gateway": {"port": GW_PORT, "api_key_file": str(gw_key),
+        # the second host's server and gateway on :: in a container with IPv6 off on its
+        # loopback (Docker's default: no ::1): both reached at 127.0.0.1 (the deploy's smoke
+        # check and gateway wait, HAProxy's upstream, the tests' tunnel)
+        "b": {"services": [{"service_name": "tiny", "profile": "cpu-tiny", "port": 8083,
+                            "bind_address": "::", "api_key_file": str(up_key)}],
+              "gateway": {"port": GW_PORT, "api_key_file": str(gw_key), "bind_address": "::",
                           "check_interval_s": 1}},
     }
 
@@ -142,8 +146,10 @@ def chat(url: str, key: str | None, model: str | None, max_tokens: int = 4,
 
 
 def test_deploy_reports_the_gateway_and_installs_haproxy_from_the_distro(setup):
-    assert "beekeeper: gateway on 127.0.0.1:4000 routes cpu-tiny (2 servers), " \
+    assert "beekeeper: gateway on [::]:4000 routes cpu-tiny (2 servers), " \
            f"{SMOL} (1 server)" in setup.deploy_out
+    off = sandbox_exec("cat /proc/sys/net/ipv6/conf/lo/disable_ipv6", SECOND).stdout.strip()
+    print(f"\n[figure] the second host's loopback: IPv6 {'off (no ::1)' if off == '1' else 'on'}")
     version = sandbox_exec("haproxy -v | head -1", SECOND).stdout
     print(f"\n[figure] gateway engine: {version.strip()}")
     assert re.search(r"HAProxy version 3\.0\.", version), version

@@ -132,10 +132,19 @@ def test_plan_groups_services_by_model_and_reaches_each(keys):
 
 
 @pytest.mark.parametrize(("bind", "local"), [
-    ("0.0.0.0", "127.0.0.1"), ("::", "::1"), ("10.0.0.5", "10.0.0.5"), ("::1", "::1")])
-def test_a_wildcard_bind_is_reached_on_loopback_from_its_own_box(bind, local):
-    """The gateway's upstream on its own host, and the deploy's wait for the gateway."""
-    assert gw.local_address(bind) == local
+    ("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("10.0.0.5", "10.0.0.5"), ("::1", "::1")])
+def test_a_wildcard_bind_is_reached_on_ipv4_loopback_from_its_own_box(bind, local):
+    """The gateway's upstream on its own host and the deploy's wait for the gateway ask the
+    one rule the deploy's smoke check and verify ask (a record's reached_at): 127.0.0.1 for
+    ::, which a host with IPv6 off on loopback still has; the gateway on :: takes IPv4 too."""
+    from beekeeper.core.deployed import DeployedService
+    from beekeeper.core.hostdata import GatewayData
+
+    assert DeployedService.reached_at(bind) == local
+    conf = gw.render_config(GatewayData(bind_address=bind, api_key_file=None), [])
+    line = next(x.strip() for x in conf.splitlines() if x.strip().startswith("bind "))
+    assert line == {"0.0.0.0": "bind 0.0.0.0:4000", "::": "bind [::]:4000 v4v6",
+                    "10.0.0.5": "bind 10.0.0.5:4000", "::1": "bind [::1]:4000"}[bind]
 
 
 def test_plan_refuses_what_the_gateway_cannot_reach(keys):
@@ -156,7 +165,8 @@ def test_plan_refuses_what_the_gateway_cannot_reach(keys):
             gw.plan("gw", odd)
     ipv6 = [("a", _host([{"service_name": "x", "profile": "cpu-tiny",
                           "bind_address": "::", "api_key_file": keys["be"]}]))]
-    assert gw.plan("a", ipv6).routes[0].upstreams[0].haproxy_address == "[::1]:8083"
+    # its own host's server on :: (llama-server takes IPv4 there too): IPv4 loopback
+    assert gw.plan("a", ipv6).routes[0].upstreams[0].haproxy_address == "127.0.0.1:8083"
 
 
 def test_one_model_one_key(keys):
