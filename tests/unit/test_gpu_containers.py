@@ -411,3 +411,17 @@ def test_a_pods_own_state_dir_off_the_volume_is_checked_where_the_trees_go():
     assert str(e.value).startswith(
         "host canned: state_dir /data/bk (file system /data) has 0.2 GiB free; building the "
         "CUDA server natively takes about 1.5 GiB"), e.value
+
+
+def test_a_cuda_build_off_a_pod_keeps_no_toolkit_libraries_and_says_none():
+    """Only a pod's CUDA build keeps its toolkit libraries (a restart clears the toolkit
+    there); off a pod the room named is the trees' and the binaries'."""
+    from beekeeper.facts.host import DiskInfo
+
+    canned = pod(DiskOf=lambda path=None, **_: DiskInfo(mount="/", free_bytes=GIB))
+    with pytest.raises(PreflightError) as e:
+        run_deploy({**POD_DATA, "persistent_root": "none"}, canned)
+    assert str(e.value).startswith(
+        "host canned: state_dir /var/lib/beekeeper (file system /) has 1.0 GiB free; building "
+        "the CUDA server natively takes about 1.5 GiB (the source and build trees, the "
+        "binaries), and 1 GiB margin"), e.value
