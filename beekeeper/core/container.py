@@ -54,6 +54,13 @@ SECURITY_OPT = "no-new-privileges"
 CAP_DROP = "ALL"
 
 
+def published_on(bind_address: str) -> str | None:
+    """The host address Docker publishes the port on: the bind address, but none for `::`
+    (Docker then publishes on every address, IPv4 and IPv6, as `::` means for the kit's
+    other listeners: Docker's `[::]` alone takes IPv6 only)."""
+    return None if bind_address == "::" else bind_address
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     """One service's container, as both runtimes run it."""
@@ -94,8 +101,10 @@ def docker_run(spec: ContainerSpec, quote: Callable[[str], str] = str) -> list[l
     """The arguments of `docker run` for this container, a group of words a line, each value
     through `quote` (systemd's, for a unit). User and health check are the image's."""
     init, *rest = confined(spec.model_dir, "all" if spec.gpu else None, quote)
+    on = published_on(spec.bind_address)
     lines = [["--rm", "--name", quote(spec.name), *init],
-             ["--publish", f"{quote(bracketed(spec.bind_address))}:{spec.port}:{PORT}"], *rest]
+             ["--publish", f"{quote(bracketed(on)) + ':' if on else ''}{spec.port}:{PORT}"],
+             *rest]
     if spec.env_file:
         lines.append(["--env-file", quote(spec.env_file)])
     lines += [["--label", quote(f"{k}={v}")] for k, v in spec.labels]
@@ -111,8 +120,8 @@ def compose_service(spec: ContainerSpec) -> dict:
         "command": list(spec.args), "init": True, "user": f"{IMAGE.uid}:{IMAGE.gid}",
         "read_only": True, "tmpfs": [TMPFS], "security_opt": [SECURITY_OPT],
         "cap_drop": [CAP_DROP],
-        "ports": [{"target": PORT, "host_ip": spec.bind_address, "published": str(spec.port),
-                   "protocol": "tcp"}],
+        "ports": [{"target": PORT, "published": str(spec.port), "protocol": "tcp",
+                   **({"host_ip": on} if (on := published_on(spec.bind_address)) else {})}],
         "volumes": [{"type": "bind", "source": spec.model_dir, "target": MODELS,
                      "read_only": True}],
     }

@@ -78,9 +78,9 @@ class DeployedService:
         `bind_address`: that address where it listens on one address only, else 127.0.0.1 (a
         wildcard bind, 0.0.0.0 or ::; an old record's ""; host data refuses anything else
         that is not an address). Each listener on :: takes IPv4 too (llama-server's HTTP
-        library turns IPV6_V6ONLY off, the gateway binds with HAProxy's `v4v6`, Docker's proxy
-        listens on both), and 127.0.0.1 is there where ::1 is not (IPv6 off on loopback, as
-        in Docker's containers)."""
+        library turns IPV6_V6ONLY off, the gateway binds with HAProxy's `v4v6`, a container's
+        port is published on every address: container.published_on), and 127.0.0.1 is there
+        where ::1 is not (IPv6 off on loopback, as in Docker's containers)."""
         import ipaddress
 
         try:

@@ -223,7 +223,7 @@ def systemd_refusal(pid1: str) -> PreflightError:
 def render_config(gw: GatewayData, routes: list[Route]) -> str:
     # on ::, IPv4 too whatever the host's net.ipv6.bindv6only (reached at 127.0.0.1)
     bind = f"{bracketed(gw.bind_address)}:{gw.port}" + \
-        (" v4v6" if ipaddress.ip_address(gw.bind_address) == ipaddress.ip_address("::") else "")
+        (" v4v6" if gw.bind_address == "::" else "")
     # HAProxy's buffer: the body limit plus room for the headers and their rewrites
     max_body = gw.max_body_kib * 1024
     return render("haproxy.cfg.j2", bind=bind, routes=routes,

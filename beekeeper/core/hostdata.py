@@ -175,8 +175,9 @@ def _ip(value: Any) -> str:
     if not isinstance(value, str):
         raise Bad(f"{shown(value)} is {_type_name(value)}, not an IP address",
                   "write it as a string, e.g. '127.0.0.1'")
-    ipaddress.ip_address(value)  # its ValueError: the key's declared problem and fix
-    return value
+    # its ValueError: the key's declared problem and fix; one spelling of each address
+    # (`0:0:0:0:0:0:0:0` is `::`), as the rules that ask for `::` compare it
+    return str(ipaddress.ip_address(value))
 
 
 IpAddress = Annotated[str, BeforeValidator(_ip)]
