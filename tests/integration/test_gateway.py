@@ -328,7 +328,7 @@ def test_a_service_dropped_from_the_inventory_is_gone_from_host_and_gateway(gw_u
     run = gw_deploy()
     assert run.rc == 0, run.out[-4000:]
     assert "beekeeper: removed service smol" in run.out
-    assert "gateway on 127.0.0.1:4000 routes cpu-tiny (2 servers)" in run.out
+    assert "gateway on [::]:4000 routes cpu-tiny (2 servers)" in run.out
     assert sandbox_exec("systemctl is-active beekeeper-smol.service", A).stdout.strip() \
         == "inactive"
     for path in ("/etc/systemd/system/beekeeper-smol.service", "/etc/beekeeper/smol"):
