@@ -12,6 +12,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files
 
 from beekeeper.core.config import HostConfig
+from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.errors import PreflightError
 from beekeeper.core.hostdata import NvidiaRepos
 from beekeeper.core.paths import CUDA_APT, TOOLKIT_APT, AptRepo
@@ -21,13 +22,18 @@ from beekeeper.operations.apt import packages as apt_packages
 from beekeeper.operations.lifecycle import left_in_place
 from beekeeper.operations.nvidia import repo_key
 
-CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
+CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/{arch}/"
 CUDA_KEY = CUDA_REPO + "{key}"
+# NVIDIA's names for the host's architecture (`uname -m`) in the CUDA repository's path and
+# the Container Toolkit's: server-class Arm (Grace, GH200) is the CUDA repository's `sbsa`,
+# published for Ubuntu only (its `arm64` folders are Jetson's)
+ARCH_DIRS = {"x86_64": ("x86_64", "amd64"), "aarch64": ("sbsa", "arm64")}
+SBSA_DISTROS = ("ubuntu2204", "ubuntu2404")
 # The key each repository is signed with: 3bf863cc (cudatools@nvidia.com) for the older
 # ones; debian13 is signed by 8793F200 ("Kitmaker (Debian 13 Trixie)", fingerprint
 # 02182E60104FCDC26EAE1B8597A5D4CB8793F200), published beside it as 8793F200.pub.
 CUDA_KEYS = {"debian13": "8793F200.pub"}
-TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
+TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/{arch}"
 TOOLKIT_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
 
 # Older guides leave these; with the keyring source they make apt fail with
@@ -59,14 +65,22 @@ def cuda_distro(facts: HostFacts) -> str:
 
 
 def repos(cfg: HostConfig, facts: HostFacts) -> Repos:
-    """NVIDIA's URLs, or mirrors from host data `nvidia_repos` (air-gapped hosts, tests)."""
+    """NVIDIA's URLs for the host's distro and architecture, or mirrors from host data
+    `nvidia_repos` (air-gapped hosts, tests)."""
     given = cfg.data.nvidia_repos or NvidiaRepos()
     distro = cuda_distro(facts)
+    machine = baseline_or_refuse(facts.machine).machine  # preflight refused any other
+    cuda_arch, deb_arch = ARCH_DIRS[machine]
+    if machine == "aarch64" and distro not in SBSA_DISTROS and not given.cuda:
+        raise PreflightError("no NVIDIA CUDA repository", f"for {distro} on aarch64 (NVIDIA "
+                             "publishes its sbsa repository for Ubuntu only)", "use Ubuntu "
+                             "22.04/24.04, or give a mirror in host data nvidia_repos",
+                             lead=" ", then=": ")
     return Repos(
-        cuda=(given.cuda or CUDA_REPO).format(distro=distro),
+        cuda=(given.cuda or CUDA_REPO).format(distro=distro, arch=cuda_arch),
         cuda_key=(given.cuda_key or CUDA_KEY).format(
-            distro=distro, key=CUDA_KEYS.get(distro, "3bf863cc.pub")),
-        toolkit=given.toolkit or TOOLKIT_REPO,
+            distro=distro, arch=cuda_arch, key=CUDA_KEYS.get(distro, "3bf863cc.pub")),
+        toolkit=given.toolkit or TOOLKIT_REPO.format(arch=deb_arch),
         toolkit_key=given.toolkit_key or TOOLKIT_KEY,
     )
 

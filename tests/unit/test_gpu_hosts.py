@@ -130,6 +130,30 @@ def test_debian12_native_mode_installs_cuda_toolkit_only():
     assert any(s.startswith("Build llama-server") for s in steps)
 
 
+def test_an_arm_server_gets_nvidias_sbsa_and_arm64_repositories_or_one_line():
+    """A Grace or GH200 box (`uname -m` aarch64): NVIDIA's CUDA repository for server-class
+    Arm is `sbsa` (Ubuntu's only; its `arm64` folders are Jetson's) and the Container
+    Toolkit's is `arm64`; the x86_64 ones would fail at apt-get on the host. Debian on
+    aarch64 has none: one line before any change."""
+    from beekeeper.facts.host import Resources
+
+    arm = Resources(cpus=72, mem_total_bytes=480 * 2**30, machine="aarch64",
+                    cpu_flags=frozenset({"asimd"}))
+    native = run_deploy({**DEFAULTS, "mode": "native"},
+                        facts(Wsl=NATIVE, GpuInfo=NATIVE_580, BuildResources=arm))
+    container = run_deploy(DEFAULTS, facts(Wsl=NATIVE, DockerEngine=NO_DOCKER,
+                                           BuildResources=arm))
+    every = " ".join(c for ops in (native, container) for _, cs in ops for c in cs)
+    assert "/repos/ubuntu2404/sbsa/" in every and "/repos/ubuntu2404/sbsa/3bf863cc.pub" in every
+    assert "libnvidia-container/stable/deb/arm64" in every
+    assert "/x86_64/" not in every and "deb/amd64" not in every
+    with pytest.raises(PreflightError) as e:
+        run_deploy({**DEFAULTS, "mode": "native"},
+                   facts(Wsl=NATIVE, GpuInfo=NATIVE_580, BuildResources=arm,
+                         OsRelease=OsReleaseInfo(id="debian", version_id="12")))
+    assert "no NVIDIA CUDA repository for debian12 on aarch64" in str(e.value), e.value
+
+
 def test_wsl2_native_mode_uses_the_wsl_ubuntu_repository():
     ops = run_deploy({**DEFAULTS, "mode": "native"}, facts())
     assert "/repos/wsl-ubuntu/x86_64/" in " ".join(
