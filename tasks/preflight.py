@@ -36,7 +36,7 @@ from beekeeper.core.errors import PreflightError, host_data
 from beekeeper.core.gateway import systemd_refusal as gateway_systemd_refusal
 from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
-from beekeeper.core.native import install_dir, install_files
+from beekeeper.core.native import install_dir, install_files, keeps_toolkit_libs
 from beekeeper.core.paths import (
     CONF_ROOT,
     HOSTSIDE_DIR,
@@ -795,7 +795,7 @@ def check_image_space(cfg: HostConfig, docker: DockerEngineInfo, building: bool)
     if not building or docker.flavour == "docker-desktop":
         return
     root = docker.root_dir or "/var/lib/docker"
-    backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
+    backend = cfg.service.profile.backend
     check_room(cfg, f"Docker's root dir {root}", root,
                f"building the {backend.upper()} server image", IMAGE_BUILD_GIB[backend],
                "base images and build layers", "free space (`docker system prune` removes "
@@ -808,8 +808,9 @@ def check_native_space(cfg: HostConfig, building: bool, persistent_root: str | N
     it elsewhere."""
     if not building:
         return
-    backend = "cuda" if cfg.service.profile.backend == "cuda" else "cpu"
-    keeps = ", the CUDA libraries it keeps" if backend == "cuda" and persistent_root else ""
+    backend = cfg.service.profile.backend
+    keeps = ", the CUDA libraries it keeps" if keeps_toolkit_libs(backend, persistent_root) \
+        else ""
     trees = kept_at(cfg.data.state_dir, persistent_root)
     on_root = trees != cfg.data.state_dir
     check_room(cfg, f"persistent_root {persistent_root}" if on_root else

@@ -25,16 +25,16 @@ KEPT_LIBS_DIR = "lib"
 KEPT_LIBS_LIST = "toolkit-libs.txt"
 
 
-def keeps_toolkit_libs(spec: BuildSpec, persistent_root: str | None) -> bool:
+def keeps_toolkit_libs(backend: str, persistent_root: str | None) -> bool:
     """A CUDA build on a pod keeps the toolkit libraries it loads beside its binaries: the
     pod's restart clears the container disk, a toolkit the kit installed there with it, and
     the volume's build must still start (and llama-bench still run) without it."""
-    return spec.backend == "cuda" and persistent_root is not None
+    return backend == "cuda" and persistent_root is not None
 
 
 def install_files(spec: BuildSpec, persistent_root: str | None) -> tuple[str, ...]:
     """What a complete install of the build holds in its versioned folder."""
-    keep = (KEPT_LIBS_LIST,) if keeps_toolkit_libs(spec, persistent_root) else ()
+    keep = (KEPT_LIBS_LIST,) if keeps_toolkit_libs(spec.backend, persistent_root) else ()
     return (*TARGETS, *keep)
 
 
@@ -82,7 +82,7 @@ def shell_script(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int, dest:
     a CUDA build finds nvcc in `cuda_bin` (the host's own toolkit, or the one the kit
     installed), and on a pod keeps the toolkit libraries it loads in `dest`."""
     q = shlex.quote
-    keep = keeps_toolkit_libs(spec, persistent_root)
+    keep = keeps_toolkit_libs(spec.backend, persistent_root)
     cmds = [" ".join(q(a) for a in c)
             for c in build_commands(spec, src_dir, build_dir, jobs, keep_libs=keep)]
     if spec.backend == "cuda":
