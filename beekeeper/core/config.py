@@ -307,12 +307,14 @@ def rule_loopback_needs_key(key: str, bind: str, key_file: str | None, key_name:
 
 
 def rule_ctx_size(key: str, value: int, profile: Profile, slots: int | None = None) -> int:
-    """ctx_size: from MIN_CTX_SIZE per slot to the model's trained context."""
+    """ctx_size: from MIN_CTX_SIZE to the model's trained context per slot (llama.cpp's
+    n_ctx_seq: the total over the slots, rounded up to 256, is held to n_ctx_train)."""
     slots = slots or profile.server.parallel
     train = profile.model.n_ctx_train
-    if value > train:
-        raise fail(key, f"{value!r} exceeds the model's trained context {train}",
-                   f"lower ctx_size to {train} or less, or remove it")
+    if -(-(value // slots) // 256) * 256 > train:
+        each = f" per slot ({slots} slots: {train * slots} in all)" if slots > 1 else ""
+        raise fail(key, f"{value!r} exceeds the model's trained context {train}{each}",
+                   f"lower ctx_size to {train * slots} or less, or remove it")
     floor = MIN_CTX_SIZE * slots
     if value < floor:
         what = f"{value!r}" if key.endswith("ctx_size") else f"ctx_size {value!r}"

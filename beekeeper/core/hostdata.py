@@ -689,9 +689,9 @@ class ServiceData(BaseModel):
         "a file on the controller holding the API key clients must send (mode 600; a relative "
         "path is read from the folder pyinfra runs in)")
     ctx_size: Annotated[int, BeforeValidator(_ctx_size_given)] | None = key(
-        None, "integer", "the context in tokens (256 per slot up to the model's trained "
-        "context; default: the profile's)", "give a number of tokens, e.g. ctx_size = 8192",
-        "is not a whole number")
+        None, "integer", "the context in tokens, shared by the slots (256 to the model's "
+        "trained context a slot; default: the profile's)",
+        "give a number of tokens, e.g. ctx_size = 8192", "is not a whole number")
     slots: int | None = whole(
         None, 1, MAX_SLOTS, "request slots: how many requests the server runs "
         "at once (llama-server -np), each with ctx_size / slots tokens of context, one "

@@ -169,6 +169,16 @@ def test_string_ctx_size_message_shows_the_number_to_write():
                                                               "ctx_size")
 
 
+def test_ctx_size_is_held_to_the_trained_context_per_slot_as_llama_cpp_holds_it():
+    # llama.cpp compares each slot's share (n_ctx_seq, rounded up to 256) with n_ctx_train:
+    # four slots of the tiny model's 32K each are 131,072 in all
+    load_host_config(with_(profile="cpu-tiny-4slot", ctx_size=131_072))
+    load_host_config(with_(slots=2, ctx_size=65_536))
+    msg = refused(with_(profile="cpu-tiny-4slot", ctx_size=131_072 + 1024), "ctx_size")
+    assert "trained context 32768 per slot (4 slots: 131072 in all)" in msg, msg
+    assert "lower ctx_size to 131072 or less" in msg, msg
+
+
 def test_four_slot_profile_needs_256_per_slot():
     assert "below 1024" in refused(with_(profile="cpu-tiny-4slot", ctx_size=512), "ctx_size")
     load_host_config(with_(profile="cpu-tiny-4slot", ctx_size=1024))
