@@ -231,6 +231,11 @@ def key_file(value: str, one_word_key: bool) -> str:
     if "\n" in text or "\r" in text:
         raise Bad(f"the key in {where} holds more than one line",
                   "keep the key alone on one line in the file")
+    if not one_word_key and any(c in text for c in ',"'):
+        # llama-server reads LLAMA_API_KEY as a CSV row of keys (common/arg.cpp): `a,b` is two
+        # keys and a quote is dropped, so the key the smoke check and the gateway send fails
+        raise Bad(f"the key in {where} holds ',' or '\"', which llama-server reads as a list of "
+                  "keys", "use a key without them, e.g. `openssl rand -hex 32`")
     if one_word_key and not one_word(text):
         raise Bad(f"the key in {where} holds a space or a control character",
                   "use a key of printable characters without spaces, e.g. "
@@ -571,13 +576,15 @@ SPLIT_GGUF = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
 
 def _one_file(value: str) -> str:
-    """A model the kit places as one file (uploaded, or downloaded from the Hub): not a part
-    of a split GGUF, whose other parts the server would look for beside it."""
+    """A model the kit places and checks as one file (uploaded, downloaded from the Hub, or
+    on the host): not a part of a split GGUF, whose other parts the server looks for beside
+    it, and which the sha256 and the VRAM plan (its tensors) would leave out."""
     m = SPLIT_GGUF.search(os.path.basename(value))
     if m is None or int(m.group(2)) <= 1:
         return value
     raise Bad(f"{shown(value)} is part {int(m.group(1))} of a split GGUF of {int(m.group(2))} "
-              "files, and the kit places one file per model, so the server could not load it",
+              "files, and the kit places, checks (sha256) and plans (VRAM) one file per model, "
+              "so the server could not load it or would load more than was planned",
               "merge the parts into one file (`llama-gguf-split --merge FIRST-PART OUT.gguf`) "
               "and give that file as model_path or model_host_path (a draft: put the merged file "
               "in a Hub repository of yours and name it in draft_file)")
@@ -717,7 +724,7 @@ class ServiceData(BaseModel):
         None, "a GGUF of your own on the controller, uploaded once into model_dir and checked "
         "by sha256 (model_sha256, or the file's own); no Hub request")
     model_host_path: Annotated[str, path_of("/data/models/my-model-Q8_0.gguf"),
-                               AfterValidator(_gguf_path)] | None = path(
+                               AfterValidator(_placed_gguf_path)] | None = path(
         None, "a GGUF already on the host, served where it is (needs model_sha256, checked on "
         "the host; the uninstall never removes it); no Hub request")
     model_alias: Annotated[str, BeforeValidator(_model_alias)] | None = key(

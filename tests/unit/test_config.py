@@ -89,6 +89,19 @@ def test_non_loopback_bind_with_key_file_is_allowed(tmp_path):
         load_host_config(with_(api_key_file=str(tmp_path / "nope")))
 
 
+@pytest.mark.parametrize("text", ["alice,bob", '"quoted"', 'ab"c'])
+def test_a_server_key_llama_server_would_read_as_a_list_is_refused(tmp_path, text):
+    # llama-server splits LLAMA_API_KEY as a CSV row (common/arg.cpp, parse_csv_row): the key
+    # the smoke check and the gateway send whole would get 401
+    key = tmp_path / "key"
+    key.write_text(text + "\n")
+    key.chmod(0o600)
+    with pytest.raises(ConfigError, match=r"`api_key_file`.*holds ',' or '\"'.*list of keys"):
+        load_host_config(with_(api_key_file=str(key)))
+    key.write_text("has a space inside\n")  # one field of the row: a key as it is
+    assert load_host_config(with_(api_key_file=str(key))).service.data.api_key_file
+
+
 def test_a_refusal_names_a_services_entry_by_its_place_in_the_list():
     """An entry with state 'absent' before it still counts: services[2] is the third entry
     (the rules between services once named it by its place among the present ones)."""

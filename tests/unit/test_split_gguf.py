@@ -3,8 +3,10 @@ write a large model): llama-server loads its first file and looks for the others
 under the same name pattern. The kit places one file per model (uploaded from the
 controller, `model_path`, or downloaded from the Hub, `model_file`/`draft_file`), so the
 server could never load a split model placed that way: the deploy would pin, plan (the first
-file's tensors only) and place it, then fail its smoke check. Refused in host data, naming
-the key and how to make one file of it; a one-part "split" (`-00001-of-00001`) is one file."""
+file's tensors only) and place it, then fail its smoke check. A split already on the host
+(`model_host_path`) would load, but its sha256 and its VRAM plan would cover the first part
+alone. Refused in host data, naming the key and how to make one file of it; a one-part
+"split" (`-00001-of-00001`) is one file."""
 
 from __future__ import annotations
 
@@ -30,10 +32,19 @@ def test_a_split_gguf_on_the_hub_is_refused_naming_its_file_key(role):
                    f"{role}_file": "Big-Model-Q4_K_M-00001-of-00002.gguf"}, f"{role}_file")
     assert msg == (
         f"host data `{role}_file`: 'Big-Model-Q4_K_M-00001-of-00002.gguf' is part 1 of a split "
-        "GGUF of 2 files, and the kit places one file per model, so the server could not load "
-        "it; fix: merge the parts into one file (`llama-gguf-split --merge FIRST-PART "
-        "OUT.gguf`) and give that file as model_path or model_host_path (a draft: put the "
-        "merged file in a Hub repository of yours and name it in draft_file)"), msg
+        "GGUF of 2 files, and the kit places, checks (sha256) and plans (VRAM) one file per "
+        "model, so the server could not load it or would load more than was planned; fix: "
+        "merge the parts into one file (`llama-gguf-split --merge FIRST-PART OUT.gguf`) and "
+        "give that file as model_path or model_host_path (a draft: put the merged file in a "
+        "Hub repository of yours and name it in draft_file)"), msg
+
+
+def test_a_split_gguf_on_the_host_is_refused_naming_model_host_path():
+    # served where it is, the server would load every part; the sha256 and the VRAM plan (the
+    # header read on the host) would see the first part's tensors alone
+    msg = refused({**CPU, "model_host_path": "/srv/models/big-Q4_K_M-00001-of-00003.gguf",
+                   "model_sha256": "0" * 64}, "model_host_path")
+    assert "part 1 of a split GGUF of 3 files" in msg and "--merge" in msg, msg
 
 
 def test_a_one_part_split_name_is_one_file(tmp_path):
