@@ -41,6 +41,9 @@ class HostFacts:
     host_nvcc: str | None = None
     # packages of the build tools the host lacks, for apt to install (native builds)
     install_tools: tuple[str, ...] = ()
+    # the build this deploy runs is on the host already (preflight's build_there; None: no
+    # build stage): a pod's build on its volume needs neither the build tools nor the toolkit
+    built: bool | None = None
     # runtime supervisor: host data `persistent_root`, resolved (`/workspace/beekeeper` by
     # default where /workspace is off the container's overlay); None: the standard layout
     persistent_root: str | None = None

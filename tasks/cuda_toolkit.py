@@ -11,6 +11,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, server
 
 from beekeeper.core.config import HostConfig
+from beekeeper.core.native import keeps_toolkit_libs
 from beekeeper.core.paths import CUDA_LOADER_FILE, CUDA_PATH_FILE
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.apt import missing_packages, packages as apt_packages
@@ -23,6 +24,10 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
     wanted = cfg.service.profile.backend == "cuda" and (
         facts.runtime.native or cfg.data.install_cuda_toolkit)
     if not wanted or facts.host_nvcc:  # the host's own toolkit builds (preflight)
+        return []
+    if facts.built and keeps_toolkit_libs("cuda", facts.persistent_root):
+        # a pod's build on its volume loads the toolkit libraries it keeps: after the pod's
+        # restart cleared the toolkit, several GB are not installed again for nothing
         return []
     # the release the image follows the driver to (cuda_follows_driver), else cuda_version
     major, minor = facts.cuda_version.split(".")[:2]

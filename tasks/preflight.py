@@ -966,7 +966,8 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
                      compose_version=compose_version,
                      cpus=res.cpus, mem_total_bytes=res.mem_total_bytes, machine=res.machine,
                      tools=tools, host_nvcc=tools.nvcc if host_cuda else None,
-                     install_tools=tuple(install_tools), persistent_root=persistent_root,
+                     install_tools=tuple(install_tools), built=built,
+                     persistent_root=persistent_root,
                      port_orphans=port_orphans)
 
 

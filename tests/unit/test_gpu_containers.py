@@ -190,18 +190,20 @@ def test_a_first_start_under_supervisord_is_named_as_what_it_is():
     assert not any("beekeeper-llm.service" in n or "compose.yaml" in n for n in names), names
 
 
-def _restarted_pod(linked: bool, kept_libs: bool = True) -> list[tuple[str, list[str]]]:
+def _restarted_pod(linked: bool, kept_libs: bool = True,
+                   nvcc: bool = True) -> list[tuple[str, list[str]]]:
     """The next deploy of a pod restarted after a whole deploy: the container disk cleared
     (cmake and apt's lists gone), the build and the kit's folders on the volume; `linked`:
     the start script ran (the kit's folders are links into the root again), else the start
-    command is not set yet and /opt/beekeeper is no more."""
+    command is not set yet and /opt/beekeeper is no more; `nvcc`: the image's own toolkit,
+    else the one the kit installed is gone too."""
     from beekeeper.core.paths import NATIVE_PREFIX, PERSISTED
     from beekeeper.facts.persist import PathKind
     from beekeeper.facts.volume import FsInfo
 
     root = "/workspace/beekeeper"
     no_cmake = replace(POD_TOOLS, tools=(("c++", "/usr/bin/c++"), ("make", "/usr/bin/make")),
-                       apt_lists=0)
+                       apt_lists=0, **({} if nvcc else {"nvcc": None, "nvcc_version": None}))
     builds = NATIVE_PREFIX if linked else f"{root}/opt/llama-server"
 
     def file(path=None, **_):  # the model, and the build on the volume (both its targets
@@ -236,6 +238,20 @@ def test_a_pod_restarted_deploys_again_without_build_tools_its_build_no_longer_n
     build = next(cmds for n, cmds in ops if n.startswith("Build llama-server"))
     assert build == [], build  # built: the binary is on the volume
     assert not any(n.startswith("Install the build tools") for n in names), names
+    # nor the CUDA toolkit the kit had installed on the container disk (this pod's image has
+    # its own: below, the kit's install cleared with the disk)
+    assert not any("CUDA toolkit" in n for n in names), names
+
+
+def test_a_restarted_pod_whose_toolkit_the_kit_installed_does_not_install_it_again():
+    """The kit installed cuda_version's toolkit on the container disk (the image had none),
+    the pod's restart cleared it; the build on the volume keeps the libraries it loads, so
+    the next deploy installs no toolkit (several GB, from NVIDIA's repository, on a disk the
+    next restart clears again)."""
+    ops = _restarted_pod(linked=True, nvcc=False)
+    names = [n for n, _ in ops]
+    assert next(cmds for n, cmds in ops if n.startswith("Build llama-server")) == []
+    assert not any("CUDA toolkit" in n or "CUDA libraries" in n for n in names), names
     assert not any(n.startswith(("Create the source folder", "Fetch the server source",
                                  "Upload source tree")) for n in names), names
 
