@@ -88,7 +88,7 @@ def deploy_host() -> None:
     if not reboot_pending and "service" in cfg.data.stages:
         prune.ensure(cfg, "before", kept=kept)
         if facts.runtime.supervised:  # `moved`: persist.ensure stopped supervisord
-            supervisor.ensure(facts, restart=moved)
+            supervisor.ensure(cfg, facts, restart=moved)
         persist.unsupervised(facts)
         for svc in cfg.services:
             changed = service.ensure(cfg, facts.runtime, svc, artifact, upstream=model_ops)

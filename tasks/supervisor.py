@@ -12,6 +12,8 @@ from pyinfra.facts.files import File
 from pyinfra.operations import files, server
 
 from beekeeper.core import supervisor as sv
+from beekeeper.core.build import caps_run_on
+from beekeeper.core.config import HostConfig
 from beekeeper.core.paths import (
     LOG_DIR,
     SERVER_USER,
@@ -30,11 +32,20 @@ from beekeeper.core.paths import (
     start_script,
 )
 from beekeeper.core.render import render
+from beekeeper.facts.gpu import WSL_NVIDIA_SMI
 from beekeeper.facts.hostfacts import HostFacts
 from beekeeper.operations.persist import kit_folder, linked
 from beekeeper.operations.supervisor import supervisord_running
 
+from .server_image import spec_for
+
 LIB = f"{SUPERVISOR_HOME}/lib"
+
+
+def built_arch(cfg: HostConfig, facts: HostFacts) -> str | None:
+    """The arch list of the host's CUDA build (None: a CPU build)."""
+    spec = spec_for(cfg, facts)[0]
+    return spec.cuda_arch if spec.backend == "cuda" else None
 
 
 # where the kit and its users run supervisord and supervisorctl: links to the launchers
@@ -42,17 +53,20 @@ LAUNCHERS = ((SUPERVISORD, f"{SUPERVISOR_BIN}/beekeeper-supervisord", "superviso
              (SUPERVISORCTL, f"{SUPERVISOR_BIN}/beekeeper-supervisorctl", "supervisorctl"))
 
 
-def start(root: str | None) -> str:
+def start(root: str | None, cuda_arch: str | None = None) -> str:
     """The start script: after a restart of the container, what brings the services back
-    (the kit's links, launchers and user where the restart lost them, then supervisord)."""
+    (the kit's links, launchers and user where the restart lost them, then supervisord);
+    `cuda_arch`: a CUDA build's arch list, checked against the container's cards first."""
     return render("beekeeper-start.sh.j2", root=root, start=start_script(root),
+                  arch=cuda_arch or "", caps=caps_run_on(cuda_arch) if cuda_arch else (),
+                  wsl_smi=WSL_NVIDIA_SMI,
                   links=persisted_links(root) if root else [],
                   launchers=[(path, target) for path, target, _ in LAUNCHERS],
                   owner=owner_mark(root) if root else "", ctl=SUPERVISORCTL,
                   supervisord=LAUNCHERS[0][1], log=SUPERVISORD_LOG, user=SERVER_USER)
 
 
-def ensure(facts: HostFacts, restart: bool = False) -> None:
+def ensure(cfg: HostConfig, facts: HostFacts, restart: bool = False) -> None:
     """supervisord installed, configured and running, and the start script a restarted
     container runs; `restart`: an earlier operation of this run stopped supervisord."""
     python = facts.tools.python3 if facts.tools else None
@@ -85,7 +99,8 @@ def ensure(facts: HostFacts, restart: bool = False) -> None:
                  "start script)", path=owner_mark(root), user=SERVER_USER, group=SERVER_USER,
             mode="0755")
     files.put(name=f"Install the start script {start_script(root)} (what the container's start "
-                   "command runs after a restart)", src=io.StringIO(start(root)),
+                   "command runs after a restart)",
+              src=io.StringIO(start(root, built_arch(cfg, facts))),
               dest=start_script(root), mode="0755")
     supervisord_running(name="Start supervisord",
                         config_changed=conf.will_change or upload.will_change or restart)

@@ -46,6 +46,15 @@ def arch_runs_on(arch_list: str, compute_cap: str) -> bool:
     return False
 
 
+def caps_run_on(arch_list: str) -> tuple[str, ...]:
+    """Every compute capability ('9.0') a build for `arch_list` runs on: arch_runs_on's
+    answer over the majors the list names, minors 0 to 9 (what a pod's start script
+    compares its card with)."""
+    majors = sorted({int(a.rstrip("af")[:-1]) for a in arch_list.split(";")})
+    return tuple(cap for cap in (f"{major}.{minor}" for major in majors for minor in range(10))
+                 if arch_runs_on(arch_list, cap))
+
+
 # Memory per compile job: ~1.7x the peaks measured on an H200 box (nvcc 0.90 GiB, cc1plus
 # 0.75 GiB: benchmarks/h200/2026-11-30-build/), for other releases and missed peaks.
 GIB_PER_CUDA_JOB = 1.5

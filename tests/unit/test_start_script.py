@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from beekeeper.core.build import caps_run_on
 from beekeeper.core.render import TEMPLATES_DIR, render
 
 
@@ -46,7 +47,16 @@ def start(tmp_path: Path):
     ctl.write_text('#!/bin/sh\n[ "$1" = status ] && [ -n "$STATUS_FROM" ] && '
                    'set -- -s "$STATUS_FROM" "$@"\n' + ctl.read_text().split("\n", 1)[1])
 
-    def run(command: str, status_from: str = "") -> tuple[int, str]:
+    def run(command: str, status_from: str = "", arch: str | None = None,
+            cards: str | None = None, wsl: bool = False) -> tuple[int, str]:
+        """`arch`: a CUDA build's; `cards`: what a stand-in nvidia-smi prints of the
+        container's cards' compute capabilities (None: it fails, as with no GPU passed in);
+        `wsl`: it is where WSL2 keeps it, off PATH (as for wsl.conf's boot command)."""
+        smi = tmp_path / ("wsl-lib/nvidia-smi" if wsl else "bin/nvidia-smi")
+        smi.parent.mkdir(exist_ok=True)
+        smi.write_text("#!/bin/sh\n" + (f"printf '{cards}'\n" if cards is not None
+                                        else "echo 'no devices' >&2; exit 6\n"))
+        smi.chmod(0o755)
         conf.write_text(f"""[unix_http_server]
 file={tmp_path}/sv.sock
 [supervisord]
@@ -64,6 +74,8 @@ startretries={_kit_setting("startretries")}
 """)
         script = tmp_path / "start"
         script.write_text(render("beekeeper-start.sh.j2", root=None, start=str(script),
+                                 arch=arch or "", caps=caps_run_on(arch) if arch else (),
+                                 wsl_smi=f"{tmp_path}/wsl-lib/nvidia-smi",
                                  links=[], launchers=[], owner="", ctl=str(ctl),
                                  supervisord=str(sd), log=f"{tmp_path}/sv.log",
                                  user="beekeeper"))
@@ -98,3 +110,47 @@ def test_a_status_that_reads_no_state_fails_the_script(start, tmp_path):
     assert re.search(r"beekeeper-start: \S+/ctl status read no program's state \(exit 4: "
                      r"unix://\S+/nothing\.sock no such file\); log: ", err), err
     assert "the server loads its model now" not in err, err
+
+
+@pytest.mark.parametrize(("arch", "cards"), [("90", "9.0\n"), ("86;89", "8.9\n8.6\n"),
+                                             ("80", "8.6\n")])
+def test_a_cuda_build_starts_on_the_cards_it_runs_on(start, arch, cards):
+    rc, err = start("/bin/sleep 600", arch=arch, cards=cards)
+    assert rc == 0, err
+    assert "the server loads its model now" in err, err
+
+
+@pytest.mark.parametrize(("arch", "cards", "cap"), [("90", "8.9\n", "8.9"),
+                                                    ("89", "8.9\n12.0\n", "12.0"),
+                                                    ("90a", "9.1\n", "9.1")])
+def test_a_pod_back_on_another_gpu_is_told_to_deploy_and_starts_no_server(start, arch, cards,
+                                                                         cap):
+    """A pod's volume attached to a pod of another GPU: the build on it has no kernels for
+    the card, and its server would fail past supervisord's first second and be restarted
+    without end. The script names the card and the build, starts nothing, and fails (the
+    pod's own start command still runs after it)."""
+    rc, err = start("/bin/sleep 600", arch=arch, cards=cards)
+    assert rc == 1, err
+    assert (f"beekeeper-start: this GPU has compute capability {cap}, and the server here is "
+            f"built for CUDA arch {arch}: deploy again, which builds for this GPU") in err, err
+    assert "supervisord" not in err, err
+
+
+def test_a_cuda_build_in_a_container_started_without_its_gpu_starts_no_server(start):
+    rc, err = start("/bin/sleep 600", arch="90", cards=None)
+    assert rc == 1, err
+    assert "nvidia-smi shows no GPU here, and the server is built for CUDA arch 90: start the " \
+        "container with its GPU" in err, err
+
+
+def test_a_cpu_build_asks_no_gpu(start):
+    rc, err = start("/bin/sleep 600", arch=None, cards=None)
+    assert rc == 0, err
+
+
+def test_a_wsl2_distro_s_nvidia_smi_off_path_is_found(start):
+    # WSL2 keeps nvidia-smi in /usr/lib/wsl/lib, which wsl.conf's boot command has no PATH to
+    rc, err = start("/bin/sleep 600", arch="89", cards="8.9\n", wsl=True)
+    assert rc == 0, err
+    rc, err = start("/bin/sleep 600", arch="89", cards="9.0\n", wsl=True)
+    assert rc == 1 and "compute capability 9.0" in err, err
