@@ -40,7 +40,8 @@ def parse_docker_engine(output: list[str]) -> DockerEngineInfo:
     info = parse_docker_info([line[5:] for line in output if line.startswith("info=")])
     path = v.get("path", "")
     # Docker Desktop's WSL integration links the distro's docker CLI into its own tools
-    # (/mnt/wsl/docker-desktop/cli-tools/...): the CLI, not the mount every distro sees
+    # (/mnt/wsl/docker-desktop/cli-tools/...): the CLI, not the mount every distro sees; a
+    # dangling link there (Desktop not running) is Desktop too, never an engine to install
     desktop_cli = "docker-desktop" in v.get("link", "")
     if is_docker_desktop(info) or (desktop_cli and not info):
         flavour = "docker-desktop"
@@ -73,6 +74,10 @@ class DockerEngine(FactBase[DockerEngineInfo]):
         return (
             'echo "path=$(command -v docker || true)"; '
             'command -v docker >/dev/null && echo "link=$(readlink -f "$(command -v docker)")"; '
+            # a link on PATH to a CLI that is not there (Docker Desktop asleep or quit: its
+            # WSL integration's link into cli-tools left dangling), which `command -v` skips
+            "command -v docker >/dev/null || (IFS=:; for d in $PATH; do "
+            '[ -L "$d/docker" ] && echo "link=$(readlink "$d/docker")" && break; done); '
             "if [ -e /snap/bin/docker ]; then echo snap=1; fi; "
             "dpkg-query -W -f='${Status}' docker-ce 2>/dev/null | grep -q 'ok installed' "
             "&& echo pkg_ce=1; "

@@ -124,6 +124,30 @@ def test_a_stopped_docker_desktop_is_refused_in_preflight(tmp_path):
         run_deploy(DEFAULTS, facts(DockerEngine=unknown))
 
 
+@pytest.mark.parametrize("use_desktop", [False, True])
+def test_docker_desktop_asleep_leaves_a_dangling_cli_link_and_is_refused_not_replaced(
+        tmp_path, use_desktop):
+    """Docker Desktop in its resource saver, or quit: the distro's docker CLI is a link into
+    Desktop's cli-tools, which are not there, so `command -v docker` finds nothing; the
+    deploy must not take that for a host without Docker and install docker.io beside
+    Desktop (docs/hosts-as-you-find-them.md: refused, start Docker Desktop)."""
+    from beekeeper.facts.docker import DockerEngine
+
+    from .harness import _run_sh as _run, _stub, _tools
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "sed", "grep", "readlink")
+    (bin_ / "docker").symlink_to(tmp_path / "docker-desktop/cli-tools/usr/bin/docker")
+    _stub(bin_, "dpkg-query", "exit 1")
+    _stub(bin_, "systemctl", "echo inactive")
+    got = DockerEngine().process(_run(DockerEngine().command(), bin_))
+    assert got.flavour == "docker-desktop" and got.server_version is None, got
+    with pytest.raises(PreflightError, match=r"Docker Desktop's engine does not answer" if
+                       use_desktop else r"Docker Desktop's WSL integration is active"):
+        run_deploy({**DEFAULTS, "use_docker_desktop": use_desktop}, facts(DockerEngine=got))
+
+
 # --- point 5: the image's own rule, the card's brand -------------------------------------
 
 def _h200_580():
