@@ -19,6 +19,8 @@ import math
 import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -404,7 +406,23 @@ def engine_shell(args: argparse.Namespace, ssh: list[str], label: str) -> Any:
     from beekeeper.verify.engine import LocalShell, SshShell
 
     root = hand_started(args) is None
+    if root and not ssh:
+        sudo_once()
     return SshShell(ssh, label, root) if ssh else LocalShell(label, root)
+
+
+def sudo_once() -> None:
+    """On this machine as a login that is not root, with a terminal, where sudo wants a
+    password (a WSL2 user's, or a cache that expired during a long deploy): ask it once now
+    (`sudo -v`), as the engine's `sudo -n` cannot; else each root step says what is
+    missing."""
+    if os.geteuid() == 0 or not sys.stdin.isatty() or shutil.which("sudo") is None:
+        return
+    if subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return
+    print("verify: llama-bench and the service's stop and start need root: sudo asks for "
+          "your password once", file=sys.stderr)
+    subprocess.run(["sudo", "-v"])
 
 
 def secret_url(url: str | None) -> bool:
@@ -467,8 +485,6 @@ def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | 
         return None
     path = ServicePaths(service).api_key
     if ssh:
-        import subprocess
-
         from .core.remote import NEEDS_ROOT_EXIT, read_over_ssh
 
         quoted = shlex.quote(path)

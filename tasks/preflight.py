@@ -414,9 +414,12 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
     if fallback is rt:  # host data asked for supervisor
         return rt
     if wsl.is_wsl2:
+        fix = ("/etc/wsl.conf has `systemd=true` under `[boot]` already: run `wsl.exe "
+               "--shutdown` on Windows (`wsl.exe --update` first where WSL is older than "
+               "0.67.6)" if wsl.wsl_conf_systemd else "add `systemd=true` under `[boot]` in "
+               "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows")
         raise PreflightError(
-            "systemd", "is not PID 1 in this WSL2 distro", "add '[boot]\\nsystemd=true' to "
-            "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows, then deploy again (or "
+            "systemd", "is not PID 1 in this WSL2 distro", f"{fix}, then deploy again (or "
             "runtime = 'supervisor' with mode = 'native')", lead=" ", then=": ")
     if cfg.runtime_given:
         raise PreflightError(

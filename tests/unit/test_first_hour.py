@@ -126,3 +126,30 @@ def test_verify_with_no_host_and_no_profile_is_one_line_exit_2():
         pytest.skip("this machine has a kit-deployed server: its profile would be read")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
     assert "give --profile NAME" in p.stderr
+
+
+def test_verify_on_the_host_asks_sudo_for_a_password_once_where_sudo_n_cannot(
+        tmp_path, monkeypatch):
+    """A WSL2 user's sudo wants a password, and after a long deploy its cache has expired:
+    the engine's `sudo -n` steps would each fail and verify end INCOMPLETE. With a terminal,
+    verify asks sudo once (`sudo -v`) before them; without one, or where `sudo -n` works,
+    it asks nothing. A stand-in sudo (first on PATH) keeps its cache in a file."""
+    import os
+
+    from beekeeper import verify_main
+
+    log, cache = tmp_path / "calls", tmp_path / "cached"
+    sudo = tmp_path / "sudo"
+    sudo.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
+                    f'[ "$1" = -v ] && {{ touch {cache}; exit 0; }}\n[ -e {cache} ]\n')
+    sudo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(verify_main.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(verify_main.sys.stdin, "isatty", lambda: False)
+    verify_main.sudo_once()
+    assert not log.exists()  # no terminal: nothing asked
+    monkeypatch.setattr(verify_main.sys.stdin, "isatty", lambda: True)
+    verify_main.sudo_once()
+    assert log.read_text().split("\n") == ["-n true", "-v", ""]
+    verify_main.sudo_once()  # cached now: `sudo -n` answers
+    assert log.read_text().split("\n") == ["-n true", "-v", "-n true", ""]

@@ -9,6 +9,8 @@ against stand-in binaries and files, never against a host.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from beekeeper.core.errors import PreflightError
@@ -54,6 +56,23 @@ def test_wsl2_without_systemd_under_supervisor_is_told_wsl_confs_boot_command(ca
         " (WSL runs it as root each time the distro starts), or turn systemd on there "
         "(`systemd=true` under `[boot]`, then `wsl.exe --shutdown`) and remove `runtime`"), line
     assert "container" not in line and "RunPod" not in line, line
+
+
+@pytest.mark.parametrize("conf_systemd", [False, True])
+def test_wsl2_without_systemd_is_told_what_wsl_conf_lacks(conf_systemd):
+    """wsl.conf without `systemd=true`: add it (two lines of a file, no literal `\\n`); with
+    it already (WSL restarted not since, or too old to read it): restart WSL."""
+    with pytest.raises(PreflightError) as refused:
+        run_deploy(DEFAULTS, facts(InitSystem=WSL_INIT,
+                                   Wsl=replace(WSL, wsl_conf_systemd=conf_systemd)))
+    line = str(refused.value)
+    assert "\\n" not in line, line
+    assert line.endswith(
+        "/etc/wsl.conf has `systemd=true` under `[boot]` already: run `wsl.exe --shutdown` on "
+        "Windows (`wsl.exe --update` first where WSL is older than 0.67.6), then deploy again "
+        "(or runtime = 'supervisor' with mode = 'native')" if conf_systemd else
+        "add `systemd=true` under `[boot]` in /etc/wsl.conf, run `wsl.exe --shutdown` on "
+        "Windows, then deploy again (or runtime = 'supervisor' with mode = 'native')"), line
 
 
 # `df -PB1` of a folder on a Windows drive under WSL2 (drvfs over 9p): the file system is
