@@ -243,7 +243,7 @@ def test_a_host_config_gives_the_way_host_data_asks_for(data, name):
 
 @pytest.mark.parametrize("mode,runtime,key,refused_as", [
     ("native", "systemd", "back\\slash", "native unit"),  # systemd would read "backslash"
-    ("native", "systemd", '"quoted"', "native unit"),  # ... and quoted
+    ("native", "systemd", "'quoted'", "native unit"),  # ... and quoted ('"': hostdata's)
     ("native", None, "back\\slash", "native unit"),  # where systemd is PID 1: the unit
     ("native", "supervisor", "back\\slash", None),  # its launcher reads the file itself
     ("native", "systemd", "it's-a-key", None),  # a quote inside: literal to systemd
