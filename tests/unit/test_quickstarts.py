@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 import runpy
 import shlex
+import subprocess
 import types
 from pathlib import Path
 
@@ -162,7 +164,8 @@ def test_every_command_of_a_quickstart_is_one_the_kit_knows(page):
             script = ROOT / first
             assert script.is_file() and script.stat().st_mode & 0o111, text
             assert set(env) <= {"PYTHON"}, text
-        elif text == ". .venv/bin/activate":
+        elif text in (". .venv/bin/activate",
+                      f"export -p | grep ' BEEKEEPER_' > {POD_ENV}"):  # kept on the volume
             pass
         elif first == "export":
             var, _, value = rest.split(" ", 1)[1].partition("=")
@@ -326,6 +329,29 @@ def test_the_pod_pages_variables_are_host_data_the_kit_accepts(monkeypatch):
     assert "pyinfra inventories/gpu-container.py deploy.py --dry" in text
     assert "--sudo" not in [w for line in re.findall(r"^pyinfra .*$", text, re.M)
                             for w in line.split()]
+
+
+POD_ENV = "/workspace/beekeeper.env"
+
+
+def test_the_pod_pages_variables_are_kept_on_the_volume_and_read_back(tmp_path):
+    """Each block of the pod page that exports host data writes it to the volume's file last
+    (an `export` alone is gone with the SSH session and the pod's restart); what bash writes
+    there, read back by a new shell, gives each variable its value (quotes in it too)."""
+    text = (DOCS / "quickstart-pod.md").read_text()
+    save = f"export -p | grep ' BEEKEEPER_' > {POD_ENV}"
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    for block in (b for b in blocks if "export BEEKEEPER_" in b):
+        lines = [x for x in block.splitlines() if x.startswith("export")]
+        assert lines[-1] == save, block
+    assert f". {POD_ENV}" in text
+    env = tmp_path / "beekeeper.env"
+    script = save.replace(POD_ENV, str(env))
+    subprocess.run(["bash", "-c", f"export BEEKEEPER_MODEL_ALIAS=\"it's mine\"; {script}"],
+                   check=True, env={"PATH": os.environ["PATH"]})
+    got = subprocess.run(["env", "-i", "bash", "-c", f". {env}; bash -c 'echo "
+                          "\"$BEEKEEPER_MODEL_ALIAS\"'"], capture_output=True, text=True)
+    assert got.stdout == "it's mine\n", got
 
 
 def test_the_pod_pages_keyed_bind_is_accepted(tmp_path, monkeypatch):
