@@ -654,8 +654,9 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
     if docker.flavour == "docker-desktop" and not cfg.data.use_docker_desktop:
         raise PreflightError(
             "Docker Desktop's WSL integration", "is active: beekeeper will not install a "
-            "second engine beside it", "set use_docker_desktop = True to use it, or turn "
-            "the integration off for this distro", lead=" ", then="; ")
+            "second engine beside it", "set use_docker_desktop = True to use it (on @local: "
+            "`--data use_docker_desktop=true`), or turn the integration off for this distro",
+            lead=" ", then="; ")
     if docker.flavour == "docker-desktop" and docker.server_version is None:
         raise PreflightError(
             "Docker Desktop's engine", "does not answer `docker info` (Docker Desktop is not "

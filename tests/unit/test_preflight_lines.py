@@ -112,8 +112,8 @@ def test_each_docker_engine_the_kit_cannot_use_is_one_whole_line():
         (D(present=True, path="/usr/bin/docker", flavour="docker-desktop",
            server_version="27.0"), {},
          "Docker Desktop's WSL integration is active: beekeeper will not install a second "
-         "engine beside it; set use_docker_desktop = True to use it, or turn the integration "
-         "off for this distro"),
+         "engine beside it; set use_docker_desktop = True to use it (on @local: `--data "
+         "use_docker_desktop=true`), or turn the integration off for this distro"),
         (D(present=True, path="/usr/bin/docker", flavour="docker-desktop"),
          {"use_docker_desktop": True},
          "Docker Desktop's engine does not answer `docker info` (Docker Desktop is not running "
