@@ -62,8 +62,10 @@ def _ask_hub(endpoint: str, source: HfSource, filename: str, key: str) -> Pin:
         raise ConfigError(
             host_data(f"{key}_revision"), f"cannot pin {source.repo}/{filename}@"
             f"{source.revision} on {endpoint} ({type(e).__name__}: {reason})", "check the "
-            f"repository, file and revision, or pin {key}_revision (a commit) and "
-            f"{key}_sha256 in host data so no look-up is needed") from None
+            "repository, file and revision (a gated or private repository: a token on the "
+            "controller, in HF_TOKEN or from `hf auth login`), or pin "
+            f"{key}_revision (a commit) and {key}_sha256 in host data so no look-up is "
+            "needed") from None
     commit, sha = meta.commit_hash or "", (meta.etag or "").strip('"')
     if not COMMIT_RE.fullmatch(commit):
         raise ConfigError(host_data(f"{key}_revision"), "the Hub gave no commit for "

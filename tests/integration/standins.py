@@ -156,6 +156,8 @@ class HubStandIn:
         # without range requests does; the Hub's CDN honours them
         self.honour_ranges = True
         self.range_cap: int | None = None  # bytes a range answer holds at most (a CDN's cap)
+        # gated repositories and the token each lets in: without it, 401 as the Hub answers
+        self.gated: dict[str, str] = {}
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -191,6 +193,9 @@ class HubStandIn:
                     return self._error(404, "EntryNotFound")
                 if revision not in ("main", f.commit):
                     return self._error(404, "RevisionNotFound")
+                token = hub.gated.get(repo)
+                if token and self.headers.get("Authorization") != f"Bearer {token}":
+                    return self._error(401, "GatedRepo")
                 # as the Hub does for LFS files: metadata headers and a redirect to storage
                 self.send_response(302)
                 # another host name, as the Hub's CDN has (huggingface_hub 1.x compares

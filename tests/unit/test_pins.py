@@ -57,6 +57,24 @@ def test_unknown_file_or_revision_is_one_line_with_the_fix(hub, tmp_path):
         assert "\n" not in str(e.value)
 
 
+def test_a_gated_repository_is_pinned_with_the_controllers_token(hub, tmp_path,
+                                                                   monkeypatch):
+    """A gated (or private) repository answers 401 without a token: the refusal says where
+    the controller's token goes; with HF_TOKEN set for pyinfra, the real client sends it and
+    the pin goes through (the host's download reads hf_token_file, not this)."""
+    hub.gated["acme/tiny-GGUF"] = "hf_controllers_token"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no token saved by `hf auth login`
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(ConfigError) as e:
+        pin_model(model(), hub.url, lock=tmp_path / "p.json")
+    assert "a gated or private repository: a token on the controller, in HF_TOKEN or from " \
+        "`hf auth login`" in str(e.value), e.value
+    assert "hf_controllers_token" not in str(e.value)
+    monkeypatch.setenv("HF_TOKEN", "hf_controllers_token")
+    pinned = pin_model(model(), hub.url, lock=tmp_path / "p.json")
+    assert pinned.sha256 == hub.files[("acme/tiny-GGUF", "tiny.gguf")].sha256
+
+
 def test_fully_pinned_model_asks_nothing(hub, tmp_path):
     m = model(revision="a" * 40, sha256="b" * 64, size=10)
     assert pin_model(m, "http://127.0.0.1:9", lock=tmp_path / "p.json") == m
