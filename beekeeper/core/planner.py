@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -108,11 +109,26 @@ def kv_cells(ctx_size: int, n_seq: int = 1) -> int:
     return per_seq * n_seq
 
 
-def kv_cache_bytes(cells: int, layout: HybridLayout, type_k: str, type_v: str) -> tuple[int, int]:
-    """(K bytes, V bytes) for the attention layers only."""
+def kv_cache_bytes(cells: int, layout: HybridLayout, type_k: str, type_v: str,
+                   swa_cells: int | None = None) -> tuple[int, int]:
+    """(K bytes, V bytes) for the attention layers only: `cells` for the full-attention
+    ones, `swa_cells` (default: `cells`) for those over a sliding window."""
     k = kv_type_bytes(type_k, layout.n_head_kv * layout.head_dim_k)
     v = kv_type_bytes(type_v, layout.n_head_kv * layout.head_dim_v)
-    return cells * layout.attention_layers * k, cells * layout.attention_layers * v
+    cell_layers = cells * (layout.attention_layers - layout.swa_layers) + \
+        (cells if swa_cells is None else swa_cells) * layout.swa_layers
+    return cell_layers * k, cell_layers * v
+
+
+def swa_cells(cells: int, layout: HybridLayout, n_seq: int, unified: bool, ubatch: int) -> int:
+    """The sliding-window layers' cells as llama.cpp sizes them (llama-kv-cache-iswa.cpp):
+    a stream's window (each slot's, or the slots' together in a unified cache) and one
+    ubatch, padded to 256, at most the stream's full cells; one stream a slot unless
+    unified."""
+    streams = 1 if unified else n_seq
+    per = cells // streams
+    window = layout.n_swa * (n_seq if unified else 1) + ubatch
+    return streams * math.ceil(min(per, window) / KV_PAD_CELLS) * KV_PAD_CELLS
 
 
 def recurrent_state_bytes(n_seq: int, layout: HybridLayout) -> tuple[int, int]:
@@ -160,6 +176,8 @@ class Prediction:
     # the same prediction for the other measure: the rise of the card's memory.used
     cuda_context_rise_mib: float = 0.0
     context_basis: str = ""  # which card's context figures, measured or assumed
+    kv_swa_cells: int = 0  # the sliding-window layers' cells (their window and a ubatch)
+    kv_swa_layers: int = 0
 
     @property
     def total_rise_mib(self) -> float:
@@ -192,7 +210,9 @@ class Prediction:
     def table(self) -> str:
         rows = [
             ("weights on GPU", self.weights_mib),
-            (f"KV cache K ({self.kv_cells} cells x {self.kv_layers} layers)", self.kv_k_mib),
+            (f"KV cache K ({self.kv_cells} cells x {self.kv_layers} layers"
+             + (f", {self.kv_swa_cells} x {self.kv_swa_layers} sliding-window"
+                if self.kv_swa_layers else "") + ")", self.kv_k_mib),
             ("KV cache V", self.kv_v_mib),
             (f"recurrent state R+S ({self.n_seq} seq"
              f"{', x2: a draft model' if self.draft_mib else ''})", self.recurrent_mib),
@@ -235,6 +255,7 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
     # a GGUF without head_count_kv (no grouped-query attention): llama.cpp takes head_count
     head_kv = field(f"{arch}.attention.head_count_kv", n_head)
     interval = field(f"{arch}.full_attention_interval")
+    swa_layers, n_swa = _sliding(arch, field, n_layer)
     if isinstance(head_kv, list):  # per-layer: 0 marks a recurrent layer
         attention_layers = sum(1 for h in head_kv if h)
         n_head_kv = max(head_kv)
@@ -254,6 +275,10 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
             embd_bytes = int(t.n_bytes)
         else:
             gpu_bytes += int(t.n_bytes)
+    if not any(t.name == "output.weight" for t in reader.tensors):
+        # tied embeddings: llama.cpp loads a copy of token_embd as the output layer, on the
+        # GPU with the other layers (TENSOR_DUPLICATED)
+        gpu_bytes += embd_bytes
     layout = HybridLayout(
         n_layer=n_layer, attention_layers=attention_layers, n_head_kv=n_head_kv,
         head_dim_k=hd_k, head_dim_v=hd_v, n_embd=n_embd, n_vocab=n_vocab,
@@ -261,9 +286,32 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
         ssm_d_state=int(field(f"{arch}.ssm.state_size", 0)),
         ssm_n_group=int(field(f"{arch}.ssm.group_count", 0)),
         ssm_d_inner=int(field(f"{arch}.ssm.inner_size", 0)),
-        embd_bytes=embd_bytes,
+        embd_bytes=embd_bytes, swa_layers=swa_layers, n_swa=n_swa,
     )
     return layout, gpu_bytes
+
+
+# architectures whose layers attend over a sliding window (llama-model.cpp, load_hparams):
+# the pattern's period where the GGUF gives none (layer il slides where il % period <
+# period - 1; 0: every layer), the window where the GGUF gives none (0: none), and whether
+# a window of 0 or none given means no layer slides
+SLIDING = {"gemma2": (2, 4096, False), "gemma3": (6, 0, True), "cohere2": (4, 0, False),
+           "gpt-oss": (2, 0, False), "olmo2": (4, 0, True), "exaone4": (4, 4096, False)}
+
+
+def _sliding(arch: str, field: Callable[..., Any], n_layer: int) -> tuple[int, int]:
+    """(layers over a sliding window, the window in tokens) as llama.cpp reads them."""
+    if arch not in SLIDING:
+        return 0, 0
+    period, default_window, needs_window = SLIDING[arch]
+    window = int(field(f"{arch}.attention.sliding_window", default_window) or 0)
+    if window <= 0 and (needs_window or not default_window):
+        return 0, 0
+    pattern = field(f"{arch}.attention.sliding_window_pattern", period)
+    if isinstance(pattern, list):  # per layer: true where it slides
+        return sum(1 for x in pattern[:n_layer] if x), window
+    p = int(pattern)
+    return sum(1 for il in range(n_layer) if p == 0 or il % p < p - 1), window
 
 
 class PlanError(ValueError):
@@ -403,7 +451,8 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     s = profile.server
     seqs = n_seq or s.parallel
     cells = kv_cells(ctx_size or s.ctx_size, 1 if s.kv_unified else seqs)
-    k, v = kv_cache_bytes(cells, layout, s.cache_type_k, s.cache_type_v)
+    window = swa_cells(cells, layout, seqs, s.kv_unified, s.ubatch_size or UBATCH)
+    k, v = kv_cache_bytes(cells, layout, s.cache_type_k, s.cache_type_v, window)
     # beellama's speculative server keeps a second recurrent state a slot (the backup it
     # drafts from, server-context.cpp): planned at its peak
     r, st = recurrent_state_bytes(seqs * (2 if s.draft_model is not None and gpu else 1),
@@ -412,7 +461,9 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     return Prediction(
         # parts kept in host memory by a CPU build count zero here (this is a VRAM plan)
         profile=profile.name, weights_mib=weights / MIB * gpu, kv_k_mib=k / MIB * gpu,
-        kv_v_mib=v / MIB * gpu, kv_cells=cells, kv_layers=layout.attention_layers,
+        kv_v_mib=v / MIB * gpu, kv_cells=cells,
+        kv_layers=layout.attention_layers - layout.swa_layers,
+        kv_swa_cells=window if layout.swa_layers else 0, kv_swa_layers=layout.swa_layers,
         recurrent_r_mib=r / MIB * gpu, recurrent_s_mib=st / MIB * gpu, n_seq=seqs,
         draft_mib=draft * gpu,
         compute_mib=compute_buffer_bytes(layout, cells, s.cache_type_k, s.cache_type_v,

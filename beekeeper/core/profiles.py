@@ -105,6 +105,10 @@ class HybridLayout:
     ssm_n_group: int = 0
     ssm_d_inner: int = 0
     embd_bytes: int = 0  # token embedding tensor, kept in host memory by llama.cpp
+    # attention layers over a sliding window of n_swa tokens (Gemma 2/3, gpt-oss, ...): their
+    # KV cache holds the window and a ubatch, not the context
+    swa_layers: int = 0
+    n_swa: int = 0
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,37 @@ def test_the_image_holds_no_instruction_beyond_its_cpu_baseline(first, tmp_path)
         assert counts["ymm"] > 0 and counts["zmm"] == 0 and counts["tmm"] == 0, counts
 
 
+def test_the_planners_kv_cells_are_the_servers_for_a_sliding_window_model(first):
+    """The tiny model is Gemma 3: 15 of its 18 layers attend over a 512-token window, and
+    llama.cpp gives those a cache of the window and a ubatch (llama-kv-cache-iswa.cpp), not
+    the context. The image's own llama-server, started on the deployed file with two slots
+    at 8K, allocates the cells and layers the planner plans for each kind, stream by stream
+    (its `llama_kv_cache: size = ...` lines at log verbosity 4)."""
+    from pathlib import PurePosixPath
+
+    from beekeeper.core.cache import pypi_model
+    from beekeeper.core.planner import kv_cells, layout_from_gguf, swa_cells
+
+    record = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)
+    model = PurePosixPath(record["model_path"])
+    r = sandbox_exec(
+        f"docker run --rm -v {model.parent}:/m:ro --entrypoint sh {record['image']} -c "
+        f"'timeout 20 /usr/local/bin/llama-server -m /m/{model.name} -c 8192 -np 2 -ub 512 "
+        "--port 18099 --host 127.0.0.1 --no-jinja --chat-template gemma -lv 4 2>&1 | "
+        "grep -m 2 \"llama_kv_cache: size\"'")
+    got = [tuple(int(x) for x in m) for m in re.findall(
+        r"\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/\d+ seqs\)", r.stdout)]
+    assert len(got) == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    layout, _ = layout_from_gguf(pypi_model(PROFILES["cpu-tiny"].model))
+    cells = kv_cells(8192, 2)
+    window = swa_cells(cells, layout, 2, False, 512)
+    planned = [(cells // 2, layout.attention_layers - layout.swa_layers, 2),
+               (window // 2, layout.swa_layers, 2)]
+    print(f"[figure] server's KV cache (cells a stream, layers, streams): {got}; planned "
+          f"{planned}")
+    assert got == planned, (got, planned)
+
+
 # Programs of one instruction each, built with the controller's cc: the emulated CPU must run
 # the AVX2/FMA one and refuse the AVX-512 one, or the check below proves nothing.
 _AVX2_FMA = ('int main(void){__attribute__((aligned(32))) float a[8]={1};'

@@ -143,6 +143,8 @@ def _assert_gemma3_270m_layout(layout) -> None:
     assert (layout.n_head_kv, layout.head_dim_k, layout.head_dim_v) == (1, 256, 256)
     assert layout.n_embd == m["embedding_length"] and layout.n_vocab == m["n_vocab"]
     assert recurrent_state_bytes(1, layout) == (0, 0)
+    # five layers of six over a 512-token window (llama.cpp's gemma3 period 6): 15 of 18
+    assert (layout.swa_layers, layout.n_swa) == (15, m["sliding_window"])
 
 
 def test_gemma3_layout_from_its_metadata_and_token_list(tmp_path):
@@ -152,9 +154,44 @@ def test_gemma3_layout_from_its_metadata_and_token_list(tmp_path):
     other = _gemma3_shaped_gguf(path)
     layout, gpu_bytes = layout_from_gguf(path)
     _assert_gemma3_270m_layout(layout)
-    assert layout.embd_bytes == 64 * 32 * 2 and gpu_bytes == other
+    # no output.weight: tied embeddings, whose copy llama.cpp loads as the output layer
+    assert layout.embd_bytes == 64 * 32 * 2 and gpu_bytes == other + layout.embd_bytes
     k, v = kv_cache_bytes(4096, layout, "f16", "f16")
     assert k == v == 4096 * 18 * 256 * 2
+    # the sliding-window layers at their own cells: 3 full layers at 4,096, 15 at 1,024
+    k, v = kv_cache_bytes(4096, layout, "f16", "f16", swa_cells=1024)
+    assert k == v == (4096 * 3 + 1024 * 15) * 256 * 2
+
+
+@pytest.mark.parametrize(("ctx", "slots", "unified", "ubatch", "cells", "window"), [
+    (65536, 1, False, 512, 65536, 1024),     # 512 + 512, a multiple of 256 already
+    (65536, 1, False, 2048, 65536, 2560),    # the window and a bigger ubatch
+    (65536, 4, False, 512, 65536, 4 * 1024),  # one stream a slot, each its window
+    (65536, 4, True, 512, 65536, 2560),      # one stream: the slots' windows together
+    (768, 1, False, 512, 768, 768),          # never more than the stream's full cells
+])
+def test_sliding_window_cells_as_llama_cpp_sizes_them(tmp_path, ctx, slots, unified, ubatch,
+                                                       cells, window):
+    """llama-kv-cache-iswa.cpp: GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max : 1) +
+    n_ubatch), 256) cells a stream, size_base being the stream's full cells."""
+    from beekeeper.core.planner import kv_cells, swa_cells
+
+    path = tmp_path / "gemma3-shaped.gguf"
+    _gemma3_shaped_gguf(path)
+    layout, _ = layout_from_gguf(path)
+    assert kv_cells(ctx, 1 if unified else slots) == cells
+    assert swa_cells(cells, layout, slots, unified, ubatch) == window
+
+
+def test_a_gemma3_plan_counts_its_sliding_window_layers_at_their_window(tmp_path):
+    """A Gemma 3 GGUF with the 64K profile: 15 of its 18 layers hold 1,024 cells (the window
+    and a ubatch), not 65,536, as llama.cpp allocates them; planned at the full context, a
+    model that fits was refused."""
+    path = tmp_path / "gemma3-shaped.gguf"
+    _gemma3_shaped_gguf(path)
+    p = predict(PROFILES["q8-turbo4-64k"], path)
+    assert (p.kv_cells, p.kv_layers, p.kv_swa_cells, p.kv_swa_layers) == (65536, 3, 1024, 15)
+    assert "65536 cells x 3 layers, 1024 x 15 sliding-window" in p.table()
 
 
 @pytest.mark.network

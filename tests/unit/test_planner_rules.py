@@ -343,7 +343,7 @@ def test_the_ubatch_is_planned_with_the_context_slots_and_context_given():
 # --- what the planner reads from a GGUF's metadata ---------------------------------------
 
 def _gguf(path: Path, keys: dict, *, tokens: int = 0, embd: bool = True,
-          size: tuple[int, int] = (4, 64)) -> None:
+          size: tuple[int, int] = (4, 64), output: bool = False) -> None:
     """A GGUF of llama's architecture with the metadata `keys` (under `llama.`; a list is an
     array, per layer), `tokens` vocabulary tokens, and two small tensors."""
     import numpy as np
@@ -360,6 +360,8 @@ def _gguf(path: Path, keys: dict, *, tokens: int = 0, embd: bool = True,
     if embd:
         w.add_tensor("token_embd.weight", np.zeros((10, 64), dtype=np.float16))
     w.add_tensor("blk.0.attn_k.weight", np.zeros(size, dtype=np.float32))
+    if output:
+        w.add_tensor("output.weight", np.zeros((10, 64), dtype=np.float16))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -432,10 +434,21 @@ def test_the_vocabulary_from_its_key_else_the_token_list_else_none(tmp_path):
 
 def test_the_token_embedding_is_kept_apart_from_the_gpu_weights(tmp_path):
     keys = {"block_count": 2, "embedding_length": 64, "attention.head_count": 2}
-    layout, gpu = _layout(tmp_path, keys)
-    assert (layout.embd_bytes, gpu) == (10 * 64 * 2, 4 * 64 * 4)
-    layout, gpu = _layout(tmp_path, keys, embd=False)
-    assert (layout.embd_bytes, gpu) == (0, 4 * 64 * 4)
+    layout, gpu = _layout(tmp_path, keys, output=True)
+    assert (layout.embd_bytes, gpu) == (10 * 64 * 2, 4 * 64 * 4 + 10 * 64 * 2)
+    layout, gpu = _layout(tmp_path, keys, embd=False, output=True)
+    assert (layout.embd_bytes, gpu) == (0, 4 * 64 * 4 + 10 * 64 * 2)
+
+
+def test_tied_embeddings_put_a_copy_of_the_token_embedding_on_the_gpu(tmp_path):
+    """No output.weight (Gemma, Llama 3.2, small Qwen3): llama.cpp loads token_embd again as
+    the output layer (TENSOR_DUPLICATED), on the GPU with the layers; the planner counted
+    it on the host only, and planned the GPU's weights short by the embedding."""
+    keys = {"block_count": 2, "embedding_length": 64, "attention.head_count": 2}
+    tied, gpu_tied = _layout(tmp_path, keys)
+    untied, gpu_untied = _layout(tmp_path, keys, output=True)
+    assert tied.embd_bytes == untied.embd_bytes == 10 * 64 * 2
+    assert gpu_tied == 4 * 64 * 4 + 10 * 64 * 2 == gpu_untied
 
 
 def test_the_recurrent_numbers_are_read_by_their_keys_and_zero_without(tmp_path):
