@@ -875,6 +875,39 @@ def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
          f"beekeeper-keepalive /sc onlogon /tr \"wsl.exe -d {distro} --exec sleep infinity\"")
 
 
+def warn_wsl(cfg: HostConfig, mem_total: int, docker: DockerEngineInfo, building: bool,
+             built: bool | None) -> None:
+    """What a WSL2 distro lacks and works anyway, slower or until a drive fills: its idle
+    stop, its memory, the Windows drive its disk file grows on."""
+    settings = host.get_fact(WslSettings)
+    warn_wsl_idle(settings)
+    warn_wsl_memory(cfg, mem_total, settings, docker)
+    build_gib = IMAGE_BUILD_GIB if building else NATIVE_BUILD_GIB if (
+        built is False and cfg.requested_way.builds_on_host) else {}
+    warn_wsl_windows_disk(cfg, host.get_fact(DiskOf, path=WINDOWS_C),
+                          build_gib.get(cfg.service.profile.backend, 0.0))
+
+
+WINDOWS_C = "/mnt/c"  # where WSL mounts C:, which holds the distro's disk file unless moved
+
+
+def warn_wsl_windows_disk(cfg: HostConfig, drive: DiskInfo | None, build_gib: float) -> None:
+    """WSL2's disk is a file on a Windows drive (ext4.vhdx, on C: unless the distro was
+    moved) that grows as the distro writes: df inside measures the file's own limit (1 TB by
+    default), never the drive. A warning where C: has less room than this deploy writes (the
+    model's download and the build) and 1 GiB; the drive may not be the one holding the
+    file, so not a refusal."""
+    if drive is None or not drive.windows_drive:
+        return
+    need = download_bytes(cfg) + build_gib * GIB
+    if need and drive.free_bytes < need + GIB:
+        warn(f"the distro's disk is a file on a Windows drive (ext4.vhdx, on C: unless the "
+             f"distro was moved), and {drive.filesystem} has {drive.free_bytes / GIB:.1f} GiB "
+             f"free, less than the {need / GIB:.1f} GiB this deploy writes (the model's "
+             "download and the build) and 1 GiB: the distro's own df cannot see that, and a "
+             "full drive stops the deploy half-way; free space on Windows first")
+
+
 def warn_wsl_memory(cfg: HostConfig, mem_total: int, settings: WslSettingsInfo | None,
                     docker: DockerEngineInfo) -> None:
     """The memory WSL2 gave the distro against the model files plus one compile job and 1 GiB
@@ -956,9 +989,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     proxy_vars = host.get_fact(ProxyVars)
     warn_proxy(cfg, docker, building, proxy_vars)
     if wsl.is_wsl2:
-        settings = host.get_fact(WslSettings)
-        warn_wsl_idle(settings)
-        warn_wsl_memory(cfg, res.mem_total_bytes, settings, docker)
+        warn_wsl(cfg, res.mem_total_bytes, docker, building, built)
     if not rt.restarts_with_host:
         warn_supervisor_restart(init, persistent_root, wsl2=wsl.is_wsl2)
     # what the tasks read instead of host data's runtime, CUDA release and archs

@@ -15,7 +15,7 @@ import pytest
 
 from beekeeper.core.errors import PreflightError
 from beekeeper.facts.boot import WslSettings
-from beekeeper.facts.host import DiskOf, InitInfo
+from beekeeper.facts.host import DiskInfo, DiskOf, InitInfo
 
 from .harness import (
     DEFAULTS,
@@ -73,6 +73,28 @@ def test_wsl2_without_systemd_is_told_what_wsl_conf_lacks(conf_systemd):
         "(or runtime = 'supervisor' with mode = 'native')" if conf_systemd else
         "add `systemd=true` under `[boot]` in /etc/wsl.conf, run `wsl.exe --shutdown` on "
         "Windows, then deploy again (or runtime = 'supervisor' with mode = 'native')"), line
+
+
+@pytest.mark.parametrize(("c_free_gib", "warned"), [(8, True), (40, False)])
+def test_wsl2_warns_where_windows_c_has_less_room_than_the_deploy_writes(
+        capsys, c_free_gib, warned):
+    """Inside WSL2, df of the distro's own folders reads its disk file's limit (1 TB), so
+    the model_dir check passes with C: nearly full; C: itself (df of /mnt/c: "C:\\") is
+    read too, and where it has less room than the download (9.5 GB) and the image build
+    (11 GiB) it says so before any change."""
+    roomy = DiskInfo(mount="/", free_bytes=900 * 2**30, filesystem="/dev/sdc")
+    drive = DiskInfo(mount="/mnt/c", free_bytes=c_free_gib * 2**30, filesystem="C:\\")
+    ops = run_deploy(DEFAULTS, facts(DiskOf=lambda path=None, **_: drive if path == "/mnt/c"
+                                     else roomy))
+    assert ops
+    err = capsys.readouterr().err
+    line = next((x for x in err.splitlines() if "ext4.vhdx" in x), None)
+    if not warned:
+        assert line is None, line
+        return
+    assert line is not None, err
+    assert f"C:\\ has {c_free_gib:.1f} GiB free, less than the " in line, line
+    assert "free space on Windows first" in line, line
 
 
 # `df -PB1` of a folder on a Windows drive under WSL2 (drvfs over 9p): the file system is
