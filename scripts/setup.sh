@@ -2,9 +2,10 @@
 # Set up this machine as a beekeeper controller (Debian/Ubuntu, as root or with sudo). Safe to
 # run again; installs with apt only what is missing. On macOS, or a Linux without apt, the
 # controller mode installs nothing: it names what is missing in one line (Python >= 3.11 with
-# its venv module: stop; an SSH client: a note) and makes .venv. It runs under macOS's bash 3.2
-# (no empty array expanded under `set -u`, no ${x,,}, mapfile or declare -A) and with the
-# BSD tools macOS has (sha256sum, else shasum, else Python; no GNU-only option of any tool).
+# its venv module: stop, naming a python3.11 to python3.14 found here that would do; an SSH
+# client: a note) and makes .venv. It runs under macOS's bash 3.2 (no empty array expanded
+# under `set -u`, no ${x,,}, mapfile or declare -A) and with the BSD tools macOS has
+# (sha256sum, else shasum, else Python; no GNU-only option of any tool).
 #
 #   scripts/setup.sh          the controller, all a user who deploys to a GPU box needs:
 #                             Python >= 3.11 (PYTHON=python3.11 picks another interpreter), its
@@ -13,6 +14,8 @@
 #                             host (scripts/demo.sh runs this)
 #   scripts/setup.sh test     the demo's parts, the test tools in .venv, and headless Chromium
 #                             where apt has a package for it (scripts/test.sh runs this)
+#
+# demo and test need Linux: on macOS they stop at once, in one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-controller}
@@ -24,6 +27,10 @@ PYTHON=${PYTHON:-python3}
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 say() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] %s\n' "$*" >&2; exit 1; }
+# demo and test on macOS: the sandbox host is Linux's (a container with its own Docker engine,
+# built by debootstrap); stop at once, before anything is checked or made
+[ "$mode" = controller ] || [ "$(uname -s 2>/dev/null)" != Darwin ] ||
+  die "setup.sh $mode: the sandbox host (demo and tests) needs a Linux machine with Docker and debootstrap; on a Mac run ./scripts/setup.sh (the controller) and deploy to a GPU box"
 # the sha256 of file $1: GNU coreutils' sha256sum, else shasum (macOS, Perl's), else Python's
 # hashlib (after check_python, so $PYTHON runs)
 file_sha256() {
@@ -58,13 +65,35 @@ check_python() {
     die "$PYTHON does not run: install Python >= 3.11, or name one with PYTHON=python3.11"
   "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' && return
   command -v apt-get >/dev/null ||
-    die "beekeeper needs Python >= 3.11 and $PYTHON is $v: $NO_APT_PYTHON"
+    die "beekeeper needs Python >= 3.11 and $PYTHON is $v: $(no_apt_python)"
   die "beekeeper needs Python >= 3.11 and $PYTHON is $v: install python3.11 and" \
       "python3.11-venv (Ubuntu 22.04: apt install python3.11 python3.11-venv, from universe)," \
       "then run this again with PYTHON=python3.11 (e.g. PYTHON=python3.11 scripts/setup.sh)"
 }
-# what to install where there is no apt (macOS: Homebrew's python@3.12 has venv and ensurepip)
-NO_APT_PYTHON="install Python >= 3.11 with its venv module (macOS: brew install python@3.12, or the installer from python.org), then run this again with PYTHON=python3.12 (e.g. PYTHON=python3.12 ./scripts/setup.sh)"
+# Where there is no apt: another interpreter here that would do (python3.14 down to python3.11,
+# >= 3.11 with venv and ensurepip, not $PYTHON), printed; none: nothing, and false. It is only
+# named, never used in place of $PYTHON: .venv is made with the interpreter the user names.
+other_python() {
+  local p
+  for p in python3.14 python3.13 python3.12 python3.11; do
+    [ "$p" != "$PYTHON" ] && command -v "$p" >/dev/null || continue
+    "$p" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || continue
+    "$p" -c 'import venv, ensurepip' 2>/dev/null || continue
+    echo "$p"; return 0
+  done
+  return 1
+}
+# what to do where there is no apt: run again naming the interpreter found here, else install one
+# (macOS: Homebrew's python@3.12 has venv and ensurepip; python.org's installer gives its newest
+# release, such as python3.13, and no python3.12)
+no_apt_python() {
+  local p
+  if p=$(other_python); then
+    echo "$p is here, with its venv module: run this again as PYTHON=$p ./scripts/setup.sh"
+  else
+    echo "install Python >= 3.11 with its venv module (macOS: brew install python@3.12, or the installer from python.org), then run this again naming it: PYTHON=python3.12 ./scripts/setup.sh for Homebrew's, PYTHON=python3.13 for a 3.13 from python.org"
+  fi
+}
 
 # --- the controller: Python, its venv module, an SSH client
 ! command -v "$PYTHON" >/dev/null || check_python
@@ -79,7 +108,9 @@ fi
 if ((${#pkgs[@]} > 0)) && ! command -v apt-get >/dev/null; then
   # macOS, or a Linux without apt: nothing is installed here; one line says what to install
   case " ${pkgs[*]} " in
-    *-venv\ *) die "no apt-get here, and $PYTHON does not run or lacks its venv module: $NO_APT_PYTHON" ;;
+    *-venv\ *)
+      command -v "$PYTHON" >/dev/null || die "no apt-get here, and no $PYTHON: $(no_apt_python)"
+      die "no apt-get here, and $PYTHON lacks its venv module: $(no_apt_python)" ;;
   esac
   say "note: no ssh client here: install OpenSSH to deploy over SSH (a deploy to @local, on this machine, needs none); going on"
   pkgs=()

@@ -103,6 +103,9 @@ PLAN: dict[str, list[tuple[str, str]]] = {
         (r"^chmod o\+x /workspace ", POD_T),
         (r"^beekeeper plan --profile \S+ --gguf ", POD_T),
         (r"^export BEEKEEPER_", POD_T),
+        (r"^export -p \| grep ' BEEKEEPER_' > /workspace/beekeeper\.env$",
+         "not run: it keeps step 3's variables on the pod's volume; the fast tier writes and "
+         "reads them back with bash (tests/unit/test_quickstarts.py)"),
         (r"^pyinfra (-y )?inventories/gpu-container\.py deploy\.py", POD_T),
         (r"^curl -s http://127\.0\.0\.1:8083/", POD_T),
         (r"^ssh -N -L 8083:127\.0\.0\.1:8083 root@", POD_T),

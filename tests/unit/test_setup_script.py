@@ -25,11 +25,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 REAL_TOOLS = ["bash", "sh", "env", "dirname", "basename", "id", "awk", "sha256sum", "cut", "cat",
-              "seq", "sleep", "head", "cp", "mkdir", "chmod"]
+              "seq", "sleep", "head", "cp", "mkdir", "chmod", "uname"]
 # the tools by the names macOS has: no sha256sum (GNU coreutils), shasum instead, and a few
-# setup.sh does not use today, so that a later use of their GNU-only options fails here
-MAC_TOOLS = [t for t in REAL_TOOLS if t != "sha256sum"] + ["shasum", "sed", "readlink", "stat",
-                                                           "grep", "xargs", "date", "tr"]
+# setup.sh does not use today, so that a later use of their GNU-only options fails here; uname
+# is the fixture's own, saying Darwin
+MAC_TOOLS = [t for t in REAL_TOOLS if t not in ("sha256sum", "uname")] + [
+    "shasum", "sed", "readlink", "stat", "grep", "xargs", "date", "tr"]
 # what macOS's BSD tools lack, given to this machine's GNU ones: any long option (`--x`), and
 # these short ones (GNU-only, or with another meaning there)
 GNU_ONLY = {"readlink": "-f -e -m", "stat": "-c", "date": "-d", "grep": "-P", "xargs": "-r",
@@ -71,6 +72,15 @@ fi
 """
 FAKE_DOCKER = '#!/bin/bash\necho "docker $*" >> "$FAKE_LOG"\n'  # `docker info`: an engine runs
 FAKE_SUDO = '#!/bin/bash\nexec "$@"\n'
+# macOS's uname: `uname -s` (and plain `uname`) is Darwin
+FAKE_UNAME_DARWIN = '#!/bin/bash\ncase ${1:--s} in -m) echo arm64 ;; *) echo Darwin ;; esac\n'
+
+
+def _fake_python(version: str, venv: bool = True) -> str:
+    """FAKE_PYTHON that is `version` whatever FAKE_PY_VERSION says (one of several
+    interpreters side by side, as python.org's and Homebrew's are on a Mac)."""
+    pinned = f"FAKE_PY_VERSION={version}\n" + ("" if venv else "FAKE_PY_NO_VENV=1\n")
+    return FAKE_PYTHON.replace("#!/bin/bash\n", "#!/bin/bash\n" + pinned, 1)
 
 
 def _exe(path: Path, text: str) -> None:
@@ -116,6 +126,8 @@ def _make_box(tmp_path: Path, shell: str, tools: list[str], fakes: dict[str, str
         (bin_ / "bash").unlink()
         (bin_ / "bash").symlink_to(BASH32)
     for name, text in fakes.items():
+        if (bin_ / name).is_symlink():  # a fake in place of this machine's tool, not over it
+            (bin_ / name).unlink()
         _exe(bin_ / name, text)
     log = tmp_path / "log"
     log.touch()
@@ -143,9 +155,11 @@ def box(tmp_path, request):
 @pytest.fixture(params=SHELLS)
 def mac(tmp_path, request):
     """A macOS controller as setup.sh meets it: no apt, no sha256sum (shasum instead), ssh
-    built in (the tests add or remove it), python3 the Command Line Tools' 3.9 unless told."""
+    built in (the tests add or remove it), `uname` Darwin, python3 the Command Line Tools' 3.9
+    unless told."""
     return _make_box(tmp_path, request.param, MAC_TOOLS, {
-        "python3": FAKE_PYTHON, "python3.12": FAKE_PYTHON, "ssh": "#!/bin/bash\n"}, bsd=True)
+        "python3": FAKE_PYTHON, "python3.12": FAKE_PYTHON, "ssh": "#!/bin/bash\n",
+        "uname": FAKE_UNAME_DARWIN}, bsd=True)
 
 
 def _installs(log: str) -> list[str]:
@@ -352,11 +366,83 @@ def test_demo_with_everything_there_expands_no_empty_array(box):
     assert "apt-get" not in log and "apt-cache" not in log
 
 
-def test_mac_demo_makes_the_controller_then_stops_in_one_line(mac):
-    p, log = mac("demo", PYTHON="python3.12", FAKE_PY_VERSION="3.12")
+@pytest.mark.parametrize("mode", ["demo", "test"])
+def test_mac_demo_and_test_stop_at_once_saying_the_sandbox_needs_linux(mac, mode):
+    """On a Mac the sandbox host (Docker and debootstrap) can never be set up: one line says
+    so and what a Mac does instead, before Python is looked at or anything is made (it said
+    `no apt-get here: install docker.io yourself`, which no Mac can do)."""
+    p, log = mac(mode, PYTHON="python3.12", FAKE_PY_VERSION="3.9")
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [
+        f"[setup] setup.sh {mode}: the sandbox host (demo and tests) needs a Linux machine with "
+        "Docker and debootstrap; on a Mac run ./scripts/setup.sh (the controller) and deploy to "
+        "a GPU box"], p.stderr
+    assert log == "" and p.stdout == "" and not (mac.repo / ".venv").exists()
+
+
+def test_a_linux_without_apt_still_says_what_the_demo_lacks(mac):
+    """The stop above is macOS's only: a Linux with no apt makes the controller's checks,
+    then names the package the demo needs."""
+    _exe(mac.bin / "uname", "#!/bin/bash\necho Linux\n")
+    p, _log = mac("demo", PYTHON="python3.12", FAKE_PY_VERSION="3.12")
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [
+        "[setup] no apt-get here: install docker.io yourself, then run this again"]
+
+
+def test_the_controller_on_a_mac_is_not_stopped(mac):
+    p, log = mac("controller", PYTHON="python3.12", FAKE_PY_VERSION="3.12")
+    assert p.returncode == 0, p.stderr
+    assert "python3.12 -m venv .venv" in log
+
+
+# --- macOS: the Python named is not the one installed (python.org gives its newest) --------
+
+def test_mac_naming_a_python_that_is_not_there_is_told_the_one_that_is(mac):
+    """The docs' `PYTHON=python3.12` after python.org's installer, which gives python3.13:
+    one line names python3.13 and the line to run; nothing is made with another Python."""
+    (mac.bin / "python3.12").unlink()
+    _exe(mac.bin / "python3.13", _fake_python("3.13"))
+    p, log = mac(PYTHON="python3.12", FAKE_PY_VERSION="3.9")
     assert p.returncode == 1
     lines = p.stderr.strip().splitlines()
-    assert lines == ["[setup] no apt-get here: install docker.io yourself, then run this again"]
+    assert len(lines) == 1, p.stderr
+    assert "no python3.12" in lines[0], lines[0]
+    assert "python3.13 is here" in lines[0]
+    assert lines[0].endswith("run this again as PYTHON=python3.13 ./scripts/setup.sh"), lines[0]
+    assert "-m venv" not in log and not (mac.repo / ".venv").exists()
+    # the line it gave, run: the venv is python3.13's
+    p, log = mac(PYTHON="python3.13", FAKE_PY_VERSION="3.9")
+    assert p.returncode == 0, p.stderr
+    assert "python3.13 -m venv .venv" in log
+
+
+def test_mac_python3_too_old_is_told_an_installed_newer_one_with_venv(mac):
+    """python3 is Apple's 3.9, PYTHON not set: the newest python3.11 to python3.14 that has
+    its venv module is named (3.14 here has none, as an interpreter without ensurepip), and
+    python3 is not replaced by it unasked."""
+    (mac.bin / "python3.12").unlink()
+    _exe(mac.bin / "python3.14", _fake_python("3.14", venv=False))
+    _exe(mac.bin / "python3.13", _fake_python("3.13"))
+    _exe(mac.bin / "python3.11", _fake_python("3.11"))
+    p, log = mac(FAKE_PY_VERSION="3.9")
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "python3 is 3.9" in lines[0]
+    assert "PYTHON=python3.13 ./scripts/setup.sh" in lines[0], lines[0]
+    assert "python3.14" not in lines[0] and "python3.11" not in lines[0]
+    assert "-m venv" not in log
+
+
+def test_mac_with_no_python_that_would_do_names_python_orgs_version_too(mac):
+    """Nothing here would do: the line says what to install and how to name it, for
+    Homebrew's python@3.12 and for python.org's newest alike."""
+    p, _ = mac(FAKE_PY_VERSION="3.9")
+    assert p.returncode == 1
+    (line,) = p.stderr.strip().splitlines()
+    assert "brew install python@3.12" in line and "PYTHON=python3.12 ./scripts/setup.sh" in line
+    assert "python.org" in line and "PYTHON=python3.13" in line
 
 
 def test_mac_without_shasum_either_hashes_with_python(mac):
