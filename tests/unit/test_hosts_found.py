@@ -98,23 +98,29 @@ def test_debian_gets_a_key_recipe_its_dkms_has_not_generate_mok():
 
 # --- reviewer, point 7: a stopped Docker Desktop -----------------------------------------
 
-def test_a_stopped_docker_desktop_is_refused_in_preflight(tmp_path):
+def _desktop_cli_fact(tmp_path, cli_there: bool):
+    """The DockerEngine fact, run on a PATH whose docker is Desktop's WSL integration's link
+    into its cli-tools: the CLI there (`docker info` failing as with Desktop stopped: the
+    stub's message typed by hand), or not (the link dangling)."""
     from beekeeper.facts.docker import DockerEngine
 
     from .harness import _run_sh as _run, _stub, _tools
 
-    # Desktop's WSL integration links the distro's CLI into its cli-tools; with Desktop
-    # stopped `docker info` fails (the stub's message typed by hand)
     tools = tmp_path / "docker-desktop" / "cli-tools" / "usr" / "bin"
-    tools.mkdir(parents=True)
-    _stub(tools, "docker", 'echo "Cannot connect to the Docker daemon" >&2; exit 1')
+    if cli_there:
+        tools.mkdir(parents=True)
+        _stub(tools, "docker", 'echo "Cannot connect to the Docker daemon" >&2; exit 1')
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     _tools(bin_, "sed", "grep", "readlink")
     (bin_ / "docker").symlink_to(tools / "docker")
     _stub(bin_, "dpkg-query", "exit 1")
     _stub(bin_, "systemctl", "echo inactive")
-    got = DockerEngine().process(_run(DockerEngine().command(), bin_))
+    return DockerEngine().process(_run(DockerEngine().command(), bin_))
+
+
+def test_a_stopped_docker_desktop_is_refused_in_preflight(tmp_path):
+    got = _desktop_cli_fact(tmp_path, cli_there=True)
     assert got.flavour == "docker-desktop" and got.server_version is None
     with pytest.raises(PreflightError, match=r"Docker Desktop's engine does not answer.*start "
                                              r"Docker Desktop"):
@@ -131,17 +137,7 @@ def test_docker_desktop_asleep_leaves_a_dangling_cli_link_and_is_refused_not_rep
     Desktop's cli-tools, which are not there, so `command -v docker` finds nothing; the
     deploy must not take that for a host without Docker and install docker.io beside
     Desktop (docs/hosts-as-you-find-them.md: refused, start Docker Desktop)."""
-    from beekeeper.facts.docker import DockerEngine
-
-    from .harness import _run_sh as _run, _stub, _tools
-
-    bin_ = tmp_path / "bin"
-    bin_.mkdir()
-    _tools(bin_, "sed", "grep", "readlink")
-    (bin_ / "docker").symlink_to(tmp_path / "docker-desktop/cli-tools/usr/bin/docker")
-    _stub(bin_, "dpkg-query", "exit 1")
-    _stub(bin_, "systemctl", "echo inactive")
-    got = DockerEngine().process(_run(DockerEngine().command(), bin_))
+    got = _desktop_cli_fact(tmp_path, cli_there=False)
     assert got.flavour == "docker-desktop" and got.server_version is None, got
     with pytest.raises(PreflightError, match=r"Docker Desktop's engine does not answer" if
                        use_desktop else r"Docker Desktop's WSL integration is active"):
