@@ -406,8 +406,8 @@ def engine_shell(args: argparse.Namespace, ssh: list[str], label: str) -> Any:
     from beekeeper.verify.engine import LocalShell, SshShell
 
     root = hand_started(args) is None
-    if root and not ssh:
-        sudo_once()
+    if root and not ssh and {"all", "engine", "vram"} & set(suite_names(args.suite)):
+        sudo_once()  # llama-bench's baseline and the idle figure stop the service
     return SshShell(ssh, label, root) if ssh else LocalShell(label, root)
 
 

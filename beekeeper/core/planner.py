@@ -293,10 +293,11 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
 
 # architectures whose layers attend over a sliding window (llama-model.cpp, load_hparams):
 # the pattern's period where the GGUF gives none (layer il slides where il % period <
-# period - 1; 0: every layer), the window where the GGUF gives none (0: none), and whether
-# a window of 0 or none given means no layer slides
+# period - 1; 0: every layer; a per-layer array is not read there, the period stands), the
+# window where the GGUF gives none (0: none), and whether a window of 0 or none given means
+# no layer slides
 SLIDING = {"gemma2": (2, 4096, False), "gemma3": (6, 0, True), "cohere2": (4, 0, False),
-           "gpt-oss": (2, 0, False), "olmo2": (4, 0, True), "exaone4": (4, 4096, False)}
+           "gpt-oss": (2, 0, False), "olmo2": (4, 0, True)}
 
 
 def _sliding(arch: str, field: Callable[..., Any], n_layer: int) -> tuple[int, int]:
@@ -308,9 +309,7 @@ def _sliding(arch: str, field: Callable[..., Any], n_layer: int) -> tuple[int, i
     if window <= 0 and (needs_window or not default_window):
         return 0, 0
     pattern = field(f"{arch}.attention.sliding_window_pattern", period)
-    if isinstance(pattern, list):  # per layer: true where it slides
-        return sum(1 for x in pattern[:n_layer] if x), window
-    p = int(pattern)
+    p = period if isinstance(pattern, list) else int(pattern)
     return sum(1 for il in range(n_layer) if p == 0 or il % p < p - 1), window
 
 
@@ -451,7 +450,10 @@ def predict(profile: Profile, gguf_path: Path | None = None, *, ctx_size: int | 
     s = profile.server
     seqs = n_seq or s.parallel
     cells = kv_cells(ctx_size or s.ctx_size, 1 if s.kv_unified else seqs)
-    window = swa_cells(cells, layout, seqs, s.kv_unified, s.ubatch_size or UBATCH)
+    # beellama doubles the sequences of a server with a draft (server-context.cpp), whose
+    # unified cache holds a window for each
+    window = swa_cells(cells, layout, seqs * (2 if s.draft_model is not None else 1),
+                       s.kv_unified, s.ubatch_size or UBATCH)
     k, v = kv_cache_bytes(cells, layout, s.cache_type_k, s.cache_type_v, window)
     # beellama's speculative server keeps a second recurrent state a slot (the backup it
     # drafts from, server-context.cpp): planned at its peak

@@ -145,6 +145,12 @@ def test_verify_on_the_host_asks_sudo_for_a_password_once_where_sudo_n_cannot(
     sudo.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setattr(verify_main.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(verify_main.sys.stdin, "isatty", lambda: True)
+    # suites that need no root (the default smoke) ask nothing
+    args = verify_main.argparse.Namespace(suite="smoke,decode", llama_bench=None,
+                                          engine_image=None, model=None)
+    verify_main.engine_shell(args, [], "this machine")
+    assert not log.exists()
     monkeypatch.setattr(verify_main.sys.stdin, "isatty", lambda: False)
     verify_main.sudo_once()
     assert not log.exists()  # no terminal: nothing asked
@@ -153,3 +159,7 @@ def test_verify_on_the_host_asks_sudo_for_a_password_once_where_sudo_n_cannot(
     assert log.read_text().split("\n") == ["-n true", "-v", ""]
     verify_main.sudo_once()  # cached now: `sudo -n` answers
     assert log.read_text().split("\n") == ["-n true", "-v", "-n true", ""]
+    cache.unlink()
+    verify_main.engine_shell(verify_main.argparse.Namespace(
+        suite="all", llama_bench=None, engine_image=None, model=None), [], "this machine")
+    assert log.read_text().split("\n")[-3:] == ["-n true", "-v", ""]  # the engine's: asked

@@ -183,6 +183,18 @@ def test_sliding_window_cells_as_llama_cpp_sizes_them(tmp_path, ctx, slots, unif
     assert swa_cells(cells, layout, slots, unified, ubatch) == window
 
 
+def test_a_draft_profiles_sliding_window_holds_a_window_for_each_of_its_doubled_sequences(
+        tmp_path):
+    """beellama serves a draft with twice the sequences (server-context.cpp: n_parallel x 2),
+    in a unified cache: the window cells are n_swa x 2 + a ubatch (1,536), not 1,024."""
+    path = tmp_path / "gemma3-shaped.gguf"
+    _gemma3_shaped_gguf(path)
+    profile = PROFILES["q8-dflash-32k"]
+    assert profile.server.kv_unified and profile.server.draft_model is not None
+    p = predict(profile, path)
+    assert p.kv_swa_cells == 512 * 2 + (profile.server.ubatch_size or 512) == 1536
+
+
 def test_a_gemma3_plan_counts_its_sliding_window_layers_at_their_window(tmp_path):
     """A Gemma 3 GGUF with the 64K profile: 15 of its 18 layers hold 1,024 cells (the window
     and a ubatch), not 65,536, as llama.cpp allocates them; planned at the full context, a

@@ -425,6 +425,50 @@ def test_key_and_value_lengths_are_read_apart(tmp_path):
     assert (layout.head_dim_k, layout.head_dim_v) == (128, 96)
 
 
+def _arch_gguf(path: Path, arch: str, n_layer: int, keys: dict) -> None:
+    """A GGUF of `arch` with `n_layer` layers and the attention keys `keys` (a list: an
+    array), one small tensor."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), arch)
+    w.add_block_count(n_layer)
+    w.add_embedding_length(64)
+    w.add_head_count(2)
+    for k, v in keys.items():
+        if isinstance(v, list):
+            w.add_array(f"{arch}.attention.{k}", v)
+        else:
+            w.add_uint32(f"{arch}.attention.{k}", v)
+    w.add_tensor("blk.0.attn_k.weight", np.zeros((4, 64), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.mark.parametrize(("arch", "n_layer", "keys", "want"), [
+    ("gemma2", 6, {}, (3, 4096)),                          # period 2, its own window
+    ("gemma3", 12, {"sliding_window": 1024}, (10, 1024)),  # period 6
+    ("gemma3", 12, {}, (0, 0)),                            # no window key: none slides
+    ("gemma3", 12, {"sliding_window": 1024, "sliding_window_pattern": 4}, (9, 1024)),
+    # an array where llama.cpp reads a number: not read there, the period stands
+    ("gemma3", 12, {"sliding_window": 1024, "sliding_window_pattern": [1, 0] * 6}, (10, 1024)),
+    ("gpt-oss", 4, {"sliding_window": 128}, (2, 128)),
+    ("olmo2", 8, {}, (0, 0)),
+    ("exaone4", 64, {}, (0, 0)),  # llama.cpp slides only its 32B: not planned so
+    ("llama", 8, {"sliding_window": 4096}, (0, 0)),        # not an architecture that slides
+])
+def test_the_sliding_window_layers_as_llama_cpp_reads_them(tmp_path, arch, n_layer, keys,
+                                                           want):
+    from beekeeper.core.planner import layout_from_gguf
+
+    path = tmp_path / f"{arch}.gguf"
+    _arch_gguf(path, arch, n_layer, keys)
+    layout, _ = layout_from_gguf(path)
+    assert (layout.swa_layers, layout.n_swa) == want
+
+
 def test_the_vocabulary_from_its_key_else_the_token_list_else_none(tmp_path):
     keys = {"block_count": 2, "embedding_length": 64, "attention.head_count": 2}
     assert _layout(tmp_path, {**keys, "vocab_size": 1000}, tokens=30)[0].n_vocab == 1000
