@@ -204,8 +204,9 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "baseline decode and TTFT are judged against; gateway, not in all: its overhead "
         "against --direct-url)")}),
     ("--quick", {"action": "store_true", "help": "small sizes (CPU servers)"}),
-    ("--api-key-file", {"help": "the server's API key, in a file (with --on-host it "
-                                "travels on ssh's standard input, never a command line)"}),
+    ("--api-key-file", {"help": "the server's API key, in a file (a gateway's of several, "
+                                "one a line: the first; with --on-host it travels on ssh's "
+                                "standard input, never a command line)"}),
     ("--direct-url", {"help": "--suite gateway: the server behind the gateway at --url, "
                               "measured in the same run (with --on-host: as the host sees it)"}),
     ("--direct-api-key-file", {"help": "the key of --direct-url's server"}),
@@ -448,8 +449,9 @@ class Keys:
         the deployed server's own (`deployed_key`; `record`: its deployment record, None
         where verify did not find the server from it)."""
         def read(path: str | None) -> str | None:
-            try:
-                return Path(path).read_text().strip() if path else None
+            try:  # a file of several keys, one a line (a gateway's): its first
+                return (Path(path).read_text().strip().splitlines() or [""])[0] if path \
+                    else None
             except OSError as e:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None
 

@@ -202,9 +202,39 @@ def api_key(doc: str) -> Any:
     return key(None, "path", doc, KEY_FIX, "is not a file name")
 
 
+def _server_key(text: str, where: str) -> None:
+    """A server's key: one line, which llama-server reads whole."""
+    if "\n" in text or "\r" in text:
+        raise Bad(f"the key in {where} holds more than one line",
+                  "keep the key alone on one line in the file (several keys, one a user: the "
+                  "gateway's api_key_file)")
+    if any(c in text for c in ',"'):
+        # llama-server reads LLAMA_API_KEY as a CSV row of keys (common/arg.cpp): `a,b` is two
+        # keys and a quote is dropped, so the key the smoke check and the gateway send fails
+        raise Bad(f"the key in {where} holds ',' or '\"', which llama-server reads as a list of "
+                  "keys", "use a key without them, e.g. `openssl rand -hex 32`")
+
+
+def _gateway_keys(text: str, where: str) -> None:
+    """The gateway's keys, one a line (one a user: HAProxy reads the file as an ACL's
+    patterns, a line each), each one word (an HTTP header's value)."""
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
+        which = "the key" if len(lines) == 1 else f"the key on line {n}"
+        if not one_word(line):
+            raise Bad(f"{which} in {where} holds a space or a control character",
+                      "use a key of printable characters without spaces, e.g. "
+                      "`openssl rand -hex 32`")
+        if line.startswith("#"):
+            # a comment to HAProxy's pattern reader: that key would match no client
+            raise Bad(f"{which} in {where} starts with '#', which HAProxy reads as a comment "
+                      "in the gateway's key file (every request would get 401)",
+                      "use a key that does not start with '#', e.g. `openssl rand -hex 32`")
+
+
 def key_file(value: str, one_word_key: bool) -> str:
-    """A key file on the controller: present, not empty, one line, not readable by others,
-    and with `one_word_key` one word (the gateway's own key: an HTTP header value)."""
+    """A key file on the controller: present, not empty, not readable by others; a server's
+    one line; with `one_word_key` the gateway's, one key a line, each one word."""
     if not value:
         raise ValueError("empty")  # the key's declared problem and fix
     safe_text(value, "the path")
@@ -228,24 +258,10 @@ def key_file(value: str, one_word_key: bool) -> str:
         # quoted for a shell: the fix is pasted as it is (a Mac's iCloud Drive folder is
         # `Mobile Documents`)
         raise Bad(f"{where} is readable by others", f"chmod 600 {echo(shlex.quote(value))}")
-    if "\n" in text or "\r" in text:
-        raise Bad(f"the key in {where} holds more than one line",
-                  "keep the key alone on one line in the file")
-    if not one_word_key and any(c in text for c in ',"'):
-        # llama-server reads LLAMA_API_KEY as a CSV row of keys (common/arg.cpp): `a,b` is two
-        # keys and a quote is dropped, so the key the smoke check and the gateway send fails
-        raise Bad(f"the key in {where} holds ',' or '\"', which llama-server reads as a list of "
-                  "keys", "use a key without them, e.g. `openssl rand -hex 32`")
-    if one_word_key and not one_word(text):
-        raise Bad(f"the key in {where} holds a space or a control character",
-                  "use a key of printable characters without spaces, e.g. "
-                  "`openssl rand -hex 32`")
-    if one_word_key and text.startswith("#"):
-        # HAProxy reads the gateway's key file as an ACL pattern file, where such a line is
-        # a comment: no key would match, every client a 401
-        raise Bad(f"the key in {where} starts with '#', which HAProxy reads as a comment in "
-                  "the gateway's key file (every request would get 401)",
-                  "use a key that does not start with '#', e.g. `openssl rand -hex 32`")
+    if one_word_key:
+        _gateway_keys(text, where)
+    else:
+        _server_key(text, where)
     return value
 
 
@@ -505,7 +521,8 @@ class GatewayData(BaseModel):
     bind_address: IpAddress = listen_on("the address it listens on; not loopback needs "
                                         "`api_key_file`")
     api_key_file: Annotated[str, AfterValidator(lambda v: key_file(v, True))] | None = api_key(
-        "a file on the controller holding the key clients must send (one word, mode 600)")
+        "a file on the controller holding the keys clients may send, one a line (one word "
+        "each; one a user), mode 600")
     check_interval_s: int = whole(
         2, 1, 60, "seconds between health checks of each backend (out after 2 failures, back "
         "after 2 successes)", "e.g. check_interval_s = 2 (no quotes)")

@@ -79,11 +79,13 @@ class Setup:
         self.tmp = tmp
         self.gw_key = tmp / "gateway.key"
         self.up_key = tmp / "backend.key"
-        for path, text in ((self.gw_key, "gw-" + os.urandom(12).hex()),
+        # the gateway's: a key a user, one a line (alice's first, bob's second)
+        for path, text in ((self.gw_key, f"gw-{os.urandom(12).hex()}\n"
+                                         f"gw2-{os.urandom(12).hex()}"),
                            (self.up_key, "be-" + os.urandom(12).hex())):
             path.write_text(text + "\n")
             path.chmod(0o600)
-        self.gw = self.gw_key.read_text().strip()
+        self.gw, self.gw2 = self.gw_key.read_text().split()
         self.up = self.up_key.read_text().strip()
         os.environ["BEEKEEPER_GATEWAY_LAYOUT"] = str(tmp / "layout.json")
         _write_layout(_layout(tmp, self.gw_key, self.up_key))
@@ -168,9 +170,11 @@ def test_a_wrong_or_missing_key_is_refused(gw_url, setup):
     assert chat(gw_url, "wrong-" + setup.gw, "cpu-tiny").status_code == 401
     assert httpx.get(f"{gw_url}/v1/models").status_code == 401
     assert chat(gw_url, setup.gw, "cpu-tiny").status_code == 200
+    assert chat(gw_url, setup.gw2, "cpu-tiny").status_code == 200  # the second user's key
+    assert chat(gw_url, setup.gw + setup.gw2, "cpu-tiny").status_code == 401
     # the key is in no config, unit, command line or log; its file is root-only (the
     # keys reach the search on its stdin, so no search's command line holds one)
-    for secret in (setup.gw, setup.up):
+    for secret in (setup.gw, setup.gw2, setup.up):
         p = subprocess.run(
             ["docker", "exec", "-i", SECOND, "bash", "-c",
              "umask 077; cat > /run/pattern; grep -rlF -f /run/pattern "

@@ -830,7 +830,8 @@ def test_a_key_of_two_lines_or_open_to_others_or_a_gateway_key_with_a_space(impo
     two = _key(tmp_path, "cr.key", b"a\rb")
     assert refusal(imported, {**CPU, "api_key_file": two}) == \
         f"host data `api_key_file`: the key in {two} holds more than one line; fix: keep the " \
-        "key alone on one line in the file"
+        "key alone on one line in the file (several keys, one a user: the gateway's " \
+        "api_key_file)"
     shared = _key(tmp_path, "open.key", b"k", 0o644)
     assert refusal(imported, {**CPU, "api_key_file": shared}) == \
         f"host data `api_key_file`: {shared} is readable by others; fix: chmod 600 {shared}"

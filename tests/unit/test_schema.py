@@ -208,14 +208,22 @@ def test_a_cpu_and_a_gpu_service_on_one_host_are_refused():
 
 # ------------------------------------------------------------------ key files
 
-@pytest.mark.parametrize("where", ["service", "gateway"])
-def test_a_key_file_with_a_line_break_inside_is_refused(tmp_path, where):
+def test_a_servers_key_file_with_a_line_break_inside_is_refused(tmp_path):
     path = key_file(tmp_path, "first\nsecond\n")
-    if where == "service":
-        msg = refused(with_(bind_address="0.0.0.0", api_key_file=path), "api_key_file")
-    else:
-        msg = refused(with_(gateway={"api_key_file": path}), "gateway.api_key_file")
-    assert "more than one line" in msg or "control character" in msg
+    msg = refused(with_(bind_address="0.0.0.0", api_key_file=path), "api_key_file")
+    assert "more than one line" in msg and "the gateway's api_key_file" in msg, msg
+
+
+def test_the_gateways_key_file_holds_a_key_a_line_one_a_user(tmp_path):
+    """HAProxy reads the gateway's key file as an ACL's patterns, a line each: one key per
+    user, each checked as the single key is; a bad line is named by its number."""
+    path = key_file(tmp_path, "alice-0123456789\nbob-9876543210\n")
+    assert load_host_config(with_(gateway={"api_key_file": path})).gateway.api_key_file == path
+    for text, words in (("alice-1\nbob 2\n", "the key on line 2 in "),
+                        ("alice-1\n#bob\n", "the key on line 2 in ")):
+        bad = key_file(tmp_path, text)
+        msg = refused(with_(gateway={"api_key_file": bad}), "gateway.api_key_file")
+        assert words in msg, msg
 
 
 def test_a_key_file_under_a_tilde_is_refused_saying_nothing_expands_it():
