@@ -134,7 +134,7 @@ def test_the_planners_kv_cells_are_the_servers_for_a_sliding_window_model(first)
     model = PurePosixPath(record["model_path"])
     r = sandbox_exec(
         f"docker run --rm -v {model.parent}:/m:ro --entrypoint sh {record['image']} -c "
-        f"'timeout 20 /usr/local/bin/llama-server -m /m/{model.name} -c 8192 -np 2 -ub 512 "
+        f"'timeout 10 /usr/local/bin/llama-server -m /m/{model.name} -c 8192 -np 2 -ub 512 "
         "--port 18099 --host 127.0.0.1 --no-jinja --chat-template gemma -lv 4 2>&1 | "
         "grep -m 2 \"llama_kv_cache: size\"'")
     got = [tuple(int(x) for x in m) for m in re.findall(

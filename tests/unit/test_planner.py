@@ -147,12 +147,19 @@ def _assert_gemma3_270m_layout(layout) -> None:
     assert (layout.swa_layers, layout.n_swa) == (15, m["sliding_window"])
 
 
-def test_gemma3_layout_from_its_metadata_and_token_list(tmp_path):
+@pytest.fixture(scope="module")
+def gemma3(tmp_path_factory):
+    """The gemma-3-270m-shaped GGUF, written and read once for the module (its 262,144-token
+    list takes seconds to read): (path, non-embedding bytes, layout, GPU weight bytes)."""
+    path = tmp_path_factory.mktemp("gemma3") / "gemma3-shaped.gguf"
+    other = _gemma3_shaped_gguf(path)
+    return (path, other, *layout_from_gguf(path))
+
+
+def test_gemma3_layout_from_its_metadata_and_token_list(gemma3):
     """The CPU profile's model family: head_dim from key_length (256, not 640 / 4), the
     vocabulary counted from the token list (no vocab_size key), every layer with KV."""
-    path = tmp_path / "gemma3-shaped.gguf"
-    other = _gemma3_shaped_gguf(path)
-    layout, gpu_bytes = layout_from_gguf(path)
+    _, other, layout, gpu_bytes = gemma3
     _assert_gemma3_270m_layout(layout)
     # no output.weight: tied embeddings, whose copy llama.cpp loads as the output layer
     assert layout.embd_bytes == 64 * 32 * 2 and gpu_bytes == other + layout.embd_bytes
@@ -170,38 +177,32 @@ def test_gemma3_layout_from_its_metadata_and_token_list(tmp_path):
     (65536, 4, True, 512, 65536, 2560),      # one stream: the slots' windows together
     (768, 1, False, 512, 768, 768),          # never more than the stream's full cells
 ])
-def test_sliding_window_cells_as_llama_cpp_sizes_them(tmp_path, ctx, slots, unified, ubatch,
+def test_sliding_window_cells_as_llama_cpp_sizes_them(gemma3, ctx, slots, unified, ubatch,
                                                        cells, window):
     """llama-kv-cache-iswa.cpp: GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max : 1) +
     n_ubatch), 256) cells a stream, size_base being the stream's full cells."""
     from beekeeper.core.planner import kv_cells, swa_cells
 
-    path = tmp_path / "gemma3-shaped.gguf"
-    _gemma3_shaped_gguf(path)
-    layout, _ = layout_from_gguf(path)
+    layout = gemma3[2]
     assert kv_cells(ctx, 1 if unified else slots) == cells
     assert swa_cells(cells, layout, slots, unified, ubatch) == window
 
 
 def test_a_draft_profiles_sliding_window_holds_a_window_for_each_of_its_doubled_sequences(
-        tmp_path):
+        gemma3):
     """beellama serves a draft with twice the sequences (server-context.cpp: n_parallel x 2),
     in a unified cache: the window cells are n_swa x 2 + a ubatch (1,536), not 1,024."""
-    path = tmp_path / "gemma3-shaped.gguf"
-    _gemma3_shaped_gguf(path)
     profile = PROFILES["q8-dflash-32k"]
     assert profile.server.kv_unified and profile.server.draft_model is not None
-    p = predict(profile, path)
+    p = predict(profile, gemma3[0])
     assert p.kv_swa_cells == 512 * 2 + (profile.server.ubatch_size or 512) == 1536
 
 
-def test_a_gemma3_plan_counts_its_sliding_window_layers_at_their_window(tmp_path):
+def test_a_gemma3_plan_counts_its_sliding_window_layers_at_their_window(gemma3):
     """A Gemma 3 GGUF with the 64K profile: 15 of its 18 layers hold 1,024 cells (the window
     and a ubatch), not 65,536, as llama.cpp allocates them; planned at the full context, a
     model that fits was refused."""
-    path = tmp_path / "gemma3-shaped.gguf"
-    _gemma3_shaped_gguf(path)
-    p = predict(PROFILES["q8-turbo4-64k"], path)
+    p = predict(PROFILES["q8-turbo4-64k"], gemma3[0])
     assert (p.kv_cells, p.kv_layers, p.kv_swa_cells, p.kv_swa_layers) == (65536, 3, 1024, 15)
     assert "65536 cells x 3 layers, 1024 x 15 sliding-window" in p.table()
 
