@@ -5,6 +5,7 @@ and smoke-check it.
     pyinfra inventories/home.py deploy.py
 """
 
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -106,8 +107,9 @@ def check_token_file(cfg: HostConfig) -> None:
     if path is None or "model" not in cfg.data.stages:
         return
     info = host.get_fact(SecretFile, path=path)
-    make = (f"on the host, `sudo install -m 600 /dev/null {path}`, then write the token into "
-            "it (or remove hf_token_file)")
+    q = shlex.quote(path)
+    make = (f"on the host as root (or with sudo), `install -m 600 /dev/null {q}`, then write "
+            "the token into it (or remove hf_token_file)")
     if info is None:
         problem, fix = (f"{path} could not be read on the host", "connect as root, or let "
                         "the login run `sudo -n true`")
@@ -121,7 +123,7 @@ def check_token_file(cfg: HostConfig) -> None:
         problem, fix = f"{path} on the host is {'empty' if info.readable else 'unreadable'}", make
     elif info.mode & 0o077:
         problem, fix = (f"{path} on the host is readable by others (mode {info.mode:o})",
-                        f"on the host, `sudo chmod 600 {path}`")
+                        f"on the host as root (or with sudo), `chmod 600 {q}`")
     else:
         return
     raise ConfigError(host_data("hf_token_file"), problem, fix)

@@ -151,9 +151,11 @@ def _assert_gemma3_270m_layout(layout) -> None:
 def gemma3(tmp_path_factory):
     """The gemma-3-270m-shaped GGUF, written and read once for the module (its 262,144-token
     list takes seconds to read): (path, non-embedding bytes, layout, GPU weight bytes)."""
+    from beekeeper.core.planner import _read_gguf
+
     path = tmp_path_factory.mktemp("gemma3") / "gemma3-shaped.gguf"
     other = _gemma3_shaped_gguf(path)
-    return (path, other, *layout_from_gguf(path))
+    return (path, other, *_read_gguf(path))  # kept in the planner's cache: predict reads it
 
 
 def test_gemma3_layout_from_its_metadata_and_token_list(gemma3):
