@@ -119,8 +119,11 @@ def check_token_file(cfg: HostConfig) -> None:
         problem, fix = (f"{path} on the host is a folder" if info.kind == "folder" else
                         f"{path} on the host is not a regular file"), \
             "point it at the file that holds the token"
-    elif not info.readable or info.chars == 0:
-        problem, fix = f"{path} on the host is {'empty' if info.readable else 'unreadable'}", make
+    elif not info.readable:  # the token may be there: never the empty file `make` writes
+        problem, fix = (f"{path} on the host is unreadable",
+                        f"on the host as root, `chown root {q} && chmod 600 {q}`")
+    elif info.chars == 0:
+        problem, fix = f"{path} on the host is empty", make
     elif info.mode & 0o077:
         problem, fix = (f"{path} on the host is readable by others (mode {info.mode:o})",
                         f"on the host as root (or with sudo), `chmod 600 {q}`")

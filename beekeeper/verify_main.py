@@ -450,7 +450,7 @@ class Keys:
         where verify did not find the server from it)."""
         def read(path: str | None) -> str | None:
             try:  # a file of several keys, one a line (a gateway's): its first
-                return (Path(path).read_text().strip().splitlines() or [""])[0] if path \
+                return Path(path).read_text().strip().split("\n")[0].strip() if path \
                     else None
             except OSError as e:
                 raise VerifyError(f"the API key file {path}: {e.strerror}") from None

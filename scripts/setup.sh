@@ -97,6 +97,9 @@ no_apt_python() {
 
 # --- the controller: Python, its venv module, an SSH client
 ! command -v "$PYTHON" >/dev/null || check_python
+# a Python named that is not here (a path as well as a name), with no apt to bring one
+command -v "$PYTHON" >/dev/null || command -v apt-get >/dev/null ||
+  die "no apt-get here, and no $PYTHON: $(no_apt_python)"
 pkgs=()
 command -v ssh >/dev/null || pkgs+=(openssh-client)
 if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then

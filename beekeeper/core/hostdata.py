@@ -218,7 +218,9 @@ def _server_key(text: str, where: str) -> None:
 def _gateway_keys(text: str, where: str) -> None:
     """The gateway's keys, one a line (one a user: HAProxy reads the file as an ACL's
     patterns, a line each), each one word (an HTTP header's value)."""
-    lines = text.splitlines()
+    # as HAProxy splits its pattern file: at LF alone, a CR before it dropped (any other line
+    # break Python knows stays in the line, where one_word refuses it)
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
     for n, line in enumerate(lines, 1):
         which = "the key" if len(lines) == 1 else f"the key on line {n}"
         if not one_word(line):
@@ -246,7 +248,8 @@ def key_file(value: str, one_word_key: bool) -> str:
     where = echo(value) if path.is_absolute() else \
         f"{echo(value)} (relative to the folder pyinfra runs in: {echo(Path.cwd() / value)})"
     try:
-        text = path.read_text().strip() if path.is_file() else ""
+        # as read by the tools that read it: no line-end translation (a lone CR stays one)
+        text = path.read_bytes().decode().strip() if path.is_file() else ""
     except (OSError, UnicodeDecodeError) as e:
         raise Bad(f"{where} cannot be read ({type(e).__name__}: {e.strerror or e})"
                   if isinstance(e, OSError) else f"{where} is not text",

@@ -819,7 +819,7 @@ def test_a_key_file_the_user_cannot_read_says_why(imported, tmp_path, monkeypatc
     def denied(self: Path, *a: Any, **kw: Any) -> str:
         raise PermissionError(13, "Permission denied", str(self))
 
-    monkeypatch.setattr(Path, "read_text", denied)
+    monkeypatch.setattr(Path, "read_bytes", denied)
     assert refusal(imported, {**CPU, "api_key_file": key}) == \
         f"host data `api_key_file`: {key} cannot be read (PermissionError: Permission denied); " \
         "fix: point it at a text file on the controller, readable by the user running " \

@@ -133,6 +133,25 @@ def test_a_bad_token_file_stops_the_deploy_before_any_change(info, words):
     assert "host data `hf_token_file`: " in msg and words in msg and TOKEN in msg, msg
 
 
+@pytest.mark.parametrize("info,fix", [
+    (SecretFileInfo(kind="missing"), "`install -m 600 /dev/null '/etc/beekeeper/hf token'`"),
+    (SecretFileInfo(kind="file", mode=0o600, chars=0),
+     "`install -m 600 /dev/null '/etc/beekeeper/hf token'`"),
+    # a token may be in it: made readable, never replaced by an empty file
+    (SecretFileInfo(kind="file", mode=0o600, chars=37, readable=False),
+     "`chown root '/etc/beekeeper/hf token' && chmod 600 '/etc/beekeeper/hf token'`"),
+    (SecretFileInfo(kind="file", mode=0o644, chars=37),
+     "`chmod 600 '/etc/beekeeper/hf token'`"),
+])
+def test_a_bad_token_files_fix_is_pasted_as_it_is_by_root_without_sudo(info, fix):
+    """A pod's root has no sudo: the fix says root (or sudo), and quotes the path."""
+    with pytest.raises(BeekeeperError) as e:
+        run_deploy({**DEFAULTS, "hf_token_file": "/etc/beekeeper/hf token"},
+                   facts(SecretFile=info))
+    msg = str(e.value)
+    assert "on the host as root" in msg and fix in msg and "sudo install" not in msg, msg
+
+
 def test_a_root_only_token_file_deploys_and_is_passed_by_path_only():
     good = SecretFileInfo(kind="file", mode=0o600, chars=37)
     ops = run_deploy({**DEFAULTS, "hf_token_file": TOKEN}, facts(SecretFile=good))

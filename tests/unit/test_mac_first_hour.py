@@ -2,9 +2,10 @@
 docs/quickstart-ssh.md walk it (fast offline tier: no network, no Docker; the SSH test uses a
 throwaway sshd on this machine's loopback):
 
-- pyinfra logs in with Paramiko, which never asks for a key's passphrase: the page makes a
-  key, puts it in ssh-agent (macOS's starts empty) and checks the login with pyinfra's own
-  client, not only with OpenSSH's `ssh` (which asks, or takes the passphrase from Keychain);
+- pyinfra logs in with Paramiko, which (without --key) never asks for a key's passphrase:
+  the page makes a key, puts it in ssh-agent (macOS's starts empty) and checks the login
+  with pyinfra's own client, not only with OpenSSH's `ssh` (which asks, or takes the
+  passphrase from Keychain);
 - zsh, macOS's shell, takes `#` as a comment only after `setopt interactivecomments`: the
   lines a Mac user copies carry no `# comment`;
 - python.org's installer gives its newest Python (python3.13 or newer), not python3.12;
@@ -60,7 +61,8 @@ def test_step_2_makes_the_key_and_puts_it_in_the_agent_before_the_login_is_check
     adds = _spans(step, "ssh-add")
     assert "ssh-add --apple-use-keychain ~/.ssh/id_ed25519" in adds  # macOS
     assert "ssh-add ~/.ssh/id_ed25519" in adds  # elsewhere
-    assert "macOS's agent starts empty" in flat and "never asks for a key's passphrase" in flat
+    assert "macOS's agent starts empty" in flat
+    assert "without `--key` it never asks for a key's passphrase" in flat
     # all before the key goes onto the host, and the pyinfra check after the OpenSSH one
     at = [step.index(s) for s in ("`ssh-keygen", "`ssh-add --apple", "ssh-copy-id me@",
                                   "ssh me@gpu-box.lan sudo -n true", "`pyinfra gpu-box.lan")]

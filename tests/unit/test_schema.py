@@ -219,8 +219,14 @@ def test_the_gateways_key_file_holds_a_key_a_line_one_a_user(tmp_path):
     user, each checked as the single key is; a bad line is named by its number."""
     path = key_file(tmp_path, "alice-0123456789\nbob-9876543210\n")
     assert load_host_config(with_(gateway={"api_key_file": path})).gateway.api_key_file == path
+    crlf = key_file(tmp_path, "alice-0123456789\r\nbob-9876543210\r\n")  # Windows' ends
+    assert load_host_config(with_(gateway={"api_key_file": crlf})).gateway.api_key_file
+    # HAProxy splits at LF alone: a lone CR, a form feed or U+2028 stay inside a pattern
     for text, words in (("alice-1\nbob 2\n", "the key on line 2 in "),
-                        ("alice-1\n#bob\n", "the key on line 2 in ")):
+                        ("alice-1\n#bob\n", "the key on line 2 in "),
+                        ("alice-1\rbob-2\n", "control character"),
+                        ("alice-1\x0cbob-2\n", "control character"),
+                        ("alice-1\u2028bob-2\n", "control character")):
         bad = key_file(tmp_path, text)
         msg = refused(with_(gateway={"api_key_file": bad}), "gateway.api_key_file")
         assert words in msg, msg

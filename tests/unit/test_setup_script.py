@@ -417,6 +417,18 @@ def test_mac_naming_a_python_that_is_not_there_is_told_the_one_that_is(mac):
     assert "python3.13 -m venv .venv" in log
 
 
+def test_mac_naming_a_python_by_a_path_that_is_not_there_is_told_the_one_that_is(mac):
+    """python.org's framework path given in full, for a release not installed: the same one
+    line as for a name (a path is no apt package name, which the venv check looks for)."""
+    _exe(mac.bin / "python3.13", _fake_python("3.13"))
+    p, log = mac(PYTHON="/Library/Frameworks/Python.framework/Versions/3.12/bin/python3.12",
+                 FAKE_PY_VERSION="3.9")
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no /Library/Frameworks/" in lines[0], p.stderr
+    assert "python3.13 is here" in lines[0], lines[0]
+
+
 def test_mac_python3_too_old_is_told_an_installed_newer_one_with_venv(mac):
     """python3 is Apple's 3.9, PYTHON not set: the newest python3.11 to python3.14 that has
     its venv module is named (3.14 here has none, as an interpreter without ensurepip), and
