@@ -25,7 +25,7 @@ def ensure(cfg: HostConfig, facts: HostFacts) -> list[OperationMeta]:
         facts.runtime.native or cfg.data.install_cuda_toolkit)
     if not wanted or facts.host_nvcc:  # the host's own toolkit builds (preflight)
         return []
-    if facts.built and keeps_toolkit_libs("cuda", facts.persistent_root):
+    if facts.built and keeps_toolkit_libs(cfg.service.profile.backend, facts.persistent_root):
         # a pod's build on its volume loads the toolkit libraries it keeps: after the pod's
         # restart cleared the toolkit, several GB are not installed again for nothing
         return []

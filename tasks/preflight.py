@@ -876,14 +876,14 @@ def warn_wsl_idle(settings: WslSettingsInfo | None) -> None:
 
 
 def warn_wsl(cfg: HostConfig, mem_total: int, docker: DockerEngineInfo, building: bool,
-             built: bool | None) -> None:
+             native_build: bool) -> None:
     """What a WSL2 distro lacks and works anyway, slower or until a drive fills: its idle
-    stop, its memory, the Windows drive its disk file grows on."""
+    stop, its memory, the Windows drive its disk file grows on (`building`: an image build,
+    `native_build`: a native one, as the room checks have them)."""
     settings = host.get_fact(WslSettings)
     warn_wsl_idle(settings)
     warn_wsl_memory(cfg, mem_total, settings, docker)
-    build_gib = IMAGE_BUILD_GIB if building else NATIVE_BUILD_GIB if (
-        built is False and cfg.requested_way.builds_on_host) else {}
+    build_gib = IMAGE_BUILD_GIB if building else NATIVE_BUILD_GIB if native_build else {}
     warn_wsl_windows_disk(cfg, host.get_fact(DiskOf, path=WINDOWS_C),
                           build_gib.get(cfg.service.profile.backend, 0.0))
 
@@ -985,11 +985,12 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     install_tools = check_tools(cfg, tools, rt, built is True)
     building = image_missing(cfg, built)
     check_image_space(cfg, docker, building)
-    check_native_space(cfg, built is False and cfg.requested_way.builds_on_host, persistent_root)
+    native_build = built is False and cfg.requested_way.builds_on_host
+    check_native_space(cfg, native_build, persistent_root)
     proxy_vars = host.get_fact(ProxyVars)
     warn_proxy(cfg, docker, building, proxy_vars)
     if wsl.is_wsl2:
-        warn_wsl(cfg, res.mem_total_bytes, docker, building, built)
+        warn_wsl(cfg, res.mem_total_bytes, docker, building, native_build)
     if not rt.restarts_with_host:
         warn_supervisor_restart(init, persistent_root, wsl2=wsl.is_wsl2)
     # what the tasks read instead of host data's runtime, CUDA release and archs
