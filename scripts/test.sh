@@ -11,12 +11,12 @@ setup_s=$SECONDS  # the phases' seconds: the timeline, the last lines
 mkdir -p .cache
 rm -f .cache/prepare.first-done
 prep_log=.cache/prepare.log
-integ_log=.cache/integration.log
+integ_log=.cache/integration.log side_log=.cache/integration-side.log
 .venv/bin/python -m tests.integration.prepare >"$prep_log" 2>&1 &
 prep=$!
 tier() {  # a selection that names no test of this tier (exit 5) is not a failure
   # shellcheck disable=SC2086  # $prio: empty, or the lower priority's words
-  ${prio:-} .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=40 -m "$@" ||
+  ${prio:-} .venv/bin/python -m pytest -v -s -p no:cacheprovider --durations=15 -m "$@" ||
     { rc=$?; [ "$rc" -eq 5 ] || exit "$rc"; }
 }
 # the integration tier (the sandbox hosts; the slow tier, marked `slow`: the native build,
@@ -24,69 +24,52 @@ tier() {  # a selection that names no test of this tier (exit 5) is not a failur
 # deploy needs is made, beside lint and the unit tier: its first deploy downloads, loads
 # images and builds llama.cpp (5-8 min), the unit tier is done long before the first
 # judged figure. Its output comes after the unit tier's; stopped if they fail.
-# It runs as three lanes side by side, each with a set of sandbox hosts of its own (its tests
+# It runs as two lanes side by side, each with a set of sandbox hosts of its own (its tests
 # mostly wait on deploys, restarts and servers: one lane kept 2 cores 30-40 % busy): the
-# main lane builds the server image from nothing and runs its modules below; every other
-# lane waits for that build, makes its hosts, takes the image (same inputs, same tag) and
-# runs its own: the third lane the modules named below, the side lane every module no lane
-# names (tests/integration/helpers.py, LANE). A test that judges speed (marked `quiet`)
-# runs alone: the other lanes wait at their next test (tests/integration/conftest.py).
-MAIN_LANE="test_deploy.py test_sandboxes.py test_trixie_compose.py"
-THIRD_LANE="test_gateway.py test_pod.py test_quickstarts.py test_real_path.py"
-LANES="main side third"
-lane_files() {  # lane_files LANE: the lane's modules
-  local f m
+# main lane builds the server image from nothing and runs the modules below; the side lane
+# waits for that build, makes its hosts, takes the image (same inputs, same tag) and runs
+# every other module (tests/integration/helpers.py, LANE). A test that judges speed (marked
+# `quiet`) runs alone: the other lane waits at its next test (tests/integration/conftest.py).
+MAIN_LANE="test_deploy.py test_gateway.py test_sandboxes.py test_trixie_compose.py"
+lane_files() {  # lane_files main|side: the lane's modules
+  local f
   for f in tests/integration/test_*.py; do
-    m=" ${f##*/} "
-    case " $MAIN_LANE " in *"$m"*) [ "$1" = main ] && echo "$f"; continue;; esac
-    case " $THIRD_LANE " in *"$m"*) [ "$1" = third ] && echo "$f"; continue;; esac
-    [ "$1" = side ] && echo "$f"
+    case " $MAIN_LANE " in *" ${f##*/} "*) [ "$1" = main ] && echo "$f";;
+      *) [ "$1" = side ] && echo "$f";; esac
   done
 }
-integration() {  # integration LANE [pytest args]
+integration() {  # integration main|side [pytest args]
   local lane=$1; shift
   while [ ! -e .cache/prepare.first-done ] && kill -0 "$prep" 2>/dev/null; do sleep 1; done
   if [ "$lane" = main ]; then
     [ -e .cache/prepare.first-done ] && grep -m1 "^\[prepare\]" "$prep_log" ||
       echo "[test] making the sandbox images ahead failed (the tests make them): $prep_log"
-  else  # the other lanes' hosts start from images the making ahead is still finishing
+  else  # the side lane's hosts start from images the making ahead is still finishing
     while kill -0 "$prep" 2>/dev/null; do sleep 1; done
   fi
   # shellcheck disable=SC2046  # one word per module path
   BEEKEEPER_TEST_LANE=$lane tier "integration and not gpu and not slow" \
     --basetemp=".cache/pytest-$lane" $(lane_files "$lane") "$@"
 }
-lane_log() { if [ "$1" = main ]; then echo "$integ_log"; else echo ".cache/integration-$1.log"; fi; }
-# the main lane's build (its tag) and its end, for the other lanes: made anew
+# the main lane's build (its tag) and its end, for the side lane: made anew
 rm -f .cache/integration-main.built .cache/integration-main.done
-# the other lanes' hosts: named and numbered after the main lane's (sandbox.py's
+# the side lane's hosts: named and numbered after the main lane's (sandbox.py's
 # BEEKEEPER_SANDBOX_* variables), not under the main name's prefix (its `sandbox down` set)
 main_host=${BEEKEEPER_SANDBOX_NAME:-beekeeper-sandbox}
-lane_env() {  # lane_env LANE K: the variables of the K-th lane after the main one
-  echo BEEKEEPER_SANDBOX_NAME="$1-$main_host" \
-       BEEKEEPER_SANDBOX_PORT=$(( ${BEEKEEPER_SANDBOX_PORT:-2222} + 20 * $2 )) \
-       BEEKEEPER_SANDBOX_DIR="${BEEKEEPER_SANDBOX_DIR:-$PWD/.sandbox}/$1" \
-       BEEKEEPER_TEST_MAIN_HOST="$main_host"
-}
+side_env=(BEEKEEPER_SANDBOX_NAME="side-$main_host"
+          BEEKEEPER_SANDBOX_PORT=$(( ${BEEKEEPER_SANDBOX_PORT:-2222} + 20 ))
+          BEEKEEPER_SANDBOX_DIR="${BEEKEEPER_SANDBOX_DIR:-$PWD/.sandbox}/side"
+          BEEKEEPER_TEST_MAIN_HOST="$main_host")
 set -m  # job control: each lane runs in a process group of its own, stopped as one; its
 # stdin is not the terminal (an ssh of a background group that reads it would be stopped)
-declare -A pid
 { if (integration main "$@"); then rc=0; else rc=$?; fi; touch .cache/integration-main.done; exit "$rc"; } \
   </dev/null >"$integ_log" 2>&1 &
-pid[main]=$!
-k=0
-for lane in $LANES; do
-  [ "$lane" = main ] && continue
-  k=$((k + 1))
-  # shellcheck disable=SC2046  # lane_env prints NAME=value words without spaces
-  ( export $(lane_env "$lane" "$k"); integration "$lane" "$@" ) </dev/null >"$(lane_log "$lane")" 2>&1 &
-  pid[$lane]=$!
-done
+integ=$!
+( export "${side_env[@]}"; integration side "$@" ) </dev/null >"$side_log" 2>&1 &
+side=$!
 set +m
-stop_lanes() { local l; for l in "$@"; do kill -INT -- -"${pid[$l]}" 2>/dev/null || true; done; }
 # stopped as Ctrl-C would stop them: pytest tears its sandbox hosts' fixtures down
-# shellcheck disable=SC2086  # one word per lane
-trap 'stop_lanes $LANES' EXIT
+trap 'kill -INT -- -"$integ" -"$side" 2>/dev/null || true' EXIT
 # Lint, types and the unit tier are off the critical path (the integration tier's first
 # deploy builds llama.cpp in a sandbox container meanwhile): they run at a lower priority.
 # Where Docker's containers are one CPU group beside the processes outside it (cgroup v1's
@@ -103,31 +86,23 @@ lint_s=$SECONDS
 # its own controller cache), so they need no order
 tier "not gpu and not slow and not integration" -n 2 "$@"
 unit_s=$SECONDS
-echo "[test] the unit tier passed at ${SECONDS} s; the integration tier's lanes, running" \
-     "since the set-up, one after the other ($integ_log, .cache/integration-LANE.log):"
-lanes_done=""
-for lane in $LANES; do
-  log=$(lane_log "$lane")
-  echo "[test] the $lane lane ($log):"
-  tail -n +1 -f --pid="${pid[$lane]}" "$log"
-  if wait "${pid[$lane]}"; then rc=0; else rc=$?; fi
-  if [ "$rc" -ne 0 ]; then
-    # shellcheck disable=SC2086  # one word per lane
-    stop_lanes $LANES; wait 2>/dev/null || true
-    echo "[test] the integration tier's $lane lane failed (exit $rc)"; exit "$rc"
-  fi
-  lanes_done="$lanes_done${lanes_done:+, }$lane lane done at ${SECONDS} s"
-done
+echo "[test] the unit tier passed at ${SECONDS} s; the integration tier's main lane, running" \
+     "since the set-up ($integ_log):"
+tail -n +1 -f --pid="$integ" "$integ_log"
+if wait "$integ"; then integ_rc=0; else integ_rc=$?; fi
+main_s=$SECONDS
+if [ "$integ_rc" -ne 0 ]; then
+  kill -INT -- -"$side" 2>/dev/null || true; wait "$side" 2>/dev/null || true
+  echo "[test] the integration tier's main lane failed (exit $integ_rc)"; exit "$integ_rc"
+fi
+echo "[test] the main lane passed at ${SECONDS} s; the side lane ($side_log):"
+tail -n +1 -f --pid="$side" "$side_log"
+if wait "$side"; then side_rc=0; else side_rc=$?; fi
 trap - EXIT
-# the other lanes' hosts go (the main lane's stay for scripts/test-slow.sh to reuse)
-k=0
-for lane in $LANES; do
-  [ "$lane" = main ] && continue
-  k=$((k + 1))
-  # shellcheck disable=SC2046  # lane_env prints NAME=value words without spaces
-  env $(lane_env "$lane" "$k") .venv/bin/python -c "from beekeeper import sandbox
+# the side lane's hosts go (the main lane's stay for scripts/test-slow.sh to reuse)
+env "${side_env[@]}" .venv/bin/python -c "from beekeeper import sandbox
 for name in sandbox.names(): sandbox.down(name=name)" >/dev/null 2>&1 || true
-done
+[ "$side_rc" -eq 0 ] || { echo "[test] the integration tier's side lane failed (exit $side_rc)"; exit "$side_rc"; }
 integ_s=$SECONDS
 if wait "$prep"; then tail -1 "$prep_log"; else
   echo "[test] making the GPU-container host's image ahead failed (its tests made it): $prep_log"; fi
@@ -136,6 +111,6 @@ ready=$(sed -n 's/^\[prepare\] the first host.* ready in \([0-9]*\) s$/\1/p' "$p
 echo "[test] timeline: set-up ${setup_s} s | lint and types $((lint_s - setup_s)) s |" \
      "unit tier $((unit_s - lint_s)) s (done at ${unit_s} s) | integration tier" \
      "$((integ_s - setup_s)) s from the set-up (its images and PyPI files ready after" \
-     "${ready:-?} s; $lanes_done) |" \
+     "${ready:-?} s; main lane done at ${main_s} s, side lane at ${integ_s} s) |" \
      "total ${SECONDS} s"
 echo "[test] passed in ${SECONDS} s"

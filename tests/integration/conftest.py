@@ -82,10 +82,10 @@ class StandIns:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Where the tier runs as lanes (scripts/test.sh), a test marked `quiet` (it judges
+    """Where the tier runs as two lanes (scripts/test.sh), a test marked `quiet` (it judges
     speed) runs alone: it takes the lanes' lock exclusively, every other test shared, each
     for its whole run, the set-up of the module and session fixtures it starts included, so
-    the other lanes wait at their next test and their current ones end first."""
+    the other lane waits at its next test and its current one ends first."""
     if not helpers.LANE:
         yield
         return
@@ -99,9 +99,9 @@ def pytest_runtest_protocol(item, nextitem):
 def fresh_sandbox(tmp_path_factory):
     """A new sandbox host: no Docker engine, no image, no model (removed first). Its
     inventory builds from the git forge stand-in at a full commit (the real source path)."""
-    # another lane's set-up (a host, the stand-ins, Docker) after the main lane's build,
+    # the side lane's set-up (a host, the stand-ins, Docker) after the main lane's build,
     # which its CPU would slow, not beside it
-    built = helpers.wait_for_main_build() if helpers.TAKES_THE_BUILD else None
+    built = helpers.wait_for_main_build() if helpers.LANE == "side" else None
     if os.environ.get("BEEKEEPER_TEST_REUSE_SANDBOX") != "1":  # a developer's quick re-run
         sandbox.down(purge=True)
     with ThreadPoolExecutor(1) as pool:  # downloads beside the host's debootstrap
@@ -110,7 +110,7 @@ def fresh_sandbox(tmp_path_factory):
                                        cpu_source_tarball()))
         state = sandbox.up()
         fetched.result()
-    if not helpers.TAKES_THE_BUILD:  # the main lane makes the Debian 13 host's images
+    if helpers.LANE != "side":  # the side lane's modules use no Debian 13 host
         _prepare_second_release()
     standins = StandIns(tmp_path_factory.mktemp("standins"))
     os.environ["BEEKEEPER_MODEL_PINS"] = str(tmp_path_factory.mktemp("pins") / "pins.json")
@@ -128,12 +128,12 @@ def fresh_sandbox(tmp_path_factory):
 
 
 def _take_the_main_build(tag: str) -> None:
-    """A lane's first host after the main lane: its Docker engine (stage `provision`), then the main
+    """The side lane's first host: its Docker engine (stage `provision`), then the main
     lane's server image `tag` copied in, so that no module here builds."""
     run = helpers.deploy("--data", 'stages=["provision"]')
     assert run.rc == 0, run.out[-3000:]
     assert sandbox.copy_image(tag, helpers.MAIN_HOST, sandbox.CONTAINER), tag
-    print(f"\n[sandbox] the {helpers.LANE} lane's first host took {tag} from {helpers.MAIN_HOST}")
+    print(f"\n[sandbox] the side lane's first host took {tag} from {helpers.MAIN_HOST}")
 
 
 _SECOND_IMAGES: list[threading.Thread] = []

@@ -22,13 +22,11 @@ BIN = Path(sys.executable).parent
 SECOND = f"{CONTAINER}-b"
 SECOND_INVENTORY = "tests/integration/inventory_trixie.py"
 SERVER_REPO = "beekeeper/llama-server"
-# scripts/test.sh runs the tier as lanes side by side, each with its own set of sandbox
+# scripts/test.sh runs the tier as two lanes side by side, each with its own set of sandbox
 # hosts (BEEKEEPER_SANDBOX_NAME/_PORT/_DIR): "main" builds the server image from nothing;
-# every other lane waits for that build, makes its hosts, then takes the image (same
-# inputs, same tag) and runs its modules. Unset: one process runs every module (a
-# developer's pytest).
+# "side" waits for that build, makes its hosts, then takes the image (same inputs, same tag)
+# and runs its modules. Unset: one process runs every module (a developer's pytest).
 LANE = os.environ.get("BEEKEEPER_TEST_LANE", "")
-TAKES_THE_BUILD = LANE not in ("", "main")  # a lane that builds nothing itself
 # the main lane's first host, and the file where it says which image it built
 MAIN_HOST = os.environ.get("BEEKEEPER_TEST_MAIN_HOST", CONTAINER)
 BUILT = ROOT / ".cache" / "integration-main.built"
@@ -91,7 +89,7 @@ def first_deploy(what: str) -> Run:
 
 
 def wait_for_main_build(timeout_s: float = 2400) -> str:
-    """A lane after the main one: the tag of the server image the main lane's first host built (its
+    """The side lane: the tag of the server image the main lane's first host built (its
     first deploy from nothing), once it is there."""
     deadline = time.monotonic() + timeout_s
     while not BUILT.exists():
