@@ -330,3 +330,21 @@ def test_the_readme_says_what_setup_sh_says_of_the_demo_on_a_mac():
     assert "the sandbox host (demo and tests) needs a Linux machine with Docker and " \
            "debootstrap; on a Mac run ./scripts/setup.sh (the controller)" in setup
     assert "`./scripts/setup.sh` (the controller) and a GPU box" in mac
+
+
+def test_a_page_whose_command_lines_end_in_comments_tells_zsh_users_what_to_do():
+    """A Mac user copies lines from any page but those run in a Linux shell (the pod's
+    terminal, WSL's): one whose shell lines carry `# comments` (the reference pages) says, in
+    words, to `setopt interactivecomments` first."""
+    linux_shell = {"quickstart-pod.md", "quickstart-wsl2.md"}
+    pages = [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in linux_shell]
+    pages.append(README)
+    commented = []
+    for page in pages:
+        text = page.read_text()
+        lines = [line for t, _n, b in blocks(text) if t in ("", "sh", "bash", "shell")
+                 for line in b if not line.lstrip().startswith("#")]
+        if any(_comment_words(line) for line in lines):
+            commented.append(page.name)
+            assert "setopt interactivecomments" in " ".join(text.split()), page.name
+    assert "commands.md" in commented  # the page of every command, a comment on each line
