@@ -86,18 +86,28 @@ lint_s=$SECONDS
 # its own controller cache), so they need no order
 tier "not gpu and not slow and not integration" -n 2 "$@"
 unit_s=$SECONDS
+follow() {  # follow PID LOG: LOG printed as it grows until the lane PID ends; its status
+  # tail's --pid is given a process of ours that lives until `wait` says the lane ended: a
+  # lane that ended before it is followed has a process id the kernel may have given to
+  # another process or thread since (2 ** 15 of them here), which tail would wait on
+  local sentinel tailer rc
+  sleep 86400 & sentinel=$!
+  tail -n +1 -f --pid="$sentinel" "$2" & tailer=$!
+  if wait "$1"; then rc=0; else rc=$?; fi
+  kill "$sentinel" 2>/dev/null || true
+  wait "$tailer" || true
+  return "$rc"
+}
 echo "[test] the unit tier passed at ${SECONDS} s; the integration tier's main lane, running" \
      "since the set-up ($integ_log):"
-tail -n +1 -f --pid="$integ" "$integ_log"
-if wait "$integ"; then integ_rc=0; else integ_rc=$?; fi
+if follow "$integ" "$integ_log"; then integ_rc=0; else integ_rc=$?; fi
 main_s=$SECONDS
 if [ "$integ_rc" -ne 0 ]; then
   kill -INT -- -"$side" 2>/dev/null || true; wait "$side" 2>/dev/null || true
   echo "[test] the integration tier's main lane failed (exit $integ_rc)"; exit "$integ_rc"
 fi
 echo "[test] the main lane passed at ${SECONDS} s; the side lane ($side_log):"
-tail -n +1 -f --pid="$side" "$side_log"
-if wait "$side"; then side_rc=0; else side_rc=$?; fi
+if follow "$side" "$side_log"; then side_rc=0; else side_rc=$?; fi
 trap - EXIT
 # the side lane's hosts go (the main lane's stay for scripts/test-slow.sh to reuse)
 env "${side_env[@]}" .venv/bin/python -c "from beekeeper import sandbox
