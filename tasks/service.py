@@ -196,13 +196,15 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
               dest=p.manifest, mode="0644")
     # a first start is no restart
     why = " (restart: inputs changed)" if changed and running_sha is not None else ""
+    # cut short after the unit: systemd and supervisord still hold the unit before it
+    reread = unit_op.will_change or cut_short
     if rt.supervised:
         program_running(
             name=f"Start {p.program} under supervisord{why}",
-            program=p.program, conf_changed=unit_op.will_change, restarted=changed)
+            program=p.program, conf_changed=reread, restarted=changed)
     else:
         systemd.service(
             name=f"Start and enable {p.unit_name}{why}",
             service=p.unit_name, running=True, enabled=True, restarted=changed,
-            daemon_reload=unit_op.will_change)
+            daemon_reload=reread)
     return changed

@@ -32,10 +32,11 @@ def _again(unit_sha: str, manifest: str, smoke: dict | None = None,
     return run_deploy(CPU_GIT, facts(
         **CPU_HOST, DeployedServices=["llm"],
         Sha1File=lambda path: unit_sha if path == UNIT else None,
+        File=lambda path: {"mode": 644, "size": 1} if path == UNIT else None,
         FileContents=lambda path: manifest.splitlines() if path == MANIFEST else None,
         Sha256File=lambda path, stamps: (on_disk or sha) if path.endswith(".gguf") else None,
         Directory=lambda path: {"mode": 755, "user": "root", "group": "root"}
-        if path == "/srv/beekeeper/models" else None,
+        if path in ("/srv/beekeeper/models", "/etc/systemd/system") else None,
         SystemdStatus={"beekeeper-llm.service": True},
         SystemdEnabled={"beekeeper-llm.service": True},
         ServerSmoke=smoke or {"ok": True, "completion_tokens": 4}))
@@ -50,7 +51,9 @@ def test_a_unit_written_without_its_record_is_started_on_the_next_run():
     assert set(REQUIRED) <= set(old)
     ops = dict(_again(unit_sha, json.dumps(old, indent=2, sort_keys=True) + "\n"))
     start = next(cmds for name, cmds in ops.items() if name.startswith(START))
-    assert "systemctl restart beekeeper-llm.service" in start, start
+    # systemd still holds the unit before the cut-short run's: read again, then restarted
+    assert start.index("systemctl daemon-reload") < start.index(
+        "systemctl restart beekeeper-llm.service"), start
     smoke = ops["Wait for /health on port 8083 and smoke-check the API"]
     assert smoke and "--restore" in smoke[0]  # checked, and rolled back if it fails
     # the `.prev` the cut-short run kept is what runs: not replaced by the new unit
