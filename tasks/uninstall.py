@@ -166,18 +166,38 @@ def models(cfg: HostConfig, keep: bool, yours: Collection[str]) -> None:
                        paths=present, what=f"models in {d}")
 
 
-def persistent_root(keep_models: bool, yours: Collection[str] = ()) -> None:
+def persistent_root(yours: Collection[str] = ()) -> str | None:
     """A GPU pod's persistent root: the kit's folders there, its start script, the server
-    user's mark, the links, and the root once empty; the rest of the volume stays, and the
-    models' folder with keep_models, or where a file of yours (`yours`, model_host_path) is
-    in it (models() then removes the kit's models there, and keeps yours)."""
+    user's mark, the links, and the root once empty; the rest of the volume stays. The
+    models' folder (SRV_ROOT's) is never removed whole: models() removes the kit's models in
+    it, and persistent_models() the folder once empty. Returns where SRV_ROOT links to."""
     def holds_yours(path: str, target: str) -> bool:
         return any(f.startswith(f"{path}/") or f.startswith(f"{target}/") for f in yours)
     kinds = host.get_fact(PathKinds, paths=[path for path, _ in PERSISTED])
+    srv = kinds.get(SRV_ROOT)
     links = {path: k.target for path, k in kinds.items() if k.kind == "link"
-             and not (keep_models and path == SRV_ROOT) and not holds_yours(path, k.target)}
-    if not links:
-        return
+             and path != SRV_ROOT and not holds_yours(path, k.target)}
+    if links:
+        _root_removed(links)
+    return srv.target if srv and srv.kind == "link" else None
+
+
+def persistent_models(cfg: HostConfig, srv: str) -> None:
+    """After models(): on a pod's root, the models' folder there (`srv`, where SRV_ROOT
+    links to) once empty, the link once its folder is gone, and the root once empty; a file
+    of yours in it keeps the folder and the link."""
+    inside = cfg.data.model_dir.removeprefix(SRV_ROOT)
+    folders = ([f"{srv}{inside}"] if inside != cfg.data.model_dir and inside else []) + [srv]
+    ops_.empty_folders_removed(name=f"Remove the models' folder on the persistent root ({srv}) "
+                                    "once empty", paths=folders)
+    ops_.link_removed_once_dangling(name=f"Remove the link {SRV_ROOT} once its folder is gone",
+                                    link=SRV_ROOT, present=True)
+    root = posixpath.dirname(srv)
+    ops_.empty_folders_removed(name=f"Remove {root} once empty", paths=[root])
+
+
+def _root_removed(links: dict[str, str]) -> None:
+    """The kit's folders `links` link to on the persistent root, their links, its marks."""
     roots = sorted({posixpath.dirname(t) for t in links.values()})
     marks = [p for r in roots for p in (start_script(r), owner_mark(r))]
     ops_.paths_removed(name=f"Remove the kit's folders on the persistent root "
@@ -320,7 +340,7 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> Non
         paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
                SUPERVISOR_PIDFILE])
     yours = users_models(cfg)  # read once: both steps keep them
-    persistent_root(keep_models, yours)
+    srv = persistent_root(yours)
     ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                         repo=cfg.image_repo)
     models(cfg, keep_models, yours)
@@ -336,6 +356,8 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> Non
     empty += [os.path.dirname(CDI_SPEC)] if toolkit else []
     ops_.empty_folders_removed(
         name="Remove the kit's folders left empty (" + ", ".join(empty) + ")", paths=empty)
+    if srv and not keep_models:
+        persistent_models(cfg, srv)
     if any(op.will_change for op in changed_files):
         server.shell(
             name="Refresh the loader cache and the initramfs (CUDA or nouveau files went)",

@@ -467,8 +467,12 @@ def _pod_uninstall(yours: bool, **data: Any) -> set[str]:
         ImageTags=[], SupervisorPrograms={"beekeeper-llm": "RUNNING"})
     own = {"model_host_path": MINE, "model_sha256": "ab" * 32} if yours else {}
     ops = run_queued(None, {**DATA, "mode": "native", **own, **data}, facts)
-    return {p for _, cmds in ops for c in cmds if c.startswith("rm -rf ")
+    _POD_COMMANDS[:] = [c for _, cmds in ops for c in cmds]
+    return {p for c in _POD_COMMANDS if c.startswith("rm -rf ")
             for p in shlex.split(c.split(" && ")[0])[2:]}
+
+
+_POD_COMMANDS: list[str] = []  # every command of the last _pod_uninstall
 
 
 def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():
@@ -493,12 +497,26 @@ def test_the_uninstall_on_a_pods_root_keeps_a_model_of_yours_in_model_dir():
     assert {f"{POD_ROOT}/start", f"{POD_ROOT}/owner"} <= gone, sorted(gone)
 
 
-def test_the_uninstall_on_a_pods_root_keeps_the_models_folder_only_with_keep_models():
+def test_the_uninstall_on_a_pods_root_never_removes_the_models_folder_whole():
+    """The models' folder on the volume may hold files of yours no inventory names (a GGUF
+    you copied there, one served two deploys ago): models() removes the kit's models in it,
+    then the folder goes only once empty (rmdir), its link only once the folder is gone, the
+    root only once empty; with keep_models none of them."""
     from beekeeper.core.paths import PERSISTED, SRV_ROOT
 
-    srv = {SRV_ROOT, f"{POD_ROOT}/srv"}
+    srv = {SRV_ROOT, f"{POD_ROOT}/srv", f"{POD_ROOT}/srv/models"}
     others = {p for path, name in PERSISTED if path != SRV_ROOT
               for p in (path, f"{POD_ROOT}/{name}")}
+    gone = _pod_uninstall(yours=False)
+    assert others <= gone and not srv & gone, sorted(gone)
+    assert any(c.startswith("rm ") and "/srv/beekeeper/models/gemma-3-270m-it-Q4_K_M.gguf" in c
+               for c in _POD_COMMANDS), _POD_COMMANDS  # the kit's model, by name
+    cmds = "\n".join(_POD_COMMANDS)
+    assert f"rmdir {POD_ROOT}/srv/models 2>/dev/null ; rmdir {POD_ROOT}/srv 2>/dev/null" in cmds
+    assert f"[ -e {SRV_ROOT} ] || rm -f {SRV_ROOT}" in cmds
+    # the folder, then its link, then the root (the last rmdir of it)
+    assert cmds.index(f"rmdir {POD_ROOT}/srv ") < cmds.index(f"[ -e {SRV_ROOT} ]") < cmds.rindex(
+        f"rmdir {POD_ROOT} 2>/dev/null"), cmds
     kept = _pod_uninstall(yours=False, keep_models=True)
     assert others <= kept and not srv & kept, sorted(kept)
-    assert others | srv <= _pod_uninstall(yours=False)
+    assert SRV_ROOT not in "\n".join(c for c in _POD_COMMANDS if "rmdir" in c or "[ -e" in c)
