@@ -455,6 +455,11 @@ def _arch_gguf(path: Path, arch: str, n_layer: int, keys: dict) -> None:
     # an array where llama.cpp reads a number: not read there, the period stands
     ("gemma3", 12, {"sliding_window": 1024, "sliding_window_pattern": [1, 0] * 6}, (10, 1024)),
     ("gpt-oss", 4, {"sliding_window": 128}, (2, 128)),
+    ("gpt-oss", 4, {"sliding_window": 1}, (2, 1)),         # the smallest window there is
+    ("gpt-oss", 4, {"sliding_window": 0}, (0, 0)),         # none, and no window of its own
+    ("cohere2", 8, {}, (0, 0)),                            # no window key, none of its own
+    # a period of 0: every layer slides (llama-hparams.cpp, set_swa_pattern)
+    ("gemma3", 12, {"sliding_window": 1024, "sliding_window_pattern": 0}, (12, 1024)),
     ("olmo2", 8, {}, (0, 0)),
     ("exaone4", 64, {}, (0, 0)),  # llama.cpp slides only its 32B: not planned so
     ("llama", 8, {"sliding_window": 4096}, (0, 0)),        # not an architecture that slides
