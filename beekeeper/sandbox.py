@@ -128,6 +128,14 @@ def _client() -> docker.DockerClient:
         client.ping()
         return client
     except Exception as e:
+        if "Permission denied" in str(e):  # the engine's socket: root's and its group's
+            import pwd
+
+            user = pwd.getpwuid(os.getuid()).pw_name
+            raise SandboxError(
+                f"this user ({user}) may not use the Docker engine ({e}): run the command as "
+                f"root (with sudo), or add {user} to the docker group (`sudo usermod -aG "
+                f"docker {user}`: as good as root on this machine) and log in again") from None
         raise SandboxError(f"no Docker engine answers ({e}): start dockerd, or run "
                            "scripts/setup.sh demo, which installs and starts it") from None
 
