@@ -45,6 +45,8 @@ file_sha256() {
 updated=""
 apt_update() {
   command -v apt-get >/dev/null || die "no apt-get here: install $* yourself, then run this again"
+  [ -z "$SUDO" ] || command -v sudo >/dev/null ||
+    die "installing $* needs root, and this user has no sudo: run this as root, or install sudo and let this user use it"
   [ -n "$updated" ] || { $SUDO apt-get update -qq || die "apt-get update failed"; updated=1; }
 }
 apt_install() {

@@ -198,6 +198,20 @@ def test_controller_mode_installs_the_controller_only(box):
     assert "[setup] ready: usage: beekeeper" in p.stdout
 
 
+def test_a_user_without_sudo_is_told_in_one_line_before_apt_runs(tmp_path):
+    """Debian installed with a root password: a user of no sudo. apt-get is never run, and
+    the one line says how (not `sudo: command not found`, then "apt-get update failed")."""
+    run = _make_box(tmp_path, "bash", [t for t in REAL_TOOLS if t != "id"], {
+        "python3": FAKE_PYTHON, "apt-get": FAKE_APT_GET, "apt-cache": FAKE_APT_CACHE,
+        "id": '#!/bin/bash\n[ "$1" = -u ] && echo 1000 || echo "uid=1000(me)"\n'})
+    p, log = run(FAKE_PY_NO_VENV="1")
+    assert p.returncode == 1 and "apt-get" not in log, (p.stdout, p.stderr, log)
+    assert p.stderr.strip().splitlines() == [
+        "[setup] installing openssh-client python3-venv needs root, and this user has no sudo: "
+        "run this as "
+        "root, or install sudo and let this user use it"], p.stderr
+
+
 def test_python_env_var_is_honoured_for_the_venv_and_its_package(box):
     p, log = box(PYTHON="python3.11", FAKE_PY_NO_VENV="1")
     assert p.returncode == 0, p.stderr
