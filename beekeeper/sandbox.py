@@ -132,10 +132,14 @@ def _client() -> docker.DockerClient:
             import pwd
 
             user = pwd.getpwuid(os.getuid()).pw_name
-            raise SandboxError(
-                f"this user ({user}) may not use the Docker engine ({e}): run the command as "
-                f"root (with sudo), or add {user} to the docker group (`sudo usermod -aG "
-                f"docker {user}`: as good as root on this machine) and log in again") from None
+            sock = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            fix = (f"DOCKER_HOST names a socket root may not open ({sock}): point it at the "
+                   "engine's own, or unset it" if os.getuid() == 0 else
+                   f"run the command as root (with sudo), or add {user} to the docker group "
+                   f"(`sudo usermod -aG docker {user}`: as good as root on this machine) and "
+                   "log in again")
+            raise SandboxError(f"this user ({user}) may not use the Docker engine at {sock} "
+                               f"({e}): {fix}") from None
         raise SandboxError(f"no Docker engine answers ({e}): start dockerd, or run "
                            "scripts/setup.sh demo, which installs and starts it") from None
 

@@ -68,8 +68,11 @@ integ=$!
 ( export "${side_env[@]}"; integration side "$@" ) </dev/null >"$side_log" 2>&1 &
 side=$!
 set +m
-# stopped as Ctrl-C would stop them: pytest tears its sandbox hosts' fixtures down
-trap 'kill -INT -- -"$integ" -"$side" 2>/dev/null || true' EXIT
+# stopped as Ctrl-C would stop them: pytest tears its sandbox hosts' fixtures down; and
+# follow()'s sentinel and tail (background jobs without job control ignore SIGINT)
+sentinel="" tailer=""
+trap 'kill ${sentinel:+"$sentinel"} ${tailer:+"$tailer"} 2>/dev/null || true
+      kill -INT -- -"$integ" -"$side" 2>/dev/null || true' EXIT
 # Lint, types and the unit tier are off the critical path (the integration tier's first
 # deploy builds llama.cpp in a sandbox container meanwhile): they run at a lower priority.
 # Where Docker's containers are one CPU group beside the processes outside it (cgroup v1's
@@ -90,12 +93,14 @@ follow() {  # follow PID LOG: LOG printed as it grows until the lane PID ends; i
   # tail's --pid is given a process of ours that lives until `wait` says the lane ended: a
   # lane that ended before it is followed has a process id the kernel may have given to
   # another process or thread since (2 ** 15 of them here), which tail would wait on
-  local sentinel tailer rc
+  # (sentinel and tailer: the script's, for its EXIT trap)
+  local rc
   sleep 86400 & sentinel=$!
   tail -n +1 -f --pid="$sentinel" "$2" & tailer=$!
   if wait "$1"; then rc=0; else rc=$?; fi
   kill "$sentinel" 2>/dev/null || true
   wait "$tailer" || true
+  sentinel="" tailer=""
   return "$rc"
 }
 echo "[test] the unit tier passed at ${SECONDS} s; the integration tier's main lane, running" \

@@ -179,15 +179,28 @@ def persistent_root(yours: Collection[str] = ()) -> str | None:
              and path != SRV_ROOT and not holds_yours(path, k.target)}
     if links:
         _root_removed(links)
-    return srv.target if srv and srv.kind == "link" else None
+    if not srv or srv.kind != "link":
+        return None
+    # the kit's root only (a link of yours there, models on a bigger disk, is not the kit's):
+    # where its other folders link to, or its mark is
+    root = posixpath.dirname(srv.target)
+    kit_roots = {posixpath.dirname(k.target) for path, k in kinds.items()
+                 if k.kind == "link" and path != SRV_ROOT}
+    ours = root in kit_roots or bool(
+        host.get_fact(PresentPaths, paths=[owner_mark(root), start_script(root)]))
+    return srv.target if ours else None
 
 
 def persistent_models(cfg: HostConfig, srv: str) -> None:
     """After models(): on a pod's root, the models' folder there (`srv`, where SRV_ROOT
     links to) once empty, the link once its folder is gone, and the root once empty; a file
     of yours in it keeps the folder and the link."""
-    inside = cfg.data.model_dir.removeprefix(SRV_ROOT)
-    folders = ([f"{srv}{inside}"] if inside != cfg.data.model_dir and inside else []) + [srv]
+    folders = []  # model_dir's folders on the root, deepest first, up to `srv`
+    d = cfg.data.model_dir
+    while d.startswith(f"{SRV_ROOT}/"):
+        folders.append(srv + d.removeprefix(SRV_ROOT))
+        d = posixpath.dirname(d)
+    folders.append(srv)
     ops_.empty_folders_removed(name=f"Remove the models' folder on the persistent root ({srv}) "
                                     "once empty", paths=folders)
     ops_.link_removed_once_dangling(name=f"Remove the link {SRV_ROOT} once its folder is gone",

@@ -441,7 +441,7 @@ def test_the_boot_and_crontab_lines_and_the_missing_owner_line_carry_a_root_a_sh
 POD_ROOT, MINE = "/workspace/beekeeper", "/srv/beekeeper/models/my-finetune-Q8_0.gguf"
 
 
-def _pod_uninstall(yours: bool, **data: Any) -> set[str]:
+def _pod_uninstall(yours: bool, kinds: Any = None, present: Any = None, **data: Any) -> set[str]:
     """What the uninstall on a pod's root removes (`rm -rf` paths), the kit's folders linked
     into it, the service deployed with your model (`yours`) or the profile's."""
     import shlex
@@ -459,9 +459,9 @@ def _pod_uninstall(yours: bool, **data: Any) -> set[str]:
     facts = deployed_host(
         FileContents=lambda path: manifest.splitlines()
         if path == ServicePaths("llm").manifest else None,
-        PathKinds=lambda paths=(), **_: {p: PathKind("link", f"{POD_ROOT}/{n}")
-                                         for p, n in PERSISTED if p in paths},
-        PresentPaths=lambda paths: {p: 1024 for p in paths},
+        PathKinds=kinds or (lambda paths=(), **_: {p: PathKind("link", f"{POD_ROOT}/{n}")
+                                                   for p, n in PERSISTED if p in paths}),
+        PresentPaths=present or (lambda paths: {p: 1024 for p in paths}),
         FileSizes=lambda path: {model.rsplit("/", 1)[1]: 9 * 2**30}
         if path == "/srv/beekeeper/models" else {},
         ImageTags=[], SupervisorPrograms={"beekeeper-llm": "RUNNING"})
@@ -520,3 +520,32 @@ def test_the_uninstall_on_a_pods_root_never_removes_the_models_folder_whole():
     kept = _pod_uninstall(yours=False, keep_models=True)
     assert others <= kept and not srv & kept, sorted(kept)
     assert SRV_ROOT not in "\n".join(c for c in _POD_COMMANDS if "rmdir" in c or "[ -e" in c)
+
+
+def test_a_model_dir_deeper_on_the_pods_root_goes_folder_by_folder_once_empty():
+    from beekeeper.core.paths import SRV_ROOT
+
+    _pod_uninstall(yours=False, model_dir="/srv/beekeeper/models/llm")
+    cmds = "\n".join(_POD_COMMANDS)
+    assert (f"rmdir {POD_ROOT}/srv/models/llm 2>/dev/null ; rmdir {POD_ROOT}/srv/models "
+            f"2>/dev/null ; rmdir {POD_ROOT}/srv 2>/dev/null") in cmds, cmds
+    assert f"[ -e {SRV_ROOT} ] || rm -f {SRV_ROOT}" in cmds
+
+
+def test_a_link_of_yours_at_srv_beekeeper_outside_a_pod_is_left_alone():
+    """No persistent root here: /srv/beekeeper is your link to a bigger disk (/data/bk), no
+    other folder of the kit links beside it and no start script or mark is there. The kit
+    removes its models in it, never the folder, the link or /data."""
+    from beekeeper.core.paths import SRV_ROOT
+    from beekeeper.facts.persist import PathKind
+
+    def kinds(paths=(), **_):
+        return {SRV_ROOT: PathKind("link", "/data/bk")} if SRV_ROOT in paths else {}
+
+    def present(paths):
+        return {p: 1024 for p in paths if not p.startswith("/data/")}
+
+    gone = _pod_uninstall(yours=False, kinds=kinds, present=present)
+    cmds = "\n".join(_POD_COMMANDS)
+    assert not [p for p in gone if p.startswith(("/data", SRV_ROOT + "/..", "/srv/beekeeper "))]
+    assert "/data" not in cmds and f"[ -e {SRV_ROOT} ]" not in cmds, cmds
