@@ -73,16 +73,12 @@ def paths_removed(paths: list[str], what: str):
 
 
 @operation()
-def link_removed_once_dangling(link: str, present: bool):
+def link_removed_once_dangling(link: str):
     """
-    Remove the kit's link `link` once what it points at is gone (an earlier operation of this
-    run removes it when empty); a link to a folder that still holds something (yours) stays.
-
-    + present: the link is there (the caller's PathKinds fact)
+    Remove the kit's link `link` (the caller read it there) once what it points at is gone
+    (an earlier operation of this run removes it when empty); a link to a folder that still
+    holds something (yours) stays.
     """
-    if not present:
-        host.noop(f"no link {link}")
-        return
     yield f"[ -e {q(link)} ] || rm -f {q(link)}"
 
 

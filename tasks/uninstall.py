@@ -204,7 +204,7 @@ def persistent_models(cfg: HostConfig, srv: str) -> None:
     ops_.empty_folders_removed(name=f"Remove the models' folder on the persistent root ({srv}) "
                                     "once empty", paths=folders)
     ops_.link_removed_once_dangling(name=f"Remove the link {SRV_ROOT} once its folder is gone",
-                                    link=SRV_ROOT, present=True)
+                                    link=SRV_ROOT)
     root = posixpath.dirname(srv)
     ops_.empty_folders_removed(name=f"Remove {root} once empty", paths=[root])
 
