@@ -149,7 +149,7 @@ def gateway_plan(cfg: HostConfig, hosts: list[tuple[str, Any]],
     """The routes of this host's gateway (host data `gateway`), None where it has none. One
     with no service to route on any inventory host is refused before anything of this host
     runs: it would answer every request with 503."""
-    if cfg.gateway is None or "service" not in cfg.data.stages:
+    if cfg.data.gateway is None or "service" not in cfg.data.stages:
         return None
     gw_plan = plan(ctx_host.get().name, hosts, load)
     if not gw_plan.routes:

@@ -56,7 +56,7 @@ def read_header(model: ModelFile, endpoint: str, role: str) -> Path | None:
 def _fetch(url: str) -> tuple[int, bytes]:
     """(the file's size, its header's bytes): preflight's `header_walk`, as `host_gguf` reads
     a host file's, each range only the bytes not read yet. Unread: no GGUF of version 2 or 3."""
-    from beekeeper.core.config import gguf_problem
+    from beekeeper.core.planner import gguf_problem
     from beekeeper.tasks.preflight import header_walk
 
     read, size = b"", -1

@@ -8,7 +8,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from beekeeper.core.config import GGUF_HEAD_BYTES
+from beekeeper.core.planner import GGUF_HEAD_BYTES
 from beekeeper.core.profiles import SHA256_RE
 
 

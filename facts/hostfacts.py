@@ -19,7 +19,7 @@ class HostFacts:
     """
     The host as preflight read it, and what preflight resolved from it and host data, made
     once per host (tasks/preflight.py check). Tasks read these here; HostConfig keeps what
-    host data asked (requested_runtime, data.cuda_version and data.cuda_arch).
+    host data asked (requested_way, data.cuda_version and data.cuda_arch).
     """
 
     os: OsReleaseInfo

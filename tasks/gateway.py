@@ -55,7 +55,7 @@ def _keys(cfg_gw: GatewayData, routes: list[gw.Route]) -> list[OperationMeta]:
 def ensure(cfg: HostConfig, plan: gw.Plan) -> None:
     """The gateway on this host, for every service `plan` routes (deploy.py's, of every
     inventory host)."""
-    gcfg = cfg.gateway
+    gcfg = cfg.data.gateway
     assert gcfg is not None
     # HAProxy runs as a systemd unit: a host without systemd stops here (preflight's check,
     # which a gateway-only host does not run)

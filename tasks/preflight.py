@@ -25,7 +25,6 @@ from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec
 from beekeeper.core.config import (
     HostConfig,
     ServiceConfig,
-    gguf_problem,
     rule_env_keys,
     rule_model_in_model_dir,
     rule_planned_per_card,
@@ -54,7 +53,7 @@ from beekeeper.core.paths import (
     start_line,
     wsl_boot_command,
 )
-from beekeeper.core.planner import PlanError, Prediction, predict, served_gguf
+from beekeeper.core.planner import PlanError, Prediction, gguf_problem, predict, served_gguf
 from beekeeper.core.profiles import PROFILES, FileSource, HfSource, ModelFile, with_ctx_size
 from beekeeper.core.runtime import Runtime
 from beekeeper.core.toolkit import host_toolkit
@@ -421,9 +420,9 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
         raise PreflightError(
             "systemd", "is not PID 1 in this WSL2 distro", f"{fix}, then deploy again (or "
             "runtime = 'supervisor' with mode = 'native')", lead=" ", then=": ")
-    if cfg.runtime_given:
+    if cfg.data.runtime is not None:
         raise PreflightError(
-            host_data("runtime"), f"{cfg.requested_runtime!r} needs systemd as PID 1, and PID 1 "
+            host_data("runtime"), f"{cfg.data.runtime!r} needs systemd as PID 1, and PID 1 "
             f"here is {init.pid1!r} (a container)", "remove `runtime` (the server then runs under "
             "the kit's own supervisord) and set mode = 'native'")
     if fallback is None:
@@ -554,7 +553,7 @@ GGUF_FIX = ("give the path of a GGUF model file (version 2 or 3, as llama.cpp's 
 
 
 def local_head(path: str) -> bytes | None:
-    from beekeeper.core.config import GGUF_HEAD_BYTES
+    from beekeeper.core.planner import GGUF_HEAD_BYTES
 
     try:
         with open(path, "rb") as f:
@@ -961,7 +960,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     # model_dir's file system: on a pod, the root's, where the deploy links it before the
     # download (a fresh pod has no link yet: df would read the container disk's)
     disk = host.get_fact(DiskOf, path=kept_at(cfg.data.model_dir, persistent_root))
-    if not init.systemd and cfg.gateway is not None:  # whatever runs the model servers
+    if not init.systemd and cfg.data.gateway is not None:  # whatever runs the model servers
         raise gateway_systemd_refusal(init.pid1)
     tools = read(HostTools, "the host's tools (nvcc, cmake, c++, make, git, python3)")
     check_supervisor_tools(tools, rt)

@@ -85,7 +85,7 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
         bind_address=svc.data.bind_address, port=svc.data.port,
         ctx_size_tokens=svc.profile.server.ctx_size, slots=svc.profile.server.parallel,
         model_path=svc.model.host_path(cfg.data.model_dir),
-        model_sha256=svc.model_sha256,
+        model_sha256=svc.model.sha256,
         # a file of yours served in place (model_host_path): the uninstall leaves it
         model_is_users=svc.model.users_file,
         draft_path=svc.draft.host_path(cfg.data.model_dir) if svc.draft else None,

@@ -16,21 +16,17 @@ from .errors import ConfigError
 from .hostdata import (
     SOURCE_FIX,
     UNKNOWN_KEY,
-    GatewayData,
     HostData,
     ServiceData,
     SourceData,
     did_you_mean,
     fail,
-    one_word,
     parse,
     shown,
 )
 from .paths import KIT_ROOT
 from .profiles import PROFILES, FileSource, HfSource, ModelFile, Profile, with_ctx_size
-from .runtime import Runtime, requested, runtime_of, ways_named
-
-__all__ = ["one_word"]
+from .runtime import Runtime, requested, ways_named
 
 SERVICE_KEYS = tuple(ServiceData.model_fields)
 KIT_KEYS = frozenset(HostData.model_fields)
@@ -64,10 +60,6 @@ class ServiceConfig:
         """The model name clients send: host data `model_alias`, else the profile's name."""
         return self.data.model_alias or self.profile.name
 
-    @property
-    def model_sha256(self) -> str | None:
-        return self.model.sha256
-
     def models(self) -> list[ModelFile]:
         return [self.model] + ([self.draft] if self.draft else [])
 
@@ -81,25 +73,15 @@ class HostConfig:
     services: tuple[ServiceConfig, ...]
     absent: tuple[str, ...]
     source: SourceData
-    gateway: GatewayData | None
-    # host data `runtime`, or what `requested` picks; what runs is HostFacts.runtime
-    requested_runtime: str
+    # host data's mode and runtime, or what `requested` picks; what runs is HostFacts.runtime
+    # (this one or its without_systemd)
+    requested_way: Runtime
     # the repository the server images are tagged in (not host data)
     image_repo: str = "beekeeper/llama-server"
 
     @property
     def service(self) -> ServiceConfig:
         return self.services[0]
-
-    @property
-    def runtime_given(self) -> bool:
-        """Host data named the runtime."""
-        return self.data.runtime is not None
-
-    @property
-    def requested_way(self) -> Runtime:
-        """The way host data asks for; HostFacts.runtime is this one or its without_systemd."""
-        return runtime_of(self.data.mode, self.requested_runtime)
 
 
 @functools.cache  # the same for every host of a run
@@ -151,26 +133,6 @@ def group_all() -> Mapping[str, Any]:
 _OWN_LAYERS = ("set during the deploy", "in --data", "in this host's data", "in a group's data")
 
 
-def _kit_default(key: str, value: Any) -> bool:
-    """`value` is group_data/all.py's for the service key `key` (not refused beside
-    `services`)."""
-    default = group_all().get(key, _UNSET) if key in SERVICE_KEYS else _UNSET
-    return type(value) is type(default) and value == default
-
-
-def own_keys(data: Any) -> dict[str, str]:
-    """The keys set for this host by more than the kit's defaults, each with where it was
-    set (by pyinfra's layers; in a merged mapping, and any layer, a service key holding
-    group_data/all.py's value is taken for the default)."""
-    names = ("in host data",) if isinstance(data, Mapping) else _OWN_LAYERS
-    keys: dict[str, str] = {}
-    for layer, where in zip(_layers(data), names, strict=False):
-        for k, v in layer.items():
-            if not _kit_default(str(k), v):
-                keys.setdefault(str(k), where)
-    return keys
-
-
 def _kit_data(data: Any) -> dict[str, Any]:
     """The kit's keys of `data` and their values, after refusing a key the kit (or pyinfra)
     does not read, with the closest known one."""
@@ -220,10 +182,10 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     `pin`, each service's models are pinned (the deploy's model stage)."""
     hd = parse(_kit_data(data))
     way = rule_runtime(hd)
-    services, absent = _services(hd, own_keys(data), pin)
-    gateway = _gateway(hd, services)
+    services, absent = _services(hd, data, pin)
+    rule_gateway(hd, services)
     return HostConfig(data=hd, services=services, absent=absent, source=_source(hd),
-                      gateway=gateway, requested_runtime=way.runtime)
+                      requested_way=way)
 
 
 # ------------------------------------------------------------------ rules between keys
@@ -239,9 +201,17 @@ def rule_runtime(hd: HostData) -> Runtime:
                    f"set mode = {way.mode!r}, or runtime = 'systemd' (or remove it)") from None
 
 
-def rule_beside_services(own: Mapping[str, str]) -> None:
+def rule_beside_services(data: Any) -> None:
     """With `services`, a service key at the top level is read by no service: refused where
-    more than the kit's defaults set it (own_keys)."""
+    more than the kit's defaults set it (by pyinfra's layers; a value equal, type too, to
+    group_data/all.py's is taken for the default)."""
+    own: dict[str, str] = {}
+    names = ("in host data",) if isinstance(data, Mapping) else _OWN_LAYERS
+    for layer, where in zip(_layers(data), names, strict=False):
+        for k, v in layer.items():
+            default = group_all().get(str(k), _UNSET)
+            if str(k) in SERVICE_KEYS and not (type(v) is type(default) and v == default):
+                own.setdefault(str(k), where)
     for name in SERVICE_KEYS:
         if name in own:
             raise fail(name, f"given at the top level beside `services` ({own[name]}), where "
@@ -249,13 +219,13 @@ def rule_beside_services(own: Mapping[str, str]) -> None:
                        f"needs it (services[i].{name}), or remove it")
 
 
-def _services(hd: HostData, own: Mapping[str, str], pin: Pinner | None = None
+def _services(hd: HostData, data: Any, pin: Pinner | None = None
               ) -> tuple[tuple[ServiceConfig, ...], tuple[str, ...]]:
     """The services this host runs and the names of those it must remove (state absent)."""
     if hd.services is None:
         entries: list[tuple[ServiceData, str]] = [(hd, "")]
     else:
-        rule_beside_services(own)
+        rule_beside_services(data)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
     pinned = (lambda m, role, plans: pin(m, hd.hf_endpoint, role, plans)) \
         if pin is not None else None
@@ -390,26 +360,6 @@ def rule_model_in_model_dir(cfg: HostConfig) -> None:
                        "or mode = 'native'")
 
 
-# a GGUF starts with its magic and a little-endian uint32 version (ggml's gguf.cpp: 2 and 3)
-GGUF_MAGIC = b"GGUF"
-GGUF_VERSIONS = (2, 3)
-GGUF_HEAD_BYTES = 8
-
-
-def gguf_problem(head: bytes) -> str | None:
-    """What keeps a file starting with `head` from being a GGUF the server loads; None."""
-    if head[:4] != GGUF_MAGIC[:len(head[:4])] or not head:
-        return ("it is empty" if not head else "it does not start with GGUF's magic b'GGUF' "
-                f"(its first {len(head)} bytes are {head!r})")
-    if len(head) < GGUF_HEAD_BYTES:
-        return f"it is {len(head)} bytes long, shorter than a GGUF header"
-    version = int.from_bytes(head[4:8], "little")
-    if version not in GGUF_VERSIONS:
-        return (f"it is GGUF version {version}, and the server reads versions "
-                f"{' and '.join(map(str, GGUF_VERSIONS))}")
-    return None
-
-
 def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> ModelFile:
     """The profile's model file with host data `<role>_repo/_file/_revision/_sha256` applied."""
     repo, file = getattr(entry, f"{role}_repo"), getattr(entry, f"{role}_file")
@@ -515,17 +465,16 @@ def rule_env_keys(services: tuple[ServiceConfig, ...], way: Runtime) -> None:
                        + (", or runtime = 'systemd'" if way.compose else ""))
 
 
-def _gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> GatewayData | None:
+def rule_gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> None:
     """Host data `gateway`: not on loopback without a key, on a port of its own."""
     gw = hd.gateway
     if gw is None:
-        return None
+        return
     rule_loopback_needs_key("gateway.bind_address", gw.bind_address, gw.api_key_file,
                             "gateway['api_key_file']")
     if gw.port in [s.data.port for s in services]:
         raise fail("gateway.port", f"{gw.port} is also a model service's port on this host",
                    "give the gateway a port of its own, e.g. gateway = {'port': 4000}")
-    return gw
 
 
 def _source(hd: HostData) -> SourceData:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import HostConfig, ServiceConfig, load_host_config, one_word
+from .config import HostConfig, ServiceConfig, load_host_config
 from .deployed import DeployedService
 from .errors import ConfigError, PreflightError, host_data
-from .hostdata import HOSTNAME, GatewayData, full
+from .hostdata import HOSTNAME, GatewayData, full, one_word
 from .machines import machine_of, ssh_address
 from .paths import GatewayPaths, bracketed
 from .render import render

@@ -583,13 +583,6 @@ def _gguf_name_problem(name: str) -> str | None:
     return "holds " + ", ".join("' ' (a space)" if c == " " else repr(c) for c in bad)
 
 
-def _gguf_path(value: str) -> str:
-    problem = _gguf_name_problem(os.path.basename(value))
-    if problem is None:
-        return value
-    raise Bad(f"{shown(value)}: its file name {problem}", GGUF_NAME_FIX)
-
-
 # the first file of a split GGUF, as llama-gguf-split names its parts (llama.cpp's
 # llama_split_path): the server finds the others beside it by this pattern
 SPLIT_GGUF = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
@@ -611,7 +604,10 @@ def _one_file(value: str) -> str:
 
 
 def _placed_gguf_path(value: str) -> str:
-    return _one_file(_gguf_path(value))
+    problem = _gguf_name_problem(os.path.basename(value))
+    if problem is not None:
+        raise Bad(f"{shown(value)}: its file name {problem}", GGUF_NAME_FIX)
+    return _one_file(value)
 
 
 def _hub_file(value: Any) -> Any:
@@ -875,6 +871,7 @@ def fail(key: str, problem: str, fix: str) -> ConfigError:
 # host data's mappings of declared keys (`source.ref`: a refusal's key and a README row)
 _MAPPINGS = {"source": SourceData, "gateway": GatewayData, "base_images": BaseImages,
              "nvidia_repos": NvidiaRepos}
+_INNER = {**_MAPPINGS, "services": list, "preload_images": dict}
 
 
 def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any, int]:
@@ -889,7 +886,7 @@ def _walk(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None, Any,
                 return f"{out}.{part}" if out else str(part), model, None, depth + 1
             field = model.model_fields[part]
             out += f".{part}" if out else part
-            model = _inner(field.annotation)
+            model = _INNER.get(part)
         elif model is list and isinstance(part, int):
             out, model, field = f"{out}[{part}]", ServiceData, ENTRY
         elif model is dict and isinstance(part, str) and part != "[key]":
@@ -909,17 +906,6 @@ def _at(raw: Any, loc: tuple[str | int, ...]) -> Any:
     return raw
 
 
-def _inner(annotation: Any) -> Any:
-    """A field's model, `list` for `services`, `dict` for a mapping of strings, or None."""
-    text = repr(annotation)
-    for model in _MAPPINGS.values():
-        if model.__name__ in text:
-            return model
-    if "ServiceData" in text:
-        return list
-    return dict if "dict[" in text else None
-
-
 ENTRY = Field(json_schema_extra={
     "problem": "is not a mapping", "fix": "give each service as a dict, e.g. "
     "{'service_name': 'llm', 'profile': 'cpu-tiny', 'port': 8083}"})
@@ -935,17 +921,14 @@ def did_you_mean(name: str, known: list[str], prefix: str = "") -> str:
         "remove it (the keys the kit reads are listed in the README, Host data keys)"
 
 
-def _did_you_mean(key: str, model: type[BaseModel] | None) -> str:
-    prefix, _, name = key.rpartition(".")
-    return did_you_mean(name, sorted(model.model_fields) if model else [],
-                        prefix + "." if prefix else "")
-
-
 def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     """One of pydantic's errors as the kit's line: the key, the problem, the fix."""
     key, model, field, depth = _walk(error["loc"])
-    if error["type"] == "extra_forbidden":
-        return fail(key, UNKNOWN_KEY, _did_you_mean(key, model))
+    if error["type"] == "extra_forbidden":  # only a declared model forbids a key
+        assert model is not None and issubclass(model, BaseModel)
+        prefix, _, name = key.rpartition(".")
+        return fail(key, UNKNOWN_KEY, did_you_mean(name, sorted(model.model_fields),
+                                                   prefix + "." if prefix else ""))
     bad = (error.get("ctx") or {}).get("error")
     if isinstance(bad, Bad):
         if isinstance(bad, Secret) and error["loc"][-1] == "[key]":  # named by its mapping
@@ -953,8 +936,6 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
         return fail(f"{key}.{bad.at}" if bad.at else key, bad.problem, bad.fix)
     extra = {**UNSAID, **((field.json_schema_extra or {}) if field is not None else {})}
     fix = str(extra["fix"])
-    if error["type"] == "missing":
-        return fail(key, "missing", fix)
     value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
     if error["loc"][-1] == "[key]":  # a mapping's key broke its pattern: the key is the value
         return fail(key, f"the key {shown(error['loc'][-2])} "
@@ -969,18 +950,14 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     return fail(key, f"{shown(value)} {extra['problem']}", fix)
 
 
-def _first(errors: list[Any]) -> Any:
-    """The error to name: an unknown key before a bad value."""
-    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
-    return (unknown or errors)[0]
-
-
 def parse(raw: Mapping[str, Any]) -> HostData:
     """Host data (the kit's keys only) as the declaration reads it, or the one line."""
     try:
         return HostData.model_validate(dict(raw))
     except ValidationError as e:
-        raise translate(_first(e.errors(include_url=False)), raw) from None
+        errors = e.errors(include_url=False)  # an unknown key before a bad value
+        first = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
+        raise translate(first, raw) from None
 
 
 README_BEGIN, README_END = "<!-- host-data-keys:begin -->", "<!-- host-data-keys:end -->"

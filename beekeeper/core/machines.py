@@ -61,7 +61,7 @@ def gateway_kept_by_neighbours(this: str, hosts: Iterable[tuple[str, Any]],
     `gateway`): then a deploy of `this` one, which has none, leaves the machine's gateway
     alone; None when one of them has bad host data (neighbours)."""
     others = neighbours(this, hosts, load)
-    return None if others is None else any(c.gateway is not None for c in others)
+    return None if others is None else any(c.data.gateway is not None for c in others)
 
 
 def leaving(cfg: HostConfig, deployed: list[str],

@@ -555,3 +555,23 @@ def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
     else:
         best = own
     return best, f"{'; '.join(why)} ({m.source})"
+
+
+# a GGUF starts with its magic and a little-endian uint32 version (ggml's gguf.cpp: 2 and 3)
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)
+GGUF_HEAD_BYTES = 8
+
+
+def gguf_problem(head: bytes) -> str | None:
+    """What keeps a file starting with `head` from being a GGUF the server loads; None."""
+    if head[:4] != GGUF_MAGIC[:len(head[:4])] or not head:
+        return ("it is empty" if not head else "it does not start with GGUF's magic b'GGUF' "
+                f"(its first {len(head)} bytes are {head!r})")
+    if len(head) < GGUF_HEAD_BYTES:
+        return f"it is {len(head)} bytes long, shorter than a GGUF header"
+    version = int.from_bytes(head[4:8], "little")
+    if version not in GGUF_VERSIONS:
+        return (f"it is GGUF version {version}, and the server reads versions "
+                f"{' and '.join(map(str, GGUF_VERSIONS))}")
+    return None

@@ -170,7 +170,7 @@ def test_docker_desktop_unit_is_valid_for_the_hosts_systemd(gpu_host, tmp_path):
     cfg = load_host_config({"profile": "q8-turbo4-64k", "use_docker_desktop": True,
                             "source": {"git": "https://github.com/Anbeeld/beellama.cpp",
                                        "ref": "ba1fdce591f5a845cdbf6642767ecc1f8238519d"}})
-    unit = render_unit(cfg, runtime_of(cfg.data.mode, cfg.requested_runtime), cfg.service,
+    unit = render_unit(cfg, runtime_of(cfg.data.mode, cfg.requested_way.runtime), cfg.service,
                        "beekeeper/llama-server:x", "docker-desktop")
     assert "Requires=docker.service" not in unit
     path = tmp_path / "beekeeper-desktop-check.service"

@@ -146,7 +146,7 @@ def test_rendered_compose_files_pass_docker_compose_config_on_the_host(first, tm
                             "source": {"path": "/srv/s.tar.gz", "ref": "lcp0.3.36"}})
     folder = f"/root/compose-check-{variant}"  # on the sandbox host
     # the env file the compose file names must exist: a stand-in beside it
-    rt = runtime_of(cfg.data.mode, cfg.requested_runtime)  # a host with systemd: as asked
+    rt = runtime_of(cfg.data.mode, cfg.requested_way.runtime)  # a host with systemd: as asked
     text = render_compose(cfg, rt, cfg.service, "beekeeper/llama-server:x").replace(
         f"{CONF}/secrets.env", f"{folder}/secrets.env")
     assert on_host(f"mkdir -p {folder} && cat > {folder}/compose.yaml <<'EOF'\n{text}EOF\n"

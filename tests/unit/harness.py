@@ -74,7 +74,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def requested_runtime(cfg: HostConfig) -> Runtime:
     """The way host data asks the server be run, where no preflight resolved it (a host
     whose PID 1 is systemd: HostFacts.runtime is this there)."""
-    return runtime_of(cfg.data.mode, cfg.requested_runtime)
+    return runtime_of(cfg.data.mode, cfg.requested_way.runtime)
 
 
 def runtime_named(runtime: str) -> Runtime:

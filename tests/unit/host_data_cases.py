@@ -104,13 +104,13 @@ def decision(load: Any, data: dict[str, Any]) -> list[Any]:
                 # keys added later are recorded where set, so earlier digests stay
                 + ([s.data.model_alias] if s.data.model_alias is not None else [])
                 for s in cfg.services]
-    gw, d = cfg.gateway, cfg.data
+    gw, d = cfg.data.gateway, cfg.data
     later = {"persistent_root": d.persistent_root} if d.persistent_root is not None else {}
     base = d.base_images.model_dump(exclude_none=True) if d.base_images else {}
     repos = d.nvidia_repos.model_dump(exclude_none=True) if d.nvidia_repos else {}
     return ["ok", {**later,
         "services": services, "absent": list(cfg.absent), "mode": d.mode,
-        "runtime": cfg.requested_runtime, "dirs": [d.model_dir, d.state_dir],
+        "runtime": cfg.requested_way.runtime, "dirs": [d.model_dir, d.state_dir],
         "source": [cfg.source.kind, cfg.source.ref, cfg.source.git, cfg.source.path],
         "cuda": [d.cuda_version, d.cuda_arch, float(d.vram_budget_gib), d.build_jobs],
         "run": [d.health_timeout_s, list(d.stages), d.hf_endpoint, d.server_webui],

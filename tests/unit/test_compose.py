@@ -141,7 +141,7 @@ def test_compose_unit_brings_the_project_up_and_down_and_logs_to_journald():
 
 def test_docker_desktop_chooses_compose_and_needs_no_docker_service():
     cfg = load_host_config({**DEFAULTS, "use_docker_desktop": True})
-    assert cfg.requested_runtime == "compose"
+    assert cfg.requested_way.runtime == "compose"
     unit = render_unit(cfg, requested_runtime(cfg), cfg.service, TAG, "docker-desktop")
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(unit)
@@ -150,8 +150,8 @@ def test_docker_desktop_chooses_compose_and_needs_no_docker_service():
     assert "compose --ansi never" in unit
     # an explicit choice wins
     assert load_host_config({**DEFAULTS, "use_docker_desktop": True,
-                             "runtime": "systemd"}).requested_runtime == "systemd"
-    assert load_host_config(DEFAULTS).requested_runtime == "systemd"
+                             "runtime": "systemd"}).requested_way.runtime == "systemd"
+    assert load_host_config(DEFAULTS).requested_way.runtime == "systemd"
 
 
 @pytest.mark.parametrize(("data", "problem"), [

@@ -18,7 +18,7 @@ def test_good_data_loads_with_secure_defaults():
     assert cfg.data.mode == "container"
     assert cfg.service.data.bind_address == "127.0.0.1"
     assert cfg.service.data.port == 8083
-    assert cfg.service.model_sha256 == cfg.service.profile.model.sha256
+    assert cfg.service.model.sha256 == cfg.service.profile.model.sha256
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,7 @@ def test_the_api_key_env_file_is_in_both_only_when_a_key_is_set(tmp_path, data):
     assert compose_service(s)["env_file"] == [s.env_file]
     # and in what the deploy writes
     assert unit_words(render_unit(keyed, rt, keyed.service, TAG)).count("--env-file") == (
-        1 if keyed.requested_runtime == "systemd" else 0)
+        1 if keyed.requested_way.runtime == "systemd" else 0)
     assert compose_read_back(render_compose(keyed, rt, keyed.service, TAG))[1]["env_file"] == \
         [s.env_file]
 
@@ -211,7 +211,7 @@ def test_what_the_deploy_writes_is_the_spec(data):
     s = container(cfg, rt, cfg.service, HOSTILE)
     _, service = compose_read_back(render_compose(cfg, rt, cfg.service, HOSTILE))
     assert service == compose_service(s)
-    if cfg.requested_runtime == "systemd":
+    if cfg.requested_way.runtime == "systemd":
         assert unit_words(render_unit(cfg, rt, cfg.service, HOSTILE)) == \
             ["/usr/bin/docker", "run", *docker_run_args(s)]
 

@@ -59,7 +59,7 @@ def test_the_gateway_plans_both_models_from_the_example(hosts):
     assert servers == {"q8-turbo4-64k": ["gpu-a.lan", "gpu-b.lan"],
                        "q4km-f16-32k": ["gpu-a.lan"]}
     cfg = load_host_config(hosts[0][1])
-    assert cfg.gateway is not None and cfg.gateway.api_key_file == "keys/gateway.key"
+    assert cfg.data.gateway is not None and cfg.data.gateway.api_key_file == "keys/gateway.key"
 
 
 def test_the_budget_figures_the_page_quotes_are_the_planners():

@@ -25,9 +25,9 @@ from .harness import GATEWAY_GOOD as GOOD, _backend, gateway_with as with_
 
 def test_gateway_defaults_are_loopback_without_a_key():
     cfg = load_host_config(with_(gateway={}))
-    assert cfg.gateway == GatewayData()
-    assert (cfg.gateway.bind_address, cfg.gateway.port) == ("127.0.0.1", 4000)
-    assert load_host_config(GOOD).gateway is None
+    assert cfg.data.gateway == GatewayData()
+    assert (cfg.data.gateway.bind_address, cfg.data.gateway.port) == ("127.0.0.1", 4000)
+    assert load_host_config(GOOD).data.gateway is None
 
 
 @pytest.mark.parametrize(("gateway", "key", "fix"), [
@@ -50,7 +50,7 @@ def test_bad_gateway_data_is_one_line_naming_the_key(gateway, key, fix):
 
 def test_gateway_key_file_must_be_private_and_one_word(keys, tmp_path):
     cfg = load_host_config(with_(gateway={"bind_address": "0.0.0.0", "api_key_file": keys["gw"]}))
-    assert cfg.gateway is not None and cfg.gateway.api_key_file == keys["gw"]
+    assert cfg.data.gateway is not None and cfg.data.gateway.api_key_file == keys["gw"]
     with pytest.raises(ConfigError, match="space or a control character"):
         load_host_config(with_(gateway={"api_key_file": keys["spaced"]}))
     loose = tmp_path / "loose.key"

@@ -18,8 +18,9 @@ from unittest import mock
 
 import pytest
 
-from beekeeper.core.config import gguf_problem, load_host_config
+from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import BeekeeperError, ConfigError, PreflightError
+from beekeeper.core.planner import gguf_problem
 from beekeeper.facts.gguf import FileHead, parse_head_hex
 from beekeeper.facts.host import PortOwner, PortOwnersInfo, parse_port_owners
 from beekeeper.facts.hostfacts import HostFacts

@@ -265,14 +265,14 @@ def test_the_family_gateway_routes_both_models_by_the_names_the_page_gives(famil
     ((name, data),) = family
     cfg = load_host_config(data)
     assert all(ipaddress.ip_address(s.data.bind_address).is_loopback for s in cfg.services)
-    assert cfg.gateway is not None and cfg.gateway.api_key_file == "keys/family.key"
+    assert cfg.data.gateway is not None and cfg.data.gateway.api_key_file == "keys/family.key"
     plan = gw.plan(name, [(name, data)])
     assert plan.left_out == []
     routes = {r.model: [(u.address, u.port) for u in r.upstreams] for r in plan.routes}
     assert routes == {"q8-turbo4-64k": [("127.0.0.1", 8083)],
                       "q4km-f16-32k": [("127.0.0.1", 8084)]}
     text = flat("quickstart-ssh.md")
-    base = f"http://{cfg.gateway.bind_address}:{cfg.gateway.port}/v1"
+    base = f"http://{cfg.data.gateway.bind_address}:{cfg.data.gateway.port}/v1"
     assert f"`{base}`" in text
     for model in routes:
         assert f"`{model}`" in text

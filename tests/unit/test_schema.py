@@ -218,9 +218,9 @@ def test_the_gateways_key_file_holds_a_key_a_line_one_a_user(tmp_path):
     """HAProxy reads the gateway's key file as an ACL's patterns, a line each: one key per
     user, each checked as the single key is; a bad line is named by its number."""
     path = key_file(tmp_path, "alice-0123456789\nbob-9876543210\n")
-    assert load_host_config(with_(gateway={"api_key_file": path})).gateway.api_key_file == path
+    assert load_host_config(with_(gateway={"api_key_file": path})).data.gateway.api_key_file == path
     crlf = key_file(tmp_path, "alice-0123456789\r\nbob-9876543210\r\n")  # Windows' ends
-    assert load_host_config(with_(gateway={"api_key_file": crlf})).gateway.api_key_file
+    assert load_host_config(with_(gateway={"api_key_file": crlf})).data.gateway.api_key_file
     # HAProxy splits at LF alone: a lone CR, a form feed or U+2028 stay inside a pattern
     for text, words in (("alice-1\nbob 2\n", "the key on line 2 in "),
                         ("alice-1\n#bob\n", "the key on line 2 in "),
