@@ -505,30 +505,6 @@ def inventory_host(name: str | None = None, **data: object) -> tuple[str, dict[s
     })
 
 
-def copy_image(tag: str, src: str, dst: str) -> bool:
-    """Copy an image from one sandbox host's Docker into another's (`docker save | docker
-    load`), so a second host shares a build instead of repeating it. False when `src` lacks
-    it; True when `dst` has it afterwards."""
-    def has(name: str) -> bool:
-        return subprocess.call(["docker", "exec", name, "docker", "image", "inspect", tag],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
-
-    if has(dst):
-        return True
-    if not has(src):
-        return False
-    save = subprocess.Popen(["docker", "exec", src, "docker", "save", tag],
-                            stdout=subprocess.PIPE)
-    load = subprocess.run(["docker", "exec", "-i", dst, "docker", "load"], stdin=save.stdout,
-                          capture_output=True, text=True)
-    if save.stdout is not None:
-        save.stdout.close()
-    if save.wait() != 0 or load.returncode != 0:
-        raise SandboxError(f"copying {tag} from {src} to {dst} failed: {load.stderr[-300:]}")
-    _log(f"copied {tag} from {src} to {dst}")
-    return True
-
-
 def names() -> list[str]:
     """Every sandbox host this controller runs (of this CONTAINER's set), first one first."""
     client = _client()

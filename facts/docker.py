@@ -26,7 +26,6 @@ class DockerEngineInfo:
     present: bool = False
     path: str | None = None
     flavour: str | None = None
-    active: bool = False
     server_version: str | None = None  # None: no engine answered `docker info`
     root_dir: str | None = None  # `Docker Root Dir`: where images and build layers go
     proxy: bool = False  # the engine pulls through a proxy (`HTTP Proxy`/`HTTPS Proxy`)
@@ -59,7 +58,6 @@ def parse_docker_engine(output: list[str]) -> DockerEngineInfo:
         present=bool(path),
         path=path or None,
         flavour=flavour,
-        active=v.get("active") == "active",
         server_version=info.get("Server Version") or None,
         nvidia_runtime="nvidia" in info.get("Runtimes", "").split(),
         root_dir=info.get("Docker Root Dir") or None,
@@ -83,7 +81,6 @@ class DockerEngine(FactBase[DockerEngineInfo]):
             "&& echo pkg_ce=1; "
             "dpkg-query -W -f='${Status}' docker.io 2>/dev/null | grep -q 'ok installed' "
             "&& echo pkg_io=1; "
-            'echo "active=$(systemctl is-active docker 2>/dev/null || true)"; '
             "if command -v docker >/dev/null; then "
             "docker info 2>/dev/null | sed 's/^/info=/'; fi; true"
         )

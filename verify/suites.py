@@ -143,12 +143,6 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
                         samples_tok_s=samples, settle=got.to_json())
 
 
-def run_ttft(client: ServerClient, n_tokens: int, k: int) -> tuple[list[RequestRecord], list[int]]:
-    """settled_ttft's first round alone (the GPU tiers'): its records and prompts' sizes."""
-    res = settled_ttft(client, n_tokens, k)
-    return res.records, res.prompt_tokens
-
-
 def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float = 0.0,
                  shell: Shell | None = None, seed: int = 1000) -> TtftResult:
     """K requests after one warm-up, each with its own prefix and cache_prompt false, then

@@ -44,7 +44,6 @@ class VramResult:
     peak_mib: float | None = None
     peak_delta_mib: float | None = None
     peak_process_mib: float | None = None
-    per_process_available: bool = False
     note: str | None = None
     interval_s: float = 0.05
     achieved_hz: float | None = None
@@ -263,7 +262,6 @@ class VramSampler:
             r.peak_mib = max(s.used_mib for s in r.samples)
             r.peak_delta_mib = r.peak_mib - (r.baseline_mib or 0)
             procs = [s.process_mib for s in r.samples if s.process_mib is not None]
-            r.per_process_available = bool(procs)
             r.peak_process_mib = max(procs) if procs else None
             if not procs and r.pid is not None and r.processes_seen:
                 r.note = (f"the server's pid {r.pid} is not among the card's "

@@ -174,12 +174,12 @@ def _type_name(hint: Any) -> str:
     return " or ".join(_JSON_NAMES[t] for t in _allowed(hint))
 
 
-def read_record(text: str | None, source: str = "deployed.json") -> DeployedService | None:
+def read_record(text: str | None) -> DeployedService | None:
     """The record in `text` (deployed.json's content), or None when there is none or it is
     refused (RecordError: not a JSON object, a key missing or mistyped)."""
     if not text:
         return None
     try:
-        return DeployedService.from_json(text, source)
+        return DeployedService.from_json(text)
     except RecordError:
         return None

@@ -6,14 +6,9 @@ server under a hardened systemd unit.
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-from .build import TARGETS, BuildSpec, build_jobs
+from .build import TARGETS, BuildSpec
 
 # The CUDA toolkit's runtime libraries a CUDA build loads (cudart, cuBLAS and what they
 # pull in), by file name; never the driver's own (libcuda, libnvidia-*), which the host or
@@ -95,27 +90,3 @@ def shell_script(spec: BuildSpec, src_dir: str, build_dir: str, jobs: int, dest:
         f"{q(prefix)}/current",
     ]
     return " && ".join(cmds)
-
-
-def run_build(spec: BuildSpec, src_dir: Path, build_dir: Path, log: Path,
-              jobs: int | None = None) -> tuple[Path, float]:
-    """Build locally (the GPU tier uses this); prints a line every 30 s. Returns (binary, s)."""
-    if jobs is None:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        jobs = build_jobs(mem, os.cpu_count() or 1, spec.backend == "cuda")
-    t0 = time.monotonic()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        for cmd in build_commands(spec, str(src_dir), str(build_dir), jobs):
-            print(f"[beekeeper] $ {' '.join(cmd)}  (log: {log})", flush=True)
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-            while proc.poll() is None:
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    print(f"[beekeeper] building: {time.monotonic() - t0:.0f} s", flush=True)
-            if proc.returncode != 0:
-                tail = log.read_text().splitlines()[-30:]
-                print("\n".join(tail), file=sys.stderr)
-                raise RuntimeError(f"build step failed (exit {proc.returncode}); see {log}")
-    return build_dir / "bin" / "llama-server", time.monotonic() - t0

@@ -1,7 +1,7 @@
 """
 GPU tier on the real engine: beellama built with the kit's build code, each profile served
 with exactly `PROFILES[name].server.args(...)` (plus the unit's --host/--port/--alias), and
-measured with the kit's verify code (prompts, client, metrics, run_ttft, the NVML sampler)
+measured with the kit's verify code (prompts, client, metrics, settled_ttft, the NVML sampler)
 beside the engine baseline (`llama-bench` of the same build, verify/engine.py's commands).
 
 On the GPU machine, three steps (the build runs in the background across calls):
@@ -75,7 +75,7 @@ def build_spec(arch: str, profiles: list[str], jobs: int) -> BuildSpec:
 
 
 def cmd_build(a: argparse.Namespace) -> int:
-    from beekeeper.core.native import run_build
+    from local_build import run_build
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -194,7 +194,7 @@ def measure_item(item: str, idx: int, a: argparse.Namespace, work: Path, out: Pa
     from beekeeper.verify.client import ServerClient
     from beekeeper.verify.engine import bench_commands
     from beekeeper.verify.smoke import wait_healthy
-    from beekeeper.verify.suites import Sizes, run_ttft
+    from beekeeper.verify.suites import Sizes, settled_ttft
     from beekeeper.verify.vram import VramSampler
 
     name, _, variant = item.partition("+")
@@ -252,7 +252,8 @@ def measure_item(item: str, idx: int, a: argparse.Namespace, work: Path, out: Pa
                         rec["decode"].append(d)
                         print(json.dumps({k: v for k, v in d.items()})[:600], flush=True)
                 if kind in ("full", "ub") and a.ttft_requests:
-                    recs, ns = run_ttft(client, sizes.ttft_tokens, a.ttft_requests)
+                    res = settled_ttft(client, sizes.ttft_tokens, a.ttft_requests)
+                    recs, ns = res.records, res.prompt_tokens
                     rec["ttft"] = {"n_tokens": ns, "ttft_s": spread([r.ttft_s for r in recs]),
                                    "p95_s": metrics.percentile(
                                        [r.ttft_s for r in recs if r.ttft_s], 95)

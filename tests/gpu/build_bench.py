@@ -4,7 +4,7 @@ Build benchmark for issue 11 (points 6 and 7): time beellama's llama-server buil
 without GGML_CUDA_FA_ALL_QUANTS, and sample the peak resident memory of each compile job.
 
 It uses the kit's own build code: BuildSpec.cmake_flags (beekeeper/build.py) and
-run_build/build_commands (beekeeper/native.py); the source tree is packed with
+build_commands (beekeeper/core/native.py), run by local_build.py; the source tree is packed with
 beekeeper.core.cache.pack_source_tree. Not a test: run it by hand on a GPU machine.
 
   # on the controller: export the pinned tree from a (possibly partial) bare git dir and pack it
@@ -41,9 +41,11 @@ from checkout import use_checkout  # noqa: E402
 
 ROOT = use_checkout()  # the kit from this checkout, installed or not
 
+from local_build import run_build  # noqa: E402
+
 from beekeeper.core.build import GIB_PER_CUDA_JOB, BuildSpec  # noqa: E402
 from beekeeper.core.cache import pack_source_tree  # noqa: E402
-from beekeeper.core.native import build_commands, run_build  # noqa: E402
+from beekeeper.core.native import build_commands  # noqa: E402
 
 PINNED_REF = "ba1fdce591f5a845cdbf6642767ecc1f8238519d"
 PAGE = os.sysconf("SC_PAGE_SIZE")

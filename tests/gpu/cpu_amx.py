@@ -30,9 +30,10 @@ from checkout import use_checkout  # noqa: E402
 
 ROOT = use_checkout()
 
+from local_build import run_build  # noqa: E402
+
 from beekeeper.core.build import BuildSpec  # noqa: E402
 from beekeeper.core.cpu import X86_64_V3, CpuBaseline  # noqa: E402
-from beekeeper.core.native import run_build  # noqa: E402
 
 # What the kit built before: the builder's own CPU, AVX-512 and AMX included where it has them.
 NATIVE = CpuBaseline(name="native", machine="x86_64", needs_flags=(),

@@ -28,8 +28,9 @@ from checkout import use_checkout  # noqa: E402
 
 ROOT = use_checkout()  # the kit from this checkout, installed or not
 
+from local_build import run_build  # noqa: E402
+
 from beekeeper.core.build import BuildSpec  # noqa: E402
-from beekeeper.core.native import run_build  # noqa: E402
 from beekeeper.core.planner import kv_cache_bytes, predict  # noqa: E402
 from beekeeper.core.profiles import PROFILES, Profile, ServerSettings  # noqa: E402
 
@@ -140,7 +141,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from beekeeper.verify import metrics
     from beekeeper.verify.client import ServerClient
     from beekeeper.verify.smoke import wait_healthy
-    from beekeeper.verify.suites import run_decode, run_ttft
+    from beekeeper.verify.suites import run_decode, settled_ttft
     from beekeeper.verify.vram import VramSampler
 
     work, out = Path(args.work), Path(args.out)
@@ -199,7 +200,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
                         })
                         print(json.dumps(cfg["decode"][-1]), flush=True)
                     if args.ttft_requests:
-                        recs, ns = run_ttft(client, args.ttft_tokens, args.ttft_requests)
+                        res = settled_ttft(client, args.ttft_tokens, args.ttft_requests)
+                        recs, ns = res.records, res.prompt_tokens
                         ttfts = [r.ttft_s for r in recs if r.ttft_s is not None]
                         cfg["ttft"] = {
                             "n_tokens": ns, "ttft_s": ttfts,

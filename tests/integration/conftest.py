@@ -132,7 +132,7 @@ def _take_the_main_build(tag: str) -> None:
     lane's server image `tag` copied in, so that no module here builds."""
     run = helpers.deploy("--data", 'stages=["provision"]')
     assert run.rc == 0, run.out[-3000:]
-    assert sandbox.copy_image(tag, helpers.MAIN_HOST, sandbox.CONTAINER), tag
+    assert helpers.copy_image(tag, helpers.MAIN_HOST, sandbox.CONTAINER), tag
     print(f"\n[sandbox] the side lane's first host took {tag} from {helpers.MAIN_HOST}")
 
 

@@ -123,7 +123,7 @@ def share_server_image(dst: str = SECOND) -> list[str]:
                        capture_output=True, text=True)
     tags = [t for t in p.stdout.split() if t.startswith(f"{SERVER_REPO}:")] \
         if p.returncode == 0 else []
-    return [t for t in tags if sandbox.copy_image(t, CONTAINER, dst)]
+    return [t for t in tags if copy_image(t, CONTAINER, dst)]
 
 
 def results(out: str) -> dict[str, tuple[str, str, str]]:
@@ -238,3 +238,28 @@ def place_the_build(tag: str, pod: str, dest: str) -> None:
                        f"docker exec -i {pod} sh -c 'mkdir -p {dest} && tar -x -C {dest}'",
                        shell=True, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def copy_image(tag: str, src: str, dst: str) -> bool:
+    """Copy an image from one sandbox host's Docker into another's (`docker save | docker
+    load`), so a second host shares a build instead of repeating it. False when `src` lacks
+    it; True when `dst` has it afterwards."""
+    def has(name: str) -> bool:
+        return subprocess.call(["docker", "exec", name, "docker", "image", "inspect", tag],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+    if has(dst):
+        return True
+    if not has(src):
+        return False
+    save = subprocess.Popen(["docker", "exec", src, "docker", "save", tag],
+                            stdout=subprocess.PIPE)
+    load = subprocess.run(["docker", "exec", "-i", dst, "docker", "load"], stdin=save.stdout,
+                          capture_output=True, text=True)
+    if save.stdout is not None:
+        save.stdout.close()
+    if save.wait() != 0 or load.returncode != 0:
+        raise sandbox.SandboxError(
+            f"copying {tag} from {src} to {dst} failed: {load.stderr[-300:]}")
+    print(f"[sandbox] copied {tag} from {src} to {dst}", file=sys.stderr, flush=True)
+    return True

@@ -312,8 +312,8 @@ WSL = WslInfo(kernel_release="6.6.87.2-microsoft-standard-WSL2", is_wsl2=True, d
 NATIVE = WslInfo(kernel_release="6.8.0-45-generic", is_wsl2=False, dxg=False,
                  wsl_conf_systemd=False)
 DOCKER_CE = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="docker-ce",
-                             active=True, server_version="28.0", nvidia_runtime=False)
-NO_DOCKER = DockerEngineInfo(present=False, path=None, flavour=None, active=False,
+                             server_version="28.0", nvidia_runtime=False)
+NO_DOCKER = DockerEngineInfo(present=False, path=None, flavour=None,
                              server_version=None, nvidia_runtime=False)
 SYSTEMD = InitInfo(pid1="systemd", systemd=True, state="running")
 

@@ -42,7 +42,7 @@ GPU = {**DEFAULTS, "runtime": "compose"}
 DEBIAN13 = OsReleaseInfo(id="debian", version_id="13")
 DEBIAN12 = OsReleaseInfo(id="debian", version_id="12")
 DISTRO_DOCKER = DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro",
-                                 active=True, server_version="26.1.5", nvidia_runtime=False)
+                                 server_version="26.1.5", nvidia_runtime=False)
 TAG = "beekeeper/llama-server:x"
 
 

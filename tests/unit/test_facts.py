@@ -75,12 +75,12 @@ def _docker_info(name: str, runtimes: str | None = None) -> list[str]:
 def test_docker_flavours():
     assert parse_docker_engine(["path="]).present is False
     # Debian 13 with docker.io but not its client (a package of its own there): no docker
-    trixie = parse_docker_engine(["path=", "pkg_io=1", "active=active"])
+    trixie = parse_docker_engine(["path=", "pkg_io=1"])
     assert trixie.present is False and trixie.flavour == "distro"
     # the version and the runtimes are the engine's own words, from `docker info`
-    distro = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1", "active=active",
+    distro = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1",
                                   *_docker_info("docker-info-own-engine-wsl2.txt")])
-    assert distro.flavour == "distro" and distro.active and not distro.nvidia_runtime
+    assert distro.flavour == "distro" and not distro.nvidia_runtime
     assert distro.server_version == "24.0.7"
     assert parse_docker_engine(["path=/snap/bin/docker"]).flavour == "snap"
     # Docker Desktop is what the engine that answers says, whatever package is installed
@@ -122,7 +122,7 @@ def _with_proxy(name: str, line: str) -> list[str]:
 
 
 def test_the_engines_proxy_is_read_from_either_docker_info_line():
-    base = ["path=/usr/bin/docker", "pkg_io=1", "active=active"]
+    base = ["path=/usr/bin/docker", "pkg_io=1"]
     own = "docker-info-own-engine-wsl2.txt"
     assert not parse_docker_engine([*base, *_docker_info(own)]).proxy
     assert parse_docker_engine([*base, *_with_proxy(own, "HTTP Proxy: http://p.lan:3128")]).proxy
@@ -134,9 +134,8 @@ def test_the_engines_flavour_from_the_snap_marker_an_unknown_cli_and_none():
     assert parse_docker_engine(["path=/usr/bin/docker", "snap=1"]).flavour == "snap"
     assert parse_docker_engine(["path=/usr/bin/docker", "snap=0"]).flavour == "unknown"
     # a CLI no package the kit knows installed (a static binary in /usr/local/bin)
-    odd = parse_docker_engine(["path=/usr/local/bin/docker", "active=inactive"])
-    assert (odd.present, odd.path, odd.flavour, odd.active) == \
-        (True, "/usr/local/bin/docker", "unknown", False)
+    odd = parse_docker_engine(["path=/usr/local/bin/docker"])
+    assert (odd.present, odd.path, odd.flavour) == (True, "/usr/local/bin/docker", "unknown")
     none = parse_docker_engine(["pkg_ce=0"])  # no `path=` line at all
     assert (none.present, none.path, none.flavour) == (False, None, None)
     # a path holding '=' is read whole; a line without '=' (a shell's complaint) is skipped

@@ -44,4 +44,4 @@ def test_a_gateway_key_starting_with_a_hash_is_refused_in_one_line(tmp_path):
 
 def test_a_hash_inside_the_key_is_fine(tmp_path):
     path = _key(tmp_path, "family#secret")
-    assert load_host_config(with_(gateway={"api_key_file": path})).gateway.api_key_file == path
+    assert load_host_config(with_(gateway={"api_key_file": path})).data.gateway.api_key_file == path

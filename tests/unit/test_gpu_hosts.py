@@ -266,7 +266,7 @@ def test_native_mode_accepts_driver_branch_580_for_cuda_13_2():
 
 
 def test_docker_desktop_unit_does_not_require_docker_service():
-    desktop = replace(DOCKER_CE, flavour="docker-desktop", active=False)
+    desktop = replace(DOCKER_CE, flavour="docker-desktop")
     ops = run_deploy({**DEFAULTS, "use_docker_desktop": True},
                      facts(DockerEngine=desktop, ComposeVersion="2.40.3"))
     unit = uploaded(ops, "Render systemd unit beekeeper-llm.service")

@@ -73,7 +73,7 @@ def test_a_distro_with_its_own_engine_beside_desktop_is_read_as_its_own(tmp_path
     # the same distro sees /mnt/wsl/docker-desktop (every distro does): it is not read
     out = _docker_fact(tmp_path, "docker-info-own-engine-wsl2.txt", "docker.io")
     got = DockerEngine().process(out)
-    assert got.flavour == "distro" and got.active and got.server_version == "24.0.7"
+    assert got.flavour == "distro" and got.server_version == "24.0.7"
     # preflight takes it as the kit's engine: no Desktop refusal, the deploy goes on
     ops = run_deploy(DEFAULTS, facts(DockerEngine=got))
     assert any(n.startswith("Build server image") for n in names(ops))

@@ -68,7 +68,7 @@ def facts(**over):
 
 def _desktop():
     info = (DATA / "docker-info-desktop-wsl2.txt").read_text().splitlines()
-    return parse_docker_engine(["path=/usr/bin/docker", "active=inactive"]
+    return parse_docker_engine(["path=/usr/bin/docker"]
                                + ["info=" + x for x in info])
 
 

@@ -386,7 +386,7 @@ def test_the_image_build_needs_room_under_dockers_root_dir():
 
     # Docker Root Dir read from the engine's real `docker info`
     info = (DATA / "docker-info-own-engine-wsl2.txt").read_text().splitlines()
-    engine = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1", "active=active"]
+    engine = parse_docker_engine(["path=/usr/bin/docker", "pkg_io=1"]
                                  + ["info=" + x for x in info])
     assert engine.root_dir == "/var/lib/docker"
     with pytest.raises(PreflightError, match=r"Docker's root dir /var/lib/docker \(file system "

@@ -161,8 +161,7 @@ IDLE = "idle (memory.used with the service stopped, before llama-bench)"
 def sampled(peak_mib: float, process_mib: float | None = 9100.0, pid: int | None = 4242,
             hz: float | None = 19.6) -> VramResult:
     return VramResult(gpu_name="NVIDIA H200", peak_mib=peak_mib, baseline_mib=3900.0,
-                      peak_process_mib=process_mib, pid=pid, achieved_hz=hz,
-                      per_process_available=process_mib is not None)
+                      peak_process_mib=process_mib, pid=pid, achieved_hz=hz)
 
 
 def test_the_vram_rise_is_the_peak_over_the_idle_baseline():

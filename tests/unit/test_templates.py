@@ -154,7 +154,8 @@ def test_build_jobs_default_from_the_hosts_cores_and_memory():
 
 
 def test_native_build_flags_and_memory_bounded_jobs():
-    from beekeeper.core.native import build_commands, build_jobs, install_dir, shell_script
+    from beekeeper.core.build import build_jobs
+    from beekeeper.core.native import build_commands, install_dir, shell_script
 
     spec = requested_build(load_host_config({**GPU, "mode": "native"}), "9.0")
     configure, build = build_commands(spec, "/src", "/b", 16)
