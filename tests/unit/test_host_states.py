@@ -8,6 +8,8 @@ commands run here under `sh` against stand-in binaries and files, never against 
 
 from __future__ import annotations
 
+import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -230,6 +232,29 @@ def test_the_wslconfig_is_read_from_the_windows_profile(tmp_path):
     none = WslSettings().process(_run(WslSettings().command().replace(
         "/mnt/c/Users", str(tmp_path / "nobody")), bin_))
     assert none.wslconfig is None and not none.kept_alive
+
+
+def test_the_distros_name_is_found_where_sudo_cleared_it(tmp_path):
+    """pyinfra's --sudo runs the fact under `sudo -H -n sh -c`, which clears
+    WSL_DISTRO_NAME: the name is read from a process that holds it (a shell wsl.exe
+    started), so the logon task the idle warning prints names the distro."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _tools(bin_, "grep", "tr", "head", "cut")
+    shell = subprocess.Popen(["sleep", "30"], env={"WSL_DISTRO_NAME": "Ubuntu-24.04"})
+    environ = Path(f"/proc/{shell.pid}/environ")
+    for _ in range(100):  # until the child has exec'd sleep with its own environment
+        if b"WSL_DISTRO_NAME=" in environ.read_bytes():
+            break
+        time.sleep(0.01)
+    try:
+        got = WslSettings().process(_run(WslSettings().command(), bin_))  # env: PATH, HOME
+    finally:
+        shell.kill()
+        shell.wait()
+    assert got.distro == "Ubuntu-24.04"
+    none = WslSettings().process(_run(WslSettings().command(), bin_))
+    assert none.distro == ""
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
