@@ -63,7 +63,7 @@ def _one_file_a_path(cfg: HostConfig) -> dict[str, ModelFile]:
                 wanted[path] = (model, svc.name, sha256)
                 continue
             first, name, first_sha = wanted[path]
-            if (first_sha or first.source) == (sha256 or model.source):
+            if first.contents(first_sha) == model.contents(sha256):
                 continue
             raise ConfigError(
                 host_data(f"{svc.at}{_key(svc, model)}"), f"{_named(model)} (sha256 "

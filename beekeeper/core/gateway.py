@@ -149,8 +149,8 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
             continue
         for svc in cfg.services:
             model = route_name(name, svc)
-            # servers balanced as one model must serve the same thing: file, hash, flags
-            what = (svc.model.filename, svc.model.sha256, svc.profile.server,
+            # balanced as one model: one file (name, sha256 or repo@revision), one set of flags
+            what = (svc.model.filename, svc.model.contents(), svc.profile.server,
                     svc.data.server_extra_args)
             first = served.setdefault(model, (what, f"{name}/{svc.name}"))
             if first[0] != what:
@@ -158,9 +158,10 @@ def plan(gw_host: str, hosts: Iterable[tuple[str, Any]],
                     host_data("model_alias" if svc.data.model_alias else "profile"),
                     f"service {svc.name} on {name} and {first[1]} both answer as model "
                     f"{model} but serve different models or server settings (model file, "
-                    "sha256, profile, ctx_size, slots or extra args), and the gateway would "
-                    "balance them as one", "give them the same model and settings, or give "
-                    "one of them another model_alias (the name clients send)")
+                    "its repository, revision or sha256, profile, ctx_size, slots or extra "
+                    "args), and the gateway would balance them as one", "give them the same "
+                    "model and settings, or give one of them another model_alias (the name "
+                    "clients send)")
             by_model.setdefault(model, []).append(Upstream(
                 host=name, service=svc.name, model=model,
                 address=upstream_address(gw_host, name, data, cfg, svc,

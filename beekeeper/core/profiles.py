@@ -81,6 +81,13 @@ class ModelFile:
             return self.source.path
         return f"{model_dir}/{self.filename}"
 
+    def contents(self, sha256: str | None = None) -> object:
+        """What tells this file's bytes from another's of its name: its sha256 where known
+        (`sha256`: one read since, else its own), else where it comes from (a Hub repository
+        at a revision, a path): one name in two repositories, or at two revisions, is two
+        models."""
+        return sha256 or self.sha256 or self.source
+
     @property
     def users_file(self) -> bool:
         """A file the host had before the kit (host data `model_path` on the host): the

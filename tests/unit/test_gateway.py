@@ -441,6 +441,29 @@ def test_servers_of_one_model_name_must_serve_the_same_model(keys):
             gw.plan("gw", [("a", tiny()), ("b", tiny(**extra))])
 
 
+def test_servers_of_one_file_name_from_other_repositories_or_revisions_are_refused(keys):
+    """Before the pin a Hub model has no sha256: a file of the profile's name from another
+    repository, or at another revision, is other weights, and the gateway refuses to balance
+    it with the profile's (it compared the file name and the sha256 alone: both equal)."""
+    def q8(**extra):
+        return _host([{"service_name": "q", "profile": "q8-turbo4-64k",
+                       "bind_address": "0.0.0.0", "api_key_file": keys["be"], **extra}])
+
+    same = [("gpu-a", q8()), ("gpu-b", q8(model_repo="unsloth/Qwen3.5-9B-GGUF"))]
+    assert [len(r.upstreams) for r in gw.plan("gw", same).routes] == [2]
+    for extra in ({"model_repo": "bob/qwen-finetune-GGUF", "model_file": "Qwen3.5-9B-Q8_0.gguf"},
+                  {"model_revision": "a" * 40}):
+        with pytest.raises(ConfigError, match=r"host data `profile`: service q on gpu-b and "
+                           r"gpu-a/q both answer as model q8-turbo4-64k but serve different "
+                           r"models.*repository, revision or sha256.*; fix: give them"):
+            gw.plan("gw", [("gpu-a", q8()), ("gpu-b", q8(**extra))])
+    # one sha256 given on both: the same bytes, wherever they are downloaded from
+    sha = {"model_sha256": "b" * 64}
+    pinned = [("gpu-a", q8(**sha)), ("gpu-b", q8(model_repo="bob/qwen-finetune-GGUF",
+                                                 model_file="Qwen3.5-9B-Q8_0.gguf", **sha))]
+    assert [len(r.upstreams) for r in gw.plan("gw", pinned).routes] == [2]
+
+
 # ------------------------------------------------------------------ HAProxy's version
 
 DATA = Path(__file__).parent / "data"
