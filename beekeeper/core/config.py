@@ -378,6 +378,13 @@ def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> 
         raise fail(f"{prefix}{role}_repo", f"the profile's {role} is not on the Hub",
                    f"set {role}_repo and {role}_file together")
     old = base.source if isinstance(base.source, HfSource) else None
+    if old is not None and repo not in (None, old.repo) and file is None:
+        # the profile's file name is no name of the user's repository: it would be looked for
+        # there, and a failed pin would name the revision
+        raise fail(f"{prefix}{role}_file", f"missing beside {role}_repo {shown(repo)}, another "
+                   f"repository than the profile's ({old.repo}), where the profile's file name "
+                   f"({base.filename}) would be looked for", f"set {role}_file to the GGUF's "
+                   "name in that repository")
     same_file = file in (None, base.filename) and repo in (None, old and old.repo)
     source = HfSource(repo=repo or (old.repo if old else ""),
                       revision=revision or (old.revision if old and same_file else "main"))

@@ -2,6 +2,7 @@ import pytest
 
 from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import ConfigError
+from beekeeper.core.profiles import HfSource
 
 GOOD = {"profile": "cpu-tiny", "source": {"path": "/srv/src.tar.gz", "ref": "lcp0.3.36"}}
 
@@ -64,6 +65,37 @@ def test_own_hub_model_overrides_the_profiles_and_drops_its_hash():
     m = cfg.service.model
     assert (m.filename, m.source.repo, m.source.revision) == ("m-Q8_0.gguf", "me/m-GGUF", "main")
     assert m.sha256 is None and m.size_bytes == 0  # pinned from the Hub before the deploy
+
+
+def test_another_hub_repo_without_its_file_is_refused_naming_the_file_key():
+    """model_repo (or draft_repo) of another repository than the profile's, without
+    model_file: the profile's file name was kept, to be looked for in the user's repository
+    (and a failed pin named model_revision). Refused at load, naming the file key."""
+    git = {"git": "https://x/y", "ref": "a" * 40}
+    cases = [
+        ({"profile": "q8-turbo4-64k", "model_repo": "you/my-finetune-GGUF"}, "model_file",
+         "model_repo 'you/my-finetune-GGUF'", "Qwen3.5-9B-Q8_0.gguf"),
+        ({"services": [{"profile": "q8-dflash-32k", "draft_repo": "you/my-draft-GGUF"}]},
+         "services[0].draft_file", "draft_repo 'you/my-draft-GGUF'",
+         "Qwen3.5-9B-DFlash-q8_0.gguf"),
+    ]
+    for data, key, given, kept in cases:
+        with pytest.raises(ConfigError) as e:
+            load_host_config({**data, "source": git})
+        msg = str(e.value)
+        role = key.rsplit(".", 1)[-1]
+        assert msg.startswith(f"host data `{key}`: missing beside {given}, another repository "
+                              "than the profile's"), msg
+        assert f"({kept}) would be looked for; fix: set {role} to the GGUF's name in that " \
+            "repository" in msg and "\n" not in msg
+    # the profile's own repository again, or with its file: the profile's file, as before
+    same = load_host_config({"profile": "q8-turbo4-64k", "model_repo": "unsloth/Qwen3.5-9B-GGUF",
+                             "source": git}).service.model
+    assert (same.filename, same.source) == ("Qwen3.5-9B-Q8_0.gguf",
+                                            HfSource("unsloth/Qwen3.5-9B-GGUF", "main"))
+    own = load_host_config({"profile": "q8-turbo4-64k", "model_repo": "you/my-finetune-GGUF",
+                            "model_file": "Qwen3.5-9B-Q8_0.gguf", "source": git}).service.model
+    assert own.source == HfSource("you/my-finetune-GGUF", "main") and own.sha256 is None
 
 
 def test_dflash_profile_starts_with_beellamas_draft_flags():
