@@ -58,7 +58,7 @@ def _one_file_a_path(cfg: HostConfig) -> dict[str, ModelFile]:
     for svc in cfg.services:
         for model in svc.models():
             path = model.host_path(cfg.data.model_dir)
-            sha256 = _sha256(model)
+            sha256 = placed_sha256(model)
             if path not in wanted:
                 wanted[path] = (model, svc.name, sha256)
                 continue
@@ -74,8 +74,11 @@ def _one_file_a_path(cfg: HostConfig) -> dict[str, ModelFile]:
     return {path: model for path, (model, _, _) in wanted.items()}
 
 
-def _sha256(model: ModelFile) -> str | None:
-    """The sha256 `model` is placed with, where known before its operation."""
+def placed_sha256(model: ModelFile) -> str | None:
+    """The sha256 `model` is placed with and checked by on the host, where known before its
+    operation: host data's or the profile's, or for a file of the controller's without
+    model_sha256 the file's own (hashed once per size and mtime, as _placed hashes it);
+    preflight's disk check counts a file already there with this hash as placed."""
     if isinstance(model.source, FileSource) and not model.source.on_host:
         return model.sha256 or cache.own_file_sha256(Path(model.source.path))
     return model.sha256

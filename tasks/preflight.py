@@ -90,6 +90,7 @@ from beekeeper.facts.volume import FsOf
 from beekeeper.operations import native as native_ops
 
 from .driver_preflight import archs_of_cards, check_cuda
+from .model import placed_sha256
 from .say import say, warn
 
 GIB = 1 << 30
@@ -696,8 +697,10 @@ def check_ports(cfg: HostConfig, docker: DockerEngineInfo, rt: Runtime,
 
 
 def download_bytes(cfg: HostConfig) -> int:
-    """What the model stage still has to download: models not there with their sha256,
-    less what a partial download already holds."""
+    """What the model stage still has to write to model_dir (a Hub download, or an upload
+    from the controller): models not there with the sha256 they are placed with
+    (tasks/model.py's placed_sha256: for a controller file without model_sha256, the
+    file's own), less what a partial download already holds."""
     if "model" not in cfg.data.stages:
         return 0
     need = 0
@@ -706,9 +709,11 @@ def download_bytes(cfg: HostConfig) -> int:
         if isinstance(model.source, FileSource) and model.source.on_host:
             continue  # yours, where it is: nothing to download
         dest = f"{cfg.data.model_dir}/{model.filename}"
-        if model.filename in seen or (
-                model.sha256 and host.get_fact(Sha256File, path=dest, stamps=sha256_stamps(
-                    cfg.data.state_dir)) == model.sha256):
+        if model.filename in seen:
+            continue
+        sha256 = placed_sha256(model)
+        if sha256 and host.get_fact(Sha256File, path=dest, stamps=sha256_stamps(
+                cfg.data.state_dir)) == sha256:
             continue
         seen.add(model.filename)
         # written straight to <file>.partial (one copy); a partial file is resumed
@@ -733,9 +738,9 @@ def check_free_space(cfg: HostConfig, free: int | None) -> None:
     need = download_bytes(cfg)
     if need and free is not None and free < need + GIB:
         raise PreflightError(
-            f"model_dir {cfg.data.model_dir}", f"has {free / GIB:.1f} GiB free; the download needs "
-            f"{need / GIB:.1f} GiB plus 1 GiB margin", "free space or set model_dir elsewhere",
-            lead=" ", then=": ")
+            f"model_dir {cfg.data.model_dir}", f"has {free / GIB:.1f} GiB free; the model "
+            f"files still to download or upload need {need / GIB:.1f} GiB plus 1 GiB margin",
+            "free space or set model_dir elsewhere", lead=" ", then=": ")
 
 
 # Disk a build takes, in GiB: a server image's base images and build layers under Docker's

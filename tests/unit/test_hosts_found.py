@@ -373,7 +373,8 @@ def test_the_deploy_reads_model_dirs_room_for_the_download_and_goes_on_where_unk
     from beekeeper.facts.host import DiskInfo
 
     with pytest.raises(PreflightError, match=r"^host canned: model_dir /srv/beekeeper/models "
-                                             r"has 5\.0 GiB free; the download needs 8\.9 GiB "
+                                             r"has 5\.0 GiB free; the model files still to "
+                                             r"download or upload need 8\.9 GiB "
                                              r"plus 1 GiB margin: free space or set model_dir "
                                              r"elsewhere"):
         run_deploy(DEFAULTS, facts(DiskOf=DiskInfo(mount="/", free_bytes=5 * 2**30)))

@@ -82,6 +82,37 @@ def test_your_model_already_in_place_is_not_uploaded_again(own_model, tmp_path):
     assert any("sha256sum" in c for c in again)
 
 
+def test_your_model_already_in_place_needs_no_room_in_model_dir(tmp_path):
+    """A `model_path` file without model_sha256 is placed and checked by its own sha256
+    (hashed on the controller): a host already holding it has nothing to write, so a second
+    run is not refused for the room the first one took; another file at the path is counted,
+    and the line says what is written (an upload, not only a download)."""
+    from beekeeper.core.errors import PreflightError
+    from beekeeper.facts.host import DiskInfo
+
+    from .harness import CPU_HOST, facts, run_deploy
+
+    own_model = tmp_path / "mine-Q4_K_M.gguf"
+    own_model.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 64)
+    data = {**CPU_GIT, "model_path": str(own_model)}
+    dest = f"/srv/beekeeper/models/{own_model.name}"
+    # model_dir's file system: room for the build elsewhere, 1 GiB free here (less than the
+    # file and 1 GiB margin)
+    disk = {"DiskOf": lambda path=None, **_: DiskInfo(
+        mount="/srv", free_bytes=2**30) if str(path).startswith("/srv") else
+        DiskInfo(mount="/", free_bytes=500 * 2**30)}
+    ops = run_deploy(data, facts(**{**CPU_HOST, **disk, "Sha256File": lambda path=None, **_:
+                                    sha256(own_model) if path == dest else None}))
+    # queued, and nothing to run: the file there is checked by the same hash
+    assert [c for n, c in ops if n.startswith(f"Place model {own_model.name}")] == [[]]
+    with pytest.raises(PreflightError) as e:
+        run_deploy(data, facts(**{**CPU_HOST, **disk, "Sha256File": lambda path=None, **_:
+                                  "0" * 64 if path == dest else None}))
+    assert str(e.value).startswith(
+        "host canned: model_dir /srv/beekeeper/models has 1.0 GiB free; the model files "
+        "still to download or upload need 0.0 GiB plus 1 GiB margin: ")
+
+
 def in_place(path: Path, expected: str, on_host: str | None) -> list[str]:
     ops = queued(lambda: model_ops.model_in_place(name="Check model", path=str(path),
                                                   sha256=expected, stamps="/st"),

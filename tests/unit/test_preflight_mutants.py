@@ -569,8 +569,8 @@ def test_model_dir_needs_room_for_the_download_and_1_gib_to_spare():
         pf.check_free_space(c, None)  # the free space not read: not judged
         line = refused(pf.check_free_space, c, need + GIB - 1)
     assert line == (f"model_dir {c.data.model_dir} has {(need + GIB - 1) / GIB:.1f} GiB free; the "
-                    f"download needs {need / GIB:.1f} GiB plus 1 GiB margin: free space or set "
-                    "model_dir elsewhere")
+                    f"model files still to download or upload need {need / GIB:.1f} GiB plus 1 "
+                    "GiB margin: free space or set model_dir elsewhere")
     # every model there already: nothing to download, no room needed
     with on_host(Sha256File=placed(c, "gemma-3-270m-q4_k_m.gguf",
                                    "SmolLM2-135M-Instruct.Q4_1.gguf")):
