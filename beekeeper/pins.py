@@ -32,8 +32,9 @@ class Pin:
 
 def is_pinned(model: ModelFile) -> bool:
     """A Hub model needs no look-up when its commit and sha256 are known (host data's pin,
-    or the profile's): the size, where not known, is the lock file's or read by the host's
-    download."""
+    or the profile's): the size, where not known, is the lock file's, the length of its
+    header kept for a VRAM plan (pin_model), or else read by the host's download (preflight
+    warns that its free-disk check leaves such a file out)."""
     if not isinstance(model.source, HfSource):
         return True
     return bool(COMMIT_RE.fullmatch(model.source.revision) and model.sha256)
@@ -93,13 +94,17 @@ def pin_model(model: ModelFile, endpoint: str, role: str = "model", plans: bool 
     """The model with its revision as a commit, its sha256 and its size filled in. A model
     without a size (config's `_model_file`: the user's own, not the profile's) that a VRAM
     plan reads (`plans`: a GPU profile's served model, never a draft) also has its GGUF
-    header read into the controller's cache (hubhead.py)."""
+    header read into the controller's cache (hubhead.py); one pinned by hand in host data,
+    whose size no Hub request gave, takes the size from that header, kept sparse at the
+    file's length (preflight's free-disk check counts it)."""
     pinned = _pin(model, endpoint, role, lock or LOCK)
     if plans and not model.size_bytes and isinstance(pinned.source, HfSource) \
             and pinned.sha256:
         from .hubhead import read_header
 
-        read_header(pinned, endpoint, role)
+        header = read_header(pinned, endpoint, role)
+        if header is not None and not pinned.size_bytes:
+            pinned = replace(pinned, size_bytes=header.stat().st_size)
     return pinned
 
 

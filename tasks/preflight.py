@@ -700,27 +700,51 @@ def download_bytes(cfg: HostConfig) -> int:
     """What the model stage still has to write to model_dir (a Hub download, or an upload
     from the controller): models not there with the sha256 they are placed with
     (tasks/model.py's placed_sha256: for a controller file without model_sha256, the
-    file's own), less what a partial download already holds."""
+    file's own), less what a partial download already holds. A Hub file pinned by hand
+    whose size the controller does not know counts 0 (size_unknown names it)."""
+    return sum(left for _, _, left in still_to_write(cfg))
+
+
+def still_to_write(cfg: HostConfig) -> Iterator[tuple[ServiceConfig, ModelFile, int]]:
+    """Each model file the model stage still writes to model_dir, once, with its service
+    and the bytes left to write (download_bytes)."""
     if "model" not in cfg.data.stages:
-        return 0
-    need = 0
+        return
     seen: set[str] = set()
-    for model in (m for svc in cfg.services for m in svc.models()):
-        if isinstance(model.source, FileSource) and model.source.on_host:
-            continue  # yours, where it is: nothing to download
-        dest = f"{cfg.data.model_dir}/{model.filename}"
-        if model.filename in seen:
+    for svc in cfg.services:
+        for model in svc.models():
+            if isinstance(model.source, FileSource) and model.source.on_host:
+                continue  # yours, where it is: nothing to download
+            dest = f"{cfg.data.model_dir}/{model.filename}"
+            if model.filename in seen:
+                continue
+            sha256 = placed_sha256(model)
+            if sha256 and host.get_fact(Sha256File, path=dest, stamps=sha256_stamps(
+                    cfg.data.state_dir)) == sha256:
+                continue
+            seen.add(model.filename)
+            # written straight to <file>.partial (one copy); a partial file is resumed
+            info: Any = host.get_fact(File, path=dest + ".partial")
+            partial = int(info["size"]) if info else 0
+            yield svc, model, max(model.size_bytes - partial, 0)
+
+
+def size_unknown(cfg: HostConfig) -> list[str]:
+    """A warning for each Hub file still to download whose size the controller does not
+    know: pinned by hand (`<role>_revision`, `<role>_sha256`), which no Hub request pins,
+    and whose header no VRAM plan read (beekeeper/pins.py); the host's download learns it,
+    the free-disk check cannot count it."""
+    lines = []
+    for svc, model, _ in still_to_write(cfg):
+        if not isinstance(model.source, HfSource) or model.size_bytes:
             continue
-        sha256 = placed_sha256(model)
-        if sha256 and host.get_fact(Sha256File, path=dest, stamps=sha256_stamps(
-                cfg.data.state_dir)) == sha256:
-            continue
-        seen.add(model.filename)
-        # written straight to <file>.partial (one copy); a partial file is resumed
-        info: Any = host.get_fact(File, path=dest + ".partial")
-        partial = int(info["size"]) if info else 0
-        need += max(model.size_bytes - partial, 0)
-    return need
+        role = "draft" if model is svc.draft else "model"
+        lines.append(
+            f"host data `{svc.at}{role}_revision`: {model.source.repo}/{model.filename} is "
+            f"pinned by hand (with `{role}_sha256`), so no Hub request told the controller its "
+            f"size, and the free-disk check of model_dir {cfg.data.model_dir} leaves it out: "
+            "make room for it there (the file's page on the Hub gives its size)")
+    return lines
 
 
 def check_model_dir(cfg: HostConfig, wsl: WslInfo, disk: DiskInfo | None = None) -> None:
@@ -735,6 +759,10 @@ def check_model_dir(cfg: HostConfig, wsl: WslInfo, disk: DiskInfo | None = None)
 
 
 def check_free_space(cfg: HostConfig, free: int | None) -> None:
+    """Room in model_dir for the model files still to write and 1 GiB; a file whose size is
+    not known is one warning (size_unknown)."""
+    for line in size_unknown(cfg):
+        warn(line)
     need = download_bytes(cfg)
     if need and free is not None and free < need + GIB:
         raise PreflightError(

@@ -155,6 +155,54 @@ def test_only_the_header_is_transferred_and_later_plans_read_the_cache(hub, big,
     assert "warning" not in capsys.readouterr().err
 
 
+def test_a_model_pinned_by_hand_takes_its_size_from_the_header_read(hub, big, capsys):
+    """`model_revision` and `model_sha256` given (a gated repository's way, docs/own-model.md):
+    no HEAD pins it, and the VRAM plan's header read, kept sparse at the file's length,
+    gives its size, which the download and preflight's free-disk check count."""
+    from .harness import on_host
+
+    f = hub.files[(REPO, FILE)]
+    cfg = load_host_config(data(hub.url, model_revision=f.commit, model_sha256=f.sha256),
+                           pin=pin_model)
+    assert cfg.service.model.size_bytes == len(big[1])
+    assert not any(r.startswith("HEAD ") for r in hub.log.requests)  # the header's GETs only
+    with on_host():  # nothing in model_dir yet
+        assert pf.download_bytes(cfg) == len(big[1]) and pf.size_unknown(cfg) == []
+        assert refused_room(cfg, len(big[1]) + pf.GIB - 1).startswith(
+            "model_dir /srv/beekeeper/models has 1.0 GiB free; the model files still to "
+            "download or upload need 0.0 GiB")
+    assert "warning" not in capsys.readouterr().err
+
+
+def refused_room(cfg, free: int) -> str:
+    with pytest.raises(PreflightError) as e:
+        pf.check_free_space(cfg, free)
+    return str(e.value)
+
+
+def test_a_model_pinned_by_hand_whose_size_is_unknown_is_one_warning(hub, capsys):
+    """Pinned by hand for a CPU profile (no VRAM plan, so no header read) or where the header
+    cannot be read: nothing on the controller knows the file's size; the free-disk check
+    leaves it out and says so, naming the key that pinned it, and the host's download reads
+    the size from the Hub."""
+    from .harness import on_host
+
+    f = hub.files[(REPO, FILE)]
+    cfg = load_host_config(data(hub.url, profile="cpu-tiny", model_revision=f.commit,
+                                model_sha256=f.sha256), pin=pin_model)
+    assert cfg.service.model.size_bytes == 0 and hub.log.requests == []
+    with on_host():
+        pf.check_free_space(cfg, 0)  # not refused: nothing it can count
+    assert capsys.readouterr().err.strip() == (
+        f"host canned: warning: host data `model_revision`: {REPO}/{FILE} is pinned by hand "
+        "(with `model_sha256`), so no Hub request told the controller its size, and the "
+        "free-disk check of model_dir /srv/beekeeper/models leaves it out: make room for it "
+        "there (the file's page on the Hub gives its size)")
+    with on_host(Sha256File=lambda path, stamps: f.sha256):  # there already: no warning
+        pf.check_free_space(cfg, 0)
+    assert capsys.readouterr().err == ""
+
+
 def test_a_header_longer_than_the_first_read_is_read_in_ranges_of_what_it_lacks(tmp_path):
     """A vocabulary past the first 4 MiB: the next range asks for the bytes after those
     read, as many as the header's numbers say it needs, and no more than that."""
