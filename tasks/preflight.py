@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import posixpath
 import shlex
 import struct
 import tempfile
@@ -29,6 +30,7 @@ from beekeeper.core.config import (
     rule_model_in_model_dir,
     rule_planned_per_card,
 )
+from beekeeper.core.container import MODELS
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
 from beekeeper.core.errors import PreflightError, host_data
@@ -591,6 +593,68 @@ class ModelTarget(FactBase[str]):
         return output[0].strip() if output else ""
 
 
+class LinkTexts(FactBase[tuple[str, ...]]):
+    """
+    What each symlink on the way from a path to its file says (readlink, one link at a
+    time, at most 40), in order; () where the path is no symlink.
+    """
+
+    @staticmethod
+    def default() -> tuple[str, ...]:
+        return ()
+
+    def command(self, path: str) -> str:
+        return (f"p={shlex.quote(path)}; n=0; while [ -L \"$p\" ] && [ $n -lt 40 ]; do "
+                't=$(readlink -- "$p") || break; printf \'%s\\n\' "$t"; '
+                'case $t in /*) p=$t ;; *) p=${p%/*}/$t ;; esac; n=$((n + 1)); done')
+
+    def process(self, output: list[str]) -> tuple[str, ...]:
+        return tuple(line.rstrip("\n") for line in output if line.strip())
+
+
+def in_container(filename: str, links: tuple[str, ...]) -> str:
+    """Where a model file of model_dir, mounted alone at MODELS, leads inside the server's
+    container, each of its symlinks (`links`: LinkTexts) followed there: an absolute one
+    names a path of the container's, a relative one goes from the link's folder."""
+    at = f"{MODELS}/{filename}"
+    for text in links:
+        at = posixpath.normpath(text if text.startswith("/") else
+                                posixpath.join(posixpath.dirname(at), text))
+    return at
+
+
+def check_mounted(cfg: HostConfig, rt: Runtime, path: str, target: str, named: str) -> None:
+    """Container mode mounts model_dir alone: a model_host_path there that is a symlink must
+    reach its file inside that folder, as the container sees it (a Hugging Face snapshot's
+    link into ../blobs dangles there, and so does a link by an absolute host path)."""
+    if rt.native or target == path:
+        return
+    folder = (host.get_fact(ModelTarget, path=cfg.data.model_dir) or cfg.data.model_dir)
+    inside = in_container(path.rsplit("/", 1)[1], host.get_fact(LinkTexts, path=path))
+    if target.startswith(folder.rstrip("/") + "/") and inside.startswith(MODELS + "/"):
+        return
+    name = target.rsplit("/", 1)[1]
+    where = f"{target} lies outside it" if inside.startswith(MODELS + "/") else \
+        f"there the link leads to {inside}"
+    raise PreflightError(
+        host_data("model_host_path"), f"{named} cannot be followed inside the server's "
+        f"container, which mounts model_dir {cfg.data.model_dir} alone (at {MODELS}): "
+        f"{where}", "copy the file into the link's "
+        f"place (`cp --remove-destination {target} {path}`), or set model_dir to the file's "
+        "folder and model_host_path to the file, or to a relative symlink named .gguf beside "
+        f"it (`ln -s {name} <name>.gguf` there), or set mode = 'native'")
+
+
+def not_a_file_fix(cfg: HostConfig, rt: Runtime) -> str:
+    """How to name a model file on the host: a symlink in container mode only where the
+    container can follow it (check_mounted)."""
+    link = "or a symlink to it" if rt.native else \
+        f"or a relative symlink to a file in model_dir {cfg.data.model_dir}, the one folder " \
+        "the server's container mounts"
+    return f"give the path of the .gguf there ({link}), or model_path for a file on the " \
+        "controller"
+
+
 # the folders a unit with ProtectHome=yes (templates/beekeeper-native.service.j2) cannot see
 HIDDEN_BY_PROTECT_HOME = ("/home", "/root", "/run/user")
 
@@ -623,10 +687,9 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
                     "the server follows it)")
             info: Any = host.get_fact(File, path=target)
             if not info:
-                raise PreflightError(
-                    host_data("model_host_path"), f"{named} is not a file on the host",
-                    "give the path of the .gguf there (or a symlink to it), or model_path "
-                    "for a file on the controller")
+                raise PreflightError(host_data("model_host_path"), f"{named} is not a file "
+                                     "on the host", not_a_file_fix(cfg, rt))
+            check_mounted(cfg, rt, path, target, named)
             check_gguf("model_host_path", path, host.get_fact(FileHead, path=path))
             got = host.get_fact(Sha256File, path=path, stamps=sha256_stamps(cfg.data.state_dir))
             if got != m.sha256:

@@ -123,6 +123,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "SupervisorPrograms": None, "OthersCannotRead": "",  # no supervisord; files readable
     "ServerHelp": None,  # a built server's --help: none read (tasks/engine.py checks none)
     "ModelTarget": lambda path=None, **_: path,  # a model path is no symlink
+    "LinkTexts": (),  # ... and so no link on the way to its file
     "PathKinds": {},  # none of the kit's folders is a link into a persistent root
     # nothing listens on the port; a model file on the host is a GGUF (version 3); no
     # file system read (no persistent root is refused for its overlay)

@@ -4,7 +4,9 @@ path is a symlink into the cache's blobs, and is served when its target is a reg
 the server's user can reach (readability judged on the target's folders as well as the
 link's); a native systemd service cannot open a file under /home, /root or /run/user (its
 unit has ProtectHome=yes), so such a path is refused before any change; a file name the
-kit cannot carry says which characters it can. Preflight runs on canned facts.
+kit cannot carry says which characters it can. In container mode, which mounts model_dir
+alone, a symlink is served only where the container can follow it to its file (relative,
+to a file in model_dir). Preflight runs on canned facts.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import subprocess
 import pytest
 
 from beekeeper.core.errors import ConfigError, PreflightError
-from beekeeper.tasks.preflight import ModelTarget
+from beekeeper.tasks.preflight import LinkTexts, ModelTarget, in_container
 
-from .harness import POD_DATA, SHA, SYSTEMD, pod, run_deploy
+from .harness import DEFAULTS, POD_DATA, SHA, SYSTEMD, facts, pod, run_deploy
 
 SNAP = ("/root/.cache/huggingface/hub/models--unsloth--Qwen3.5-9B-GGUF/snapshots/"
         "3f1c0e6a/Qwen3.5-9B-Q8_0.gguf")
@@ -76,6 +78,93 @@ def test_the_model_target_fact_follows_links(tmp_path):
     assert run(blob) == str(blob.resolve())
     os.remove(blob)
     assert run(snap) == ""
+
+
+# container mode: a Hugging Face cache snapshot served where it is (model_dir its folder)
+SNAPDIR = "/srv/hf/models--me--ft/snapshots/3f1c0e6a"
+SNAPLINK = f"{SNAPDIR}/my-ft-Q8_0.gguf"
+HF_BLOB = "/srv/hf/models--me--ft/blobs/9f3c" + "0" * 60
+
+
+def container_host(link: str, target: str, texts: tuple[str, ...]):
+    """A container-mode host (its engine running) where `link` is a symlink, reading
+    `texts` one link at a time (LinkTexts), to the regular file `target`."""
+    files = {link: False, target: {"size": 1}}
+    return facts(ModelTarget=lambda path=None, **_: target if path == link else path,
+                 LinkTexts=lambda path=None, **_: texts if path == link else (),
+                 File=lambda path=None, **_: files.get(path),
+                 Sha256File=lambda path=None, **_: SHA if path in (link, target) else None)
+
+
+def test_a_container_cannot_follow_a_snapshot_link_out_of_model_dir():
+    """The container mounts model_dir alone: the snapshot's link to ../../blobs dangles there,
+    so it is refused before any change (not at the smoke check after the build), naming the
+    key and what would work."""
+    data = {**DEFAULTS, "model_dir": SNAPDIR, "model_host_path": SNAPLINK, "model_sha256": SHA}
+    with pytest.raises(PreflightError) as e:
+        run_deploy(data, container_host(SNAPLINK, HF_BLOB, ("../../blobs/" + HF_BLOB[-64:],)))
+    line = str(e.value)
+    assert line.startswith(
+        f"host canned: host data `model_host_path`: {SNAPLINK} (a symlink to {HF_BLOB}) cannot "
+        f"be followed inside the server's container, which mounts model_dir {SNAPDIR} alone "
+        f"(at /models): there the link leads to /blobs/{HF_BLOB[-64:]}; fix: copy the file "
+        f"into the link's place (`cp --remove-destination {HF_BLOB} {SNAPLINK}`)"), line
+    assert "mode = 'native'" in line
+    # natively the server opens the host's path, and the link is followed there
+    native = {**data, "mode": "native", "install_docker": False}
+    run_deploy(native, container_host(SNAPLINK, HF_BLOB, ("../../blobs/" + HF_BLOB[-64:],)))
+
+
+def test_a_container_follows_a_relative_link_to_a_file_in_model_dir_only():
+    models = "/srv/beekeeper/models"
+    link, real = f"{models}/mine-Q8_0.gguf", f"{models}/mine-Q8_0-v2.gguf"
+    data = {**DEFAULTS, "model_host_path": link, "model_sha256": SHA}
+    run_deploy(data, container_host(link, real, ("mine-Q8_0-v2.gguf",)))
+    # the same file by its absolute host path: no such path inside the container
+    with pytest.raises(PreflightError, match=r"there the link leads to /srv/beekeeper/models/"
+                                             r"mine-Q8_0-v2\.gguf; fix: "):
+        run_deploy(data, container_host(link, real, (real,)))
+    # a relative link through a folder link out of model_dir: the host's target says so
+    elsewhere = "/data/mine-Q8_0-v2.gguf"
+    with pytest.raises(PreflightError, match=f"{elsewhere} lies outside it; fix: "):
+        run_deploy(data, container_host(link, elsewhere, ("sub/mine-Q8_0-v2.gguf",)))
+
+
+def test_a_missing_file_is_told_which_symlinks_each_mode_follows():
+    models = "/srv/beekeeper/models"
+    data = {**DEFAULTS, "model_host_path": f"{models}/gone.gguf", "model_sha256": SHA}
+    with pytest.raises(PreflightError) as e:
+        run_deploy(data, facts(ModelTarget=""))
+    assert str(e.value).endswith(
+        "fix: give the path of the .gguf there (or a relative symlink to a file in model_dir "
+        "/srv/beekeeper/models, the one folder the server's container mounts), or model_path "
+        "for a file on the controller")
+    with pytest.raises(PreflightError, match=r"\(or a symlink to it\), or model_path"):
+        run_deploy({**POD_DATA, "model_host_path": LINKED},
+                   linked_host(LINKED, LINKED_BLOB, ModelTarget=""))
+
+
+def test_the_link_texts_fact_reads_each_link_and_the_container_follows_them(tmp_path):
+    """LinkTexts in sh on real links: each link's text in turn (relative ones from the
+    link's folder), () for a file; in_container follows them as the container would."""
+    models = tmp_path / "models"
+    (models / "v2").mkdir(parents=True)
+    (models / "v2" / "real.gguf").write_bytes(b"GGUF")
+    os.symlink("v2/real.gguf", models / "hop.gguf")
+    os.symlink("hop.gguf", models / "m.gguf")
+    os.symlink(str(models / "v2" / "real.gguf"), models / "abs.gguf")
+    os.symlink("../blobs/x", models / "out.gguf")
+
+    def run(path):
+        out = subprocess.run(["sh", "-c", LinkTexts().command(str(path))],
+                             capture_output=True, text=True).stdout.splitlines()
+        return LinkTexts().process(out)
+    assert run(models / "m.gguf") == ("hop.gguf", "v2/real.gguf")
+    assert in_container("m.gguf", run(models / "m.gguf")) == "/models/v2/real.gguf"
+    assert run(models / "v2" / "real.gguf") == ()
+    assert in_container("real.gguf", ()) == "/models/real.gguf"
+    assert in_container("abs.gguf", run(models / "abs.gguf")) == f"{models}/v2/real.gguf"
+    assert in_container("out.gguf", run(models / "out.gguf")) == "/blobs/x"  # dangling too
 
 
 @pytest.mark.parametrize("path,target", [
