@@ -803,7 +803,7 @@ def size_unknown(cfg: HostConfig) -> list[str]:
             continue
         role = "draft" if model is svc.draft else "model"
         lines.append(
-            f"host data `{svc.at}{role}_revision`: {model.source.repo}/{model.filename} is "
+            f"{host_data(svc.at + role + '_revision')}: {model.source.repo}/{model.filename} is "
             f"pinned by hand (with `{role}_sha256`), so no Hub request told the controller its "
             f"size, and the free-disk check of model_dir {cfg.data.model_dir} leaves it out: "
             "make room for it there (the file's page on the Hub gives its size)")
