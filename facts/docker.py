@@ -30,6 +30,9 @@ class DockerEngineInfo:
     root_dir: str | None = None  # `Docker Root Dir`: where images and build layers go
     proxy: bool = False  # the engine pulls through a proxy (`HTTP Proxy`/`HTTPS Proxy`)
     nvidia_runtime: bool = False
+    # a docker link on PATH whose target is not there (Docker Desktop's WSL integration's link
+    # into its cli-tools, left dangling): the link's own path
+    dangling_link: str | None = None
 
 
 def parse_docker_engine(output: list[str]) -> DockerEngineInfo:
@@ -62,6 +65,7 @@ def parse_docker_engine(output: list[str]) -> DockerEngineInfo:
         nvidia_runtime="nvidia" in info.get("Runtimes", "").split(),
         root_dir=info.get("Docker Root Dir") or None,
         proxy=bool(info.get("HTTP Proxy") or info.get("HTTPS Proxy")),
+        dangling_link=v.get("dangling") or None,
     )
 
 
@@ -75,7 +79,8 @@ class DockerEngine(FactBase[DockerEngineInfo]):
             # a link on PATH to a CLI that is not there (Docker Desktop asleep or quit: its
             # WSL integration's link into cli-tools left dangling), which `command -v` skips
             "command -v docker >/dev/null || (IFS=:; for d in $PATH; do "
-            '[ -L "$d/docker" ] && echo "link=$(readlink "$d/docker")" && break; done); '
+            '[ -L "$d/docker" ] && echo "link=$(readlink "$d/docker")" '
+            '&& echo "dangling=$d/docker" && break; done); '
             "if [ -e /snap/bin/docker ]; then echo snap=1; fi; "
             "dpkg-query -W -f='${Status}' docker-ce 2>/dev/null | grep -q 'ok installed' "
             "&& echo pkg_ce=1; "

@@ -33,7 +33,7 @@ from beekeeper.core.config import (
 from beekeeper.core.container import MODELS
 from beekeeper.core.cpu import baseline_or_refuse
 from beekeeper.core.distro import compose_package, no_compose_fix
-from beekeeper.core.errors import PreflightError, host_data
+from beekeeper.core.errors import PreflightError, echo, host_data
 from beekeeper.core.gateway import systemd_refusal as gateway_systemd_refusal
 from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
@@ -706,6 +706,32 @@ def check_own_model(cfg: HostConfig, rt: Runtime) -> None:
                         "on each folder above it, or move it into model_dir")
 
 
+def check_docker_desktop(cfg: HostConfig, docker: DockerEngineInfo) -> None:
+    """Docker Desktop's engine used only where host data says so, and `use_docker_desktop`
+    only where Desktop's engine answers in this distro (docs/hosts-as-you-find-them.md)."""
+    desktop = docker.flavour == "docker-desktop"
+    # the only sign of Desktop a link into its cli-tools that dangles: it may go
+    gone = (f"; the docker link {echo(docker.dangling_link)} into Docker Desktop's cli-tools "
+            "is dangling and may be removed" if desktop and docker.dangling_link else "")
+    if desktop and not cfg.data.use_docker_desktop:
+        raise PreflightError(
+            "Docker Desktop's WSL integration", "is active: beekeeper will not install a "
+            "second engine beside it", "set use_docker_desktop = True to use it (on @local: "
+            "`--data use_docker_desktop=true`), or turn the integration off for this distro"
+            + gone, lead=" ", then="; ")
+    if cfg.data.use_docker_desktop and not (desktop and docker.present):
+        raise PreflightError(
+            host_data("use_docker_desktop"), "no Docker Desktop engine answers in this distro",
+            "turn on Docker Desktop's WSL integration for this distro (Settings > Resources > "
+            "WSL integration) and start Docker Desktop, or remove use_docker_desktop" + gone)
+    if desktop and docker.server_version is None:
+        raise PreflightError(
+            "Docker Desktop's engine", "does not answer `docker info` (Docker Desktop is not "
+            "running on Windows, or its WSL integration is off for this distro)", "start Docker "
+            "Desktop (Settings > Resources > WSL integration on for this distro), then deploy "
+            "again", lead=" ", then=": ")
+
+
 def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngineInfo) -> None:
     """Container mode: an engine the kit can use, or one it can install."""
     if not cfg.requested_way.needs_docker:
@@ -714,18 +740,7 @@ def check_docker(cfg: HostConfig, os_release: OsReleaseInfo, docker: DockerEngin
         raise PreflightError("Docker from snap", "cannot use the NVIDIA runtime or read "
                              "/etc/docker", "remove it (snap remove docker) and deploy again",
                              lead=" ", then=": ")
-    if docker.flavour == "docker-desktop" and not cfg.data.use_docker_desktop:
-        raise PreflightError(
-            "Docker Desktop's WSL integration", "is active: beekeeper will not install a "
-            "second engine beside it", "set use_docker_desktop = True to use it (on @local: "
-            "`--data use_docker_desktop=true`), or turn the integration off for this distro",
-            lead=" ", then="; ")
-    if docker.flavour == "docker-desktop" and docker.server_version is None:
-        raise PreflightError(
-            "Docker Desktop's engine", "does not answer `docker info` (Docker Desktop is not "
-            "running on Windows, or its WSL integration is off for this distro)", "start Docker "
-            "Desktop (Settings > Resources > WSL integration on for this distro), then deploy "
-            "again", lead=" ", then=": ")
+    check_docker_desktop(cfg, docker)
     if docker.flavour == "unknown" and docker.server_version is None:
         raise PreflightError(
             str(docker.path), "is a docker CLI of no package the kit knows, and no engine "

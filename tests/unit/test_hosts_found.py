@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from beekeeper.core.errors import BeekeeperError, PreflightError
+from beekeeper.facts.docker import DockerEngineInfo
 
 from .harness import (
     DEFAULTS,
     NATIVE,
+    NO_DOCKER,
     NO_DRIVER,
     PCI_GTX1080,
     UBUNTU_570,
@@ -136,12 +138,34 @@ def test_docker_desktop_asleep_leaves_a_dangling_cli_link_and_is_refused_not_rep
     """Docker Desktop in its resource saver, or quit: the distro's docker CLI is a link into
     Desktop's cli-tools, which are not there, so `command -v docker` finds nothing; the
     deploy must not take that for a host without Docker and install docker.io beside
-    Desktop (docs/hosts-as-you-find-them.md: refused, start Docker Desktop)."""
+    Desktop (docs/hosts-as-you-find-them.md: refused, start Docker Desktop). The link is
+    the only sign of Desktop: the fix names it, dangling, as one that may go."""
     got = _desktop_cli_fact(tmp_path, cli_there=False)
     assert got.flavour == "docker-desktop" and got.server_version is None, got
-    with pytest.raises(PreflightError, match=r"Docker Desktop's engine does not answer" if
-                       use_desktop else r"Docker Desktop's WSL integration is active"):
+    assert got.dangling_link == str(tmp_path / "bin" / "docker")
+    with pytest.raises(PreflightError) as e:
         run_deploy({**DEFAULTS, "use_docker_desktop": use_desktop}, facts(DockerEngine=got))
+    assert e.value.subject == ("host data `use_docker_desktop`" if use_desktop
+                               else "Docker Desktop's WSL integration"), str(e.value)
+    assert f"docker link {got.dangling_link} " in e.value.fix
+    assert "dangling and may be removed" in e.value.fix
+
+
+@pytest.mark.parametrize("engine", [
+    NO_DOCKER,  # no docker CLI at all: Desktop's integration off for this distro
+    DockerEngineInfo(present=True, path="/usr/bin/docker", flavour="distro",
+                     server_version="24.0.7"),  # the distro's own engine, not Desktop's
+])
+def test_use_docker_desktop_with_no_desktop_engine_is_refused_before_anything_changes(engine):
+    """`use_docker_desktop` where no Docker Desktop engine answers: refused in preflight,
+    not taken as leave to install docker.io and the Container Toolkit (or to use another
+    engine) in Desktop's stead (docs/hosts-as-you-find-them.md, Docker Desktop)."""
+    with pytest.raises(PreflightError) as e:
+        run_deploy({**DEFAULTS, "use_docker_desktop": True}, facts(DockerEngine=engine))
+    assert e.value.subject == "host data `use_docker_desktop`", str(e.value)
+    assert "no Docker Desktop engine answers" in e.value.problem
+    assert "WSL integration" in e.value.fix and "remove use_docker_desktop" in e.value.fix
+    assert "dangling" not in e.value.fix
 
 
 # --- point 5: the image's own rule, the card's brand -------------------------------------
