@@ -422,7 +422,8 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
                "/etc/wsl.conf, run `wsl.exe --shutdown` on Windows")
         raise PreflightError(
             "systemd", "is not PID 1 in this WSL2 distro", f"{fix}, then deploy again (or "
-            "runtime = 'supervisor' with mode = 'native')", lead=" ", then=": ")
+            "runtime = 'supervisor' with mode = 'native' in host data; on @local: `--data "
+            "mode=native --data runtime=supervisor`)", lead=" ", then=": ")
     if cfg.data.runtime is not None:
         raise PreflightError(
             host_data("runtime"), f"{cfg.data.runtime!r} needs systemd as PID 1, and PID 1 "

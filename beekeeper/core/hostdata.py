@@ -768,7 +768,11 @@ class HostData(ServiceData):
         None, "'systemd', 'compose' or 'supervisor'", "what runs the server: a systemd unit "
         "(around `docker run`, or the native binary), a compose project, or supervisord "
         "(native mode, hosts whose PID 1 is not systemd; default there) (default: compose "
-        "with Docker Desktop, supervisor where PID 1 is not systemd, else systemd)",
+        "with Docker Desktop, supervisor where PID 1 is not systemd, else systemd; WSL2 is the "
+        "exception: without systemd it is refused unless mode = 'native' and runtime = "
+        "'supervisor' are both given, since turning systemd on in /etc/wsl.conf is the "
+        "better fix there: systemd starts the server again when the distro starts, the kit's "
+        "supervisord only from a `command` under `[boot]` in /etc/wsl.conf)",
         "use runtime = 'systemd', 'compose' or 'supervisor'", "is not a runtime")
     services: Annotated[list[ServiceData], Seq] | None = key(
         None, "list of service mappings", "the host's model services, one mapping each (the "

@@ -20,6 +20,7 @@ from beekeeper.facts.host import DiskInfo, DiskOf, InitInfo
 from .harness import (
     DEFAULTS,
     POD_DATA,
+    ROOT,
     RTX4090,
     WSL,
     _run_sh as _run,
@@ -42,7 +43,10 @@ def test_wsl2_without_systemd_under_supervisor_is_told_wsl_confs_boot_command(ca
     start command or RunPod's, which a WSL2 distro has none of."""
     with pytest.raises(PreflightError) as refused:
         run_deploy(DEFAULTS, facts(InitSystem=WSL_INIT))
-    assert "runtime = 'supervisor' with mode = 'native'" in str(refused.value)
+    assert "runtime = 'supervisor' with mode = 'native' in host data" in refused.value.fix
+    # and as a user of @local types it on pyinfra's command line
+    assert refused.value.fix.endswith("on @local: `--data mode=native --data "
+                                      "runtime=supervisor`)"), refused.value.fix
     ops = run_deploy({**POD_DATA, "runtime": "supervisor"},
                      pod(InitSystem=WSL_INIT, Wsl=WSL, GpuInfo=RTX4090))
     assert ops
@@ -58,6 +62,17 @@ def test_wsl2_without_systemd_under_supervisor_is_told_wsl_confs_boot_command(ca
     assert "container" not in line and "RunPod" not in line, line
 
 
+def test_the_docs_say_wsl2_without_systemd_has_no_runtime_default_and_the_way_out():
+    """README's key table said `runtime` defaults to supervisor where PID 1 is not systemd,
+    but WSL2 refuses until both keys are given: the row names WSL2 as the exception, and the
+    WSL2 quickstart shows the `--data` form the refusal's fix gives."""
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith("| `runtime` |"))
+    assert "WSL2 is the exception" in row and "mode = 'native' and runtime = 'supervisor'" in row
+    quick = " ".join((ROOT / "docs" / "quickstart-wsl2.md").read_text().split())
+    assert "`--data mode=native --data runtime=supervisor`" in quick
+
+
 @pytest.mark.parametrize("conf_systemd", [False, True])
 def test_wsl2_without_systemd_is_told_what_wsl_conf_lacks(conf_systemd):
     """wsl.conf without `systemd=true`: add it (two lines of a file, no literal `\\n`); with
@@ -70,9 +85,11 @@ def test_wsl2_without_systemd_is_told_what_wsl_conf_lacks(conf_systemd):
     assert line.endswith(
         "/etc/wsl.conf has `systemd=true` under `[boot]` already: run `wsl.exe --shutdown` on "
         "Windows (`wsl.exe --update` first where WSL is older than 0.67.6), then deploy again "
-        "(or runtime = 'supervisor' with mode = 'native')" if conf_systemd else
+        "(or runtime = 'supervisor' with mode = 'native' in host data; on @local: `--data "
+        "mode=native --data runtime=supervisor`)" if conf_systemd else
         "add `systemd=true` under `[boot]` in /etc/wsl.conf, run `wsl.exe --shutdown` on "
-        "Windows, then deploy again (or runtime = 'supervisor' with mode = 'native')"), line
+        "Windows, then deploy again (or runtime = 'supervisor' with mode = 'native' in host "
+        "data; on @local: `--data mode=native --data runtime=supervisor`)"), line
 
 
 @pytest.mark.parametrize(("c_free_gib", "warned"), [(8, True), (40, False)])
