@@ -39,6 +39,9 @@ class NvidiaSmiInfo:
     gpus: tuple[GpuCard, ...] = field(default_factory=tuple)
     # the first GPU's "Product Brand" in nvidia-smi -q ("NVIDIA" on an H200, "GeForce" ...)
     brand: str | None = None
+    # what the GPU query printed in place of a card's line ("No devices were found", "Failed
+    # to initialize NVML: ..."): its first such line, None where it printed none
+    said: str | None = None
 
 
 def parse_nvidia_smi(output: list[str]) -> NvidiaSmiInfo | None:
@@ -50,6 +53,7 @@ def parse_nvidia_smi(output: list[str]) -> NvidiaSmiInfo | None:
         elif line.startswith("gpu="):
             parts = [p.strip() for p in line[4:].split(",")]
             if len(parts) != 4:
+                values.setdefault("said", line[4:].strip())
                 continue
             name, driver, cap, mem = parts
             gpus.append(GpuCard(
@@ -74,6 +78,7 @@ def parse_nvidia_smi(output: list[str]) -> NvidiaSmiInfo | None:
         driver_branch=int(drv.split(".")[0]) if drv else None,
         gpus=tuple(gpus),
         brand=values.get("brand") or None,
+        said=values.get("said") or None,
     )
 
 

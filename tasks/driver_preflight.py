@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from pyinfra import host
 
@@ -149,14 +150,7 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
         driver_branch_to_install(cfg, cuda)  # refuses a branch that cannot run the chosen CUDA
         return DriverPlan(action="install")  # tasks/nvidia_driver.py installs it
     if gpu is None or not gpu.gpus:
-        if wsl.is_wsl2:
-            raise PreflightError(
-                "no NVIDIA GPU", "visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi)", "install "
-                "or update the NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl "
-                "--shutdown`", lead=" ", then=": ")
-        raise PreflightError("no NVIDIA GPU", "found (nvidia-smi missing)", "install the "
-                             "driver, or choose a CPU profile such as cpu-tiny", lead=" ",
-                             then=": ")
+        refuse_no_gpu(wsl, gpu, cuda)
     if wsl.is_wsl2 and gpu.path != WSL_NVIDIA_SMI:
         raise PreflightError(
             "nvidia-smi", f"resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA "
@@ -187,6 +181,29 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
         check_flavour(cfg, gpu)
         check_branch_keeps_card(cfg, _cards(gpu), cuda)
     return plan
+
+
+def refuse_no_gpu(wsl: WslInfo, gpu: NvidiaSmiInfo | None, cuda: str) -> NoReturn:
+    """No GPU nvidia-smi lists: under WSL2, the Windows driver missing (no nvidia-smi: the
+    driver the image's CUDA needs, by the CUDA version it reports, as docs/quickstart-wsl2.md
+    says), or there and listing none (what it printed, where the fact has it)."""
+    if wsl.is_wsl2 and gpu is not None:
+        said = f" (it printed {gpu.said!r})" if gpu.said else ""
+        raise PreflightError(
+            gpu.path, f"is there but lists no GPU{said}", "run `wsl --shutdown` on Windows "
+            "and open the distro again; if it still lists none, check that nvidia-smi on "
+            "Windows lists the card, and reinstall the NVIDIA driver on Windows if it does "
+            "not", lead=" ", then=": ")
+    if wsl.is_wsl2:
+        mm = cudacompat.spell(cudacompat.major_minor(cuda))
+        raise PreflightError(
+            "no NVIDIA GPU", f"visible in WSL2 (no {WSL_NVIDIA_SMI})", "install or update "
+            f"the NVIDIA driver on Windows to one whose nvidia-smi reports CUDA {mm} or newer "
+            f"(the image's CUDA {cuda}: go by that CUDA version, not the driver's number), "
+            "then `wsl --shutdown`", lead=" ", then=": ")
+    raise PreflightError("no NVIDIA GPU", "found (nvidia-smi missing)", "install the "
+                         "driver, or choose a CPU profile such as cpu-tiny", lead=" ",
+                         then=": ")
 
 
 def check_cards_memory(cfg: HostConfig, gpu: NvidiaSmiInfo) -> None:

@@ -20,6 +20,8 @@ from beekeeper.tasks.driver_preflight import DriverPlan
 
 from .harness import DEFAULTS, H200_CARD as H200, NATIVE, V100, WSL, card, cfg, smi
 
+WSL_SMI = "/usr/lib/wsl/lib/nvidia-smi"
+
 
 def refused(f, *args) -> str:
     with pytest.raises(PreflightError) as e:
@@ -48,9 +50,15 @@ def test_linux_driver_packages_inside_wsl2_are_named_with_their_purge():
 
 
 def test_no_gpu_is_told_where_the_driver_goes():
+    # the driver asked for by the CUDA version it reports (docs/quickstart-wsl2.md), the one
+    # the image's cuda_version needs, not by a driver number
     assert refused(dp.check_gpu, cfg(), WSL, None, 0, []) == (
         "no NVIDIA GPU visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi): install or update the "
-        "NVIDIA driver on Windows (>= 580 for CUDA 13), then `wsl --shutdown`")
+        "NVIDIA driver on Windows to one whose nvidia-smi reports CUDA 13.2 or newer (the "
+        "image's CUDA 13.2.1: go by that CUDA version, not the driver's number), then `wsl "
+        "--shutdown`")
+    assert "reports CUDA 12.9 or newer (the image's CUDA 12.9.1" in refused(
+        dp.check_gpu, cfg(cuda_version="12.9.1"), WSL, None, 0, [])
     assert refused(dp.check_gpu, cfg(), NATIVE, None, 0, []) == (
         "no NVIDIA GPU found (nvidia-smi missing): install the driver, or choose a CPU profile "
         "such as cpu-tiny")
@@ -59,6 +67,29 @@ def test_no_gpu_is_told_where_the_driver_goes():
                                             NvidiaSmiInfo(path="/usr/bin/nvidia-smi"), 0, [])
     # WSL2 with a card on PCI (never: WSL2 has no PCI view) is still the Windows driver's
     assert "in WSL2" in refused(dp.check_gpu, cfg(), WSL, None, 1, [])
+
+
+def test_wsl2_nvidia_smi_there_listing_no_gpu_is_told_so_not_that_it_is_missing(tmp_path):
+    """/usr/lib/wsl/lib/nvidia-smi there but listing no card: the refusal said "no
+    /usr/lib/wsl/lib/nvidia-smi" and gave the missing driver's advice; it names the file, that
+    it lists none, and what it printed (the GpuInfo command run against a stand-in)."""
+    from beekeeper.facts.gpu import GpuInfo
+
+    from .harness import _run_sh, _stub, _tools
+
+    _tools(tmp_path, "sed", "grep")
+    _stub(tmp_path, "nvidia-smi", 'echo "No devices were found"; exit 6')
+    got = GpuInfo().process(_run_sh(GpuInfo().command(), tmp_path))
+    assert got is not None and not got.gpus and got.said == "No devices were found", got
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(cfg(), WSL, replace(got, path=WSL_SMI), 0, [])
+    assert e.value.subject == WSL_SMI, str(e.value)
+    assert e.value.problem == "is there but lists no GPU (it printed 'No devices were found')"
+    assert "driver on Windows to one" not in e.value.fix and "wsl --shutdown" in e.value.fix
+    # a fact that holds no such line: nothing made up
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(cfg(), WSL, NvidiaSmiInfo(path=WSL_SMI), 0, [])
+    assert e.value.problem == "is there but lists no GPU"
 
 
 def test_a_card_on_pci_with_no_driver_is_an_install_of_the_shipped_branch():
