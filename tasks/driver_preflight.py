@@ -416,6 +416,23 @@ def _the_driver_and(gpu: NvidiaSmiInfo, why: str) -> tuple[str, str]:
     return the, why.removeprefix(f"{the} ")
 
 
+# where an nvidia/cuda release the kit has no image of is found (build.py's base images)
+CUDA_TAGS = "https://hub.docker.com/r/nvidia/cuda/tags"
+
+
+def _a_release(cfg: HostConfig, reported: str | None, release: str | None) -> str:
+    """`set cuda_version` ... of a refusal: a release of the CUDA the driver reports; in
+    container mode, where the kit has no image of that CUDA (`release` None: none in
+    cudacompat.NEWEST_RELEASE, which cuda_follows_driver builds), where nvidia/cuda lists
+    one; nothing for a driver that reports no CUDA (no release to name)."""
+    if not reported:
+        return ""
+    if not release and cfg.requested_way.builds_image:
+        return (f" to a {reported} release (the kit names none: pick one that nvidia/cuda tags "
+                f"as <release>-devel-ubuntu24.04, {CUDA_TAGS})")
+    return f" to a {reported} release"
+
+
 def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
                cuda: str | None = None, fixed: str | None = None) -> DriverPlan:
     """A driver older than cuda_version needs: the image follows it (`cuda_follows_driver`),
@@ -424,8 +441,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
     FIXED key, a driver the kit cannot replace (upgrade_driver neither offered nor done)."""
     reported = reported_cuda(gpu)
     release = cudacompat.newest_release(cudacompat.major_minor(reported)) if reported else None
-    # a driver that reports no CUDA: no release of its CUDA to name, nor to follow
-    a_release = f" to a {reported} release" if reported else ""
+    a_release = _a_release(cfg, reported, release)
     if cfg.data.cuda_follows_driver:
         if not cfg.requested_way.follows_driver:
             raise PreflightError(host_data("cuda_follows_driver"), f"{why}; it applies to "

@@ -368,13 +368,45 @@ def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
 
 def test_wsl2_offers_following_the_driver_only_where_the_kit_has_its_image():
     # CUDA 12.4 (a 550 Windows driver): no nvidia/cuda release the kit builds, so following
-    # it would be refused next; the way out offered is the driver or cuda_version
+    # it would be refused next; the way out offered is the driver or cuda_version, and, the
+    # kit naming no 12.4 release, where nvidia/cuda lists them
     assert refused_old(cfg(), WSL, smi(branch=550, cuda="12.4")) == (
+        "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 12.4 release (the "
+        "kit names none: pick one that nvidia/cuda tags as <release>-devel-ubuntu24.04, "
+        f"{dp.CUDA_TAGS})")
+    # native mode installs cuda-toolkit-12-4 for any 12.4 release: no image to look up
+    assert refused_old(cfg(mode="native"), WSL, smi(branch=550, cuda="12.4")) == (
         "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 12.4 release")
     assert refused_old(cfg(mode="native"), WSL, GEFORCE_580) == (
         "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 13.0 release")
     assert refused_old(cfg(), WSL, GEFORCE_580).endswith(
         "to a 13.0 release (or cuda_follows_driver = True)")
+
+
+def test_wsl2_driver_reporting_cuda_12_6_is_refused_then_takes_the_release_it_is_told_of():
+    """docs/quickstart-wsl2.md's table, row "anything else" (a Windows driver reporting 12.6):
+    by default refused before any change; the refusal offers cuda_version to a 12.6 release,
+    which the kit has no image of (cuda_follows_driver builds 12.8 to 13.2), so it says where
+    nvidia/cuda lists one; given one, the deploy goes on, building for it."""
+    from .harness import ROOT, RTX4090, facts, run_deploy, uploaded
+
+    old = replace(RTX4090, cuda_version="12.6", driver_version="560.94", driver_branch=560)
+    with pytest.raises(PreflightError) as e:
+        run_deploy(DEFAULTS, facts(GpuInfo=old))
+    assert e.value.subject == "driver 560.94", str(e.value)
+    assert "set cuda_version to a 12.6 release" in e.value.fix
+    assert dp.CUDA_TAGS in e.value.fix and "cuda_follows_driver" not in e.value.fix
+    with pytest.raises(PreflightError) as e:
+        run_deploy({**DEFAULTS, "cuda_follows_driver": True}, facts(GpuInfo=old))
+    assert e.value.subject == "host data `cuda_follows_driver`", str(e.value)
+    ops = run_deploy({**DEFAULTS, "cuda_version": "12.6.3"}, facts(GpuInfo=old))
+    assert "ARG BUILD_BASE=nvidia/cuda:12.6.3-devel-ubuntu24.04\n" in uploaded(
+        ops, "Render the Dockerfile")
+    # the quickstart's row says so: refused by default, cuda_version the way out, found there
+    row = next(line for line in (ROOT / "docs" / "quickstart-wsl2.md").read_text().splitlines()
+               if line.strip().startswith("| anything else"))
+    assert "refused before any change" in row and "cuda_version" in row, row
+    assert f"]({dp.CUDA_TAGS})" in row and "`12.6.3`" in row, row
 
 
 def test_an_upgrade_is_planned_only_for_a_driver_too_old_and_checks_the_new_branch():
