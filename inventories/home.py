@@ -44,8 +44,8 @@ gpu_boxes: list[tuple[str, dict]] = [
     #         "profile": "q8-turbo4-64k",
     #         # models on the WSL ext4 disk, never under /mnt/c (9p: 3-5x slower loads)
     #         "model_dir": "/srv/beekeeper/models",
-    #         # a Windows driver whose nvidia-smi (inside WSL) reports CUDA 12.8, 12.9 or
-    #         # 13.0 rather than 13.2: build the image for the CUDA it reports
+    #         # a Windows driver whose nvidia-smi (inside WSL) reports CUDA 12.8, 12.9,
+    #         # 13.0 or 13.1 rather than 13.2: build the image for the CUDA it reports
     #         # "cuda_follows_driver": True,
     #     },
     # ),

@@ -229,6 +229,27 @@ def test_the_wsl2_page_names_the_cuda_the_kit_can_follow():
     assert "596.21" in (ROOT / "inventories" / "home.py").read_text()  # the reference box
 
 
+# a run of CUDA versions from 12.8 ("12.8, 12.9, 13.0 or 13.1"), never a release ("12.8.1")
+CUDA_RUN = re.compile(r"(?<![\d.])12\.8(?![\d.])(?:,? (?:or |and )?\d+\.\d+(?![\d.]))+")
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/quickstart-wsl2.md",
+                                  "docs/quickstart-ssh.md", "inventories/home.py"])
+def test_every_list_of_cuda_the_kit_follows_is_the_tables(path):
+    """Each place that lists the CUDA versions a driver may report for cuda_follows_driver
+    lists what cudacompat.NEWEST_RELEASE holds below the default cuda_version's, all of them
+    (inventories/home.py's WSL2 example said "12.8, 12.9 or 13.0" while its docstring, the
+    README and the quickstart said 12.8 to 13.1); comments are read as one line."""
+    target = cudacompat.major_minor(load_host_config(group_data()).data.cuda_version)
+    names = [cudacompat.spell(mm) for mm in sorted(cudacompat.NEWEST_RELEASE) if mm < target]
+    text = " ".join(line.strip().lstrip("# ")
+                    for line in (ROOT / path).read_text().splitlines())
+    runs = CUDA_RUN.findall(" ".join(text.split()))
+    assert runs, f"{path} lists no CUDA versions from 12.8"
+    for run in runs:
+        assert re.findall(r"\d+\.\d+", run) == names, f"{path}: {run!r}, not {names}"
+
+
 # --- the SSH page: the family inventory, as written ------------------------------------------
 
 @pytest.fixture
