@@ -109,8 +109,8 @@ class WslSettingsInfo:
     `%UserProfile%\\.wslconfig` files under /mnt/c/Users (the path of the first, or None),
     its `[general] instanceIdleTimeout` and `[wsl2] vmIdleTimeout` (ms; negative: never)
     and `[wsl2] memory`; `wslinfo --wsl-version` ("2.5.7", "" when wslinfo is missing);
-    the distro's name (WSL_DISTRO_NAME, here or in a process wsl.exe started; "" when none
-    has it).
+    the distro's name (WSL_DISTRO_NAME, here or in the nearest ancestor holding it; "" when
+    none does).
     """
 
     wslconfig: str | None = None
@@ -165,10 +165,12 @@ class WslSettings(FactBase[WslSettingsInfo]):
         # PowerShell's Out-File UTF-16: both are read as UTF-8, CRLF as LF.
         return (
             'echo "wslversion=$(wslinfo --wsl-version 2>/dev/null)"; '
-            # sudo (pyinfra's --sudo) clears WSL_DISTRO_NAME: then any process's, as a shell
-            # wsl.exe started holds it (none over SSH with no WSL terminal open: "")
-            'd=${WSL_DISTRO_NAME:-}; [ -n "$d" ] || d=$(grep -a -z -h "^WSL_DISTRO_NAME=" '
-            "/proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | head -n 1 | cut -d= -f2-); "
+            # sudo (pyinfra's --sudo) clears WSL_DISTRO_NAME: then the nearest ancestor's
+            # (sudo's, the shell wsl.exe started), no other process's; none over SSH: ""
+            'd=${WSL_DISTRO_NAME:-}; p=$$; while [ -z "$d" ] && [ "${p:-1}" -gt 1 ]; do '
+            'd=$(grep -a -z "^WSL_DISTRO_NAME=" "/proc/$p/environ" 2>/dev/null | '
+            "tr '\\0' '\\n' | head -n 1 | cut -d= -f2-); "
+            'p=$(sed -n "s/.*) . \\([0-9]*\\) .*/\\1/p" "/proc/$p/stat" 2>/dev/null); done; '
             'echo "distro=$d"; '
             "conf() { case \"$(head -c 2 \"$1\" | od -An -tx1 | tr -d ' \\n')\" in "
             "fffe|feff) iconv -f UTF-16 -t UTF-8 \"$1\" ;; *) cat \"$1\" ;; esac | "

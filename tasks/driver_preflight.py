@@ -149,13 +149,14 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
     if (gpu is None or not gpu.gpus) and not wsl.is_wsl2 and pci_gpus > 0:
         driver_branch_to_install(cfg, cuda)  # refuses a branch that cannot run the chosen CUDA
         return DriverPlan(action="install")  # tasks/nvidia_driver.py installs it
-    if gpu is None or not gpu.gpus:
-        refuse_no_gpu(wsl, gpu, cuda)
-    if wsl.is_wsl2 and gpu.path != WSL_NVIDIA_SMI:
+    # a Linux driver's nvidia-smi inside WSL2 lists no GPU either: named before refuse_no_gpu
+    if wsl.is_wsl2 and gpu is not None and gpu.path != WSL_NVIDIA_SMI:
         raise PreflightError(
             "nvidia-smi", f"resolves to {gpu.path}, not {WSL_NVIDIA_SMI}: a Linux NVIDIA "
             "driver is installed inside WSL2", "remove it (apt purge 'nvidia-*' 'libnvidia-*') "
             "and use the Windows driver", lead=" ", then="; ")
+    if gpu is None or not gpu.gpus:
+        refuse_no_gpu(wsl, gpu, cuda)
     unknown = next((c for c in gpu.gpus if c.compute_cap is None), None)
     if unknown is not None and not cfg.data.cuda_arch:
         raise PreflightError(

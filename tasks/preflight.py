@@ -711,9 +711,11 @@ def check_docker_desktop(cfg: HostConfig, docker: DockerEngineInfo) -> None:
     """Docker Desktop's engine used only where host data says so, and `use_docker_desktop`
     only where Desktop's engine answers in this distro (docs/hosts-as-you-find-them.md)."""
     desktop = docker.flavour == "docker-desktop"
-    # the only sign of Desktop a link into its cli-tools that dangles: it may go
+    # the only sign of Desktop a link into its cli-tools that dangles: it may go once Desktop
+    # is gone for this distro (it is what keeps the kit from installing a second engine)
     gone = (f"; the docker link {echo(docker.dangling_link)} into Docker Desktop's cli-tools "
-            "is dangling and may be removed" if desktop and docker.dangling_link else "")
+            "is dangling: remove it only once Docker Desktop is uninstalled or its WSL "
+            "integration is off for this distro" if desktop and docker.dangling_link else "")
     if desktop and not cfg.data.use_docker_desktop:
         raise PreflightError(
             "Docker Desktop's WSL integration", "is active: beekeeper will not install a "

@@ -679,8 +679,9 @@ def _pin(role: str, part: str) -> Any:
     only = "" if role == "model" else " (a profile with a draft only)"
     return {
         "repo": key(None, "Hub repo id", f"the {what}'s Hub repository (owner/name), "
-                    f"instead of the profile's{only}", "use 'owner/name', e.g. "
-                    "'unsloth/Qwen3.5-9B-GGUF'", "is not a Hub repository id"),
+                    f"instead of the profile's (another one needs {role}_file){only}",
+                    "use 'owner/name', e.g. 'unsloth/Qwen3.5-9B-GGUF'",
+                    "is not a Hub repository id"),
         "file": key(None, "file name", f"the {what}'s .gguf file in that repository{only}",
                     "give the file's name in the repository, e.g. 'Qwen3.5-9B-Q8_0.gguf'",
                     "is not a .gguf file name"),

@@ -90,6 +90,11 @@ def test_wsl2_nvidia_smi_there_listing_no_gpu_is_told_so_not_that_it_is_missing(
     with pytest.raises(PreflightError) as e:
         dp.check_gpu(cfg(), WSL, NvidiaSmiInfo(path=WSL_SMI), 0, [])
     assert e.value.problem == "is there but lists no GPU"
+    # a Linux driver's nvidia-smi inside WSL2, failing as it does there: named as that
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(cfg(), WSL, NvidiaSmiInfo(path="/usr/bin/nvidia-smi", said="NVIDIA-SMI "
+                                               "has failed"), 0, [])
+    assert e.value.subject == "nvidia-smi" and "installed inside WSL2" in e.value.problem
 
 
 def test_a_card_on_pci_with_no_driver_is_an_install_of_the_shipped_branch():

@@ -8,8 +8,8 @@ commands run here under `sh` against stand-in binaries and files, never against 
 
 from __future__ import annotations
 
+import os
 import subprocess
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -236,25 +236,28 @@ def test_the_wslconfig_is_read_from_the_windows_profile(tmp_path):
 
 def test_the_distros_name_is_found_where_sudo_cleared_it(tmp_path):
     """pyinfra's --sudo runs the fact under `sudo -H -n sh -c`, which clears
-    WSL_DISTRO_NAME: the name is read from a process that holds it (a shell wsl.exe
-    started), so the logon task the idle warning prints names the distro."""
+    WSL_DISTRO_NAME: the name is read from the nearest ancestor that holds it (sudo, the
+    shell wsl.exe started), so the logon task the idle warning prints names the distro; no
+    other process's environment is read."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
-    _tools(bin_, "grep", "tr", "head", "cut")
-    shell = subprocess.Popen(["sleep", "30"], env={"WSL_DISTRO_NAME": "Ubuntu-24.04"})
-    environ = Path(f"/proc/{shell.pid}/environ")
-    for _ in range(100):  # until the child has exec'd sleep with its own environment
-        if b"WSL_DISTRO_NAME=" in environ.read_bytes():
-            break
-        time.sleep(0.01)
+    _tools(bin_, "grep", "tr", "head", "cut", "sed", "env", "sh")
+    cmd = WslSettings().command()
+    # an unrelated process holding another name: never read
+    other = subprocess.Popen(["sleep", "30"], env={"WSL_DISTRO_NAME": "Someone-Else"})
     try:
-        got = WslSettings().process(_run(WslSettings().command(), bin_))  # env: PATH, HOME
+        # the ancestor (`sh`, as sudo's parent) holds the name; its child's environment is
+        # cleared, as sudo clears it (`; true`: the ancestor stays a process of its own)
+        under_sudo = ["sh", "-c", 'env -i PATH="$PATH" sh -c "$0"; true', cmd]
+        got = WslSettings().process(subprocess.run(
+            under_sudo, capture_output=True, text=True, timeout=30,
+            env={"PATH": str(bin_), "WSL_DISTRO_NAME": "Ubuntu-24.04"}).stdout.splitlines())
+        none = WslSettings().process(_run(cmd, bin_))  # no ancestor of its own holds one
     finally:
-        shell.kill()
-        shell.wait()
+        other.kill()
+        other.wait()
     assert got.distro == "Ubuntu-24.04"
-    none = WslSettings().process(_run(WslSettings().command(), bin_))
-    assert none.distro == ""
+    assert none.distro == os.environ.get("WSL_DISTRO_NAME", "")  # this test's own ancestors
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])

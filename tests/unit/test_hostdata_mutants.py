@@ -77,7 +77,7 @@ def test_the_readmes_key_table_is_what_host_data_declares(fresh):
     assert "| `draft_sha256` | sha256 | - | the draft model file's sha256, checked on the " \
         "host (a profile with a draft only) |" in block
     assert "| `model_repo` | Hub repo id | - | the model's Hub repository (owner/name), " \
-        "instead of the profile's |" in block
+        "instead of the profile's (another one needs model_file) |" in block
 
 
 def test_a_host_that_gives_nothing_but_its_profile_and_source_gets_the_defaults(fresh):

@@ -148,7 +148,7 @@ def test_docker_desktop_asleep_leaves_a_dangling_cli_link_and_is_refused_not_rep
     assert e.value.subject == ("host data `use_docker_desktop`" if use_desktop
                                else "Docker Desktop's WSL integration"), str(e.value)
     assert f"docker link {got.dangling_link} " in e.value.fix
-    assert "dangling and may be removed" in e.value.fix
+    assert "dangling: remove it only once Docker Desktop is uninstalled" in e.value.fix
 
 
 @pytest.mark.parametrize("engine", [
