@@ -70,3 +70,19 @@ def keys(tmp_path):
         p.chmod(0o600)
         out[name] = str(p)
     return out
+
+
+@pytest.fixture
+def alone_as_nobody(tmp_path_factory):
+    """One test at a time runs processes as `nobody` (a lock across pytest-xdist's
+    workers): where fds are hidden, the port's holder is found among every process of the
+    socket's user (test_persistent_root.py), and another test's `nobody` process
+    (test_sandbox_docker_access.py) would be found beside it."""
+    import fcntl
+
+    # this run's folder above each worker's (pytest-xdist: popen-gw0, popen-gw1), the user's
+    # own: no file another user's run left can be in the way
+    run = tmp_path_factory.getbasetemp().parent
+    with open(run / "beekeeper-tests-nobody.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield

@@ -241,21 +241,6 @@ def test_a_kit_folder_that_is_a_link_to_the_root_is_taken_as_there(tmp_path):
 NO_PTRACE = ["setpriv", "--bounding-set=-sys_ptrace", "--"]  # a container root's view
 
 
-@pytest.fixture
-def alone_as_nobody(tmp_path_factory):
-    """One test at a time runs processes as `nobody` (a lock across pytest-xdist's
-    workers): where fds are hidden, the port's holder is found among every process of the
-    socket's user, and another test's `nobody` process would be found beside it."""
-    import fcntl
-
-    # this run's folder above each worker's (pytest-xdist: popen-gw0, popen-gw1), the user's
-    # own: no file another user's run left can be in the way
-    run = tmp_path_factory.getbasetemp().parent
-    with open(run / "beekeeper-tests-nobody.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-
-
 def as_nobody_listening() -> tuple[subprocess.Popen, int]:
     srv = subprocess.Popen(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",

@@ -59,7 +59,7 @@ def _python_for(uid: int) -> str | None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or not SETPRIV,
                     reason="needs root and util-linux's setpriv (to become another user)")
-def test_a_user_outside_the_docker_group_is_told_sudo_or_the_group():
+def test_a_user_outside_the_docker_group_is_told_sudo_or_the_group(alone_as_nobody):
     import site
     import tempfile
 
