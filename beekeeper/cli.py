@@ -20,7 +20,14 @@ from .core.deployed import DeployedService, read_record
 from .core.errors import BeekeeperError, UsageError
 from .core.paths import DEFAULT_PORT, KIT_ROOT, ServicePaths, bracketed
 from .core.profiles import PROFILES
-from .core.remote import ANSWER_S, NEEDS_ROOT_EXIT, read_over_ssh, ssh_as_root
+from .core.remote import (
+    ANSWER_S,
+    NEEDS_ROOT_EXIT,
+    SSH_FAILED,
+    read_over_ssh,
+    ssh_as_root,
+    ssh_destination,
+)
 from .hostside import rollback_command
 from .verify_main import (
     BUDGET_GIB,
@@ -132,12 +139,17 @@ def _label(args: argparse.Namespace, name: str) -> str:
 def _cat_manifest(ssh: list[str], service: str, root: bool = True
                   ) -> subprocess.CompletedProcess[str]:
     path = ServicePaths(service).manifest
+    check = f"check that `ssh {shlex.join(ssh)} true` returns"
     try:
-        return read_over_ssh(ssh, "cat " + shlex.quote(path), root)
+        p = read_over_ssh(ssh, "cat " + shlex.quote(path), root)
     except subprocess.TimeoutExpired:
         raise UsageError(f"the host did not answer in {ANSWER_S} s reading {path} over ssh "
-                         f"({shlex.join(ssh)}): check that `ssh {shlex.join(ssh)} true` "
-                         "returns") from None
+                         f"({shlex.join(ssh)}): {check}") from None
+    if p.returncode == SSH_FAILED:  # no connection, or the key refused: not a missing file
+        said = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UsageError(f"ssh could not reach the host ({shlex.join(ssh)}: {said}): {check} "
+                         "(an agent that lost its key after a login: ssh-add)")
+    return p
 
 
 def local_url(args: argparse.Namespace) -> str | None:
@@ -264,7 +276,8 @@ def _ssh_target(args: argparse.Namespace) -> tuple[list[str], str]:
 
         return ssh_options(load_state()), "sandbox"
     if args.ssh:
-        return shlex.split(args.ssh), args.ssh.split()[-1]
+        words = shlex.split(args.ssh)
+        return words, ssh_destination(words)
     raise UsageError("give --sandbox, or --ssh 'ARGS' that reach the host")
 
 

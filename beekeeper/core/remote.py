@@ -13,7 +13,25 @@ import shlex
 import subprocess
 
 NEEDS_ROOT_EXIT = 126
+SSH_FAILED = 255  # ssh's own failure (no connection, a key refused): never the command's
 ANSWER_S = 120  # the longest a read over SSH waits for the host
+# ssh's options that take a value (ssh(1)): the word after one is not the destination
+SSH_VALUED = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
+
+
+def ssh_destination(ssh: list[str]) -> str:
+    """The host `ssh` (ssh's own arguments, e.g. `me@gpu-box.lan -p 2222`) reaches: its
+    destination's host name, without the user, an ssh:// scheme or a port."""
+    words = iter(ssh)
+    for word in words:
+        if word.startswith("-") and len(word) > 1:  # flags, as getopt reads them (-vp 22)
+            valued = next((k for k, c in enumerate(word[1:], 1) if c in SSH_VALUED), None)
+            if valued == len(word) - 1:  # its value is the next word
+                next(words, None)
+            continue
+        host = word.removeprefix("ssh://").rsplit("@", 1)[-1]
+        return host.split(":", 1)[0] if host.count(":") == 1 else host
+    return " ".join(ssh)
 
 
 def as_root(command: str) -> str:

@@ -993,6 +993,9 @@ def verify_on_host(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> dict[str
         return 3, out_root
 
     monkeypatch.setattr(hostverify, "run_on_host", run_on_host)
+    # the host's answer to the record's read: none there (cat's exit 1), with no SSH
+    monkeypatch.setattr(cli, "_cat_manifest", lambda ssh, service, root=True:
+                        subprocess.CompletedProcess(["ssh"], 1, "", "No such file"))
     assert cli.main(["verify", "--on-host", "--ssh", "-p 2201 me@gpu-box", *argv]) == 3
     return seen
 

@@ -148,7 +148,7 @@ def test_verify_through_the_ssh_tunnel_reads_the_key_over_ssh_as_root(keys_of, m
     with pytest.raises(VerifyError):
         keys_of(*args)
     line = capsys.readouterr().err.strip()
-    assert "\n" not in line and "on me@gpu-box" in line and "root" in line
+    assert "\n" not in line and "on gpu-box" in line and "root" in line
     assert "--api-key-file" in line
     # a server deployed without a key: nothing asked as root, so a login without sudo works
     sent.clear()
@@ -161,6 +161,9 @@ def test_on_host_the_host_reads_its_own_key(here, monkeypatch):
     """--on-host --ssh: nothing is read over SSH on the controller; the entry point on the
     host, run as root against the deployed port, reads the key there."""
     monkeypatch.setattr(core_remote, "read_over_ssh", no_ssh)
+    # the record's read as the login: none there (cat's exit 1)
+    monkeypatch.setattr(cli, "read_over_ssh", lambda ssh, command, root=True:
+                        subprocess.CompletedProcess([], 1, "", ""))
     seen: dict[str, Any] = {}
 
     def run_on_host(ssh: list[str], label: str, args: argparse.Namespace, port: int,

@@ -100,7 +100,7 @@ def test_the_keys_travel_on_standard_input_never_the_command_line(monkeypatch, t
     none = on_host(monkeypatch, ["--profile", "cpu-tiny"])
     assert none["keys"].to_stdin() is None
     assert "--keys-on-stdin" not in host_command(none["args"], "py", 1, "/o", "h", none["keys"])
-    assert none["label"] == "me@gpu-box"  # the host's name, not the controller's
+    assert none["label"] == "gpu-box"  # the host's name, not the controller's
     assert none["args"].budget_gib is not None  # the controller's budget, sent on
 
 
@@ -187,3 +187,30 @@ def test_ttft_tokens_and_requests_set_the_ttft_suites_size_over_quicks():
     sizes = verify_main.sizes_of(args, profile)
     assert (sizes.ttft_tokens, sizes.ttft_requests) == (60000, 3)
     assert sizes.decode_ctx_tokens == [4096, 60000] and sizes.decode_out_tokens == 160
+
+
+@pytest.mark.skipif(not __import__("shutil").which("ssh"), reason="no ssh client here")
+def test_ssh_that_cannot_reach_the_host_is_said_so_not_a_missing_record():
+    """The real ssh client against a closed loopback port (exit 255): verify says ssh could
+    not reach the host, with ssh's own words, not "no deployed.json of service 'llm'"
+    (which sent a user whose agent had lost its key to --profile)."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        ssh = f"-p {port} -o BatchMode=yes -o ConnectTimeout=5 me@127.0.0.1"
+        args = verify_parser().parse_args(["--ssh", ssh])
+        with pytest.raises(cli.UsageError) as e:
+            cli._verify(args)
+    said = str(e.value)
+    assert said.startswith("ssh could not reach the host") and "refused" in said, said
+    assert "deployed.json" not in said and f"`ssh {ssh} true`" in said
+
+
+@pytest.mark.parametrize(("ssh", "label"), [
+    ("me@gpu-box.lan", "gpu-box.lan"), ("me@gpu-box.lan -p 2222", "gpu-box.lan"),
+    ("-p 2222 -i keys/id me@gpu-box.lan", "gpu-box.lan"), ("-vp 22 gpu-box", "gpu-box"),
+    ("ssh://me@gpu-box.lan:2222", "gpu-box.lan")])
+def test_the_report_is_labelled_by_the_host_ssh_reaches_not_its_last_word(ssh, label):
+    assert cli._ssh_target(verify_parser().parse_args(["--ssh", ssh]))[1] == label
