@@ -131,6 +131,7 @@ BUSY = "the host was busy ("  # how a check not judged on load begins (coverage 
 UNSETTLED = "the figures did not settle ("  # not judged on spread, the host quiet or unknown
 NOT_JUDGED = (BUSY, UNSETTLED)
 NO_BASELINE = "no engine baseline ("  # a served figure without llama-bench's (report reads it)
+REFERENCE_SIZE = "not the reference's size ("  # a reference check at another depth or prompt
 
 
 def _not_judged(spreads: Sequence[Spread], figures: str, ratio: float) -> Verdict | None:
@@ -219,17 +220,27 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
 
 
 def _reference(text: str, expected: Expected, card: str | None, ok: bool, needs: str,
-               ratio: float | None = None, elsewhere: str = "") -> Verdict:
-    """The seed study's absolute figure: a check on the reference card, else information."""
+               ratio: float | None = None, elsewhere: str = "", *, tokens: int,
+               flag: str) -> Verdict:
+    """The seed study's absolute figure: a check on the reference card for a figure measured
+    at the reference's size (`tokens`: the run's decode depth or TTFT prompt; `flag` sets
+    it), else information (another card) or not judged (another size)."""
+    at = expected.reference_tokens
+    differs = (None if tokens == at else f"measured at {tokens} tokens, the reference's figure "
+               f"at {at if at is not None else 'a size the profile does not record'}")
     if not card or expected.reference_card.lower() not in card.lower():
         return Verdict("INFO", f"{text}; information only on {card or 'an unknown card'}"
-                       f"{elsewhere}", ratio)
+                       f"{elsewhere}" + (f" ({differs})" if differs else ""), ratio)
+    if differs:
+        return Verdict("SKIP", f"{text}; {REFERENCE_SIZE}{differs}): not compared on this "
+                       "card" + (f"; run at {at} tokens ({flag} {at})" if at else ""))
     return Verdict("PASS" if ok else "FAIL", f"{text}; needs {needs} on this card", ratio)
 
 
 def judge_reference_decode(served_tok_s: float | None, expected: Expected,
-                           card: str | None) -> Verdict:
-    """The seed's decode figure: served >= tolerance x it on the reference card."""
+                           card: str | None, *, depth_tokens: int) -> Verdict:
+    """The seed's decode figure: served >= tolerance x it on the reference card, for a
+    decode measured at the reference's depth."""
     want = expected.decode_tok_s
     if want is None:
         return Verdict("SKIP", "the profile records no reference-card figure")
@@ -240,12 +251,14 @@ def judge_reference_decode(served_tok_s: float | None, expected: Expected,
     return _reference(f"served {served_tok_s:.1f} tok/s; {expected.reference_card} (seed "
                       f"study) {want:.0f} tok/s", expected, card, served_tok_s >= floor,
                       f">= {floor:.1f}", served_tok_s / want,
-                      " (judged against the engine on this host instead)")
+                      " (judged against the engine on this host instead)",
+                      tokens=depth_tokens, flag="--decode-ctx")
 
 
 def judge_reference_ttft(served_median_s: float | None, expected: Expected,
-                         card: str | None) -> Verdict:
-    """The seed's median TTFT: served <= 1.25 x it on the reference card."""
+                         card: str | None, *, prompt_tokens: int) -> Verdict:
+    """The seed's median TTFT: served <= 1.25 x it on the reference card, for prompts of the
+    reference's size."""
     want = expected.ttft_s_median
     if want is None:
         return Verdict("SKIP", "the profile records no reference-card TTFT")
@@ -255,7 +268,7 @@ def judge_reference_ttft(served_median_s: float | None, expected: Expected,
     ceiling = want * 1.25
     return _reference(f"median {served_median_s:.3f} s; {expected.reference_card} (seed "
                       f"study) {want:.2f} s", expected, card, served_median_s <= ceiling,
-                      f"<= {ceiling:.2f}")
+                      f"<= {ceiling:.2f}", tokens=prompt_tokens, flag="--ttft-tokens")
 
 
 @dataclass(frozen=True)
@@ -353,7 +366,9 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
                          spreads=spreads)
         out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status,
                          v.detail + repeats_line(spreads)))
-    ref = judge_reference_decode(runs[-1].decode_tok_s, expected, card)
+    # the run at the reference's depth, if one was measured (else the deepest, not compared)
+    at = next((r for r in runs if r.ctx_tokens == expected.reference_tokens), runs[-1])
+    ref = judge_reference_decode(at.decode_tok_s, expected, card, depth_tokens=at.ctx_tokens)
     return out + [Check("decode.reference_card", ref.status, ref.detail)]
 
 
@@ -368,7 +383,7 @@ def ttft_checks(res: TtftResult, engine: EngineRun, expected: Expected,
                    served_error=next((r.error for r in recs if r.error), None),
                    engine_why_not=engine.why_not,
                    ceiling=TTFT_CEILING_CPU if cpu else TTFT_CEILING, spreads=spreads)
-    ref = judge_reference_ttft(med, expected, card)
+    ref = judge_reference_ttft(med, expected, card, prompt_tokens=res.target_tokens)
     return [
         Check.of("ttft.no_prompt_reuse", res.no_prompt_reuse,
                  f"timings.cache_n == 0 on all {len(recs)} requests" + _errors(recs)),

@@ -53,7 +53,8 @@ def test_h200_decode_passes_against_the_engine_and_the_old_bandwidth_rule_failed
         old = prod.decode_tok_s * bw["H200"] / bw[prod.reference_card]
         assert served < old * prod.decode_tolerance
         # the new one: the reference figure is information on any card but the 4090
-        ref = judge_reference_decode(served, prod, "NVIDIA H200")
+        ref = judge_reference_decode(served, prod, "NVIDIA H200",
+                                     depth_tokens=c["decode"][-1]["ctx_tokens"])
         assert ref.status == "INFO" and "information only" in ref.detail
 
 
@@ -145,8 +146,8 @@ def test_no_expectation_is_never_a_pass():
     assert judge_decode(50.0, None, 1024).status == "SKIP"
     assert judge_ttft(0.2, None, 512).status == "SKIP"
     cpu = PROFILES["cpu-tiny"].expected
-    assert judge_reference_decode(50.0, cpu, None).status == "SKIP"
-    assert judge_reference_ttft(0.2, cpu, None).status == "SKIP"
+    assert judge_reference_decode(50.0, cpu, None, depth_tokens=1024).status == "SKIP"
+    assert judge_reference_ttft(0.2, cpu, None, prompt_tokens=512).status == "SKIP"
     assert judge_vram(VramFigures(None, None, None, 10240, "",
                                   why_not="skipped: no NVIDIA GPU")).status == "SKIP"
     assert judge_vram(VramFigures(None, 9000.0, 9100.0, 10240, "none")).status == "SKIP"
@@ -154,9 +155,13 @@ def test_no_expectation_is_never_a_pass():
 
 def test_reference_card_figure_is_a_check_on_the_4090_only():
     prod = PROFILES["q8-turbo4-64k"].expected
-    assert judge_reference_decode(70.0, prod, "NVIDIA GeForce RTX 4090").status == "PASS"
-    assert judge_reference_decode(30.0, prod, "NVIDIA GeForce RTX 4090").status == "FAIL"
-    assert judge_reference_decode(30.0, prod, "NVIDIA GeForce RTX 3090").status == "INFO"
+    at = prod.reference_tokens
+    assert judge_reference_decode(70.0, prod, "NVIDIA GeForce RTX 4090",
+                                  depth_tokens=at).status == "PASS"
+    assert judge_reference_decode(30.0, prod, "NVIDIA GeForce RTX 4090",
+                                  depth_tokens=at).status == "FAIL"
+    assert judge_reference_decode(30.0, prod, "NVIDIA GeForce RTX 3090",
+                                  depth_tokens=at).status == "INFO"
 
 
 def test_a_failed_request_names_its_cause():

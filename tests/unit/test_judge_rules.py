@@ -623,7 +623,10 @@ def test_the_engine_line_without_repeats_or_decode_tests():
 # --- the reference card's figures -----------------------------------------------------------
 
 def test_the_reference_decode_on_and_off_the_reference_card():
-    from beekeeper.verify.judge import judge_reference_decode
+    from beekeeper.verify.judge import judge_reference_decode as ref
+
+    def judge_reference_decode(served, expected, card, depth_tokens=60000):
+        return ref(served, expected, card, depth_tokens=depth_tokens)  # the reference's depth
 
     line = 71 * 0.8  # the seed's figure x its tolerance
     on = judge_reference_decode(line, PROD, "NVIDIA GeForce RTX 4090")
@@ -639,12 +642,15 @@ def test_the_reference_decode_on_and_off_the_reference_card():
     none = judge_reference_decode(None, PROD, "NVIDIA GeForce RTX 4090")
     assert (none.status, none.detail) == ("SKIP", "reference RTX 4090: 71 tok/s; no served "
                                                   "figure")
-    cpu = judge_reference_decode(50.0, CPU, None)
+    cpu = judge_reference_decode(50.0, CPU, None, depth_tokens=1024)
     assert (cpu.status, cpu.detail) == ("SKIP", "the profile records no reference-card figure")
 
 
 def test_the_reference_ttft_on_and_off_the_reference_card():
-    from beekeeper.verify.judge import judge_reference_ttft
+    from beekeeper.verify.judge import judge_reference_ttft as ref
+
+    def judge_reference_ttft(served, expected, card, prompt_tokens=60000):
+        return ref(served, expected, card, prompt_tokens=prompt_tokens)  # the reference's size
 
     on = judge_reference_ttft(8.96 * 1.25, PROD, "NVIDIA GeForce RTX 4090")
     assert on.status == "PASS"  # exactly at 1.25 x the seed's median
@@ -655,18 +661,60 @@ def test_the_reference_ttft_on_and_off_the_reference_card():
                                                 "information only on an unknown card")
     none = judge_reference_ttft(None, PROD, "NVIDIA GeForce RTX 4090")
     assert (none.status, none.detail) == ("SKIP", "reference RTX 4090: 8.96 s; no served figure")
-    cpu = judge_reference_ttft(1.0, CPU, None)
+    cpu = judge_reference_ttft(1.0, CPU, None, prompt_tokens=512)
     assert (cpu.status, cpu.detail) == ("SKIP", "the profile records no reference-card TTFT")
 
 
 def test_a_profile_measured_on_another_card_is_judged_on_that_card():
     from dataclasses import replace
 
-    from beekeeper.verify.judge import judge_reference_decode
+    from beekeeper.verify.judge import judge_reference_decode as ref
+
+    def judge_reference_decode(served, expected, card):
+        return ref(served, expected, card, depth_tokens=60000)  # the reference's depth
 
     h200 = replace(PROD, reference_card="H200")
     assert judge_reference_decode(30.0, h200, "NVIDIA H200").status == "FAIL"
     assert judge_reference_decode(30.0, h200, "NVIDIA GeForce RTX 4090").status == "INFO"
+
+
+def test_a_reference_figure_at_another_depth_or_prompt_size_is_not_judged():
+    """The review's run: a 4090, decode at 4096 tokens (80 tok/s, over the 60K floor of
+    56.8) and TTFT at 512 tokens, no engine suite: the reference figures are at 60K, so
+    nothing is compared and the run is INCOMPLETE, never PASSED."""
+    from dataclasses import replace
+
+    from beekeeper.verify.judge import yield_reference_ttft
+
+    card, none = "NVIDIA GeForce RTX 4090", EngineRun(requested=False)
+    shallow = replace(decode_run([80.0, 80.5, 79.8]), ctx_tokens=4096)
+    checks = yield_reference_ttft(decode_checks([shallow], none, PROD, card, cpu=False)
+                                  + ttft_checks(ttft_run([0.05] * 5), none, PROD, card))
+    got = by_name(checks)
+    dec, ttft = got["decode.reference_card"], got["ttft.reference_card"]
+    assert (dec.status, ttft.status) == ("SKIP", "SKIP")
+    assert "measured at 4096 tokens, the reference's figure at 60000" in dec.detail
+    assert "--decode-ctx 60000" in dec.detail
+    assert "measured at 512 tokens" in ttft.detail and "--ttft-tokens 60000" in ttft.detail
+    cov = coverage(checks, ["decode", "ttft"])
+    assert cov.word == "INCOMPLETE" and cov.exit_status == EXIT_NOT_JUDGED
+    # at the reference's depth the same card judges; the deepest run is not assumed to be it
+    deep = replace(decode_run([80.0, 80.5, 79.8]), ctx_tokens=60000)
+    both = by_name(decode_checks([deep, shallow], none, PROD, card, cpu=False))
+    assert both["decode.reference_card"].status == "PASS"
+
+
+def test_a_smaller_context_keeps_the_reference_figures_size():
+    """with_ctx_size shrinks verify's depths but the seed's figures stay at 60K: a 28K
+    decode is not compared with them."""
+    from beekeeper.core.profiles import PROFILES, with_ctx_size
+    from beekeeper.verify.judge import judge_reference_decode
+
+    small = with_ctx_size(PROFILES["q8-turbo4-64k"], 32_768).expected
+    assert small.reference_tokens == 60000 and small.decode_ctx_tokens < 60000
+    v = judge_reference_decode(80.0, small, "NVIDIA GeForce RTX 4090",
+                               depth_tokens=small.decode_ctx_tokens)
+    assert v.status == "SKIP"
 
 
 # --- what a run says it judged --------------------------------------------------------------

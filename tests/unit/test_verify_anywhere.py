@@ -241,7 +241,10 @@ def test_run_suites_judges_a_hand_started_server_and_the_card_where_it_runs(monk
     assert st["engine.baseline"].status == "INFO"
     assert st["decode.vs_engine@200"].status in ("PASS", "FAIL")
     assert st["ttft.vs_engine"].status in ("PASS", "FAIL")
-    assert st["decode.reference_card"].status in ("PASS", "FAIL")  # judged: a 4090
+    # the 4090 is seen (another card gives INFO); the reference figure is at 60K, this
+    # run's decode at 200 tokens, so it is not compared
+    ref = st["decode.reference_card"]
+    assert ref.status == "SKIP" and "--decode-ctx 60000" in ref.detail
     assert "ssh tunnel" in st["vram.rise_vs_budget"].detail
     cov = rep.coverage
     assert cov.judged == ["decode", "ttft"] and [a for a, _ in cov.not_judged] == ["vram"]
