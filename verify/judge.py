@@ -131,6 +131,7 @@ BUSY = "the host was busy ("  # how a check not judged on load begins (coverage 
 UNSETTLED = "the figures did not settle ("  # not judged on spread, the host quiet or unknown
 NOT_JUDGED = (BUSY, UNSETTLED)
 NO_BASELINE = "no engine baseline ("  # a served figure without llama-bench's (report reads it)
+ENGINE_NOT_RUN = "llama-bench could not run ("  # an engine suite asked for, no baseline
 REFERENCE_SIZE = "not the reference's size ("  # a reference check at another depth or prompt
 
 
@@ -328,8 +329,12 @@ def _failed(errs: list[str]) -> str:
 def engine_checks(run: EngineRun) -> list[Check]:
     if not run.requested:
         return []
-    if run.error is not None:
-        return [Check("engine.baseline", "FAIL", run.error)]
+    if run.error is not None:  # no figure of the engine's: nothing of the server judged
+        return [Check("engine.baseline", "SKIP", f"{ENGINE_NOT_RUN}{run.error}): no engine "
+                      "baseline, so the served figures are not judged against one (not a sign "
+                      "the server is broken); see to it (the path --llama-bench names, "
+                      "llama-bench in the server's image, sudo without a password on the "
+                      "host), then run again")]
     engine = run.baseline
     if engine is None:
         return [Check("engine.baseline", "SKIP", run.why_not or "")]
@@ -465,7 +470,8 @@ def vram_checks(vr: VramResult, engine: EngineBaseline | None, budget_mib: float
 EXIT_PASSED = 0  # no check failed and every requested decode/TTFT/NIAH/VRAM check was judged
 EXIT_FAILED = 1  # a check failed
 EXIT_NOT_JUDGED = 3  # nothing failed, but a requested one of them was not judged (SKIP/INFO)
-AREAS = {"decode": "decode", "ttft": "TTFT", "niah": "NIAH", "vram": "VRAM"}
+AREAS = {"decode": "decode", "ttft": "TTFT", "niah": "NIAH", "vram": "VRAM",
+         "engine": "engine baseline"}  # engine: only when it was asked for and not measured
 # the checks that judge each area's figure (consistency checks such as
 # decode.records_consistent judge the measurement, not the speed)
 VERDICT_CHECKS = {"decode": ("decode.vs_engine@", "decode.reference_card"),
@@ -506,9 +512,10 @@ class Coverage:
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     """`requested`: the suites the user named. An area is judged when one of its verdict
     checks is PASS or FAIL, unless one was not judged on noise: a quiet depth or the
-    reference card's figure does not stand for the noisy one."""
+    reference card's figure does not stand for the noisy one. A requested engine suite that
+    gave no baseline (engine.baseline SKIP) is not judged either."""
     judged, missing = [], []
-    for area in AREAS:
+    for area in VERDICT_CHECKS:
         if area not in requested:
             continue
         mine = [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])]
@@ -523,4 +530,8 @@ def coverage(checks: list[Check], requested: list[str]) -> Coverage:
         why = next((c.detail for c in mine if c.status == "SKIP"), None) or next(
             (c.detail for c in mine), "no check ran (the smoke check failed first?)")
         missing.append((area, why))
+    # an engine suite asked for and not measured, when no area says so already
+    eng = next((c for c in checks if c.name == "engine.baseline" and c.status == "SKIP"), None)
+    if "engine" in requested and eng and not any(NO_BASELINE in why for _, why in missing):
+        missing.append(("engine", eng.detail))
     return Coverage(judged, missing, failed=any(not c.passed for c in checks))

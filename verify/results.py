@@ -182,7 +182,7 @@ class EngineRun:
 
     requested: bool
     baseline: EngineBaseline | None = None
-    error: str | None = None  # llama-bench ran and failed
+    error: str | None = None  # llama-bench could not run (EngineError): no baseline
 
     @property
     def why_not(self) -> str | None:
@@ -192,7 +192,7 @@ class EngineRun:
         if not self.requested:
             return "the engine suite was not run (add --suite engine)"
         if self.error is not None:
-            return f"engine baseline failed: {self.error}"
+            return f"llama-bench could not run: {self.error}"
         return ("no llama-bench to run: the server is not the kit's on this machine and no "
                 "host was named (give --ssh or --sandbox, run --on-host, or for a server you "
                 "started give --llama-bench PATH and --model)")

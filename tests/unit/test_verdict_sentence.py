@@ -142,6 +142,19 @@ def test_a_busy_host_is_not_judged_with_its_load_and_the_command_to_run_again():
     assert "works" not in said and "broken" not in said
 
 
+def test_a_llama_bench_that_could_not_run_is_not_called_a_broken_server():
+    dec = quiet_decode()
+    run = EngineRun(requested=True, error="sudo: a password is required")
+    rep = report([*engine_checks(run), *SMOKE, *decode_checks([dec], run, CPU, None, cpu=True)],
+                 ["engine", "smoke", "decode"], SuiteResults(decode=[dec]), run)
+    assert rep.coverage.word == "INCOMPLETE" and rep.coverage.exit_status == EXIT_NOT_JUDGED
+    said = verdict_sentence(rep)
+    assert "broken" not in said and "works" not in said
+    assert said.startswith("Not judged: decode had no engine baseline to be judged against "
+                           "(llama-bench could not run: sudo: a password is required)")
+    assert said.endswith(f"run again once that is seen to: `{TYPED}`.")
+
+
 def test_no_engine_baseline_says_to_add_the_engine_suite_to_the_users_own_command():
     dec = quiet_decode()
     none = EngineRun(requested=False)
