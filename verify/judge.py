@@ -461,10 +461,15 @@ def vram_figures(vr: VramResult, engine: EngineBaseline | None, budget_mib: floa
 
 
 def vram_checks(vr: VramResult, engine: EngineBaseline | None, budget_mib: float,
-                predicted_mib: float | None) -> list[Check]:
+                predicted_mib: float | None, *, asked: bool = True) -> list[Check]:
+    """`asked`: the vram suite was named; else a card sampled anyway is shown as INFO, never
+    judged (a run that asked for no VRAM check neither passes nor fails on one)."""
     v = judge_vram(vram_figures(vr, engine, budget_mib, predicted_mib))
-    return [Check("vram.rise_vs_budget", v.status,
-                  v.detail + (f"; {vr.achieved_hz:.0f} Hz sampling" if vr.achieved_hz else ""))]
+    detail = v.detail + (f"; {vr.achieved_hz:.0f} Hz sampling" if vr.achieved_hz else "")
+    if not asked:
+        return [Check("vram.rise_vs_budget", "INFO", "not judged, as the vram suite was not "
+                      f"asked for (add --suite vram): {detail}")]
+    return [Check("vram.rise_vs_budget", v.status, detail)]
 
 
 EXIT_PASSED = 0  # no check failed and every requested decode/TTFT/NIAH/VRAM check was judged

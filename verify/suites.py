@@ -346,7 +346,8 @@ def _gateway_suite(report: Report, client: ServerClient, direct: ServerClient | 
 def _sampled_suites(client: ServerClient, run: _Run, report: Report,
                     direct: ServerClient | None) -> None:
     """Smoke, the served suites and the gateway, with the VRAM sampler running throughout;
-    then the planner's prediction and the VRAM check."""
+    then the planner's prediction and the VRAM check (judged only when vram was named; a
+    card sampled anyway is shown as INFO)."""
     no_gpu = (f"{run.profile.name} runs on the CPU: no GPU memory to judge"
               if run.profile.backend != "cuda" else None)
     with VramSampler(pid=run.where.pid, not_here=None if run.where.local else run.where.why,
@@ -373,7 +374,8 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
     if "vram" in run.names or vr.skipped is None:
         report.suites.vram = vr
         predicted = (report.planner or {}).get("total_rise_mib")
-        report.checks += judge.vram_checks(vr, report.engine, report.budget_mib, predicted)
+        report.checks += judge.vram_checks(vr, report.engine, report.budget_mib, predicted,
+                                           asked="vram" in run.names)
 
 
 def _suite_names(names: list[str]) -> list[str]:

@@ -98,3 +98,35 @@ def test_a_binding_without_the_version_argument_falls_back_to_v1() -> None:
         total=TOTAL * MIB, used=(ALLOCATED + RESERVED) * MIB)
     assert vram.memory_read(old, "card0") == (TOTAL, ALLOCATED + RESERVED, None,
                                               USED_WITH_RESERVED)
+
+
+def test_a_card_sampled_without_the_vram_suite_is_shown_not_judged(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A default `--suite smoke` run on a machine whose card NVML reads: the server's peak
+    (9,724 MiB) is over a 5 GiB budget, but no VRAM check was asked for. It used to FAIL the
+    run: 'verify FAILED (no speed, NIAH or VRAM check requested; 3 PASS, 1 FAIL...)'."""
+    import httpx
+
+    from beekeeper.core.profiles import PROFILES
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.suites import run_suites
+    from beekeeper.verify.vram import Locality
+
+    from .harness import fake_server
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(pid=9_999))
+    with ServerClient("http://127.0.0.1:9", transport=httpx.MockTransport(fake_server)) as c:
+        rep = run_suites(c, PROFILES["q8-turbo4-64k"], ["smoke"], budget_gib=5.0,
+                         where=Locality(True, "here", pid=9_999))
+    v = next(ch for ch in rep.checks if ch.name == "vram.rise_vs_budget")
+    assert v.status == "INFO" and "add --suite vram" in v.detail and "9724 MiB" in v.detail
+    assert rep.suites.vram is not None  # the figures stay in the report
+    cov = rep.coverage
+    assert (cov.word, cov.line()) == ("PASSED", "no speed, NIAH or VRAM check requested")
+    assert "verify FAILED" not in capsys.readouterr().out
+    # named, the same figure is judged against the budget
+    with ServerClient("http://127.0.0.1:9", transport=httpx.MockTransport(fake_server)) as c:
+        asked = run_suites(c, PROFILES["q8-turbo4-64k"], ["smoke", "vram"], budget_gib=5.0,
+                           where=Locality(True, "here", pid=9_999))
+    assert next(ch for ch in asked.checks if ch.name == "vram.rise_vs_budget").status == "FAIL"
+    assert asked.coverage.word == "FAILED"
