@@ -127,9 +127,11 @@ def _fill_row(row: Row, rep: Report) -> None:
     vram = res.vram
     if vram is not None and vram.skipped:
         row.vram_note = vram.skipped
-    elif vram is not None:
+    elif vram is not None:  # no process peak from the driver: not measured, not within
         row.peak_vram_mib = vram.server_peak_mib
-        row.within_budget = (row.peak_vram_mib or 0) <= rep.budget_mib
+        row.within_budget = (None if row.peak_vram_mib is None
+                             else row.peak_vram_mib <= rep.budget_mib)
+        row.vram_note = "not measured" if row.peak_vram_mib is None else None
 
 
 def suite_options(host: str, ssh: list[str] | None) -> dict[str, Any]:

@@ -436,13 +436,19 @@ def niah_checks(res: NiahResult, expected: Expected) -> list[Check]:
                  f"needs >= {expected.niah_min_pass}" + err_note)]
 
 
+def as_measured(value: float | None, unit: str, fmt: str) -> str:
+    """`1.40 s`, or `not measured` for a figure the run has not got (never a made-up 0)."""
+    return "not measured" if value is None else f"{value:{fmt}} {unit}"
+
+
 def load_checks(res: LoadResult) -> list[Check]:
     errors = res.errors
+    agg, p95 = res.aggregate_tok_s, res.ttft_s_p95
     return [Check.of(
         "load.no_failures", res.failed == 0 and res.requests > 0,
         f"{res.requests} requests, {res.failed} failed, "
-        f"{(res.aggregate_tok_s or 0):.1f} tok/s aggregate, "
-        f"p95 TTFT {(res.ttft_s_p95 or 0):.2f} s"
+        + (f"{agg:.1f} tok/s aggregate" if agg is not None else "aggregate tok/s not measured")
+        + f", p95 TTFT {as_measured(p95, 's', '.2f')}"
         + (f"; first error: {(errors[0] or '')[:160]}" if errors else ""))]
 
 

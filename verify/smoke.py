@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from .client import RequestRecord, ServerClient
-from .judge import Check
+from .judge import Check, as_measured
 
 
 @dataclass
@@ -49,6 +49,6 @@ def run_smoke(client: ServerClient, health_deadline_s: float = 60.0) -> SmokeRes
     res.record = rec
     n = rec.completion_tokens or 0
     res.checks.append(Check.of("stream", rec.ok and n >= 1,
-                            f"{n} token(s), ttft {rec.ttft_s or 0:.3f} s"
+                            f"{n} token(s), ttft {as_measured(rec.ttft_s, 's', '.3f')}"
                             + (f", error {rec.error}" if rec.error else "")))
     return res

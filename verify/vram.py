@@ -65,14 +65,17 @@ class VramResult:
 
     @property
     def server_peak_mib(self) -> float | None:
-        """The server process's peak, else the card's rise over the sampler's baseline."""
-        return server_peak_mib({"peak_process_mib": self.peak_process_mib,
-                                "peak_delta_mib": self.peak_delta_mib})
+        """The server process's peak (NVML per process); None where the driver gives none."""
+        return server_peak_mib({"peak_process_mib": self.peak_process_mib})
 
 
 def server_peak_mib(vram: Mapping[str, Any]) -> float | None:
-    """`VramResult.server_peak_mib` of a report.json's `suites.vram`."""
-    return vram.get("peak_process_mib") or vram.get("peak_delta_mib")
+    """`VramResult.server_peak_mib` of a report.json's `suites.vram`: the process peak, None
+    when not measured. Never the card's rise over the sampler's first sample
+    (`peak_delta_mib`): verify samples a server already loaded, so that rise is not its
+    peak; 0.0 is a figure, kept."""
+    peak = vram.get("peak_process_mib")
+    return None if peak is None else float(peak)
 
 
 USED_ALLOCATED = "allocated (NVML _v2 used: nvidia-smi's memory.used)"
@@ -260,17 +263,20 @@ class VramSampler:
         r = self.result
         if r.samples:
             r.peak_mib = max(s.used_mib for s in r.samples)
-            r.peak_delta_mib = r.peak_mib - (r.baseline_mib or 0)
+            r.peak_delta_mib = (r.peak_mib - r.baseline_mib if r.baseline_mib is not None
+                                else None)
             procs = [s.process_mib for s in r.samples if s.process_mib is not None]
             r.peak_process_mib = max(procs) if procs else None
             if not procs and r.pid is not None and r.processes_seen:
                 r.note = (f"the server's pid {r.pid} is not among the card's "
                           f"{r.processes_seen} compute process(es) (it was restarted, or "
-                          "NVML reports another PID namespace's pids): peak is the "
-                          "device-level delta over the baseline")
+                          "NVML reports another PID namespace's pids): the server's peak "
+                          "is not measured; peak_delta_mib is the card's rise over the "
+                          "sampler's first sample")
             elif not procs:
                 r.note = ("per-process memory not reported by the driver (WSL2/WDDM gives "
-                          "none): peak is the device-level delta over the baseline")
+                          "none): the server's peak is not measured; peak_delta_mib is the "
+                          "card's rise over the sampler's first sample")
             span = r.samples[-1].t_s - r.samples[0].t_s
             r.achieved_hz = (len(r.samples) - 1) / span if span > 0 else None
         try:

@@ -219,7 +219,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 stop_server(proc)
         vr = sampler.result
         pred = predict(prof, model)
-        measured = vr.server_peak_mib
+        # the sampler started before the server here: its rise is over the idle card
+        measured = (vr.server_peak_mib if vr.server_peak_mib is not None
+                    else vr.peak_delta_mib)
         cfg["vram"] = {k: v for k, v in asdict(vr).items() if k != "samples"}
         cfg["vram"]["samples_n"] = len(vr.samples)
         step = max(1, len(vr.samples) // 400)
@@ -263,7 +265,8 @@ def markdown(r: dict) -> str:
     for c in r["configs"]:
         t = c.get("ttft") or {}
         v = c["vram"]
-        peak = server_peak_mib(v) or 0
+        peak = server_peak_mib(v)  # else the rise over the idle card this tier sampled first
+        peak = (v.get("peak_delta_mib") or 0) if peak is None else peak
         lines.append(f"| {c['kv']} | {c['ctx_size']} x {c.get('parallel', 1)} | "
                      f"{t.get('median_s') or 0:.2f} | {t.get('p95_s') or 0:.2f} |"
                      f" {len(t.get('ttft_s', []))} | {peak:.0f} | "

@@ -56,3 +56,20 @@ def test_pings_are_ignored_and_usage_timings_read_from_the_last_chunks():
     assert [e.kind for e in rec.events] == ["content", "content", "final", "usage"]
     assert b'"include_usage": true' in seen["body"] or b'"include_usage":true' in seen["body"]
     assert b'"cache_prompt": false' in seen["body"] or b'"cache_prompt":false' in seen["body"]
+
+
+def test_a_failed_smoke_stream_shows_no_made_up_ttft():
+    """A stream that failed timed no first token: `ttft not measured`, not `ttft 0.000 s`."""
+    from beekeeper.verify.smoke import run_smoke
+
+    def handler(req):
+        if req.url.path == "/health":
+            return httpx.Response(200)
+        if req.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        return httpx.Response(500, json={"error": {"message": "boom"}})
+
+    stream = run_smoke(client_for(handler), health_deadline_s=5).checks[-1]
+    assert stream.name == "stream" and stream.status == "FAIL"
+    assert stream.detail.startswith("0 token(s), ttft not measured, error ")
+    assert "0.000" not in stream.detail

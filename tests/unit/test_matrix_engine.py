@@ -115,3 +115,17 @@ def test_a_host_that_never_answers_the_record_read_is_one_line_not_a_traceback(m
     assert rc == 2 and err.count("\n") == 1
     assert err.startswith("beekeeper matrix: the host did not answer in 120 s reading ")
     assert "-p 2222 root@gpu-box" in err
+
+
+def test_a_row_without_the_servers_peak_is_not_called_within_the_budget():
+    """A driver with no per-process figure (WSL2): the row's VRAM is not measured, neither
+    within nor over the budget (it read `(None or 0) <= budget`: within)."""
+    from beekeeper.verify.report import Report, SuiteResults
+    from beekeeper.verify.vram import VramResult
+
+    row = matrix.Row(profile="p", summary="s", deployed=True)
+    vr = VramResult(peak_process_mib=None, peak_delta_mib=40.0)
+    rep = Report(profile="p", url="u", started_utc="t", budget_mib=10240.0,
+                 suites=SuiteResults(vram=vr), requested=[])
+    matrix._fill_row(row, rep)
+    assert (row.peak_vram_mib, row.within_budget, row.vram_note) == (None, None, "not measured")

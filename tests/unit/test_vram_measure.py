@@ -130,3 +130,18 @@ def test_a_card_sampled_without_the_vram_suite_is_shown_not_judged(
                            where=Locality(True, "here", pid=9_999))
     assert next(ch for ch in asked.checks if ch.name == "vram.rise_vs_budget").status == "FAIL"
     assert asked.coverage.word == "FAILED"
+
+
+def test_the_servers_peak_is_its_process_figure_or_not_measured() -> None:
+    """key_figures' peak VRAM: the process peak (0.0 kept: `or` dropped it), never the card's
+    rise over the sampler's first sample, taken with the server already loaded."""
+    from beekeeper.verify.report import key_figures
+    from beekeeper.verify.vram import server_peak_mib
+
+    assert server_peak_mib({"peak_process_mib": 9724.0, "peak_delta_mib": 12.0}) == 9724.0
+    assert server_peak_mib({"peak_process_mib": 0.0, "peak_delta_mib": 12.0}) == 0.0
+    assert server_peak_mib({"peak_process_mib": None, "peak_delta_mib": 12.0}) is None
+    wsl = {"suites": {"vram": {"peak_process_mib": None, "peak_delta_mib": 40.0}}}
+    assert key_figures(wsl)["peak_vram_mib"] is None
+    r = vram.VramResult(peak_process_mib=None, peak_delta_mib=40.0)
+    assert r.server_peak_mib is None
