@@ -19,6 +19,7 @@ from typing import Any
 
 from beekeeper.core.errors import VerifyError
 from beekeeper.core.paths import ServicePaths
+from beekeeper.core.profiles import REFERENCE_CARD
 from beekeeper.core.runtime import runtime_of
 
 from .client import TOKEN_KINDS
@@ -32,6 +33,7 @@ from .judge import (
     NO_BASELINE,
     NOISE_MAX,
     TTFT_CEILING,
+    TTFT_CEILING_CPU,
     UNSETTLED,
     VERDICT_CHECKS,
     Check,
@@ -454,34 +456,52 @@ def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
     return out
 
 
+def md_text(text: Any) -> str:
+    """Text from a check or the server, safe in a markdown line: HTML escaped (`<script>`
+    shows as text, as report.html escapes it) and on one line."""
+    return re.sub(r"\r\n|\r|\n", "<br>", html.escape(str(text), quote=False))
+
+
+def md_cell(text: Any) -> str:
+    """`md_text`, in a table cell: a `|` escaped, so it adds no column."""
+    return md_text(text).replace("|", "\\|")
+
+
+def md_rules() -> str:
+    """report.md's footer: the rules, in the judge's own figures (verify/judge.py)."""
+    return (f"Rules: served decode >= {DECODE_FLOOR} x the engine's ({DECODE_FLOOR_CPU} on a "
+            "CPU build, whose server threads share the cores; a GPU server sampling on the "
+            f"CPU may take {CPU_SAMPLER_MS:g} ms a token more, as llama-bench samples "
+            "nothing) (llama-bench, same build, model, KV types, flash attention, GPU layers, "
+            f"depth, on this host); median TTFT <= {TTFT_CEILING} x (engine prefill + one "
+            f"decode step) ({TTFT_CEILING_CPU} x on a CPU build); a figure whose own error is "
+            f"over {NOISE_MAX:.0%} is not judged; the seed study's {REFERENCE_CARD} figures "
+            f"are checks only on an {REFERENCE_CARD} and of figures measured at the seed's "
+            "size, information elsewhere (the reference TTFT is information there too when "
+            "ttft.vs_engine and every decode.vs_engine check passed); VRAM budget against the "
+            "rise of the card's memory.used over idle (service stopped).")
+
+
 def markdown(data: dict[str, Any]) -> str:
     word, summary, not_judged, sentence = verdict_of(data)
-    lines = [f"# beekeeper verify: {data['profile']}", "",
-             *([f"**{sentence}**", ""] if sentence else []),
-             f"- server: {data['url']}", f"- started (UTC): {data['started_utc']}",
-             f"- result: **{word}**" + (f": {summary}" if summary else ""),
-             *[f"  - {ln}" for ln in not_judged], ""]
+    lines = [f"# beekeeper verify: {md_text(data['profile'])}", "",
+             *([f"**{md_text(sentence)}**", ""] if sentence else []),
+             f"- server: {md_text(data['url'])}",
+             f"- started (UTC): {md_text(data['started_utc'])}",
+             f"- result: **{word}**" + (f": {md_text(summary)}" if summary else ""),
+             *[f"  - {md_text(ln)}" for ln in not_judged], ""]
     eng = data.get("engine")
     if eng:
-        lines += [f"- engine baseline: llama-bench, {eng['placement']}", ""]
+        lines += [f"- engine baseline: llama-bench, {md_text(eng['placement'])}", ""]
     lines += ["| check | result | measured vs expected |", "|---|---|---|"]
     for c in data["checks"]:
-        lines.append(f"| {c['name']} | {c['status']} | {c['detail']} |")
+        lines.append(f"| {md_cell(c['name'])} | {md_cell(c['status'])} | "
+                     f"{md_cell(c['detail'])} |")
     lines += ["", "Definitions: decode tok/s = (N - 1) / (t_last_token - t_first_token), "
               "N = usage.completion_tokens; TTFT = first token event - send; p95 nearest-rank; "
               "NIAH bound = two-sided 95% Clopper-Pearson. Statuses: PASS/FAIL judge a figure "
               "against an expectation; SKIP (no expectation, and why) and INFO (shown, not "
-              "judged) never pass or fail a run.", "",
-              f"Rules: served decode >= {DECODE_FLOOR} x the engine's ({DECODE_FLOOR_CPU} on a "
-              "CPU build, whose server threads share the cores; a GPU server sampling on the "
-              f"CPU may take {CPU_SAMPLER_MS:g} ms a token more, as llama-bench samples "
-              "nothing) (llama-bench, same build, "
-              "model, KV types, flash attention, GPU layers, depth, on this host); median TTFT "
-              f"<= {TTFT_CEILING} x (engine prefill + one decode step); the seed study's "
-              "RTX 4090 figures are checks only on an RTX 4090, information elsewhere (the "
-              "reference TTFT is information there too when ttft.vs_engine and every "
-              "decode.vs_engine check passed); VRAM "
-              "budget against the rise of the card's memory.used over idle (service stopped)."]
+              "judged) never pass or fail a run.", "", md_rules()]
     return "\n".join(lines) + "\n"
 
 

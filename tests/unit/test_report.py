@@ -240,3 +240,36 @@ def test_report_says_nothing_of_a_figure_one_run_lacks():
     assert b_versus_a("niah_passed", 10, 0) == "B is 100% worse"
     assert b_versus_a("decode_tok_s", 50.0, 50.2) == "same"  # within half a percent
     assert b_versus_a("decode_tok_s", 50.0, 50.3) == "B is 1% faster"
+
+
+def test_report_md_escapes_server_text_in_its_table():
+    """A `|` in a model name added a column, a newline ended the row, and `<script>` or
+    `<img onerror>` from the server went into report.md as HTML (report.html escapes them)."""
+    from beekeeper.verify.report import markdown
+
+    data = json.loads(RECORDED.read_text())
+    data["checks"] = [
+        {"name": "smoke.models", "status": "PASS", "detail": "1 model(s): ['a|b']"},
+        {"name": "smoke.stream", "status": "FAIL",
+         "detail": "error <script>alert(1)</script>\nsecond line & <img src=x onerror=y>"}]
+    md = markdown(data)
+    rows = [ln for ln in md.splitlines() if ln.startswith("| smoke.")]
+    assert len(rows) == 2  # one row each: the newline did not end one
+    assert all(len(re.findall(r"(?<!\\)\|", r)) == 4 for r in rows)  # three columns
+    assert "['a\\|b']" in rows[0]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;<br>second line &amp; &lt;img" in rows[1]
+    assert "<script>" not in md and "<img" not in md
+
+
+def test_report_md_rules_are_the_judges_figures():
+    """The footer said TTFT `<= 1.25` whatever the profile; a CPU build is judged at 1.5."""
+    from beekeeper.verify import judge
+    from beekeeper.verify.report import markdown
+
+    rules = markdown(json.loads(RECORDED.read_text())).splitlines()[-1]
+    assert rules.startswith("Rules: ")
+    for figure in (judge.DECODE_FLOOR, judge.DECODE_FLOOR_CPU, judge.TTFT_CEILING,
+                   judge.TTFT_CEILING_CPU):
+        assert f"{figure}" in rules
+    assert f"<= {judge.TTFT_CEILING} x" in rules
+    assert f"({judge.TTFT_CEILING_CPU} x on a CPU" in rules
