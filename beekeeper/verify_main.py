@@ -44,7 +44,7 @@ from .core.profiles import (
 # the --help of both verify commands ends with it
 EXIT_STATUS = """Exit status: 0 nothing failed and every requested decode, TTFT, NIAH and VRAM check
 judged its figure; 1 a check failed; 3 nothing failed but a requested one was not judged
-(INCOMPLETE); 2 a usage or set-up error."""
+(INCOMPLETE); 2 a usage or set-up error; 130 interrupted (Ctrl-C), no report written."""
 
 
 def _argtype(what: str, read: Callable[[str], Any], fits: Callable[[Any], bool],
@@ -539,41 +539,133 @@ def typed_command(argv: list[str]) -> str | None:
 def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
                budget_gib: float | None, where: Any = None) -> int:
     """The suites against `url`, judged and reported; the verdict's exit status. `shell`:
-    where llama-bench and systemctl run (None: nowhere). A request the suites do not judge
-    that fails (a 401) is a VerifyError, in one line."""
+    where llama-bench and systemctl run (None: nowhere). A server that stops answering
+    during the run is FAILED, its report written (`stopped_report`); a request the suites do
+    not judge that is refused (a 401), or answered as llama-server never answers, is a
+    VerifyError, in one line; Ctrl-C is one line and INTERRUPTED, no report."""
     import httpx
 
+    from beekeeper.verify.client import ServerAnswerError
+    from beekeeper.verify.prompts import PromptFitError
+
+    server = server_url(url)  # its credentials sent, never printed or kept in the report
+    try:
+        report = _run_suites(args, server, shell=shell, keys=keys, budget_gib=budget_gib,
+                             where=where)
+    except KeyboardInterrupt:
+        print("verify: interrupted (Ctrl-C): no report written", file=sys.stderr, flush=True)
+        return INTERRUPTED
+    except (httpx.TransportError, httpx.HTTPStatusError) as e:
+        report = stopped_report(e, args.out, args.host_label)
+        if report is None:
+            raise unanswered(e, server.base) from None
+    except ServerAnswerError as e:
+        raise VerifyError(f"the server at {server.base}: {e}: verify needs llama-server's "
+                          "/apply-template and /tokenize") from None
+    except PromptFitError as e:
+        raise VerifyError(f"no prompt of the size asked could be built with the tokenizer of "
+                          f"the server at {server.base} ({e}): give other sizes "
+                          "(--decode-ctx, --ttft-tokens)") from None
+    return int(report.coverage.exit_status)
+
+
+def _run_suites(args: argparse.Namespace, server: ServerUrl, *, shell: Any, keys: Keys,
+                budget_gib: float | None, where: Any) -> Any:
+    """run_suites with the run's options, its clients closed after it."""
     from beekeeper.verify.report import INVOCATION, Invocation
     from beekeeper.verify.suites import run_suites
 
     profile = profile_of(args)
-    names = suite_names(args.suite)
-    server = server_url(url)  # its credentials sent, never printed or kept in the report
     typed = getattr(args, "typed_command", None) or typed_command(sys.argv)
-    try:
-        with ExitStack() as stack:
-            token = INVOCATION.set(Invocation(typed, args.service))  # the verdict's next step
-            stack.callback(INVOCATION.reset, token)
-            client = stack.enter_context(server.client(keys.api))
-            direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
-                                          .client(keys.direct))
-                      if args.direct_url else None)  # --suite gateway: the server behind --url
-            report = run_suites(client, profile, names, out_dir=args.out, quick=args.quick,
-                                host_label=args.host_label, card=args.card,
-                                sizes=sizes_of(args, profile), shell=shell,
-                                engine_gpu=args.engine_gpu, service=args.service,
-                                direct=direct, budget_gib=budget_gib, hand=hand_started(args),
-                                where=where)
-    except httpx.HTTPStatusError as e:  # a request the suites do not judge, refused
+    with ExitStack() as stack:
+        token = INVOCATION.set(Invocation(typed, args.service))  # the verdict's next step
+        stack.callback(INVOCATION.reset, token)
+        client = stack.enter_context(server.client(keys.api))
+        direct = (stack.enter_context(server_url(args.direct_url, "--direct-url")
+                                      .client(keys.direct))
+                  if args.direct_url else None)  # --suite gateway: the server behind --url
+        return run_suites(client, profile, suite_names(args.suite), out_dir=args.out,
+                          quick=args.quick, host_label=args.host_label, card=args.card,
+                          sizes=sizes_of(args, profile), shell=shell,
+                          engine_gpu=args.engine_gpu, service=args.service, direct=direct,
+                          budget_gib=budget_gib, hand=hand_started(args), where=where)
+
+
+def unanswered(e: Exception, base: str) -> VerifyError:
+    """A request the suites do not judge that failed (`e`, an httpx error), in one line: a
+    refusal for the key names --api-key-file."""
+    import httpx
+
+    if isinstance(e, httpx.HTTPStatusError):
         r = e.response
         hint = ": give its key with --api-key-file" if r.status_code in (401, 403) else ""
-        raise VerifyError(f"the server at {server.base} answered HTTP {r.status_code} "
-                          f"{r.reason_phrase} to {e.request.method} {e.request.url.path}"
-                          f"{hint}") from None
-    except httpx.TransportError as e:
-        raise VerifyError(f"the server at {server.base} could not be reached "
-                          f"({type(e).__name__}: {shown_url(str(e))})") from None
-    return report.coverage.exit_status
+        return VerifyError(f"the server at {base} answered HTTP {r.status_code} "
+                           f"{r.reason_phrase} to {e.request.method} {e.request.url.path}"
+                           f"{hint}")
+    return VerifyError(f"the server at {base} could not be reached "
+                       f"({type(e).__name__}: {shown_url(str(e))})")
+
+
+# what a shell reports for a program that SIGINT (Ctrl-C) ended: 128 + 2
+INTERRUPTED = 130
+# the check a server that stopped answering during the run fails (report.py's sentence
+# names the server's log for it, as for a failed smoke check)
+STOPPED = "server.answered"
+# the step each function of the suites runs, for the check's detail (the deepest one named)
+STEPS = {"run_smoke": "the smoke check", "run_engine": "the engine suite",
+         "run_decode": "decode", "settled_ttft": "TTFT", "run_niah": "NIAH",
+         "run_load": "load", "run_gateway": "the gateway suite"}
+
+
+def stopped_report(e: Exception, out: str | None, host_label: str) -> Any:
+    """Where the server stopped answering during the run (`e`: a request that got no answer,
+    or an HTTP 5xx, raised through run_suites): the Report run_suites was filling, with
+    what was measured before, a FAIL check (`STOPPED`) naming the step and the request
+    added, printed and written under `out` as run_suites does. None for any other failure
+    (a refusal: HTTP 4xx), or where no report was begun."""
+    import httpx
+
+    from beekeeper.verify.judge import Check
+    from beekeeper.verify.report import Report
+
+    if isinstance(e, httpx.HTTPStatusError) and e.response.status_code < 500:
+        return None
+    report, step, tb = None, None, e.__traceback__
+    while tb is not None:  # from run_verify's frame down to the request that failed
+        frame = tb.tb_frame
+        report = report or next((v for v in frame.f_locals.values()
+                                 if isinstance(v, Report)), None)
+        step = STEPS.get(frame.f_code.co_name, step)
+        tb = tb.tb_next
+    if report is None:
+        return None
+    got = (f"HTTP {e.response.status_code} {e.response.reason_phrase}"
+           if isinstance(e, httpx.HTTPStatusError)
+           else f"no answer ({type(e).__name__}: {shown_url(str(e))})")
+    request = e.request if isinstance(e, (httpx.HTTPStatusError, httpx.RequestError)) else None
+    what = f"{request.method} {request.url.path} got {got}" if request else got
+    during = f" during {step}" if step else ""
+    report.checks.append(Check(STOPPED, "FAIL", f"stopped answering{during}: "
+                                                 f"{what}"))
+    _finish(report, out, host_label)
+    return report
+
+
+def _finish(report: Any, out: str | None, host_label: str) -> None:
+    """The console's verdict and checks, the report folder, the summary: as run_suites
+    ends."""
+    from datetime import datetime
+
+    from beekeeper.verify.report import folder_stamp, print_checks, print_summary, write_reports
+
+    print_checks(report)
+    if out:
+        started = datetime.fromisoformat(report.started_utc)
+        folder = Path(out) / host_label / folder_stamp(started)
+        report.out_dir = str(folder)
+        write_reports(report, folder)
+        print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)
+    print_summary(report)
 
 
 def use_checkout_verify() -> None:

@@ -22,6 +22,11 @@ class SSEError(ValueError):
     """The response is not an event stream."""
 
 
+class ServerAnswerError(ValueError):
+    """A request answered with success, but not as llama-server answers it (no JSON, or
+    without the field verify reads)."""
+
+
 def sse_data(lines: Iterable[str]) -> Iterator[str]:
     """The `data` of each server-sent event (the WHATWG rules verify needs): `data:` lines
     joined by newlines, an event ending at a blank line; comment lines (`:` pings) and other
@@ -131,11 +136,20 @@ class ServerClient:
     def props(self) -> dict[str, Any]:
         return dict(self._json("GET", "/props"))
 
+    def _field(self, path: str, key: str, body: dict[str, Any]) -> Any:
+        """`key` of the JSON the server answers POST `path` with: an HTTP error status raised
+        (httpx.HTTPStatusError), an answer without it a ServerAnswerError naming both."""
+        try:
+            return self._json("POST", path, json=body)[key]
+        except (ValueError, KeyError, TypeError, IndexError):
+            raise ServerAnswerError(f"POST {path} answered without `{key}` (a server other "
+                                    "than llama-server?)") from None
+
     def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """Tokens the server will prefill for these messages (its own template + tokenizer)."""
-        prompt = str(self._json("POST", "/apply-template", json={"messages": messages})["prompt"])
-        return len(self._json("POST", "/tokenize", json={
-            "content": prompt, "add_special": True, "parse_special": True})["tokens"])
+        prompt = str(self._field("/apply-template", "prompt", {"messages": messages}))
+        return len(self._field("/tokenize", "tokens", {
+            "content": prompt, "add_special": True, "parse_special": True}))
 
     def stream_chat(self, messages: list[dict[str, str]], max_tokens: int, *,
                     temperature: float = 0.0, seed: int = 42, ignore_eos: bool = False,

@@ -232,7 +232,7 @@ def _broken_what(report: Report, check: Check) -> tuple[str, str]:
            "host, then verify again")
     depth = name.partition("@")[2]
     ratio = dict(_decode_ratios(report)).get(int(depth)) if depth.isdigit() else None
-    if name.startswith("smoke."):
+    if name.startswith(("smoke.", "server.")):  # server.answered: it stopped answering
         return f"it did not answer a basic request ({name}: {_head(check.detail)})", log
     if name.startswith("decode.vs_engine@") and ratio is not None:
         return (f"it decoded at {ratio:.2f} of its engine's speed at {int(depth):,} tokens"

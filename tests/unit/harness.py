@@ -21,10 +21,11 @@ import statistics
 import struct
 import subprocess
 import sys
+import threading
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -1040,3 +1041,96 @@ class HealthOK(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+# --- first written for test_verify_stops_answering.py, used by other test modules too
+
+@dataclass
+class FakeLlama:
+    """How `loopback_llama`'s server answers: llama-server's API (one token a word), with
+    the failures verify must report."""
+
+    key: str | None = None  # wanted (Bearer) on every path but /health and /v1/models: 401
+    stop_after_chats: int | None = None  # after this many chat completions, every request ...
+    stop: str | int = "drop"  # ... is dropped without an answer, or answered with this status
+    tokens_field: str = "tokens"  # /tokenize's answer names its token list so
+    tokens_per_word: int = 1
+    on_template: Callable[[], None] | None = None  # run at each /apply-template (a Ctrl-C)
+    chats: int = 0
+    seen: list[str] = field(default_factory=list)
+
+    def stopped(self) -> bool:
+        return self.stop_after_chats is not None and self.chats >= self.stop_after_chats
+
+
+def _fake_answer(fake: FakeLlama, h: http.server.BaseHTTPRequestHandler) -> None:
+    path = h.path.split("?")[0]
+    fake.seen.append(path)
+    body = json.loads(h.rfile.read(int(h.headers.get("Content-Length") or 0)) or b"{}")
+    code, answer = 200, None
+    if fake.stopped():
+        if fake.stop == "drop":
+            h.close_connection = True  # no status line: the client sees the connection end
+            return
+        code, answer = int(fake.stop), {"error": "stopped"}
+    elif path == "/health":
+        answer = {"status": "ok"}
+    elif path == "/v1/models":
+        answer = {"data": [{"id": "cpu-tiny"}]}
+    elif fake.key and h.headers.get("Authorization") != f"Bearer {fake.key}":
+        code, answer = 401, {"error": {"code": 401, "message": "Invalid API Key"}}
+    elif path == "/apply-template":
+        if fake.on_template:
+            fake.on_template()
+        answer = {"prompt": " ".join(m["content"] for m in body["messages"])}
+    elif path == "/tokenize":
+        words = body["content"].split() * fake.tokens_per_word
+        answer = {fake.tokens_field: list(range(len(words)))}
+    elif path == "/props":
+        answer = {"model_path": "/models/cpu-tiny.gguf"}
+    if answer is None and path == "/v1/chat/completions":
+        fake.chats += 1
+        return _fake_stream(h, int(body.get("max_tokens") or 1))
+    data = json.dumps(answer if answer is not None else {"error": "not found"}).encode()
+    h.send_response(code if answer is not None else 404)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def _fake_stream(h: http.server.BaseHTTPRequestHandler, n: int) -> None:
+    """A chat completion's event stream of `n` tokens, then usage, timings and [DONE]."""
+    h.send_response(200)
+    h.send_header("Content-Type", "text/event-stream")
+    h.end_headers()
+    chunks = [{"choices": [{"delta": {"content": " w"}}]} for _ in range(n)]
+    chunks.append({"choices": [{"delta": {}, "finish_reason": "length"}],
+                   "timings": {"predicted_n": n, "cache_n": 0, "prompt_ms": 1.0,
+                               "predicted_per_second": 50.0},
+                   "usage": {"completion_tokens": n, "prompt_tokens": 10}})
+    for c in chunks:
+        h.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+    h.wfile.write(b"data: [DONE]\n\n")
+
+
+@contextmanager
+def loopback_llama(fake: FakeLlama) -> Iterator[str]:
+    """A llama-server stand-in on 127.0.0.1 (a free port) answering as `fake` says; its
+    base URL."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            _fake_answer(fake, self)
+
+        do_GET = do_POST = answer  # noqa: N815 (http.server's names)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()

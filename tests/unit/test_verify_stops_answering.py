@@ -1,0 +1,119 @@
+"""A server that stops answering during verify (it passed the smoke check, then drops every
+connection or answers 503) is FAILED (exit 1), as one that never answered is: its report is
+written with what was measured before, the step that failed named, the server's log as the
+next step. An answer verify cannot read, a prompt it cannot fit, and Ctrl-C each end in one
+line (exit 2, 2 and 130), never a traceback. Each against a real server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import _thread
+import json
+from pathlib import Path
+
+import pytest
+
+from beekeeper import cli
+
+from .harness import FakeLlama, loopback_llama
+
+RUN = ["--profile", "cpu-tiny", "--quick", "--settle-budget-s", "0", "--host-label", "box"]
+
+
+def verify(url: str, out: Path, suites: str, *more: str) -> int | str:
+    """`beekeeper verify` of `url`; what escaped it, named, where it did not return."""
+    try:
+        return cli.main(["verify", "--url", url, "--suite", suites, "--out", str(out),
+                         *RUN, *more])
+    except KeyboardInterrupt:  # pytest would stop the session on it
+        return "KeyboardInterrupt escaped"
+
+
+def the_report(out: Path) -> dict:
+    files = list(out.rglob("report.json"))
+    assert len(files) == 1, files
+    assert {p.name for p in files[0].parent.iterdir()} >= {"report.md", "report.html"}
+    return json.loads(files[0].read_text())
+
+
+@pytest.mark.parametrize("stop, got", [
+    ("drop", "POST /apply-template got no answer (RemoteProtocolError: "),
+    (503, "POST /apply-template got HTTP 503 Service Unavailable"),
+])
+def test_a_server_that_stops_answering_mid_run_is_failed_with_its_report(tmp_path, capsys,
+                                                                         stop, got):
+    fake = FakeLlama(stop_after_chats=1, stop=stop)  # the smoke check's chat, then no more
+    with loopback_llama(fake) as url:
+        rc = verify(url, tmp_path, "smoke,decode,ttft")
+    out = capsys.readouterr()
+    assert rc == 1, out
+    assert "Traceback" not in out.err and "could not be reached" not in out.err, out.err
+    data = the_report(tmp_path)
+    checks = {c["name"]: c for c in data["checks"]}
+    # what was measured before it stopped is kept ...
+    assert [checks[f"smoke.{n}"]["status"] for n in ("health", "models", "stream")] == [
+        "PASS"] * 3
+    assert data["suites"]["smoke"]["record"]["ok"] is True
+    # ... and the step that failed is named, with the request that got no answer
+    stopped = checks["server.answered"]
+    assert stopped["status"] == "FAIL"
+    assert stopped["detail"].startswith(f"stopped answering during decode: {got}")
+    verdict = data["verdict"]
+    assert verdict["word"] == "FAILED" and verdict["exit_status"] == 1
+    assert verdict["sentence"].startswith("The server is broken: it did not answer a basic "
+                                          "request (server.answered: stopped answering")
+    assert "next: read the server's log (for the kit's service: `journalctl" in (
+        verdict["sentence"])
+    assert out.out.rstrip().splitlines()[-3].startswith("verify FAILED")
+    assert f"report: {tmp_path}/box/" in out.out
+
+
+def test_a_server_down_from_the_start_is_failed_the_same_way(tmp_path, capsys, monkeypatch):
+    """The case the mid-run one is made consistent with: no connection at all."""
+    from beekeeper.verify import smoke
+
+    fake = FakeLlama(stop_after_chats=0)  # drops every connection, /health's too
+    with loopback_llama(fake) as url:
+        real = smoke.wait_healthy
+        monkeypatch.setattr(smoke, "wait_healthy", lambda c, d: real(c, 0.2))  # not 60 s
+        rc = verify(url, tmp_path, "smoke,decode")
+    assert rc == 1
+    data = the_report(tmp_path)
+    assert data["verdict"]["sentence"].startswith(
+        "The server is broken: it did not answer a basic request (smoke.health: ")
+    assert "next: read the server's log" in data["verdict"]["sentence"]
+
+
+def test_an_answer_without_the_tokens_is_one_line_exit_2(tmp_path, capsys):
+    with loopback_llama(FakeLlama(tokens_field="ids")) as url:
+        rc = verify(url, tmp_path, "smoke,decode")
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"beekeeper: the server at {url}: POST /tokenize answered without "
+                          "`tokens` (a server other than llama-server?)"), err
+
+
+def test_a_prompt_that_cannot_be_fitted_is_one_line_exit_2(tmp_path, capsys):
+    """Two tokens a word: no prompt is 1,001 tokens long (PromptFitError)."""
+    with loopback_llama(FakeLlama(tokens_per_word=2)) as url:
+        rc = verify(url, tmp_path, "smoke,decode", "--decode-ctx", "1001")
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert "no prompt of the size asked could be built" in err
+    assert "could not hit exactly 1001 tokens" in err and "--decode-ctx" in err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys):
+    """Ctrl-C while the decode prompt is fitted (the SIGINT Python's handler gets, raised in
+    the main thread while it waits for the answer)."""
+    with loopback_llama(FakeLlama(on_template=_thread.interrupt_main)) as url:
+        rc = verify(url, tmp_path, "smoke,decode")
+    out = capsys.readouterr()
+    assert rc == 130, (rc, out)
+    assert out.err.strip() == "verify: interrupted (Ctrl-C): no report written"
+    assert not list(tmp_path.rglob("report.json"))
+
+
+def test_docs_say_what_ctrl_c_ends_in():
+    doc = (Path(__file__).resolve().parents[2] / "docs/commands.md").read_text()
+    assert "`verify: interrupted (Ctrl-C): no report written`, and exit 130" in " ".join(
+        doc.split())
