@@ -252,8 +252,34 @@ def _broken_what(report: Report, check: Check) -> tuple[str, str]:
     return f"{name} failed ({_head(check.detail)})", f"read the [FAIL] {name} line below"
 
 
+# the next step where a failed check shows a request refused for its key (HTTP 401 or 403)
+KEY_NEXT = ("the server wants an API key: give the one it was started with in a file, "
+            "`{flag} FILE`")
+
+
+def _refused_for_key(report: Report, check: Check) -> str | None:
+    """The option giving the key a request `check` shows refused (HTTP 401 or 403) wanted:
+    --api-key-file, or --direct-api-key-file for the server behind a gateway; None where
+    none was refused. A gateway check's detail counts failures: its records say why."""
+    if not check.name.startswith("gateway."):  # the first status named is the request's
+        status = re.search(r"\bHTTP (\d{3})\b", check.detail)
+        return "--api-key-file" if status and status.group(1) in ("401", "403") else None
+    records = (report.suites.gateway or {}).get("records") or {}
+    return next((flag for side, flag in (("gateway", "--api-key-file"),
+                                         ("direct", "--direct-api-key-file"))
+                 if any(r.get("status_code") in (401, 403) for r in records.get(side, []))),
+                None)
+
+
+def _broken_step(report: Report, check: Check) -> tuple[str, str]:
+    """`_broken_what`, its next step the key's where a request was refused for it."""
+    what, look = _broken_what(report, check)
+    flag = _refused_for_key(report, check)
+    return what, KEY_NEXT.format(flag=flag) if flag else look
+
+
 def _broken(report: Report, cov: Coverage) -> str:
-    said = [_broken_what(report, c) for c in report.checks if not c.passed]
+    said = [_broken_step(report, c) for c in report.checks if not c.passed]
     what = list(dict.fromkeys(w for w, _ in said))
     look = list(dict.fromkeys(n for _, n in said))
     also = (f" ({_and([AREAS[a] for a, _ in cov.not_judged])} was not judged either)"
