@@ -540,7 +540,7 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
                budget_gib: float | None, where: Any = None) -> int:
     """The suites against `url`, judged and reported; the verdict's exit status. `shell`:
     where llama-bench and systemctl run (None: nowhere). A server that stops answering
-    during the run is FAILED, its report written (`stopped_report`); a request the suites do
+    during the served suites is FAILED, its report written (suites.stopped); a request they do
     not judge that is refused (a 401), or answered as llama-server never answers, is a
     VerifyError, in one line; Ctrl-C is one line and INTERRUPTED, no report."""
     import httpx
@@ -555,10 +555,8 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
     except KeyboardInterrupt:
         print("verify: interrupted (Ctrl-C): no report written", file=sys.stderr, flush=True)
         return INTERRUPTED
-    except (httpx.TransportError, httpx.HTTPStatusError) as e:
-        report = stopped_report(e, args.out, args.host_label)
-        if report is None:
-            raise unanswered(e, server.base) from None
+    except (httpx.TransportError, httpx.HTTPStatusError) as e:  # outside the served suites
+        raise unanswered(e, server.base) from None
     except ServerAnswerError as e:
         raise VerifyError(f"the server at {server.base}: {e}: verify needs llama-server's "
                           "/apply-template and /tokenize") from None
@@ -608,66 +606,6 @@ def unanswered(e: Exception, base: str) -> VerifyError:
 
 # what a shell reports for a program that SIGINT (Ctrl-C) ended: 128 + 2
 INTERRUPTED = 130
-# the check a server that stopped answering during the run fails (report.py's sentence
-# names the server's log for it, as for a failed smoke check)
-STOPPED = "server.answered"
-# the step each function of the suites runs, for the check's detail (the deepest one named)
-STEPS = {"run_smoke": "the smoke check", "run_engine": "the engine suite",
-         "run_decode": "decode", "settled_ttft": "TTFT", "run_niah": "NIAH",
-         "run_load": "load", "run_gateway": "the gateway suite"}
-
-
-def stopped_report(e: Exception, out: str | None, host_label: str) -> Any:
-    """Where the server stopped answering during the run (`e`: a request that got no answer,
-    or an HTTP 5xx, raised through run_suites): the Report run_suites was filling, with
-    what was measured before, a FAIL check (`STOPPED`) naming the step and the request
-    added, printed and written under `out` as run_suites does. None for any other failure
-    (a refusal: HTTP 4xx), or where no report was begun."""
-    import httpx
-
-    from beekeeper.verify.judge import Check
-    from beekeeper.verify.report import Report
-
-    if isinstance(e, httpx.HTTPStatusError) and e.response.status_code < 500:
-        return None
-    report, step, tb = None, None, e.__traceback__
-    while tb is not None:  # from run_verify's frame down to the request that failed
-        frame = tb.tb_frame
-        report = report or next((v for v in frame.f_locals.values()
-                                 if isinstance(v, Report)), None)
-        step = STEPS.get(frame.f_code.co_name, step)
-        tb = tb.tb_next
-    if report is None:
-        return None
-    got = (f"HTTP {e.response.status_code} {e.response.reason_phrase}"
-           if isinstance(e, httpx.HTTPStatusError)
-           else f"no answer ({type(e).__name__}: {shown_url(str(e))})")
-    request = e.request if isinstance(e, (httpx.HTTPStatusError, httpx.RequestError)) else None
-    what = f"{request.method} {request.url.path} got {got}" if request else got
-    during = f" during {step}" if step else ""
-    report.checks.append(Check(STOPPED, "FAIL", f"stopped answering{during}: "
-                                                 f"{what}"))
-    _finish(report, out, host_label)
-    return report
-
-
-def _finish(report: Any, out: str | None, host_label: str) -> None:
-    """The console's verdict and checks, the report folder, the summary: as run_suites
-    ends."""
-    from datetime import datetime
-
-    from beekeeper.verify.report import folder_stamp, print_checks, print_summary, write_reports
-
-    print_checks(report)
-    if out:
-        started = datetime.fromisoformat(report.started_utc)
-        folder = Path(out) / host_label / folder_stamp(started)
-        report.out_dir = str(folder)
-        write_reports(report, folder)
-        print(f"report: {folder}/report.md (also report.json, report.html)", flush=True)
-    print_summary(report)
-
-
 def use_checkout_verify() -> None:
     """`beekeeper.verify` from the checkout's verify/ where it is not installed."""
     if importlib.util.find_spec("beekeeper.verify") is not None:

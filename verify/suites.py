@@ -282,6 +282,29 @@ class _Run:
     card: str | None
     where: Locality
     shell: Shell | None  # the serving host, where its load is read (settle.py)
+    step: str = "the served suites"  # the one running, for a server that stops answering
+
+
+# the check a server that stopped answering during the run fails (report.py's sentence
+# names the server's log for it, as for a failed smoke check)
+STOPPED = "server.answered"
+
+
+def stopped(ex: Exception, step: str) -> Check:
+    """The FAIL check of a server that stopped answering during `step`: a request that got
+    no answer, or an HTTP 5xx; any other error (a refusal, 4xx: the caller's one line; a
+    bug) goes on up."""
+    import httpx
+
+    if isinstance(ex, httpx.HTTPStatusError) and ex.response.status_code >= 500:
+        got = f"HTTP {ex.response.status_code} {ex.response.reason_phrase}"
+    elif isinstance(ex, httpx.TransportError):
+        got = f"no answer ({type(ex).__name__})"  # its text may hold the URL's secrets
+    else:
+        raise ex
+    request = ex.request
+    return Check(STOPPED, "FAIL", f"stopped answering during {step}: {request.method} "
+                                  f"{request.url.path} got {got}")
 
 
 def _repeats_said(settled: dict[str, Any] | None) -> str:
@@ -297,7 +320,7 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
     """The suites that need a healthy server, each run then judged, in the report's order."""
     names, sizes, res, e = run.names, run.sizes, report.suites, run.profile.expected
     if "decode" in names:
-        res.decode = []
+        run.step, res.decode = "decode", []
         for i, ctx in enumerate(sizes.decode_ctx_tokens):
             _log(f"decode: {ctx} context tokens, {sizes.decode_out_tokens} out, "
                     f"{sizes.decode_repeats} requests, more while the figure's error is over "
@@ -311,6 +334,7 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
             res.decode, run.engine, e, run.card, cpu=run.profile.backend == "cpu",
             sampler_on_cpu=run.profile.samples_on_cpu)
     if "ttft" in names:
+        run.step = "TTFT"
         _log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, "
                 "cache_prompt false")
         res.ttft = settled_ttft(client, sizes.ttft_tokens, sizes.ttft_requests,
@@ -320,6 +344,7 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
                                            cpu=run.profile.backend == "cpu")
         report.checks = judge.yield_reference_ttft(report.checks)
     if "niah" in names:
+        run.step = "NIAH"
         _log(f"niah: {sizes.niah_cases} cases at {sizes.niah_tokens} tokens")
         res.niah = run_niah(client, sizes.niah_tokens, sizes.niah_cases,
                             run.profile.niah_prefill)
@@ -360,7 +385,10 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
                 report.server = client.props()
             except Exception as ex:  # /props may be off; the report says so
                 report.server = {"error": str(ex)}
-            _served_suites(client, run, report)
+            try:
+                _served_suites(client, run, report)
+            except Exception as ex:  # a server that stopped answering: FAIL, the rest kept
+                report.checks.append(stopped(ex, run.step))
         if "gateway" in run.names:  # --url is the gateway, `direct` the server behind it
             _gateway_suite(report, client, direct, run.profile.name)
     vr = sampler.result

@@ -37,7 +37,7 @@ def test_a_smoke_refused_for_its_key_says_to_give_the_key_not_to_read_the_log(tm
     assert rc == 1
     said = sentence(tmp_path)
     assert said.startswith("The server is broken: it did not answer a basic request "
-                           "(smoke.stream: 0 token(s), ttft 0.000 s, error HTTP 401: ")
+                           "(smoke.stream: 0 token(s), ttft not measured, error HTTP 401: ")
     assert said.endswith(WANTS_KEY.format(flag="--api-key-file")), said
     assert "server's log" not in said
     assert out.splitlines()[0] == said  # the console opens with the same sentence
@@ -83,7 +83,7 @@ def test_the_server_behind_a_gateway_refused_names_its_own_key_option(tmp_path, 
 def test_a_failure_of_another_kind_still_names_the_servers_log():
     report = Report(profile="cpu-tiny", url="http://127.0.0.1:8083", started_utc="t",
                     budget_mib=0.0, requested=["smoke"],
-                    checks=[Check("smoke.stream", "FAIL", "0 token(s), ttft 0.000 s, error "
+                    checks=[Check("smoke.stream", "FAIL", "0 token(s), ttft not measured, error "
                                   "HTTP 500: {\"error\": \"HTTP 401 in a message\"}")])
     assert "next: read the server's log" in verdict_sentence(report)
 

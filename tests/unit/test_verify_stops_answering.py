@@ -36,7 +36,7 @@ def the_report(out: Path) -> dict:
 
 
 @pytest.mark.parametrize("stop, got", [
-    ("drop", "POST /apply-template got no answer (RemoteProtocolError: "),
+    ("drop", "POST /apply-template got no answer (RemoteProtocolError)"),
     (503, "POST /apply-template got HTTP 503 Service Unavailable"),
 ])
 def test_a_server_that_stops_answering_mid_run_is_failed_with_its_report(tmp_path, capsys,
