@@ -300,6 +300,12 @@ def usage_error(args: argparse.Namespace) -> str | None:
                 server_url(url, flag)
         except VerifyError as e:
             return str(e)
+    if args.url and getattr(args, "on_host", False) and (
+            getattr(args, "ssh", None) or getattr(args, "sandbox", False)):
+        return ("--url with --on-host and a host: the suites run on the host against its own "
+                "server (--port) and --url would go unused; to verify a gateway, leave out "
+                "--on-host (this machine reaches --url), with --direct-url for the server "
+                "behind it")
     if args.engine_image and not args.model:
         return ("--engine-image needs --model PATH: the server's GGUF on the host (its "
                 "folder is mounted at /models in the image; the server's /props names the "
@@ -323,7 +329,8 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
     if manifest is None:
         if args.profile is None:
             return (f"give --profile NAME: no deployed.json of service {args.service!r} on "
-                    f"{where} to read it from (`beekeeper profiles` lists them)")
+                    f"{where} to read it from (`beekeeper profiles` lists them), or --service "
+                    "NAME where the service is named otherwise (host data `service_name`)")
         return None
     try:
         d = DeployedService.from_json(manifest, f"the deployed.json on {where}")

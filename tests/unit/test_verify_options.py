@@ -214,3 +214,23 @@ def test_ssh_that_cannot_reach_the_host_is_said_so_not_a_missing_record():
     ("ssh://me@gpu-box.lan:2222", "gpu-box.lan")])
 def test_the_report_is_labelled_by_the_host_ssh_reaches_not_its_last_word(ssh, label):
     assert cli._ssh_target(verify_parser().parse_args(["--ssh", ssh]))[1] == label
+
+
+def test_url_with_on_host_and_a_host_is_refused_not_dropped():
+    """`--url` was left out of the host's command line with --on-host --ssh, so a gateway's
+    verify measured the server against itself; now it is a usage error naming the way."""
+    for where in (["--ssh", "me@gpu-box.lan"], ["--sandbox"]):
+        args = verify_parser().parse_args(["--on-host", *where, "--url",
+                                           "http://192.168.1.50:4000/model/q8-turbo4-64k",
+                                           "--suite", "gateway", "--profile", "cpu-tiny"])
+        said = verify_main.usage_error(args)
+        assert said is not None and said.startswith("--url with --on-host and a host"), said
+    here = verify_parser().parse_args(["--url", "http://127.0.0.1:4000", "--suite", "gateway",
+                                       "--direct-url", "http://127.0.0.1:8083"])
+    assert verify_main.usage_error(here) is None
+
+
+def test_no_record_for_the_service_names_the_service_option():
+    args = verify_parser().parse_args(["--ssh", "me@gpu-box.lan"])
+    said = verify_main.from_deployed(args, None, "gpu-box.lan")
+    assert said is not None and "--service NAME" in said and "'llm'" in said
