@@ -2,12 +2,15 @@
 connection or answers 503) is FAILED (exit 1), as one that never answered is: its report is
 written with what was measured before, the step that failed named, the server's log as the
 next step. An answer verify cannot read, a prompt it cannot fit, and Ctrl-C each end in one
-line (exit 2, 2 and 130), never a traceback. Each against a real server on 127.0.0.1."""
+line (exit 2, 2 and 130), never a traceback. Each against a stand-in llama-server on
+127.0.0.1 (tests/unit/harness.py FakeLlama) that fails on cue."""
 
 from __future__ import annotations
 
-import _thread
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,14 +105,24 @@ def test_a_prompt_that_cannot_be_fitted_is_one_line_exit_2(tmp_path, capsys):
     assert "could not hit exactly 1001 tokens" in err and "--decode-ctx" in err
 
 
-def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys):
-    """Ctrl-C while the decode prompt is fitted (the SIGINT Python's handler gets, raised in
-    the main thread while it waits for the answer)."""
-    with loopback_llama(FakeLlama(on_template=_thread.interrupt_main)) as url:
-        rc = verify(url, tmp_path, "smoke,decode")
-    out = capsys.readouterr()
-    assert rc == 130, (rc, out)
-    assert out.err.strip() == "verify: interrupted (Ctrl-C): no report written"
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C while the decode prompt is fitted: SIGINT sent to a `beekeeper verify` process
+    while it waits for the server's answer (a signal, as a terminal sends it: not
+    _thread.interrupt_main, whose target under pytest-xdist is not the test's thread)."""
+    running: list[subprocess.Popen[str]] = []
+
+    def ctrl_c() -> None:
+        running[0].send_signal(signal.SIGINT)
+        running[0].wait(timeout=30)  # the answer only after verify is gone
+
+    with loopback_llama(FakeLlama(on_template=ctrl_c)) as url:
+        running.append(subprocess.Popen(
+            [sys.executable, "-m", "beekeeper.cli", "verify", "--url", url, "--suite",
+             "smoke,decode", "--out", str(tmp_path), *RUN],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        out, err = running[0].communicate(timeout=120)
+    assert running[0].returncode == 130, (out, err)
+    assert err.strip() == "verify: interrupted (Ctrl-C): no report written", err
     assert not list(tmp_path.rglob("report.json"))
 
 
