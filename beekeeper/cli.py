@@ -535,6 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     except BeekeeperError as e:
         print(f"beekeeper: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside verify's suites (an ssh read, --on-host)
+        print(f"beekeeper {args.cmd}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130  # as a shell reports a program SIGINT ended (128 + 2)
     except BrokenPipeError:  # `beekeeper profiles | head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout

@@ -46,6 +46,11 @@ class EngineError(VerifyError):
     """The engine baseline could not be measured (the checks that need it say why)."""
 
 
+class EngineFailed(EngineError):
+    """llama-bench ran and failed on the served model (an exit, no JSON), or the server did
+    not start again after it: a failure of the engine or server, not of verify's set-up."""
+
+
 class Shell(Protocol):
     label: str
 
@@ -147,11 +152,11 @@ def parse_bench_json(text: str) -> list[BenchTest]:
     """llama-bench `-o json` stdout: one JSON array of tests."""
     start = text.find("[")
     if start < 0:
-        raise EngineError(f"llama-bench printed no JSON: {text[-300:]!r}")
+        raise EngineFailed(f"llama-bench printed no JSON: {text[-300:]!r}")
     try:
         return [BenchTest.from_json(d) for d in json.loads(text[start:])]
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-        raise EngineError(f"llama-bench JSON not understood ({e}): {text[-300:]!r}") from e
+        raise EngineFailed(f"llama-bench JSON not understood ({e}): {text[-300:]!r}") from e
 
 
 @dataclass
@@ -351,7 +356,7 @@ def _bench_once(engine: Engine, args: list[str]
     p = engine.shell.run(line, timeout_s=BENCH_TIMEOUT_S)
     wall = time.monotonic() - t0
     if p.returncode != 0:
-        raise EngineError(f"llama-bench exit {p.returncode}: "
+        raise EngineFailed(f"llama-bench exit {p.returncode}: "
                               f"{(p.stderr or p.stdout).strip()[-400:]}")
     snaps, cpu = parse_snapshots(p.stderr), bench_cpu_s(p.stderr)
     load = (HostLoad.between(snaps[0], snaps[-1], cpu)
@@ -445,7 +450,7 @@ def measure(engine: Engine, profile: Profile, *, depths_tokens: list[int], out_t
                 wait_ready()
     if started is not None and started.returncode != 0:
         said = (started.stderr or started.stdout).strip()[:300]
-        raise EngineError(f"could not start the server again ({engine.start}, exit "
+        raise EngineFailed(f"could not start the server again ({engine.start}, exit "
                           f"{started.returncode}): {said}"
                           + (f"; its log: {engine.log_hint}" if engine.log_hint else ""))
     base.wall_s = time.monotonic() - t0

@@ -329,6 +329,8 @@ def _failed(errs: list[str]) -> str:
 def engine_checks(run: EngineRun) -> list[Check]:
     if not run.requested:
         return []
+    if run.error is not None and run.failed:  # llama-bench ran and failed on the model
+        return [Check("engine.baseline", "FAIL", run.error)]
     if run.error is not None:  # no figure of the engine's: nothing of the server judged
         return [Check("engine.baseline", "SKIP", f"{ENGINE_NOT_RUN}{run.error}): no engine "
                       "baseline, so the served figures are not judged against one (not a sign "
@@ -356,9 +358,12 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
     """`cpu`: a CPU build (its own floor); `sampler_on_cpu`: a GPU server without backend
     sampling (CPU_SAMPLER_MS allowed a token)."""
     base = engine.baseline
-    out = [Check.of("decode.records_consistent", all(r.records_consistent for r in runs),
+    failed = [e for r in runs for e in r.failed_repeats]  # a repeat the server failed
+    out = [Check.of("decode.records_consistent",
+                    all(r.records_consistent for r in runs) and not failed,
                     "usage.completion_tokens == timings.predicted_n, cache_n == 0 on every "
-                    "request" + _errors([r.record for r in runs]))]
+                    "request" + _errors([r.record for r in runs])
+                    + (f"; {len(failed)} repeat(s) failed: {failed[0][:160]}" if failed else ""))]
     for r in runs:
         mine = served_spread("served decode", r.samples_tok_s, "tok/s",
                              Settled.from_json(r.settle) if r.settle else None)

@@ -24,6 +24,7 @@ class DecodeResult:
     record: RequestRecord
     samples_tok_s: list[float] = field(default_factory=list)
     settle: dict[str, Any] | None = None  # Settled.to_json()
+    failed_repeats: list[str] = field(default_factory=list)  # each failed repeat's error
 
     @property
     def records_consistent(self) -> bool:
@@ -183,6 +184,7 @@ class EngineRun:
     requested: bool
     baseline: EngineBaseline | None = None
     error: str | None = None  # llama-bench could not run (EngineError): no baseline
+    failed: bool = False  # it ran and failed (EngineFailed): judged a failure
 
     @property
     def why_not(self) -> str | None:

@@ -22,6 +22,7 @@ from . import judge, metrics, prompts
 from .client import RequestRecord, ServerClient, ttfts_s
 from .engine import (
     EngineError,
+    EngineFailed,
     LocalShell,
     Shell,
     deployed_engine,
@@ -118,6 +119,7 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
     figure is the median rate. With a `budget_s`, more rounds while it has not settled."""
     msgs, n = prompts.long_prompt(client, ctx, seed=seed)
     first: list[RequestRecord] = []
+    failed: list[str] = []  # a repeat that got no rate fails the run (decode_checks)
 
     def requests(k: int) -> list[float]:
         out: list[float] = []
@@ -129,6 +131,8 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
                 first.append(rec)
                 if rate is None:  # the first request failed: no repeats
                     return out
+            elif rate is None:
+                failed.append(rec.error or "no decode rate in its answer")
             out += [rate] if rate is not None else []
         return out
 
@@ -140,7 +144,7 @@ def run_decode(client: ServerClient, ctx: int, out_tokens: int, seed: int,
                         server_predicted_per_second=(rec.timings or {}).get(
                             "predicted_per_second"),
                         windowed_tok_s=metrics.windowed_tok_s(rec), record=rec,
-                        samples_tok_s=samples, settle=got.to_json())
+                        samples_tok_s=samples, settle=got.to_json(), failed_repeats=failed)
 
 
 def settled_ttft(client: ServerClient, n_tokens: int, k: int, *, budget_s: float = 0.0,
@@ -270,7 +274,9 @@ def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shel
             _log(f"engine: {key} {_repeats_said(got)}")
         return EngineRun(requested=True, baseline=base)
     except EngineError as ex:
-        return EngineRun(requested=True, error=str(ex))
+        return EngineRun(requested=True, error=str(ex), failed=isinstance(ex, EngineFailed))
+    except subprocess.TimeoutExpired as ex:  # the host did not answer (ssh, llama-bench)
+        return EngineRun(requested=True, error=f"no answer from the host in {ex.timeout:g} s")
 
 
 @dataclass

@@ -130,3 +130,46 @@ def test_docs_say_what_ctrl_c_ends_in():
     doc = (Path(__file__).resolve().parents[2] / "docs/commands.md").read_text()
     assert "`verify: interrupted (Ctrl-C): no report written`, and exit 130" in " ".join(
         doc.split())
+
+
+def test_a_decode_repeat_the_server_fails_fails_the_run(tmp_path, capsys):
+    """The server answers the smoke check and the timed decode request, then 503 to every
+    repeat: the repeats were dropped and the figure judged on what was left (exit 0 with an
+    engine, 3 without); a repeat that failed now fails decode."""
+    fake = FakeLlama(stop_after_chats=2, stop=503)  # the smoke chat, the timed request
+    with loopback_llama(fake) as url:
+        rc = verify(url, tmp_path, "smoke,decode")
+    out = capsys.readouterr()
+    assert rc == 1, out
+    checks = {c["name"]: c for c in the_report(tmp_path)["checks"]}
+    consistent = checks["decode.records_consistent"]
+    assert consistent["status"] == "FAIL" and "repeat(s) failed" in consistent["detail"]
+
+
+def test_a_llama_bench_that_ran_and_failed_fails_one_that_could_not_run_does_not():
+    from beekeeper.verify.engine import EngineError, EngineFailed, parse_bench_json
+    from beekeeper.verify.judge import engine_checks
+    from beekeeper.verify.results import EngineRun
+
+    with pytest.raises(EngineFailed):  # it ran: printed something, no JSON
+        parse_bench_json("error loading model: tensor data out of range")
+    ran = EngineRun(requested=True, error="llama-bench exit 134: error loading model",
+                    failed=True)
+    assert [c.status for c in engine_checks(ran)] == ["FAIL"]
+    missing = EngineRun(requested=True, error=str(EngineError("no /x/llama-bench on box")))
+    assert [c.status for c in engine_checks(missing)] == ["SKIP"]
+
+
+def test_ctrl_c_outside_the_suites_is_one_line_and_exit_130(monkeypatch, capsys):
+    """Ctrl-C while `beekeeper verify --on-host --ssh` waits on the host (no suite of this
+    machine's running): one line and 130, as inside the suites."""
+    from beekeeper import hostverify
+
+    def run_on_host(*a: object) -> tuple[int, Path]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hostverify, "run_on_host", run_on_host)
+    monkeypatch.setattr(cli, "_cat_manifest", lambda ssh, service, root=True:
+                        subprocess.CompletedProcess(["ssh"], 1, "", ""))
+    assert cli.main(["verify", "--on-host", "--ssh", "me@gpu-box", *RUN]) == 130
+    assert capsys.readouterr().err.strip() == "beekeeper verify: interrupted (Ctrl-C)"
