@@ -119,7 +119,10 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
         running.append(subprocess.Popen(
             [sys.executable, "-m", "beekeeper.cli", "verify", "--url", url, "--suite",
              "smoke,decode", "--out", str(tmp_path), *RUN],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # a shell's background job (`cmd &`, as CI may start the tests) ignores SIGINT,
+            # and exec keeps that: the verify process gets the terminal's default
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)))
         out, err = running[0].communicate(timeout=120)
     assert running[0].returncode == 130, (out, err)
     assert err.strip() == "verify: interrupted (Ctrl-C): no report written", err
