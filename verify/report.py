@@ -9,8 +9,12 @@ from __future__ import annotations
 import html
 import io
 import json
+import os
 import re
 import shlex
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -466,8 +470,29 @@ def niah_chart(cases: list[dict[str, Any]]) -> str:
     return _svg(ax, title)
 
 
+@contextmanager
+def _matplotlib_home() -> Iterator[None]:
+    """matplotlib's config folder and font cache in a folder removed after drawing, unless
+    MPLCONFIGDIR names one: verify on a host (as root) leaves nothing in root's home that the
+    uninstall would miss."""
+    if os.environ.get("MPLCONFIGDIR"):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="beekeeper-matplotlib-") as folder:
+        os.environ["MPLCONFIGDIR"] = folder
+        try:
+            yield
+        finally:
+            del os.environ["MPLCONFIGDIR"]
+
+
 def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
     """Every chart of a report, as inline SVG (or a line saying why there is none)."""
+    with _matplotlib_home():
+        return _charts(data, budget_mib)
+
+
+def _charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -3,9 +3,11 @@ Chromium with every host name unresolvable, so anything it tried to fetch would 
 `beekeeper report A B` on report.json files that verify wrote."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,23 @@ def test_report_has_real_charts_and_no_external_reference(tmp_path):
                     "http://creativecommons.org/ns#", "http://purl.org/dc/elements/1.1/",
                     "http://www.w3.org/1999/02/22-rdf-syntax-ns#", "http://127.0.0.1:18100",
                     "http://purl.org/dc/dcmitype/StillImage", "https://matplotlib.org/"}, urls
+
+
+def test_charts_leave_nothing_in_the_home_of_the_account_verify_runs_as(tmp_path):
+    """On a host, verify runs as root: matplotlib's config folder and font cache would stay in
+    root's home after the uninstall (the GPU proof's snapshot saw /root/.config appear)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    code = ("import json, sys; from beekeeper.verify.report import charts; "
+            "print(sum(c.count('<svg') for c in charts(json.load(sys.stdin), 10240.0)))")
+    data = json.loads(recorded_report(tmp_path / "r").with_name("report.json").read_text())
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(data), text=True,
+                         capture_output=True, env={**env, "HOME": str(home)}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == 4
+    assert not list(home.iterdir())
 
 
 def _chromium() -> str | None:

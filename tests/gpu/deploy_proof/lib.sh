@@ -15,7 +15,7 @@ PY=${PY:-python3}
 BIN=${BIN:-$(dirname "$(command -v $PY)")}
 CTL=/usr/local/sbin/beekeeper-supervisorctl
 ROOT=/workspace/beekeeper  # the persistent root the kit picks where /workspace is
-SNAP='{ find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp -o -path /workspace -o -path /var/lib/docker -o -path /var/lib/containerd -o -path '"$R"' -o -path /root/.cache -o -path /root/.nv -o -path /root/.config/matplotlib -o -path "${OUT:-/nonexistent}" \) -prune -o -print | sort; getent passwd | cut -d: -f1; getent group | cut -d: -f1; }'
+SNAP='{ find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp -o -path /var/tmp -o -path /workspace -o -path /var/lib/docker -o -path /var/lib/containerd -o -path '"$R"' -o -path /root/.cache -o -path /root/.nv -o -path "${OUT:-/nonexistent}" \) -prune -o -print | sort; getent passwd | cut -d: -f1; getent group | cut -d: -f1; }'
 step() {  # step NAME CMD...: run, log, time (SKIP_STEPS="dry bad ...": those left out)
   local name=$1; shift
   case " ${SKIP_STEPS:-} " in *" $name "*) echo "$(date -u +%T) $name left out (SKIP_STEPS)" >> "$L/steps.txt"; return 0;; esac
