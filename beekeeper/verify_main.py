@@ -613,6 +613,8 @@ def unanswered(e: Exception, base: str) -> VerifyError:
 
 # what a shell reports for a program that SIGINT (Ctrl-C) ended: 128 + 2
 INTERRUPTED = 130
+
+
 def use_checkout_verify() -> None:
     """`beekeeper.verify` from the checkout's verify/ where it is not installed."""
     if importlib.util.find_spec("beekeeper.verify") is not None:
