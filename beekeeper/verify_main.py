@@ -245,8 +245,8 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
         "its first round, for more repeats until its error is under 6%% (default 120; 0: "
         "the first round only)")}),
     ("--budget-gib", {"type": BUDGET_GIB, "help": (
-        "VRAM budget (default: on the controller, the vram_budget_gib every host gets: "
-        "group_data/all.py's, else the kit's; elsewhere the profile's)")}),
+        "VRAM budget (default: the vram_budget_gib the host's deployed.json names; else, on "
+        "the controller, group_data/all.py's, else the kit's; elsewhere the profile's)")}),
     ("--card", {"help": "the card the reference checks judge, e.g. 'RTX 3090' (default: "
                         "the GPU where the server runs, read with nvidia-smi there)"}),
     ("--host-label", {"default": os.uname().nodename,
@@ -323,7 +323,7 @@ def usage_error(args: argparse.Namespace) -> str | None:
 
 
 def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) -> str | None:
-    """--profile, --port, --ctx-size and --slots, where not given, from the host's
+    """--profile, --port, --ctx-size, --slots and --budget-gib, where not given, from the host's
     deployed.json (`manifest`, its text; None: none there), saying so; a problem is returned
     as one line (None: fine)."""
     if manifest is None:
@@ -362,6 +362,9 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
             and d.slots != PROFILES[args.profile].server.parallel):
         args.slots = d.slots
         said.append(f"{d.slots} slots")
+    if theirs and getattr(args, "budget_gib", None) is None and d.vram_budget_gib is not None:
+        args.budget_gib = d.vram_budget_gib  # what the deploy planned the host's card by
+        said.append(f"VRAM budget {d.vram_budget_gib:g} GiB")
     if said:
         print(f"verify: {', '.join(said)}, from what was deployed on {where} "
               f"(service {args.service})", flush=True)

@@ -90,7 +90,8 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
         model_is_users=svc.model.users_file,
         draft_path=svc.draft.host_path(cfg.data.model_dir) if svc.draft else None,
         draft_sha256=svc.draft.sha256 if svc.draft else None,
-        api_key=bool(svc.data.api_key_file), version=RECORD_VERSION,
+        api_key=bool(svc.data.api_key_file), vram_budget_gib=cfg.data.vram_budget_gib,
+        version=RECORD_VERSION,
     )
 
 

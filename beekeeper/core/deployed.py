@@ -69,6 +69,9 @@ class DeployedService:
     # whether the server takes the API key the deploy keeps beside this record
     # (ServicePaths.api_key); False in records before version 2, which did not say
     api_key: bool = False
+    # the host's VRAM budget (host data vram_budget_gib) verify judges by; None in records
+    # of kits before it was written: verify's default
+    vram_budget_gib: float | None = None
     # RECORD_VERSION when written; 0: a record of a kit from before it was written
     version: int = 0
 
@@ -147,7 +150,7 @@ class DeployedService:
             return cls.from_json(f.read(), source=path)
 
 
-_TYPES = {"str": str, "int": int, "bool": bool, "None": type(None)}
+_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "None": type(None)}
 
 
 def _allowed(hint: Any) -> tuple[Any, ...]:
@@ -158,15 +161,16 @@ def _allowed(hint: Any) -> tuple[Any, ...]:
 
 
 def _is(value: Any, hint: Any) -> bool:
-    """Whether `value` is of the type `hint`; a bool is no int here."""
+    """Whether `value` is of the type `hint`; a bool is no int here, a whole number is a
+    float (JSON has one number)."""
     allowed = _allowed(hint)
     if isinstance(value, bool):
         return bool in allowed
-    return isinstance(value, allowed)
+    return isinstance(value, allowed) or (float in allowed and isinstance(value, int))
 
 
-_JSON_NAMES = {str: "a string", int: "a whole number", bool: "true or false",
-               type(None): "null"}
+_JSON_NAMES = {str: "a string", int: "a whole number", float: "a number",
+               bool: "true or false", type(None): "null"}
 
 
 def _type_name(hint: Any) -> str:

@@ -62,6 +62,7 @@ def test_a_compose_record_reads_back_field_for_field():
     assert (r.mode, r.runtime, r.image, r.log) == ("container", "compose", "img:1", None)
     assert r.compose_file == "/etc/beekeeper/llm/compose.yaml"
     assert (r.bind_address, r.port, r.ctx_size_tokens) == ("127.0.0.1", 8090, 2048)
+    assert r.vram_budget_gib == 10  # what verify judges the host's VRAM by
     assert r.model_path == "/srv/beekeeper/models/gemma-3-270m-q4_k_m.gguf" and not r.model_is_users
     assert (r.draft_path, r.draft_sha256, r.version) == (None, None, RECORD_VERSION)
     # the text the deploy uploads is the record's own, byte for byte
@@ -88,8 +89,9 @@ def test_a_draft_and_a_native_unit_read_back():
 
 
 def test_a_supervisor_hosts_record_from_a_whole_deploy_reads_back():
-    text = written_manifest(POD_DATA, pod())
+    text = written_manifest({**POD_DATA, "vram_budget_gib": 24}, pod())
     r = DeployedService.from_json(text)
+    assert r.vram_budget_gib == 24
     assert (r.runtime, r.unit, r.mode) == ("supervisor", "beekeeper-llm", "native")
     assert r.log and r.log.startswith("/var/log/beekeeper/")
     assert (r.model_path, r.model_sha256, r.model_is_users) == (MODEL, SHA, True)

@@ -112,6 +112,24 @@ def test_verify_takes_profile_and_port_from_what_was_deployed(capsys):
     assert (args.port, args.ctx_size) == (9000, None)
 
 
+def test_verify_judges_vram_by_the_budget_the_host_was_deployed_with(capsys):
+    """A pod's quickstart sets BEEKEEPER_VRAM_BUDGET_GIB=24: verify on the host judged the
+    rise against the controller's default 10 GiB and said FAILED on a plan the deploy took."""
+    args = args_for(budget_gib=None)
+    assert from_deployed(args, manifest(vram_budget_gib=24), "gpu-box") is None
+    assert args.budget_gib == 24
+    assert "VRAM budget 24 GiB" in capsys.readouterr().out
+    given = args_for(budget_gib=12.0)  # --budget-gib given: the user's
+    assert from_deployed(given, manifest(vram_budget_gib=24), "gpu-box") is None
+    assert given.budget_gib == 12.0
+    other = args_for(port=9000, budget_gib=None)  # another server: not its budget
+    assert from_deployed(other, manifest(vram_budget_gib=24), "gpu-box") is None
+    assert other.budget_gib is None
+    old = args_for(budget_gib=None)  # a record of an older kit: verify's default
+    assert from_deployed(old, manifest(), "gpu-box") is None
+    assert old.budget_gib is None
+
+
 def test_verify_without_a_deployment_or_profile_says_what_to_give():
     problem = from_deployed(args_for(), None, "this machine")
     assert problem is not None and problem.startswith("give --profile NAME")
