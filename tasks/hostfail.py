@@ -31,7 +31,7 @@ def on_this_host(prepare: Callable[[], None]) -> None:
     """Prepare this host's operations; any error fails this host alone: the kit's own as it
     is, any other as KitBug."""
     try:
-        sudo_is_there()
+        root_is_there()
         prepare()
     except BeekeeperError as e:
         fail_this_host(e)
@@ -43,12 +43,25 @@ class HostCommandFailed(Refusal):
     """pyinfra failed the host itself: a fact's command failed there, printed above."""
 
 
-def sudo_is_there() -> None:
-    """Where pyinfra is told to reach root through sudo, sudo is there (asked without sudo,
-    before any other command): else every command would fail with `sudo: not found`."""
+def root_is_there() -> None:
+    """The kit's commands run as root (asked before any other command, without sudo): where
+    pyinfra is told to reach root through sudo, sudo is there, else every command would fail
+    with `sudo: not found`; where nothing asks for sudo (or su, doas), the login is root,
+    else the dry run would list every change and the run fail on its first (`groupadd:
+    Permission denied`)."""
     this = ctx_host.get()
     wanted, _ = pop_global_arguments(state, this, {})
-    if not wanted.get("_sudo") or this.get_fact(Which, command="sudo", _sudo=False):
+    if wanted.get("_su_user") or wanted.get("_doas"):
+        return
+    if not wanted.get("_sudo"):
+        uid = (this.get_fact(Command, command="id -u", _sudo=False) or "").strip()
+        if uid.isdigit() and uid != "0":
+            user = (this.get_fact(Command, command="id -un", _sudo=False) or "").strip()
+            raise PreflightError("login", f"{user or '?'} (uid {uid}) is not root, and nothing "
+                                 "asks for sudo: the kit's commands need root", "run pyinfra "
+                                 "with --sudo, or log in as root", lead=" ")
+        return
+    if this.get_fact(Which, command="sudo", _sudo=False):
         return
     uid = (this.get_fact(Command, command="id -u", _sudo=False) or "").strip()
     by = "`--sudo`" if state.config.SUDO else "host data `_sudo`"

@@ -4,7 +4,7 @@ sudo installed. The README's `BEEKEEPER_HOSTS=@local ... --sudo` line there prin
 beekeeper: PyinfraError: No hosts remaining!" (pyinfra failed the host on its first fact,
 `sudo: not found`, and, the last host left, raised). It is one line now, before any other
 command runs: sudo is not there, the login is root already, drop `--sudo`
-(tasks/hostfail.py's sudo_is_there).
+(tasks/hostfail.py's root_is_there).
 """
 
 from __future__ import annotations
@@ -102,6 +102,20 @@ def test_no_sudo_asked_for_no_check():
 
     failed, _ = run_deploy_hosts({"box": ({**DEFAULTS, **PIN}, facts(Which=which))})
     assert failed == set() and "sudo" not in asked
+
+
+def test_a_login_that_is_not_root_without_sudo_fails_that_host_alone(capsys):
+    """A pod user logged in as another account, no --sudo: the dry run listed every change
+    and the run died on `groupadd: Permission denied` (pyinfra's error, no summary line)."""
+    data = {**DEFAULTS, **PIN}
+    failed, ops = run_deploy_hosts({"pod": (data, _no_sudo("1000", "me")),
+                                    "good": (data, _no_sudo("0"))})
+    assert failed == {"pod"}
+    assert ops["pod"] == []
+    assert any(n.startswith("Build server image") for n in ops["good"])
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("host pod:")]
+    assert err == ["host pod: login me (uid 1000) is not root, and nothing asks for sudo: the "
+                   "kit's commands need root; fix: run pyinfra with --sudo, or log in as root"]
 
 
 def test_a_fact_pyinfra_failed_on_the_last_host_is_no_bug_of_the_kits():
