@@ -9,7 +9,7 @@ that is like your box, put in its address, keep what applies, run
 
 Or name your hosts without editing the file: BEEKEEPER_HOSTS="gpu-box.lan,other.lan" (comma
 separated; each then gets the group defaults only, so the examples' settings do not apply
-to them). On the GPU box itself (WSL2, or a GPU container), no SSH:
+to them). On the GPU box itself (WSL2; a GPU container: inventories/gpu-container.py), no SSH:
 
     BEEKEEPER_HOSTS=@local pyinfra inventories/home.py deploy.py --sudo
 

@@ -435,7 +435,8 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
             f"host has {'a docker CLI but' if docker_present else 'no Docker engine and'} no "
             f"systemd (PID 1 is {init.pid1!r}: a container) to run one", "set mode = "
             "\"native\" (the server is built on the host and runs under the kit's "
-            "supervisord)")
+            "supervisord; on @local: `--data mode=native`, or deploy with "
+            "inventories/gpu-container.py, which sets it)")
     return fallback
 
 
