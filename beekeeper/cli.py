@@ -43,6 +43,7 @@ from .verify_main import (
     profile_name,
     run_verify,
     server_url,
+    sudo_once,
     suite_names,
     usage_error,
     use_checkout_verify,
@@ -313,7 +314,8 @@ def _rollback(args: argparse.Namespace) -> int:
     """Swap the running unit with the one before it (its image or build is still there)."""
     # the script on stdin: a host deployed before rollback.py was installed has hostcheck.py
     cmd = rollback_command(ServicePaths(args.service), restore=False, script="-")
-    if args.local:  # this machine (a GPU container deployed with pyinfra @local), as root
+    if args.local:  # this machine (WSL2 or a GPU container deployed @local), as root
+        sudo_once("rollback: the service's unit and restart need root")
         line = ["sh", "-c", cmd] if os.geteuid() == 0 else ["sudo", "-n", "sh", "-c", cmd]
     else:
         line = ssh_as_root(_ssh_target(args)[0], cmd)

@@ -422,17 +422,17 @@ def engine_shell(args: argparse.Namespace, ssh: list[str], label: str) -> Any:
     return SshShell(ssh, label, root) if ssh else LocalShell(label, root)
 
 
-def sudo_once() -> None:
+def sudo_once(need: str = "verify: llama-bench and the service's stop and start need root"
+              ) -> None:
     """On this machine as a login that is not root, with a terminal, where sudo wants a
     password (a WSL2 user's, or a cache that expired during a long deploy): ask it once now
-    (`sudo -v`), as the engine's `sudo -n` cannot; else each root step says what is
-    missing."""
+    (`sudo -v`), as the `sudo -n` after it cannot; else each root step says what is
+    missing. `need`: what needs root, said before sudo asks."""
     if os.geteuid() == 0 or not sys.stdin.isatty() or shutil.which("sudo") is None:
         return
     if subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
         return
-    print("verify: llama-bench and the service's stop and start need root: sudo asks for "
-          "your password once", file=sys.stderr)
+    print(f"{need}: sudo asks for your password once", file=sys.stderr)
     subprocess.run(["sudo", "-v"])
 
 
@@ -519,7 +519,8 @@ def deployed_key(record: DeployedService | None, service: str, ssh: list[str] | 
         return None
     except OSError as e:
         raise VerifyError(f"the deployed server's API key {path} could not be read "
-                          f"({e.strerror}: it is root-only): run verify as root (sudo), or "
+                          f"({e.strerror}: it is root-only): run verify as root (`sudo "
+                          ".venv/bin/beekeeper verify ...`: sudo's PATH lacks the venv), or "
                           "give the key with --api-key-file") from None
     return key or None
 

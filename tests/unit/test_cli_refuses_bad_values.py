@@ -5,6 +5,7 @@ that names the argument, says what is wrong and the fix, exit 2, and never a tra
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
 
@@ -164,3 +165,32 @@ def test_rollback_with_nothing_to_roll_back_says_so(capsys, monkeypatch, tmp_pat
     assert "nothing to roll back on this host" in out.err
     assert "systemd" not in out.err and ".service" not in out.err and ".prev" not in out.err
     assert "rollback not done: nothing to roll back to" in out.out
+
+
+def test_rollback_local_as_a_login_asks_sudo_once_first(capsys, monkeypatch, tmp_path):
+    """WSL2: `beekeeper rollback --local` as the distro's user, whose sudo wants a password:
+    the `sudo -n` line failed ("a password is required", rollback failed (exit 1)); with a
+    terminal it asks once (`sudo -v`), as verify does, then runs. A stand-in sudo (first on
+    PATH) keeps its cache in a file and runs the command once cached."""
+    from beekeeper.core import paths
+
+    log, cache = tmp_path / "calls", tmp_path / "cached"
+    sudo = tmp_path / "sudo"
+    sudo.write_text(f'#!/bin/sh\necho "$1 $2" >> {log}\n'
+                    f'[ "$1" = -v ] && {{ touch {cache}; exit 0; }}\n'
+                    f'[ -e {cache} ] || {{ echo "sudo: a password is required" >&2; exit 1; }}\n'
+                    'shift; exec "$@"\n')
+    sudo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    real = paths.ServicePaths
+    monkeypatch.setattr(cli, "ServicePaths", lambda service: type("P", (), {
+        k: str(tmp_path) + getattr(real(service), k) for k in
+        ("unit", "manifest", "compose_file", "program_conf", "api_key")})())
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(cli.sys.stdin, "isatty", lambda: True)
+    rc = cli.main(["rollback", "--local"])
+    out = capsys.readouterr()
+    assert "a password is required" not in out.err, out
+    assert rc == 3, out  # it ran as root: nothing of the service here to roll back
+    assert log.read_text().split("\n") == ["-n true", "-v ", "-n sh", ""]
+
