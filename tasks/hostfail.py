@@ -119,7 +119,7 @@ def fail_this_host(error: BeekeeperError) -> None:
     message = f"host {this.name}: {said}"
     kind = "host data" if isinstance(error, ConfigError) else \
         "a bug in beekeeper" if isinstance(error, KitBug) else "host facts"
-    failures()[this.name] = f"{kind}: {said}"
+    failures()[this.name] = said if said.startswith(kind) else f"{kind}: {said}"
     if not state.active_hosts - {this}:  # the last host left: fail the run with the line
         # also as pyinfra's DeployError (which pyinfra prints as one red line), its type and
         # what it holds (a refusal's subject, problem and fix) kept

@@ -688,7 +688,7 @@ def test_the_run_ends_with_a_line_for_each_failed_host_and_why(capsys):
                                    ("gone", CPU_GIT)], fx, unreachable={"gone"})
     assert errors == {}
     assert state.beekeeper_failures == {
-        "bad": "host data: host data `prot`: unknown key: beekeeper and pyinfra do not read "
+        "bad": "host data `prot`: unknown key: beekeeper and pyinfra do not read "
                "it; fix: did you mean `port`? (or remove it)"}
     capsys.readouterr()
     from beekeeper.tasks.hostfail import print_summary
@@ -696,7 +696,7 @@ def test_the_run_ends_with_a_line_for_each_failed_host_and_why(capsys):
     print_summary(state, state.beekeeper_failures)
     assert capsys.readouterr().err.splitlines() == [
         "beekeeper: 2 of 3 hosts failed:",
-        "  host bad: host data: host data `prot`: unknown key: beekeeper and pyinfra do not "
+        "  host bad: host data `prot`: unknown key: beekeeper and pyinfra do not "
         "read it; fix: did you mean `port`? (or remove it)",
         "  host gone: unreachable: pyinfra could not connect to it"]
 

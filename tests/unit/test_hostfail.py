@@ -78,4 +78,4 @@ def test_bad_uninstall_data_fails_that_host_alone_and_is_summed_up(capsys):
     state, errors = uninstall_hosts({"bad": deployed_host(), "good": deployed_host()},
                                     data={"bad": {"keep_models": "yes"}})
     assert errors == {} and {h.name for h in state.failed_hosts} == {"bad"}
-    assert state.beekeeper_failures["bad"].startswith("host data: host data `keep_models`: ")
+    assert state.beekeeper_failures["bad"].startswith("host data `keep_models`: ")

@@ -139,7 +139,7 @@ def test_a_bad_host_that_is_the_last_one_active_is_counted_in_the_summary(capsys
     lines = _summary(state, capsys)
     assert lines[0] == "beekeeper: 3 of 3 hosts failed:"
     assert [x.split(":")[0] for x in lines[1:]] == ["  host first", "  host gone", "  host last"]
-    assert lines[3].startswith("  host last: host data: host data `prot`: unknown key")
+    assert lines[3].startswith("  host last: host data `prot`: unknown key")
 
 
 # --- the Container Toolkit's hold, recorded for the uninstall ------------------------------
