@@ -39,11 +39,13 @@ from beekeeper.core.hostdata import PERSISTENT_FIX, PERSISTENT_NONE
 from beekeeper.core.machines import leaving
 from beekeeper.core.native import install_dir, install_files, keeps_toolkit_libs
 from beekeeper.core.paths import (
+    AUTO_PERSISTENT_ROOT,
     CONF_ROOT,
     HOSTSIDE_DIR,
     LOG_DIR,
     MODEL_DIR,
     NATIVE_PREFIX,
+    POD_VOLUME,
     SERVER_USER,
     STATE_DIR,
     SUPERVISOR_PIDFILE,
@@ -443,9 +445,6 @@ def check_init(cfg: HostConfig, init: InitInfo, wsl: WslInfo,
 # the kit's folders on the host: a persistent root inside one would link into itself
 KIT_FOLDERS = (NATIVE_PREFIX.rsplit("/", 1)[0], CONF_ROOT, STATE_DIR, LOG_DIR, HOSTSIDE_DIR,
                MODEL_DIR.rsplit("/", 1)[0])
-# where a GPU pod's volume is by default (RunPod and most templates mount it there)
-POD_VOLUME = "/workspace"
-AUTO_PERSISTENT_ROOT = f"{POD_VOLUME}/beekeeper"
 
 
 def check_persistent_root(cfg: HostConfig, rt: Runtime, init: InitInfo) -> str | None:
@@ -464,17 +463,18 @@ def check_persistent_root(cfg: HostConfig, rt: Runtime, init: InitInfo) -> str |
                 "remove persistent_root")
         return None
     if given is None:
-        if not host.get_fact(Directory, path=POD_VOLUME):
-            return None
-        fs = host.get_fact(FsOf, path=AUTO_PERSISTENT_ROOT)
+        volume = host.get_fact(Directory, path=POD_VOLUME)
+        fs = host.get_fact(FsOf, path=AUTO_PERSISTENT_ROOT if volume else "/")
         if fs is not None and fs.overlay:
-            warn(f"{POD_VOLUME} is on the container's own layer ({fs.fstype}), not a volume: "
-                 "the kit keeps the standard layout (/opt, /etc, /var), which a pod's restart "
-                 "clears on RunPod and Kubernetes; where the pod has a volume, set "
-                 "persistent_root to a folder on it (Vast.ai keeps the container's disk: "
+            said = (f"{POD_VOLUME} is on the container's own layer ({fs.fstype}), not a volume"
+                    if volume else f"this container has no {POD_VOLUME}, and its own disk is "
+                    f"its layer ({fs.fstype})")
+            warn(f"{said}: the kit keeps the standard layout (/opt, /etc, /var), which a pod's "
+                 "restart clears on RunPod and Kubernetes; where the pod has a volume, set "
+                 "persistent_root to a folder on it (BEEKEEPER_PERSISTENT_ROOT with "
+                 "inventories/gpu-container.py; Vast.ai keeps the container's disk: "
                  "persistent_root = 'none' says so and ends this warning)")
-            return None
-        return AUTO_PERSISTENT_ROOT
+        return AUTO_PERSISTENT_ROOT if volume and not (fs and fs.overlay) else None
     inside = next((k for k in KIT_FOLDERS if given == k or given.startswith(k + "/")), None)
     if inside:
         raise PreflightError(

@@ -25,7 +25,9 @@ from pyinfra.operations import server
 
 from beekeeper.core.config import HostConfig
 from beekeeper.core.gateway import PATHS as GP
+from beekeeper.core.hostdata import PERSISTENT_NONE
 from beekeeper.core.paths import (
+    AUTO_PERSISTENT_ROOT,
     CONF_ROOT,
     CUDA_APT,
     CUDA_LOADER_FILE,
@@ -69,7 +71,7 @@ from beekeeper.facts.lifecycle import (
     PresentPaths,
     asked_names,
 )
-from beekeeper.facts.persist import PathKinds
+from beekeeper.facts.persist import PathKind, PathKinds
 from beekeeper.facts.services import DeployedServices, deployed_records
 from beekeeper.operations import lifecycle as ops_
 from beekeeper.operations.nvidia import PURGE_PATTERN
@@ -135,11 +137,15 @@ def users_models(cfg: HostConfig) -> set[str]:
     return yours
 
 
-def models(cfg: HostConfig, keep: bool, yours: Collection[str]) -> None:
+def models(cfg: HostConfig, keep: bool, yours: Collection[str], srv: str = SRV_ROOT) -> None:
     """The model files the kit placed (see the module's docstring), with a download's partial
     file and logs, removed unless `keep`; a file of yours the kit served in place (`yours`,
-    users_models) is never the kit's."""
+    users_models) is never the kit's. `srv`: where SRV_ROOT's files are now (a pod's root
+    after its restart took the link)."""
     d = cfg.data.model_dir
+
+    def now(p: str) -> str:
+        return srv + p.removeprefix(SRV_ROOT) if p.startswith(f"{SRV_ROOT}/") else p
     if keep:
         ops_.left_in_place(name=f"Keep the models in {d} (keep_models)",
                            why=f"models kept in {d} (host data keep_models)")
@@ -148,7 +154,7 @@ def models(cfg: HostConfig, keep: bool, yours: Collection[str]) -> None:
     for name in host.get_fact(DeployedServices):
         for m in deployed_records(name):
             placed.update(model for model, _ in m.models())
-    files = host.get_fact(FileSizes, path=d)
+    files = host.get_fact(FileSizes, path=now(d))
     shipped = {m.filename: m.size_bytes for p in PROFILES.values()
                for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
     for f, size in files.items():
@@ -158,7 +164,7 @@ def models(cfg: HostConfig, keep: bool, yours: Collection[str]) -> None:
             placed.add(f"{d}/{logged or f}")
         elif base != f and (base in shipped or f"{d}/{base}" in placed):
             placed.add(f"{d}/{base}")
-    paths = [p + suffix for p in sorted(placed - set(yours)) for suffix in MODEL_SUFFIXES]
+    paths = [now(p) + suffix for p in sorted(placed - set(yours)) for suffix in MODEL_SUFFIXES]
     found: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
     present = sorted(found)
     names = ", ".join(p.rsplit("/", 1)[-1] for p in present) or "none left"
@@ -166,21 +172,37 @@ def models(cfg: HostConfig, keep: bool, yours: Collection[str]) -> None:
                        paths=present, what=f"models in {d}")
 
 
-def persistent_root(yours: Collection[str] = ()) -> str | None:
+def _after_restart(cfg: HostConfig, kinds: dict[str, PathKind]) -> dict[str, PathKind]:
+    """`kinds` of the kit's folders, where a pod's restart took their links (the container's
+    disk is new) and left its root on the volume: the root host data names (else
+    AUTO_PERSISTENT_ROOT), where it holds the kit's marks, read as its links would say."""
+    root = cfg.data.persistent_root or AUTO_PERSISTENT_ROOT
+    if root == PERSISTENT_NONE or any(k.kind != "missing" for k in kinds.values()) or not \
+            host.get_fact(PresentPaths, paths=[owner_mark(root), start_script(root)]):
+        return kinds
+    there = host.get_fact(PathKinds, paths=[f"{root}/{name}" for _, name in PERSISTED])
+    return {**kinds, **{path: PathKind("link", f"{root}/{name}") for path, name in PERSISTED
+                        if (k := there.get(f"{root}/{name}")) and k.kind == "dir"}}
+
+
+def persistent_root(cfg: HostConfig, yours: Collection[str] = ()) -> tuple[str | None, bool]:
     """A GPU pod's persistent root: the kit's folders there, its start script, the server
     user's mark, the links, and the root once empty; the rest of the volume stays. The
     models' folder (SRV_ROOT's) is never removed whole: models() removes the kit's models in
-    it, and persistent_models() the folder once empty. Returns where SRV_ROOT links to."""
+    it, and persistent_models() the folder once empty. Returns where SRV_ROOT links to, and
+    whether the link is there (not after a pod's restart: _after_restart)."""
     def holds_yours(path: str, target: str) -> bool:
         return any(f.startswith(f"{path}/") or f.startswith(f"{target}/") for f in yours)
-    kinds = host.get_fact(PathKinds, paths=[path for path, _ in PERSISTED])
+    found = host.get_fact(PathKinds, paths=[path for path, _ in PERSISTED])
+    kinds = _after_restart(cfg, found)
     srv = kinds.get(SRV_ROOT)
+    linked = kinds is found
     links = {path: k.target for path, k in kinds.items() if k.kind == "link"
              and path != SRV_ROOT and not holds_yours(path, k.target)}
     if links:
         _root_removed(links)
     if not srv or srv.kind != "link":
-        return None
+        return None, linked
     # the kit's root only (a link of yours there, models on a bigger disk, is not the kit's):
     # where its other folders link to, or its mark is
     root = posixpath.dirname(srv.target)
@@ -188,7 +210,7 @@ def persistent_root(yours: Collection[str] = ()) -> str | None:
                  if k.kind == "link" and path != SRV_ROOT}
     ours = root in kit_roots or bool(
         host.get_fact(PresentPaths, paths=[owner_mark(root), start_script(root)]))
-    return srv.target if ours else None
+    return (srv.target if ours else None), linked
 
 
 def persistent_models(cfg: HostConfig, srv: str) -> None:
@@ -353,10 +375,10 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> Non
         paths=[SUPERVISOR_HOME, SUPERVISORD, SUPERVISORCTL, START_SCRIPT, SUPERVISOR_SOCKET,
                SUPERVISOR_PIDFILE])
     yours = users_models(cfg)  # read once: both steps keep them
-    srv = persistent_root(yours)
+    srv, linked = persistent_root(cfg, yours)
     ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                         repo=cfg.image_repo)
-    models(cfg, keep_models, yours)
+    models(cfg, keep_models, yours, srv if srv and not linked else SRV_ROOT)
     folders(cfg, driver_kept)
     changed_files = system_files(driver_kept)
     components(driver_kept)

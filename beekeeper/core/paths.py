@@ -69,6 +69,10 @@ SUPERVISOR_BIN = f"{SUPERVISOR_HOME}/bin"
 # volume): the kit's folders are links to folders under that root, so nothing the server
 # needs is lost; the root's start script makes the links, the launchers and the server's
 # user again and starts supervisord. Each kit folder, and its folder's name in the root:
+# where a GPU pod's volume is by default (RunPod and most templates mount it there), and
+# the persistent root there where host data names none
+POD_VOLUME = "/workspace"
+AUTO_PERSISTENT_ROOT = f"{POD_VOLUME}/beekeeper"
 PERSISTED = ((OPT_ROOT, "opt"), (CONF_ROOT, "etc"), (STATE_DIR, "state"), (LOG_DIR, "log"),
              (HOSTSIDE_DIR, "lib"), (SRV_ROOT, "srv"))
 # without a persistent root (a container whose disk is kept, such as Vast.ai's), the start

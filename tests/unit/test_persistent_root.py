@@ -426,7 +426,8 @@ def test_the_boot_and_crontab_lines_and_the_missing_owner_line_carry_a_root_a_sh
 POD_ROOT, MINE = "/workspace/beekeeper", "/srv/beekeeper/models/my-finetune-Q8_0.gguf"
 
 
-def _pod_uninstall(yours: bool, kinds: Any = None, present: Any = None, **data: Any) -> set[str]:
+def _pod_uninstall(yours: bool, kinds: Any = None, present: Any = None,
+                   models_at: str = "/srv/beekeeper/models", **data: Any) -> set[str]:
     """What the uninstall on a pod's root removes (`rm -rf` paths), the kit's folders linked
     into it, the service deployed with your model (`yours`) or the profile's."""
     import shlex
@@ -448,7 +449,7 @@ def _pod_uninstall(yours: bool, kinds: Any = None, present: Any = None, **data: 
                                                    for p, n in PERSISTED if p in paths}),
         PresentPaths=present or (lambda paths: {p: 1024 for p in paths}),
         FileSizes=lambda path: {model.rsplit("/", 1)[1]: 9 * 2**30}
-        if path == "/srv/beekeeper/models" else {},
+        if path == models_at else {},
         ImageTags=[], SupervisorPrograms={"beekeeper-llm": "RUNNING"})
     own = {"model_host_path": MINE, "model_sha256": "ab" * 32} if yours else {}
     ops = run_queued(None, {**DATA, "mode": "native", **own, **data}, facts)
@@ -505,6 +506,36 @@ def test_the_uninstall_on_a_pods_root_never_removes_the_models_folder_whole():
     kept = _pod_uninstall(yours=False, keep_models=True)
     assert others <= kept and not srv & kept, sorted(kept)
     assert SRV_ROOT not in "\n".join(c for c in _POD_COMMANDS if "rmdir" in c or "[ -e" in c)
+
+
+def test_the_uninstall_after_a_pods_restart_finds_the_root_by_its_marks():
+    """A pod restarted before its start command was set: the container's disk is new, so the
+    kit's links (/opt/beekeeper, /srv/beekeeper, ...) are gone, and the uninstall, which
+    found the root through them, left all of it on the paid volume (the build, the logs, the
+    kit's model and an executable start script). The root host data names (here the
+    default, /workspace/beekeeper) is found by its marks and removed as its links would say;
+    the kit's model goes from where it is now."""
+    from beekeeper.core.paths import PERSISTED
+    from beekeeper.facts.persist import PathKind
+
+    links = {path for path, _ in PERSISTED}
+
+    def kinds(paths=(), **_):
+        return {p: PathKind("missing" if p in links else "dir", "") for p in paths}
+
+    gone = _pod_uninstall(yours=False, kinds=kinds, models_at=f"{POD_ROOT}/srv/models")
+    for path, name in PERSISTED:
+        if name != "srv":
+            assert f"{POD_ROOT}/{name}" in gone, (name, sorted(gone))
+    assert {f"{POD_ROOT}/start", f"{POD_ROOT}/owner"} <= gone, sorted(gone)
+    cmds = "\n".join(_POD_COMMANDS)
+    assert f"{POD_ROOT}/srv/models/gemma-3-270m-it-Q4_K_M.gguf" in cmds, cmds
+    assert f"rmdir {POD_ROOT}/srv/models 2>/dev/null ; rmdir {POD_ROOT}/srv 2>/dev/null" in cmds
+    assert f"rmdir {POD_ROOT} 2>/dev/null" in cmds
+    # no root there (no marks): nothing of /workspace is touched
+    _pod_uninstall(yours=False, kinds=kinds, present=lambda paths: {},
+                   models_at=f"{POD_ROOT}/srv/models")
+    assert POD_ROOT not in "\n".join(_POD_COMMANDS)
 
 
 def test_a_model_dir_deeper_on_the_pods_root_goes_folder_by_folder_once_empty():

@@ -424,6 +424,18 @@ def test_a_workspace_on_the_containers_layer_keeps_the_standard_layout_with_a_wa
     assert "/workspace is on the container's own layer (overlay), not a volume" in err
 
 
+def test_no_workspace_on_a_containers_layer_warns_that_a_restart_clears_it(capsys):
+    """A pod whose volume is mounted elsewhere than /workspace: the kit went on with the
+    standard layout on the container's disk, silently, and printed a start line that a
+    restart (which clears that disk) could never run."""
+    hf = deploy_facts(POD_DATA, pod(FsOf=_fs({"/": OVERLAY})))
+    assert hf.persistent_root is None
+    err = capsys.readouterr().err
+    assert "this container has no /workspace, and its own disk is its layer (overlay): the " \
+        "kit keeps the standard layout" in err
+    assert "BEEKEEPER_PERSISTENT_ROOT" in err
+
+
 def test_persistent_root_none_keeps_the_standard_layout_silently(capsys):
     hf = deploy_facts({**POD_DATA, "persistent_root": "none"},
                       pod(Directory=_workspace, FsOf=_fs({"/workspace": OVERLAY})))
