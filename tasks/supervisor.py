@@ -53,11 +53,12 @@ LAUNCHERS = ((SUPERVISORD, f"{SUPERVISOR_BIN}/beekeeper-supervisord", "superviso
              (SUPERVISORCTL, f"{SUPERVISOR_BIN}/beekeeper-supervisorctl", "supervisorctl"))
 
 
-def start(root: str | None, cuda_arch: str | None = None) -> str:
+def start(root: str | None, python: str, cuda_arch: str | None = None) -> str:
     """The start script: after a restart of the container, what brings the services back
     (the kit's links, launchers and user where the restart lost them, then supervisord);
-    `cuda_arch`: a CUDA build's arch list, checked against the container's cards first."""
-    return render("beekeeper-start.sh.j2", root=root, start=start_script(root),
+    `python`: the launchers' python3, checked to be there; `cuda_arch`: a CUDA build's arch
+    list, checked against the container's cards first."""
+    return render("beekeeper-start.sh.j2", root=root, start=start_script(root), python=python,
                   arch=cuda_arch or "", caps=caps_run_on(cuda_arch) if cuda_arch else (),
                   wsl_smi=WSL_NVIDIA_SMI,
                   links=persisted_links(root) if root else [],
@@ -100,7 +101,7 @@ def ensure(cfg: HostConfig, facts: HostFacts, restart: bool = False) -> None:
             mode="0755")
     files.put(name=f"Install the start script {start_script(root)} (what the container's start "
                    "command runs after a restart)",
-              src=io.StringIO(start(root, built_arch(cfg, facts))),
+              src=io.StringIO(start(root, python, built_arch(cfg, facts))),
               dest=start_script(root), mode="0755")
     supervisord_running(name="Start supervisord",
                         config_changed=conf.will_change or upload.will_change or restart)

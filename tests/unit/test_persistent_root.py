@@ -132,7 +132,7 @@ def test_no_unsupervised_server_is_no_change():
 
 def test_the_start_script_parses_and_refuses_an_unknown_argument_before_anything(tmp_path):
     root = "/workspace/beekeeper"
-    text = supervisor.start(root)
+    text = supervisor.start(root, "/usr/bin/python3")
     script = tmp_path / "start"
     script.write_text(text)
     assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
@@ -306,7 +306,7 @@ def test_the_pods_own_start_command_runs_even_when_the_kits_services_cannot_star
         alone_as_nobody):
     """RunPod's form, `start -- /start.sh`: the provider's own start (its SSH) must run
     whatever happens to the kit's services. Here they cannot start (not root)."""
-    text = supervisor.start("/workspace/beekeeper")
+    text = supervisor.start("/workspace/beekeeper", "/usr/bin/python3")
     drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] \
         if os.geteuid() == 0 else []
     out = subprocess.run([*drop, "sh", "-s", "--", "--", "echo", "the pod's own start"],
@@ -416,7 +416,7 @@ def test_the_boot_and_crontab_lines_and_the_missing_owner_line_carry_a_root_a_sh
         assert line is not None, boot.group(1)
         out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, cwd="/")
         assert out.stdout == "kit\n", (line, out.stderr)
-    text = supervisor.start(str(root))
+    text = supervisor.start(str(root), sys.executable)
     line = next(x for x in text.splitlines() if "is missing: deploy again" in x).strip()
     probe = f"say() {{ echo \"$*\"; }}\nf() {{\n{line}\n}}\nf\necho \"rc=$?\"\n"
     out = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, cwd="/")

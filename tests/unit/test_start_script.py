@@ -54,7 +54,8 @@ def start(tmp_path: Path):
                    'set -- -s "$STATUS_FROM" "$@"\n' + ctl.read_text().split("\n", 1)[1])
 
     def run(command: str, status_from: str = "", arch: str | None = None,
-            cards: str | None = None, wsl: bool = False) -> tuple[int, str]:
+            cards: str | None = None, wsl: bool = False,
+            python: str = sys.executable) -> tuple[int, str]:
         """`arch`: a CUDA build's; `cards`: what a stand-in nvidia-smi prints of the
         container's cards' compute capabilities (None: it fails, as with no GPU passed in);
         `wsl`: it is where WSL2 keeps it, off PATH (as for wsl.conf's boot command)."""
@@ -80,6 +81,7 @@ startretries={_kit_setting("startretries")}
 """)
         script = tmp_path / "start"
         script.write_text(render("beekeeper-start.sh.j2", root=None, start=str(script),
+                                 python=python,
                                  arch=arch or "", caps=caps_run_on(arch) if arch else (),
                                  wsl_smi=f"{tmp_path}/wsl-lib/nvidia-smi",
                                  links=[], launchers=[], owner="", ctl=str(ctl),
@@ -93,6 +95,16 @@ startretries={_kit_setting("startretries")}
         return p.returncode, p.stderr
 
     return run
+
+
+def test_a_python_the_restart_cleared_is_named_before_supervisord(start):
+    """A pod image without Python: setup.sh's apt put /usr/bin/python3 on the container's
+    disk, the launchers name it, and the restart cleared it; the script said only
+    "supervisord did not start (log: ...)", a log supervisord never wrote."""
+    rc, err = start("/bin/sleep 600", python="/nonexistent/bin/python3")
+    assert rc == 1, err
+    assert "/nonexistent/bin/python3, the Python supervisord runs with, is not here" in err
+    assert "supervisord did not start" not in err
 
 
 def test_a_server_that_cannot_start_is_named_and_the_script_fails(start):
