@@ -524,7 +524,7 @@ def test_the_uninstall_after_a_pods_restart_finds_the_root_by_its_marks():
         return {p: PathKind("missing" if p in links else "dir", "") for p in paths}
 
     gone = _pod_uninstall(yours=False, kinds=kinds, models_at=f"{POD_ROOT}/srv/models")
-    for path, name in PERSISTED:
+    for _, name in PERSISTED:
         if name != "srv":
             assert f"{POD_ROOT}/{name}" in gone, (name, sorted(gone))
     assert {f"{POD_ROOT}/start", f"{POD_ROOT}/owner"} <= gone, sorted(gone)
