@@ -68,12 +68,16 @@ kill_supervisord() {  # kill -9 of supervisord: its server must die with it
   if pgrep -x llama-server >/dev/null; then echo "SERVER LEFT RUNNING UNSUPERVISED"; return 1; fi
   echo "the server died with its supervisord"
 }
-pod_restart() {  # what a pod's restart leaves: the volume; then the start script
+pod_wipe() {  # what a pod's restart leaves: the volume (its start command not run)
   servers; sup=$(cat /run/beekeeper-supervisord.pid); kill -9 "$sup"; sleep 2; servers
   rm -rf /opt/beekeeper /etc/beekeeper /var/lib/beekeeper /var/log/beekeeper \
     /usr/local/lib/beekeeper /srv/beekeeper /usr/local/sbin/beekeeper-* /run/beekeeper-*
   userdel beekeeper 2>/dev/null; groupdel beekeeper 2>/dev/null
   echo "after the wipe: $(getent passwd beekeeper || echo 'no beekeeper user')"; ls -la /opt /etc | grep beekeeper
+  ls -la "$ROOT"
+}
+pod_restart() {  # the wipe, then the start script
+  pod_wipe
   t0=$(date +%s%N)
   "$ROOT/start"; rc=$?
   echo "start script rc=$rc after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
