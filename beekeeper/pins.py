@@ -60,6 +60,13 @@ def _ask_hub(endpoint: str, source: HfSource, filename: str, key: str) -> Pin:
         meta = get_hf_file_metadata(url, endpoint=endpoint, retry_on_errors=True)
     except Exception as e:  # the client's errors are many (HTTP, connection, 404 kinds)
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if _unreachable(e):
+            raise ConfigError(
+                host_data(f"{key}_revision"), f"cannot reach {endpoint} from this controller "
+                f"to pin {source.repo}/{filename}@{source.revision} ({type(e).__name__}: "
+                f"{reason})", "check this controller's network (behind a proxy: HTTPS_PROXY "
+                f"in pyinfra's environment), or pin {key}_revision (a commit) and "
+                f"{key}_sha256 in host data so no look-up is needed") from None
         raise ConfigError(
             host_data(f"{key}_revision"), f"cannot pin {source.repo}/{filename}@"
             f"{source.revision} on {endpoint} ({type(e).__name__}: {reason})", "check the "
@@ -75,6 +82,21 @@ def _ask_hub(endpoint: str, source: HfSource, filename: str, key: str) -> Pin:
         raise ConfigError(host_data(f"{key}_sha256"), f"the Hub gives no sha256 for {filename} "
                           "(not an LFS file?)", f"set {key}_sha256 (sha256sum of the file)")
     return Pin(commit=commit, sha256=sha, size_bytes=int(meta.size))
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether the Hub gave no answer at all (a name not resolved, a connection refused or
+    timed out), by the error or what caused it: not a refusal of the repository's."""
+    import httpx
+
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, (httpx.TransportError, ConnectionError, TimeoutError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _known(model: ModelFile, lock: Path, endpoint: str) -> ModelFile:

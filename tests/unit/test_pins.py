@@ -57,6 +57,22 @@ def test_unknown_file_or_revision_is_one_line_with_the_fix(hub, tmp_path):
         assert "\n" not in str(e.value)
 
 
+def test_a_hub_that_cannot_be_reached_is_said_so_with_the_networks_fix(tmp_path, monkeypatch):
+    """An offline controller (or one behind a proxy): the real client's connection error was
+    worded as a repository problem ("check the repository, file and revision"). Nothing
+    listens on the endpoint's port; the client's back-off between its retries is skipped."""
+    import huggingface_hub.utils._http as hub_http
+
+    monkeypatch.setattr(hub_http.time, "sleep", lambda s: None)
+    with pytest.raises(ConfigError) as e:
+        pin_model(model(), "http://127.0.0.1:9", lock=tmp_path / "p.json")
+    said = str(e.value)
+    assert said.startswith("host data `model_revision`: cannot reach http://127.0.0.1:9 from "
+                           "this controller to pin acme/tiny-GGUF/tiny.gguf@main"), said
+    assert "fix: check this controller's network (behind a proxy: HTTPS_PROXY" in said
+    assert "check the repository" not in said and "\n" not in said
+
+
 def test_a_gated_repository_is_pinned_with_the_controllers_token(hub, tmp_path,
                                                                    monkeypatch):
     """A gated (or private) repository answers 401 without a token: the refusal says where
