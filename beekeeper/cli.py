@@ -51,18 +51,6 @@ from .verify_main import (
 )
 
 
-def configured_budget_gib() -> float:
-    """The VRAM budget every host gets: group_data/all.py's, else core/hostdata.py's default."""
-    from .core.config import group_all
-    from .core.hostdata import HostData
-
-    default = float(HostData.model_fields["vram_budget_gib"].default)
-    try:
-        return float(group_all().get("vram_budget_gib", default))
-    except (OSError, TypeError, ValueError):
-        return default
-
-
 def _check_card(card: str | None) -> None:
     """A --card that names no card the kit knows is refused (a typo would otherwise plan
     silently with the assumed H200 context)."""
@@ -130,6 +118,8 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 def _budget(args: argparse.Namespace) -> float:
     """--budget-gib, else the kit's group data: the one VRAM budget every command judges by."""
+    from .core.config import configured_budget_gib
+
     return args.budget_gib if args.budget_gib is not None else configured_budget_gib()
 
 

@@ -128,6 +128,15 @@ def group_all() -> Mapping[str, Any]:
     return types.MappingProxyType({k: ns[k] for k in names})
 
 
+def configured_budget_gib() -> float:
+    """The VRAM budget every host gets: group_data/all.py's, else the schema's default."""
+    default = float(HostData.model_fields["vram_budget_gib"].default)
+    try:
+        return float(group_all().get("vram_budget_gib", default))
+    except (OSError, TypeError, ValueError):
+        return default
+
+
 # pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__); after these
 # come group_data/all.py, the inventory's `all` and @deploy defaults: the kit's defaults
 _OWN_LAYERS = ("set during the deploy", "in --data", "in this host's data", "in a group's data")

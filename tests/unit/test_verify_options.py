@@ -105,7 +105,9 @@ def test_the_keys_travel_on_standard_input_never_the_command_line(monkeypatch, t
 
 
 def test_the_budget_the_controller_configured_reaches_the_host(monkeypatch):
-    monkeypatch.setattr(cli, "configured_budget_gib", lambda: 23.5)
+    from beekeeper.core import config
+
+    monkeypatch.setattr(config, "configured_budget_gib", lambda: 23.5)
     host = host_args(on_host(monkeypatch, ["--profile", "q8-turbo4-64k"]))
     assert host.budget_gib == 23.5
 
