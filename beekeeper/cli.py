@@ -116,11 +116,16 @@ def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
-def _budget(args: argparse.Namespace) -> float:
-    """--budget-gib, else the kit's group data: the one VRAM budget every command judges by."""
+def _budget(args: argparse.Namespace, record: DeployedService | None = None) -> float:
+    """--budget-gib, else the one the host's record names (its only GPU service's), else the
+    kit's group data: the one VRAM budget every command judges by."""
     from .core.config import configured_budget_gib
 
-    return args.budget_gib if args.budget_gib is not None else configured_budget_gib()
+    if args.budget_gib is not None:
+        return float(args.budget_gib)
+    if record is not None and record.vram_budget_gib is not None:
+        return record.vram_budget_gib
+    return configured_budget_gib()
 
 
 def _label(args: argparse.Namespace, name: str) -> str:
@@ -294,7 +299,7 @@ def _matrix(args: argparse.Namespace) -> int:
     _, best, folder = run_matrix(
         args.profiles.split(","), pyinfra_deployer(inventory, host),
         lambda: ssh_tunnel(ssh, args.port, remote_host=at), current, Path(args.out), host,
-        budget_gib=_budget(args), quick=args.quick,
+        budget_gib=_budget(args, record), quick=args.quick,
         apply_recommended=args.apply_recommended, ssh=ssh)
     print(f"matrix: {folder}/matrix.md (also matrix.html, matrix.json)")
     return 0 if best else 1
@@ -472,7 +477,9 @@ def _add_matrix(sub: Any) -> None:
     p.add_argument("--service", default="llm", help="the service measured (default: llm)")
     p.add_argument("--port", type=PORT, default=DEFAULT_PORT,
                    help=f"the service's port on the host (default: {DEFAULT_PORT})")
-    p.add_argument("--budget-gib", **BUDGET_OPTION)
+    p.add_argument("--budget-gib", **{**BUDGET_OPTION, "help": (
+        "VRAM budget (default: the one the host's deployed.json names, else the "
+        "vram_budget_gib every host gets: group_data/all.py's, else the kit's)")})
     p.add_argument("--quick", action="store_true", help="small sizes (CPU servers)")
     p.add_argument("--apply-recommended", action="store_true",
                    help="leave the host on the recommended profile")

@@ -43,6 +43,11 @@ class HostCommandFailed(Refusal):
     """pyinfra failed the host itself: a fact's command failed there, printed above."""
 
 
+# the login's name, nothing where its uid has none (a container run with --user 12345): a
+# fact whose command failed would fail the host before the one line that says why
+LOGIN_NAME = "id -un 2>/dev/null; true"
+
+
 def root_is_there() -> None:
     """The kit's commands run as root (asked before any other command, without sudo): where
     pyinfra is told to reach root through sudo, sudo is there, else every command would fail
@@ -56,8 +61,9 @@ def root_is_there() -> None:
     if not wanted.get("_sudo"):
         uid = (this.get_fact(Command, command="id -u", _sudo=False) or "").strip()
         if uid.isdigit() and uid != "0":
-            user = (this.get_fact(Command, command="id -un", _sudo=False) or "").strip()
-            raise PreflightError("login", f"{user or '?'} (uid {uid}) is not root, and nothing "
+            user = (this.get_fact(Command, command=LOGIN_NAME, _sudo=False) or "").strip()
+            who = f"{user} (uid {uid})" if user else f"uid {uid}"
+            raise PreflightError("login", f"{who} is not root, and nothing "
                                  "asks for sudo: the kit's commands need root", "run pyinfra "
                                  "with --sudo, or log in as root", lead=" ")
         return
@@ -70,7 +76,7 @@ def root_is_there() -> None:
     if uid == "0":
         raise PreflightError("sudo", f"is not installed on {this.name}, and {by} asks for it: "
                              "you are root there already", drop, lead=" ")
-    user = (this.get_fact(Command, command="id -un", _sudo=False) or "").strip() or \
+    user = (this.get_fact(Command, command=LOGIN_NAME, _sudo=False) or "").strip() or \
         f"uid {uid or '?'}"
     raise PreflightError("sudo", f"is not installed on {this.name}, and {by} asks for it to "
                          f"become root ({user} is not root)", "install sudo there, or log "

@@ -90,9 +90,17 @@ def record(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str) -> Depl
         model_is_users=svc.model.users_file,
         draft_path=svc.draft.host_path(cfg.data.model_dir) if svc.draft else None,
         draft_sha256=svc.draft.sha256 if svc.draft else None,
-        api_key=bool(svc.data.api_key_file), vram_budget_gib=cfg.data.vram_budget_gib,
+        api_key=bool(svc.data.api_key_file), vram_budget_gib=_budget_of(cfg, svc),
         version=RECORD_VERSION,
     )
+
+
+def _budget_of(cfg: HostConfig, svc: ServiceConfig) -> float | None:
+    """The VRAM budget verify judges `svc`'s rise by: the host's, where `svc` is its only GPU
+    service; None for a CPU one, or one of several sharing the card's budget (verify stops
+    one service and measures its rise alone: the whole budget is not its own)."""
+    gpu = [s for s in cfg.services if s.profile.backend == "cuda"]
+    return cfg.data.vram_budget_gib if gpu == [svc] else None
 
 
 def _rollback_copy(p: ServicePaths, running: bool, what: str) -> None:

@@ -194,3 +194,39 @@ def test_rollback_local_as_a_login_asks_sudo_once_first(capsys, monkeypatch, tmp
     assert rc == 3, out  # it ran as root: nothing of the service here to roll back
     assert log.read_text().split("\n") == ["-n true", "-v ", "-n sh", ""]
 
+
+@pytest.mark.parametrize(("given", "recorded", "judged"), [
+    ([], 24.0, 24.0),  # the record's: the budget the deploy planned the host's card by
+    (["--budget-gib", "12"], 24.0, 12.0),  # given: the user's
+    ([], None, None),  # none recorded (several GPU services, an older kit): group data's
+])
+def test_matrix_judges_vram_by_the_budget_the_host_was_deployed_with(monkeypatch, given,
+                                                                      recorded, judged):
+    """`beekeeper matrix` read the host's deployed.json and still judged VRAM by the
+    controller's budget (10 GiB), as verify did: FAILED on a plan the deploy took. The
+    matrix's runner records what it is given and ends there."""
+    import json
+    import subprocess
+
+    from beekeeper import matrix
+    from beekeeper.core.config import configured_budget_gib
+    from beekeeper.core.deployed import DeployedService
+
+    text = json.dumps({**DeployedService(
+        service="llm", unit="beekeeper-llm", container="beekeeper-llm", profile="cpu-tiny",
+        mode="native", image="x", bind_address="127.0.0.1", port=8083, model_path="/m.gguf",
+        vram_budget_gib=recorded).to_dict()})
+    monkeypatch.setattr(cli, "_cat_manifest", lambda ssh, service, root=True:
+                        subprocess.CompletedProcess([], 0, text, ""))
+    seen: dict = {}
+
+    def runner(*_a, budget_gib=None, **_k):
+        seen["budget_gib"] = budget_gib
+        raise SystemExit(0)
+
+    monkeypatch.setattr(matrix, "run_matrix", runner)
+    with pytest.raises(SystemExit):
+        cli.main(["matrix", "--ssh", "root@gpu-box", "--inventory", "inventories/home.py",
+                  "--host", "gpu-box", "--profiles", "cpu-tiny", *given])
+    assert seen["budget_gib"] == (judged if judged is not None else configured_budget_gib())
+

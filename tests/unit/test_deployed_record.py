@@ -62,11 +62,26 @@ def test_a_compose_record_reads_back_field_for_field():
     assert (r.mode, r.runtime, r.image, r.log) == ("container", "compose", "img:1", None)
     assert r.compose_file == "/etc/beekeeper/llm/compose.yaml"
     assert (r.bind_address, r.port, r.ctx_size_tokens) == ("127.0.0.1", 8090, 2048)
-    assert r.vram_budget_gib == 10  # what verify judges the host's VRAM by
+    assert r.vram_budget_gib is None  # a CPU server: no VRAM budget for verify to judge
     assert r.model_path == "/srv/beekeeper/models/gemma-3-270m-q4_k_m.gguf" and not r.model_is_users
     assert (r.draft_path, r.draft_sha256, r.version) == (None, None, RECORD_VERSION)
     # the text the deploy uploads is the record's own, byte for byte
     assert r.to_json() == text
+
+
+def test_the_budget_verify_judges_is_recorded_for_a_hosts_only_gpu_service():
+    """verify stops one service and measures its rise alone: the host's vram_budget_gib is
+    that service's where it is the only GPU service; where several share the card's budget
+    (each within it, all together too: config.py), none is recorded, and verify judges as
+    before (the controller's budget) rather than let one service take the whole card's."""
+    git = {"git": "https://github.com/Anbeeld/beellama.cpp", "ref": "a" * 40}
+    one = load_host_config({"profile": "q8-turbo4-64k", "source": git, "vram_budget_gib": 24})
+    assert record(one, requested_runtime(one), one.service, "i").vram_budget_gib == 24
+    two = load_host_config({"source": git, "vram_budget_gib": 20, "services": [
+        {"profile": "q8-turbo4-64k"}, {"profile": "q8-f16-4k", "service_name": "b",
+                                       "port": 8084}]})
+    assert [record(two, requested_runtime(two), s, "i").vram_budget_gib
+            for s in two.services] == [None, None]
 
 
 def test_every_key_the_deploy_writes_is_a_field_and_back():

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from beekeeper.tasks.hostfail import LOGIN_NAME
+
 from .harness import DEFAULTS, ROOT, facts, run_deploy_hosts
 
 PIN = {"model_revision": "a" * 40, "model_sha256": "b" * 64}  # no Hub request to pin
@@ -67,7 +69,7 @@ def test_the_readmes_local_sudo_line_on_a_host_without_sudo_is_one_line(tmp_path
 def _no_sudo(uid: str, user: str = "root") -> dict[str, Any]:
     """Facts of a host without sudo, as the kit asks them (`_sudo=False`)."""
     return facts(Which=lambda command, **_: None if command == "sudo" else f"/usr/bin/{command}",
-                 Command=lambda command, **_: {"id -u": uid, "id -un": user}.get(command, ""))
+                 Command=lambda command, **_: {"id -u": uid, LOGIN_NAME: user}.get(command, ""))
 
 
 WITH_SUDO = facts(Which=lambda command, **_: f"/usr/bin/{command}",
@@ -116,6 +118,25 @@ def test_a_login_that_is_not_root_without_sudo_fails_that_host_alone(capsys):
     err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("host pod:")]
     assert err == ["host pod: login me (uid 1000) is not root, and nothing asks for sudo: the "
                    "kit's commands need root; fix: run pyinfra with --sudo, or log in as root"]
+
+
+def test_a_login_whose_uid_has_no_name_is_refused_by_its_uid(tmp_path):
+    """A container run with --user 12345: `id -un` fails there ("cannot find name"), and as
+    the fact's command it failed the host with pyinfra's own error before the kit's line.
+    The README's @local line, with a stand-in `id` first on PATH."""
+    (tmp_path / "id").write_text('#!/bin/sh\n[ "$1" = -u ] && { echo 12345; exit 0; }\n'
+                                 'echo "id: cannot find name for user ID 12345" >&2; exit 1\n')
+    (tmp_path / "id").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
+           "BEEKEEPER_HOSTS": "@local"}
+    pins = [a for k, v in PIN.items() for a in ("--data", f"{k}={v}")]
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "pyinfra"), "inventories/home.py",
+                           "deploy.py", "--dry", *pins], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "host @local: login uid 12345 is not root, and nothing asks for sudo" in out, out
+    assert "could not load fact" not in out, out
 
 
 def test_a_fact_pyinfra_failed_on_the_last_host_is_no_bug_of_the_kits():
