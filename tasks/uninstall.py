@@ -55,11 +55,12 @@ from beekeeper.core.paths import (
     VERIFY_KIT,
     VERIFY_VENV,
     ServicePaths,
+    kept_at,
     owner_mark,
     start_script,
 )
 from beekeeper.core.profiles import PROFILES
-from beekeeper.facts.host import AptHolds
+from beekeeper.facts.host import AptHolds, InitSystem
 from beekeeper.facts.lifecycle import (
     DRIVER_METAS,
     DRIVER_PURGE,
@@ -174,11 +175,17 @@ def models(cfg: HostConfig, keep: bool, yours: Collection[str], srv: str = SRV_R
 
 def _after_restart(cfg: HostConfig, kinds: dict[str, PathKind]) -> dict[str, PathKind]:
     """`kinds` of the kit's folders, where a pod's restart took their links (the container's
-    disk is new) and left its root on the volume: the root host data names (else
-    AUTO_PERSISTENT_ROOT), where it holds the kit's marks, read as its links would say."""
+    disk is new) and left its root on the volume: in a container (PID 1 not systemd), the
+    root host data names (else AUTO_PERSISTENT_ROOT), where it holds the kit's marks and the
+    record of a service of this inventory's, read as its links would say."""
     root = cfg.data.persistent_root or AUTO_PERSISTENT_ROOT
-    if root == PERSISTENT_NONE or any(k.kind != "missing" for k in kinds.values()) or not \
-            host.get_fact(PresentPaths, paths=[owner_mark(root), start_script(root)]):
+    if root == PERSISTENT_NONE or any(k.kind != "missing" for k in kinds.values()) or \
+            host.get_fact(InitSystem).systemd:
+        return kinds
+    marks = [owner_mark(root), start_script(root)]
+    records = [kept_at(ServicePaths(s.name).manifest, root) for s in cfg.services]
+    present = host.get_fact(PresentPaths, paths=[*marks, *records])
+    if not set(marks) <= set(present) or not set(records) & set(present):
         return kinds
     there = host.get_fact(PathKinds, paths=[f"{root}/{name}" for _, name in PERSISTED])
     return {**kinds, **{path: PathKind("link", f"{root}/{name}") for path, name in PERSISTED

@@ -427,7 +427,8 @@ POD_ROOT, MINE = "/workspace/beekeeper", "/srv/beekeeper/models/my-finetune-Q8_0
 
 
 def _pod_uninstall(yours: bool, kinds: Any = None, present: Any = None,
-                   models_at: str = "/srv/beekeeper/models", **data: Any) -> set[str]:
+                   models_at: str = "/srv/beekeeper/models", restarted: bool = False,
+                   **data: Any) -> set[str]:
     """What the uninstall on a pod's root removes (`rm -rf` paths), the kit's folders linked
     into it, the service deployed with your model (`yours`) or the profile's."""
     import shlex
@@ -442,9 +443,13 @@ def _pod_uninstall(yours: bool, kinds: Any = None, present: Any = None,
     manifest = DeployedService(service="llm", image="/opt/beekeeper/llama-server/b/llama-server",
                                model_path=model, model_is_users=yours, runtime="supervisor",
                                mode="native").to_json()
+    from .harness import PROCESS_API
+
     facts = deployed_host(
+        # after a restart the record's link is gone with the others: no record is read
         FileContents=lambda path: manifest.splitlines()
-        if path == ServicePaths("llm").manifest else None,
+        if path == ServicePaths("llm").manifest and not restarted else None,
+        InitSystem=PROCESS_API,
         PathKinds=kinds or (lambda paths=(), **_: {p: PathKind("link", f"{POD_ROOT}/{n}")
                                                    for p, n in PERSISTED if p in paths}),
         PresentPaths=present or (lambda paths: {p: 1024 for p in paths}),
@@ -523,19 +528,25 @@ def test_the_uninstall_after_a_pods_restart_finds_the_root_by_its_marks():
     def kinds(paths=(), **_):
         return {p: PathKind("missing" if p in links else "dir", "") for p in paths}
 
-    gone = _pod_uninstall(yours=False, kinds=kinds, models_at=f"{POD_ROOT}/srv/models")
+    gone = _pod_uninstall(yours=False, kinds=kinds, models_at=f"{POD_ROOT}/srv/models",
+                          restarted=True)
     for _, name in PERSISTED:
         if name != "srv":
             assert f"{POD_ROOT}/{name}" in gone, (name, sorted(gone))
     assert {f"{POD_ROOT}/start", f"{POD_ROOT}/owner"} <= gone, sorted(gone)
     cmds = "\n".join(_POD_COMMANDS)
-    assert f"{POD_ROOT}/srv/models/gemma-3-270m-it-Q4_K_M.gguf" in cmds, cmds
+    # the kit's model by the inventory's name for it (no record to read after the restart)
+    assert f"rm -rf {POD_ROOT}/srv/models/gemma-3-270m-q4_k_m.gguf " in cmds, cmds
     assert f"rmdir {POD_ROOT}/srv/models 2>/dev/null ; rmdir {POD_ROOT}/srv 2>/dev/null" in cmds
     assert f"rmdir {POD_ROOT} 2>/dev/null" in cmds
-    # no root there (no marks): nothing of /workspace is touched
-    _pod_uninstall(yours=False, kinds=kinds, present=lambda paths: {},
-                   models_at=f"{POD_ROOT}/srv/models")
-    assert POD_ROOT not in "\n".join(_POD_COMMANDS)
+    # no root of this inventory's there: no marks, or no record of its services on the root
+    # (another container's kit on a shared volume, say): nothing of /workspace is touched
+    for present in ({}, {f"{POD_ROOT}/start": 1, f"{POD_ROOT}/owner": 1}):
+        _pod_uninstall(yours=False, kinds=kinds,
+                       present=lambda paths, p=present: {k: v for k, v in p.items()
+                                                         if k in paths},
+                       models_at=f"{POD_ROOT}/srv/models", restarted=True)
+        assert POD_ROOT not in "\n".join(_POD_COMMANDS)
 
 
 def test_a_model_dir_deeper_on_the_pods_root_goes_folder_by_folder_once_empty():
