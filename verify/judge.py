@@ -487,12 +487,14 @@ EXIT_PASSED = 0  # no check failed and every requested decode/TTFT/NIAH/VRAM che
 EXIT_FAILED = 1  # a check failed
 EXIT_NOT_JUDGED = 3  # nothing failed, but a requested one of them was not judged (SKIP/INFO)
 AREAS = {"decode": "decode", "ttft": "TTFT", "niah": "NIAH", "vram": "VRAM",
+         "gateway": "the gateway",
          "engine": "engine baseline"}  # engine: only when it was asked for and not measured
 # the checks that judge each area's figure (consistency checks such as
 # decode.records_consistent judge the measurement, not the speed)
 VERDICT_CHECKS = {"decode": ("decode.vs_engine@", "decode.reference_card"),
                   "ttft": ("ttft.vs_engine", "ttft.reference_card"),
-                  "niah": ("niah.pass",), "vram": ("vram.rise_vs_budget",)}
+                  "niah": ("niah.pass",), "vram": ("vram.rise_vs_budget",),
+                  "gateway": ("gateway.requests_ok", "gateway.same_tokens", "gateway.overhead")}
 
 
 @dataclass(frozen=True)
