@@ -262,6 +262,54 @@ def test_a_check_not_judged_on_noise_leaves_its_area_not_judged_beside_a_pass():
     assert dict(cov.not_judged)["decode"].startswith("the figures did not settle (served decode")
 
 
+def test_a_busy_depth_leaves_decode_not_judged_beside_a_quiet_pass():
+    """The busy-host rule beside a quiet depth that passes (mutation review: dropping BUSY
+    from the not-judged reasons survived; it turned this INCOMPLETE into PASSED)."""
+    from .harness import busy_settle
+
+    engine = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[],
+        decode=[bench(0, 160, 512, 53.3, 0.5), bench(0, 160, 1024, 53.3, 0.5)]))
+    busy = served(1024, [46.0, 46.5, 47.0])
+    busy.settle = busy_settle([46.0, 46.5, 47.0])
+    checks = decode_checks([served(512, [46.5]), busy], engine, CPU.expected, None, cpu=True)
+    st = {c.name: c.status for c in checks}
+    assert st["decode.vs_engine@512"] == "PASS" and st["decode.vs_engine@1024"] == "SKIP"
+    cov = coverage(checks, ["decode"])
+    assert cov.word == "INCOMPLETE", cov
+    assert dict(cov.not_judged)["decode"].startswith("the host was busy ("), cov
+
+
+def test_the_engines_noise_at_a_later_depth_leaves_that_depth_not_judged():
+    """llama-bench settled at the first depth and not at the second (50 +/- 15 tok/s):
+    decode is not judged (mutation review: reading the engine's spread at the first depth
+    only survived, and both depths PASSED)."""
+    engine = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[],
+        decode=[bench(0, 160, 512, 50.0, 0.5), bench(0, 160, 1024, 50.0, 15.0)]))
+    checks = decode_checks([served(512, [46.5]), served(1024, [46.5])], engine,
+                           CPU.expected, None, cpu=True)
+    st = {c.name: c.status for c in checks}
+    # the engine's figures are one baseline: its noise at any depth leaves each unjudged
+    assert st["decode.vs_engine@512"] == st["decode.vs_engine@1024"] == "SKIP", checks
+    assert coverage(checks, ["decode"]).word == "INCOMPLETE"
+
+
+def test_a_reused_prompt_cache_at_one_depth_fails_the_records_check():
+    """decode.records_consistent holds on every request: a timed request that reused the
+    prompt cache (cache_n > 0) at one of two depths fails it (mutation review: `any` for
+    `all`, and dropping the cache_n condition, both survived)."""
+    engine = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[],
+        decode=[bench(0, 160, 512, 50.0, 0.5), bench(0, 160, 1024, 50.0, 0.5)]))
+    cached = served(1024, [46.5])
+    cached.record.timings = {"predicted_n": 160, "cache_n": 900}
+    for runs in ([served(512, [46.5]), cached], [cached]):
+        checks = decode_checks(runs, engine, CPU.expected, None, cpu=True)
+        st = {c.name: c.status for c in checks}
+        assert st["decode.records_consistent"] == "FAIL", checks
+
+
 def test_a_cpu_builds_ttft_has_the_cpu_ceiling():
     """The second quiet demo of 2026-12-02 (same build, same VM, minutes after the first):
     `[FAIL] ttft.vs_engine: median 1.288 s vs engine 0.997 s ... ratio 1.291, needs <= 1.25`.
