@@ -138,15 +138,13 @@ def users_models(cfg: HostConfig) -> set[str]:
     return yours
 
 
-def models(cfg: HostConfig, keep: bool, yours: Collection[str], srv: str = SRV_ROOT) -> None:
+def models(cfg: HostConfig, keep: bool, yours: Collection[str], root: str | None = None
+           ) -> None:
     """The model files the kit placed (see the module's docstring), with a download's partial
     file and logs, removed unless `keep`; a file of yours the kit served in place (`yours`,
-    users_models) is never the kit's. `srv`: where SRV_ROOT's files are now (a pod's root
-    after its restart took the link)."""
+    users_models) is never the kit's. `root`: a pod's root whose links its restart took,
+    where the files are now (kept_at); None: where the links say."""
     d = cfg.data.model_dir
-
-    def now(p: str) -> str:
-        return srv + p.removeprefix(SRV_ROOT) if p.startswith(f"{SRV_ROOT}/") else p
     if keep:
         ops_.left_in_place(name=f"Keep the models in {d} (keep_models)",
                            why=f"models kept in {d} (host data keep_models)")
@@ -155,7 +153,7 @@ def models(cfg: HostConfig, keep: bool, yours: Collection[str], srv: str = SRV_R
     for name in host.get_fact(DeployedServices):
         for m in deployed_records(name):
             placed.update(model for model, _ in m.models())
-    files = host.get_fact(FileSizes, path=now(d))
+    files = host.get_fact(FileSizes, path=kept_at(d, root))
     shipped = {m.filename: m.size_bytes for p in PROFILES.values()
                for m in [p.model, *([p.server.draft_model] if p.server.draft_model else [])]}
     for f, size in files.items():
@@ -165,7 +163,8 @@ def models(cfg: HostConfig, keep: bool, yours: Collection[str], srv: str = SRV_R
             placed.add(f"{d}/{logged or f}")
         elif base != f and (base in shipped or f"{d}/{base}" in placed):
             placed.add(f"{d}/{base}")
-    paths = [now(p) + suffix for p in sorted(placed - set(yours)) for suffix in MODEL_SUFFIXES]
+    paths = [kept_at(p, root) + suffix for p in sorted(placed - set(yours))
+             for suffix in MODEL_SUFFIXES]
     found: dict[str, int] = host.get_fact(PresentPaths, paths=paths)
     present = sorted(found)
     names = ", ".join(p.rsplit("/", 1)[-1] for p in present) or "none left"
@@ -385,7 +384,7 @@ def ensure(cfg: HostConfig, keep_models: bool, keep_driver: bool = False) -> Non
     srv, linked = persistent_root(cfg, yours)
     ops_.images_removed(name=f"Remove the server images ({cfg.image_repo})",
                         repo=cfg.image_repo)
-    models(cfg, keep_models, yours, srv if srv and not linked else SRV_ROOT)
+    models(cfg, keep_models, yours, posixpath.dirname(srv) if srv and not linked else None)
     folders(cfg, driver_kept)
     changed_files = system_files(driver_kept)
     components(driver_kept)
