@@ -112,8 +112,9 @@ def print_summary(run: Any, found: dict[str, str]) -> None:
 
 
 def fail_this_host(error: BeekeeperError) -> None:
-    """Fail this host only, as pyinfra fails an unreachable one; the last host left raises the
-    line instead, so the run fails with it."""
+    """Fail this host only, as pyinfra fails an unreachable one; the last host left ends the
+    run instead (the pyinfra command: exit 1, the summary says why; pyinfra's API: the line
+    raised)."""
     this = ctx_host.get()  # the Host itself: `host` is only pyinfra's proxy to it
     if isinstance(error, KitBug) and this in state.failed_hosts:
         # pyinfra failed the host first (a fact's command failed there, its error printed
@@ -126,9 +127,13 @@ def fail_this_host(error: BeekeeperError) -> None:
     kind = "host data" if isinstance(error, ConfigError) else \
         "a bug in beekeeper" if isinstance(error, KitBug) else "host facts"
     failures()[this.name] = said if said.startswith(kind) else f"{kind}: {said}"
-    if not state.active_hosts - {this}:  # the last host left: fail the run with the line
-        # also as pyinfra's DeployError (which pyinfra prints as one red line), its type and
-        # what it holds (a refusal's subject, problem and fix) kept
+    if not state.active_hosts - {this}:  # the last host left: the run ends
+        if "pyinfra_cli" in sys.modules:  # the pyinfra command: the summary at its exit says
+            # why, once (an error raised here, pyinfra would print before it, after "pyinfra
+            # error in" this file's path and line)
+            raise SystemExit(1)
+        # a caller of pyinfra's API gets the line as pyinfra's DeployError, its type and what
+        # it holds (a refusal's subject, problem and fix) kept
         both: type[BeekeeperError] = type(type(error).__name__, (type(error), DeployError), {})
         raise rebuilt(both, message, vars(error)) from None
     click.echo(click.style(message, fg="red"), err=True)

@@ -7,6 +7,10 @@ that was not the kit's stop every host, unredacted and missing from the summary.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from pyinfra.api import Config, Inventory, State
@@ -79,3 +83,20 @@ def test_bad_uninstall_data_fails_that_host_alone_and_is_summed_up(capsys):
                                     data={"bad": {"keep_models": "yes"}})
     assert errors == {} and {h.name for h in state.failed_hosts} == {"bad"}
     assert state.beekeeper_failures["bad"].startswith("host data `keep_models`: ")
+
+
+def test_a_one_host_runs_refusal_is_one_line_naming_no_path_of_the_kit(tmp_path):
+    """Mutant (as it was): the last host left raised its line as pyinfra's error, which the
+    pyinfra command printed as "pyinfra error in <the kit's path>/tasks/hostfail.py line N:
+    host ...", and the run's summary printed it again. The real pyinfra command, a dry run on
+    @local with a profile the kit has not (or, as a login that is not root, the login's
+    refusal, which comes first): exit 1, the host's line once, the kit's files unnamed."""
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-m", "pyinfra", "-y", "--dry", "@local", "deploy.py",
+                        "--data", "profile=nope"], cwd=root, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "HOME": str(tmp_path)})
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out
+    said = [line for line in out.splitlines() if "host @local: " in line]
+    assert len(said) == 1 and ("host data `profile`" in said[0] or "login" in said[0]), out
+    assert "fix: " in said[0] and "hostfail.py" not in out and "pyinfra error" not in out, out
