@@ -58,12 +58,10 @@ KIT_FLAGS = {flag: key for key, flags in _KIT_FLAGS_BY_KEY.items() for flag in f
 
 # llama-server flags holding a secret, which every user of the host would read (ps):
 # flag -> where the secret goes instead.
-SECRET_FLAGS = {
-    "--api-key": "api_key_file (the kit passes the key in a root-only env file)",
-    "--api-key-file": "api_key_file (the kit passes the key in a root-only env file)",
-    "-hft": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
-    "--hf-token": "hf_token_file (the kit downloads the model; the server needs no Hub token)",
-}
+_KEY_FILE = "api_key_file (the kit passes the key in a root-only env file)"
+_TOKEN_FILE = "hf_token_file (the kit downloads the model; the server needs no Hub token)"
+SECRET_FLAGS = {"--api-key": _KEY_FILE, "--api-key-file": _KEY_FILE, "-hft": _TOKEN_FILE,
+                "--hf-token": _TOKEN_FILE}
 # llama-server flags whose value is free text that may start with `-`: llama.cpp's parser
 # (common/arg.cpp, common_params_parse_ex) takes the next word as the value whatever it
 # starts with (`--system-prompt -c`); a negative number after any flag is a value too.
