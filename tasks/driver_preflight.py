@@ -54,14 +54,14 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
         return DriverPlan()
     pci = host.get_fact(PciNvidiaGpus)
     wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
-    if gpu_container and not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
-        raise PreflightError(
-            "no NVIDIA GPU", f"is visible in this container (the PCI bus shows {pci}, "
-            f"nvidia-smi {'is missing' if gpu is None else 'lists none'}); a container's "
-            "driver is the machine's, never installed inside it", "start the container with "
-            "its GPU (`docker run --gpus all`, or the provider's GPU option), or choose a CPU "
-            "profile such as cpu-tiny", lead=" ", then=": ")
     if not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
+        if gpu_container:
+            raise PreflightError(
+                "no NVIDIA GPU", f"is visible in this container (the PCI bus shows {pci}, "
+                f"nvidia-smi {'is missing' if gpu is None else 'lists none'}); a container's "
+                "driver is the machine's, never installed inside it", "start the container "
+                "with its GPU (`docker run --gpus all`, or the provider's GPU option), or "
+                "choose a CPU profile such as cpu-tiny", lead=" ", then=": ")
         # the kit would install the driver: not if one is there that does not load, nor
         # where Secure Boot would reject the module it builds
         check_driver_install(host.get_fact(LinuxDriverPackages),
