@@ -513,11 +513,10 @@ def check_supervisor_tools(tools: HostToolsInfo, rt: Runtime) -> None:
 
 def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime,
                 built: bool = False) -> list[str]:
-    """The packages apt is to install for a native build, after refusing a host that lacks a
-    part apt cannot bring: no package lists (a container image never `apt-get update`d), or
-    python3/setpriv for runtime supervisor. `built`: the build is installed already (a pod's
-    restart cleared the tools, not the build on its volume): no build tool is needed."""
-    check_supervisor_tools(tools, rt)
+    """The packages apt is to install for a native build, after refusing a host that lacks
+    a build tool and has no package lists to install it from (a container image never
+    `apt-get update`d). `built`: the build is installed already (a pod's restart cleared the
+    tools, not the build on its volume): no build tool is needed."""
     if not rt.builds_on_host or "build" not in cfg.data.stages or built:
         return []
     wanted = ["cmake", "c++", "make"] + (["git"] if cfg.source.kind == "git" else [])

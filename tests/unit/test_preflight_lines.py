@@ -144,16 +144,16 @@ def test_each_tool_a_host_must_bring_is_one_whole_line():
 
     sup = runtime_of("native", "supervisor")
     c = cfg(profile="cpu-tiny", mode="native", runtime="supervisor")
-    assert refused(pf.check_tools, c, T(setpriv="/usr/bin/setpriv"), sup) == (
+    assert refused(pf.check_supervisor_tools, T(setpriv="/usr/bin/setpriv"), sup) == (
         "runtime supervisor runs the kit's supervisord with the host's python3 (>= 3.8), and "
         "this host has none; fix: install python3 (apt-get install python3), then deploy again")
     old = T(python3="/usr/bin/python3", python3_version=(3, 7), setpriv="/usr/bin/setpriv")
-    assert refused(pf.check_tools, c, old, sup) == (
+    assert refused(pf.check_supervisor_tools, old, sup) == (
         "runtime supervisor runs the kit's supervisord with the host's python3 (>= 3.8), and "
         "this host has /usr/bin/python3 3.7; fix: install python3 (apt-get install python3), "
         "then deploy again")
     py = T(python3="/usr/bin/python3", python3_version=(3, 8))
-    assert refused(pf.check_tools, c, py, sup) == (
+    assert refused(pf.check_supervisor_tools, py, sup) == (
         "runtime supervisor starts the server as user beekeeper with setpriv, which this host "
         "lacks; fix: apt-get install util-linux, then deploy again")
     bare = T(python3="/usr/bin/python3", python3_version=(3, 12), setpriv="/usr/bin/setpriv",
