@@ -360,14 +360,14 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
     ours_before = bool(record and record.port == port)
     info: PortOwnersInfo = host.get_fact(PortOwners, port=port, pidfile=SUPERVISOR_PIDFILE,
                                          native_prefix=NATIVE_PREFIX)
-    orphans: list[int] = []
+    orphans: dict[int, PortOwner] = {}
     for o in info.owners:
         kind = classify_port_owner(o, info, rt, frozenset({name}) | leaving,
                                    bool(containers) or (ours_before and docker_present))
         if kind == "supervised":
             continue
         if kind == "orphan" and o.pid is not None:
-            orphans.append(o.pid)
+            orphans[o.pid] = o
             continue
         if kind == "unknown":
             if ours_before:  # as before: our own server, seen from outside its namespace
@@ -383,8 +383,7 @@ def check_port(name: str, port: int, docker_present: bool, leaving: frozenset[st
             f"port {port} on the host", f"is in use by pid {o.pid} (user {o.user or '?'}, "
             f"program {o.program}{also}), not by this service's server", f"stop it (kill "
             f"{o.pid}), or set `port` to a free port", lead=" ", then=": ")
-    for pid in orphans:
-        o = next(x for x in info.owners if x.pid == pid)
+    for pid, o in orphans.items():
         warn(f"port {port} is held by pid {pid} ({o.exe}, user {SERVER_USER}), a server of the "
              "kit's that no supervisor owns (its supervisor ended without it): the deploy "
              f"ends it and starts beekeeper-{name} under supervision")
