@@ -118,30 +118,23 @@ def _rollback_copy(p: ServicePaths, running: bool, what: str) -> None:
                  commands=[f"{drop} && {keep}"])
 
 
-def _cut_short(manifest: str, new: DeployedService) -> bool:
-    """Whether the record on the host (`manifest`) says what an earlier deploy ran while the
+def _cut_short(there: DeployedService, new: DeployedService) -> bool:
+    """Whether the record on the host (`there`) says what an earlier deploy ran while the
     unit there is already this deploy's: that deploy wrote the unit and stopped before its
     record and restart, and the old server still runs. Read by the keys every kit wrote
     (a newer kit's added keys are no reason) that the unit itself decides: a model file
-    replaced in place changes its sha256 and not the unit, and is a change of its own; no
-    readable record says nothing."""
-    there = deployed_manifest(manifest)
-    if there is None:
-        return False
+    replaced in place changes its sha256 and not the unit, and is a change of its own."""
     was, now = there.to_dict(), new.to_dict()
     return any(was[k] != now[k] for k in REQUIRED - {"model_sha256"})
 
 
-def _model_swapped(manifest: str, new: DeployedService) -> bool:
-    """Whether the record on the host names another sha256 of the model (or of its draft,
-    where the record names one) than this deploy serves: a file of yours replaced in place
-    (`model_host_path`, never placed by the kit), or a file a deploy cut short placed
-    before its restart. The server running holds the file it loaded; no readable record
-    says nothing, nor a sha256 given on one side only (host data's model_sha256 added to or
-    dropped from a file of yours the upload checks by its own sha256: the same file)."""
-    there = deployed_manifest(manifest)
-    if there is None:
-        return False
+def _model_swapped(there: DeployedService, new: DeployedService) -> bool:
+    """Whether the record on the host (`there`) names another sha256 of the model (or of its
+    draft, where the record names one) than this deploy serves: a file of yours replaced in
+    place (`model_host_path`, never placed by the kit), or a file a deploy cut short placed
+    before its restart. The server running holds the file it loaded; a sha256 given on one
+    side only says nothing (host data's model_sha256 added to or dropped from a file of
+    yours the upload checks by its own sha256: the same file)."""
     return any(was is not None and now is not None and was != now for was, now in (
         (there.model_sha256, new.model_sha256), (there.draft_sha256, new.draft_sha256)))
 
@@ -185,8 +178,9 @@ def ensure(cfg: HostConfig, rt: Runtime, svc: ServiceConfig, image: str,
     inputs_change = any(op.will_change for op in upstream + secret_ops)
     # nothing this run renders or places changed: only the record on the host tells
     settled = running_sha is not None and not files_change and not inputs_change
-    cut_short = settled and _cut_short(p.manifest, new_record)
-    swapped = settled and not cut_short and _model_swapped(p.manifest, new_record)
+    there = deployed_manifest(p.manifest) if settled else None  # unreadable: it says nothing
+    cut_short = there is not None and _cut_short(there, new_record)
+    swapped = there is not None and not cut_short and _model_swapped(there, new_record)
     changed = files_change or cut_short or inputs_change or swapped
     if changed and not cut_short:
         _rollback_copy(p, running=running_sha is not None,
