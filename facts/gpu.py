@@ -110,7 +110,8 @@ def parse_pci_nvidia_devices(output: list[str]) -> tuple[int, ...]:
 
 class PciNvidiaDevices(FactBase[tuple[int, ...]]):
     """Returns the PCI device ids of the NVIDIA display/3D devices, read from sysfs without
-    a driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``."""
+    a driver (what tells the card's generation before nvidia-smi can): ``(0x2684,)``; none
+    under WSL2, where the GPU is reached through /dev/dxg."""
 
     default = staticmethod(tuple)
 
@@ -120,18 +121,6 @@ class PciNvidiaDevices(FactBase[tuple[int, ...]]):
                 'echo "$(cat $d/class) $(cat $d/device)"; done; true')
 
     process = staticmethod(parse_pci_nvidia_devices)
-
-
-class PciNvidiaGpus(FactBase[int]):
-    """Returns how many NVIDIA display/3D devices the PCI bus shows (0 under WSL2, where
-    the GPU is reached through /dev/dxg)."""
-
-    command = PciNvidiaDevices.command
-
-    default = staticmethod(int)
-
-    def process(self, output: list[str]) -> int:
-        return len(parse_pci_nvidia_devices(output))
 
 
 # Packages that carry the Linux driver, by name prefix, as NVIDIA's Ubuntu and Debian

@@ -27,7 +27,6 @@ from beekeeper.facts.gpu import (
     NvidiaModuleInfo,
     NvidiaSmiInfo,
     PciNvidiaDevices,
-    PciNvidiaGpus,
 )
 from beekeeper.facts.host import AptPolicy, AptPolicyInfo, OsRelease, WslInfo
 
@@ -52,7 +51,7 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
     `gpu_container`: PID 1 is not systemd, a GPU container, whose driver is the machine's."""
     if cfg.service.profile.backend != "cuda":
         return DriverPlan()
-    pci = host.get_fact(PciNvidiaGpus)
+    pci = len(host.get_fact(PciNvidiaDevices))
     wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
     if not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
         if gpu_container:

@@ -45,7 +45,7 @@ from beekeeper.core.paths import ServicePaths
 from beekeeper.core.profiles import PROFILES
 from beekeeper.core.runtime import Runtime, runtime_of, ways_named
 from beekeeper.facts.docker import DockerEngineInfo
-from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo, PciNvidiaDevices, PciNvidiaGpus
+from beekeeper.facts.gpu import GpuCard, NvidiaSmiInfo, PciNvidiaDevices
 from beekeeper.facts.host import (
     AptPolicyInfo,
     DiskInfo,
@@ -147,9 +147,9 @@ def port_owners(*owners: PortOwner, supervisord: int | None = None) -> PortOwner
 
 # What PciNvidiaDevices' command prints (facts/gpu.py): `<class> <device>` of each NVIDIA PCI
 # function, as sysfs spells them. A case gives this listing as the fact "PciListing", and
-# both PCI facts are the real facts' parse of it (one command on the host), so a case cannot
-# say "one GPU" with no device id, or ids that are not GPUs.
-PCI_FACTS = (PciNvidiaGpus, PciNvidiaDevices)
+# the PCI fact is the real fact's parse of it, so a case cannot give ids that are not GPUs,
+# nor ids the listing does not hold.
+PCI_FACTS = (PciNvidiaDevices,)
 PCI_RTX4090 = ("0x030000 0x2684", "0x040300 0x22ba")  # AD102 (VGA) and its HDMI audio
 PCI_GTX1080 = ("0x030000 0x1b80", "0x040300 0x10f0")  # GP104 (Pascal) and its audio
 PCI_H200 = ("0x030200 0x2335",)  # GH100 SXM: a 3D controller (class 0x0302), no display
