@@ -149,8 +149,7 @@ def _kit_data(data: Any) -> dict[str, Any]:
     for key in host_data_keys(data):
         if key not in allowed and not key.startswith("__"):
             raise fail(key, UNKNOWN_KEY, did_you_mean(key, sorted(allowed)))
-    values = {k: data.get(k, _UNSET) for k in sorted(KIT_KEYS)}
-    return {k: v for k, v in values.items() if v is not _UNSET}
+    return {k: v for k in sorted(KIT_KEYS) if (v := data.get(k, _UNSET)) is not _UNSET}
 
 
 def memoized_loader() -> Callable[[Any], HostConfig]:
@@ -193,7 +192,9 @@ def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     way = rule_runtime(hd)
     services, absent = _services(hd, data, pin)
     rule_gateway(hd, services)
-    return HostConfig(data=hd, services=services, absent=absent, source=_source(hd),
+    if hd.source is None:
+        raise fail("source", "None is not a mapping", SOURCE_FIX)
+    return HostConfig(data=hd, services=services, absent=absent, source=hd.source,
                       requested_way=way)
 
 
@@ -491,9 +492,3 @@ def rule_gateway(hd: HostData, services: tuple[ServiceConfig, ...]) -> None:
     if gw.port in [s.data.port for s in services]:
         raise fail("gateway.port", f"{gw.port} is also a model service's port on this host",
                    "give the gateway a port of its own, e.g. gateway = {'port': 4000}")
-
-
-def _source(hd: HostData) -> SourceData:
-    if hd.source is None:
-        raise fail("source", "None is not a mapping", SOURCE_FIX)
-    return hd.source
