@@ -261,10 +261,7 @@ def key_file(value: str, one_word_key: bool) -> str:
         # quoted for a shell: the fix is pasted as it is (a Mac's iCloud Drive folder is
         # `Mobile Documents`)
         raise Bad(f"{where} is readable by others", f"chmod 600 {echo(shlex.quote(value))}")
-    if one_word_key:
-        _gateway_keys(text, where)
-    else:
-        _server_key(text, where)
+    (_gateway_keys if one_word_key else _server_key)(text, where)
     return value
 
 
@@ -934,7 +931,8 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
         prefix, _, name = key.rpartition(".")
         return fail(key, UNKNOWN_KEY, did_you_mean(name, sorted(model.model_fields),
                                                    prefix + "." if prefix else ""))
-    bad = (error.get("ctx") or {}).get("error")
+    ctx = error.get("ctx") or {}
+    bad = ctx.get("error")
     if isinstance(bad, Bad):
         if isinstance(bad, Secret) and error["loc"][-1] == "[key]":  # named by its mapping
             key = key.split("[", 1)[0]
@@ -943,14 +941,12 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     fix = str(extra["fix"])
     value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
     if error["loc"][-1] == "[key]":  # a mapping's key broke its pattern: the key is the value
-        return fail(key, f"the key {shown(error['loc'][-2])} "
-                    f"{extra['key_problem']}", fix)
+        return fail(key, f"the key {shown(error['loc'][-2])} {extra['key_problem']}", fix)
     if error["type"] == "string_too_long":
-        most = (error.get("ctx") or {}).get("max_length")
-        return fail(key, f"{shown(value)} is longer than {most} characters", fix)
+        return fail(key, f"{shown(value)} is longer than {ctx.get('max_length')} characters",
+                    fix)
     if error["type"] == "literal_error":  # one of a few words: the one it likely means
-        guess = near(value, re.findall(r"'([^']*)'", str((error.get("ctx") or {})
-                                                         .get("expected", ""))))
+        guess = near(value, re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
         fix = f"did you mean {guess!r}? ({fix})" if guess else fix
     return fail(key, f"{shown(value)} {extra['problem']}", fix)
 
