@@ -320,34 +320,17 @@ def _ensure_network(client: docker.DockerClient):
                                       labels={"io.beekeeper.sandbox": "1"})
 
 
-def _start_pod(client: docker.DockerClient, name: str, release: str, ssh_port: int,
-               command: list[str] | None = None):
-    """A host whose PID 1 is sshd: no systemd, no engine, no privileges beyond Docker's
-    defaults (a rented GPU container's state), with a volume at /workspace. `command`: in
-    place of the image's (a pod's start command that runs the kit's start script first)."""
+def _start_host(client: docker.DockerClient, name: str, release: str, ssh_port: int,
+                init: str, command: list[str] | None = None):
+    """Start (or find) sandbox host `name`. `init` "sshd": a host whose PID 1 is sshd: no
+    systemd, no engine, no privileges beyond Docker's defaults (a rented GPU container's
+    state), with a volume at /workspace; `command`: in place of its image's (a pod's start
+    command that runs the kit's start script first)."""
     _ensure_network(client)
+    pod = init == "sshd"
     try:
         c = client.containers.get(name)
-        if c.status != "running":
-            c.start()
-    except docker.errors.NotFound:
-        _log(f"starting {name} (Debian {release}, PID 1 sshd, ssh on 127.0.0.1:{ssh_port})")
-        c = client.containers.create(
-            host_image(release, "sshd"), name=name, detach=True, hostname=name,
-            ports={"22/tcp": ("127.0.0.1", ssh_port)},
-            labels={"io.beekeeper.sandbox": "1", "io.beekeeper.sandbox.release": release,
-                    "io.beekeeper.sandbox.init": "sshd"},
-            volumes={workspace_volume(name): {"bind": "/workspace", "mode": "rw"}},
-            command=command, network=NETWORK)
-        c.start()
-    return c
-
-
-def _start_container(client: docker.DockerClient, name: str, release: str, ssh_port: int):
-    _ensure_network(client)
-    try:
-        c = client.containers.get(name)
-        if NETWORK not in c.attrs["NetworkSettings"]["Networks"]:
+        if not pod and NETWORK not in c.attrs["NetworkSettings"]["Networks"]:
             # made before the sandboxes shared a network: connecting a second network to a
             # running host breaks its published SSH port, and its engine's saved bridge may
             # hold the network's addresses (which cuts the host off once its Docker starts),
@@ -360,20 +343,24 @@ def _start_container(client: docker.DockerClient, name: str, release: str, ssh_p
         if c.status != "running":
             c.start()
     except docker.errors.NotFound:
-        _log(f"starting {name} (Debian {release}, ssh on 127.0.0.1:{ssh_port})")
+        _log(f"starting {name} (Debian {release}{', PID 1 sshd' if pod else ''}, ssh on "
+             f"127.0.0.1:{ssh_port})")
+        labels = {"io.beekeeper.sandbox": "1", "io.beekeeper.sandbox.release": release}
+        if pod:
+            own: dict[str, object] = dict(
+                labels={**labels, "io.beekeeper.sandbox.init": "sshd"}, command=command,
+                volumes={workspace_volume(name): {"bind": "/workspace", "mode": "rw"}})
+        else:
+            own = dict(
+                labels=labels, cap_add=["SYS_ADMIN", "NET_ADMIN"],
+                security_opt=["seccomp=unconfined", "apparmor=unconfined"], cgroupns="host",
+                tmpfs={"/run": "", "/run/lock": "", "/tmp": ""},  # noqa: S108 (the sandbox host's own /tmp)
+                volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
+                         volume(name): {"bind": "/var/lib/docker", "mode": "rw"}})
         c = client.containers.create(
-            host_image(release), name=name, detach=True,
+            host_image(release, init), name=name, detach=True,
             hostname="sandbox" if name == CONTAINER else name,
-            cap_add=["SYS_ADMIN", "NET_ADMIN"],
-            security_opt=["seccomp=unconfined", "apparmor=unconfined"],
-            cgroupns="host",
-            tmpfs={"/run": "", "/run/lock": "", "/tmp": ""},  # noqa: S108 (the sandbox host's own /tmp)
-            volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
-                     volume(name): {"bind": "/var/lib/docker", "mode": "rw"}},
-            ports={"22/tcp": ("127.0.0.1", ssh_port)},
-            labels={"io.beekeeper.sandbox": "1", "io.beekeeper.sandbox.release": release},
-            network=NETWORK,
-        )
+            ports={"22/tcp": ("127.0.0.1", ssh_port)}, network=NETWORK, **own)
         c.start()
     return c
 
@@ -411,7 +398,7 @@ def up(ssh_port: int | None = None, name: str | None = None,
        release: str = "bookworm", init: str = "systemd",
        pod_command: list[str] | None = None) -> SandboxState:
     """Start (or find) a sandbox host: the first (no name) on DEFAULT_SSH_PORT, others with a
-    port of their own; `init` "sshd" (with `pod_command`): `_start_pod`'s."""
+    port of their own; `init` "sshd" (with `pod_command`): `_start_host`'s."""
     name = name or CONTAINER
     if init not in INITS:
         raise SandboxError(f"init {init!r} is not one of {', '.join(INITS)}")
@@ -436,8 +423,8 @@ def up(ssh_port: int | None = None, name: str | None = None,
         preload_images={BASE: _save(client, BASE), BUILD_BASE: _save(client, BUILD_BASE)},
         base_images={"build": BUILD_BASE, "runtime": BASE}, release=release, init=init,
     )
-    c = (_start_pod(client, name, release, ssh_port, pod_command) if init == "sshd" else
-         _start_container(client, name, release, ssh_port))
+    c = _start_host(client, name, release, ssh_port, init,
+                    pod_command if init == "sshd" else None)
     _put(c, "/root/.ssh", {"authorized_keys": Path(str(key) + ".pub").read_bytes()}, 0o600)
     _pin_host_key(c, known, ssh_port)
     (sdir / "state.json").write_text(json.dumps(asdict(state), indent=2))
