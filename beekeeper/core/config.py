@@ -237,9 +237,7 @@ def _services(hd: HostData, data: Any, pin: Pinner | None = None
     else:
         rule_beside_services(data)
         entries = [(s, f"services[{i}].") for i, s in enumerate(hd.services)]
-    pinned = (lambda m, role, plans: pin(m, hd.hf_endpoint, role, plans)) \
-        if pin is not None else None
-    services = tuple(_service(e, prefix, pinned)
+    services = tuple(_service(e, prefix, hd.hf_endpoint, pin)
                      for e, prefix in entries if e.state == "present")
     absent = tuple(e.service_name for e, _ in entries if e.state == "absent")
     rule_one_build(services)
@@ -248,8 +246,8 @@ def _services(hd: HostData, data: Any, pin: Pinner | None = None
     return services, absent
 
 
-def _service(entry: ServiceData, prefix: str,
-             pin: Callable[[ModelFile, str, bool], ModelFile] | None = None) -> ServiceConfig:
+def _service(entry: ServiceData, prefix: str, endpoint: str,
+             pin: Pinner | None = None) -> ServiceConfig:
     if entry.profile is None:
         raise fail(f"{prefix}profile", "missing", "set profile = 'cpu-tiny' or another profile")
     profile = PROFILES[entry.profile]
@@ -274,8 +272,8 @@ def _service(entry: ServiceData, prefix: str,
                             else entry.ctx_size, profile, entry.slots)
         profile = with_ctx_size(profile, ctx, entry.slots)
     if pin is not None:  # preflight's VRAM plan (a GPU profile's) reads the served file
-        model = pin(model, "model", profile.backend == "cuda")
-        draft = pin(draft, "draft", False) if draft is not None else None
+        model = pin(model, endpoint, "model", profile.backend == "cuda")
+        draft = pin(draft, endpoint, "draft", False) if draft is not None else None
     return ServiceConfig(data=entry, at=prefix, profile=profile, model=model, draft=draft)
 
 
@@ -376,7 +374,8 @@ def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> 
     revision, sha = getattr(entry, f"{role}_revision"), getattr(entry, f"{role}_sha256")
     if repo is None and file is None and revision is None:
         return base if sha is None or sha == base.sha256 else replace(base, sha256=sha)
-    if not isinstance(base.source, HfSource) and repo is None and file is None:
+    old = base.source if isinstance(base.source, HfSource) else None
+    if old is None and repo is None and file is None:
         # a revision alone: nothing on the Hub to pin (the key named is the one given)
         raise fail(f"{prefix}{role}_revision",
                    f"{shown(revision)} cannot pin the profile's {role} ({base.filename}), "
@@ -384,10 +383,9 @@ def _model_file(entry: ServiceData, prefix: str, role: str, base: ModelFile) -> 
                    f"remove {role}_revision, or serve a model from the Hub: set {role}_repo "
                    f"and {role}_file together (`{role}_repo`, `{role}_file`), then "
                    f"{role}_revision pins it")
-    if not isinstance(base.source, HfSource) and (repo is None or file is None):
+    if old is None and (repo is None or file is None):
         raise fail(f"{prefix}{role}_repo", f"the profile's {role} is not on the Hub",
                    f"set {role}_repo and {role}_file together")
-    old = base.source if isinstance(base.source, HfSource) else None
     if old is not None and repo not in (None, old.repo) and file is None:
         # the profile's file name is no name of the user's repository: it would be looked for
         # there, and a failed pin would name the revision
