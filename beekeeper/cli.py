@@ -173,7 +173,6 @@ def _verify(args: argparse.Namespace) -> int:
     # host reads its own)
     keyed = args.api_key_file is None and not args.url and not (remote and args.on_host)
     defaults = args.profile is None or args.port is None
-    manifest = None
     # read even with --profile and --port given: its ctx_size and slots size the requests
     if remote:  # as the login: a keyless server needs no root there
         p = _cat_manifest(ssh, args.service, root=False)
