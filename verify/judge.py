@@ -135,9 +135,10 @@ ENGINE_NOT_RUN = "llama-bench could not run ("  # an engine suite asked for, no 
 REFERENCE_SIZE = "not the reference's size ("  # a reference check at another depth or prompt
 
 
-def _not_judged(spreads: Sequence[Spread], figures: str, ratio: float) -> Verdict | None:
-    """Not judged: the host was busy while a figure was measured, or a figure's error stayed
-    over NOISE_MAX."""
+def _judged(spreads: Sequence[Spread], figures: str, ratio: float, ok: bool,
+            needs: str) -> Verdict:
+    """PASS when `ok`, else FAIL; not judged (SKIP) when the host was busy while a figure was
+    measured, or a figure's error stayed over NOISE_MAX."""
     busy = next((s for s in spreads if s.busy is not None), None)
     tail = f"{figures}: ratio {ratio:.3f} not judged"
     if busy is not None and busy.busy is not None and busy.settled is not None:
@@ -146,7 +147,8 @@ def _not_judged(spreads: Sequence[Spread], figures: str, ratio: float) -> Verdic
                        f"{tail}", ratio)
     noisy = too_noisy(spreads)
     if noisy is None:
-        return None
+        return Verdict("PASS" if ok else "FAIL", f"{figures}: ratio {ratio:.3f}, needs {needs}",
+                       ratio)
     st = noisy.settled
     if st is None:
         how = "its repeats and the host's load not recorded"
@@ -193,14 +195,10 @@ def judge_decode(served_tok_s: float | None, engine_tok_s: float | None, depth_t
         return ratio
     figures = (f"served {served_tok_s:.1f} tok/s vs engine {engine_tok_s:.1f} tok/s "
                f"(llama-bench) at {depth_tokens} ctx")
-    skip = _not_judged(spreads, figures, ratio)
-    if skip is not None:
-        return skip
     needs = 1 / (1 / floor + sampler_ms * (engine_tok_s or 0.0) / 1000)
     rule = (f"{needs:.3f} ({floor} with {sampler_ms:g} ms a token for sampling on the CPU, "
             "which llama-bench does not do)" if sampler_ms else f"{floor}")
-    return Verdict("PASS" if ratio >= needs else "FAIL",
-                   f"{figures}: ratio {ratio:.3f}, needs >= {rule}", ratio)
+    return _judged(spreads, figures, ratio, ratio >= needs, f">= {rule}")
 
 
 def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, prompt_tokens: int,
@@ -213,11 +211,7 @@ def judge_ttft(served_median_s: float | None, engine_ttft_s: float | None, promp
         return ratio
     figures = (f"median {served_median_s:.3f} s vs engine {engine_ttft_s:.3f} s "
                f"(prefill + first token, llama-bench) at {prompt_tokens} tokens")
-    skip = _not_judged(spreads, figures, ratio)
-    if skip is not None:
-        return skip
-    return Verdict("PASS" if ratio <= ceiling else "FAIL",
-                   f"{figures}: ratio {ratio:.3f}, needs <= {ceiling}", ratio)
+    return _judged(spreads, figures, ratio, ratio <= ceiling, f"<= {ceiling}")
 
 
 def _reference(text: str, expected: Expected, card: str | None, ok: bool, needs: str,
