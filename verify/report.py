@@ -275,17 +275,12 @@ def _refused_for_key(report: Report, check: Check) -> str | None:
                 None)
 
 
-def _broken_step(report: Report, check: Check) -> tuple[str, str]:
-    """`_broken_what`, its next step the key's where a request was refused for it."""
-    what, look = _broken_what(report, check)
-    flag = _refused_for_key(report, check)
-    return what, KEY_NEXT.format(flag=flag) if flag else look
-
-
 def _broken(report: Report, cov: Coverage) -> str:
-    said = [_broken_step(report, c) for c in report.checks if not c.passed]
-    what = list(dict.fromkeys(w for w, _ in said))
-    look = list(dict.fromkeys(n for _, n in said))
+    said = [(*_broken_what(report, c), _refused_for_key(report, c))
+            for c in report.checks if not c.passed]
+    what = list(dict.fromkeys(w for w, _, _ in said))
+    # each one's next step, the key's where a request was refused for it
+    look = list(dict.fromkeys(KEY_NEXT.format(flag=key) if key else n for _, n, key in said))
     also = (f" ({_and([AREAS[a] for a, _ in cov.not_judged])} was not judged either)"
             if cov.not_judged else "")
     return f"The server is broken: {'; '.join(what)}{also}; next: {'; '.join(look)}."
@@ -489,22 +484,18 @@ def _matplotlib_home() -> Iterator[None]:
 def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
     """Every chart of a report, as inline SVG (or a line saying why there is none)."""
     with _matplotlib_home():
-        return _charts(data, budget_mib)
-
-
-def _charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return [_none("charts", "matplotlib is not installed where this report was written; "
-                      "`beekeeper verify --on-host` draws them again on the controller")]
-    s = data.get("suites", {})
-    ttft = s.get("ttft") or {}
-    out = [ttft_chart(ttft.get("ttft_s") or [], ttft.get("engine_ttft_s"))]
-    out += [token_latency_chart(run) for run in s.get("decode") or []]
-    out.append(vram_chart(s.get("vram") or {}, budget_mib))
-    out.append(niah_chart((s.get("niah") or {}).get("cases") or []))
-    return out
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return [_none("charts", "matplotlib is not installed where this report was written; "
+                          "`beekeeper verify --on-host` draws them again on the controller")]
+        s = data.get("suites", {})
+        ttft = s.get("ttft") or {}
+        out = [ttft_chart(ttft.get("ttft_s") or [], ttft.get("engine_ttft_s"))]
+        out += [token_latency_chart(run) for run in s.get("decode") or []]
+        out.append(vram_chart(s.get("vram") or {}, budget_mib))
+        out.append(niah_chart((s.get("niah") or {}).get("cases") or []))
+        return out
 
 
 def md_text(text: Any) -> str:
