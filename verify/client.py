@@ -187,7 +187,6 @@ class ServerClient:
                     rec.error = "stream ended without a token"
         except (httpx.HTTPError, SSEError, json.JSONDecodeError, ValueError) as e:
             rec.error = f"{type(e).__name__}: {e}"
-            rec.ok = False
         return rec
 
     @staticmethod
