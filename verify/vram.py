@@ -267,15 +267,12 @@ class VramSampler:
                                 else None)
             procs = [s.process_mib for s in r.samples if s.process_mib is not None]
             r.peak_process_mib = max(procs) if procs else None
-            if not procs and r.pid is not None and r.processes_seen:
-                r.note = (f"the server's pid {r.pid} is not among the card's "
-                          f"{r.processes_seen} compute process(es) (it was restarted, or "
-                          "NVML reports another PID namespace's pids): the server's peak "
-                          "is not measured; peak_delta_mib is the card's rise over the "
-                          "sampler's first sample")
-            elif not procs:
-                r.note = ("per-process memory not reported by the driver (WSL2/WDDM gives "
-                          "none): the server's peak is not measured; peak_delta_mib is the "
+            if not procs:
+                why = (f"the server's pid {r.pid} is not among the card's {r.processes_seen} "
+                       "compute process(es) (it was restarted, or NVML reports another PID "
+                       "namespace's pids)" if r.pid is not None and r.processes_seen else
+                       "per-process memory not reported by the driver (WSL2/WDDM gives none)")
+                r.note = (f"{why}: the server's peak is not measured; peak_delta_mib is the "
                           "card's rise over the sampler's first sample")
             span = r.samples[-1].t_s - r.samples[0].t_s
             r.achieved_hz = (len(r.samples) - 1) / span if span > 0 else None
