@@ -275,9 +275,8 @@ def forwarded(args: argparse.Namespace) -> list[str]:
             continue
         if flag == "--direct-url" and secret_url(value):
             continue  # its credentials travel on standard input with the keys (Keys)
-        out += [flag] if kw.get("action") == "store_true" else [flag, f"{value:g}"
-                                                               if isinstance(value, float)
-                                                               else str(value)]
+        text = f"{value:g}" if isinstance(value, float) else str(value)
+        out += [flag] if kw.get("action") == "store_true" else [flag, text]
     return out
 
 

@@ -40,8 +40,7 @@ def read_records(found: dict[str, Any]) -> list[DeployedService]:
     """The records of `records_script`'s output, by attribute; a refused one fails the checks
     in one line naming its path, the key and the fix (beekeeper/core/deployed.py)."""
     try:
-        return [DeployedService.from_json(d, path)
-                for path, d in found.items()]
+        return [DeployedService.from_json(d, path) for path, d in found.items()]
     except RecordError as e:
         pytest.fail(str(e), pytrace=False)
 
