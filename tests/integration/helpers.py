@@ -80,7 +80,7 @@ def first_deploy(what: str) -> Run:
     lane, which waits for it (wait_for_main_build)."""
     run = deploy()
     print(f"\n[figure] first deploy ({what}): {run.wall_s:.0f} s")
-    assert run.rc == 0, run.out[-4000:]
+    assert run.rc == 0, why(run.out)
     if LANE == "main" and not BUILT.exists():
         tag = json.loads(sandbox_exec("cat /etc/beekeeper/llm/deployed.json").stdout)["image"]
         BUILT.with_suffix(".part").write_text(tag)
@@ -124,6 +124,15 @@ def share_server_image(dst: str = SECOND) -> list[str]:
     tags = [t for t in p.stdout.split() if t.startswith(f"{SERVER_REPO}:")] \
         if p.returncode == 0 else []
     return [t for t in tags if copy_image(t, CONTAINER, dst)]
+
+
+def why(out: str, tail: int = 3000) -> str:
+    """A failed run's lines that name an error (wherever they stand: in a run of several
+    hosts, the failing one's can be far above the end), then the run's last lines: the
+    assertion message of a deploy that had to pass."""
+    said = [line for line in out.splitlines()
+            if re.search(r"error|failed|Traceback|\[unreachable\]", line, re.IGNORECASE)]
+    return "\n".join(["--- lines naming an error:", *said[-40:], "--- the end:", out[-tail:]])
 
 
 def results(out: str) -> dict[str, tuple[str, str, str]]:

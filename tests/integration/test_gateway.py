@@ -33,6 +33,7 @@ from .helpers import (
     results,
     sandbox_exec,
     wait_until,
+    why,
 )
 
 pytestmark = pytest.mark.integration
@@ -97,7 +98,7 @@ def setup(fresh_sandbox, trixie_sandbox, tmp_path_factory):
     t0 = time.monotonic()
     run = gw_deploy("--limit", "sandbox")  # the first host builds the server image
     print(f"\n[figure] first host deploy (build, two services): {run.wall_s:.0f} s")
-    assert run.rc == 0, run.out[-4000:]
+    assert run.rc == 0, why(run.out)
     t1 = time.monotonic()
     copied = provision_and_share(INVENTORY, SECOND)  # the second gets that image copied in
     print(f"[figure] second host provisioned, image copied ({copied}): "
@@ -106,7 +107,7 @@ def setup(fresh_sandbox, trixie_sandbox, tmp_path_factory):
     run = gw_deploy()
     print(f"[figure] both hosts and the gateway: {run.wall_s:.0f} s "
           f"(all set-up {time.monotonic() - t0:.0f} s)")
-    assert run.rc == 0, run.out[-4000:]
+    assert run.rc == 0, why(run.out)
     rows = results(run.out)
     assert not any(k.startswith("Build server image") and v[0] == "1"
                    for k, v in rows.items()), "the second host built its own image"
