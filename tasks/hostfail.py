@@ -124,8 +124,9 @@ def fail_this_host(error: BeekeeperError) -> None:
             "`-vv` shows the command)", "what that error says, then run again", lead=" ")
     said = redact(str(error))
     message = f"host {this.name}: {said}"
+    # the summary's line says what kind of failure it was (a bug's says so itself)
     kind = "host data" if isinstance(error, ConfigError) else \
-        "a bug in beekeeper" if isinstance(error, KitBug) else "host facts"
+        "" if isinstance(error, KitBug) else "host facts"
     failures()[this.name] = said if said.startswith(kind) else f"{kind}: {said}"
     if not state.active_hosts - {this}:  # the last host left: the run ends
         if "pyinfra_cli" in sys.modules:  # the pyinfra command: the summary at its exit says
@@ -136,7 +137,8 @@ def fail_this_host(error: BeekeeperError) -> None:
         # it holds (a refusal's subject, problem and fix) kept
         both: type[BeekeeperError] = type(type(error).__name__, (type(error), DeployError), {})
         raise rebuilt(both, message, vars(error)) from None
-    click.echo(click.style(message, fg="red"), err=True)
+    going_on = " (the other hosts go on)" if isinstance(error, KitBug) else ""
+    click.echo(click.style(message + going_on, fg="red"), err=True)
     state.fail_hosts({this})
 
 
@@ -154,4 +156,4 @@ class KitBug(BeekeeperError):
         said = text[0][:200] + ("..." if len(text) > 1 or len(text[0]) > 200 else "") \
             if text else ""
         return cls(redact(f"{type(error).__name__}: {said}{where}; this is a bug in "
-                          "beekeeper: please report it with this line (the other hosts go on)"))
+                          "beekeeper: please report it with this line"))

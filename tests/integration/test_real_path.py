@@ -125,7 +125,7 @@ def test_cut_download_resumes_and_does_not_start_over(standins, hub_deployed, tm
     assert "resuming" in sandbox_exec(f"cat {MODELS}/{HUB_FILE}.download.log").stdout
 
 
-# the slow tier (CI time: 37-38 s of the side lane, CI's longest lane, at 77b1322 and
+# the slow tier (CI time: 37-38 s of the side lane, then CI's longest lane, at 77b1322 and
 # 3ed4dd3): in CI its rule runs as test_faults' wrong sha256 (a deploy that fails, the old
 # server serving, no partial file left) and as the unit tier's fetch_model with the Hub's
 # download patched (test_model_placement.py: the mismatch named, the partial removed); this

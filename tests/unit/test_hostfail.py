@@ -60,11 +60,14 @@ def test_an_unexpected_error_in_one_hosts_uninstall_fails_that_host_alone(capsys
     assert "s3cret" not in line and "robot" not in line and "https://***@models" in line
     assert "second line" not in line and "(at " in line
     # and the run's last lines name it
-    assert state.beekeeper_failures["bad"].startswith("a bug in beekeeper: ValueError: ")
+    assert state.beekeeper_failures["bad"].startswith("ValueError: ")
     print_summary(state, state.beekeeper_failures)
     summary = capsys.readouterr().err.splitlines()
     assert summary[0] == "beekeeper: 1 of 2 hosts failed:"
-    assert summary[1].startswith("  host bad: a bug in beekeeper: ValueError: cannot read ")
+    assert summary[1].startswith("  host bad: ValueError: cannot read ")
+    # said once, and not that other hosts go on: the summary comes when none does
+    assert summary[1].endswith("this is a bug in beekeeper: please report it with this line")
+    assert summary[1].count("bug in beekeeper") == 1
     assert len(summary) == 2 and "s3cret" not in summary[1]
 
 
@@ -75,7 +78,8 @@ def test_the_last_host_left_raises_the_uninstalls_bug_line():
     assert str(errors["bad"]).startswith("host bad: ValueError: ")
     assert "this is a bug in beekeeper" in str(errors["bad"]) and "s3cret" not in str(
         errors["bad"])
-    assert state.beekeeper_failures["bad"].startswith("a bug in beekeeper: ")
+    assert state.beekeeper_failures["bad"].startswith("ValueError: ")
+    assert "go on" not in str(errors["bad"])  # the last host: no other host goes on
 
 
 def test_bad_uninstall_data_fails_that_host_alone_and_is_summed_up(capsys):
