@@ -13,7 +13,7 @@ from typing import NoReturn
 from pyinfra import host
 
 from beekeeper.core import cudacompat
-from beekeeper.core.build import arch_runs_on, cuda_arch_from_compute_cap
+from beekeeper.core.build import arch_runs_on, card_archs, cuda_arch_from_compute_cap
 from beekeeper.core.config import HostConfig
 from beekeeper.core.cudacompat import spell
 from beekeeper.core.distro import backports_suite, headers_meta, image_meta, series
@@ -228,8 +228,7 @@ def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
     they differ (a 4090 and a 3090: '86;89'), else None (the build takes the one card's)."""
     if cfg.data.cuda_arch or gpu is None or not gpu.gpus:
         return cfg.data.cuda_arch
-    archs = sorted({cuda_arch_from_compute_cap(c.compute_cap) for c in gpu.gpus
-                    if c.compute_cap}, key=int)
+    archs = card_archs(c.compute_cap for c in gpu.gpus)
     return ";".join(archs) if len(archs) > 1 else None
 
 

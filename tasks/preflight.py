@@ -22,7 +22,7 @@ from pyinfra.api import FactBase
 from pyinfra.facts.files import Directory, File
 from pyinfra.facts.server import Command
 
-from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec
+from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec, card_archs
 from beekeeper.core.config import (
     HostConfig,
     ServiceConfig,
@@ -538,10 +538,9 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     if not cfg.requested_way.builds_on_host or cfg.service.profile.backend != "cuda" \
             or not tools.nvcc or not gpu or not gpu.gpus:
         return None
-    from beekeeper.core.build import cuda_arch_from_compute_cap
     # host data's cuda_arch is a list of archs joined by ";" (hostdata.CUDA_ARCH)
-    archs = cfg.data.cuda_arch.split(";") if cfg.data.cuda_arch else sorted(
-        {cuda_arch_from_compute_cap(g.compute_cap) for g in gpu.gpus if g.compute_cap})
+    archs = cfg.data.cuda_arch.split(";") if cfg.data.cuda_arch else \
+        card_archs(g.compute_cap for g in gpu.gpus)
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
         warn(f"{choice.why}: the kit installs CUDA {cfg.data.cuda_version}'s toolkit "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .config import HostConfig
@@ -26,6 +27,12 @@ def cuda_arch_from_compute_cap(compute_cap: str) -> str:
     if not m:
         raise ValueError(f"not a compute capability: {compute_cap!r}")
     return f"{int(m.group(1))}{int(m.group(2))}"
+
+
+def card_archs(compute_caps: Iterable[str | None]) -> list[str]:
+    """The archs of the cards (their compute capabilities, unknown ones left out), each once,
+    in number order: ['90', '100'], not ['100', '90']."""
+    return sorted({cuda_arch_from_compute_cap(c) for c in compute_caps if c}, key=int)
 
 
 def arch_runs_on(arch_list: str, compute_cap: str) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from beekeeper.core.errors import BeekeeperError, PreflightError
+from beekeeper.facts.gpu import GpuCard
 from beekeeper.facts.toolchain import HostToolsInfo
 
 from .harness import (
@@ -441,3 +442,16 @@ def test_a_cuda_build_off_a_pod_keeps_no_toolkit_libraries_and_says_none():
         "host canned: state_dir /var/lib/beekeeper (file system /) has 1.0 GiB free; building "
         "the CUDA server natively takes about 1.5 GiB (the source and build trees, the "
         "binaries), and 1 GiB margin"), e.value
+
+
+def test_the_host_toolkit_names_the_cards_archs_in_number_order(capsys):
+    """Mutant (as it was): check_host_toolkit sorted the cards' archs as strings ("100" before
+    "90") where the build's arch list (driver_preflight.archs_of_cards) sorts them as numbers:
+    one rule, core/build.card_archs, for both. A pod with an H200 and a B200 (sm_100, which
+    CUDA 13.0 builds for) uses its own toolkit and says so in number order."""
+    b200 = GpuCard(name="NVIDIA B200", driver_version="580.159.04", compute_cap="10.0",
+                   memory_total_mib=183359)
+    two = replace(H200, gpus=(b200, *H200.gpus))
+    run_deploy(POD_DATA, pod(GpuInfo=two))
+    err = capsys.readouterr().err
+    assert "builds for sm_90, sm_100 and runs on driver branch 580: used" in err, err
