@@ -45,7 +45,7 @@ class DriverPlan:
 
 
 def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
-               os_id: str, cuda: str, gpu_container: bool = False) -> DriverPlan:
+               os_id: str, cuda: str, *, gpu_container: bool) -> DriverPlan:
     """A CUDA profile: GPU, driver, arch; what the driver tasks are to do, for the CUDA
     release `cuda` (host data's, or the host toolkit's that builds: tasks/preflight.py).
     `gpu_container`: PID 1 is not systemd, a GPU container, whose driver is the machine's."""

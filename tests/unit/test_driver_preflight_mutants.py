@@ -155,9 +155,10 @@ def test_check_cuda_judges_the_release_it_is_given():
     with ctx_state.use(State(inventory, Config())), ctx_host.use(h), \
             mock.patch.object(h, "get_fact", side_effect=_canned({"PciListing": PCI_RTX4090,
                                                          "LinuxDriverPackages": ["nvidia-open"]})):
-        assert dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.1.1") == dp.DriverPlan(pci=1)
+        assert dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.1.1",
+                             gpu_container=False) == dp.DriverPlan(pci=1)
         with pytest.raises(PreflightError) as e:
-            dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.2.1")
+            dp.check_cuda(cfg(), NATIVE, on_590, "ubuntu", "13.2.1", gpu_container=False)
         assert e.value.subject == "driver 590.95.05"
 
 
