@@ -51,7 +51,8 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
     `gpu_container`: PID 1 is not systemd, a GPU container, whose driver is the machine's."""
     if cfg.service.profile.backend != "cuda":
         return DriverPlan()
-    pci = len(host.get_fact(PciNvidiaDevices))
+    devices = host.get_fact(PciNvidiaDevices)
+    pci = len(devices)
     wsl_pkgs = host.get_fact(LinuxDriverPackages) if wsl.is_wsl2 else []
     if not wsl.is_wsl2 and pci > 0 and (gpu is None or not gpu.gpus):
         if gpu_container:
@@ -66,7 +67,7 @@ def check_cuda(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
         check_driver_install(host.get_fact(LinuxDriverPackages),
                              host.get_fact(NvidiaKernelModule), host.get_fact(SecureBoot),
                              cfg.data.allow_reboot, os_id)
-        check_flavour_by_pci(cfg, host.get_fact(PciNvidiaDevices))
+        check_flavour_by_pci(cfg, devices)
     plan = check_gpu(cfg, wsl, gpu, pci, wsl_pkgs, cuda,
                      lambda: fixed_driver(gpu_container, wsl, gpu))
     if plan.action == "upgrade":

@@ -83,13 +83,18 @@ def root_is_there() -> None:
                          f"in as root and {drop}", lead=" ")
 
 
+def in_the_pyinfra_command() -> bool:
+    """This run is the pyinfra command, not a caller of pyinfra's API (a test preparing hosts)."""
+    return "pyinfra_cli" in sys.modules
+
+
 def failures() -> dict[str, str]:
     """Why each host failed while its operations were prepared (kept on this run's State)."""
     found: dict[str, str] | None = getattr(state, "beekeeper_failures", None)
     if found is None:
         found = {}
         setattr(state, "beekeeper_failures", found)  # noqa: B010 - pyinfra's State, one run
-        if "pyinfra_cli" in sys.modules:  # the pyinfra command, not a test preparing hosts
+        if in_the_pyinfra_command():
             atexit.register(print_summary, state, found)
     return found
 
@@ -124,14 +129,13 @@ def fail_this_host(error: BeekeeperError) -> None:
             "`-vv` shows the command)", "what that error says, then run again", lead=" ")
     said = redact(str(error))
     message = f"host {this.name}: {said}"
-    # the summary's line says what kind of failure it was (a bug's says so itself)
-    kind = "host data" if isinstance(error, ConfigError) else \
-        "" if isinstance(error, KitBug) else "host facts"
-    failures()[this.name] = said if said.startswith(kind) else f"{kind}: {said}"
+    # the summary's line says what kind of failure it was (a bug's line says so itself)
+    kind = "host data" if isinstance(error, ConfigError) else "host facts"
+    failures()[this.name] = said if isinstance(error, KitBug) or said.startswith(kind) \
+        else f"{kind}: {said}"
     if not state.active_hosts - {this}:  # the last host left: the run ends
-        if "pyinfra_cli" in sys.modules:  # the pyinfra command: the summary at its exit says
-            # why, once (an error raised here, pyinfra would print before it, after "pyinfra
-            # error in" this file's path and line)
+        if in_the_pyinfra_command():  # the summary at its exit says why, once (an error
+            # raised here, pyinfra would print first, after "pyinfra error in" this file's path)
             raise SystemExit(1)
         # a caller of pyinfra's API gets the line as pyinfra's DeployError, its type and what
         # it holds (a refusal's subject, problem and fix) kept
