@@ -9,7 +9,6 @@ import binascii
 import gzip
 import posixpath
 import shlex
-import struct
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from pyinfra.api import FactBase
 from pyinfra.facts.files import Directory, File
 from pyinfra.facts.server import Command
 
+from beekeeper.core import ggufhead
 from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec, card_archs
 from beekeeper.core.config import (
     HostConfig,
@@ -178,67 +178,6 @@ def parse_gguf_header(text: str | None) -> tuple[int, bytes] | None:
     return (size, data) if data or not size else None  # nothing came (no gzip there)
 
 
-class _Short(Exception):
-    """The bytes read end inside the header; `need`: how many the header looks to have."""
-
-    def __init__(self, need: int) -> None:
-        self.need = need
-
-
-# GGUF's value types by their number: the fixed sizes (8: a string, 9: an array)
-_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-
-
-def gguf_header_length(data: bytes) -> int:
-    """The length of the GGUF header (version 2 or 3) at the start of `data`: its metadata
-    and tensor table, padded to the file's alignment, where the tensors' data begins.
-    _Short when `data` ends before it; ValueError for a value type GGUF does not have."""
-    pos = 24
-    if data[:4] != b"GGUF"[:len(data)] or data[4:5] not in (b"", b"\x02", b"\x03"):
-        raise ValueError("not a GGUF of version 2 or 3")
-    if len(data) < pos:
-        raise _Short(GGUF_HEADER_FIRST)
-    n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
-
-    def take(n: int) -> int:
-        nonlocal pos
-        if pos + n > len(data):
-            raise _Short(pos + n + n_tensors * 128)
-        pos += n
-        return pos - n
-
-    def u(fmt: str) -> int:
-        at = take(struct.calcsize(fmt))
-        return int(struct.unpack_from(fmt, data, at)[0])
-
-    alignment = 32
-    for _ in range(n_kv):
-        key = data[take(u("<Q")):pos]
-        kind = u("<I")
-        if kind == 9:
-            kind, count = u("<I"), u("<Q")
-            start = pos
-            for i in range(count if kind == 8 else 0):
-                try:
-                    take(u("<Q"))
-                except _Short:  # the header's size as far as this array shows it (twice:
-                    # the tokenizer's merges follow its tokens)
-                    per = (pos - start) / max(i, 1)
-                    raise _Short(int(pos + per * (count - i) * 2 + n_tensors * 128)) from None
-            if kind != 8:
-                take(_GGUF_SIZES[kind] * count)
-        elif kind == 8:
-            take(u("<Q"))
-        elif key == b"general.alignment" and kind == 4:
-            alignment = u("<I") or 32
-        else:
-            take(_GGUF_SIZES[kind])
-    for _ in range(n_tensors):
-        take(u("<Q"))  # the name
-        take(8 * u("<I") + 12)  # the dimensions, the type, the offset
-    return -(-pos // alignment) * alignment
-
-
 def header_walk(first: Callable[[int], tuple[int, bytes] | None]) -> tuple[int, bytes] | None:
     """(a model file's size, its GGUF header's bytes), read by `first(length)` (None: it
     cannot be read): GGUF_HEADER_FIRST bytes, then as many as the header says, up to
@@ -251,8 +190,8 @@ def header_walk(first: Callable[[int], tuple[int, bytes] | None]) -> tuple[int, 
             return None
         size, data = got
         try:
-            return size, data[:gguf_header_length(data)]
-        except _Short as short:
+            return size, data[:ggufhead.parse(data).length]
+        except ggufhead.Short as short:
             if len(data) < length or length >= GGUF_HEADER_MAX:
                 return size, data
             length = min(GGUF_HEADER_MAX, max(length * 2, short.need * 5 // 4))

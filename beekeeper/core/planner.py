@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import functools
 import math
+import mmap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import ggufhead
 from .profiles import FileSource, HfSource, HybridLayout, ModelFile, Profile
 
 MIB = 1 << 20
@@ -234,22 +236,18 @@ class Prediction:
 
 def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
     """Read the architecture numbers and GPU weight bytes from a GGUF file's metadata."""
-    from gguf import GGUFReader
-
-    reader = GGUFReader(str(path))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        head = ggufhead.parse(data)
 
     def field(key: str, default: Any = None) -> Any:
-        f = reader.get_field(key)
-        if f is None:
-            return default
-        vals = [f.parts[i].tolist() for i in f.data]
-        flat = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in vals]
-        return flat if len(flat) > 1 else flat[0]
+        value = head.fields.get(key, default)
+        if isinstance(value, tuple):  # an array: one value stands for itself
+            return value[0] if len(value) == 1 else list(value)
+        return value
 
-    arch_field = reader.get_field("general.architecture")
-    if arch_field is None:
+    arch = head.fields.get("general.architecture")
+    if not isinstance(arch, str):
         raise ValueError(f"{path}: no general.architecture; is it a GGUF model?")
-    arch = bytes(arch_field.parts[-1]).decode()
     n_layer = int(field(f"{arch}.block_count"))
     n_head = field(f"{arch}.attention.head_count", 0)
     # a GGUF without head_count_kv (no grouped-query attention): llama.cpp takes head_count
@@ -266,16 +264,17 @@ def layout_from_gguf(path: Path) -> tuple[HybridLayout, int]:
     n_head_i = max(n_head) if isinstance(n_head, list) else int(n_head or 1)
     hd_k = int(field(f"{arch}.attention.key_length", n_embd // n_head_i))
     hd_v = int(field(f"{arch}.attention.value_length", hd_k))
-    tokens = reader.get_field("tokenizer.ggml.tokens")
-    n_vocab = int(field(f"{arch}.vocab_size", len(tokens.data) if tokens else 0))
+    tokens = head.fields.get("tokenizer.ggml.tokens")
+    n_vocab = int(field(f"{arch}.vocab_size",
+                        tokens.count if isinstance(tokens, ggufhead.Strings) else 0))
     embd_bytes = 0
     gpu_bytes = 0
-    for t in reader.tensors:
+    for t in head.tensors:
         if t.name == "token_embd.weight":
-            embd_bytes = int(t.n_bytes)
+            embd_bytes = t.n_bytes
         else:
-            gpu_bytes += int(t.n_bytes)
-    if not any(t.name == "output.weight" for t in reader.tensors):
+            gpu_bytes += t.n_bytes
+    if not any(t.name == "output.weight" for t in head.tensors):
         # tied embeddings: llama.cpp loads a copy of token_embd as the output layer, on the
         # GPU with the other layers (TENSOR_DUPLICATED)
         gpu_bytes += embd_bytes

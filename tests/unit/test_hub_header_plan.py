@@ -17,6 +17,7 @@ import pytest
 from gguf import GGUFWriter
 
 from beekeeper import hubhead
+from beekeeper.core import ggufhead
 from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import ConfigError, PreflightError
 from beekeeper.core.planner import hub_header, predict, served_gguf
@@ -137,7 +138,7 @@ def test_only_the_header_is_transferred_and_later_plans_read_the_cache(hub, big,
     kept = served_gguf(cfg.service.model)
     f = hub.files[(REPO, FILE)]
     assert kept == headers_dir() / f.sha256 / f.commit / REPO / FILE
-    header = pf.gguf_header_length(big[1])
+    header = ggufhead.parse(big[1]).length
     assert kept.stat().st_size == size  # sparse to the file's size, its header's bytes
     with open(kept, "rb") as k:
         assert k.read(header) == big[1][:header]
@@ -207,7 +208,7 @@ def test_a_header_longer_than_the_first_read_is_read_in_ranges_of_what_it_lacks(
     """A vocabulary past the first 4 MiB: the next range asks for the bytes after those
     read, as many as the header's numbers say it needs, and no more than that."""
     body = _gguf(tmp_path / FILE, weights_mib=64, tokens=60_000)
-    length = pf.gguf_header_length(body)
+    length = ggufhead.parse(body).length
     assert pf.GGUF_HEADER_FIRST < length < len(body) // 4
     hub = HubStandIn()
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from beekeeper.core import ggufhead
 from beekeeper.core.errors import BeekeeperError, PreflightError, host_data
 from beekeeper.core.planner import predict
 from beekeeper.core.profiles import PROFILES
@@ -129,15 +130,15 @@ def test_the_header_walk_stops_where_the_tensors_data_begins(tmp_path):
     gguf = big_gguf(tmp_path / "m.gguf", tokens=5000)
     with open(gguf, "rb") as f:
         head = f.read(1 << 20)
-    end = pf.gguf_header_length(head)
+    end = ggufhead.parse(head).length
     assert end % 32 == 0 and head[end:] == b"\0" * (len(head) - end)
     from gguf import GGUFReader
 
     assert GGUFReader(str(gguf)).data_offset == end
-    with pytest.raises(pf._Short):
-        pf.gguf_header_length(head[:end // 2])
+    with pytest.raises(ggufhead.Short):
+        ggufhead.parse(head[:end // 2])
     with pytest.raises(ValueError):
-        pf.gguf_header_length(b"PK\x03\x04" + head[4:])
+        ggufhead.parse(b"PK\x03\x04" + head[4:])
 
 
 @pytest.mark.parametrize("missing", ["gzip", "base64"])
