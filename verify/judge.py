@@ -133,6 +133,8 @@ NOT_JUDGED = (BUSY, UNSETTLED)
 NO_BASELINE = "no engine baseline ("  # a served figure without llama-bench's (report reads it)
 ENGINE_NOT_RUN = "llama-bench could not run ("  # an engine suite asked for, no baseline
 REFERENCE_SIZE = "not the reference's size ("  # a reference check at another depth or prompt
+# ends a decode depth's no-baseline SKIP whose figure the reference card judged (coverage)
+BY_REFERENCE = "; judged against the reference card instead (decode.reference_card)"
 
 
 def _judged(spreads: Sequence[Spread], figures: str, ratio: float, ok: bool,
@@ -373,6 +375,10 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
     # the run at the reference's depth, if one was measured (else the deepest, not compared)
     at = next((r for r in runs if r.ctx_tokens == expected.reference_tokens), runs[-1])
     ref = judge_reference_decode(at.decode_tok_s, expected, card, depth_tokens=at.ctx_tokens)
+    if ref.status in ("PASS", "FAIL"):  # it judged that depth's figure: its check says so
+        out = [Check(c.name, c.status, c.detail + BY_REFERENCE)
+               if c.name == f"decode.vs_engine@{at.ctx_tokens}" and NO_BASELINE in c.detail
+               else c for c in out]
     return out + [Check("decode.reference_card", ref.status, ref.detail)]
 
 
@@ -521,27 +527,40 @@ class Coverage:
         return f"{lead}not judged: {missing}; judged: {judged}"
 
 
+def _not_judged(area: str, mine: list[Check]) -> str | None:
+    """Why `area` was not judged, from its verdict checks (`mine`); None: judged. Each decode
+    depth judges its own figure: against the engine, or, at the reference's depth without an
+    engine baseline, against the reference card (BY_REFERENCE); one depth does not stand for
+    another, nor a quiet figure for a noisy one."""
+    busy = next((c for c in mine if c.status == "SKIP" and c.detail.startswith(NOT_JUDGED)),
+                None)
+    if busy is not None:
+        return busy.detail
+    depths = [c for c in mine if c.name.startswith("decode.vs_engine@")]
+    gap = next((c for c in depths if c.status not in ("PASS", "FAIL")
+                and not c.detail.endswith(BY_REFERENCE)), None)
+    if gap is not None:
+        return gap.detail
+    if depths or any(c.status in ("PASS", "FAIL") for c in mine):
+        return None
+    return next((c.detail for c in mine if c.status == "SKIP"), None) or next(
+        (c.detail for c in mine), "no check ran (the smoke check failed first?)")
+
+
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     """`requested`: the suites the user named. An area is judged when one of its verdict
-    checks is PASS or FAIL, unless one was not judged on noise: a quiet depth or the
-    reference card's figure does not stand for the noisy one. A requested engine suite that
-    gave no baseline (engine.baseline SKIP) is not judged either."""
+    checks is PASS or FAIL, and every decode depth judged its figure (`_not_judged`). A
+    requested engine suite that gave no baseline (engine.baseline SKIP) is not judged
+    either."""
     judged, missing = [], []
     for area in VERDICT_CHECKS:
         if area not in requested:
             continue
-        mine = [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])]
-        busy = next((c for c in mine if c.status == "SKIP"
-                     and c.detail.startswith(NOT_JUDGED)), None)
-        if busy is not None:
-            missing.append((area, busy.detail))
-            continue
-        if any(c.status in ("PASS", "FAIL") for c in mine):
+        why = _not_judged(area, [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])])
+        if why is None:
             judged.append(area)
-            continue
-        why = next((c.detail for c in mine if c.status == "SKIP"), None) or next(
-            (c.detail for c in mine), "no check ran (the smoke check failed first?)")
-        missing.append((area, why))
+        else:
+            missing.append((area, why))
     # an engine suite asked for and not measured, when no area says so already
     eng = next((c for c in checks if c.name == "engine.baseline" and c.status == "SKIP"), None)
     if "engine" in requested and eng and not any(NO_BASELINE in why for _, why in missing):

@@ -723,6 +723,37 @@ def test_a_reference_figure_at_another_depth_or_prompt_size_is_not_judged():
     assert both["decode.reference_card"].status == "PASS"
 
 
+def test_the_reference_card_judges_its_own_depth_never_another():
+    """A 4090, decode at 4096 and 60000 tokens, no engine suite: the reference card judges
+    the 60K figure, but the 4096 one has nothing to be judged against, so decode is not
+    judged and the run is INCOMPLETE (it said PASSED, judged: decode). At 60K alone the
+    reference card judges every requested depth, and the run passes as before."""
+    from dataclasses import replace
+
+    card, none = "NVIDIA GeForce RTX 4090", EngineRun(requested=False)
+    deep = replace(decode_run([80.0, 80.5, 79.8]), ctx_tokens=60000)
+    shallow = replace(decode_run([150.0, 150.5, 149.8]), ctx_tokens=4096)
+    both = decode_checks([shallow, deep], none, PROD, card, cpu=False)
+    got = by_name(both)
+    assert got["decode.reference_card"].status == "PASS"
+    cov = coverage(both, ["decode"])
+    assert (cov.word, cov.exit_status) == ("INCOMPLETE", EXIT_NOT_JUDGED)
+    assert cov.not_judged == [("decode", got["decode.vs_engine@4096"].detail)]
+    assert "no engine baseline (the engine suite was not run" in cov.not_judged[0][1]
+    # the depth the reference card judged says so; the other does not
+    assert got["decode.vs_engine@60000"].detail.endswith(
+        "; judged against the reference card instead (decode.reference_card)")
+    assert "reference card" not in got["decode.vs_engine@4096"].detail
+    alone = coverage(decode_checks([deep], none, PROD, card, cpu=False), ["decode"])
+    assert (alone.word, alone.line()) == ("PASSED", "judged: decode")
+    # the engine measured at both depths: each judges its own, the run passes
+    measured = EngineRun(requested=True, baseline=EngineBaseline(
+        placement="recorded", commands=[],
+        decode=[bench(0, 160, 4096, 150.0), bench(0, 160, 60000, 80.0)]))
+    assert coverage(decode_checks([shallow, deep], measured, PROD, card, cpu=False),
+                    ["decode"]).word == "PASSED"
+
+
 def test_a_smaller_context_keeps_the_reference_figures_size():
     """with_ctx_size shrinks verify's depths but the seed's figures stay at 60K: a 28K
     decode is not compared with them."""
