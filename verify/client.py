@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+CHAT_PATH = "/v1/chat/completions"  # where stream_chat posts
 # the events that carry a token (StreamEvent.kind); report.json's records keep the kinds
 TOKEN_KINDS = ("content", "reasoning")
 
@@ -97,6 +98,11 @@ class RequestRecord:
         return d
 
 
+def health_text(code: int) -> str:
+    """llama-server's /health status in words: `HTTP 503 (loading)`."""
+    return f"HTTP {code}" + (" (loading)" if code == 503 else "")
+
+
 def ttfts_s(records: Iterable[RequestRecord]) -> list[float]:
     """The time to first token of every request that succeeded with one."""
     return [r.ttft_s for r in records if r.ok and r.ttft_s is not None]
@@ -121,8 +127,10 @@ class ServerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def health(self) -> int:
-        return self.http.get("/health").status_code
+    def health(self, timeout_s: float | None = None) -> int:
+        """/health's status (503: loading); `timeout_s`: a shorter wait than the client's."""
+        return self.http.get("/health", timeout=httpx.USE_CLIENT_DEFAULT if timeout_s is None
+                             else timeout_s).status_code
 
     def _json(self, method: str, path: str, **kw: Any) -> Any:
         """A request's JSON answer; an HTTP error status raised (httpx.HTTPStatusError)."""
@@ -166,7 +174,7 @@ class ServerClient:
         t0 = time.perf_counter()
         rec = RequestRecord(ok=False, status_code=None, error=None, t_send_s=t0)
         try:
-            with self.http.stream("POST", "/v1/chat/completions", json=body,
+            with self.http.stream("POST", CHAT_PATH, json=body,
                                   headers={"Accept": "text/event-stream"}) as resp:
                 rec.status_code = resp.status_code
                 if resp.status_code != 200:

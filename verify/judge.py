@@ -527,7 +527,13 @@ class Coverage:
         return f"{lead}not judged: {missing}; judged: {judged}"
 
 
-def _not_judged(area: str, mine: list[Check]) -> str | None:
+# the check a request of the served suites that failed fails: the server stopped answering,
+# or answered it with an error (suites.stopped; report.py's sentence names the server's log
+# for it, as for a failed smoke check)
+STOPPED = "server.answered"
+
+
+def _not_judged(area: str, mine: list[Check], none_ran: str) -> str | None:
     """Why `area` was not judged, from its verdict checks (`mine`); None: judged. Each decode
     depth judges its own figure: against the engine, or, at the reference's depth without an
     engine baseline, against the reference card (BY_REFERENCE); one depth does not stand for
@@ -544,7 +550,7 @@ def _not_judged(area: str, mine: list[Check]) -> str | None:
     if depths or any(c.status in ("PASS", "FAIL") for c in mine):
         return None
     return next((c.detail for c in mine if c.status == "SKIP"), None) or next(
-        (c.detail for c in mine), "no check ran (the smoke check failed first?)")
+        (c.detail for c in mine), none_ran)
 
 
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
@@ -553,10 +559,14 @@ def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     requested engine suite that gave no baseline (engine.baseline SKIP) is not judged
     either."""
     judged, missing = [], []
+    none_ran = ("not measured: the served suites ended at a failed request (server.answered)"
+                if any(c.name == STOPPED and not c.passed for c in checks)
+                else "no check ran (the smoke check failed first?)")
     for area in VERDICT_CHECKS:
         if area not in requested:
             continue
-        why = _not_judged(area, [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])])
+        why = _not_judged(area, [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])],
+                          none_ran)
         if why is None:
             judged.append(area)
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .client import RequestRecord, ServerClient
+from .client import RequestRecord, ServerClient, health_text
 from .judge import Check, as_measured
 
 
@@ -29,7 +29,7 @@ def wait_healthy(client: ServerClient, deadline_s: float) -> tuple[bool, str]:
             code = client.health()
             if code == 200:
                 return True, f"200 after {time.monotonic() - start:.1f} s"
-            last = f"HTTP {code}" + (" (loading)" if code == 503 else "")
+            last = health_text(code)
         except Exception as e:  # connection refused while starting
             last = f"{type(e).__name__}: {e}"
         time.sleep(0.5)

@@ -19,7 +19,7 @@ from typing import Any
 from beekeeper.core.profiles import SUITES, Profile
 
 from . import judge, metrics, prompts
-from .client import RequestRecord, ServerClient, ttfts_s
+from .client import CHAT_PATH, RequestRecord, ServerClient, health_text, ttfts_s
 from .engine import (
     EngineError,
     EngineFailed,
@@ -31,7 +31,7 @@ from .engine import (
     user_engine,
 )
 from .gateway import run_gateway
-from .judge import Check
+from .judge import STOPPED, Check
 from .report import Report, folder_stamp, print_checks, print_summary, write_reports
 from .results import DecodeResult, EngineRun, LoadResult, NiahCase, NiahResult, TtftResult
 from .settle import (
@@ -288,29 +288,68 @@ class _Run:
     card: str | None
     where: Locality
     shell: Shell | None  # the serving host, where its load is read (settle.py)
-    step: str = "the served suites"  # the one running, for a server that stops answering
 
 
-# the check a server that stopped answering during the run fails (report.py's sentence
-# names the server's log for it, as for a failed smoke check)
-STOPPED = "server.answered"
+STOPPED_DURING = "stopped answering during "  # how its detail begins when the server stopped
+HEALTH_PROBE_S = 30.0  # how long /health may take to say whether the server is still up
 
 
-def stopped(ex: Exception, step: str) -> Check:
-    """The FAIL check of a server that stopped answering during `step`: a request that got
-    no answer, or an HTTP 5xx; any other error (a refusal, 4xx: the caller's one line; a
-    bug) goes on up."""
+class ServerStopped(Exception):
+    """The server stopped answering during a step whose failed requests are data (the
+    decode requests): the detail of its `server.answered` check."""
+
+
+def health_now(client: ServerClient) -> str | None:
+    """None where the server's /health answers 200 now (it is up), else what it got."""
     import httpx
 
+    try:
+        code = client.health(HEALTH_PROBE_S)
+    except httpx.HTTPError as ex:  # its text may hold the URL's secrets
+        return f"no answer ({type(ex).__name__})"
+    return None if code == 200 else health_text(code)
+
+
+def answered(client: ServerClient, step: str, request: str, got: str) -> Check:
+    """The FAIL check of `request` of `step` that `got` no answer or an HTTP 5xx: the server
+    stopped where its /health does not answer 200 after it (gone, or loading again after a
+    restart); else an error on that request, not a stop."""
+    health = health_now(client)
+    if health is None:
+        return Check(STOPPED, "FAIL", f"failed a request during {step}: {request} got {got}, "
+                     "while GET /health answered 200: an error on that request, not a stop")
+    return Check(STOPPED, "FAIL", f"{STOPPED_DURING}{step}: {request} got {got}; GET /health "
+                 f"then got {health}")
+
+
+def stopped(ex: Exception, step: str, client: ServerClient) -> Check:
+    """The FAIL check of a request of `step` that raised `ex`: no answer, or an HTTP 5xx
+    (`answered`), or a stop seen in the step's data (ServerStopped); any other error (a
+    refusal, 4xx: the caller's one line; a bug) goes on up."""
+    import httpx
+
+    if isinstance(ex, ServerStopped):
+        return Check(STOPPED, "FAIL", str(ex))
     if isinstance(ex, httpx.HTTPStatusError) and ex.response.status_code >= 500:
         got = f"HTTP {ex.response.status_code} {ex.response.reason_phrase}"
     elif isinstance(ex, httpx.TransportError):
         got = f"no answer ({type(ex).__name__})"  # its text may hold the URL's secrets
     else:
         raise ex
-    request = ex.request
-    return Check(STOPPED, "FAIL", f"stopped answering during {step}: {request.method} "
-                                  f"{request.url.path} got {got}")
+    return answered(client, step, f"{ex.request.method} {ex.request.url.path}", got)
+
+
+def _stop_in(client: ServerClient, res: DecodeResult) -> None:
+    """ServerStopped where a request of this depth failed and the server's /health does not
+    answer 200 after it: a stop, named in its step (the failed requests stay data, judged
+    by decode_checks; a server that is up failed only them)."""
+    errors = [e for e in (None if res.record.ok else res.record.error or "no answer",
+                          *res.failed_repeats) if e]
+    health = health_now(client) if errors else None
+    if health is not None:
+        raise ServerStopped(f"{STOPPED_DURING}decode: POST {CHAT_PATH} failed "
+                            f"({errors[-1].split(': ', 1)[0][:80]}); GET /health then got "
+                            f"{health}")
 
 
 def _repeats_said(settled: dict[str, Any] | None) -> str:
@@ -322,44 +361,76 @@ def _repeats_said(settled: dict[str, Any] | None) -> str:
     return st.text() + (f", error {err:.1%}" if err is not None else "") + f" ({st.stop})"
 
 
-def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
-    """The suites that need a healthy server, each run then judged, in the report's order."""
-    names, sizes, res, e = run.names, run.sizes, report.suites, run.profile.expected
-    if "decode" in names:
-        run.step, res.decode = "decode", []
+def _decode(client: ServerClient, run: _Run, report: Report) -> None:
+    """Decode at each depth; what was measured is judged also where a request failed and
+    ended the suite (the depths not reached: SKIP, not measured)."""
+    sizes, res = run.sizes, report.suites
+    res.decode = done = []
+    try:
         for i, ctx in enumerate(sizes.decode_ctx_tokens):
             _log(f"decode: {ctx} context tokens, {sizes.decode_out_tokens} out, "
-                    f"{sizes.decode_repeats} requests, more while the figure's error is over "
-                    f"{judge.NOISE_MAX:.0%} (at most {sizes.settle_budget_s:g} s more)")
-            res.decode.append(run_decode(client, ctx, sizes.decode_out_tokens, seed=7 + i,
-                                         repeats=sizes.decode_repeats,
-                                         budget_s=sizes.settle_budget_s, shell=run.shell))
-            _log(f"decode: {ctx} context tokens, "
-                    f"{_repeats_said(res.decode[-1].settle)}")
-        report.checks += judge.decode_checks(
-            res.decode, run.engine, e, run.card, cpu=run.profile.backend == "cpu",
-            sampler_on_cpu=run.profile.samples_on_cpu)
-    if "ttft" in names:
-        run.step = "TTFT"
-        _log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, "
-                "cache_prompt false")
-        res.ttft = settled_ttft(client, sizes.ttft_tokens, sizes.ttft_requests,
-                                budget_s=sizes.settle_budget_s, shell=run.shell)
-        _log(f"ttft: {_repeats_said(res.ttft.settle)}")
-        report.checks += judge.ttft_checks(res.ttft, run.engine, e, run.card,
-                                           cpu=run.profile.backend == "cpu")
-        report.checks = judge.yield_reference_ttft(report.checks)
-    if "niah" in names:
-        run.step = "NIAH"
-        _log(f"niah: {sizes.niah_cases} cases at {sizes.niah_tokens} tokens")
-        res.niah = run_niah(client, sizes.niah_tokens, sizes.niah_cases,
-                            run.profile.niah_prefill)
-        report.checks += judge.niah_checks(res.niah, e)
-    if "load" in names:
-        _log(f"load: {sizes.load_clients} clients for {sizes.load_seconds:.0f} s")
-        res.load = run_load(client, sizes.load_clients, sizes.load_seconds,
-                            sizes.load_out_tokens)
-        report.checks += judge.load_checks(res.load)
+                 f"{sizes.decode_repeats} requests, more while the figure's error is over "
+                 f"{judge.NOISE_MAX:.0%} (at most {sizes.settle_budget_s:g} s more)")
+            done.append(run_decode(client, ctx, sizes.decode_out_tokens, seed=7 + i,
+                                   repeats=sizes.decode_repeats,
+                                   budget_s=sizes.settle_budget_s, shell=run.shell))
+            _log(f"decode: {ctx} context tokens, {_repeats_said(done[-1].settle)}")
+            _stop_in(client, done[-1])
+    finally:
+        if done:
+            report.checks += judge.decode_checks(
+                done, run.engine, run.profile.expected, run.card,
+                cpu=run.profile.backend == "cpu", sampler_on_cpu=run.profile.samples_on_cpu)
+        report.checks += [Check(f"decode.vs_engine@{d}", "SKIP", f"not measured: the decode "
+                                f"suite ended at a failed request before it ({STOPPED})")
+                          for d in sizes.decode_ctx_tokens[len(done):]]
+
+
+def _ttft(client: ServerClient, run: _Run, report: Report) -> None:
+    sizes = run.sizes
+    _log(f"ttft: {sizes.ttft_requests} x {sizes.ttft_tokens} tokens, cache_prompt false")
+    res = report.suites.ttft = settled_ttft(client, sizes.ttft_tokens, sizes.ttft_requests,
+                                            budget_s=sizes.settle_budget_s, shell=run.shell)
+    _log(f"ttft: {_repeats_said(res.settle)}")
+    report.checks += judge.ttft_checks(res, run.engine, run.profile.expected, run.card,
+                                       cpu=run.profile.backend == "cpu")
+    report.checks = judge.yield_reference_ttft(report.checks)
+
+
+def _niah(client: ServerClient, run: _Run, report: Report) -> None:
+    sizes = run.sizes
+    _log(f"niah: {sizes.niah_cases} cases at {sizes.niah_tokens} tokens")
+    res = report.suites.niah = run_niah(client, sizes.niah_tokens, sizes.niah_cases,
+                                        run.profile.niah_prefill)
+    report.checks += judge.niah_checks(res, run.profile.expected)
+
+
+def _load(client: ServerClient, run: _Run, report: Report) -> None:
+    sizes = run.sizes
+    _log(f"load: {sizes.load_clients} clients for {sizes.load_seconds:.0f} s")
+    res = report.suites.load = run_load(client, sizes.load_clients, sizes.load_seconds,
+                                        sizes.load_out_tokens)
+    report.checks += judge.load_checks(res)
+
+
+# the suites that need a healthy server, in the report's order: (suite, step, measure)
+SERVED = (("decode", "decode", _decode), ("ttft", "TTFT", _ttft), ("niah", "NIAH", _niah),
+          ("load", "load", _load))
+
+
+def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
+    """The suites that need a healthy server, each run then judged. A request that failed
+    ends its suite with a `server.answered` FAIL (`stopped`); the next suite runs unless the
+    server stopped answering."""
+    for name, step, measure in SERVED:
+        if name not in run.names:
+            continue
+        try:
+            measure(client, run, report)
+        except Exception as ex:  # stopped raises again what is not the server's failure
+            report.checks.append(check := stopped(ex, step, client))
+            if check.detail.startswith(STOPPED_DURING):
+                return
 
 
 def _gateway_suite(report: Report, client: ServerClient, direct: ServerClient | None,
@@ -391,10 +462,7 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
                 report.server = client.props()
             except Exception as ex:  # /props may be off; the report says so
                 report.server = {"error": str(ex)}
-            try:
-                _served_suites(client, run, report)
-            except Exception as ex:  # a server that stopped answering: FAIL, the rest kept
-                report.checks.append(stopped(ex, run.step))
+            _served_suites(client, run, report)  # a server that stopped: FAIL, the rest kept
         if "gateway" in run.names:  # --url is the gateway, `direct` the server behind it
             _gateway_suite(report, client, direct, run.profile.name)
     vr = sampler.result

@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,12 +39,13 @@ def the_report(out: Path) -> dict:
     return json.loads(files[0].read_text())
 
 
-@pytest.mark.parametrize("stop, got", [
-    ("drop", "POST /apply-template got no answer (RemoteProtocolError)"),
-    (503, "POST /apply-template got HTTP 503 Service Unavailable"),
+@pytest.mark.parametrize("stop, got, health", [
+    ("drop", "POST /apply-template got no answer (RemoteProtocolError)",
+     "no answer (RemoteProtocolError)"),
+    (503, "POST /apply-template got HTTP 503 Service Unavailable", "HTTP 503 (loading)"),
 ])
 def test_a_server_that_stops_answering_mid_run_is_failed_with_its_report(tmp_path, capsys,
-                                                                         stop, got):
+                                                                         stop, got, health):
     fake = FakeLlama(stop_after_chats=1, stop=stop)  # the smoke check's chat, then no more
     with loopback_llama(fake) as url:
         rc = verify(url, tmp_path, "smoke,decode,ttft")
@@ -60,6 +62,7 @@ def test_a_server_that_stops_answering_mid_run_is_failed_with_its_report(tmp_pat
     stopped = checks["server.answered"]
     assert stopped["status"] == "FAIL"
     assert stopped["detail"].startswith(f"stopped answering during decode: {got}")
+    assert stopped["detail"].endswith(f"; GET /health then got {health}")
     verdict = data["verdict"]
     assert verdict["word"] == "FAILED" and verdict["exit_status"] == 1
     assert verdict["sentence"].startswith("The server is broken: it did not answer a basic "
@@ -68,6 +71,85 @@ def test_a_server_that_stops_answering_mid_run_is_failed_with_its_report(tmp_pat
         verdict["sentence"])
     assert out.out.rstrip().splitlines()[-3].startswith("verify FAILED")
     assert f"report: {tmp_path}/box/" in out.out
+
+
+@dataclass
+class FailsOnce(FakeLlama):
+    """Answers `stop` to the first request of `path`, then everything as llama-server."""
+
+    path: str = "/tokenize"
+    left: int = 1
+
+    def stopped(self) -> bool:  # asked right after the request's path is recorded in `seen`
+        if self.seen[-1] == self.path and self.left:
+            self.left -= 1
+            return True
+        return super().stopped()
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_one_5xx_while_the_server_is_up_is_an_error_not_a_stop(tmp_path, capsys, status):
+    """A single 500 (or 503) to one /tokenize while /health answers 200: the server did not
+    stop. The run fails on that request, says it was not a stop, and goes on to TTFT (it
+    said `stopped answering during decode` and measured nothing more)."""
+    with loopback_llama(FailsOnce(stop=status)) as url:
+        rc = verify(url, tmp_path, "smoke,decode,ttft")
+    assert rc == 1, capsys.readouterr()
+    data = the_report(tmp_path)
+    checks = {c["name"]: c for c in data["checks"]}
+    failed = checks["server.answered"]
+    assert failed["status"] == "FAIL"
+    reason = "Internal Server Error" if status == 500 else "Service Unavailable"
+    assert failed["detail"] == (
+        f"failed a request during decode: POST /tokenize got HTTP {status} {reason}, while "
+        "GET /health answered 200: an error on that request, not a stop")
+    # the decode depth it cut is not measured; TTFT ran after it
+    assert checks["decode.vs_engine@1024"]["status"] == "SKIP"
+    assert checks["decode.vs_engine@1024"]["detail"].startswith("not measured: ")
+    assert checks["ttft.no_prompt_reuse"]["status"] == "PASS"
+    assert data["suites"]["ttft"]["ttft_s"]
+
+
+def test_a_server_that_stops_between_depths_keeps_the_depth_it_measured(tmp_path, capsys):
+    """The smoke chat, then the 64-token depth's three requests, then no answer at all: the
+    64 figure is judged (it was measured, kept in report.json, and had no check), the 128
+    depth is not measured, and the stop is decode's."""
+    fake = FakeLlama(stop_after_chats=4)
+    with loopback_llama(fake) as url:
+        rc = verify(url, tmp_path, "smoke,decode", "--decode-ctx", "64,128")
+    assert rc == 1, capsys.readouterr()
+    data = the_report(tmp_path)
+    checks = {c["name"]: c for c in data["checks"]}
+    assert [d["ctx_tokens"] for d in data["suites"]["decode"]] == [64]
+    assert checks["decode.records_consistent"]["status"] == "PASS"
+    assert checks["decode.vs_engine@64"]["detail"].startswith("served ")
+    assert checks["decode.vs_engine@128"] == {
+        "name": "decode.vs_engine@128", "status": "SKIP",
+        "detail": "not measured: the decode suite ended at a failed request before it "
+                  "(server.answered)"}
+    assert checks["server.answered"]["detail"] == (
+        "stopped answering during decode: POST /apply-template got no answer "
+        "(RemoteProtocolError); GET /health then got no answer (RemoteProtocolError)")
+
+
+def test_a_server_that_stops_within_a_decode_depth_is_decodes_stop(tmp_path, capsys):
+    """It answers the smoke chat and the timed decode request, then drops every connection:
+    the decode requests' failures are data, so the stop went unnamed until TTFT built its
+    prompt (`stopped answering during TTFT`); now /health, asked after the failed repeats,
+    names it in decode, and TTFT is not run against a server that is gone."""
+    with loopback_llama(FakeLlama(stop_after_chats=2)) as url:
+        rc = verify(url, tmp_path, "smoke,decode,ttft")
+    assert rc == 1, capsys.readouterr()
+    data = the_report(tmp_path)
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["server.answered"]["detail"] == (
+        "stopped answering during decode: POST /v1/chat/completions failed "
+        "(RemoteProtocolError); GET /health then got no answer (RemoteProtocolError)")
+    assert checks["decode.records_consistent"]["status"] == "FAIL"  # its 2 repeats failed
+    assert data["suites"].get("ttft") is None
+    why = {n["area"]: n["why"] for n in data["verdict"]["not_judged"]}
+    assert why["ttft"] == ("not measured: the served suites ended at a failed request "
+                           "(server.answered)")
 
 
 def test_a_server_down_from_the_start_is_failed_the_same_way(tmp_path, capsys, monkeypatch):
