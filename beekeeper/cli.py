@@ -39,6 +39,7 @@ from .verify_main import (
     amount,
     engine_shell,
     from_deployed,
+    interrupted,
     local_manifest,
     profile_name,
     run_verify,
@@ -534,8 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"beekeeper: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside verify's suites (an ssh read, --on-host)
-        print(f"beekeeper {args.cmd}: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130  # as a shell reports a program SIGINT ended (128 + 2)
+        return interrupted(f"beekeeper {args.cmd}")
     except BrokenPipeError:  # `beekeeper profiles | head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout

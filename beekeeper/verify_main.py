@@ -563,8 +563,7 @@ def run_verify(args: argparse.Namespace, url: str, *, shell: Any, keys: Keys,
         report = _run_suites(args, server, shell=shell, keys=keys, budget_gib=budget_gib,
                              where=where)
     except KeyboardInterrupt:
-        print("verify: interrupted (Ctrl-C): no report written", file=sys.stderr, flush=True)
-        return INTERRUPTED
+        return interrupted("verify", ": no report written")
     except (httpx.TransportError, httpx.HTTPStatusError) as e:  # outside the served suites
         raise unanswered(e, server.base) from None
     except ServerAnswerError as e:
@@ -602,13 +601,12 @@ def _run_suites(args: argparse.Namespace, server: ServerUrl, *, shell: Any, keys
 def unanswered(e: Exception, base: str) -> VerifyError:
     """A request the suites do not judge that failed (`e`, an httpx error), in one line: a
     refusal for the key names --api-key-file."""
-    import httpx
+    from beekeeper.verify.client import FailedRequest
 
-    if isinstance(e, httpx.HTTPStatusError):
-        r = e.response
-        hint = ": give its key with --api-key-file" if r.status_code in (401, 403) else ""
-        return VerifyError(f"the server at {base} answered HTTP {r.status_code} "
-                           f"{r.reason_phrase} to {e.request.method} {e.request.url.path}"
+    failed = FailedRequest.of(e)
+    if failed is not None and failed.status is not None:
+        hint = ": give its key with --api-key-file" if failed.status in (401, 403) else ""
+        return VerifyError(f"the server at {base} answered {failed.got} to {failed.request}"
                            f"{hint}")
     return VerifyError(f"the server at {base} could not be reached "
                        f"({type(e).__name__}: {shown_url(str(e))})")
@@ -616,6 +614,12 @@ def unanswered(e: Exception, base: str) -> VerifyError:
 
 # what a shell reports for a program that SIGINT (Ctrl-C) ended: 128 + 2
 INTERRUPTED = 130
+
+
+def interrupted(who: str, after: str = "") -> int:
+    """Ctrl-C's one line, `<who>: interrupted (Ctrl-C)<after>`, on stderr; INTERRUPTED."""
+    print(f"{who}: interrupted (Ctrl-C){after}", file=sys.stderr, flush=True)
+    return INTERRUPTED
 
 
 def use_checkout_verify() -> None:

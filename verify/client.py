@@ -98,6 +98,32 @@ class RequestRecord:
         return d
 
 
+@dataclass(frozen=True)
+class FailedRequest:
+    """A request that raised an httpx error, in words: what was asked and what it got (the
+    error's own text left out: it may hold the URL's secrets)."""
+
+    request: str  # `POST /tokenize`
+    status: int | None  # its HTTP status; None: no answer
+    got: str  # `HTTP 500 Internal Server Error`, `no answer (ConnectError)`
+
+    @classmethod
+    def of(cls, ex: Exception) -> FailedRequest | None:
+        """None for an error that is not httpx's of a request."""
+        if isinstance(ex, httpx.HTTPStatusError):
+            r = ex.response
+            status, got = r.status_code, f"HTTP {r.status_code} {r.reason_phrase}"
+        elif isinstance(ex, httpx.TransportError):
+            status, got = None, f"no answer ({type(ex).__name__})"
+        else:
+            return None
+        try:
+            request = f"{ex.request.method} {ex.request.url.path}"
+        except RuntimeError:  # raised before httpx set its request
+            request = "a request"
+        return cls(request, status, got)
+
+
 def health_text(code: int) -> str:
     """llama-server's /health status in words: `HTTP 503 (loading)`."""
     return f"HTTP {code}" + (" (loading)" if code == 503 else "")

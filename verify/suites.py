@@ -19,7 +19,14 @@ from typing import Any
 from beekeeper.core.profiles import SUITES, Profile
 
 from . import judge, metrics, prompts
-from .client import CHAT_PATH, RequestRecord, ServerClient, health_text, ttfts_s
+from .client import (
+    CHAT_PATH,
+    FailedRequest,
+    RequestRecord,
+    ServerClient,
+    health_text,
+    ttfts_s,
+)
 from .engine import (
     EngineError,
     EngineFailed,
@@ -326,17 +333,12 @@ def stopped(ex: Exception, step: str, client: ServerClient) -> Check:
     """The FAIL check of a request of `step` that raised `ex`: no answer, or an HTTP 5xx
     (`answered`), or a stop seen in the step's data (ServerStopped); any other error (a
     refusal, 4xx: the caller's one line; a bug) goes on up."""
-    import httpx
-
     if isinstance(ex, ServerStopped):
         return Check(STOPPED, "FAIL", str(ex))
-    if isinstance(ex, httpx.HTTPStatusError) and ex.response.status_code >= 500:
-        got = f"HTTP {ex.response.status_code} {ex.response.reason_phrase}"
-    elif isinstance(ex, httpx.TransportError):
-        got = f"no answer ({type(ex).__name__})"  # its text may hold the URL's secrets
-    else:
+    failed = FailedRequest.of(ex)
+    if failed is None or (failed.status is not None and failed.status < 500):
         raise ex
-    return answered(client, step, f"{ex.request.method} {ex.request.url.path}", got)
+    return answered(client, step, failed.request, failed.got)
 
 
 def _stop_in(client: ServerClient, res: DecodeResult) -> None:
