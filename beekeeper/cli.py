@@ -48,6 +48,7 @@ from .verify_main import (
     suite_names,
     usage_error,
     use_checkout_verify,
+    vram_budget_gib,
     whole,
 )
 
@@ -118,15 +119,11 @@ def _sandbox(args: argparse.Namespace) -> int:
 
 
 def _budget(args: argparse.Namespace, record: DeployedService | None = None) -> float:
-    """--budget-gib, else the one the host's record names (its only GPU service's), else the
-    kit's group data: the one VRAM budget every command judges by."""
+    """The one VRAM budget every command judges by (verify_main.vram_budget_gib), the kit's
+    group data last."""
     from .core.config import configured_budget_gib
 
-    if args.budget_gib is not None:
-        return float(args.budget_gib)
-    if record is not None and record.vram_budget_gib is not None:
-        return record.vram_budget_gib
-    return configured_budget_gib()
+    return vram_budget_gib(args.budget_gib, record, configured_budget_gib)
 
 
 def _label(args: argparse.Namespace, name: str) -> str:

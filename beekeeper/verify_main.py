@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .core.deployed import DeployedService, RecordError, read_record
@@ -40,6 +40,8 @@ from .core.profiles import (
     profile_problem,
     with_ctx_size,
 )
+
+_Else = TypeVar("_Else")  # vram_budget_gib's last resort: a float, or None
 
 # the --help of both verify commands ends with it
 EXIT_STATUS = """Exit status: 0 nothing failed and every requested decode, TTFT, NIAH and VRAM check
@@ -361,13 +363,27 @@ def from_deployed(args: argparse.Namespace, manifest: str | None, where: str) ->
             and d.slots != PROFILES[args.profile].server.parallel):
         args.slots = d.slots
         said.append(f"{d.slots} slots")
-    if theirs and getattr(args, "budget_gib", None) is None and d.vram_budget_gib is not None:
-        args.budget_gib = d.vram_budget_gib  # what the deploy planned the host's card by
-        said.append(f"VRAM budget {d.vram_budget_gib:g} GiB")
+    given = getattr(args, "budget_gib", None)
+    args.budget_gib = vram_budget_gib(given, d if theirs else None, lambda: None)
+    if given is None and args.budget_gib is not None:
+        said.append(f"VRAM budget {args.budget_gib:g} GiB")
     if said:
         print(f"verify: {', '.join(said)}, from what was deployed on {where} "
               f"(service {args.service})", flush=True)
     return None
+
+
+def vram_budget_gib(given: float | None, record: DeployedService | None,
+                    otherwise: Callable[[], _Else]) -> float | _Else:
+    """The VRAM budget a run judges by: --budget-gib (`given`), else the one the host's
+    deployed.json records (`record`: what the deploy planned the card by, where the service
+    is the host's only GPU service), else `otherwise()` (the controller: the kit's group
+    data; verify on a host: None, the profile's)."""
+    if given is not None:
+        return float(given)
+    if record is not None and record.vram_budget_gib is not None:
+        return record.vram_budget_gib
+    return otherwise()
 
 
 def local_manifest(service: str) -> str | None:

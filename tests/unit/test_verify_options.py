@@ -112,6 +112,30 @@ def test_the_budget_the_controller_configured_reaches_the_host(monkeypatch):
     assert host.budget_gib == 23.5
 
 
+def test_the_vram_budget_is_the_given_else_the_recorded_else_the_group_datas(monkeypatch):
+    """One order for every command (verify_main.vram_budget_gib): --budget-gib, else the
+    budget the host's deployed.json records, else the controller's group data (cli._budget;
+    verify on a host: None, the profile's)."""
+    from beekeeper.core import config
+    from beekeeper.core.deployed import DeployedService
+    from beekeeper.verify_main import vram_budget_gib
+
+    base = {"service": "llm", "unit": "beekeeper-llm.service", "container": "beekeeper-llm",
+            "profile": "q4km-f16-32k", "model_sha256": None, "mode": "container",
+            "runtime": "systemd", "port": 8084, "ctx_size": 32768, "bind_address": "127.0.0.1",
+            "image": "beekeeper/llama-server:x", "model_path": "/srv/beekeeper/models/m.gguf"}
+    recorded = DeployedService.from_json(json.dumps({**base, "vram_budget_gib": 24}))
+    unrecorded = DeployedService.from_json(json.dumps(base))
+    assert vram_budget_gib(12.0, recorded, lambda: 8.0) == 12.0
+    assert vram_budget_gib(None, recorded, lambda: 8.0) == 24
+    assert vram_budget_gib(None, unrecorded, lambda: 8.0) == 8.0
+    assert vram_budget_gib(None, None, lambda: None) is None
+    monkeypatch.setattr(config, "configured_budget_gib", lambda: 23.5)
+    assert cli._budget(argparse.Namespace(budget_gib=None), recorded) == 24
+    assert cli._budget(argparse.Namespace(budget_gib=None), None) == 23.5
+    assert cli._budget(argparse.Namespace(budget_gib=12), recorded) == 12.0
+
+
 def _one_line_usage_error(capsys: pytest.CaptureFixture[str], rc: int) -> str:
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err, err
