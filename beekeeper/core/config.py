@@ -140,6 +140,17 @@ def configured_budget_gib() -> float:
 # pyinfra 3's HostData layers, first wins (pyinfra/api/host.py, Host.__init__); after these
 # come group_data/all.py, the inventory's `all` and @deploy defaults: the kit's defaults
 _OWN_LAYERS = ("set during the deploy", "in --data", "in this host's data", "in a group's data")
+_TYPED = _OWN_LAYERS.index("in --data")
+
+
+def typed_keys(data: Any) -> frozenset[str]:
+    """The keys whose value host data takes from the pyinfra command line (`--data`): no
+    layer before that one holds them (a plain mapping has no such layer)."""
+    layers = [] if isinstance(data, Mapping) else _layers(data)
+    if len(layers) <= _TYPED:
+        return frozenset()
+    before = {k for layer in layers[:_TYPED] for k in layer}
+    return frozenset(str(k) for k in layers[_TYPED] if k not in before)
 
 
 def _kit_data(data: Any) -> dict[str, Any]:
@@ -188,7 +199,7 @@ def run_loader(run: Any) -> Callable[[Any], HostConfig]:
 def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
     """Validate host data (pyinfra host.data or a plain dict) into a HostConfig; with
     `pin`, each service's models are pinned (the deploy's model stage)."""
-    hd = parse(_kit_data(data))
+    hd = parse(_kit_data(data), typed_keys(data))
     way = rule_runtime(hd)
     services, absent = _services(hd, data, pin)
     rule_gateway(hd, services)

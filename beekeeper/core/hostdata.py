@@ -100,9 +100,18 @@ def tcp_port(default: int | None, doc: str) -> Any:
     return whole(default, 1, 65535, doc, "use an integer from 1 to 65535", "is not a TCP port")
 
 
+FLAG = "True/False"
+
+
 def flag(doc: str, default: bool = False, fix: str = "write True or False (no quotes)") -> Any:
     """A True/False key, False unless set."""
-    return key(default, "True/False", doc, fix, "is not True or False")
+    return key(default, FLAG, doc, fix, "is not True or False")
+
+
+def typed_fix(name: str) -> str:
+    """The fix for a True/False key given on the pyinfra command line, whose `--data` reads
+    only true and false as True and False (any other word stays a string)."""
+    return f"--data {name}=true or --data {name}=false"
 
 
 def path(default: str | None, doc: str) -> Any:
@@ -923,8 +932,10 @@ def did_you_mean(name: str, known: list[str], prefix: str = "") -> str:
         "remove it (the keys the kit reads are listed in the README, Host data keys)"
 
 
-def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
-    """One of pydantic's errors as the kit's line: the key, the problem, the fix."""
+def translate(error: Any, raw: Mapping[str, Any],
+              typed: frozenset[str] = frozenset()) -> ConfigError:
+    """One of pydantic's errors as the kit's line: the key, the problem, the fix (`typed`:
+    the keys given on the pyinfra command line, `--data KEY=VALUE`)."""
     key, model, field, depth = _walk(error["loc"])
     if error["type"] == "extra_forbidden":  # only a declared model forbids a key
         assert model is not None and issubclass(model, BaseModel)
@@ -939,6 +950,8 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
         return fail(f"{key}.{bad.at}" if bad.at else key, bad.problem, bad.fix)
     extra = {**UNSAID, **((field.json_schema_extra or {}) if field is not None else {})}
     fix = str(extra["fix"])
+    if extra.get("kind") == FLAG and key in typed:  # a top-level key: typed names no other
+        fix = typed_fix(key)
     value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
     if error["loc"][-1] == "[key]":  # a mapping's key broke its pattern: the key is the value
         return fail(key, f"the key {shown(error['loc'][-2])} {extra['key_problem']}", fix)
@@ -951,14 +964,15 @@ def translate(error: Any, raw: Mapping[str, Any]) -> ConfigError:
     return fail(key, f"{shown(value)} {extra['problem']}", fix)
 
 
-def parse(raw: Mapping[str, Any]) -> HostData:
-    """Host data (the kit's keys only) as the declaration reads it, or the one line."""
+def parse(raw: Mapping[str, Any], typed: frozenset[str] = frozenset()) -> HostData:
+    """Host data (the kit's keys only) as the declaration reads it, or the one line
+    (`typed`: the keys given on the pyinfra command line)."""
     try:
         return HostData.model_validate(dict(raw))
     except ValidationError as e:
         errors = e.errors(include_url=False)  # an unknown key before a bad value
         first = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
-        raise translate(first, raw) from None
+        raise translate(first, raw, typed) from None
 
 
 README_BEGIN, README_END = "<!-- host-data-keys:begin -->", "<!-- host-data-keys:end -->"

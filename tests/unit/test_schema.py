@@ -6,6 +6,8 @@ hand-written checks, one test each, and the README's key table rendered from the
 import os
 import re
 import runpy
+import subprocess
+import sys
 
 import pytest
 
@@ -173,6 +175,45 @@ def test_a_port_or_bind_beside_services_from_the_host_or_a_users_group_is_refuse
         where, key, host_data, group_data, override):
     msg = refused(_cli_host(host_data, group_data, override), key)
     assert f"beside `services` ({where})" in msg and f"services[i].{key}" in msg
+
+
+@pytest.mark.parametrize(("override", "host_data", "fix"), [
+    ({"cuda_follows_driver": "yes"}, {}, "fix: --data cuda_follows_driver=true or --data "
+     "cuda_follows_driver=false"),
+    ({"install_docker": 1}, {}, "fix: --data install_docker=true or --data "
+     "install_docker=false"),
+    # the same word in a Python file: what to write there
+    (None, {"cuda_follows_driver": "yes"}, "fix: write True or False (no quotes)"),
+], ids=["--data", "--data-1", "host-file"])
+def test_a_flag_from_the_command_line_is_fixed_on_the_command_line(override, host_data, fix):
+    """pyinfra's --data reads only true and false as True and False: `--data
+    cuda_follows_driver=yes` was told to "write True or False (no quotes)", a Python file's
+    words, which the command line cannot take."""
+    key = next(iter(override or host_data))
+    msg = refused(_cli_host({**CPU, **host_data}, None, override), key)
+    assert msg.endswith(fix), msg
+
+
+def test_a_flag_set_during_the_deploy_is_fixed_where_it_was_set():
+    """Only the layer that gives the value read is the command line's: one set during the
+    deploy (pyinfra's first layer) hides --data's."""
+    data = _cli_host(dict(CPU), None, {"allow_reboot": True})
+    data.allow_reboot = "yes"
+    assert refused(data, "allow_reboot").endswith("fix: write True or False (no quotes)")
+
+
+def test_the_pyinfra_command_tells_a_bad_data_flag_what_to_type(tmp_path):
+    """The real command (a dry run on @local; `--su-user root` lets a login that is not root
+    reach the host data's check, nothing runs): the line's fix is for the command line."""
+    p = subprocess.run([sys.executable, "-m", "pyinfra", "-y", "--dry", "--su-user", "root",
+                        "@local", "deploy.py", "--data", "cuda_follows_driver=yes"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HOME": str(tmp_path)})
+    out = p.stdout + p.stderr
+    said = [line.strip() for line in out.splitlines() if "host @local: " in line]
+    assert p.returncode == 1 and said == [
+        "host @local: host data `cuda_follows_driver`: 'yes' is not True or False; fix: "
+        "--data cuda_follows_driver=true or --data cuda_follows_driver=false"], out
 
 
 def test_a_top_level_profile_beside_services_is_refused():
