@@ -156,7 +156,7 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
             "driver is installed inside WSL2", "remove it (apt purge 'nvidia-*' 'libnvidia-*') "
             "and use the Windows driver", lead=" ", then="; ")
     if gpu is None or not gpu.gpus:
-        refuse_no_gpu(wsl, gpu, cuda)
+        refuse_no_gpu(cfg, wsl, gpu, cuda)
     unknown = next((c for c in gpu.gpus if c.compute_cap is None), None)
     if unknown is not None and not cfg.data.cuda_arch:
         raise PreflightError(
@@ -184,10 +184,11 @@ def check_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
     return plan
 
 
-def refuse_no_gpu(wsl: WslInfo, gpu: NvidiaSmiInfo | None, cuda: str) -> NoReturn:
+def refuse_no_gpu(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo | None,
+                  cuda: str) -> NoReturn:
     """No GPU nvidia-smi lists: under WSL2, the Windows driver missing (no nvidia-smi: the
-    driver the image's CUDA needs, by the CUDA version it reports, as docs/quickstart-wsl2.md
-    says), or there and listing none (what it printed, where the fact has it)."""
+    driver `cuda` needs, by the CUDA version it reports, as docs/quickstart-wsl2.md says), or
+    there and listing none (what it printed, where the fact has it)."""
     if wsl.is_wsl2 and gpu is not None:
         said = f" (it printed {gpu.said!r})" if gpu.said else ""
         raise PreflightError(
@@ -196,12 +197,9 @@ def refuse_no_gpu(wsl: WslInfo, gpu: NvidiaSmiInfo | None, cuda: str) -> NoRetur
             "Windows lists the card, and reinstall the NVIDIA driver on Windows if it does "
             "not", lead=" ", then=": ")
     if wsl.is_wsl2:
-        mm = cudacompat.spell(cudacompat.major_minor(cuda))
         raise PreflightError(
-            "no NVIDIA GPU", f"visible in WSL2 (no {WSL_NVIDIA_SMI})", "install or update "
-            f"the NVIDIA driver on Windows to one whose nvidia-smi reports CUDA {mm} or newer "
-            f"(the image's CUDA {cuda}: go by that CUDA version, not the driver's number), "
-            "then `wsl --shutdown`", lead=" ", then=": ")
+            "no NVIDIA GPU", f"visible in WSL2 (no {WSL_NVIDIA_SMI})",
+            f"install or update {windows_driver(cfg, cuda)}", lead=" ", then=": ")
     raise PreflightError("no NVIDIA GPU", "found (nvidia-smi missing)", "install the "
                          "driver, or choose a CPU profile such as cpu-tiny", lead=" ",
                          then=": ")
@@ -360,15 +358,17 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
     """Why the installed driver cannot run the chosen CUDA; None if it can. Container mode:
     the image's NVIDIA_REQUIRE_CUDA, as far as forward compatibility serves the card
     (docs/hosts-as-you-find-them.md, "The image's own rule"). Native mode: minor version
-    compatibility runs a 13.x build on any driver >= 580 (SASS for the GPU's own arch)."""
+    compatibility runs a 13.x build on any driver >= 580 (SASS for the GPU's own arch).
+    WSL2: windows_driver_too_old."""
     cuda = cuda_judged(cfg, cuda)
-    mm = cudacompat.major_minor(cuda)
+    if wsl.is_wsl2:
+        return windows_driver_too_old(cfg, gpu, cuda)
     floor = cudacompat.minor_compat_branch(cuda)
     reported = reported_cuda(gpu)
     new_enough = gpu.driver_branch is None or gpu.driver_branch >= floor
     if cfg.requested_way.checks_require_cuda:
         # forward compatibility: data-center cards only (cudacompat.FORWARD_COMPAT_BRANDS)
-        brand = None if wsl.is_wsl2 else cudacompat.forward_compat_brand(gpu.brand)
+        brand = cudacompat.forward_compat_brand(gpu.brand)
         cuda_clause, *brand_clauses = cudacompat.require_cuda(cuda).split()
         # the brand clauses stand alone (forward compatibility); the cuda clause holds only
         # with a driver of the CUDA major's branches (a reported CUDA a branch below the
@@ -383,15 +383,58 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
         return (f"driver {gpu.driver_version} is older than {floor}, which CUDA "
                 f"{cuda} needs")
     brand = f", brand {gpu.brand}" if gpu.brand else ""
-    require = f"(NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(mm)})"
     if reported is None:
-        branchless = f", and the kit knows no CUDA of branch {gpu.driver_branch}" \
-            if gpu.driver_branch else ""
-        return (f"{_the_driver(gpu)} reports no CUDA version (no \"CUDA Version\" in "
-                f"nvidia-smi{branchless}){brand}, so the kit cannot tell that it "
-                f"runs the image's CUDA {cuda} {require}")
+        return _reports_no_cuda(gpu, cuda, brand)
     return (f"driver {gpu.driver_version} reports CUDA {reported}{brand}, older than the "
-            f"image's CUDA {cuda} {require}")
+            f"image's CUDA {cuda} {_require(cuda)}")
+
+
+def _require(cuda: str) -> str:
+    return f"(NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(cudacompat.major_minor(cuda))})"
+
+
+def _reports_no_cuda(gpu: NvidiaSmiInfo, cuda: str, brand: str = "",
+                     windows: bool = False) -> str:
+    branchless = f", and the kit knows no CUDA of branch {gpu.driver_branch}" \
+        if gpu.driver_branch else ""
+    return (f"{_the_driver(gpu, windows)} reports no CUDA version (no \"CUDA Version\" in "
+            f"nvidia-smi{branchless}){brand}, so the kit cannot tell that it runs the image's "
+            f"CUDA {cuda} {_require(cuda)}")
+
+
+def needed_cuda(cfg: HostConfig, cuda: str) -> str:
+    """The CUDA version a driver must report to run a build for `cuda`: the image's
+    NVIDIA_REQUIRE_CUDA (cuda>=M.m) in container mode; natively, minor version
+    compatibility: any of its major's (M.0)."""
+    major, minor = cudacompat.major_minor(cuda)
+    return cudacompat.spell((major, minor if cfg.requested_way.checks_require_cuda else 0))
+
+
+def windows_driver(cfg: HostConfig, cuda: str) -> str:
+    """The Windows driver a WSL2 host needs for `cuda`, named by the CUDA version its
+    nvidia-smi reports: NVIDIA gives no Windows minimum for CUDA 13.x and Windows numbers
+    are not Linux branches (docs/quickstart-wsl2.md)."""
+    return (f"the NVIDIA driver on Windows to one whose nvidia-smi reports CUDA "
+            f"{needed_cuda(cfg, cuda)} or newer (for CUDA {cuda}: go by that CUDA version, "
+            "not the driver's number), then `wsl --shutdown`")
+
+
+def windows_driver_too_old(cfg: HostConfig, gpu: NvidiaSmiInfo, cuda: str) -> str | None:
+    """driver_too_old under WSL2, where nvidia-smi shows the Windows driver, whose number is
+    no Linux branch: judged by the CUDA version it reports alone (no forward compatibility
+    there). One that reports none is refused where the container runtime judges the
+    image's rule, and builds natively, as a driver of no version does on Linux."""
+    reported = reported_cuda(gpu)
+    if reported is None:
+        return _reports_no_cuda(gpu, cuda, windows=True) \
+            if cfg.requested_way.checks_require_cuda else None
+    needs = needed_cuda(cfg, cuda)
+    if cudacompat.major_minor(reported) >= cudacompat.major_minor(needs):
+        return None
+    rule = _require(cuda) if cfg.requested_way.checks_require_cuda else \
+        "(minor version compatibility)"
+    return (f"{_the_driver(gpu, True)} reports CUDA {reported}, older than CUDA {needs}, "
+            f"which CUDA {cuda} needs {rule}")
 
 
 def reported_cuda(gpu: NvidiaSmiInfo) -> str | None:
@@ -403,16 +446,18 @@ def reported_cuda(gpu: NvidiaSmiInfo) -> str | None:
     return cudacompat.spell(known) if known else None
 
 
-def _the_driver(gpu: NvidiaSmiInfo) -> str:
+def _the_driver(gpu: NvidiaSmiInfo, windows: bool = False) -> str:
+    """The driver as a refusal names it (`windows`: WSL2's, the Windows driver)."""
     if gpu.driver_version:
-        return f"driver {gpu.driver_version}"
-    return "the driver (nvidia-smi prints no driver version)"
+        return f"the Windows driver {gpu.driver_version}" if windows else \
+            f"driver {gpu.driver_version}"
+    return f"the {'Windows ' if windows else ''}driver (nvidia-smi prints no driver version)"
 
 
-def _the_driver_and(gpu: NvidiaSmiInfo, why: str) -> tuple[str, str]:
+def _the_driver_and(gpu: NvidiaSmiInfo, why: str, windows: bool = False) -> tuple[str, str]:
     """A refusal's subject and problem from driver_too_old's line, which names the driver
     first."""
-    the = _the_driver(gpu)
+    the = _the_driver(gpu, windows)
     return the, why.removeprefix(f"{the} ")
 
 
@@ -442,11 +487,14 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
     reported = reported_cuda(gpu)
     release = cudacompat.newest_release(cudacompat.major_minor(reported)) if reported else None
     a_release = _a_release(cfg, reported, release)
+    judged = cuda_judged(cfg, cuda)
     if cfg.data.cuda_follows_driver:
         if not cfg.requested_way.follows_driver:
+            other = f"update {windows_driver(cfg, judged)}" if wsl.is_wsl2 else \
+                "upgrade_driver = True"
             raise PreflightError(host_data("cuda_follows_driver"), f"{why}; it applies to "
                                  "container mode only", f"set cuda_version{a_release}, or "
-                                 "upgrade_driver = True", then=": ")
+                                 f"{other}", then=": ")
         if release is None:
             knows_none = f"the kit knows no nvidia/cuda release for CUDA {reported}" \
                 if reported else "the driver reports no CUDA version to follow"
@@ -456,8 +504,9 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
     if wsl.is_wsl2:
         follows = " (or cuda_follows_driver = True)" \
             if release and cfg.requested_way.follows_driver else ""
-        raise PreflightError(*_the_driver_and(gpu, why), "update the NVIDIA driver on Windows, "
-                             f"or set cuda_version{a_release}{follows}", lead=" ", then=": ")
+        raise PreflightError(*_the_driver_and(gpu, why, True),
+                             f"update {windows_driver(cfg, judged)}, or set "
+                             f"cuda_version{a_release}{follows}", lead=" ", then=": ")
     branch = driver_branch_to_install(cfg, cuda)
     follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \
         "driver runs), " if release and cfg.requested_way.follows_driver else ""

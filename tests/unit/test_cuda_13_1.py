@@ -135,5 +135,7 @@ def test_wsl2_with_a_windows_driver_reporting_13_1_follows_to_13_1_2():
     assert "ARG BUILD_BASE=nvidia/cuda:13.1.2-devel-ubuntu24.04" in dockerfile(ops)
     with pytest.raises(PreflightError) as e:
         run_deploy(DEFAULTS, facts(Wsl=WSL, GpuInfo=windows))
-    assert str(e.value).endswith("update the NVIDIA driver on Windows, or set cuda_version to a "
-                                 "13.1 release (or cuda_follows_driver = True)")
+    assert str(e.value).endswith(
+        "update the NVIDIA driver on Windows to one whose nvidia-smi reports CUDA 13.2 or newer "
+        "(for CUDA 13.2.1: go by that CUDA version, not the driver's number), then `wsl "
+        "--shutdown`, or set cuda_version to a 13.1 release (or cuda_follows_driver = True)")

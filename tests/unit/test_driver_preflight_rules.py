@@ -32,11 +32,20 @@ def refused(f, *args) -> str:
 def refused_old(c, wsl, gpu) -> str:
     """old_driver's refusal of `gpu` after a line of driver_too_old's (which names the driver
     first: the refusal's subject), that line written WHY."""
-    why = f"{dp._the_driver(gpu)} is too old"
+    why = f"{dp._the_driver(gpu, wsl.is_wsl2)} is too old"
     with pytest.raises(PreflightError) as e:
         dp.old_driver(c, wsl, gpu, why)
-    assert e.value.subject in (dp._the_driver(gpu), "host data `cuda_follows_driver`")
+    assert e.value.subject in (dp._the_driver(gpu, wsl.is_wsl2),
+                               "host data `cuda_follows_driver`")
     return str(e.value).replace(why, "WHY")
+
+
+# WSL2's fix: the Windows driver, by the CUDA version it must report for CUDA 13.2.1 (the
+# image's 13.2 in container mode, any 13.x natively)
+WINDOWS_UPDATE = ("update the NVIDIA driver on Windows to one whose nvidia-smi reports CUDA "
+                  "{} or newer (for CUDA {}: go by that CUDA version, not the driver's number), "
+                  "then `wsl --shutdown`")
+WIN, WIN_NATIVE = (WINDOWS_UPDATE.format(n, "13.2.1") for n in ("13.2", "13.0"))
 
 
 # --- check_gpu: the host's GPU, driver and arch ------------------------------------------
@@ -54,11 +63,13 @@ def test_no_gpu_is_told_where_the_driver_goes():
     # the image's cuda_version needs, not by a driver number
     assert refused(dp.check_gpu, cfg(), WSL, None, 0, []) == (
         "no NVIDIA GPU visible in WSL2 (no /usr/lib/wsl/lib/nvidia-smi): install or update the "
-        "NVIDIA driver on Windows to one whose nvidia-smi reports CUDA 13.2 or newer (the "
-        "image's CUDA 13.2.1: go by that CUDA version, not the driver's number), then `wsl "
-        "--shutdown`")
-    assert "reports CUDA 12.9 or newer (the image's CUDA 12.9.1" in refused(
+        "NVIDIA driver on Windows to one whose nvidia-smi reports CUDA 13.2 or newer (for CUDA "
+        "13.2.1: go by that CUDA version, not the driver's number), then `wsl --shutdown`")
+    assert "reports CUDA 12.9 or newer (for CUDA 12.9.1" in refused(
         dp.check_gpu, cfg(cuda_version="12.9.1"), WSL, None, 0, [])
+    # natively, minor version compatibility: any driver of the CUDA major
+    assert "reports CUDA 13.0 or newer (for CUDA 13.2.1" in refused(
+        dp.check_gpu, cfg(mode="native"), WSL, None, 0, [])
     assert refused(dp.check_gpu, cfg(), NATIVE, None, 0, []) == (
         "no NVIDIA GPU found (nvidia-smi missing): install the driver, or choose a CPU profile "
         "such as cpu-tiny")
@@ -270,7 +281,10 @@ def test_a_datacenter_card_runs_a_newer_image_on_580_but_not_under_wsl2():
     assert dp.driver_too_old(cfg(), NATIVE, replace(h200, driver_version="570.1",
                                                     driver_branch=570, cuda_version="12.8")) \
         is None
-    assert "brand NVIDIA, older than" in dp.driver_too_old(cfg(), WSL, h200)
+    # under WSL2 forward compatibility does not apply: the CUDA it reports is judged
+    assert dp.driver_too_old(cfg(), WSL, h200) == (
+        "the Windows driver 580.95.05 reports CUDA 13.0, older than CUDA 13.2, which CUDA "
+        "13.2.1 needs (NVIDIA_REQUIRE_CUDA cuda>=13.2)")
     # native mode: any 13.x driver of the major's floor runs it
     assert dp.driver_too_old(cfg(mode="native"), NATIVE, GEFORCE_580) is None
     # a CUDA reported that the branch could not report is facts out of step, not a driver
@@ -314,7 +328,7 @@ def test_a_driver_too_old_is_upgraded_or_followed_when_host_data_says_so():
         "host data `cuda_follows_driver`: WHY, and the kit knows no nvidia/cuda release for "
         "CUDA 11.4: set cuda_version")
     assert refused_old(cfg(), WSL, GEFORCE_580) == (
-        "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 13.0 release (or "
+        f"WHY: {WIN}, or set cuda_version to a 13.0 release (or "
         "cuda_follows_driver = True)")
     # upgrade_driver under WSL2: the Windows driver is not the kit's
     assert "on Windows" in refused_old(cfg(upgrade_driver=True), WSL, GEFORCE_580)
@@ -359,7 +373,7 @@ def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
             f"WHY: {UPGRADE}or update the NVIDIA driver on the host to branch 595 or newer, or "
             "set cuda_version")
         assert refused_old(cfg(), WSL, gpu) == (
-            "WHY: update the NVIDIA driver on Windows, or set cuda_version")
+            f"WHY: {WIN}, or set cuda_version")
         assert refused_old(cfg(cuda_follows_driver=True), NATIVE, gpu) == (
             "host data `cuda_follows_driver`: WHY, and the driver reports no CUDA version to "
             "follow: set cuda_version")
@@ -371,19 +385,48 @@ def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
             DriverPlan(action="upgrade")
 
 
+def test_wsl2_judges_the_windows_driver_by_the_cuda_it_reports_not_its_number():
+    """Under WSL2 nvidia-smi shows the Windows driver's number, which is no Linux branch: a
+    driver 560.94 reporting CUDA 12.6 was refused as "older than 580" (a Linux branch), and
+    told only to "update the NVIDIA driver on Windows", naming no release."""
+    old = replace(smi(branch=560, cuda="12.6", path=WSL_SMI), driver_version="560.94")
+    assert dp.driver_too_old(cfg(), WSL, old) == (
+        "the Windows driver 560.94 reports CUDA 12.6, older than CUDA 13.2, which CUDA 13.2.1 "
+        "needs (NVIDIA_REQUIRE_CUDA cuda>=13.2)")
+    # natively, minor version compatibility: a driver of any 13.x
+    assert dp.driver_too_old(cfg(mode="native"), WSL, old) == (
+        "the Windows driver 560.94 reports CUDA 12.6, older than CUDA 13.0, which CUDA 13.2.1 "
+        "needs (minor version compatibility)")
+    assert dp.driver_too_old(cfg(mode="native"), WSL, replace(old, cuda_version="13.0")) \
+        is None
+    # a Windows number below the Linux floor that reports the CUDA asked for runs it
+    assert dp.driver_too_old(cfg(), WSL, replace(old, cuda_version="13.2")) is None
+    fix = refused(dp.check_gpu, cfg(), WSL, old, 0, []).split(": ", 1)[1]
+    assert fix == WIN + (
+        ", or set cuda_version to a 12.6 release (the kit names none: pick one that nvidia/cuda "
+        f"tags as <release>-devel-ubuntu24.04, {dp.CUDA_TAGS})")
+    native = refused(dp.check_gpu, cfg(mode="native"), WSL, old, 0, [])
+    assert native.endswith(": " + WIN_NATIVE + ", or set "
+                           "cuda_version to a 12.6 release"), native
+    # cuda_follows_driver natively under WSL2: never upgrade_driver (a Linux driver)
+    assert refused(dp.check_gpu, cfg(mode="native", cuda_follows_driver=True), WSL, old, 0,
+                   []).endswith("it applies to container mode only: set cuda_version to a "
+                                "12.6 release, or " + WIN_NATIVE)
+
+
 def test_wsl2_offers_following_the_driver_only_where_the_kit_has_its_image():
     # CUDA 12.4 (a 550 Windows driver): no nvidia/cuda release the kit builds, so following
     # it would be refused next; the way out offered is the driver or cuda_version, and, the
     # kit naming no 12.4 release, where nvidia/cuda lists them
     assert refused_old(cfg(), WSL, smi(branch=550, cuda="12.4")) == (
-        "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 12.4 release (the "
+        f"WHY: {WIN}, or set cuda_version to a 12.4 release (the "
         "kit names none: pick one that nvidia/cuda tags as <release>-devel-ubuntu24.04, "
         f"{dp.CUDA_TAGS})")
     # native mode installs cuda-toolkit-12-4 for any 12.4 release: no image to look up
     assert refused_old(cfg(mode="native"), WSL, smi(branch=550, cuda="12.4")) == (
-        "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 12.4 release")
+        f"WHY: {WIN_NATIVE}, or set cuda_version to a 12.4 release")
     assert refused_old(cfg(mode="native"), WSL, GEFORCE_580) == (
-        "WHY: update the NVIDIA driver on Windows, or set cuda_version to a 13.0 release")
+        f"WHY: {WIN_NATIVE}, or set cuda_version to a 13.0 release")
     assert refused_old(cfg(), WSL, GEFORCE_580).endswith(
         "to a 13.0 release (or cuda_follows_driver = True)")
 
@@ -398,8 +441,8 @@ def test_wsl2_driver_reporting_cuda_12_6_is_refused_then_takes_the_release_it_is
     old = replace(RTX4090, cuda_version="12.6", driver_version="560.94", driver_branch=560)
     with pytest.raises(PreflightError) as e:
         run_deploy(DEFAULTS, facts(GpuInfo=old))
-    assert e.value.subject == "driver 560.94", str(e.value)
-    assert "set cuda_version to a 12.6 release" in e.value.fix
+    assert e.value.subject == "the Windows driver 560.94", str(e.value)
+    assert e.value.fix.startswith(f"{WIN}, or set cuda_version to a 12.6 release"), str(e.value)
     assert dp.CUDA_TAGS in e.value.fix and "cuda_follows_driver" not in e.value.fix
     with pytest.raises(PreflightError) as e:
         run_deploy({**DEFAULTS, "cuda_follows_driver": True}, facts(GpuInfo=old))

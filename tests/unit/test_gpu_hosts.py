@@ -174,7 +174,11 @@ def test_snap_docker_is_refused_with_the_reason():
 def test_driver_570_with_a_cuda_13_2_image_is_stopped():
     # a 570 driver reports CUDA 12.8 (CUDA 12.8 GA ships 570.26, release notes Table 3)
     old = replace(RTX4090, driver_version="570.86", driver_branch=570, cuda_version="12.8")
-    with pytest.raises(PreflightError, match="older than 580"):
+    with pytest.raises(PreflightError, match="driver 570.86 is older than 580"):
+        run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=replace(old, path="/usr/bin/nvidia-smi")))
+    # under WSL2 (the facts' default) the number is the Windows driver's: judged by its CUDA
+    with pytest.raises(PreflightError, match=r"the Windows driver 570\.86 reports CUDA 12\.8, "
+                       r"older than CUDA 13\.2"):
         run_deploy(DEFAULTS, facts(GpuInfo=old))
 
 
@@ -235,7 +239,8 @@ def test_580_driver_with_the_cuda_13_2_image_is_refused_before_the_build():
 
 def test_wsl2_windows_driver_reporting_cuda_13_0_is_told_to_update_on_windows():
     win = replace(RTX4090, driver_version="581.57", driver_branch=581, cuda_version="13.0")
-    with pytest.raises(PreflightError, match=r"reports CUDA 13\.0.*driver on Windows, or set"):
+    with pytest.raises(PreflightError, match=r"reports CUDA 13\.0.*driver on Windows to one "
+                       r"whose nvidia-smi reports CUDA 13\.2 or newer .*, or set"):
         run_deploy(DEFAULTS, facts(GpuInfo=win))
 
 
