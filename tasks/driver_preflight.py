@@ -466,16 +466,28 @@ CUDA_TAGS = "https://hub.docker.com/r/nvidia/cuda/tags"
 
 
 def _a_release(cfg: HostConfig, reported: str | None, release: str | None) -> str:
-    """`set cuda_version` ... of a refusal: a release of the CUDA the driver reports; in
-    container mode, where the kit has no image of that CUDA (`release` None: none in
-    cudacompat.NEWEST_RELEASE, which cuda_follows_driver builds), where nvidia/cuda lists
-    one; nothing for a driver that reports no CUDA (no release to name)."""
+    """`set cuda_version` ... of a refusal: a release of the CUDA the driver reports, named
+    where the kit knows one (`release`: cudacompat.NEWEST_RELEASE's, which
+    cuda_follows_driver builds); else, in container mode, where nvidia/cuda lists one, and
+    natively any of that CUDA (the kit installs its toolkit by major.minor); nothing for a
+    driver that reports no CUDA (no release to name)."""
     if not reported:
         return ""
-    if not release and cfg.requested_way.builds_image:
+    if release:
+        return f" = '{release}'"
+    if cfg.requested_way.builds_image:
         return (f" to a {reported} release (the kit names none: pick one that nvidia/cuda tags "
                 f"as <release>-devel-ubuntu24.04, {CUDA_TAGS})")
     return f" to a {reported} release"
+
+
+def _update(cfg: HostConfig, wsl: WslInfo, cuda: str) -> str:
+    """The way to a driver that runs `cuda`, named by its release: under WSL2 the Windows
+    driver by the CUDA version it reports, else the branch the kit installs."""
+    if wsl.is_wsl2:
+        return f"update {windows_driver(cfg, cuda)}"
+    return (f"update the NVIDIA driver on the host to branch "
+            f"{driver_branch_to_install(cfg, cuda)} or newer")
 
 
 def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
@@ -490,8 +502,7 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
     judged = cuda_judged(cfg, cuda)
     if cfg.data.cuda_follows_driver:
         if not cfg.requested_way.follows_driver:
-            other = f"update {windows_driver(cfg, judged)}" if wsl.is_wsl2 else \
-                "upgrade_driver = True"
+            other = _update(cfg, wsl, judged) if wsl.is_wsl2 else "upgrade_driver = True"
             raise PreflightError(host_data("cuda_follows_driver"), f"{why}; it applies to "
                                  "container mode only", f"set cuda_version{a_release}, or "
                                  f"{other}", then=": ")
@@ -499,14 +510,15 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
             knows_none = f"the kit knows no nvidia/cuda release for CUDA {reported}" \
                 if reported else "the driver reports no CUDA version to follow"
             raise PreflightError(host_data("cuda_follows_driver"), f"{why}, and {knows_none}",
-                                 "set cuda_version", then=": ")
+                                 f"set cuda_version{a_release}, or {_update(cfg, wsl, judged)}",
+                                 then=": ")
         return DriverPlan(cuda_version=release)
     if wsl.is_wsl2:
         follows = " (or cuda_follows_driver = True)" \
             if release and cfg.requested_way.follows_driver else ""
         raise PreflightError(*_the_driver_and(gpu, why, True),
-                             f"update {windows_driver(cfg, judged)}, or set "
-                             f"cuda_version{a_release}{follows}", lead=" ", then=": ")
+                             f"{_update(cfg, wsl, judged)}, or set cuda_version{a_release}"
+                             f"{follows}", lead=" ", then=": ")
     branch = driver_branch_to_install(cfg, cuda)
     follow = f"cuda_follows_driver = True (the image is built for CUDA {release}, which this " \
         "driver runs), " if release and cfg.requested_way.follows_driver else ""
@@ -518,8 +530,8 @@ def old_driver(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo, why: str,
     raise PreflightError(
         *_the_driver_and(gpu, why), "set upgrade_driver = True (the kit purges the installed "
         f"NVIDIA driver packages and installs branch {branch}, pinned to it; a reboot follows), "
-        f"{follow}or update the NVIDIA driver on the host to branch {branch} or newer, or set "
-        f"cuda_version{a_release}", lead=" ", then=": ")
+        f"{follow}or {_update(cfg, wsl, judged)}, or set cuda_version{a_release}", lead=" ",
+        then=": ")
 
 
 def check_flavour(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> None:

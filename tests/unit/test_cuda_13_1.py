@@ -79,7 +79,7 @@ def test_a_geforce_on_590_is_offered_the_13_1_image_beside_the_purge():
         "purges the installed NVIDIA driver packages and installs branch 595, pinned to it; a "
         "reboot follows), cuda_follows_driver = True (the image is built for CUDA 13.1.2, which "
         "this driver runs), or update the NVIDIA driver on the host to branch 595 or newer, or "
-        "set cuda_version to a 13.1 release")
+        "set cuda_version = '13.1.2'")
 
 
 def test_a_geforce_on_590_following_its_driver_gets_the_13_1_2_image_and_no_purge():
@@ -138,4 +138,4 @@ def test_wsl2_with_a_windows_driver_reporting_13_1_follows_to_13_1_2():
     assert str(e.value).endswith(
         "update the NVIDIA driver on Windows to one whose nvidia-smi reports CUDA 13.2 or newer "
         "(for CUDA 13.2.1: go by that CUDA version, not the driver's number), then `wsl "
-        "--shutdown`, or set cuda_version to a 13.1 release (or cuda_follows_driver = True)")
+        "--shutdown`, or set cuda_version = '13.1.2' (or cuda_follows_driver = True)")

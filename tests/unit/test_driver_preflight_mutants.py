@@ -64,7 +64,7 @@ def test_a_driver_too_old_is_offered_the_branch_of_the_cuda_preflight_judges():
     fix = ("set upgrade_driver = True (the kit purges the installed NVIDIA driver packages and "
            "installs branch {b}, pinned to it; a reboot follows), cuda_follows_driver = True "
            "(the image is built for CUDA 13.0.2, which this driver runs), or update the NVIDIA "
-           "driver on the host to branch {b} or newer, or set cuda_version to a 13.0 release")
+           "driver on the host to branch {b} or newer, or set cuda_version = '13.0.2'")
     for cuda, branch in (("13.1.1", 590), (None, 595)):
         with pytest.raises(PreflightError) as e:
             dp.old_driver(cfg(), NATIVE, gpu, "is too old", cuda)

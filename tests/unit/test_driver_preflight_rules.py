@@ -298,18 +298,18 @@ def test_a_driver_too_old_offers_the_three_ways():
         "WHY: set upgrade_driver = True (the kit purges the installed NVIDIA driver packages and "
         "installs branch 595, pinned to it; a reboot follows), cuda_follows_driver = True (the "
         "image is built for CUDA 13.0.2, which this driver runs), or update the NVIDIA driver on "
-        "the host to branch 595 or newer, or set cuda_version to a 13.0 release")
+        "the host to branch 595 or newer, or set cuda_version = '13.0.2'")
     # native mode: the image cannot follow; a CUDA the kit knows no release of: no follow
     native = refused_old(cfg(mode="native"), NATIVE, smi(branch=570, cuda="12.8"))
     assert native == (
         "WHY: set upgrade_driver = True (the kit purges the installed NVIDIA driver packages and "
         "installs branch 595, pinned to it; a reboot follows), or update the NVIDIA driver on "
-        "the host to branch 595 or newer, or set cuda_version to a 12.8 release")
+        "the host to branch 595 or newer, or set cuda_version = '12.8.1'")
     assert "cuda_follows_driver" not in refused_old(cfg(), NATIVE,
                                                 smi(branch=470, cuda="11.4"))
     # no CUDA line: the branch's CUDA
     assert refused_old(cfg(), NATIVE, smi(branch=580, cuda=None)).endswith(
-        "set cuda_version to a 13.0 release")
+        "set cuda_version = '13.0.2'")
 
 
 def test_a_driver_too_old_is_upgraded_or_followed_when_host_data_says_so():
@@ -322,13 +322,15 @@ def test_a_driver_too_old_is_upgraded_or_followed_when_host_data_says_so():
     assert refused_old(cfg(cuda_follows_driver=True, mode="native"), NATIVE,
                    GEFORCE_580) == (
         "host data `cuda_follows_driver`: WHY; it applies to container mode only: set "
-        "cuda_version to a 13.0 release, or upgrade_driver = True")
+        "cuda_version = '13.0.2', or upgrade_driver = True")
     assert refused_old(cfg(cuda_follows_driver=True), NATIVE,
                    smi(branch=470, cuda="11.4")) == (
         "host data `cuda_follows_driver`: WHY, and the kit knows no nvidia/cuda release for "
-        "CUDA 11.4: set cuda_version")
+        "CUDA 11.4: set cuda_version to a 11.4 release (the kit names none: pick one that "
+        f"nvidia/cuda tags as <release>-devel-ubuntu24.04, {dp.CUDA_TAGS}), or update the "
+        "NVIDIA driver on the host to branch 595 or newer")
     assert refused_old(cfg(), WSL, GEFORCE_580) == (
-        f"WHY: {WIN}, or set cuda_version to a 13.0 release (or "
+        f"WHY: {WIN}, or set cuda_version = '13.0.2' (or "
         "cuda_follows_driver = True)")
     # upgrade_driver under WSL2: the Windows driver is not the kit's
     assert "on Windows" in refused_old(cfg(upgrade_driver=True), WSL, GEFORCE_580)
@@ -367,6 +369,31 @@ def test_a_driver_that_reports_no_cuda_is_refused_for_what_it_does_not_say():
         "driver 470.95.05 is older than 580, which CUDA 13.2.1 needs"
 
 
+WSL_12_6 = smi(branch=560, cuda="12.6", path=WSL_SMI)
+
+
+@pytest.mark.parametrize(("c", "wsl", "gpu", "named"), [
+    (cfg(), NATIVE, GEFORCE_580, ["cuda_version = '13.0.2'", "branch 595"]),
+    (cfg(mode="native"), NATIVE, smi(branch=570, cuda="12.8"),
+     ["cuda_version = '12.8.1'", "branch 595"]),
+    (cfg(cuda_follows_driver=True), NATIVE, smi(branch=470, cuda="11.4"), ["branch 595"]),
+    (cfg(cuda_follows_driver=True), NATIVE, NO_VERSION, ["branch 595"]),
+    (cfg(cuda_follows_driver=True), WSL, WSL_12_6, ["reports CUDA 13.2 or newer"]),
+    (cfg(cuda_follows_driver=True, mode="native"), WSL, WSL_12_6,
+     ["reports CUDA 13.0 or newer"]),
+    (cfg(), WSL, smi(branch=591, cuda="13.1", path=WSL_SMI),
+     ["reports CUDA 13.2 or newer", "cuda_version = '13.1.2'"]),
+], ids=["container", "native", "follows-11.4", "follows-no-cuda", "follows-wsl2",
+        "follows-native-wsl2", "wsl2"])
+def test_each_way_out_of_a_driver_too_old_names_its_release(c, wsl, gpu, named):
+    """A refusal that says the driver is too old names what would do: it said "set
+    cuda_version" alone (cuda_follows_driver with no image to follow to), "a 13.0 release"
+    where the kit knows 13.0.2, and "update the NVIDIA driver on Windows" to no release."""
+    with pytest.raises(PreflightError) as e:
+        dp.check_gpu(c, wsl, gpu, 0, [])
+    assert [n for n in named if n not in e.value.fix] == [], str(e.value)
+
+
 def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
     for gpu in (NO_VERSION, smi(branch=470, cuda=None)):
         assert refused_old(cfg(), NATIVE, gpu) == (
@@ -376,7 +403,8 @@ def test_a_driver_that_reports_no_cuda_is_offered_no_release_to_set_or_follow():
             f"WHY: {WIN}, or set cuda_version")
         assert refused_old(cfg(cuda_follows_driver=True), NATIVE, gpu) == (
             "host data `cuda_follows_driver`: WHY, and the driver reports no CUDA version to "
-            "follow: set cuda_version")
+            "follow: set cuda_version, or update the NVIDIA driver on the host to branch 595 or "
+            "newer")
         assert refused_old(cfg(cuda_follows_driver=True, mode="native"), NATIVE,
                        gpu) == (
             "host data `cuda_follows_driver`: WHY; it applies to container mode only: set "
@@ -401,13 +429,18 @@ def test_wsl2_judges_the_windows_driver_by_the_cuda_it_reports_not_its_number():
         is None
     # a Windows number below the Linux floor that reports the CUDA asked for runs it
     assert dp.driver_too_old(cfg(), WSL, replace(old, cuda_version="13.2")) is None
+    a_12_6 = ("to a 12.6 release (the kit names none: pick one that nvidia/cuda tags as "
+              f"<release>-devel-ubuntu24.04, {dp.CUDA_TAGS})")
     fix = refused(dp.check_gpu, cfg(), WSL, old, 0, []).split(": ", 1)[1]
-    assert fix == WIN + (
-        ", or set cuda_version to a 12.6 release (the kit names none: pick one that nvidia/cuda "
-        f"tags as <release>-devel-ubuntu24.04, {dp.CUDA_TAGS})")
+    assert fix == f"{WIN}, or set cuda_version {a_12_6}"
     native = refused(dp.check_gpu, cfg(mode="native"), WSL, old, 0, [])
     assert native.endswith(": " + WIN_NATIVE + ", or set "
                            "cuda_version to a 12.6 release"), native
+    # cuda_follows_driver: no image of 12.6 to follow to; the Windows driver named
+    assert refused(dp.check_gpu, cfg(cuda_follows_driver=True), WSL, old, 0, []) == (
+        "host data `cuda_follows_driver`: the Windows driver 560.94 reports CUDA 12.6, older "
+        "than CUDA 13.2, which CUDA 13.2.1 needs (NVIDIA_REQUIRE_CUDA cuda>=13.2), and the kit "
+        f"knows no nvidia/cuda release for CUDA 12.6: set cuda_version {a_12_6}, or {WIN}")
     # cuda_follows_driver natively under WSL2: never upgrade_driver (a Linux driver)
     assert refused(dp.check_gpu, cfg(mode="native", cuda_follows_driver=True), WSL, old, 0,
                    []).endswith("it applies to container mode only: set cuda_version to a "
@@ -426,9 +459,9 @@ def test_wsl2_offers_following_the_driver_only_where_the_kit_has_its_image():
     assert refused_old(cfg(mode="native"), WSL, smi(branch=550, cuda="12.4")) == (
         f"WHY: {WIN_NATIVE}, or set cuda_version to a 12.4 release")
     assert refused_old(cfg(mode="native"), WSL, GEFORCE_580) == (
-        f"WHY: {WIN_NATIVE}, or set cuda_version to a 13.0 release")
+        f"WHY: {WIN_NATIVE}, or set cuda_version = '13.0.2'")
     assert refused_old(cfg(), WSL, GEFORCE_580).endswith(
-        "to a 13.0 release (or cuda_follows_driver = True)")
+        "= '13.0.2' (or cuda_follows_driver = True)")
 
 
 def test_wsl2_driver_reporting_cuda_12_6_is_refused_then_takes_the_release_it_is_told_of():

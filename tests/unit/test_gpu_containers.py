@@ -305,7 +305,7 @@ def test_a_pods_driver_refusals_are_whole_lines():
         "host canned: driver 570.133.20 is older than 580, which CUDA 13.2.1 needs: the driver "
         "is the machine's, outside this container, and the kit cannot replace it: run on a "
         "machine (or a provider's template) with driver branch 595 or newer, or set "
-        "cuda_version to a 12.8 release"]
+        "cuda_version = '12.8.1'"]
 
 
 def test_a_pods_build_from_before_the_kept_toolkit_libraries_is_built_again():

@@ -233,7 +233,7 @@ def test_580_driver_with_the_cuda_13_2_image_is_refused_before_the_build():
     # nvidia/cuda:13.2.1 carries NVIDIA_REQUIRE_CUDA cuda>=13.2; a 580 driver reports 13.0
     with pytest.raises(PreflightError, match=r"driver 580\.95\.05 reports CUDA 13\.0, older than "
                        r"the image's CUDA 13\.2\.1 .*cuda>=13\.2.*branch 595 or newer.*"
-                       r"cuda_version to a 13\.0 release"):
+                       r"cuda_version = '13\.0\.2'"):
         run_deploy(DEFAULTS, facts(Wsl=NATIVE, GpuInfo=NATIVE_580))
 
 
