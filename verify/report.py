@@ -498,15 +498,61 @@ def charts(data: dict[str, Any], budget_mib: float | None) -> list[str]:
         return out
 
 
+# a run of backticks: a code span's delimiter where the same run closes it (CommonMark)
+_TICKS = re.compile(r"`+")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def md_spans(text: str) -> Iterator[tuple[str, str]]:
+    """`text` in parts as a markdown renderer reads it: (plain text, "") and (a code span's
+    content, its backticks); a run of backticks no run of the same length closes is text."""
+    start = pos = 0
+    while (tick := _TICKS.search(text, pos)) is not None:
+        close = next((m for m in _TICKS.finditer(text, tick.end())
+                      if m.group() == tick.group()), None)
+        if close is None:
+            pos = tick.end()
+            continue
+        yield text[start:tick.start()], ""
+        yield text[tick.end():close.start()], tick.group()
+        start = pos = close.end()
+    yield text[start:], ""
+
+
+def _code(content: str, ticks: str) -> str:
+    """A code span of `content` (none if empty), spaced where a backtick would join its
+    delimiter (a renderer strips one space each side)."""
+    if not content:
+        return ""
+    pad = " " if content[0] == "`" or content[-1] == "`" else ""
+    return f"{ticks}{pad}{content}{pad}{ticks}"
+
+
+def _md(text: Any, cell: bool) -> str:
+    """md_text, and md_cell where `cell`. Inside a code span a renderer shows each character
+    as written (no entity, no backslash escape is read there): its text goes in as it is, on
+    one line, and in a cell split at each `|` (an escaped `|` between its pieces)."""
+    out = []
+    for part, ticks in md_spans(str(text)):
+        if ticks:
+            pieces = _LINE_END.sub(" ", part).split("|") if cell else [_LINE_END.sub(" ", part)]
+            out.append("\\|".join(_code(p, ticks) for p in pieces))
+            continue
+        plain = _LINE_END.sub("<br>", html.escape(part.replace("\\", "\\\\"), quote=False))
+        out.append(plain.replace("|", "\\|") if cell else plain)
+    return "".join(out)
+
+
 def md_text(text: Any) -> str:
     """Text from a check or the server, safe in a markdown line: HTML escaped (`<script>`
-    shows as text, as report.html escapes it) and on one line."""
-    return re.sub(r"\r\n|\r|\n", "<br>", html.escape(str(text), quote=False))
+    shows as text, as report.html escapes it), a backslash shown as one, and on one line;
+    a code span's text as written (_md)."""
+    return _md(text, cell=False)
 
 
 def md_cell(text: Any) -> str:
     """`md_text`, in a table cell: a `|` escaped, so it adds no column."""
-    return md_text(text).replace("|", "\\|")
+    return _md(text, cell=True)
 
 
 def md_rules() -> str:

@@ -280,6 +280,55 @@ def test_report_md_escapes_server_text_in_its_table():
     assert "<script>" not in md and "<img" not in md
 
 
+# text with code spans as the verdict and the checks give it: a shell line with `&&`, `|`,
+# `<`, and a backslash; each shows as written in a markdown renderer
+COMMAND = "sudo apt update && tail -n 5 <log | grep x\\|y"
+CODE_DETAIL = f"HTTP 401; run `{COMMAND}` on the host, then a & <b> | c\\d \\.x\\|y"
+SENTENCE = (f"The server is broken: it did not answer; next: `{COMMAND}` and "
+            "`beekeeper verify --url 'http://h:8083/?a=1&b=2'`.")
+
+
+def _coded_report() -> str:
+    from beekeeper.verify.report import markdown
+
+    data = json.loads(RECORDED.read_text())
+    data["checks"] = [{"name": "smoke.models", "status": "FAIL", "detail": CODE_DETAIL}]
+    data["verdict"] = {"word": "FAILED", "summary": "1 FAIL", "not_judged": [],
+                       "sentence": SENTENCE}
+    return markdown(data)
+
+
+def test_report_md_code_spans_hold_their_text_as_written():
+    """Inside a code span no entity or backslash escape is read: report.md wrote `&&` as
+    `&amp;&amp;` there (shown so, not as `&&`), `<` as `&lt;`, and, in a table cell, `|` as
+    `\\|` (GFM tables read it as `|`, other renderers show it as written); outside code spans
+    text is still HTML escaped, a backslash doubled (`\\.` showed `.`), and a `|` adds no
+    column."""
+    md = _coded_report().splitlines()
+    assert md[2] == f"**{SENTENCE}**"  # its code spans as written, nothing outside to escape
+    row = next(ln for ln in md if ln.startswith("| smoke.models"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == 4, row  # three columns
+    # the `|` inside the span: the span split there, an escaped `|` between its pieces
+    assert ("run `sudo apt update && tail -n 5 <log `\\|` grep x\\`\\|`y` on the host, then "
+            "a &amp; &lt;b&gt; \\| c\\\\d \\\\.x\\\\\\|y") in row, row
+
+
+def test_report_md_reads_right_in_a_markdown_renderer():
+    """report.md through a CommonMark renderer with GFM tables (markdown-it, as editors
+    preview it): the code shows the command as written, the cell stays one cell."""
+    markdown_it = pytest.importorskip("markdown_it")
+    import html
+
+    out = markdown_it.MarkdownIt("commonmark").enable("table").render(_coded_report())
+    codes = [html.unescape(c) for c in re.findall(r"<code>(.*?)</code>", out)]
+    assert codes[:2] == [COMMAND, "beekeeper verify --url 'http://h:8083/?a=1&b=2'"], codes
+    cell = re.search(r"<td>smoke\.models</td>\s*<td>FAIL</td>\s*<td>(.*?)</td>\s*</tr>", out,
+                     re.S)
+    assert cell is not None, out
+    shown = html.unescape(re.sub(r"</?code>", "", cell.group(1)))
+    assert shown == CODE_DETAIL.replace("`", ""), shown
+
+
 def test_report_md_rules_are_the_judges_figures():
     """The footer said TTFT `<= 1.25` whatever the profile; a CPU build is judged at 1.5."""
     from beekeeper.verify import judge
