@@ -238,3 +238,30 @@ def test_every_value_type_and_tensor_reads_as_ggufs_own_reader_reads_it(tmp_path
     assert [(t.name, t.dims, t.ggml_type, t.n_bytes) for t in head.tensors] == \
         [(t.name, tuple(int(d) for d in t.shape), int(t.tensor_type), int(t.n_bytes))
          for t in oracle.tensors]
+
+
+def test_what_ends_a_read_is_said_in_words_the_planners_refusal_shows():
+    """The planner's refusal of a GGUF it cannot read quotes these words (core/planner.py,
+    `_read_gguf`): a file cut inside its header, a version other than 2 or 3, a value type
+    GGUF does not have."""
+    import struct
+
+    with pytest.raises(Short) as cut:
+        parse(_head()[:20])
+    assert str(cut.value) == "the file ends inside its GGUF header (about 24 bytes)"
+    with pytest.raises(ValueError) as v1:
+        parse(_head(version=1))
+    assert str(v1.value) == "not a GGUF of version 2 or 3"
+    with pytest.raises(ValueError) as kind:
+        parse(_head(_kv("general.name", 13, struct.pack("<I", 0))))
+    assert str(kind.value) == "GGUF value type 13 is not one GGUF has"
+
+
+def test_a_string_that_is_not_utf_8_is_read_as_gguf_cpp_reads_it_not_refused():
+    """gguf.cpp takes a string's bytes as they are: a model whose name holds bytes that are
+    not UTF-8 loads in llama-server, so its plan reads it (the bytes replaced) rather than
+    refusing the file."""
+    import struct
+
+    data = _head(_kv("general.name", 8, struct.pack("<Q", 1) + b"\xff"))
+    assert parse(data).fields["general.name"] == "\ufffd"
