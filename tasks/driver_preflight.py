@@ -359,9 +359,10 @@ def driver_too_old(cfg: HostConfig, wsl: WslInfo, gpu: NvidiaSmiInfo,
     the image's NVIDIA_REQUIRE_CUDA, as far as forward compatibility serves the card
     (docs/hosts-as-you-find-them.md, "The image's own rule"). Native mode: minor version
     compatibility runs a 13.x build on any driver >= 580 (SASS for the GPU's own arch).
-    WSL2: windows_driver_too_old."""
+    WSL2, where nvidia-smi prints the CUDA version: windows_driver_too_old (without one, the
+    Windows driver's number is judged as a Linux branch: R580 is both)."""
     cuda = cuda_judged(cfg, cuda)
-    if wsl.is_wsl2:
+    if wsl.is_wsl2 and gpu.cuda_version:
         return windows_driver_too_old(cfg, gpu, cuda)
     floor = cudacompat.minor_compat_branch(cuda)
     reported = reported_cuda(gpu)
@@ -393,11 +394,10 @@ def _require(cuda: str) -> str:
     return f"(NVIDIA_REQUIRE_CUDA cuda>={cudacompat.spell(cudacompat.major_minor(cuda))})"
 
 
-def _reports_no_cuda(gpu: NvidiaSmiInfo, cuda: str, brand: str = "",
-                     windows: bool = False) -> str:
+def _reports_no_cuda(gpu: NvidiaSmiInfo, cuda: str, brand: str = "") -> str:
     branchless = f", and the kit knows no CUDA of branch {gpu.driver_branch}" \
         if gpu.driver_branch else ""
-    return (f"{_the_driver(gpu, windows)} reports no CUDA version (no \"CUDA Version\" in "
+    return (f"{_the_driver(gpu)} reports no CUDA version (no \"CUDA Version\" in "
             f"nvidia-smi{branchless}){brand}, so the kit cannot tell that it runs the image's "
             f"CUDA {cuda} {_require(cuda)}")
 
@@ -420,14 +420,9 @@ def windows_driver(cfg: HostConfig, cuda: str) -> str:
 
 
 def windows_driver_too_old(cfg: HostConfig, gpu: NvidiaSmiInfo, cuda: str) -> str | None:
-    """driver_too_old under WSL2, where nvidia-smi shows the Windows driver, whose number is
-    no Linux branch: judged by the CUDA version it reports alone (no forward compatibility
-    there). One that reports none is refused where the container runtime judges the
-    image's rule, and builds natively, as a driver of no version does on Linux."""
-    reported = reported_cuda(gpu)
-    if reported is None:
-        return _reports_no_cuda(gpu, cuda, windows=True) \
-            if cfg.requested_way.checks_require_cuda else None
+    """driver_too_old under WSL2, where nvidia-smi shows the Windows driver and the CUDA
+    version it reports: judged by that version alone (no forward compatibility there)."""
+    reported = str(gpu.cuda_version)
     needs = needed_cuda(cfg, cuda)
     if cudacompat.major_minor(reported) >= cudacompat.major_minor(needs):
         return None

@@ -447,6 +447,21 @@ def test_wsl2_judges_the_windows_driver_by_the_cuda_it_reports_not_its_number():
                                 "12.6 release, or " + WIN_NATIVE)
 
 
+def test_wsl2_without_a_cuda_line_judges_the_windows_drivers_number_as_a_branch():
+    """An nvidia-smi under WSL2 that prints no "CUDA Version": the Windows driver's number
+    is judged as a Linux branch (R580 is both): a 560.94 is refused natively too, not built
+    for a CUDA 13 it cannot run; a 581.57 builds natively, and is refused for the 13.2
+    image its branch does not run, as on Linux."""
+    old = replace(smi(branch=560, cuda=None, path=WSL_SMI), driver_version="560.94")
+    assert dp.driver_too_old(cfg(mode="native"), WSL, old) == \
+        "driver 560.94 is older than 580, which CUDA 13.2.1 needs"
+    new = replace(smi(branch=581, cuda=None, path=WSL_SMI), driver_version="581.57")
+    assert dp.driver_too_old(cfg(mode="native"), WSL, new) is None
+    assert dp.driver_too_old(cfg(), WSL, new) == (
+        "driver 581.57 reports CUDA 13.0, brand GeForce, older than the image's CUDA 13.2.1 "
+        "(NVIDIA_REQUIRE_CUDA cuda>=13.2)")
+
+
 def test_wsl2_offers_following_the_driver_only_where_the_kit_has_its_image():
     # CUDA 12.4 (a 550 Windows driver): no nvidia/cuda release the kit builds, so following
     # it would be refused next; the way out offered is the driver or cuda_version, and, the
