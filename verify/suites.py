@@ -298,7 +298,7 @@ class _Run:
 
 
 STOPPED_DURING = "stopped answering during "  # how its detail begins when the server stopped
-HEALTH_PROBE_S = 30.0  # how long /health may take to say whether the server is still up
+HEALTH_PROBE_S = 10.0  # how long /health may take to say whether the server is still up
 
 
 class ServerStopped(Exception):
@@ -317,16 +317,19 @@ def health_now(client: ServerClient) -> str | None:
     return None if code == 200 else health_text(code)
 
 
-def answered(client: ServerClient, step: str, request: str, got: str) -> Check:
-    """The FAIL check of `request` of `step` that `got` no answer or an HTTP 5xx: the server
-    stopped where its /health does not answer 200 after it (gone, or loading again after a
-    restart); else an error on that request, not a stop."""
+def answered(client: ServerClient, step: str, failed: FailedRequest) -> Check:
+    """The FAIL check of a request of `step` that got no answer or an HTTP 5xx. An HTTP 5xx
+    while /health answers 200 after it is an error on that request, not a stop; any other
+    is a stop: /health not 200 (gone, or loading again after a restart), or no answer at
+    all (a server that answers /health but not a request within the client's timeout would
+    make every suite after it wait that timeout out)."""
     health = health_now(client)
-    if health is None:
-        return Check(STOPPED, "FAIL", f"failed a request during {step}: {request} got {got}, "
-                     "while GET /health answered 200: an error on that request, not a stop")
-    return Check(STOPPED, "FAIL", f"{STOPPED_DURING}{step}: {request} got {got}; GET /health "
-                 f"then got {health}")
+    if health is None and failed.status is not None:
+        return Check(STOPPED, "FAIL", f"failed a request during {step}: {failed.request} got "
+                     f"{failed.got}, while GET /health answered 200: an error on that "
+                     "request, not a stop")
+    return Check(STOPPED, "FAIL", f"{STOPPED_DURING}{step}: {failed.request} got {failed.got}; "
+                 f"GET /health then got {health or 'HTTP 200'}")
 
 
 def stopped(ex: Exception, step: str, client: ServerClient) -> Check:
@@ -338,7 +341,7 @@ def stopped(ex: Exception, step: str, client: ServerClient) -> Check:
     failed = FailedRequest.of(ex)
     if failed is None or (failed.status is not None and failed.status < 500):
         raise ex
-    return answered(client, step, failed.request, failed.got)
+    return answered(client, step, failed)
 
 
 def _stop_in(client: ServerClient, res: DecodeResult) -> None:

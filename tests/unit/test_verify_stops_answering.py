@@ -110,6 +110,21 @@ def test_one_5xx_while_the_server_is_up_is_an_error_not_a_stop(tmp_path, capsys,
     assert data["suites"]["ttft"]["ttft_s"]
 
 
+def test_a_request_with_no_answer_is_a_stop_even_where_health_answers_200(tmp_path, capsys):
+    """One /tokenize dropped without an answer while /health still answers 200 (as a hung
+    server's may, its requests waiting out the client's timeout): a stop, not an error on
+    that request: no suite after it runs, each to wait its timeout out."""
+    with loopback_llama(FailsOnce(stop="drop")) as url:
+        rc = verify(url, tmp_path, "smoke,decode,ttft")
+    assert rc == 1, capsys.readouterr()
+    data = the_report(tmp_path)
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["server.answered"]["detail"] == (
+        "stopped answering during decode: POST /tokenize got no answer (RemoteProtocolError); "
+        "GET /health then got HTTP 200")
+    assert not data["suites"].get("ttft") and "ttft.no_prompt_reuse" not in checks
+
+
 def test_a_server_that_stops_between_depths_keeps_the_depth_it_measured(tmp_path, capsys):
     """The smoke chat, then the 64-token depth's three requests, then no answer at all: the
     64 figure is judged (it was measured, kept in report.json, and had no check), the 128
