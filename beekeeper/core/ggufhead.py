@@ -20,6 +20,7 @@ from typing import Any
 _CODES = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
           12: "d"}
 STRING, ARRAY = 8, 9
+MAGIC = b"GGUF"  # then a little-endian uint32 version: ggml's gguf.cpp reads 2 and 3
 VERSIONS = (2, 3)
 START = 24  # magic, version, tensor count, metadata count
 DEFAULT_ALIGNMENT = 32
@@ -110,6 +111,8 @@ class _Cursor:
             inner, count = self.unpack("<I"), self.unpack("<Q")
             if inner == STRING:
                 return self.strings(count)
+            if inner == ARRAY:
+                raise ValueError("an array of arrays, which gguf.cpp does not read")
             code = _code(inner)
             return struct.unpack_from(f"<{count}{code}", self.data,
                                       self.take(struct.calcsize(code) * count))
@@ -125,7 +128,9 @@ def _code(kind: int) -> str:
 def parse(data: Any) -> Header:
     """The header at the start of `data` (bytes, or an mmap of the file). Short: it ends
     first; ValueError: no GGUF of version 2 or 3, or a value type GGUF does not have."""
-    if bytes(data[:4]) != b"GGUF"[:len(data)] or bytes(data[4:5]) not in (b"", b"\x02", b"\x03"):
+    version = bytes(data[4:8])  # as far as the bytes go: it must begin one of VERSIONS'
+    if bytes(data[:4]) != MAGIC[:len(data)] or not any(
+            v.to_bytes(4, "little").startswith(version) for v in VERSIONS):
         raise ValueError("not a GGUF of version 2 or 3")
     if len(data) < START:
         raise Short(START)

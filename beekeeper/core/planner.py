@@ -556,9 +556,8 @@ def choose_ubatch(profile: Profile, card: str | None, budget_mib: float,
     return best, f"{'; '.join(why)} ({m.source})"
 
 
-# a GGUF starts with its magic and a little-endian uint32 version (ggml's gguf.cpp: 2 and 3)
-GGUF_MAGIC = b"GGUF"
-GGUF_VERSIONS = (2, 3)
+# a GGUF starts with its magic and a version the server reads (core/ggufhead.py's)
+GGUF_MAGIC, GGUF_VERSIONS = ggufhead.MAGIC, ggufhead.VERSIONS
 GGUF_HEAD_BYTES = 8
 
 

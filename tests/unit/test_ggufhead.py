@@ -51,10 +51,11 @@ def test_gguf_versions_2_and_3_are_walked_and_1_is_not_a_header_this_walk_knows(
     one = _kv("llama.block_count", 4, _u32(40))  # 24 + 8 + 17 + 4 + 4 = 57 bytes
     assert parse_length(_head(one, version=3)) == 64
     assert parse_length(_head(one, version=2)) == 64
-    with pytest.raises(ValueError):
-        parse_length(_head(one, version=1))
-    with pytest.raises(ValueError):
-        parse_length(b"GGUF\x04")
+    for other in (_head(one, version=1), _head(one, version=258), b"GGUF\x04",
+                  b"GGUF\x03\x01"):
+        with pytest.raises(ValueError) as e:
+            parse_length(other)
+        assert not isinstance(e.value, Short), other  # no GGUF, not one cut short
 
 
 def test_a_header_that_ends_where_the_bytes_read_end_is_whole():
@@ -182,8 +183,6 @@ def test_a_string_or_a_tensor_name_or_dimensions_counted_past_the_bytes_read_rea
     assert need_of(dims) == 24 + 9 + 4 + 8 * 2**31 + 12 + 128
 
 
-
-
 def test_every_value_type_and_tensor_reads_as_ggufs_own_reader_reads_it(tmp_path):
     """A GGUF written by gguf's GGUFWriter with a key of every value type, arrays of numbers,
     booleans and strings, tensors of four types and an alignment of 64: every key, every
@@ -255,6 +254,9 @@ def test_what_ends_a_read_is_said_in_words_the_planners_refusal_shows():
     with pytest.raises(ValueError) as kind:
         parse(_head(_kv("general.name", 13, struct.pack("<I", 0))))
     assert str(kind.value) == "GGUF value type 13 is not one GGUF has"
+    with pytest.raises(ValueError) as nested:  # gguf.cpp refuses one too
+        parse(_head(_kv("a.nested", 9, struct.pack("<IQ", 9, 1))))
+    assert str(nested.value) == "an array of arrays, which gguf.cpp does not read"
 
 
 def test_a_string_that_is_not_utf_8_is_read_as_gguf_cpp_reads_it_not_refused():

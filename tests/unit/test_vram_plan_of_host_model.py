@@ -137,7 +137,7 @@ def test_the_header_walk_stops_where_the_tensors_data_begins(tmp_path):
     assert GGUFReader(str(gguf)).data_offset == end
     with pytest.raises(ggufhead.Short):
         ggufhead.parse(head[:end // 2])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^not a GGUF of version 2 or 3$"):
         ggufhead.parse(b"PK\x03\x04" + head[4:])
 
 
