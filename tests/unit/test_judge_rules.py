@@ -799,3 +799,28 @@ def test_the_sampling_allowance_is_2_ms_a_token_at_the_engines_rate():
 
     assert judge_decode(327.7, 1000.0, 1024, sampler_ms=2.0).status == "PASS"
     assert judge_decode(327.5, 1000.0, 1024, sampler_ms=2.0).status == "FAIL"
+
+
+def test_a_figure_not_judged_on_noise_is_not_judged_whatever_else_its_area_passed():
+    """TTFT's served figure left unjudged, the host busy, beside a reference card that
+    passed: TTFT is not judged, and the busy line says why (a quiet figure does not stand for
+    a noisy one). Decode: a depth with no baseline before a busy one: the busy one is why."""
+    from beekeeper.verify.judge import BUSY
+
+    busy = f"{BUSY}load 3.1 on 2 cores); run verify again on a quiet host"
+    cov = coverage([Check("ttft.vs_engine", "SKIP", busy),
+                    Check("ttft.reference_card", "PASS", "median 8.9 s")], ["ttft"])
+    assert cov.judged == [] and cov.not_judged == [("ttft", busy)]
+    assert cov.exit_status == EXIT_NOT_JUDGED
+    cov = coverage([Check("decode.vs_engine@1024", "SKIP", "no engine baseline (x)"),
+                    Check("decode.vs_engine@4096", "SKIP", busy)], ["decode"])
+    assert cov.not_judged == [("decode", busy)]
+
+
+def test_an_area_with_nothing_judged_says_why_by_its_skip_not_by_an_information_line():
+    """An area whose checks are an INFO and a SKIP: the SKIP's detail is why, whichever
+    comes first (the INFO says nothing about why no figure was judged)."""
+    skip = "median 1.1 s at 512 tokens; no engine baseline (no llama-bench to run)"
+    cov = coverage([Check("ttft.reference_card", "INFO", "information only on a CPU"),
+                    Check("ttft.vs_engine", "SKIP", skip)], ["ttft"])
+    assert cov.not_judged == [("ttft", skip)]
