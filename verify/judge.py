@@ -533,8 +533,8 @@ class Coverage:
 STOPPED = "server.answered"
 
 
-def _not_judged(area: str, mine: list[Check], none_ran: str) -> str | None:
-    """Why `area` was not judged, from its verdict checks (`mine`); None: judged. Each decode
+def _area_not_judged(mine: list[Check], none_ran: str) -> str | None:
+    """Why an area was not judged, from its verdict checks (`mine`); None: judged. Each decode
     depth judges its own figure: against the engine, or, at the reference's depth without an
     engine baseline, against the reference card (BY_REFERENCE); one depth does not stand for
     another, nor a quiet figure for a noisy one."""
@@ -555,7 +555,7 @@ def _not_judged(area: str, mine: list[Check], none_ran: str) -> str | None:
 
 def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     """`requested`: the suites the user named. An area is judged when one of its verdict
-    checks is PASS or FAIL, and every decode depth judged its figure (`_not_judged`). A
+    checks is PASS or FAIL, and every decode depth judged its figure (`_area_not_judged`). A
     requested engine suite that gave no baseline (engine.baseline SKIP) is not judged
     either."""
     judged, missing = [], []
@@ -565,8 +565,8 @@ def coverage(checks: list[Check], requested: list[str]) -> Coverage:
     for area in VERDICT_CHECKS:
         if area not in requested:
             continue
-        why = _not_judged(area, [c for c in checks if c.name.startswith(VERDICT_CHECKS[area])],
-                          none_ran)
+        why = _area_not_judged([c for c in checks if c.name.startswith(VERDICT_CHECKS[area])],
+                               none_ran)
         if why is None:
             judged.append(area)
         else:

@@ -824,3 +824,15 @@ def test_an_area_with_nothing_judged_says_why_by_its_skip_not_by_an_information_
     cov = coverage([Check("ttft.reference_card", "INFO", "information only on a CPU"),
                     Check("ttft.vs_engine", "SKIP", skip)], ["ttft"])
     assert cov.not_judged == [("ttft", skip)]
+
+
+def test_an_area_with_no_check_says_whether_the_served_suites_stopped_or_never_ran():
+    """A decode area with no check at all: after a failed `server.answered` the suites ended
+    there ("not measured"); after a failed smoke check and no stop, none ran."""
+    asked = ["decode"]
+    stop = Check("server.answered", "FAIL", "stopped answering during TTFT: ...")
+    assert coverage([stop], asked).not_judged == [("decode", "not measured: the served suites "
+                                                   "ended at a failed request (server.answered)")]
+    smoke = Check("smoke.health", "FAIL", "no answer")
+    assert coverage([smoke], asked).not_judged == [
+        ("decode", "no check ran (the smoke check failed first?)")]
