@@ -39,6 +39,15 @@ def the_report(out: Path) -> dict:
     return json.loads(files[0].read_text())
 
 
+def failed_run(fake: FakeLlama, tmp_path: Path, capsys) -> tuple[dict, dict]:
+    """verify's smoke, decode and TTFT of `fake`, FAILED (exit 1): its report and checks."""
+    with loopback_llama(fake) as url:
+        rc = verify(url, tmp_path, "smoke,decode,ttft")
+    assert rc == 1, capsys.readouterr()
+    data = the_report(tmp_path)
+    return data, {c["name"]: c for c in data["checks"]}
+
+
 @pytest.mark.parametrize("stop, got, health", [
     ("drop", "POST /apply-template got no answer (RemoteProtocolError)",
      "no answer (RemoteProtocolError)"),
@@ -114,11 +123,7 @@ def test_a_request_with_no_answer_is_a_stop_even_where_health_answers_200(tmp_pa
     """One /tokenize dropped without an answer while /health still answers 200 (as a hung
     server's may, its requests waiting out the client's timeout): a stop, not an error on
     that request: no suite after it runs, each to wait its timeout out."""
-    with loopback_llama(FailsOnce(stop="drop")) as url:
-        rc = verify(url, tmp_path, "smoke,decode,ttft")
-    assert rc == 1, capsys.readouterr()
-    data = the_report(tmp_path)
-    checks = {c["name"]: c for c in data["checks"]}
+    data, checks = failed_run(FailsOnce(stop="drop"), tmp_path, capsys)
     assert checks["server.answered"]["detail"] == (
         "stopped answering during decode: POST /tokenize got no answer (RemoteProtocolError); "
         "GET /health then got HTTP 200")
@@ -152,11 +157,7 @@ def test_a_server_that_stops_within_a_decode_depth_is_decodes_stop(tmp_path, cap
     the decode requests' failures are data, so the stop went unnamed until TTFT built its
     prompt (`stopped answering during TTFT`); now /health, asked after the failed repeats,
     names it in decode, and TTFT is not run against a server that is gone."""
-    with loopback_llama(FakeLlama(stop_after_chats=2)) as url:
-        rc = verify(url, tmp_path, "smoke,decode,ttft")
-    assert rc == 1, capsys.readouterr()
-    data = the_report(tmp_path)
-    checks = {c["name"]: c for c in data["checks"]}
+    data, checks = failed_run(FakeLlama(stop_after_chats=2), tmp_path, capsys)
     assert checks["server.answered"]["detail"] == (
         "stopped answering during decode: POST /v1/chat/completions failed "
         "(RemoteProtocolError); GET /health then got no answer (RemoteProtocolError)")
