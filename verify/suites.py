@@ -317,6 +317,11 @@ def health_now(client: ServerClient) -> str | None:
     return None if code == 200 else health_text(code)
 
 
+def stop_said(step: str, what: str, health: str) -> str:
+    """A stop's words: the step, what its request got, what /health said after it."""
+    return f"{STOPPED_DURING}{step}: {what}; GET /health then got {health}"
+
+
 def answered(client: ServerClient, step: str, failed: FailedRequest) -> Check:
     """The FAIL check of a request of `step` that got no answer or an HTTP 5xx. An HTTP 5xx
     while /health answers 200 after it is an error on that request, not a stop; any other
@@ -328,8 +333,8 @@ def answered(client: ServerClient, step: str, failed: FailedRequest) -> Check:
         return Check(STOPPED, "FAIL", f"failed a request during {step}: {failed.request} got "
                      f"{failed.got}, while GET /health answered 200: an error on that "
                      "request, not a stop")
-    return Check(STOPPED, "FAIL", f"{STOPPED_DURING}{step}: {failed.request} got {failed.got}; "
-                 f"GET /health then got {health or 'HTTP 200'}")
+    return Check(STOPPED, "FAIL", stop_said(step, f"{failed.request} got {failed.got}",
+                                            health or "HTTP 200"))
 
 
 def stopped(ex: Exception, step: str, client: ServerClient) -> Check:
@@ -352,9 +357,8 @@ def _stop_in(client: ServerClient, res: DecodeResult) -> None:
                           *res.failed_repeats) if e]
     health = health_now(client) if errors else None
     if health is not None:
-        raise ServerStopped(f"{STOPPED_DURING}decode: POST {CHAT_PATH} failed "
-                            f"({errors[-1].split(': ', 1)[0][:80]}); GET /health then got "
-                            f"{health}")
+        raise ServerStopped(stop_said("decode", f"POST {CHAT_PATH} failed "
+                                      f"({errors[-1].split(': ', 1)[0][:80]})", health))
 
 
 def _repeats_said(settled: dict[str, Any] | None) -> str:
