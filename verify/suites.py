@@ -297,7 +297,6 @@ class _Run:
     shell: Shell | None  # the serving host, where its load is read (settle.py)
 
 
-STOPPED_DURING = "stopped answering during "  # how its detail begins when the server stopped
 HEALTH_PROBE_S = 10.0  # how long /health may take to say whether the server is still up
 
 
@@ -319,11 +318,12 @@ def health_now(client: ServerClient) -> str | None:
 
 def stop_said(step: str, what: str, health: str) -> str:
     """A stop's words: the step, what its request got, what /health said after it."""
-    return f"{STOPPED_DURING}{step}: {what}; GET /health then got {health}"
+    return f"stopped answering during {step}: {what}; GET /health then got {health}"
 
 
-def answered(client: ServerClient, step: str, failed: FailedRequest) -> Check:
-    """The FAIL check of a request of `step` that got no answer or an HTTP 5xx. An HTTP 5xx
+def answered(client: ServerClient, step: str, failed: FailedRequest) -> tuple[Check, bool]:
+    """The FAIL check of a request of `step` that got no answer or an HTTP 5xx, and whether
+    the server stopped (the suites after it are not run). An HTTP 5xx
     while /health answers 200 after it is an error on that request, not a stop; any other
     is a stop: /health not 200 (gone, or loading again after a restart), or no answer at
     all (a server that answers /health but not a request within the client's timeout would
@@ -332,17 +332,18 @@ def answered(client: ServerClient, step: str, failed: FailedRequest) -> Check:
     if health is None and failed.status is not None:
         return Check(STOPPED, "FAIL", f"failed a request during {step}: {failed.request} got "
                      f"{failed.got}, while GET /health answered 200: an error on that "
-                     "request, not a stop")
+                     "request, not a stop"), False
     return Check(STOPPED, "FAIL", stop_said(step, f"{failed.request} got {failed.got}",
-                                            health or "HTTP 200"))
+                                            health or "HTTP 200")), True
 
 
-def stopped(ex: Exception, step: str, client: ServerClient) -> Check:
-    """The FAIL check of a request of `step` that raised `ex`: no answer, or an HTTP 5xx
-    (`answered`), or a stop seen in the step's data (ServerStopped); any other error (a
-    refusal, 4xx: the caller's one line; a bug) goes on up."""
+def stopped(ex: Exception, step: str, client: ServerClient) -> tuple[Check, bool]:
+    """The FAIL check of a request of `step` that raised `ex`, and whether the server
+    stopped: no answer, or an HTTP 5xx (`answered`), or a stop seen in the step's data
+    (ServerStopped); any other error (a refusal, 4xx: the caller's one line; a bug) goes
+    on up."""
     if isinstance(ex, ServerStopped):
-        return Check(STOPPED, "FAIL", str(ex))
+        return Check(STOPPED, "FAIL", str(ex)), True
     failed = FailedRequest.of(ex)
     if failed is None or (failed.status is not None and failed.status < 500):
         raise ex
@@ -437,8 +438,9 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
         try:
             measure(client, run, report)
         except Exception as ex:  # stopped raises again what is not the server's failure
-            report.checks.append(check := stopped(ex, step, client))
-            if check.detail.startswith(STOPPED_DURING):
+            check, stop = stopped(ex, step, client)
+            report.checks.append(check)
+            if stop:
                 return
 
 
