@@ -8,7 +8,7 @@ from typing import Any
 from pyinfra import host, state
 from pyinfra.context import ctx_host
 
-from beekeeper.core.config import host_data_keys, load_host_config
+from beekeeper.core.config import load_host_config
 from beekeeper.core.errors import ConfigError, host_data
 from beekeeper.core.machines import machine_of
 from beekeeper.tasks import uninstall
@@ -28,8 +28,7 @@ def keep(data: Any, key: str) -> bool:
 
 def uninstall_host() -> None:
     # bad host data stops here, with one line naming the key and the fix: nothing has run
-    data = {k: host.data.get(k) for k in host_data_keys(host.data) if k not in KEEPS}
-    cfg = load_host_config(data)
+    cfg = load_host_config(host.data, own=frozenset(KEEPS))
     models, driver = keep(host.data, "keep_models"), keep(host.data, "keep_driver")
     this = ctx_host.get().name
     where = machine_of(this, host.data)

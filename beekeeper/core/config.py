@@ -153,10 +153,10 @@ def typed_keys(data: Any) -> frozenset[str]:
     return frozenset(str(k) for k in layers[_TYPED] if k not in before)
 
 
-def _kit_data(data: Any) -> dict[str, Any]:
-    """The kit's keys of `data` and their values, after refusing a key the kit (or pyinfra)
-    does not read, with the closest known one."""
-    allowed = KIT_KEYS | pyinfra_keys()
+def _kit_data(data: Any, own: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The kit's keys of `data` and their values, after refusing a key the kit (or pyinfra,
+    or the caller: `own`) does not read, with the closest known one."""
+    allowed = KIT_KEYS | pyinfra_keys() | own
     for key in host_data_keys(data):
         if key not in allowed and not key.startswith("__"):
             raise fail(key, UNKNOWN_KEY, did_you_mean(key, sorted(allowed)))
@@ -196,10 +196,12 @@ def run_loader(run: Any) -> Callable[[Any], HostConfig]:
     return _RUN[1]
 
 
-def load_host_config(data: Any, pin: Pinner | None = None) -> HostConfig:
+def load_host_config(data: Any, pin: Pinner | None = None,
+                     own: frozenset[str] = frozenset()) -> HostConfig:
     """Validate host data (pyinfra host.data or a plain dict) into a HostConfig; with
-    `pin`, each service's models are pinned (the deploy's model stage)."""
-    hd = parse(_kit_data(data), typed_keys(data))
+    `pin`, each service's models are pinned (the deploy's model stage); `own`: keys the
+    caller reads itself (uninstall's keep_*)."""
+    hd = parse(_kit_data(data, own), typed_keys(data))
     way = rule_runtime(hd)
     services, absent = _services(hd, data, pin)
     rule_gateway(hd, services)

@@ -108,10 +108,14 @@ def flag(doc: str, default: bool = False, fix: str = "write True or False (no qu
     return key(default, FLAG, doc, fix, "is not True or False")
 
 
-def typed_fix(name: str) -> str:
-    """The fix for a True/False key given on the pyinfra command line, whose `--data` reads
-    only true and false as True and False (any other word stays a string)."""
-    return f"--data {name}=true or --data {name}=false"
+def typed_fix(name: str, fix: str, kind: str) -> str:
+    """A key's fix where its value came from the pyinfra command line, whose `--data` reads
+    only true and false as True and False and a number's digits as a number (any other word
+    stays a string): a Python file's `name = VALUE (no quotes)` as `--data name=VALUE`."""
+    if kind == FLAG:
+        return f"--data {name}=true or --data {name}=false"
+    return re.sub(rf"\b{re.escape(name)} = (\S+) (\(no quotes\)|without quotes)",
+                  rf"--data {name}=\1", fix)
 
 
 def path(default: str | None, doc: str) -> Any:
@@ -947,11 +951,12 @@ def translate(error: Any, raw: Mapping[str, Any],
     if isinstance(bad, Bad):
         if isinstance(bad, Secret) and error["loc"][-1] == "[key]":  # named by its mapping
             key = key.split("[", 1)[0]
-        return fail(f"{key}.{bad.at}" if bad.at else key, bad.problem, bad.fix)
+        return fail(f"{key}.{bad.at}" if bad.at else key, bad.problem,
+                    typed_fix(key, bad.fix, "") if key in typed else bad.fix)
     extra = {**UNSAID, **((field.json_schema_extra or {}) if field is not None else {})}
     fix = str(extra["fix"])
-    if extra.get("kind") == FLAG and key in typed:  # a top-level key: typed names no other
-        fix = typed_fix(key)
+    if key in typed:  # a top-level key: typed names no other
+        fix = typed_fix(key, fix, str(extra.get("kind")))
     value = error.get("input") if depth == len(error["loc"]) else _at(raw, error["loc"][:depth])
     if error["loc"][-1] == "[key]":  # a mapping's key broke its pattern: the key is the value
         return fail(key, f"the key {shown(error['loc'][-2])} {extra['key_problem']}", fix)

@@ -182,13 +182,19 @@ def test_a_port_or_bind_beside_services_from_the_host_or_a_users_group_is_refuse
      "cuda_follows_driver=false"),
     ({"install_docker": 1}, {}, "fix: --data install_docker=true or --data "
      "install_docker=false"),
+    # a number's word that is not one: what to type instead (--data reads digits as a number)
+    ({"vram_budget_gib": "ten"}, {}, "fix: e.g. --data vram_budget_gib=10"),
+    ({"ctx_size": "32k"}, {}, "fix: write --data ctx_size=8192"),
     # the same word in a Python file: what to write there
     (None, {"cuda_follows_driver": "yes"}, "fix: write True or False (no quotes)"),
-], ids=["--data", "--data-1", "host-file"])
-def test_a_flag_from_the_command_line_is_fixed_on_the_command_line(override, host_data, fix):
-    """pyinfra's --data reads only true and false as True and False: `--data
-    cuda_follows_driver=yes` was told to "write True or False (no quotes)", a Python file's
-    words, which the command line cannot take."""
+    (None, {"vram_budget_gib": "ten"}, "fix: e.g. vram_budget_gib = 10 (no quotes)"),
+], ids=["--data", "--data-1", "--data-number", "--data-ctx", "host-file", "host-file-number"])
+def test_a_flag_or_number_from_the_command_line_is_fixed_on_the_command_line(
+        override, host_data, fix):
+    """pyinfra's --data reads only true and false as True and False, and digits as a number:
+    `--data cuda_follows_driver=yes` was told to "write True or False (no quotes)", and
+    `--data vram_budget_gib=ten` "vram_budget_gib = 10 (no quotes)", a Python file's words,
+    which the command line cannot take."""
     key = next(iter(override or host_data))
     msg = refused(_cli_host({**CPU, **host_data}, None, override), key)
     assert msg.endswith(fix), msg
@@ -202,11 +208,13 @@ def test_a_flag_set_during_the_deploy_is_fixed_where_it_was_set():
     assert refused(data, "allow_reboot").endswith("fix: write True or False (no quotes)")
 
 
-def test_the_pyinfra_command_tells_a_bad_data_flag_what_to_type(tmp_path):
+@pytest.mark.parametrize("entry", ["deploy.py", "uninstall.py"])
+def test_the_pyinfra_command_tells_a_bad_data_flag_what_to_type(tmp_path, entry):
     """The real command (a dry run on @local; `--su-user root` lets a login that is not root
-    reach the host data's check, nothing runs): the line's fix is for the command line."""
+    reach the host data's check, nothing runs): the line's fix is for the command line, in
+    the uninstall too (it read a copy of host data, whose layers say nothing of --data)."""
     p = subprocess.run([sys.executable, "-m", "pyinfra", "-y", "--dry", "--su-user", "root",
-                        "@local", "deploy.py", "--data", "cuda_follows_driver=yes"],
+                        "@local", entry, "--data", "cuda_follows_driver=yes"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "HOME": str(tmp_path)})
     out = p.stdout + p.stderr
