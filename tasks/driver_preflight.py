@@ -17,8 +17,10 @@ from beekeeper.core.build import arch_runs_on, card_archs, cuda_arch_from_comput
 from beekeeper.core.config import HostConfig
 from beekeeper.core.cudacompat import spell
 from beekeeper.core.distro import backports_suite, headers_meta, image_meta, series
-from beekeeper.core.errors import PreflightError, host_data
+from beekeeper.core.errors import PreflightError, host_data, shown
+from beekeeper.core.hostdata import HostData
 from beekeeper.core.planner import predict
+from beekeeper.core.toolkit import FIRST_CUDA, LAST_MAJOR_BELOW_75, cannot_build
 from beekeeper.facts.boot import SecureBoot, SecureBootInfo
 from beekeeper.facts.gpu import (
     WSL_NVIDIA_SMI,
@@ -229,6 +231,73 @@ def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
         return cfg.data.cuda_arch
     archs = card_archs(c.compute_cap for c in gpu.gpus)
     return ";".join(archs) if len(archs) > 1 else None
+
+
+def archs_built(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> list[tuple[str, str | None]]:
+    """Each arch the build targets and the card it is for: host data `cuda_arch`'s (no card),
+    else each card's own, in card_archs' order (the first card of an arch named)."""
+    if cfg.data.cuda_arch:
+        return [(arch, None) for arch in cfg.data.cuda_arch.split(";")]
+    cards = gpu.gpus if gpu else ()
+    named = {cuda_arch_from_compute_cap(c.compute_cap): c.name
+             for c in reversed(cards) if c.compute_cap}
+    return [(arch, named[arch]) for arch in card_archs(c.compute_cap for c in cards)]
+
+
+# the kit's default CUDA release, and the newest it knows of the last major that still builds
+# below sm_75 (what an arch CUDA 13 dropped is built with)
+DEFAULT_CUDA = str(HostData.model_fields["cuda_version"].default)
+LAST_BELOW_75 = cudacompat.NEWEST_RELEASE[
+    max(mm for mm in cudacompat.NEWEST_RELEASE if mm[0] == LAST_MAJOR_BELOW_75)]
+
+
+def check_cuda_builds(cfg: HostConfig, gpu: NvidiaSmiInfo | None, followed: str | None,
+                      host_cuda: str | None = None) -> None:
+    """The CUDA release a CUDA build uses compiles for every arch it targets (archs_built;
+    core/toolkit.cannot_build), refused here rather than by nvcc minutes into the build
+    ("Unsupported gpu architecture 'compute_120'"). The release: `followed`, the one
+    cuda_follows_driver chose, else host data's cuda_version; `host_cuda`: the host's own
+    toolkit builds, chosen by host_toolkit only where it builds for these archs."""
+    if cfg.service.profile.backend != "cuda" or "build" not in cfg.data.stages or host_cuda:
+        return
+    cuda = followed or cfg.data.cuda_version
+    mm = cudacompat.major_minor(cuda)
+    for arch, card in archs_built(cfg, gpu):
+        n = int(arch.rstrip("af"))  # '90a', '100f': the digits decide
+        why = cannot_build(mm, n)
+        if why is None:
+            continue
+        key = host_data("cuda_follows_driver" if followed else "cuda_version")
+        ours = " (the kit's default)" if cuda == DEFAULT_CUDA and not followed else ""
+        said = f"the driver's CUDA {cuda}" if followed else f"{shown(cuda)}{ours}"
+        if n >= 75:
+            target = f"the {card}" if card else f"cuda_arch {shown(cfg.data.cuda_arch)}"
+            raise PreflightError(key, f"{said} cannot build for {target} ({why})",
+                                 _newer_cuda(cuda, n, followed))
+        # an arch CUDA 13 dropped: CUDA 12's last release builds it, no newer one does
+        older = f"set cuda_version = '{LAST_BELOW_75}' (CUDA {LAST_MAJOR_BELOW_75} is the " \
+            f"last that builds for sm_{n})"
+        if card:  # check_generation refuses such a card before this
+            raise PreflightError(key, f"{said} cannot build for the {card} ({why})", older)
+        given = cfg.data.cuda_arch or arch
+        drop = f"remove {arch} from cuda_arch" if arch != given else \
+            "set cuda_arch to the card's own arch (sm_75 or newer)"
+        of = "cuda_follows_driver: the driver's" if followed else \
+            "cuda_version, the kit's default" if ours else "cuda_version"
+        raise PreflightError(host_data("cuda_arch"), f"{shown(given)} asks for sm_{n}, which "
+                             f"CUDA {cuda} ({of}) cannot build ({why})", f"{drop}, or {older}")
+
+
+def _newer_cuda(cuda: str, n: int, followed: str | None) -> str:
+    """The way to a release that builds for sm_`n`, which `cuda` is too old for: a driver
+    that runs one (cuda_follows_driver), else the kit's default where it builds for it."""
+    need = cudacompat.spell(FIRST_CUDA[n])
+    if followed:
+        return f"update the NVIDIA driver to one that reports CUDA {need} or newer (the " \
+            "build follows it)"
+    if cuda != DEFAULT_CUDA and cannot_build(cudacompat.major_minor(DEFAULT_CUDA), n) is None:
+        return f"set cuda_version = '{DEFAULT_CUDA}' or newer (or remove it: the kit's default)"
+    return f"set cuda_version to a CUDA {need} release or newer"
 
 
 # NVIDIA's CUDA 13.0 dropped offline compilation and library support for compute capability

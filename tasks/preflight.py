@@ -22,7 +22,7 @@ from pyinfra.facts.files import Directory, File
 from pyinfra.facts.server import Command
 
 from beekeeper.core import ggufhead
-from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec, card_archs
+from beekeeper.core.build import GIB_PER_CPU_JOB, GIB_PER_CUDA_JOB, build_spec
 from beekeeper.core.config import (
     HostConfig,
     ServiceConfig,
@@ -93,7 +93,7 @@ from beekeeper.facts.toolchain import HostTools, HostToolsInfo, OthersCannotRead
 from beekeeper.facts.volume import FsOf
 from beekeeper.operations import native as native_ops
 
-from .driver_preflight import archs_of_cards, check_cuda
+from .driver_preflight import archs_built, archs_of_cards, check_cuda, check_cuda_builds
 from .model import placed_sha256
 from .say import say, warn
 
@@ -477,9 +477,8 @@ def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
     if not cfg.requested_way.builds_on_host or cfg.service.profile.backend != "cuda" \
             or not tools.nvcc or not gpu or not gpu.gpus:
         return None
-    # host data's cuda_arch is a list of archs joined by ";" (hostdata.CUDA_ARCH)
-    archs = cfg.data.cuda_arch.split(";") if cfg.data.cuda_arch else \
-        card_archs(g.compute_cap for g in gpu.gpus)
+    # the archs check_cuda_builds judges: this toolkit is used only where it builds them all
+    archs = [arch for arch, _ in archs_built(cfg, gpu)]
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
         warn(f"{choice.why}: the kit installs CUDA {cfg.data.cuda_version}'s toolkit "
@@ -1021,6 +1020,7 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     # the driver and the build are judged against the toolkit that builds
     plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.data.cuda_version,
                       gpu_container=not init.systemd)
+    check_cuda_builds(cfg, gpu, plan.cuda_version, host_cuda)
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl, disk)

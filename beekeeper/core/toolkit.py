@@ -27,6 +27,18 @@ LAST_MAJOR_BELOW_75 = 12
 OLDEST = (12, 0)
 
 
+def cannot_build(mm: tuple[int, int], n: int) -> str | None:
+    """Why CUDA `mm` (major, minor) cannot compile for sm_`n` (an arch's digits: '90a' is 90),
+    in a few words; None where it can, or where the kit does not know the arch (FIRST_CUDA:
+    unknown is not wrong, nvcc judges it)."""
+    if n < 75 and mm[0] > LAST_MAJOR_BELOW_75:
+        return "CUDA 13 dropped architectures before sm_75"
+    first = FIRST_CUDA.get(n)
+    if first is not None and mm < first:
+        return f"sm_{n} needs CUDA {cudacompat.spell(first)} or newer"
+    return None
+
+
 @dataclass(frozen=True)
 class ToolkitChoice:
     """`use`: build with the host's nvcc; `why`: the reason, for a line of output."""
@@ -53,13 +65,10 @@ def host_toolkit(nvcc_version: str | None, archs: list[str],
         if not digits:
             return ToolkitChoice(False, f"{have}: arch {arch!r} is not a number")
         n = int(digits)
-        if n < 75 and mm[0] > LAST_MAJOR_BELOW_75:
-            return ToolkitChoice(False, f"{have} cannot build for sm_{n} (CUDA 13 dropped "
-                                        "architectures before sm_75)")
-        first = FIRST_CUDA.get(n)
-        if first is None or mm < first:
-            since = f" (sm_{n} needs CUDA {cudacompat.spell(first)})" if first else ""
-            return ToolkitChoice(False, f"{have} cannot build for sm_{n}{since}")
+        why = cannot_build(mm, n)
+        if why or n not in FIRST_CUDA:  # an arch the kit does not know: not this toolkit
+            return ToolkitChoice(False, f"{have} cannot build for sm_{n}"
+                                        + (f" ({why})" if why else ""))
     if driver_branch is None:
         return ToolkitChoice(False, f"{have}: no driver to run it on yet")
     floor = cudacompat.MINOR_COMPAT_BRANCH.get(mm[0])
