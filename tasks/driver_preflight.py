@@ -471,12 +471,14 @@ def _reports_no_cuda(gpu: NvidiaSmiInfo, cuda: str, brand: str = "") -> str:
             f"CUDA {cuda} {_require(cuda)}")
 
 
-def needed_cuda(cfg: HostConfig, cuda: str) -> str:
-    """The CUDA version a driver must report to run a build for `cuda`: the image's
-    NVIDIA_REQUIRE_CUDA (cuda>=M.m) in container mode; natively, minor version
-    compatibility: any of its major's (M.0)."""
+def needed_cuda(cfg: HostConfig, cuda: str) -> tuple[str, str]:
+    """The CUDA version a driver must report to run a build for `cuda`, and the rule that
+    asks it (a refusal's words): the image's NVIDIA_REQUIRE_CUDA (cuda>=M.m) in container
+    mode; natively, minor version compatibility: any of its major's (M.0)."""
     major, minor = cudacompat.major_minor(cuda)
-    return cudacompat.spell((major, minor if cfg.requested_way.checks_require_cuda else 0))
+    if cfg.requested_way.checks_require_cuda:
+        return cudacompat.spell((major, minor)), _require(cuda)
+    return cudacompat.spell((major, 0)), "(minor version compatibility)"
 
 
 def windows_driver(cfg: HostConfig, cuda: str) -> str:
@@ -484,7 +486,7 @@ def windows_driver(cfg: HostConfig, cuda: str) -> str:
     nvidia-smi reports: NVIDIA gives no Windows minimum for CUDA 13.x and Windows numbers
     are not Linux branches (docs/quickstart-wsl2.md)."""
     return (f"the NVIDIA driver on Windows to one whose nvidia-smi reports CUDA "
-            f"{needed_cuda(cfg, cuda)} or newer (for CUDA {cuda}: go by that CUDA version, "
+            f"{needed_cuda(cfg, cuda)[0]} or newer (for CUDA {cuda}: go by that CUDA version, "
             "not the driver's number), then `wsl --shutdown`")
 
 
@@ -492,11 +494,9 @@ def windows_driver_too_old(cfg: HostConfig, gpu: NvidiaSmiInfo, cuda: str) -> st
     """driver_too_old under WSL2, where nvidia-smi shows the Windows driver and the CUDA
     version it reports: judged by that version alone (no forward compatibility there)."""
     reported = str(gpu.cuda_version)
-    needs = needed_cuda(cfg, cuda)
+    needs, rule = needed_cuda(cfg, cuda)
     if cudacompat.major_minor(reported) >= cudacompat.major_minor(needs):
         return None
-    rule = _require(cuda) if cfg.requested_way.checks_require_cuda else \
-        "(minor version compatibility)"
     return (f"{_the_driver(gpu, True)} reports CUDA {reported}, older than CUDA {needs}, "
             f"which CUDA {cuda} needs {rule}")
 
