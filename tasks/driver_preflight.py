@@ -273,13 +273,12 @@ def check_cuda_builds(cfg: HostConfig, gpu: NvidiaSmiInfo | None, followed: str 
         if n >= 75:
             target = f"the {card}" if card else f"cuda_arch {shown(cfg.data.cuda_arch)}"
             raise PreflightError(key, f"{said} cannot build for {target} ({why})",
-                                 _newer_cuda(cuda, n, followed))
-        # an arch CUDA 13 dropped: CUDA 12's last release builds it, no newer one does
+                                 _newer_cuda(n, followed))
+        # an arch CUDA 13 dropped, named in cuda_arch (check_generation refuses such a card
+        # before this): CUDA 12's last release builds it, no newer one does
         older = f"set cuda_version = '{LAST_BELOW_75}' (CUDA {LAST_MAJOR_BELOW_75} is the " \
             f"last that builds for sm_{n})"
-        if card:  # check_generation refuses such a card before this
-            raise PreflightError(key, f"{said} cannot build for the {card} ({why})", older)
-        given = cfg.data.cuda_arch or arch
+        given = str(cfg.data.cuda_arch)
         drop = f"remove {arch} from cuda_arch" if arch != given else \
             "set cuda_arch to the card's own arch (sm_75 or newer)"
         of = "cuda_follows_driver: the driver's" if followed else \
@@ -288,14 +287,15 @@ def check_cuda_builds(cfg: HostConfig, gpu: NvidiaSmiInfo | None, followed: str 
                              f"CUDA {cuda} ({of}) cannot build ({why})", f"{drop}, or {older}")
 
 
-def _newer_cuda(cuda: str, n: int, followed: str | None) -> str:
-    """The way to a release that builds for sm_`n`, which `cuda` is too old for: a driver
-    that runs one (cuda_follows_driver), else the kit's default where it builds for it."""
+def _newer_cuda(n: int, followed: str | None) -> str:
+    """The way to a release that builds for sm_`n`, which the one chosen is too old for: a
+    driver that runs one (cuda_follows_driver), else the kit's default where it builds for
+    it (then the one chosen is not the default)."""
     need = cudacompat.spell(FIRST_CUDA[n])
     if followed:
         return f"update the NVIDIA driver to one that reports CUDA {need} or newer (the " \
             "build follows it)"
-    if cuda != DEFAULT_CUDA and cannot_build(cudacompat.major_minor(DEFAULT_CUDA), n) is None:
+    if cannot_build(cudacompat.major_minor(DEFAULT_CUDA), n) is None:
         return f"set cuda_version = '{DEFAULT_CUDA}' or newer (or remove it: the kit's default)"
     return f"set cuda_version to a CUDA {need} release or newer"
 

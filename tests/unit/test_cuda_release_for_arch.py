@@ -65,6 +65,16 @@ def test_an_arch_cuda_13_dropped_given_in_cuda_arch_is_refused_naming_cuda_arch(
     assert one.value.fix.startswith("set cuda_arch to the card's own arch (sm_75 or newer), or")
     # CUDA 12 still builds it
     dp.check_cuda_builds(cfg(cuda_arch="61;89", cuda_version="12.9.1"), None, None)
+    # a CUDA 13 release the host data chose, or the driver did, is named as such
+    with pytest.raises(PreflightError) as e:
+        dp.check_cuda_builds(cfg(cuda_arch="70;89", cuda_version="13.0.2"), None, None)
+    assert e.value.problem.startswith("'70;89' asks for sm_70, which CUDA 13.0.2 "
+                                      "(cuda_version) cannot build")
+    with pytest.raises(PreflightError) as e:
+        dp.check_cuda_builds(cfg(cuda_arch="70"), None, "13.0.2")
+    assert (e.value.subject, e.value.problem.split(" cannot")[0]) == (
+        "host data `cuda_arch`", "'70' asks for sm_70, which CUDA 13.0.2 (cuda_follows_driver: "
+        "the driver's)")
 
 
 def test_an_explicit_arch_too_new_for_the_release_names_cuda_version():
