@@ -20,7 +20,13 @@ from beekeeper.core.distro import backports_suite, headers_meta, image_meta, ser
 from beekeeper.core.errors import PreflightError, host_data, shown
 from beekeeper.core.hostdata import HostData
 from beekeeper.core.planner import predict
-from beekeeper.core.toolkit import FIRST_CUDA, LAST_MAJOR_BELOW_75, cannot_build
+from beekeeper.core.toolkit import (
+    LAST_BELOW_75,
+    LAST_MAJOR_BELOW_75,
+    cannot_build,
+    first_cuda,
+    split_arch,
+)
 from beekeeper.facts.boot import SecureBoot, SecureBootInfo
 from beekeeper.facts.gpu import (
     WSL_NVIDIA_SMI,
@@ -244,11 +250,16 @@ def archs_built(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> list[tuple[str, s
     return [(arch, named[arch]) for arch in card_archs(c.compute_cap for c in cards)]
 
 
-# the kit's default CUDA release, and the newest it knows of the last major that still builds
-# below sm_75 (what an arch CUDA 13 dropped is built with)
+# the kit's default CUDA release
 DEFAULT_CUDA = str(HostData.model_fields["cuda_version"].default)
-LAST_BELOW_75 = cudacompat.NEWEST_RELEASE[
-    max(mm for mm in cudacompat.NEWEST_RELEASE if mm[0] == LAST_MAJOR_BELOW_75)]
+
+
+def release_for(archs: list[str]) -> str | None:
+    """A CUDA release that builds every arch of `archs`: the kit's default where it does,
+    else the newest the kit knows that does (cudacompat.NEWEST_RELEASE); None: none does."""
+    known = sorted(cudacompat.NEWEST_RELEASE.values(), key=cudacompat.major_minor, reverse=True)
+    return next((r for r in [DEFAULT_CUDA, *known] if not any(
+        cannot_build(cudacompat.major_minor(r), arch) for arch in archs)), None)
 
 
 def check_cuda_builds(cfg: HostConfig, gpu: NvidiaSmiInfo | None, followed: str | None,
@@ -257,47 +268,53 @@ def check_cuda_builds(cfg: HostConfig, gpu: NvidiaSmiInfo | None, followed: str 
     core/toolkit.cannot_build), refused here rather than by nvcc minutes into the build
     ("Unsupported gpu architecture 'compute_120'"). The release: `followed`, the one
     cuda_follows_driver chose, else host data's cuda_version; `host_cuda`: the host's own
-    toolkit builds, chosen by host_toolkit only where it builds for these archs."""
-    if cfg.service.profile.backend != "cuda" or "build" not in cfg.data.stages or host_cuda:
+    toolkit builds, chosen by host_toolkit only where it builds for these archs. Not judged:
+    a build image of base_images, whose CUDA the kit does not read."""
+    if cfg.service.profile.backend != "cuda" or "build" not in cfg.data.stages or host_cuda \
+            or (cfg.data.base_images is not None and cfg.data.base_images.build):
         return
     cuda = followed or cfg.data.cuda_version
-    mm = cudacompat.major_minor(cuda)
-    for arch, card in archs_built(cfg, gpu):
-        n = int(arch.rstrip("af"))  # '90a', '100f': the digits decide
-        why = cannot_build(mm, n)
-        if why is None:
-            continue
-        key = host_data("cuda_follows_driver" if followed else "cuda_version")
-        ours = " (the kit's default)" if cuda == DEFAULT_CUDA and not followed else ""
+    targets = archs_built(cfg, gpu)
+    bad = [(arch, card, why) for arch, card in targets
+           if (why := cannot_build(cudacompat.major_minor(cuda), arch))]
+    if not bad:
+        return
+    arch, card, why = bad[0]
+    given = cfg.data.cuda_arch
+    ours = " (the kit's default)" if cuda == DEFAULT_CUDA and not followed else ""
+    fixes = [f"remove {', '.join(a for a, _, _ in bad)} from cuda_arch"] \
+        if given and len(bad) < len(targets) else []
+    release = release_for([a for a, _ in targets])
+    if split_arch(arch)[0] >= 75:
+        if followed:
+            fixes.append(f"update the NVIDIA driver to one that reports CUDA "
+                         f"{spell(first_cuda(arch) or (0, 0))} or newer (the build follows it)")
+        elif release:
+            fixes.append(f"set cuda_version = '{release}'" + (
+                " or newer (or remove it: the kit's default)" if release == DEFAULT_CUDA else ""))
+        elif len(targets) == 1:  # a release newer than the kit knows
+            fixes.append(f"set cuda_version to a CUDA {spell(first_cuda(arch) or (0, 0))} "
+                         "release or newer")
+        target = f"the {card}" if card else f"cuda_arch {shown(given)}"
         said = f"the driver's CUDA {cuda}" if followed else f"{shown(cuda)}{ours}"
-        if n >= 75:
-            target = f"the {card}" if card else f"cuda_arch {shown(cfg.data.cuda_arch)}"
-            raise PreflightError(key, f"{said} cannot build for {target} ({why})",
-                                 _newer_cuda(n, followed))
-        # an arch CUDA 13 dropped, named in cuda_arch (check_generation refuses such a card
-        # before this): CUDA 12's last release builds it, no newer one does
-        older = f"set cuda_version = '{LAST_BELOW_75}' (CUDA {LAST_MAJOR_BELOW_75} is the " \
-            f"last that builds for sm_{n})"
-        given = str(cfg.data.cuda_arch)
-        drop = f"remove {arch} from cuda_arch" if arch != given else \
-            "set cuda_arch to the card's own arch (sm_75 or newer)"
-        of = "cuda_follows_driver: the driver's" if followed else \
-            "cuda_version, the kit's default" if ours else "cuda_version"
-        raise PreflightError(host_data("cuda_arch"), f"{shown(given)} asks for sm_{n}, which "
-                             f"CUDA {cuda} ({of}) cannot build ({why})", f"{drop}, or {older}")
+        raise PreflightError(host_data("cuda_follows_driver" if followed else "cuda_version"),
+                             f"{said} cannot build for {target} ({why})", _either(fixes, arch))
+    # an arch CUDA 13 dropped, named in cuda_arch (check_generation refuses such a card
+    # before this): a CUDA 12 release builds it, no newer one does
+    if release:
+        fixes.append(f"set cuda_version = '{release}' (CUDA {LAST_MAJOR_BELOW_75} is the last "
+                     f"that builds for sm_{arch})")
+    of = "cuda_follows_driver: the driver's" if followed else \
+        "cuda_version, the kit's default" if ours else "cuda_version"
+    raise PreflightError(host_data("cuda_arch"), f"{shown(given)} asks for sm_{arch}, which "
+                         f"CUDA {cuda} ({of}) cannot build ({why})", _either(fixes, arch))
 
 
-def _newer_cuda(n: int, followed: str | None) -> str:
-    """The way to a release that builds for sm_`n`, which the one chosen is too old for: a
-    driver that runs one (cuda_follows_driver), else the kit's default where it builds for
-    it (then the one chosen is not the default)."""
-    need = cudacompat.spell(FIRST_CUDA[n])
-    if followed:
-        return f"update the NVIDIA driver to one that reports CUDA {need} or newer (the " \
-            "build follows it)"
-    if cannot_build(cudacompat.major_minor(DEFAULT_CUDA), n) is None:
-        return f"set cuda_version = '{DEFAULT_CUDA}' or newer (or remove it: the kit's default)"
-    return f"set cuda_version to a CUDA {need} release or newer"
+def _either(fixes: list[str], arch: str) -> str:
+    """The fixes offered, or where none is (no release the kit knows builds every arch
+    asked for): build the others apart."""
+    return ", or ".join(fixes) or f"no CUDA release the kit knows builds sm_{arch} beside " \
+        "the other archs: give each its own host (cuda_arch), or remove it from cuda_arch"
 
 
 # NVIDIA's CUDA 13.0 dropped offline compilation and library support for compute capability
@@ -346,7 +363,7 @@ def check_generation(cfg: HostConfig, cards: list[tuple[str, str]],
             name, "Maxwell, Pascal or Volta, which CUDA 13 dropped (cuda_version is "
             f"{cuda}; CUDA 12 is their last), and NVIDIA's branch "
             f"{LAST_BRANCH_BELOW_TURING} is their last driver", "set driver_flavour = "
-            f"'proprietary', cuda_version = '12.9.1' and driver_branch = "
+            f"'proprietary', cuda_version = '{LAST_BELOW_75}' and driver_branch = "
             f"{LAST_BRANCH_BELOW_TURING}, or use a Turing or newer card")
     check_branch_keeps_card(cfg, cards, cuda)
 
@@ -361,7 +378,8 @@ def check_branch_keeps_card(cfg: HostConfig, cards: list[tuple[str, str]],
         raise PreflightError(
             host_data("driver_branch"), f"branch {branch} drops Maxwell, Pascal and Volta, "
             f"and {old[0][0]}: NVIDIA's {LAST_BRANCH_BELOW_TURING} is its last", "set "
-            f"driver_branch = {LAST_BRANCH_BELOW_TURING} (with cuda_version = '12.9.1')")
+            f"driver_branch = {LAST_BRANCH_BELOW_TURING} (with cuda_version = "
+            f"'{LAST_BELOW_75}')")
 
 
 def driver_branch_to_install(cfg: HostConfig, cuda: str | None = None,

@@ -30,6 +30,7 @@ from .errors import ConfigError, cut, echo, host_data, near, shown
 from .paths import DEFAULT_PORT, HF_TOKEN, MODEL_DIR, STATE_DIR
 from .profiles import MAX_SLOTS, PROFILES, SHA256_RE
 from .redact import AMBIGUOUS, RAW, URL, has_credentials, redact, url_secrets, userinfo_kind
+from .toolkit import split_arch
 
 MAX_PATH_LEN = 1024
 # patterns are matched whole (pydantic's Rust engine: `$` is the end of the text, so a final
@@ -110,8 +111,8 @@ def flag(doc: str, default: bool = False, fix: str = "write True or False (no qu
 
 def typed_fix(name: str, fix: str, kind: str) -> str:
     """A key's fix where its value came from the pyinfra command line, whose `--data` reads
-    only true and false as True and False and a number's digits as a number (any other word
-    stays a string): a Python file's `name = VALUE (no quotes)` as `--data name=VALUE`."""
+    true and false as True and False, and a number or JSON as such (any other word stays a
+    string): a Python file's `name = VALUE (no quotes)` as `--data name=VALUE`."""
     if kind == FLAG:
         return f"--data {name}=true or --data {name}=false"
     return re.sub(rf"\b{re.escape(name)} = (\S+) (\(no quotes\)|without quotes)",
@@ -334,15 +335,15 @@ def _arch_list(value: str) -> str:
     """Each arch's suffix one CUDA knows, on an arch that has it: `a` from sm_90, `f` from
     sm_100 (CUDA 12.9); else nvcc fails after the build started."""
     for arch in value.split(";"):
-        digits = arch.rstrip("abcdefghijklmnopqrstuvwxyz")
-        suffix = arch[len(digits):]
+        n, suffix = split_arch(arch)
+        digits = str(n)
         floor = {"": 0, "a": 90, "f": 100}.get(suffix)
         where = "" if arch == value else f" (in {shown(value)})"
         if floor is None:
             raise Bad(f"{arch!r}{where} ends in {suffix!r}, which is no CUDA arch suffix",
                       f"write {digits!r}; CUDA's suffixes are 'a' (that GPU only, sm_90a and "
                       "newer) and 'f' (its family, sm_100f and newer)")
-        if int(digits) < floor:
+        if n < floor:
             kind = "architecture-specific: sm_90a and newer" if suffix == "a" else \
                 "family-specific: sm_100f and newer"
             raise Bad(f"{arch!r}{where}: sm_{digits} has no {suffix!r} variant ({kind})",
@@ -725,12 +726,12 @@ class ServiceData(BaseModel):
     ctx_size: Annotated[int, BeforeValidator(_ctx_size_given)] | None = key(
         None, "integer", "the context in tokens, shared by the slots (256 to the model's "
         "trained context a slot; default: the profile's)",
-        "give a number of tokens, e.g. ctx_size = 8192", "is not a whole number")
+        "give a number of tokens, e.g. ctx_size = 8192 (no quotes)", "is not a whole number")
     slots: int | None = whole(
         None, 1, MAX_SLOTS, "request slots: how many requests the server runs "
         "at once (llama-server -np), each with ctx_size / slots tokens of context, one "
         "recurrent state each in the VRAM plan; default: the profile's (1 but cpu-tiny-4slot)",
-        f"give a whole number from 1 to {MAX_SLOTS}, e.g. slots = 2",
+        f"give a whole number from 1 to {MAX_SLOTS}, e.g. slots = 2 (no quotes)",
         "is not a number of slots")
     server_extra_args: Annotated[list[str], Seq, AfterValidator(_extra_args)] = key(
         (), "list of strings", "more llama-server flags, added after the kit's (never one "

@@ -25,17 +25,37 @@ FIRST_CUDA: dict[int, tuple[int, int]] = {
 # CUDA 13.0 removed offline compilation for architectures before Turing (sm_75)
 LAST_MAJOR_BELOW_75 = 12
 OLDEST = (12, 0)
+# an arch's suffix -> the first CUDA that compiles it: 'a' (sm_90a) from 12.0, 'f' (the
+# family-specific targets, sm_100f) from 12.9 (release notes; hostdata._arch_list holds
+# which archs have one)
+SUFFIX_CUDA: dict[str, tuple[int, int]] = {"": (0, 0), "a": (12, 0), "f": (12, 9)}
+# the newest release the kit knows of the last major that still builds below sm_75
+LAST_BELOW_75 = cudacompat.NEWEST_RELEASE[
+    max(mm for mm in cudacompat.NEWEST_RELEASE if mm[0] == LAST_MAJOR_BELOW_75)]
 
 
-def cannot_build(mm: tuple[int, int], n: int) -> str | None:
-    """Why CUDA `mm` (major, minor) cannot compile for sm_`n` (an arch's digits: '90a' is 90),
-    in a few words; None where it can, or where the kit does not know the arch (FIRST_CUDA:
-    unknown is not wrong, nvcc judges it)."""
-    if n < 75 and mm[0] > LAST_MAJOR_BELOW_75:
-        return "CUDA 13 dropped architectures before sm_75"
+def split_arch(arch: str) -> tuple[int, str]:
+    """'90a' -> (90, 'a'); '89' -> (89, '')."""
+    digits = arch.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(digits), arch[len(digits):]
+
+
+def first_cuda(arch: str) -> tuple[int, int] | None:
+    """The first CUDA release that compiles for `arch` ('120', '90a', '100f'); None where
+    the kit does not know the arch (unknown is not wrong: nvcc judges it)."""
+    n, suffix = split_arch(arch)
     first = FIRST_CUDA.get(n)
+    return None if first is None else max(first, SUFFIX_CUDA.get(suffix, (0, 0)))
+
+
+def cannot_build(mm: tuple[int, int], arch: str) -> str | None:
+    """Why CUDA `mm` (major, minor) cannot compile for `arch`, in a few words; None where it
+    can, or where the kit does not know the arch."""
+    if split_arch(arch)[0] < 75 and mm[0] > LAST_MAJOR_BELOW_75:
+        return "CUDA 13 dropped architectures before sm_75"
+    first = first_cuda(arch)
     if first is not None and mm < first:
-        return f"sm_{n} needs CUDA {cudacompat.spell(first)} or newer"
+        return f"sm_{arch} needs CUDA {cudacompat.spell(first)} or newer"
     return None
 
 
@@ -61,13 +81,10 @@ def host_toolkit(nvcc_version: str | None, archs: list[str],
     if mm < OLDEST:
         return ToolkitChoice(False, f"{have} is older than {cudacompat.spell(OLDEST)}")
     for arch in archs:
-        digits = "".join(c for c in arch if c.isdigit())
-        if not digits:
-            return ToolkitChoice(False, f"{have}: arch {arch!r} is not a number")
-        n = int(digits)
-        why = cannot_build(mm, n)
-        if why or n not in FIRST_CUDA:  # an arch the kit does not know: not this toolkit
-            return ToolkitChoice(False, f"{have} cannot build for sm_{n}"
+        # the archs: host data cuda_arch's (hostdata.CUDA_ARCH) or the cards' (digits)
+        why = cannot_build(mm, arch)
+        if why or split_arch(arch)[0] not in FIRST_CUDA:  # an arch the kit does not know
+            return ToolkitChoice(False, f"{have} cannot build for sm_{arch}"
                                         + (f" ({why})" if why else ""))
     if driver_branch is None:
         return ToolkitChoice(False, f"{have}: no driver to run it on yet")

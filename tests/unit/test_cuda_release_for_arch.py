@@ -62,7 +62,8 @@ def test_an_arch_cuda_13_dropped_given_in_cuda_arch_is_refused_naming_cuda_arch(
     with pytest.raises(PreflightError) as one:
         dp.check_cuda_builds(cfg(cuda_arch="61"), None, None)
     assert one.value.subject == "host data `cuda_arch`"
-    assert one.value.fix.startswith("set cuda_arch to the card's own arch (sm_75 or newer), or")
+    assert one.value.fix == \
+        "set cuda_version = '12.9.1' (CUDA 12 is the last that builds for sm_61)"
     # CUDA 12 still builds it
     dp.check_cuda_builds(cfg(cuda_arch="61;89", cuda_version="12.9.1"), None, None)
     # a CUDA 13 release the host data chose, or the driver did, is named as such
@@ -86,7 +87,14 @@ def test_an_explicit_arch_too_new_for_the_release_names_cuda_version():
     # a suffixed arch is judged by its digits
     with pytest.raises(PreflightError) as e:
         dp.check_cuda_builds(cfg(cuda_arch="90a;100f", cuda_version="12.6.3"), None, None)
-    assert "(sm_100 needs CUDA 12.8 or newer)" in e.value.problem
+    assert "(sm_100f needs CUDA 12.9 or newer)" in e.value.problem
+    # ... and by its suffix: the family-specific targets came with CUDA 12.9
+    with pytest.raises(PreflightError) as e:
+        dp.check_cuda_builds(cfg(cuda_arch="90a;120f", cuda_version="12.8.1"), None, None)
+    assert (e.value.problem, e.value.fix) == (
+        "'12.8.1' cannot build for cuda_arch '90a;120f' (sm_120f needs CUDA 12.9 or newer)",
+        "remove 120f from cuda_arch, or set cuda_version = '13.2.1' or newer (or remove it: "
+        "the kit's default)")
     dp.check_cuda_builds(cfg(cuda_arch="90a;100f", cuda_version="12.9.1"), None, None)
 
 
@@ -104,7 +112,7 @@ def test_an_arch_the_kit_does_not_know_is_not_refused():
     # unknown is not wrong: nvcc judges it
     dp.check_cuda_builds(cfg(cuda_arch="89;130"), None, None)
     dp.check_cuda_builds(cfg(cuda_version="12.0.1"), smi(card(cap="15.0")), None)
-    assert cannot_build((12, 0), 130) is None
+    assert cannot_build((12, 0), "130") is None
 
 
 def test_the_release_the_driver_chose_names_cuda_follows_driver():
@@ -119,7 +127,8 @@ def test_the_release_the_driver_chose_names_cuda_follows_driver():
         "host data `cuda_follows_driver`",
         "the driver's CUDA 12.8.1 cannot build for cuda_arch '120;121' (sm_121 needs CUDA 12.9 "
         "or newer)",
-        "update the NVIDIA driver to one that reports CUDA 12.9 or newer (the build follows it)")
+        "remove 121 from cuda_arch, or update the NVIDIA driver to one that reports CUDA 12.9 "
+        "or newer (the build follows it)")
 
 
 def test_where_the_default_cannot_build_the_arch_no_default_is_offered(monkeypatch):
@@ -133,6 +142,39 @@ def test_where_the_default_cannot_build_the_arch_no_default_is_offered(monkeypat
     with pytest.raises(PreflightError) as e:
         dp.check_cuda_builds(cfg(cuda_arch="130", cuda_version="12.9.1"), None, None)
     assert e.value.fix == "set cuda_version to a CUDA 13.4 release or newer"
+
+
+def test_archs_no_one_release_builds_are_told_apart_not_sent_between_releases():
+    """sm_61 (CUDA 12 at the latest) beside sm_110 (CUDA 13.0 at the earliest): no release
+    builds both, so no release is offered (each would be refused for the other), only the
+    arch to drop; where neither can go, each its own host."""
+    for release, drop in (("13.2.1", "61"), ("12.9.1", "110")):
+        with pytest.raises(PreflightError) as e:
+            dp.check_cuda_builds(cfg(cuda_arch="61;110", cuda_version=release), None, None)
+        assert e.value.fix == f"remove {drop} from cuda_arch", e.value
+    # where one does, the release offered builds them all: 12.9.1 for sm_61 beside sm_120
+    with pytest.raises(PreflightError) as e:
+        dp.check_cuda_builds(cfg(cuda_arch="61;120"), None, None)
+    assert e.value.fix == "remove 61 from cuda_arch, or set cuda_version = '12.9.1' (CUDA 12 " \
+        "is the last that builds for sm_61)"
+
+
+def test_where_no_release_builds_every_arch_and_none_can_go_each_gets_its_own_host(
+        monkeypatch):
+    monkeypatch.setitem(FIRST_CUDA, 130, (13, 4))  # an arch newer than the kit's default
+    with pytest.raises(PreflightError) as e:
+        dp.check_cuda_builds(cfg(cuda_arch="61;130", cuda_version="13.2.1"), None, None)
+    assert e.value.fix.startswith("no CUDA release the kit knows builds sm_61 beside"), e.value
+
+
+def test_a_build_image_of_base_images_is_not_judged_by_cuda_version():
+    """base_images.build compiles with its own CUDA, which the kit does not read: a release
+    cuda_version names is not the one that builds."""
+    dp.check_cuda_builds(cfg(cuda_arch="61;89", base_images={
+        "build": "nvidia/cuda:12.9.1-devel-ubuntu24.04"}), None, None)
+    with pytest.raises(PreflightError):
+        dp.check_cuda_builds(cfg(cuda_arch="61;89", base_images={
+            "runtime": "nvidia/cuda:12.9.1-runtime-ubuntu24.04"}), None, None)
 
 
 def test_a_pods_own_toolkit_builds_whatever_cuda_version_says():
@@ -154,7 +196,7 @@ def test_the_host_toolkit_is_never_one_the_rule_refuses():
     for n in [*FIRST_CUDA, 61, 70, 130]:
         for mm in [(12, 0), (12, 8), (12, 9), (13, 0), (13, 2)]:
             if host_toolkit(f"{mm[0]}.{mm[1]}", [str(n)], 595).use:
-                assert cannot_build(mm, n) is None, (mm, n)
+                assert cannot_build(mm, str(n)) is None, (mm, n)
 
 
 def test_a_deploy_that_builds_nothing_or_on_the_cpu_is_not_judged():

@@ -106,9 +106,9 @@ WRONG_TYPE = {
     "api_key_file": "{'x': 1} is not a file name; fix: point it at a file on the controller "
                     "that holds the key",
     "ctx_size": "{'x': 1} is not a whole number; fix: give a number of tokens, e.g. "
-                "ctx_size = 8192",
+                "ctx_size = 8192 (no quotes)",
     "slots": "{'x': 1} is not a number of slots; fix: give a whole number from 1 to 16, e.g. "
-             "slots = 2",
+             "slots = 2 (no quotes)",
     "server_extra_args": "{'x': 1} is not a list of strings; fix: e.g. ['--threads', '8']",
     "state": "{'x': 1} is not a service state; fix: use 'present', or 'absent' to stop and "
              "remove the service on the next deploy (its model is kept)",

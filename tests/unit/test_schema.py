@@ -185,10 +185,12 @@ def test_a_port_or_bind_beside_services_from_the_host_or_a_users_group_is_refuse
     # a number's word that is not one: what to type instead (--data reads digits as a number)
     ({"vram_budget_gib": "ten"}, {}, "fix: e.g. --data vram_budget_gib=10"),
     ({"ctx_size": "32k"}, {}, "fix: write --data ctx_size=8192"),
+    ({"slots": "two"}, {}, "fix: give a whole number from 1 to 16, e.g. --data slots=2"),
     # the same word in a Python file: what to write there
     (None, {"cuda_follows_driver": "yes"}, "fix: write True or False (no quotes)"),
     (None, {"vram_budget_gib": "ten"}, "fix: e.g. vram_budget_gib = 10 (no quotes)"),
-], ids=["--data", "--data-1", "--data-number", "--data-ctx", "host-file", "host-file-number"])
+], ids=["--data", "--data-1", "--data-number", "--data-ctx", "--data-slots", "host-file",
+        "host-file-number"])
 def test_a_flag_or_number_from_the_command_line_is_fixed_on_the_command_line(
         override, host_data, fix):
     """pyinfra's --data reads only true and false as True and False, and digits as a number:

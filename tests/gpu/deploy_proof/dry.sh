@@ -11,6 +11,9 @@ step before sh -c "$SNAP | grep -v /__pycache__ > $L/before.txt"
 step dry plan
 step dry_over plan --data vram_budget_gib=6
 step dry_arch plan --data 'cuda_arch=61;90'
+# refused by this rule, not by another that names cuda_arch (an arch the card cannot run)
+grep -q "host data \`cuda_arch\`: '61;90' asks for sm_61" "$L/dry_arch.txt"
+echo "dry_arch refused by the CUDA release rule: rc=$?" >> "$L/steps.txt"
 step after sh -c "$SNAP | grep -v /__pycache__ > $L/after.txt"
 diff "$L/before.txt" "$L/after.txt" > "$L/snapshot.diff"; echo "snapshot diff rc=$?" >> "$L/steps.txt"
 echo ok > "$L/done"
