@@ -286,15 +286,16 @@ def check_cuda_builds(cfg: HostConfig, gpu: NvidiaSmiInfo | None, followed: str 
         if given and len(bad) < len(targets) else []
     release = release_for([a for a, _ in targets])
     if split_arch(arch)[0] >= 75:
+        need = first_cuda(arch)
+        assert need is not None  # cannot_build refuses from sm_75 only an arch it knows
         if followed:
-            fixes.append(f"update the NVIDIA driver to one that reports CUDA "
-                         f"{spell(first_cuda(arch) or (0, 0))} or newer (the build follows it)")
+            fixes.append(f"update the NVIDIA driver to one that reports CUDA {spell(need)} or "
+                         "newer (the build follows it)")
         elif release:
             fixes.append(f"set cuda_version = '{release}'" + (
                 " or newer (or remove it: the kit's default)" if release == DEFAULT_CUDA else ""))
         elif len(targets) == 1:  # a release newer than the kit knows
-            fixes.append(f"set cuda_version to a CUDA {spell(first_cuda(arch) or (0, 0))} "
-                         "release or newer")
+            fixes.append(f"set cuda_version to a CUDA {spell(need)} release or newer")
         target = f"the {card}" if card else f"cuda_arch {shown(given)}"
         said = f"the driver's CUDA {cuda}" if followed else f"{shown(cuda)}{ours}"
         raise PreflightError(host_data("cuda_follows_driver" if followed else "cuda_version"),

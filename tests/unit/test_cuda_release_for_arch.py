@@ -152,6 +152,13 @@ def test_archs_no_one_release_builds_are_told_apart_not_sent_between_releases():
         with pytest.raises(PreflightError) as e:
             dp.check_cuda_builds(cfg(cuda_arch="61;110", cuda_version=release), None, None)
         assert e.value.fix == f"remove {drop} from cuda_arch", e.value
+    # every arch refused is named, and a release that is not the default is offered alone
+    with pytest.raises(PreflightError) as e:
+        dp.check_cuda_builds(cfg(cuda_arch="61;70;89"), None, None)
+    assert e.value.fix.startswith("remove 61, 70 from cuda_arch, or "), e.value
+    with pytest.raises(PreflightError) as e:
+        dp.check_cuda_builds(cfg(cuda_arch="61;120", cuda_version="12.4.1"), None, None)
+    assert e.value.fix == "remove 120 from cuda_arch, or set cuda_version = '12.9.1'", e.value
     # where one does, the release offered builds them all: 12.9.1 for sm_61 beside sm_120
     with pytest.raises(PreflightError) as e:
         dp.check_cuda_builds(cfg(cuda_arch="61;120"), None, None)
@@ -164,7 +171,11 @@ def test_where_no_release_builds_every_arch_and_none_can_go_each_gets_its_own_ho
     monkeypatch.setitem(FIRST_CUDA, 130, (13, 4))  # an arch newer than the kit's default
     with pytest.raises(PreflightError) as e:
         dp.check_cuda_builds(cfg(cuda_arch="61;130", cuda_version="13.2.1"), None, None)
-    assert e.value.fix.startswith("no CUDA release the kit knows builds sm_61 beside"), e.value
+    assert e.value.fix == "no CUDA release the kit knows builds sm_61 beside the other " \
+        "archs: give each its own host (cuda_arch), or remove it from cuda_arch", e.value
+    with pytest.raises(PreflightError) as e:  # from sm_75: the first arch refused is named
+        dp.check_cuda_builds(cfg(cuda_arch="120;130", cuda_version="12.4.1"), None, None)
+    assert e.value.fix.startswith("no CUDA release the kit knows builds sm_120 beside"), e.value
 
 
 def test_a_build_image_of_base_images_is_not_judged_by_cuda_version():
