@@ -233,9 +233,9 @@ def check_cards_memory(cfg: HostConfig, gpu: NvidiaSmiInfo) -> None:
 def archs_of_cards(cfg: HostConfig, gpu: NvidiaSmiInfo | None) -> str | None:
     """The arch list to build for: host data `cuda_arch`, else every card's own arch where
     they differ (a 4090 and a 3090: '86;89'), else None (the build takes the one card's)."""
-    if cfg.data.cuda_arch or gpu is None or not gpu.gpus:
+    if cfg.data.cuda_arch:
         return cfg.data.cuda_arch
-    archs = card_archs(c.compute_cap for c in gpu.gpus)
+    archs = [arch for arch, _ in archs_built(cfg, gpu)]
     return ";".join(archs) if len(archs) > 1 else None
 
 

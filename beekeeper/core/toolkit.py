@@ -83,7 +83,7 @@ def host_toolkit(nvcc_version: str | None, archs: list[str],
     for arch in archs:
         # the archs: host data cuda_arch's (hostdata.CUDA_ARCH) or the cards' (digits)
         why = cannot_build(mm, arch)
-        if why or split_arch(arch)[0] not in FIRST_CUDA:  # an arch the kit does not know
+        if why or first_cuda(arch) is None:  # an arch the kit does not know: not this one
             return ToolkitChoice(False, f"{have} cannot build for sm_{arch}"
                                         + (f" ({why})" if why else ""))
     if driver_branch is None:
