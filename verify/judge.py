@@ -349,6 +349,15 @@ def engine_checks(run: EngineRun) -> list[Check]:
                   + f"; {threads} threads; " + engine.placement)]
 
 
+def _first_pair(first: dict[str, float] | None) -> str:
+    """What a decode figure measured again as a pair (suites.decode_again) first measured."""
+    if first is None:
+        return ""
+    return (f"; measured again as a pair, llama-bench then the server, after the first pair "
+            f"was below the bar (served {first['served_tok_s']:.1f} tok/s vs engine "
+            f"{first['engine_tok_s']:.1f} tok/s: ratio {first['ratio']:.3f})")
+
+
 def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expected,
                   card: str | None, cpu: bool, sampler_on_cpu: bool = False) -> list[Check]:
     """`cpu`: a CPU build (its own floor); `sampler_on_cpu`: a GPU server without backend
@@ -363,7 +372,7 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
     for r in runs:
         mine = served_spread("served decode", r.samples_tok_s, "tok/s",
                              Settled.from_json(r.settle) if r.settle else None)
-        spreads = [*engine_spreads(base), *([mine] if mine else [])]
+        spreads = [*engine_spreads(r.again_engine or base), *([mine] if mine else [])]
         v = judge_decode(r.decode_tok_s, r.engine_tok_s(base),
                          r.ctx_tokens, served_error=r.record.error,
                          engine_why_not=engine.why_not,
@@ -371,7 +380,7 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
                          sampler_ms=CPU_SAMPLER_MS if sampler_on_cpu and not cpu else 0.0,
                          spreads=spreads)
         out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status,
-                         v.detail + repeats_line(spreads)))
+                         v.detail + repeats_line(spreads) + _first_pair(r.first_pair)))
     # the run at the reference's depth, if one was measured (else the deepest, not compared)
     at = next((r for r in runs if r.ctx_tokens == expected.reference_tokens), runs[-1])
     ref = judge_reference_decode(at.decode_tok_s, expected, card, depth_tokens=at.ctx_tokens)

@@ -3,6 +3,7 @@ shape, with the figures that compare with the engine."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -25,6 +26,11 @@ class DecodeResult:
     samples_tok_s: list[float] = field(default_factory=list)
     settle: dict[str, Any] | None = None  # Settled.to_json()
     failed_repeats: list[str] = field(default_factory=list)  # each failed repeat's error
+    # measured again as a pair (suites.decode_again): llama-bench at this depth just before,
+    # which this figure is judged against, and the first pair's figures (served_tok_s,
+    # engine_tok_s, ratio), below the bar
+    again_engine: EngineBaseline | None = None
+    first_pair: dict[str, float] | None = None
 
     @property
     def records_consistent(self) -> bool:
@@ -35,7 +41,9 @@ class DecodeResult:
                 and r.timings.get("cache_n") == 0)
 
     def engine_tok_s(self, engine: EngineBaseline | None) -> float | None:
-        """The engine's decode rate at this depth (None: no baseline)."""
+        """The engine's decode rate at this depth (None: no baseline): the one measured just
+        before this figure where it was measured again as a pair."""
+        engine = self.again_engine or engine
         return engine.decode_tok_s_at(self.ctx_tokens) if engine else None
 
     def served_over_engine(self, engine: EngineBaseline | None) -> float | None:
@@ -185,6 +193,10 @@ class EngineRun:
     baseline: EngineBaseline | None = None
     error: str | None = None  # llama-bench could not run (EngineError): no baseline
     failed: bool = False  # it ran and failed (EngineFailed): judged a failure
+    # llama-bench's decode again at these depths, as `baseline` was measured (None: verify
+    # cannot run it again: no engine, or the engine suite not run)
+    again: Callable[[list[int]], EngineBaseline] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def why_not(self) -> str | None:

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -271,15 +271,16 @@ def run_engine(client: ServerClient, profile: Profile, sizes: Sizes, shell: Shel
              f"{','.join(map(str, sizes.decode_ctx_tokens))} ctx x "
              f"{sizes.decode_out_tokens} out"
              + (f", prefill {sizes.ttft_tokens} tokens" if prefill else ""))
-        base = measure_engine(
-            engine, profile, depths_tokens=sizes.decode_ctx_tokens,
-            out_tokens=sizes.decode_out_tokens,
-            prompt_tokens=sizes.ttft_tokens if prefill else None,
-            wait_ready=(lambda: wait_healthy(client, 600)) if engine.start else None,
-            limit=judge.NOISE_MAX, budget_s=sizes.settle_budget_s)
+        common: dict[str, Any] = {
+            "out_tokens": sizes.decode_out_tokens, "limit": judge.NOISE_MAX,
+            "wait_ready": (lambda: wait_healthy(client, 600)) if engine.start else None,
+            "budget_s": sizes.settle_budget_s}
+        base = measure_engine(engine, profile, depths_tokens=sizes.decode_ctx_tokens,
+                              prompt_tokens=sizes.ttft_tokens if prefill else None, **common)
         for key, got in base.settle.items():
             _log(f"engine: {key} {_repeats_said(got)}")
-        return EngineRun(requested=True, baseline=base)
+        return EngineRun(requested=True, baseline=base, again=lambda depths: measure_engine(
+            engine, profile, depths_tokens=depths, prompt_tokens=None, **common))
     except EngineError as ex:
         return EngineRun(requested=True, error=str(ex), failed=isinstance(ex, EngineFailed))
     except subprocess.TimeoutExpired as ex:  # the host did not answer (ssh, llama-bench)
@@ -423,6 +424,56 @@ def _load(client: ServerClient, run: _Run, report: Report) -> None:
     report.checks += judge.load_checks(res)
 
 
+def _below_bar(report: Report, r: DecodeResult) -> bool:
+    """Its decode.vs_engine check FAILed on the ratio alone: both figures there, every
+    request answered."""
+    check = next((c for c in report.checks if c.name == f"decode.vs_engine@{r.ctx_tokens}"),
+                 None)
+    return (check is not None and check.status == "FAIL" and r.record.error is None
+            and not r.failed_repeats and r.served_over_engine(report.engine) is not None)
+
+
+def decode_again(client: ServerClient, run: _Run, report: Report) -> None:
+    """A served decode below its bar, measured again once as a pair: llama-bench at that
+    depth, then the server. The engine suite runs before every served one, a minute or more
+    earlier: a host whose pace changed in between (seen on an H100, 2026-12-07) fails a
+    server that keeps up with its engine. The second pair is judged, the first said in its
+    check; a server slower than its engine fails both."""
+    runs, sizes = report.suites.decode or [], run.sizes
+    low = [i for i, r in enumerate(runs) if _below_bar(report, r)]
+    if not low or run.engine.again is None:
+        return
+    depths = [sizes.decode_ctx_tokens[i] for i in low]
+    _log(f"decode: below the bar at {', '.join(map(str, depths))} ctx: measured again as a "
+         "pair, llama-bench then the server, in case the host's pace changed between them")
+    again: dict[int, DecodeResult] = {}
+    try:
+        base = run.engine.again(depths)
+        for i, depth in zip(low, depths, strict=True):
+            again[i] = run_decode(client, depth, sizes.decode_out_tokens, seed=7 + i,
+                                  repeats=sizes.decode_repeats,
+                                  budget_s=sizes.settle_budget_s, shell=run.shell)
+            _stop_in(client, again[i])
+    except (EngineError, subprocess.TimeoutExpired) as ex:
+        failed = isinstance(ex, EngineFailed)  # the server was not started again
+        report.checks.append(Check("decode.again", "FAIL" if failed else "INFO", "measuring "
+                                   f"again as a pair could not run: {ex}"))
+        return
+    except Exception as ex:  # a request failed: stopped raises again what is not that
+        report.checks.append(stopped(ex, "decode, measured again", client)[0])
+        return
+    for i, second in again.items():
+        first = runs[i]
+        runs[i] = replace(second, again_engine=base, first_pair={
+            "served_tok_s": first.decode_tok_s or 0.0,
+            "engine_tok_s": first.engine_tok_s(report.engine) or 0.0,
+            "ratio": first.served_over_engine(report.engine) or 0.0})
+    fresh = {c.name: c for c in judge.decode_checks(
+        runs, run.engine, run.profile.expected, run.card, cpu=run.profile.backend == "cpu",
+        sampler_on_cpu=run.profile.samples_on_cpu)}
+    report.checks = judge.yield_reference_ttft([fresh.get(c.name, c) for c in report.checks])
+
+
 # the suites that need a healthy server, in the report's order: (suite, step, measure)
 SERVED = (("decode", "decode", _decode), ("ttft", "TTFT", _ttft), ("niah", "NIAH", _niah),
           ("load", "load", _load))
@@ -553,6 +604,7 @@ def run_suites(client: ServerClient, profile: Profile, names: list[str], *,
     run = _Run(profile, names, sizes, engine, _card(card, engine, shell, profile), where,
                shell=shell)
     _sampled_suites(client, run, report, direct)
+    decode_again(client, run, report)
     print_checks(report)
     if out_dir:
         folder = Path(out_dir) / host_label / folder_stamp(now)

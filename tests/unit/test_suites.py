@@ -49,7 +49,7 @@ def test_report_json_keeps_its_keys(report):
     assert set(data["suites"]["decode"][0]) == {
         "ctx_tokens", "out_tokens_requested", "decode_tok_s", "server_predicted_per_second",
         "windowed_tok_s", "record", "samples_tok_s", "engine_tok_s", "served_over_engine",
-        "settle", "failed_repeats"}
+        "settle", "failed_repeats", "again_engine", "first_pair"}
     assert set(data["suites"]["ttft"]) == {
         "n_tokens", "ttft_s", "median_s", "p95_s", "p95_method", "median_ci95_s",
         "server_prompt_ms", "engine_ttft_s", "engine_prefill_s", "records", "settle",
