@@ -469,23 +469,23 @@ def check_tools(cfg: HostConfig, tools: HostToolsInfo, rt: Runtime,
     return [TOOL_PACKAGES[t] for t in missing]
 
 
-def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo,
-                       gpu: NvidiaSmiInfo | None) -> str | None:
+def check_host_toolkit(cfg: HostConfig, tools: HostToolsInfo, gpu: NvidiaSmiInfo | None
+                       ) -> tuple[str | None, Callable[[], None]]:
     """A native CUDA build on a host whose own CUDA toolkit builds for the card and runs on
     its driver (beekeeper.core.toolkit): that toolkit's release, used instead of installing
-    one; None: the kit installs cuda_version's toolkit from NVIDIA's repository."""
+    one; None: the kit installs cuda_version's toolkit from NVIDIA's repository. With it,
+    the line that tells the choice, for the caller to say once the release the build uses
+    passed its own checks (before a refusal of that release it would say nothing of use)."""
     if not cfg.requested_way.builds_on_host or cfg.service.profile.backend != "cuda" \
             or not tools.nvcc or not gpu or not gpu.gpus:
-        return None
+        return None, lambda: None
     # the archs check_cuda_builds judges: this toolkit is used only where it builds them all
     archs = [arch for arch, _ in archs_built(cfg, gpu)]
     choice = host_toolkit(tools.nvcc_version, archs, gpu.driver_branch)
     if not choice.use:
-        warn(f"{choice.why}: the kit installs CUDA {cfg.data.cuda_version}'s toolkit "
-             "instead")
-        return None
-    say(choice.why)
-    return ".".join((tools.nvcc_version or "").split(".")[:2])
+        return None, lambda: warn(f"{choice.why}: the kit installs CUDA "
+                                  f"{cfg.data.cuda_version}'s toolkit instead")
+    return ".".join((tools.nvcc_version or "").split(".")[:2]), lambda: say(choice.why)
 
 
 GGUF_FIX = ("give the path of a GGUF model file (version 2 or 3, as llama.cpp's "
@@ -1016,11 +1016,12 @@ def check(cfg: HostConfig, kept: frozenset[str] | None = frozenset()) -> HostFac
     check_supervisor_tools(tools, rt)
     check_docker(cfg, os_release, docker)
     compose_version = check_compose(cfg, os_release, docker)
-    host_cuda = check_host_toolkit(cfg, tools, gpu)
+    host_cuda, tell_toolkit = check_host_toolkit(cfg, tools, gpu)
     # the driver and the build are judged against the toolkit that builds
     plan = check_cuda(cfg, wsl, gpu, os_release.id, host_cuda or cfg.data.cuda_version,
                       gpu_container=not init.systemd)
     check_cuda_builds(cfg, gpu, plan.cuda_version, host_cuda)
+    tell_toolkit()
     if cfg.service.profile.backend == "cuda":
         check_vram(cfg, gpu)
     check_model_dir(cfg, wsl, disk)

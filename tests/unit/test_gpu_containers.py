@@ -455,3 +455,26 @@ def test_the_host_toolkit_names_the_cards_archs_in_number_order(capsys):
     run_deploy(POD_DATA, pod(GpuInfo=two))
     err = capsys.readouterr().err
     assert "builds for sm_90, sm_100 and runs on driver branch 580: used" in err, err
+
+
+def test_a_refused_cuda_release_comes_without_the_host_toolkit_warning_before_it(capsys):
+    """cuda_arch '61;90' on the pod: its nvcc 13.0 cannot build sm_61, and neither can the
+    kit's CUDA 13.2.1; the refusal alone, not the warning that the kit would install 13.2.1's
+    toolkit instead (seen on an H100, 2026-12-07: the warning, then the refusal that made it
+    moot).
+    Mutant (as it was): check_host_toolkit warned as it chose."""
+    with pytest.raises(PreflightError) as e:
+        run_deploy({**POD_DATA, "cuda_arch": "61;90"}, pod())
+    assert str(e.value).startswith("host canned: host data `cuda_arch`: '61;90' asks for "
+                                   "sm_61"), e.value
+    assert "toolkit instead" not in capsys.readouterr().err
+
+
+def test_the_host_toolkit_not_used_is_said_once_the_release_passed(capsys):
+    """A pod whose nvcc (11.8) is older than the kit builds with: the deploy goes on with
+    the kit's CUDA 13.2.1, and says once why its own toolkit is not used."""
+    old = replace(POD_TOOLS, nvcc_version="11.8")
+    run_deploy(POD_DATA, pod(HostTools=old))
+    err = capsys.readouterr().err
+    assert err.count("the host's CUDA toolkit 11.8 is older than") == 1, err
+    assert "the kit installs CUDA 13.2.1's toolkit instead" in err, err
