@@ -351,7 +351,7 @@ def stopped(ex: Exception, step: str, client: ServerClient) -> tuple[Check, bool
     return answered(client, step, failed)
 
 
-def _stop_in(client: ServerClient, res: DecodeResult) -> None:
+def _stop_in(client: ServerClient, res: DecodeResult, step: str = "decode") -> None:
     """ServerStopped where a request of this depth failed and the server's /health does not
     answer 200 after it: a stop, named in its step (the failed requests stay data, judged
     by decode_checks; a server that is up failed only them)."""
@@ -359,7 +359,7 @@ def _stop_in(client: ServerClient, res: DecodeResult) -> None:
                           *res.failed_repeats) if e]
     health = health_now(client) if errors else None
     if health is not None:
-        raise ServerStopped(stop_said("decode", f"POST {CHAT_PATH} failed "
+        raise ServerStopped(stop_said(step, f"POST {CHAT_PATH} failed "
                                       f"({errors[-1].split(': ', 1)[0][:80]})", health))
 
 
@@ -424,13 +424,18 @@ def _load(client: ServerClient, run: _Run, report: Report) -> None:
     report.checks += judge.load_checks(res)
 
 
-def _below_bar(report: Report, r: DecodeResult) -> bool:
-    """Its decode.vs_engine check FAILed on the ratio alone: both figures there, every
-    request answered."""
-    check = next((c for c in report.checks if c.name == f"decode.vs_engine@{r.ctx_tokens}"),
-                 None)
-    return (check is not None and check.status == "FAIL" and r.record.error is None
-            and not r.failed_repeats and r.served_over_engine(report.engine) is not None)
+AGAIN = "decode, measured again"  # the step a stop there is said in
+
+
+def _first_pair(report: Report, r: DecodeResult) -> dict[str, float] | None:
+    """The figures of a decode whose decode.vs_engine check FAILed on the ratio alone (both
+    figures there, every request answered); None: any other."""
+    check = {c.name: c for c in report.checks}.get(f"decode.vs_engine@{r.ctx_tokens}")
+    served, engine = r.decode_tok_s, r.engine_tok_s(report.engine)
+    if check is None or check.status != "FAIL" or r.record.error is not None \
+            or r.failed_repeats or not served or not engine:
+        return None
+    return {"served_tok_s": served, "engine_tok_s": engine, "ratio": served / engine}
 
 
 def decode_again(client: ServerClient, run: _Run, report: Report) -> None:
@@ -440,34 +445,30 @@ def decode_again(client: ServerClient, run: _Run, report: Report) -> None:
     server that keeps up with its engine. The second pair is judged, the first said in its
     check; a server slower than its engine fails both."""
     runs, sizes = report.suites.decode or [], run.sizes
-    low = [i for i, r in enumerate(runs) if _below_bar(report, r)]
-    if not low or run.engine.again is None:
+    firsts = {i: first for i, r in enumerate(runs) if (first := _first_pair(report, r))}
+    if not firsts or run.engine.again is None:
         return
-    depths = [sizes.decode_ctx_tokens[i] for i in low]
+    depths = [sizes.decode_ctx_tokens[i] for i in firsts]
     _log(f"decode: below the bar at {', '.join(map(str, depths))} ctx: measured again as a "
          "pair, llama-bench then the server, in case the host's pace changed between them")
     again: dict[int, DecodeResult] = {}
     try:
         base = run.engine.again(depths)
-        for i, depth in zip(low, depths, strict=True):
-            again[i] = run_decode(client, depth, sizes.decode_out_tokens, seed=7 + i,
-                                  repeats=sizes.decode_repeats,
+        for i in firsts:
+            again[i] = run_decode(client, sizes.decode_ctx_tokens[i], sizes.decode_out_tokens,
+                                  seed=7 + i, repeats=sizes.decode_repeats,
                                   budget_s=sizes.settle_budget_s, shell=run.shell)
-            _stop_in(client, again[i])
+            _stop_in(client, again[i], AGAIN)
     except (EngineError, subprocess.TimeoutExpired) as ex:
         failed = isinstance(ex, EngineFailed)  # the server was not started again
         report.checks.append(Check("decode.again", "FAIL" if failed else "INFO", "measuring "
                                    f"again as a pair could not run: {ex}"))
         return
     except Exception as ex:  # a request failed: stopped raises again what is not that
-        report.checks.append(stopped(ex, "decode, measured again", client)[0])
+        report.checks.append(stopped(ex, AGAIN, client)[0])
         return
     for i, second in again.items():
-        first = runs[i]
-        runs[i] = replace(second, again_engine=base, first_pair={
-            "served_tok_s": first.decode_tok_s or 0.0,
-            "engine_tok_s": first.engine_tok_s(report.engine) or 0.0,
-            "ratio": first.served_over_engine(report.engine) or 0.0})
+        runs[i] = replace(second, again_engine=base, first_pair=firsts[i])
     fresh = {c.name: c for c in judge.decode_checks(
         runs, run.engine, run.profile.expected, run.card, cpu=run.profile.backend == "cpu",
         sampler_on_cpu=run.profile.samples_on_cpu)}

@@ -52,13 +52,22 @@ class Again:
         return baseline(**{f"d{d}": self.tok_s[f"d{d}"] for d in depths})
 
 
-def served(monkeypatch: pytest.MonkeyPatch, **rates: list[float]) -> list[int]:
+class Asked(list):
+    """The depths the server's decode was measured at, in order; `calls`: each call's
+    arguments after the client."""
+
+    calls: list[tuple[Any, ...]]
+
+
+def served(monkeypatch: pytest.MonkeyPatch, **rates: list[float]) -> Asked:
     """The server's decode: at each depth (`d4096=[100.0, 140.0]`), the next figure of its
-    list each time that depth is measured; the depths measured, in order."""
-    asked: list[int] = []
+    list each time that depth is measured."""
+    asked = Asked()
+    asked.calls = []
 
     def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
         asked.append(ctx)
+        asked.calls.append((ctx, *a, sorted(k.items())))
         rate = rates[f"d{ctx}"].pop(0)
         return replace(decode_run([rate] * 3), ctx_tokens=ctx)
 
@@ -67,13 +76,13 @@ def served(monkeypatch: pytest.MonkeyPatch, **rates: list[float]) -> list[int]:
 
 
 def verified(engine: EngineRun, depths: list[int], names: tuple[str, ...] = ("decode",),
-             card: str = CARD) -> Report:
+             card: str = CARD, profile: Any = TURBO4) -> Report:
     """The served suites, then decode_again, as run_suites runs them."""
     sizes = Sizes(decode_ctx_tokens=depths, decode_out_tokens=160, ttft_tokens=60000,
-                  ttft_requests=3, niah_tokens=512, settle_budget_s=0)
-    run = _Run(profile=TURBO4, names=list(names), sizes=sizes, engine=engine, card=card,
+                  ttft_requests=3, niah_tokens=512, decode_repeats=4, settle_budget_s=7.0)
+    run = _Run(profile=profile, names=list(names), sizes=sizes, engine=engine, card=card,
                where=Locality(False, "elsewhere"), shell=None)
-    report = Report(profile=TURBO4.name, url="http://127.0.0.1:9", started_utc="t",
+    report = Report(profile=profile.name, url="http://127.0.0.1:9", started_utc="t",
                     budget_mib=10240.0, requested=list(names), engine=engine.baseline)
     _served_suites(None, run, report)  # type: ignore[arg-type]  # the requests are stand-ins
     decode_again(None, run, report)  # type: ignore[arg-type]
@@ -84,7 +93,8 @@ def by_name(checks: list[Check]) -> dict[str, Check]:
     return {c.name: c for c in checks}
 
 
-def test_a_decode_below_its_bar_is_measured_again_and_the_second_pair_judged(monkeypatch):
+def test_a_decode_below_its_bar_is_measured_again_and_the_second_pair_judged(monkeypatch,
+                                                                              capsys):
     """verify 2 on the H100 (2026-12-07): 107.8 tok/s served against 152.3 of llama-bench at
     4096 (0.708, the bar 0.737). Measured again, llama-bench 120.0 then the server 115.0
     (0.958): the check PASSES on the second pair and says the first; the figures the report
@@ -102,6 +112,15 @@ def test_a_decode_below_its_bar_is_measured_again_and_the_second_pair_judged(mon
         "; measured again as a pair, llama-bench then the server, after the first pair was "
         "below the bar (served 107.8 tok/s vs engine 152.3 tok/s: ratio 0.708)")
     assert again.asked == [[4096]] and asked == [4096, 4096]
+    first, second = asked.calls  # the same request: out tokens, seed, repeats, budget
+    assert first == second == (4096, 160, [("budget_s", 7.0), ("repeats", 4), ("seed", 7),
+                                           ("shell", None)])
+    assert "  decode: below the bar at 4096 ctx: measured again as a pair, llama-bench then " \
+        "the server, in case the host's pace changed between them\n" in capsys.readouterr().out
+    # the reference figure is the second pair's too (information on this card)
+    ref = by_name(report.checks)["decode.reference_card"]
+    assert ref.detail.startswith("served 115.0 tok/s; RTX 4090 (seed study) 71 tok/s; "
+                                 f"information only on {CARD}"), ref.detail
     assert coverage(report.checks, ["decode"]).word == "PASSED"
     assert "ran at 0.96 of its engine's decode speed at 4,096 tokens" in verdict_sentence(report)
     row = report.to_json()["suites"]["decode"][0]
@@ -232,3 +251,40 @@ def test_run_suites_measures_a_decode_below_its_bar_again(monkeypatch, tmp_path)
     assert again.asked == [[4096]]
     assert by_name(report.checks)["decode.vs_engine@4096"].status == "PASS"
     assert coverage(report.checks, report.requested or []).word == "PASSED"
+
+
+def test_a_cpu_build_is_judged_against_its_own_floor_on_the_second_pair(monkeypatch):
+    """cpu-tiny (a CPU build: 0.70 of llama-bench): 30 then 40 tok/s served against 50 of
+    llama-bench both times; the second pair (0.800) PASSES on the CPU floor.
+    Mutant: the second pair judged as a GPU build (0.95: FAIL)."""
+    served(monkeypatch, d1024=[30.0, 40.0])
+    report = verified(EngineRun(True, baseline(d1024=50.0), again=Again(d1024=50.0)), [1024],
+                      profile=PROFILES["cpu-tiny"])
+    check = by_name(report.checks)["decode.vs_engine@1024"]
+    assert (check.status, check.detail.split("; ")[0]) == (
+        "PASS", "served 40.0 tok/s vs engine 50.0 tok/s (llama-bench) at 1024 ctx: ratio "
+        "0.800, needs >= 0.7"), check.detail
+
+
+def test_a_server_that_stops_answering_when_measured_again_fails(monkeypatch):
+    """The server's decode request fails when measured again and /health then gets no
+    answer: a `server.answered` FAIL naming the step; the first pair's FAIL stands."""
+    rates = iter([107.8, None])
+
+    def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
+        rate = next(rates)
+        if rate is None:
+            return replace(decode_run([1.0], rec=record(ok=False, error="no answer")),
+                           decode_tok_s=None, samples_tok_s=[], ctx_tokens=ctx)
+        return replace(decode_run([rate] * 3), ctx_tokens=ctx)
+
+    monkeypatch.setattr(suites, "run_decode", run_decode)
+    monkeypatch.setattr(suites, "health_now", lambda client: "no answer (ConnectError)")
+    report = verified(EngineRun(True, baseline(d4096=152.3), again=Again(d4096=120.0)),
+                      [4096])
+    got = by_name(report.checks)
+    assert got["decode.vs_engine@4096"].status == "FAIL"
+    assert "measured again" not in got["decode.vs_engine@4096"].detail
+    assert (got["server.answered"].status, got["server.answered"].detail) == (
+        "FAIL", "stopped answering during decode, measured again: POST /v1/chat/completions "
+        "failed (no answer); GET /health then got no answer (ConnectError)")
