@@ -560,7 +560,7 @@ def _a_release(cfg: HostConfig, reported: str | None, release: str | None) -> st
         return f" = '{release}'"
     if cfg.requested_way.builds_image:
         return (f" to a {reported} release (the kit names none: pick one that nvidia/cuda tags "
-                f"as <release>-devel-ubuntu24.04, {CUDA_TAGS})")
+                f"as <release>-devel-{cudacompat.image_ubuntu(reported)}, {CUDA_TAGS})")
     return f" to a {reported} release"
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .config import HostConfig
 from .container import IMAGE
 from .cpu import X86_64_V3, CpuBaseline, baseline_or_refuse
+from .cudacompat import image_ubuntu
 from .hostdata import BaseImages
 from .render import render
 
@@ -214,7 +215,7 @@ def build_spec(cfg: HostConfig, compute_cap: str | None, cpus: int = 1,
         arch = cuda_arch or (
             cuda_arch_from_compute_cap(compute_cap) if compute_cap else DEFAULT_CUDA_ARCH
         )
-    ubuntu = "ubuntu24.04"
+    ubuntu = image_ubuntu(cuda_version)
     default_build = (f"nvidia/cuda:{cuda_version}-devel-{ubuntu}" if backend == "cuda"
                      else "debian:bookworm")
     default_runtime = (f"nvidia/cuda:{cuda_version}-runtime-{ubuntu}" if backend == "cuda"

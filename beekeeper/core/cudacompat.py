@@ -64,6 +64,17 @@ NEWEST_RELEASE: dict[tuple[int, int], str] = {
     (12, 8): "12.8.1", (12, 9): "12.9.1", (13, 0): "13.0.2", (13, 1): "13.1.2", (13, 2): "13.2.1"}
 
 
+# nvidia/cuda's images are tagged ubuntu24.04 from CUDA 12.5 (none before it); ubuntu22.04
+# has every release the kit builds with (12.0 and newer)
+UBUNTU_2404_FROM = (12, 5)
+
+
+def image_ubuntu(cuda_version: str) -> str:
+    """The Ubuntu of nvidia/cuda's `<release>-devel-<ubuntu>` and `-runtime-` images of a
+    release (a tag that does not exist fails the image's build at its first line)."""
+    return "ubuntu24.04" if major_minor(cuda_version) >= UBUNTU_2404_FROM else "ubuntu22.04"
+
+
 def require_cuda(cuda_version: str) -> str:
     """The image's NVIDIA_REQUIRE_CUDA as nvidia/cuda:<cuda_version> spells it (known minors),
     else its first clause alone."""

@@ -327,7 +327,7 @@ def test_a_driver_too_old_is_upgraded_or_followed_when_host_data_says_so():
                    smi(branch=470, cuda="11.4")) == (
         "host data `cuda_follows_driver`: WHY, and the kit knows no nvidia/cuda release for "
         "CUDA 11.4: set cuda_version to a 11.4 release (the kit names none: pick one that "
-        f"nvidia/cuda tags as <release>-devel-ubuntu24.04, {dp.CUDA_TAGS}), or update the "
+        f"nvidia/cuda tags as <release>-devel-ubuntu22.04, {dp.CUDA_TAGS}), or update the "
         "NVIDIA driver on the host to branch 595 or newer")
     assert refused_old(cfg(), WSL, GEFORCE_580) == (
         f"WHY: {WIN}, or set cuda_version = '13.0.2' (or "
@@ -468,7 +468,7 @@ def test_wsl2_offers_following_the_driver_only_where_the_kit_has_its_image():
     # kit naming no 12.4 release, where nvidia/cuda lists them
     assert refused_old(cfg(), WSL, smi(branch=550, cuda="12.4")) == (
         f"WHY: {WIN}, or set cuda_version to a 12.4 release (the "
-        "kit names none: pick one that nvidia/cuda tags as <release>-devel-ubuntu24.04, "
+        "kit names none: pick one that nvidia/cuda tags as <release>-devel-ubuntu22.04, "
         f"{dp.CUDA_TAGS})")
     # native mode installs cuda-toolkit-12-4 for any 12.4 release: no image to look up
     assert refused_old(cfg(mode="native"), WSL, smi(branch=550, cuda="12.4")) == (
@@ -744,3 +744,26 @@ def test_an_upgrade_under_secure_boot_without_a_key_is_refused_the_distros_way()
         "host canned: Secure Boot is on (SecureBoot enabled) and no DKMS signing key is "
         f"enrolled, so the NVIDIA module the kit would build would be rejected at boot: "
         f"{UBUNTU_KEY}")
+
+
+def test_a_cuda_release_before_12_5_builds_from_nvidia_cudas_ubuntu_22_04_images():
+    """nvidia/cuda has no ubuntu24.04 image before CUDA 12.5: a Windows driver reporting CUDA
+    12.4 (a 550) is refused with the tag pattern that exists, and given the 12.4.1 release
+    the image is built from `12.4.1-devel-ubuntu22.04` and runs on `12.4.1-runtime-ubuntu22.04`
+    (with ubuntu24.04 the build would fail at its first line: no such image); 12.5 and newer
+    keep ubuntu24.04.
+    Mutant (as it was): ubuntu24.04 for every release."""
+    from beekeeper.core.cudacompat import image_ubuntu
+
+    from .harness import RTX4090, facts, run_deploy, uploaded
+
+    assert [image_ubuntu(v) for v in ("12.0.1", "12.4.1", "12.5.0", "12.9.1", "13.2.1")] == [
+        "ubuntu22.04", "ubuntu22.04", "ubuntu24.04", "ubuntu24.04", "ubuntu24.04"]
+    old = replace(RTX4090, cuda_version="12.4", driver_version="552.22", driver_branch=552)
+    with pytest.raises(PreflightError) as e:
+        run_deploy(DEFAULTS, facts(GpuInfo=old))
+    assert "tags as <release>-devel-ubuntu22.04" in e.value.fix, str(e.value)
+    dockerfile = uploaded(run_deploy({**DEFAULTS, "cuda_version": "12.4.1"},
+                                     facts(GpuInfo=old)), "Render the Dockerfile")
+    assert "ARG BUILD_BASE=nvidia/cuda:12.4.1-devel-ubuntu22.04\n" in dockerfile
+    assert "ARG RUNTIME_BASE=nvidia/cuda:12.4.1-runtime-ubuntu22.04\n" in dockerfile
