@@ -431,9 +431,10 @@ def _first_pair(report: Report, r: DecodeResult) -> dict[str, float] | None:
     """The figures of a decode whose decode.vs_engine check FAILed on the ratio alone (both
     figures there, every request answered); None: any other."""
     check = {c.name: c for c in report.checks}.get(f"decode.vs_engine@{r.ctx_tokens}")
+    # no served figure: its first request failed (the check says so); no engine figure:
+    # nothing to judge against (SKIP)
     served, engine = r.decode_tok_s, r.engine_tok_s(report.engine)
-    if check is None or check.status != "FAIL" or r.record.error is not None \
-            or r.failed_repeats or not served or not engine:
+    if check is None or check.status != "FAIL" or r.failed_repeats or not (served and engine):
         return None
     return {"served_tok_s": served, "engine_tok_s": engine, "ratio": served / engine}
 

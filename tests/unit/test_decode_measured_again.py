@@ -52,6 +52,19 @@ class Again:
         return baseline(**{f"d{d}": self.tok_s[f"d{d}"] for d in depths})
 
 
+class Client:
+    """What run_suites asks of the client beside the requests (stand-ins): its URL, /props."""
+
+    class http:  # noqa: N801  # httpx.Client's attribute
+        base_url = "http://127.0.0.1:9"
+
+    def props(self) -> dict[str, Any]:
+        return {}
+
+
+CLIENT, SHELL = Client(), object()  # what verify passes on: the client, the host's shell
+
+
 class Asked(list):
     """The depths the server's decode was measured at, in order; `calls`: each call's
     arguments after the client."""
@@ -66,6 +79,7 @@ def served(monkeypatch: pytest.MonkeyPatch, **rates: list[float]) -> Asked:
     asked.calls = []
 
     def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
+        assert client is CLIENT
         asked.append(ctx)
         asked.calls.append((ctx, *a, sorted(k.items())))
         rate = rates[f"d{ctx}"].pop(0)
@@ -81,11 +95,11 @@ def verified(engine: EngineRun, depths: list[int], names: tuple[str, ...] = ("de
     sizes = Sizes(decode_ctx_tokens=depths, decode_out_tokens=160, ttft_tokens=60000,
                   ttft_requests=3, niah_tokens=512, decode_repeats=4, settle_budget_s=7.0)
     run = _Run(profile=profile, names=list(names), sizes=sizes, engine=engine, card=card,
-               where=Locality(False, "elsewhere"), shell=None)
+               where=Locality(False, "elsewhere"), shell=SHELL)  # type: ignore[arg-type]
     report = Report(profile=profile.name, url="http://127.0.0.1:9", started_utc="t",
                     budget_mib=10240.0, requested=list(names), engine=engine.baseline)
-    _served_suites(None, run, report)  # type: ignore[arg-type]  # the requests are stand-ins
-    decode_again(None, run, report)  # type: ignore[arg-type]
+    _served_suites(CLIENT, run, report)  # type: ignore[arg-type]  # the requests: stand-ins
+    decode_again(CLIENT, run, report)  # type: ignore[arg-type]
     return report
 
 
@@ -114,7 +128,7 @@ def test_a_decode_below_its_bar_is_measured_again_and_the_second_pair_judged(mon
     assert again.asked == [[4096]] and asked == [4096, 4096]
     first, second = asked.calls  # the same request: out tokens, seed, repeats, budget
     assert first == second == (4096, 160, [("budget_s", 7.0), ("repeats", 4), ("seed", 7),
-                                           ("shell", None)])
+                                           ("shell", SHELL)])
     assert "  decode: below the bar at 4096 ctx: measured again as a pair, llama-bench then " \
         "the server, in case the host's pace changed between them\n" in capsys.readouterr().out
     # the reference figure is the second pair's too (information on this card)
@@ -129,12 +143,15 @@ def test_a_decode_below_its_bar_is_measured_again_and_the_second_pair_judged(mon
         {"served_tok_s": 107.8, "engine_tok_s": 152.3, "ratio": 107.8 / 152.3})
 
 
-def test_a_server_slower_than_its_engine_fails_both_pairs(monkeypatch):
-    """llama-bench at 152 tok/s both times, the server at 107.8 then 108.5: FAIL on the second
+def test_a_server_slower_than_its_engine_fails_both_pairs(monkeypatch, capsys):
+    """llama-bench at 152 / 115 tok/s both times, the server at 107.8 / 80 then 108.5 / 81:
+    both depths measured again, each with its first request's arguments, FAIL on the second
     pair (0.714), the first said; the run FAILED."""
-    served(monkeypatch, d4096=[107.8, 108.5])
-    report = verified(EngineRun(True, baseline(d4096=152.3), again=Again(d4096=152.0)),
-                      [4096])
+    asked = served(monkeypatch, d4096=[107.8, 108.5], d60000=[80.0, 81.0])
+    report = verified(EngineRun(True, baseline(d4096=152.3, d60000=115.3),
+                                again=Again(d4096=152.0, d60000=115.0)), [4096, 60000])
+    assert asked == [4096, 60000, 4096, 60000] and asked.calls[:2] == asked.calls[2:]
+    assert "  decode: below the bar at 4096, 60000 ctx: measured again" in capsys.readouterr().out
     check = by_name(report.checks)["decode.vs_engine@4096"]
     assert check.status == "FAIL"
     assert check.detail.startswith("served 108.5 tok/s vs engine 152.0 tok/s (llama-bench) at "
@@ -222,16 +239,6 @@ def test_the_reference_ttft_yields_once_the_second_pair_passed(monkeypatch):
     assert coverage(report.checks, ["decode", "ttft"]).word == "PASSED"
 
 
-class Client:
-    """What run_suites asks of the client beside the requests (stand-ins): its URL, /props."""
-
-    class http:  # noqa: N801  # httpx.Client's attribute
-        base_url = "http://127.0.0.1:9"
-
-    def props(self) -> dict[str, Any]:
-        return {}
-
-
 def test_run_suites_measures_a_decode_below_its_bar_again(monkeypatch, tmp_path):
     """run_suites' wiring: the engine suite's `again`, then the second pair judged in the
     report it writes.
@@ -245,7 +252,7 @@ def test_run_suites_measures_a_decode_below_its_bar_again(monkeypatch, tmp_path)
     served(monkeypatch, d4096=[107.8, 115.0])
     sizes = Sizes(decode_ctx_tokens=[4096], decode_out_tokens=160, ttft_tokens=60000,
                   ttft_requests=3, niah_tokens=512, settle_budget_s=0)
-    report = suites.run_suites(Client(), TURBO4, ["engine", "decode"],  # type: ignore[arg-type]
+    report = suites.run_suites(CLIENT, TURBO4, ["engine", "decode"],  # type: ignore[arg-type]
                                sizes=sizes, card=CARD, where=Locality(False, "elsewhere"),
                                out_dir=str(tmp_path))
     assert again.asked == [[4096]]
@@ -279,7 +286,8 @@ def test_a_server_that_stops_answering_when_measured_again_fails(monkeypatch):
         return replace(decode_run([rate] * 3), ctx_tokens=ctx)
 
     monkeypatch.setattr(suites, "run_decode", run_decode)
-    monkeypatch.setattr(suites, "health_now", lambda client: "no answer (ConnectError)")
+    monkeypatch.setattr(suites, "health_now", lambda client: client is CLIENT and
+                        "no answer (ConnectError)")
     report = verified(EngineRun(True, baseline(d4096=152.3), again=Again(d4096=120.0)),
                       [4096])
     got = by_name(report.checks)
@@ -288,3 +296,41 @@ def test_a_server_that_stops_answering_when_measured_again_fails(monkeypatch):
     assert (got["server.answered"].status, got["server.answered"].detail) == (
         "FAIL", "stopped answering during decode, measured again: POST /v1/chat/completions "
         "failed (no answer); GET /health then got no answer (ConnectError)")
+
+
+def test_a_request_that_gets_no_answer_when_measured_again_says_that_step(monkeypatch):
+    """A decode request raising httpx's error when measured again (no answer, /health none
+    after it): `server.answered` FAIL naming the step and the request."""
+    import httpx
+
+    rates = iter([107.8, None])
+
+    def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
+        rate = next(rates)
+        if rate is None:
+            raise httpx.ConnectError("refused", request=httpx.Request(
+                "POST", "http://127.0.0.1:9/v1/chat/completions"))
+        return replace(decode_run([rate] * 3), ctx_tokens=ctx)
+
+    monkeypatch.setattr(suites, "run_decode", run_decode)
+    monkeypatch.setattr(suites, "health_now", lambda client: client is CLIENT and
+                        "no answer (ConnectError)")
+    report = verified(EngineRun(True, baseline(d4096=152.3), again=Again(d4096=120.0)),
+                      [4096])
+    assert by_name(report.checks)["server.answered"].detail == (
+        "stopped answering during decode, measured again: POST /v1/chat/completions got no "
+        "answer (ConnectError); GET /health then got no answer (ConnectError)")
+
+
+def test_a_decode_with_a_failed_repeat_is_not_measured_again(monkeypatch):
+    """A figure below the bar whose repeats did not all answer is judged as it was (its
+    records check FAILs for them): not measured again."""
+    def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
+        return replace(decode_run([100.0] * 2), ctx_tokens=ctx, failed_repeats=["HTTP 500"])
+
+    monkeypatch.setattr(suites, "run_decode", run_decode)
+    monkeypatch.setattr(suites, "health_now", lambda client: None)
+    again = Again(d4096=152.3)
+    report = verified(EngineRun(True, baseline(d4096=152.3), again=again), [4096])
+    assert again.asked == []
+    assert by_name(report.checks)["decode.vs_engine@4096"].status == "FAIL"
