@@ -349,7 +349,7 @@ def engine_checks(run: EngineRun) -> list[Check]:
                   + f"; {threads} threads; " + engine.placement)]
 
 
-def _first_pair(first: dict[str, float] | None) -> str:
+def _first_pair_said(first: dict[str, float] | None) -> str:
     """What a decode figure measured again as a pair (suites.decode_again) first measured."""
     if first is None:
         return ""
@@ -380,7 +380,7 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
                          sampler_ms=CPU_SAMPLER_MS if sampler_on_cpu and not cpu else 0.0,
                          spreads=spreads)
         out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status,
-                         v.detail + repeats_line(spreads) + _first_pair(r.first_pair)))
+                         v.detail + repeats_line(spreads) + _first_pair_said(r.first_pair)))
     # the run at the reference's depth, if one was measured (else the deepest, not compared)
     at = next((r for r in runs if r.ctx_tokens == expected.reference_tokens), runs[-1])
     ref = judge_reference_decode(at.decode_tok_s, expected, card, depth_tokens=at.ctx_tokens)

@@ -442,8 +442,9 @@ def _first_pair(report: Report, r: DecodeResult) -> dict[str, float] | None:
 def decode_again(client: ServerClient, run: _Run, report: Report) -> None:
     """A served decode below its bar, measured again once as a pair: llama-bench at that
     depth, then the server. The engine suite runs before every served one, a minute or more
-    earlier: a host whose pace changed in between (seen on an H100, 2026-12-07) fails a
-    server that keeps up with its engine. The second pair is judged, the first said in its
+    earlier, and a figure measured then may not hold when the server is measured (on an
+    H100, 2026-12-07, a server decoded 18% below a llama-bench run minutes before, steady,
+    no other load; cause not found). The second pair is judged, the first said in its
     check; a server slower than its engine fails both."""
     runs, sizes = report.suites.decode or [], run.sizes
     firsts = {i: first for i, r in enumerate(runs) if (first := _first_pair(report, r))}
