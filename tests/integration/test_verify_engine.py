@@ -121,6 +121,12 @@ def test_a_slow_server_fails_the_decode_check_naming_both_figures(deployed, tmp_
         assert line.strip().startswith("[FAIL]")
         m = re.search(r"served ([\d.]+) tok/s vs engine ([\d.]+) tok/s", line)
         assert m and float(m.group(1)) < float(m.group(2))
+        # below the bar, so measured again as a pair (llama-bench, then the server): the
+        # second pair judged, the first said, both far below
+        assert "decode: below the bar at 1024 ctx: measured again as a pair" in p.stdout
+        first = re.search(r"after the first pair was below the bar \(served ([\d.]+) tok/s "
+                          r"vs engine ([\d.]+) tok/s: ratio ([\d.]+)\)", line)
+        assert first and float(first.group(3)) < 0.7, line
     finally:
         back = deploy()
         assert back.rc == 0, back.out[-3000:]

@@ -754,6 +754,35 @@ def test_the_reference_card_judges_its_own_depth_never_another():
                     ["decode"]).word == "PASSED"
 
 
+def test_a_depth_the_reference_card_failed_says_it_was_judged_by_it_too():
+    """A 4090 at 60K with no engine suite, decoding at 50 tok/s (the seed's 71): the
+    reference check FAILs and the depth's own check says the reference card judged it, as a
+    passing one does.
+    Mutant: `ref.status in ("PASS", "FAIL")` with the "FAIL" misspelt (a failed reference
+    left unsaid on the depth's check)."""
+    from dataclasses import replace
+
+    card, none = "NVIDIA GeForce RTX 4090", EngineRun(requested=False)
+    slow = replace(decode_run([50.0, 50.2, 49.8]), ctx_tokens=60000)
+    got = by_name(decode_checks([slow], none, PROD, card, cpu=False))
+    assert got["decode.reference_card"].status == "FAIL"
+    assert got["decode.vs_engine@60000"].detail.endswith(
+        "; judged against the reference card instead (decode.reference_card)")
+
+
+def test_a_failed_repeats_error_is_said_to_160_characters():
+    """The records check names how many repeats failed and the first one's error, cut at 160
+    characters (an error text can be a whole HTML page).
+    Mutant: the cut at 161."""
+    from dataclasses import replace
+
+    run = replace(decode_run([50.0, 50.2]), failed_repeats=["E" * 200, "F"])
+    check = by_name(decode_checks([run], EngineRun(requested=False), PROD, None,
+                                  cpu=False))["decode.records_consistent"]
+    assert check.status == "FAIL"
+    assert check.detail.endswith("; 2 repeat(s) failed: " + "E" * 160), check.detail
+
+
 def test_a_smaller_context_keeps_the_reference_figures_size():
     """with_ctx_size shrinks verify's depths but the seed's figures stay at 60K: a 28K
     decode is not compared with them."""
