@@ -296,6 +296,7 @@ class _Run:
     card: str | None
     where: Locality
     shell: Shell | None  # the serving host, where its load is read (settle.py)
+    stopped: bool = False  # the server stopped answering during a served suite
 
 
 HEALTH_PROBE_S = 10.0  # how long /health may take to say whether the server is still up
@@ -429,12 +430,13 @@ AGAIN = "decode, measured again"  # the step a stop there is said in
 
 def _first_pair(report: Report, r: DecodeResult) -> dict[str, float] | None:
     """The figures of a decode whose decode.vs_engine check FAILed on the ratio alone (both
-    figures there, every request answered); None: any other."""
+    figures there, every request answered, its records consistent); None: any other."""
     check = {c.name: c for c in report.checks}.get(f"decode.vs_engine@{r.ctx_tokens}")
     # no served figure: its first request failed (the check says so); no engine figure:
     # nothing to judge against (SKIP)
     served, engine = r.decode_tok_s, r.engine_tok_s(report.engine)
-    if check is None or check.status != "FAIL" or r.failed_repeats or not (served and engine):
+    if check is None or check.status != "FAIL" or r.failed_repeats \
+            or not r.records_consistent or not (served and engine):
         return None
     return {"served_tok_s": served, "engine_tok_s": engine, "ratio": served / engine}
 
@@ -444,11 +446,12 @@ def decode_again(client: ServerClient, run: _Run, report: Report) -> None:
     depth, then the server. The engine suite runs before every served one, a minute or more
     earlier, and a figure measured then may not hold when the server is measured (on an
     H100, 2026-12-07, a server decoded 18% below a llama-bench run minutes before, steady,
-    no other load; cause not found). The second pair is judged, the first said in its
-    check; a server slower than its engine fails both."""
+    no other load; cause not found). The second pair is judged where it can be (else the
+    first stands), the first said in its check; a server slower than its engine fails
+    both. Not after the server stopped answering: the engine's run would start it again."""
     runs, sizes = report.suites.decode or [], run.sizes
     firsts = {i: first for i, r in enumerate(runs) if (first := _first_pair(report, r))}
-    if not firsts or run.engine.again is None:
+    if not firsts or run.engine.again is None or run.stopped:
         return
     depths = [sizes.decode_ctx_tokens[i] for i in firsts]
     _log(f"decode: below the bar at {', '.join(map(str, depths))} ctx: measured again as a "
@@ -462,18 +465,52 @@ def decode_again(client: ServerClient, run: _Run, report: Report) -> None:
                                   budget_s=sizes.settle_budget_s, shell=run.shell)
             _stop_in(client, again[i], AGAIN)
     except (EngineError, subprocess.TimeoutExpired) as ex:
-        failed = isinstance(ex, EngineFailed)  # the server was not started again
-        report.checks.append(Check("decode.again", "FAIL" if failed else "INFO", "measuring "
-                                   f"again as a pair could not run: {ex}"))
+        _engine_again_failed(client, report, ex)
         return
     except Exception as ex:  # a request failed: stopped raises again what is not that
         report.checks.append(stopped(ex, AGAIN, client)[0])
         return
-    for i, second in again.items():
-        runs[i] = replace(second, again_engine=base, first_pair=firsts[i])
-    fresh = {c.name: c for c in judge.decode_checks(
-        runs, run.engine, run.profile.expected, run.card, cpu=run.profile.backend == "cpu",
-        sampler_on_cpu=run.profile.samples_on_cpu)}
+    _judge_again(run, report, {i: replace(second, again_engine=base, first_pair=firsts[i])
+                               for i, second in again.items()})
+
+
+def _engine_again_failed(client: ServerClient, report: Report, ex: Exception) -> None:
+    """llama-bench could not run again: the first pair stands (INFO, why), and where the
+    server does not answer after it (not started again), a `server.answered` FAIL."""
+    why = (f"no answer from the host in {ex.timeout:g} s"
+           if isinstance(ex, subprocess.TimeoutExpired) else str(ex))
+    report.checks.append(Check("decode.again", "INFO", f"not measured again as a pair: "
+                               f"llama-bench could not run again ({why}); the first pair "
+                               "is judged"))
+    health = health_now(client)
+    if health is not None:
+        report.checks.append(Check(STOPPED, "FAIL", stop_said(
+            AGAIN, "after llama-bench ran again (the server stopped for it)", health)))
+
+
+def _judge_again(run: _Run, report: Report, seconds: dict[int, DecodeResult]) -> None:
+    """The decode checks again with the second pairs where judged; a second pair not judged
+    (noisy, or the host busy) leaves its first, with a word of why."""
+    runs = report.suites.decode or []
+    firsts = {i: runs[i] for i in seconds}
+
+    def checks() -> dict[str, Check]:
+        return {c.name: c for c in judge.decode_checks(
+            runs, run.engine, run.profile.expected, run.card,
+            cpu=run.profile.backend == "cpu", sampler_on_cpu=run.profile.samples_on_cpu)}
+
+    runs[:] = [seconds.get(i, r) for i, r in enumerate(runs)]
+    fresh = checks()
+    unjudged = {i: fresh[f"decode.vs_engine@{seconds[i].ctx_tokens}"] for i in seconds
+                if fresh[f"decode.vs_engine@{seconds[i].ctx_tokens}"].status not in
+                ("PASS", "FAIL")}
+    if unjudged:
+        runs[:] = [firsts[i] if i in unjudged else r for i, r in enumerate(runs)]
+        fresh = checks()
+        for i, second in unjudged.items():
+            name = f"decode.vs_engine@{firsts[i].ctx_tokens}"
+            fresh[name] = replace(fresh[name], detail=fresh[name].detail + "; measured "
+                                  f"again as a pair, not judged ({second.detail})")
     report.checks = judge.yield_reference_ttft([fresh.get(c.name, c) for c in report.checks])
 
 
@@ -492,9 +529,9 @@ def _served_suites(client: ServerClient, run: _Run, report: Report) -> None:
         try:
             measure(client, run, report)
         except Exception as ex:  # stopped raises again what is not the server's failure
-            check, stop = stopped(ex, step, client)
+            check, run.stopped = stopped(ex, step, client)
             report.checks.append(check)
-            if stop:
+            if run.stopped:
                 return
 
 

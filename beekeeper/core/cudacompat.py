@@ -64,15 +64,17 @@ NEWEST_RELEASE: dict[tuple[int, int], str] = {
     (12, 8): "12.8.1", (12, 9): "12.9.1", (13, 0): "13.0.2", (13, 1): "13.1.2", (13, 2): "13.2.1"}
 
 
-# nvidia/cuda's images are tagged ubuntu24.04 from CUDA 12.5 (none before it); ubuntu22.04
-# has every release the kit builds with (12.0 and newer)
-UBUNTU_2404_FROM = (12, 5)
+# the first CUDA whose nvidia/cuda images are tagged with each Ubuntu the kit names: 22.04
+# from 11.7 (20.04 before it), 24.04 from 12.6 (from 12.5 or 12.5.1: which is not certain,
+# and 22.04 has both)
+UBUNTU_FROM = ((12, 6, "ubuntu24.04"), (11, 7, "ubuntu22.04"))
 
 
 def image_ubuntu(cuda_version: str) -> str:
     """The Ubuntu of nvidia/cuda's `<release>-devel-<ubuntu>` and `-runtime-` images of a
     release (a tag that does not exist fails the image's build at its first line)."""
-    return "ubuntu24.04" if major_minor(cuda_version) >= UBUNTU_2404_FROM else "ubuntu22.04"
+    mm = major_minor(cuda_version)
+    return next((name for *first, name in UBUNTU_FROM if mm >= tuple(first)), "ubuntu20.04")
 
 
 def require_cuda(cuda_version: str) -> str:

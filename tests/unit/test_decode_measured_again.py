@@ -10,6 +10,7 @@ verify's own.
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import replace
 from typing import Any
 
@@ -62,7 +63,11 @@ class Client:
         return {}
 
 
-CLIENT, SHELL = Client(), object()  # what verify passes on: the client, the host's shell
+class Shell:
+    label = "the host"
+
+
+CLIENT, SHELL = Client(), Shell()  # what verify passes on: the client, the host's shell
 
 
 class Asked(list):
@@ -206,20 +211,120 @@ def test_a_decode_is_not_measured_again_unless_its_ratio_alone_failed(monkeypatc
     assert all("measured again" not in c.detail for c in report.checks)
 
 
-@pytest.mark.parametrize("failure", [EngineFailed("could not start the server again"),
-                                     EngineError("could not stop the server")])
-def test_an_engine_that_could_not_run_again_leaves_the_first_pair(monkeypatch, failure):
-    """The server not started again after llama-bench (EngineFailed): a FAIL, `decode.again`,
-    saying why (the server is down now); the server not stopped (EngineError): INFO. The
-    first pair's FAIL stands either way."""
+@pytest.mark.parametrize(("failure", "health", "why"), [
+    (EngineFailed("could not start the server again (x, exit 1): y"),
+     "no answer (ConnectError)", "could not start the server again (x, exit 1): y"),
+    (EngineFailed("llama-bench failed: z"), None, "llama-bench failed: z"),
+    (EngineError("could not stop the server (x): y"), None, "could not stop the server (x): y"),
+    (subprocess.TimeoutExpired(["ssh", "host", "secret script"], 120), None,
+     "no answer from the host in 120 s")])
+def test_an_engine_that_could_not_run_again_leaves_the_first_pair(monkeypatch, failure,
+                                                                    health, why):
+    """llama-bench could not run again: the first pair's FAIL stands and `decode.again` says
+    why (INFO: the engine's failure, not the server's; a timeout in the words run_engine uses,
+    not the command line); where the server does not answer after it (not started again), a
+    `server.answered` FAIL too."""
     served(monkeypatch, d4096=[107.8])
+    monkeypatch.setattr(suites, "health_now", lambda client: client is CLIENT and health)
     report = verified(EngineRun(True, baseline(d4096=152.3), again=Again(raises=failure)),
                       [4096])
     got = by_name(report.checks)
     assert got["decode.vs_engine@4096"].status == "FAIL"
-    want = "FAIL" if isinstance(failure, EngineFailed) else "INFO"
     assert (got["decode.again"].status, got["decode.again"].detail) == (
-        want, f"measuring again as a pair could not run: {failure}")
+        "INFO", f"not measured again as a pair: llama-bench could not run again ({why}); "
+        "the first pair is judged")
+    if health is None:
+        assert "server.answered" not in got
+    else:
+        assert (got["server.answered"].status, got["server.answered"].detail) == (
+            "FAIL", "stopped answering during decode, measured again: after llama-bench ran "
+            "again (the server stopped for it); GET /health then got no answer (ConnectError)")
+    assert coverage(report.checks, ["decode"]).word == "FAILED"
+
+
+def test_a_second_pair_not_judged_leaves_the_first_pairs_fail(monkeypatch):
+    """The second served figure too noisy to judge (80 to 150 tok/s over its repeats): the
+    first pair's FAIL stands, saying the second was not judged; the run FAILED, not
+    INCOMPLETE, and the report's figures are the first pair's.
+    Mutant (as it was): the unjudged second pair replaced the FAIL (INCOMPLETE)."""
+    rates = iter([[107.8] * 3, [80.0, 120.0, 150.0]])
+
+    def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
+        return replace(decode_run(next(rates)), ctx_tokens=ctx)
+
+    monkeypatch.setattr(suites, "run_decode", run_decode)
+    report = verified(EngineRun(True, baseline(d4096=152.3), again=Again(d4096=150.0)),
+                      [4096])
+    check = by_name(report.checks)["decode.vs_engine@4096"]
+    assert check.status == "FAIL"
+    assert check.detail.startswith("served 107.8 tok/s vs engine 152.3 tok/s"), check.detail
+    assert "; measured again as a pair, not judged (" in check.detail
+    assert coverage(report.checks, ["decode"]).word == "FAILED"
+    assert report.suites.decode is not None and report.suites.decode[0].decode_tok_s == 107.8
+
+
+def test_a_server_that_stopped_answering_is_not_measured_again(monkeypatch):
+    """Decode below its bar, then the server stopped answering during TTFT: not measured
+    again (the engine's run would stop and start the server, hiding the stop).
+    Mutant: `run.stopped` not read (or not set by _served_suites)."""
+    served(monkeypatch, d60000=[85.0])
+
+    def gone(*a: Any, **k: Any) -> Any:
+        raise suites.ServerStopped("stopped answering during TTFT: gone")
+
+    monkeypatch.setattr(suites, "settled_ttft", gone)
+    again = Again(d60000=115.0)
+    report = verified(EngineRun(True, baseline(d60000=115.3), again=again), [60000],
+                      names=("decode", "ttft"))
+    assert again.asked == []
+    got = by_name(report.checks)
+    assert got["decode.vs_engine@60000"].status == "FAIL"
+    assert got["server.answered"].detail == "stopped answering during TTFT: gone"
+
+
+def test_a_decode_whose_records_are_not_consistent_is_not_measured_again(monkeypatch):
+    """A first request that reused the prompt cache (cache_n 16): its records check FAILs,
+    and measuring again would replace it with a consistent one; not measured again."""
+    def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
+        return replace(decode_run([100.0] * 3, rec=record(cache_n=16)), ctx_tokens=ctx)
+
+    monkeypatch.setattr(suites, "run_decode", run_decode)
+    again = Again(d4096=152.3)
+    report = verified(EngineRun(True, baseline(d4096=152.3), again=again), [4096])
+    assert again.asked == []
+    assert by_name(report.checks)["decode.records_consistent"].status == "FAIL"
+
+
+def test_the_engine_suite_runs_llama_bench_again_as_it_ran_it_at_the_depths_asked(
+        monkeypatch):
+    """run_engine's `again`: llama-bench on the same engine and profile, decode only (no
+    prefill) at the depths asked, with the first run's out tokens, noise limit, budget and
+    wait for the server's health.
+    Mutants: every depth run again; the prefill run again; the wait dropped."""
+    from beekeeper.verify.engine import Engine
+
+    engine = Engine(shell=SHELL, prefix=[], model_arg="m", check="true",  # type: ignore[arg-type]
+                    missing="", placement="p", stop="stop", start="start")
+    calls: list[dict[str, Any]] = []
+
+    def measure(eng: Any, profile: Any, **kw: Any) -> EngineBaseline:
+        assert eng is engine and profile is TURBO4
+        calls.append(kw)
+        return baseline(d4096=150.0)
+
+    monkeypatch.setattr(suites, "_engine_target", lambda *a: engine)
+    monkeypatch.setattr(suites, "measure_engine", measure)
+    sizes = Sizes(decode_ctx_tokens=[4096, 60000], decode_out_tokens=160, ttft_tokens=60000,
+                  ttft_requests=3, niah_tokens=512, settle_budget_s=7.0)
+    run = suites.run_engine(CLIENT, TURBO4, sizes, SHELL, None, "llm")  # type: ignore[arg-type]
+    assert run.again is not None
+    run.again([60000])
+    first, second = calls
+    assert (first["depths_tokens"], first["prompt_tokens"]) == ([4096, 60000], 60000)
+    assert (second["depths_tokens"], second["prompt_tokens"]) == ([60000], None)
+    for kw in calls:
+        assert (kw["out_tokens"], kw["limit"], kw["budget_s"]) == (160, 0.06, 7.0)
+        assert callable(kw["wait_ready"])
 
 
 def test_the_reference_ttft_yields_once_the_second_pair_passed(monkeypatch):

@@ -327,7 +327,7 @@ def test_a_driver_too_old_is_upgraded_or_followed_when_host_data_says_so():
                    smi(branch=470, cuda="11.4")) == (
         "host data `cuda_follows_driver`: WHY, and the kit knows no nvidia/cuda release for "
         "CUDA 11.4: set cuda_version to a 11.4 release (the kit names none: pick one that "
-        f"nvidia/cuda tags as <release>-devel-ubuntu22.04, {dp.CUDA_TAGS}), or update the "
+        f"nvidia/cuda tags as <release>-devel-ubuntu20.04, {dp.CUDA_TAGS}), or update the "
         "NVIDIA driver on the host to branch 595 or newer")
     assert refused_old(cfg(), WSL, GEFORCE_580) == (
         f"WHY: {WIN}, or set cuda_version = '13.0.2' (or "
@@ -746,19 +746,22 @@ def test_an_upgrade_under_secure_boot_without_a_key_is_refused_the_distros_way()
         f"{UBUNTU_KEY}")
 
 
-def test_a_cuda_release_before_12_5_builds_from_nvidia_cudas_ubuntu_22_04_images():
-    """nvidia/cuda has no ubuntu24.04 image before CUDA 12.5: a Windows driver reporting CUDA
-    12.4 (a 550) is refused with the tag pattern that exists, and given the 12.4.1 release
-    the image is built from `12.4.1-devel-ubuntu22.04` and runs on `12.4.1-runtime-ubuntu22.04`
-    (with ubuntu24.04 the build would fail at its first line: no such image); 12.5 and newer
-    keep ubuntu24.04.
+def test_a_cuda_release_before_12_6_builds_from_nvidia_cudas_ubuntu_22_04_images():
+    """nvidia/cuda has no ubuntu24.04 image before CUDA 12.5 (or 12.5.1): a Windows driver
+    reporting CUDA 12.4 (a 550) is refused with the tag pattern that exists, and given the
+    12.4.1 release the image is built from `12.4.1-devel-ubuntu22.04` and runs on
+    `12.4.1-runtime-ubuntu22.04` (with ubuntu24.04 the build would fail at its first line: no
+    such image); 12.6 and newer keep ubuntu24.04, a CUDA before 11.7 is named with
+    ubuntu20.04.
     Mutant (as it was): ubuntu24.04 for every release."""
     from beekeeper.core.cudacompat import image_ubuntu
 
     from .harness import RTX4090, facts, run_deploy, uploaded
 
-    assert [image_ubuntu(v) for v in ("12.0.1", "12.4.1", "12.5.0", "12.9.1", "13.2.1")] == [
-        "ubuntu22.04", "ubuntu22.04", "ubuntu24.04", "ubuntu24.04", "ubuntu24.04"]
+    versions = ("11.4", "11.6.2", "11.7.1", "12.4.1", "12.5.1", "12.6.0", "12.9.1", "13.2.1")
+    assert [image_ubuntu(v) for v in versions] == [
+        "ubuntu20.04", "ubuntu20.04", "ubuntu22.04", "ubuntu22.04", "ubuntu22.04",
+        "ubuntu24.04", "ubuntu24.04", "ubuntu24.04"]
     old = replace(RTX4090, cuda_version="12.4", driver_version="552.22", driver_branch=552)
     with pytest.raises(PreflightError) as e:
         run_deploy(DEFAULTS, facts(GpuInfo=old))
