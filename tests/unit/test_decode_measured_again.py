@@ -378,13 +378,22 @@ def test_a_cpu_build_is_judged_against_its_own_floor_on_the_second_pair(monkeypa
         "0.800, needs >= 0.7"), check.detail
 
 
-def test_a_server_that_stops_answering_when_measured_again_fails(monkeypatch):
-    """The server's decode request fails when measured again and /health then gets no
-    answer: a `server.answered` FAIL naming the step; the first pair's FAIL stands."""
+@pytest.mark.parametrize(("how", "said"), [
+    ("a failed record", "POST /v1/chat/completions failed (no answer)"),
+    ("httpx's error", "POST /v1/chat/completions got no answer (ConnectError)")])
+def test_a_server_that_stops_answering_when_measured_again_fails(monkeypatch, how, said):
+    """The server's decode request fails when measured again (a failed record, or httpx's
+    error raised) and /health then gets no answer: a `server.answered` FAIL naming the step
+    and the request; the first pair's FAIL stands."""
+    import httpx
+
     rates = iter([107.8, None])
 
     def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
         rate = next(rates)
+        if rate is None and how == "httpx's error":
+            raise httpx.ConnectError("refused", request=httpx.Request(
+                "POST", "http://127.0.0.1:9/v1/chat/completions"))
         if rate is None:
             return replace(decode_run([1.0], rec=record(ok=False, error="no answer")),
                            decode_tok_s=None, samples_tok_s=[], ctx_tokens=ctx)
@@ -399,32 +408,8 @@ def test_a_server_that_stops_answering_when_measured_again_fails(monkeypatch):
     assert got["decode.vs_engine@4096"].status == "FAIL"
     assert "measured again" not in got["decode.vs_engine@4096"].detail
     assert (got["server.answered"].status, got["server.answered"].detail) == (
-        "FAIL", "stopped answering during decode, measured again: POST /v1/chat/completions "
-        "failed (no answer); GET /health then got no answer (ConnectError)")
-
-
-def test_a_request_that_gets_no_answer_when_measured_again_says_that_step(monkeypatch):
-    """A decode request raising httpx's error when measured again (no answer, /health none
-    after it): `server.answered` FAIL naming the step and the request."""
-    import httpx
-
-    rates = iter([107.8, None])
-
-    def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
-        rate = next(rates)
-        if rate is None:
-            raise httpx.ConnectError("refused", request=httpx.Request(
-                "POST", "http://127.0.0.1:9/v1/chat/completions"))
-        return replace(decode_run([rate] * 3), ctx_tokens=ctx)
-
-    monkeypatch.setattr(suites, "run_decode", run_decode)
-    monkeypatch.setattr(suites, "health_now", lambda client: client is CLIENT and
-                        "no answer (ConnectError)")
-    report = verified(EngineRun(True, baseline(d4096=152.3), again=Again(d4096=120.0)),
-                      [4096])
-    assert by_name(report.checks)["server.answered"].detail == (
-        "stopped answering during decode, measured again: POST /v1/chat/completions got no "
-        "answer (ConnectError); GET /health then got no answer (ConnectError)")
+        "FAIL", f"stopped answering during decode, measured again: {said}; GET /health then "
+        "got no answer (ConnectError)")
 
 
 def test_a_decode_with_a_failed_repeat_is_not_measured_again(monkeypatch):
