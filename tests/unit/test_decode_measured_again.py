@@ -424,3 +424,33 @@ def test_a_decode_with_a_failed_repeat_is_not_measured_again(monkeypatch):
     report = verified(EngineRun(True, baseline(d4096=152.3), again=again), [4096])
     assert again.asked == []
     assert by_name(report.checks)["decode.vs_engine@4096"].status == "FAIL"
+
+
+def test_each_depth_keeps_its_own_judged_pair(monkeypatch):
+    """Both depths below their bars: at 4096 the second pair is judged (PASS), at 60000 it
+    is too noisy to judge, so 60000 keeps its first pair's FAIL while 4096 keeps its second.
+    Mutant: every depth given back its first pair when one second pair was not judged."""
+    rates = {4096: iter([[107.8] * 3, [140.0] * 3]),
+             60000: iter([[80.0] * 3, [60.0, 100.0, 115.0]])}
+
+    def run_decode(client: Any, ctx: int, *a: Any, **k: Any) -> Any:
+        return replace(decode_run(next(rates[ctx])), ctx_tokens=ctx)
+
+    monkeypatch.setattr(suites, "run_decode", run_decode)
+    report = verified(EngineRun(True, baseline(d4096=152.3, d60000=115.3),
+                                again=Again(d4096=150.0, d60000=115.0)), [4096, 60000])
+    got = by_name(report.checks)
+    assert got["decode.vs_engine@4096"].status == "PASS"
+    assert got["decode.vs_engine@4096"].detail.startswith("served 140.0 tok/s vs engine 150.0")
+    assert got["decode.vs_engine@60000"].status == "FAIL"
+    assert "; measured again as a pair, not judged (" in got["decode.vs_engine@60000"].detail
+    assert [r.decode_tok_s for r in report.suites.decode or []] == [140.0, 80.0]
+
+
+def test_a_suite_not_asked_for_leaves_the_next_one_to_run(monkeypatch):
+    """TTFT alone: decode, not asked for, is passed over and TTFT still runs.
+    Mutant: `continue` read as `break` in _served_suites (nothing after it ran)."""
+    monkeypatch.setattr(suites, "settled_ttft", lambda client, n, k, **kw: TtftResult(
+        n, [n] * k, [record(ttft_s=11.0) for _ in range(k)]))
+    report = verified(EngineRun(True, baseline(d60000=115.3)), [60000], names=("ttft",))
+    assert by_name(report.checks)["ttft.vs_engine"].status == "PASS"
