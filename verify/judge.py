@@ -349,6 +349,18 @@ def engine_checks(run: EngineRun) -> list[Check]:
                   + f"; {threads} threads; " + engine.placement)]
 
 
+def clock_checks(vr: VramResult) -> list[Check]:
+    """The card's SM clock while verify served (information: beside a decode below its
+    engine, whether the card was held down, and why)."""
+    lo, hi = vr.sm_clock_min_mhz, vr.sm_clock_max_mhz
+    if lo is None or hi is None:
+        return []
+    clock = f"{hi:,.0f} MHz throughout" if lo == hi else f"{lo:,.0f} to {hi:,.0f} MHz"
+    why = (f"held down by: {', '.join(vr.clock_reasons)}" if vr.clock_reasons
+           else "NVML named no reason it was held down")
+    return [Check("gpu.clocks", "INFO", f"SM clock {clock} while the suites ran; {why}")]
+
+
 def _first_pair_said(first: dict[str, float] | None) -> str:
     """What a decode figure measured again as a pair (suites.decode_again) first measured."""
     if first is None:

@@ -568,6 +568,7 @@ def _sampled_suites(client: ServerClient, run: _Run, report: Report,
         if "gateway" in run.names:  # --url is the gateway, `direct` the server behind it
             _gateway_suite(report, client, direct, run.profile.name)
     vr = sampler.result
+    report.checks += judge.clock_checks(vr)
     if run.profile.backend == "cuda":
         from beekeeper.core.planner import PlanError, predict
 

@@ -55,6 +55,11 @@ class VramResult:
     used_measure: str | None = None
     reserved_mib: float | None = None
     samples: list[VramSample] = field(default_factory=list)
+    # the card's SM clock over the run (every CLOCK_EVERY samples) and why NVML said it was
+    # held below its maximum (CLOCK_REASONS): a served figure's pace beside the engine's
+    sm_clock_min_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    clock_reasons: list[str] = field(default_factory=list)
 
     @property
     def process_is_the_server(self) -> bool:
@@ -169,6 +174,32 @@ def locate_server(url: str) -> Locality:
     return Locality(True, "the server is on this machine")
 
 
+# NVML's clock event (throttle) reasons, nvml.h's nvmlClocksEventReason* bits; the idle bit
+# (a card between requests) left out
+CLOCK_REASONS = {0x2: "applications clocks setting", 0x4: "software power cap",
+                 0x8: "hardware slowdown", 0x10: "sync boost",
+                 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+                 0x80: "hardware power brake", 0x100: "display clock setting"}
+CLOCK_EVERY = 10  # samples between two reads of the clock (2 Hz at 20 Hz)
+NVML_CLOCK_SM = 1  # nvml.h's nvmlClockType_t
+
+
+def clock_read(nvml: Any, handle: Any) -> tuple[float | None, list[str]]:
+    """The SM clock in MHz now and NVML's reasons it is held down (None, []: not read);
+    `...EventReasons` in NVML 12.5 and newer, `...ThrottleReasons` before."""
+    try:
+        mhz: float | None = float(nvml.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM))
+    except Exception:
+        mhz = None
+    read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+    try:
+        bits = int(read(handle)) if read is not None else 0
+    except Exception:
+        bits = 0
+    return mhz, [name for bit, name in CLOCK_REASONS.items() if bits & bit]
+
+
 class VramSampler:
     """Context manager; `pid` picks the process to follow (the server), if known. With
     `not_here` (the server is not on this machine) or `no_gpu` (a CPU profile) nothing is
@@ -242,12 +273,24 @@ class VramSampler:
                 if p.usedGpuMemory is not None and (self.pid is None or p.pid == self.pid)]
         return sum(vals) / 2**20 if vals else None
 
+    def _clock(self) -> None:
+        r = self.result
+        mhz, reasons = clock_read(self._nvml, self._handle)
+        if mhz is not None:
+            r.sm_clock_min_mhz = mhz if r.sm_clock_min_mhz is None else min(mhz,
+                                                                            r.sm_clock_min_mhz)
+            r.sm_clock_max_mhz = mhz if r.sm_clock_max_mhz is None else max(mhz,
+                                                                            r.sm_clock_max_mhz)
+        r.clock_reasons += [x for x in reasons if x not in r.clock_reasons]
+
     def _run(self) -> None:
         t0 = time.monotonic()
         cpu0 = time.thread_time()
         nxt = t0
         while not self._stop.is_set():
             used = self._nvml.nvmlDeviceGetMemoryInfo(self._handle, **self._version).used / 2**20
+            if len(self.result.samples) % CLOCK_EVERY == 0:
+                self._clock()
             self.result.samples.append(VramSample(time.monotonic() - t0, used,
                                                   self._process_mib()))
             nxt += self.interval_s

@@ -145,3 +145,81 @@ def test_the_servers_peak_is_its_process_figure_or_not_measured() -> None:
     assert key_figures(wsl)["peak_vram_mib"] is None
     r = vram.VramResult(peak_process_mib=None, peak_delta_mib=40.0)
     assert r.server_peak_mib is None
+
+
+def with_clocks(nv: Any, reads: list[tuple[float, int]], event_reasons: bool = True) -> Any:
+    """`nv` with NVML's SM clock and clock event reasons, one read of `reads` each time (the
+    last repeated); `event_reasons` False: a pynvml before 12.5 (`...ThrottleReasons`)."""
+    left = list(reads)
+
+    def next_read() -> tuple[float, int]:
+        return left.pop(0) if len(left) > 1 else left[0]
+
+    state: dict[str, int] = {}
+
+    def clock(handle: object, kind: int) -> float:
+        assert kind == 1  # NVML_CLOCK_SM
+        mhz, state["bits"] = next_read()
+        return mhz
+
+    nv.nvmlDeviceGetClockInfo = clock
+    name = ("nvmlDeviceGetCurrentClocksEventReasons" if event_reasons
+            else "nvmlDeviceGetCurrentClocksThrottleReasons")
+    setattr(nv, name, lambda h: state["bits"])
+    return nv
+
+
+@pytest.mark.parametrize("event_reasons", [True, False])
+def test_the_sm_clock_and_why_it_was_held_down_are_sampled(monkeypatch, event_reasons):
+    """The card at 1,980 MHz, then 1,410 under its power cap (0x4) and idle between requests
+    (0x1, not a reason to name): the sampler keeps the range and the reasons, read through
+    the binding's name for them; the report shows it as information."""
+    from beekeeper.verify.judge import clock_checks
+
+    monkeypatch.setattr(vram, "CLOCK_EVERY", 1)
+    nv = with_clocks(fake_pynvml(), [(1980.0, 0x0), (1410.0, 0x4 | 0x1), (1980.0, 0x1)],
+                     event_reasons)
+    vr = sample(monkeypatch, nv, pid=None)
+    assert (vr.sm_clock_min_mhz, vr.sm_clock_max_mhz) == (1410.0, 1980.0)
+    assert vr.clock_reasons == ["software power cap"]
+    (check,) = clock_checks(vr)
+    assert (check.name, check.status, check.detail) == (
+        "gpu.clocks", "INFO", "SM clock 1,410 to 1,980 MHz while the suites ran; held down "
+        "by: software power cap")
+
+
+def test_a_steady_clock_and_a_binding_without_clocks(monkeypatch):
+    """One clock throughout, no reason: said so; a pynvml without the clock calls: no
+    figure, and no check (never a made-up one)."""
+    from beekeeper.verify.judge import clock_checks
+
+    monkeypatch.setattr(vram, "CLOCK_EVERY", 1)
+    vr = sample(monkeypatch, with_clocks(fake_pynvml(), [(1755.0, 0x0)]), pid=None)
+    assert clock_checks(vr)[0].detail == ("SM clock 1,755 MHz throughout while the suites ran; "
+                                          "NVML named no reason it was held down")
+    bare = sample(monkeypatch, fake_pynvml(), pid=None)
+    assert (bare.sm_clock_min_mhz, bare.clock_reasons, clock_checks(bare)) == (None, [], [])
+
+
+def test_verify_reports_the_clock_as_information(monkeypatch):
+    """run_suites on a card NVML reads: `gpu.clocks` INFO among the checks; the verdict as
+    before (information judges nothing).
+    Mutant: clock_checks not added in _sampled_suites."""
+    import httpx
+
+    from beekeeper.core.profiles import PROFILES
+    from beekeeper.verify.client import ServerClient
+    from beekeeper.verify.suites import run_suites
+    from beekeeper.verify.vram import Locality
+
+    from .harness import fake_server
+
+    monkeypatch.setitem(sys.modules, "pynvml", with_clocks(fake_pynvml(pid=9_999),
+                                                           [(1980.0, 0x8)]))
+    with ServerClient("http://127.0.0.1:9", transport=httpx.MockTransport(fake_server)) as c:
+        rep = run_suites(c, PROFILES["q8-turbo4-64k"], ["smoke"], budget_gib=10.0,
+                         where=Locality(True, "here", pid=9_999))
+    clocks = next(ch for ch in rep.checks if ch.name == "gpu.clocks")
+    assert (clocks.status, clocks.detail) == ("INFO", "SM clock 1,980 MHz throughout while "
+                                              "the suites ran; held down by: hardware slowdown")
+    assert rep.coverage.word == "PASSED"
