@@ -171,21 +171,22 @@ def with_clocks(nv: Any, reads: list[tuple[float, int]], event_reasons: bool = T
 
 @pytest.mark.parametrize("event_reasons", [True, False])
 def test_the_sm_clock_and_why_it_was_held_down_are_sampled(monkeypatch, event_reasons):
-    """The card at 1,980 MHz, then 1,410 under its power cap (0x4) and idle between requests
-    (0x1, not a reason to name): the sampler keeps the range and the reasons, read through
-    the binding's name for them; the report shows it as information."""
+    """The card at 1,980 MHz, then 1,410 under its power cap (0x4; idle between requests too,
+    0x1, not a reason to name), 1,500 thermally slowed (0x20): the sampler keeps the range and
+    the reasons, read through the binding's name for them; the report shows it as
+    information."""
     from beekeeper.verify.judge import clock_checks
 
     monkeypatch.setattr(vram, "CLOCK_EVERY", 1)
-    nv = with_clocks(fake_pynvml(), [(1980.0, 0x0), (1410.0, 0x4 | 0x1), (1980.0, 0x1)],
-                     event_reasons)
+    nv = with_clocks(fake_pynvml(), [(1980.0, 0x0), (1410.0, 0x4 | 0x1), (1500.0, 0x20),
+                                     (1980.0, 0x1)], event_reasons)
     vr = sample(monkeypatch, nv, pid=None)
     assert (vr.sm_clock_min_mhz, vr.sm_clock_max_mhz) == (1410.0, 1980.0)
-    assert vr.clock_reasons == ["software power cap"]
+    assert vr.clock_reasons == ["software power cap", "software thermal slowdown"]
     (check,) = clock_checks(vr)
     assert (check.name, check.status, check.detail) == (
         "gpu.clocks", "INFO", "SM clock 1,410 to 1,980 MHz while the suites ran; held down "
-        "by: software power cap")
+        "by: software power cap, software thermal slowdown")
 
 
 def test_a_steady_clock_and_a_binding_without_clocks(monkeypatch):
