@@ -350,15 +350,18 @@ def engine_checks(run: EngineRun) -> list[Check]:
 
 
 def clock_checks(vr: VramResult) -> list[Check]:
-    """The card's SM clock while verify served (information: beside a decode below its
-    engine, whether the card was held down, and why)."""
+    """The card's SM clock while it was busy during the served suites (information: beside
+    a decode below its engine, whether the card was held down, and why); a decode measured
+    again after them (suites.decode_again) is not in it."""
     lo, hi = vr.sm_clock_min_mhz, vr.sm_clock_max_mhz
     if lo is None or hi is None:
         return []
     clock = f"{hi:,.0f} MHz throughout" if lo == hi else f"{lo:,.0f} to {hi:,.0f} MHz"
-    why = (f"held down by: {', '.join(vr.clock_reasons)}" if vr.clock_reasons
+    why = ("NVML's reasons for holding it down could not be read" if vr.clock_reasons is None
+           else f"held down by: {', '.join(vr.clock_reasons)}" if vr.clock_reasons
            else "NVML named no reason it was held down")
-    return [Check("gpu.clocks", "INFO", f"SM clock {clock} while the suites ran; {why}")]
+    return [Check("gpu.clocks", "INFO", f"SM clock {clock} while the card was busy in the "
+                  f"served suites; {why}")]
 
 
 def _first_pair_said(first: dict[str, float] | None) -> str:

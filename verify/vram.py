@@ -55,11 +55,12 @@ class VramResult:
     used_measure: str | None = None
     reserved_mib: float | None = None
     samples: list[VramSample] = field(default_factory=list)
-    # the card's SM clock over the run (every CLOCK_EVERY samples) and why NVML said it was
-    # held below its maximum (CLOCK_REASONS): a served figure's pace beside the engine's
+    # the card's SM clock over the run while it was busy (every CLOCK_EVERY samples) and why
+    # NVML said it was held below its maximum (CLOCK_REASONS; None: NVML's reasons could not
+    # be read): a served figure's pace beside the engine's
     sm_clock_min_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
-    clock_reasons: list[str] = field(default_factory=list)
+    clock_reasons: list[str] | None = field(default_factory=list)
 
     @property
     def process_is_the_server(self) -> bool:
@@ -174,30 +175,33 @@ def locate_server(url: str) -> Locality:
     return Locality(True, "the server is on this machine")
 
 
-# NVML's clock event (throttle) reasons, nvml.h's nvmlClocksEventReason* bits; the idle bit
-# (a card between requests) left out
+# NVML's clock event (throttle) reasons, nvml.h's nvmlClocksEventReason* and
+# nvmlClocksThrottleReason* bits; the idle bit (a card between requests) is GPU_IDLE
 CLOCK_REASONS = {0x2: "applications clocks setting", 0x4: "software power cap",
                  0x8: "hardware slowdown", 0x10: "sync boost",
                  0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
-                 0x80: "hardware power brake", 0x100: "display clock setting"}
+                 0x80: "hardware power brake", 0x100: "display clock setting",
+                 0x200: "board limit", 0x400: "reliability"}
+GPU_IDLE = 0x1
 CLOCK_EVERY = 10  # samples between two reads of the clock (2 Hz at 20 Hz)
 NVML_CLOCK_SM = 1  # nvml.h's nvmlClockType_t
 
 
-def clock_read(nvml: Any, handle: Any) -> tuple[float | None, list[str]]:
-    """The SM clock in MHz now and NVML's reasons it is held down (None, []: not read);
-    `...EventReasons` in NVML 12.5 and newer, `...ThrottleReasons` before."""
+def clock_read(nvml: Any, handle: Any) -> tuple[float | None, int | None]:
+    """The SM clock in MHz now and NVML's clock event reason bits (None: not read): the
+    driver's `...EventReasons` call, else the older `...ThrottleReasons` (a binding has both
+    names; a driver before the first answers the second only)."""
     try:
         mhz: float | None = float(nvml.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM))
     except Exception:
         mhz = None
-    read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
-    try:
-        bits = int(read(handle)) if read is not None else 0
-    except Exception:
-        bits = 0
-    return mhz, [name for bit, name in CLOCK_REASONS.items() if bits & bit]
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons",
+                 "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        try:
+            return mhz, int(getattr(nvml, name)(handle))
+        except Exception:
+            continue
+    return mhz, None
 
 
 class VramSampler:
@@ -274,14 +278,19 @@ class VramSampler:
         return sum(vals) / 2**20 if vals else None
 
     def _clock(self) -> None:
+        """One read of the clock: its range over the reads while the card was busy (not
+        idle), and every reason named."""
         r = self.result
-        mhz, reasons = clock_read(self._nvml, self._handle)
-        if mhz is not None:
-            r.sm_clock_min_mhz = mhz if r.sm_clock_min_mhz is None else min(mhz,
-                                                                            r.sm_clock_min_mhz)
-            r.sm_clock_max_mhz = mhz if r.sm_clock_max_mhz is None else max(mhz,
-                                                                            r.sm_clock_max_mhz)
-        r.clock_reasons += [x for x in reasons if x not in r.clock_reasons]
+        mhz, bits = clock_read(self._nvml, self._handle)
+        if bits is None:
+            r.clock_reasons = None
+        elif r.clock_reasons is not None:
+            r.clock_reasons += [name for bit, name in CLOCK_REASONS.items()
+                                if bits & bit and name not in r.clock_reasons]
+        if mhz is None or (bits or 0) & GPU_IDLE:
+            return
+        r.sm_clock_min_mhz = mhz if r.sm_clock_min_mhz is None else min(mhz, r.sm_clock_min_mhz)
+        r.sm_clock_max_mhz = mhz if r.sm_clock_max_mhz is None else max(mhz, r.sm_clock_max_mhz)
 
     def _run(self) -> None:
         t0 = time.monotonic()

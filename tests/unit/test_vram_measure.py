@@ -147,9 +147,11 @@ def test_the_servers_peak_is_its_process_figure_or_not_measured() -> None:
     assert r.server_peak_mib is None
 
 
-def with_clocks(nv: Any, reads: list[tuple[float, int]], event_reasons: bool = True) -> Any:
+def with_clocks(nv: Any, reads: list[tuple[float, int]], event_reasons: bool = True,
+                throttle_reasons: bool = False) -> Any:
     """`nv` with NVML's SM clock and clock event reasons, one read of `reads` each time (the
-    last repeated); `event_reasons` False: a pynvml before 12.5 (`...ThrottleReasons`)."""
+    last repeated); `event_reasons` False: a driver without `...EventReasons` (the binding's
+    call raises), `throttle_reasons`: the older `...ThrottleReasons` answers."""
     left = list(reads)
 
     def next_read() -> tuple[float, int]:
@@ -162,44 +164,56 @@ def with_clocks(nv: Any, reads: list[tuple[float, int]], event_reasons: bool = T
         mhz, state["bits"] = next_read()
         return mhz
 
+    def missing(handle: object) -> int:
+        raise NVMLError("Function Not Found")
+
     nv.nvmlDeviceGetClockInfo = clock
-    name = ("nvmlDeviceGetCurrentClocksEventReasons" if event_reasons
-            else "nvmlDeviceGetCurrentClocksThrottleReasons")
-    setattr(nv, name, lambda h: state["bits"])
+    nv.nvmlDeviceGetCurrentClocksEventReasons = (lambda h: state["bits"]) if event_reasons \
+        else missing
+    nv.nvmlDeviceGetCurrentClocksThrottleReasons = (lambda h: state["bits"]) \
+        if throttle_reasons else missing
     return nv
 
 
 @pytest.mark.parametrize("event_reasons", [True, False])
 def test_the_sm_clock_and_why_it_was_held_down_are_sampled(monkeypatch, event_reasons):
-    """The card at 1,980 MHz, then 1,410 under its power cap (0x4; idle between requests too,
-    0x1, not a reason to name), 1,500 thermally slowed (0x20): the sampler keeps the range and
-    the reasons, read through the binding's name for them; the report shows it as
-    information."""
+    """The card at 1,980 MHz, 1,410 under its power cap while idle between requests (0x4 |
+    0x1), 1,500 thermally slowed (0x20), 345 idle: the range while busy and every reason
+    named (the idle bit is none), read by the driver's EventReasons call or, on a driver
+    without it, the older ThrottleReasons; the report shows it as information.
+    Mutants: the idle reads in the range; no fallback to ThrottleReasons."""
     from beekeeper.verify.judge import clock_checks
 
     monkeypatch.setattr(vram, "CLOCK_EVERY", 1)
     nv = with_clocks(fake_pynvml(), [(1980.0, 0x0), (1410.0, 0x4 | 0x1), (1500.0, 0x20),
-                                     (1980.0, 0x1)], event_reasons)
+                                     (345.0, 0x1)], event_reasons, not event_reasons)
     vr = sample(monkeypatch, nv, pid=None)
-    assert (vr.sm_clock_min_mhz, vr.sm_clock_max_mhz) == (1410.0, 1980.0)
+    # the range while busy: the idle reads (1,410 and 345 MHz) left out of it
+    assert (vr.sm_clock_min_mhz, vr.sm_clock_max_mhz) == (1500.0, 1980.0)
     assert vr.clock_reasons == ["software power cap", "software thermal slowdown"]
     (check,) = clock_checks(vr)
     assert (check.name, check.status, check.detail) == (
-        "gpu.clocks", "INFO", "SM clock 1,410 to 1,980 MHz while the suites ran; held down "
-        "by: software power cap, software thermal slowdown")
+        "gpu.clocks", "INFO", "SM clock 1,500 to 1,980 MHz while the card was busy in the "
+        "served suites; held down by: software power cap, software thermal slowdown")
 
 
 def test_a_steady_clock_and_a_binding_without_clocks(monkeypatch):
     """One clock throughout, no reason: said so; a pynvml without the clock calls: no
-    figure, and no check (never a made-up one)."""
+    figure, and no check (never a made-up one); the clock read but neither reasons call
+    answering: said as not read."""
     from beekeeper.verify.judge import clock_checks
 
     monkeypatch.setattr(vram, "CLOCK_EVERY", 1)
     vr = sample(monkeypatch, with_clocks(fake_pynvml(), [(1755.0, 0x0)]), pid=None)
-    assert clock_checks(vr)[0].detail == ("SM clock 1,755 MHz throughout while the suites ran; "
-                                          "NVML named no reason it was held down")
+    assert clock_checks(vr)[0].detail == (
+        "SM clock 1,755 MHz throughout while the card was busy in the served suites; NVML "
+        "named no reason it was held down")
     bare = sample(monkeypatch, fake_pynvml(), pid=None)
-    assert (bare.sm_clock_min_mhz, bare.clock_reasons, clock_checks(bare)) == (None, [], [])
+    assert (bare.sm_clock_min_mhz, bare.clock_reasons, clock_checks(bare)) == (None, None, [])
+    # the clock read, its reasons by neither call: said so, not "no reason"
+    unread = sample(monkeypatch, with_clocks(fake_pynvml(), [(1755.0, 0x0)], False), pid=None)
+    assert clock_checks(unread)[0].detail.endswith(
+        "; NVML's reasons for holding it down could not be read")
 
 
 def test_verify_reports_the_clock_as_information(monkeypatch):
@@ -221,6 +235,7 @@ def test_verify_reports_the_clock_as_information(monkeypatch):
         rep = run_suites(c, PROFILES["q8-turbo4-64k"], ["smoke"], budget_gib=10.0,
                          where=Locality(True, "here", pid=9_999))
     clocks = next(ch for ch in rep.checks if ch.name == "gpu.clocks")
-    assert (clocks.status, clocks.detail) == ("INFO", "SM clock 1,980 MHz throughout while "
-                                              "the suites ran; held down by: hardware slowdown")
+    assert (clocks.status, clocks.detail) == (
+        "INFO", "SM clock 1,980 MHz throughout while the card was busy in the served suites; "
+        "held down by: hardware slowdown")
     assert rep.coverage.word == "PASSED"
