@@ -364,6 +364,11 @@ def clock_checks(vr: VramResult) -> list[Check]:
                   f"served suites; {why}")]
 
 
+def vs_engine_name(ctx_tokens: int) -> str:
+    """The name of the check of the served decode at a depth against its engine's."""
+    return f"decode.vs_engine@{ctx_tokens}"
+
+
 def _first_pair_said(first: dict[str, float] | None) -> str:
     """What a decode figure measured again as a pair (suites.decode_again) first measured."""
     if first is None:
@@ -394,14 +399,14 @@ def decode_checks(runs: list[DecodeResult], engine: EngineRun, expected: Expecte
                          floor=DECODE_FLOOR_CPU if cpu else DECODE_FLOOR,
                          sampler_ms=CPU_SAMPLER_MS if sampler_on_cpu and not cpu else 0.0,
                          spreads=spreads)
-        out.append(Check(f"decode.vs_engine@{r.ctx_tokens}", v.status,
+        out.append(Check(vs_engine_name(r.ctx_tokens), v.status,
                          v.detail + repeats_line(spreads) + _first_pair_said(r.first_pair)))
     # the run at the reference's depth, if one was measured (else the deepest, not compared)
     at = next((r for r in runs if r.ctx_tokens == expected.reference_tokens), runs[-1])
     ref = judge_reference_decode(at.decode_tok_s, expected, card, depth_tokens=at.ctx_tokens)
     if ref.status in ("PASS", "FAIL"):  # it judged that depth's figure: its check says so
         out = [Check(c.name, c.status, c.detail + BY_REFERENCE)
-               if c.name == f"decode.vs_engine@{at.ctx_tokens}" and NO_BASELINE in c.detail
+               if c.name == vs_engine_name(at.ctx_tokens) and NO_BASELINE in c.detail
                else c for c in out]
     return out + [Check("decode.reference_card", ref.status, ref.detail)]
 

@@ -393,7 +393,7 @@ def _decode(client: ServerClient, run: _Run, report: Report) -> None:
             report.checks += judge.decode_checks(
                 done, run.engine, run.profile.expected, run.card,
                 cpu=run.profile.backend == "cpu", sampler_on_cpu=run.profile.samples_on_cpu)
-        report.checks += [Check(f"decode.vs_engine@{d}", "SKIP", f"not measured: the decode "
+        report.checks += [Check(judge.vs_engine_name(d), "SKIP", f"not measured: the decode "
                                 f"suite ended at a failed request before it ({STOPPED})")
                           for d in sizes.decode_ctx_tokens[len(done):]]
 
@@ -431,7 +431,7 @@ AGAIN = "decode, measured again"  # the step a stop there is said in
 def _first_pair(report: Report, r: DecodeResult) -> dict[str, float] | None:
     """The figures of a decode whose decode.vs_engine check FAILed on the ratio alone (both
     figures there, every request answered, its records consistent); None: any other."""
-    check = {c.name: c for c in report.checks}.get(f"decode.vs_engine@{r.ctx_tokens}")
+    check = {c.name: c for c in report.checks}.get(judge.vs_engine_name(r.ctx_tokens))
     # no served figure: its first request failed (the check says so); no engine figure:
     # nothing to judge against (SKIP)
     served, engine = r.decode_tok_s, r.engine_tok_s(report.engine)
@@ -501,14 +501,13 @@ def _judge_again(run: _Run, report: Report, seconds: dict[int, DecodeResult]) ->
 
     runs[:] = [seconds.get(i, r) for i, r in enumerate(runs)]
     fresh = checks()
-    unjudged = {i: fresh[f"decode.vs_engine@{seconds[i].ctx_tokens}"] for i in seconds
-                if fresh[f"decode.vs_engine@{seconds[i].ctx_tokens}"].status not in
-                ("PASS", "FAIL")}
+    judged = {i: fresh[judge.vs_engine_name(r.ctx_tokens)] for i, r in seconds.items()}
+    unjudged = {i: c for i, c in judged.items() if c.status not in ("PASS", "FAIL")}
     if unjudged:
         runs[:] = [firsts[i] if i in unjudged else r for i, r in enumerate(runs)]
         fresh = checks()
         for i, second in unjudged.items():
-            name = f"decode.vs_engine@{firsts[i].ctx_tokens}"
+            name = judge.vs_engine_name(firsts[i].ctx_tokens)
             fresh[name] = replace(fresh[name], detail=fresh[name].detail + "; measured "
                                   f"again as a pair, not judged ({second.detail})")
     report.checks = judge.yield_reference_ttft([fresh.get(c.name, c) for c in report.checks])
