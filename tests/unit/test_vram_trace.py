@@ -169,6 +169,15 @@ def fake_pynvml() -> types.ModuleType:
     nv.nvmlDeviceGetMemoryInfo = memory
     nv.nvmlDeviceGetComputeRunningProcesses = lambda h: [
         types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=9_724 * MIB)]
+    nv.NVML_CLOCK_SM, nv.NVML_TEMPERATURE_GPU = 1, 0
+    nv.nvmlDeviceGetClockInfo = lambda h, kind: 1980 if kind == 1 else 0
+    nv.nvmlDeviceGetPowerUsage = lambda h: 412_345  # mW
+
+    def not_supported(h: int) -> Any:
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    nv.nvmlDeviceGetUtilizationRates = not_supported
+    nv.nvmlDeviceGetTemperature = lambda h, sensor: 51
     return nv
 
 
@@ -186,6 +195,26 @@ def test_a_whole_trace_against_a_fake_nvml_stops_on_its_file(
     assert (rows[0].used_v1, rows[0].used_v2, rows[0].reserved) == (10_340, 9_733, 607)
     assert rows[0].procs[0][:3] == [os.getpid(), 9_724, Path(f"/proc/{os.getpid()}/comm")
                                     .read_text().strip()]
+    with out.open(newline="") as fh:
+        raw = list(csv.DictReader(fh))
+    # the load beside the memory: a reading NVML refuses is left empty, the rest written;
+    # this process's CPU time (the GPU's one process here) and the host's only grow
+    assert (raw[0]["sm_mhz"], raw[0]["power_w"], raw[0]["gpu_util_pct"],
+            raw[0]["temp_c"]) == ("1980", "412.3", "", "51")
+    for key in ("host_busy_s", "host_steal_s", "procs_cpu_s"):
+        assert 0 <= float(raw[0][key]) <= float(raw[-1][key]), key
     capsys.readouterr()
     assert vt.main(["--summary", str(out)]) == 0
     assert "owned by no listed process (v2): 9 MiB" in capsys.readouterr().out
+
+
+def test_cpu_seconds_come_from_proc_stat_fields_user_system_and_steal(tmp_path: Path) -> None:
+    (tmp_path / "stat").write_text("cpu  100 5 50 1000 20 3 2 7 0 0\ncpu0 1 2 3 4\n")
+    (tmp_path / "42").mkdir()
+    # comm with a space and a parenthesis: fields are counted after the last ")"
+    (tmp_path / "42" / "stat").write_text(
+        "42 (llama (x) srv) S 1 42 42 0 -1 4194560 1 0 0 0 250 30 0 0 20 0 9 0 77\n")
+    busy, steal = vt.host_cpu_s(str(tmp_path))
+    assert (round(busy / vt.TICK_S), round(steal / vt.TICK_S)) == (160, 7)
+    assert round(vt.proc_cpu_s(42, str(tmp_path)) / vt.TICK_S) == 280
+    assert vt.proc_cpu_s(43, str(tmp_path)) is None

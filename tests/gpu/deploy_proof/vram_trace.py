@@ -50,7 +50,9 @@ from typing import Any
 
 MIB = 2**20
 FIELDS = ["t_unix", "t_s", "used_v1_mib", "used_v2_mib", "reserved_mib", "procs", "cuda",
-          "scan_ms", "event"]
+          "scan_ms", "sm_mhz", "power_w", "gpu_util_pct", "temp_c", "host_busy_s", "host_steal_s",
+          "procs_cpu_s", "event"]
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 CMD_HEAD = 100  # characters of a command line kept
 SCAN_SHARE = 0.05  # the libcuda scan may take at most this share of one core
 
@@ -76,6 +78,27 @@ def proc_info(pid: int, proc: str = "/proc") -> tuple[str, int | None, str]:
     except OSError:
         cmd = ""
     return comm, ppid, cmd
+
+
+def proc_cpu_s(pid: int, proc: str = "/proc") -> float | None:
+    """A process's CPU time so far (user + system, s); None where unreadable."""
+    try:
+        stat = (Path(proc) / str(pid) / "stat").read_text()
+        f = stat[stat.rindex(")") + 2:].split()
+        return (int(f[11]) + int(f[12])) * TICK_S
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def host_cpu_s(proc: str = "/proc") -> tuple[float, float] | None:
+    """(busy, steal) CPU seconds of the whole host so far, all cores (/proc/stat's first line:
+    busy is everything but idle, iowait and steal); None where unreadable."""
+    try:
+        f = [int(x) for x in (Path(proc) / "stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle, iowait, steal = f[3], f[4], f[7] if len(f) > 7 else 0
+        return (sum(f[:8]) - idle - iowait - steal) * TICK_S, steal * TICK_S
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _holds_uvm(base: Path) -> bool:
@@ -229,6 +252,28 @@ def _memory(nv: Any, h: Any) -> tuple[float, float | None, float | None]:
         return v1, None, None
 
 
+def _load(nv: Any, h: Any, pids: list[int]) -> dict[str, str]:
+    """What could slow a decode: the SM clock, power, utilisation and temperature (each ""
+    where NVML says nothing), the host's busy and stolen CPU seconds, and the CPU seconds of
+    the GPU's processes (cumulative: the rate between two rows is their difference)."""
+    def nv_read(f: Any, fmt: str) -> str:
+        try:
+            return fmt.format(f())
+        except Exception:  # not supported by this card, driver or binding
+            return ""
+    out = {"sm_mhz": nv_read(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM), "{}"),
+           "power_w": nv_read(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000, "{:.1f}"),
+           "gpu_util_pct": nv_read(lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu, "{}"),
+           "temp_c": nv_read(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+                             "{}")}
+    host = host_cpu_s()
+    out["host_busy_s"] = "" if host is None else f"{host[0]:.2f}"
+    out["host_steal_s"] = "" if host is None else f"{host[1]:.2f}"
+    cpu = [c for c in (proc_cpu_s(p) for p in pids) if c is not None]
+    out["procs_cpu_s"] = f"{sum(cpu):.2f}" if cpu else ""
+    return out
+
+
 def _procs(nv: Any, h: Any) -> list[list[Any]]:
     out = []
     for p in nv.nvmlDeviceGetComputeRunningProcesses(h):
@@ -247,12 +292,13 @@ def samples(nv: Any, h: Any, hz: float, maps_hz: float, until: float, stop_file:
         why = ("stop file" if stop_file and stop_file.exists() else
                "duration" if now - t0 >= until else stopping[0] if stopping else "")
         v1, v2, res = _memory(nv, h)
+        procs = _procs(nv, h)
         row: dict[str, Any] = {
             "t_unix": f"{time.time():.3f}", "t_s": f"{now - t0:.3f}", "used_v1_mib": f"{v1:.1f}",
             "used_v2_mib": "" if v2 is None else f"{v2:.1f}",
             "reserved_mib": "" if res is None else f"{res:.1f}",
-            "procs": json.dumps(_procs(nv, h)), "cuda": "", "scan_ms": "",
-            "event": f"stop: {why}" if why else ""}
+            "procs": json.dumps(procs), "cuda": "", "scan_ms": "",
+            **_load(nv, h, [p[0] for p in procs]), "event": f"stop: {why}" if why else ""}
         if now >= next_scan or why:
             s0 = time.monotonic()
             row["cuda"] = json.dumps(cuda_holders(skip=me))
