@@ -218,3 +218,23 @@ def test_cpu_seconds_come_from_proc_stat_fields_user_system_and_steal(tmp_path: 
     assert (round(busy / vt.TICK_S), round(steal / vt.TICK_S)) == (160, 7)
     assert round(vt.proc_cpu_s(42, str(tmp_path)) / vt.TICK_S) == 280
     assert vt.proc_cpu_s(43, str(tmp_path)) is None
+
+
+def test_the_load_summary_gives_each_steps_clock_and_cpu_rates_while_the_gpu_was_busy() -> None:
+    head = ",".join(vt.FIELDS)
+
+    def row(t: float, util: str, mhz: str, cpu: float, busy: float, event: str = "") -> str:
+        values = {"t_unix": f"{1e9 + t}", "t_s": f"{t}", "procs": "[]", "sm_mhz": mhz,
+                  "power_w": "400.0", "gpu_util_pct": util, "temp_c": "50",
+                  "procs_cpu_s": f"{cpu}", "host_busy_s": f"{busy}", "host_steal_s": "0",
+                  "event": event}
+        return ",".join(values.get(f, "") for f in vt.FIELDS)
+
+    lines = [head, row(0, "0", "345", 0, 0, "step: verify1"), row(1, "100", "1980", 0, 0),
+             row(2, "100", "1980", 1, 2), row(3, "100", "1755", 2, 4),
+             row(4, "0", "345", 9, 9, "step: verify2"), row(5, "90", "1980", 9, 9),
+             row(6, "90", "1980", 9.5, 10)]
+    out = vt.load_summary(lines).splitlines()
+    assert out[0].startswith("verify1: 4 rows, 3 busy; SM clock median 1980.0 MHz (min 1755.0)")
+    assert "GPU processes 1.0, host 2.0" in out[0]  # an idle row's rates are left out
+    assert out[1].startswith("verify2: 3 rows, 2 busy") and "GPU processes 0.5, host 1.0" in out[1]

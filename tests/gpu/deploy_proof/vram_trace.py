@@ -41,6 +41,7 @@ import csv
 import json
 import os
 import signal
+import statistics
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -228,6 +229,46 @@ def summary(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _med(vals: list[float]) -> str:
+    return f"{statistics.median(vals):.1f}" if vals else "-"
+
+
+def load_summary(lines: Iterable[str], busy_pct: float = 50.0) -> str:
+    """Per step of the proof, over the stretches where the GPU was busy (utilisation at
+    least `busy_pct`, consecutive rows): the SM clock (median, min), power and temperature,
+    and the rates of CPU time (cores): the GPU's processes, the whole host, stolen from it."""
+    steps: dict[str, list[dict[str, str]]] = {}
+    step = "(before the first step)"
+    for r in csv.DictReader(lines):
+        for part in (r.get("event") or "").split("; "):
+            if part.startswith("step: "):
+                step = part[len("step: "):]
+        steps.setdefault(step, []).append(r)
+    out = []
+    for name, rows in steps.items():
+        busy = [r for r in rows if (_num(r.get("gpu_util_pct", "")) or 0) >= busy_pct]
+        busy_ids = {id(r) for r in busy}
+        rates: dict[str, list[float]] = {k: [] for k in ("procs_cpu_s", "host_busy_s",
+                                                         "host_steal_s")}
+        for a, b in zip(rows, rows[1:], strict=False):
+            dt = float(b["t_s"]) - float(a["t_s"])
+            if dt <= 0 or id(a) not in busy_ids or id(b) not in busy_ids:
+                continue
+            for k, got in rates.items():
+                va, vb = _num(a.get(k, "")), _num(b.get(k, ""))
+                if va is not None and vb is not None:
+                    got.append((vb - va) / dt)
+        mhz = [v for r in busy if (v := _num(r.get("sm_mhz", ""))) is not None]
+        out.append(
+            f"{name}: {len(rows)} rows, {len(busy)} busy; SM clock median {_med(mhz)} MHz "
+            f"(min {min(mhz) if mhz else '-'}); power median "
+            f"{_med([v for r in busy if (v := _num(r.get('power_w', ''))) is not None])} W; "
+            f"temperature max {max((_num(r.get('temp_c', '')) or 0 for r in rows), default=0):.0f}"
+            f" C; CPU cores busy, median: GPU processes {_med(rates['procs_cpu_s'])}, host "
+            f"{_med(rates['host_busy_s'])}, stolen {_med(rates['host_steal_s'])}")
+    return "\n".join(out) + "\n"
+
+
 # ---- the tracer (needs pynvml and a GPU) ----
 
 def _nvml() -> Any:
@@ -358,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--summary", metavar="CSV", help="print the phases of a trace and exit")
+    ap.add_argument("--load", metavar="CSV",
+                    help="print each step's clocks, power and CPU rates while the GPU was busy")
     ap.add_argument("--out", help="the CSV to write (trace mode)")
     ap.add_argument("--stop-file", help="stop when this file exists (removed at the start)")
     ap.add_argument("--duration", type=float, default=1800.0, help="stop after S s (1800)")
@@ -368,6 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-file", help="a file naming the step now running (read each "
                     "sample; a change is an event in the trace)")
     args = ap.parse_args(argv)
+    if args.load:
+        with open(args.load, newline="") as fh:
+            sys.stdout.write(load_summary(fh))
+        return 0
     if args.summary:
         with open(args.summary, newline="") as fh:
             sys.stdout.write(summary(read_rows(fh)))
