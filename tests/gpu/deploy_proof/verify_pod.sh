@@ -1,7 +1,7 @@
 #!/bin/bash
 # verify, again and again, on a GPU box, for a short device budget (full.sh's steps that
-# bear on it, verify first): deploy from nothing, a second run, verify (1); sampling on the
-# CPU against the GPU (sampling_ab.py); kill -9 of the server, verify (2); the pod's restart
+# bear on it, verify first): deploy from nothing, a second run, verify (1); kill -9 of the
+# server, verify (2); sampling on the CPU against the GPU (sampling_ab.py); the pod's restart
 # (everything outside its volume removed, then the start script), verify (3) of the
 # restarted pod, the deploy after it (no change); the uninstall. The VRAM tracer
 # (vram_trace.py: memory, clocks, power, CPU time) runs beside it all.
@@ -15,9 +15,9 @@ $PY tests/gpu/deploy_proof/vram_trace.py --out "$L/vram_trace.csv" --stop-file "
 tp=$!
 step deploy2 deploy
 step verify1 verify 1
-step sampling_ab $PY tests/gpu/sampling_ab.py
 step crash crash
 step verify2 verify 2
+step sampling_ab $PY tests/gpu/sampling_ab.py
 step pod_restart pod_restart
 step verify3 verify 3
 step deploy4 deploy
