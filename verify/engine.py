@@ -210,13 +210,8 @@ def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int
     Threads, and batch sizes the profile does not set, are left at the defaults llama-bench
     shares with llama-server (common_cpu_get_num_math(), -b 2048, -ub 512)."""
     s = profile.server
-    common = ["-m", model_path, "-ctk", s.cache_type_k, "-ctv", s.cache_type_v,
-              "-fa", llama_bench_fa(s.flash_attn), "-ngl", str(s.n_gpu_layers),
+    common = ["-m", model_path, *s.engine_flags(llama_bench_fa(s.flash_attn)),
               "-r", str(reps), "-o", "json"]
-    if s.batch_size is not None:
-        common += ["-b", str(s.batch_size)]
-    if s.ubatch_size is not None:
-        common += ["-ub", str(s.ubatch_size)]
     out = [[*common, "-p", "0", "-n", str(out_tokens),
             "-d", ",".join(str(d) for d in depths_tokens)]]
     if prompt_tokens:

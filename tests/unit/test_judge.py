@@ -5,6 +5,7 @@ for the engine there: predicted_per_second (the server's decode loop, timed by t
 and prompt_ms (its prefill at the same -b/-ub as llama-bench's pp test).
 """
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -199,6 +200,19 @@ def test_bench_commands_carry_the_profile():
     assert dec[dec.index("-p") + 1] == "0"
     assert pre[pre.index("-p") + 1] == "60000" and pre[pre.index("-n") + 1] == "0"
     assert "-t" not in dec  # llama-bench's default threads are llama-server's
+
+
+def test_bench_commands_carry_the_batch_sizes_the_server_runs_with():
+    prof = PROFILES["q8-turbo4-64k"]
+    prof = dataclasses.replace(prof, server=dataclasses.replace(prof.server, batch_size=1024,
+                                                                 ubatch_size=256))
+    served = prof.server.args("/models/m.gguf")
+    for cmd in [served, *bench_commands(prof, "/models/m.gguf", depths_tokens=[4096],
+                                        out_tokens=8, prompt_tokens=4096)]:
+        assert (cmd[cmd.index("-b") + 1], cmd[cmd.index("-ub") + 1]) == ("1024", "256")
+    plain = bench_commands(PROFILES["q8-turbo4-64k"], "/m.gguf", depths_tokens=[4096],
+                           out_tokens=8, prompt_tokens=None)[0]
+    assert "-b" not in plain and "-ub" not in plain  # llama-bench's defaults are the server's
 
 
 def test_llama_bench_json_from_the_sandbox_is_parsed_and_judged():
