@@ -84,6 +84,12 @@ pod_restart() {  # the wipe, then the start script
   for i in $(seq 1 600); do health && break; sleep 0.2; done
   echo "restart to healthy: $(( ($(date +%s%N) - t0) / 1000000 )) ms"; servers; getent passwd beekeeper; $CTL status
 }
+build_sizes() {  # what a carried build would weigh (the build is most of a proof's device time)
+  for d in /opt/beekeeper/llama-server/*/; do
+    ls -laL "$d"; du -shL "$d"
+    for f in "$d"*; do [ -f "$f" ] && echo "$(basename "$f"): $(gzip -1 -c "$f" | wc -c) bytes gzipped"; done
+  done
+}
 first_request() {
   $PY -c 'import json, urllib.request as u
 r = u.Request("http://127.0.0.1:8083/v1/chat/completions", headers={"Content-Type": "application/json"},

@@ -14,6 +14,7 @@ $PY tests/gpu/deploy_proof/vram_trace.py --out "$L/vram_trace.csv" --stop-file "
   --duration 1500 --step-file "$L/phase" > "$L/vram_trace.log" 2>&1 &
 tp=$!
 step deploy2 deploy
+step build_sizes build_sizes
 step verify1 verify 1
 step crash crash
 step verify2 verify 2
