@@ -210,7 +210,7 @@ def bench_commands(profile: Profile, model_path: str, *, depths_tokens: list[int
     Threads, and batch sizes the profile does not set, are left at the defaults llama-bench
     shares with llama-server (common_cpu_get_num_math(), -b 2048, -ub 512)."""
     s = profile.server
-    common = ["-m", model_path, *s.engine_flags(llama_bench_fa(s.flash_attn)),
+    common = ["-m", model_path, *s.shared_flags(llama_bench_fa(s.flash_attn)),
               "-r", str(reps), "-o", "json"]
     out = [[*common, "-p", "0", "-n", str(out_tokens),
             "-d", ",".join(str(d) for d in depths_tokens)]]

@@ -163,7 +163,7 @@ class ServerSettings:
     kv_unified: bool = False
     extra_args: tuple[str, ...] = ()
 
-    def engine_flags(self, fa: str) -> list[str]:
+    def shared_flags(self, fa: str) -> list[str]:
         """The flags llama-server and llama-bench (verify's engine) share: KV types, flash
         attention (`fa`, as that binary reads it), GPU layers, the batch sizes set here."""
         out = ["-ctk", self.cache_type_k, "-ctv", self.cache_type_v, "-fa", fa,
@@ -177,7 +177,7 @@ class ServerSettings:
     def args(self, model_path: str, draft_path: str | None = None) -> list[str]:
         """The server's command line for this profile (no host, port or secrets)."""
         out = ["-m", model_path, "-c", str(self.ctx_size), "-np", str(self.parallel),
-               *self.engine_flags(self.flash_attn)]
+               *self.shared_flags(self.flash_attn)]
         if self.backend_sampling:
             out += ["--backend-sampling"]
         if self.cache_ram_mib is not None:

@@ -4,7 +4,9 @@ Sampling on the CPU against sampling on the GPU (llama-server's per-request
 `backend_sampling`, beellama's experimental option), on a running server, side by side in
 one run: the same prompt (about CTX tokens, cache_prompt false), greedy, N_OUT tokens, the
 two kinds alternated ROUNDS times. Prints the server's own decode rate (timings) of each
-request, the median of each kind, and whether the two kinds produced the same text.
+request with what the server echoed of `backend_sampling` (whether it honoured it: a server
+started without `--backend-sampling` may not), the median of each kind, and whether the two
+kinds produced the same text.
 
     python3 tests/gpu/sampling_ab.py [--port 8083] [--ctx 4096] [--out 160] [--rounds 4]
 """
@@ -42,15 +44,22 @@ def main() -> int:
     for r in range(a.rounds):
         for backend in (False, True) if r % 2 == 0 else (True, False):
             d = ask(a.port, prompt, a.out, backend, seed=r)
-            t = d.get("timings", {})
-            rates[backend].append(float(t.get("predicted_per_second", 0.0)))
+            t = d.get("timings") or {}
+            # what the server says it did: a request's backend_sampling may be dropped (a
+            # server started without --backend-sampling, or a sampler the GPU chain lacks)
+            said = (d.get("generation_settings") or {}).get("backend_sampling")
+            if "predicted_per_second" in t:
+                rates[backend].append(float(t["predicted_per_second"]))
             texts[backend].add(d.get("content", ""))
-            print(f"round {r} backend_sampling={backend}: prompt {t.get('prompt_n')} tokens, "
-                  f"{t.get('predicted_n')} out at {rates[backend][-1]:.1f} tok/s "
+            print(f"round {r} backend_sampling={backend} (the server echoed {said}): prompt "
+                  f"{t.get('prompt_n')} tokens, {t.get('predicted_n')} out at "
+                  f"{t.get('predicted_per_second', 0):.1f} tok/s "
                   f"({t.get('predicted_per_token_ms', 0):.3f} ms a token)", flush=True)
     for backend in (False, True):
-        print(f"backend_sampling={backend}: median {statistics.median(rates[backend]):.1f} tok/s "
-              f"over {len(rates[backend])}; {len(texts[backend])} distinct text(s)")
+        got = rates[backend]
+        print(f"backend_sampling={backend}: median "
+              f"{statistics.median(got) if got else float('nan'):.1f} tok/s over {len(got)} "
+              f"timed; {len(texts[backend])} distinct text(s)")
     same = texts[False] == texts[True] and len(texts[False]) == 1
     print(f"same text both ways: {same}")
     return 0

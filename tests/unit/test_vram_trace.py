@@ -9,6 +9,7 @@ import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -153,7 +154,7 @@ def test_it_imports_without_pynvml_and_says_so_when_asked_to_trace(
         mod.main(["--out", str(tmp_path / "t.csv")])
 
 
-def fake_pynvml() -> types.ModuleType:
+def fake_pynvml(gpu_pid: int | None = None) -> types.ModuleType:
     nv: Any = types.ModuleType("pynvml")
     nv.nvmlMemory_v2 = 0x02000028
     nv.nvmlInit = nv.nvmlShutdown = lambda: None
@@ -168,7 +169,7 @@ def fake_pynvml() -> types.ModuleType:
 
     nv.nvmlDeviceGetMemoryInfo = memory
     nv.nvmlDeviceGetComputeRunningProcesses = lambda h: [
-        types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=9_724 * MIB)]
+        types.SimpleNamespace(pid=gpu_pid or os.getpid(), usedGpuMemory=9_724 * MIB)]
     nv.NVML_CLOCK_SM, nv.NVML_TEMPERATURE_GPU = 1, 0
     nv.nvmlDeviceGetClockInfo = lambda h, kind: 1980 if kind == 1 else 0
     nv.nvmlDeviceGetPowerUsage = lambda h: 412_345  # mW
@@ -184,23 +185,30 @@ def fake_pynvml() -> types.ModuleType:
 def test_a_whole_trace_against_a_fake_nvml_stops_on_its_file(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
-    out, stop = tmp_path / "trace.csv", tmp_path / "stop"
-    stop.write_text("")  # left from an earlier run: removed at the start, not obeyed
-    assert vt.main(["--out", str(out), "--stop-file", str(stop), "--duration", "0.3",
-                    "--hz", "20"]) == 0
+    # the GPU's one process: an idle child (its CPU time about 0), not this busy process
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(child.pid))
+        out, stop = tmp_path / "trace.csv", tmp_path / "stop"
+        stop.write_text("")  # left from an earlier run: removed at the start, not obeyed
+        assert vt.main(["--out", str(out), "--stop-file", str(stop), "--duration", "0.3",
+                        "--hz", "20"]) == 0
+    finally:
+        child.kill()
+        child.wait()
     rows = vt.read_rows(out.open(newline=""))
     assert 3 <= len(rows) <= 10 and rows[0].event.startswith("start: GPU 0 NVIDIA H200")
     assert rows[-1].event == "stop: duration" and rows[0].cuda is not None
     assert (rows[0].used_v1, rows[0].used_v2, rows[0].reserved) == (10_340, 9_733, 607)
-    assert rows[0].procs[0][:3] == [os.getpid(), 9_724, Path(f"/proc/{os.getpid()}/comm")
-                                    .read_text().strip()]
+    assert rows[0].procs[0][:3] == [child.pid, 9_724, "sleep"]
     with out.open(newline="") as fh:
         raw = list(csv.DictReader(fh))
     # the load beside the memory: a reading NVML refuses is left empty, the rest written;
-    # this process's CPU time (the GPU's one process here) and the host's only grow
+    # the listed process's CPU time (not the tracer's own) and the host's, which only grow
     assert (raw[0]["sm_mhz"], raw[0]["power_w"], raw[0]["gpu_util_pct"],
             raw[0]["temp_c"]) == ("1980", "412.3", "", "51")
+    own = sum(os.times()[:2])
+    assert float(raw[-1]["procs_cpu_s"]) < 0.1 < own
     for key in ("host_busy_s", "host_steal_s", "procs_cpu_s"):
         assert 0 <= float(raw[0][key]) <= float(raw[-1][key]), key
     capsys.readouterr()
@@ -209,7 +217,7 @@ def test_a_whole_trace_against_a_fake_nvml_stops_on_its_file(
 
 
 def test_cpu_seconds_come_from_proc_stat_fields_user_system_and_steal(tmp_path: Path) -> None:
-    (tmp_path / "stat").write_text("cpu  100 5 50 1000 20 3 2 7 0 0\ncpu0 1 2 3 4\n")
+    (tmp_path / "stat").write_text("cpu  100 5 50 1000 20 3 2 7 40 1\ncpu0 1 2 3 4\n")
     (tmp_path / "42").mkdir()
     # comm with a space and a parenthesis: fields are counted after the last ")"
     (tmp_path / "42" / "stat").write_text(
@@ -220,21 +228,33 @@ def test_cpu_seconds_come_from_proc_stat_fields_user_system_and_steal(tmp_path: 
     assert vt.proc_cpu_s(43, str(tmp_path)) is None
 
 
-def test_the_load_summary_gives_each_steps_clock_and_cpu_rates_while_the_gpu_was_busy() -> None:
+def test_the_load_summary_splits_each_step_by_its_gpu_processes() -> None:
     head = ",".join(vt.FIELDS)
+    bench = json.dumps([[7, 9000.0, "llama-bench", 1, ""]])
+    server = json.dumps([[8, 9700.0, "llama-server", 1, ""]])
 
-    def row(t: float, util: str, mhz: str, cpu: float, busy: float, event: str = "") -> str:
-        values = {"t_unix": f"{1e9 + t}", "t_s": f"{t}", "procs": "[]", "sm_mhz": mhz,
-                  "power_w": "400.0", "gpu_util_pct": util, "temp_c": "50",
+    def row(t: float, procs: str, util: str, mhz: str, cpu: float, busy: float,
+            event: str = "", temp: str = "50") -> str:
+        values = {"t_unix": f"{1e9 + t}", "t_s": f"{t}", "procs": procs, "sm_mhz": mhz,
+                  "power_w": "400.0", "gpu_util_pct": util, "temp_c": temp,
                   "procs_cpu_s": f"{cpu}", "host_busy_s": f"{busy}", "host_steal_s": "0",
                   "event": event}
-        return ",".join(values.get(f, "") for f in vt.FIELDS)
+        buf = io.StringIO()
+        csv.writer(buf).writerow([values.get(f, "") for f in vt.FIELDS])
+        return buf.getvalue().strip()
 
-    lines = [head, row(0, "0", "345", 0, 0, "step: verify1"), row(1, "100", "1980", 0, 0),
-             row(2, "100", "1980", 1, 2), row(3, "100", "1755", 2, 4),
-             row(4, "0", "345", 9, 9, "step: verify2"), row(5, "90", "1980", 9, 9),
-             row(6, "90", "1980", 9.5, 10)]
+    lines = [head, row(0, bench, "0", "345", 0, 0, "step: verify1", temp="71"),
+             row(1, bench, "100", "1980", 8, 8), row(2, bench, "100", "1755", 16, 16),
+             row(3, server, "100", "1980", 30, 31), row(4, server, "100", "1980", 31, 32.5),
+             row(5, server, "0", "345", 32, 34), row(5.5, server, "0", "", 32, 34.5,
+                                                     "step: crash", temp=""),
+             row(7, server, "0", "", 33, 35)]
     out = vt.load_summary(lines).splitlines()
-    assert out[0].startswith("verify1: 4 rows, 3 busy; SM clock median 1980.0 MHz (min 1755.0)")
-    assert "GPU processes 1.0, host 2.0" in out[0]  # an idle row's rates are left out
-    assert out[1].startswith("verify2: 3 rows, 2 busy") and "GPU processes 0.5, host 1.0" in out[1]
+    # llama-bench and the server in one step are two stretches: their CPU rates differ 8-fold
+    assert out[0] == ("verify1 [llama-bench] t=0.0+2.0 s: 3 rows, 2 busy; SM clock median "
+                      "1867.5 MHz (min 1755), power median 400.0 W, temperature max 50 C; "
+                      "CPU cores: GPU processes 8.00, host 8.00, stolen 0.00")
+    assert out[1].startswith("verify1 [llama-server] t=3.0+2.0 s: 3 rows, 2 busy; SM clock "
+                             "median 1980.0") and "GPU processes 1.00, host 1.50" in out[1]
+    assert out[2].startswith("crash [llama-server] t=5.5+1.5 s: 2 rows, 0 busy; SM clock "
+                             "median - MHz (min -), power median - W, temperature max - C")

@@ -85,10 +85,15 @@ pod_restart() {  # the wipe, then the start script
   echo "restart to healthy: $(( ($(date +%s%N) - t0) / 1000000 )) ms"; servers; getent passwd beekeeper; $CTL status
 }
 build_sizes() {  # what a carried build would weigh (the build is most of a proof's device time)
-  for d in /opt/beekeeper/llama-server/*/; do
-    ls -laL "$d"; du -shL "$d"
-    for f in "$d"*; do [ -f "$f" ] && echo "$(basename "$f"): $(gzip -1 -c "$f" | wc -c) bytes gzipped"; done
+  for d in /opt/beekeeper/llama-server/*; do
+    [ -d "$d" ] && [ ! -L "$d" ] || continue  # the `current` link names one of them
+    ls -laL "$d" "$d"/lib 2>/dev/null; du -shL "$d"
+    for f in "$d"/* "$d"/lib/*; do
+      [ -f "$f" ] || continue
+      echo "${f#"$d"/}: $(gzip -1 -c "$f" | wc -c) bytes gzipped"
+    done
   done
+  return 0
 }
 first_request() {
   $PY -c 'import json, urllib.request as u

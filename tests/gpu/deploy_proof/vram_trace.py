@@ -17,6 +17,12 @@ that is 1.5 to 3 % of one core, at 10 Hz up to 15 %, hence 2 Hz. The scan never 
 often than 20 times its own last duration (5 % of a core at most), and each row that scanned
 says how long it took (`scan_ms`).
 
+Each row also gives what could slow a decode beside it: the SM clock, power, utilisation and
+temperature (empty where NVML does not say), and cumulative CPU seconds (`host_busy_s`,
+`host_steal_s` from /proc/stat; `procs_cpu_s`, the NVML-listed processes' user + system time
+from /proc/<pid>/stat). `--load CSV` prints, per stretch of one step and one set of GPU
+processes, the clock, power and temperature while the GPU was busy and the CPU cores busy.
+
 It runs until --stop-file exists or --duration passes (or SIGTERM/SIGINT), each row flushed
 as written. Needs the nvidia-ml-py package (`import pynvml`) to trace, not to be imported or
 to summarise.
@@ -233,39 +239,57 @@ def _med(vals: list[float]) -> str:
     return f"{statistics.median(vals):.1f}" if vals else "-"
 
 
-def load_summary(lines: Iterable[str], busy_pct: float = 50.0) -> str:
-    """Per step of the proof, over the stretches where the GPU was busy (utilisation at
-    least `busy_pct`, consecutive rows): the SM clock (median, min), power and temperature,
-    and the rates of CPU time (cores): the GPU's processes, the whole host, stolen from it."""
-    steps: dict[str, list[dict[str, str]]] = {}
-    step = "(before the first step)"
+def _vals(rows: list[dict[str, str]], key: str) -> list[float]:
+    return [v for r in rows if (v := _num(r.get(key, ""))) is not None]
+
+
+def _rate(first: dict[str, str], last: dict[str, str], key: str) -> str:
+    """A cumulative column's rise a second from `first` to `last` (CPU s a s: cores)."""
+    a, b = _num(first.get(key, "")), _num(last.get(key, ""))
+    dt = float(last["t_s"]) - float(first["t_s"])
+    return "-" if a is None or b is None or dt <= 0 else f"{(b - a) / dt:.2f}"
+
+
+def _stretches(lines: Iterable[str]) -> list[tuple[str, str, list[dict[str, str]]]]:
+    """Consecutive rows of one proof step (full.sh's `step:` events) and one set of GPU
+    processes: (step, the processes' names, rows)."""
+    out: list[tuple[str, str, list[dict[str, str]]]] = []
+    step, key = "(before the first step)", None
     for r in csv.DictReader(lines):
         for part in (r.get("event") or "").split("; "):
             if part.startswith("step: "):
                 step = part[len("step: "):]
-        steps.setdefault(step, []).append(r)
+        procs = json.loads(r.get("procs") or "[]")
+        now = (step, frozenset(int(p[0]) for p in procs))
+        if now != key:
+            out.append((step, ",".join(sorted({str(p[2]) for p in procs})) or "-", []))
+            key = now
+        out[-1][2].append(r)
+    return out
+
+
+def load_summary(lines: Iterable[str], busy_pct: float = 50.0) -> str:
+    """Per stretch of one step and one set of GPU processes (a second or more): its rows and
+    how many had the GPU busy (utilisation at least `busy_pct`); over the busy rows the SM
+    clock (median, min), power (median) and temperature (max); over the whole stretch, from
+    its first row to its last, the CPU cores busy: the GPU's processes, the host, stolen."""
     out = []
-    for name, rows in steps.items():
+    for step, names, rows in _stretches(lines):
+        first, last = rows[0], rows[-1]
+        dt = float(last["t_s"]) - float(first["t_s"])
+        if dt < 1.0:
+            continue
         busy = [r for r in rows if (_num(r.get("gpu_util_pct", "")) or 0) >= busy_pct]
-        busy_ids = {id(r) for r in busy}
-        rates: dict[str, list[float]] = {k: [] for k in ("procs_cpu_s", "host_busy_s",
-                                                         "host_steal_s")}
-        for a, b in zip(rows, rows[1:], strict=False):
-            dt = float(b["t_s"]) - float(a["t_s"])
-            if dt <= 0 or id(a) not in busy_ids or id(b) not in busy_ids:
-                continue
-            for k, got in rates.items():
-                va, vb = _num(a.get(k, "")), _num(b.get(k, ""))
-                if va is not None and vb is not None:
-                    got.append((vb - va) / dt)
-        mhz = [v for r in busy if (v := _num(r.get("sm_mhz", ""))) is not None]
+        mhz, temp = _vals(busy, "sm_mhz"), _vals(busy, "temp_c")
+        rate = {k: _rate(first, last, k) for k in ("procs_cpu_s", "host_busy_s",
+                                                   "host_steal_s")}
         out.append(
-            f"{name}: {len(rows)} rows, {len(busy)} busy; SM clock median {_med(mhz)} MHz "
-            f"(min {min(mhz) if mhz else '-'}); power median "
-            f"{_med([v for r in busy if (v := _num(r.get('power_w', ''))) is not None])} W; "
-            f"temperature max {max((_num(r.get('temp_c', '')) or 0 for r in rows), default=0):.0f}"
-            f" C; CPU cores busy, median: GPU processes {_med(rates['procs_cpu_s'])}, host "
-            f"{_med(rates['host_busy_s'])}, stolen {_med(rates['host_steal_s'])}")
+            f"{step} [{names}] t={float(first['t_s']):.1f}+{dt:.1f} s: {len(rows)} rows, "
+            f"{len(busy)} busy; SM clock median {_med(mhz)} MHz (min "
+            f"{f'{min(mhz):.0f}' if mhz else '-'}), power median "
+            f"{_med(_vals(busy, 'power_w'))} W, temperature max "
+            f"{f'{max(temp):.0f}' if temp else '-'} C; CPU cores: GPU processes "
+            f"{rate['procs_cpu_s']}, host {rate['host_busy_s']}, stolen {rate['host_steal_s']}")
     return "\n".join(out) + "\n"
 
 
@@ -420,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(summary(read_rows(fh)))
         return 0
     if not args.out:
-        ap.error("give --out CSV to trace, or --summary CSV")
+        ap.error("give --out CSV to trace, or --summary CSV or --load CSV")
     if args.hz <= 0 or args.maps_hz <= 0:
         ap.error("--hz and --maps-hz must be over 0")
     return trace(args)
