@@ -27,6 +27,10 @@ step() {  # step NAME CMD...: run, log, time (SKIP_STEPS="dry bad ...": those le
   echo "$(date -u +%T) $name rc=$rc $((ms / 1000)).$(( (ms % 1000) / 100 )) s" >> "$L/steps.txt"
   return $rc
 }
+snap_diff() {  # snap_diff BEFORE AFTER OUT WHAT: the two snapshots' diff, where both were taken
+  [ -e "$L/$1.txt" ] && [ -e "$L/$2.txt" ] || return 0
+  diff "$L/$1.txt" "$L/$2.txt" > "$L/$3.diff"; echo "$4 rc=$?" >> "$L/steps.txt"
+}
 deploy() { "$BIN/pyinfra" -y inventories/gpu-container.py deploy.py "$@"; }
 # the dry run as a user types it: without -y pyinfra lists every operation it would run
 # (with -y it skips that listing: "Skipping change detection") and changes nothing

@@ -74,11 +74,8 @@ def proc_info(pid: int, proc: str = "/proc") -> tuple[str, int | None, str]:
         comm = (base / "comm").read_text().strip()
     except OSError:
         return "?", None, ""
-    try:
-        stat = (base / "stat").read_text()
-        ppid: int | None = int(stat[stat.rindex(")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        ppid = None
+    f = stat_fields(pid, proc)
+    ppid = int(f[1]) if len(f) > 1 and f[1].isdigit() else None
     try:
         raw = (base / "cmdline").read_bytes()
         cmd = raw.replace(b"\0", b" ").decode(errors="replace").strip()[:CMD_HEAD]
@@ -87,13 +84,23 @@ def proc_info(pid: int, proc: str = "/proc") -> tuple[str, int | None, str]:
     return comm, ppid, cmd
 
 
-def proc_cpu_s(pid: int, proc: str = "/proc") -> float | None:
-    """A process's CPU time so far (user + system, s); None where unreadable."""
+def stat_fields(pid: int, proc: str = "/proc") -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (state first: field 3 of proc(5)),
+    counted from its last ")" (a name may hold spaces and parentheses); [] where unreadable."""
     try:
         stat = (Path(proc) / str(pid) / "stat").read_text()
-        f = stat[stat.rindex(")") + 2:].split()
+        return stat[stat.rindex(")") + 2:].split()
+    except (OSError, ValueError):
+        return []
+
+
+def proc_cpu_s(pid: int, proc: str = "/proc") -> float | None:
+    """A process's CPU time so far (user + system, s: utime and stime); None where
+    unreadable."""
+    try:
+        f = stat_fields(pid, proc)
         return (int(f[11]) + int(f[12])) * TICK_S
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return None
 
 
@@ -326,7 +333,10 @@ def _load(nv: Any, h: Any, pids: list[int]) -> dict[str, str]:
             return fmt.format(f())
         except Exception:  # not supported by this card, driver or binding
             return ""
-    out = {"sm_mhz": nv_read(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM), "{}"),
+    from beekeeper.verify.vram import clock_read  # verify's own read of the clock
+
+    mhz = clock_read(nv, h)[0]
+    out = {"sm_mhz": "" if mhz is None else f"{mhz:.0f}",
            "power_w": nv_read(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000, "{:.1f}"),
            "gpu_util_pct": nv_read(lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu, "{}"),
            "temp_c": nv_read(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
